@@ -1,0 +1,28 @@
+"""dprange: range queries, histograms, CDFs and quantiles under differential privacy.
+
+The central pipeline: ``Domain`` (public bins) -> mechanism (``Flat``, ``Hierarchical``,
+``Wavelet``) -> ``Release`` (answers with exact error bars).
+"""
+
+from .domain import Domain
+from .errors import DataError, DomainError, DPRangeError, ParameterError, ReportError
+from .mechanisms import Flat, Hierarchical, Mechanism, Wavelet, release
+from .release import Answer, Release
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Answer",
+    "DataError",
+    "Domain",
+    "DomainError",
+    "DPRangeError",
+    "Flat",
+    "Hierarchical",
+    "Mechanism",
+    "ParameterError",
+    "Release",
+    "ReportError",
+    "Wavelet",
+    "release",
+]

@@ -1,0 +1,220 @@
+"""The ``dprange`` command.
+
+    dprange release data.csv --column income --lo 0 --hi 250000 --bins 1024 --epsilon 1
+    dprange demo --output demo-output
+
+Every error caused by the input is one line on stderr and exit status 2, without traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from importlib import resources
+
+import click
+import numpy as np
+
+from .domain import Domain
+from .errors import DPRangeError, ParameterError
+from .io import read_column
+from .mechanisms import Flat, Hierarchical, Wavelet
+
+EXIT_USAGE = 2
+
+
+def _parse_int_list(text: str, name: str):
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    try:
+        values = [int(p) for p in parts]
+    except ValueError:
+        raise ParameterError(f"{name} must be an integer or a comma-separated list of integers, got {text!r}") from None
+    return values[0] if len(values) == 1 and "," not in text else values
+
+
+def _parse_budget(text: str):
+    if text in ("uniform", "geometric"):
+        return text
+    try:
+        return [float(p) for p in text.split(",") if p.strip()]
+    except ValueError:
+        raise ParameterError(f"budget must be 'uniform', 'geometric' or a comma-separated list of numbers, got {text!r}") from None
+
+
+def build_mechanism(name: str, branching: str, budget: str, neighbours: str, noise: str, measure_root: bool):
+    """A mechanism object from CLI options."""
+    if name == "flat":
+        return Flat(neighbours=neighbours, noise=noise)
+    if name == "wavelet":
+        return Wavelet(neighbours=neighbours, noise=noise)
+    if name == "hierarchical":
+        return Hierarchical(_parse_int_list(branching, "branching"), _parse_budget(budget),
+                            measure_root=measure_root, neighbours=neighbours, noise=noise)
+    raise ParameterError(f"unknown mechanism {name!r}")
+
+
+def build_domain(lo, hi, bins, integers: bool) -> Domain:
+    if lo is None or hi is None:
+        raise ParameterError("give the public bounds with --lo and --hi")
+    if integers and bins is not None:
+        raise ParameterError("give either --integers or --bins, not both")
+    if integers:
+        return Domain.integers(lo, hi)
+    if bins is None:
+        raise ParameterError("give --bins N (equal bins over [lo, hi]) or --integers (one bin per integer)")
+    return Domain.interval(lo, hi, bins)
+
+
+def format_deciles(release, alpha: float) -> str:
+    q = np.linspace(0.1, 0.9, 9)
+    answer = release.quantile(q)
+    lower, upper = answer.confidence_interval(alpha)
+    level = f"{100 * (1 - alpha):g}% interval"
+    lines = [f"{'quantile':>9}  {'estimate':>14}  {level:>31}"]
+    for qi, v, lo, hi in zip(q, np.atleast_1d(answer.value), lower, upper):
+        lines.append(f"{qi:>9.1f}  {v:>14.6g}  [{lo:>13.6g}, {hi:>13.6g}]")
+    total = release.total()
+    if release.public_total is not None:
+        lines.append(f"total (public): {total.value:.0f}")
+    else:
+        lines.append(f"total: {total.value:.1f} ± {total.stderr:.1f} (1 s.e.)")
+    return "\n".join(lines)
+
+
+def _write_outputs(release, output, plot, alpha):
+    for path in (output, plot):
+        if path:
+            folder = os.path.dirname(os.path.abspath(path))
+            os.makedirs(folder, exist_ok=True)
+    if output:
+        release.to_json(output, alpha=alpha)
+    if plot:
+        from .plot import plot_cdf  # noqa: PLC0415
+
+        plot_cdf(release, plot, alpha=alpha)
+
+
+mechanism_options = [
+    click.option("--epsilon", "-e", type=float, required=True, help="Privacy budget epsilon (> 0)."),
+    click.option("--delta", type=float, default=0.0, show_default=True,
+                 help="Privacy parameter delta in [0, 1); delta > 0 switches the default noise to Gaussian."),
+    click.option("--mechanism", "-m", type=click.Choice(["hierarchical", "flat", "wavelet"]), default="hierarchical",
+                 show_default=True, help="How the histogram is measured."),
+    click.option("--branching", default="16", show_default=True,
+                 help="Hierarchical only: branching factor b >= 2, or per-level factors from the root down, e.g. 4,16,16."),
+    click.option("--budget", default="uniform", show_default=True,
+                 help="Hierarchical only: 'uniform', 'geometric', or per-level budgets (root first) summing to epsilon."),
+    click.option("--no-root", is_flag=True, help="Hierarchical, add/remove only: do not measure the root (Qardaji et al.)."),
+    click.option("--neighbours", type=click.Choice(["add_remove", "replace"]), default="add_remove", show_default=True,
+                 help="Neighbouring relation: add/remove one record, or replace one record's value (the total is then public)."),
+    click.option("--noise", type=click.Choice(["auto", "discrete_laplace", "laplace", "gaussian"]), default="auto",
+                 show_default=True, help="Noise: auto = discrete Laplace if delta = 0, Gaussian if delta > 0."),
+    click.option("--seed", type=int, default=None,
+                 help="Seed the noise for a reproducible experiment. Never for a real release: the default reads OS entropy."),
+    click.option("--alpha", type=float, default=0.05, show_default=True, help="Confidence intervals at level 1 - alpha."),
+]
+
+
+def with_options(options):
+    def decorate(func):
+        for option in reversed(options):
+            func = option(func)
+        return func
+    return decorate
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="dprange")
+def cli():
+    """dprange: differentially private histograms, range queries, CDFs and quantiles.
+
+    Bounds and bins are public and must not be read from the data. Every answer comes with
+    an exact standard error. Run 'dprange COMMAND --help' for each command's options.
+    """
+
+
+@cli.command("release")
+@click.argument("input_path", metavar="INPUT", type=click.Path(dir_okay=False))
+@click.option("--column", "-c", required=True, help="Name of the numeric column to release.")
+@click.option("--lo", type=float, help="Public lower bound of the values.")
+@click.option("--hi", type=float, help="Public upper bound of the values.")
+@click.option("--bins", type=int, default=None, help="Number of equal bins over [lo, hi].")
+@click.option("--integers", is_flag=True, help="One bin per integer lo..hi instead of --bins.")
+@click.option("--clip", is_flag=True, help="Clip values outside [lo, hi] to the bounds instead of failing.")
+@click.option("--drop-missing", is_flag=True, help="Drop empty/NaN cells instead of failing (the count dropped is not released).")
+@with_options(mechanism_options)
+@click.option("--output", "-o", type=click.Path(dir_okay=False), default="release.json", show_default=True,
+              help="Where to write the release as JSON.")
+@click.option("--plot", type=click.Path(dir_okay=False), default=None, help="Also save a PNG of the CDF with its confidence band.")
+def release_command(input_path, column, lo, hi, bins, integers, clip, drop_missing, epsilon, delta, mechanism,
+                    branching, budget, no_root, neighbours, noise, seed, alpha, output, plot):
+    """Release a private histogram of one column of a CSV or Parquet file.
+
+    Reads COLUMN of INPUT, bins it on the public domain, measures it with the chosen
+    mechanism, writes the release (histogram, standard errors, deciles, parameters) as JSON
+    and prints the deciles with confidence intervals.
+    """
+    domain = build_domain(lo, hi, bins, integers)
+    mech = build_mechanism(mechanism, branching, budget, neighbours, noise, not no_root)
+    values = read_column(input_path, column)
+    counts = domain.histogram(values, clip=clip, drop_missing=drop_missing)
+    result = mech.release(counts, epsilon, delta=delta, rng=seed, domain=domain)
+    _write_outputs(result, output, plot, alpha)
+    click.echo(f"{result.mechanism} release of {column!r}: {domain!r}, epsilon={epsilon:g}, delta={delta:g}, neighbours={neighbours}")
+    click.echo(format_deciles(result, alpha))
+    click.echo(f"wrote {output}" + (f" and {plot}" if plot else ""))
+
+
+def example_path() -> str:
+    """Path of the example dataset shipped inside the package."""
+    return str(resources.files("dprange") / "data" / "example_incomes.csv")
+
+
+@cli.command("demo")
+@click.option("--output", "-o", type=click.Path(file_okay=False), default="demo-output", show_default=True,
+              help="Folder for the demo's outputs.")
+@click.option("--epsilon", "-e", type=float, default=1.0, show_default=True, help="Privacy budget.")
+def demo_command(output, epsilon):
+    """Release the built-in example data (synthetic incomes) and show what dprange produces."""
+    os.makedirs(output, exist_ok=True)
+    path = example_path()
+    domain = Domain.interval(0, 250_000, 1024)
+    values = read_column(path, "income")
+    counts = domain.histogram(values)
+    mech = Hierarchical(16)
+    result = mech.release(counts, epsilon, domain=domain)
+    json_path = os.path.join(output, "release.json")
+    png_path = os.path.join(output, "cdf.png")
+    try:
+        _write_outputs(result, json_path, png_path, 0.05)
+    except DPRangeError:
+        _write_outputs(result, json_path, None, 0.05)
+        png_path = None
+    click.echo(f"example data: {path} ({values.size} records, column 'income')")
+    click.echo(f"mechanism: {mech!r}, epsilon={epsilon:g}, domain {domain!r}")
+    click.echo(format_deciles(result, 0.05))
+    click.echo(f"outputs: {os.path.abspath(json_path)}" + (f", {os.path.abspath(png_path)}" if png_path else ""))
+
+
+def main(argv=None):
+    """Entry point: run the CLI, turning dprange errors into one line and exit status 2."""
+    try:
+        cli.main(args=argv, prog_name="dprange", standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(1)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except DPRangeError as exc:
+        click.echo(f"dprange: error: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    except OSError as exc:
+        click.echo(f"dprange: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), err=True)
+        sys.exit(EXIT_USAGE)
+    sys.exit(0)
+
+
+if __name__ == "__main__":
+    main()

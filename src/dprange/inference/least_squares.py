@@ -1,0 +1,99 @@
+"""Generalised least squares for any strategy, through implicit linear operators.
+
+For measurements y = A x + noise with independent noise of variance v_i per row, the GLS
+estimate minimises sum_i (A_i x - y_i)^2 / v_i; it is unbiased with covariance
+(A^T V^-1 A)^-1 (the matrix mechanism's estimator, seed 003).  With a public total
+(``total``), x is restricted to {x : sum x = total}: x = total/n + P u with P the projection
+onto sum-zero vectors, and the problem is solved in u.
+
+The solve uses ``scipy.sparse.linalg.lsmr`` on the whitened operator V^-1/2 A (P), so A is
+never formed; each iteration costs one matvec and one rmatvec.  For trees and wavelets the
+exact O(n) algorithms in :mod:`.tree` and :mod:`.wavelet` are faster; this path serves any
+strategy and cross-checks them.
+
+Errors: :class:`OperatorEstimate` computes the variance q^T (A^T V^-1 A)^-1 q of a query q by
+one conjugate-gradient solve per query: fine for hundreds of queries, not for millions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.sparse.linalg import LinearOperator, aslinearoperator, cg, lsmr
+
+from ..errors import ParameterError
+
+
+def _whitened(operator, variances, n, total):
+    A = aslinearoperator(operator)
+    inv_sd = 1.0 / np.sqrt(np.asarray(variances, dtype=float))
+    if total is None:
+        project = lambda u: u  # noqa: E731
+    else:
+        project = lambda u: u - u.mean()  # noqa: E731
+
+    def matvec(u):
+        return inv_sd * A.matvec(project(np.ravel(u)))
+
+    def rmatvec(r):
+        return project(A.rmatvec(inv_sd * np.ravel(r)))
+
+    return LinearOperator((A.shape[0], n), matvec=matvec, rmatvec=rmatvec, dtype=float), inv_sd, project
+
+
+def gls(operator, values, variances, *, total=None, tol: float = 1e-12, maxiter: int | None = None) -> "OperatorEstimate":
+    """GLS estimate of x (length operator.shape[1]) from ``values`` with per-row ``variances``."""
+    A = aslinearoperator(operator)
+    m, n = A.shape
+    y = np.asarray(values, dtype=float)
+    v = np.broadcast_to(np.asarray(variances, dtype=float), (m,))
+    if y.shape != (m,):
+        raise ParameterError(f"expected {m} measured values, got {y.shape}")
+    if np.any(v <= 0) or not np.all(np.isfinite(v)):
+        raise ParameterError("variances must be positive and finite")
+    W, inv_sd, project = _whitened(A, v, n, total)
+    base = np.zeros(n) if total is None else np.full(n, float(total) / n)
+    rhs = inv_sd * (y - A.matvec(base))
+    result = lsmr(W, rhs, atol=tol, btol=tol, maxiter=maxiter or 10 * n + 100)
+    x = base + project(result[0])
+    return OperatorEstimate(A, v, x, total is not None, iterations=int(result[2]))
+
+
+class OperatorEstimate:
+    """A GLS estimate on an implicit operator, with exact query variances by CG solves."""
+
+    def __init__(self, operator, variances, estimate, known_total: bool, iterations: int = 0):
+        self.operator = operator
+        self.variances = variances
+        self.leaves = estimate
+        self.known_total = known_total
+        self.iterations = iterations
+
+    def _gram(self) -> LinearOperator:
+        A, inv_v = self.operator, 1.0 / self.variances
+        n = A.shape[1]
+        if self.known_total:
+            proj = lambda u: u - u.mean()  # noqa: E731
+        else:
+            proj = lambda u: u  # noqa: E731
+        return LinearOperator((n, n), matvec=lambda u: proj(A.rmatvec(inv_v * A.matvec(proj(np.ravel(u))))), dtype=float)
+
+    def query_variance(self, queries) -> np.ndarray:
+        """Exact variance q^T G^+ q of each row q of ``queries`` (k x n array)."""
+        Q = np.atleast_2d(np.asarray(queries, dtype=float))
+        G = self._gram()
+        out = np.empty(Q.shape[0])
+        for i, q in enumerate(Q):
+            if self.known_total:
+                q = q - q.mean()
+            u, info = cg(G, q, rtol=1e-12, atol=0.0, maxiter=20 * Q.shape[1] + 100)
+            if info != 0:
+                raise ParameterError("conjugate gradients did not converge for a query variance")
+            out[i] = q @ u
+        return out
+
+    def range_variance(self, lo, hi) -> np.ndarray:
+        lo, hi = np.broadcast_arrays(np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64))
+        n = self.leaves.size
+        idx = np.arange(n)
+        Q = ((idx[None, :] >= lo.ravel()[:, None]) & (idx[None, :] <= hi.ravel()[:, None])).astype(float)
+        return self.query_variance(Q).reshape(lo.shape)

@@ -1,0 +1,253 @@
+"""Exact generalised least squares on a level-uniform tree, in O(number of nodes).
+
+This is the constrained inference of Hay et al. ("Boosting the accuracy of differentially
+private histograms through consistency", PVLDB 2010), in the general form of Qardaji et al.
+(seed 000, section 3.3: weighted averaging then mean consistency) extended to
+
+* unequal, per-level or per-node noise variances (any budget split, local-DP levels),
+* any per-level branching factors and incomplete last blocks (n not a product),
+* a measured, unmeasured or known (public) root.
+
+The two passes are the exact Gaussian smoother on the tree.  Upward ("weighted averaging"),
+every node gets its best estimate z_u from its own subtree and that estimate's variance w_u:
+combine the node's noisy count y_u (variance v_u) with the sum S_u of its children's z,
+whose variance is W_u = sum of the children's w:
+
+    z_u = (y_u W_u + S_u v_u) / (W_u + v_u),      w_u = W_u v_u / (W_u + v_u).
+
+Downward ("mean consistency"), the root keeps z_root (or the public total) and every child
+receives a share of its parent's residual proportional to its variance:
+
+    xhat_c = z_c + (w_c / W_u) (xhat_u - S_u).
+
+The result equals the dense GLS estimate (A^T V^-1 A)^-1 A^T V^-1 y (tests check it).
+
+Exact error of a range.  Given the true count t_u of a node and all measurements, the counts
+of its children are Gaussian with mean z + (w / W)(t_u - S) and covariance
+C_u = diag(w) - w w^T / W (the from-below estimates conditioned on their sum).  For a range
+R, let Q_u be the part of R's estimate inside node u.  Then E[Q_u | t_u] is g_u t_u plus a
+constant and Var[Q_u | t_u] = s_u, with, over u's children c,
+
+    g_u = sum_c g_c w_c / W_u,       s_u = sum_c s_c + g^T C_u g,
+
+fully covered nodes having g = 1, s = 0 and disjoint ones g = 0, s = 0.  Only the at most two
+boundary nodes per level are partial, so Var(range) = s_root + g_root^2 P_root (P_root the
+root's posterior variance, 0 when the total is public) costs O(depth) vectorised operations
+per batch of queries, with prefix sums of w for the covered siblings.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ParameterError
+from ..strategies import TreeStrategy
+
+
+def _as_level_array(value, size: int, name: str) -> np.ndarray:
+    arr = np.broadcast_to(np.asarray(value, dtype=float), (size,)).astype(float, copy=True)
+    if np.any(np.isnan(arr)):
+        raise ParameterError(f"{name} contains NaN")
+    return arr
+
+
+def _pad(values: np.ndarray, size: int) -> np.ndarray:
+    if values.size == size:
+        return values
+    out = np.zeros(size, dtype=float)
+    out[: values.size] = values
+    return out
+
+
+class TreeErrorModel:
+    """The exact covariance of tree GLS, implicitly: data-independent (depends on variances).
+
+    Attributes
+    ----------
+    from_below_variance : w per depth (variance of each node's subtree-only estimate).
+    root_variance : the root's posterior variance (0 when the total is public).
+    """
+
+    def __init__(self, strategy: TreeStrategy, up_variances, child_variance_sums, root_variance):
+        self.strategy = strategy
+        self.from_below_variance = up_variances
+        self._child_variance_sums = child_variance_sums
+        self.root_variance = float(root_variance)
+
+    def range_variance(self, lo, hi) -> np.ndarray:
+        """Exact variance of the estimated count of bins lo..hi (inclusive), vectorised.
+
+        O(depth) numpy operations on arrays of the queries' size.
+        """
+        tree = self.strategy
+        lo = np.asarray(lo, dtype=np.int64)
+        hi = np.asarray(hi, dtype=np.int64)
+        lo, hi = np.broadcast_arrays(lo, hi)
+        shape = lo.shape
+        left = lo.ravel().copy()
+        right = hi.ravel().copy()
+        if left.size and (left.min() < 0 or right.max() >= tree.n or np.any(left > right)):
+            raise ParameterError(f"ranges must satisfy 0 <= lo <= hi < {tree.n}")
+        g_left = np.ones(left.size)
+        g_right = np.ones(left.size)
+        s_left = np.zeros(left.size)
+        s_right = np.zeros(left.size)
+        for d in range(tree.depth, 0, -1):
+            b = tree.branching[d - 1]
+            parents = tree.level_sizes[d - 1]
+            w = _pad(self.from_below_variance[d], parents * b)
+            cum = np.concatenate([[0.0], np.cumsum(w)])
+            big_w = self._child_variance_sums[d - 1]
+            p_left, p_right = left // b, right // b
+            split = left < right
+            merge = split & (p_left == p_right)
+            apart = split & ~merge
+            w_l, w_r = w[left], w[right]
+            # Left boundary node: itself (weight g_left) and, unless merging, its later siblings.
+            after = np.where(apart, cum[p_left * b + b] - cum[left + 1], 0.0)
+            between = np.where(merge, cum[right] - cum[left + 1], 0.0)
+            before = np.where(apart, cum[right] - cum[p_right * b], 0.0)
+            right_own = np.where(merge, g_right * w_r, 0.0)
+            right_sq = np.where(merge, g_right**2 * w_r, 0.0)
+            lin_left = g_left * w_l + after + between + right_own
+            sq_left = g_left**2 * w_l + after + between + right_sq
+            wp_left = big_w[p_left]
+            new_g_left = _safe_div(lin_left, wp_left)
+            new_s_left = s_left + np.where(merge, s_right, 0.0) + sq_left - _safe_div(lin_left**2, wp_left)
+            lin_right = g_right * w_r + before
+            sq_right = g_right**2 * w_r + before
+            wp_right = big_w[p_right]
+            new_g_right = np.where(apart, _safe_div(lin_right, wp_right), new_g_left)
+            new_s_right = np.where(apart, s_right + sq_right - _safe_div(lin_right**2, wp_right), new_s_left)
+            g_left, s_left, g_right, s_right = new_g_left, new_s_left, new_g_right, new_s_right
+            left, right = p_left, p_right
+        variance = s_left + g_left**2 * self.root_variance
+        # Clear the rounding residue of exact zeros (e.g. the public total); never biases.
+        return np.maximum(variance, 0.0).reshape(shape)
+
+    def query_variance(self, weights) -> np.ndarray:
+        """Exact variance of the estimate of sum_i q_i x_i for each row q of ``weights``.
+
+        The same recursion as :meth:`range_variance` run over every node (leaves start with
+        g = q_i, s = 0): O(number of nodes) per query, vectorised over a (k, n) batch.
+        """
+        tree = self.strategy
+        q = np.atleast_2d(np.asarray(weights, dtype=float))
+        if q.shape[-1] != tree.n:
+            raise ParameterError(f"query weights must have {tree.n} entries per query")
+        g = q
+        s = np.zeros(q.shape[0])
+        for d in range(tree.depth, 0, -1):
+            b = tree.branching[d - 1]
+            parents = tree.level_sizes[d - 1]
+            w = _pad(self.from_below_variance[d], parents * b).reshape(parents, b)
+            g_pad = np.zeros((q.shape[0], parents * b))
+            g_pad[:, : g.shape[1]] = g
+            g_pad = g_pad.reshape(q.shape[0], parents, b)
+            lin = (g_pad * w).sum(axis=2)
+            sq = (g_pad**2 * w).sum(axis=2)
+            big_w = self._child_variance_sums[d - 1]
+            s = s + (sq - _safe_div(lin**2, big_w)).sum(axis=1)
+            g = _safe_div(lin, big_w)
+        out = s + g[:, 0] ** 2 * self.root_variance
+        out = np.maximum(out, 0.0)
+        return out if np.ndim(weights) > 1 else out[0]
+
+
+class TreeEstimate(TreeErrorModel):
+    """The GLS estimate on a tree (``leaves``) together with its exact error model."""
+
+    def __init__(self, strategy, up_estimates, up_variances, child_variance_sums, node_estimates, root_variance):
+        super().__init__(strategy, up_variances, child_variance_sums, root_variance)
+        self.from_below = up_estimates
+        self._nodes = node_estimates
+
+    @property
+    def leaves(self) -> np.ndarray:
+        return self._nodes[-1]
+
+    def node_estimate(self, depth: int) -> np.ndarray:
+        """Consistent estimates of the real nodes at ``depth`` (0 = root)."""
+        return self._nodes[depth]
+
+
+def _safe_div(num, den):
+    den = np.asarray(den, dtype=float)
+    return np.divide(num, den, out=np.zeros(np.broadcast(num, den).shape), where=den > 0)
+
+
+def tree_gls(strategy: TreeStrategy, level_values, level_variances, *, total=None) -> TreeEstimate:
+    """Exact GLS estimate of the bins from noisy node counts of a level-uniform tree.
+
+    Parameters
+    ----------
+    strategy : the tree.
+    level_values : list over depths 0..h; each an array of the noisy counts of the real nodes
+        at that depth, or None when the depth is not measured.  The leaves (depth h) must be
+        measured unless the tree is a single node.
+    level_variances : list over depths 0..h of the noise variance of each node (a scalar or
+        an array over the level's nodes); None or inf for an unmeasured depth.
+    total : the public total (known root), or None.
+
+    Complexity O(number of nodes) time and memory.
+    """
+    h = strategy.depth
+    if len(level_values) != h + 1 or len(level_variances) != h + 1:
+        raise ParameterError(f"expected values and variances for {h + 1} depths")
+    up_z: list = [None] * (h + 1)
+    up_w: list = [None] * (h + 1)
+    child_w: list = [None] * h
+    child_z: list = [None] * h
+    for d in range(h, -1, -1):
+        size = strategy.level_sizes[d]
+        y = level_values[d]
+        v = level_variances[d]
+        measured = y is not None and v is not None and np.all(np.isfinite(v))
+        if measured:
+            y = _as_level_array(y, size, f"values at depth {d}")
+            v = _as_level_array(v, size, f"variances at depth {d}")
+            if np.any(v < 0):
+                raise ParameterError("noise variances must be non-negative")
+        if d == h:
+            if not measured:
+                if total is not None and h == 0:
+                    up_z[d], up_w[d] = np.array([float(total)]), np.zeros(1)
+                    continue
+                raise ParameterError("the leaves of the tree must be measured")
+            up_z[d], up_w[d] = y, v
+            continue
+        b = strategy.branching[d]
+        s = _pad(up_z[d + 1], size * b).reshape(size, b).sum(axis=1)
+        big_w = _pad(up_w[d + 1], size * b).reshape(size, b).sum(axis=1)
+        child_z[d], child_w[d] = s, big_w
+        if measured:
+            denom = big_w + v
+            up_z[d] = np.where(denom > 0, _safe_div(y * big_w + s * v, denom), y)
+            up_w[d] = _safe_div(big_w * v, denom)
+        else:
+            up_z[d], up_w[d] = s, big_w
+    if total is not None:
+        if strategy.level_sizes[0] != 1:
+            raise ParameterError("a known total needs a tree with a single root")
+        up_z[0] = np.array([float(total)])
+        up_w[0] = np.zeros(1)
+    nodes: list = [None] * (h + 1)
+    nodes[0] = up_z[0].copy()
+    for d in range(h):
+        b = strategy.branching[d]
+        size = strategy.level_sizes[d]
+        residual = nodes[d] - child_z[d]
+        share = _safe_div(_pad(up_w[d + 1], size * b).reshape(size, b), child_w[d][:, None])
+        child = _pad(up_z[d + 1], size * b).reshape(size, b) + share * residual[:, None]
+        nodes[d + 1] = child.ravel()[: strategy.level_sizes[d + 1]]
+    return TreeEstimate(strategy, up_z, up_w, child_w, nodes, up_w[0][0])
+
+
+def tree_error_model(strategy: TreeStrategy, level_variances, *, known_total: bool = False) -> TreeErrorModel:
+    """The exact error model of tree GLS without any data (the variances suffice).
+
+    Use it to compute expected errors before touching data; O(number of nodes).
+    """
+    values = [None if v is None else np.zeros(strategy.level_sizes[d]) for d, v in enumerate(level_variances)]
+    est = tree_gls(strategy, values, level_variances, total=0.0 if known_total else None)
+    return TreeErrorModel(strategy, est.from_below_variance, est._child_variance_sums, est.root_variance)

@@ -1,0 +1,289 @@
+"""Central-DP mechanisms: select a strategy, measure it with noise, infer the histogram.
+
+Each mechanism reads like its paper: ``measure`` (strategy + calibrated noise) then ``infer``
+(least squares), and ``release`` returns a :class:`~dprange.release.Release` whose answers
+carry exact standard errors.
+
+Privacy.  ``neighbours="add_remove"`` (default): neighbouring datasets differ by one record
+added or removed; a record changes one node per tree level by 1, so every level has L1 and
+L2 sensitivity 1, and the total is private (estimated).  ``neighbours="replace"``: one record
+changes its value and the number of records is public; a level's L1 sensitivity is 2 (one
+count down, one up) and its L2 sensitivity sqrt(2).  In the replace model dprange takes the
+total as ``counts.sum()``: use it only when that number is truly public.
+
+Noise.  ``noise="auto"`` uses discrete Laplace (integer, pure epsilon-DP) when delta = 0 and
+the analytic Gaussian mechanism when delta > 0.  ``"laplace"`` is continuous Laplace (the
+papers' noise, for reproducing their numbers).  A budget split over levels gives level l the
+budget eps_l (sum = epsilon) and Laplace scale Delta_l / eps_l: sequential composition.  For
+Gaussian noise the split gives level l the weight f_l = eps_l / epsilon: level l's rows are
+scaled by f_l, the scaled strategy has L2 sensitivity sqrt(sum_l (f_l Delta_l)^2), one sigma
+is calibrated for it, and level l's noise has standard deviation sigma / f_l.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._validation import check_budget_list, check_delta, check_epsilon, check_neighbours
+from .domain import Domain
+from .errors import ParameterError
+from .inference.tree import tree_gls
+from .inference.wavelet import haar_estimate
+from .measurements import Measurements
+from .noise import NOISE_KINDS, NoiseSpec, gaussian_sigma, resolve_rng
+from .release import Release
+from .strategies import HaarStrategy, TreeStrategy
+
+BUDGET_RULES = ("uniform", "geometric")
+
+
+def check_counts(counts) -> np.ndarray:
+    """Validate a histogram of exact counts: a 1-D array of finite non-negative integers."""
+    arr = np.asarray(counts)
+    if arr.ndim != 1 or arr.size == 0:
+        raise ParameterError("counts must be a non-empty 1-D array of bin counts")
+    if arr.dtype.kind not in "biuf":
+        raise ParameterError("counts must be numeric")
+    if arr.dtype.kind == "f":
+        if not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr)):
+            raise ParameterError("counts must be finite whole numbers (bucketize raw values with a Domain)")
+    if np.any(arr < 0):
+        raise ParameterError("counts must be non-negative")
+    return arr.astype(np.int64)
+
+
+def resolve_noise(noise: str, delta: float) -> str:
+    """The noise kind to use for ``noise`` ("auto" or a kind) at this delta."""
+    if noise == "auto":
+        return "gaussian" if delta > 0 else "discrete_laplace"
+    if noise not in NOISE_KINDS:
+        raise ParameterError(f"noise must be 'auto' or one of {', '.join(NOISE_KINDS)}, got {noise!r}")
+    if noise == "gaussian" and delta <= 0:
+        raise ParameterError("Gaussian noise needs delta > 0; pass delta or use Laplace noise")
+    return noise
+
+
+def level_noise(kind: str, fractions: np.ndarray, epsilon: float, delta: float, l1: float, l2: float) -> list[NoiseSpec]:
+    """Noise per level for a budget split ``fractions`` (sum 1) of epsilon (see module doc).
+
+    ``l1``/``l2``: the L1/L2 sensitivity of one level.
+    """
+    fractions = np.asarray(fractions, dtype=float)
+    if kind == "gaussian":
+        sigma = gaussian_sigma(epsilon, delta, l2 * math.sqrt(float(np.sum(fractions**2))))
+        return [NoiseSpec(kind, sigma / f) for f in fractions]
+    return [NoiseSpec(kind, l1 / (f * epsilon)) for f in fractions]
+
+
+class Mechanism:
+    """Base class: ``release = infer(measure(counts))`` with privacy bookkeeping."""
+
+    name = "mechanism"
+
+    def __init__(self, *, neighbours: str = "add_remove", noise: str = "auto"):
+        self.neighbours = check_neighbours(neighbours)
+        if noise != "auto":
+            resolve_noise(noise, 0.5)  # validates the name
+        self.noise = noise
+
+    # Subclasses implement these two.
+    def strategy(self, n: int):
+        raise NotImplementedError
+
+    def budget_fractions(self, strategy) -> np.ndarray:
+        raise NotImplementedError
+
+    def parameters(self) -> dict:
+        return {"neighbours": self.neighbours, "noise": self.noise}
+
+    @property
+    def sensitivity(self) -> tuple[float, float]:
+        """(L1, L2) sensitivity of one level of the strategy under the neighbouring relation."""
+        return (2.0, math.sqrt(2.0)) if self.neighbours == "replace" else (1.0, 1.0)
+
+    def measure(self, counts, epsilon, *, delta=0.0, rng=None) -> Measurements:
+        """Answer the strategy's queries on ``counts`` with calibrated noise."""
+        counts = check_counts(counts)
+        epsilon = check_epsilon(epsilon)
+        delta = check_delta(delta)
+        kind = resolve_noise(self.noise, delta)
+        source = resolve_rng(rng)
+        strategy = self.strategy(counts.size)
+        exact = self._exact_levels(strategy, counts)
+        depths = strategy.measured_depths
+        fractions = self.budget_fractions(strategy, epsilon)
+        l1, l2 = self.sensitivity
+        specs = level_noise(kind, fractions, epsilon, delta, l1, l2) if depths else []
+        values: list = [None] * len(exact)
+        noise: list = [None] * len(exact)
+        for depth, spec in zip(depths, specs):
+            values[depth] = exact[depth] + spec.sample(exact[depth].shape, source)
+            noise[depth] = spec
+        total = float(counts.sum()) if self.neighbours == "replace" else None
+        return Measurements(strategy, values, noise, epsilon, delta, self.neighbours, total)
+
+    def _exact_levels(self, strategy, counts):
+        return strategy.level_sums(counts)
+
+    def infer(self, measurements: Measurements):
+        """Exact least-squares estimate (post-processing only)."""
+        return tree_gls(measurements.strategy, measurements.values, measurements.variances, total=measurements.total)
+
+    def release(self, counts, epsilon, *, delta=0.0, rng=None, domain: Domain | None = None) -> Release:
+        """Measure ``counts`` (exact bin counts) and return the private release."""
+        measurements = self.measure(counts, epsilon, delta=delta, rng=rng)
+        estimate = self.infer(measurements)
+        params = self.parameters()
+        params.update(measurements.strategy.describe())
+        return Release(
+            estimate.leaves,
+            estimate,
+            domain=domain,
+            mechanism=self.name,
+            parameters=params,
+            epsilon=measurements.epsilon,
+            delta=measurements.delta,
+            neighbours=self.neighbours,
+            total=measurements.total,
+            inference="gls",
+            noise=measurements.noise_kind,
+        )
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.parameters().items())
+        return f"{type(self).__name__}({args})"
+
+
+class Flat(Mechanism):
+    """One noisy count per bin (the Laplace/identity baseline; seed 000 section 3.1).
+
+    In the replace model the public total is used by least squares: the noisy bins are
+    shifted equally so that they sum to it.
+    """
+
+    name = "flat"
+
+    def strategy(self, n: int) -> TreeStrategy:
+        return TreeStrategy(n, (max(n, 2),), measure_root=False, known_total=self.neighbours == "replace")
+
+    def budget_fractions(self, strategy, epsilon) -> np.ndarray:
+        return np.ones(1)
+
+
+class Hierarchical(Mechanism):
+    """Hierarchical histogram H_b with constrained inference (seed 000; seed 001 for trees
+    with per-level branching).
+
+    Parameters
+    ----------
+    branching : int b >= 2 (a b-ary tree of height ceil(log_b n)) or a list of per-level
+        branching factors from the root down whose product is >= n (a level-uniform tree).
+    budget : "uniform" (epsilon split equally over measured levels), "geometric" (level
+        budget proportional to (nodes in the level)^(1/3), growing toward the leaves; Cormode
+        et al., ICDE 2012), or an explicit list with one entry per measured level, top down,
+        summing to epsilon.
+    measure_root : in the add/remove model, whether the root (the total) is measured
+        (default True).  Qardaji et al. do not measure it (``measure_root=False``).  In the
+        replace model the root is the public total and never measured.
+    neighbours, noise : see the module doc.
+
+    Inference is exact GLS in O(number of nodes) (:func:`dprange.inference.tree.tree_gls`).
+    """
+
+    name = "hierarchical"
+
+    def __init__(self, branching=16, budget="uniform", *, measure_root: bool = True, neighbours="add_remove", noise="auto"):
+        super().__init__(neighbours=neighbours, noise=noise)
+        if isinstance(branching, (list, tuple, np.ndarray)):
+            if len(branching) == 0:
+                raise ParameterError("the branching list is empty; give at least one factor >= 2")
+            self.branching = [int(b) if float(b).is_integer() else b for b in branching]
+            for b in self.branching:
+                if not isinstance(b, int) or b < 2:
+                    raise ParameterError(f"every branching factor must be an integer >= 2, got {b!r}")
+        else:
+            if isinstance(branching, bool) or not float(branching).is_integer() or branching < 2:
+                raise ParameterError(f"branching must be an integer >= 2, got {branching!r}")
+            self.branching = int(branching)
+        if isinstance(budget, str):
+            if budget not in BUDGET_RULES:
+                raise ParameterError(f"budget must be one of {', '.join(BUDGET_RULES)} or a list, got {budget!r}")
+            self.budget = budget
+        else:
+            self.budget = [float(e) for e in budget]
+        self.measure_root = bool(measure_root)
+
+    def parameters(self) -> dict:
+        return {
+            "branching": self.branching,
+            "budget": self.budget,
+            "measure_root": self.measure_root,
+            **super().parameters(),
+        }
+
+    def strategy(self, n: int) -> TreeStrategy:
+        return TreeStrategy(n, self.branching, measure_root=self.measure_root, known_total=self.neighbours == "replace")
+
+    def budget_fractions(self, strategy: TreeStrategy, epsilon: float) -> np.ndarray:
+        depths = strategy.measured_depths
+        if isinstance(self.budget, list):
+            return check_budget_list(self.budget, len(depths), epsilon) / epsilon
+        if self.budget == "uniform":
+            weights = np.ones(len(depths))
+        else:
+            full = strategy.level_counts_full()
+            weights = np.array([full[d] ** (1.0 / 3.0) for d in depths])
+        return weights / weights.sum()
+
+
+class Wavelet(Mechanism):
+    """Privelet: noisy Haar wavelet coefficients (Xiao, Wang, Gehrke 2010; seeds 000 and 003).
+
+    Any number of bins: the domain is padded with empty bins to a power of two.  Every level
+    of coefficients gets an equal share of epsilon (Privelet's weights; see
+    :class:`~dprange.strategies.HaarStrategy`).  Inference is the inverse transform, which
+    is the least-squares estimate for this square system.
+    """
+
+    name = "wavelet"
+
+    def strategy(self, n: int) -> HaarStrategy:
+        return HaarStrategy(n, known_total=self.neighbours == "replace")
+
+    def budget_fractions(self, strategy: HaarStrategy, epsilon) -> np.ndarray:
+        return np.full(len(strategy.measured_depths), 1.0 / len(strategy.measured_depths))
+
+    def _exact_levels(self, strategy, counts):
+        return strategy.coefficients(counts)
+
+    def infer(self, measurements: Measurements):
+        return haar_estimate(measurements.strategy, measurements.values, measurements.variances, total=measurements.total)
+
+
+MECHANISMS = {"flat": Flat, "hierarchical": Hierarchical, "wavelet": Wavelet}
+
+
+def release(values, domain: Domain, epsilon, *, mechanism=None, delta=0.0, rng=None, clip=False, drop_missing=False) -> Release:
+    """Bucketize raw ``values`` into ``domain`` and release them with ``mechanism``.
+
+    ``mechanism`` defaults to ``Hierarchical()``; a name ("flat", "hierarchical",
+    "wavelet") or a configured mechanism object is accepted.
+    """
+    if not isinstance(domain, Domain):
+        raise ParameterError("domain must be a dprange.Domain (Domain.integers or Domain.interval)")
+    mech = make_mechanism(mechanism)
+    counts = domain.histogram(values, clip=clip, drop_missing=drop_missing)
+    return mech.release(counts, epsilon, delta=delta, rng=rng, domain=domain)
+
+
+def make_mechanism(mechanism) -> Mechanism:
+    """A mechanism object from None (Hierarchical()), a name, or an object."""
+    if mechanism is None:
+        return Hierarchical()
+    if isinstance(mechanism, Mechanism):
+        return mechanism
+    if isinstance(mechanism, str) and mechanism in MECHANISMS:
+        return MECHANISMS[mechanism]()
+    raise ParameterError(f"unknown mechanism {mechanism!r}; choose one of {', '.join(MECHANISMS)}")

@@ -1,0 +1,38 @@
+"""Matplotlib figures of a release (needs ``pip install dprange[plot]``)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .errors import DPRangeError
+
+
+def plot_cdf(release, path: str, *, alpha: float = 0.05, title: str | None = None) -> str:
+    """Save the estimated CDF with its pointwise (1 - alpha) confidence band as a PNG."""
+    try:
+        import matplotlib  # noqa: PLC0415
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt  # noqa: PLC0415
+    except ImportError:
+        raise DPRangeError("plotting needs matplotlib: pip install 'dprange[plot]'") from None
+    cdf = release.cdf()
+    lower, upper = cdf.confidence_interval(alpha)
+    x = release.domain.edges
+    lower = np.concatenate([[0.0], lower])
+    upper = np.concatenate([[0.0], upper])
+    values = np.concatenate([[0.0], cdf.value])
+    fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
+    ax.fill_between(x, np.clip(lower, 0, 1.05), np.clip(upper, -0.05, 1.05), step="post", alpha=0.3,
+                    label=f"{100 * (1 - alpha):.0f}% pointwise band")
+    ax.step(x, values, where="post", lw=1.4, label="private CDF")
+    ax.set_xlabel("value")
+    ax.set_ylabel("cumulative fraction")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title(title or f"{release.mechanism}, epsilon = {release.epsilon:g}")
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path

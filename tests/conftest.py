@@ -1,0 +1,31 @@
+import os
+
+import numpy as np
+import pytest
+
+SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "shared")
+
+
+@pytest.fixture
+def rng():
+    return np.random.default_rng(12345)
+
+
+def range_matrix(n, lo, hi):
+    """Dense 0/1 matrix of inclusive ranges (one row per query)."""
+    idx = np.arange(n)
+    lo = np.asarray(lo)[:, None]
+    hi = np.asarray(hi)[:, None]
+    return ((idx >= lo) & (idx <= hi)).astype(float)
+
+
+def dense_gls(A, y, v, total=None):
+    """Reference GLS by the explicit formula (with a known-total constraint via KKT)."""
+    Wi = np.diag(1.0 / v)
+    n = A.shape[1]
+    if total is None:
+        cov = np.linalg.inv(A.T @ Wi @ A)
+        return cov @ A.T @ Wi @ y, cov
+    K = np.block([[A.T @ Wi @ A, np.ones((n, 1))], [np.ones((1, n)), np.zeros((1, 1))]])
+    sol = np.linalg.solve(K, np.concatenate([A.T @ Wi @ y, [total]]))
+    return sol[:n], np.linalg.inv(K)[:n, :n]
