@@ -68,12 +68,17 @@ def build_domain(lo, hi, bins, integers: bool) -> Domain:
 
 def format_deciles(release, alpha: float) -> str:
     q = np.linspace(0.1, 0.9, 9)
-    answer = release.quantile(q)
-    lower, upper = answer.confidence_interval(alpha)
-    level = f"{100 * (1 - alpha):g}% interval"
-    lines = [f"{'quantile':>9}  {'estimate':>14}  {level:>31}"]
-    for qi, v, lo, hi in zip(q, np.atleast_1d(answer.value), lower, upper):
-        lines.append(f"{qi:>9.1f}  {v:>14.6g}  [{lo:>13.6g}, {hi:>13.6g}]")
+    lines = []
+    try:
+        answer = release.quantile(q)
+        lower, upper = answer.confidence_interval(alpha)
+    except ParameterError as exc:
+        lines.append(f"deciles unavailable: {exc}")
+    else:
+        level = f"{100 * (1 - alpha):g}% interval"
+        lines.append(f"{'quantile':>9}  {'estimate':>14}  {level:>31}")
+        for qi, v, lo, hi in zip(q, np.atleast_1d(answer.value), lower, upper):
+            lines.append(f"{qi:>9.1f}  {v:>14.6g}  [{lo:>13.6g}, {hi:>13.6g}]")
     total = release.total()
     if release.public_total is not None:
         lines.append(f"total (public): {total.value:.0f}")

@@ -56,7 +56,7 @@ def _read_csv(path: str, column: str) -> np.ndarray:
         if column not in names:
             raise DataError(f"column {column!r} not found in {path!r}; columns are: {', '.join(names)}")
         try:
-            frame = pd.read_csv(path, usecols=[column], skipinitialspace=True)
+            frame = pd.read_csv(path, usecols=[column], skipinitialspace=True, skip_blank_lines=False)
         except (pd.errors.ParserError, ValueError) as exc:
             raise DataError(f"cannot read column {column!r} of {path!r}: {exc}") from None
         series = frame[column]

@@ -136,7 +136,7 @@ class Mechanism:
         measurements = self.measure(counts, epsilon, delta=delta, rng=rng)
         estimate = self.infer(measurements)
         params = self.parameters()
-        params.update(measurements.strategy.describe())
+        params["strategy"] = measurements.strategy.describe()
         return Release(
             estimate.leaves,
             estimate,

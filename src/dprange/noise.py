@@ -122,7 +122,8 @@ def sample_laplace(scale, size, rng) -> np.ndarray:
 
 def sample_geometric(decay, size, rng) -> np.ndarray:
     """Geometric draws on {0, 1, ...} with P(k) = (1 - t) t^k for ``decay`` t in (0, 1)."""
-    log_t = np.log(np.asarray(decay, dtype=float))
+    with np.errstate(divide="ignore"):  # t = 0 (no noise at all) gives log t = -inf and draws 0
+        log_t = np.log(np.asarray(decay, dtype=float))
     return np.floor(np.log(_open_uniform(rng, size)) / log_t).astype(np.int64)
 
 

@@ -1,0 +1,120 @@
+"""The dprange command: happy paths and one-line errors with exit status 2."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from dprange.cli import main
+
+
+def run_cli(args, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    out = capsys.readouterr()
+    return exc.value.code, out.out, out.err
+
+
+@pytest.fixture
+def csv_file(tmp_path):
+    path = tmp_path / "data.csv"
+    rng = np.random.default_rng(0)
+    ages = rng.integers(18, 90, 500)
+    with open(path, "w") as fh:
+        fh.write("age,name,score\n")
+        for i, a in enumerate(ages):
+            fh.write(f"{a},p{i},{rng.random():.4f}\n")
+    return path
+
+
+def test_release_writes_json_and_plot(csv_file, tmp_path, capsys):
+    out = tmp_path / "out" / "rel.json"
+    png = tmp_path / "out" / "cdf.png"
+    code, stdout, err = run_cli([
+        "release", str(csv_file), "--column", "age", "--lo", "0", "--hi", "120", "--integers",
+        "--epsilon", "1", "--seed", "3", "--output", str(out), "--plot", str(png)], capsys)
+    assert code == 0, err
+    data = json.loads(out.read_text())
+    assert data["privacy"]["epsilon"] == 1.0 and len(data["histogram"]["value"]) == 121
+    assert png.stat().st_size > 1000
+    assert "0.5" in stdout and "interval" in stdout
+
+
+def test_release_parquet_and_options(tmp_path, capsys):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"x": np.linspace(0, 1, 300)}), path)
+    code, _, err = run_cli([
+        "release", str(path), "-c", "x", "--lo", "0", "--hi", "1", "--bins", "64", "-e", "0.5",
+        "--mechanism", "hierarchical", "--branching", "4,4,4", "--budget", "0.1,0.1,0.1,0.2",
+        "--seed", "1", "-o", str(tmp_path / "r.json")], capsys)
+    assert code == 0, err
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["parameters"]["branching"] == [4, 4, 4]
+
+
+BAD = [
+    (["--column", "nope"], "column 'nope' not found"),
+    (["--column", "name"], "not numeric"),
+    (["--column", "age", "--epsilon", "0"], "epsilon"),
+    (["--column", "age", "--epsilon", "inf"], "epsilon"),
+    (["--column", "age", "--epsilon", "nan"], "epsilon"),
+    (["--column", "age", "--delta", "1"], "delta"),
+    (["--column", "age", "--delta", "-0.5"], "delta"),
+    (["--column", "age", "--bins", "0", "--lo", "0", "--hi", "100"], "bins"),
+    (["--column", "age", "--bins", "10", "--lo", "5", "--hi", "5"], "lo < hi"),
+    (["--column", "age", "--bins", "10", "--lo", "0", "--hi", "50"], "outside the public bounds"),
+    (["--column", "age", "--branching", "1"], "branching"),
+    (["--column", "age", "--budget", "0.5,0.5"], "one entry per measured level"),
+    (["--column", "age", "--budget", "0.1,0.1,0.1"], "add up to epsilon"),
+]
+
+
+@pytest.mark.parametrize("extra,message", BAD)
+def test_bad_input_is_one_line_exit_2(csv_file, tmp_path, capsys, extra, message):
+    args = ["release", str(csv_file), "--epsilon", "1", "-o", str(tmp_path / "r.json")]
+    if "--bins" not in extra:
+        args += ["--lo", "0", "--hi", "120", "--integers"]
+    if "--epsilon" in extra:
+        args.remove("--epsilon")
+        args.remove("1")
+    code, _, err = run_cli(args + extra, capsys)
+    assert code == 2
+    assert message in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_missing_file_and_nan_values(tmp_path, capsys):
+    code, _, err = run_cli(["release", str(tmp_path / "none.csv"), "-c", "a", "--lo", "0", "--hi", "1",
+                            "--bins", "2", "-e", "1"], capsys)
+    assert code == 2 and "does not exist" in err
+    path = tmp_path / "nan.csv"
+    path.write_text("a\n0.1\n\n0.7\n")
+    code, _, err = run_cli(["release", str(path), "-c", "a", "--lo", "0", "--hi", "1", "--bins", "2", "-e", "1",
+                            "-o", str(tmp_path / "r.json")], capsys)
+    assert code == 2 and "missing" in err
+    code, _, err = run_cli(["release", str(path), "-c", "a", "--lo", "0", "--hi", "1", "--bins", "2", "-e", "1",
+                            "--drop-missing", "-o", str(tmp_path / "r.json")], capsys)
+    assert code == 0, err
+    # Two records: the noisy total may be <= 0; deciles are then reported unavailable, not a crash.
+    code, out, err = run_cli(["release", str(path), "-c", "a", "--lo", "0", "--hi", "1", "--bins", "2", "-e", "0.01",
+                              "--drop-missing", "--seed", "0", "-o", str(tmp_path / "r.json")], capsys)
+    assert code == 0, err
+
+
+def test_console_script_help_and_demo(tmp_path):
+    exe = os.path.join(os.path.dirname(sys.executable), "dprange")
+    result = subprocess.run([exe, "--help"], capture_output=True, text=True)
+    assert result.returncode == 0 and "release" in result.stdout
+    result = subprocess.run([exe, "release", "--help"], capture_output=True, text=True)
+    assert "--neighbours" in result.stdout and "--budget" in result.stdout
+    result = subprocess.run([exe, "demo", "--output", str(tmp_path / "demo")], capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "demo" / "release.json").exists()
+    result = subprocess.run([exe, "release", "x.csv"], capture_output=True, text=True)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
