@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 
-from ._validation import check_budget_list, check_delta, check_epsilon, check_neighbours
+from ._validation import check_budget_list, check_delta, check_epsilon, check_neighbours, check_positive_int
 from .domain import Domain
 from .errors import ParameterError
 from .inference.tree import tree_gls
@@ -199,20 +199,20 @@ class Hierarchical(Mechanism):
         if isinstance(branching, (list, tuple, np.ndarray)):
             if len(branching) == 0:
                 raise ParameterError("the branching list is empty; give at least one factor >= 2")
-            self.branching = [int(b) if float(b).is_integer() else b for b in branching]
-            for b in self.branching:
-                if not isinstance(b, int) or b < 2:
-                    raise ParameterError(f"every branching factor must be an integer >= 2, got {b!r}")
+            self.branching = [check_positive_int(b, "every branching factor", minimum=2) for b in branching]
         else:
-            if isinstance(branching, bool) or not float(branching).is_integer() or branching < 2:
-                raise ParameterError(f"branching must be an integer >= 2, got {branching!r}")
-            self.branching = int(branching)
+            self.branching = check_positive_int(branching, "branching", minimum=2)
         if isinstance(budget, str):
             if budget not in BUDGET_RULES:
                 raise ParameterError(f"budget must be one of {', '.join(BUDGET_RULES)} or a list, got {budget!r}")
             self.budget = budget
         else:
-            self.budget = [float(e) for e in budget]
+            try:
+                self.budget = [float(e) for e in budget]
+            except (TypeError, ValueError):
+                raise ParameterError(
+                    f"budget must be 'uniform', 'geometric' or a list of per-level budgets, got {budget!r}"
+                ) from None
         self.measure_root = bool(measure_root)
 
     def parameters(self) -> dict:
