@@ -211,9 +211,12 @@ class Release:
         return Answer(values, variance)
 
     def _read_quantiles(self, cdf_values: np.ndarray, q: np.ndarray) -> np.ndarray:
-        reached = cdf_values[None, :] >= q[:, None]
-        has = reached.any(axis=1)
-        j = np.where(has, reached.argmax(axis=1), self.n - 1)
+        # The first j with F_j >= q is the first j where the running maximum reaches q:
+        # O(n + k log n) for k levels, never a k x n matrix.
+        running_max = np.maximum.accumulate(cdf_values)
+        j = np.searchsorted(running_max, q, side="left")
+        has = j < self.n
+        j = np.minimum(j, self.n - 1)
         if self.domain.kind == "integers":
             return self.domain.lo + j.astype(float)
         edges = self.domain.edges
