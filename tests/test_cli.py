@@ -118,3 +118,21 @@ def test_console_script_help_and_demo(tmp_path):
     assert (tmp_path / "demo" / "release.json").exists()
     result = subprocess.run([exe, "release", "x.csv"], capture_output=True, text=True)
     assert result.returncode == 2 and "Traceback" not in result.stderr
+
+
+def test_error_command_table_and_json(capsys):
+    code, out, err = run_cli(["error", "--n", "1000", "--workload", "all-range", "--epsilon", "1"], capsys)
+    assert code == 0, err
+    assert "recommended: Hierarchical" in out
+    code, out, err = run_cli(["error", "--n", "64", "-w", "identity", "-e", "1", "--mechanisms", "flat,h2,wavelet", "--json"], capsys)
+    data = json.loads(out)
+    assert data["recommended"].startswith("Flat") and len(data["candidates"]) == 3
+    code, _, err = run_cli(["error", "--n", "64", "-e", "1", "--mechanisms", "h1x"], capsys)
+    assert code == 2 and "unknown mechanism" in err
+
+
+def test_release_auto_mechanism(csv_file, tmp_path, capsys):
+    code, out, err = run_cli(["release", str(csv_file), "-c", "age", "--lo", "0", "--hi", "120", "--integers", "-e", "1",
+                              "--mechanism", "auto", "--workload", "prefix", "--seed", "0", "-o", str(tmp_path / "r.json")], capsys)
+    assert code == 0, err
+    assert "auto: chose" in out

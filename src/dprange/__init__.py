@@ -8,6 +8,9 @@ from .domain import Domain
 from .errors import DataError, DomainError, DPRangeError, ParameterError, ReportError
 from .mechanisms import Flat, Hierarchical, Mechanism, Wavelet, release
 from .release import Answer, Release
+from .matrix import Matrix
+from .analysis import expected_error, max_error, select
+from . import workloads
 
 __version__ = "0.1.0"
 
@@ -19,10 +22,15 @@ __all__ = [
     "DPRangeError",
     "Flat",
     "Hierarchical",
+    "Matrix",
     "Mechanism",
     "ParameterError",
     "Release",
     "ReportError",
     "Wavelet",
+    "expected_error",
+    "max_error",
     "release",
+    "select",
+    "workloads",
 ]

@@ -42,8 +42,13 @@ def _parse_budget(text: str):
         raise ParameterError(f"budget must be 'uniform', 'geometric' or a comma-separated list of numbers, got {text!r}") from None
 
 
-def build_mechanism(name: str, branching: str, budget: str, neighbours: str, noise: str, measure_root: bool):
-    """A mechanism object from CLI options."""
+def build_mechanism(name: str, branching: str, budget: str, neighbours: str, noise: str, measure_root: bool,
+                    *, n: int | None = None, epsilon: float = 1.0, delta: float = 0.0, workload: str = "all-range"):
+    """A mechanism object from CLI options (``auto`` needs n, epsilon, delta and the workload)."""
+    if name == "auto":
+        from .analysis import select  # noqa: PLC0415
+
+        return select(workload, n, epsilon, delta=delta, neighbours=neighbours, noise=noise).mechanism
     if name == "flat":
         return Flat(neighbours=neighbours, noise=noise)
     if name == "wavelet":
@@ -104,8 +109,11 @@ mechanism_options = [
     click.option("--epsilon", "-e", type=float, required=True, help="Privacy budget epsilon (> 0)."),
     click.option("--delta", type=float, default=0.0, show_default=True,
                  help="Privacy parameter delta in [0, 1); delta > 0 switches the default noise to Gaussian."),
-    click.option("--mechanism", "-m", type=click.Choice(["hierarchical", "flat", "wavelet"]), default="hierarchical",
-                 show_default=True, help="How the histogram is measured."),
+    click.option("--mechanism", "-m", type=click.Choice(["hierarchical", "flat", "wavelet", "auto"]), default="hierarchical",
+                 show_default=True,
+                 help="How the histogram is measured; 'auto' picks the mechanism with the least exact expected error on --workload."),
+    click.option("--workload", type=click.Choice(["all-range", "prefix", "identity"]), default="all-range", show_default=True,
+                 help="With --mechanism auto: the queries to optimise for (no privacy cost: the error is data-independent)."),
     click.option("--branching", default="16", show_default=True,
                  help="Hierarchical only: branching factor b >= 2, or per-level factors from the root down, e.g. 4,16,16."),
     click.option("--budget", default="uniform", show_default=True,
@@ -152,7 +160,7 @@ def cli():
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default="release.json", show_default=True,
               help="Where to write the release as JSON.")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None, help="Also save a PNG of the CDF with its confidence band.")
-def release_command(input_path, column, lo, hi, bins, integers, clip, drop_missing, epsilon, delta, mechanism,
+def release_command(input_path, column, lo, hi, bins, integers, clip, drop_missing, epsilon, delta, mechanism, workload,
                     branching, budget, no_root, neighbours, noise, seed, alpha, output, plot):
     """Release a private histogram of one column of a CSV or Parquet file.
 
@@ -161,14 +169,69 @@ def release_command(input_path, column, lo, hi, bins, integers, clip, drop_missi
     and prints the deciles with confidence intervals.
     """
     domain = build_domain(lo, hi, bins, integers)
-    mech = build_mechanism(mechanism, branching, budget, neighbours, noise, not no_root)
+    mech = build_mechanism(mechanism, branching, budget, neighbours, noise, not no_root,
+                           n=domain.size, epsilon=epsilon, delta=delta, workload=workload)
     values = read_column(input_path, column)
     counts = domain.histogram(values, clip=clip, drop_missing=drop_missing)
     result = mech.release(counts, epsilon, delta=delta, rng=seed, domain=domain)
     _write_outputs(result, output, plot, alpha)
+    if mechanism == "auto":
+        click.echo(f"auto: chose {mech!r} for the {workload} workload")
     click.echo(f"{result.mechanism} release of {column!r}: {domain!r}, epsilon={epsilon:g}, delta={delta:g}, neighbours={neighbours}")
     click.echo(format_deciles(result, alpha))
     click.echo(f"wrote {output}" + (f" and {plot}" if plot else ""))
+
+
+@cli.command("error")
+@click.option("--n", "n", type=int, required=True, help="Number of bins.")
+@click.option("--workload", "-w", type=click.Choice(["all-range", "prefix", "identity", "random-ranges"]), default="all-range",
+              show_default=True, help="The queries whose expected error is reported.")
+@click.option("--queries", type=int, default=1000, show_default=True, help="random-ranges: how many ranges.")
+@click.option("--epsilon", "-e", type=float, required=True, help="Privacy budget epsilon (> 0).")
+@click.option("--delta", type=float, default=0.0, show_default=True, help="delta in [0, 1); > 0 means Gaussian noise.")
+@click.option("--neighbours", type=click.Choice(["add_remove", "replace"]), default="add_remove", show_default=True,
+              help="Neighbouring relation (replace: the total is public).")
+@click.option("--noise", type=click.Choice(["auto", "discrete_laplace", "laplace", "gaussian"]), default="auto",
+              show_default=True, help="Noise the mechanisms use (laplace reproduces the papers' numbers).")
+@click.option("--mechanisms", default=None,
+              help="Comma-separated candidates, e.g. flat,wavelet,h2,h16 (hB = Hierarchical(B)); default: a full grid.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def error_command(n, workload, queries, epsilon, delta, neighbours, noise, mechanisms, as_json):
+    """Exact expected error of mechanisms before touching any data, and the recommended one.
+
+    The error of a least-squares mechanism does not depend on the data, so this costs no
+    privacy. Expected error is the average variance over the workload's queries (counts^2);
+    the table shows its square root (RMSE, in counts).
+    """
+    from .analysis import select  # noqa: PLC0415
+    from .workloads import make_workload  # noqa: PLC0415
+
+    wl = make_workload(workload, n, k=queries)
+    candidates = None
+    if mechanisms:
+        candidates = [_parse_candidate(name.strip(), neighbours, noise) for name in mechanisms.split(",") if name.strip()]
+    selection = select(wl, None, epsilon, delta=delta, neighbours=neighbours, noise=noise, candidates=candidates)
+    if as_json:
+        click.echo(json.dumps(selection.to_dict(), indent=1))
+        return
+    click.echo(f"{workload} workload, n={n}, epsilon={epsilon:g}, delta={delta:g}, neighbours={neighbours}")
+    click.echo(f"{'rank':>4}  {'RMSE':>12}  mechanism")
+    for rank, cand in enumerate(selection.table[:15], start=1):
+        click.echo(f"{rank:>4}  {cand.error ** 0.5:>12.4f}  {cand.mechanism!r}")
+    if len(selection.table) > 15:
+        click.echo(f"      ... {len(selection.table) - 15} more (use --json)")
+    click.echo(f"recommended: {selection.mechanism!r}")
+
+
+def _parse_candidate(name: str, neighbours: str, noise: str):
+    lowered = name.lower()
+    if lowered == "flat":
+        return Flat(neighbours=neighbours, noise=noise)
+    if lowered == "wavelet":
+        return Wavelet(neighbours=neighbours, noise=noise)
+    if lowered.startswith("h") and lowered[1:].isdigit():
+        return Hierarchical(int(lowered[1:]), neighbours=neighbours, noise=noise)
+    raise ParameterError(f"unknown mechanism {name!r} in --mechanisms; use flat, wavelet or hB (e.g. h16)")
 
 
 def example_path() -> str:

@@ -29,8 +29,8 @@ import numpy as np
 from ._validation import check_budget_list, check_delta, check_epsilon, check_neighbours, check_positive_int
 from .domain import Domain
 from .errors import ParameterError
-from .inference.tree import tree_gls
-from .inference.wavelet import haar_estimate
+from .inference.tree import tree_error_model, tree_gls
+from .inference.wavelet import haar_error_model, haar_estimate
 from .measurements import Measurements
 from .noise import NOISE_KINDS, NoiseSpec, gaussian_sigma, resolve_rng
 from .release import Release
@@ -108,14 +108,11 @@ class Mechanism:
         counts = check_counts(counts)
         epsilon = check_epsilon(epsilon)
         delta = check_delta(delta)
-        kind = resolve_noise(self.noise, delta)
         source = resolve_rng(rng)
         strategy = self.strategy(counts.size)
         exact = self._exact_levels(strategy, counts)
         depths = strategy.measured_depths
-        fractions = self.budget_fractions(strategy, epsilon)
-        l1, l2 = self.sensitivity
-        specs = level_noise(kind, fractions, epsilon, delta, l1, l2) if depths else []
+        specs = self.noise_specs(strategy, epsilon, delta)
         values: list = [None] * len(exact)
         noise: list = [None] * len(exact)
         for depth, spec in zip(depths, specs):
@@ -123,6 +120,32 @@ class Mechanism:
             noise[depth] = spec
         total = float(counts.sum()) if self.neighbours == "replace" else None
         return Measurements(strategy, values, noise, epsilon, delta, self.neighbours, total)
+
+    def noise_specs(self, strategy, epsilon: float, delta: float) -> list[NoiseSpec]:
+        """The calibrated noise of every measured level, top down (data-independent)."""
+        kind = resolve_noise(self.noise, delta)
+        if not strategy.measured_depths:
+            return []
+        fractions = self.budget_fractions(strategy, epsilon)
+        return level_noise(kind, fractions, epsilon, delta, *self.sensitivity)
+
+    def level_variances(self, strategy, epsilon: float, delta: float) -> list:
+        """Noise variance per level of ``strategy`` (None where unmeasured)."""
+        out: list = [None] * (len(strategy.level_sizes) if isinstance(strategy, TreeStrategy) else strategy.height + 1)
+        for depth, spec in zip(strategy.measured_depths, self.noise_specs(strategy, epsilon, delta)):
+            out[depth] = spec.variance
+        return out
+
+    def error_model(self, n: int, epsilon, *, delta=0.0):
+        """The exact error model of this mechanism on n bins, before any data is touched.
+
+        Linear mechanisms with least-squares inference have data-independent error: the
+        returned object gives ``range_variance(lo, hi)`` and ``query_variance(weights)``.
+        """
+        epsilon = check_epsilon(epsilon)
+        delta = check_delta(delta)
+        strategy = self.strategy(check_positive_int(n, "n"))
+        return tree_error_model(strategy, self.level_variances(strategy, epsilon, delta), known_total=strategy.known_total)
 
     def _exact_levels(self, strategy, counts):
         return strategy.level_sums(counts)
@@ -258,6 +281,12 @@ class Wavelet(Mechanism):
     def _exact_levels(self, strategy, counts):
         return strategy.coefficients(counts)
 
+    def error_model(self, n: int, epsilon, *, delta=0.0):
+        epsilon = check_epsilon(epsilon)
+        delta = check_delta(delta)
+        strategy = self.strategy(check_positive_int(n, "n"))
+        return haar_error_model(strategy, self.level_variances(strategy, epsilon, delta), known_total=strategy.known_total)
+
     def infer(self, measurements: Measurements):
         return haar_estimate(measurements.strategy, measurements.values, measurements.variances, total=measurements.total)
 
@@ -265,15 +294,23 @@ class Wavelet(Mechanism):
 MECHANISMS = {"flat": Flat, "hierarchical": Hierarchical, "wavelet": Wavelet}
 
 
-def release(values, domain: Domain, epsilon, *, mechanism=None, delta=0.0, rng=None, clip=False, drop_missing=False) -> Release:
+def release(values, domain: Domain, epsilon, *, mechanism=None, delta=0.0, rng=None, clip=False, drop_missing=False,
+            neighbours="add_remove", workload="all-range") -> Release:
     """Bucketize raw ``values`` into ``domain`` and release them with ``mechanism``.
 
     ``mechanism`` defaults to ``Hierarchical()``; a name ("flat", "hierarchical",
-    "wavelet") or a configured mechanism object is accepted.
+    "wavelet"), a configured mechanism object, or ``"auto"``: the mechanism with the least
+    exact expected error on ``workload`` (a name or a Workload; see
+    :func:`dprange.analysis.select`), chosen from public parameters only.
     """
     if not isinstance(domain, Domain):
         raise ParameterError("domain must be a dprange.Domain (Domain.integers or Domain.interval)")
-    mech = make_mechanism(mechanism)
+    if mechanism == "auto":
+        from .analysis import auto_mechanism  # noqa: PLC0415 - analysis imports this module
+
+        mech = auto_mechanism(workload, domain.size, epsilon, delta=delta, neighbours=neighbours)
+    else:
+        mech = make_mechanism(mechanism)
     counts = domain.histogram(values, clip=clip, drop_missing=drop_missing)
     return mech.release(counts, epsilon, delta=delta, rng=rng, domain=domain)
 
@@ -286,4 +323,4 @@ def make_mechanism(mechanism) -> Mechanism:
         return mechanism
     if isinstance(mechanism, str) and mechanism in MECHANISMS:
         return MECHANISMS[mechanism]()
-    raise ParameterError(f"unknown mechanism {mechanism!r}; choose one of {', '.join(MECHANISMS)}")
+    raise ParameterError(f"unknown mechanism {mechanism!r}; choose 'auto' or one of {', '.join(MECHANISMS)}")

@@ -1,0 +1,207 @@
+"""Workloads: sets of linear counting queries on a histogram x of n bins.
+
+A workload W (m x n) is what the analyst wants answered.  Range workloads are described by
+their inclusive bin intervals (``lo``, ``hi``), which lets the analysis use the O(depth)
+range variances of trees and wavelets; every workload is also a
+``scipy.sparse.linalg.LinearOperator`` and has a Gram matrix W^T W (closed form for
+``AllRange``, ``Prefix`` and ``Identity``), which the matrix-mechanism formulas use.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.sparse.linalg import LinearOperator
+
+from ._validation import check_positive_int
+from .errors import ParameterError
+
+#: Above this many queries a workload refuses to materialise dense matrices.
+DENSE_LIMIT = 50_000_000
+
+
+class Workload:
+    """Base class.  ``n`` bins, ``m`` queries."""
+
+    name = "workload"
+
+    def __init__(self, n: int):
+        self.n = check_positive_int(n, "n")
+
+    @property
+    def m(self) -> int:
+        raise NotImplementedError
+
+    def ranges(self):
+        """(lo, hi) arrays of inclusive bin intervals, or None if not a range workload."""
+        return None
+
+    def dense(self) -> np.ndarray:
+        """The explicit m x n matrix (small workloads only)."""
+        lohi = self.ranges()
+        if lohi is None:
+            raise NotImplementedError
+        if self.m * self.n > DENSE_LIMIT:
+            raise ParameterError(f"{self.name}: {self.m} x {self.n} is too large to materialise")
+        lo, hi = lohi
+        idx = np.arange(self.n)
+        return ((idx >= lo[:, None]) & (idx <= hi[:, None])).astype(float)
+
+    def gram(self) -> np.ndarray:
+        """W^T W (n x n)."""
+        W = self.dense()
+        return W.T @ W
+
+    def operator(self) -> LinearOperator:
+        """W as a LinearOperator; range workloads use prefix sums (O(n + m) per product)."""
+        lohi = self.ranges()
+        if lohi is None:
+            W = self.dense()
+            return LinearOperator(W.shape, matvec=lambda v: W @ np.ravel(v), rmatvec=lambda r: W.T @ np.ravel(r), dtype=float)
+        lo, hi = lohi
+
+        def matvec(v):
+            sums = np.concatenate([[0.0], np.cumsum(np.ravel(v))])
+            return sums[hi + 1] - sums[lo]
+
+        def rmatvec(r):
+            diff = np.zeros(self.n + 1)
+            np.add.at(diff, lo, np.ravel(r))
+            np.add.at(diff, hi + 1, -np.ravel(r))
+            return np.cumsum(diff)[: self.n]
+
+        return LinearOperator((self.m, self.n), matvec=matvec, rmatvec=rmatvec, dtype=float)
+
+    def describe(self) -> dict:
+        return {"workload": self.name, "n": self.n, "queries": self.m}
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(n={self.n})"
+
+
+class AllRange(Workload):
+    """All n(n+1)/2 ranges [i, j], 0 <= i <= j < n.  Gram: (min(i,j)+1)(n - max(i,j))."""
+
+    name = "all-range"
+
+    @property
+    def m(self) -> int:
+        return self.n * (self.n + 1) // 2
+
+    def ranges(self):
+        if self.m > DENSE_LIMIT:
+            raise ParameterError(f"all-range on {self.n} bins has {self.m} queries; too many to list")
+        lo, hi = np.triu_indices(self.n)
+        return lo.astype(np.int64), hi.astype(np.int64)
+
+    def gram(self) -> np.ndarray:
+        i = np.arange(self.n)
+        return (np.minimum.outer(i, i) + 1.0) * (self.n - np.maximum.outer(i, i))
+
+
+class Prefix(Workload):
+    """The n prefixes [0, j] (the CDF workload).  Gram: n - max(i, j)."""
+
+    name = "prefix"
+
+    @property
+    def m(self) -> int:
+        return self.n
+
+    def ranges(self):
+        return np.zeros(self.n, dtype=np.int64), np.arange(self.n, dtype=np.int64)
+
+    def gram(self) -> np.ndarray:
+        i = np.arange(self.n)
+        return (self.n - np.maximum.outer(i, i)).astype(float)
+
+
+class Identity(Workload):
+    """The n single bins.  Gram: I."""
+
+    name = "identity"
+
+    @property
+    def m(self) -> int:
+        return self.n
+
+    def ranges(self):
+        idx = np.arange(self.n, dtype=np.int64)
+        return idx, idx
+
+    def gram(self) -> np.ndarray:
+        return np.eye(self.n)
+
+
+class Ranges(Workload):
+    """Given inclusive ranges lo[k]..hi[k] on n bins (n defaults to max(hi) + 1)."""
+
+    name = "ranges"
+
+    def __init__(self, lo, hi, n: int | None = None):
+        lo = np.atleast_1d(np.asarray(lo))
+        hi = np.atleast_1d(np.asarray(hi))
+        if lo.shape != hi.shape or lo.ndim != 1 or lo.size == 0:
+            raise ParameterError("lo and hi must be 1-D arrays of the same, non-zero length")
+        if lo.dtype.kind not in "iu" or hi.dtype.kind not in "iu":
+            raise ParameterError("range bounds must be integer bin indices")
+        if lo.min() < 0 or np.any(lo > hi):
+            raise ParameterError("ranges need 0 <= lo <= hi")
+        super().__init__(int(hi.max()) + 1 if n is None else n)
+        if hi.max() >= self.n:
+            raise ParameterError(f"ranges reach bin {int(hi.max())} but n = {self.n}")
+        self.lo = lo.astype(np.int64)
+        self.hi = hi.astype(np.int64)
+
+    @property
+    def m(self) -> int:
+        return int(self.lo.size)
+
+    def ranges(self):
+        return self.lo, self.hi
+
+
+class RandomRanges(Ranges):
+    """k ranges with uniformly random endpoints (a reproducible sample: ``seed``)."""
+
+    name = "random-ranges"
+
+    def __init__(self, n: int, k: int, seed: int = 0):
+        n = check_positive_int(n, "n")
+        k = check_positive_int(k, "k")
+        rng = np.random.default_rng(seed)
+        a = rng.integers(0, n, k)
+        b = rng.integers(0, n, k)
+        super().__init__(np.minimum(a, b), np.maximum(a, b), n)
+
+
+class Explicit(Workload):
+    """Any explicit query matrix (m x n, dense or scipy sparse)."""
+
+    name = "explicit"
+
+    def __init__(self, matrix):
+        import scipy.sparse as sp  # noqa: PLC0415
+
+        self.matrix = matrix.tocsr() if sp.issparse(matrix) else np.atleast_2d(np.asarray(matrix, dtype=float))
+        if self.matrix.ndim != 2 or 0 in self.matrix.shape:
+            raise ParameterError("an explicit workload needs a non-empty 2-D matrix")
+        super().__init__(self.matrix.shape[1])
+
+    @property
+    def m(self) -> int:
+        return int(self.matrix.shape[0])
+
+    def dense(self) -> np.ndarray:
+        return self.matrix.toarray() if hasattr(self.matrix, "toarray") else self.matrix
+
+
+WORKLOADS = {"all-range": AllRange, "prefix": Prefix, "identity": Identity}
+
+
+def make_workload(name: str, n: int, *, k: int = 1000, seed: int = 0) -> Workload:
+    """A workload by name: all-range, prefix, identity, random-ranges."""
+    if name in WORKLOADS:
+        return WORKLOADS[name](n)
+    if name == "random-ranges":
+        return RandomRanges(n, k, seed)
+    raise ParameterError(f"unknown workload {name!r}; choose all-range, prefix, identity or random-ranges")
