@@ -181,13 +181,35 @@ class Release:
         return self.range(0, self.n - 1)
 
     # ----------------------------------------------------------------- CDF and quantiles
-    def cdf(self) -> Answer:
+    def consistent_cumulative(self, loss="l2") -> np.ndarray:
+        """The closest valid cumulative counts: integers, non-decreasing, ending at the total.
+
+        Post-processing of the estimate (seed 001 section VI): see
+        :func:`dprange.inference.consistency.consistent_cdf`.  The total is the public one
+        (replace model) or the estimated total rounded to an integer.
+        """
+        from .inference.consistency import consistent_cdf  # noqa: PLC0415
+
+        total = self.public_total if self.public_total is not None else float(self.total().value)
+        if total <= 0:
+            raise ParameterError("the estimated total is not positive; no consistent CDF exists at this budget")
+        return consistent_cdf(self._prefix_sums[1:], int(round(total)), loss)
+
+    def cdf(self, consistent: bool = False, loss="l2") -> Answer:
         """F_j = (estimated count of bins 0..j) / total, for every bin j.
+
+        ``consistent=True`` returns the valid CDF closest to the estimate in ``loss``
+        (:meth:`consistent_cumulative`).  It is no longer a linear estimate: its standard
+        errors are not available (NaN); the confidence band of ``cdf()`` still covers the
+        true CDF pointwise and is what consistent quantiles invert.
 
         With a public total N, Var F_j = Var(P_j) / N^2 exactly.  With an estimated total the
         ratio is non-linear; its variance is the delta-method variance of P_j - F_j N, a
         linear query, computed exactly from range variances.
         """
+        if consistent:
+            counts = self.consistent_cumulative(loss)
+            return Answer(counts / counts[-1] if counts[-1] > 0 else counts * 0.0, np.full(self.n, np.nan))
         idx = np.arange(self.n)
         prefix = self._prefix_sums[1:]
         total = self.total()
@@ -226,14 +248,18 @@ class Release:
         frac = np.where(has & (step > 0), np.clip((q - prev) / np.where(step > 0, step, 1.0), 0.0, 1.0), 1.0)
         return edges[j] + frac * (edges[j + 1] - edges[j])
 
-    def quantile(self, q) -> QuantileAnswer:
-        """Quantile(s) q in [0, 1] in domain units (see module doc for the rule)."""
+    def quantile(self, q, consistent: bool = False, loss="l2") -> QuantileAnswer:
+        """Quantile(s) q in [0, 1] in domain units (see module doc for the rule).
+
+        ``consistent=True`` reads them from the consistent CDF (:meth:`cdf`); the intervals
+        still invert the band of the unconstrained CDF."""
         scalar = np.ndim(q) == 0
         q_arr = np.atleast_1d(np.asarray(q, dtype=float))
         if np.any(~np.isfinite(q_arr)) or np.any((q_arr < 0) | (q_arr > 1)):
             raise ParameterError("quantile levels must lie in [0, 1]")
         cdf = self.cdf()
-        values = self._read_quantiles(cdf.value, q_arr)
+        point = self.cdf(consistent=True, loss=loss).value if consistent else cdf.value
+        values = self._read_quantiles(point, q_arr)
 
         def interval(alpha):
             lower_band, upper_band = cdf.confidence_interval(alpha)
