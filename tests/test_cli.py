@@ -136,3 +136,13 @@ def test_release_auto_mechanism(csv_file, tmp_path, capsys):
                               "--mechanism", "auto", "--workload", "prefix", "--seed", "0", "-o", str(tmp_path / "r.json")], capsys)
     assert code == 0, err
     assert "auto: chose" in out
+
+
+def test_release_with_l1_inference_and_plot(csv_file, tmp_path, capsys):
+    code, out, err = run_cli(["release", str(csv_file), "-c", "age", "--lo", "0", "--hi", "120", "--integers", "-e", "1",
+                              "--inference", "l1", "--seed", "0", "-o", str(tmp_path / "r.json"),
+                              "--plot", str(tmp_path / "c.png")], capsys)
+    assert code == 0, err
+    assert "no closed-form intervals" in out
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert data["inference"] == "l1" and data["histogram"]["stderr"] is None

@@ -11,6 +11,9 @@ from .release import Answer, Release
 from .matrix import Matrix
 from .analysis import expected_error, max_error, select
 from . import workloads
+from .inference.consistency import consistent_cdf
+from .cdf_trees import best_structure
+from .contingency import release_table
 
 __version__ = "0.1.0"
 
@@ -28,9 +31,12 @@ __all__ = [
     "Release",
     "ReportError",
     "Wavelet",
+    "best_structure",
+    "consistent_cdf",
     "expected_error",
     "max_error",
     "release",
+    "release_table",
     "select",
     "workloads",
 ]

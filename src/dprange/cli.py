@@ -43,19 +43,22 @@ def _parse_budget(text: str):
 
 
 def build_mechanism(name: str, branching: str, budget: str, neighbours: str, noise: str, measure_root: bool,
-                    *, n: int | None = None, epsilon: float = 1.0, delta: float = 0.0, workload: str = "all-range"):
+                    *, n: int | None = None, epsilon: float = 1.0, delta: float = 0.0, workload: str = "all-range",
+                    inference: str = "gls"):
     """A mechanism object from CLI options (``auto`` needs n, epsilon, delta and the workload)."""
     if name == "auto":
         from .analysis import select  # noqa: PLC0415
 
-        return select(workload, n, epsilon, delta=delta, neighbours=neighbours, noise=noise).mechanism
+        chosen = select(workload, n, epsilon, delta=delta, neighbours=neighbours, noise=noise).mechanism
+        chosen.inference = inference
+        return chosen
     if name == "flat":
-        return Flat(neighbours=neighbours, noise=noise)
+        return Flat(neighbours=neighbours, noise=noise, inference=inference)
     if name == "wavelet":
-        return Wavelet(neighbours=neighbours, noise=noise)
+        return Wavelet(neighbours=neighbours, noise=noise, inference=inference)
     if name == "hierarchical":
         return Hierarchical(_parse_int_list(branching, "branching"), _parse_budget(budget),
-                            measure_root=measure_root, neighbours=neighbours, noise=noise)
+                            measure_root=measure_root, neighbours=neighbours, noise=noise, inference=inference)
     raise ParameterError(f"unknown mechanism {name!r}")
 
 
@@ -79,7 +82,13 @@ def format_deciles(release, alpha: float) -> str:
         lower, upper = answer.confidence_interval(alpha)
     except ParameterError as exc:
         lines.append(f"deciles unavailable: {exc}")
-    else:
+        lower = None
+    if lower is not None and not release.exact_error_bars:
+        lines.append(f"{'quantile':>9}  {'estimate':>14}  ({release.inference} inference: no closed-form intervals)")
+        for qi, v in zip(q, np.atleast_1d(answer.value)):
+            lines.append(f"{qi:>9.1f}  {v:>14.6g}")
+        lower = None
+    if lower is not None:
         level = f"{100 * (1 - alpha):g}% interval"
         lines.append(f"{'quantile':>9}  {'estimate':>14}  {level:>31}")
         for qi, v, lo, hi in zip(q, np.atleast_1d(answer.value), lower, upper):
@@ -87,6 +96,8 @@ def format_deciles(release, alpha: float) -> str:
     total = release.total()
     if release.public_total is not None:
         lines.append(f"total (public): {total.value:.0f}")
+    elif not release.exact_error_bars:
+        lines.append(f"total: {total.value:.1f}")
     else:
         lines.append(f"total: {total.value:.1f} ± {total.stderr:.1f} (1 s.e.)")
     return "\n".join(lines)
@@ -123,6 +134,9 @@ mechanism_options = [
                  help="Neighbouring relation: add/remove one record, or replace one record's value (the total is then public)."),
     click.option("--noise", type=click.Choice(["auto", "discrete_laplace", "laplace", "gaussian"]), default="auto",
                  show_default=True, help="Noise: auto = discrete Laplace if delta = 0, Gaussian if delta > 0."),
+    click.option("--inference", type=click.Choice(["gls", "nnls", "l1"]), default="gls", show_default=True,
+                 help="Post-processing: exact least squares (exact error bars), non-negative least squares, "
+                      "or maximum likelihood (L1, ADMM; Lee et al. 2015). NNLS/L1 error bars need bootstrap."),
     click.option("--seed", type=int, default=None,
                  help="Seed the noise for a reproducible experiment. Never for a real release: the default reads OS entropy."),
     click.option("--alpha", type=float, default=0.05, show_default=True, help="Confidence intervals at level 1 - alpha."),
@@ -161,7 +175,7 @@ def cli():
               help="Where to write the release as JSON.")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None, help="Also save a PNG of the CDF with its confidence band.")
 def release_command(input_path, column, lo, hi, bins, integers, clip, drop_missing, epsilon, delta, mechanism, workload,
-                    branching, budget, no_root, neighbours, noise, seed, alpha, output, plot):
+                    branching, budget, no_root, neighbours, noise, inference, seed, alpha, output, plot):
     """Release a private histogram of one column of a CSV or Parquet file.
 
     Reads COLUMN of INPUT, bins it on the public domain, measures it with the chosen
@@ -170,7 +184,7 @@ def release_command(input_path, column, lo, hi, bins, integers, clip, drop_missi
     """
     domain = build_domain(lo, hi, bins, integers)
     mech = build_mechanism(mechanism, branching, budget, neighbours, noise, not no_root,
-                           n=domain.size, epsilon=epsilon, delta=delta, workload=workload)
+                           n=domain.size, epsilon=epsilon, delta=delta, workload=workload, inference=inference)
     values = read_column(input_path, column)
     counts = domain.histogram(values, clip=clip, drop_missing=drop_missing)
     result = mech.release(counts, epsilon, delta=delta, rng=seed, domain=domain)

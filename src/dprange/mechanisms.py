@@ -37,6 +37,60 @@ from .release import Release
 from .strategies import HaarStrategy, TreeStrategy
 
 BUDGET_RULES = ("uniform", "geometric")
+INFERENCE = ("gls", "nnls", "l1")
+
+
+class NonlinearEstimate:
+    """An NNLS or L1 (ADMM) estimate.  Its error is not given by the least-squares formula:
+    ``range_variance`` returns NaN; use :meth:`dprange.Release.bootstrap`.  The GLS estimate
+    it started from, with its exact error model, is kept as ``least_squares``."""
+
+    def __init__(self, leaves, least_squares, result):
+        self.leaves = leaves
+        self.least_squares = least_squares
+        self.result = result
+
+    def range_variance(self, lo, hi):
+        return np.full(np.broadcast(np.asarray(lo), np.asarray(hi)).shape, np.nan)
+
+    def query_variance(self, weights):
+        return np.full(np.atleast_2d(weights).shape[0], np.nan)
+
+
+def nonlinear_estimate(measurements: Measurements, gls_estimate, inference: str, options: dict) -> NonlinearEstimate:
+    """Non-negative least squares or L1 (elastic net, alpha = 0.9 by default) by ADMM.
+
+    Rows are weighted by 1 / (noise scale), the Laplace log-likelihood; trees use the exact
+    O(nodes) tree least-squares x-step (Lee et al. 2015, Algorithm 3).
+    """
+    from .inference.l1_admm import admm, tree_x_update  # noqa: PLC0415
+
+    strategy = measurements.strategy
+    y, variances = measurements.stacked()
+    weights = 1.0 / np.sqrt(variances)
+    x_update = None
+    if isinstance(strategy, TreeStrategy):
+        level_weights = [None if v is None else 1.0 / math.sqrt(v) for v in measurements.variances]
+        x_update = tree_x_update(strategy, level_weights, total=measurements.total)
+    alpha = 0.0 if inference == "nnls" else float(options.get("alpha", 0.9))
+    result = admm(strategy.operator(), y, weights, alpha=alpha, total=measurements.total, x_update=x_update,
+                  tol=float(options.get("tol", 1e-5)), maxiter=int(options.get("maxiter", 5000)),
+                  rho=float(options.get("rho", 1.0)), x0=np.maximum(gls_estimate.leaves, 0.0))
+    return NonlinearEstimate(result.x, gls_estimate, result)
+
+
+def simulate_measurements(mechanism, measurements: Measurements, truth: np.ndarray, rng) -> Measurements:
+    """Measurements with the same strategy and noise as ``measurements`` on a hypothetical
+    histogram ``truth`` (post-processing: uses only public parameters and the release)."""
+    strategy = measurements.strategy
+    exact = mechanism._exact_levels(strategy, np.asarray(truth, dtype=float))
+    values: list = [None] * len(measurements.values)
+    for depth, spec in enumerate(measurements.noise):
+        if spec is not None:
+            values[depth] = exact[depth] + spec.sample(np.shape(exact[depth]), rng)
+    total = None if measurements.total is None else float(np.sum(truth))
+    return Measurements(strategy, values, list(measurements.noise), measurements.epsilon, measurements.delta,
+                        measurements.neighbours, total)
 
 
 def check_counts(counts) -> np.ndarray:
@@ -82,11 +136,19 @@ class Mechanism:
 
     name = "mechanism"
 
-    def __init__(self, *, neighbours: str = "add_remove", noise: str = "auto"):
+    def __init__(self, *, neighbours: str = "add_remove", noise: str = "auto", inference: str = "gls",
+                 inference_options: dict | None = None):
         self.neighbours = check_neighbours(neighbours)
         if noise != "auto":
             resolve_noise(noise, 0.5)  # validates the name
         self.noise = noise
+        if inference not in INFERENCE:
+            raise ParameterError(f"inference must be one of {', '.join(INFERENCE)}, got {inference!r}")
+        self.inference = inference
+        self.inference_options = dict(inference_options or {})
+        unknown = set(self.inference_options) - {"alpha", "tol", "maxiter", "rho"}
+        if unknown:
+            raise ParameterError(f"unknown inference options {sorted(unknown)}; use alpha, tol, maxiter, rho")
 
     # Subclasses implement these two.
     def strategy(self, n: int):
@@ -96,7 +158,12 @@ class Mechanism:
         raise NotImplementedError
 
     def parameters(self) -> dict:
-        return {"neighbours": self.neighbours, "noise": self.noise}
+        params = {"neighbours": self.neighbours, "noise": self.noise}
+        if self.inference != "gls":
+            params["inference"] = self.inference
+            if self.inference_options:
+                params["inference_options"] = self.inference_options
+        return params
 
     @property
     def sensitivity(self) -> tuple[float, float]:
@@ -150,9 +217,16 @@ class Mechanism:
     def _exact_levels(self, strategy, counts):
         return strategy.level_sums(counts)
 
-    def infer(self, measurements: Measurements):
+    def least_squares(self, measurements: Measurements):
         """Exact least-squares estimate (post-processing only)."""
         return tree_gls(measurements.strategy, measurements.values, measurements.variances, total=measurements.total)
+
+    def infer(self, measurements: Measurements):
+        """The estimate of x: GLS, or NNLS / L1 by ADMM (Lee et al. 2015) from the GLS start."""
+        gls_estimate = self.least_squares(measurements)
+        if self.inference == "gls":
+            return gls_estimate
+        return nonlinear_estimate(measurements, gls_estimate, self.inference, self.inference_options)
 
     def release(self, counts, epsilon, *, delta=0.0, rng=None, domain: Domain | None = None) -> Release:
         """Measure ``counts`` (exact bin counts) and return the private release."""
@@ -160,6 +234,11 @@ class Mechanism:
         estimate = self.infer(measurements)
         params = self.parameters()
         params["strategy"] = measurements.strategy.describe()
+
+        def resample(source):
+            """One parametric-bootstrap replicate: re-measure the released estimate."""
+            return self.infer(simulate_measurements(self, measurements, estimate.leaves, source)).leaves
+
         return Release(
             estimate.leaves,
             estimate,
@@ -170,8 +249,9 @@ class Mechanism:
             delta=measurements.delta,
             neighbours=self.neighbours,
             total=measurements.total,
-            inference="gls",
+            inference=self.inference,
             noise=measurements.noise_kind,
+            resample=resample,
         )
 
     def __repr__(self) -> str:
@@ -217,8 +297,9 @@ class Hierarchical(Mechanism):
 
     name = "hierarchical"
 
-    def __init__(self, branching=16, budget="uniform", *, measure_root: bool = True, neighbours="add_remove", noise="auto"):
-        super().__init__(neighbours=neighbours, noise=noise)
+    def __init__(self, branching=16, budget="uniform", *, measure_root: bool = True, neighbours="add_remove", noise="auto",
+                 inference="gls", inference_options=None):
+        super().__init__(neighbours=neighbours, noise=noise, inference=inference, inference_options=inference_options)
         if isinstance(branching, (list, tuple, np.ndarray)):
             if len(branching) == 0:
                 raise ParameterError("the branching list is empty; give at least one factor >= 2")
@@ -287,7 +368,7 @@ class Wavelet(Mechanism):
         strategy = self.strategy(check_positive_int(n, "n"))
         return haar_error_model(strategy, self.level_variances(strategy, epsilon, delta), known_total=strategy.known_total)
 
-    def infer(self, measurements: Measurements):
+    def least_squares(self, measurements: Measurements):
         return haar_estimate(measurements.strategy, measurements.values, measurements.variances, total=measurements.total)
 
 

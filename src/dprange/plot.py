@@ -17,14 +17,15 @@ def plot_cdf(release, path: str, *, alpha: float = 0.05, title: str | None = Non
     except ImportError:
         raise DPRangeError("plotting needs matplotlib: pip install 'dprange[plot]'") from None
     cdf = release.cdf()
-    lower, upper = cdf.confidence_interval(alpha)
+    lower, upper = cdf.confidence_interval(alpha) if release.exact_error_bars else (cdf.value, cdf.value)
     x = release.domain.edges
     lower = np.concatenate([[0.0], lower])
     upper = np.concatenate([[0.0], upper])
     values = np.concatenate([[0.0], cdf.value])
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
-    ax.fill_between(x, np.clip(lower, 0, 1.05), np.clip(upper, -0.05, 1.05), step="post", alpha=0.3,
-                    label=f"{100 * (1 - alpha):.0f}% pointwise band")
+    if release.exact_error_bars:
+        ax.fill_between(x, np.clip(lower, 0, 1.05), np.clip(upper, -0.05, 1.05), step="post", alpha=0.3,
+                        label=f"{100 * (1 - alpha):.0f}% pointwise band")
     ax.step(x, values, where="post", lw=1.4, label="private CDF")
     ax.set_xlabel("value")
     ax.set_ylabel("cumulative fraction")

@@ -121,6 +121,7 @@ class Release:
         total: float | None = None,
         inference: str = "gls",
         noise: str | None = None,
+        resample=None,
     ):
         self.estimate = np.asarray(estimate, dtype=float)
         self.n = self.estimate.size
@@ -136,6 +137,34 @@ class Release:
         self.public_total = None if total is None else float(total)
         self.inference = inference
         self.noise = noise
+        self._resample = resample
+
+    @property
+    def exact_error_bars(self) -> bool:
+        """True for least-squares releases (exact standard errors); False for NNLS / L1."""
+        return self.inference == "gls"
+
+    def bootstrap(self, lo, hi, *, reps: int = 200, rng=None) -> np.ndarray:
+        """Parametric-bootstrap standard errors of the ranges lo..hi (inclusive bin indices).
+
+        Each replicate measures the released estimate again with the mechanism's own noise and
+        reruns its inference (post-processing: public parameters and the release only).  This
+        is how NNLS / L1 releases get error bars; for GLS releases it reproduces the exact
+        standard errors up to Monte-Carlo error.  O(reps x inference cost).
+        """
+        from .noise import resolve_rng  # noqa: PLC0415
+
+        if self._resample is None:
+            raise ParameterError("this release has no mechanism attached to resample from")
+        if isinstance(reps, bool) or not isinstance(reps, int) or reps < 2:
+            raise ParameterError("reps must be an integer >= 2")
+        lo, hi = self._check_ranges(lo, hi)
+        source = resolve_rng(rng)
+        answers = np.empty((reps,) + lo.shape)
+        for r in range(reps):
+            sums = np.concatenate([[0.0], np.cumsum(self._resample(source))])
+            answers[r] = sums[hi + 1] - sums[lo]
+        return answers.std(axis=0, ddof=1)
 
     # ----------------------------------------------------------------- basic answers
     @cached_property
@@ -286,8 +315,16 @@ class Release:
             "domain": self.domain.to_dict(),
             "total": {"value": float(self.total().value), "stderr": float(self.total().stderr),
                       "public": self.public_total is not None},
-            "histogram": {"value": hist.value.tolist(), "stderr": hist.stderr.tolist()},
+            "histogram": {"value": hist.value.tolist(),
+                          "stderr": hist.stderr.tolist() if self.exact_error_bars else None},
         }
+        if not self.exact_error_bars:
+            out["error_bars"] = ("not available in closed form for non-linear inference (NNLS/L1); "
+                                 "use Release.bootstrap for parametric-bootstrap standard errors")
+            out["total"]["stderr"] = None
+            q = self.quantile(deciles)
+            out["deciles"] = {"q": deciles.round(2).tolist(), "value": np.asarray(q.value).tolist()}
+            return out
         try:
             q = self.quantile(deciles)
             lower, upper = q.confidence_interval(alpha)
