@@ -146,3 +146,26 @@ def test_release_with_l1_inference_and_plot(csv_file, tmp_path, capsys):
     assert "no closed-form intervals" in out
     data = json.loads((tmp_path / "r.json").read_text())
     assert data["inference"] == "l1" and data["histogram"]["stderr"] is None
+
+
+def test_ldp_encode_aggregate_simulate(csv_file, tmp_path, capsys):
+    a, b, c = tmp_path / "a.npz", tmp_path / "b.npz", tmp_path / "c.npz"
+    for path, eps, seed in ((a, "1", "1"), (b, "1", "2"), (c, "2", "3")):
+        code, _, err = run_cli(["ldp", "encode", str(csv_file), "-c", "age", "--lo", "0", "--hi", "127", "-e", eps,
+                                "--seed", seed, "-o", str(path)], capsys)
+        assert code == 0, err
+    out_json = tmp_path / "rel.json"
+    code, out, err = run_cli(["ldp", "aggregate", str(a), str(b), "--lo", "0", "--hi", "127", "-o", str(out_json)], capsys)
+    assert code == 0, err
+    data = json.loads(out_json.read_text())
+    assert data["mechanism"] == "ldp-hierarchical" and data["total"]["value"] == 1000
+    code, _, err = run_cli(["ldp", "aggregate", str(a), str(c)], capsys)
+    assert code == 2 and "epsilon=2.0 (expected 1.0)" in err
+    (tmp_path / "junk.npz").write_bytes(b"junk")
+    code, _, err = run_cli(["ldp", "aggregate", str(tmp_path / "junk.npz")], capsys)
+    assert code == 2 and "malformed" in err
+    np.save(tmp_path / "h.npy", np.array([5, 0, 3, 9, 1, 1, 0, 2]))
+    code, out, err = run_cli(["ldp", "simulate", str(tmp_path / "h.npy"), "-e", "1", "--scale", "1000",
+                              "--protocol", "haar", "--seed", "0"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["users"] == 21000

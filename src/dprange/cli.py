@@ -16,6 +16,7 @@ from importlib import resources
 import click
 import numpy as np
 
+from ._cli_helpers import with_options
 from .domain import Domain
 from .errors import DPRangeError, ParameterError
 from .io import read_column
@@ -141,14 +142,6 @@ mechanism_options = [
                  help="Seed the noise for a reproducible experiment. Never for a real release: the default reads OS entropy."),
     click.option("--alpha", type=float, default=0.05, show_default=True, help="Confidence intervals at level 1 - alpha."),
 ]
-
-
-def with_options(options):
-    def decorate(func):
-        for option in reversed(options):
-            func = option(func)
-        return func
-    return decorate
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -277,6 +270,15 @@ def demo_command(output, epsilon):
     click.echo(f"mechanism: {mech!r}, epsilon={epsilon:g}, domain {domain!r}")
     click.echo(format_deciles(result, 0.05))
     click.echo(f"outputs: {os.path.abspath(json_path)}" + (f", {os.path.abspath(png_path)}" if png_path else ""))
+
+
+def _attach_ldp():
+    from .ldp.cli import ldp  # noqa: PLC0415
+
+    cli.add_command(ldp)
+
+
+_attach_ldp()
 
 
 def main(argv=None):
