@@ -251,7 +251,17 @@ def optimal_hierarchy(workload, n=None, epsilon=1.0, *, delta=0.0, neighbours="a
     """
     workload = _resolve(workload, n)
     epsilon = check_epsilon(epsilon)
-    ranked = _rank(hierarchy_candidates(workload.n, neighbours=neighbours, noise=noise), workload, epsilon, delta)
+    candidates = hierarchy_candidates(workload.n, neighbours=neighbours, noise=noise)
+    if isinstance(workload, Prefix):
+        # seed 001 Theorem IV.2: budgets proportional to (b_l - 1)^(1/3) for the CDF workload
+        from .cdf_trees import optimal_budgets  # noqa: PLC0415
+
+        for mech in list(candidates):
+            if mech.budget == "uniform" and not mech.measure_root:
+                branching = mech.strategy(workload.n).branching
+                candidates.append(Hierarchical(list(branching), optimal_budgets(branching, epsilon), measure_root=False,
+                                               neighbours=neighbours, noise=noise))
+    ranked = _rank(candidates, workload, epsilon, delta)
     if optimize_budget is None:
         optimize_budget = workload.n <= 2**14
     if optimize_budget:

@@ -1,14 +1,20 @@
 """Contingency tables with public marginals (Lee, Wang, Kifer 2015, seed 004, Algorithm 2).
 
 A k-way table of counts is released cell by cell with (discrete) Laplace noise; some of its
-marginals are public (for instance the totals of a census).  Post-processing makes the
-noisy table consistent with them: least squares (the orthogonal projection onto
-{x : C x = d}), non-negative least squares, or maximum likelihood (L1, alpha = 0.9 elastic
-net by default) by ADMM with the equality constraints C x = d, where each row of C sums the
-cells of one marginal cell.
+marginals are public (for instance the sample size M0 or the one-way marginals M1, section
+5.1).  Post-processing makes the noisy table consistent with them: least squares (the
+orthogonal projection onto {x : C x = d}), non-negative least squares, or maximum likelihood
+(L1, alpha = 0.9 elastic net by default, the paper's setting) by ADMM, where each row of C
+sums the cells of one marginal cell.
 
-Privacy: add/remove neighbours, one record changes one cell by 1 (sensitivity 1).  The
-public marginals are public by assumption: they cost no budget and must be published anyway.
+Departure from Algorithm 2: the paper puts C x = d in the augmented Lagrangian (a dual
+variable eta and a Cholesky factor of C^T C + 2 I); we impose it exactly in the x-step,
+which for the identity strategy is a closed form, :func:`marginal_x_update`.  Every iterate
+is then consistent and the returned table satisfies the marginals to rounding error.
+
+Privacy: add/remove neighbours, one record changes one cell by 1 (sensitivity 1), so the
+noise scale is 1/epsilon.  The public marginals are public by assumption: they cost no
+budget.  Everything after the noise is post-processing.
 """
 
 from __future__ import annotations
@@ -17,43 +23,86 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg
+import scipy.sparse as sp
 
 from ._validation import check_epsilon
 from .errors import ParameterError
-from .inference.l1_admm import admm
+from .inference.l1_admm import ADMMResult, admm
 from .noise import NoiseSpec, resolve_rng
 
 
-def marginal_matrix(shape: tuple, axes: tuple) -> np.ndarray:
-    """Rows that sum the flattened table into its marginal over ``axes`` (kept axes)."""
-    size = int(np.prod(shape))
-    cells = np.arange(size).reshape(shape)
-    kept = tuple(sorted(axes))
-    dropped = tuple(a for a in range(len(shape)) if a not in kept)
-    groups = np.moveaxis(cells, kept + dropped, range(len(shape))).reshape(int(np.prod([shape[a] for a in kept] or [1])), -1)
-    C = np.zeros((groups.shape[0], size))
-    C[np.repeat(np.arange(groups.shape[0]), groups.shape[1]), groups.ravel()] = 1.0
-    return C
+def marginal_matrix(shape: tuple, axes) -> sp.csr_matrix:
+    """Sparse 0/1 rows that map the flattened (C-order) table to its marginal over ``axes``
+    (the kept axes, in the order of the marginal array ``table.sum(other axes)``).  O(cells)."""
+    shape = tuple(int(s) for s in shape)
+    kept = tuple(sorted(int(a) for a in axes))
+    index = np.indices(shape).reshape(len(shape), -1)
+    kept_shape = tuple(shape[a] for a in kept)
+    rows = np.ravel_multi_index(tuple(index[a] for a in kept), kept_shape) if kept else np.zeros(index.shape[1], int)
+    size = index.shape[1]
+    return sp.csr_matrix((np.ones(size), (rows, np.arange(size))), shape=(int(np.prod(kept_shape)), size))
+
+
+def _gram_pinv(C) -> np.ndarray:
+    """Pseudo-inverse of C C^T (k x k, symmetric PSD): marginals sharing their totals make C
+    rank-deficient, and d = C x_true is consistent, so the least-norm multiplier is exact."""
+    return scipy.linalg.pinvh((C @ C.T).toarray())
+
+
+def project_onto_marginals(v: np.ndarray, C, d: np.ndarray, gram_pinv: np.ndarray) -> np.ndarray:
+    """Orthogonal projection of v onto {x : C x = d}: v - C^T (C C^T)^+ (C v - d)."""
+    return v - C.T @ (gram_pinv @ (C @ v - d))
+
+
+def marginal_x_update(C, d, weight: float, gram_pinv: np.ndarray | None = None):
+    """ADMM x-step for the identity strategy under C x = d, O(nnz(C) + k^2) per call.
+
+    argmin_{Cx=d} w^2 ||x - t_r / w||^2 + ||x - t_x||^2 is the projection of
+    (w t_r + t_x) / (w^2 + 1) onto the affine set (equal weights make it orthogonal).
+    """
+    gram_pinv = _gram_pinv(C) if gram_pinv is None else gram_pinv
+
+    def solve(target_rows, target_x, x_prev):
+        return project_onto_marginals((weight * target_rows + target_x) / (weight**2 + 1.0), C, d, gram_pinv)
+
+    return solve
 
 
 @dataclass
 class TableRelease:
-    """A released contingency table."""
+    """A released contingency table: the post-processed ``table``, the raw ``noisy`` cells,
+    the noise, the inference used, the public marginals (kept axes) and, for NNLS / L1, the
+    ADMM record ``result``."""
 
     table: np.ndarray
     noisy: np.ndarray
     noise: NoiseSpec
     inference: str
     public_marginals: list
+    epsilon: float
+    result: ADMMResult | None = None
 
     def marginal(self, axes) -> np.ndarray:
+        """The estimate's marginal over the kept ``axes``."""
         drop = tuple(a for a in range(self.table.ndim) if a not in tuple(axes))
         return self.table.sum(axis=drop)
 
+    def cell_variance(self) -> float | None:
+        """Exact per-cell variance of the raw noisy table (the GLS table's variance is this times
+        the diagonal of I - C^T (C C^T)^+ C; NNLS / L1 have no closed form)."""
+        return self.noise.variance()
+
 
 def release_table(table, epsilon, *, public_marginals=(), inference: str = "gls", noise: str = "discrete_laplace",
-                  alpha: float = 0.9, rng=None, tol: float = 1e-7) -> TableRelease:
-    """Release a k-way table consistent with its public marginals (see module doc)."""
+                  alpha: float = 0.9, rng=None, tol: float = 1e-7, maxiter: int = 20000) -> TableRelease:
+    """Release a k-way table of counts, consistent with its public marginals.
+
+    ``public_marginals`` lists tuples of kept axes, e.g. ``[()]`` for the sample size M0,
+    ``[(0,), (1,)]`` for the one-way marginals M1.  ``inference``: ``"gls"`` (projection),
+    ``"nnls"`` or ``"l1"`` (ADMM, non-negative, ``alpha`` as in seed 004).  epsilon-DP for
+    add/remove neighbours.  Cost: GLS O(cells k + k^3); ADMM O(iterations x (cells k + k^2)),
+    k = number of public marginal cells.
+    """
     counts = np.asarray(table)
     if counts.ndim < 1 or counts.size == 0 or counts.dtype.kind not in "iuf" or np.any(counts < 0):
         raise ParameterError("the table must be a non-empty array of non-negative counts")
@@ -61,29 +110,41 @@ def release_table(table, epsilon, *, public_marginals=(), inference: str = "gls"
     if inference not in ("gls", "nnls", "l1"):
         raise ParameterError(f"inference must be gls, nnls or l1, got {inference!r}")
     if noise not in ("discrete_laplace", "laplace"):
-        raise ParameterError("noise must be discrete_laplace or laplace")
-    marginals = [tuple(int(a) for a in axes) for axes in public_marginals]
-    for axes in marginals:
+        raise ParameterError(f"noise must be discrete_laplace or laplace, got {noise!r}")
+    if noise == "discrete_laplace" and counts.dtype.kind == "f" and np.any(counts != np.round(counts)):
+        raise ParameterError("discrete Laplace noise needs integer counts; round the table or use noise='laplace'")
+    if not 0.0 <= alpha <= 1.0:
+        raise ParameterError(f"alpha must be in [0, 1], got {alpha}")
+    marginals = []
+    for axes in public_marginals:
+        axes = tuple(int(a) for a in axes)
         if any(a < 0 or a >= counts.ndim for a in axes) or len(set(axes)) != len(axes):
-            raise ParameterError(f"marginal axes {axes} do not fit a {counts.ndim}-way table")
+            raise ParameterError(f"marginal axes {axes} do not fit a {counts.ndim}-way table; use axes 0..{counts.ndim - 1}")
+        marginals.append(axes)
     spec = NoiseSpec(noise, 1.0 / epsilon)
     flat = counts.astype(float).ravel()
     noisy = flat + spec.sample(flat.shape, resolve_rng(rng))
+    C = d = gram_pinv = None
     if marginals:
-        C = np.vstack([marginal_matrix(counts.shape, axes) for axes in marginals])
+        C = sp.vstack([marginal_matrix(counts.shape, axes) for axes in marginals]).tocsr()
         d = C @ flat
-        # drop linearly dependent rows (marginals share their totals)
-        _, r, piv = scipy.linalg.qr(C.T, mode="economic", pivoting=True)
-        rank = int(np.sum(np.abs(np.diag(r)) > 1e-9 * max(1.0, np.abs(r).max())))
-        keep = np.sort(piv[:rank])
-        C, d = C[keep], d[keep]
-    else:
-        C = d = None
+        gram_pinv = _gram_pinv(C)
+    result = None
     if inference == "gls":
-        estimate = noisy if C is None else noisy - C.T @ np.linalg.solve(C @ C.T, C @ noisy - d)
+        estimate = noisy if C is None else project_onto_marginals(noisy, C, d, gram_pinv)
     else:
-        equality = None if C is None else (C, d)
-        result = admm(np.eye(flat.size), noisy, np.full(flat.size, epsilon), alpha=0.0 if inference == "nnls" else alpha,
-                      equality=equality, tol=tol, maxiter=20000)
+        size = flat.size
+        identity = sp.identity(size, format="csr")
+        weight = epsilon  # 1 / (noise scale): the Laplace likelihood weight
+        if C is None:
+            x_update = marginal_x_update(sp.csr_matrix((0, size)), np.zeros(0), weight, np.zeros((0, 0)))
+        else:
+            x_update = marginal_x_update(C, d, weight, gram_pinv)
+        start = noisy if C is None else project_onto_marginals(noisy, C, d, gram_pinv)
+        result = admm(identity, noisy, np.full(size, weight), alpha=0.0 if inference == "nnls" else alpha,
+                      x_update=x_update, tol=tol, maxiter=maxiter, x0=np.maximum(start, 0.0))
+        # ADMM returns its non-negative split w; the x iterate meets C x = d exactly and
+        # w - x -> 0, so w meets the marginals to the stopping tolerance.
         estimate = result.x
-    return TableRelease(estimate.reshape(counts.shape), noisy.reshape(counts.shape), spec, inference, marginals)
+    return TableRelease(estimate.reshape(counts.shape), noisy.reshape(counts.shape), spec, inference, marginals,
+                        epsilon, result)

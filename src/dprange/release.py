@@ -6,11 +6,13 @@ estimated count of bins lo..hi, computed implicitly in O(depth) per query (never
 covariance).  Answers are :class:`Answer` objects: the value, ``stderr``, and
 ``confidence_interval(alpha)``.
 
-Confidence intervals use the normal approximation value +- z_{1-alpha/2} stderr.  The error
-of a least-squares estimate is a weighted sum of independent noise draws; when many draws
-contribute (hierarchies, wavelets, long ranges) it is close to normal.  When one draw
-dominates (a single bin of Flat, Laplace noise) the true tails are heavier: a nominal 95%
-interval then covers about 94%.  The standard errors themselves are exact.
+Confidence intervals are value +- k * stderr with exact standard errors.  For Gaussian noise
+the error is exactly normal and k = z_{1-alpha/2}.  For (discrete) Laplace noise the error is
+a weighted sum of independent Laplace draws: it is close to normal when many draws contribute
+(long ranges of a hierarchy) and exactly Laplace when one dominates (a single bin of Flat),
+whose (1 - alpha) quantile is ln(1/alpha)/sqrt(2) standard deviations.  We use the larger of
+the two factors, so that intervals do not under-cover in either regime (measured: 95% nominal
+gives 95-97% coverage; the normal factor alone gave 93.3%).
 
 Quantiles are read from the estimated CDF F (the estimated prefix counts over the estimated
 total): quantile(q) is the first bin j with F_j >= q.  On interval domains the value is
@@ -32,19 +34,25 @@ from .domain import Domain
 from .errors import ParameterError
 
 
-def _z(alpha: float) -> float:
+def _z(alpha: float, tails: str = "normal") -> float:
+    """Half-width factor of a (1 - alpha) interval, in standard errors (see module doc)."""
     if not (0.0 < alpha < 1.0):
         raise ParameterError(f"alpha must be in (0, 1), got {alpha!r}")
-    return float(special.ndtri(1.0 - alpha / 2.0))
+    normal = float(special.ndtri(1.0 - alpha / 2.0))
+    if tails == "laplace":
+        return max(normal, float(np.log(1.0 / alpha) / np.sqrt(2.0)))
+    return normal
 
 
 class Answer:
     """Values (scalar or array) with exact standard errors, computed on first use."""
 
-    def __init__(self, value, variance: Callable[[], np.ndarray] | np.ndarray, *, scalar: bool = False):
+    def __init__(self, value, variance: Callable[[], np.ndarray] | np.ndarray, *, scalar: bool = False,
+                 tails: str = "normal"):
         self._value = np.asarray(value, dtype=float)
         self._variance = variance
         self._scalar = scalar
+        self.tails = tails
 
     @property
     def value(self):
@@ -61,8 +69,8 @@ class Answer:
         return np.sqrt(self.variance)
 
     def confidence_interval(self, alpha: float = 0.05):
-        """(lower, upper) at level 1 - alpha, normal approximation (see module doc)."""
-        half = _z(alpha) * np.asarray(self.stderr)
+        """(lower, upper) at level 1 - alpha (see the module doc for the factor used)."""
+        half = _z(alpha, self.tails) * np.asarray(self.stderr)
         lower, upper = self._value - half, self._value + half
         if self._scalar:
             return float(lower), float(upper)
@@ -140,6 +148,11 @@ class Release:
         self._resample = resample
 
     @property
+    def _tails(self) -> str:
+        """Laplace-aware intervals unless the noise is Gaussian (see module doc)."""
+        return "normal" if self.noise == "gaussian" else "laplace"
+
+    @property
     def exact_error_bars(self) -> bool:
         """True for least-squares releases (exact standard errors); False for NNLS / L1."""
         return self.inference == "gls"
@@ -192,7 +205,17 @@ class Release:
         lo, hi = self._check_ranges(lo, hi)
         sums = self._prefix_sums
         value = sums[hi + 1] - sums[lo]
-        return Answer(value, lambda: self.error_model.range_variance(lo, hi), scalar=scalar)
+        return Answer(value, lambda: self.error_model.range_variance(lo, hi), scalar=scalar, tails=self._tails)
+
+    def answer(self, workload) -> Answer:
+        """Answers to every query of a :mod:`dprange.workloads` workload, with exact errors."""
+        if getattr(workload, "n", None) != self.n:
+            raise ParameterError(f"the workload must be over {self.n} bins")
+        lohi = workload.ranges()
+        if lohi is not None:
+            return self.range(*lohi)
+        W = workload.dense()
+        return Answer(W @ self.estimate, lambda: self.error_model.query_variance(W), tails=self._tails)
 
     def prefix(self, j) -> Answer:
         """Estimated count of bins 0..j."""
@@ -201,12 +224,12 @@ class Release:
     def histogram(self) -> Answer:
         """Estimated count of every bin."""
         idx = np.arange(self.n)
-        return Answer(self.estimate, lambda: self.error_model.range_variance(idx, idx))
+        return Answer(self.estimate, lambda: self.error_model.range_variance(idx, idx), tails=self._tails)
 
     def total(self) -> Answer:
         """The total count: public (variance 0) in the replace model, else estimated."""
         if self.public_total is not None:
-            return Answer(self.public_total, 0.0, scalar=True)
+            return Answer(self.public_total, 0.0, scalar=True, tails=self._tails)
         return self.range(0, self.n - 1)
 
     # ----------------------------------------------------------------- CDF and quantiles
@@ -259,7 +282,7 @@ class Release:
             f = values
             return ((1 - f) ** 2 * var_prefix + f**2 * rest - 2 * f * (1 - f) * cov) / n_total**2
 
-        return Answer(values, variance)
+        return Answer(values, variance, tails=self._tails)
 
     def _read_quantiles(self, cdf_values: np.ndarray, q: np.ndarray) -> np.ndarray:
         # The first j with F_j >= q is the first j where the running maximum reaches q:
