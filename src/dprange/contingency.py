@@ -90,7 +90,7 @@ class TableRelease:
     def cell_variance(self) -> float | None:
         """Exact per-cell variance of the raw noisy table (the GLS table's variance is this times
         the diagonal of I - C^T (C C^T)^+ C; NNLS / L1 have no closed form)."""
-        return self.noise.variance()
+        return self.noise.variance
 
 
 def release_table(table, epsilon, *, public_marginals=(), inference: str = "gls", noise: str = "discrete_laplace",
