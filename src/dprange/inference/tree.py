@@ -80,14 +80,7 @@ class TreeErrorModel:
         O(depth) numpy operations on arrays of the queries' size.
         """
         tree = self.strategy
-        lo = np.asarray(lo, dtype=np.int64)
-        hi = np.asarray(hi, dtype=np.int64)
-        lo, hi = np.broadcast_arrays(lo, hi)
-        shape = lo.shape
-        left = lo.ravel().copy()
-        right = hi.ravel().copy()
-        if left.size and (left.min() < 0 or right.max() >= tree.n or np.any(left > right)):
-            raise ParameterError(f"ranges must satisfy 0 <= lo <= hi < {tree.n}")
+        shape, left, right = flat_ranges(lo, hi, tree.n)
         g_left = np.ones(left.size)
         g_right = np.ones(left.size)
         s_left = np.zeros(left.size)
@@ -169,6 +162,15 @@ class TreeEstimate(TreeErrorModel):
     def node_estimate(self, depth: int) -> np.ndarray:
         """Consistent estimates of the real nodes at ``depth`` (0 = root)."""
         return self._nodes[depth]
+
+
+def flat_ranges(lo, hi, n: int):
+    """Validated inclusive ranges as (original shape, flat lo copy, flat hi copy)."""
+    lo, hi = np.broadcast_arrays(np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64))
+    left, right = lo.ravel().copy(), hi.ravel().copy()
+    if left.size and (left.min() < 0 or right.max() >= n or np.any(left > right)):
+        raise ParameterError(f"ranges must satisfy 0 <= lo <= hi < {n}")
+    return lo.shape, left, right
 
 
 def _safe_div(num, den):

@@ -22,6 +22,7 @@ import numpy as np
 
 from ..errors import ParameterError
 from ..strategies import HaarStrategy
+from .tree import flat_ranges
 
 
 class HaarEstimate:
@@ -39,11 +40,7 @@ class HaarEstimate:
     def range_variance(self, lo, hi) -> np.ndarray:
         """Exact variance of the estimated count of bins lo..hi (inclusive), vectorised."""
         haar = self.strategy
-        lo, hi = np.broadcast_arrays(np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64))
-        shape = lo.shape
-        left, right = lo.ravel().copy(), hi.ravel().copy()
-        if left.size and (left.min() < 0 or right.max() >= haar.n or np.any(left > right)):
-            raise ParameterError(f"ranges must satisfy 0 <= lo <= hi < {haar.n}")
+        shape, left, right = flat_ranges(lo, hi, haar.n)
         g_left = np.ones(left.size)
         g_right = np.ones(left.size)
         v_left = np.zeros(left.size)
