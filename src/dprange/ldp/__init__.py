@@ -2,14 +2,16 @@
 
 Frequency oracles (``GRR``, ``OUE``, ``OLH``, ``HRR``), range-query protocols
 (``HierarchicalHistogram``, ``HaarHRR``, ``Flat``) that release a :class:`dprange.Release`,
-exact simulation (``simulate``) and exact error analysis (``expected_error``,
-``optimal_branching``).
+exact simulation (``simulate``), exact error analysis (``expected_error``,
+``optimal_branching``) and the paper's two-stage consistency as a baseline
+(``two_stage_consistency``; releases use exact weighted least squares).
 """
 
 from .analysis import expected_error, optimal_branching
+from .consistency import two_stage_consistency
 from .oracles import GRR, HRR, OLH, OUE, Reports, make_oracle
 from .protocols import Flat, HaarHRR, HierarchicalHistogram, ProtocolReports
-from .simulate import simulate
+from .simulate import SHORTCUT_EXACT, simulate
 
-__all__ = ["GRR", "HRR", "OLH", "OUE", "Flat", "HaarHRR", "HierarchicalHistogram", "ProtocolReports", "Reports",
-           "expected_error", "make_oracle", "optimal_branching", "simulate"]
+__all__ = ["GRR", "HRR", "OLH", "OUE", "SHORTCUT_EXACT", "Flat", "HaarHRR", "HierarchicalHistogram", "ProtocolReports",
+           "Reports", "expected_error", "make_oracle", "optimal_branching", "simulate", "two_stage_consistency"]

@@ -40,6 +40,7 @@ from __future__ import annotations
 import io
 import json
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -115,10 +116,15 @@ class Reports:
                 first = json.loads(fh.readline())
                 header, keys = first["header"], first["fields"]
                 rows = [json.loads(line) for line in fh if line.strip()]
+            bad = [r for r in rows if not isinstance(r, list) or len(r) != len(keys)]
+            if bad:
+                raise ValueError(f"{len(bad)} report line(s) do not hold exactly the fields {keys}, e.g. {bad[0]!r}")
             data = {k: np.asarray([r[i] for r in rows]) for i, k in enumerate(keys)}
             for k in keys:
-                if data[k].dtype.kind == "f" and np.all(data[k] == np.round(data[k])):
+                if not rows:
                     data[k] = data[k].astype(np.int64)
+                elif data[k].dtype.kind not in "iub":
+                    raise ValueError(f"field {k!r} must hold integers")
             if "bits" in data:
                 data["bits"] = data["bits"].astype(np.uint8)
             data["n"] = np.array([len(rows)])
@@ -151,14 +157,26 @@ class FrequencyOracle:
         data["n"] = np.array([n])
         return Reports(self.name, self.epsilon, self.domain_size, data, self.params())
 
+    fields: tuple = ()  # the report arrays, one entry (row) per user
+
     def check(self, reports: Reports) -> None:
-        """Reports must come from an oracle with the same kind, epsilon, domain and parameters."""
+        """Reports must come from an oracle with the same kind, epsilon, domain and parameters,
+        and hold exactly one entry per user in each of the oracle's fields."""
         if not isinstance(reports, Reports):
             raise ReportError("expected a Reports object")
         mine = (self.name, self.epsilon, self.domain_size, self.params())
         theirs = (reports.oracle, reports.epsilon, reports.domain_size, reports.params)
         if mine != theirs:
             raise ReportError(f"reports were made with {theirs[:3]} {theirs[3] or ''}, not {mine[:3]} {mine[3] or ''}")
+        n_field = np.asarray(reports.data.get("n", [-1])).ravel()
+        if n_field.size != 1 or n_field[0] < 0:
+            raise ReportError("reports lack their user count 'n'; the file is malformed")
+        for key in self.fields:
+            if key not in reports.data:
+                raise ReportError(f"{self.name} reports lack the field {key!r}; the file is malformed")
+            if np.shape(reports.data[key])[:1] != (reports.n,):
+                raise ReportError(f"{self.name} reports: field {key!r} has {np.shape(reports.data[key])[:1]} rows "
+                                  f"for {reports.n} users; the file is malformed")
 
     def aggregator(self) -> "Aggregator":
         return Aggregator(self)
@@ -227,6 +245,7 @@ class GRR(FrequencyOracle):
     """k-ary randomised response (see module doc)."""
 
     name = "grr"
+    fields = ("value",)
 
     @property
     def p(self):
@@ -257,6 +276,7 @@ class OUE(FrequencyOracle):
     """Optimised unary encoding (see module doc).  Encoding costs O(N D) random draws."""
 
     name = "oue"
+    fields = ("bits",)
     chunk = 1 << 16
 
     @property
@@ -296,6 +316,7 @@ class OLH(FrequencyOracle):
     """Optimised local hashing (see module doc)."""
 
     name = "olh"
+    fields = ("seed", "value")
 
     def __init__(self, domain_size, epsilon, g=None, hash_pool=None):
         super().__init__(domain_size, epsilon)
@@ -322,6 +343,7 @@ class OLH(FrequencyOracle):
         return a, b
 
     def hash(self, seeds, x):
+        """h_s(x) = ((a_s x + b_s) mod P) mod g, elementwise over broadcast seeds and x."""
         a, b = self._hash_params(seeds)
         return ((a * np.asarray(x, dtype=np.int64) + b) % MERSENNE) % self.g
 
@@ -336,25 +358,58 @@ class OLH(FrequencyOracle):
         other = other + (other >= hashed)
         return self._reports({"seed": seeds, "value": np.where(keep, hashed, other).astype(np.int64)}, v.size)
 
+    def hash_table(self, seeds, items) -> np.ndarray:
+        """h_s(x) for every seed (rows) and item (columns), as uint32: O(len(seeds) len(items)).
+
+        The Mersenne reduction (x mod P = (x & P) + (x >> 31), twice, then one subtraction)
+        replaces 64-bit division; the final mod g runs on 32-bit integers."""
+        a, b = self._hash_params(seeds)
+        h = a[:, None] * np.asarray(items, dtype=np.int64)[None, :]
+        h += b[:, None]
+        h = (h & MERSENNE) + (h >> 31)
+        h = (h & MERSENNE) + (h >> 31)
+        h = h.astype(np.uint32)
+        h[h >= MERSENNE] -= np.uint32(MERSENNE)
+        h %= np.uint32(self.g)
+        return h
+
     def summarize(self, reports):
-        seeds = np.asarray(reports.data["seed"], dtype=np.int64)
+        """Support counts C_z = #{users u : h_u(z) = y_u}.
+
+        Per-user hashes: O(N D) work, vectorised over blocks of (users x items) of ~2^20
+        entries and spread over two threads (numpy releases the GIL).  Hash pool of size k:
+        a (k x g) table of report counts, then C_z = sum_j table[j, h_j(z)]: O(k D + N)."""
+        seeds = np.asarray(reports.data["seed"])
+        if seeds.dtype.kind not in "iu":
+            raise ReportError("OLH hash seeds must be integers")
+        seeds = seeds.astype(np.int64)
         y = _checked(reports.data["value"], self.g)
         items = np.arange(self.domain_size, dtype=np.int64)
-        counts = np.zeros(self.domain_size)
         if self.hash_pool is not None:
             if seeds.size and (seeds.min() < 0 or seeds.max() >= self.hash_pool):
                 raise ReportError("OLH report names a hash outside the pool")
-            table = np.zeros((self.hash_pool, self.g))
-            np.add.at(table, (seeds, y), 1.0)
-            for j in range(self.hash_pool):  # O(k D): one row of hashes per pool entry
-                counts += table[j, self.hash(np.array([j]), items)]
+            table = np.bincount(seeds * self.g + y, minlength=self.hash_pool * self.g).reshape(self.hash_pool, self.g)
+            counts = np.zeros(self.domain_size)
+            rows = max(1, (1 << 20) // self.domain_size)
+            for start in range(0, self.hash_pool, rows):  # blocks of pool entries, not single ones
+                pool = np.arange(start, min(start + rows, self.hash_pool))
+                h = self.hash_table(pool, items).astype(np.int64)
+                counts += np.take_along_axis(table[pool], h, axis=1).sum(axis=0)
             return counts
-        rows = max(1, (1 << 22) // self.domain_size)
-        for start in range(0, seeds.size, rows):
-            a, b = self._hash_params(seeds[start : start + rows])
-            h = ((a[:, None] * items[None, :] + b[:, None]) % MERSENNE) % self.g
-            counts += (h == y[start : start + rows, None]).sum(axis=0)
-        return counts
+        if seeds.size and seeds.min() < 0:
+            raise ReportError("OLH hash seeds must be non-negative")
+        rows = max(1, (1 << 20) // self.domain_size)
+        y32 = y.astype(np.uint32)
+
+        def block(start):
+            h = self.hash_table(seeds[start : start + rows], items)
+            return np.count_nonzero(h == y32[start : start + rows, None], axis=0)
+
+        starts = range(0, seeds.size, rows)
+        if len(starts) < 4:
+            return sum((block(s) for s in starts), np.zeros(self.domain_size, dtype=np.int64)).astype(float)
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            return sum(pool.map(block, starts), np.zeros(self.domain_size, dtype=np.int64)).astype(float)
 
     def output_distribution(self, value):
         """Exact P(report = (hash h, y)) averaged over a uniformly drawn hash from a pool."""
@@ -371,6 +426,7 @@ class HRR(FrequencyOracle):
     """Hadamard randomised response (see module doc)."""
 
     name = "hrr"
+    fields = ("row", "sign")
 
     def __init__(self, domain_size, epsilon):
         super().__init__(domain_size, epsilon)

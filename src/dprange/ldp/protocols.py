@@ -135,17 +135,68 @@ class ProtocolReports:
         except Exception as exc:  # noqa: BLE001 - any decoding failure means a malformed file
             raise ReportError(f"malformed protocol reports: {exc}") from None
 
+    def to_jsonl(self, path) -> None:
+        """JSON lines: a header line (protocol, each level's oracle header and fields), then
+        one line per user: ``[level, field values...]`` (OUE bits as packed bytes)."""
+        levels = {str(l): rep.header() for l, rep in self.parts.items()}
+        fields = {str(l): [k for k in rep.data if k != "n"] for l, rep in self.parts.items()}
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(json.dumps({"protocol": self.header, "levels": levels, "fields": fields}) + "\n")
+            for level, rep in self.parts.items():
+                columns = [rep.data[k].tolist() for k in fields[str(level)]]
+                for row in zip(*columns):
+                    fh.write(json.dumps([level, *row]) + "\n")
+
+    @classmethod
+    def from_jsonl(cls, path) -> "ProtocolReports":
+        try:
+            with open(path, encoding="utf-8") as fh:
+                first = json.loads(fh.readline())
+                header, levels, fields = first["protocol"], first["levels"], first["fields"]
+                rows: dict = {int(l): [] for l in levels}
+                for line in fh:
+                    if line.strip():
+                        row = json.loads(line)
+                        if not isinstance(row, list) or len(row) != 1 + len(fields[str(row[0])]):
+                            raise ValueError(f"bad report line {line.strip()[:60]!r}")
+                        rows[int(row[0])].append(row[1:])
+            parts = {}
+            for level, head in levels.items():
+                keys, mine = fields[level], rows[int(level)]
+                data = {k: np.asarray([r[i] for r in mine]) for i, k in enumerate(keys)}
+                for k in keys:
+                    if not mine:
+                        data[k] = data[k].astype(np.int64)
+                    elif data[k].dtype.kind not in "iub":
+                        raise ValueError(f"field {k!r} must hold integers")
+                if "bits" in data:
+                    data["bits"] = data["bits"].astype(np.uint8).reshape(len(mine), -1)
+                data["n"] = np.array([len(mine)])
+                parts[int(level)] = Reports(head["oracle"], float(head["epsilon"]), int(head["domain_size"]), data,
+                                            head.get("params", {}))
+            return cls(header, parts)
+        except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise ReportError(f"malformed JSON-lines reports in {str(path)!r}: {exc}") from None
+
     def save(self, path) -> None:
+        """Write JSON lines if ``path`` ends in .jsonl or .json, else the compact binary form."""
+        if str(path).endswith((".jsonl", ".json")):
+            self.to_jsonl(path)
+            return
         with open(path, "wb") as fh:
             fh.write(self.to_bytes())
 
     @classmethod
     def load(cls, path) -> "ProtocolReports":
+        """Read either form (told apart by the first byte: '{' for JSON lines)."""
         try:
             with open(path, "rb") as fh:
-                return cls.from_bytes(fh.read())
+                blob = fh.read()
         except OSError as exc:
-            raise ReportError(f"cannot read reports {path!r}: {exc.strerror}") from None
+            raise ReportError(f"cannot read reports {str(path)!r}: {exc.strerror}") from None
+        if blob.lstrip()[:1] == b"{":
+            return cls.from_jsonl(path)
+        return cls.from_bytes(blob)
 
 
 class ProtocolAggregator:
@@ -253,7 +304,12 @@ class HierarchicalHistogram(Protocol):
 
 
 class HaarHRR(Protocol):
-    """HaarHRR (see module doc).  The domain is padded to a power of two."""
+    """HaarHRR (see module doc).  The domain is padded to a power of two.
+
+    Limitation: when D is not a power of two the padded bins are estimated like the others
+    (Privelet's square inversion) rather than constrained to their known value 0, so the D
+    released bins need not sum to the public total N (their sum's error is the padded
+    bins' estimate).  Use a power of two D (as the paper does) for a consistent release."""
 
     name = "ldp-haar-hrr"
 

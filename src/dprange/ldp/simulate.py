@@ -8,12 +8,21 @@ distribution:
   it, which users go where is a sequence of multivariate hypergeometric draws (numpy's
   ``multivariate_hypergeometric``);
 * OUE: the count of each item is Binomial(n_z, 1/2) + Binomial(N_l - n_z, q) (bits are
-  independent across items and users) — exact, O(nodes) per level (seed 002 section 5);
-* GRR: each value class keeps Binomial(n_z, p) reports and spreads the rest uniformly over
-  the other values by a multinomial — exact, O(level size^2), used up to 4096 values;
-* HRR and OLH (and GRR on larger levels): no exact aggregate shortcut is known (seed 002 says
-  the same of OLH); the users are generated value by value and run through the real client
-  and server code in chunks — exact by construction, O(N) (HRR) or O(N D) (OLH).
+  independent across items and users) — **exact**, O(nodes) per level (seed 002 section 5);
+* GRR: a GRR report is the mixture "own value w.p. p - q, else uniform over all D values"
+  (p - q + D q = 1), so the counts are Binomial(n_z, p - q) kept reports plus a
+  Multinomial(remaining users, uniform over D) — **exact**, O(D) per level;
+* OLH: the aggregate has no exact shortcut for a concrete hash family (the support indicators
+  of one user are dependent through her hash; seed 002 says as much).  By default users are
+  run through the real client and server code (exact by construction, O(N D)).  With
+  ``olh_ideal_hash=True`` the counts are drawn as Binomial(n_z, p) + Binomial(N_l - n_z, 1/g)
+  independently per item, which is **exact for an ideal (fully random) hash function** and
+  matches every item's marginal law for ours up to its O(g / 2^31) non-uniformity, but not
+  the small correlations a real 2-universal family induces between items;
+* HRR (and HaarHRR's signed HRR): **no exact shortcut** is known (which users share a
+  Hadamard row couples all coefficients); users are run through the real client and server
+  code in chunks of 2^22, without ever holding all N values — exact by construction, O(N)
+  time (about 14 s for N = 2^26 at D = 2^22).
 
 Simulation is for experiments: it needs a seedable numpy Generator (binomials), and it
 reads the true histogram, so its output is only private in the sense of the protocol.
@@ -25,7 +34,7 @@ import numpy as np
 
 from ..errors import ParameterError
 from ..noise import SecureRandom, resolve_rng
-from .oracles import GRR, OUE
+from .oracles import GRR, OLH, OUE
 from .protocols import Protocol, ProtocolAggregator
 
 CHUNK = 1 << 22
@@ -70,24 +79,39 @@ def _simulate_grr(oracle: GRR, node_counts, n, gen):
     size = oracle.domain_size
     own = np.zeros(size, dtype=np.int64)
     own[: node_counts.size] = node_counts
-    kept = gen.binomial(own, oracle.p)
-    out = kept.astype(float)
-    for z in np.flatnonzero(own - kept):
-        spread = gen.multinomial(int(own[z] - kept[z]), np.full(size - 1, 1.0 / (size - 1)))
-        out[np.arange(size) != z] += spread
-    return out
+    kept = gen.binomial(own, oracle.p - oracle.q)
+    return (kept + gen.multinomial(n - int(kept.sum()), np.full(size, 1.0 / size))).astype(float)
+
+
+def _simulate_olh_ideal(oracle: OLH, node_counts, n, gen):
+    size = oracle.domain_size
+    own = np.zeros(size, dtype=np.int64)
+    own[: node_counts.size] = node_counts
+    return (gen.binomial(own, oracle.p) + gen.binomial(n - own, 1.0 / oracle.g)).astype(float)
+
+
+def values_in_chunks(counts: np.ndarray, chunk: int = CHUNK):
+    """The sorted values of a histogram, ``chunk`` at a time (O(chunk log D) each)."""
+    cum = np.cumsum(counts)
+    total = int(cum[-1]) if cum.size else 0
+    for start in range(0, total, chunk):
+        yield np.searchsorted(cum, np.arange(start, min(start + chunk, total)), side="right")
 
 
 def _per_user(protocol, level, group, gen, aggregator):
     """Real clients in chunks: expand the histogram into values and randomise them."""
-    values = np.repeat(np.arange(group.size, dtype=np.int64), group)
-    for start in range(0, values.size, CHUNK):
-        chunk = values[start : start + CHUNK]
-        aggregator.add(protocol._report_level(level, chunk, gen))
+    for values in values_in_chunks(group):
+        aggregator.add(protocol._report_level(level, values.astype(np.int64), gen))
 
 
-def simulate(protocol: Protocol, counts, epsilon=None, rng=None) -> ProtocolAggregator:
-    """The aggregator state after every user of ``counts`` reported (see module doc)."""
+def simulate(protocol: Protocol, counts, epsilon=None, rng=None, *, olh_ideal_hash: bool = False) -> ProtocolAggregator:
+    """The aggregator state after every user of ``counts`` reported (see module doc).
+
+    ``counts``: the population's histogram (D non-negative integers); ``epsilon`` overrides
+    the protocol's; ``rng``: a seed or numpy Generator (a SecureRandom is turned into a
+    seeded numpy Generator: simulation needs binomial draws).  The result is a
+    :class:`ProtocolAggregator` whose ``release()`` gives the protocol's release.
+    """
     if epsilon is not None:
         protocol = protocol.with_epsilon(epsilon)
     protocol._eps()
@@ -105,8 +129,14 @@ def simulate(protocol: Protocol, counts, epsilon=None, rng=None) -> ProtocolAggr
         nodes = _node_counts(protocol, level, group)
         if isinstance(oracle, OUE) and nodes is not None:
             agg.levels[level].add_summary(_simulate_oue(oracle, nodes, n, gen).astype(float), n)
-        elif isinstance(oracle, GRR) and nodes is not None and oracle.domain_size <= 4096:
+        elif isinstance(oracle, GRR) and nodes is not None:
             agg.levels[level].add_summary(_simulate_grr(oracle, nodes, n, gen), n)
+        elif isinstance(oracle, OLH) and nodes is not None and olh_ideal_hash:
+            agg.levels[level].add_summary(_simulate_olh_ideal(oracle, nodes, n, gen), n)
         else:
             _per_user(protocol, level, group, gen, agg.levels[level])
     return agg
+
+
+#: Whether ``simulate`` draws each oracle's aggregate exactly without per-user reports.
+SHORTCUT_EXACT = {"oue": True, "grr": True, "olh": False, "hrr": False}

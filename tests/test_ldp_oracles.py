@@ -1,0 +1,192 @@
+"""Local-DP frequency oracles (seed 002 section 3): privacy of each client randomiser from
+its exact output distribution, the client's draws against that distribution, the exact
+aggregation (OLH fast paths = the dense users x items count) and rejection of bad reports."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from dprange import DomainError, ParameterError, ReportError
+from dprange.ldp import GRR, HRR, OLH, OUE, Reports
+from dprange.ldp.oracles import fwht, parity
+
+
+def oue_distribution(oracle, value):
+    """P(bit vector) for every one of the 2^D bit vectors."""
+    out = []
+    for bits in itertools.product([0, 1], repeat=oracle.domain_size):
+        on = np.where(np.arange(oracle.domain_size) == value, 0.5, oracle.q)
+        out.append(np.prod(np.where(np.array(bits) == 1, on, 1 - on)))
+    return np.array(out)
+
+
+def signed_hrr_distribution(oracle, node, sign):
+    """P(row j, reported sign) for HaarHRR's signed HRR input (node, sign)."""
+    out = np.zeros((oracle.size, 2))
+    for j in range(oracle.size):
+        true = sign * (1 - 2 * (bin(j & node).count("1") % 2))
+        out[j, 0 if true == 1 else 1] = oracle.p / oracle.size
+        out[j, 1 if true == 1 else 0] = oracle.q / oracle.size
+    return out.ravel()
+
+
+@pytest.mark.parametrize("D", [2, 3, 5])
+@pytest.mark.parametrize("eps", [0.3, 1.7])
+def test_privacy_ratio_is_exactly_e_to_the_epsilon(D, eps):
+    """max over inputs a, b and outputs o of P(o | a) / P(o | b) = e^eps (never more; and
+    exactly e^eps, so no budget is wasted) for every client, from its exact distribution."""
+    oracles = [GRR(D, eps), OUE(D, eps), OLH(D, eps, hash_pool=12), HRR(D, eps)]
+    for oracle in oracles:
+        dist = [oue_distribution(oracle, v) if oracle.name == "oue" else oracle.output_distribution(v) for v in range(D)]
+        for d in dist:
+            assert d.sum() == pytest.approx(1.0) and np.all(d > 0)
+        worst = max(np.max(a / b) for a in dist for b in dist)
+        assert worst <= math.exp(eps) * (1 + 1e-12), oracle.name
+        assert worst == pytest.approx(math.exp(eps)), oracle.name
+    # HaarHRR's client sends a signed one-hot vector through HRR: inputs are (node, sign)
+    hrr = HRR(D, eps)
+    inputs = [signed_hrr_distribution(hrr, node, s) for node in range(D) for s in (1, -1)]
+    worst = max(np.max(a / b) for a in inputs for b in inputs)
+    assert worst == pytest.approx(math.exp(eps)) and worst <= math.exp(eps) * (1 + 1e-12)
+
+
+def _empirical(oracle, value, n, rng):
+    rep = oracle.randomize(np.full(n, value), rng)
+    if oracle.name == "grr":
+        index = rep.data["value"]
+        size = oracle.domain_size
+    elif oracle.name == "olh":
+        index = rep.data["seed"] * oracle.g + rep.data["value"]
+        size = oracle.hash_pool * oracle.g
+    else:  # hrr: (row, sign) with sign +1 -> column 0
+        index = rep.data["row"] * 2 + (rep.data["sign"] == -1)
+        size = 2 * oracle.size
+    return np.bincount(index, minlength=size) / n
+
+
+@pytest.mark.parametrize("oracle", [GRR(5, 1.0), OLH(5, 1.0, hash_pool=6), HRR(5, 1.0)], ids=lambda o: o.name)
+def test_client_draws_follow_the_exact_distribution(oracle):
+    """The real client's report frequencies (40000 draws) match output_distribution within
+    5 binomial standard errors per cell (a wrong p, q or hash would be off by many)."""
+    rng = np.random.default_rng(11)
+    n = 40000
+    for value in (0, 3):
+        exact = oracle.output_distribution(value)
+        freq = _empirical(oracle, value, n, rng)
+        assert np.all(np.abs(freq - exact) <= 5 * np.sqrt(exact * (1 - exact) / n) + 1e-12)
+
+
+def test_oue_client_bits_follow_the_exact_distribution():
+    """Each OUE bit is on w.p. 1/2 (own value) or q, independently: per-bit frequencies
+    within 5 s.e. and the pairwise correlation of two other bits within 5/sqrt(n) of 0."""
+    oracle = OUE(12, 0.9)
+    n = 30000
+    rep = oracle.randomize(np.full(n, 4), np.random.default_rng(5))
+    bits = np.unpackbits(rep.data["bits"], axis=1, count=12).astype(float)
+    expect = np.where(np.arange(12) == 4, 0.5, oracle.q)
+    assert np.all(np.abs(bits.mean(axis=0) - expect) <= 5 * np.sqrt(expect * (1 - expect) / n))
+    corr = np.corrcoef(bits[:, 0], bits[:, 1])[0, 1]
+    assert abs(corr) < 5 / math.sqrt(n)
+
+
+@pytest.mark.parametrize("pool", [None, 23])
+def test_olh_fast_aggregation_equals_dense_count(pool):
+    """The blocked, threaded (or pooled) support counts equal the literal definition
+    C_z = #{u : h_u(z) = y_u} computed on the dense users x items matrix."""
+    oracle = OLH(157, 1.4, hash_pool=pool)
+    rng = np.random.default_rng(2)
+    rep = oracle.randomize(rng.integers(0, 157, 30000), rng)
+    dense = oracle.hash(rep.data["seed"][:, None], np.arange(157)[None, :]) == rep.data["value"][:, None]
+    np.testing.assert_array_equal(oracle.summarize(rep), dense.sum(axis=0))
+
+
+def test_hrr_helpers_and_padding():
+    """parity = popcount mod 2; fwht = multiplication by the Sylvester-Hadamard matrix; HRR
+    over a non-power-of-two domain is unbiased with the stated variance (Monte-Carlo)."""
+    x = np.arange(4096)
+    assert np.array_equal(parity(x), np.array([bin(v).count("1") % 2 for v in x]))
+    H = np.array([[1.0]])
+    for _ in range(4):
+        H = np.block([[H, H], [H, -H]])
+    a = np.random.default_rng(0).normal(size=16)
+    np.testing.assert_allclose(fwht(a), H @ a)
+    oracle = HRR(6, 1.2)  # padded to 8
+    rng = np.random.default_rng(4)
+    values = rng.choice(6, 2000, p=[0.5, 0.2, 0.1, 0.1, 0.1, 0.0])
+    f = np.bincount(values, minlength=6) / values.size
+    reps = 600
+    est = np.array([oracle.aggregator().add(oracle.randomize(values, rng)).estimate() for _ in range(reps)])
+    var = oracle.variance(values.size, f)[:6]
+    # mean within 4.5 s.e.; variance ratio s.d. sqrt(2/599) = 0.058, allowed 0.3 (5 s.d.)
+    assert est.shape == (reps, 6)
+    assert np.all(np.abs(est.mean(axis=0) - f) <= 4.5 * np.sqrt(var / reps))
+    assert np.all(np.abs(est.var(axis=0, ddof=1) / var - 1) < 0.3)
+
+
+def test_secure_default_randomness_on_every_client():
+    """rng=None uses SecureRandom, which has only random/integers/standard_normal: every
+    client must run on it (an AttributeError here means a release path uses numpy-only draws)."""
+    values = np.array([0, 1, 2, 3, 3, 3])
+    for oracle in (GRR(4, 1.0), OUE(4, 1.0), OLH(4, 1.0), OLH(4, 1.0, hash_pool=8), HRR(4, 1.0)):
+        rep = oracle.randomize(values)
+        assert rep.n == 6
+        assert oracle.aggregator().add(rep).estimate().shape == (4,)
+
+
+def test_bad_reports_are_rejected_never_aggregated(tmp_path):
+    rng = np.random.default_rng(0)
+    values = rng.integers(0, 10, 50)
+    grr, oue, olh, hrr = GRR(10, 1.0), OUE(10, 1.0), OLH(10, 1.0), HRR(10, 1.0)
+
+    def tampered(oracle, **changes):
+        rep = oracle.randomize(values, rng)
+        data = dict(rep.data)
+        for key, value in changes.items():
+            if value is None:
+                data.pop(key)
+            else:
+                data[key] = value
+        return Reports(rep.oracle, rep.epsilon, rep.domain_size, data, rep.params)
+
+    cases = [
+        (grr, tampered(grr, value=np.full(50, 10))),  # value outside the domain
+        (grr, tampered(grr, value=np.full(50, 1.5))),  # not integers
+        (grr, tampered(grr, value=np.zeros(49, dtype=np.int64))),  # fewer rows than users
+        (grr, tampered(grr, n=np.array([60]))),  # user count does not match
+        (grr, tampered(grr, value=None)),  # missing field
+        (oue, tampered(oue, bits=np.zeros((50, 1), dtype=np.uint8))),  # wrong width for D = 10
+        (olh, tampered(olh, value=np.full(50, olh.g))),  # hashed value outside [g]
+        (olh, tampered(olh, seed=np.full(50, -1))),  # negative hash seed
+        (OLH(10, 1.0, hash_pool=4), tampered(OLH(10, 1.0, hash_pool=4), seed=np.full(50, 4))),  # outside the pool
+        (hrr, tampered(hrr, sign=np.zeros(50, dtype=np.int8))),  # sign not +-1
+        (hrr, tampered(hrr, row=np.full(50, 16))),  # row outside the padded domain
+    ]
+    for oracle, rep in cases:
+        with pytest.raises(ReportError):
+            oracle.aggregator().add(rep)
+    # reports from another epsilon, domain, oracle kind or hash setting
+    rep = olh.randomize(values, rng)
+    for other in (OLH(10, 1.1), OLH(11, 1.0), OLH(10, 1.0, g=5), OLH(10, 1.0, hash_pool=8), GRR(10, 1.0)):
+        with pytest.raises(ReportError):
+            other.aggregator().add(rep)
+    with pytest.raises(ReportError):
+        grr.aggregator().merge(GRR(10, 2.0).aggregator())
+    with pytest.raises(ReportError):
+        grr.aggregator().estimate()  # nothing aggregated
+    # malformed files
+    (tmp_path / "empty.jsonl").write_text("")
+    (tmp_path / "rows.jsonl").write_text('{"header": {"oracle": "grr", "epsilon": 1, "domain_size": 10}, '
+                                         '"fields": ["value"]}\n[1, 2]\n')
+    for name in ("empty.jsonl", "rows.jsonl", "missing.jsonl"):
+        with pytest.raises(ReportError):
+            Reports.from_jsonl(tmp_path / name)
+    # bad client input
+    for bad in ([-1], [10], [np.nan], ["a"]):
+        with pytest.raises(DomainError):
+            grr.randomize(bad)
+    for make in (lambda: OUE(10, -1.0), lambda: HRR(10, float("inf")), lambda: OLH(10, 1.0, g=1),
+                 lambda: OLH(10, 1.0, hash_pool=0)):
+        with pytest.raises(ParameterError):
+            make()
