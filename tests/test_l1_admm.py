@@ -1,14 +1,13 @@
-"""ADMM (L1 / elastic net / NNLS) against exact solvers; inference= on mechanisms; tables."""
+"""ADMM (L1 / elastic net) against exact solvers; the tree x-step; inference= on mechanisms; bootstrap.
+
+NNLS: tests/test_nnls.py; contingency tables: tests/test_contingency.py."""
 
 import numpy as np
 import pytest
 from scipy import optimize
 
-import dprange
 from dprange import Flat, Hierarchical, ParameterError, Wavelet
-from dprange.contingency import release_table
 from dprange.inference.l1_admm import admm, generic_x_update, tree_x_update
-from dprange.inference.nnls import nnls
 from dprange.strategies import TreeStrategy
 
 
@@ -62,17 +61,6 @@ def test_elastic_net_matches_a_smooth_reformulation():
     assert result.objective == pytest.approx(ref.fun, rel=1e-5)
 
 
-def test_nnls_matches_scipy():
-    rng = np.random.default_rng(3)
-    for _ in range(5):
-        A = rng.normal(size=(20, 8))
-        y = rng.normal(size=20)
-        w = rng.uniform(0.5, 2, 20)
-        ours = nnls(A, y, w).x
-        ref = optimize.nnls(w[:, None] * A, w * y)[0]
-        np.testing.assert_allclose(ours, ref, atol=1e-6)
-
-
 def test_tree_x_update_equals_generic_least_squares():
     rng = np.random.default_rng(4)
     for total in (None, 50.0):
@@ -84,9 +72,76 @@ def test_tree_x_update_equals_generic_least_squares():
         weights = np.concatenate([np.full(tree.level_sizes[d], level_weights[d]) for d in tree.measured_depths])
         target_rows = rng.normal(size=op.shape[0])
         target_x = rng.normal(size=23)
-        fast = tree_x_update(tree, level_weights, total=total)(target_rows, target_x, np.zeros(23))
-        slow = generic_x_update(op, weights, total=total)(target_rows, target_x, np.zeros(23))
-        np.testing.assert_allclose(fast, slow, atol=1e-7)
+        for split in (1.0, 0.05):
+            fast = tree_x_update(tree, level_weights, total=total)(target_rows, target_x, np.zeros(23), split)
+            slow = generic_x_update(op, weights, total=total)(target_rows, target_x, np.zeros(23), split)
+            np.testing.assert_allclose(fast, slow, atol=1e-7)
+            # and both are the minimiser: the normal equations of the dense problem
+            M = weights[:, None] * tree.dense()
+            if total is None:
+                exact = np.linalg.solve(M.T @ M + split * np.eye(23), M.T @ target_rows + split * target_x)
+                np.testing.assert_allclose(fast, exact, atol=1e-8)
+            else:
+                assert fast.sum() == pytest.approx(total, abs=1e-9)
+
+
+def lp_l1_equality(A, y, w, C, d):
+    """min sum w_i |A_i x - y_i| s.t. x >= 0, C x = d as a linear programme."""
+    p, n = A.shape
+    res = optimize.linprog(np.concatenate([np.zeros(n), w]), A_ub=np.block([[A, -np.eye(p)], [-A, -np.eye(p)]]),
+                           b_ub=np.concatenate([y, -y]), A_eq=np.hstack([C, np.zeros((C.shape[0], p))]), b_eq=d,
+                           bounds=[(0, None)] * n + [(None, None)] * p, method="highs")
+    return res.fun
+
+
+def test_general_equality_constraints_reach_the_lp_optimum_and_hold():
+    rng = np.random.default_rng(12)
+    n = 8
+    A = (rng.random((16, n)) < 0.3).astype(float) + np.eye(16, n)
+    x = rng.poisson(2.0, n)
+    y = A @ x + rng.laplace(0, 1.0, 16)
+    w = rng.uniform(0.5, 2.0, 16)
+    C = np.vstack([np.ones(n), (np.arange(n) % 2 == 0).astype(float)])
+    d = C @ x
+    result = admm(A, y, w, alpha=1.0, equality=(C, d), tol=1e-9, maxiter=50000)
+    assert result.converged
+    assert result.objective == pytest.approx(lp_l1_equality(A, y, w, C, d), rel=1e-6)
+    np.testing.assert_allclose(C @ result.x, d, atol=1e-6)
+    assert result.x.min() >= 0
+
+
+@pytest.mark.parametrize("known_total", [False, True])
+def test_tree_and_operator_paths_reach_the_lp_optimum(known_total):
+    """L1 (alpha = 1) on a tree with unequal per-level weights: the O(nodes) tree x-step and
+    the conjugate-gradient x-step on the LinearOperator reach the LP optimum."""
+    rng = np.random.default_rng(6)
+    n = 23
+    tree = TreeStrategy(n, 3, measure_root=not known_total, known_total=known_total)
+    x = np.zeros(n)
+    x[[1, 2, 15]] = [6, 2, 9]
+    level_weights = [None] * (tree.depth + 1)
+    for depth in tree.measured_depths:
+        level_weights[depth] = rng.uniform(0.3, 1.5)
+    w = np.concatenate([np.full(tree.level_sizes[d], level_weights[d]) for d in tree.measured_depths])
+    y = tree.dense() @ x + rng.laplace(0, 1 / w)
+    total = float(x.sum()) if known_total else None
+    ref = lp_l1(tree.dense(), y, w, total)
+    fast = admm(tree.operator(), y, w, alpha=1.0, total=total, x_update=tree_x_update(tree, level_weights, total=total),
+                tol=1e-9, maxiter=50000)
+    slow = admm(tree.operator(), y, w, alpha=1.0, total=total, tol=1e-9, maxiter=50000)
+    for result in (fast, slow):
+        assert result.converged
+        assert result.objective == pytest.approx(ref, rel=1e-6)
+        assert len(result.primal_residuals) == len(result.dual_residuals) == result.iterations
+
+
+def test_silent_and_validates(capsys):
+    A = np.eye(3)
+    admm(A, np.ones(3))
+    assert capsys.readouterr().out == ""
+    for kwargs in ({"alpha": 1.5}, {"rho": 0.0}, {"relax": 2.0}, {"split": -1.0}):
+        with pytest.raises(ParameterError):
+            admm(A, np.ones(3), **kwargs)
 
 
 def test_mechanisms_accept_inference_and_record_it():
@@ -130,17 +185,22 @@ def test_bootstrap_reproduces_exact_gls_stderr():
         rel.bootstrap(0, 3, reps=1)
 
 
-def test_contingency_table_respects_public_marginals():
-    table = np.random.default_rng(0).poisson(3, (4, 5, 3))
-    for inference in ("gls", "nnls", "l1"):
-        rel = release_table(table, 0.5, public_marginals=[(0,), (1, 2)], inference=inference, rng=1)
-        np.testing.assert_allclose(rel.marginal((0,)), table.sum(axis=(1, 2)), atol=1e-5)
-        np.testing.assert_allclose(rel.marginal((1, 2)), table.sum(axis=0), atol=1e-5)
-        if inference != "gls":
-            assert rel.table.min() >= 0
-    # consistency lowers the error on average (projection onto a set containing the truth)
-    errs = [np.abs(release_table(table, 0.5, public_marginals=[(0, 1)], rng=s).table - table).mean() for s in range(20)]
-    raw = [np.abs(release_table(table, 0.5, rng=s).table - table).mean() for s in range(20)]
-    assert np.mean(errs) < np.mean(raw)
-    with pytest.raises(ParameterError):
-        release_table(table, 1.0, public_marginals=[(3,)])
+def test_every_x_update_path_solves_the_normal_equations():
+    """Dense Cholesky, KKT (total), sparse LU and CG (LinearOperator) against the explicit
+    normal equations / KKT system."""
+    import scipy.sparse as sp
+    from scipy.sparse.linalg import aslinearoperator
+
+    rng = np.random.default_rng(9)
+    A = sp.random(30, 12, density=0.3, random_state=2).tocsr() + sp.eye(30, 12)
+    D = rng.uniform(0.5, 2.0, 30)
+    rows, tx, split = rng.normal(size=30), rng.normal(size=12), 0.3
+    M = D[:, None] * A.toarray()
+    exact = np.linalg.solve(M.T @ M + split * np.eye(12), M.T @ rows + split * tx)
+    K = np.block([[M.T @ M + split * np.eye(12), np.ones((12, 1))], [np.ones((1, 12)), np.zeros((1, 1))]])
+    exact_total = np.linalg.solve(K, np.concatenate([M.T @ rows + split * tx, [7.0]]))[:12]
+    for matrix, kwargs in ((A.toarray(), {}), (A, {"dense_limit": 0}), (aslinearoperator(A), {})):
+        got = generic_x_update(matrix, D, **kwargs)(rows, tx, np.zeros(12), split)
+        np.testing.assert_allclose(got, exact, atol=1e-8)
+        got = generic_x_update(matrix, D, total=7.0, **kwargs)(rows, tx, np.zeros(12), split)
+        np.testing.assert_allclose(got, exact_total, atol=1e-8)

@@ -57,13 +57,14 @@ def project_onto_marginals(v: np.ndarray, C, d: np.ndarray, gram_pinv: np.ndarra
 def marginal_x_update(C, d, weight: float, gram_pinv: np.ndarray | None = None):
     """ADMM x-step for the identity strategy under C x = d, O(nnz(C) + k^2) per call.
 
-    argmin_{Cx=d} w^2 ||x - t_r / w||^2 + ||x - t_x||^2 is the projection of
-    (w t_r + t_x) / (w^2 + 1) onto the affine set (equal weights make it orthogonal).
+    argmin_{Cx=d} w^2 ||x - t_r / w||^2 + c ||x - t_x||^2 is the projection of
+    (w t_r + c t_x) / (w^2 + c) onto the affine set (equal weights make it orthogonal).
     """
     gram_pinv = _gram_pinv(C) if gram_pinv is None else gram_pinv
 
-    def solve(target_rows, target_x, x_prev):
-        return project_onto_marginals((weight * target_rows + target_x) / (weight**2 + 1.0), C, d, gram_pinv)
+    def solve(target_rows, target_x, x_prev, split=1.0):
+        v = (weight * target_rows + split * target_x) / (weight**2 + split)
+        return project_onto_marginals(v, C, d, gram_pinv)
 
     return solve
 

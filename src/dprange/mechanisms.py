@@ -66,16 +66,20 @@ def nonlinear_estimate(measurements: Measurements, gls_estimate, inference: str,
     from .inference.l1_admm import admm, tree_x_update  # noqa: PLC0415
 
     strategy = measurements.strategy
-    y, variances = measurements.stacked()
-    weights = 1.0 / np.sqrt(variances)
+    y, _ = measurements.stacked()
+    # weights 1 / (noise scale): b for (discrete) Laplace, sigma for Gaussian
+    scales = [None if spec is None else spec.scale for spec in measurements.noise]
+    weights = np.concatenate([np.full(np.size(v), 1.0 / sc) for v, sc in zip(measurements.values, scales)
+                              if v is not None])
     x_update = None
     if isinstance(strategy, TreeStrategy):
-        level_weights = [None if v is None else 1.0 / math.sqrt(v) for v in measurements.variances]
+        level_weights = [None if sc is None else 1.0 / sc for sc in scales]
         x_update = tree_x_update(strategy, level_weights, total=measurements.total)
     alpha = 0.0 if inference == "nnls" else float(options.get("alpha", 0.9))
+    solver_options = {k: options[k] for k in ("rho", "relax", "split", "adapt") if k in options}
     result = admm(strategy.operator(), y, weights, alpha=alpha, total=measurements.total, x_update=x_update,
                   tol=float(options.get("tol", 1e-5)), maxiter=int(options.get("maxiter", 5000)),
-                  rho=float(options.get("rho", 1.0)), x0=np.maximum(gls_estimate.leaves, 0.0))
+                  x0=np.maximum(gls_estimate.leaves, 0.0), **solver_options)
     return NonlinearEstimate(result.x, gls_estimate, result)
 
 
@@ -146,9 +150,10 @@ class Mechanism:
             raise ParameterError(f"inference must be one of {', '.join(INFERENCE)}, got {inference!r}")
         self.inference = inference
         self.inference_options = dict(inference_options or {})
-        unknown = set(self.inference_options) - {"alpha", "tol", "maxiter", "rho"}
+        allowed = {"alpha", "tol", "maxiter", "rho", "relax", "split", "adapt"}
+        unknown = set(self.inference_options) - allowed
         if unknown:
-            raise ParameterError(f"unknown inference options {sorted(unknown)}; use alpha, tol, maxiter, rho")
+            raise ParameterError(f"unknown inference options {sorted(unknown)}; use {', '.join(sorted(allowed))}")
 
     # Subclasses implement these two.
     def strategy(self, n: int):
