@@ -29,3 +29,19 @@ def dense_gls(A, y, v, total=None):
     K = np.block([[A.T @ Wi @ A, np.ones((n, 1))], [np.ones((1, n)), np.zeros((1, 1))]])
     sol = np.linalg.solve(K, np.concatenate([A.T @ Wi @ y, [total]]))
     return sol[:n], np.linalg.inv(K)[:n, :n]
+
+
+def weighted_tree_problem(rng, n, support, values, known_total, branching=3):
+    """A sparse histogram measured by a tree with random per-level weights (1 / noise scale)
+    and Laplace noise: returns (tree, level_weights, row_weights, y, total)."""
+    from dprange.strategies import TreeStrategy
+
+    tree = TreeStrategy(n, branching, measure_root=not known_total, known_total=known_total)
+    x = np.zeros(n)
+    x[support] = values
+    level_weights = [None] * (tree.depth + 1)
+    for d in tree.measured_depths:
+        level_weights[d] = rng.uniform(0.3, 1.5)
+    w = np.concatenate([np.full(tree.level_sizes[d], level_weights[d]) for d in tree.measured_depths])
+    y = tree.dense() @ x + rng.laplace(0, 1 / w)
+    return tree, level_weights, w, y, (float(x.sum()) if known_total else None)

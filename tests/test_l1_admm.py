@@ -4,6 +4,7 @@ NNLS: tests/test_nnls.py; contingency tables: tests/test_contingency.py."""
 
 import numpy as np
 import pytest
+from conftest import weighted_tree_problem
 from scipy import optimize
 
 from dprange import Flat, Hierarchical, ParameterError, Wavelet
@@ -115,16 +116,7 @@ def test_tree_and_operator_paths_reach_the_lp_optimum(known_total):
     """L1 (alpha = 1) on a tree with unequal per-level weights: the O(nodes) tree x-step and
     the conjugate-gradient x-step on the LinearOperator reach the LP optimum."""
     rng = np.random.default_rng(6)
-    n = 23
-    tree = TreeStrategy(n, 3, measure_root=not known_total, known_total=known_total)
-    x = np.zeros(n)
-    x[[1, 2, 15]] = [6, 2, 9]
-    level_weights = [None] * (tree.depth + 1)
-    for depth in tree.measured_depths:
-        level_weights[depth] = rng.uniform(0.3, 1.5)
-    w = np.concatenate([np.full(tree.level_sizes[d], level_weights[d]) for d in tree.measured_depths])
-    y = tree.dense() @ x + rng.laplace(0, 1 / w)
-    total = float(x.sum()) if known_total else None
+    tree, level_weights, w, y, total = weighted_tree_problem(rng, 23, [1, 2, 15], [6, 2, 9], known_total)
     ref = lp_l1(tree.dense(), y, w, total)
     fast = admm(tree.operator(), y, w, alpha=1.0, total=total, x_update=tree_x_update(tree, level_weights, total=total),
                 tol=1e-9, maxiter=50000)

@@ -4,12 +4,12 @@ import itertools
 
 import numpy as np
 import pytest
+from conftest import weighted_tree_problem
 from scipy import optimize
 
 from dprange import ParameterError
 from dprange.inference.l1_admm import tree_x_update
 from dprange.inference.nnls import nnls
-from dprange.strategies import TreeStrategy
 
 
 def exact_nnls_with_equality(M, b, C, d):
@@ -95,22 +95,13 @@ def test_tree_path_matches_scipy_on_the_dense_tree(known_total):
     """The O(nodes) tree x-step gives the same NNLS as scipy on the explicit tree matrix,
     with unequal per-level weights (per-level budgets)."""
     rng = np.random.default_rng(5)
-    n = 23
-    tree = TreeStrategy(n, 3, measure_root=not known_total, known_total=known_total)
-    x = np.zeros(n)
-    x[[2, 3, 17]] = [8, 3, 5]
-    level_weights = [None] * (tree.depth + 1)
-    for d in tree.measured_depths:
-        level_weights[d] = rng.uniform(0.3, 1.5)
-    w = np.concatenate([np.full(tree.level_sizes[d], level_weights[d]) for d in tree.measured_depths])
-    y = tree.dense() @ x + rng.laplace(0, 1 / w)
-    total = float(x.sum()) if known_total else None
+    tree, level_weights, w, y, total = weighted_tree_problem(rng, 23, [2, 3, 17], [8, 3, 5], known_total)
     result = nnls(tree.operator(), y, w, total=total, x_update=tree_x_update(tree, level_weights, total=total))
     M, b = w[:, None] * tree.dense(), w * y
     if known_total:
         # the total as a heavy extra row (weight 1e4): bvls is exact for that problem, whose
         # solution differs from the constrained one by O(1e-8)
-        M, b = np.vstack([M, 1e4 * np.ones(n)]), np.append(b, 1e4 * total)
+        M, b = np.vstack([M, 1e4 * np.ones(tree.n)]), np.append(b, 1e4 * total)
     ref = optimize.lsq_linear(M, b, bounds=(0, np.inf), method="bvls", tol=1e-12).x
     assert result.converged
     np.testing.assert_allclose(result.x, ref, atol=1e-5)
