@@ -15,9 +15,11 @@ returns unbiased estimates of the fraction f_z of users holding each z.
   ``hash_pool=k`` is the documented fast variant: users pick one of k public hash functions,
   so aggregation costs O(k D + N) instead of O(N D).  The estimate is unbiased over the
   random draw of the pool; for a fixed pool, item z carries the bias
-  sum_v f_v (c_vz - 1/g) / (p - 1/g), where c_vz is the pool's collision rate of v and z
-  (standard deviation sqrt((1/g)(1 - 1/g)/k)).  Use k in the thousands (our tests: k = 64
-  shifts the estimates of 28 empty items by -0.6 in total, k = 16384 by -0.01).
+  g/(g-1) sum_{v != z} f_v (c_vz - 1/g), where c_vz is the pool's collision rate of v and z
+  (standard deviation sqrt((1/g)(1 - 1/g)/k) per pair).  Use k in the thousands: at D = 1024,
+  eps = 1 and uniform data, the exact expected sum of all estimates is 0.92 for our k = 4096
+  pool (per item -8e-5, against a standard deviation of 1.9e-3 at N = 10^6).  Pool indices
+  are mixed by SplitMix64 so that the pool behaves like k independent draws of the family.
 * ``HRR`` (Hadamard randomised response): the domain is padded to D' = 2^k; a user samples a
   row j of the Hadamard matrix and sends j and the sign (-1)^popcount(j & v), flipped w.p.
   1 / (1 + e^eps).  Frequencies come back by a fast Walsh-Hadamard transform.
@@ -125,8 +127,11 @@ class Reports:
                     data[k] = data[k].astype(np.int64)
                 elif data[k].dtype.kind not in "iub":
                     raise ValueError(f"field {k!r} must hold integers")
-            if "bits" in data:
-                data["bits"] = data["bits"].astype(np.uint8)
+            if "bits" in data:  # OUE: packed bytes, one row of ceil(D / 8) per user
+                bits = data["bits"]
+                if bits.size and (bits.min() < 0 or bits.max() > 255):
+                    raise ValueError("field 'bits' must hold packed bytes (integers 0..255)")
+                data["bits"] = bits.astype(np.uint8).reshape(len(rows), (int(header["domain_size"]) + 7) // 8)
             data["n"] = np.array([len(rows)])
             return cls(header["oracle"], float(header["epsilon"]), int(header["domain_size"]), data, header.get("params", {}))
         except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
@@ -320,6 +325,8 @@ class OLH(FrequencyOracle):
 
     def __init__(self, domain_size, epsilon, g=None, hash_pool=None):
         super().__init__(domain_size, epsilon)
+        if self.domain_size >= MERSENNE:  # x and x + P would always collide, and a x could overflow
+            raise ParameterError(f"OLH supports domains of fewer than 2^31 - 1 values, got {self.domain_size}")
         self.g = check_positive_int(g if g is not None else int(round(math.exp(self.epsilon))) + 1, "g", minimum=2)
         self.hash_pool = None if hash_pool is None else check_positive_int(hash_pool, "hash_pool")
 
@@ -336,8 +343,7 @@ class OLH(FrequencyOracle):
 
     def _hash_params(self, seeds):
         """(a, b) of h(x) = ((a x + b) mod P) mod g from 62-bit seeds (or pool indices)."""
-        seeds = np.asarray(seeds, dtype=np.uint64)
-        mixed = (seeds * np.uint64(0x9E3779B97F4A7C15)) ^ (seeds >> np.uint64(29))
+        mixed = _splitmix64(seeds)
         a = (mixed % np.uint64(MERSENNE - 1)).astype(np.int64) + 1
         b = ((mixed >> np.uint64(31)) % np.uint64(MERSENNE)).astype(np.int64)
         return a, b
@@ -478,6 +484,18 @@ class HRR(FrequencyOracle):
             out[j, 0 if s == 1 else 1] = self.p / self.size
             out[j, 1 if s == 1 else 0] = self.q / self.size
         return out.ravel()
+
+
+def _splitmix64(seeds) -> np.ndarray:
+    """The SplitMix64 finaliser (Steele, Lea, Flood 2014), vectorised: a bijection of 64-bit
+    integers whose outputs for consecutive inputs (hash-pool indices 0..k-1) look independent.
+    A bare multiplicative (Weyl) mix gave a structured pool: its collision rates sat well off
+    1/g, e.g. pool k = 256 at D = 1024, eps = 1 had estimates summing to 0.10 in expectation."""
+    with np.errstate(over="ignore"):
+        z = np.asarray(seeds).astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
 
 
 def parity(x) -> np.ndarray:
