@@ -224,5 +224,6 @@ def best_structure(L: int, epsilon: float = 1.0, *, neighbours="replace", noise=
                 err = linf_error(L, order, budgets, estimator=estimator, neighbours=neighbours, noise=noise)
             if multiset not in results or err < results[multiset].error:
                 results[multiset] = Structure(tuple(order), budgets, err, math.prod(order))
-    ranked = sorted(results.values(), key=lambda s: s.error)
+    # ties (to 10 significant digits, e.g. 16^3 vs padded 17^3 at L = 4096) go to the smaller domain
+    ranked = sorted(results.values(), key=lambda s: (float(f"{s.error:.10g}"), s.padded_bins, len(s.branching)))
     return StructureSearch(ranked[0], ranked[1 : top + 1])
