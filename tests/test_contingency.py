@@ -1,6 +1,8 @@
 """Contingency tables with public marginals (seed 004, Algorithm 2)."""
 
 import itertools
+import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -11,6 +13,11 @@ from dprange.contingency import marginal_matrix, release_table
 from dprange.noise import noise_variance
 
 TABLE = np.random.default_rng(0).poisson(3, (4, 5, 3))
+
+
+def published(table, marginals):
+    """The exact marginals of ``table`` as a publisher would pass them (test data only)."""
+    return {axes: table.sum(axis=tuple(a for a in range(table.ndim) if a not in axes)) for axes in marginals}
 
 
 def test_marginal_matrix_equals_numpy_sums():
@@ -25,7 +32,7 @@ def test_marginal_matrix_equals_numpy_sums():
 def test_release_meets_the_public_marginals(inference):
     # (0,) and (0, 1) overlap and () is implied: C is rank-deficient on purpose
     marginals = [(0,), (1, 2), (0, 1), ()]
-    rel = release_table(TABLE, 0.5, public_marginals=marginals, inference=inference, rng=1)
+    rel = release_table(TABLE, 0.5, public_marginals=published(TABLE, marginals), inference=inference, rng=1)
     for axes in marginals:
         drop = tuple(a for a in range(3) if a not in axes)
         # GLS is an exact projection; ADMM's w meets C x = d to its stopping tolerance 1e-7
@@ -37,7 +44,7 @@ def test_release_meets_the_public_marginals(inference):
 
 def test_gls_is_the_orthogonal_projection():
     """Against the KKT system of min ||x - noisy||^2 s.t. C x = d (explicit dense matrices)."""
-    rel = release_table(TABLE, 1.0, public_marginals=[(0,), (2,)], noise="laplace", rng=3)
+    rel = release_table(TABLE, 1.0, public_marginals=published(TABLE, [(0,), (2,)]), noise="laplace", rng=3)
     C = np.vstack([marginal_matrix(TABLE.shape, (0,)).toarray(), marginal_matrix(TABLE.shape, (2,)).toarray()])
     d = C @ TABLE.ravel()
     n, k = TABLE.size, C.shape[0]
@@ -49,7 +56,8 @@ def test_gls_is_the_orthogonal_projection():
 def test_l1_with_alpha_1_reaches_the_linear_programme_optimum():
     """Maximum likelihood: min sum |x - noisy| s.t. C x = d, x >= 0, solved by linprog."""
     table = np.random.default_rng(4).poisson(1.0, (3, 4))
-    rel = release_table(table, 0.7, public_marginals=[(0,), (1,)], inference="l1", alpha=1.0, noise="laplace",
+    rel = release_table(table, 0.7, public_marginals=published(table, [(0,), (1,)]), inference="l1", alpha=1.0,
+                        noise="laplace",
                         rng=5, tol=1e-9, maxiter=50000)
     C = np.vstack([marginal_matrix(table.shape, (0,)).toarray(), marginal_matrix(table.shape, (1,)).toarray()])
     d = C @ table.ravel()
@@ -75,19 +83,42 @@ def test_cell_noise_has_the_laplace_variance():
             assert np.all(draws == np.round(draws))
 
 
-def test_discrete_laplace_cells_satisfy_the_privacy_definition():
-    """One record moves one cell by 1; with t = exp(-eps) the discrete Laplace pmf ratio of
-    any output under neighbouring tables is at most e^eps (exact pmf on a window), and the
-    empirical pmf of 36000 draws matches it (4 binomial s.e. per point)."""
-    eps = 0.5
-    z = np.arange(-30, 31)
-    t = np.exp(-eps)
-    pmf = (1 - t) / (1 + t) * t ** np.abs(z)
-    assert np.max(np.abs(np.log(pmf[1:] / pmf[:-1]))) <= eps + 1e-12
-    draws = np.concatenate([(release_table(TABLE, eps, rng=s).noisy - TABLE).ravel() for s in range(600)])
-    empirical = np.array([(draws == v).mean() for v in z[25:36]])
-    se = np.sqrt(pmf[25:36] * (1 - pmf[25:36]) / draws.size)
-    assert np.all(np.abs(empirical - pmf[25:36]) < 4 * se)
+def test_cell_noise_scale_never_lets_the_loss_exceed_epsilon():
+    """One record moves one cell by 1, so the loss of a cell is 1/scale: in exact rational
+    arithmetic it must not exceed epsilon (1.0/eps rounded down would, for about half of all
+    epsilons), and the scale is within a few ulps of 1/eps."""
+    rng = np.random.default_rng(7)
+    for eps in np.concatenate([[0.1, 0.3, 0.7, 1.1, 3.0], rng.uniform(0.01, 10, 60)]):
+        spec = release_table(TABLE[:1, :1, :1], float(eps), rng=0).noise
+        assert 1 / Fraction(spec.scale) <= Fraction(float(eps))
+        assert spec.scale == pytest.approx(1 / eps, rel=1e-15)
+
+
+def test_public_marginals_are_inputs_never_computed_from_the_table():
+    """P6: the published values are met, not the table's (a list of axes, which used to make
+    dprange publish the table's exact marginals, is refused); shapes and agreement checked."""
+    with pytest.raises(ParameterError, match="published values"):
+        release_table(TABLE, 1.0, public_marginals=[()])
+    stated = float(TABLE.sum() + 7)  # a published total that differs from the table's
+    rel = release_table(TABLE, 1.0, public_marginals={(): stated}, rng=2)
+    assert rel.table.sum() == pytest.approx(stated, abs=1e-9)
+    rows = TABLE.sum(axis=(1, 2))
+    swapped = release_table(TABLE, 1.0, public_marginals={(2, 0): TABLE.sum(axis=1).T}, rng=2)
+    np.testing.assert_allclose(swapped.table.sum(axis=1), TABLE.sum(axis=1), atol=1e-9)
+    with pytest.raises(ParameterError, match="shape"):
+        release_table(TABLE, 1.0, public_marginals={(0,): rows[:-1]})
+    with pytest.raises(ParameterError, match="disagree"):
+        release_table(TABLE, 1.0, public_marginals={(): float(rows.sum() + 1), (0,): rows})
+    with pytest.raises(ParameterError, match="non-negative"):
+        release_table(TABLE, 1.0, public_marginals={(0,): -rows})
+
+
+def test_tiny_epsilon_is_refused_before_any_noise():
+    """P1: a scale beyond 2^40 is refused with a message about epsilon (at 1e-300 the old
+    discrete Laplace noise was exactly 0 and the table was published exactly)."""
+    with pytest.raises(ParameterError, match="epsilon is too small"):
+        release_table(TABLE, 1e-300, rng=0)
+    assert math.isfinite(release_table(TABLE, 2.0**-39, rng=0).noise.scale)
 
 
 def test_consistency_and_l1_lower_the_error_on_a_sparse_table():
@@ -101,7 +132,7 @@ def test_consistency_and_l1_lower_the_error_on_a_sparse_table():
     mse = {"gls": [], "l1": [], "raw": []}
     for s in range(20):
         for inference in ("gls", "l1"):
-            rel = release_table(table, 0.5, public_marginals=marginals, inference=inference, rng=s)
+            rel = release_table(table, 0.5, public_marginals=published(table, marginals), inference=inference, rng=s)
             mse[inference].append(np.mean((rel.table - table) ** 2))
         mse["raw"].append(np.mean((rel.noisy - table) ** 2))
     assert np.all(np.array(mse["gls"]) <= np.array(mse["raw"]) + 1e-9)
@@ -109,10 +140,10 @@ def test_consistency_and_l1_lower_the_error_on_a_sparse_table():
 
 
 def test_bad_inputs():
-    with pytest.raises(ParameterError):
-        release_table(TABLE, 1.0, public_marginals=[(3,)])
-    with pytest.raises(ParameterError):
-        release_table(TABLE, 1.0, public_marginals=[(0, 0)])
+    with pytest.raises(ParameterError, match="axes"):
+        release_table(TABLE, 1.0, public_marginals={(3,): np.zeros(1)})
+    with pytest.raises(ParameterError, match="axes"):
+        release_table(TABLE, 1.0, public_marginals={(0, 0): np.zeros((4, 4))})
     with pytest.raises(ParameterError):
         release_table(TABLE, 1.0, inference="median")
     with pytest.raises(ParameterError):

@@ -91,7 +91,8 @@ def test_to_dict_records_privacy_and_is_json():
                                                                         domain=Domain.interval(0, 3, 30))
     data = json.loads(rel.to_json())
     assert data["mechanism"] == "hierarchical"
-    assert data["privacy"] == {"epsilon": 0.5, "delta": 0.0, "neighbours": "replace", "noise": "discrete_laplace"}
+    assert data["privacy"] == {"epsilon": 0.5, "delta": 0.0, "neighbours": "replace", "noise": "discrete_laplace",
+                               "seeded": True}
     assert data["parameters"]["branching"] == 4 and data["parameters"]["budget"] == "geometric"
     assert data["domain"] == {"kind": "interval", "lo": 0.0, "hi": 3.0, "bins": 30}
     assert data["total"]["public"] is True and data["total"]["value"] == float((np.arange(30) % 5).sum())

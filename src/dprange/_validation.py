@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from fractions import Fraction
 from typing import Sequence
 
 import numpy as np
@@ -15,6 +16,12 @@ from .errors import ParameterError
 #: private and must be estimated).  ``replace``: one record changes its value and the total
 #: number of records is public.
 NEIGHBOURS = ("add_remove", "replace")
+
+#: The largest noise scale (Laplace b or Gaussian sigma, in counts) a mechanism will use.  A
+#: smaller epsilon is refused: its noise would swamp any count, and far beyond it floating
+#: point breaks the samplers (below a per-level epsilon of ~5.5e-17, exp(-1/b) rounds to 1
+#: and discrete Laplace noise is exactly 0, publishing exact counts).
+MAX_NOISE_SCALE = 2.0**40
 
 
 def check_epsilon(epsilon, name: str = "epsilon") -> float:
@@ -59,8 +66,42 @@ def check_positive_int(value, name: str, minimum: int = 1) -> int:
     return value
 
 
+def exact_sum(values) -> Fraction:
+    """The exact sum of floats (every float is a rational number)."""
+    return sum((Fraction(float(v)) for v in values), Fraction(0))
+
+
+def float_at_least(value: Fraction) -> float:
+    """The smallest float >= the rational ``value``."""
+    out = float(value)
+    return out if Fraction(out) >= value else math.nextafter(out, math.inf)
+
+
+def fit_budget(levels, epsilon: float) -> list[float]:
+    """``levels`` (positive floats meant to sum to epsilon), each lowered by the fewest ulps
+    that make their exact sum at most epsilon (float sums can exceed it by rounding)."""
+    levels = [float(e) for e in levels]
+    while exact_sum(levels) > Fraction(float(epsilon)):
+        levels = [math.nextafter(e, 0.0) for e in levels]
+    return levels
+
+
+def check_noise_scale(scale: float, level_epsilon: float | None = None, where: str = "a level") -> float:
+    """Refuse a noise scale that is not finite or exceeds :data:`MAX_NOISE_SCALE`."""
+    if math.isfinite(scale) and 0.0 < scale <= MAX_NOISE_SCALE:
+        return scale
+    smallest = ""
+    if level_epsilon is not None and math.isfinite(scale) and scale > 0:
+        smallest = f"; the smallest supported per-level epsilon is {level_epsilon * scale / MAX_NOISE_SCALE:.3g}"
+    raise ParameterError(
+        f"epsilon is too small for this mechanism: {where} would need noise of scale {scale:.3g} "
+        f"(at most 2^40 is supported){smallest}; raise epsilon"
+    )
+
+
 def check_budget_list(budget: Sequence[float], levels: int, epsilon: float) -> np.ndarray:
-    """Validate an explicit per-level budget: ``levels`` positive numbers summing to epsilon."""
+    """Validate an explicit per-level budget: ``levels`` positive numbers whose exact sum does
+    not exceed epsilon (a smaller sum is allowed: the release spends only that sum)."""
     values = np.asarray(budget, dtype=float)
     if values.ndim != 1 or values.size != levels:
         raise ParameterError(
@@ -68,9 +109,10 @@ def check_budget_list(budget: Sequence[float], levels: int, epsilon: float) -> n
         )
     if not np.all(np.isfinite(values)) or np.any(values <= 0):
         raise ParameterError("every entry of the budget list must be a positive finite number")
-    if not math.isclose(values.sum(), epsilon, rel_tol=1e-9, abs_tol=1e-12):
+    excess = exact_sum(values) - Fraction(float(epsilon))
+    if excess > 0:
         raise ParameterError(
-            f"budget list sums to {values.sum():.12g} but epsilon is {epsilon:.12g}; "
-            "the per-level budgets must add up to epsilon"
+            f"the budget list sums to {float(excess):.3g} more than epsilon = {float(epsilon)!r} (exact sum); "
+            "the per-level budgets must add up to at most epsilon (lower an entry, or pass the list's sum as epsilon)"
         )
     return values

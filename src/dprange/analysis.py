@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import optimize
 
-from ._validation import check_delta, check_epsilon, check_neighbours, check_positive_int
+from ._validation import check_delta, check_epsilon, check_neighbours, check_positive_int, fit_budget
 from .errors import ParameterError
 from .mechanisms import Flat, Hierarchical, Mechanism, Wavelet
 from .workloads import AllRange, Explicit, Identity, Prefix, Workload, make_workload
@@ -166,6 +166,8 @@ class Selection:
     error: float
     table: list = field(default_factory=list)
     workload: dict = field(default_factory=dict)
+    #: (mechanism, reason) for every candidate left out of the ranking.
+    excluded: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return {
@@ -174,17 +176,32 @@ class Selection:
             "rmse": math.sqrt(self.error),
             "workload": self.workload,
             "candidates": [c.row() for c in self.table],
+            "excluded": [{"mechanism": repr(m), "reason": reason} for m, reason in self.excluded],
         }
 
 
-def _rank(candidates, workload, epsilon, delta) -> list[Candidate]:
+def _rank(candidates, workload, epsilon, delta, excluded: list | None = None) -> list[Candidate]:
+    """Candidates with a finite expected error, lowest first.  The others (an error raised, or
+    a NaN / infinite error) are never ranked: they go to ``excluded`` with the reason.  Raises
+    ParameterError when no candidate is left."""
     ranked = []
+    excluded = [] if excluded is None else excluded
     for mech in candidates:
         try:
             err = expected_error(mech, workload, epsilon, delta=delta)
-        except ParameterError:
+        except ParameterError as exc:
+            excluded.append((mech, str(exc)))
+            continue
+        if not math.isfinite(err):
+            excluded.append((mech, f"its expected error is {err} (not finite)"))
             continue
         ranked.append(Candidate(mech, err))
+    if not ranked:
+        if not excluded:
+            raise ParameterError("no candidate mechanisms were given; pass at least one")
+        mech, reason = excluded[0]
+        raise ParameterError(f"no candidate mechanism applies to this workload ({len(excluded)} excluded; "
+                             f"{mech!r}: {reason})")
     ranked.sort(key=lambda c: c.error)
     return ranked
 
@@ -208,17 +225,19 @@ def optimized_budget(workload, n, epsilon, branching, *, delta=0.0, neighbours="
     def error_of(theta):
         f = np.exp(theta - theta.max())
         f = f / f.sum()
-        mech = Hierarchical(branching, list(f * epsilon), measure_root=measure_root, neighbours=neighbours, noise=noise)
+        mech = Hierarchical(branching, fit_budget(f * epsilon, epsilon), measure_root=measure_root,
+                            neighbours=neighbours, noise=noise)
         return expected_error(mech, workload, epsilon, delta=delta)
 
     result = optimize.minimize(error_of, np.log(start), method="L-BFGS-B", options={"maxiter": maxiter})
     f = np.exp(result.x - result.x.max())
     f = f / f.sum()
     budget = list(f * epsilon)
-    budget[-1] = epsilon - sum(budget[:-1])  # sums to epsilon exactly
+    budget[-1] = epsilon - sum(budget[:-1])
+    budget = fit_budget(budget, epsilon)  # exact sum <= epsilon (Hierarchical refuses more)
     err = error_of(np.log(np.asarray(budget) / epsilon))
     if err > best.error:  # never report worse than the starting rule
-        return list(start * epsilon), best.error
+        return fit_budget(start * epsilon, epsilon), best.error
     return budget, err
 
 
@@ -291,10 +310,9 @@ def select(workload, n=None, epsilon=1.0, *, delta=0.0, neighbours="add_remove",
         if fast is None:
             fast = workload.n > 2**16
         candidates = default_candidates(workload.n, neighbours=neighbours, noise=noise, fast=fast)
-    ranked = _rank(candidates, workload, epsilon, delta)
-    if not ranked:
-        raise ParameterError("no candidate mechanism applies to this workload")
-    return Selection(ranked[0].mechanism, ranked[0].error, ranked, workload.describe())
+    excluded: list = []
+    ranked = _rank(candidates, workload, epsilon, delta, excluded)
+    return Selection(ranked[0].mechanism, ranked[0].error, ranked, workload.describe(), excluded)
 
 
 def auto_mechanism(workload, n, epsilon, *, delta=0.0, neighbours="add_remove", noise="auto") -> Mechanism:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._validation import check_epsilon, check_neighbours, check_positive_int
+from ._validation import check_epsilon, check_neighbours, check_positive_int, fit_budget
 from .analysis import direct_range_variance
 from .errors import ParameterError
 from .inference.tree import tree_error_model
@@ -50,7 +50,7 @@ def optimal_budgets(branching, epsilon: float) -> list[float]:
     weights = np.array([(b - 1) ** (1.0 / 3.0) for b in branching], dtype=float)
     budgets = list(epsilon * weights / weights.sum())
     budgets[-1] = epsilon - sum(budgets[:-1])
-    return budgets
+    return fit_budget(budgets, epsilon)  # exact sum <= epsilon (Hierarchical refuses more)
 
 
 def _sensitivity(neighbours: str) -> float:

@@ -12,23 +12,29 @@ variable eta and a Cholesky factor of C^T C + 2 I); we impose it exactly in the 
 which for the identity strategy is a closed form, :func:`marginal_x_update`.  Every iterate
 is then consistent and the returned table satisfies the marginals to rounding error.
 
-Privacy: add/remove neighbours, one record changes one cell by 1 (sensitivity 1), so the
-noise scale is 1/epsilon.  The public marginals are public by assumption: they cost no
-budget.  Everything after the noise is post-processing.
+Privacy: add/remove neighbours (one record added or removed), one record changes one cell by 1
+(L1 and L2 sensitivity 1), so the noise scale is 1/epsilon (rounded up so that the loss never
+exceeds epsilon), and the noisy table is epsilon-DP.  The public marginals are *inputs*: the
+caller passes the published values, which dprange never computes from the table (computing
+them would publish them exactly).  Making the noisy table consistent with them is
+post-processing of the noisy table and of public values, so the release is epsilon-DP; the
+privacy of the marginals themselves is whatever their publisher guaranteed.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 import scipy.linalg
 import scipy.sparse as sp
 
-from ._validation import check_epsilon
+from ._validation import check_epsilon, check_noise_scale
 from .errors import ParameterError
 from .inference.l1_admm import ADMMResult, admm
-from .noise import NoiseSpec, resolve_rng
+from .noise import NoiseSpec, SecureRandom, resolve_rng
 
 
 def marginal_matrix(shape: tuple, axes) -> sp.csr_matrix:
@@ -82,6 +88,7 @@ class TableRelease:
     public_marginals: list
     epsilon: float
     result: ADMMResult | None = None
+    seeded: bool = False
 
     def marginal(self, axes) -> np.ndarray:
         """The estimate's marginal over the kept ``axes``."""
@@ -94,14 +101,52 @@ class TableRelease:
         return self.noise.variance
 
 
-def release_table(table, epsilon, *, public_marginals=(), inference: str = "gls", noise: str = "discrete_laplace",
-                  alpha: float = 0.9, rng=None, tol: float = 1e-7, maxiter: int = 20000) -> TableRelease:
-    """Release a k-way table of counts, consistent with its public marginals.
+def cell_noise(epsilon: float, noise: str) -> NoiseSpec:
+    """Noise of scale 1/epsilon (sensitivity 1), rounded up until 1/scale <= epsilon exactly."""
+    scale = 1.0 / epsilon
+    check_noise_scale(scale, epsilon, "every cell")
+    while 1 / Fraction(scale) > Fraction(epsilon):
+        scale = math.nextafter(scale, math.inf)
+    return NoiseSpec(noise, scale)
 
-    ``public_marginals`` lists tuples of kept axes, e.g. ``[()]`` for the sample size M0,
-    ``[(0,), (1,)]`` for the one-way marginals M1.  ``inference``: ``"gls"`` (projection),
-    ``"nnls"`` or ``"l1"`` (ADMM, non-negative, ``alpha`` as in seed 004).  epsilon-DP for
-    add/remove neighbours.  Cost: GLS O(cells k + k^3); ADMM O(iterations x (cells k + k^2)),
+
+def published_marginals(public_marginals, shape: tuple) -> tuple[list, list]:
+    """Validate ``{kept axes: published values}``: the axes (sorted) and the values, each
+    transposed to the order of ``marginal_matrix`` (sorted kept axes)."""
+    if not isinstance(public_marginals, dict):
+        raise ParameterError(
+            "public_marginals must map kept axes to their published values, e.g. {(0,): row_totals}; "
+            "dprange never computes them from the table (that would publish them exactly)"
+        )
+    axes_list, values_list = [], []
+    for axes, values in public_marginals.items():
+        axes = tuple(int(a) for a in np.atleast_1d(np.asarray(axes, dtype=int)))
+        if any(a < 0 or a >= len(shape) for a in axes) or len(set(axes)) != len(axes):
+            raise ParameterError(f"marginal axes {axes} do not fit a {len(shape)}-way table; "
+                                 f"use axes 0..{len(shape) - 1}")
+        expected = tuple(shape[a] for a in axes)
+        values = np.asarray(values, dtype=float)
+        if values.shape != expected:
+            raise ParameterError(f"the published marginal over axes {axes} has shape {values.shape}; "
+                                 f"it must have shape {expected}")
+        if not np.all(np.isfinite(values)) or np.any(values < 0):
+            raise ParameterError(f"the published marginal over axes {axes} must be finite and non-negative")
+        order = np.argsort(axes)
+        axes_list.append(tuple(sorted(axes)))
+        values_list.append(np.transpose(values, order) if values.ndim else values)
+    return axes_list, values_list
+
+
+def release_table(table, epsilon, *, public_marginals=None, inference: str = "gls", noise: str = "discrete_laplace",
+                  alpha: float = 0.9, rng=None, tol: float = 1e-7, maxiter: int = 20000) -> TableRelease:
+    """Release a k-way table of counts, consistent with published marginals.
+
+    ``public_marginals`` maps tuples of kept axes to their *published* values, e.g.
+    ``{(): n}`` for a public sample size M0, ``{(0,): rows, (1,): cols}`` for the one-way
+    marginals M1; the values must have the marginal's shape (axes in the order given) and
+    agree with one another.  ``inference``: ``"gls"`` (projection), ``"nnls"`` or ``"l1"``
+    (ADMM, non-negative, ``alpha`` as in seed 004).  epsilon-DP for add/remove neighbours (see
+    the module doc).  Cost: GLS O(cells k + k^3); ADMM O(iterations x (cells k + k^2)),
     k = number of public marginal cells.
     """
     counts = np.asarray(table)
@@ -116,27 +161,26 @@ def release_table(table, epsilon, *, public_marginals=(), inference: str = "gls"
         raise ParameterError("discrete Laplace noise needs integer counts; round the table or use noise='laplace'")
     if not 0.0 <= alpha <= 1.0:
         raise ParameterError(f"alpha must be in [0, 1], got {alpha}")
-    marginals = []
-    for axes in public_marginals:
-        axes = tuple(int(a) for a in axes)
-        if any(a < 0 or a >= counts.ndim for a in axes) or len(set(axes)) != len(axes):
-            raise ParameterError(f"marginal axes {axes} do not fit a {counts.ndim}-way table; use axes 0..{counts.ndim - 1}")
-        marginals.append(axes)
-    spec = NoiseSpec(noise, 1.0 / epsilon)
-    flat = counts.astype(float).ravel()
-    noisy = flat + spec.sample(flat.shape, resolve_rng(rng))
+    marginals, published = published_marginals({} if public_marginals is None else public_marginals, counts.shape)
+    spec = cell_noise(epsilon, noise)
     C = d = gram_pinv = None
     if marginals:
         C = sp.vstack([marginal_matrix(counts.shape, axes) for axes in marginals]).tocsr()
-        d = C @ flat
+        d = np.concatenate([np.ravel(v) for v in published])
         gram_pinv = _gram_pinv(C)
+        residual = C @ (C.T @ (gram_pinv @ d)) - d
+        if np.max(np.abs(residual)) > 1e-9 * max(1.0, float(np.max(np.abs(d)))):
+            raise ParameterError("the published marginals disagree with one another (e.g. different totals); "
+                                 "no table meets them all")
+    flat = counts.astype(float).ravel()
+    noisy = flat + spec.sample(flat.shape, resolve_rng(rng))
     result = None
     if inference == "gls":
         estimate = noisy if C is None else project_onto_marginals(noisy, C, d, gram_pinv)
     else:
         size = flat.size
         identity = sp.identity(size, format="csr")
-        weight = epsilon  # 1 / (noise scale): the Laplace likelihood weight
+        weight = 1.0 / spec.scale  # 1 / (noise scale): the Laplace likelihood weight
         if C is None:
             x_update = marginal_x_update(sp.csr_matrix((0, size)), np.zeros(0), weight, np.zeros((0, 0)))
         else:
@@ -147,5 +191,6 @@ def release_table(table, epsilon, *, public_marginals=(), inference: str = "gls"
         # ADMM returns its non-negative split w; the x iterate meets C x = d exactly and
         # w - x -> 0, so w meets the marginals to the stopping tolerance.
         estimate = result.x
+    seeded = rng is not None and not isinstance(rng, SecureRandom)
     return TableRelease(estimate.reshape(counts.shape), noisy.reshape(counts.shape), spec, inference, marginals,
-                        epsilon, result)
+                        epsilon, result, seeded)

@@ -1,19 +1,35 @@
 """The matrix mechanism (Li, Hay, Rastogi, Miklau, McGregor, PODS 2010; seed 003).
 
-Measure an arbitrary strategy A (p x n) with noise calibrated to its sensitivity, then
-estimate x by least squares, x_hat = A^+ y.  Laplace noise uses the L1 sensitivity
-||A||_1 = max column L1 norm; Gaussian noise (delta > 0) the L2 sensitivity, the largest
-column L2 norm.  The expected error of a workload W is
+Measure a strategy A (p x n) with noise calibrated to its sensitivity, then estimate x by
+least squares, x_hat = A^+ y.  The expected error of a workload W is
 
-    (2 / eps^2) ||A||_1^2 trace(W (A^T A)^+ W^T) / m          (Laplace, continuous)
+    (noise variance) trace(W (A^T A)^+ W^T) / m,
 
-and sigma^2 trace(W (A^T A)^+ W^T) / m for Gaussian noise: :meth:`Matrix.error_model` gives
-the covariance exactly.  In the replace model the sensitivity used is the upper bound
-2 ||A||_1 (resp. 2 ||A||_2): the exact value max_{i != j} ||a_i - a_j|| can be smaller, so
-the guarantee holds and the noise may be slightly larger than necessary.
+and :meth:`Matrix.error_model` gives the covariance exactly.
+
+Integer queries only.  Integer noise (discrete Laplace, discrete Gaussian) added to a query
+whose exact value is not an integer reveals its fractional part, so a real-valued strategy is
+quantised: A_q = round(A K) with K the smallest power of two making A K integer, or, if none
+up to the limit does, the power of two for which rounding moves every entry by at most
+2^-16 of the largest entry (entries then stay below 2^16, so noise scales stay far below the
+samplers' limit).  The mechanism measures A_q x with integer noise and runs least
+squares with A_q, the strategy actually measured (so the estimate stays unbiased and its
+error bars exact); ``describe()`` records K.
+
+Sensitivity, from the record-level relation on A_q (see :mod:`dprange.strategies`):
+add/remove max_i ||a_i||_p; replace max_{i != j} ||a_i - a_j||_p, exact for p = 2 (from the
+Gram matrix) and for p = 1 when n^2 p <= 2e7, else the bound 2 max_i ||a_i||_1.
+
+A rank-deficient strategy (with the public total in the replace model: [A; 1^T]) leaves part
+of x unmeasured; least squares would then be biased with error bars that never cover, so it
+is refused.  Strategies are explicit (dense or sparse) matrices, or operators over at most
+4096 bins (made explicit).
 """
 
 from __future__ import annotations
+
+import math
+from fractions import Fraction
 
 import numpy as np
 import scipy.sparse as sp
@@ -22,11 +38,34 @@ from scipy.sparse.linalg import LinearOperator, aslinearoperator
 from ._validation import check_delta, check_epsilon, check_positive_int
 from .errors import ParameterError
 from .inference.least_squares import gls
-from .mechanisms import Mechanism, level_noise, resolve_noise
+from .mechanisms import Mechanism, calibrate, resolve_noise
 from .noise import NoiseSpec
+from .strategies import dense_sensitivity_power
 
 #: Strategies up to this many bins get a dense covariance (exact, O(1) per range query).
 DENSE_COVARIANCE_LIMIT = 4096
+
+#: Quantisation of a real strategy: rounding moves no entry by more than this fraction of the
+#: largest entry.
+QUANTISATION_TOLERANCE = 2.0**-16
+
+#: Above this many (pairs x rows), the replace-model L1 sensitivity uses the triangle bound.
+EXACT_PAIRS_LIMIT = 2 * 10**7
+
+
+def quantisation_factor(values: np.ndarray) -> float:
+    """K = 2^k: the smallest making ``values`` * K integer, else the one meeting the tolerance."""
+    largest = float(np.max(np.abs(values))) if values.size else 0.0
+    if largest == 0.0:
+        return 1.0
+    if not np.all(np.isfinite(values)):
+        raise ParameterError("the strategy matrix has non-finite entries")
+    limit = max(0, math.ceil(math.log2(0.5 / (QUANTISATION_TOLERANCE * largest))))
+    for k in range(limit + 1):
+        scaled = values * 2.0**k
+        if np.all(scaled == np.round(scaled)):
+            return 2.0**k
+    return 2.0**limit
 
 
 class DenseErrorModel:
@@ -51,17 +90,36 @@ class DenseErrorModel:
 
 
 class MatrixStrategy:
-    """An explicit strategy matrix (dense or sparse) or an implicit LinearOperator."""
+    """An explicit strategy matrix (dense or sparse), quantised to integers (module doc).
+
+    ``matrix`` is the strategy as given; ``factor`` is K; :attr:`matrix` is the integer
+    A_q = round(A K) that is measured.  An implicit LinearOperator over at most
+    :data:`DENSE_COVARIANCE_LIMIT` bins is made explicit first.
+    """
 
     def __init__(self, matrix):
         if isinstance(matrix, LinearOperator):
-            self.matrix = None
-            self._operator = matrix
+            if matrix.shape[1] > DENSE_COVARIANCE_LIMIT:
+                raise ParameterError(f"an implicit strategy over more than {DENSE_COVARIANCE_LIMIT} bins cannot be "
+                                     "checked and quantised; pass an explicit (sparse) matrix")
+            matrix = matrix.matmat(np.eye(matrix.shape[1]))
+        if sp.issparse(matrix):
+            given = sp.csc_matrix(matrix, dtype=float)
+            data = given.data
         else:
-            self.matrix = matrix.tocsc() if sp.issparse(matrix) else np.atleast_2d(np.asarray(matrix, dtype=float))
-            if self.matrix.ndim != 2 or 0 in self.matrix.shape:
-                raise ParameterError("the strategy must be a non-empty 2-D matrix")
-            self._operator = aslinearoperator(self.matrix)
+            given = np.atleast_2d(np.asarray(matrix, dtype=float))
+            data = given
+        if given.ndim != 2 or 0 in given.shape:
+            raise ParameterError("the strategy must be a non-empty 2-D matrix")
+        self.factor = quantisation_factor(np.asarray(data))
+        if sp.issparse(given):
+            quantised = given.copy()
+            quantised.data = np.round(quantised.data * self.factor)
+            quantised.eliminate_zeros()
+            self.matrix = quantised
+        else:
+            self.matrix = np.round(given * self.factor)
+        self._operator = aslinearoperator(self.matrix)
         self.rows, self.n = self._operator.shape
         self.measured_depths = (0,)
         self.level_sizes = (self.rows,)
@@ -71,39 +129,68 @@ class MatrixStrategy:
         return self._operator
 
     def explicit(self) -> np.ndarray:
-        """Dense matrix (columns by products with the identity when implicit; small n only)."""
-        if self.matrix is not None:
-            return self.matrix.toarray() if sp.issparse(self.matrix) else self.matrix
-        if self.n > DENSE_COVARIANCE_LIMIT:
-            raise ParameterError("an implicit strategy over this many bins has no explicit form; pass a matrix")
-        return self._operator.matmat(np.eye(self.n))
+        """The measured integer matrix A_q, dense (small n only)."""
+        if sp.issparse(self.matrix):
+            if self.n > DENSE_COVARIANCE_LIMIT:
+                raise ParameterError(f"a dense form of a strategy over more than {DENSE_COVARIANCE_LIMIT} bins "
+                                     "is too large")
+            return self.matrix.toarray()
+        return self.matrix
 
-    def column_norms(self) -> tuple[float, float]:
-        """(max column L1 norm, max column L2 norm)."""
-        if self.matrix is not None and sp.issparse(self.matrix):
-            absolute = abs(self.matrix)
-            return float(absolute.sum(axis=0).max()), float(np.sqrt(absolute.multiply(absolute).sum(axis=0).max()))
-        dense = self.explicit()
-        return float(np.abs(dense).sum(axis=0).max()), float(np.sqrt((dense**2).sum(axis=0).max()))
+    def check_rank(self, known_total: bool) -> None:
+        """Refuse a strategy that does not determine x (with the public total when known)."""
+        if self.n > DENSE_COVARIANCE_LIMIT:
+            raise ParameterError(f"matrix strategies over more than {DENSE_COVARIANCE_LIMIT} bins are not supported "
+                                 "(their rank cannot be checked); use Hierarchical or Wavelet")
+        A = self.explicit()
+        if known_total:
+            A = np.vstack([A, np.ones(self.n)])
+        rank = np.linalg.matrix_rank(A)
+        if rank < self.n:
+            extra = " together with the public total" if known_total else ""
+            raise ParameterError(
+                f"the strategy matrix has rank {rank}{extra} but there are {self.n} bins: it does not measure "
+                "every bin, so least squares would be biased; add rows that cover the missing directions"
+            )
+
+    def sensitivity_power(self, neighbours: str, p: int, weights=None):
+        """sum |.|^p of the worst change of the measured rows (module doc); ``weights`` (one
+        level) multiplies it by w^p."""
+        A = self.explicit()
+        if neighbours == "add_remove":
+            value = float((np.abs(A) ** p).sum(axis=0).max())
+        elif self.n < 2:
+            value = 0.0
+        elif p == 2:
+            gram = A.T @ A
+            diag = np.diag(gram)
+            dist = diag[:, None] + diag[None, :] - 2.0 * gram
+            np.fill_diagonal(dist, 0.0)
+            value = float(dist.max())
+        elif self.n * self.n * self.rows <= EXACT_PAIRS_LIMIT:
+            value = dense_sensitivity_power(A, neighbours, 1)
+        else:
+            value = 2.0 * float(np.abs(A).sum(axis=0).max())
+        if weights is None:
+            return value
+        (w,) = list(weights)
+        return Fraction(value) * abs(w) ** p if isinstance(w, Fraction) else value * abs(w) ** p
+
+    def sensitivity(self, neighbours: str, p: int, weights=None) -> float:
+        return float(self.sensitivity_power(neighbours, p, weights)) ** (1.0 / p)
 
     def level_sums(self, x):
         return [self._operator.matvec(np.asarray(x, dtype=float))]
 
-    def is_integer(self) -> bool:
-        if self.matrix is None:
-            return False
-        data = self.matrix.data if sp.issparse(self.matrix) else self.matrix
-        return bool(np.all(data == np.round(data)))
-
     def describe(self) -> dict:
-        return {"bins": self.n, "rows": self.rows}
+        return {"bins": self.n, "rows": self.rows, "quantisation_factor": self.factor}
 
 
 class Matrix(Mechanism):
     """Matrix mechanism with strategy A and least-squares inference (see module doc).
 
-    ``noise="auto"`` is discrete Laplace for integer strategies and continuous Laplace
-    otherwise when delta = 0, Gaussian when delta > 0.
+    ``noise="auto"`` is discrete Laplace when delta = 0 and Gaussian when delta > 0, on the
+    integer (quantised) strategy.
     """
 
     name = "matrix"
@@ -111,18 +198,18 @@ class Matrix(Mechanism):
     def __init__(self, strategy, *, neighbours="add_remove", noise="auto"):
         super().__init__(neighbours=neighbours, noise=noise)
         self._strategy = MatrixStrategy(strategy)
-        l1, l2 = self._strategy.column_norms()
-        if l1 == 0:
+        if not np.any(self._strategy.explicit()):
             raise ParameterError("the strategy matrix is zero; it measures nothing")
-        factor = 2.0 if self.neighbours == "replace" else 1.0
-        self._sensitivity = (factor * l1, factor * l2)
+        self._strategy.check_rank(known_total=self.neighbours == "replace")
 
     @property
     def sensitivity(self) -> tuple[float, float]:
-        return self._sensitivity
+        """(L1, L2) sensitivity of the measured (quantised) strategy under the relation."""
+        return (self._strategy.sensitivity(self.neighbours, 1), self._strategy.sensitivity(self.neighbours, 2))
 
     def parameters(self) -> dict:
-        return {"strategy_shape": [self._strategy.rows, self._strategy.n], **super().parameters()}
+        return {"strategy_shape": [self._strategy.rows, self._strategy.n],
+                "quantisation_factor": self._strategy.factor, **super().parameters()}
 
     def strategy(self, n: int) -> MatrixStrategy:
         if n != self._strategy.n:
@@ -130,12 +217,9 @@ class Matrix(Mechanism):
         return self._strategy
 
     def noise_specs(self, strategy, epsilon, delta) -> list[NoiseSpec]:
+        epsilon = check_epsilon(epsilon)
         kind = resolve_noise(self.noise, delta)
-        if self.noise == "auto" and kind == "discrete_laplace" and not strategy.is_integer():
-            kind = "laplace"
-        if kind == "discrete_laplace" and not strategy.is_integer():
-            raise ParameterError("discrete Laplace noise needs an integer strategy matrix; use noise='laplace'")
-        return level_noise(kind, np.ones(1), epsilon, delta, *self.sensitivity)
+        return calibrate(strategy, self.neighbours, kind, [epsilon], epsilon, delta)
 
     def level_variances(self, strategy, epsilon, delta) -> list:
         return [self.noise_specs(strategy, epsilon, delta)[0].variance]

@@ -5,34 +5,42 @@ Each mechanism reads like its paper: ``measure`` (strategy + calibrated noise) t
 carry exact standard errors.
 
 Privacy.  ``neighbours="add_remove"`` (default): neighbouring datasets differ by one record
-added or removed; a record changes one node per tree level by 1, so every level has L1 and
-L2 sensitivity 1, and the total is private (estimated).  ``neighbours="replace"``: one record
-changes its value and the number of records is public; a level's L1 sensitivity is 2 (one
-count down, one up) and its L2 sensitivity sqrt(2).  In the replace model dprange takes the
-total as ``counts.sum()``: use it only when that number is truly public.
+added or removed; the total is private (estimated).  ``neighbours="replace"``: one record
+changes its value and the number of records is public; dprange takes the total as
+``counts.sum()``: use it only when that number is truly public.  Every sensitivity is derived
+from the record-level relation, per norm, from the strategy (weighted by the budget split):
+see :mod:`dprange.strategies` and docs/privacy.md.  Every measured query is an integer
+combination of counts, so integer noise reveals nothing beyond the noisy value.
 
 Noise.  ``noise="auto"`` uses discrete Laplace (integer, pure epsilon-DP) when delta = 0 and
-the analytic Gaussian mechanism when delta > 0.  ``"laplace"`` is continuous Laplace (the
-papers' noise, for reproducing their numbers).  A budget split over levels gives level l the
-budget eps_l (sum = epsilon) and Laplace scale Delta_l / eps_l: sequential composition.  For
-Gaussian noise the split gives level l the weight f_l = eps_l / epsilon: level l's rows are
-scaled by f_l, the scaled strategy has L2 sensitivity sqrt(sum_l (f_l Delta_l)^2), one sigma
-is calibrated for it, and level l's noise has standard deviation sigma / f_l.
+Gaussian noise when delta > 0.  A budget split gives level l the budget eps_l (exact sum at
+most epsilon).  Laplace: with S = max over neighbouring pairs of sum_l eps_l ||change of
+level l||_1, level l gets scale b_l = (S / epsilon) / eps_l, so the privacy loss
+sum_l ||change_l||_1 / b_l is at most epsilon (sequential composition; for add/remove trees
+b_l = 1 / eps_l).  Gaussian: level l's rows are weighted by f_l = eps_l / epsilon, one sigma is
+calibrated for the weighted strategy's L2 sensitivity, and level l's noise has standard
+deviation sigma / f_l.  Scales are rounded up and checked in exact rational arithmetic, so
+floating-point rounding never raises the privacy loss above epsilon; scales above
+:data:`~dprange._validation.MAX_NOISE_SCALE` (too small an epsilon) are refused up front.
 """
 
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 
-from ._validation import check_budget_list, check_delta, check_epsilon, check_neighbours, check_positive_int
+from ._validation import (
+    check_budget_list, check_delta, check_epsilon, check_neighbours, check_noise_scale, check_positive_int, exact_sum,
+    fit_budget, float_at_least,
+)
 from .domain import Domain
 from .errors import ParameterError
 from .inference.tree import tree_error_model, tree_gls
 from .inference.wavelet import haar_error_model, haar_estimate
 from .measurements import Measurements
-from .noise import NOISE_KINDS, NoiseSpec, gaussian_sigma, resolve_rng
+from .noise import NOISE_KINDS, NoiseSpec, SecureRandom, gaussian_sigma, resolve_rng
 from .release import Release
 from .strategies import HaarStrategy, TreeStrategy
 
@@ -123,16 +131,62 @@ def resolve_noise(noise: str, delta: float) -> str:
     return noise
 
 
-def level_noise(kind: str, fractions: np.ndarray, epsilon: float, delta: float, l1: float, l2: float) -> list[NoiseSpec]:
-    """Noise per level for a budget split ``fractions`` (sum 1) of epsilon (see module doc).
+def split_budget(weights, epsilon: float) -> list[float]:
+    """Per-level budgets proportional to ``weights`` whose exact sum is at most epsilon."""
+    weights = np.asarray(weights, dtype=float)
+    return fit_budget([epsilon * w / weights.sum() for w in weights], epsilon)
 
-    ``l1``/``l2``: the L1/L2 sensitivity of one level.
-    """
-    fractions = np.asarray(fractions, dtype=float)
+
+def _bump(values: list[float]) -> list[float]:
+    return [math.nextafter(v, math.inf) for v in values]
+
+
+def laplace_scales(strategy, neighbours: str, level_epsilons: list[float], epsilon: float) -> list[float]:
+    """Scales b_l = (S / epsilon) / eps_l (module doc), rounded up until the exact worst-case
+    loss max_pairs sum_l ||change_l||_1 / b_l is at most epsilon."""
+    weighted = strategy.sensitivity_power(neighbours, 1, [Fraction(e) for e in level_epsilons])
+    ratio = float(weighted / Fraction(epsilon)) if weighted > 0 else 1.0
+    scales = [ratio / e for e in level_epsilons]
+    for b, e in zip(scales, level_epsilons):
+        check_noise_scale(b, e)
+    while strategy.sensitivity_power(neighbours, 1, [1 / Fraction(b) for b in scales]) > Fraction(epsilon):
+        scales = _bump(scales)
+    return scales
+
+
+def gaussian_scales(strategy, neighbours: str, level_epsilons: list[float], epsilon: float,
+                    delta: float) -> list[float]:
+    """sigma_l = sigma / f_l with sigma calibrated for the L2 sensitivity of the strategy whose
+    level l is weighted by f_l = eps_l / epsilon; rounded up until the exact weighted
+    sensitivity max_pairs sum_l ||change_l||_2^2 / sigma_l^2 is at most (Delta / sigma)^2."""
+    fractions = [e / epsilon for e in level_epsilons]
+    squared = strategy.sensitivity_power(neighbours, 2, [Fraction(f) for f in fractions])
+    l2 = math.sqrt(float(squared)) if squared > 0 else 1.0
+    while Fraction(l2) ** 2 < squared:
+        l2 = math.nextafter(l2, math.inf)
+    sigma = gaussian_sigma(epsilon, delta, l2)
+    sigmas = [sigma / f for f in fractions]
+    for s, e in zip(sigmas, level_epsilons):
+        check_noise_scale(s, e)
+    allowed = (Fraction(l2) / Fraction(sigma)) ** 2
+    while strategy.sensitivity_power(neighbours, 2, [1 / Fraction(s) for s in sigmas]) > allowed:
+        sigmas = _bump(sigmas)
+    return sigmas
+
+
+def calibrate(strategy, neighbours: str, kind: str, level_epsilons: list[float], epsilon: float,
+              delta: float) -> list[NoiseSpec]:
+    """The noise of every measured level for budgets ``level_epsilons`` (exact sum <= epsilon)."""
     if kind == "gaussian":
-        sigma = gaussian_sigma(epsilon, delta, l2 * math.sqrt(float(np.sum(fractions**2))))
-        return [NoiseSpec(kind, sigma / f) for f in fractions]
-    return [NoiseSpec(kind, l1 / (f * epsilon)) for f in fractions]
+        scales = gaussian_scales(strategy, neighbours, level_epsilons, epsilon, delta)
+    else:
+        scales = laplace_scales(strategy, neighbours, level_epsilons, epsilon)
+    return [NoiseSpec(kind, scale) for scale in scales]
+
+
+def is_seeded(rng) -> bool:
+    """Whether noise comes from a seeded (predictable) generator rather than os.urandom."""
+    return rng is not None and not isinstance(rng, SecureRandom)
 
 
 class Mechanism:
@@ -159,8 +213,16 @@ class Mechanism:
     def strategy(self, n: int):
         raise NotImplementedError
 
-    def budget_fractions(self, strategy) -> np.ndarray:
+    def budget_fractions(self, strategy, epsilon: float) -> np.ndarray:
         raise NotImplementedError
+
+    def level_budgets(self, strategy, epsilon: float) -> list[float]:
+        """Budget of every measured level, top down; exact sum at most :meth:`spent_epsilon`."""
+        return split_budget(self.budget_fractions(strategy, epsilon), epsilon)
+
+    def spent_epsilon(self, epsilon: float) -> float:
+        """The epsilon a release with budget ``epsilon`` spends (and records)."""
+        return epsilon
 
     def parameters(self) -> dict:
         params = {"neighbours": self.neighbours, "noise": self.noise}
@@ -170,10 +232,10 @@ class Mechanism:
                 params["inference_options"] = self.inference_options
         return params
 
-    @property
-    def sensitivity(self) -> tuple[float, float]:
-        """(L1, L2) sensitivity of one level of the strategy under the neighbouring relation."""
-        return (2.0, math.sqrt(2.0)) if self.neighbours == "replace" else (1.0, 1.0)
+    def sensitivity(self, n: int) -> tuple[float, float]:
+        """(L1, L2) sensitivity of the (unweighted) strategy on n bins under the relation."""
+        strategy = self.strategy(check_positive_int(n, "n"))
+        return strategy.sensitivity(self.neighbours, 1), strategy.sensitivity(self.neighbours, 2)
 
     def measure(self, counts, epsilon, *, delta=0.0, rng=None) -> Measurements:
         """Answer the strategy's queries on ``counts`` with calibrated noise."""
@@ -182,24 +244,26 @@ class Mechanism:
         delta = check_delta(delta)
         source = resolve_rng(rng)
         strategy = self.strategy(counts.size)
+        specs = self.noise_specs(strategy, epsilon, delta)  # validates the budget before data are read
         exact = self._exact_levels(strategy, counts)
         depths = strategy.measured_depths
-        specs = self.noise_specs(strategy, epsilon, delta)
         values: list = [None] * len(exact)
         noise: list = [None] * len(exact)
         for depth, spec in zip(depths, specs):
             values[depth] = exact[depth] + spec.sample(exact[depth].shape, source)
             noise[depth] = spec
         total = float(counts.sum()) if self.neighbours == "replace" else None
-        return Measurements(strategy, values, noise, epsilon, delta, self.neighbours, total)
+        return Measurements(strategy, values, noise, self.spent_epsilon(epsilon), delta, self.neighbours, total,
+                            extra={"seeded": is_seeded(rng)})
 
     def noise_specs(self, strategy, epsilon: float, delta: float) -> list[NoiseSpec]:
         """The calibrated noise of every measured level, top down (data-independent)."""
+        epsilon = check_epsilon(epsilon)
         kind = resolve_noise(self.noise, delta)
         if not strategy.measured_depths:
             return []
-        fractions = self.budget_fractions(strategy, epsilon)
-        return level_noise(kind, fractions, epsilon, delta, *self.sensitivity)
+        levels = self.level_budgets(strategy, epsilon)
+        return calibrate(strategy, self.neighbours, kind, levels, self.spent_epsilon(epsilon), delta)
 
     def level_variances(self, strategy, epsilon: float, delta: float) -> list:
         """Noise variance per level of ``strategy`` (None where unmeasured)."""
@@ -257,6 +321,7 @@ class Mechanism:
             inference=self.inference,
             noise=measurements.noise_kind,
             resample=resample,
+            seeded=measurements.extra.get("seeded", is_seeded(rng)),
         )
 
     def __repr__(self) -> str:
@@ -335,6 +400,17 @@ class Hierarchical(Mechanism):
     def strategy(self, n: int) -> TreeStrategy:
         return TreeStrategy(n, self.branching, measure_root=self.measure_root, known_total=self.neighbours == "replace")
 
+    def level_budgets(self, strategy: TreeStrategy, epsilon: float) -> list[float]:
+        if isinstance(self.budget, list):
+            return check_budget_list(self.budget, len(strategy.measured_depths), epsilon).tolist()
+        return super().level_budgets(strategy, epsilon)
+
+    def spent_epsilon(self, epsilon: float) -> float:
+        """An explicit budget list spends its exact sum (rounded up to a float), at most epsilon."""
+        if isinstance(self.budget, list):
+            return min(float_at_least(exact_sum(self.budget)), epsilon)
+        return epsilon
+
     def budget_fractions(self, strategy: TreeStrategy, epsilon: float) -> np.ndarray:
         depths = strategy.measured_depths
         if isinstance(self.budget, list):
@@ -381,32 +457,64 @@ MECHANISMS = {"flat": Flat, "hierarchical": Hierarchical, "wavelet": Wavelet}
 
 
 def release(values, domain: Domain, epsilon, *, mechanism=None, delta=0.0, rng=None, clip=False, drop_missing=False,
-            neighbours="add_remove", workload="all-range") -> Release:
+            neighbours=None, workload="all-range") -> Release:
     """Bucketize raw ``values`` into ``domain`` and release them with ``mechanism``.
 
     ``mechanism`` defaults to ``Hierarchical()``; a name ("flat", "hierarchical",
     "wavelet"), a configured mechanism object, or ``"auto"``: the mechanism with the least
     exact expected error on ``workload`` (a name or a Workload; see
     :func:`dprange.analysis.select`), chosen from public parameters only.
+
+    ``neighbours``: None (the default) means the mechanism object's relation ("add_remove"
+    for names, None and "auto"); a relation given here builds named mechanisms with it and
+    must agree with a mechanism object's.  ``neighbours="replace"`` publishes the number of
+    records exactly, so it refuses ``drop_missing=True`` (the count after dropping would
+    reveal how many values were missing).
     """
     if not isinstance(domain, Domain):
         raise ParameterError("domain must be a dprange.Domain (Domain.integers or Domain.interval)")
+    relation = resolve_neighbours(mechanism, neighbours)
+    if relation == "replace" and drop_missing:
+        raise ParameterError(REPLACE_DROP_MISSING_MESSAGE)
     if mechanism == "auto":
         from .analysis import auto_mechanism  # noqa: PLC0415 - analysis imports this module
 
-        mech = auto_mechanism(workload, domain.size, epsilon, delta=delta, neighbours=neighbours)
+        mech = auto_mechanism(workload, domain.size, epsilon, delta=delta, neighbours=relation)
     else:
-        mech = make_mechanism(mechanism)
+        mech = make_mechanism(mechanism, neighbours=relation)
     counts = domain.histogram(values, clip=clip, drop_missing=drop_missing)
     return mech.release(counts, epsilon, delta=delta, rng=rng, domain=domain)
 
 
-def make_mechanism(mechanism) -> Mechanism:
-    """A mechanism object from None (Hierarchical()), a name, or an object."""
+REPLACE_DROP_MISSING_MESSAGE = (
+    "neighbours='replace' publishes the number of records exactly, and with drop_missing=True that number "
+    "is counted after dropping, so it would reveal how many values were missing; clean the missing values "
+    "first or use neighbours='add_remove'"
+)
+
+
+def resolve_neighbours(mechanism, neighbours) -> str:
+    """The one neighbouring relation of a release: ``neighbours`` if given, else the
+    mechanism object's, else "add_remove"; a conflict with a mechanism object is an error."""
+    if neighbours is not None:
+        check_neighbours(neighbours)
+    if isinstance(mechanism, Mechanism):
+        if neighbours is not None and neighbours != mechanism.neighbours:
+            raise ParameterError(
+                f"neighbours={neighbours!r} conflicts with the mechanism's neighbours={mechanism.neighbours!r}; "
+                "pass one of them only (neighbours=None uses the mechanism's)"
+            )
+        return mechanism.neighbours
+    return neighbours or "add_remove"
+
+
+def make_mechanism(mechanism, *, neighbours: str = "add_remove") -> Mechanism:
+    """A mechanism object from None (Hierarchical()), a name, or an object; names and None
+    are built with ``neighbours``."""
     if mechanism is None:
-        return Hierarchical()
+        return Hierarchical(neighbours=neighbours)
     if isinstance(mechanism, Mechanism):
         return mechanism
     if isinstance(mechanism, str) and mechanism in MECHANISMS:
-        return MECHANISMS[mechanism]()
+        return MECHANISMS[mechanism](neighbours=neighbours)
     raise ParameterError(f"unknown mechanism {mechanism!r}; choose 'auto' or one of {', '.join(MECHANISMS)}")

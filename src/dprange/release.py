@@ -130,6 +130,7 @@ class Release:
         inference: str = "gls",
         noise: str | None = None,
         resample=None,
+        seeded: bool = False,
     ):
         self.estimate = np.asarray(estimate, dtype=float)
         self.n = self.estimate.size
@@ -146,6 +147,8 @@ class Release:
         self.inference = inference
         self.noise = noise
         self._resample = resample
+        #: True when the noise came from a seeded generator (predictable: not for publication).
+        self.seeded = bool(seeded)
 
     @property
     def _tails(self) -> str:
@@ -333,6 +336,7 @@ class Release:
                 "delta": self.delta,
                 "neighbours": self.neighbours,
                 "noise": self.noise,
+                "seeded": self.seeded,
             },
             "inference": self.inference,
             "domain": self.domain.to_dict(),

@@ -1,8 +1,18 @@
 """Measured query sets: which linear queries of the histogram x a mechanism measures.
 
-A strategy knows its structure, its sensitivity per group of rows, and how to evaluate
-itself (fast level-wise evaluation and a ``scipy.sparse.linalg.LinearOperator``).  Noise
-and budget are attached by the mechanisms (``mechanisms.py``).
+A strategy knows its structure, its sensitivity, and how to evaluate itself (fast
+level-wise evaluation and a ``scipy.sparse.linalg.LinearOperator``).  Noise and budget are
+attached by the mechanisms (``mechanisms.py``).
+
+Sensitivity is derived from the record-level relation.  With strategy columns a_i (the
+change of every measured query when one record with value i is added) and rows of level l
+weighted by w_l: add/remove neighbours change the answers by +-a_i, so the L_p sensitivity
+is max_i ||W a_i||_p; replace neighbours move one record from bin i to bin j, so it is
+max_{i != j} ||W (a_i - a_j)||_p.  :meth:`TreeStrategy.sensitivity_power` and
+:meth:`HaarStrategy.sensitivity_power` give closed forms, :func:`dense_sensitivity_power` the
+definition on an explicit matrix (tests check the two agree).  ``sensitivity_power`` returns
+the p-th power (sum of |.|^p), computed in exact arithmetic when the weights are
+``fractions.Fraction``: the mechanisms use that to check their calibration exactly.
 
 Trees (Qardaji et al. 2013, seed 000 section 3; Rameshwar and Tandon 2024, seed 001
 section IV) are *level-uniform*: the root (depth 0) has ``branching[0]`` children, every node
@@ -22,6 +32,42 @@ from scipy.sparse.linalg import LinearOperator
 
 from ._validation import check_positive_int
 from .errors import ParameterError
+
+SENSITIVITY_NORMS = (1, 2)
+
+
+def _check_norm(p) -> int:
+    if p not in SENSITIVITY_NORMS:
+        raise ParameterError(f"sensitivity norm must be 1 or 2, got {p!r}")
+    return int(p)
+
+
+def _level_weights(weights, count: int) -> list:
+    """One weight per measured level (1 when ``weights`` is None)."""
+    if weights is None:
+        return [1] * count
+    weights = list(weights)
+    if len(weights) != count:
+        raise ParameterError(f"expected one weight per measured level ({count}), got {len(weights)}")
+    return weights
+
+
+def dense_sensitivity_power(matrix, neighbours: str, p: int) -> float:
+    """The definition on an explicit matrix A (rows = measured queries, columns = bins):
+    add/remove max_i sum_r |A_ri|^p, replace max_{i != j} sum_r |A_ri - A_rj|^p (0 for one
+    bin).  O(n^2 rows): for tests and small strategies."""
+    p = _check_norm(p)
+    A = np.asarray(matrix, dtype=float)
+    if A.size == 0:
+        return 0.0
+    if neighbours == "add_remove":
+        return float((np.abs(A) ** p).sum(axis=0).max())
+    n = A.shape[1]
+    best = 0.0
+    for i in range(n - 1):
+        diff = np.abs(A[:, i + 1 :] - A[:, [i]]) ** p
+        best = max(best, float(diff.sum(axis=0).max()))
+    return best
 
 
 def tree_height(n: int, branching: int) -> int:
@@ -96,6 +142,26 @@ class TreeStrategy:
     @property
     def num_rows(self) -> int:
         return sum(self.level_sizes[d] for d in self.measured_depths)
+
+    def sensitivity_power(self, neighbours: str, p: int, weights=None):
+        """sum |.|^p of the worst change of the (level-weighted) measured rows.
+
+        A record lies in exactly one node per level.  add/remove: every measured level
+        changes one node by 1, so the result is sum_l w_l^p.  replace: a record moving from
+        bin i to bin j lowers i's node and raises j's wherever they differ; nodes of a level
+        with a single real node never differ, and leaves 0 and n - 1 differ at every other
+        level, so the result is 2 sum_{l : level l has >= 2 nodes} w_l^p.
+        """
+        p = _check_norm(p)
+        depths = self.measured_depths
+        weights = _level_weights(weights, len(depths))
+        if neighbours == "add_remove":
+            return sum(abs(w) ** p for w in weights)
+        return sum(2 * abs(w) ** p for d, w in zip(depths, weights) if self.level_sizes[d] >= 2)
+
+    def sensitivity(self, neighbours: str, p: int, weights=None) -> float:
+        """The L_p sensitivity (see :meth:`sensitivity_power`)."""
+        return float(self.sensitivity_power(neighbours, p, weights)) ** (1.0 / p)
 
     def level_counts_full(self) -> tuple[int, ...]:
         """Nodes per depth in the full (padded) tree: b_1 * ... * b_d."""
@@ -189,6 +255,11 @@ class HaarStrategy:
     the replace model (public total) a moved record changes each level by at most 2.
     The padded bins' counts are not assumed known, which keeps the system square (Privelet's
     own estimator); it is also the GLS estimate for this strategy.
+
+    Every measured query is an integer combination of counts (integer noise added to it leaks
+    nothing): Privelet's real coefficients c_u are recovered in inference by rescaling.
+    Sensitivities (:meth:`sensitivity_power`): under replace, a record moving between the two
+    halves of a node u changes d_u by 2, not 1.
     """
 
     def __init__(self, n: int, *, known_total: bool = False):
@@ -202,6 +273,31 @@ class HaarStrategy:
         """Level 0 is the total; level d >= 1 holds the 2^(d-1) differences at depth d - 1."""
         first = 1 if self.known_total else 0
         return tuple(range(first, self.height + 1))
+
+    def sensitivity_power(self, neighbours: str, p: int, weights=None):
+        """sum |.|^p of the worst change of the (level-weighted) measured rows.
+
+        add/remove: the total and one difference per level change by 1: sum_l w_l^p.
+        replace: for records i != j whose lowest common ancestor u is at depth k, the levels
+        above u do not change, d_u changes by 2 (level k + 1) and each lower level has two
+        differences changing by 1.  Every depth k < h has such a pair among the real bins (the
+        first node's right half starts at 2^(h-k-1) < n), so the result is
+        max_k [2^p w_{k+1}^p + 2 sum_{l > k+1} w_l^p] (the total, level 0, is public).
+        """
+        p = _check_norm(p)
+        levels = self.measured_depths
+        weights = dict(zip(levels, _level_weights(weights, len(levels))))
+        if neighbours == "add_remove":
+            return sum(abs(w) ** p for w in weights.values())
+        best = 0
+        for k in range(self.height):
+            below = sum(2 * abs(weights.get(level, 0)) ** p for level in range(k + 2, self.height + 1))
+            best = max(best, 2**p * abs(weights.get(k + 1, 0)) ** p + below)
+        return best
+
+    def sensitivity(self, neighbours: str, p: int, weights=None) -> float:
+        """The L_p sensitivity (see :meth:`sensitivity_power`)."""
+        return float(self.sensitivity_power(neighbours, p, weights)) ** (1.0 / p)
 
     def coefficients(self, x) -> list[np.ndarray]:
         """[total], then per depth 0..h-1 the left-minus-right differences of the padded x."""

@@ -1,0 +1,436 @@
+"""The privacy of every central mechanism, computed exactly from the mechanism as implemented.
+
+For a small dataset and every neighbour (add/remove: one record added to or removed from any
+bin; replace: one record moved between any two bins), ``measure()`` gives the exact value of
+every measured row and its NoiseSpec; the worst case over the neighbours is
+
+* discrete Laplace: the worst log-ratio over all outputs, exactly: rows are independent, so
+  it is the sum over the rows that shift of the worst per-row log pmf ratio (evaluated with
+  the pmf on a window that contains the maximiser);
+* Gaussian: delta(epsilon), the hockey-stick divergence, exactly.  Continuous Gaussian: the
+  1-D formula at the Mahalanobis norm of the shift.  Discrete Gaussian (once
+  ``dprange.noise.pmf`` exists the sampler is the discrete one): from the privacy-loss
+  distribution of the shifted coordinates, exactly on a lattice when their sigmas are equal,
+  otherwise a rigorous upper bound (each coordinate's loss rounded up to a grid); both are
+  checked against brute-force summation over a 2-D lattice.
+
+Until ``dprange.noise.pmf`` lands the pmfs are the closed forms: discrete Laplace
+(1 - t)/(1 + t) t^|k| with t = exp(-1/scale), discrete Gaussian exp(-k^2/(2 sigma^2)) over its
+sum.
+"""
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from scipy import signal, special
+
+import dprange
+from dprange import Domain, Flat, Hierarchical, ParameterError, Wavelet
+from dprange.analysis import select
+from dprange.contingency import release_table
+from dprange.matrix import Matrix
+from dprange.workloads import AllRange
+
+HAS_PMF = hasattr(dprange.noise, "pmf")
+#: After the samplers' merge, kind "gaussian" draws the discrete Gaussian (and noise.pmf exists).
+DISCRETE_GAUSSIAN = HAS_PMF
+EPS = 0.8
+DELTA = 1e-5
+
+
+# ----------------------------------------------------------------------------- pmfs
+
+def discrete_laplace_log_pmf(scale, k):
+    """log of (1 - t)/(1 + t) t^|k|, t = exp(-1/scale), in log space (t itself loses precision
+    for large scales: a quantised Matrix strategy has scales ~1e6)."""
+    if HAS_PMF:
+        return np.log(np.asarray(dprange.noise.pmf("discrete_laplace", scale, np.asarray(k)), dtype=float))
+    return math.log(math.tanh(0.5 / scale)) - np.abs(np.asarray(k, dtype=float)) / scale
+
+
+def discrete_gaussian_pmf(sigma, k):
+    if HAS_PMF:
+        return np.asarray(dprange.noise.pmf("gaussian", sigma, np.asarray(k)), dtype=float)
+    support = np.arange(-int(60 * sigma) - 60, int(60 * sigma) + 61)
+    norm = np.exp(-(support.astype(float) ** 2) / (2 * sigma**2)).sum()
+    return np.exp(-(np.asarray(k, dtype=float) ** 2) / (2 * sigma**2)) / norm
+
+
+# ----------------------------------------------------------------------------- losses
+
+def laplace_worst_loss(shifts) -> float:
+    """max over outputs of log P/Q for independent discrete-Laplace rows shifted by s (Q's
+    mean minus P's): the sum of per-row maxima of log pmf(k) - log pmf(k - s)."""
+    total = 0.0
+    for scale, s in shifts:
+        k = np.arange(-abs(s) - 3, abs(s) + 4)
+        total += float(np.max(discrete_laplace_log_pmf(scale, k) - discrete_laplace_log_pmf(scale, k - s)))
+    return total
+
+
+def continuous_gaussian_delta(shifts, epsilon) -> float:
+    """Hockey-stick divergence of N(0, diag sigma^2) and its shift: the 1-D formula at the
+    Mahalanobis norm m (Balle and Wang, ICML 2018, Theorem 8)."""
+    m = math.sqrt(sum((s / sigma) ** 2 for sigma, s in shifts))
+    if m == 0:
+        return 0.0
+    return float(special.ndtr(m / 2 - epsilon / m) - math.exp(epsilon + special.log_ndtr(-m / 2 - epsilon / m)))
+
+
+def _window(sigma, shifts):
+    return int(math.ceil(40 * sigma)) + 2 * max(abs(s) for s in shifts) + 2
+
+
+def discrete_gaussian_delta_lattice(sigma, shifts, epsilon) -> float:
+    """Equal sigmas: the loss is (||s||^2 - 2 Z) / (2 sigma^2) with Z = sum_r s_r k_r on the
+    integers; Z's distribution by convolution.  The window's missing mass is added (<= 1
+    per unit of mass), so the value is an upper bound that is exact to ~1e-16."""
+    T = _window(sigma, shifts)
+    k = np.arange(-T, T + 1)
+    p = discrete_gaussian_pmf(sigma, k)
+    dist, lo, missing = np.ones(1), 0, 0.0
+    for s in shifts:
+        term = np.zeros(2 * T * abs(s) + 1)
+        term[(k * s - (-T * abs(s)))] = p
+        dist = np.convolve(dist, term)
+        lo += -T * abs(s)
+        missing += max(0.0, 1.0 - p.sum())
+    z = lo + np.arange(dist.size)
+    loss = (sum(s * s for s in shifts) - 2.0 * z) / (2 * sigma**2)
+    return float(np.sum(dist * np.clip(-np.expm1(epsilon - loss), 0.0, None))) + missing
+
+
+def discrete_gaussian_delta_upper(pairs, epsilon, grid=1e-3) -> float:
+    """Unequal sigmas: every coordinate's loss (s^2 - 2 s k) / (2 sigma^2) rounded *up* to the
+    grid; the hockey-stick integrand is increasing in the loss, so the result bounds delta."""
+    dist, lo, missing = np.ones(1), 0, 0.0
+    for sigma, s in pairs:
+        T = _window(sigma, [s])
+        k = np.arange(-T, T + 1)
+        p = discrete_gaussian_pmf(sigma, k)
+        index = np.ceil((s * s - 2.0 * s * k) / (2 * sigma**2) / grid).astype(np.int64)
+        term = np.zeros(index.max() - index.min() + 1)
+        np.add.at(term, index - index.min(), p)
+        dist = np.clip(signal.fftconvolve(dist, term), 0.0, None)
+        lo += int(index.min())
+        missing += max(0.0, 1.0 - p.sum())
+    loss = (lo + np.arange(dist.size)) * grid
+    return float(np.sum(dist * np.clip(-np.expm1(epsilon - loss), 0.0, None))) + missing + 1e-12
+
+
+def gaussian_delta(pairs, epsilon) -> float:
+    """delta(epsilon) of the shifted coordinates [(sigma, shift), ...]."""
+    pairs = [(sigma, s) for sigma, s in pairs if s != 0]
+    if not pairs:
+        return 0.0
+    if not DISCRETE_GAUSSIAN:
+        return continuous_gaussian_delta(pairs, epsilon)
+    sigmas = {sigma for sigma, _ in pairs}
+    if len(sigmas) == 1:
+        return discrete_gaussian_delta_lattice(sigmas.pop(), [s for _, s in pairs], epsilon)
+    return discrete_gaussian_delta_upper(pairs, epsilon)
+
+
+def brute_force_delta(pairs, epsilon) -> float:
+    """Two discrete-Gaussian coordinates: sum over the 2-D lattice of P (1 - e^eps Q/P)_+."""
+    (s1, sh1), (s2, sh2) = pairs
+    T = int(max(_window(s1, [sh1]), _window(s2, [sh2])))
+    k = np.arange(-T, T + 1)
+    p1, p2 = discrete_gaussian_pmf(s1, k), discrete_gaussian_pmf(s2, k)
+    q1, q2 = discrete_gaussian_pmf(s1, k - sh1), discrete_gaussian_pmf(s2, k - sh2)
+    P = p1[:, None] * p2[None, :]
+    Q = q1[:, None] * q2[None, :]
+    return float(np.sum(np.clip(P - math.exp(epsilon) * Q, 0.0, None)))
+
+
+def test_discrete_gaussian_delta_matches_brute_force_on_a_2d_lattice():
+    """The lattice computation equals brute force for equal sigmas; the rounded-up privacy
+    loss distribution bounds it from above, tightly, for unequal ones."""
+    for eps, sigma, shifts in [(0.5, 1.3, (1, 2)), (1.0, 2.0, (2, 2)), (0.2, 0.9, (1, -1))]:
+        brute = brute_force_delta([(sigma, shifts[0]), (sigma, shifts[1])], eps)
+        assert brute > 1e-4
+        assert discrete_gaussian_delta_lattice(sigma, list(shifts), eps) == pytest.approx(brute, rel=1e-9)
+    for eps, pairs in [(0.5, [(1.1, 1), (2.3, 2)]), (1.0, [(0.8, -1), (1.7, 1)])]:
+        brute = brute_force_delta(pairs, eps)
+        upper = discrete_gaussian_delta_upper(pairs, eps)
+        assert brute <= upper <= brute * 1.02 + 1e-9
+
+
+def test_continuous_gaussian_delta_matches_one_dimensional_brute_force():
+    """The Mahalanobis formula against numerical integration of (p - e^eps q)_+ in 1-D."""
+    sigma, shift, eps = 1.7, 2.0, 0.6
+    grid = np.linspace(-40, 40, 400001)
+    p = np.exp(-grid**2 / (2 * sigma**2)) / (sigma * math.sqrt(2 * math.pi))
+    q = np.exp(-(grid - shift) ** 2 / (2 * sigma**2)) / (sigma * math.sqrt(2 * math.pi))
+    numeric = np.trapezoid(np.clip(p - math.exp(eps) * q, 0, None), grid)
+    assert continuous_gaussian_delta([(sigma, shift)], eps) == pytest.approx(numeric, rel=1e-6)
+    two = continuous_gaussian_delta([(sigma, 1.2), (sigma, -1.6)], eps)
+    assert two == pytest.approx(numeric, rel=1e-6)  # ||(1.2, -1.6)|| = 2
+
+
+# ----------------------------------------------------------------------------- enumeration
+
+def dataset(n):
+    return (np.arange(n) % 3 + 1).astype(np.int64)  # every bin holds a record
+
+
+def neighbours(x, relation):
+    n = x.size
+    for i in range(n):
+        if relation == "add_remove":
+            e = np.zeros(n, dtype=np.int64)
+            e[i] = 1
+            yield x + e
+            yield x - e
+        else:
+            for j in range(n):
+                if j != i:
+                    y = x.copy()
+                    y[i] -= 1
+                    y[j] += 1
+                    yield y
+
+
+def measured_rows(mech, strategy, counts):
+    """Exact value of every measured row, by level (as measure() computes them)."""
+    return mech._exact_levels(strategy, np.asarray(counts))
+
+
+def shifted_rows(meas, rows_x, rows_y):
+    """[(scale, shift)] of every measured row whose exact value differs."""
+    out = []
+    for depth, spec in enumerate(meas.noise):
+        if spec is None:
+            continue
+        diff = np.asarray(rows_y[depth]) - np.asarray(rows_x[depth])
+        assert np.all(diff == np.round(diff)), "every measured query must be integer-valued"
+        out.extend((spec.scale, int(s)) for s in diff[diff != 0])
+    return out
+
+
+def worst_case(mech, n, epsilon, delta):
+    """(measurements, worst loss or delta) over all neighbours of dataset(n), both orders."""
+    x = dataset(n)
+    meas = mech.measure(x, epsilon, delta=delta, rng=0)
+    strategy = meas.strategy
+    rows_x = measured_rows(mech, strategy, x)
+    dense = strategy.dense() if hasattr(strategy, "dense") else strategy.explicit()
+    np.testing.assert_array_equal(np.concatenate([np.ravel(rows_x[d]) for d, s in enumerate(meas.noise)
+                                                  if s is not None]), dense @ x)
+    worst, seen = 0.0, set()
+    for y in neighbours(x, mech.neighbours):
+        shifts = shifted_rows(meas, rows_x, measured_rows(mech, strategy, y))
+        for signed in (shifts, [(scale, -s) for scale, s in shifts]):
+            key = tuple(sorted(signed))
+            if key in seen:
+                continue
+            seen.add(key)
+            if meas.noise_kind == "gaussian":
+                worst = max(worst, gaussian_delta(signed, meas.epsilon))
+            else:
+                worst = max(worst, laplace_worst_loss(signed))
+    return meas, worst
+
+
+def hierarchical_list(branching, root=True, neighbours="add_remove", noise="auto"):
+    """A Hierarchical whose explicit budget list (decreasing toward the root) sums to 99.9% of EPS."""
+    def build(n):
+        probe = Hierarchical(branching, measure_root=root, neighbours=neighbours).strategy(n)
+        weights = np.arange(1, len(probe.measured_depths) + 1, dtype=float)
+        return Hierarchical(branching, list(0.999 * EPS * weights / weights.sum()), measure_root=root,
+                            neighbours=neighbours, noise=noise)
+    return build
+
+
+def real_matrix(neighbours="add_remove", noise="auto"):
+    def build(n):
+        A = np.random.default_rng(n).uniform(0.1, 1.0, (n + 2, n))
+        return Matrix(A, neighbours=neighbours, noise=noise)
+    return build
+
+
+def integer_matrix(neighbours="add_remove", noise="auto"):
+    def build(n):
+        A = np.vstack([np.eye(n), np.triu(np.ones((n, n)))[:2], 2 * np.eye(n)[::-1][:1]])
+        return Matrix(A, neighbours=neighbours, noise=noise)
+    return build
+
+
+def fixed(cls, *args, **kwargs):
+    return lambda n: cls(*args, **kwargs)
+
+
+def mechanisms(relation, noise):
+    kw = {"neighbours": relation, "noise": noise}
+    out = [
+        ("flat", fixed(Flat, **kw)),
+        ("H2", fixed(Hierarchical, 2, **kw)),
+        ("H3-geometric", fixed(Hierarchical, 3, "geometric", **kw)),
+        ("H[3,2]", fixed(Hierarchical, [3, 2, 2], **kw)),
+        ("H4-list", hierarchical_list(4, neighbours=relation, noise=noise)),
+        ("wavelet", fixed(Wavelet, **kw)),
+        ("matrix-int", integer_matrix(relation, noise)),
+        ("matrix-real", real_matrix(relation, noise)),
+    ]
+    if relation == "add_remove":
+        out += [
+            ("H2-no-root", fixed(Hierarchical, 2, measure_root=False, **kw)),
+            ("H3-geometric-no-root", fixed(Hierarchical, 3, "geometric", measure_root=False, **kw)),
+            ("H2-list-no-root", hierarchical_list(2, root=False, noise=noise)),
+        ]
+    return out
+
+
+CASES = [(relation, noise, name, build) for relation in ("add_remove", "replace")
+         for noise in ("discrete_laplace", "gaussian") for name, build in mechanisms(relation, noise)]
+
+
+@pytest.mark.parametrize("relation,noise,name,build", CASES, ids=[f"{c[0]}-{c[1]}-{c[2]}" for c in CASES])
+def test_worst_case_privacy_loss_is_at_most_the_budget(relation, noise, name, build):
+    """On 2-9 bins: the exact worst-case loss (Laplace) is at most the epsilon recorded, which
+    is at most the budget, and attains it (the calibration is not loose); the exact
+    delta(epsilon) (Gaussian) is at most delta, and for continuous noise attains it."""
+    delta = DELTA if noise == "gaussian" else 0.0
+    for n in (2, 3, 5, 8, 9):
+        mech = build(n)
+        meas, worst = worst_case(mech, n, EPS, delta)
+        assert meas.noise_kind == noise
+        assert meas.epsilon <= EPS
+        if noise == "gaussian":
+            assert worst <= delta
+            if not DISCRETE_GAUSSIAN:
+                assert worst == pytest.approx(delta, rel=1e-6)
+        else:
+            assert worst <= meas.epsilon * (1 + 1e-12)
+            assert worst == pytest.approx(meas.epsilon, rel=1e-9)
+
+
+@pytest.mark.parametrize("relation", ["add_remove", "replace"])
+def test_epsilon_recorded_is_the_budget_list_sum(relation):
+    """P8: a list summing to less than epsilon is accepted and the release records its exact
+    sum (rounded up), which is what the worst-case loss attains."""
+    mech = Hierarchical(2, [0.125, 0.25, 0.25], neighbours=relation)  # 3 measured levels on 4 bins
+    if relation == "replace":
+        mech = Hierarchical(2, [0.25, 0.375], neighbours=relation)
+    meas, worst = worst_case(mech, 4, 1.0, 0.0)
+    assert meas.epsilon == (0.625 if relation == "add_remove" else 0.625)
+    assert worst == pytest.approx(0.625, rel=1e-12)
+    assert mech.release(dataset(4), 1.0, rng=0).epsilon == 0.625
+
+
+def test_budget_list_over_epsilon_by_rounding_is_refused():
+    """P8: [0.1, 0.2, 0.3, 0.4] sums to 1 + 2.8e-17 in exact arithmetic: it would overspend
+    epsilon = 1.0; the old tolerance 1e-9 accepted even epsilon (1 + 1e-9)."""
+    with pytest.raises(ParameterError, match="at most epsilon"):
+        Hierarchical(3, [0.1, 0.2, 0.3, 0.4]).measure(dataset(27), 1.0)
+    with pytest.raises(ParameterError, match="at most epsilon"):
+        Hierarchical(2, [0.5, 0.5 * (1 + 1e-9)], measure_root=False).measure(dataset(4), 1.0)
+    above = math.nextafter(1.0, 2.0)  # epsilon one ulp above 1 covers the exact sum
+    assert Hierarchical(3, [0.1, 0.2, 0.3, 0.4]).measure(dataset(27), above, rng=0).epsilon == above
+
+
+def test_wavelet_replace_gaussian_two_bins_meets_delta():
+    """P2: moving a record between the two halves of a node changes its difference L - R by 2,
+    so the L2 sensitivity is 2 at n = 2 (the old sqrt 2 gave delta 8e-4 at epsilon 1)."""
+    meas, worst = worst_case(Wavelet(neighbours="replace", noise="gaussian"), 2, 1.0, 1e-5)
+    assert worst <= 1e-5
+    assert Wavelet(neighbours="replace").strategy(2).sensitivity("replace", 2) == 2.0
+
+
+def test_tiny_epsilon_is_refused_by_every_mechanism():
+    """P1: below a per-level epsilon of ~5.5e-17 discrete Laplace noise is exactly 0; every
+    mechanism and mechanism="auto" refuse such an epsilon before touching the data, with a
+    message about epsilon (M3: no longer "the leaves of the tree must be measured")."""
+    x = dataset(6)
+    for mech in (Flat(), Hierarchical(2), Hierarchical(2, neighbours="replace"), Wavelet(),
+                 Wavelet(neighbours="replace"), Matrix(np.eye(6)), Matrix(np.random.default_rng(0).uniform(0, 1, (7, 6)))):
+        with pytest.raises(ParameterError, match="epsilon is too small"):
+            mech.measure(x, 1e-300, rng=0)
+        with pytest.raises(ParameterError, match="epsilon is too small"):
+            mech.error_model(6, 1e-300)
+    with pytest.raises(ParameterError, match="epsilon is too small"):
+        dprange.release(np.arange(6), Domain.integers(0, 5), 1e-300, mechanism="auto", rng=0)
+    with pytest.raises(ParameterError, match="epsilon is too small"):
+        release_table(np.ones((2, 2), dtype=int), 1e-300)
+
+
+def test_noise_scale_rounding_never_exceeds_epsilon():
+    """Scales are rounded up until the loss is at most epsilon in exact rational arithmetic:
+    for a flat release the loss is 1/scale per bin."""
+    rng = np.random.default_rng(11)
+    for eps in rng.uniform(0.01, 5.0, 200):
+        (spec,) = [s for s in Flat().measure(dataset(2), float(eps), rng=0).noise if s is not None]
+        assert 1 / Fraction(spec.scale) <= Fraction(float(eps))
+        assert spec.scale == pytest.approx(1 / eps, rel=1e-15)
+
+
+class NaNError(Flat):
+    """A candidate whose exact error is NaN (as Wavelet's was under a tiny epsilon)."""
+
+    def error_model(self, n, epsilon, *, delta=0.0):
+        model = super().error_model(n, epsilon, delta=delta)
+        model.range_variance = lambda lo, hi: np.full(np.broadcast(np.asarray(lo), np.asarray(hi)).shape, np.nan)
+        return model
+
+
+def test_selection_never_ranks_a_nan_error():
+    """W4: NaN errors sort first under Python's sort; they are excluded with a reason, and
+    with no candidate left select raises."""
+    sel = select(AllRange(8), None, 1.0, candidates=[NaNError(), Hierarchical(2)])
+    assert isinstance(sel.mechanism, Hierarchical) and len(sel.table) == 1
+    assert len(sel.excluded) == 1 and "not finite" in sel.excluded[0][1]
+    assert sel.to_dict()["excluded"][0]["reason"].startswith("its expected error is nan")
+    with pytest.raises(ParameterError, match="no candidate mechanism"):
+        select(AllRange(8), None, 1.0, candidates=[NaNError()])
+    with pytest.raises(ParameterError, match="epsilon is too small"):
+        select(AllRange(8), None, 1e-300)
+
+
+def test_release_neighbours_has_one_source_of_truth():
+    """P5: neighbours= reaches named mechanisms (it used to be ignored unless "auto"), None
+    means the mechanism object's, and a conflict is an error."""
+    values, domain = np.arange(8) % 4, Domain.integers(0, 3)
+    for name in ("flat", "hierarchical", "wavelet", None, "auto"):
+        rel = dprange.release(values, domain, 1.0, mechanism=name, neighbours="replace", rng=0)
+        assert rel.neighbours == "replace" and rel.public_total == 8.0
+        assert dprange.release(values, domain, 1.0, mechanism=name, rng=0).neighbours == "add_remove"
+    assert dprange.release(values, domain, 1.0, mechanism=Flat(neighbours="replace"), rng=0).neighbours == "replace"
+    with pytest.raises(ParameterError, match="conflicts"):
+        dprange.release(values, domain, 1.0, mechanism=Flat(neighbours="replace"), neighbours="add_remove")
+    with pytest.raises(ParameterError, match="conflicts"):
+        dprange.release(values, domain, 1.0, mechanism=Wavelet(), neighbours="replace")
+
+
+def test_replace_with_drop_missing_is_refused():
+    """P4: the public total of the replace model would be counted after dropping, publishing
+    the number of missing values exactly."""
+    values = np.array([0.0, 1.0, np.nan, 2.0])
+    with pytest.raises(ParameterError, match="how many values were missing"):
+        dprange.release(values, Domain.integers(0, 2), 1.0, neighbours="replace", drop_missing=True)
+    with pytest.raises(ParameterError, match="how many values were missing"):
+        dprange.release(values, Domain.integers(0, 2), 1.0, mechanism=Flat(neighbours="replace"), drop_missing=True)
+    rel = dprange.release(values, Domain.integers(0, 2), 1.0, drop_missing=True, rng=0)
+    assert rel.public_total is None
+
+
+def test_seeded_releases_are_marked():
+    """P9: a release whose noise came from a seed says so in to_dict()["privacy"]."""
+    x = dataset(4)
+    for rng, seeded in ((0, True), (np.random.default_rng(1), True), (None, False),
+                        (dprange.noise.SecureRandom(), False)):
+        rel = Hierarchical(2).release(x, 1.0, rng=rng)
+        assert rel.seeded is seeded and rel.to_dict()["privacy"]["seeded"] is seeded
+        assert release_table(np.ones((2, 2), dtype=int), 1.0, rng=rng).seeded is seeded
+
+
+def test_table_release_loss_is_epsilon():
+    """release_table, add/remove: one record changes one cell by 1; the exact worst loss from
+    the pmf of the noise it used is epsilon."""
+    table = np.array([[3, 0, 2], [1, 4, 1]])
+    for eps in (0.3, 1.0, 2.5):
+        rel = release_table(table, eps, public_marginals={(): float(table.sum())}, rng=0)
+        assert rel.noise.kind == "discrete_laplace"
+        loss = laplace_worst_loss([(rel.noise.scale, 1)])
+        assert loss <= eps * (1 + 1e-12) and loss == pytest.approx(eps, rel=1e-12)
