@@ -31,6 +31,7 @@ from dprange import Domain, Flat, Hierarchical, ParameterError, Wavelet
 from dprange.analysis import select
 from dprange.contingency import release_table
 from dprange.matrix import Matrix
+from dprange.strategies import HaarStrategy, TreeStrategy, dense_sensitivity_power
 from dprange.workloads import AllRange
 
 HAS_PMF = hasattr(dprange.noise, "pmf")
@@ -170,6 +171,75 @@ def test_continuous_gaussian_delta_matches_one_dimensional_brute_force():
     assert two == pytest.approx(numeric, rel=1e-6)  # ||(1.2, -1.6)|| = 2
 
 
+# ----------------------------------------------------------------------------- sensitivities
+
+def weighted_dense(strategy, weights):
+    """The explicit strategy with the rows of measured level l multiplied by weights[l]."""
+    if isinstance(strategy, HaarStrategy):
+        sizes = [1 if level == 0 else 2 ** (level - 1) for level in strategy.measured_depths]
+    else:
+        sizes = [strategy.level_sizes[d] for d in strategy.measured_depths]
+    A = strategy.dense().reshape(sum(sizes), strategy.n)
+    return A * np.repeat(np.asarray(weights, dtype=float), sizes)[:, None]
+
+
+@pytest.mark.parametrize("relation", ["add_remove", "replace"])
+def test_closed_form_sensitivities_equal_the_dense_definition(relation):
+    """Trees (many n, branchings, root choices) and Haar (n = 1..33): the closed forms of
+    max_i ||W a_i||_p (add/remove) and max_{i != j} ||W (a_i - a_j)||_p (replace) equal the
+    definition on the explicit weighted matrix, p = 1 and 2, for random per-level weights;
+    with Fraction weights the closed form is exact (compared as rationals on integer weights)."""
+    rng = np.random.default_rng(5)
+    known = relation == "replace"
+    strategies = [HaarStrategy(n, known_total=known) for n in range(1, 34)]
+    for n in (1, 2, 3, 4, 5, 7, 8, 9, 12, 16, 17, 27, 30):
+        for branching in (2, 3, 4, 16, [3, 2], [4, 4], [2, 5, 2], [8, 2, 2]):
+            for root in (True, False):
+                try:
+                    strategies.append(TreeStrategy(n, branching, measure_root=root, known_total=known))
+                except ParameterError:  # the factors cover fewer than n bins
+                    continue
+    checked = 0
+    for strategy in strategies:
+        levels = len(strategy.measured_depths)
+        if levels == 0:
+            continue
+        for weights in (np.ones(levels), rng.uniform(0.05, 3.0, levels)):
+            A = weighted_dense(strategy, weights)
+            for p in (1, 2):
+                closed = strategy.sensitivity_power(relation, p, weights)
+                assert closed == pytest.approx(dense_sensitivity_power(A, relation, p), rel=1e-12, abs=1e-12)
+                checked += 1
+        integer_weights = rng.integers(1, 6, levels)
+        exact = strategy.sensitivity_power(relation, 2, [Fraction(int(w)) for w in integer_weights])
+        assert isinstance(exact, (int, Fraction))
+        assert exact == dense_sensitivity_power(weighted_dense(strategy, integer_weights), relation, 2)
+    assert checked > 500
+
+
+def test_haar_replace_sensitivity_closed_form():
+    """Uniform weights: the replace L2 sensitivity of Haar is sqrt(2 h + 2) (a record crossing
+    the root's halves moves d_root by 2 and two differences by 1 on each lower level), not the
+    sqrt(2 h) of per-level sqrt 2; L1 is 2 h."""
+    for n, h in ((2, 1), (3, 2), (8, 3), (9, 4), (1000, 10)):
+        strategy = HaarStrategy(n, known_total=True)
+        assert strategy.sensitivity("replace", 2) == pytest.approx(math.sqrt(2 * h + 2))
+        assert strategy.sensitivity("replace", 1) == pytest.approx(2 * h)
+
+
+def test_matrix_sensitivity_equals_the_dense_definition():
+    rng = np.random.default_rng(8)
+    for n in (2, 3, 6, 9):
+        for A in (rng.integers(-3, 4, (n + 3, n)).astype(float), rng.uniform(-1, 1, (n + 1, n))):
+            if np.linalg.matrix_rank(A) < n:
+                continue
+            strategy = Matrix(A).strategy(n)
+            for relation in ("add_remove", "replace"):
+                for p in (1, 2):
+                    expected = dense_sensitivity_power(strategy.matrix, relation, p)
+                    assert strategy.sensitivity_power(relation, p) == pytest.approx(expected, rel=1e-12)
+
+
 # ----------------------------------------------------------------------------- enumeration
 
 def dataset(n):
@@ -216,6 +286,8 @@ def worst_case(mech, n, epsilon, delta):
     meas = mech.measure(x, epsilon, delta=delta, rng=0)
     strategy = meas.strategy
     rows_x = measured_rows(mech, strategy, x)
+    for depth in strategy.measured_depths:  # integer noise on an integer query reveals nothing more
+        assert np.all(np.asarray(rows_x[depth]) == np.round(rows_x[depth]))
     dense = strategy.dense() if hasattr(strategy, "dense") else strategy.explicit()
     np.testing.assert_array_equal(np.concatenate([np.ravel(rows_x[d]) for d, s in enumerate(meas.noise)
                                                   if s is not None]), dense @ x)

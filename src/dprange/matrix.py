@@ -202,9 +202,10 @@ class Matrix(Mechanism):
             raise ParameterError("the strategy matrix is zero; it measures nothing")
         self._strategy.check_rank(known_total=self.neighbours == "replace")
 
-    @property
-    def sensitivity(self) -> tuple[float, float]:
+    def sensitivity(self, n: int | None = None) -> tuple[float, float]:
         """(L1, L2) sensitivity of the measured (quantised) strategy under the relation."""
+        if n is not None:
+            self.strategy(n)  # checks n
         return (self._strategy.sensitivity(self.neighbours, 1), self._strategy.sensitivity(self.neighbours, 2))
 
     def parameters(self) -> dict:
