@@ -19,6 +19,7 @@ Until ``dprange.noise.pmf`` lands the pmfs are the closed forms: discrete Laplac
 sum.
 """
 
+import functools
 import math
 from fractions import Fraction
 
@@ -54,9 +55,22 @@ def discrete_laplace_log_pmf(scale, k):
 def discrete_gaussian_pmf(sigma, k):
     if HAS_PMF:
         return np.asarray(dprange.noise.pmf("gaussian", sigma, np.asarray(k)), dtype=float)
-    support = np.arange(-int(60 * sigma) - 60, int(60 * sigma) + 61)
-    norm = np.exp(-(support.astype(float) ** 2) / (2 * sigma**2)).sum()
+    if sigma < 5:
+        support = np.arange(-int(40 * sigma) - 40, int(40 * sigma) + 41)
+        norm = np.exp(-(support.astype(float) ** 2) / (2 * sigma**2)).sum()
+    else:  # Poisson summation: sum_k e^{-k^2/2s^2} = s sqrt(2 pi) (1 + 2 sum_m e^{-2 pi^2 s^2 m^2})
+        norm = sigma * math.sqrt(2 * math.pi) * (1 + 2 * math.exp(-2 * math.pi**2 * sigma**2))
     return np.exp(-(np.asarray(k, dtype=float) ** 2) / (2 * sigma**2)) / norm
+
+
+@functools.lru_cache(maxsize=16)
+def discrete_gaussian_table(sigma):
+    """(T, pmf on -T..T, cumulative sums, mass outside the window), T = 12 sigma + 8 (the
+    missing mass, < 1e-31, is added to every delta so the results stay upper bounds)."""
+    T = int(math.ceil(12 * sigma)) + 8
+    p = discrete_gaussian_pmf(sigma, np.arange(-T, T + 1))
+    cumulative = np.concatenate([[0.0], np.cumsum(p)])
+    return T, p, cumulative, max(0.0, 1.0 - float(cumulative[-1]))
 
 
 # ----------------------------------------------------------------------------- losses
@@ -86,37 +100,49 @@ def _window(sigma, shifts):
 
 def discrete_gaussian_delta_lattice(sigma, shifts, epsilon) -> float:
     """Equal sigmas: the loss is (||s||^2 - 2 Z) / (2 sigma^2) with Z = sum_r s_r k_r on the
-    integers; Z's distribution by convolution.  The window's missing mass is added (<= 1
-    per unit of mass), so the value is an upper bound that is exact to ~1e-16."""
-    T = _window(sigma, shifts)
+    integers; Z's distribution by convolution (exact up to rounding; the window's missing
+    mass is added)."""
+    T, p, _, missing = discrete_gaussian_table(sigma)
     k = np.arange(-T, T + 1)
-    p = discrete_gaussian_pmf(sigma, k)
-    dist, lo, missing = np.ones(1), 0, 0.0
+    dist, lo = np.ones(1), 0
     for s in shifts:
         term = np.zeros(2 * T * abs(s) + 1)
-        term[(k * s - (-T * abs(s)))] = p
-        dist = np.convolve(dist, term)
-        lo += -T * abs(s)
-        missing += max(0.0, 1.0 - p.sum())
+        term[k * s + T * abs(s)] = p
+        dist = np.convolve(dist, term) if min(dist.size, term.size) < 64 else signal.fftconvolve(dist, term)
+        dist = np.clip(dist, 0.0, None)
+        lo -= T * abs(s)
     z = lo + np.arange(dist.size)
     loss = (sum(s * s for s in shifts) - 2.0 * z) / (2 * sigma**2)
-    return float(np.sum(dist * np.clip(-np.expm1(epsilon - loss), 0.0, None))) + missing
+    return float(np.sum(dist * np.clip(-np.expm1(epsilon - loss), 0.0, None))) + missing * len(shifts)
+
+
+def coordinate_loss_grid(sigma, s, grid):
+    """One coordinate's privacy loss (s^2 - 2 s k) / (2 sigma^2), k ~ discrete Gaussian: the
+    integers are cut into blocks over which the loss varies by at most ``grid``, and each
+    block's mass is put at the block's largest loss rounded *up* to the grid.  Returns
+    (first grid index, masses, missing mass)."""
+    T, _, cumulative, missing = discrete_gaussian_table(sigma)
+    width = max(1, int(2 * sigma**2 * grid / abs(s)))
+    starts = np.arange(-T, T + 1, width)
+    ends = np.minimum(starts + width - 1, T)
+    mass = cumulative[ends + T + 1] - cumulative[starts + T]
+    loss = np.maximum(s * s - 2.0 * s * starts, s * s - 2.0 * s * ends) / (2 * sigma**2)
+    index = np.ceil(loss / grid).astype(np.int64)
+    term = np.zeros(int(index.max() - index.min()) + 1)
+    np.add.at(term, index - index.min(), mass)
+    return int(index.min()), term, missing
 
 
 def discrete_gaussian_delta_upper(pairs, epsilon, grid=1e-3) -> float:
-    """Unequal sigmas: every coordinate's loss (s^2 - 2 s k) / (2 sigma^2) rounded *up* to the
-    grid; the hockey-stick integrand is increasing in the loss, so the result bounds delta."""
+    """Every coordinate's loss rounded *up* to the grid (:func:`coordinate_loss_grid`); the
+    hockey-stick integrand (1 - e^{eps - L})_+ is increasing in the loss, so the result is an
+    upper bound on delta (tight to about grid x coordinates in epsilon)."""
     dist, lo, missing = np.ones(1), 0, 0.0
     for sigma, s in pairs:
-        T = _window(sigma, [s])
-        k = np.arange(-T, T + 1)
-        p = discrete_gaussian_pmf(sigma, k)
-        index = np.ceil((s * s - 2.0 * s * k) / (2 * sigma**2) / grid).astype(np.int64)
-        term = np.zeros(index.max() - index.min() + 1)
-        np.add.at(term, index - index.min(), p)
+        first, term, lost = coordinate_loss_grid(sigma, s, grid)
         dist = np.clip(signal.fftconvolve(dist, term), 0.0, None)
-        lo += int(index.min())
-        missing += max(0.0, 1.0 - p.sum())
+        lo += first
+        missing += lost
     loss = (lo + np.arange(dist.size)) * grid
     return float(np.sum(dist * np.clip(-np.expm1(epsilon - loss), 0.0, None))) + missing + 1e-12
 
@@ -129,7 +155,8 @@ def gaussian_delta(pairs, epsilon) -> float:
     if not DISCRETE_GAUSSIAN:
         return continuous_gaussian_delta(pairs, epsilon)
     sigmas = {sigma for sigma, _ in pairs}
-    if len(sigmas) == 1:
+    lattice_size = sum(2 * discrete_gaussian_table(sigma)[0] * abs(s) for sigma, s in pairs)
+    if len(sigmas) == 1 and lattice_size <= 2_000_000:
         return discrete_gaussian_delta_lattice(sigmas.pop(), [s for _, s in pairs], epsilon)
     return discrete_gaussian_delta_upper(pairs, epsilon)
 
@@ -157,6 +184,13 @@ def test_discrete_gaussian_delta_matches_brute_force_on_a_2d_lattice():
         brute = brute_force_delta(pairs, eps)
         upper = discrete_gaussian_delta_upper(pairs, eps)
         assert brute <= upper <= brute * 1.02 + 1e-9
+    # large sigmas and shifts (a quantised Matrix): blocks of integers, still an upper bound
+    for eps, sigma, shifts in [(0.5, 40.0, (30, 50)), (0.8, 120.0, (-100, 160))]:
+        lattice = discrete_gaussian_delta_lattice(sigma, list(shifts), eps)
+        upper = discrete_gaussian_delta_upper([(sigma, shifts[0]), (sigma, shifts[1])], eps)
+        assert lattice > 1e-4 and lattice <= upper <= lattice * 1.02
+    assert discrete_gaussian_delta_lattice(15.0, [10, 20], 0.5) == pytest.approx(
+        brute_force_delta([(15.0, 10), (15.0, 20)], 0.5), rel=1e-9)
 
 
 def test_continuous_gaussian_delta_matches_one_dimensional_brute_force():
