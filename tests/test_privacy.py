@@ -410,7 +410,7 @@ def test_worst_case_privacy_loss_is_at_most_the_budget(relation, noise, name, bu
                 assert worst == pytest.approx(delta, rel=1e-6)
         else:
             assert worst <= meas.epsilon * (1 + 1e-12)
-            assert worst == pytest.approx(meas.epsilon, rel=1e-9)
+            assert worst == pytest.approx(meas.epsilon, rel=1e-6)  # tight (the samplers may round a scale up slightly)
 
 
 @pytest.mark.parametrize("relation", ["add_remove", "replace"])
@@ -422,7 +422,7 @@ def test_epsilon_recorded_is_the_budget_list_sum(relation):
         mech = Hierarchical(2, [0.25, 0.375], neighbours=relation)
     meas, worst = worst_case(mech, 4, 1.0, 0.0)
     assert meas.epsilon == (0.625 if relation == "add_remove" else 0.625)
-    assert worst == pytest.approx(0.625, rel=1e-12)
+    assert worst == pytest.approx(0.625, rel=1e-6)
     assert mech.release(dataset(4), 1.0, rng=0).epsilon == 0.625
 
 
@@ -451,7 +451,8 @@ def test_tiny_epsilon_is_refused_by_every_mechanism():
     message about epsilon (M3: no longer "the leaves of the tree must be measured")."""
     x = dataset(6)
     for mech in (Flat(), Hierarchical(2), Hierarchical(2, neighbours="replace"), Wavelet(),
-                 Wavelet(neighbours="replace"), Matrix(np.eye(6)), Matrix(np.random.default_rng(0).uniform(0, 1, (7, 6)))):
+                 Wavelet(neighbours="replace"), Matrix(np.eye(6)),
+                 Matrix(np.random.default_rng(0).uniform(0, 1, (7, 6)))):
         with pytest.raises(ParameterError, match="epsilon is too small"):
             mech.measure(x, 1e-300, rng=0)
         with pytest.raises(ParameterError, match="epsilon is too small"):
@@ -539,4 +540,4 @@ def test_table_release_loss_is_epsilon():
         rel = release_table(table, eps, public_marginals={(): float(table.sum())}, rng=0)
         assert rel.noise.kind == "discrete_laplace"
         loss = laplace_worst_loss([(rel.noise.scale, 1)])
-        assert loss <= eps * (1 + 1e-12) and loss == pytest.approx(eps, rel=1e-12)
+        assert loss <= eps * (1 + 1e-12) and loss == pytest.approx(eps, rel=1e-6)
