@@ -124,6 +124,7 @@ class MatrixStrategy:
         self.measured_depths = (0,)
         self.level_sizes = (self.rows,)
         self.height = 0
+        self._sensitivity_cache: dict = {}
 
     def operator(self) -> LinearOperator:
         return self._operator
@@ -156,6 +157,16 @@ class MatrixStrategy:
     def sensitivity_power(self, neighbours: str, p: int, weights=None):
         """sum |.|^p of the worst change of the measured rows (module doc); ``weights`` (one
         level) multiplies it by w^p."""
+        key = (neighbours, p)
+        if key not in self._sensitivity_cache:
+            self._sensitivity_cache[key] = self._unweighted_sensitivity_power(neighbours, p)
+        value = self._sensitivity_cache[key]
+        if weights is None:
+            return value
+        (w,) = list(weights)
+        return Fraction(value) * abs(w) ** p if isinstance(w, Fraction) else value * abs(w) ** p
+
+    def _unweighted_sensitivity_power(self, neighbours: str, p: int) -> float:
         A = self.explicit()
         if neighbours == "add_remove":
             value = float((np.abs(A) ** p).sum(axis=0).max())
@@ -171,10 +182,7 @@ class MatrixStrategy:
             value = dense_sensitivity_power(A, neighbours, 1)
         else:
             value = 2.0 * float(np.abs(A).sum(axis=0).max())
-        if weights is None:
-            return value
-        (w,) = list(weights)
-        return Fraction(value) * abs(w) ** p if isinstance(w, Fraction) else value * abs(w) ** p
+        return value
 
     def sensitivity(self, neighbours: str, p: int, weights=None) -> float:
         return float(self.sensitivity_power(neighbours, p, weights)) ** (1.0 / p)
