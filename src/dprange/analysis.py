@@ -227,7 +227,10 @@ def optimized_budget(workload, n, epsilon, branching, *, delta=0.0, neighbours="
         f = f / f.sum()
         mech = Hierarchical(branching, fit_budget(f * epsilon, epsilon), measure_root=measure_root,
                             neighbours=neighbours, noise=noise)
-        return expected_error(mech, workload, epsilon, delta=delta)
+        try:
+            return expected_error(mech, workload, epsilon, delta=delta)
+        except ParameterError:  # a level's budget too small to sample: never the optimum
+            return math.inf
 
     result = optimize.minimize(error_of, np.log(start), method="L-BFGS-B", options={"maxiter": maxiter})
     f = np.exp(result.x - result.x.max())
