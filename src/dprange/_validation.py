@@ -110,6 +110,10 @@ def check_budget_list(budget: Sequence[float], levels: int, epsilon: float) -> n
     if not np.all(np.isfinite(values)) or np.any(values <= 0):
         raise ParameterError("every entry of the budget list must be a positive finite number")
     excess = exact_sum(values) - Fraction(float(epsilon))
+    if 0 < excess <= Fraction(8 * values.size * float(epsilon)) * Fraction(2) ** -53:
+        # A list meant to sum to epsilon (e.g. [0.1, 0.2, 0.3, 0.4]) exceeds it only by float
+        # rounding: lower its entries by the fewest ulps, so that the spend is at most epsilon.
+        return np.asarray(fit_budget(values, epsilon))
     if excess > 0:
         raise ParameterError(
             f"the budget list sums to {float(excess):.3g} more than epsilon = {float(epsilon)!r} (exact sum); "
