@@ -15,7 +15,7 @@ MECHANISMS = [
     Flat(neighbours="replace"),
     Hierarchical(2),
     Hierarchical(2, "geometric"),
-    Hierarchical(2, [0.14, 0.21, 0.35]),  # sums to the test's epsilon 0.7
+    Hierarchical(2, [0.14, 0.21, 0.35], measure_root=True),  # sums to the test's epsilon 0.7
     Hierarchical([3], measure_root=False),
     Hierarchical(2, neighbours="replace"),
     Wavelet(),
@@ -75,7 +75,7 @@ def test_output_distribution_ratio_is_at_most_e_epsilon(mech):
 
 
 def test_gaussian_calibration_uses_l2_sensitivity():
-    mech = Hierarchical(2, [0.25, 0.25, 0.5])
+    mech = Hierarchical(2, [0.25, 0.25, 0.5], measure_root=True)
     meas = mech.measure(np.array([3, 1, 4, 1]), 1.0, delta=1e-6, rng=0)
     assert meas.noise_kind == "gaussian"
     sigmas = np.array([meas.noise[d].scale for d in meas.strategy.measured_depths])
@@ -87,7 +87,7 @@ def test_gaussian_calibration_uses_l2_sensitivity():
 
 @pytest.mark.parametrize(
     "mech",
-    [Hierarchical(3, [0.1, 0.2, 0.3, 0.4]), Wavelet(), Flat(neighbours="replace"), Hierarchical(4, noise="laplace")],
+    [Hierarchical(3, [0.1, 0.2, 0.3, 0.4], measure_root=True), Wavelet(), Flat(neighbours="replace"), Hierarchical(4, noise="laplace")],
     ids=repr,
 )
 def test_monte_carlo_unbiased_with_reported_variance(mech):
@@ -135,7 +135,7 @@ def test_bad_parameters_raise_clear_errors():
     with pytest.raises(ParameterError, match="one entry per measured level"):
         Hierarchical(2, [0.5, 0.5]).release(np.ones(8, dtype=int), 1.0)
     with pytest.raises(ParameterError, match="add up to epsilon"):
-        Hierarchical(2, [0.5, 0.5, 0.5]).release(np.ones(4, dtype=int), 1.0)
+        Hierarchical(2, [0.5, 0.5, 0.5], measure_root=True).release(np.ones(4, dtype=int), 1.0)
     with pytest.raises(ParameterError, match="budget"):
         Hierarchical(2, "random")
     with pytest.raises(ParameterError, match="Gaussian noise needs delta"):
