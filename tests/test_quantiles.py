@@ -328,3 +328,16 @@ def test_expected_error_refuses_nonlinear_inference():
             expected_error(Hierarchical(4, inference=inference), "prefix", 1.0, n=32)
         with pytest.raises(ParameterError, match="gls"):
             max_error(Wavelet(inference=inference), "prefix", 1.0, n=32)
+
+
+def test_cdf_band_closed_form_with_public_total():
+    """Replace model: the band is (P_j -/+ k sd(P_j)) / N clipped to [0, 1], k the release's
+    one-sided factor; it contains the point CDF."""
+    x = np.array([5, 0, 12, 3, 9, 1, 0, 7])
+    rel = Hierarchical(2, neighbours="replace").release(x, 0.8, rng=3)
+    lower, upper = rel.cdf_band(0.1)
+    k = release_module.one_sided_factor(0.1, rel.noise, rel.noise_scales)
+    prefix = rel.prefix(np.arange(8))
+    np.testing.assert_allclose(lower, np.clip((prefix.value - k * prefix.stderr) / x.sum(), 0, 1), atol=1e-12)
+    np.testing.assert_allclose(upper, np.clip((prefix.value + k * prefix.stderr) / x.sum(), 0, 1), atol=1e-12)
+    assert np.all(lower <= np.clip(rel.cdf().value, 0, 1) + 1e-12)

@@ -63,6 +63,18 @@ def build_mechanism(name: str, branching: str, budget: str, neighbours: str, noi
     raise ParameterError(f"unknown mechanism {name!r}")
 
 
+def _implied_mechanism(mechanism: str) -> str:
+    """--branching, --budget or --root without --mechanism mean the hierarchical mechanism
+    (the default, auto, would otherwise ignore them)."""
+    ctx = click.get_current_context()
+    if ctx.get_parameter_source("mechanism") != click.core.ParameterSource.DEFAULT:
+        return mechanism
+    tree_options = ("branching", "budget", "root")
+    if any(ctx.get_parameter_source(name) != click.core.ParameterSource.DEFAULT for name in tree_options):
+        return "hierarchical"
+    return mechanism
+
+
 def build_domain(lo, hi, bins, integers: bool) -> Domain:
     if lo is None or hi is None:
         raise ParameterError("give the public bounds with --lo and --hi")
@@ -130,7 +142,8 @@ mechanism_options = [
                  help="With --mechanism auto: the queries to optimise for (no privacy cost: the error is data-independent); "
                       "prefix suits CDFs and quantiles."),
     click.option("--branching", default="16", show_default=True,
-                 help="Hierarchical only: branching factor b >= 2, or per-level factors from the root down, e.g. 4,16,16."),
+                 help="Hierarchical only (given without --mechanism, it selects hierarchical): branching factor b >= 2, "
+                      "or per-level factors from the root down, e.g. 4,16,16."),
     click.option("--budget", default="uniform", show_default=True,
                  help="Hierarchical only: 'uniform', 'geometric', or per-level budgets (root first) summing to epsilon."),
     click.option("--root/--no-root", default=False, show_default=True,
@@ -181,6 +194,7 @@ def release_command(input_path, column, lo, hi, bins, integers, clip, drop_missi
     and prints the deciles with confidence intervals.
     """
     domain = build_domain(lo, hi, bins, integers)
+    mechanism = _implied_mechanism(mechanism)
     mech = build_mechanism(mechanism, branching, budget, neighbours, noise, root,
                            n=domain.size, epsilon=epsilon, delta=delta, workload=workload, inference=inference)
     values = read_column(input_path, column)

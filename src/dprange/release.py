@@ -14,11 +14,24 @@ whose (1 - alpha) quantile is ln(1/alpha)/sqrt(2) standard deviations.  We use t
 the two factors, so that intervals do not under-cover in either regime (measured: 95% nominal
 gives 95-97% coverage; the normal factor alone gave 93.3%).
 
-Quantiles are read from the estimated CDF F (the estimated prefix counts over the estimated
-total): quantile(q) is the first bin j with F_j >= q.  On interval domains the value is
-interpolated linearly inside that bin; on integer domains it is the bin's integer.  The noisy
-F need not be monotone; "first crossing" is the rule.  A quantile's interval inverts the
-pointwise CDF band: [quantile of the upper band, quantile of the lower band].
+Quantiles and the CDF at a value never assume how records spread inside a bin.  With
+cumulative counts C_j, total N and level q, the true quantile bin is j* = min{j : C_j >= qN},
+and D_j = C_j - qN is a linear query (also when N is estimated), so its estimate has an exact
+variance.  The interval runs from the first bin whose upper bound D^_j + k sd_j reaches 0 to
+one past the last bin whose lower bound D^_j - k sd_j is below 0; it misses j* only if a
+one-sided bound fails at j* or at j* - 1, so it holds with probability >= 1 - alpha on any
+data.  Its ends are bin edges (integers on integer domains).  ``simultaneous=True`` applies
+Bonferroni over the levels.  The factor k bounds the one-sided tail by alpha/2 for every
+linear answer: normal for Gaussian noise; for continuous Laplace the larger of the normal and
+single-Laplace factors (checked numerically for mixtures); for discrete Laplace a coupling
+with continuous Laplace that accounts for the integer lattice
+(:func:`_discrete_laplace_factor`; the plain factor misses up to 4.2% on one side where 2.5%
+is allowed).  The CDF at a value (:meth:`Release.cdf_at`) uses Fieller's construction on the
+linear query P_j - f N, with the bins wholly below the value and the bins reaching it.
+Point estimates of quantiles read the consistent CDF (seed 001 section VI), which removes
+the downward bias of the first crossing of a noisy CDF (mean rank error 0.39% vs 0.46% over
+DPBench, Adult and synthetic data with H4, epsilon 0.1); on interval domains they
+interpolate inside their bin, and say so (``interpolated``).
 """
 
 from __future__ import annotations
@@ -340,8 +353,8 @@ class Release:
 
     def _require_error_bars(self):
         if not self.exact_error_bars:
-            raise ParameterError(f"{self.inference} inference has no closed-form intervals; "
-                                 "use Release.bootstrap (or least-squares inference) for error bars")
+            raise ParameterError(f"{self.inference} inference has no closed-form intervals; use least-squares "
+                                 "inference (inference='gls', --inference gls) or Release.bootstrap for error bars")
 
     def _one_sided_factor(self, alpha: float) -> float:
         """k with P(error > k sd) <= alpha / 2 for every linear answer (see module doc)."""
@@ -453,6 +466,14 @@ class Release:
             return np.minimum(lower, point), np.maximum(upper, point)
 
         return CDFAnswer(point[0] if scalar else point, interval, scalar=scalar, interpolated=interpolated)
+
+    def cdf_band(self, alpha: float = 0.05):
+        """(lower, upper) bounds on F_j at the right edge of every bin j, each one-sided at
+        alpha/2 (pointwise), by Fieller's construction (see :meth:`cdf_at`); no delta method."""
+        self._require_error_bars()
+        if self._total_value() <= 0:
+            raise ParameterError("the estimated total is not positive; the CDF is undefined at this budget")
+        return self._fraction_bounds(np.arange(self.n), self._one_sided_factor(alpha))
 
     def _locate(self, v: np.ndarray):
         """For values v: (below the domain, at/above its top, last bin wholly <= v (-1: none),
