@@ -341,3 +341,14 @@ def test_cdf_band_closed_form_with_public_total():
     np.testing.assert_allclose(lower, np.clip((prefix.value - k * prefix.stderr) / x.sum(), 0, 1), atol=1e-12)
     np.testing.assert_allclose(upper, np.clip((prefix.value + k * prefix.stderr) / x.sum(), 0, 1), atol=1e-12)
     assert np.all(lower <= np.clip(rel.cdf().value, 0, 1) + 1e-12)
+
+
+def test_json_deciles_are_simultaneous_and_say_so():
+    dom = Domain.interval(0, 100, 40)
+    values = np.random.default_rng(14).uniform(0, 100, 600)
+    rel = Hierarchical(4).release(dom.histogram(values), 0.5, rng=15, domain=dom)
+    deciles = rel.to_dict()["deciles"]
+    lower, upper = rel.quantile(np.linspace(0.1, 0.9, 9)).confidence_interval(0.05, simultaneous=True)
+    assert deciles["simultaneous"] is True and deciles["interpolated"] is True
+    np.testing.assert_array_equal(deciles["lower"], lower)
+    np.testing.assert_array_equal(deciles["upper"], upper)
