@@ -18,7 +18,7 @@ MECHS = [
     Flat(noise="laplace"),
     Flat(neighbours="replace"),
     Hierarchical(2, noise="laplace"),
-    Hierarchical([3, 3, 3], [0.1, 0.2, 0.25, 0.35], noise="laplace"),  # sums to eps = 0.9
+    Hierarchical([3, 3, 3], [0.1, 0.2, 0.25, 0.35], measure_root=True, noise="laplace"),  # sums to eps = 0.9
     Hierarchical(4, "geometric", neighbours="replace"),
     Hierarchical(16, measure_root=False),
     Hierarchical([2, 4, 4]),
@@ -88,7 +88,7 @@ def test_expected_error_matches_monte_carlo():
 
 def test_matrix_mechanism_formula_and_equivalence_with_tree():
     n, eps = 16, 1.0
-    tree = Hierarchical(2, noise="laplace")
+    tree = Hierarchical(2, measure_root=True, noise="laplace")
     A = tree.strategy(n).dense()
     mm = Matrix(A, noise="laplace")
     assert mm.sensitivity()[0] == pytest.approx(5.0)  # 5 levels, one node each per record

@@ -51,7 +51,7 @@ def test_release_parquet_and_options(tmp_path, capsys):
     pq.write_table(pa.table({"x": np.linspace(0, 1, 300)}), path)
     code, _, err = run_cli([
         "release", str(path), "-c", "x", "--lo", "0", "--hi", "1", "--bins", "64", "-e", "0.5",
-        "--mechanism", "hierarchical", "--branching", "4,4,4", "--budget", "0.125,0.125,0.125,0.125",
+        "--mechanism", "hierarchical", "--branching", "4,4,4", "--budget", "0.125,0.125,0.125,0.125", "--root",
         "--seed", "1", "-o", str(tmp_path / "r.json")], capsys)
     assert code == 0, err
     data = json.loads((tmp_path / "r.json").read_text())
@@ -70,8 +70,8 @@ BAD = [
     (["--column", "age", "--bins", "10", "--lo", "5", "--hi", "5"], "lo < hi"),
     (["--column", "age", "--bins", "10", "--lo", "0", "--hi", "50"], "outside the public bounds"),
     (["--column", "age", "--branching", "1"], "branching"),
-    (["--column", "age", "--budget", "0.5,0.5"], "one entry per measured level"),
-    (["--column", "age", "--budget", "0.5,0.5,0.5"], "add up to at most epsilon"),
+    (["--column", "age", "--budget", "0.5,0.5,0.5"], "one entry per measured level"),  # 2 levels: no root by default
+    (["--column", "age", "--budget", "0.5,0.6"], "add up to at most epsilon"),
 ]
 
 

@@ -15,7 +15,7 @@ MECHANISMS = [
     Flat(neighbours="replace"),
     Hierarchical(2),
     Hierarchical(2, "geometric"),
-    Hierarchical(2, [0.14, 0.21, 0.34]),  # sums to less than the test's epsilon 0.7: spends 0.69
+    Hierarchical(2, [0.14, 0.21, 0.34], measure_root=True),  # sums to less than the test's epsilon 0.7: spends 0.69
     Hierarchical([3], measure_root=False),
     Hierarchical(2, neighbours="replace"),
     Wavelet(),
@@ -82,7 +82,7 @@ def test_gaussian_levels_share_one_calibrated_weighted_sensitivity():
     level l times f_l), computed here from the explicit matrix and the definition
     max_i ||W a_i||_2 (add/remove) -- not from the code's closed form.  The exact delta of
     the result is checked in test_privacy.py."""
-    mech = Hierarchical(2, [0.25, 0.25, 0.5])
+    mech = Hierarchical(2, [0.25, 0.25, 0.5], measure_root=True)
     meas = mech.measure(np.array([3, 1, 4, 1]), 1.0, delta=1e-6, rng=0)
     assert meas.noise_kind == "gaussian"
     sigmas = np.array([meas.noise[d].scale for d in meas.strategy.measured_depths])
@@ -96,7 +96,7 @@ def test_gaussian_levels_share_one_calibrated_weighted_sensitivity():
 
 @pytest.mark.parametrize(
     "mech",
-    [Hierarchical(3, [0.125, 0.25, 0.25, 0.375]), Wavelet(), Flat(neighbours="replace"),
+    [Hierarchical(3, [0.125, 0.25, 0.25, 0.375], measure_root=True), Wavelet(), Flat(neighbours="replace"),
      Hierarchical(4, noise="laplace")],
     ids=repr,
 )
@@ -145,7 +145,7 @@ def test_bad_parameters_raise_clear_errors():
     with pytest.raises(ParameterError, match="one entry per measured level"):
         Hierarchical(2, [0.5, 0.5]).release(np.ones(8, dtype=int), 1.0)
     with pytest.raises(ParameterError, match="add up to at most epsilon"):
-        Hierarchical(2, [0.5, 0.5, 0.5]).release(np.ones(4, dtype=int), 1.0)
+        Hierarchical(2, [0.5, 0.5, 0.5], measure_root=True).release(np.ones(4, dtype=int), 1.0)
     with pytest.raises(ParameterError, match="budget"):
         Hierarchical(2, "random")
     with pytest.raises(ParameterError, match="Gaussian noise needs delta"):

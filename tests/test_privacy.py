@@ -417,7 +417,7 @@ def test_worst_case_privacy_loss_is_at_most_the_budget(relation, noise, name, bu
 def test_epsilon_recorded_is_the_budget_list_sum(relation):
     """P8: a list summing to less than epsilon is accepted and the release records its exact
     sum (rounded up), which is what the worst-case loss attains."""
-    mech = Hierarchical(2, [0.125, 0.25, 0.25], neighbours=relation)  # 3 measured levels on 4 bins
+    mech = Hierarchical(2, [0.125, 0.25, 0.25], measure_root=True, neighbours=relation)  # 3 measured levels on 4 bins
     if relation == "replace":
         mech = Hierarchical(2, [0.25, 0.375], neighbours=relation)
     meas, worst = worst_case(mech, 4, 1.0, 0.0)
@@ -434,7 +434,7 @@ def test_budget_list_over_epsilon_by_rounding_is_refused():
         Hierarchical(2, [0.5, 0.5 * (1 + 1e-9)], measure_root=False).measure(dataset(4), 1.0)
     with pytest.raises(ParameterError, match="at most epsilon"):
         Hierarchical(2, [0.5, 0.5 + 1e-12], measure_root=False).measure(dataset(4), 1.0)
-    meas = Hierarchical(3, [0.1, 0.2, 0.3, 0.4]).measure(dataset(27), 1.0, rng=0)
+    meas = Hierarchical(3, [0.1, 0.2, 0.3, 0.4], measure_root=True).measure(dataset(27), 1.0, rng=0)
     assert meas.epsilon <= 1.0
     spent = sum(Fraction(s.scale).limit_denominator(1 << 80) ** -1 for s in meas.noise if s is not None)
     assert spent <= 1

@@ -22,6 +22,7 @@ mechanism"; seed 000 sections 3-5; seed 001 section IV).
 
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field
 
@@ -76,14 +77,27 @@ def workload_error(model, workload: Workload) -> float:
     return float(query_variances(model, workload).mean())
 
 
+def _require_linear(mechanism: Mechanism) -> None:
+    """The error formulas hold for least-squares inference only (NNLS / L1 are non-linear)."""
+    inference = getattr(mechanism, "inference", "gls")
+    if inference != "gls":
+        raise ParameterError(f"the exact error is known for least-squares (gls) inference only, not {inference}; "
+                             "use Release.bootstrap for its error, or rank the gls version of the mechanism")
+
+
 def expected_error(mechanism: Mechanism, workload, epsilon, *, delta=0.0, n=None) -> float:
-    """Exact average variance (counts^2) of ``mechanism``'s answers to ``workload``."""
+    """Exact average variance (counts^2) of ``mechanism``'s answers to ``workload``.
+
+    Least-squares (gls) inference only: for NNLS / L1 inference it raises ParameterError
+    rather than return the least-squares number, which is not their error."""
+    _require_linear(mechanism)
     workload = _resolve(workload, n)
     return workload_error(mechanism.error_model(workload.n, epsilon, delta=delta), workload)
 
 
 def max_error(mechanism: Mechanism, workload, epsilon, *, delta=0.0, n=None) -> float:
-    """Exact largest variance over the workload's queries (worst query)."""
+    """Exact largest variance over the workload's queries (worst query; gls inference only)."""
+    _require_linear(mechanism)
     workload = _resolve(workload, n)
     return float(query_variances(mechanism.error_model(workload.n, epsilon, delta=delta), workload).max())
 
@@ -256,9 +270,11 @@ def hierarchy_candidates(n, *, neighbours="add_remove", noise="auto", branchings
 
 def default_candidates(n, *, neighbours="add_remove", noise="auto", fast=False) -> list[Mechanism]:
     """Flat, Wavelet and hierarchies (a coarse grid when ``fast``)."""
-    branchings = [2, 4, 8, 16, 32, 64] if fast else None
+    # b = 2 is left out of the coarse grid: at n = 2^20 it is 2.5x worse than b = 16 on all ranges
+    # and the slowest to evaluate (3.6 s of the selection)
+    branchings = [4, 8, 16, 32, 64] if fast else None
     budgets = ("uniform",) if fast else ("uniform", "geometric")
-    roots = (True,) if fast else (True, False)
+    roots = (False,) if fast else (True, False)  # the root never paid off in the full grid
     return [Flat(neighbours=neighbours, noise=noise), Wavelet(neighbours=neighbours, noise=noise)] + hierarchy_candidates(
         n, neighbours=neighbours, noise=noise, branchings=[b for b in branchings if b < max(n, 3)] if branchings else None,
         budgets=budgets, measure_root=roots)
@@ -297,30 +313,80 @@ def optimal_hierarchy(workload, n=None, epsilon=1.0, *, delta=0.0, neighbours="a
     return Selection(ranked[0].mechanism, ranked[0].error, ranked, workload.describe())
 
 
+#: Largest n for which :func:`select` refines the best hierarchy's budget split (about 2 s
+#: at 2^16 for all ranges; each step of the search costs a few exact error evaluations).
+OPTIMIZE_BUDGET_MAX_N = 2**16
+
+
 def select(workload, n=None, epsilon=1.0, *, delta=0.0, neighbours="add_remove", noise="auto", candidates=None,
-           fast: bool | None = None) -> Selection:
+           fast: bool | None = None, optimize_budget: bool | None = None) -> Selection:
     """Rank candidate mechanisms by exact expected error on ``workload``; return the best.
 
     Candidates default to Flat, Wavelet and hierarchies over a grid of branching factors,
     budget rules and root choices (a coarser grid when n > 2^16, so that n = 2^20 takes
-    seconds).  Data are not touched: choosing costs no privacy.
+    seconds), plus the best hierarchy with its per-level budget split optimised by
+    :func:`optimized_budget` (``optimize_budget``, default when n <= 2^16 and the
+    candidates are the default ones).  Data are not touched: choosing costs no privacy.
     """
     workload = _resolve(workload, n)
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
     check_neighbours(neighbours)
+    if optimize_budget is None:
+        optimize_budget = candidates is None and workload.n <= OPTIMIZE_BUDGET_MAX_N
     if candidates is None:
         if fast is None:
             fast = workload.n > 2**16
         candidates = default_candidates(workload.n, neighbours=neighbours, noise=noise, fast=fast)
     excluded: list = []
     ranked = _rank(candidates, workload, epsilon, delta, excluded)
+    if optimize_budget:
+        ranked = _with_optimized_split(ranked, workload, epsilon, delta, neighbours, noise)
     return Selection(ranked[0].mechanism, ranked[0].error, ranked, workload.describe(), excluded)
 
 
+def _with_optimized_split(ranked, workload, epsilon, delta, neighbours, noise) -> list[Candidate]:
+    """``ranked`` plus the best hierarchy with its optimised budget split, re-ranked."""
+    trees = [c.mechanism for c in ranked if isinstance(c.mechanism, Hierarchical)]
+    if not trees:
+        return ranked
+    best = trees[0]
+    if len(best.strategy(workload.n).measured_depths) < 2:
+        return ranked  # one measured level: nothing to split
+    budget, err = optimized_budget(workload, None, epsilon, best.branching, delta=delta, neighbours=neighbours,
+                                   noise=noise, measure_root=best.measure_root)
+    tuned = Hierarchical(best.branching, budget, measure_root=best.measure_root, neighbours=neighbours, noise=noise)
+    return sorted(ranked + [Candidate(tuned, err)], key=lambda c: c.error)
+
+
+_SELECTION_CACHE: dict = {}
+_CACHE_LIMIT = 64
+
+
+def _cache_key(workload, n, epsilon, delta, neighbours, noise):
+    """A key from public parameters, or None for workloads not named by (kind, n) alone."""
+    if isinstance(workload, str):
+        name = workload
+    elif type(workload) in (AllRange, Prefix, Identity):
+        name = workload.name
+        n = workload.n if n is None else n
+    else:
+        return None
+    return (name, n, float(epsilon), float(delta), neighbours, noise)
+
+
 def auto_mechanism(workload, n, epsilon, *, delta=0.0, neighbours="add_remove", noise="auto") -> Mechanism:
-    """The mechanism ``mechanism="auto"`` uses: :func:`select`'s choice."""
-    return select(workload, n, epsilon, delta=delta, neighbours=neighbours, noise=noise).mechanism
+    """The mechanism ``mechanism="auto"`` uses: :func:`select`'s choice, cached on the public
+    parameters (workload, n, epsilon, delta, neighbours, noise); a fresh copy each call."""
+    key = _cache_key(workload, n, epsilon, delta, neighbours, noise)
+    if key is not None and key in _SELECTION_CACHE:
+        return copy.deepcopy(_SELECTION_CACHE[key])
+    chosen = select(workload, n, epsilon, delta=delta, neighbours=neighbours, noise=noise).mechanism
+    if key is not None:
+        if len(_SELECTION_CACHE) >= _CACHE_LIMIT:
+            _SELECTION_CACHE.pop(next(iter(_SELECTION_CACHE)))
+        _SELECTION_CACHE[key] = chosen
+    return copy.deepcopy(chosen)
 
 
 __all__ = [

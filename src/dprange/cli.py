@@ -48,9 +48,9 @@ def build_mechanism(name: str, branching: str, budget: str, neighbours: str, noi
                     inference: str = "gls"):
     """A mechanism object from CLI options (``auto`` needs n, epsilon, delta and the workload)."""
     if name == "auto":
-        from .analysis import select  # noqa: PLC0415
+        from .analysis import auto_mechanism  # noqa: PLC0415
 
-        chosen = select(workload, n, epsilon, delta=delta, neighbours=neighbours, noise=noise).mechanism
+        chosen = auto_mechanism(workload, n, epsilon, delta=delta, neighbours=neighbours, noise=noise)
         chosen.inference = inference
         return chosen
     if name == "flat":
@@ -61,6 +61,18 @@ def build_mechanism(name: str, branching: str, budget: str, neighbours: str, noi
         return Hierarchical(_parse_int_list(branching, "branching"), _parse_budget(budget),
                             measure_root=measure_root, neighbours=neighbours, noise=noise, inference=inference)
     raise ParameterError(f"unknown mechanism {name!r}")
+
+
+def _implied_mechanism(mechanism: str) -> str:
+    """--branching, --budget or --root without --mechanism mean the hierarchical mechanism
+    (the default, auto, would otherwise ignore them)."""
+    ctx = click.get_current_context()
+    if ctx.get_parameter_source("mechanism") != click.core.ParameterSource.DEFAULT:
+        return mechanism
+    tree_options = ("branching", "budget", "root")
+    if any(ctx.get_parameter_source(name) != click.core.ParameterSource.DEFAULT for name in tree_options):
+        return "hierarchical"
+    return mechanism
 
 
 def build_domain(lo, hi, bins, integers: bool) -> Domain:
@@ -76,24 +88,26 @@ def build_domain(lo, hi, bins, integers: bool) -> Domain:
 
 
 def format_deciles(release, alpha: float) -> str:
+    """The deciles with simultaneous (1 - alpha) intervals: all nine hold at once."""
     q = np.linspace(0.1, 0.9, 9)
     lines = []
     try:
         answer = release.quantile(q)
-        lower, upper = answer.confidence_interval(alpha)
+        lower, upper = answer.confidence_interval(alpha, simultaneous=True) if release.exact_error_bars else (None, None)
     except ParameterError as exc:
         lines.append(f"deciles unavailable: {exc}")
-        lower = None
-    if lower is not None and not release.exact_error_bars:
+        answer, lower = None, None
+    if answer is not None and not release.exact_error_bars:
         lines.append(f"{'quantile':>9}  {'estimate':>14}  ({release.inference} inference: no closed-form intervals)")
         for qi, v in zip(q, np.atleast_1d(answer.value)):
             lines.append(f"{qi:>9.1f}  {v:>14.6g}")
-        lower = None
     if lower is not None:
-        level = f"{100 * (1 - alpha):g}% interval"
+        level = f"{100 * (1 - alpha):g}% simultaneous interval"
         lines.append(f"{'quantile':>9}  {'estimate':>14}  {level:>31}")
         for qi, v, lo, hi in zip(q, np.atleast_1d(answer.value), lower, upper):
             lines.append(f"{qi:>9.1f}  {v:>14.6g}  [{lo:>13.6g}, {hi:>13.6g}]")
+        lines.append("intervals end at bin edges and hold whatever the values inside a bin"
+                     + ("; estimates interpolate inside their bin" if answer.interpolated else ""))
     total = release.total()
     if release.public_total is not None:
         lines.append(f"total (public): {total.value:.0f}")
@@ -121,16 +135,20 @@ mechanism_options = [
     click.option("--epsilon", "-e", type=float, required=True, help="Privacy budget epsilon (> 0)."),
     click.option("--delta", type=float, default=0.0, show_default=True,
                  help="Privacy parameter delta in [0, 1); delta > 0 switches the default noise to Gaussian."),
-    click.option("--mechanism", "-m", type=click.Choice(["hierarchical", "flat", "wavelet", "auto"]), default="hierarchical",
+    click.option("--mechanism", "-m", type=click.Choice(["hierarchical", "flat", "wavelet", "auto"]), default="auto",
                  show_default=True,
                  help="How the histogram is measured; 'auto' picks the mechanism with the least exact expected error on --workload."),
     click.option("--workload", type=click.Choice(["all-range", "prefix", "identity"]), default="all-range", show_default=True,
-                 help="With --mechanism auto: the queries to optimise for (no privacy cost: the error is data-independent)."),
+                 help="With --mechanism auto: the queries to optimise for (no privacy cost: the error is data-independent); "
+                      "prefix suits CDFs and quantiles."),
     click.option("--branching", default="16", show_default=True,
-                 help="Hierarchical only: branching factor b >= 2, or per-level factors from the root down, e.g. 4,16,16."),
+                 help="Hierarchical only (given without --mechanism, it selects hierarchical): branching factor b >= 2, "
+                      "or per-level factors from the root down, e.g. 4,16,16."),
     click.option("--budget", default="uniform", show_default=True,
                  help="Hierarchical only: 'uniform', 'geometric', or per-level budgets (root first) summing to epsilon."),
-    click.option("--no-root", is_flag=True, help="Hierarchical, add/remove only: do not measure the root (Qardaji et al.)."),
+    click.option("--root/--no-root", default=False, show_default=True,
+                 help="Hierarchical, add/remove only: measure the root (the total) too; off by default (Qardaji et al.), "
+                      "which has the lower exact error."),
     click.option("--neighbours", type=click.Choice(["add_remove", "replace"]), default="add_remove", show_default=True,
                  help="Neighbouring relation: add/remove one record, or replace one record's value (the total is then public)."),
     click.option("--noise", type=click.Choice(["auto", "discrete_laplace", "laplace", "gaussian"]), default="auto",
@@ -168,7 +186,7 @@ def cli():
               help="Where to write the release as JSON.")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None, help="Also save a PNG of the CDF with its confidence band.")
 def release_command(input_path, column, lo, hi, bins, integers, clip, drop_missing, epsilon, delta, mechanism, workload,
-                    branching, budget, no_root, neighbours, noise, inference, seed, alpha, output, plot):
+                    branching, budget, root, neighbours, noise, inference, seed, alpha, output, plot):
     """Release a private histogram of one column of a CSV or Parquet file.
 
     Reads COLUMN of INPUT, bins it on the public domain, measures it with the chosen
@@ -176,7 +194,8 @@ def release_command(input_path, column, lo, hi, bins, integers, clip, drop_missi
     and prints the deciles with confidence intervals.
     """
     domain = build_domain(lo, hi, bins, integers)
-    mech = build_mechanism(mechanism, branching, budget, neighbours, noise, not no_root,
+    mechanism = _implied_mechanism(mechanism)
+    mech = build_mechanism(mechanism, branching, budget, neighbours, noise, root,
                            n=domain.size, epsilon=epsilon, delta=delta, workload=workload, inference=inference)
     values = read_column(input_path, column)
     counts = domain.histogram(values, clip=clip, drop_missing=drop_missing)
@@ -250,15 +269,22 @@ def example_path() -> str:
 @click.option("--output", "-o", type=click.Path(file_okay=False), default="demo-output", show_default=True,
               help="Folder for the demo's outputs.")
 @click.option("--epsilon", "-e", type=float, default=1.0, show_default=True, help="Privacy budget.")
-def demo_command(output, epsilon):
-    """Release the built-in example data (synthetic incomes) and show what dprange produces."""
+@click.option("--seed", type=int, default=None, help="Seed the noise (reproducible demo); default: OS entropy.")
+def demo_command(output, epsilon, seed):
+    """Release the built-in example data (synthetic incomes) and show what dprange produces.
+
+    The demo shows quantiles, so it declares the prefix (CDF) workload and lets 'auto' pick
+    the mechanism with the least exact error on it.
+    """
+    from .analysis import auto_mechanism  # noqa: PLC0415
+
     os.makedirs(output, exist_ok=True)
     path = example_path()
     domain = Domain.interval(0, 250_000, 1024)
     values = read_column(path, "income")
     counts = domain.histogram(values)
-    mech = Hierarchical(16)
-    result = mech.release(counts, epsilon, domain=domain)
+    mech = auto_mechanism("prefix", domain.size, epsilon)
+    result = mech.release(counts, epsilon, domain=domain, rng=seed)
     json_path = os.path.join(output, "release.json")
     png_path = os.path.join(output, "cdf.png")
     try:
@@ -267,7 +293,7 @@ def demo_command(output, epsilon):
         _write_outputs(result, json_path, None, 0.05)
         png_path = None
     click.echo(f"example data: {path} ({values.size} records, column 'income')")
-    click.echo(f"mechanism: {mech!r}, epsilon={epsilon:g}, domain {domain!r}")
+    click.echo(f"mechanism (auto, prefix workload): {mech!r}, epsilon={epsilon:g}, domain {domain!r}")
     click.echo(format_deciles(result, 0.05))
     click.echo(f"outputs: {os.path.abspath(json_path)}" + (f", {os.path.abspath(png_path)}" if png_path else ""))
 

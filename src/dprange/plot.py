@@ -8,7 +8,9 @@ from .errors import DPRangeError
 
 
 def plot_cdf(release, path: str, *, alpha: float = 0.05, title: str | None = None) -> str:
-    """Save the estimated CDF with its pointwise (1 - alpha) confidence band as a PNG."""
+    """Save the estimated CDF with its pointwise (1 - alpha) confidence band as a PNG.
+
+    The band is :meth:`dprange.Release.cdf_band` (exact one-sided bounds at each bin edge)."""
     try:
         import matplotlib  # noqa: PLC0415
 
@@ -17,7 +19,7 @@ def plot_cdf(release, path: str, *, alpha: float = 0.05, title: str | None = Non
     except ImportError:
         raise DPRangeError("plotting needs matplotlib: pip install 'dprange[plot]'") from None
     cdf = release.cdf()
-    lower, upper = cdf.confidence_interval(alpha) if release.exact_error_bars else (cdf.value, cdf.value)
+    lower, upper = release.cdf_band(alpha) if release.exact_error_bars else (cdf.value, cdf.value)
     x = release.domain.edges
     lower = np.concatenate([[0.0], lower])
     upper = np.concatenate([[0.0], upper])
