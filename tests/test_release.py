@@ -41,16 +41,34 @@ def test_stderr_matches_dense_covariance_of_estimator():
 
 
 def test_confidence_interval_normal_quantile():
-    rel = Flat().release(np.array([10, 20, 30]), 1.0, rng=0)
+    rel = Flat(noise="laplace").release(np.array([10, 20, 30]), 1.0, rng=0)
     ans = rel.range(0, 1)
     lo, hi = ans.confidence_interval(0.05)
-    # Laplace-type noise: the larger of the normal and Laplace factors, ln(20)/sqrt(2) = 2.118
+    # continuous Laplace: the larger of the normal and Laplace factors, ln(20)/sqrt(2) = 2.118
     assert hi - lo == pytest.approx(2 * np.log(20) / np.sqrt(2) * ans.stderr)
     g = Flat().release(np.array([10, 20, 30]), 1.0, delta=1e-6, rng=0).range(0, 1)
     lo, hi = g.confidence_interval(0.05)
     assert hi - lo == pytest.approx(2 * 1.959963984540054 * g.stderr)
     with pytest.raises(ParameterError):
         ans.confidence_interval(1.5)
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 1.0, 2.0, 4.0])
+def test_single_bin_interval_under_discrete_laplace_holds_exactly(epsilon):
+    """One bin of Flat is one discrete Laplace draw X (P(|X| >= m) = 2 t^m / (1 + t)).  The
+    continuous factor 2.118 sd misses it: at epsilon = 1, 2.118 sd = 2.87, P(|X| >= 3) =
+    0.073 > 0.05.  The release's interval uses the lattice-aware factor: exact miss <= alpha."""
+    rel = Flat().release(np.array([10, 20, 30]), epsilon, rng=0)
+    ans = rel.range(1, 1)
+    t = np.exp(-1.0 / rel.noise_scales[0])
+    assert ans.variance == pytest.approx(2 * t / (1 - t) ** 2)
+    lo, hi = ans.confidence_interval(0.05)
+    half = (hi - lo) / 2
+    miss = 2 * t ** (np.floor(half) + 1) / (1 + t)  # P(|X| > half)
+    assert miss <= 0.05
+    old_half = np.log(20) / np.sqrt(2) * ans.stderr
+    if epsilon == 1.0:
+        assert 2 * t ** (np.floor(old_half) + 1) / (1 + t) > 0.05  # the old factor under-covered
 
 
 def test_cdf_public_total_and_delta_method_against_monte_carlo():
