@@ -87,7 +87,7 @@ def test_gaussian_calibration_uses_l2_sensitivity():
 
 @pytest.mark.parametrize(
     "mech",
-    [Hierarchical(3, [0.1, 0.2, 0.3, 0.4]), Wavelet(), Flat(neighbours="replace"), Hierarchical(4, noise="laplace")],
+    [Hierarchical(3, [0.1, 0.2, 0.3, 0.4]), Wavelet(), Flat(neighbours="replace"), Hierarchical(4, noise="laplace_float")],
     ids=repr,
 )
 def test_monte_carlo_unbiased_with_reported_variance(mech):

@@ -132,9 +132,9 @@ class Matrix(Mechanism):
     def noise_specs(self, strategy, epsilon, delta) -> list[NoiseSpec]:
         kind = resolve_noise(self.noise, delta)
         if self.noise == "auto" and kind == "discrete_laplace" and not strategy.is_integer():
-            kind = "laplace"
+            kind = "laplace_float"
         if kind == "discrete_laplace" and not strategy.is_integer():
-            raise ParameterError("discrete Laplace noise needs an integer strategy matrix; use noise='laplace'")
+            raise ParameterError("discrete Laplace noise needs an integer strategy matrix; use noise='laplace_float'")
         return level_noise(kind, np.ones(1), epsilon, delta, *self.sensitivity)
 
     def level_variances(self, strategy, epsilon, delta) -> list:

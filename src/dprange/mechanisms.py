@@ -12,7 +12,7 @@ count down, one up) and its L2 sensitivity sqrt(2).  In the replace model dprang
 total as ``counts.sum()``: use it only when that number is truly public.
 
 Noise.  ``noise="auto"`` uses discrete Laplace (integer, pure epsilon-DP) when delta = 0 and
-the analytic Gaussian mechanism when delta > 0.  ``"laplace"`` is continuous Laplace (the
+the analytic Gaussian mechanism when delta > 0.  ``"laplace_float"`` is continuous Laplace (the
 papers' noise, for reproducing their numbers).  A budget split over levels gives level l the
 budget eps_l (sum = epsilon) and Laplace scale Delta_l / eps_l: sequential composition.  For
 Gaussian noise the split gives level l the weight f_l = eps_l / epsilon: level l's rows are
