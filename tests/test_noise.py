@@ -226,6 +226,15 @@ def test_large_bounds_and_large_sigma_use_exact_python_integers():
     assert np.all(np.abs(huge.astype(float)) < 10 * MAX_SCALE)
 
 
+def test_per_value_scales_sample_each_group_with_its_own_scale():
+    scales = np.repeat([0.5, 4.0, 30.0], 40_000)
+    draws = dprange.noise.sample_noise("discrete_laplace", scales, scales.size, np.random.default_rng(11))
+    variances = noise_variance("discrete_laplace", np.array([0.5, 4.0, 30.0]))
+    assert variances.shape == (3,) and variances[1] == NoiseSpec("discrete_laplace", 4.0).variance
+    for group, variance in zip(np.split(draws, 3), variances):
+        assert group.var() == pytest.approx(variance, rel=0.05)
+
+
 def test_seeds_reproduce_and_bad_rng_is_refused():
     assert np.array_equal(sample_discrete_laplace(1.0, 5, resolve_rng(7)), sample_discrete_laplace(1.0, 5, resolve_rng(7)))
     with pytest.raises(ParameterError):
