@@ -35,9 +35,9 @@ def mechanisms():
     out = {}
     for inference in ("gls", "nnls", "l1"):
         options = None if inference == "gls" else PAPER
-        out[f"flat/{inference}"] = Flat(noise="laplace", inference=inference, inference_options=options)
+        out[f"flat/{inference}"] = Flat(noise="laplace_float", inference=inference, inference_options=options)
         for b in (2, 16):
-            out[f"H{b}/{inference}"] = Hierarchical(b, noise="laplace", inference=inference, inference_options=options)
+            out[f"H{b}/{inference}"] = Hierarchical(b, noise="laplace_float", inference=inference, inference_options=options)
     return out
 
 
@@ -82,7 +82,7 @@ def l1_speed(repeats=3, bins=2**16):
     x = np.random.default_rng(0).poisson(0.5, bins)
     out = []
     for b in (16, 2):
-        mech = Hierarchical(b, noise="laplace", inference="l1", inference_options=PAPER)
+        mech = Hierarchical(b, noise="laplace_float", inference="l1", inference_options=PAPER)
         for eps in (0.1, 1.0):
             times, iterations, converged = [], [], []
             for r in range(repeats):
@@ -117,7 +117,7 @@ def main():
             mse = evaluate(x, eps, reps, rng)
             results.append({"data": name, "epsilon": eps, "zero_fraction": round(float((x == 0).mean()), 3),
                             "ratio_to_gls": ratios(mse), "mse": mse})
-    print(json.dumps({"benchmark": "lee2015", "noise": "laplace", "reps": reps, "alpha": 0.9, "rho": PAPER["rho"],
+    print(json.dumps({"benchmark": "lee2015", "noise": "laplace_float", "reps": reps, "alpha": 0.9, "rho": PAPER["rho"],
                       "machine": f"{platform.machine()} {os.cpu_count()} cpus", "missing_data": missing,
                       "results": results,
                       "l1_speed": l1_speed(repeats=1 if args.quick else 3, bins=2**14 if args.quick else 2**16)},

@@ -88,7 +88,7 @@ def consistency_table(reps, quick):
         search = best_structure(L, 1.0)
         for eps in (0.1, 1.0):
             mech = Hierarchical(list(search.best.branching), optimal_budgets(search.best.branching, eps),
-                                measure_root=False, neighbours="replace", noise="laplace")
+                                measure_root=False, neighbours="replace", noise="laplace_float")
             rng = np.random.default_rng(1)
             errs = {k: {"linf": [], "l2": []} for k in ("raw", "consistent_l2", "consistent_l1")}
             for _ in range(reps):
@@ -138,7 +138,7 @@ def main():
     branchings = [2, 4, 8, 16, 17, 32] if args.quick else list(range(2, 65))
     result = {
         "benchmark": "rameshwar2024",
-        "noise": "laplace",
+        "noise": "laplace_float",
         "neighbours": "replace",
         "normalisation": "eps^2 * max_j Var(C_j) (= (n eps)^2 * squared l-inf CDF error)",
         "linf_table": error_table(sizes, branchings),

@@ -15,15 +15,15 @@ from dprange.strategies import HaarStrategy
 from dprange.workloads import AllRange, Explicit, Identity, Prefix, RandomRanges, Ranges
 
 MECHS = [
-    Flat(noise="laplace"),
+    Flat(noise="laplace_float"),
     Flat(neighbours="replace"),
-    Hierarchical(2, noise="laplace"),
-    Hierarchical([3, 3, 3], [0.1, 0.2, 0.25, 0.35], measure_root=True, noise="laplace"),  # sums to eps = 0.9
+    Hierarchical(2, noise="laplace_float"),
+    Hierarchical([3, 3, 3], [0.1, 0.2, 0.25, 0.35], measure_root=True, noise="laplace_float"),  # sums to eps = 0.9
     Hierarchical(4, "geometric", neighbours="replace"),
     Hierarchical(16, measure_root=False),
     Hierarchical([2, 4, 4]),
     Wavelet(),
-    Wavelet(neighbours="replace", noise="laplace"),
+    Wavelet(neighbours="replace", noise="laplace_float"),
 ]
 
 
@@ -74,7 +74,7 @@ def test_expected_error_matches_monte_carlo():
     tolerance of 0.066 is 4 s.d.; a factor-2 error in any level's variance fails."""
     n, eps = 12, 0.8
     x = np.array([3, 0, 5, 8, 1, 1, 0, 4, 9, 2, 2, 6])
-    mech = Hierarchical(3, "geometric", noise="laplace")
+    mech = Hierarchical(3, "geometric", noise="laplace_float")
     W = AllRange(n).dense()
     truth = W @ x
     rng = np.random.default_rng(11)
@@ -88,9 +88,9 @@ def test_expected_error_matches_monte_carlo():
 
 def test_matrix_mechanism_formula_and_equivalence_with_tree():
     n, eps = 16, 1.0
-    tree = Hierarchical(2, measure_root=True, noise="laplace")
+    tree = Hierarchical(2, measure_root=True, noise="laplace_float")
     A = tree.strategy(n).dense()
-    mm = Matrix(A, noise="laplace")
+    mm = Matrix(A, noise="laplace_float")
     assert mm.sensitivity()[0] == pytest.approx(5.0)  # 5 levels, one node each per record
     W = AllRange(n).dense()
     formula = 2 / eps**2 * 5.0**2 * np.trace(W @ np.linalg.pinv(A.T @ A) @ W.T) / W.shape[0]
@@ -165,11 +165,11 @@ def test_rank_deficient_matrix_strategy_is_refused():
 def test_svd_bound_is_a_lower_bound():
     n, eps = 64, 1.0
     bound = svd_bound(AllRange(n), eps)
-    for mech in (Flat(noise="laplace"), Wavelet(noise="laplace"), Hierarchical(2, noise="laplace"),
-                 Hierarchical(4, noise="laplace"), Hierarchical(8, noise="laplace")):
+    for mech in (Flat(noise="laplace_float"), Wavelet(noise="laplace_float"), Hierarchical(2, noise="laplace_float"),
+                 Hierarchical(4, noise="laplace_float"), Hierarchical(8, noise="laplace_float")):
         assert expected_error(mech, AllRange(n), eps) >= bound
     # identity workload: bound = 2 n^2 / (eps^2 n) / n = 2/eps^2 = Flat's Laplace error, tight
-    assert svd_bound(Identity(n), eps) == pytest.approx(expected_error(Flat(noise="laplace"), Identity(n), eps))
+    assert svd_bound(Identity(n), eps) == pytest.approx(expected_error(Flat(noise="laplace_float"), Identity(n), eps))
 
 
 def test_selection_is_never_worse_and_beats_fixed_choices():
@@ -191,11 +191,11 @@ def test_selection_is_never_worse_and_beats_fixed_choices():
 
 def test_optimized_budget_beats_rules():
     n, eps = 256, 1.0
-    budget, err = optimized_budget(Prefix(n), None, eps, 4, neighbours="replace", noise="laplace")
+    budget, err = optimized_budget(Prefix(n), None, eps, 4, neighbours="replace", noise="laplace_float")
     assert sum(budget) == pytest.approx(eps)
     for rule in ("uniform", "geometric"):
-        assert err <= expected_error(Hierarchical(4, rule, neighbours="replace", noise="laplace"), Prefix(n), eps) + 1e-9
-    sel = optimal_hierarchy(AllRange(64), None, eps, noise="laplace")
+        assert err <= expected_error(Hierarchical(4, rule, neighbours="replace", noise="laplace_float"), Prefix(n), eps) + 1e-9
+    sel = optimal_hierarchy(AllRange(64), None, eps, noise="laplace_float")
     assert sel.error == min(c.error for c in sel.table)
 
 
@@ -222,7 +222,7 @@ def test_direct_range_variance_matches_explicit_decomposition(n, branching, root
     tiling it; check against a brute-force search over the tree's nodes."""
     from dprange.analysis import direct_range_variance
 
-    mech = Hierarchical(branching, measure_root=root, noise="laplace")
+    mech = Hierarchical(branching, measure_root=root, noise="laplace_float")
     strategy = mech.strategy(n)
     variances = mech.level_variances(strategy, 1.0, 0.0)
     # brute force: greedy from the top - the largest node inside the remaining range

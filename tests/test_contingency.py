@@ -44,7 +44,7 @@ def test_release_meets_the_public_marginals(inference):
 
 def test_gls_is_the_orthogonal_projection():
     """Against the KKT system of min ||x - noisy||^2 s.t. C x = d (explicit dense matrices)."""
-    rel = release_table(TABLE, 1.0, public_marginals=published(TABLE, [(0,), (2,)]), noise="laplace", rng=3)
+    rel = release_table(TABLE, 1.0, public_marginals=published(TABLE, [(0,), (2,)]), noise="laplace_float", rng=3)
     C = np.vstack([marginal_matrix(TABLE.shape, (0,)).toarray(), marginal_matrix(TABLE.shape, (2,)).toarray()])
     d = C @ TABLE.ravel()
     n, k = TABLE.size, C.shape[0]
@@ -57,7 +57,7 @@ def test_l1_with_alpha_1_reaches_the_linear_programme_optimum():
     """Maximum likelihood: min sum |x - noisy| s.t. C x = d, x >= 0, solved by linprog."""
     table = np.random.default_rng(4).poisson(1.0, (3, 4))
     rel = release_table(table, 0.7, public_marginals=published(table, [(0,), (1,)]), inference="l1", alpha=1.0,
-                        noise="laplace",
+                        noise="laplace_float",
                         rng=5, tol=1e-9, maxiter=50000)
     C = np.vstack([marginal_matrix(table.shape, (0,)).toarray(), marginal_matrix(table.shape, (1,)).toarray()])
     d = C @ table.ravel()
@@ -73,7 +73,7 @@ def test_l1_with_alpha_1_reaches_the_linear_programme_optimum():
 def test_cell_noise_has_the_laplace_variance():
     """600 releases x 60 cells: the noise variance 2/eps^2 = 8 (discrete: 2t/(1-t)^2) is
     estimated with relative s.e. sqrt((kurtosis - 1)/N) = sqrt(5/36000) ~ 0.012; 4 s.e."""
-    for noise in ("laplace", "discrete_laplace"):
+    for noise in ("laplace_float", "discrete_laplace"):
         draws = np.concatenate([(release_table(TABLE, 0.5, noise=noise, rng=s).noisy - TABLE).ravel()
                                 for s in range(600)])
         expected = noise_variance(noise, 2.0)

@@ -159,8 +159,8 @@ def test_l1_beats_gls_on_sparse_unit_queries():
     """Seed 004's finding on sparse data, checked on a sparse histogram (5 releases)."""
     x = np.zeros(1024, dtype=int)
     x[np.random.default_rng(5).choice(1024, 20, replace=False)] = 50
-    gls = Hierarchical(16, noise="laplace")
-    l1 = Hierarchical(16, noise="laplace", inference="l1")
+    gls = Hierarchical(16, noise="laplace_float")
+    l1 = Hierarchical(16, noise="laplace_float", inference="l1")
     err = {m.inference: np.mean([np.mean((m.release(x, 0.5, rng=s).histogram().value - x) ** 2) for s in range(5)])
            for m in (gls, l1)}
     assert err["l1"] < err["gls"] / 3
@@ -169,7 +169,7 @@ def test_l1_beats_gls_on_sparse_unit_queries():
 def test_bootstrap_reproduces_exact_gls_stderr():
     """400 replicates: the bootstrap s.d. has relative s.e. about sqrt((2 + kappa) / (4 R))
     <= 0.06; we allow 4 of those (25%)."""
-    rel = Hierarchical(4, noise="laplace").release(np.arange(64) % 7, 1.0, rng=1)
+    rel = Hierarchical(4, noise="laplace_float").release(np.arange(64) % 7, 1.0, rng=1)
     lo, hi = np.array([0, 5, 30]), np.array([63, 20, 30])
     boot = rel.bootstrap(lo, hi, reps=400, rng=2)
     np.testing.assert_allclose(boot, rel.range(lo, hi).stderr, rtol=0.25)

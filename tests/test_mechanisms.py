@@ -97,7 +97,7 @@ def test_gaussian_levels_share_one_calibrated_weighted_sensitivity():
 @pytest.mark.parametrize(
     "mech",
     [Hierarchical(3, [0.125, 0.25, 0.25, 0.375], measure_root=True), Wavelet(), Flat(neighbours="replace"),
-     Hierarchical(4, noise="laplace")],
+     Hierarchical(4, noise="laplace_float")],
     ids=repr,
 )
 def test_monte_carlo_unbiased_with_reported_variance(mech):

@@ -52,6 +52,14 @@ def discrete_laplace_log_pmf(scale, k):
     return math.log(math.tanh(0.5 / scale)) - np.abs(np.asarray(k, dtype=float)) / scale
 
 
+def sampled_sigma2(sigma) -> float:
+    """sigma^2 of the discrete Gaussian actually sampled for a requested sigma (the sampler
+    rounds sigma^2 up to a rational); the loss formulas must use it, like the pmf does."""
+    if HAS_PMF:
+        return dprange.noise._gaussian_sigma2(sigma)
+    return sigma**2
+
+
 def discrete_gaussian_pmf(sigma, k):
     if HAS_PMF:
         return np.asarray(dprange.noise.pmf("gaussian", sigma, np.asarray(k)), dtype=float)
@@ -112,7 +120,7 @@ def discrete_gaussian_delta_lattice(sigma, shifts, epsilon) -> float:
         dist = np.clip(dist, 0.0, None)
         lo -= T * abs(s)
     z = lo + np.arange(dist.size)
-    loss = (sum(s * s for s in shifts) - 2.0 * z) / (2 * sigma**2)
+    loss = (sum(s * s for s in shifts) - 2.0 * z) / (2 * sampled_sigma2(sigma))
     return float(np.sum(dist * np.clip(-np.expm1(epsilon - loss), 0.0, None))) + missing * len(shifts)
 
 
@@ -122,11 +130,12 @@ def coordinate_loss_grid(sigma, s, grid):
     block's mass is put at the block's largest loss rounded *up* to the grid.  Returns
     (first grid index, masses, missing mass)."""
     T, _, cumulative, missing = discrete_gaussian_table(sigma)
-    width = max(1, int(2 * sigma**2 * grid / abs(s)))
+    sigma2 = sampled_sigma2(sigma)
+    width = max(1, int(2 * sigma2 * grid / abs(s)))
     starts = np.arange(-T, T + 1, width)
     ends = np.minimum(starts + width - 1, T)
     mass = cumulative[ends + T + 1] - cumulative[starts + T]
-    loss = np.maximum(s * s - 2.0 * s * starts, s * s - 2.0 * s * ends) / (2 * sigma**2)
+    loss = np.maximum(s * s - 2.0 * s * starts, s * s - 2.0 * s * ends) / (2 * sigma2)
     index = np.ceil(loss / grid).astype(np.int64)
     term = np.zeros(int(index.max() - index.min()) + 1)
     np.add.at(term, index - index.min(), mass)

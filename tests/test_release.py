@@ -41,7 +41,7 @@ def test_stderr_matches_dense_covariance_of_estimator():
 
 
 def test_confidence_interval_normal_quantile():
-    rel = Flat(noise="laplace").release(np.array([10, 20, 30]), 1.0, rng=0)
+    rel = Flat(noise="laplace_float").release(np.array([10, 20, 30]), 1.0, rng=0)
     ans = rel.range(0, 1)
     lo, hi = ans.confidence_interval(0.05)
     # continuous Laplace: the larger of the normal and Laplace factors, ln(20)/sqrt(2) = 2.118
@@ -76,7 +76,7 @@ def test_cdf_public_total_and_delta_method_against_monte_carlo():
     against 3000 Monte-Carlo releases (variance ratio within 5 relative s.d. of a sample
     variance, sqrt(5/3000) = 0.041, plus the delta method's O(1/N) bias, negligible at N=600)."""
     x = np.array([50, 80, 0, 120, 60, 90, 40, 70, 30, 60])
-    for mech in (Hierarchical(2, noise="laplace"), Hierarchical(2, neighbours="replace", noise="laplace")):
+    for mech in (Hierarchical(2, noise="laplace_float"), Hierarchical(2, neighbours="replace", noise="laplace_float")):
         rng = np.random.default_rng(5)
         draws = np.array([mech.release(x, 0.5, rng=rng).cdf().value for _ in range(3000)])
         rel = mech.release(x, 0.5, rng=rng)
@@ -136,7 +136,7 @@ def test_answer_workloads_and_confidence_interval_coverage():
     from dprange.workloads import Explicit, Prefix
 
     x = np.random.default_rng(0).integers(0, 50, 256)
-    rel = Hierarchical(16, noise="laplace").release(x, 1.0, rng=0)
+    rel = Hierarchical(16, noise="laplace_float").release(x, 1.0, rng=0)
     np.testing.assert_allclose(rel.answer(Prefix(256)).value, rel.prefix(np.arange(256)).value)
     W = np.random.default_rng(1).normal(size=(3, 256))
     ans = rel.answer(Explicit(W))
@@ -146,7 +146,7 @@ def test_answer_workloads_and_confidence_interval_coverage():
         rel.answer(Prefix(10))
     lo, hi = np.array([0, 17, 100]), np.array([255, 40, 100])
     truth = np.array([x[a : b + 1].sum() for a, b in zip(lo, hi)])
-    mech = Hierarchical(16, noise="laplace")
+    mech = Hierarchical(16, noise="laplace_float")
     rng = np.random.default_rng(2)
     hits = np.zeros(3)
     for _ in range(2000):

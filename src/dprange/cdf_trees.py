@@ -57,13 +57,13 @@ def _sensitivity(neighbours: str) -> float:
     return 2.0 if neighbours == "replace" else 1.0
 
 
-def level_variances(branching, budgets, *, neighbours="replace", noise="laplace") -> list:
+def level_variances(branching, budgets, *, neighbours="replace", noise="laplace_float") -> list:
     """Noise variance per depth 0..h (depth 0, the root, unmeasured)."""
     delta_l = _sensitivity(neighbours)
     return [None] + [float(noise_variance(noise, delta_l / e)) for e in budgets]
 
 
-def prefix_variances(L: int, branching, budgets, *, estimator="covering", neighbours="replace", noise="laplace") -> np.ndarray:
+def prefix_variances(L: int, branching, budgets, *, estimator="covering", neighbours="replace", noise="laplace_float") -> np.ndarray:
     """Exact Var(C_j) for j = 1..L under a CDF tree (see the module doc for estimators)."""
     L = check_positive_int(L, "L")
     check_neighbours(neighbours)
@@ -186,7 +186,7 @@ class StructureSearch:
                             neighbours=neighbours, noise=noise)
 
 
-def best_structure(L: int, epsilon: float = 1.0, *, neighbours="replace", noise="laplace", estimator="covering",
+def best_structure(L: int, epsilon: float = 1.0, *, neighbours="replace", noise="laplace_float", estimator="covering",
                    top: int = 10, max_partitions: int = 20000) -> StructureSearch:
     """Search integer tree structures for L bins with optimal budgets; least l-inf error first.
 
@@ -200,7 +200,7 @@ def best_structure(L: int, epsilon: float = 1.0, *, neighbours="replace", noise=
     L = check_positive_int(L, "L", minimum=2)
     epsilon = check_epsilon(epsilon)
     delta_l = _sensitivity(neighbours)
-    unit = 2.0 * delta_l**2 / epsilon**2 if noise == "laplace" else None
+    unit = 2.0 * delta_l**2 / epsilon**2 if noise == "laplace_float" else None
 
     def bound(factors):
         if unit is None:
@@ -218,7 +218,7 @@ def best_structure(L: int, epsilon: float = 1.0, *, neighbours="replace", noise=
         for order in orders:
             budgets = optimal_budgets(order, epsilon)
             if math.prod(order) == L and estimator == "covering":
-                err = closed_form_linf(order, budgets, neighbours=neighbours) if noise == "laplace" else linf_error(
+                err = closed_form_linf(order, budgets, neighbours=neighbours) if noise == "laplace_float" else linf_error(
                     L, order, budgets, neighbours=neighbours, noise=noise)
             else:
                 err = linf_error(L, order, budgets, estimator=estimator, neighbours=neighbours, noise=noise)

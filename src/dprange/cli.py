@@ -151,7 +151,7 @@ mechanism_options = [
                       "which has the lower exact error."),
     click.option("--neighbours", type=click.Choice(["add_remove", "replace"]), default="add_remove", show_default=True,
                  help="Neighbouring relation: add/remove one record, or replace one record's value (the total is then public)."),
-    click.option("--noise", type=click.Choice(["auto", "discrete_laplace", "laplace", "gaussian"]), default="auto",
+    click.option("--noise", type=click.Choice(["auto", "discrete_laplace", "laplace_float", "gaussian"]), default="auto",
                  show_default=True, help="Noise: auto = discrete Laplace if delta = 0, Gaussian if delta > 0."),
     click.option("--inference", type=click.Choice(["gls", "nnls", "l1"]), default="gls", show_default=True,
                  help="Post-processing: exact least squares (exact error bars), non-negative least squares, "
@@ -217,8 +217,8 @@ def release_command(input_path, column, lo, hi, bins, integers, clip, drop_missi
 @click.option("--delta", type=float, default=0.0, show_default=True, help="delta in [0, 1); > 0 means Gaussian noise.")
 @click.option("--neighbours", type=click.Choice(["add_remove", "replace"]), default="add_remove", show_default=True,
               help="Neighbouring relation (replace: the total is public).")
-@click.option("--noise", type=click.Choice(["auto", "discrete_laplace", "laplace", "gaussian"]), default="auto",
-              show_default=True, help="Noise the mechanisms use (laplace reproduces the papers' numbers).")
+@click.option("--noise", type=click.Choice(["auto", "discrete_laplace", "laplace_float", "gaussian"]), default="auto",
+              show_default=True, help="Noise the mechanisms use (laplace_float reproduces the papers' numbers; not private as implemented).")
 @click.option("--mechanisms", default=None,
               help="Comma-separated candidates, e.g. flat,wavelet,h2,h16 (hB = Hierarchical(B)); default: a full grid.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")

@@ -155,10 +155,10 @@ def release_table(table, epsilon, *, public_marginals=None, inference: str = "gl
     epsilon = check_epsilon(epsilon)
     if inference not in ("gls", "nnls", "l1"):
         raise ParameterError(f"inference must be gls, nnls or l1, got {inference!r}")
-    if noise not in ("discrete_laplace", "laplace"):
-        raise ParameterError(f"noise must be discrete_laplace or laplace, got {noise!r}")
+    if noise not in ("discrete_laplace", "laplace_float"):
+        raise ParameterError(f"noise must be discrete_laplace or laplace_float, got {noise!r}")
     if noise == "discrete_laplace" and counts.dtype.kind == "f" and np.any(counts != np.round(counts)):
-        raise ParameterError("discrete Laplace noise needs integer counts; round the table or use noise='laplace'")
+        raise ParameterError("discrete Laplace noise needs integer counts; round the table or use noise='laplace_float'")
     if not 0.0 <= alpha <= 1.0:
         raise ParameterError(f"alpha must be in [0, 1], got {alpha}")
     marginals, published = published_marginals({} if public_marginals is None else public_marginals, counts.shape)

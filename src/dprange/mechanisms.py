@@ -13,7 +13,9 @@ see :mod:`dprange.strategies` and docs/privacy.md.  Every measured query is an i
 combination of counts, so integer noise reveals nothing beyond the noisy value.
 
 Noise.  ``noise="auto"`` uses discrete Laplace (integer, pure epsilon-DP) when delta = 0 and
-Gaussian noise when delta > 0.  A budget split gives level l the budget eps_l (exact sum at
+Gaussian noise when delta > 0 (the discrete Gaussian of Canonne, Kamath and Steinke,
+NeurIPS 2020).  ``"laplace_float"`` is continuous floating-point Laplace, for reproducing
+papers only (see :mod:`dprange.noise`).  A budget split gives level l the budget eps_l (exact sum at
 most epsilon).  Laplace: with S = max over neighbouring pairs of sum_l eps_l ||change of
 level l||_1, level l gets scale b_l = (S / epsilon) / eps_l, so the privacy loss
 sum_l ||change_l||_1 / b_l is at most epsilon (sequential composition; for add/remove trees

@@ -8,19 +8,27 @@ Every function that draws noise takes ``rng``:
   tests and reproducible experiments only (a fixed seed makes the noise predictable).
 * a ``numpy.random.Generator`` or a :class:`SecureRandom`: used as given.
 
-The samplers are written against two primitives only, ``rng.random(size)`` (uniform on
-[0, 1)) and ``rng.integers``, so the secure source and a seeded numpy generator go through
-exactly the same code, and the seeded path tests the secure one.
+The samplers draw only through ``rng.integers(low, high, size)`` (uniform integers with a
+scalar bound), so the secure source and a seeded numpy generator run exactly the same code,
+and the seeded path tests the secure one.
 
-Distributions (``scale`` is the noise scale b, usually sensitivity / epsilon):
+Noise kinds (``scale`` is the requested noise scale, usually sensitivity / epsilon):
 
-* ``laplace``: density exp(-|z|/b) / 2b, variance 2 b^2.
-* ``discrete_laplace`` (two-sided geometric): P(k) proportional to t^|k| on the integers,
-  t = exp(-1/b), variance 2 t / (1 - t)^2.  It gives epsilon-DP to integer queries of L1
-  sensitivity Delta with b = Delta / epsilon, returns integers, and avoids the floating-point
-  attacks on continuous Laplace; it is the default for counts.
-* ``gaussian``: N(0, sigma^2), calibrated by :func:`gaussian_sigma` (the analytic Gaussian
-  mechanism of Balle and Wang, ICML 2018) for (epsilon, delta)-DP.
+* ``discrete_laplace`` (the default): P(k) proportional to exp(-|k| / b) on the integers,
+  sampled exactly on integer arithmetic (Canonne, Kamath and Steinke, "The Discrete Gaussian
+  for Differential Privacy", NeurIPS 2020, Algorithms 1 and 2) with b = t / s, the smallest
+  convenient rational >= ``scale``.  Pure epsilon-DP for integer queries of L1 sensitivity
+  Delta when scale = Delta / epsilon.
+* ``gaussian``: the discrete Gaussian, P(k) proportional to exp(-k^2 / (2 sigma^2)), sampled
+  exactly (same paper, Algorithm 3) with sigma^2 a rational >= ``scale``^2;
+  :func:`gaussian_sigma` calibrates sigma by zero-concentrated DP.
+* ``laplace_float``: continuous Laplace by floating-point inversion, for reproducing papers
+  only.  It is open to Mironov's floating-point attack ("On Significance of the Least
+  Significant Bits for Differential Privacy", CCS 2012) and is NOT differentially private as
+  implemented; never a default.
+
+Limits: every scale must be finite, > 0 and <= ``MAX_SCALE`` = 2^40 (a level needing more
+noise than that has an epsilon too small to support); see docs/privacy.md, "## Samplers".
 """
 
 from __future__ import annotations
@@ -28,57 +36,88 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
+from fractions import Fraction
+from functools import lru_cache
 
 import numpy as np
-from scipy import optimize, special
+from scipy import optimize
 
 from .errors import ParameterError
 
-NOISE_KINDS = ("discrete_laplace", "laplace", "gaussian")
+NOISE_KINDS = ("discrete_laplace", "laplace_float", "gaussian")
+MAX_SCALE = float(2**40)
 
-_TWO53 = float(2**53)
+_INT64_SAFE = 2**62  # bounds, numerators and denominators kept below this stay in int64
+_WORD_BITS = 62  # bits per uniform word when a bound needs Python integers
+_FAST_DENOMINATOR = 2**56  # Gaussian: keep the Bernoulli denominator below this when possible
 
 
 class SecureRandom:
     """Random source backed by ``os.urandom`` (the OS cryptographic generator).
 
-    It implements the subset of the ``numpy.random.Generator`` interface that dprange's
-    samplers use: :meth:`random`, :meth:`integers` and :meth:`standard_normal`.
+    It implements the subset of the ``numpy.random.Generator`` interface that dprange uses:
+    :meth:`integers` (the only primitive of the noise samplers), and :meth:`random` and
+    :meth:`standard_normal` for the local-DP simulations.
     """
 
     def _uint64(self, count: int) -> np.ndarray:
         return np.frombuffer(os.urandom(8 * count), dtype=np.uint64).copy()
 
+    def _bits(self, count: int, bits: int) -> np.ndarray:
+        """``count`` independent uniform integers of ``bits`` <= 63 bits (int64), reading as
+        few bytes as possible: one bit per draw for bits = 1, else whole bytes per draw."""
+        if bits == 0:
+            return np.zeros(count, dtype=np.int64)
+        if bits == 1:
+            raw = np.frombuffer(os.urandom((count + 7) // 8), dtype=np.uint8)
+            return np.unpackbits(raw)[:count].astype(np.int64)
+        nbytes = (bits + 7) // 8
+        if nbytes in (1, 2, 4, 8):
+            value = np.frombuffer(os.urandom(nbytes * count), dtype=f"<u{nbytes}")
+            value = value.view(np.int64) if nbytes == 8 else value.astype(np.int64)
+        else:  # 3, 5, 6 or 7 bytes: place them in the low bytes of little-endian int64 words
+            padded = np.zeros((count, 8), dtype=np.uint8)
+            padded[:, :nbytes] = np.frombuffer(os.urandom(nbytes * count), dtype=np.uint8).reshape(count, nbytes)
+            value = padded.view("<i8").reshape(count)
+        return value & ((1 << bits) - 1)
+
     def random(self, size=None):
         """Uniform floats on [0, 1) with 53 random bits each."""
         count = 1 if size is None else int(np.prod(size))
         bits = self._uint64(count) >> np.uint64(11)
-        out = bits.astype(np.float64) / _TWO53
+        out = bits.astype(np.float64) / float(2**53)
         return float(out[0]) if size is None else out.reshape(size)
 
     def integers(self, low, high=None, size=None):
-        """Uniform integers on [low, high) without modulo bias (rejection sampling)."""
+        """Uniform integers on [low, high) without modulo bias (rejection sampling).
+
+        ``low`` and ``high`` are scalars with 0 < high - low <= 2^63 - 1.
+        """
         if high is None:
             low, high = 0, low
         low = int(low)
         span = int(high) - low
-        if span <= 0:
-            raise ParameterError("integers: high must be greater than low")
+        if not 0 < span < 2**63:
+            raise ParameterError("integers: high must be greater than low, by less than 2^63")
         count = 1 if size is None else int(np.prod(size))
-        mask = np.uint64((1 << max(span - 1, 1).bit_length()) - 1)
-        out = np.empty(count, dtype=np.int64)
-        todo = np.arange(count)
-        while todo.size:
-            draw = self._uint64(todo.size) & mask
-            ok = draw < np.uint64(span)
-            out[todo[ok]] = draw[ok].astype(np.int64) + low
-            todo = todo[~ok]
+        bits = (span - 1).bit_length()
+        out = self._bits(count, bits)
+        if span != 1 << bits:  # redraw the values past the span (no modulo bias)
+            redo = np.flatnonzero(out >= span)
+            while redo.size:
+                out[redo] = self._bits(redo.size, bits)
+                redo = redo[out[redo] >= span]
+        if low:
+            out += low
         return int(out[0]) if size is None else out.reshape(size)
 
     def standard_normal(self, size=None):
-        """Standard normal draws by the Box-Muller transform of secure uniforms."""
+        """Standard normal floats (Box-Muller on open uniforms); not used by the noise samplers."""
         count = 1 if size is None else int(np.prod(size))
-        out = _box_muller(self, count)
+        half = (count + 1) // 2
+        radius = np.sqrt(-2.0 * np.log(_open_uniform(self, half)))
+        angle = 2.0 * np.pi * _open_uniform(self, half)
+        out = np.concatenate([radius * np.cos(angle), radius * np.sin(angle)])[:count]
         return float(out[0]) if size is None else out.reshape(size)
 
     def __repr__(self) -> str:
@@ -102,114 +141,535 @@ def resolve_rng(rng=None):
     )
 
 
-def _open_uniform(rng, size) -> np.ndarray:
-    """Uniform draws on the open interval (0, 1): the midpoints of the 2^53 grid."""
-    return np.asarray(rng.random(size), dtype=np.float64) + 2.0**-54
+# ----------------------------------------------------------------------------------------
+# Uniform integers and exact Bernoulli draws (Canonne-Kamath-Steinke, Algorithm 1)
+# ----------------------------------------------------------------------------------------
 
 
-def _box_muller(rng, count: int) -> np.ndarray:
-    half = (count + 1) // 2
-    radius = np.sqrt(-2.0 * np.log(_open_uniform(rng, half)))
-    angle = 2.0 * np.pi * _open_uniform(rng, half)
-    return np.concatenate([radius * np.cos(angle), radius * np.sin(angle)])[:count]
+def _uniform_below(bound: int, count: int, rng) -> np.ndarray:
+    """``count`` uniform integers on [0, bound) for a Python integer ``bound`` >= 1.
+
+    Bounds below 2^62 use ``rng.integers`` directly (int64); larger bounds combine 62-bit
+    words into Python integers and reject above the largest multiple of ``bound`` (exact).
+    """
+    if bound <= _INT64_SAFE:
+        return np.asarray(rng.integers(0, bound, size=count), dtype=np.int64)
+    words = (bound.bit_length() + 64) // _WORD_BITS + 1
+    limit = 1 << (_WORD_BITS * words)
+    accept_below = limit - limit % bound
+    out = np.empty(count, dtype=object)
+    todo = np.arange(count)
+    while todo.size:
+        value = np.zeros(todo.size, dtype=object)
+        for _ in range(words):
+            word = np.asarray(rng.integers(0, 2**_WORD_BITS, size=todo.size), dtype=np.int64)
+            value = value * (2**_WORD_BITS) + word.astype(object)
+        ok = value < accept_below
+        out[todo[ok]] = value[ok] % bound
+        todo = todo[~ok]
+    return out
 
 
-def sample_laplace(scale, size, rng) -> np.ndarray:
-    """Continuous Laplace noise with scale ``scale`` (scalar or array broadcast to ``size``)."""
-    u = _open_uniform(rng, size) - 0.5
-    return -np.asarray(scale, dtype=float) * np.sign(u) * np.log1p(-2.0 * np.abs(u))
+def _bernoulli_exp_below_one(num: np.ndarray, den: int, rng) -> np.ndarray:
+    """Bernoulli(exp(-num/den)) per entry, for integers 0 <= num <= den (CKS Algorithm 1).
+
+    K = 1, 2, ...: draw A ~ Bernoulli(gamma / K) (one uniform on [0, K den), or when that
+    bound is too large, Bernoulli(gamma) and Bernoulli(1 / K)); stop at the first A = 0 and return 1 iff K is odd.  All pending entries share K.
+    """
+    go_on = _uniform_below(den, num.size, rng) < num  # K = 1 on every entry
+    out = ~go_on
+    pending = np.flatnonzero(go_on)
+    k = 2
+    while pending.size:
+        if den * k <= _INT64_SAFE:  # Bernoulli(num / (den k)) in one draw
+            go_on = _uniform_below(den * k, pending.size, rng) < num[pending]
+        else:  # Bernoulli(num / den) and Bernoulli(1 / k)
+            go_on = _uniform_below(den, pending.size, rng) < num[pending]
+            go_on &= np.asarray(rng.integers(0, k, size=pending.size)) == 0
+        if k % 2 == 1:  # the output starts False: only odd stopping times need writing
+            out[pending[~go_on]] = True
+        pending = pending[go_on]
+        k += 1
+    return out
 
 
-def sample_geometric(decay, size, rng) -> np.ndarray:
-    """Geometric draws on {0, 1, ...} with P(k) = (1 - t) t^k for ``decay`` t in (0, 1)."""
-    with np.errstate(divide="ignore"):  # t = 0 (no noise at all) gives log t = -inf and draws 0
-        log_t = np.log(np.asarray(decay, dtype=float))
-    return np.floor(np.log(_open_uniform(rng, size)) / log_t).astype(np.int64)
+def _bernoulli_exp_minus_one(count: int, rng) -> np.ndarray:
+    """``count`` draws of Bernoulli(exp(-1)) (CKS Algorithm 1 with gamma = 1)."""
+    out = np.zeros(count, dtype=bool)
+    pending = np.flatnonzero(np.asarray(rng.integers(0, 2, size=count)) == 0)  # K = 1 always continues
+    k = 3
+    while pending.size:
+        go_on = np.asarray(rng.integers(0, k, size=pending.size)) == 0
+        if k % 2 == 1:
+            out[pending[~go_on]] = True
+        pending = pending[go_on]
+        k += 1
+    return out
 
 
-def discrete_laplace_decay(scale) -> np.ndarray:
-    """t = exp(-1 / scale), the decay of the discrete Laplace distribution of scale ``scale``."""
-    return np.exp(-1.0 / np.asarray(scale, dtype=float))
+def _fits_int64(values: np.ndarray) -> bool:
+    return values.size == 0 or (int(values.max()) < _INT64_SAFE and int(values.min()) > -_INT64_SAFE)
+
+
+def _bernoulli_exp(num: np.ndarray, den: int, rng) -> np.ndarray:
+    """Bernoulli(exp(-num/den)) per entry for integers num >= 0 (int64 or Python ints).
+
+    CKS Algorithm 1: floor(gamma) draws of Bernoulli(exp(-1)) must all succeed, then one
+    Bernoulli(exp(-(gamma - floor(gamma)))).
+    """
+    if den > _INT64_SAFE and num.dtype != object:
+        num = num.astype(object)
+    whole, frac = num // den, num % den
+    if whole.dtype == object and _fits_int64(whole):
+        whole = whole.astype(np.int64)
+    if frac.dtype == object and den <= _INT64_SAFE:
+        frac = frac.astype(np.int64)
+    alive = np.ones(num.size, dtype=bool)
+    rounds = 0
+    while True:
+        pending = np.flatnonzero(alive & (whole > rounds))
+        if pending.size == 0:
+            break
+        alive[pending] = _bernoulli_exp_minus_one(pending.size, rng)
+        rounds += 1
+    survivors = np.flatnonzero(alive)
+    alive[survivors] = _bernoulli_exp_below_one(frac[survivors], den, rng)
+    return alive
+
+
+# ----------------------------------------------------------------------------------------
+# Rational scales
+# ----------------------------------------------------------------------------------------
+
+
+def check_scale(kind: str, scale) -> float:
+    """Return ``scale`` as a float, or raise ParameterError if the sampler cannot use it."""
+    try:
+        value = float(scale)
+    except (TypeError, ValueError):
+        raise ParameterError(f"noise scale must be a number, got {scale!r}") from None
+    if math.isnan(value) or value <= 0:
+        raise ParameterError(
+            f"noise scale must be a number > 0, got {scale!r}; check epsilon and the sensitivity"
+        )
+    if value > MAX_SCALE:  # includes inf
+        name = "sigma" if kind == "gaussian" else "scale"
+        raise ParameterError(
+            f"epsilon is too small for this mechanism: a level would need noise of {name} {value:.3g}; "
+            f"the smallest supported per-level epsilon is {1 / MAX_SCALE:.3g} times the level's "
+            f"sensitivity (noise {name} at most 2^40); raise epsilon (or delta)"
+        )
+    return value
+
+
+_SCALE_BITS = 32  # a rounded scale is at most a relative 2^-32 above the requested one
+_MAX_T = 2**60
+
+
+@lru_cache(maxsize=256)
+def _laplace_rational(scale: float) -> tuple[int, int]:
+    """(t, s), the discrete Laplace scale t/s >= ``scale`` that is sampled.
+
+    The float itself (t/s exactly) when its numerator is small; otherwise t = 2^k with
+    2^32 scale <= t < 2^33 scale (t <= 2^60) and s = floor(t / scale) (at most 2^62): a
+    relative rounding up below 2^-32 for scales up to 2^28 and below 2^-20 up to 2^40.
+    A small t means few random bytes per draw; all bounds stay inside int64, and U + t V
+    switches to Python integers in the unlikely case it would not.
+    """
+    exact = Fraction(scale)
+    magnitude = math.ceil(math.log2(scale))
+    t, s = exact.numerator, exact.denominator
+    if t <= min(2 ** max(1, _SCALE_BITS + 1 + magnitude), _MAX_T) and s <= _INT64_SAFE:
+        return t, s
+    t = min(2 ** max(0, _SCALE_BITS + magnitude), _MAX_T)
+    return t, min(math.floor(t / exact), _INT64_SAFE)
+
+
+@lru_cache(maxsize=256)
+def _gaussian_rational(sigma: float) -> tuple[int, int, int]:
+    """(p, q, t): sigma^2 is sampled as p/q >= sigma^2 (q a power of two), t = floor(sqrt(p/q)) + 1.
+
+    sigma^2 is raised by a relative 2^-48 so that the float sqrt(p/q) is never below sigma;
+    q is the largest power of two (at most 2^64) keeping the Bernoulli denominator 2 p q t^2
+    below 2^56 (fast int64 path); past sigma ~ 2^12 q = 1 and the denominator needs Python ints.
+    """
+    target = Fraction(sigma) ** 2 * (1 + Fraction(1, 2**48))
+    for j in range(64, -1, -1):
+        q = 2**j
+        p = -(-target.numerator * q // target.denominator)
+        t = math.isqrt(p // q) + 1
+        if 2 * p * q * t * t < _FAST_DENOMINATOR or j == 0:
+            return p, q, t
+    raise AssertionError("unreachable")
+
+
+def effective_scale(kind: str, scale) -> float:
+    """The scale actually sampled for a requested ``scale`` (>= it; equal for most floats).
+
+    discrete_laplace: t/s; gaussian: sqrt(p/q), sigma^2 = p/q; laplace_float: ``scale``.
+    """
+    kind = check_kind(kind)
+    value = check_scale(kind, scale)
+    if kind == "discrete_laplace":
+        t, s = _laplace_rational(value)
+        return t / s
+    if kind == "gaussian":
+        p, q, _ = _gaussian_rational(value)
+        return math.sqrt(p / q)
+    return value
+
+
+# ----------------------------------------------------------------------------------------
+# Samplers
+# ----------------------------------------------------------------------------------------
+
+
+_BATCH = 64  # from this many missing draws on, rejection rounds over-draw candidates
+
+
+def _geometric_exp_minus_one(count: int, rng) -> np.ndarray:
+    """V >= 0 with P(V = v) = (1 - 1/e) e^-v: the number of Bernoulli(exp(-1)) successes."""
+    v = np.zeros(count, dtype=np.int64)
+    pending = np.arange(count)
+    while pending.size:
+        pending = pending[_bernoulli_exp_minus_one(pending.size, rng)]
+        v[pending] += 1
+    return v
+
+
+def _discrete_laplace_round(t: int, s: int, count: int, rng) -> np.ndarray:
+    """One round of CKS Algorithm 2 on ``count`` candidates: the accepted draws, in order."""
+    u = np.asarray(rng.integers(0, t, size=count), dtype=np.int64)
+    u = u[_bernoulli_exp_below_one(u, t, rng)]
+    v = _geometric_exp_minus_one(u.size, rng)
+    if v.size and int(v.max()) > (_INT64_SAFE - t) // t:
+        x = u.astype(object) + v.astype(object) * t  # Python integers: never overflow
+    else:
+        x = u + v * t
+    y = x // s
+    negative = np.asarray(rng.integers(0, 2, size=u.size)) == 1
+    keep = ~(negative & (y == 0))
+    return np.where(negative, -y, y)[keep]
+
+
+def _fill(round_sampler, count: int) -> np.ndarray:
+    """``count`` accepted draws from repeated rounds of a rejection sampler.
+
+    Accepted draws are independent and identically distributed, so taking the first ones in
+    candidate order is exact.  Small requests draw exactly the number still missing; large
+    ones over-draw by the observed acceptance rate so that few rounds are needed.
+    """
+    parts, filled, acceptance = [], 0, 0.5
+    while filled < count:
+        missing = count - filled
+        candidates = missing if missing < _BATCH else int(missing * 1.1 / acceptance) + 16
+        accepted = round_sampler(candidates)
+        acceptance = max(accepted.size / candidates, 0.05)
+        parts.append(accepted[:missing])
+        filled += parts[-1].size
+    if any(part.dtype == object for part in parts):
+        out = np.concatenate([part.astype(object) for part in parts])
+        return out.astype(np.int64) if _fits_int64(out) else out
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+def _discrete_laplace_exact(t: int, s: int, count: int, rng) -> np.ndarray:
+    """``count`` draws of the discrete Laplace of scale t/s (CKS Algorithm 2), vectorised.
+
+    Returns int64, or Python integers (object array) in the astronomically unlikely case that
+    a draw does not fit in int64.
+    """
+    return _fill(lambda candidates: _discrete_laplace_round(t, s, candidates, rng), count)
+
+
+def _discrete_gaussian_round(p: int, q: int, t: int, count: int, rng) -> np.ndarray:
+    """One round of CKS Algorithm 3 on ``count`` candidates: the accepted draws, in order."""
+    y = _discrete_laplace_exact(t, 1, count, rng)
+    magnitude = np.abs(y)
+    if y.dtype != object and int(magnitude.max(initial=0)) * t * q + p < 2**31:
+        offset = magnitude * (t * q) - p
+    else:
+        offset = magnitude.astype(object) * (t * q) - p
+    return y[_bernoulli_exp(offset * offset, 2 * p * q * t * t, rng)]
+
+
+def _discrete_gaussian_exact(p: int, q: int, t: int, count: int, rng) -> np.ndarray:
+    """``count`` draws of the discrete Gaussian with sigma^2 = p/q (CKS Algorithm 3).
+
+    Propose Y ~ discrete Laplace of scale t; accept with probability
+    exp(-(|Y| - sigma^2/t)^2 / (2 sigma^2)) = exp(-(|Y| t q - p)^2 / (2 p q t^2)).
+    """
+    return _fill(lambda candidates: _discrete_gaussian_round(p, q, t, candidates, rng), count)
+
+
+def _by_scale(sampler, scale, size) -> np.ndarray:
+    """Apply ``sampler(scalar_scale, count)`` to every distinct value of an array of scales."""
+    shape = (size,) if isinstance(size, (int, np.integer)) else tuple(size)
+    scales = np.broadcast_to(np.asarray(scale, dtype=float), shape)
+    if scales.size == 0:
+        return np.zeros(shape, dtype=np.int64)
+    distinct = np.unique(scales)
+    if distinct.size == 1:
+        return np.asarray(sampler(float(distinct[0]), scales.size)).reshape(shape)
+    out = None
+    for value in distinct:
+        where = scales == value
+        draws = sampler(float(value), int(where.sum()))
+        if out is None or draws.dtype == object:
+            out = np.zeros(shape, dtype=draws.dtype) if out is None else out.astype(object)
+        out[where] = draws
+    return out
 
 
 def sample_discrete_laplace(scale, size, rng) -> np.ndarray:
-    """Two-sided geometric noise: the difference of two independent geometric draws."""
-    t = discrete_laplace_decay(scale)
-    return sample_geometric(t, size, rng) - sample_geometric(t, size, rng)
+    """Exact discrete Laplace noise (integers) of scale ``effective_scale(scale)`` >= ``scale``.
+
+    Cost: about 11 uniform integer draws (about 33 random bytes) per value.
+    """
+
+    def draw(value, count):
+        t, s = _laplace_rational(check_scale("discrete_laplace", value))
+        return _discrete_laplace_exact(t, s, count, rng)
+
+    return _by_scale(draw, scale, size)
 
 
 def sample_gaussian(sigma, size, rng) -> np.ndarray:
-    """Gaussian noise N(0, sigma^2)."""
-    count = int(np.prod(size))
-    return np.asarray(sigma, dtype=float) * _box_muller(rng, count).reshape(size)
+    """Exact discrete Gaussian noise (integers) with sigma = ``effective_scale(sigma)`` >= ``sigma``.
+
+    Cost: about 30 uniform integer draws per value; Python integers (slower) past sigma ~ 2^12.
+    """
+
+    def draw(value, count):
+        p, q, t = _gaussian_rational(check_scale("gaussian", value))
+        return _discrete_gaussian_exact(p, q, t, count, rng)
+
+    return _by_scale(draw, sigma, size)
+
+
+def _open_uniform(rng, size) -> np.ndarray:
+    """Floats (2k + 1) / 2^53, k uniform on [0, 2^52): in (0, 1), never 0 or 1, symmetric."""
+    k = np.asarray(rng.integers(0, 2**52, size=size), dtype=np.int64)
+    return (2 * k + 1).astype(np.float64) * 2.0**-53
+
+
+def sample_laplace_float(scale, size, rng) -> np.ndarray:
+    """Continuous Laplace noise by floating-point inversion.  NOT differentially private.
+
+    For reproducing papers only: the output grid of floating-point inversion leaks the input
+    (Mironov, "On Significance of the Least Significant Bits for Differential Privacy", CCS
+    2012).  Draws are finite: |noise| <= 36.05 * scale, because the uniform has 52 bits.
+    """
+    k = np.asarray(rng.integers(0, 2**52, size=size), dtype=np.int64)
+    centred = 2 * k + 1 - 2**52  # odd, |centred| < 2^52: u - 1/2 = centred / 2^53 exactly
+    magnitude = np.abs(centred).astype(np.float64) * 2.0**-52  # 2 |u - 1/2| in (0, 1)
+    return -np.asarray(scale, dtype=float) * np.sign(centred) * np.log1p(-magnitude)
+
+
+# ----------------------------------------------------------------------------------------
+# Exact distributions of what is sampled
+# ----------------------------------------------------------------------------------------
+
+
+def check_kind(kind) -> str:
+    """Return ``kind`` if it is a noise kind, else raise ParameterError (with a hint for "laplace")."""
+    if kind == "laplace":
+        raise ParameterError(
+            "noise 'laplace' was renamed: use 'discrete_laplace' (exact, the default) or "
+            "'laplace_float' (continuous Laplace for reproducing papers; not private as implemented)"
+        )
+    if kind not in NOISE_KINDS:
+        raise ParameterError(f"unknown noise {kind!r}; choose one of {', '.join(NOISE_KINDS)}")
+    return kind
+
+
+_DIRECT_SUM_SIGMA = 64.0  # up to here the theta sums run over the integers; beyond, Poisson
+
+
+def _discrete_gaussian_moments(sigma2: float) -> tuple[float, float]:
+    """(Z, variance) of the discrete Gaussian: Z = sum_k exp(-k^2 / (2 sigma^2)).
+
+    Direct summation over |k| <= 40 sigma + 2 (later terms are below 1e-300) for sigma <= 64;
+    beyond, Poisson summation gives Z = sqrt(2 pi) sigma and variance sigma^2 up to a relative
+    exp(-2 pi^2 sigma^2) < 1e-30000, far below double precision.
+    """
+    sigma = math.sqrt(sigma2)
+    if sigma > _DIRECT_SUM_SIGMA:
+        return math.sqrt(2.0 * math.pi) * sigma, sigma2
+    k = np.arange(1, int(40 * sigma) + 3, dtype=float)
+    weights = np.exp(-(k * k) / (2.0 * sigma2))
+    z = 1.0 + 2.0 * math.fsum(weights)
+    return z, 2.0 * math.fsum(k * k * weights) / z
+
+
+def _gaussian_sigma2(scale: float) -> float:
+    p, q, _ = _gaussian_rational(scale)
+    return p / q
+
+
+def pmf(kind: str, scale, k) -> np.ndarray:
+    """Exact probabilities P(noise = k) of the sampler as implemented, for integer arrays ``k``.
+
+    discrete_laplace: tanh(1 / 2b) exp(-|k| / b) = (1 - e^-1/b) / (1 + e^-1/b) e^-|k|/b with b
+    the scale actually used; gaussian: exp(-k^2 / (2 sigma^2)) / Z with sigma^2 = p/q and Z
+    the theta sum.  laplace_float is continuous and has no pmf.
+    """
+    kind = check_kind(kind)
+    value = check_scale(kind, scale)
+    k = np.asarray(k)
+    if k.dtype.kind not in "iu" and not (k.dtype.kind == "f" and np.all(k == np.round(k))):
+        raise ParameterError("pmf needs integer k")
+    k = np.abs(k.astype(float))
+    if kind == "discrete_laplace":
+        b = effective_scale(kind, value)
+        return math.tanh(0.5 / b) * np.exp(-k / b)
+    if kind == "gaussian":
+        sigma2 = _gaussian_sigma2(value)
+        z, _ = _discrete_gaussian_moments(sigma2)
+        return np.exp(-(k * k) / (2.0 * sigma2)) / z
+    raise ParameterError("laplace_float is a continuous distribution; it has no pmf")
+
+
+def _scalar_variance(kind: str, scale: float) -> float:
+    kind = check_kind(kind)
+    value = check_scale(kind, scale)
+    if kind == "laplace_float":
+        return 2.0 * value**2
+    if kind == "discrete_laplace":
+        inverse = 1.0 / effective_scale(kind, value)
+        return 2.0 * math.exp(-inverse) / math.expm1(-inverse) ** 2  # 2 t / (1 - t)^2
+    return _discrete_gaussian_moments(_gaussian_sigma2(value))[1]
 
 
 def noise_variance(kind: str, scale) -> np.ndarray:
-    """Exact variance of one draw of noise ``kind`` with scale ``scale`` (array-friendly)."""
+    """Exact variance of one draw of noise ``kind`` with requested scale ``scale`` (array-friendly)."""
     scale = np.asarray(scale, dtype=float)
-    if kind == "laplace":
-        return 2.0 * scale**2
-    if kind == "discrete_laplace":
-        t = discrete_laplace_decay(scale)
-        return 2.0 * t / (1.0 - t) ** 2
-    if kind == "gaussian":
-        return scale**2
-    raise ParameterError(f"unknown noise {kind!r}; choose one of {', '.join(NOISE_KINDS)}")
+    if scale.ndim == 0:
+        return np.asarray(_scalar_variance(kind, float(scale)))
+    return np.vectorize(lambda value: _scalar_variance(kind, value), otypes=[float])(scale)
+
+
+def discrete_laplace_decay(scale) -> np.ndarray:
+    """exp(-1 / b) for the scale b actually used by the discrete Laplace sampler (array-friendly)."""
+    used = np.vectorize(lambda value: effective_scale("discrete_laplace", value), otypes=[float])
+    return np.exp(-1.0 / used(np.asarray(scale, dtype=float)))
 
 
 def sample_noise(kind: str, scale, size, rng) -> np.ndarray:
     """Draw ``size`` values of noise ``kind`` with per-value ``scale``."""
-    if kind == "laplace":
-        return sample_laplace(scale, size, rng)
+    kind = check_kind(kind)
     if kind == "discrete_laplace":
         return sample_discrete_laplace(scale, size, rng)
     if kind == "gaussian":
         return sample_gaussian(scale, size, rng)
-    raise ParameterError(f"unknown noise {kind!r}; choose one of {', '.join(NOISE_KINDS)}")
+    np.vectorize(lambda value: check_scale(kind, value))(np.asarray(scale, dtype=float))
+    return sample_laplace_float(scale, size, rng)
 
 
-def _gaussian_delta(sigma: float, epsilon: float, sensitivity: float) -> float:
-    """The smallest delta for which N(0, sigma^2) is (epsilon, delta)-DP (Balle-Wang Thm 8)."""
-    a = sensitivity / (2.0 * sigma)
-    b = epsilon * sigma / sensitivity
-    first = special.ndtr(a - b)
-    # e^eps * Phi(-a - b), computed in logs to avoid overflow for large epsilon.
-    second = math.exp(epsilon + special.log_ndtr(-a - b))
-    return first - second
+# ----------------------------------------------------------------------------------------
+# Gaussian calibration by zero-concentrated DP
+# ----------------------------------------------------------------------------------------
+
+
+def _log_zcdp_delta(rho: float, epsilon: float, x: float) -> float:
+    """log of exp((a-1)(a rho - eps)) / (a-1) * (1 - 1/a)^a at order a = 1 + x (CKS conversion).
+
+    (a-1)(a rho - eps) is evaluated as x (rho - eps) + x^2 rho, exact in the limit x -> 0
+    where 1 + x rounds to 1.
+    """
+    return x * (rho - epsilon) + x * x * rho - math.log(x) - (1.0 + x) * math.log1p(1.0 / x)
+
+
+def _rho_at_order(epsilon: float, log_delta: float, log_x: float) -> float:
+    """The largest rho whose conversion at order alpha = 1 + e^log_x gives delta."""
+    x = math.exp(log_x)
+    return (epsilon + (log_delta + math.log(x) + (1.0 + x) * math.log1p(1.0 / x)) / x) / (1.0 + x)
+
+
+def _best_order(epsilon: float, log_delta: float) -> float:
+    """log(alpha - 1) maximising the admissible rho: a grid, then Brent's method around its best."""
+    grid = np.linspace(-700.0, 700.0, 2801)
+    values = np.array([_rho_at_order(epsilon, log_delta, u) for u in grid])
+    best = int(np.argmax(values))
+    lo, hi = grid[max(best - 1, 0)], grid[min(best + 1, grid.size - 1)]
+    result = optimize.minimize_scalar(lambda u: -_rho_at_order(epsilon, log_delta, u), bounds=(lo, hi),
+                                      method="bounded", options={"xatol": 1e-12})
+    return float(result.x) if -result.fun >= values[best] else float(grid[best])
+
+
+def _sigma_too_large(epsilon: float, delta: float, sigma: float) -> ParameterError:
+    return ParameterError(
+        f"epsilon is too small for this mechanism: Gaussian noise for epsilon={epsilon:.3g}, delta={delta:.3g} "
+        f"would need sigma {sigma:.3g}, above the largest supported 2^40; raise epsilon or delta"
+    )
 
 
 def gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float = 1.0) -> float:
-    """Smallest sigma making the Gaussian mechanism (epsilon, delta)-DP (analytic calibration).
+    """sigma making the discrete Gaussian mechanism (epsilon, delta)-DP, in any dimension.
 
-    Balle and Wang, "Improving the Gaussian Mechanism for Differential Privacy", ICML 2018:
-    N(0, sigma^2) on a query of L2 sensitivity Delta is (epsilon, delta)-DP iff
-    Phi(Delta/2sigma - eps sigma/Delta) - e^eps Phi(-Delta/2sigma - eps sigma/Delta) <= delta.
-    Valid for every epsilon > 0, unlike the classical sqrt(2 ln(1.25/delta)) bound.
+    Canonne, Kamath and Steinke (NeurIPS 2020): adding independent discrete Gaussians of
+    variance parameter sigma^2 to an integer query of L2 sensitivity Delta is rho-zCDP with
+    rho = Delta^2 / (2 sigma^2) (in any dimension), and rho-zCDP implies (epsilon, delta)-DP for
+    delta = inf_{alpha > 1} exp((alpha-1)(alpha rho - epsilon)) / (alpha-1) * (1 - 1/alpha)^alpha.
+    For each alpha the condition is linear in rho; the best alpha is found numerically, and
+    the sigma returned is checked against the formula at that alpha (rounded up), so optimiser
+    error can only cost noise, never privacy.  Raises ParameterError when no sigma up to 2^40
+    works.
     """
-    if not (0.0 < delta < 1.0):
-        raise ParameterError("Gaussian noise needs delta in (0, 1); use Laplace noise for delta = 0")
-    if l2_sensitivity <= 0:
-        return 0.0
-    lo, hi = 1e-12 * l2_sensitivity, l2_sensitivity
-    while _gaussian_delta(hi, epsilon, l2_sensitivity) > delta:
-        hi *= 2.0
-    root = optimize.brentq(
-        lambda s: _gaussian_delta(s, epsilon, l2_sensitivity) - delta, lo, hi, xtol=1e-14, rtol=1e-12
-    )
-    # Round up by a hair so that floating-point error never weakens the guarantee.
-    return float(root) * (1.0 + 1e-9)
+    for name, value in (("epsilon", epsilon), ("l2_sensitivity", l2_sensitivity)):
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+                or not math.isfinite(value) or value <= 0:
+            raise ParameterError(f"gaussian_sigma: {name} must be a finite number > 0, got {value!r}")
+    if isinstance(delta, bool) or not isinstance(delta, (int, float, np.integer, np.floating)) or not 0.0 < delta < 1.0:
+        raise ParameterError("Gaussian noise needs delta in (0, 1); use discrete Laplace noise for delta = 0")
+    epsilon, delta, sensitivity = float(epsilon), float(delta), float(l2_sensitivity)
+    log_delta = math.log(delta)
+    log_x = _best_order(epsilon, log_delta)
+    rho = _rho_at_order(epsilon, log_delta, log_x)
+    if not rho > 0:
+        raise _sigma_too_large(epsilon, delta, math.inf)
+    x = math.exp(log_x)
+    sigma = sensitivity / math.sqrt(2.0 * rho) * (1.0 + 1e-9)
+    for _ in range(1000):  # check at the order used; a failure (float error) costs a little noise
+        if _log_zcdp_delta(sensitivity**2 / (2.0 * sigma**2), epsilon, x) <= log_delta:
+            break
+        sigma *= 1.0 + 1e-6
+    else:
+        raise AssertionError("gaussian_sigma: calibration check failed")
+    if not sigma <= MAX_SCALE:
+        raise _sigma_too_large(epsilon, delta, sigma)
+    if sigma == 0.0:
+        sigma = math.ulp(0.0)  # epsilon so large that any positive sigma will do
+    return sigma
 
 
 @dataclass(frozen=True)
 class NoiseSpec:
-    """The noise added to one group of measurements: its kind and its scale."""
+    """The noise added to one group of measurements: its kind and its requested scale.
+
+    Construction validates both (ParameterError for an unknown kind, the retired name
+    "laplace", or a scale that is not finite, > 0 and <= 2^40).  ``effective_scale`` is the
+    scale actually sampled (>= ``scale``); ``variance`` is the exact variance of what is
+    sampled.
+    """
 
     kind: str
     scale: float
 
+    def __post_init__(self):
+        check_kind(self.kind)
+        check_scale(self.kind, self.scale)
+
+    @property
+    def effective_scale(self) -> float:
+        return effective_scale(self.kind, self.scale)
+
     @property
     def variance(self) -> float:
         return float(noise_variance(self.kind, self.scale))
+
+    def pmf(self, k) -> np.ndarray:
+        return pmf(self.kind, self.scale, k)
 
     def sample(self, size, rng) -> np.ndarray:
         return sample_noise(self.kind, self.scale, size, rng)
