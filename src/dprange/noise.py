@@ -352,17 +352,17 @@ def _discrete_laplace_round(t: int, s: int, count: int, rng) -> np.ndarray:
     return np.where(negative, -y, y)[keep]
 
 
-def _fill(round_sampler, count: int) -> np.ndarray:
+def _fill(round_sampler, count: int, acceptance: float = 0.5) -> np.ndarray:
     """``count`` accepted draws from repeated rounds of a rejection sampler.
 
     Accepted draws are independent and identically distributed, so taking the first ones in
     candidate order is exact.  Small requests draw exactly the number still missing; large
     ones over-draw by the observed acceptance rate so that few rounds are needed.
     """
-    parts, filled, acceptance = [], 0, 0.5
+    parts, filled = [], 0
     while filled < count:
         missing = count - filled
-        candidates = missing if missing < _BATCH else int(missing * 1.1 / acceptance) + 16
+        candidates = missing if missing < _BATCH else int(missing * 1.05 / acceptance) + 16
         accepted = round_sampler(candidates)
         acceptance = max(accepted.size / candidates, 0.05)
         parts.append(accepted[:missing])
@@ -379,7 +379,9 @@ def _discrete_laplace_exact(t: int, s: int, count: int, rng) -> np.ndarray:
     Returns int64, or Python integers (object array) in the astronomically unlikely case that
     a draw does not fit in int64.
     """
-    return _fill(lambda candidates: _discrete_laplace_round(t, s, candidates, rng), count)
+    accept_u = -math.expm1(-1.0) / (t * -math.expm1(-1.0 / t))  # P(Bernoulli(exp(-U/t)) = 1)
+    accept_sign = 1.0 + 0.5 * math.expm1(-s / t)  # 1 - P(negative sign and Y = 0)
+    return _fill(lambda candidates: _discrete_laplace_round(t, s, candidates, rng), count, accept_u * accept_sign)
 
 
 def _discrete_gaussian_round(p: int, q: int, t: int, count: int, rng) -> np.ndarray:
@@ -405,6 +407,8 @@ def _discrete_gaussian_exact(p: int, q: int, t: int, count: int, rng) -> np.ndar
 def _by_scale(sampler, scale, size) -> np.ndarray:
     """Apply ``sampler(scalar_scale, count)`` to every distinct value of an array of scales."""
     shape = (size,) if isinstance(size, (int, np.integer)) else tuple(size)
+    if np.ndim(scale) == 0:
+        return np.asarray(sampler(float(scale), int(np.prod(shape)))).reshape(shape)
     scales = np.broadcast_to(np.asarray(scale, dtype=float), shape)
     if scales.size == 0:
         return np.zeros(shape, dtype=np.int64)
