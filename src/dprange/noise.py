@@ -590,10 +590,17 @@ def _rho_at_order(epsilon: float, log_delta: float, log_x: float) -> float:
     return (epsilon + (log_delta + math.log(x) + (1.0 + x) * math.log1p(1.0 / x)) / x) / (1.0 + x)
 
 
+_ORDER_GRID = np.linspace(-700.0, 700.0, 2801)  # log(alpha - 1)
+
+
+@lru_cache(maxsize=1024)
 def _best_order(epsilon: float, log_delta: float) -> float:
     """log(alpha - 1) maximising the admissible rho: a grid, then Brent's method around its best."""
-    grid = np.linspace(-700.0, 700.0, 2801)
-    values = np.array([_rho_at_order(epsilon, log_delta, u) for u in grid])
+    grid = _ORDER_GRID
+    x = np.exp(grid)
+    with np.errstate(over="ignore", invalid="ignore"):
+        values = (epsilon + (log_delta + grid + (1.0 + x) * np.log1p(1.0 / x)) / x) / (1.0 + x)
+    values = np.where(np.isfinite(values), values, -np.inf)
     best = int(np.argmax(values))
     lo, hi = grid[max(best - 1, 0)], grid[min(best + 1, grid.size - 1)]
     result = optimize.minimize_scalar(lambda u: -_rho_at_order(epsilon, log_delta, u), bounds=(lo, hi),
