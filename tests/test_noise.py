@@ -236,7 +236,8 @@ def test_per_value_scales_sample_each_group_with_its_own_scale():
 
 
 def test_seeds_reproduce_and_bad_rng_is_refused():
-    assert np.array_equal(sample_discrete_laplace(1.0, 5, resolve_rng(7)), sample_discrete_laplace(1.0, 5, resolve_rng(7)))
+    first, again = (sample_discrete_laplace(1.0, 5, resolve_rng(7)) for _ in range(2))
+    assert np.array_equal(first, again)
     with pytest.raises(ParameterError):
         resolve_rng("seed")
     with pytest.raises(ParameterError):
@@ -373,8 +374,8 @@ def _zcdp_delta_minimised(rho, epsilon):
     grid = np.linspace(-40, 40, 801)
     values = [log_delta(u) for u in grid]
     best = int(np.argmin(values))
-    result = optimize.minimize_scalar(log_delta, bracket=None, bounds=(grid[max(best - 1, 0)], grid[min(best + 1, 800)]),
-                                      method="bounded")
+    bounds = (grid[max(best - 1, 0)], grid[min(best + 1, 800)])
+    result = optimize.minimize_scalar(log_delta, bounds=bounds, method="bounded")
     return min(result.fun, values[best])
 
 

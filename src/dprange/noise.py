@@ -174,7 +174,8 @@ def _bernoulli_exp_below_one(num: np.ndarray, den: int, rng) -> np.ndarray:
     """Bernoulli(exp(-num/den)) per entry, for integers 0 <= num <= den (CKS Algorithm 1).
 
     K = 1, 2, ...: draw A ~ Bernoulli(gamma / K) (one uniform on [0, K den), or when that
-    bound is too large, Bernoulli(gamma) and Bernoulli(1 / K)); stop at the first A = 0 and return 1 iff K is odd.  All pending entries share K.
+    bound is too large, Bernoulli(gamma) and Bernoulli(1 / K)); stop at the first A = 0 and
+    return 1 iff K is odd.  All pending entries share K.
     """
     go_on = _uniform_below(den, num.size, rng) < num  # K = 1 on every entry
     out = ~go_on
@@ -304,9 +305,12 @@ def _gaussian_rational(sigma: float) -> tuple[int, int, int]:
 
 
 def effective_scale(kind: str, scale) -> float:
-    """The scale actually sampled for a requested ``scale`` (>= it; equal for most floats).
+    """The scale actually sampled for a requested ``scale``: never below it.
 
-    discrete_laplace: t/s; gaussian: sqrt(p/q), sigma^2 = p/q; laplace_float: ``scale``.
+    discrete_laplace: t/s (equal to ``scale`` for floats with a short binary expansion such
+    as 10 or 2.5, else above it by less than a relative 2^-32 up to scale 2^28); gaussian:
+    sqrt(p/q) with sigma^2 = p/q rounded up onto a grid of step 1/q (e.g. a relative 1.3e-8
+    above for sigma = 3, see _gaussian_rational); laplace_float: ``scale``.
     """
     kind = check_kind(kind)
     value = check_scale(kind, scale)
