@@ -1,8 +1,8 @@
 """The exact samplers (Canonne, Kamath, Steinke, NeurIPS 2020) as implemented, and the calibration.
 
 Exactness is checked on the code itself: a scripted random source enumerates every sequence of
-integer draws of the Bernoulli(exp(-gamma)) primitive (path probabilities summed, the unexplored
-mass bounding the rest), policy sources drive the samplers into their far tails, and large
+integer draws of the Bernoulli(exp(-gamma)) primitive and of the scalar discrete Laplace sampler
+(path probabilities summed, the unexplored mass bounding the rest), policy sources drive the samplers into their far tails, and large
 seeded samples of the samplers are compared with ``pmf`` (chi-square) and the exact variance.
 """
 
@@ -146,6 +146,21 @@ def test_bernoulli_exp_equals_exp_minus_gamma_exactly(num, den):
     assert found[True] + found[False] + unexplored == pytest.approx(1.0, abs=1e-12)
 
 
+def test_discrete_laplace_as_implemented_puts_no_excess_mass_anywhere():
+    """Scale 1 (t = s = 1): enumerate the scalar sampler's draw sequences (paths below
+    probability 2e-5 unexplored).  The explored mass at each k never exceeds the pmf
+    tanh(1/2) e^-|k|, and falls short of it by at most the unexplored mass."""
+    found, unexplored = _enumerate(lambda src: int(_discrete_laplace_exact(1, 1, 1, src)[0]), max_depth=80,
+                                   min_probability=2e-5)
+    assert unexplored < 0.06
+    assert set(found) <= set(range(-20, 21))
+    for k in range(-5, 6):
+        exact = math.tanh(0.5) * math.exp(-abs(k))
+        assert found[k] <= exact + 1e-12
+        assert exact - found[k] <= unexplored + 1e-12
+    assert abs(found[0] - math.tanh(0.5)) < 0.01
+
+
 # ------------------------------------------------------------------------------------------
 # Large seeded samples against the pmf
 # ------------------------------------------------------------------------------------------
@@ -236,7 +251,8 @@ def test_per_value_scales_sample_each_group_with_its_own_scale():
 
 
 def test_seeds_reproduce_and_bad_rng_is_refused():
-    assert np.array_equal(sample_discrete_laplace(1.0, 5, resolve_rng(7)), sample_discrete_laplace(1.0, 5, resolve_rng(7)))
+    first, again = (sample_discrete_laplace(1.0, 5, resolve_rng(7)) for _ in range(2))
+    assert np.array_equal(first, again)
     with pytest.raises(ParameterError):
         resolve_rng("seed")
     with pytest.raises(ParameterError):
@@ -373,8 +389,8 @@ def _zcdp_delta_minimised(rho, epsilon):
     grid = np.linspace(-40, 40, 801)
     values = [log_delta(u) for u in grid]
     best = int(np.argmin(values))
-    result = optimize.minimize_scalar(log_delta, bracket=None, bounds=(grid[max(best - 1, 0)], grid[min(best + 1, 800)]),
-                                      method="bounded")
+    bounds = (grid[max(best - 1, 0)], grid[min(best + 1, 800)])
+    result = optimize.minimize_scalar(log_delta, bounds=bounds, method="bounded")
     return min(result.fun, values[best])
 
 

@@ -174,7 +174,8 @@ def _bernoulli_exp_below_one(num: np.ndarray, den: int, rng) -> np.ndarray:
     """Bernoulli(exp(-num/den)) per entry, for integers 0 <= num <= den (CKS Algorithm 1).
 
     K = 1, 2, ...: draw A ~ Bernoulli(gamma / K) (one uniform on [0, K den), or when that
-    bound is too large, Bernoulli(gamma) and Bernoulli(1 / K)); stop at the first A = 0 and return 1 iff K is odd.  All pending entries share K.
+    bound is too large, Bernoulli(gamma) and Bernoulli(1 / K)); stop at the first A = 0 and
+    return 1 iff K is odd.  All pending entries share K.
     """
     go_on = _uniform_below(den, num.size, rng) < num  # K = 1 on every entry
     out = ~go_on
@@ -304,9 +305,12 @@ def _gaussian_rational(sigma: float) -> tuple[int, int, int]:
 
 
 def effective_scale(kind: str, scale) -> float:
-    """The scale actually sampled for a requested ``scale`` (>= it; equal for most floats).
+    """The scale actually sampled for a requested ``scale``: never below it.
 
-    discrete_laplace: t/s; gaussian: sqrt(p/q), sigma^2 = p/q; laplace_float: ``scale``.
+    discrete_laplace: t/s (equal to ``scale`` for floats with a short binary expansion such
+    as 10 or 2.5, else above it by less than a relative 2^-32 up to scale 2^28); gaussian:
+    sqrt(p/q) with sigma^2 = p/q rounded up onto a grid of step 1/q (e.g. a relative 1.3e-8
+    above for sigma = 3, see _gaussian_rational); laplace_float: ``scale``.
     """
     kind = check_kind(kind)
     value = check_scale(kind, scale)
@@ -352,17 +356,17 @@ def _discrete_laplace_round(t: int, s: int, count: int, rng) -> np.ndarray:
     return np.where(negative, -y, y)[keep]
 
 
-def _fill(round_sampler, count: int) -> np.ndarray:
+def _fill(round_sampler, count: int, acceptance: float = 0.5) -> np.ndarray:
     """``count`` accepted draws from repeated rounds of a rejection sampler.
 
     Accepted draws are independent and identically distributed, so taking the first ones in
     candidate order is exact.  Small requests draw exactly the number still missing; large
     ones over-draw by the observed acceptance rate so that few rounds are needed.
     """
-    parts, filled, acceptance = [], 0, 0.5
+    parts, filled = [], 0
     while filled < count:
         missing = count - filled
-        candidates = missing if missing < _BATCH else int(missing * 1.1 / acceptance) + 16
+        candidates = missing if missing < _BATCH else int(missing * 1.05 / acceptance) + 16
         accepted = round_sampler(candidates)
         acceptance = max(accepted.size / candidates, 0.05)
         parts.append(accepted[:missing])
@@ -379,7 +383,9 @@ def _discrete_laplace_exact(t: int, s: int, count: int, rng) -> np.ndarray:
     Returns int64, or Python integers (object array) in the astronomically unlikely case that
     a draw does not fit in int64.
     """
-    return _fill(lambda candidates: _discrete_laplace_round(t, s, candidates, rng), count)
+    accept_u = -math.expm1(-1.0) / (t * -math.expm1(-1.0 / t))  # P(Bernoulli(exp(-U/t)) = 1)
+    accept_sign = 1.0 + 0.5 * math.expm1(-s / t)  # 1 - P(negative sign and Y = 0)
+    return _fill(lambda candidates: _discrete_laplace_round(t, s, candidates, rng), count, accept_u * accept_sign)
 
 
 def _discrete_gaussian_round(p: int, q: int, t: int, count: int, rng) -> np.ndarray:
@@ -405,6 +411,8 @@ def _discrete_gaussian_exact(p: int, q: int, t: int, count: int, rng) -> np.ndar
 def _by_scale(sampler, scale, size) -> np.ndarray:
     """Apply ``sampler(scalar_scale, count)`` to every distinct value of an array of scales."""
     shape = (size,) if isinstance(size, (int, np.integer)) else tuple(size)
+    if np.ndim(scale) == 0:
+        return np.asarray(sampler(float(scale), int(np.prod(shape)))).reshape(shape)
     scales = np.broadcast_to(np.asarray(scale, dtype=float), shape)
     if scales.size == 0:
         return np.zeros(shape, dtype=np.int64)
@@ -586,10 +594,17 @@ def _rho_at_order(epsilon: float, log_delta: float, log_x: float) -> float:
     return (epsilon + (log_delta + math.log(x) + (1.0 + x) * math.log1p(1.0 / x)) / x) / (1.0 + x)
 
 
+_ORDER_GRID = np.linspace(-700.0, 700.0, 2801)  # log(alpha - 1)
+
+
+@lru_cache(maxsize=1024)
 def _best_order(epsilon: float, log_delta: float) -> float:
     """log(alpha - 1) maximising the admissible rho: a grid, then Brent's method around its best."""
-    grid = np.linspace(-700.0, 700.0, 2801)
-    values = np.array([_rho_at_order(epsilon, log_delta, u) for u in grid])
+    grid = _ORDER_GRID
+    x = np.exp(grid)
+    with np.errstate(over="ignore", invalid="ignore"):
+        values = (epsilon + (log_delta + grid + (1.0 + x) * np.log1p(1.0 / x)) / x) / (1.0 + x)
+    values = np.where(np.isfinite(values), values, -np.inf)
     best = int(np.argmax(values))
     lo, hi = grid[max(best - 1, 0)], grid[min(best + 1, grid.size - 1)]
     result = optimize.minimize_scalar(lambda u: -_rho_at_order(epsilon, log_delta, u), bounds=(lo, hi),
