@@ -44,6 +44,13 @@ def _z(alpha: float, tails: str = "normal") -> float:
     return normal
 
 
+#: What a release with non-linear inference says about its error bars.
+NONLINEAR_ERROR_BARS = ("not available in closed form for non-linear inference (NNLS/L1); "
+                        "use Release.bootstrap for parametric-bootstrap standard errors")
+#: What its deciles say about their intervals.
+NONLINEAR_INTERVALS = "non-linear inference (NNLS/L1) has no closed-form quantile intervals"
+
+
 class Answer:
     """Values (scalar or array) with exact standard errors, computed on first use."""
 
@@ -112,6 +119,41 @@ class QuantileAnswer(Answer):
         return f"QuantileAnswer({np.array2string(np.asarray(self._value), threshold=6)})"
 
 
+def check_bin_ranges(lo, hi, n: int):
+    """(lo, hi) as broadcast int64 arrays of inclusive bin indices 0 <= lo <= hi < n, or
+    ParameterError: indices must be integers (ints or integral floats), never booleans."""
+    arrays = []
+    for name, value in (("lo", lo), ("hi", hi)):
+        if value is None or isinstance(value, (str, bytes, bool, np.bool_)):
+            raise ParameterError(f"range bound {name} must be an integer bin index, got {value!r}")
+        try:
+            arr = np.asarray(value)
+            if arr.dtype.kind == "O" and arr.ndim > 0 and any(np.ndim(v) for v in arr.ravel()):
+                raise ValueError("nested")
+        except (ValueError, TypeError):
+            raise ParameterError(f"range bound {name} must be an integer bin index or an array of them") from None
+        if arr.dtype.kind == "f":
+            if not np.all(np.isfinite(arr)) or np.any(np.mod(arr, 1) != 0):
+                raise ParameterError("range bounds are bin indices and must be integers")
+            if arr.size and np.max(np.abs(arr)) > 2.0**62:
+                raise ParameterError(f"ranges need 0 <= lo <= hi <= {n - 1} (inclusive bin indices)")
+        elif arr.dtype.kind == "O" and all(isinstance(v, int) and not isinstance(v, bool) for v in arr.ravel()):
+            if arr.size and max(abs(v) for v in arr.ravel()) > 2**62:
+                raise ParameterError(f"ranges need 0 <= lo <= hi <= {n - 1} (inclusive bin indices)")
+        elif arr.dtype.kind not in "iu":
+            raise ParameterError(f"range bound {name} must be integer bin indices, got dtype {arr.dtype}")
+        if arr.dtype.kind == "u" and arr.size and arr.max() > 2**62:
+            raise ParameterError(f"ranges need 0 <= lo <= hi <= {n - 1} (inclusive bin indices)")
+        arrays.append(arr.astype(np.int64))
+    try:
+        lo, hi = np.broadcast_arrays(*arrays)
+    except ValueError:
+        raise ParameterError(f"lo and hi have shapes {arrays[0].shape} and {arrays[1].shape} that do not broadcast") from None
+    if lo.size and (lo.min() < 0 or hi.max() >= n or np.any(lo > hi)):
+        raise ParameterError(f"ranges need 0 <= lo <= hi <= {n - 1} (inclusive bin indices)")
+    return lo, hi
+
+
 class Release:
     """A private histogram estimate with exact error bars (see module doc)."""
 
@@ -169,8 +211,8 @@ class Release:
 
         if self._resample is None:
             raise ParameterError("this release has no mechanism attached to resample from")
-        if isinstance(reps, bool) or not isinstance(reps, int) or reps < 2:
-            raise ParameterError("reps must be an integer >= 2")
+        if isinstance(reps, bool) or not isinstance(reps, (int, np.integer)) or not 2 <= reps <= 10**6:
+            raise ParameterError(f"reps must be an integer from 2 to 10^6, got {reps!r}")
         lo, hi = self._check_ranges(lo, hi)
         source = resolve_rng(rng)
         answers = np.empty((reps,) + lo.shape)
@@ -185,24 +227,15 @@ class Release:
         return np.concatenate([[0.0], np.cumsum(self.estimate)])
 
     def _check_ranges(self, lo, hi):
-        lo = np.asarray(lo)
-        hi = np.asarray(hi)
-        if lo.dtype.kind not in "iu" or hi.dtype.kind not in "iu":
-            if not (np.all(np.mod(lo, 1) == 0) and np.all(np.mod(hi, 1) == 0)):
-                raise ParameterError("range bounds are bin indices and must be integers")
-            lo, hi = lo.astype(np.int64), hi.astype(np.int64)
-        lo, hi = np.broadcast_arrays(lo.astype(np.int64), hi.astype(np.int64))
-        if lo.size and (lo.min() < 0 or hi.max() >= self.n or np.any(lo > hi)):
-            raise ParameterError(f"ranges need 0 <= lo <= hi <= {self.n - 1} (inclusive bin indices)")
-        return lo, hi
+        return check_bin_ranges(lo, hi, self.n)
 
     def range(self, lo, hi) -> Answer:
         """Estimated count of bins lo..hi (inclusive indices; arrays of queries welcome).
 
         Values cost O(1) per query (prefix sums); standard errors O(depth) per query, on use.
         """
-        scalar = np.ndim(lo) == 0 and np.ndim(hi) == 0
         lo, hi = self._check_ranges(lo, hi)
+        scalar = lo.ndim == 0
         sums = self._prefix_sums
         value = sums[hi + 1] - sums[lo]
         return Answer(value, lambda: self.error_model.range_variance(lo, hi), scalar=scalar, tails=self._tails)
@@ -219,7 +252,7 @@ class Release:
 
     def prefix(self, j) -> Answer:
         """Estimated count of bins 0..j."""
-        return self.range(np.zeros_like(np.asarray(j)), j)
+        return self.range(0, j)
 
     def histogram(self) -> Answer:
         """Estimated count of every bin."""
@@ -321,9 +354,21 @@ class Release:
 
     # ----------------------------------------------------------------- serialisation
     def to_dict(self, *, alpha: float = 0.05) -> dict:
-        """Everything needed to use and audit the release, as JSON-friendly types."""
-        hist = self.histogram()
-        deciles = np.linspace(0.1, 0.9, 9)
+        """Everything needed to use and audit the release, as JSON-friendly types (NaN and
+        inf as None).  Builds Python lists: for large releases use :meth:`to_json` with a
+        path or :meth:`to_npz`, which stream (:mod:`dprange.serialisation`)."""
+        from .serialisation import histogram_stderr, metadata  # noqa: PLC0415
+
+        out = metadata(self, alpha)
+        out["histogram"] = {
+            "value": self.estimate.tolist(),
+            "stderr": histogram_stderr(self).tolist() if self.exact_error_bars else None,
+        }
+        return out
+
+    def _metadata(self, alpha: float) -> dict:
+        """The dictionary of :meth:`to_dict` without the histogram arrays."""
+        total = self.total()
         out = {
             "dprange_release": 1,
             "mechanism": self.mechanism,
@@ -336,35 +381,56 @@ class Release:
             },
             "inference": self.inference,
             "domain": self.domain.to_dict(),
-            "total": {"value": float(self.total().value), "stderr": float(self.total().stderr),
+            "total": {"value": float(total.value), "stderr": float(total.stderr) if self.exact_error_bars else None,
                       "public": self.public_total is not None},
-            "histogram": {"value": hist.value.tolist(),
-                          "stderr": hist.stderr.tolist() if self.exact_error_bars else None},
         }
         if not self.exact_error_bars:
-            out["error_bars"] = ("not available in closed form for non-linear inference (NNLS/L1); "
-                                 "use Release.bootstrap for parametric-bootstrap standard errors")
-            out["total"]["stderr"] = None
-            q = self.quantile(deciles)
-            out["deciles"] = {"q": deciles.round(2).tolist(), "value": np.asarray(q.value).tolist()}
-            return out
-        try:
-            q = self.quantile(deciles)
-            lower, upper = q.confidence_interval(alpha)
-            out["deciles"] = {
-                "q": deciles.round(2).tolist(), "value": np.asarray(q.value).tolist(),
-                "lower": lower.tolist(), "upper": upper.tolist(), "alpha": alpha,
-            }
-        except ParameterError:
-            out["deciles"] = None
+            out["error_bars"] = NONLINEAR_ERROR_BARS
+        out["deciles"] = self._deciles(alpha)
         return out
 
-    def to_json(self, path=None, **kwargs) -> str:
-        text = json.dumps(self.to_dict(**kwargs), indent=1)
-        if path is not None:
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write(text)
-        return text
+    def _deciles(self, alpha: float) -> dict | None:
+        """The nine deciles with their intervals (None where the CDF is undefined, e.g. a
+        non-positive estimated total; null intervals for non-linear inference)."""
+        deciles = np.linspace(0.1, 0.9, 9)
+        try:
+            q = self.quantile(deciles)
+        except ParameterError:
+            return None
+        out = {"q": deciles.round(2).tolist(), "value": np.asarray(q.value).tolist()}
+        if not self.exact_error_bars:
+            out.update({"lower": None, "upper": None, "alpha": alpha, "intervals": NONLINEAR_INTERVALS})
+            return out
+        try:
+            lower, upper = q.confidence_interval(alpha)
+        except ParameterError:
+            return None
+        out.update({"lower": lower.tolist(), "upper": upper.tolist(), "alpha": alpha})
+        return out
+
+    def to_json(self, path=None, *, alpha: float = 0.05):
+        """The release as JSON (the dictionary of :meth:`to_dict`).
+
+        Without ``path``, returns the text.  With ``path``, streams it to the file
+        atomically (a temporary file in the same folder, then ``os.replace``: a failure
+        never leaves a partial file) and returns the path.  Arrays are written compactly,
+        one line each, standard errors computed in chunks."""
+        from .serialisation import json_text, write_atomically, write_json  # noqa: PLC0415
+
+        if path is None:
+            return json_text(self, alpha)
+        from .serialisation import check_alpha  # noqa: PLC0415
+
+        check_alpha(alpha)
+        return write_atomically(path, lambda fh: write_json(self, fh, alpha))
+
+    def to_npz(self, path, *, alpha: float = 0.05) -> str:
+        """Save the release as a NumPy .npz archive (estimate, standard errors, JSON metadata),
+        atomically; read it back with :func:`dprange.load_release`.  Returns the path."""
+        from .serialisation import check_alpha, write_atomically, write_npz  # noqa: PLC0415
+
+        check_alpha(alpha)
+        return write_atomically(path, lambda fh: write_npz(self, fh, alpha), binary=True)
 
     def __repr__(self) -> str:
         return (

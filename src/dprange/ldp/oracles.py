@@ -49,6 +49,7 @@ import numpy as np
 
 from .._validation import check_epsilon, check_positive_int
 from ..errors import DomainError, ParameterError, ReportError
+from ..io import load_npz
 from ..noise import resolve_rng
 
 MERSENNE = (1 << 31) - 1  # prime modulus of the universal hash family
@@ -95,7 +96,7 @@ class Reports:
     @classmethod
     def from_bytes(cls, blob: bytes) -> "Reports":
         try:
-            with np.load(io.BytesIO(blob), allow_pickle=False) as z:
+            with load_npz(blob) as z:
                 header = json.loads(bytes(z["__header__"]).decode())
                 data = {k: z[k] for k in z.files if k != "__header__"}
             return cls(header["oracle"], float(header["epsilon"]), int(header["domain_size"]), data, header.get("params", {}))
