@@ -61,6 +61,8 @@ def column_array(values):
         return _masked_column(values)
     if values is None or isinstance(values, (str, bytes, dict)):
         raise DataError(f"the values must be a column of numbers, got {type(values).__name__}")
+    if isinstance(values, (list, tuple)) and any(isinstance(v, (bool, np.bool_)) for v in values):
+        raise DataError("the column holds booleans (True/False), not numbers; encode them as numbers first")
     try:
         arr = np.asarray(values)
     except (ValueError, TypeError):
