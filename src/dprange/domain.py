@@ -200,16 +200,17 @@ def _pyarrow_column(values):
 
 def _decimal_column(values, missing: np.ndarray):
     """Decimal columns: integers (scale 0) stay exact int64; others become float64, which is
-    exact up to rounding to the nearest float (as when a CSV is parsed) and refused where
-    integral values beyond 2^53 would change."""
+    exact up to rounding to the nearest float (as when a CSV is parsed) and refused from 2^53
+    on, where floats no longer hold every integer."""
     import pyarrow as pa  # noqa: PLC0415
 
     if values.type.scale <= 0:
         ints = [0 if v is None else _saturate(int(v)) for v in values.to_pylist()]
         return _integers_with_missing(np.asarray(ints, dtype=np.int64), missing)
-    floats = values.cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False).astype(float)
-    floats[missing] = np.nan
-    if np.any(np.abs(floats[~missing]) > EXACT_FLOAT_INTEGER):
+    # through the decimal text: parsing rounds to the nearest float, as for a CSV cell
+    text = values.cast(pa.string()).to_numpy(zero_copy_only=False)
+    floats = np.asarray(np.where(missing, "nan", text).astype(str), dtype=float)
+    if np.any(np.abs(floats[~missing]) >= EXACT_FLOAT_INTEGER):
         raise DataError(
             f"the decimal column holds values beyond 2^53 that float64 cannot represent exactly; "
             f"store them as integers (decimal scale 0) or int64"
