@@ -38,8 +38,11 @@ from .domain import Domain
 from .errors import DataError, DPRangeError, ParameterError, excerpt
 
 FORMAT_VERSION = 1
-#: Bins per chunk when computing standard errors and writing arrays.
+#: Bins per chunk when writing arrays.
 CHUNK = 1 << 16
+#: Bins per chunk when computing standard errors: error models do O(bins) work per call (a
+#: cumulative sum per level), so chunks are large; memory stays at a few arrays of this size.
+STDERR_CHUNK = 1 << 20
 _PLACEHOLDER = "\x00dprange-array:{}\x00"
 
 
@@ -70,8 +73,9 @@ def jsonable(obj):
     return obj
 
 
-def stderr_chunks(release, chunk: int = CHUNK) -> Iterator[np.ndarray]:
-    """Standard errors of the histogram bins, ``chunk`` bins at a time (bounded memory)."""
+def stderr_chunks(release, chunk: int | None = None) -> Iterator[np.ndarray]:
+    """Standard errors of the histogram bins, ``chunk`` (default STDERR_CHUNK) bins at a time."""
+    chunk = STDERR_CHUNK if chunk is None else chunk
     for start in range(0, release.n, chunk):
         idx = np.arange(start, min(release.n, start + chunk), dtype=np.int64)
         variance = np.asarray(release.error_model.range_variance(idx, idx), dtype=float)
