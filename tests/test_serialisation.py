@@ -189,3 +189,20 @@ def test_integral_float_indices_still_work(gls_release):
 def test_bootstrap_reps_are_checked(gls_release, reps):
     with pytest.raises(ParameterError, match="reps"):
         gls_release.bootstrap(0, 5, reps=reps, rng=0)
+
+
+BAD_LEVELS = [True, "0.5", None, [[0.1, 0.2], [0.3]], {"a": 1}, [0.5, "a"], 1 + 1j, np.array([True]), float("nan"), 1.5]
+
+
+@pytest.mark.parametrize("q", BAD_LEVELS, ids=range(len(BAD_LEVELS)))
+def test_bad_quantile_levels_raise_parameter_errors(gls_release, q):
+    with pytest.raises(ParameterError):
+        gls_release.quantile(q)
+
+
+@pytest.mark.parametrize("alpha", ["0.5", None, [0.1], 1 + 1j, True, 0, 1])
+def test_bad_alpha_raises_parameter_errors(gls_release, alpha):
+    with pytest.raises(ParameterError, match="alpha"):
+        gls_release.range(0, 3).confidence_interval(alpha)
+    with pytest.raises(ParameterError, match="alpha"):
+        gls_release.quantile(0.5).confidence_interval(alpha)

@@ -36,6 +36,8 @@ from .errors import ParameterError
 
 def _z(alpha: float, tails: str = "normal") -> float:
     """Half-width factor of a (1 - alpha) interval, in standard errors (see module doc)."""
+    if isinstance(alpha, (bool, np.bool_)) or not isinstance(alpha, (int, float, np.integer, np.floating)):
+        raise ParameterError(f"alpha must be a number in (0, 1), got {alpha!r}")
     if not (0.0 < alpha < 1.0):
         raise ParameterError(f"alpha must be in (0, 1), got {alpha!r}")
     normal = float(special.ndtri(1.0 - alpha / 2.0))
@@ -152,6 +154,20 @@ def check_bin_ranges(lo, hi, n: int):
     if lo.size and (lo.min() < 0 or hi.max() >= n or np.any(lo > hi)):
         raise ParameterError(f"ranges need 0 <= lo <= hi <= {n - 1} (inclusive bin indices)")
     return lo, hi
+
+
+def quantile_levels(q) -> np.ndarray:
+    """Quantile levels as a 1-D float array, or ParameterError (booleans, strings, nested
+    sequences are not levels; the range [0, 1] is checked by the caller)."""
+    if q is None or isinstance(q, (str, bytes, bool, np.bool_, dict)):
+        raise ParameterError(f"quantile levels must be numbers in [0, 1], got {q!r}")
+    try:
+        arr = np.asarray(q)
+        if arr.dtype.kind not in "iuf":
+            raise TypeError
+    except (ValueError, TypeError):
+        raise ParameterError("quantile levels must be numbers in [0, 1] (a number or a flat list of numbers)") from None
+    return np.atleast_1d(arr.astype(float))
 
 
 class Release:
@@ -338,8 +354,8 @@ class Release:
 
         ``consistent=True`` reads them from the consistent CDF (:meth:`cdf`); the intervals
         still invert the band of the unconstrained CDF."""
+        q_arr = quantile_levels(q)
         scalar = np.ndim(q) == 0
-        q_arr = np.atleast_1d(np.asarray(q, dtype=float))
         if np.any(~np.isfinite(q_arr)) or np.any((q_arr < 0) | (q_arr > 1)):
             raise ParameterError("quantile levels must lie in [0, 1]")
         cdf = self.cdf()
