@@ -71,7 +71,8 @@ def brute_force_bins(edges, values):
     return out
 
 
-@pytest.mark.parametrize("lo, hi, bins", [(0, 29, 3), (0.1, 0.7, 6)])
+@pytest.mark.parametrize("lo, hi, bins", [(0, 29, 3), (0.1, 0.7, 6), (0.0, 1e-320, 3), (-1e308, 7e307, 5),
+                                          (1e15, 1e15 + 7, 7)])
 def test_values_on_a_published_edge_land_in_the_upper_bin(lo, hi, bins):
     d = Domain.interval(lo, hi, bins)
     edges = d.edges
