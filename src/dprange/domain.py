@@ -55,7 +55,7 @@ def column_array(values):
     """
     if type(values).__module__.startswith("pyarrow"):
         return _pyarrow_column(values)
-    if hasattr(values, "to_numpy") and hasattr(values, "dtype"):  # pandas Series / Index
+    if type(values).__module__.startswith("pandas") and hasattr(values, "dtype"):  # Series / Index
         return _pandas_column(values)
     if isinstance(values, np.ma.MaskedArray):
         return _masked_column(values)

@@ -23,7 +23,6 @@ pointwise CDF band: [quantile of the upper band, quantile of the lower band].
 
 from __future__ import annotations
 
-import json
 from functools import cached_property
 from typing import Callable
 
