@@ -181,3 +181,15 @@ def test_ldp_reports_from_garbage_bytes_do_not_advise_pickle():
         with pytest.raises(ReportError) as info:
             cls.from_bytes(b"age\n1\n2\n")
         assert "allow_pickle" not in str(info.value)
+
+
+def test_parser_errors_are_redacted(tmp_path):
+    pytest.importorskip("pandas")
+    path = write(tmp_path, "q.csv", 'a,b\n1,2\n"unterminated,3\n')
+    with pytest.raises(DataError) as info:
+        read_column(path, "a")
+    with redacted():
+        with pytest.raises(DataError) as quiet:
+            read_column(path, "a")
+    assert "row 2" in str(info.value)
+    assert "row" not in str(quiet.value) and "details redacted" in str(quiet.value)

@@ -24,7 +24,7 @@ import zipfile
 import numpy as np
 
 from .domain import column_array
-from .errors import DataError, ParameterError, excerpt, private
+from .errors import DataError, ParameterError, excerpt, private, redaction_enabled
 
 PARQUET_SUFFIXES = (".parquet", ".pq")
 _SNIFF_BYTES = 1 << 16
@@ -99,6 +99,12 @@ def _check_csv_head(path: str, head: bytes) -> None:
                         "UTF-8 CSV; save it as UTF-8 CSV")
 
 
+def _detail(exc: Exception) -> str:
+    """A library's error text as ": short printable excerpt", or nothing under redaction (it
+    may quote line numbers or cells)."""
+    return " (details redacted); check that it is well-formed" if redaction_enabled() else f": {excerpt(exc, 120)}"
+
+
 def _not_utf8(path: str) -> DataError:
     return DataError(f"{path!r} is not UTF-8 text (Latin-1 or another encoding?); save it as UTF-8 CSV")
 
@@ -126,13 +132,13 @@ def _read_parquet(path: str, column: str):
     try:
         schema = pq.read_schema(path)
     except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for corrupt files
-        raise DataError(f"cannot read {path!r} as Parquet: {excerpt(exc, 120)}") from None
+        raise DataError(f"cannot read {path!r} as Parquet{_detail(exc)}") from None
     if column not in schema.names:
         raise _column_missing(path, column, schema.names)
     try:
         table = pq.read_table(path, columns=[column])
     except Exception as exc:  # noqa: BLE001
-        raise DataError(f"cannot read column {excerpt(repr(column))} of {path!r}: {excerpt(exc, 120)}") from None
+        raise DataError(f"cannot read column {excerpt(repr(column))} of {path!r}{_detail(exc)}") from None
     try:
         return column_array(table.column(column))
     except DataError as exc:
@@ -159,7 +165,7 @@ def _read_csv_pandas(pd, path: str, column: str):
     except pd.errors.EmptyDataError:
         raise DataError(f"{path!r} is empty; a CSV file needs a header line naming its columns") from None
     except (pd.errors.ParserError, ValueError) as exc:
-        raise DataError(f"cannot read {path!r} as CSV: {excerpt(exc, 120)}") from None
+        raise DataError(f"cannot read {path!r} as CSV{_detail(exc)}") from None
     names = [str(c) for c in header.columns]
     if column not in names:
         raise _column_missing(path, column, names)
@@ -168,7 +174,7 @@ def _read_csv_pandas(pd, path: str, column: str):
     except UnicodeDecodeError:
         raise _not_utf8(path) from None
     except (pd.errors.ParserError, ValueError) as exc:
-        raise DataError(f"cannot read column {excerpt(repr(column))} of {path!r}: {excerpt(exc, 120)}") from None
+        raise DataError(f"cannot read column {excerpt(repr(column))} of {path!r}{_detail(exc)}") from None
     series = frame[column]
     if pd.api.types.is_bool_dtype(series.dtype):
         raise _boolean_column(column)
@@ -206,7 +212,7 @@ def _read_csv_stdlib(path: str, column: str):
     except UnicodeDecodeError:
         raise _not_utf8(path) from None
     except csv.Error as exc:
-        raise DataError(f"cannot read {path!r} as CSV: {excerpt(exc, 120)}") from None
+        raise DataError(f"cannot read {path!r} as CSV{_detail(exc)}") from None
 
 
 def _parse_cells(column: str, cells: list[str]):
@@ -296,7 +302,7 @@ def load_npy(source) -> np.ndarray:
     if head.startswith(_ZIP_MAGIC[:4]):
         raise DataError(f"{name} is an .npz archive, not a single .npy array")
     if not head.startswith(_NPY_MAGIC):
-        raise DataError(f"{name} is not a NumPy .npy file (it starts with {excerpt(head, 12)!s}); save it with numpy.save")
+        raise DataError(f"{name} is not a NumPy .npy file (no .npy header); save the array with numpy.save")
     try:
         return np.load(handle, allow_pickle=False)
     except (ValueError, OSError, EOFError) as exc:
@@ -314,7 +320,7 @@ def load_npz(source) -> NpzContents:
     if head.startswith(_NPY_MAGIC[:4]):
         raise DataError(f"{name} is a single .npy array, not an .npz archive")
     if not head.startswith(_ZIP_MAGIC):
-        raise DataError(f"{name} is not a NumPy .npz archive (it starts with {excerpt(head, 12)!s}); save it with numpy.savez")
+        raise DataError(f"{name} is not a NumPy .npz archive (not a zip file); save the arrays with numpy.savez")
     try:
         with np.load(handle, allow_pickle=False) as archive:
             return NpzContents({key: archive[key] for key in archive.files})
