@@ -100,3 +100,45 @@ def test_release_consistent_cdf_and_quantiles():
         assert np.all(lower <= upper)
     rel = Hierarchical(4, neighbours="replace").release(x, 0.5, rng=5)
     assert rel.consistent_cumulative()[-1] == x.sum()
+
+
+@pytest.mark.parametrize("total", [2**63, 2**53 + 1, 10**400, float("inf"), float("nan"), "3", None, True, [3], 2.5, -1])
+def test_totals_beyond_2_53_or_of_wrong_type_are_refused(total):
+    with pytest.raises(ParameterError, match="total must be a non-negative integer"):
+        consistent_cdf([1.0, 2.0], total)
+
+
+def test_total_at_the_limit_is_exact():
+    from dprange.inference.consistency import MAX_TOTAL
+
+    c = consistent_cdf([1.0, 5.0], MAX_TOTAL)
+    assert c.tolist() == [1, MAX_TOTAL]
+
+
+@pytest.mark.parametrize("values", [[[1, 2], [3, 4]], np.zeros((3, 1)), ["a", "b"], [True, False], "12", None,
+                                    [[1, 2], [3]], [1 + 1j, 2]])
+def test_noisy_cumulative_must_be_a_1d_numeric_array(values):
+    with pytest.raises(ParameterError, match="noisy_cumulative"):
+        consistent_cdf(values, 3)
+
+
+def test_huge_noisy_values_stay_in_int64_and_keep_the_l1_optimum():
+    # clipping to [0, N] changes the L1 loss by a constant on the feasible set
+    y = np.array([1e30, -1e30, 4.6e18, 3.0])
+    c = consistent_cdf(y, 5, "l1")
+    f = LOSSES["l1"]
+    assert c.dtype == np.int64 and c[-1] == 5 and np.all(np.diff(c) >= 0)
+    assert cost(c, y, f) == pytest.approx(cost(consistent_cdf(y, 5, "l1", method="trellis"), y, f), rel=1e-12)
+    c2 = consistent_cdf(y, 5, "l2")
+    assert c2.tolist() == [0, 0, 5, 5]  # 2 c^2 + const is least at c = 0
+
+
+def test_trellis_refuses_more_states_than_it_can_hold():
+    with pytest.raises(ParameterError, match="trellis"):
+        consistent_cdf([1.0, 2.0], 2**30, lambda v, y: (v - y) ** 2)
+
+
+def test_level_sums_cannot_overflow_int64():
+    counts = np.array([4.6e18] * 4, dtype=np.int64)
+    with pytest.raises(ParameterError, match="2\\^53"):
+        Hierarchical(2).release(counts, 1.0, rng=0)

@@ -5,7 +5,7 @@ The central pipeline: ``Domain`` (public bins) -> mechanism (``Flat``, ``Hierarc
 """
 
 from .domain import Domain
-from .errors import DataError, DomainError, DPRangeError, ParameterError, ReportError
+from .errors import DataError, DomainError, DPRangeError, ParameterError, ReportError, redacted, set_redaction
 from .mechanisms import Flat, Hierarchical, Mechanism, Wavelet, release
 from .release import Answer, Release
 from .matrix import Matrix
@@ -14,6 +14,7 @@ from . import workloads
 from .inference.consistency import consistent_cdf
 from .cdf_trees import best_structure
 from .contingency import release_table
+from .serialisation import load_release
 
 __version__ = "0.1.0"
 
@@ -34,9 +35,12 @@ __all__ = [
     "best_structure",
     "consistent_cdf",
     "expected_error",
+    "load_release",
     "max_error",
+    "redacted",
     "release",
     "release_table",
     "select",
+    "set_redaction",
     "workloads",
 ]

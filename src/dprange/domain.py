@@ -4,15 +4,24 @@ The bounds and bins of a domain are public: they must come from knowledge about 
 (a questionnaire's range, a sensor's limits), never from the private data themselves,
 because reading min/max from the data without spending privacy budget leaks them.
 
-* :meth:`Domain.integers` (lo..hi): one bin per integer, bin i holds value lo + i.
-* :meth:`Domain.interval` (lo, hi, bins): ``bins`` equal half-open bins
-  [lo + i w, lo + (i+1) w) with w = (hi - lo) / bins, the last one closed at hi.
+* :meth:`Domain.integers` (lo..hi): one bin per integer, bin i holds value lo + i.  Binning
+  is integer arithmetic: integer columns stay int64 (exact up to the bound limit 2^62);
+  float input is accepted only while floats represent the domain's integers exactly
+  (bounds within +-2^53).
+* :meth:`Domain.interval` (lo, hi, bins): ``bins`` half-open bins defined by their published
+  edges, ``edges[i] = lo + (i / bins) * (hi - lo)`` for i < bins and ``edges[bins] = hi``
+  (one formula, used by binning, serialisation, quantiles and plots).  A value v is in bin i
+  iff edges[i] <= v < edges[i + 1]; the last bin is closed at hi.  A domain whose width
+  overflows float64 or whose edges are not strictly increasing in float64 is refused.
+
+Sizes are limited up front: at most :data:`MAX_BINS` bins, so that a mistyped bound fails
+with a clear message instead of a MemoryError.
 
 Bucketizing is strict by default: a value outside the bounds, NaN or None raises
 :class:`~dprange.errors.DomainError`.  ``clip=True`` moves out-of-bound values to the nearest
 edge bin (this changes the data, not the privacy guarantee: clipping is applied per record
 before counting).  ``drop_missing=True`` drops NaN/None; the number of dropped rows is not
-returned, because it is private.
+returned, because it is private.  Boolean columns are refused (True/False are not numbers).
 """
 
 from __future__ import annotations
@@ -23,37 +32,244 @@ import numbers
 import numpy as np
 
 from ._validation import check_positive_int
-from .errors import DataError, DomainError, ParameterError
+from .errors import DataError, DomainError, ParameterError, private
+
+#: The largest number of bins a domain may have (2^26: a histogram of 512 MiB of float64).
+MAX_BINS = 2**26
+#: Integer domain bounds must lie within +-2^62 (bin indices and clipping stay in int64).
+MAX_INTEGER_BOUND = 2**62
+#: Floats represent every integer up to 2^53 exactly, and no further.
+EXACT_FLOAT_INTEGER = 2**53
+_INT64_MAX = np.iinfo(np.int64).max
+_EDGE_CHUNK = 2**20
+
+
+# ----------------------------------------------------------------------------- columns
+def column_array(values):
+    """The values of a column as int64 (integer data), float64 (NaN = missing) or, for
+    integer data with missing values beyond 2^53, a masked int64 array.
+
+    Accepts numpy arrays, lists, pandas Series/Index and pyarrow (Chunked)Arrays.  Missing
+    values (None, pandas NA, pyarrow nulls) become NaN or masked entries.  Boolean,
+    non-numeric and non-1-D input raises :class:`DataError`.
+    """
+    if type(values).__module__.startswith("pyarrow"):
+        return _pyarrow_column(values)
+    if type(values).__module__.startswith("pandas") and hasattr(values, "dtype"):  # Series / Index
+        return _pandas_column(values)
+    if isinstance(values, np.ma.MaskedArray):
+        return _masked_column(values)
+    if values is None or isinstance(values, (str, bytes, dict)):
+        raise DataError(f"the values must be a column of numbers, got {type(values).__name__}")
+    if isinstance(values, (list, tuple)) and any(isinstance(v, (bool, np.bool_)) for v in values):
+        raise DataError("the column holds booleans (True/False), not numbers; encode them as numbers first")
+    try:
+        arr = np.asarray(values)
+    except (ValueError, TypeError):
+        raise DataError("the values must be a flat column of numbers (got a ragged or nested sequence)") from None
+    arr = np.atleast_1d(arr)
+    if arr.ndim != 1:
+        raise DataError(f"the values must be a 1-D column, got an array of shape {arr.shape}")
+    if arr.dtype == object:
+        return _object_column(arr)
+    return _numeric_array(arr)
 
 
 def to_numpy_column(values) -> np.ndarray:
-    """Convert a numpy array, list, pandas Series or pyarrow (Chunked)Array to a float array.
+    """The values as a float64 array (NaN = missing); see :func:`column_array` for int64."""
+    arr = column_array(values)
+    if isinstance(arr, np.ma.MaskedArray):
+        return arr.astype(float).filled(np.nan)
+    return arr.astype(float, copy=False)
 
-    Missing values (None, pandas NA, pyarrow nulls) become NaN.  Non-numeric values raise
-    :class:`DataError`.
-    """
-    if hasattr(values, "to_numpy") and type(values).__module__.startswith("pyarrow"):
-        import pyarrow as pa  # noqa: PLC0415 - only when given a pyarrow object
 
-        if isinstance(values, pa.ChunkedArray):
-            values = values.combine_chunks()
-        if not (pa.types.is_integer(values.type) or pa.types.is_floating(values.type) or pa.types.is_null(values.type)):
-            raise DataError(f"the column has type {values.type}, not a numeric type")
-        values = values.cast(pa.float64()).to_numpy(zero_copy_only=False)
-    elif hasattr(values, "to_numpy"):  # pandas Series / Index
-        try:
-            values = values.to_numpy(dtype=float, na_value=np.nan)
-        except (TypeError, ValueError) as exc:
-            raise DataError(f"the column is not numeric: {exc}") from None
-    arr = np.asarray(values)
-    if arr.dtype == object:
-        try:
-            arr = np.array([np.nan if v is None else v for v in arr.ravel()], dtype=float).reshape(arr.shape)
-        except (TypeError, ValueError):
-            raise DataError("the values are not numeric") from None
-    if arr.dtype.kind not in "biuf":
-        raise DataError(f"the values are not numeric (dtype {arr.dtype})")
-    return arr.astype(float, copy=False).ravel()
+def _numeric_array(arr: np.ndarray) -> np.ndarray:
+    kind = arr.dtype.kind
+    if kind == "b":
+        raise DataError("the column is boolean (True/False), not numeric; encode it as numbers first")
+    if kind == "i":
+        return arr.astype(np.int64, copy=False)
+    if kind == "u":
+        # values above int64's range are outside every domain: saturate, keeping them out of bounds
+        return np.minimum(arr, np.uint64(_INT64_MAX)).astype(np.int64) if arr.dtype.itemsize == 8 else arr.astype(np.int64)
+    if kind == "f":
+        return arr.astype(np.float64, copy=False)
+    raise DataError(f"the values are not numeric (dtype {arr.dtype})")
+
+
+def _object_column(arr: np.ndarray):
+    """Python objects: None = missing; ints stay exact; floats, Decimals and Fractions become floats."""
+    missing = np.zeros(arr.size, dtype=bool)
+    all_integers = True
+    for i, v in enumerate(arr):
+        if _is_missing(v):
+            missing[i] = True
+        elif isinstance(v, (bool, np.bool_)):
+            raise DataError("the column holds booleans (True/False), not numbers; encode them as numbers first")
+        elif isinstance(v, (numbers.Integral, np.integer)):
+            continue
+        elif isinstance(v, (numbers.Real, np.floating)) or _is_decimal(v):
+            all_integers = False
+        else:
+            raise DataError(f"the values are not numeric (e.g. {private(v)})")
+    if all_integers:
+        ints = np.array([0 if m else _saturate(int(v)) for v, m in zip(arr, missing)], dtype=np.int64)
+        return _integers_with_missing(ints, missing)
+    try:
+        return np.array([np.nan if m else float(v) for v, m in zip(arr, missing)], dtype=float)
+    except (OverflowError, ValueError, TypeError):
+        raise DataError("the values are not finite numbers that fit in float64") from None
+
+
+def _is_missing(v) -> bool:
+    """None, NaN, pandas NA / NaT."""
+    if v is None or type(v).__name__ in ("NAType", "NaTType"):
+        return True
+    return isinstance(v, (float, np.floating)) and math.isnan(v)
+
+
+def _is_decimal(v) -> bool:
+    return type(v).__name__ == "Decimal"
+
+
+def _saturate(v: int) -> int:
+    """Python ints beyond int64 are beyond every domain: saturate them (they stay out of bounds)."""
+    return max(-_INT64_MAX, min(_INT64_MAX, v))
+
+
+def _integers_with_missing(ints: np.ndarray, missing: np.ndarray):
+    """int64 if nothing is missing, float64 with NaN if exact, else a masked int64 array."""
+    if not missing.any():
+        return ints
+    if np.all(np.abs(ints[~missing]) <= EXACT_FLOAT_INTEGER):
+        out = ints.astype(float)
+        out[missing] = np.nan
+        return out
+    return np.ma.MaskedArray(ints, mask=missing)
+
+
+def _masked_column(values: np.ma.MaskedArray):
+    data = _numeric_array(np.atleast_1d(np.ma.getdata(values)))
+    mask = np.broadcast_to(np.ma.getmaskarray(values), data.shape).ravel()
+    if data.ndim != 1:
+        raise DataError(f"the values must be a 1-D column, got an array of shape {data.shape}")
+    if data.dtype.kind == "f":
+        out = data.copy()
+        out[mask] = np.nan
+        return out
+    return _integers_with_missing(data, mask)
+
+
+def _pandas_column(series):
+    import pandas as pd  # noqa: PLC0415 - only when given a pandas object
+
+    dtype = series.dtype
+    if pd.api.types.is_bool_dtype(dtype):
+        raise DataError("the column is boolean (True/False), not numeric; encode it as numbers first")
+    if pd.api.types.is_integer_dtype(dtype):
+        missing = np.asarray(series.isna(), dtype=bool)
+        ints = np.asarray(series.fillna(0).to_numpy() if missing.any() else series.to_numpy())
+        return _integers_with_missing(_numeric_array(ints), missing)
+    if pd.api.types.is_float_dtype(dtype):
+        return series.to_numpy(dtype=float, na_value=np.nan)
+    return _object_column(np.asarray(series.to_numpy(dtype=object)))
+
+
+def _pyarrow_column(values):
+    import pyarrow as pa  # noqa: PLC0415 - only when given a pyarrow object
+
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if not isinstance(values, pa.Array):
+        raise DataError(f"cannot read a column from a {type(values).__name__}")
+    kind = values.type
+    missing = np.asarray(values.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    if pa.types.is_null(kind):
+        return np.full(len(values), np.nan)
+    if pa.types.is_boolean(kind):
+        raise DataError("the column is boolean (True/False), not numeric; encode it as numbers first")
+    if pa.types.is_integer(kind):
+        ints = values.fill_null(0).to_numpy(zero_copy_only=False)
+        return _integers_with_missing(_numeric_array(np.asarray(ints)), missing)
+    if pa.types.is_floating(kind):
+        return values.cast(pa.float64()).to_numpy(zero_copy_only=False).astype(float)
+    if pa.types.is_decimal(kind):
+        return _decimal_column(values, missing)
+    raise DataError(f"the column has type {kind}, not a numeric type")
+
+
+def _decimal_column(values, missing: np.ndarray):
+    """Decimal columns: integers (scale 0) stay exact int64; others become float64, which is
+    exact up to rounding to the nearest float (as when a CSV is parsed) and refused from 2^53
+    on, where floats no longer hold every integer."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    if values.type.scale <= 0:
+        ints = [0 if v is None else _saturate(int(v)) for v in values.to_pylist()]
+        return _integers_with_missing(np.asarray(ints, dtype=np.int64), missing)
+    # through the decimal text: parsing rounds to the nearest float, as for a CSV cell
+    text = values.cast(pa.string()).to_numpy(zero_copy_only=False)
+    floats = np.asarray(np.where(missing, "nan", text).astype(str), dtype=float)
+    if np.any(np.abs(floats[~missing]) >= EXACT_FLOAT_INTEGER):
+        raise DataError(
+            f"the decimal column holds values beyond 2^53 that float64 cannot represent exactly; "
+            f"store them as integers (decimal scale 0) or int64"
+        )
+    return floats
+
+
+# ----------------------------------------------------------------------------- bounds
+def _check_integer_bound(name: str, value) -> int:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (numbers.Integral, np.integer)):
+        if not (isinstance(value, float) and math.isfinite(value) and value.is_integer()):
+            raise ParameterError(f"integer domain bound {name} must be an integer, got {value!r}")
+    value = int(value)
+    if abs(value) > MAX_INTEGER_BOUND:
+        raise ParameterError(f"integer domain bound {name} must lie within +-2^62, got {value}")
+    return value
+
+
+def _check_real_bound(name: str, value) -> float:
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise ParameterError(f"domain bound {name} must be a finite number, got {value!r}")
+    try:
+        out = float(value)
+    except OverflowError:
+        out = math.inf
+    if not math.isfinite(out):
+        raise ParameterError(f"domain bound {name} must be a finite number within float64 range, got {value!r}")
+    return out
+
+
+def _check_bins(bins: int) -> int:
+    if bins > MAX_BINS:
+        raise ParameterError(
+            f"the domain would have {bins} bins, more than the limit of {MAX_BINS} (2^26); "
+            "use fewer bins or narrower bounds"
+        )
+    return bins
+
+
+def interval_edges(lo: float, hi: float, bins: int, start: int = 0, stop: int | None = None) -> np.ndarray:
+    """The published edges start..stop-1 (default all bins + 1) of Domain.interval(lo, hi, bins):
+    ``lo + (i / bins) * (hi - lo)``, and exactly ``hi`` for i = bins."""
+    stop = bins + 1 if stop is None else stop
+    i = np.arange(start, stop, dtype=float)
+    edges = lo + (i / bins) * (hi - lo)
+    if stop == bins + 1 and stop > start:
+        edges[-1] = hi
+    return edges
+
+
+def _check_edges_increase(lo: float, hi: float, bins: int) -> None:
+    """Refuse bins too narrow for float64 (edges that coincide), checked in chunks."""
+    for start in range(0, bins + 1, _EDGE_CHUNK):
+        stop = min(bins + 1, start + _EDGE_CHUNK + 1)
+        if np.any(np.diff(interval_edges(lo, hi, bins, start, stop)) <= 0):
+            raise ParameterError(
+                f"the {bins} bins of [{lo!r}, {hi!r}] are too narrow for float64 (some edges coincide); "
+                "use fewer bins or a wider interval"
+            )
 
 
 class Domain:
@@ -67,26 +283,27 @@ class Domain:
 
     @classmethod
     def integers(cls, lo: int, hi: int) -> "Domain":
-        """The integers lo..hi inclusive, one bin each."""
-        for name, value in (("lo", lo), ("hi", hi)):
-            if isinstance(value, bool) or not isinstance(value, (numbers.Integral, np.integer)):
-                if not (isinstance(value, float) and value.is_integer()):
-                    raise ParameterError(f"integer domain bound {name} must be an integer, got {value!r}")
-        lo, hi = int(lo), int(hi)
+        """The integers lo..hi inclusive, one bin each (bounds within +-2^62, at most MAX_BINS)."""
+        lo = _check_integer_bound("lo", lo)
+        hi = _check_integer_bound("hi", hi)
         if lo > hi:
             raise ParameterError(f"integer domain needs lo <= hi, got lo={lo}, hi={hi}")
-        return cls("integers", lo, hi, hi - lo + 1)
+        return cls("integers", lo, hi, _check_bins(hi - lo + 1))
 
     @classmethod
     def interval(cls, lo: float, hi: float, bins: int) -> "Domain":
-        """The real interval [lo, hi] cut into ``bins`` equal bins."""
-        for name, value in (("lo", lo), ("hi", hi)):
-            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-                raise ParameterError(f"domain bound {name} must be a finite number, got {value!r}")
+        """The real interval [lo, hi] cut into ``bins`` bins (see the module doc for the edges)."""
+        lo = _check_real_bound("lo", lo)
+        hi = _check_real_bound("hi", hi)
         if not lo < hi:
             raise ParameterError(f"domain needs lo < hi, got lo={lo}, hi={hi}")
-        bins = check_positive_int(bins, "bins")
-        return cls("interval", float(lo), float(hi), bins)
+        if not math.isfinite(hi - lo):
+            raise ParameterError(
+                f"the width hi - lo of [{lo!r}, {hi!r}] overflows float64; use narrower bounds"
+            )
+        bins = _check_bins(check_positive_int(bins, "bins"))
+        _check_edges_increase(lo, hi, bins)
+        return cls("interval", lo, hi, bins)
 
     @property
     def size(self) -> int:
@@ -95,48 +312,65 @@ class Domain:
 
     @property
     def edges(self) -> np.ndarray:
-        """Bin edges (bins + 1 values); for integers, bin i is [lo + i - 0.5, lo + i + 0.5)."""
+        """Bin edges (bins + 1 floats).  Intervals: the published edges (module doc).  Integers:
+        bin i is [lo + i - 0.5, lo + i + 0.5) (exact while the bounds are within +-2^52)."""
         if self.kind == "integers":
-            return self.lo - 0.5 + np.arange(self.bins + 1, dtype=float)
-        return np.linspace(self.lo, self.hi, self.bins + 1)
+            return np.arange(self.bins + 1, dtype=float) + (self.lo - 0.5)
+        return interval_edges(self.lo, self.hi, self.bins)
 
     def bin_values(self) -> np.ndarray:
         """A representative value per bin: the integer itself, or the bin's upper edge."""
         if self.kind == "integers":
-            return self.lo + np.arange(self.bins, dtype=float)
+            return np.arange(self.bins, dtype=float) + float(self.lo)
         return self.edges[1:]
 
     def bucketize(self, values, *, clip: bool = False, drop_missing: bool = False) -> np.ndarray:
-        """Bin index of every value (int64).  O(len(values)).  See the module doc for rules."""
-        arr = to_numpy_column(values)
-        missing = np.isnan(arr)
-        if missing.any():
-            if not drop_missing:
-                raise DomainError(
-                    f"{int(missing.sum())} values are missing (NaN/None); "
-                    "clean them or pass drop_missing=True"
-                )
-            arr = arr[~missing]
+        """Bin index of every value (int64).  O(len(values) log bins).  See the module doc for rules."""
+        for name, flag in (("clip", clip), ("drop_missing", drop_missing)):
+            if not isinstance(flag, (bool, np.bool_)):
+                raise ParameterError(f"{name} must be True or False, got {flag!r}")
+        arr = _drop_missing(column_array(values), drop_missing)
         if self.kind == "integers":
-            if arr.size and not np.all(np.isinf(arr) | (arr == np.floor(arr))):
-                raise DomainError(
-                    "the integer domain got non-integer values; use Domain.interval for real values"
-                )
-            low, high = float(self.lo), float(self.hi)
-        else:
-            low, high = self.lo, self.hi
+            return self._integer_bins(arr, clip)
+        return self._interval_bins(arr, clip)
+
+    def _check_bounds(self, arr: np.ndarray, low, high, clip: bool) -> np.ndarray:
         outside = (arr < low) | (arr > high)
         if outside.any():
             if not clip:
                 raise DomainError(
-                    f"{int(outside.sum())} values lie outside the public bounds [{self.lo}, {self.hi}]; "
+                    f"{private(int(outside.sum()))} values lie outside the public bounds [{self.lo}, {self.hi}]; "
                     "widen the bounds or pass clip=True to clip them"
                 )
             arr = np.clip(arr, low, high)
-        if self.kind == "integers":
-            return (arr - self.lo).astype(np.int64)
-        index = np.floor((arr - self.lo) * (self.bins / (self.hi - self.lo))).astype(np.int64)
-        return np.minimum(index, self.bins - 1)
+        return arr
+
+    def _integer_bins(self, arr: np.ndarray, clip: bool) -> np.ndarray:
+        if arr.dtype.kind == "f":
+            if max(abs(self.lo), abs(self.hi)) > EXACT_FLOAT_INTEGER:
+                raise DomainError(
+                    "this integer domain reaches beyond 2^53, where float values cannot represent its integers "
+                    "exactly; give integer (int64) values"
+                )
+            if arr.size and not np.all(np.isinf(arr) | (arr == np.floor(arr))):
+                raise DomainError(
+                    "the integer domain got non-integer values; use Domain.interval for real values"
+                )
+            arr = self._check_bounds(arr, float(self.lo), float(self.hi), clip).astype(np.int64)
+        else:
+            arr = self._check_bounds(arr, self.lo, self.hi, clip)
+        return arr - np.int64(self.lo)
+
+    def _interval_bins(self, arr: np.ndarray, clip: bool) -> np.ndarray:
+        if arr.dtype.kind != "f":
+            if max(abs(self.lo), abs(self.hi)) >= EXACT_FLOAT_INTEGER and np.any(np.abs(arr) > EXACT_FLOAT_INTEGER):
+                raise DomainError(
+                    "integer values beyond 2^53 cannot be compared exactly with this domain's float edges; "
+                    "use Domain.integers or bounds within +-2^53"
+                )
+            arr = arr.astype(float)
+        arr = self._check_bounds(arr, self.lo, self.hi, clip)
+        return _edge_bins(arr, self.lo, self.hi, self.bins, self.edges)
 
     def histogram(self, values, *, clip: bool = False, drop_missing: bool = False) -> np.ndarray:
         """Exact (private!) bin counts of ``values``: feed them to a mechanism, never publish them."""
@@ -145,16 +379,26 @@ class Domain:
 
     def index_of(self, value) -> np.ndarray:
         """Bin index of public values (for turning value ranges into bin ranges)."""
-        return self.bucketize(np.atleast_1d(np.asarray(value, dtype=float)), clip=True)
+        return self.bucketize(value, clip=True)
 
     def to_dict(self) -> dict:
         return {"kind": self.kind, "lo": self.lo, "hi": self.hi, "bins": self.bins}
 
     @classmethod
     def from_dict(cls, data: dict) -> "Domain":
-        if data["kind"] == "integers":
-            return cls.integers(data["lo"], data["hi"])
-        return cls.interval(data["lo"], data["hi"], data["bins"])
+        """The domain described by :meth:`to_dict` (validated like the constructors)."""
+        if not isinstance(data, dict) or data.get("kind") not in ("integers", "interval"):
+            raise DataError("a domain must be a mapping with kind 'integers' or 'interval', lo, hi and bins")
+        try:
+            if data["kind"] == "integers":
+                domain = cls.integers(data["lo"], data["hi"])
+            else:
+                domain = cls.interval(data["lo"], data["hi"], data["bins"])
+        except KeyError as exc:
+            raise DataError(f"the domain lacks the field {exc.args[0]!r}") from None
+        if "bins" in data and data["bins"] != domain.bins:
+            raise DataError(f"the domain says {data['bins']!r} bins but its bounds give {domain.bins}")
+        return domain
 
     def __eq__(self, other) -> bool:
         return isinstance(other, Domain) and self.to_dict() == other.to_dict()
@@ -163,3 +407,40 @@ class Domain:
         if self.kind == "integers":
             return f"Domain.integers({self.lo}, {self.hi})"
         return f"Domain.interval({self.lo}, {self.hi}, bins={self.bins})"
+
+
+def _edge_bins(arr: np.ndarray, lo: float, hi: float, bins: int, edges: np.ndarray) -> np.ndarray:
+    """The bin i with edges[i] <= v < edges[i + 1] (the last bin closed at hi) of every v in
+    [lo, hi]: a guess from the bin width, then corrected against the published edges until
+    exact (one or two passes; equal to ``searchsorted(edges, v, "right") - 1`` but O(len(v)))."""
+    scale = bins / (hi - lo)
+    if not math.isfinite(scale) or scale == 0.0:
+        return np.minimum(np.searchsorted(edges, arr, side="right") - 1, bins - 1).astype(np.int64)
+    index = np.clip(np.floor((arr - lo) * scale), 0, bins - 1).astype(np.int64)
+    for _ in range(64):
+        low = arr < edges[index]
+        high = (index < bins - 1) & (arr >= edges[np.minimum(index + 1, bins)])
+        if not (low.any() or high.any()):
+            return index
+        index = index - low + high
+    return np.minimum(np.searchsorted(edges, arr, side="right") - 1, bins - 1).astype(np.int64)
+
+
+def _drop_missing(arr, drop_missing: bool) -> np.ndarray:
+    """The values without missing entries, or DomainError if some are missing and not dropped."""
+    if isinstance(arr, np.ma.MaskedArray):
+        missing = np.ma.getmaskarray(arr)
+        data = np.ma.getdata(arr)
+    elif arr.dtype.kind == "f":
+        missing = np.isnan(arr)
+        data = arr
+    else:
+        return arr
+    if missing.any():
+        if not drop_missing:
+            raise DomainError(
+                f"{private(int(missing.sum()))} values are missing (NaN/None); "
+                "clean them or pass drop_missing=True"
+            )
+        return data[~missing]
+    return data

@@ -7,6 +7,9 @@ was wrong and what to do.  The subclasses also derive from the matching built-in
 
 from __future__ import annotations
 
+import contextlib
+import os
+
 
 class DPRangeError(Exception):
     """Base class of every error raised by dprange on bad input or bad state."""
@@ -26,3 +29,66 @@ class DataError(DPRangeError, ValueError):
 
 class ReportError(DataError):
     """Local-DP reports are malformed or do not match the aggregator's parameters."""
+
+
+# ----------------------------------------------------------------------------- redaction
+# Messages about data may quote private quantities: the number of bad rows, a raw value, its
+# row number.  The data owner reading their own errors wants them; a service that shows
+# errors to others must not leak them.  Redaction is off by default and switched on by
+# ``set_redaction(True)``, the ``redacted()`` context, or the environment variable
+# ``DPRANGE_REDACT=1`` (read at each message, so a CLI flag can set it for the run).
+
+#: Environment variable that switches redaction on ("1", "true", "yes", "on").
+REDACT_ENV = "DPRANGE_REDACT"
+#: What a redacted private quantity reads as in a message.
+REDACTED = "<redacted>"
+
+_setting: dict = {"enabled": None}
+
+
+def set_redaction(enabled: bool | None) -> None:
+    """Redact private quantities in error messages (True), show them (False), or follow the
+    environment variable DPRANGE_REDACT again (None).  Applies to the whole process."""
+    if enabled is not None and not isinstance(enabled, bool):
+        raise ParameterError(f"set_redaction takes True, False or None, got {enabled!r}")
+    _setting["enabled"] = enabled
+
+
+def redaction_enabled() -> bool:
+    """Whether messages must hide private quantities (see :func:`set_redaction`)."""
+    enabled = _setting["enabled"]
+    if enabled is not None:
+        return enabled
+    return os.environ.get(REDACT_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+@contextlib.contextmanager
+def redacted(enabled: bool = True):
+    """Context in which error messages hide private quantities (restores the previous state)."""
+    previous = _setting["enabled"]
+    set_redaction(enabled)
+    try:
+        yield
+    finally:
+        _setting["enabled"] = previous
+
+
+def private(value) -> str:
+    """A private quantity (a count of bad rows, a row number, a raw value) as it may appear in
+    a message: integers as digits, anything else as a short printable repr, or ``<redacted>``
+    when redaction is on."""
+    if redaction_enabled():
+        return REDACTED
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return excerpt(repr(value))
+
+
+def excerpt(text, limit: int = 40) -> str:
+    """``text`` cut to ``limit`` characters with non-printable characters escaped, so that a
+    message stays one short readable line whatever a file contains."""
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", errors="backslashreplace")
+    text = str(text)
+    cleaned = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+    return cleaned if len(cleaned) <= limit else cleaned[: limit - 3] + "..."

@@ -1,92 +1,328 @@
-"""Reading one numeric column of a CSV or Parquet file, with clear errors."""
+"""Reading one numeric column of a CSV or Parquet file, and NumPy files, with clear errors.
+
+CSV files must be UTF-8 text (a UTF-8 byte-order mark is accepted).  Files that are not, a
+Parquet file named .csv, a compressed or binary file, UTF-16 text, a boolean column, all give
+a one-line :class:`~dprange.errors.DataError` saying what the file is and what to do.  CSV
+uses pandas when installed and the standard library otherwise, with the same rules: the
+header names the columns, a trailing comma on each row is harmless, the usual missing-value
+markers (empty, NA, NaN, null, None...) are missing, and integer columns stay int64 (exact
+beyond 2^53).  Parquet needs pyarrow; Decimal columns are accepted (integers exactly, others
+as float64).
+
+Messages quote file contents only as short printable excerpts, and private quantities (raw
+values, row numbers) only when redaction is off (:func:`dprange.errors.set_redaction`).
+"""
 
 from __future__ import annotations
 
+import csv
+import io
 import os
+import re
+import zipfile
 
 import numpy as np
 
-from .domain import to_numpy_column
-from .errors import DataError
+from .domain import column_array
+from .errors import DataError, ParameterError, excerpt, private, redaction_enabled
 
 PARQUET_SUFFIXES = (".parquet", ".pq")
+_SNIFF_BYTES = 1 << 16
+#: Cells read as missing by both CSV paths (pandas' default markers).
+MISSING_MARKERS = frozenset({
+    "", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN", "<NA>",
+    "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null",
+})
+_INTEGER = re.compile(r"[+-]?\d+")
+_FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|inf|infinity)", re.IGNORECASE)
+_BOOLEANS = frozenset({"true", "false"})
+_NPY_MAGIC = b"\x93NUMPY"
+_ZIP_MAGIC = b"PK\x03\x04"
 
 
-def read_column(path: str, column: str) -> np.ndarray:
-    """The values of ``column`` in the CSV or Parquet file ``path`` as floats (NaN for missing).
+def read_column(path, column: str):
+    """The values of ``column`` in the CSV or Parquet file ``path``.
 
-    Parquet needs pyarrow (``pip install dprange[io]``); CSV uses pandas when installed and
-    the standard library otherwise.
+    Returns int64 for integer columns without missing values, float64 (NaN = missing)
+    otherwise (integer columns with missing values beyond 2^53 come as a masked int64
+    array); every form is accepted by :meth:`dprange.Domain.bucketize`.  Parquet needs
+    pyarrow (``pip install dprange[io]``); CSV uses pandas when installed and the standard
+    library otherwise.
     """
+    path = _check_path(path)
+    if not isinstance(column, str):
+        raise ParameterError(f"the column name must be a string, got {column!r}")
+    head = _read_head(path)
+    if path.lower().endswith(PARQUET_SUFFIXES):
+        if not head.startswith(b"PAR1"):
+            raise DataError(f"{path!r} is not a Parquet file (it does not start with PAR1); if it is CSV, name it .csv")
+        return _read_parquet(path, column)
+    _check_csv_head(path, head)
+    return _read_csv(path, column)
+
+
+def _check_path(path) -> str:
+    if not isinstance(path, (str, os.PathLike)):
+        raise ParameterError(f"the input path must be a string or path, got {path!r}")
+    path = os.fspath(path)
+    if not isinstance(path, str):
+        path = os.fsdecode(path)
     if not os.path.exists(path):
         raise DataError(f"input file {path!r} does not exist")
     if os.path.isdir(path):
         raise DataError(f"input {path!r} is a folder, not a file")
-    if path.lower().endswith(PARQUET_SUFFIXES):
-        return _read_parquet(path, column)
-    return _read_csv(path, column)
+    return path
 
 
-def _read_parquet(path: str, column: str) -> np.ndarray:
+def _read_head(path: str) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            return fh.read(_SNIFF_BYTES)
+    except OSError as exc:
+        raise DataError(f"cannot open {path!r}: {excerpt(exc.strerror or exc, 80)}") from None
+
+
+def _check_csv_head(path: str, head: bytes) -> None:
+    """Refuse what is recognisably not UTF-8 CSV text, from the first bytes."""
+    if head.startswith(b"PAR1"):
+        raise DataError(f"{path!r} is a Parquet file, not CSV; name it .parquet (reading it needs pyarrow)")
+    if head.startswith(_ZIP_MAGIC):
+        raise DataError(f"{path!r} is a zip archive (an Excel or compressed file?), not CSV; export it as UTF-8 CSV")
+    if head.startswith(b"\x1f\x8b"):
+        raise DataError(f"{path!r} is gzip-compressed, not CSV text; decompress it first")
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise DataError(f"{path!r} is UTF-16 (or UTF-32) text; save it as UTF-8 CSV")
+    if head.startswith(_NPY_MAGIC):
+        raise DataError(f"{path!r} is a NumPy .npy file, not CSV")
+    if b"\x00" in head:
+        raise DataError(f"{path!r} contains NUL bytes: it is binary or UTF-16 without a byte-order mark, not "
+                        "UTF-8 CSV; save it as UTF-8 CSV")
+
+
+def _detail(exc: Exception) -> str:
+    """A library's error text as ": short printable excerpt", or nothing under redaction (it
+    may quote line numbers or cells)."""
+    return " (details redacted); check that it is well-formed" if redaction_enabled() else f": {excerpt(exc, 120)}"
+
+
+def _not_utf8(path: str) -> DataError:
+    return DataError(f"{path!r} is not UTF-8 text (Latin-1 or another encoding?); save it as UTF-8 CSV")
+
+
+def _column_missing(path: str, column: str, names) -> DataError:
+    shown = ", ".join(excerpt(n, 40) for n in list(names)[:30])
+    more = f" (and {len(names) - 30} more)" if len(names) > 30 else ""
+    return DataError(f"column {excerpt(repr(column))} not found in {path!r}; columns are: {shown}{more}")
+
+
+def _boolean_column(column: str) -> DataError:
+    return DataError(f"column {excerpt(repr(column))} is boolean (True/False), not numeric; encode it as numbers")
+
+
+def _non_numeric(column: str, value, row: int) -> DataError:
+    return DataError(f"column {excerpt(repr(column))} is not numeric (e.g. {private(value)} on row {private(row)})")
+
+
+# ----------------------------------------------------------------------------- Parquet
+def _read_parquet(path: str, column: str):
     try:
         import pyarrow.parquet as pq  # noqa: PLC0415
     except ImportError:
         raise DataError("reading Parquet needs pyarrow: pip install 'dprange[io]'") from None
     try:
         schema = pq.read_schema(path)
-    except Exception as exc:  # pyarrow raises several types for corrupt files
-        raise DataError(f"cannot read {path!r} as Parquet: {exc}") from None
+    except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for corrupt files
+        raise DataError(f"cannot read {path!r} as Parquet{_detail(exc)}") from None
     if column not in schema.names:
-        raise DataError(f"column {column!r} not found in {path!r}; columns are: {', '.join(schema.names)}")
-    table = pq.read_table(path, columns=[column])
-    return to_numpy_column(table.column(column))
+        raise _column_missing(path, column, schema.names)
+    try:
+        table = pq.read_table(path, columns=[column])
+    except Exception as exc:  # noqa: BLE001
+        raise DataError(f"cannot read column {excerpt(repr(column))} of {path!r}{_detail(exc)}") from None
+    try:
+        return column_array(table.column(column))
+    except DataError as exc:
+        raise DataError(f"column {excerpt(repr(column))} of {path!r}: {exc}") from None
 
 
-def _read_csv(path: str, column: str) -> np.ndarray:
+# ----------------------------------------------------------------------------- CSV
+def _read_csv(path: str, column: str):
     try:
         import pandas as pd  # noqa: PLC0415
     except ImportError:
         pd = None
-    if pd is not None:
-        try:
-            header = pd.read_csv(path, nrows=0, skipinitialspace=True)
-        except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError) as exc:
-            raise DataError(f"cannot read {path!r} as CSV: {exc}") from None
-        names = [str(c) for c in header.columns]
-        if column not in names:
-            raise DataError(f"column {column!r} not found in {path!r}; columns are: {', '.join(names)}")
-        try:
-            frame = pd.read_csv(path, usecols=[column], skipinitialspace=True, skip_blank_lines=False)
-        except (pd.errors.ParserError, ValueError) as exc:
-            raise DataError(f"cannot read column {column!r} of {path!r}: {exc}") from None
-        series = frame[column]
-        if series.dtype == object:
-            converted = pd.to_numeric(series, errors="coerce")
-            bad = converted.isna() & series.notna()
-            if bad.any():
-                example = series[bad].iloc[0]
-                raise DataError(f"column {column!r} is not numeric (e.g. {example!r} on row {int(bad.idxmax()) + 2})")
-            series = converted
-        return to_numpy_column(series)
-    import csv  # noqa: PLC0415
+    if pd is None:
+        return _read_csv_stdlib(path, column)
+    return _read_csv_pandas(pd, path, column)
 
-    with open(path, newline="", encoding="utf-8") as fh:
-        reader = csv.reader(fh, skipinitialspace=True)
-        try:
-            names = next(reader)
-        except StopIteration:
-            raise DataError(f"{path!r} is empty") from None
-        if column not in names:
-            raise DataError(f"column {column!r} not found in {path!r}; columns are: {', '.join(names)}")
-        k = names.index(column)
-        out = []
-        for row_number, row in enumerate(reader, start=2):
-            cell = row[k].strip() if k < len(row) else ""
-            if cell == "":
-                out.append(np.nan)
-                continue
+
+def _read_csv_pandas(pd, path: str, column: str):
+    options = {"skipinitialspace": True, "encoding": "utf-8-sig", "index_col": False}
+    try:
+        header = pd.read_csv(path, nrows=0, **options)
+    except UnicodeDecodeError:
+        raise _not_utf8(path) from None
+    except pd.errors.EmptyDataError:
+        raise DataError(f"{path!r} is empty; a CSV file needs a header line naming its columns") from None
+    except (pd.errors.ParserError, ValueError) as exc:
+        raise DataError(f"cannot read {path!r} as CSV{_detail(exc)}") from None
+    names = [str(c) for c in header.columns]
+    if column not in names:
+        raise _column_missing(path, column, names)
+    try:
+        frame = pd.read_csv(path, usecols=[column], skip_blank_lines=False, dtype_backend="numpy_nullable", **options)
+    except UnicodeDecodeError:
+        raise _not_utf8(path) from None
+    except (pd.errors.ParserError, ValueError) as exc:
+        raise DataError(f"cannot read column {excerpt(repr(column))} of {path!r}{_detail(exc)}") from None
+    series = frame[column]
+    if pd.api.types.is_bool_dtype(series.dtype):
+        raise _boolean_column(column)
+    if not pd.api.types.is_numeric_dtype(series.dtype):
+        series = _pandas_to_numeric(pd, series, column)
+    return column_array(series)
+
+
+def _pandas_to_numeric(pd, series, column: str):
+    text = series.astype("string").str.strip()
+    if text.dropna().str.lower().isin(_BOOLEANS).all() and text.notna().any():
+        raise _boolean_column(column)
+    converted = pd.to_numeric(text, errors="coerce", dtype_backend="numpy_nullable")
+    bad = converted.isna() & text.notna() & ~text.isin(MISSING_MARKERS)
+    if bad.any():
+        position = int(np.argmax(bad.to_numpy(dtype=bool)))
+        raise _non_numeric(column, str(text.iloc[position]), position + 2)
+    return converted
+
+
+def _read_csv_stdlib(path: str, column: str):
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as fh:
+            reader = csv.reader(fh, skipinitialspace=True)
             try:
-                out.append(float(cell))
-            except ValueError:
-                raise DataError(f"column {column!r} is not numeric (e.g. {cell!r} on row {row_number})") from None
-    return np.asarray(out, dtype=float)
+                names = next(reader)
+            except StopIteration:
+                raise DataError(f"{path!r} is empty; a CSV file needs a header line naming its columns") from None
+            names = [n.strip() for n in names]
+            if column not in names:
+                raise _column_missing(path, column, names)
+            k = names.index(column)
+            cells = [row[k] if k < len(row) else "" for row in reader]
+        return _parse_cells(column, cells)
+    except UnicodeDecodeError:
+        raise _not_utf8(path) from None
+    except csv.Error as exc:
+        raise DataError(f"cannot read {path!r} as CSV{_detail(exc)}") from None
+
+
+def _parse_cells(column: str, cells: list[str]):
+    """Cells of one CSV column as int64 (all integers), float64 with NaN, or masked int64."""
+    cells = [cell.strip() for cell in cells]
+    missing = np.fromiter((cell in MISSING_MARKERS for cell in cells), dtype=bool, count=len(cells))
+    present = [cell for cell, m in zip(cells, missing) if not m]
+    if present and all(cell.lower() in _BOOLEANS for cell in present):
+        raise _boolean_column(column)
+    integers = np.zeros(len(cells), dtype=np.int64)
+    floats = np.full(len(cells), np.nan)
+    all_integers = True
+    for i, cell in enumerate(cells):
+        if missing[i]:
+            continue
+        if _INTEGER.fullmatch(cell):
+            value = int(cell)
+            integers[i] = max(-(2**63 - 1), min(2**63 - 1, value))
+            floats[i] = float(value) if abs(value) < 1e308 else float(np.sign(value)) * np.inf
+        elif _FLOAT.fullmatch(cell):
+            all_integers = False
+            floats[i] = float(cell)
+        else:
+            raise _non_numeric(column, cell, i + 2)
+    if all_integers:
+        return column_array(np.ma.MaskedArray(integers, mask=missing))
+    return floats
+
+
+# ----------------------------------------------------------------------------- NumPy files
+class NpzContents(dict):
+    """The arrays of an .npz file, read eagerly: a dict with ``files`` that also works in a
+    ``with`` statement (like numpy's NpzFile)."""
+
+    @property
+    def files(self) -> list[str]:
+        return list(self.keys())
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        return None
+
+
+def _source(source):
+    """(file object or path, name for messages) of a path, bytes or binary file object."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return io.BytesIO(bytes(source)), "the data"
+    if isinstance(source, (str, os.PathLike)):
+        path = os.fspath(source)
+        if not os.path.exists(path):
+            raise DataError(f"input file {path!r} does not exist")
+        if os.path.isdir(path):
+            raise DataError(f"input {path!r} is a folder, not a file")
+        return path, repr(path)
+    if hasattr(source, "read") and hasattr(source, "seek"):
+        return source, "the data"
+    raise ParameterError(f"expected a path, bytes or a binary file object, got {type(source).__name__}")
+
+
+def _magic(handle, size: int = 6) -> bytes:
+    if isinstance(handle, str):
+        with open(handle, "rb") as fh:
+            return fh.read(size)
+    position = handle.tell()
+    head = handle.read(size)
+    handle.seek(position)
+    return bytes(head)
+
+
+def _load_error(name: str, exc: Exception) -> DataError:
+    text = str(exc)
+    if "allow_pickle" in text or "Object arrays" in text or "pickled" in text:
+        return DataError(f"{name} holds Python objects (pickled data), which dprange never loads; save numeric arrays")
+    return DataError(f"cannot read {name}: {excerpt(text, 120)}")
+
+
+def load_npy(source) -> np.ndarray:
+    """One array from a NumPy .npy file (path, bytes or file object), never unpickling:
+    anything else gives a one-line DataError."""
+    handle, name = _source(source)
+    try:
+        head = _magic(handle)
+    except OSError as exc:
+        raise DataError(f"cannot open {name}: {excerpt(exc.strerror or exc, 80)}") from None
+    if head.startswith(_ZIP_MAGIC[:4]):
+        raise DataError(f"{name} is an .npz archive, not a single .npy array")
+    if not head.startswith(_NPY_MAGIC):
+        raise DataError(f"{name} is not a NumPy .npy file (no .npy header); save the array with numpy.save")
+    try:
+        return np.load(handle, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise _load_error(name, exc) from None
+
+
+def load_npz(source) -> NpzContents:
+    """All arrays of a NumPy .npz archive (path, bytes or file object), read eagerly and never
+    unpickled: anything else gives a one-line DataError."""
+    handle, name = _source(source)
+    try:
+        head = _magic(handle, 4)
+    except OSError as exc:
+        raise DataError(f"cannot open {name}: {excerpt(exc.strerror or exc, 80)}") from None
+    if head.startswith(_NPY_MAGIC[:4]):
+        raise DataError(f"{name} is a single .npy array, not an .npz archive")
+    if not head.startswith(_ZIP_MAGIC):
+        raise DataError(f"{name} is not a NumPy .npz archive (not a zip file); save the arrays with numpy.savez")
+    try:
+        with np.load(handle, allow_pickle=False) as archive:
+            return NpzContents({key: archive[key] for key in archive.files})
+    except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile) as exc:
+        raise _load_error(name, exc) from None

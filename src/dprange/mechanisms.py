@@ -119,6 +119,8 @@ def check_counts(counts) -> np.ndarray:
             raise ParameterError("counts must be finite whole numbers (bucketize raw values with a Domain)")
     if np.any(arr < 0):
         raise ParameterError("counts must be non-negative")
+    if float(np.sum(arr, dtype=float)) > 2.0**53:
+        raise ParameterError("counts must total at most 2^53 (exact in int64 level sums and float64 inference)")
     return arr.astype(np.int64)
 
 

@@ -38,7 +38,6 @@ interpolate inside their bin, and say so (``interpolated``).
 
 from __future__ import annotations
 
-import json
 from functools import cached_property, lru_cache
 from typing import Callable
 
@@ -49,8 +48,16 @@ from .domain import Domain
 from .errors import ParameterError
 
 
+def _checked_alpha(alpha) -> float:
+    """``alpha`` if it is a number in (0, 1), else ParameterError."""
+    _z(alpha)
+    return float(alpha)
+
+
 def _z(alpha: float, tails: str = "normal") -> float:
     """Half-width factor of a (1 - alpha) interval, in standard errors (see module doc)."""
+    if isinstance(alpha, (bool, np.bool_)) or not isinstance(alpha, (int, float, np.integer, np.floating)):
+        raise ParameterError(f"alpha must be a number in (0, 1), got {alpha!r}")
     if not (0.0 < alpha < 1.0):
         raise ParameterError(f"alpha must be in (0, 1), got {alpha!r}")
     normal = float(special.ndtri(1.0 - alpha / 2.0))
@@ -109,6 +116,13 @@ def one_sided_factor(alpha: float, noise: str | None, scales=None) -> float:
         _z(alpha)  # validates alpha
         return _discrete_laplace_factor(float(alpha), tuple(float(v) for v in scales))
     return _z(alpha, "laplace")
+
+
+#: What a release with non-linear inference says about its error bars.
+NONLINEAR_ERROR_BARS = ("not available in closed form for non-linear inference (NNLS/L1); "
+                        "use Release.bootstrap for parametric-bootstrap standard errors")
+#: What its deciles say about their intervals.
+NONLINEAR_INTERVALS = "non-linear inference (NNLS/L1) has no closed-form quantile intervals"
 
 
 class Answer:
@@ -200,6 +214,55 @@ class CDFAnswer(QuantileAnswer):
                              "Release.cdf() gives standard errors per bin")
 
 
+def check_bin_ranges(lo, hi, n: int):
+    """(lo, hi) as broadcast int64 arrays of inclusive bin indices 0 <= lo <= hi < n, or
+    ParameterError: indices must be integers (ints or integral floats), never booleans."""
+    arrays = []
+    for name, value in (("lo", lo), ("hi", hi)):
+        if value is None or isinstance(value, (str, bytes, bool, np.bool_)):
+            raise ParameterError(f"range bound {name} must be an integer bin index, got {value!r}")
+        try:
+            arr = np.asarray(value)
+            if arr.dtype.kind == "O" and arr.ndim > 0 and any(np.ndim(v) for v in arr.ravel()):
+                raise ValueError("nested")
+        except (ValueError, TypeError):
+            raise ParameterError(f"range bound {name} must be an integer bin index or an array of them") from None
+        if arr.dtype.kind == "f":
+            if not np.all(np.isfinite(arr)) or np.any(np.mod(arr, 1) != 0):
+                raise ParameterError("range bounds are bin indices and must be integers")
+            if arr.size and np.max(np.abs(arr)) > 2.0**62:
+                raise ParameterError(f"ranges need 0 <= lo <= hi <= {n - 1} (inclusive bin indices)")
+        elif arr.dtype.kind == "O" and all(isinstance(v, int) and not isinstance(v, bool) for v in arr.ravel()):
+            if arr.size and max(abs(v) for v in arr.ravel()) > 2**62:
+                raise ParameterError(f"ranges need 0 <= lo <= hi <= {n - 1} (inclusive bin indices)")
+        elif arr.dtype.kind not in "iu":
+            raise ParameterError(f"range bound {name} must be integer bin indices, got dtype {arr.dtype}")
+        if arr.dtype.kind == "u" and arr.size and arr.max() > 2**62:
+            raise ParameterError(f"ranges need 0 <= lo <= hi <= {n - 1} (inclusive bin indices)")
+        arrays.append(arr.astype(np.int64))
+    try:
+        lo, hi = np.broadcast_arrays(*arrays)
+    except ValueError:
+        raise ParameterError(f"lo and hi have shapes {arrays[0].shape} and {arrays[1].shape} that do not broadcast") from None
+    if lo.size and (lo.min() < 0 or hi.max() >= n or np.any(lo > hi)):
+        raise ParameterError(f"ranges need 0 <= lo <= hi <= {n - 1} (inclusive bin indices)")
+    return lo, hi
+
+
+def quantile_levels(q) -> np.ndarray:
+    """Quantile levels as a 1-D float array, or ParameterError (booleans, strings, nested
+    sequences are not levels; the range [0, 1] is checked by the caller)."""
+    if q is None or isinstance(q, (str, bytes, bool, np.bool_, dict)):
+        raise ParameterError(f"quantile levels must be numbers in [0, 1], got {q!r}")
+    try:
+        arr = np.asarray(q)
+        if arr.dtype.kind not in "iuf":
+            raise TypeError
+    except (ValueError, TypeError):
+        raise ParameterError("quantile levels must be numbers in [0, 1] (a number or a flat list of numbers)") from None
+    return np.atleast_1d(arr.astype(float))
+
+
 class Release:
     """A private histogram estimate with exact error bars (see module doc)."""
 
@@ -263,8 +326,8 @@ class Release:
 
         if self._resample is None:
             raise ParameterError("this release has no mechanism attached to resample from")
-        if isinstance(reps, bool) or not isinstance(reps, int) or reps < 2:
-            raise ParameterError("reps must be an integer >= 2")
+        if isinstance(reps, bool) or not isinstance(reps, (int, np.integer)) or not 2 <= reps <= 10**6:
+            raise ParameterError(f"reps must be an integer from 2 to 10^6, got {reps!r}")
         lo, hi = self._check_ranges(lo, hi)
         source = resolve_rng(rng)
         answers = np.empty((reps,) + lo.shape)
@@ -279,24 +342,15 @@ class Release:
         return np.concatenate([[0.0], np.cumsum(self.estimate)])
 
     def _check_ranges(self, lo, hi):
-        lo = np.asarray(lo)
-        hi = np.asarray(hi)
-        if lo.dtype.kind not in "iu" or hi.dtype.kind not in "iu":
-            if not (np.all(np.mod(lo, 1) == 0) and np.all(np.mod(hi, 1) == 0)):
-                raise ParameterError("range bounds are bin indices and must be integers")
-            lo, hi = lo.astype(np.int64), hi.astype(np.int64)
-        lo, hi = np.broadcast_arrays(lo.astype(np.int64), hi.astype(np.int64))
-        if lo.size and (lo.min() < 0 or hi.max() >= self.n or np.any(lo > hi)):
-            raise ParameterError(f"ranges need 0 <= lo <= hi <= {self.n - 1} (inclusive bin indices)")
-        return lo, hi
+        return check_bin_ranges(lo, hi, self.n)
 
     def range(self, lo, hi) -> Answer:
         """Estimated count of bins lo..hi (inclusive indices; arrays of queries welcome).
 
         Values cost O(1) per query (prefix sums); standard errors O(depth) per query, on use.
         """
-        scalar = np.ndim(lo) == 0 and np.ndim(hi) == 0
         lo, hi = self._check_ranges(lo, hi)
+        scalar = lo.ndim == 0
         sums = self._prefix_sums
         value = sums[hi + 1] - sums[lo]
         return Answer(value, lambda: self.error_model.range_variance(lo, hi), scalar=scalar, tails=self._tails, factor=self._one_sided_factor)
@@ -313,7 +367,7 @@ class Release:
 
     def prefix(self, j) -> Answer:
         """Estimated count of bins 0..j."""
-        return self.range(np.zeros_like(np.asarray(j)), j)
+        return self.range(0, j)
 
     def histogram(self) -> Answer:
         """Estimated count of every bin."""
@@ -464,7 +518,7 @@ class Release:
 
         def interval(alpha, simultaneous=False):
             self._require_error_bars()
-            k = self._one_sided_factor(alpha / (v.size if simultaneous else 1))
+            k = self._one_sided_factor(_checked_alpha(alpha) / (v.size if simultaneous else 1))
             lower_full, _ = self._fraction_bounds(np.maximum(full_bin, 0), k)
             _, upper_part = self._fraction_bounds(np.maximum(part_bin, 0), k)
             lower = np.where(full_bin < 0, 0.0, lower_full)
@@ -542,7 +596,7 @@ class Release:
         """
         self._require_error_bars()
         q_arr = self._check_levels(q)
-        k = self._one_sided_factor(alpha / (q_arr.size if simultaneous else 1))
+        k = self._one_sided_factor(_checked_alpha(alpha) / (q_arr.size if simultaneous else 1))
         total = self._total_value()
         prefix = self._prefix_sums[1:]
         idx = np.arange(self.n)
@@ -561,7 +615,7 @@ class Release:
         return first, last
 
     def _check_levels(self, q) -> np.ndarray:
-        q_arr = np.atleast_1d(np.asarray(q, dtype=float))
+        q_arr = quantile_levels(q)
         if q_arr.ndim != 1 or np.any(~np.isfinite(q_arr)) or np.any((q_arr < 0) | (q_arr > 1)):
             raise ParameterError("quantile levels must lie in [0, 1]")
         return q_arr
@@ -579,8 +633,8 @@ class Release:
         :meth:`quantile_bins`, valid for any data inside the bins, and always contains the
         point estimate.
         """
-        scalar = np.ndim(q) == 0
         q_arr = self._check_levels(q)
+        scalar = np.ndim(q) == 0
         if self._total_value() <= 0:
             raise ParameterError("the estimated total is not positive; quantiles are undefined at this budget")
         point_bins, fractions = self._quantile_point_bins(q_arr, consistent, loss)
@@ -599,9 +653,21 @@ class Release:
 
     # ----------------------------------------------------------------- serialisation
     def to_dict(self, *, alpha: float = 0.05) -> dict:
-        """Everything needed to use and audit the release, as JSON-friendly types."""
-        hist = self.histogram()
-        deciles = np.linspace(0.1, 0.9, 9)
+        """Everything needed to use and audit the release, as JSON-friendly types (NaN and
+        inf as None).  Builds Python lists: for large releases use :meth:`to_json` with a
+        path or :meth:`to_npz`, which stream (:mod:`dprange.serialisation`)."""
+        from .serialisation import histogram_stderr, metadata  # noqa: PLC0415
+
+        out = metadata(self, alpha)
+        out["histogram"] = {
+            "value": self.estimate.tolist(),
+            "stderr": histogram_stderr(self).tolist() if self.exact_error_bars else None,
+        }
+        return out
+
+    def _metadata(self, alpha: float) -> dict:
+        """The dictionary of :meth:`to_dict` without the histogram arrays."""
+        total = self.total()
         out = {
             "dprange_release": 1,
             "mechanism": self.mechanism,
@@ -615,38 +681,59 @@ class Release:
             },
             "inference": self.inference,
             "domain": self.domain.to_dict(),
-            "total": {"value": float(self.total().value), "stderr": float(self.total().stderr),
+            "total": {"value": float(total.value), "stderr": float(total.stderr) if self.exact_error_bars else None,
                       "public": self.public_total is not None},
-            "histogram": {"value": hist.value.tolist(),
-                          "stderr": hist.stderr.tolist() if self.exact_error_bars else None},
         }
         if not self.exact_error_bars:
-            out["error_bars"] = ("not available in closed form for non-linear inference (NNLS/L1); "
-                                 "use Release.bootstrap for parametric-bootstrap standard errors")
-            out["total"]["stderr"] = None
-            q = self.quantile(deciles)
-            out["deciles"] = {"q": deciles.round(2).tolist(), "value": np.asarray(q.value).tolist(),
-                              "interpolated": q.interpolated}
-            return out
-        try:
-            q = self.quantile(deciles)
-            lower, upper = q.confidence_interval(alpha, simultaneous=True)
-            out["deciles"] = {
-                "q": deciles.round(2).tolist(), "value": np.asarray(q.value).tolist(),
-                "lower": lower.tolist(), "upper": upper.tolist(), "alpha": alpha,
-                "simultaneous": True, "interpolated": q.interpolated,
-                "interval": "bin edges; all nine hold at once with probability >= 1 - alpha, whatever the data inside a bin",
-            }
-        except ParameterError:
-            out["deciles"] = None
+            out["error_bars"] = NONLINEAR_ERROR_BARS
+        out["deciles"] = self._deciles(alpha)
         return out
 
-    def to_json(self, path=None, **kwargs) -> str:
-        text = json.dumps(self.to_dict(**kwargs), indent=1)
-        if path is not None:
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write(text)
-        return text
+    def _deciles(self, alpha: float) -> dict | None:
+        """The nine deciles with their intervals (None where the CDF is undefined, e.g. a
+        non-positive estimated total; null intervals for non-linear inference)."""
+        deciles = np.linspace(0.1, 0.9, 9)
+        try:
+            q = self.quantile(deciles)
+        except ParameterError:
+            return None
+        out = {"q": deciles.round(2).tolist(), "value": np.asarray(q.value).tolist(), "interpolated": q.interpolated}
+        if not self.exact_error_bars:
+            out.update({"lower": None, "upper": None, "alpha": alpha, "intervals": NONLINEAR_INTERVALS})
+            return out
+        try:
+            lower, upper = q.confidence_interval(alpha, simultaneous=True)
+        except ParameterError:
+            return None
+        out.update({
+            "lower": lower.tolist(), "upper": upper.tolist(), "alpha": alpha, "simultaneous": True,
+            "interval": "bin edges; all nine hold at once with probability >= 1 - alpha, whatever the data inside a bin",
+        })
+        return out
+
+    def to_json(self, path=None, *, alpha: float = 0.05):
+        """The release as JSON (the dictionary of :meth:`to_dict`).
+
+        Without ``path``, returns the text.  With ``path``, streams it to the file
+        atomically (a temporary file in the same folder, then ``os.replace``: a failure
+        never leaves a partial file) and returns the path.  Arrays are written compactly,
+        one line each, standard errors computed in chunks."""
+        from .serialisation import json_text, write_atomically, write_json  # noqa: PLC0415
+
+        if path is None:
+            return json_text(self, alpha)
+        from .serialisation import check_alpha  # noqa: PLC0415
+
+        check_alpha(alpha)
+        return write_atomically(path, lambda fh: write_json(self, fh, alpha))
+
+    def to_npz(self, path, *, alpha: float = 0.05) -> str:
+        """Save the release as a NumPy .npz archive (estimate, standard errors, JSON metadata),
+        atomically; read it back with :func:`dprange.load_release`.  Returns the path."""
+        from .serialisation import check_alpha, write_atomically, write_npz  # noqa: PLC0415
+
+        check_alpha(alpha)
+        return write_atomically(path, lambda fh: write_npz(self, fh, alpha), binary=True)
 
     def __repr__(self) -> str:
         return (

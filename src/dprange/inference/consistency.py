@@ -19,18 +19,24 @@ minimising sum_{j<L} f(c_j, y_j) for an additive loss f.  The result is a valid 
   (Hochbaum and Queyranne 2003) c_j >= t iff the real solution's level set at t - 1/2
   contains j, since f(t) - f(t-1) = 2 (t - 1/2 - y).  L1: pool-adjacent-violators whose
   blocks take the smallest integer minimiser of sum |v - y_j| (an integer next to the block
-  median), clipped to [0, N].  Both are checked against the trellis on thousands of cases.
+  median), clipped to [0, N].  Its input is first clipped to [0, N]: for y > N and feasible
+  v <= N, |v - y| = |v - N| + (y - N), so the minimisers do not change and every block value
+  stays an int64.  Both are checked against the trellis on thousands of cases.
+
+Limits: the total is at most 2^53 (:data:`MAX_TOTAL`, exact float64 arithmetic); the input
+is a finite 1-D numeric array; the trellis has at most 2^25 states.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Callable
 
 import numpy as np
 from scipy.optimize import isotonic_regression
 
-from ..errors import ParameterError
+from ..errors import ParameterError, excerpt
 
 LOSSES = ("l1", "l2")
 
@@ -45,14 +51,40 @@ def _loss_function(loss) -> Callable:
     raise ParameterError(f"loss must be 'l1', 'l2' or a callable f(states, y), got {loss!r}")
 
 
+#: The largest total accepted: every integer up to 2^53 is exact in float64, so the losses
+#: and the isotonic solutions are computed without rounding.
+MAX_TOTAL = 2**53
+#: The trellis keeps float64 costs for every state 0..total: at most this many states.
+MAX_TRELLIS_STATES = 2**25
+
+
 def _check(noisy_cumulative, total):
-    y = np.asarray(noisy_cumulative, dtype=float).ravel()
+    """(y as a 1-D float64 array, total as an int), or ParameterError saying what is wrong."""
+    if isinstance(noisy_cumulative, (str, bytes)) or noisy_cumulative is None:
+        raise ParameterError("noisy_cumulative must be a 1-D array of numbers")
+    try:
+        raw = np.asarray(noisy_cumulative)
+    except (ValueError, TypeError):
+        raise ParameterError("noisy_cumulative must be a 1-D array of numbers (got a ragged sequence)") from None
+    if raw.ndim != 1:
+        raise ParameterError(f"noisy_cumulative must be 1-D (one cumulative count per bin), got shape {raw.shape}")
+    if raw.dtype.kind not in "iuf":
+        raise ParameterError(f"noisy_cumulative must hold numbers, got dtype {raw.dtype}")
+    y = raw.astype(float)
     if y.size == 0:
         raise ParameterError("noisy_cumulative is empty")
     if not np.all(np.isfinite(y)):
         raise ParameterError("noisy_cumulative must be finite")
-    if isinstance(total, bool) or not float(total).is_integer() or total < 0:
+    if isinstance(total, (bool, np.bool_)) or not isinstance(total, (numbers.Real, np.integer, np.floating)):
         raise ParameterError(f"total must be a non-negative integer, got {total!r}")
+    try:
+        whole = float(total).is_integer() if not isinstance(total, (numbers.Integral, np.integer)) else True
+    except OverflowError:
+        whole = False
+    if not whole or total < 0 or total > MAX_TOTAL:
+        raise ParameterError(
+            f"total must be a non-negative integer at most 2^53 (exact in float64), got {excerpt(repr(total))}"
+        )
     return y, int(total)
 
 
@@ -78,7 +110,7 @@ def consistent_cdf(noisy_cumulative, total, loss="l2", *, method: str = "auto") 
     elif method == "isotonic":
         if loss not in LOSSES:
             raise ParameterError("the isotonic method needs loss 'l1' or 'l2'; use method='trellis' for others")
-        free = _isotonic_l2(y[:-1], total) if loss == "l2" else _isotonic_l1(y[:-1], total)
+        free = _isotonic_l2(y[:-1], total) if loss == "l2" else _isotonic_l1(np.clip(y[:-1], 0, total), total)
     else:
         raise ParameterError(f"method must be 'auto', 'trellis' or 'isotonic', got {method!r}")
     return np.append(free, total).astype(np.int64)
@@ -89,8 +121,11 @@ def _trellis(y: np.ndarray, total: int, f: Callable) -> np.ndarray:
     stages = y.size
     if stages == 0:
         return np.zeros(0, dtype=np.int64)
-    if stages * (total + 1) > 4 * 10**9:
-        raise ParameterError("the trellis would need more than 4e9 cells; use method='isotonic' (L1/L2)")
+    if stages * (total + 1) > 4 * 10**9 or total + 1 > MAX_TRELLIS_STATES:
+        raise ParameterError(
+            f"the trellis would need {stages} x {total + 1} cells (limits 4e9 cells, 2^25 states); "
+            "use method='isotonic' (L1/L2)"
+        )
     states = np.arange(total + 1, dtype=float)
     records = np.empty((stages, (total + 8) // 8), dtype=np.uint8)
     cost = np.asarray(f(states, y[0]), dtype=float)

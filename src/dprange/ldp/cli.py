@@ -11,7 +11,7 @@ import numpy as np
 from .._cli_helpers import with_options
 from ..domain import Domain
 from ..errors import ParameterError, ReportError
-from ..io import read_column
+from ..io import load_npy, read_column
 from .protocols import Flat, HaarHRR, HierarchicalHistogram, ProtocolReports
 from .simulate import simulate
 
@@ -132,7 +132,7 @@ def simulate_command(input_path, column, lo, hi, bins, protocol, oracle, branchi
     """Simulate the protocol on a population and print its range and prefix errors (RMSE x 1000)."""
     if column is None:
         try:
-            counts = np.load(input_path, allow_pickle=False)
+            counts = load_npy(input_path)
         except (OSError, ValueError) as exc:
             raise ParameterError(f"cannot read {input_path!r} as a .npy histogram: {exc}") from None
         domain = None

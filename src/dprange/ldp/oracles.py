@@ -48,7 +48,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .._validation import check_epsilon, check_positive_int
-from ..errors import DomainError, ParameterError, ReportError
+from ..errors import DomainError, ParameterError, ReportError, private
+from ..io import load_npz
 from ..noise import resolve_rng
 
 MERSENNE = (1 << 31) - 1  # prime modulus of the universal hash family
@@ -64,7 +65,7 @@ def check_values(values, domain_size: int) -> np.ndarray:
         raise DomainError("local-DP values must be integers in 0..D-1")
     arr = arr.astype(np.int64).ravel()
     if arr.size and (arr.min() < 0 or arr.max() >= domain_size):
-        raise DomainError(f"values must lie in 0..{domain_size - 1}; {int(((arr < 0) | (arr >= domain_size)).sum())} do not")
+        raise DomainError(f"values must lie in 0..{domain_size - 1}; {private(int(((arr < 0) | (arr >= domain_size)).sum()))} do not")
     return arr
 
 
@@ -95,7 +96,7 @@ class Reports:
     @classmethod
     def from_bytes(cls, blob: bytes) -> "Reports":
         try:
-            with np.load(io.BytesIO(blob), allow_pickle=False) as z:
+            with load_npz(blob) as z:
                 header = json.loads(bytes(z["__header__"]).decode())
                 data = {k: z[k] for k in z.files if k != "__header__"}
             return cls(header["oracle"], float(header["epsilon"]), int(header["domain_size"]), data, header.get("params", {}))

@@ -30,6 +30,7 @@ import numpy as np
 from .._validation import check_epsilon, check_positive_int
 from ..domain import Domain
 from ..errors import ParameterError, ReportError
+from ..io import load_npz
 from ..inference.tree import tree_error_model, tree_gls
 from ..inference.wavelet import haar_error_model, haar_estimate
 from ..noise import resolve_rng
@@ -123,7 +124,7 @@ class ProtocolReports:
     @classmethod
     def from_bytes(cls, blob: bytes) -> "ProtocolReports":
         try:
-            with np.load(io.BytesIO(blob), allow_pickle=False) as z:
+            with load_npz(blob) as z:
                 meta = json.loads(bytes(z["__meta__"]).decode())
                 parts = {}
                 for level, head in meta["levels"].items():
