@@ -11,6 +11,7 @@ only once everything succeeded (atomically: a failure leaves no output file).
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from importlib import resources
@@ -37,7 +38,7 @@ from ._validation import check_delta, check_epsilon
 from .domain import Domain
 from .errors import DPRangeError, ParameterError
 from .io import read_column
-from .mechanisms import Flat, Hierarchical, Wavelet
+from .mechanisms import Flat, Hierarchical, Wavelet, resolve_noise
 from .strategies import TreeStrategy
 
 EXIT_USAGE = 2
@@ -96,7 +97,10 @@ def build_domain(lo, hi, bins, integers: bool) -> Domain:
         raise ParameterError("give --bins N (equal bins over [lo, hi]) or --integers (one bin per integer)")
     if bins > 0:
         check_size(bins, f"--bins {bins}")
-    return Domain.interval(lo, hi, bins)
+    domain = Domain.interval(lo, hi, bins)
+    if not math.isfinite(domain.hi - domain.lo):
+        raise ParameterError(f"--hi - --lo must be a finite number, got {domain.hi:g} - {domain.lo:g}; narrow the bounds")
+    return domain
 
 
 def check_privacy(mech, n: int, epsilon: float, delta: float) -> None:
@@ -287,6 +291,7 @@ def error_command(n, workload, queries, epsilon, delta, neighbours, noise, mecha
     check_size(n, f"--n {n}")
     if workload == "random-ranges" and not 1 <= queries <= MAX_QUERIES:
         raise ParameterError(f"--queries must be between 1 and {MAX_QUERIES}, got {queries}")
+    resolve_noise(noise, delta)
     candidates = None
     if mechanisms is not None:
         candidates = [_parse_candidate(name.strip(), neighbours, noise) for name in mechanisms.split(",") if name.strip()]
@@ -401,6 +406,9 @@ def _run(argv) -> int:
         return _error(str(exc))
     except OSError as exc:
         return _error(f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": "))
+    except UnicodeDecodeError as exc:  # an input file in another encoding, or binary
+        return _error(f"an input file is not UTF-8 text ({exc.reason} at byte {exc.start}); "
+                      "save it as UTF-8 CSV or use Parquet")
     except MemoryError:
         return _error("not enough memory for this request; use fewer bins or a smaller input")
     except Exception as exc:  # noqa: BLE001 - a bug: one line, no traceback, no private values when redacting

@@ -79,6 +79,10 @@ def protocol_from_header(header: dict):
         raise ReportError(f"malformed report header: {exc}") from None
     if proto.describe() != header:
         raise ReportError("the report header does not describe a valid protocol")
+    try:
+        check_size(proto.domain_size, "the report header's domain_size")
+    except ParameterError as exc:
+        raise ReportError(f"malformed report header: {exc}") from None
     return proto
 
 

@@ -220,6 +220,8 @@ class ProtocolAggregator:
     def add(self, reports: ProtocolReports) -> "ProtocolAggregator":
         mine = self.protocol.describe()
         theirs = reports.header
+        if not isinstance(theirs, dict):
+            raise ReportError("malformed report header: the protocol description is not a JSON object")
         if mine != theirs:
             keys = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
             detail = ", ".join(f"{k}={theirs.get(k)!r} (expected {mine.get(k)!r})" for k in keys)
