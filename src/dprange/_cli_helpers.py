@@ -100,6 +100,16 @@ def check_output_path(path: str, option: str = "--output") -> str:
     return path
 
 
+def check_not_an_input(path: str | None, inputs, option: str = "--output") -> None:
+    """Writing an output over an input file would destroy the data (or the reports)."""
+    if not path:
+        return
+    target = os.path.realpath(path)
+    for source in inputs:
+        if os.path.realpath(source) == target:
+            raise ParameterError(f"{option} {path!r} is the input file {source!r}; write the output elsewhere")
+
+
 def check_output_folder(path: str, option: str = "--output") -> str:
     """An output folder (demo): not empty and not an existing file."""
     if path is None or not str(path).strip():

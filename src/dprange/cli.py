@@ -24,6 +24,7 @@ from ._cli_helpers import (
     REDACT_VARIABLE,
     StagedOutputs,
     check_alpha,
+    check_not_an_input,
     check_output_folder,
     check_output_path,
     check_plot_path,
@@ -234,6 +235,8 @@ def release_command(input_path, column, lo, hi, bins, integers, clip, drop_missi
     check_alpha(alpha)
     check_output_path(output)
     check_plot_path(plot)
+    check_not_an_input(output, [input_path])
+    check_not_an_input(plot, [input_path], "--plot")
     if plot and os.path.abspath(plot) == os.path.abspath(output):
         raise ParameterError("--plot and --output name the same file; give two different paths")
     check_neighbours_and_missing(neighbours, drop_missing)

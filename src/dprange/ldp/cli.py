@@ -14,6 +14,7 @@ import numpy as np
 
 from .._cli_helpers import (
     StagedOutputs,
+    check_not_an_input,
     check_output_path,
     check_size,
     check_tree_size,
@@ -136,6 +137,7 @@ def ldp():
 def encode(input_path, column, lo, hi, bins, protocol, oracle, branching, epsilon, seed, output):
     """Client side: randomise every row's value and write the reports (never the values)."""
     check_output_path(output)
+    check_not_an_input(output, [input_path])
     check_seed(seed)
     domain = _domain(lo, hi, bins)
     proto = build_protocol(protocol, domain.size, epsilon, branching, oracle)
@@ -160,6 +162,7 @@ def encode(input_path, column, lo, hi, bins, protocol, oracle, branching, epsilo
 def aggregate(reports, lo, hi, bins, output):
     """Server side: merge report files (all from one protocol) into a release JSON."""
     check_output_path(output)
+    check_not_an_input(output, reports)
     domain = _domain(lo, hi, bins) if lo is not None or hi is not None or bins is not None else None
     _check_distinct(reports)
     loaded = [_load(path) for path in reports]
@@ -216,6 +219,7 @@ def simulate_command(input_path, column, lo, hi, bins, protocol, oracle, branchi
     """Simulate the protocol on a population and print its range and prefix errors (RMSE x 1000)."""
     if output is not None:
         check_output_path(output)
+        check_not_an_input(output, [input_path])
     check_seed(seed)
     if scale < 1:
         raise ParameterError(f"--scale must be an integer >= 1, got {scale}")
