@@ -319,6 +319,11 @@ case("release-bins-and-integers", REL + ["--bins", "8"], "--integers")
 for option in ["--mechanism", "--workload", "--neighbours", "--noise", "--inference"]:
     for v in ["bogus", "", "HIERARCHICAL"]:
         case(f"release-choice{option}-{v!r}", with_option(REL, option, v), "Invalid value")
+for inference in ("nnls", "l1"):
+    for mechanism in ("hierarchical", "wavelet"):  # Flat still measures the one leaf
+        case(f"release-one-public-bin-{mechanism}-{inference}",
+             with_option(REL_BINS, "--bins", "1") + ["--neighbours", "replace", "--inference", inference, "-m", mechanism],
+             "nothing to fit")
 case("release-gaussian-without-delta", with_option(REL, "--noise", "gaussian"), "--delta")
 case("release-replace-drop-missing", REL + ["--neighbours", "replace", "--drop-missing"], "--drop-missing cannot")
 case("release-replace-drop-missing-clean-data", with_option(REL, "--neighbours", "replace") + ["--drop-missing"],

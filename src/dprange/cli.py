@@ -112,7 +112,10 @@ def check_privacy(mech, n: int, epsilon: float, delta: float) -> None:
     strategy = mech.strategy(n)
     if isinstance(strategy, TreeStrategy):
         check_tree_size(strategy)
-    mech.noise_specs(strategy, epsilon, delta)
+    specs = mech.noise_specs(strategy, epsilon, delta)
+    if not specs and mech.inference != "gls":
+        raise ParameterError(f"nothing is measured here (one bin whose count is the public total), so --inference "
+                             f"{mech.inference} has nothing to fit; use --inference gls")
 
 
 def check_neighbours_and_missing(neighbours: str, drop_missing: bool) -> None:
