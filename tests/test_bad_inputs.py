@@ -275,7 +275,7 @@ def without(base, *options):
 
 
 REL = ["release", "{good.csv}", "-c", "x", "--lo", "0", "--hi", "100", "--integers", "-e", "1", "--seed", "1",
-       "-o", "r.json"]
+       "-o", "r.json", "-m", "hierarchical"]
 REL_BINS = without(REL, "--integers") + ["--bins", "16"]
 ERR = ["error", "--n", "64", "-e", "1"]
 DEMO = ["demo", "-e", "1", "-o", "demo-out"]
@@ -322,7 +322,8 @@ for option in ["--mechanism", "--workload", "--neighbours", "--noise", "--infere
 for inference in ("nnls", "l1"):
     for mechanism in ("hierarchical", "wavelet"):  # Flat still measures the one leaf
         case(f"release-one-public-bin-{mechanism}-{inference}",
-             with_option(REL_BINS, "--bins", "1") + ["--neighbours", "replace", "--inference", inference, "-m", mechanism],
+             with_option(with_option(REL_BINS, "--bins", "1"), "-m", mechanism) + ["--neighbours", "replace",
+                                                                                    "--inference", inference],
              "nothing to fit")
 case("release-gaussian-without-delta", with_option(REL, "--noise", "gaussian"), "--delta")
 case("release-replace-drop-missing", REL + ["--neighbours", "replace", "--drop-missing"], "--drop-missing cannot")

@@ -395,3 +395,12 @@ def test_corrupt_protocol_headers_are_report_errors(field, value, message):
     header[field] = value
     with pytest.raises(ReportError, match=message):
         protocol_from_header(header)
+
+
+def test_out_of_domain_count_is_redacted_on_request(monkeypatch):
+    """The number of bad values is private: DPRANGE_REDACT=1 (--redact) keeps it out."""
+    with pytest.raises(DomainError, match="0..9; 3 do not"):
+        GRR(10, 1.0).randomize([1, 10, 11, 12])
+    monkeypatch.setenv("DPRANGE_REDACT", "1")
+    with pytest.raises(DomainError, match="0..9; some do not"):
+        GRR(10, 1.0).randomize([1, 10, 11, 12])

@@ -50,6 +50,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -74,8 +75,15 @@ def check_values(values, domain_size: int) -> np.ndarray:
         raise DomainError("local-DP values must be integers in 0..D-1")
     arr = arr.astype(np.int64).ravel()
     if arr.size and (arr.min() < 0 or arr.max() >= domain_size):
-        raise DomainError(f"values must lie in 0..{domain_size - 1}; {int(((arr < 0) | (arr >= domain_size)).sum())} do not")
+        outside = int(((arr < 0) | (arr >= domain_size)).sum())
+        how_many = "some" if _redacting() else str(outside)  # the count of bad rows is private
+        raise DomainError(f"values must lie in 0..{domain_size - 1}; {how_many} do not")
     return arr
+
+
+def _redacting() -> bool:
+    """DPRANGE_REDACT=1 (``--redact``): keep private quantities out of messages."""
+    return os.environ.get("DPRANGE_REDACT", "") not in ("", "0")
 
 
 @dataclass
