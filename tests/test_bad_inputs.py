@@ -13,7 +13,6 @@ need, so that they flip (and must be unmarked) when that branch is merged.
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import os

@@ -381,6 +381,19 @@ def test_report_headers_that_are_not_objects(header):
         Flat(10, "oue", epsilon=1.0).aggregator().add(ProtocolReports(header, good.parts))
 
 
+@pytest.mark.parametrize("protocol", ["ldp-haar-hrr", "ldp-hierarchical", "ldp-flat"])
+def test_huge_header_domain_is_refused_before_anything_is_built(protocol):
+    from dprange.ldp.cli import protocol_from_header
+    from dprange.ldp.protocols import Flat, HaarHRR, HierarchicalHistogram
+
+    make = {"ldp-haar-hrr": lambda: HaarHRR(16, epsilon=1.0), "ldp-flat": lambda: Flat(16, "oue", epsilon=1.0),
+            "ldp-hierarchical": lambda: HierarchicalHistogram(16, 4, "oue", epsilon=1.0)}[protocol]
+    header = make().describe()
+    header["domain_size"] = 2**60
+    with pytest.raises(ReportError, match="more than the"):
+        protocol_from_header(header)
+
+
 @pytest.mark.parametrize("field, value, message", [
     ("domain_size", "abc", "malformed report header"), ("domain_size", -1, "malformed report header"),
     ("domain_size", 10**30, "more than the"), ("epsilon", 800.0, "supports epsilon"), ("epsilon", "x", "malformed"),

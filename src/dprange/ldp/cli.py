@@ -62,6 +62,9 @@ def protocol_from_header(header: dict):
         raise ReportError("malformed report header: the protocol description is not a JSON object")
     name = header.get("protocol")
     try:
+        size = header["domain_size"]
+        if isinstance(size, int) and not isinstance(size, bool):  # before any structure of that size is built
+            check_size(size, "the report header's domain_size")
         if name == "ldp-hierarchical":
             proto = HierarchicalHistogram(header["domain_size"], header["branching"], header["oracle"],
                                           epsilon=header["epsilon"], level_probabilities=header["level_probabilities"],
@@ -80,10 +83,6 @@ def protocol_from_header(header: dict):
         raise ReportError(f"malformed report header: {exc}") from None
     if proto.describe() != header:
         raise ReportError("the report header does not describe a valid protocol")
-    try:
-        check_size(proto.domain_size, "the report header's domain_size")
-    except ParameterError as exc:
-        raise ReportError(f"malformed report header: {exc}") from None
     return proto
 
 
