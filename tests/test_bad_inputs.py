@@ -399,6 +399,10 @@ for name, expect, fix in DATA_CASES:
 for name in ["good.csv", "real.csv"]:
     case(f"release-data-{name}-missing-column", ["release", "{" + name + "}"] + with_option(REL[2:], "-c", "nope"),
          "not found")
+case("release-data-nonnumeric-redacted", ["release", "{nonnumeric.csv}"] + REL[2:] + ["--redact"], "not numeric")
+case("encode-data-nonnumeric-redacted", ["ldp", "encode", "{nonnumeric.csv}"] + ENC[3:] + ["--redact"], "not numeric")
+case("aggregate-redacted", ["ldp", "aggregate", "{oue_byte_256.jsonl}", "--redact", "-o", "a.json"], "0..255")
+case("simulate-redacted", SIM + ["--redact", "--scale", "0"], "--scale")
 case("release-data-string-column", with_option(REL, "-c", "name"), "not numeric")
 case("release-data-boolean-column", with_option(REL, "-c", "flag"), None, NEEDS_STRICT_CSV)
 case("release-data-real-on-integers", ["release", "{real.csv}"] + with_option(REL[2:], "--hi", "1"), "--bins")
