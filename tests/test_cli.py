@@ -77,7 +77,7 @@ BAD = [
 
 @pytest.mark.parametrize("extra,message", BAD)
 def test_bad_input_is_one_line_exit_2(csv_file, tmp_path, capsys, extra, message):
-    args = ["release", str(csv_file), "--epsilon", "1", "-o", str(tmp_path / "r.json")]
+    args = ["release", str(csv_file), "--epsilon", "1", "-o", str(tmp_path / "r.json"), "--mechanism", "hierarchical"]
     if "--bins" not in extra:
         args += ["--lo", "0", "--hi", "120", "--integers"]
     if "--epsilon" in extra:
@@ -169,3 +169,346 @@ def test_ldp_encode_aggregate_simulate(csv_file, tmp_path, capsys):
                               "--protocol", "haar", "--seed", "0"], capsys)
     assert code == 0, err
     assert json.loads(out)["users"] == 21000
+
+
+# --------------------------------------------------------------------- hardening (review items)
+from dprange import _cli_helpers  # noqa: E402
+from dprange._cli_helpers import StagedOutputs, cli_message  # noqa: E402
+
+RELEASE = ["release", "--column", "age", "--lo", "0", "--hi", "120", "--integers", "--epsilon", "1", "--seed", "0",
+           "--mechanism", "hierarchical"]
+
+
+def _release(csv_file, *extra):
+    return [RELEASE[0], str(csv_file), *RELEASE[1:], *extra]
+
+
+@pytest.mark.parametrize("library,cli", [
+    ("3 values are missing (NaN/None); clean them or pass drop_missing=True",
+     "3 values are missing (NaN/None); clean them or pass --drop-missing"),
+    ("2 values lie outside the public bounds [0, 1]; widen the bounds or pass clip=True to clip them",
+     "2 values lie outside the public bounds [0, 1]; widen the bounds or pass --clip to clip them"),
+    ("the integer domain got non-integer values; use Domain.interval for real values",
+     "the integer domain got non-integer values; give --bins N (equal bins over [lo, hi]) for real values"),
+    ("integer domain bound lo must be an integer, got 0.5", "--lo (one bin per integer) must be an integer, got 0.5"),
+    ("domain bound hi must be a finite number, got inf", "--hi must be a finite number, got inf"),
+    ("bins must be an integer >= 1, got 0", "--bins must be an integer >= 1, got 0"),
+    ("branching must be an integer >= 2, got 1", "--branching must be an integer >= 2, got 1"),
+    ("every branching factor must be an integer >= 2, got 0", "every --branching factor must be an integer >= 2, got 0"),
+    ("the branching list is empty; give at least one factor >= 2", "the --branching list is empty; give at least one factor >= 2"),
+    ("budget list must have one entry per measured level (3), got 2",
+     "--budget list must have one entry per measured level (3), got 2"),
+    ("every entry of the budget list must be a positive finite number", "every entry of --budget must be a positive finite number"),
+    ("epsilon must be a positive finite number, got 0.0", "--epsilon must be a positive finite number, got 0.0"),
+    ("delta must be in [0, 1), got 1.0", "--delta must be in [0, 1), got 1.0"),
+    ("Gaussian noise needs delta > 0; pass delta or use Laplace noise",
+     "Gaussian noise needs delta > 0; pass --delta or choose --noise discrete_laplace"),
+    ("rng seed must be a non-negative integer, got -1", "--seed must be a non-negative integer, got -1"),
+    ("k must be an integer >= 1, got 0", "--queries must be an integer >= 1, got 0"),
+    ("a message\non two lines", "a message on two lines"),
+])
+def test_cli_message_speaks_in_options(library, cli):
+    assert cli_message(library) == cli
+
+
+@pytest.mark.parametrize("extra", [["--drop-missing"], ["--clip"], ["--bins", "8"]])
+def test_options_named_in_messages_exist(csv_file, tmp_path, capsys, extra):
+    """The options the messages point to are real options of the command."""
+    args = _release(csv_file, *extra, "-o", str(tmp_path / "r.json"))
+    if "--bins" in extra:
+        args.remove("--integers")
+    code, _, err = run_cli(args, capsys)
+    assert code == 0, err
+
+
+def test_missing_values_message_names_the_option(tmp_path, capsys):
+    path = tmp_path / "nan.csv"
+    path.write_text("age\n3\n\n5\n")
+    code, _, err = run_cli(_release(path, "-o", str(tmp_path / "r.json")), capsys)
+    assert code == 2 and "pass --drop-missing" in err and "drop_missing=True" not in err
+    path.write_text("age\n3\n500\n")
+    code, _, err = run_cli(_release(path, "-o", str(tmp_path / "r.json")), capsys)
+    assert code == 2 and "pass --clip" in err and "clip=True" not in err
+    path.write_text("age\n3.5\n")
+    code, _, err = run_cli(_release(path, "-o", str(tmp_path / "r.json")), capsys)
+    assert code == 2 and "--bins N" in err and "Domain.interval" not in err
+    assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--alpha", "2"], "--alpha"),
+    (["--alpha", "0"], "--alpha"),
+    (["-o", ""], "--output is empty"),
+    (["--plot", "cdf.xyz"], ".png"),
+    (["--epsilon", "0"], "--epsilon"),
+    (["--budget", "0.5,0.5,0.5"], "one entry per measured level"),
+    (["--branching", "1000000000000"], "--branching factor"),
+    (["--neighbours", "replace", "--drop-missing"], "public total would reveal"),
+    (["--noise", "gaussian"], "--delta"),
+    (["--seed", "-3"], "--seed"),
+])
+def test_options_are_checked_before_the_data_is_read(csv_file, tmp_path, capsys, monkeypatch, extra, message):
+    """M1: a bad option fails before any data is read and before anything is written."""
+    import dprange.cli as cli_module
+
+    def no_reading(*args, **kwargs):
+        raise AssertionError("the data was read before the options were checked")
+
+    monkeypatch.setattr(cli_module, "read_column", no_reading)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    args = _release(csv_file, "-o", "r.json")
+    for option in ("--epsilon", "--seed", "-o"):
+        if option in extra and option in args:
+            i = args.index(option)
+            del args[i : i + 2]
+    code, out, err = run_cli(args + extra, capsys)
+    assert code == 2 and message in err and len(err.splitlines()) == 1
+    assert out == "" and os.listdir(work) == []
+
+
+def test_empty_output_path_writes_nothing_and_fails(csv_file, tmp_path, capsys, monkeypatch):
+    """W10: -o '' used to print 'wrote' and exit 0 without writing anything."""
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    code, out, err = run_cli(_release(csv_file, "-o", ""), capsys)
+    assert code == 2 and "--output is empty" in err and "wrote" not in out
+    assert os.listdir(work) == []
+
+
+def test_bad_plot_suffix_leaves_no_json(csv_file, tmp_path, capsys):
+    """C5/M2: --plot cdf.xyz used to raise a traceback after the JSON was written."""
+    out = tmp_path / "out" / "r.json"
+    code, _, err = run_cli(_release(csv_file, "-o", str(out), "--plot", str(tmp_path / "out" / "cdf.xyz")), capsys)
+    assert code == 2 and ".png" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_failure_after_the_release_keeps_the_previous_output(tmp_path, capsys):
+    """M2: the plot fails (no positive total on two records at tiny epsilon) after the
+    release was computed: the JSON from an earlier run stays as it was, nothing new appears."""
+    path = tmp_path / "tiny.csv"
+    path.write_text("age\n3\n4\n")
+    out = tmp_path / "r.json"
+    out.write_text("previous release")
+    code, _, err = run_cli(["release", str(path), "-c", "age", "--lo", "0", "--hi", "120", "--integers", "-e", "0.001",
+                            "-m", "flat", "--seed", "0", "-o", str(out), "--plot", str(tmp_path / "new" / "c.png")], capsys)  # seed 0: total < 0
+    assert code == 2 and "not positive" in err
+    assert out.read_text() == "previous release"
+    assert sorted(os.listdir(tmp_path)) == ["r.json", "tiny.csv"]
+
+
+def test_staged_outputs_write_all_or_nothing(tmp_path, monkeypatch):
+    """Files appear only through os.replace of a complete temporary file; when one output
+    cannot be written, the others are not written either and created folders vanish."""
+    staged = StagedOutputs()
+    staged.add(str(tmp_path / "a" / "b" / "one.json"), "{}")
+    staged.add(str(tmp_path / "blocker" / "two.png"), b"png")
+    (tmp_path / "blocker").write_text("a file where a folder is needed")
+    with pytest.raises(OSError):
+        staged.commit()
+    assert sorted(os.listdir(tmp_path)) == ["blocker"]
+    good = StagedOutputs()
+    good.add(str(tmp_path / "a" / "one.json"), "{}")
+    replaced = []
+    real_replace = os.replace
+    monkeypatch.setattr(_cli_helpers.os, "replace", lambda src, dst: (replaced.append((src, dst)), real_replace(src, dst)))
+    good.commit()
+    assert (tmp_path / "a" / "one.json").read_text() == "{}"
+    assert len(replaced) == 1 and os.path.dirname(replaced[0][0]) == str(tmp_path / "a")
+    assert os.listdir(tmp_path / "a") == ["one.json"]
+
+
+def test_replace_with_drop_missing_is_refused(tmp_path, capsys):
+    """P4: with replace neighbours the exact public total would be the number of complete rows."""
+    path = tmp_path / "m.csv"
+    path.write_text("age\n3\n\n5\n")
+    code, _, err = run_cli(_release(path, "--neighbours", "replace", "--drop-missing", "-o", str(tmp_path / "r.json")),
+                           capsys)
+    assert code == 2 and "--drop-missing cannot be used with --neighbours replace" in err
+    assert "public total would reveal how many rows were dropped" in err
+    assert not (tmp_path / "r.json").exists()
+    code, _, err = run_cli(_release(path, "--neighbours", "replace", "-o", str(tmp_path / "r.json")), capsys)
+    assert code == 2 and "missing" in err  # without --drop-missing: clean the data first
+
+
+@pytest.mark.parametrize("args,message", [
+    (["release", "x.csv", "--bogus"], "No such option '--bogus'"),
+    (["release", "x.csv", "-c", "a", "-e", "1", "--mechanism", "bogus"], "'bogus' is not one of"),
+    (["release"], "Missing argument 'INPUT'"),
+    (["release", "x.csv", "-c", "a", "-e", "one"], "'one' is not a valid float"),
+    (["error", "--n", "8"], "Missing option '--epsilon'"),
+    (["ldp", "encode", "x.csv", "-c", "a", "-e", "1", "--branching", "two"], "'two' is not a valid integer"),
+])
+def test_usage_errors_are_one_line(capsys, args, message):
+    """M6: click's three-line usage errors become one line 'dprange: error: ...' with exit 2."""
+    code, out, err = run_cli(args, capsys)
+    assert code == 2 and out == ""
+    assert err.splitlines() == [err.strip()] and err.startswith("dprange: error: ") and message in err
+
+
+def test_no_command_prints_help_and_one_error_line(capsys):
+    code, out, err = run_cli([], capsys)
+    assert code == 2 and "release" in out and err.startswith("dprange: error: no command given")
+    assert len(err.splitlines()) == 1
+
+
+@pytest.mark.parametrize("extra,message", [
+    (["--bins", "1000000000"], "more than the"),
+    (["--integers", "--hi", "1e12"], "more than the"),
+    (["--bins", "16", "--branching", "99999999999"], "--branching factor 99999999999 pads a level"),
+])
+def test_huge_domains_fail_early(csv_file, tmp_path, capsys, monkeypatch, extra, message):
+    """C2: these used to allocate terabytes (MemoryError traceback) or get the process killed."""
+    import dprange.cli as cli_module
+
+    monkeypatch.setattr(cli_module, "read_column", lambda *a: pytest.fail("data read before the size check"))
+    args = ["release", str(csv_file), "-c", "age", "--lo", "0", "--hi", "120", "-e", "1", "-o", str(tmp_path / "r.json"),
+            "-m", "hierarchical"]
+    if "--integers" in extra:
+        args = [a for a in args if a not in ("--hi", "120")]
+    code, _, err = run_cli(args + extra, capsys)
+    assert code == 2 and message in err
+
+
+def test_error_command_limits(capsys):
+    for args, message in ((["--n", "1000000000"], "more than the"),
+                          (["--n", "64", "-w", "random-ranges", "--queries", "100000000000"], "--queries"),
+                          (["--n", "64", "--mechanisms", "h99999999999"], "pads a level"),
+                          (["--n", "64", "--noise", "gaussian"], "pass --delta")):
+        code, _, err = run_cli(["error", "-e", "1", *args], capsys)
+        assert code == 2 and message in err, err
+
+
+def test_interval_whose_width_overflows_is_refused(csv_file, tmp_path, capsys):
+    """--lo -1e308 --hi 1e308 used to put every value in bin 0 (hi - lo = inf)."""
+    code, _, err = run_cli(["release", str(csv_file), "-c", "age", "--lo", "-1e308", "--hi", "1e308", "--bins", "4",
+                            "-e", "1", "-o", str(tmp_path / "r.json")], capsys)
+    assert code == 2 and "overflows" in err
+
+
+def test_redact_sets_the_switch_for_the_run_only(csv_file, tmp_path, capsys, monkeypatch):
+    """M7: --redact sets DPRANGE_REDACT=1 while the command runs and restores it afterwards."""
+    import dprange.cli as cli_module
+
+    monkeypatch.delenv("DPRANGE_REDACT", raising=False)
+    seen = []
+    real = cli_module.read_column
+
+    def spy(*args):
+        seen.append(os.environ.get("DPRANGE_REDACT"))
+        return real(*args)
+
+    monkeypatch.setattr(cli_module, "read_column", spy)
+    code, _, err = run_cli(_release(csv_file, "--redact", "-o", str(tmp_path / "r.json")), capsys)
+    assert code == 0, err
+    code, _, err = run_cli(_release(csv_file, "-o", str(tmp_path / "r.json")), capsys)
+    assert code == 0, err
+    assert seen == ["1", None] and "DPRANGE_REDACT" not in os.environ
+
+
+@pytest.mark.parametrize("command", [["ldp", "encode"], ["ldp", "aggregate"], ["ldp", "simulate"], ["release"]])
+def test_redact_is_an_option_of_release_and_ldp(command):
+    from click.testing import CliRunner
+
+    from dprange.cli import cli
+
+    result = CliRunner().invoke(cli, [*command, "--help"])
+    assert result.exit_code == 0 and "--redact" in result.output
+
+
+def test_redact_keeps_raw_values_and_row_numbers_out(tmp_path, capsys):
+    path = tmp_path / "secret.csv"
+    path.write_text("age\n3\n4\nsecret-value-991\n")
+    code, _, err = run_cli(_release(path, "--redact", "-o", str(tmp_path / "r.json")), capsys)
+    assert code == 2 and "not numeric" in err
+    assert "secret-value-991" not in err and "row 4" not in err
+    path.write_text("age\n3\n\n\n\n\n\n\n5\n")
+    code, _, err = run_cli(_release(path, "--redact", "-o", str(tmp_path / "r.json")), capsys)
+    assert code == 2 and "missing" in err and "7 values" not in err
+
+
+def test_internal_error_is_one_line_and_redacted(csv_file, tmp_path, capsys, monkeypatch):
+    """A bug is still one line (exit 1, asking for a report); with --redact its message,
+    which might quote data, is left out."""
+    import dprange.cli as cli_module
+
+    def broken(*args):
+        raise RuntimeError("value 12345 of row 7")
+
+    monkeypatch.setattr(cli_module, "read_column", broken)
+    code, _, err = run_cli(_release(csv_file, "-o", str(tmp_path / "r.json")), capsys)
+    assert code == 1 and err.startswith("dprange: error: internal error (RuntimeError: value 12345")
+    code, _, err = run_cli(_release(csv_file, "--redact", "-o", str(tmp_path / "r.json")), capsys)
+    assert code == 1 and "RuntimeError" in err and "12345" not in err and len(err.splitlines()) == 1
+
+
+def test_simulate_refuses_fractional_histograms(tmp_path, capsys):
+    """W8: a float histogram used to be truncated silently (5.7 became 5 users)."""
+    np.save(tmp_path / "f.npy", np.array([5.7, 1.0, 2.0, 3.0]))
+    code, _, err = run_cli(["ldp", "simulate", str(tmp_path / "f.npy"), "-e", "1", "--protocol", "flat", "--seed", "0"],
+                           capsys)
+    assert code == 2 and "whole-number counts" in err
+    np.save(tmp_path / "w.npy", np.array([5.0, 1.0, 2.0, 3.0]))  # whole numbers stored as floats are fine
+    code, out, err = run_cli(["ldp", "simulate", str(tmp_path / "w.npy"), "-e", "1", "--protocol", "flat", "--seed", "0",
+                              "--scale", "10"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["users"] == 110
+    np.save(tmp_path / "s.npy", np.array(["1", "2"]))
+    code, _, err = run_cli(["ldp", "simulate", str(tmp_path / "s.npy"), "-e", "1"], capsys)
+    assert code == 2 and "numeric histogram" in err
+
+
+def test_ldp_encode_checks_epsilon_before_reading(csv_file, tmp_path, capsys, monkeypatch):
+    """C3 at the command line: OLH at epsilon 30 used to encode reports no server could aggregate."""
+    import dprange.ldp.cli as ldp_cli
+
+    monkeypatch.setattr(ldp_cli, "read_column", lambda *a: pytest.fail("data read before epsilon was checked"))
+    code, _, err = run_cli(["ldp", "encode", str(csv_file), "-c", "age", "--lo", "0", "--hi", "127", "-e", "30",
+                            "--oracle", "olh", "-o", str(tmp_path / "r.npz")], capsys)
+    assert code == 2 and "OLH supports epsilon <= 11.09" in err and not (tmp_path / "r.npz").exists()
+
+
+def test_ldp_aggregate_refuses_the_same_file_twice_and_wrong_bounds(csv_file, tmp_path, capsys):
+    rep = tmp_path / "a.npz"
+    code, _, err = run_cli(["ldp", "encode", str(csv_file), "-c", "age", "--lo", "0", "--hi", "127", "-e", "1",
+                            "--seed", "1", "-o", str(rep)], capsys)
+    assert code == 0, err
+    code, _, err = run_cli(["ldp", "aggregate", str(rep), str(rep), "-o", str(tmp_path / "r.json")], capsys)
+    assert code == 2 and "given twice" in err
+    code, _, err = run_cli(["ldp", "aggregate", str(rep), "--lo", "0", "--hi", "63", "-o", str(tmp_path / "r.json")],
+                           capsys)
+    assert code == 2 and "give 64 bins but the reports cover 128 values" in err
+    assert not (tmp_path / "r.json").exists()
+    code, _, err = run_cli(["ldp", "aggregate", str(rep), "--lo", "0", "--hi", "127", "-o", str(tmp_path / "r.json")],
+                           capsys)
+    assert code == 0 and json.loads((tmp_path / "r.json").read_text())["total"]["value"] == 500
+
+
+def test_redact_in_ldp_encode_keeps_raw_values_out(tmp_path, capsys):
+    path = tmp_path / "secret.csv"
+    path.write_text("age\n3\n4\nsecret-value-517\n")
+    code, _, err = run_cli(["ldp", "encode", str(path), "-c", "age", "--lo", "0", "--hi", "127", "-e", "1", "--redact",
+                            "-o", str(tmp_path / "r.npz")], capsys)
+    assert code == 2 and "not numeric" in err
+    assert "secret-value-517" not in err and "row 4" not in err
+
+
+def test_empty_dataset_and_trailing_commas_are_valid_input(tmp_path, capsys):
+    """A header-only CSV is the empty dataset (a valid dataset: its release is as private as
+    any other), and a trailing comma on every row does not shift the column."""
+    empty = tmp_path / "empty.csv"
+    empty.write_text("age\n")
+    code, _, err = run_cli(["release", str(empty), "-c", "age", "--lo", "0", "--hi", "9", "--integers", "-e", "1",
+                            "--seed", "0", "-o", str(tmp_path / "e.json")], capsys)
+    assert code == 0, err
+    assert json.loads((tmp_path / "e.json").read_text())["total"]["public"] is False
+    commas = tmp_path / "commas.csv"
+    commas.write_text("age,other\n1,9,\n2,9,\n3,9,\n")
+    code, _, err = run_cli(["release", str(commas), "-c", "age", "--lo", "0", "--hi", "3", "--integers", "-e", "50",
+                            "--mechanism", "flat", "--seed", "0", "-o", str(tmp_path / "c.json")], capsys)
+    assert code == 0, err
+    hist = json.loads((tmp_path / "c.json").read_text())["histogram"]["value"]
+    assert [round(v) for v in hist] == [0, 1, 1, 1]

@@ -3,6 +3,7 @@ its exact output distribution, the client's draws against that distribution, the
 aggregation (OLH fast paths = the dense users x items count) and rejection of bad reports."""
 
 import itertools
+import json
 import math
 
 import numpy as np
@@ -253,3 +254,166 @@ def test_serialisation_round_trip_is_exact(oracle, tmp_path):
     other = Reports(rep.oracle, rep.epsilon * 2, rep.domain_size, rep.data, rep.params)
     with pytest.raises(ReportError):
         oracle.aggregator().add(Reports.from_bytes(other.to_bytes()))
+
+
+# ------------------------------------------------------------------ largest epsilon (C3)
+LIE = 2.0**-32
+
+
+@pytest.mark.parametrize("make, limit", [
+    (lambda eps: OUE(10, eps), math.log(2**32 - 1)),
+    (lambda eps: HRR(10, eps), math.log(2**32 - 1)),
+    (lambda eps: GRR(10, eps), math.log(9 * (2**32 - 1))),
+    (lambda eps: GRR(1000, eps), math.log(999 * (2**32 - 1))),
+    (lambda eps: OLH(10, eps), math.log(65535)),
+    (lambda eps: OLH(10, eps, g=8), math.log(7 * (2**32 - 1))),
+], ids=["oue", "hrr", "grr10", "grr1000", "olh", "olh-g8"])
+def test_each_oracle_refuses_epsilon_beyond_its_limit(make, limit):
+    """Up to the limit the probability of a lie is >= 2^-32 (OLH: g <= 2^16); beyond it,
+    and up to the float overflow that used to crash every oracle, a ParameterError."""
+    at_limit = make(limit * (1 - 1e-12))
+    assert at_limit.max_epsilon() == pytest.approx(limit, rel=1e-12)
+    if isinstance(at_limit, OLH) and at_limit.g != 8:
+        assert at_limit.g == 65536  # round(e^eps) + 1 = 2^16
+    else:
+        lie = at_limit.q if isinstance(at_limit, (OUE, HRR)) else 1 - at_limit.p
+        assert lie == pytest.approx(LIE, rel=1e-6)
+    for eps in (limit * (1 + 1e-9), 30.0, 709.0, 710.0, 1e300):
+        with pytest.raises(ParameterError, match="supports epsilon <="):
+            make(eps)
+
+
+def test_olh_at_its_largest_epsilon_still_aggregates():
+    """The defect behind the limit: at epsilon >= 22.2 OLH's g passed 2^32 and reports could
+    never be aggregated; at the limit (g = 2^16) they round-trip exactly."""
+    oracle = OLH(6, math.log(65535))
+    values = np.array([0, 1, 2, 3, 4, 5] * 20)
+    reports = oracle.randomize(values, 3)
+    counts = oracle.summarize(reports)
+    hashes = oracle.hash_table(reports.data["seed"], np.arange(6)).astype(np.int64)
+    dense = (hashes == reports.data["value"][:, None]).sum(axis=0)
+    np.testing.assert_array_equal(counts, dense)
+    assert oracle.aggregator().add(reports).estimate().shape == (6,)
+
+
+def test_protocols_check_every_level_oracle_at_construction():
+    from dprange.ldp import HierarchicalHistogram
+    from dprange.ldp.protocols import Flat, HaarHRR
+
+    for make in (lambda: HierarchicalHistogram(64, 4, "olh", epsilon=12.0), lambda: Flat(64, "oue", epsilon=800.0),
+                 lambda: HaarHRR(64, epsilon=710.0), lambda: HierarchicalHistogram(64, 4, "oue").with_epsilon(23.0)):
+        with pytest.raises(ParameterError, match="supports epsilon"):
+            make()
+    assert HierarchicalHistogram(64, 4, "olh", epsilon=11.0).epsilon == 11.0
+
+
+# ------------------------------------------------------------------ malformed reports (W8, C6)
+def _oue_jsonl(tmp_path, last_row):
+    header = {"header": {"oracle": "oue", "epsilon": 1.0, "domain_size": 10, "params": {}}, "fields": ["bits"]}
+    path = tmp_path / "r.jsonl"
+    path.write_text("\n".join(map(json.dumps, [header, [[3, 1], [0, 2]][0:1], last_row])) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("bad", [[[256, 0]], [[-1, 0]], [[True, 0]], [[1.5, 0]], [[3]]])
+def test_oracle_jsonl_refuses_bad_oue_bytes(tmp_path, bad):
+    with pytest.raises(ReportError):
+        Reports.from_jsonl(_oue_jsonl(tmp_path, bad))
+    assert Reports.from_jsonl(_oue_jsonl(tmp_path, [[255, 3]])).n == 2
+
+
+@pytest.mark.parametrize("last, message", [
+    ([1, [256, 0]], "0..255"), ([1, [-1, 0]], "0..255"), ([1, [True, 0]], "true/false"), ([True, [3, 0]], "bad report"),
+])
+def test_protocol_jsonl_refuses_bad_oue_bytes(tmp_path, last, message):
+    """The protocol's JSON lines used to accept bytes 256 and -1 (wrapped to 0 and 255) and booleans."""
+    from dprange.ldp.protocols import Flat, ProtocolReports
+
+    text = Flat(10, "oue", epsilon=1.0).randomize(np.arange(10), 1).jsonl_text()
+    path = tmp_path / "p.jsonl"
+    path.write_text(text + json.dumps(last) + "\n")
+    with pytest.raises(ReportError, match=message):
+        ProtocolReports.load(path)
+    path.write_text(text)
+    assert ProtocolReports.load(path).n == 10
+
+
+@pytest.mark.parametrize("sign", [True, False, 1.0, 0.5, 2, 0])
+def test_hrr_signs_must_be_integers_plus_or_minus_one(tmp_path, sign):
+    """Boolean signs used to pass (abs(True) == 1) and count as +1."""
+    from dprange.ldp.protocols import Flat, ProtocolReports
+
+    text = Flat(16, "hrr", epsilon=1.0).randomize(np.arange(16), 1).jsonl_text()
+    path = tmp_path / "p.jsonl"
+    path.write_text(text + json.dumps([1, 3, sign]) + "\n")
+    with pytest.raises(ReportError):
+        Flat(16, "hrr", epsilon=1.0).aggregator().add(ProtocolReports.load(path))
+    oracle = HRR(16, 1.0)
+    reports = oracle.randomize(np.arange(16), 2)
+    reports.data["sign"] = np.where(reports.data["sign"] > 0, sign, -1) if sign not in (1.0,) else \
+        reports.data["sign"].astype(float)
+    with pytest.raises(ReportError):
+        oracle.aggregator().add(reports)
+
+
+def test_binary_reports_with_wrong_types_are_report_errors():
+    """Arrays of the wrong dtype in a binary file used to escape as TypeError/ValueError."""
+    oue = OUE(10, 1.0)
+    reports = oue.randomize(np.arange(10), 1)
+    reports.data["bits"] = reports.data["bits"].astype(np.int64)
+    with pytest.raises(ReportError, match="packed bytes"):
+        oue.aggregator().add(Reports.from_bytes(reports.to_bytes()))
+    reports = oue.randomize(np.arange(10), 1)
+    reports.data["n"] = np.array(["10"])
+    with pytest.raises(ReportError, match="user count"):
+        oue.aggregator().add(Reports.from_bytes(reports.to_bytes()))
+
+
+@pytest.mark.parametrize("header", [["a", "list"], "ldp-flat", 5, None])
+def test_report_headers_that_are_not_objects(header):
+    from dprange.ldp.cli import protocol_from_header
+    from dprange.ldp.protocols import Flat, ProtocolReports
+
+    with pytest.raises(ReportError, match="not a JSON object"):
+        protocol_from_header(header)
+    good = Flat(10, "oue", epsilon=1.0).randomize(np.arange(10), 1)
+    with pytest.raises(ReportError, match="not a JSON object"):
+        Flat(10, "oue", epsilon=1.0).aggregator().add(ProtocolReports(header, good.parts))
+
+
+@pytest.mark.parametrize("protocol", ["ldp-haar-hrr", "ldp-hierarchical", "ldp-flat"])
+def test_huge_header_domain_is_refused_before_anything_is_built(protocol):
+    from dprange.ldp.cli import protocol_from_header
+    from dprange.ldp.protocols import Flat, HaarHRR, HierarchicalHistogram
+
+    make = {"ldp-haar-hrr": lambda: HaarHRR(16, epsilon=1.0), "ldp-flat": lambda: Flat(16, "oue", epsilon=1.0),
+            "ldp-hierarchical": lambda: HierarchicalHistogram(16, 4, "oue", epsilon=1.0)}[protocol]
+    header = make().describe()
+    header["domain_size"] = 2**60
+    with pytest.raises(ReportError, match="more than the"):
+        protocol_from_header(header)
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("domain_size", "abc", "malformed report header"), ("domain_size", -1, "malformed report header"),
+    ("domain_size", 10**30, "more than the"), ("epsilon", 800.0, "supports epsilon"), ("epsilon", "x", "malformed"),
+    ("level_probabilities", [2.0], "header"), ("oracle", "xyz", "unknown oracle"),
+    ("oracle_options", {"g": 1}, "malformed report header"),
+])
+def test_corrupt_protocol_headers_are_report_errors(field, value, message):
+    from dprange.ldp.cli import protocol_from_header
+    from dprange.ldp.protocols import Flat
+
+    header = Flat(10, "oue", epsilon=1.0).describe()
+    header[field] = value
+    with pytest.raises(ReportError, match=message):
+        protocol_from_header(header)
+
+
+def test_out_of_domain_count_is_redacted_on_request(monkeypatch):
+    """The number of bad values is private: DPRANGE_REDACT=1 (--redact) keeps it out."""
+    with pytest.raises(DomainError, match="0..9; 3 do not"):
+        GRR(10, 1.0).randomize([1, 10, 11, 12])
+    monkeypatch.setenv("DPRANGE_REDACT", "1")
+    with pytest.raises(DomainError, match="0..9; <redacted> do not"):
+        GRR(10, 1.0).randomize([1, 10, 11, 12])

@@ -1,4 +1,36 @@
-"""Small helpers shared by the ``dprange`` command and its ``ldp`` group."""
+"""Small helpers shared by the ``dprange`` command and its ``ldp`` group.
+
+* option lists (``with_options``) and early validation of options (``check_alpha``,
+  ``check_output_path``, ``check_plot_path``, ``check_size``), so that a bad option fails
+  before any data is read or any file is written;
+* ``StagedOutputs``: every output is produced in memory first and written at the end,
+  each through a temporary file in its target folder and ``os.replace``, so a failure
+  leaves no output behind (not even a folder the command created);
+* ``cli_message``: library messages name Python keywords (``clip=True``); the command
+  line user needs option names (``--clip``);
+* ``--redact``: sets ``DPRANGE_REDACT=1`` for the run, which the library honours by keeping
+  private quantities (counts of bad rows, raw values, row numbers) out of its messages.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import tempfile
+
+import click
+
+from .errors import ParameterError
+
+#: Largest number of bins (or padded tree leaves) the command accepts when the library does
+#: not set its own limit (``Domain.MAX_BINS``): 2^24 bins take 128 MiB per int64 array.
+DEFAULT_MAX_BINS = 1 << 24
+
+#: Largest --queries of the random-ranges workload (two int64 arrays of this length).
+MAX_QUERIES = 10_000_000
+
+REDACT_VARIABLE = "DPRANGE_REDACT"
 
 
 def with_options(options):
@@ -10,3 +42,201 @@ def with_options(options):
         return func
 
     return decorate
+
+
+# ---------------------------------------------------------------- messages for CLI users
+#: (pattern in a library message, replacement naming the command's option), applied in order.
+API_TO_OPTIONS = [
+    (r"\bpass drop_missing=True\b", "pass --drop-missing"),
+    (r"\bdrop_missing=True\b", "--drop-missing"),
+    (r"\bpass clip=True\b", "pass --clip"),
+    (r"\bclip=True\b", "--clip"),
+    (r"\buse Domain\.interval for real values\b", "give --bins N (equal bins over [lo, hi]) for real values"),
+    (r"\bDomain\.interval\b", "--bins N"),
+    (r"\bDomain\.integers\b", "--integers"),
+    (r"\binteger domain bound (lo|hi)\b", r"--\1 (one bin per integer)"),
+    (r"\bdomain bound (lo|hi)\b", r"--\1"),
+    (r"^bins must be\b", "--bins must be"),
+    (r"^branching must be\b", "--branching must be"),
+    (r"\bevery branching factor\b", "every --branching factor"),
+    (r"^the branching list\b", "the --branching list"),
+    (r"^budget list\b", "--budget list"),
+    (r"\bevery entry of the budget list\b", "every entry of --budget"),
+    (r"^epsilon must be\b", "--epsilon must be"),
+    (r"^delta must be\b", "--delta must be"),
+    (r"\bpass delta or use Laplace noise\b", "pass --delta or choose --noise discrete_laplace"),
+    (r"^rng seed must be\b", "--seed must be"),
+    (r"^k must be\b", "--queries must be"),
+]
+
+
+def cli_message(text: str) -> str:
+    """A library message in the command's words, on one line."""
+    text = " ".join(str(text).split())
+    for pattern, replacement in API_TO_OPTIONS:
+        text = re.sub(pattern, replacement, text)
+    return text
+
+
+# ---------------------------------------------------------------- early option checks
+def check_alpha(alpha: float) -> float:
+    """--alpha: the intervals' level is 1 - alpha, so alpha must lie strictly between 0 and 1."""
+    if not (math.isfinite(alpha) and 0.0 < alpha < 1.0):
+        raise ParameterError(f"--alpha must be a number in (0, 1) (intervals at level 1 - alpha), got {alpha!r}")
+    return alpha
+
+
+def check_output_path(path: str, option: str = "--output") -> str:
+    """An output path must name a file: not empty, not a folder, not inside a file."""
+    if path is None or not str(path).strip():
+        raise ParameterError(f"{option} is empty; give the path of the file to write")
+    if os.path.isdir(path) or str(path).endswith((os.sep, "/")):
+        raise ParameterError(f"{option} {path!r} is a folder; give a file path such as {os.path.join(path, 'release.json')!r}")
+    parent = _existing_ancestor(os.path.dirname(os.path.abspath(path)))
+    if not os.path.isdir(parent):
+        raise ParameterError(f"{option} {path!r} lies inside {parent!r}, which is a file, not a folder")
+    if not os.access(parent, os.W_OK):
+        raise ParameterError(f"{option} {path!r}: cannot write in {parent!r} (permission denied)")
+    return path
+
+
+def check_not_an_input(path: str | None, inputs, option: str = "--output") -> None:
+    """Writing an output over an input file would destroy the data (or the reports)."""
+    if not path:
+        return
+    target = os.path.realpath(path)
+    for source in inputs:
+        if os.path.realpath(source) == target:
+            raise ParameterError(f"{option} {path!r} is the input file {source!r}; write the output elsewhere")
+
+
+def check_output_folder(path: str, option: str = "--output") -> str:
+    """An output folder (demo): not empty and not an existing file."""
+    if path is None or not str(path).strip():
+        raise ParameterError(f"{option} is empty; give the folder to write into")
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ParameterError(f"{option} {path!r} is a file, not a folder")
+    parent = _existing_ancestor(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise ParameterError(f"{option} {path!r} lies inside {parent!r}, which is a file, not a folder")
+    return path
+
+
+def _existing_ancestor(folder: str) -> str:
+    while folder and not os.path.exists(folder):
+        up = os.path.dirname(folder)
+        if up == folder:
+            break
+        folder = up
+    return folder
+
+
+PLOT_SUFFIXES = (".png",)
+
+
+def check_plot_path(path: str | None) -> str | None:
+    """--plot must name a .png file, and matplotlib must be installed (checked before any work)."""
+    if path is None:
+        return None
+    check_output_path(path, "--plot")
+    if not str(path).lower().endswith(PLOT_SUFFIXES):
+        raise ParameterError(f"--plot {path!r} must end in .png (the plot is saved as PNG)")
+    try:
+        import matplotlib  # noqa: F401, PLC0415
+    except ImportError:
+        raise ParameterError("--plot needs matplotlib: pip install 'dprange[plot]', or leave out --plot") from None
+    return path
+
+
+def max_bins() -> int:
+    """The largest domain the command accepts: the library's limit where it sets one."""
+    from .domain import Domain  # noqa: PLC0415
+
+    return int(getattr(Domain, "MAX_BINS", DEFAULT_MAX_BINS))
+
+
+def check_size(size: int, what: str) -> int:
+    """A number of bins (or padded leaves) the machine can hold, else a clear error."""
+    limit = max_bins()
+    if size > limit:
+        raise ParameterError(f"{what} gives {size} bins, more than the {limit} dprange supports; use fewer bins")
+    return size
+
+
+def check_tree_size(strategy, option: str = "--branching") -> None:
+    """A tree whose levels pad far beyond the domain (a factor larger than the bins) is refused."""
+    limit = max_bins()
+    for d, b in enumerate(strategy.branching):
+        padded = strategy.level_sizes[d] * b
+        if padded > limit:
+            raise ParameterError(f"{option} factor {b} pads a level to {padded} nodes, more than the {limit} "
+                                 f"dprange supports; use factors of at most {max(2, strategy.n)}")
+
+
+# ---------------------------------------------------------------- outputs
+class StagedOutputs:
+    """Outputs kept in memory until :meth:`commit` writes them all.
+
+    Each file goes to a temporary file in its target folder, then ``os.replace`` puts it in
+    place, so a reader never sees a partial file and a failure leaves nothing behind
+    (temporary files and folders created for the outputs are removed again)."""
+
+    def __init__(self):
+        self.files: list[tuple[str, bytes]] = []
+
+    def add(self, path: str, content) -> None:
+        self.files.append((path, content.encode("utf-8") if isinstance(content, str) else bytes(content)))
+
+    def commit(self) -> None:
+        created: list[str] = []
+        temporary: list[tuple[str, str]] = []
+        try:
+            for path, data in self.files:
+                folder = os.path.dirname(os.path.abspath(path))
+                created.extend(_make_folders(folder))
+                fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
+                temporary.append((tmp, path))
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            for tmp, path in temporary:
+                os.replace(tmp, path)
+        except BaseException:
+            for tmp, _ in temporary:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+            for folder in reversed(created):
+                try:
+                    os.rmdir(folder)
+                except OSError:
+                    pass
+            raise
+
+
+def _make_folders(folder: str) -> list[str]:
+    """Create ``folder`` and missing parents; return the ones created, outermost first."""
+    missing = []
+    while folder and not os.path.exists(folder):
+        missing.append(folder)
+        folder = os.path.dirname(folder)
+    for path in reversed(missing):
+        os.mkdir(path)
+    return list(reversed(missing))
+
+
+# ---------------------------------------------------------------- --redact
+def _set_redact(ctx, param, value):
+    if value:
+        os.environ[REDACT_VARIABLE] = "1"
+    return value
+
+
+redact_option = click.option(
+    "--redact", is_flag=True, is_eager=True, expose_value=False, callback=_set_redact,
+    help="Keep private quantities (counts of bad rows, raw values, row numbers) out of error messages.")
+
+
+def redacting() -> bool:
+    """Whether this run keeps private quantities out of its messages."""
+    return os.environ.get(REDACT_VARIABLE, "") not in ("", "0")

@@ -116,7 +116,8 @@ def check_budget_list(budget: Sequence[float], levels: int, epsilon: float) -> n
         return np.asarray(fit_budget(values, epsilon))
     if excess > 0:
         raise ParameterError(
-            f"the budget list sums to {float(excess):.3g} more than epsilon = {float(epsilon)!r} (exact sum); "
+            f"the budget list sums to more than epsilon = {float(epsilon)!r} "
+            "(exact sum); "
             "the per-level budgets must add up to at most epsilon (lower an entry, or pass the list's sum as epsilon)"
         )
     return values

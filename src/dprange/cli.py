@@ -3,12 +3,15 @@
     dprange release data.csv --column income --lo 0 --hi 250000 --bins 1024 --epsilon 1
     dprange demo --output demo-output
 
-Every error caused by the input is one line on stderr and exit status 2, without traceback.
+Every error caused by the input is one line "dprange: error: ..." on stderr and exit status 2,
+without traceback; every option is checked before data are read, and outputs are written
+only once everything succeeded (atomically: a failure leaves no output file).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 from importlib import resources
@@ -16,11 +19,28 @@ from importlib import resources
 import click
 import numpy as np
 
-from ._cli_helpers import with_options
+from ._cli_helpers import (
+    MAX_QUERIES,
+    REDACT_VARIABLE,
+    StagedOutputs,
+    check_alpha,
+    check_not_an_input,
+    check_output_folder,
+    check_output_path,
+    check_plot_path,
+    check_size,
+    check_tree_size,
+    cli_message,
+    redact_option,
+    redacting,
+    with_options,
+)
+from ._validation import check_delta, check_epsilon
 from .domain import Domain
 from .errors import DPRangeError, ParameterError
 from .io import read_column
-from .mechanisms import Flat, Hierarchical, Wavelet
+from .mechanisms import Flat, Hierarchical, Wavelet, resolve_noise
+from .strategies import TreeStrategy
 
 EXIT_USAGE = 2
 
@@ -30,7 +50,9 @@ def _parse_int_list(text: str, name: str):
     try:
         values = [int(p) for p in parts]
     except ValueError:
-        raise ParameterError(f"{name} must be an integer or a comma-separated list of integers, got {text!r}") from None
+        values = []
+    if not values:
+        raise ParameterError(f"--{name} must be an integer or a comma-separated list of integers, got {text!r}")
     return values[0] if len(values) == 1 and "," not in text else values
 
 
@@ -40,7 +62,7 @@ def _parse_budget(text: str):
     try:
         return [float(p) for p in text.split(",") if p.strip()]
     except ValueError:
-        raise ParameterError(f"budget must be 'uniform', 'geometric' or a comma-separated list of numbers, got {text!r}") from None
+        raise ParameterError(f"--budget must be 'uniform', 'geometric' or a comma-separated list of numbers, got {text!r}") from None
 
 
 def build_mechanism(name: str, branching: str, budget: str, neighbours: str, noise: str, measure_root: bool,
@@ -81,10 +103,39 @@ def build_domain(lo, hi, bins, integers: bool) -> Domain:
     if integers and bins is not None:
         raise ParameterError("give either --integers or --bins, not both")
     if integers:
-        return Domain.integers(lo, hi)
+        domain = Domain.integers(lo, hi)
+        check_size(domain.size, f"--integers over [{domain.lo}, {domain.hi}]")
+        return domain
     if bins is None:
         raise ParameterError("give --bins N (equal bins over [lo, hi]) or --integers (one bin per integer)")
-    return Domain.interval(lo, hi, bins)
+    if bins > 0:
+        check_size(bins, f"--bins {bins}")
+    domain = Domain.interval(lo, hi, bins)
+    if not math.isfinite(domain.hi - domain.lo):
+        raise ParameterError(f"--hi - --lo must be a finite number, got {domain.hi:g} - {domain.lo:g}; narrow the bounds")
+    return domain
+
+
+def check_privacy(mech, n: int, epsilon: float, delta: float) -> None:
+    """Everything about the mechanism that can fail, checked before any data is read:
+    epsilon, delta, the tree's size and the per-level noise (budget list, noise kind)."""
+    check_epsilon(epsilon)
+    check_delta(delta)
+    strategy = mech.strategy(n)
+    if isinstance(strategy, TreeStrategy):
+        check_tree_size(strategy)
+    specs = mech.noise_specs(strategy, epsilon, delta)
+    if not specs and mech.inference != "gls":
+        raise ParameterError(f"nothing is measured here (one bin whose count is the public total), so --inference "
+                             f"{mech.inference} has nothing to fit; use --inference gls")
+
+
+def check_neighbours_and_missing(neighbours: str, drop_missing: bool) -> None:
+    """With replace neighbours the total is published exactly; after dropping missing values
+    it would be the number of complete rows, which reveals how many rows were dropped."""
+    if neighbours == "replace" and drop_missing:
+        raise ParameterError("--drop-missing cannot be used with --neighbours replace: the public total would reveal "
+                             "how many rows were dropped; clean the missing values first or use --neighbours add_remove")
 
 
 def format_deciles(release, alpha: float) -> str:
@@ -118,17 +169,25 @@ def format_deciles(release, alpha: float) -> str:
     return "\n".join(lines)
 
 
-def _write_outputs(release, output, plot, alpha):
-    for path in (output, plot):
-        if path:
-            folder = os.path.dirname(os.path.abspath(path))
-            os.makedirs(folder, exist_ok=True)
-    if output:
-        release.to_json(output, alpha=alpha)
-    if plot:
-        from .plot import plot_cdf  # noqa: PLC0415
+def render_plot(release, alpha) -> bytes:
+    """The CDF plot as PNG bytes (rendered in memory: nothing is written yet)."""
+    import io  # noqa: PLC0415
 
-        plot_cdf(release, plot, alpha=alpha)
+    from .plot import plot_cdf  # noqa: PLC0415
+
+    buffer = io.BytesIO()
+    plot_cdf(release, buffer, alpha=alpha)
+    return buffer.getvalue()
+
+
+def stage_outputs(release, output, plot, alpha) -> StagedOutputs:
+    """The release JSON (and the plot) produced in memory, ready to be written."""
+    staged = StagedOutputs()
+    if output:
+        staged.add(output, release.to_json(alpha=alpha))
+    if plot:
+        staged.add(plot, render_plot(release, alpha))
+    return staged
 
 
 mechanism_options = [
@@ -185,6 +244,7 @@ def cli():
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default="release.json", show_default=True,
               help="Where to write the release as JSON.")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None, help="Also save a PNG of the CDF with its confidence band.")
+@redact_option
 def release_command(input_path, column, lo, hi, bins, integers, clip, drop_missing, epsilon, delta, mechanism, workload,
                     branching, budget, root, neighbours, noise, inference, seed, alpha, output, plot):
     """Release a private histogram of one column of a CSV or Parquet file.
@@ -193,18 +253,35 @@ def release_command(input_path, column, lo, hi, bins, integers, clip, drop_missi
     mechanism, writes the release (histogram, standard errors, deciles, parameters) as JSON
     and prints the deciles with confidence intervals.
     """
+    check_alpha(alpha)
+    check_output_path(output)
+    check_plot_path(plot)
+    check_not_an_input(output, [input_path])
+    check_not_an_input(plot, [input_path], "--plot")
+    if plot and os.path.abspath(plot) == os.path.abspath(output):
+        raise ParameterError("--plot and --output name the same file; give two different paths")
+    check_neighbours_and_missing(neighbours, drop_missing)
+    check_epsilon(epsilon)
+    check_delta(delta)
     domain = build_domain(lo, hi, bins, integers)
     mechanism = _implied_mechanism(mechanism)
     mech = build_mechanism(mechanism, branching, budget, neighbours, noise, root,
                            n=domain.size, epsilon=epsilon, delta=delta, workload=workload, inference=inference)
+    check_privacy(mech, domain.size, epsilon, delta)
+    if seed is not None and seed < 0:
+        raise ParameterError(f"--seed must be a non-negative integer, got {seed}")
     values = read_column(input_path, column)
     counts = domain.histogram(values, clip=clip, drop_missing=drop_missing)
     result = mech.release(counts, epsilon, delta=delta, rng=seed, domain=domain)
-    _write_outputs(result, output, plot, alpha)
+    staged = stage_outputs(result, output, plot, alpha)
+    lines = []
     if mechanism == "auto":
-        click.echo(f"auto: chose {mech!r} for the {workload} workload")
-    click.echo(f"{result.mechanism} release of {column!r}: {domain!r}, epsilon={epsilon:g}, delta={delta:g}, neighbours={neighbours}")
-    click.echo(format_deciles(result, alpha))
+        lines.append(f"auto: chose {mech!r} for the {workload} workload")
+    lines.append(f"{result.mechanism} release of {column!r}: {domain!r}, epsilon={epsilon:g}, delta={delta:g}, "
+                 f"neighbours={neighbours}")
+    lines.append(format_deciles(result, alpha))
+    staged.commit()
+    click.echo("\n".join(lines))
     click.echo(f"wrote {output}" + (f" and {plot}" if plot else ""))
 
 
@@ -232,10 +309,24 @@ def error_command(n, workload, queries, epsilon, delta, neighbours, noise, mecha
     from .analysis import select  # noqa: PLC0415
     from .workloads import make_workload  # noqa: PLC0415
 
-    wl = make_workload(workload, n, k=queries)
+    check_epsilon(epsilon)
+    check_delta(delta)
+    if n < 1:
+        raise ParameterError(f"--n must be a number of bins >= 1, got {n}")
+    check_size(n, f"--n {n}")
+    if workload == "random-ranges" and not 1 <= queries <= MAX_QUERIES:
+        raise ParameterError(f"--queries must be between 1 and {MAX_QUERIES}, got {queries}")
+    resolve_noise(noise, delta)
     candidates = None
-    if mechanisms:
+    if mechanisms is not None:
         candidates = [_parse_candidate(name.strip(), neighbours, noise) for name in mechanisms.split(",") if name.strip()]
+        if not candidates:
+            raise ParameterError("--mechanisms is empty; name candidates such as flat,wavelet,h16")
+        for cand in candidates:
+            strategy = cand.strategy(n)
+            if isinstance(strategy, TreeStrategy):
+                check_tree_size(strategy, "--mechanisms hB:")
+    wl = make_workload(workload, n, k=queries)
     selection = select(wl, None, epsilon, delta=delta, neighbours=neighbours, noise=noise, candidates=candidates)
     if as_json:
         click.echo(json.dumps(selection.to_dict(), indent=1))
@@ -255,7 +346,7 @@ def _parse_candidate(name: str, neighbours: str, noise: str):
         return Flat(neighbours=neighbours, noise=noise)
     if lowered == "wavelet":
         return Wavelet(neighbours=neighbours, noise=noise)
-    if lowered.startswith("h") and lowered[1:].isdigit():
+    if lowered.startswith("h") and lowered[1:].isascii() and lowered[1:].isdigit():
         return Hierarchical(int(lowered[1:]), neighbours=neighbours, noise=noise)
     raise ParameterError(f"unknown mechanism {name!r} in --mechanisms; use flat, wavelet or hB (e.g. h16)")
 
@@ -278,23 +369,29 @@ def demo_command(output, epsilon, seed):
     """
     from .analysis import auto_mechanism  # noqa: PLC0415
 
-    os.makedirs(output, exist_ok=True)
+    check_output_folder(output)
+    check_epsilon(epsilon)
+    if seed is not None and seed < 0:
+        raise ParameterError(f"--seed must be a non-negative integer, got {seed}")
     path = example_path()
     domain = Domain.interval(0, 250_000, 1024)
+    mech = auto_mechanism("prefix", domain.size, epsilon)
+    check_privacy(mech, domain.size, epsilon, 0.0)
     values = read_column(path, "income")
     counts = domain.histogram(values)
-    mech = auto_mechanism("prefix", domain.size, epsilon)
     result = mech.release(counts, epsilon, domain=domain, rng=seed)
     json_path = os.path.join(output, "release.json")
     png_path = os.path.join(output, "cdf.png")
     try:
-        _write_outputs(result, json_path, png_path, 0.05)
-    except DPRangeError:
-        _write_outputs(result, json_path, None, 0.05)
+        staged = stage_outputs(result, json_path, png_path, 0.05)
+    except DPRangeError:  # no matplotlib: the JSON alone
+        staged = stage_outputs(result, json_path, None, 0.05)
         png_path = None
+    text = format_deciles(result, 0.05)
+    staged.commit()
     click.echo(f"example data: {path} ({values.size} records, column 'income')")
     click.echo(f"mechanism (auto, prefix workload): {mech!r}, epsilon={epsilon:g}, domain {domain!r}")
-    click.echo(format_deciles(result, 0.05))
+    click.echo(text)
     click.echo(f"outputs: {os.path.abspath(json_path)}" + (f", {os.path.abspath(png_path)}" if png_path else ""))
 
 
@@ -308,22 +405,50 @@ _attach_ldp()
 
 
 def main(argv=None):
-    """Entry point: run the CLI, turning dprange errors into one line and exit status 2."""
+    """Entry point: run the CLI; every error is one line "dprange: error: ..." on stderr.
+
+    Exit status 0 on success, 2 for any error caused by the input or the options, 1 when
+    aborted or on an internal error (a bug: please report it)."""
+    saved = os.environ.get(REDACT_VARIABLE)
     try:
-        cli.main(args=argv, prog_name="dprange", standalone_mode=False)
+        code = _run(argv)
+    finally:
+        if saved is None:
+            os.environ.pop(REDACT_VARIABLE, None)
+        else:
+            os.environ[REDACT_VARIABLE] = saved
+    sys.exit(code)
+
+
+def _error(message: str, code: int = EXIT_USAGE) -> int:
+    click.echo(f"dprange: error: {cli_message(message)}", err=True)
+    return code
+
+
+def _run(argv) -> int:
+    try:
+        result = cli.main(args=argv, prog_name="dprange", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        click.echo(exc.ctx.get_help())
+        return _error(f"no command given; choose one of the commands above ('{exc.ctx.command_path} --help')")
     except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        sys.exit(1)
+        click.echo("dprange: aborted", err=True)
+        return 1
     except click.ClickException as exc:
-        exc.show()
-        sys.exit(exc.exit_code)
+        return _error(exc.format_message(), EXIT_USAGE)
     except DPRangeError as exc:
-        click.echo(f"dprange: error: {exc}", err=True)
-        sys.exit(EXIT_USAGE)
+        return _error(str(exc))
     except OSError as exc:
-        click.echo(f"dprange: error: {exc.strerror or exc}: {exc.filename or ''}".rstrip(": "), err=True)
-        sys.exit(EXIT_USAGE)
-    sys.exit(0)
+        return _error(f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": "))
+    except UnicodeDecodeError as exc:  # an input file in another encoding, or binary
+        return _error(f"an input file is not UTF-8 text ({exc.reason} at byte {exc.start}); "
+                      "save it as UTF-8 CSV or use Parquet")
+    except MemoryError:
+        return _error("not enough memory for this request; use fewer bins or a smaller input")
+    except Exception as exc:  # noqa: BLE001 - a bug: one line, no traceback, no private values when redacting
+        detail = type(exc).__name__ if redacting() else f"{type(exc).__name__}: {exc}"
+        return _error(f"internal error ({detail}); please report it with the command you ran", 1)
+    return result if isinstance(result, int) else 0
 
 
 if __name__ == "__main__":

@@ -146,6 +146,13 @@ def _read_parquet(path: str, column: str):
 
 
 # ----------------------------------------------------------------------------- CSV
+def _check_unique(path: str, column: str, names) -> None:
+    """Refuse a header that names ``column`` more than once (which one would be meant?)."""
+    if list(names).count(column) > 1:
+        raise DataError(f"column {excerpt(repr(column))} appears {list(names).count(column)} times in the header of "
+                        f"{path!r}; rename the columns so that each name is unique")
+
+
 def _read_csv(path: str, column: str):
     try:
         import pandas as pd  # noqa: PLC0415
@@ -169,6 +176,12 @@ def _read_csv_pandas(pd, path: str, column: str):
     names = [str(c) for c in header.columns]
     if column not in names:
         raise _column_missing(path, column, names)
+    try:  # pandas renames repeated names (x, x.1): read the header row itself to see them
+        raw = pd.read_csv(path, nrows=1, header=None, dtype=str, **options)
+    except (pd.errors.ParserError, ValueError):
+        raw = None
+    if raw is not None and len(raw):
+        _check_unique(path, column, [str(v).strip() for v in raw.iloc[0].tolist()])
     try:
         frame = pd.read_csv(path, usecols=[column], skip_blank_lines=False, dtype_backend="numpy_nullable", **options)
     except UnicodeDecodeError:
@@ -206,6 +219,7 @@ def _read_csv_stdlib(path: str, column: str):
             names = [n.strip() for n in names]
             if column not in names:
                 raise _column_missing(path, column, names)
+            _check_unique(path, column, names)
             k = names.index(column)
             cells = [row[k] if k < len(row) else "" for row in reader]
         return _parse_cells(column, cells)

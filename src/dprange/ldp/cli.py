@@ -1,4 +1,8 @@
-"""``dprange ldp``: the client (encode), the server (aggregate) and simulation."""
+"""``dprange ldp``: the client (encode), the server (aggregate) and simulation.
+
+Like the main command: every option is checked before data are read, outputs are produced
+in memory and written atomically at the end, and errors are one line (``dprange.cli.main``).
+"""
 
 from __future__ import annotations
 
@@ -8,19 +12,43 @@ import os
 import click
 import numpy as np
 
-from .._cli_helpers import with_options
+from .._cli_helpers import (
+    StagedOutputs,
+    check_not_an_input,
+    check_output_path,
+    check_size,
+    check_tree_size,
+    redact_option,
+    redacting,
+    with_options,
+)
+from .._validation import check_epsilon
 from ..domain import Domain
 from ..errors import ParameterError, ReportError
 from ..io import load_npy, read_column
 from .protocols import Flat, HaarHRR, HierarchicalHistogram, ProtocolReports
-from .simulate import simulate
+from .simulate import SHORTCUT_EXACT, simulate
+
+#: Simulation runs every client for oracles without an exact shortcut (HRR, OLH): O(users).
+MAX_PER_USER_SIMULATION = 1 << 28
+#: With a shortcut the work is O(bins), but counts must stay exact in float64.
+MAX_SIMULATED_USERS = 1 << 52
 
 PROTOCOLS = ("hierarchical", "haar", "flat")
 
 
 def build_protocol(protocol, domain_size, epsilon, branching, oracle):
+    """The protocol of the options, fully validated (epsilon for every level's oracle, tree size)."""
+    check_epsilon(epsilon)
+    if domain_size < 2:
+        raise ParameterError(f"local-DP protocols need at least 2 bins, got {domain_size}")
+    check_size(domain_size, "the domain")
     if protocol == "hierarchical":
-        return HierarchicalHistogram(domain_size, branching, oracle, epsilon=epsilon)
+        if branching < 2:
+            raise ParameterError(f"--branching must be an integer >= 2, got {branching}")
+        proto = HierarchicalHistogram(domain_size, branching, oracle, epsilon=epsilon)
+        check_tree_size(proto.tree)
+        return proto
     if protocol == "haar":
         return HaarHRR(domain_size, epsilon=epsilon)
     if protocol == "flat":
@@ -29,8 +57,14 @@ def build_protocol(protocol, domain_size, epsilon, branching, oracle):
 
 
 def protocol_from_header(header: dict):
+    """The protocol a report file declares; any inconsistency in the header is a ReportError."""
+    if not isinstance(header, dict):
+        raise ReportError("malformed report header: the protocol description is not a JSON object")
     name = header.get("protocol")
     try:
+        size = header["domain_size"]
+        if isinstance(size, int) and not isinstance(size, bool):  # before any structure of that size is built
+            check_size(size, "the report header's domain_size")
         if name == "ldp-hierarchical":
             proto = HierarchicalHistogram(header["domain_size"], header["branching"], header["oracle"],
                                           epsilon=header["epsilon"], level_probabilities=header["level_probabilities"],
@@ -43,8 +77,10 @@ def protocol_from_header(header: dict):
                          oracle_options=header.get("oracle_options") or None)
         else:
             raise ReportError(f"unknown protocol {name!r} in the reports")
-    except (KeyError, TypeError) as exc:
+    except KeyError as exc:
         raise ReportError(f"malformed report header: missing {exc}") from None
+    except (TypeError, ValueError, AttributeError, OverflowError) as exc:  # ParameterError is a ValueError
+        raise ReportError(f"malformed report header: {exc}") from None
     if proto.describe() != header:
         raise ReportError("the report header does not describe a valid protocol")
     return proto
@@ -53,7 +89,18 @@ def protocol_from_header(header: dict):
 def _domain(lo, hi, bins):
     if lo is None or hi is None:
         raise ParameterError("give the public bounds with --lo and --hi")
-    return Domain.integers(lo, hi) if bins is None else Domain.interval(lo, hi, bins)
+    if bins is None:
+        domain = Domain.integers(lo, hi)
+        check_size(domain.size, f"one bin per integer over [{domain.lo}, {domain.hi}]")
+        return domain
+    if bins > 0:
+        check_size(bins, f"--bins {bins}")
+    return Domain.interval(lo, hi, bins)
+
+
+def check_seed(seed):
+    if seed is not None and seed < 0:
+        raise ParameterError(f"--seed must be a non-negative integer, got {seed}")
 
 
 protocol_options = [
@@ -84,15 +131,22 @@ def ldp():
 @with_options(protocol_options)
 @click.option("--seed", type=int, default=None, help="Seed for experiments only; the default reads OS entropy.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default="reports.npz", show_default=True,
-              help="Where to write the randomised reports (compact binary).")
+              help="Where to write the randomised reports (.jsonl/.json: JSON lines; else compact binary).")
+@redact_option
 def encode(input_path, column, lo, hi, bins, protocol, oracle, branching, epsilon, seed, output):
     """Client side: randomise every row's value and write the reports (never the values)."""
+    check_output_path(output)
+    check_not_an_input(output, [input_path])
+    check_seed(seed)
     domain = _domain(lo, hi, bins)
-    values = domain.bucketize(read_column(input_path, column))
     proto = build_protocol(protocol, domain.size, epsilon, branching, oracle)
+    values = domain.bucketize(read_column(input_path, column))
+    if values.size == 0:
+        raise ParameterError(f"{input_path!r} has no rows in column {column!r}; there is nothing to encode")
     reports = proto.randomize(values, seed)
-    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
-    reports.save(output)
+    staged = StagedOutputs()
+    staged.add(output, reports.encoded(output))
+    staged.commit()
     click.echo(f"wrote {reports.n} reports ({proto.name}, epsilon={epsilon:g}, {domain!r}) to {output}")
 
 
@@ -101,21 +155,52 @@ def encode(input_path, column, lo, hi, bins, protocol, oracle, branching, epsilo
 @click.option("--lo", type=float, help="Public lower bound (labels the release's domain).")
 @click.option("--hi", type=float, help="Public upper bound.")
 @click.option("--bins", type=int, default=None, help="Equal bins over [lo, hi] (default: one bin per integer).")
-@click.option("--output", "-o", type=click.Path(dir_okay=False), default="release.json", show_default=True)
+@click.option("--output", "-o", type=click.Path(dir_okay=False), default="release.json", show_default=True,
+              help="Where to write the release as JSON.")
+@redact_option
 def aggregate(reports, lo, hi, bins, output):
     """Server side: merge report files (all from one protocol) into a release JSON."""
-    loaded = [ProtocolReports.load(path) for path in reports]
-    proto = protocol_from_header(loaded[0].header)
+    check_output_path(output)
+    check_not_an_input(output, reports)
+    domain = _domain(lo, hi, bins) if lo is not None or hi is not None or bins is not None else None
+    _check_distinct(reports)
+    loaded = [_load(path) for path in reports]
+    try:
+        proto = protocol_from_header(loaded[0].header)
+    except ReportError as exc:
+        raise ReportError(f"{reports[0]}: {exc}") from None
+    if domain is not None and domain.size != proto.domain_size:
+        raise ParameterError(f"--lo/--hi/--bins give {domain.size} bins but the reports cover {proto.domain_size} values; "
+                             "give the bounds the reports were encoded with")
     agg = proto.aggregator()
     for path, rep in zip(reports, loaded):
         try:
             agg.add(rep)
         except ReportError as exc:
             raise ReportError(f"{path}: {exc}") from None
-    domain = _domain(lo, hi, bins) if lo is not None or hi is not None else None
     release = agg.release(domain)
-    release.to_json(output)
+    staged = StagedOutputs()
+    staged.add(output, release.to_json())
+    staged.commit()
     click.echo(f"aggregated {agg.n} reports from {len(reports)} file(s) with {proto.name}; wrote {output}")
+
+
+def _check_distinct(paths) -> None:
+    """The same file twice would count its users twice."""
+    seen = {}
+    for path in paths:
+        key = os.path.realpath(path)
+        if key in seen:
+            raise ParameterError(f"report file {path!r} is given twice (as {seen[key]!r}); each user must be counted once")
+        seen[key] = path
+
+
+def _load(path) -> ProtocolReports:
+    try:
+        return ProtocolReports.load(path)
+    except ReportError as exc:
+        message = str(exc)
+        raise ReportError(message if str(path) in message else f"{path}: {message}") from None
 
 
 @ldp.command("simulate")
@@ -128,19 +213,27 @@ def aggregate(reports, lo, hi, bins, output):
 @click.option("--scale", type=int, default=1, show_default=True, help="Replicate the population this many times.")
 @click.option("--seed", type=int, default=None, help="Seed of the simulation.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default=None, help="Also write the release JSON.")
+@redact_option
 def simulate_command(input_path, column, lo, hi, bins, protocol, oracle, branching, epsilon, scale, seed, output):
     """Simulate the protocol on a population and print its range and prefix errors (RMSE x 1000)."""
+    if output is not None:
+        check_output_path(output)
+        check_not_an_input(output, [input_path])
+    check_seed(seed)
+    if scale < 1:
+        raise ParameterError(f"--scale must be an integer >= 1, got {scale}")
+    check_epsilon(epsilon)
     if column is None:
-        try:
-            counts = load_npy(input_path)
-        except (OSError, ValueError) as exc:
-            raise ParameterError(f"cannot read {input_path!r} as a .npy histogram: {exc}") from None
+        if lo is not None or hi is not None or bins is not None:
+            raise ParameterError("--lo, --hi and --bins apply to --column; a .npy histogram already has its bins")
+        counts = load_histogram(input_path)
         domain = None
+        proto = build_protocol(protocol, counts.size, epsilon, branching, oracle)
     else:
         domain = _domain(lo, hi, bins)
+        proto = build_protocol(protocol, domain.size, epsilon, branching, oracle)
         counts = domain.histogram(read_column(input_path, column))
-    counts = np.asarray(counts).astype(np.int64) * scale
-    proto = build_protocol(protocol, counts.size, epsilon, branching, oracle)
+    counts = scaled_population(counts, scale, proto, oracle)
     release = simulate(proto, counts, rng=seed).release(domain)
     n = counts.sum()
     truth = np.concatenate([[0], np.cumsum(counts)])
@@ -153,5 +246,48 @@ def simulate_command(input_path, column, lo, hi, bins, protocol, oracle, branchi
     result = {"protocol": proto.describe(), "users": int(n), "rmse_x1000_ranges": 1000 * rmse_range,
               "rmse_x1000_prefixes": 1000 * rmse_prefix}
     if output:
-        release.to_json(output)
+        staged = StagedOutputs()
+        staged.add(output, release.to_json())
+        staged.commit()
     click.echo(json.dumps(result, indent=1))
+
+
+def load_histogram(path) -> np.ndarray:
+    """A population histogram from a .npy file: a 1-D array of non-negative whole numbers
+    (floats are accepted only when every entry is a whole number: never truncated)."""
+    counts = load_npy(path)
+    if not isinstance(counts, np.ndarray) or counts.dtype.kind not in "iuf":
+        kind = "a .npz archive" if not isinstance(counts, np.ndarray) else f"dtype {counts.dtype}"
+        raise ParameterError(f"{path!r} must hold a numeric histogram (integer counts), not {kind}")
+    if counts.ndim != 1:
+        raise ParameterError(f"{path!r} must hold a 1-D histogram (one count per bin), got shape {counts.shape}")
+    if counts.size < 2:
+        raise ParameterError(f"{path!r} holds {counts.size} bin(s); a histogram needs at least 2 bins")
+    check_size(counts.size, f"the histogram in {path!r}")
+    if counts.dtype.kind == "f":
+        finite = np.isfinite(counts)
+        if not finite.all() or np.any(counts != np.floor(counts)):
+            raise ParameterError(f"{path!r} must hold whole-number counts; it has fractional, NaN or infinite "
+                                 "entries (they are never rounded)")
+        if np.any(np.abs(counts) > 2.0**53):
+            raise ParameterError(f"{path!r} has counts above 2^53, which float64 cannot hold exactly")
+    if np.any(counts < 0):
+        raise ParameterError(f"{path!r} has negative counts; a histogram counts users")
+    if counts.dtype.kind == "u" and counts.max() > np.iinfo(np.int64).max:
+        raise ParameterError(f"{path!r} has counts above 2^63")
+    return counts.astype(np.int64)
+
+
+def scaled_population(counts, scale: int, proto, oracle: str) -> np.ndarray:
+    """counts * scale, refused when it has no users or more than the simulation can run."""
+    users = int(counts.sum()) * scale
+    if users == 0:
+        raise ParameterError("the population is empty (every count is 0); there is nothing to simulate")
+    per_user = isinstance(proto, HaarHRR) or not SHORTCUT_EXACT.get(oracle, False)
+    limit = MAX_PER_USER_SIMULATION if per_user else MAX_SIMULATED_USERS
+    if users > limit:
+        how = "runs every client" if per_user else "keeps counts exact in float64"
+        count = "too many" if redacting() else str(users)
+        raise ParameterError(f"the simulation would have {count} users; with this protocol and oracle it {how} and "
+                             f"supports at most {limit}; lower --scale")
+    return counts * scale

@@ -24,6 +24,14 @@ returns unbiased estimates of the fraction f_z of users holding each z.
   row j of the Hadamard matrix and sends j and the sign (-1)^popcount(j & v), flipped w.p.
   1 / (1 + e^eps).  Frequencies come back by a fast Walsh-Hadamard transform.
 
+Largest epsilon.  Each oracle refuses an epsilon at which its randomiser could no longer be
+run faithfully: the probability of a "lie" (q, or 1 - p for GRR) must stay >= 2^-32, so that
+uniforms with 53 random bits realise it to a relative 2^-21 and e^epsilon never overflows
+(OUE, HRR: epsilon <= ln(2^32 - 1) ~ 22.18; GRR: epsilon <= ln((D - 1)(2^32 - 1))); OLH's hash
+range g = round(e^eps) + 1 must stay <= 2^16, so that ((a x + b) mod P) mod g is uniform on [g]
+to a relative g / P <= 2^-15 (epsilon <= ln(65535) ~ 11.09).  Larger epsilons give no
+meaningful local privacy anyway; ``max_epsilon()`` reports each oracle's bound.
+
 Variances.  dprange estimates the fractions of the N users actually present (like the
 central mechanisms, which estimate the actual histogram), so the exact variance of an
 estimate is a sum over users of Bernoulli variances: with c = p - q (OUE: 1/2 - q),
@@ -42,6 +50,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -53,6 +62,8 @@ from ..io import load_npz
 from ..noise import resolve_rng
 
 MERSENNE = (1 << 31) - 1  # prime modulus of the universal hash family
+MIN_LIE_PROBABILITY = 2.0**-32  # smallest probability of reporting a value other than the truth
+OLH_MAX_G = 1 << 16  # largest hash range: the mod-P hash is uniform on [g] to a relative g / P
 
 
 def check_values(values, domain_size: int) -> np.ndarray:
@@ -122,21 +133,40 @@ class Reports:
             bad = [r for r in rows if not isinstance(r, list) or len(r) != len(keys)]
             if bad:
                 raise ValueError(f"{len(bad)} report line(s) do not hold exactly the fields {keys}, e.g. {bad[0]!r}")
-            data = {k: np.asarray([r[i] for r in rows]) for i, k in enumerate(keys)}
-            for k in keys:
-                if not rows:
-                    data[k] = data[k].astype(np.int64)
-                elif data[k].dtype.kind not in "iub":
-                    raise ValueError(f"field {k!r} must hold integers")
-            if "bits" in data:  # OUE: packed bytes, one row of ceil(D / 8) per user
-                bits = data["bits"]
-                if bits.size and (bits.min() < 0 or bits.max() > 255):
-                    raise ValueError("field 'bits' must hold packed bytes (integers 0..255)")
-                data["bits"] = bits.astype(np.uint8).reshape(len(rows), (int(header["domain_size"]) + 7) // 8)
-            data["n"] = np.array([len(rows)])
+            data = report_fields(keys, rows, int(header["domain_size"]))
             return cls(header["oracle"], float(header["epsilon"]), int(header["domain_size"]), data, header.get("params", {}))
         except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
             raise ReportError(f"malformed JSON-lines reports in {path!r}: {exc}") from None
+
+
+def report_fields(keys, rows, domain_size: int) -> dict:
+    """Report arrays from JSON rows (one list of field values per user): every field holds
+    integers (JSON true/false are not integers), OUE's ``bits`` packed bytes 0..255 with
+    ceil(D / 8) per user; adds the user count ``n``.  Raises ValueError on anything else."""
+    data = {}
+    for i, key in enumerate(keys):
+        column = [r[i] for r in rows]
+        if any(isinstance(v, bool) for v in _flat(column)):
+            raise ValueError(f"field {key!r} must hold integers, not true/false")
+        arr = np.asarray(column) if rows else np.zeros(0, dtype=np.int64)
+        if arr.dtype.kind not in "iu":
+            raise ValueError(f"field {key!r} must hold integers")
+        data[key] = arr
+    if "bits" in data:  # OUE: packed bytes, one row of ceil(D / 8) per user
+        bits = data["bits"]
+        if bits.size and (bits.min() < 0 or bits.max() > 255):
+            raise ValueError("field 'bits' must hold packed bytes (integers 0..255)")
+        data["bits"] = bits.astype(np.uint8).reshape(len(rows), (domain_size + 7) // 8)
+    data["n"] = np.array([len(rows)])
+    return data
+
+
+def _flat(column):
+    for value in column:
+        if isinstance(value, list):
+            yield from _flat(value)
+        else:
+            yield value
 
 
 class FrequencyOracle:
@@ -147,6 +177,20 @@ class FrequencyOracle:
     def __init__(self, domain_size: int, epsilon: float):
         self.domain_size = check_positive_int(domain_size, "domain_size", minimum=2)
         self.epsilon = check_epsilon(epsilon)
+        self._check_epsilon_limit()
+
+    def max_epsilon(self) -> float:
+        """The largest epsilon this oracle supports (module doc, "Largest epsilon")."""
+        return math.log(1.0 / MIN_LIE_PROBABILITY - 1.0)  # q = 1 / (e^eps + 1) >= 2^-32
+
+    def _check_epsilon_limit(self) -> None:
+        limit = self.max_epsilon()
+        if self.epsilon > limit:
+            raise ParameterError(f"{self.name.upper()} supports epsilon <= {limit:.4f} (here D = {self.domain_size}), "
+                                 f"got {self.epsilon:g}; {self._limit_reason()}")
+
+    def _limit_reason(self) -> str:
+        return "beyond it the probability of randomising a report falls below 2^-32"
 
     # probabilities (p: report own value / keep; q: any other) and the estimator's slope
     p: float
@@ -175,8 +219,8 @@ class FrequencyOracle:
         if mine != theirs:
             raise ReportError(f"reports were made with {theirs[:3]} {theirs[3] or ''}, not {mine[:3]} {mine[3] or ''}")
         n_field = np.asarray(reports.data.get("n", [-1])).ravel()
-        if n_field.size != 1 or n_field[0] < 0:
-            raise ReportError("reports lack their user count 'n'; the file is malformed")
+        if n_field.size != 1 or n_field.dtype.kind not in "iu" or n_field[0] < 0:
+            raise ReportError("reports lack their user count 'n' (one non-negative integer); the file is malformed")
         for key in self.fields:
             if key not in reports.data:
                 raise ReportError(f"{self.name} reports lack the field {key!r}; the file is malformed")
@@ -253,6 +297,10 @@ class GRR(FrequencyOracle):
     name = "grr"
     fields = ("value",)
 
+    def max_epsilon(self) -> float:
+        # 1 - p = (D - 1) / (e^eps + D - 1) >= 2^-32
+        return math.log(self.domain_size - 1) + math.log(1.0 / MIN_LIE_PROBABILITY - 1.0)
+
     @property
     def p(self):
         return math.exp(self.epsilon) / (math.exp(self.epsilon) + self.domain_size - 1)
@@ -309,7 +357,9 @@ class OUE(FrequencyOracle):
         return self._reports({"bits": data}, v.size)
 
     def summarize(self, reports):
-        bits = reports.data["bits"]
+        bits = np.asarray(reports.data["bits"])
+        if bits.dtype != np.uint8:
+            raise ReportError(f"OUE reports must hold packed bytes (uint8), got {bits.dtype}")
         if bits.ndim != 2 or bits.shape[1] != (self.domain_size + 7) // 8 or bits.shape[0] != reports.n:
             raise ReportError("OUE reports have the wrong shape for this domain")
         total = np.zeros(self.domain_size)
@@ -325,11 +375,25 @@ class OLH(FrequencyOracle):
     fields = ("seed", "value")
 
     def __init__(self, domain_size, epsilon, g=None, hash_pool=None):
+        self._given_g = g if isinstance(g, (int, np.integer)) and not isinstance(g, bool) else None
         super().__init__(domain_size, epsilon)
         if self.domain_size >= MERSENNE:  # x and x + P would always collide, and a x could overflow
             raise ParameterError(f"OLH supports domains of fewer than 2^31 - 1 values, got {self.domain_size}")
         self.g = check_positive_int(g if g is not None else int(round(math.exp(self.epsilon))) + 1, "g", minimum=2)
+        if self.g > OLH_MAX_G:
+            raise ParameterError(f"OLH supports a hash range g <= {OLH_MAX_G}, got {self.g}; the hash would no "
+                                 "longer be uniform on [g]")
         self.hash_pool = None if hash_pool is None else check_positive_int(hash_pool, "hash_pool")
+
+    def max_epsilon(self) -> float:
+        # the default g = round(e^eps) + 1 <= 2^16; with a given g, GRR's bound over [g]
+        if self._given_g is None:
+            return math.log(OLH_MAX_G - 1)
+        return math.log(max(self._given_g, 2) - 1) + math.log(1.0 / MIN_LIE_PROBABILITY - 1.0)
+
+    def _limit_reason(self) -> str:
+        return (f"its hash range g = round(e^epsilon) + 1 must stay <= {OLH_MAX_G} for the hash to be uniform; "
+                "use GRR or OUE for a larger epsilon")
 
     def params(self):
         return {"g": self.g, "hash_pool": self.hash_pool}
@@ -471,7 +535,7 @@ class HRR(FrequencyOracle):
     def summarize(self, reports):
         rows = _checked(reports.data["row"], self.size)
         sign = np.asarray(reports.data["sign"])
-        if sign.shape != rows.shape or not np.all(np.abs(sign) == 1):
+        if sign.dtype.kind != "i" or sign.shape != rows.shape or not np.all(np.abs(sign) == 1):
             raise ReportError("HRR reports need one sign of +-1 per row index")
         return np.bincount(rows, weights=sign.astype(float), minlength=self.size)
 

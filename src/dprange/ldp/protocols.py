@@ -36,7 +36,7 @@ from ..inference.wavelet import haar_error_model, haar_estimate
 from ..noise import resolve_rng
 from ..release import Release
 from ..strategies import HaarStrategy, TreeStrategy
-from .oracles import HRR, Aggregator, Reports, check_values, make_oracle
+from .oracles import HRR, Aggregator, Reports, check_values, make_oracle, report_fields
 
 
 class Protocol:
@@ -55,6 +55,13 @@ class Protocol:
             if probs.shape != (levels,) or np.any(probs < 0) or not np.isclose(probs.sum(), 1.0):
                 raise ParameterError(f"level_probabilities must be {levels} non-negative numbers summing to 1")
         self.level_probabilities = probs
+        if self.epsilon is not None:
+            self._check_oracles()
+
+    def _check_oracles(self) -> None:
+        """Build every level's oracle once: each checks that it supports this epsilon."""
+        for level in range(1, self.levels + 1):
+            self.oracle(level)
 
     @property
     def levels(self) -> int:
@@ -64,6 +71,7 @@ class Protocol:
         clone = self.__class__.__new__(self.__class__)
         clone.__dict__.update(self.__dict__)
         clone.epsilon = check_epsilon(epsilon)
+        clone._check_oracles()
         return clone
 
     def _eps(self) -> float:
@@ -139,14 +147,24 @@ class ProtocolReports:
     def to_jsonl(self, path) -> None:
         """JSON lines: a header line (protocol, each level's oracle header and fields), then
         one line per user: ``[level, field values...]`` (OUE bits as packed bytes)."""
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(self.jsonl_text())
+
+    def jsonl_text(self) -> str:
+        """The JSON-lines form (see :meth:`to_jsonl`) as one string."""
         levels = {str(l): rep.header() for l, rep in self.parts.items()}
         fields = {str(l): [k for k in rep.data if k != "n"] for l, rep in self.parts.items()}
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps({"protocol": self.header, "levels": levels, "fields": fields}) + "\n")
-            for level, rep in self.parts.items():
-                columns = [rep.data[k].tolist() for k in fields[str(level)]]
-                for row in zip(*columns):
-                    fh.write(json.dumps([level, *row]) + "\n")
+        lines = [json.dumps({"protocol": self.header, "levels": levels, "fields": fields})]
+        for level, rep in self.parts.items():
+            columns = [rep.data[k].tolist() for k in fields[str(level)]]
+            lines.extend(json.dumps([level, *row]) for row in zip(*columns))
+        return "\n".join(lines) + "\n"
+
+    def encoded(self, path) -> bytes:
+        """The bytes :meth:`save` writes to ``path`` (JSON lines for .jsonl/.json, else binary)."""
+        if str(path).endswith((".jsonl", ".json")):
+            return self.jsonl_text().encode("utf-8")
+        return self.to_bytes()
 
     @classmethod
     def from_jsonl(cls, path) -> "ProtocolReports":
@@ -158,34 +176,23 @@ class ProtocolReports:
                 for line in fh:
                     if line.strip():
                         row = json.loads(line)
-                        if not isinstance(row, list) or len(row) != 1 + len(fields[str(row[0])]):
+                        if not isinstance(row, list) or not row or isinstance(row[0], bool) \
+                                or len(row) != 1 + len(fields[str(row[0])]):
                             raise ValueError(f"bad report line {line.strip()[:60]!r}")
                         rows[int(row[0])].append(row[1:])
             parts = {}
             for level, head in levels.items():
-                keys, mine = fields[level], rows[int(level)]
-                data = {k: np.asarray([r[i] for r in mine]) for i, k in enumerate(keys)}
-                for k in keys:
-                    if not mine:
-                        data[k] = data[k].astype(np.int64)
-                    elif data[k].dtype.kind not in "iub":
-                        raise ValueError(f"field {k!r} must hold integers")
-                if "bits" in data:
-                    data["bits"] = data["bits"].astype(np.uint8).reshape(len(mine), -1)
-                data["n"] = np.array([len(mine)])
+                data = report_fields(fields[level], rows[int(level)], int(head["domain_size"]))
                 parts[int(level)] = Reports(head["oracle"], float(head["epsilon"]), int(head["domain_size"]), data,
                                             head.get("params", {}))
             return cls(header, parts)
-        except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+        except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError, OverflowError) as exc:
             raise ReportError(f"malformed JSON-lines reports in {str(path)!r}: {exc}") from None
 
     def save(self, path) -> None:
         """Write JSON lines if ``path`` ends in .jsonl or .json, else the compact binary form."""
-        if str(path).endswith((".jsonl", ".json")):
-            self.to_jsonl(path)
-            return
         with open(path, "wb") as fh:
-            fh.write(self.to_bytes())
+            fh.write(self.encoded(path))
 
     @classmethod
     def load(cls, path) -> "ProtocolReports":
@@ -214,6 +221,8 @@ class ProtocolAggregator:
     def add(self, reports: ProtocolReports) -> "ProtocolAggregator":
         mine = self.protocol.describe()
         theirs = reports.header
+        if not isinstance(theirs, dict):
+            raise ReportError("malformed report header: the protocol description is not a JSON object")
         if mine != theirs:
             keys = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
             detail = ", ".join(f"{k}={theirs.get(k)!r} (expected {mine.get(k)!r})" for k in keys)
