@@ -305,14 +305,19 @@ def _load_error(name: str, exc: Exception) -> DataError:
     return DataError(f"cannot read {name}: {excerpt(text, 120)}")
 
 
+def _open_with_head(source, *length):
+    """(handle, name, first bytes) of a path, bytes or file object; DataError if unreadable."""
+    handle, name = _source(source)
+    try:
+        return handle, name, _magic(handle, *length)
+    except OSError as exc:
+        raise DataError(f"cannot open {name}: {excerpt(exc.strerror or exc, 80)}") from None
+
+
 def load_npy(source) -> np.ndarray:
     """One array from a NumPy .npy file (path, bytes or file object), never unpickling:
     anything else gives a one-line DataError."""
-    handle, name = _source(source)
-    try:
-        head = _magic(handle)
-    except OSError as exc:
-        raise DataError(f"cannot open {name}: {excerpt(exc.strerror or exc, 80)}") from None
+    handle, name, head = _open_with_head(source)
     if head.startswith(_ZIP_MAGIC[:4]):
         raise DataError(f"{name} is an .npz archive, not a single .npy array")
     if not head.startswith(_NPY_MAGIC):
@@ -326,11 +331,7 @@ def load_npy(source) -> np.ndarray:
 def load_npz(source) -> NpzContents:
     """All arrays of a NumPy .npz archive (path, bytes or file object), read eagerly and never
     unpickled: anything else gives a one-line DataError."""
-    handle, name = _source(source)
-    try:
-        head = _magic(handle, 4)
-    except OSError as exc:
-        raise DataError(f"cannot open {name}: {excerpt(exc.strerror or exc, 80)}") from None
+    handle, name, head = _open_with_head(source, 4)
     if head.startswith(_NPY_MAGIC[:4]):
         raise DataError(f"{name} is a single .npy array, not an .npz archive")
     if not head.startswith(_ZIP_MAGIC):
