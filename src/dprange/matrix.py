@@ -37,7 +37,7 @@ from scipy.sparse.linalg import LinearOperator, aslinearoperator
 
 from ._validation import check_delta, check_epsilon, check_positive_int
 from .errors import ParameterError
-from .inference.least_squares import gls
+from .inference.least_squares import OperatorEstimate, gls
 from .mechanisms import Mechanism, calibrate, resolve_noise
 from .noise import NoiseSpec
 from .strategies import dense_sensitivity_power
@@ -71,8 +71,13 @@ def quantisation_factor(values: np.ndarray) -> float:
 class DenseErrorModel:
     """Exact error model from an explicit n x n covariance (small n)."""
 
-    def __init__(self, covariance: np.ndarray):
+    def __init__(self, covariance: np.ndarray, *, strategy=None, variance: float | None = None,
+                 known_total: bool = False):
         self.covariance = covariance
+        #: What the covariance was computed from (kept for :meth:`to_dict`).
+        self.strategy = strategy
+        self.variance = variance
+        self.known_total = bool(known_total)
         n = covariance.shape[0]
         self._cum = np.zeros((n + 1, n + 1))
         self._cum[1:, 1:] = covariance.cumsum(axis=0).cumsum(axis=1)
@@ -87,6 +92,66 @@ class DenseErrorModel:
         q = np.asarray(weights, dtype=float)
         out = np.einsum("...i,ij,...j->...", q, self.covariance, q)
         return np.maximum(out, 0.0)
+
+    def to_dict(self) -> dict:
+        """The measured integer strategy (nonzero entries as row, column, value triplets), the
+        noise variance of every row and whether the total is public: the covariance is
+        recomputed from them, so the saved form is compact."""
+        if self.strategy is None or self.variance is None:
+            raise ParameterError("this dense error model does not know the strategy it was computed from")
+        coo = sp.coo_matrix(self.strategy)
+        return {"kind": "dense_matrix", "shape": [int(coo.shape[0]), int(coo.shape[1])],
+                "sparse": bool(sp.issparse(self.strategy)), "row": coo.row.tolist(), "col": coo.col.tolist(),
+                "value": coo.data.tolist(), "variance": float(self.variance), "known_total": self.known_total}
+
+    @classmethod
+    def from_dict(cls, data: dict):
+        """The error model described by :meth:`to_dict`, as a released matrix estimate carries
+        it: least-squares query variances through the strategy operator, range variances
+        from the dense covariance (as :meth:`Matrix.infer` gives them)."""
+        rows, n = (int(v) for v in data["shape"])
+        if n > DENSE_COVARIANCE_LIMIT:
+            raise ParameterError(f"a saved matrix strategy over more than {DENSE_COVARIANCE_LIMIT} bins is not supported")
+        matrix = sp.csc_matrix((np.asarray(data["value"], dtype=float),
+                                (np.asarray(data["row"], dtype=np.int64), np.asarray(data["col"], dtype=np.int64))),
+                               shape=(rows, n))
+        if not np.all(matrix.data == np.round(matrix.data)):
+            raise ParameterError("a saved matrix strategy must have integer entries")
+        strategy = MatrixStrategy(matrix if data["sparse"] else np.ascontiguousarray(matrix.toarray()))
+        variance = float(data["variance"])
+        if not (variance > 0 and math.isfinite(variance)):
+            raise ParameterError("the saved noise variance must be positive and finite")
+        return matrix_estimate_model(strategy, variance, bool(data["known_total"]))
+
+
+def dense_matrix_model(strategy: "MatrixStrategy", variance: float, known_total: bool) -> DenseErrorModel:
+    """The exact covariance variance (A^T A)^+ of least squares on A (with a public total:
+    on the sum-zero subspace), as a :class:`DenseErrorModel`."""
+    A = strategy.explicit()
+    gram = A.T @ A
+    if known_total:
+        n = gram.shape[0]
+        P = np.eye(n) - 1.0 / n
+        cov = np.linalg.pinv(P @ gram @ P, rtol=1e-10, hermitian=True)
+    else:
+        cov = np.linalg.pinv(gram, rtol=1e-10, hermitian=True)
+    return DenseErrorModel(variance * cov, strategy=strategy.matrix, variance=variance, known_total=known_total)
+
+
+def with_dense_errors(estimate, strategy: "MatrixStrategy", variance: float, known_total: bool):
+    """``estimate`` (a least-squares estimate on ``strategy``) answering range variances from
+    the dense covariance, and saving itself as that model."""
+    dense = dense_matrix_model(strategy, variance, known_total)
+    estimate.range_variance = dense.range_variance
+    estimate.to_dict = dense.to_dict
+    return estimate
+
+
+def matrix_estimate_model(strategy: "MatrixStrategy", variance: float, known_total: bool):
+    """The error model a matrix release carries, without data (an all-zero estimate)."""
+    rows = strategy.rows
+    estimate = OperatorEstimate(strategy.operator(), np.full(rows, variance), np.zeros(strategy.n), known_total)
+    return with_dense_errors(estimate, strategy, variance, known_total)
 
 
 class MatrixStrategy:
@@ -237,19 +302,11 @@ class Matrix(Mechanism):
         y, v = measurements.stacked()
         estimate = gls(self._strategy.operator(), y, v, total=measurements.total)
         if self._strategy.n <= DENSE_COVARIANCE_LIMIT:
-            estimate.range_variance = self._dense_model(v[0], measurements.total is not None).range_variance
+            with_dense_errors(estimate, self._strategy, v[0], measurements.total is not None)
         return estimate
 
     def _dense_model(self, variance: float, known_total: bool) -> DenseErrorModel:
-        A = self._strategy.explicit()
-        gram = A.T @ A
-        if known_total:
-            n = gram.shape[0]
-            P = np.eye(n) - 1.0 / n
-            cov = np.linalg.pinv(P @ gram @ P, rtol=1e-10, hermitian=True)
-        else:
-            cov = np.linalg.pinv(gram, rtol=1e-10, hermitian=True)
-        return DenseErrorModel(variance * cov)
+        return dense_matrix_model(self._strategy, variance, known_total)
 
     def error_model(self, n: int, epsilon, *, delta=0.0):
         epsilon = check_epsilon(epsilon)

@@ -45,7 +45,7 @@ import numpy as np
 from scipy import special
 
 from .domain import Domain
-from .errors import ParameterError
+from .errors import DataError, ParameterError
 
 
 def _checked_alpha(alpha) -> float:
@@ -667,9 +667,11 @@ class Release:
 
     def _metadata(self, alpha: float) -> dict:
         """The dictionary of :meth:`to_dict` without the histogram arrays."""
+        from .serialisation import FORMAT_VERSION, UNSAVED_ERROR_BARS, error_model_dict  # noqa: PLC0415
+
         total = self.total()
         out = {
-            "dprange_release": 1,
+            "dprange_release": FORMAT_VERSION,
             "mechanism": self.mechanism,
             "parameters": self.parameters,
             "privacy": {
@@ -679,13 +681,17 @@ class Release:
                 "noise": self.noise,
                 "seeded": self.seeded,
             },
+            "noise_scales": self.noise_scales,
             "inference": self.inference,
             "domain": self.domain.to_dict(),
             "total": {"value": float(total.value), "stderr": float(total.stderr) if self.exact_error_bars else None,
                       "public": self.public_total is not None},
         }
+        out["error_model"] = error_model_dict(self)
         if not self.exact_error_bars:
             out["error_bars"] = NONLINEAR_ERROR_BARS
+        elif out["error_model"] is None:
+            out["error_bars"] = UNSAVED_ERROR_BARS
         out["deciles"] = self._deciles(alpha)
         return out
 
@@ -726,6 +732,31 @@ class Release:
 
         check_alpha(alpha)
         return write_atomically(path, lambda fh: write_json(self, fh, alpha))
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "Release":
+        """The release described by :meth:`to_dict`: the same answers and standard errors
+        (the error model is rebuilt from its saved parameters; :mod:`dprange.serialisation`).
+        It has no mechanism, so :meth:`bootstrap` raises ParameterError.  DataError for a
+        corrupt dictionary or one of an unknown format version."""
+        from .serialisation import release_from_dict  # noqa: PLC0415
+
+        return release_from_dict(data)
+
+    @classmethod
+    def from_json(cls, text_or_path) -> "Release":
+        """The release saved by :meth:`to_json`, from its text (a string starting with '{')
+        or from a file path (see :meth:`from_dict`)."""
+        from .serialisation import load_release, release_from_json_text  # noqa: PLC0415
+
+        if isinstance(text_or_path, (bytes, bytearray)):
+            try:
+                text_or_path = bytes(text_or_path).decode("utf-8")
+            except UnicodeDecodeError:
+                raise DataError("the release bytes are not UTF-8 JSON text") from None
+        if isinstance(text_or_path, str) and text_or_path.lstrip().startswith("{"):
+            return release_from_json_text(text_or_path)
+        return load_release(text_or_path)
 
     def to_npz(self, path, *, alpha: float = 0.05) -> str:
         """Save the release as a NumPy .npz archive (estimate, standard errors, JSON metadata),

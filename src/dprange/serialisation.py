@@ -11,17 +11,28 @@ Formats
   with exact error bars, ``stderr`` (float64), and ``__meta__``, the JSON metadata (the
   same dictionary without the histogram arrays) as UTF-8 bytes.  Compact and fast.
 
+The metadata (format version ``dprange_release``: 2) keep what the error model needs, in a
+few numbers (``error_model``): for trees (Flat, Hierarchical) the number of bins, the
+per-level branching, whether the root is measured, whether the total is public and the noise
+variance of every level; for Haar (Wavelet) the bins, the public-total flag and the
+per-level variances; for Matrix the measured integer strategy (nonzero triplets), the noise
+variance and the public-total flag.  The model is rebuilt on load by the same code that
+built it, so every standard error is reproduced exactly.  NNLS / L1 releases have no
+closed-form model (null).  ``privacy`` keeps the noise kind and ``noise_scales`` the noise
+scale of every measured level (the tail factor of discrete-Laplace intervals needs them).
+
 Both are written atomically: to a temporary file in the target folder, then ``os.replace``,
 so a failure never leaves a partial file.
 
 Loading
 -------
-:func:`load_release` reads either format and returns a :class:`LoadedRelease`, which answers
-from the saved data only: range, prefix, histogram and total *values*; the standard errors of
-single bins and of the total (saved); the saved metadata (privacy parameters, mechanism,
-deciles as published).  It has no error model: the standard error of a range of several
-bins (which needs the covariances between bins) raises ParameterError, and CDFs, quantile
-intervals and bootstrap need the original :class:`~dprange.Release`.
+:func:`load_release`, ``Release.from_json`` and ``Release.from_dict`` return a
+:class:`~dprange.Release` that answers ranges, prefixes, the histogram, the total, the CDF,
+CDF bands, quantiles and workloads with the original's values and standard errors.  It has
+no mechanism: ``bootstrap`` raises ParameterError.  A file of an unknown (newer) format
+version, or one whose parts disagree (the saved standard errors of a few bins are checked
+against the rebuilt model), raises DataError.  Format-1 files (saved before the error model
+was kept) still load; they know the standard errors of single bins and of the total only.
 """
 
 from __future__ import annotations
@@ -37,7 +48,8 @@ import numpy as np
 from .domain import Domain
 from .errors import DataError, DPRangeError, ParameterError, excerpt
 
-FORMAT_VERSION = 1
+#: The saved format: 2 keeps the error model; files in format 1 still load.
+FORMAT_VERSION = 2
 #: Bins per chunk when writing arrays.
 CHUNK = 1 << 16
 #: Bins per chunk when computing standard errors: error models do O(bins) work per call (a
@@ -156,6 +168,11 @@ def metadata(release, alpha: float) -> dict:
 def write_json(release, fh, alpha: float) -> None:
     """Stream the JSON of ``release`` (the same content as ``to_dict``) to ``fh``."""
     meta = metadata(release, alpha)
+    one_line = {}  # lists written on one line, not one line per number
+    for name in ("error_model", "noise_scales"):
+        if meta.get(name) is not None:
+            one_line[name] = meta[name]
+            meta[name] = _PLACEHOLDER.format(name)
     meta["histogram"] = {
         "value": _PLACEHOLDER.format("value"),
         "stderr": _PLACEHOLDER.format("stderr") if release.exact_error_bars else None,
@@ -165,6 +182,9 @@ def write_json(release, fh, alpha: float) -> None:
         "value": lambda: (release.estimate[s : s + CHUNK] for s in range(0, release.n, CHUNK)),
         "stderr": lambda: stderr_chunks(release),
     }
+    for name, value in one_line.items():
+        text = text.replace(json.dumps(_PLACEHOLDER.format(name)), json.dumps(value, separators=(",", ":"),
+                                                                              allow_nan=False), 1)
     for name, chunks in arrays.items():
         marker = json.dumps(_PLACEHOLDER.format(name))
         if marker not in text:
@@ -194,96 +214,102 @@ def write_npz(release, fh, alpha: float) -> None:
 
 
 # ----------------------------------------------------------------------------- loading
-class LoadedRelease:
-    """A release read back from JSON or NPZ: answers from the saved data (module doc).
+class NonlinearErrors:
+    """The error model of a loaded NNLS / L1 release: no closed form (NaN), as the original."""
 
-    Attributes: ``domain``, ``estimate``, ``n``, ``metadata`` (the saved dictionary without
-    the histogram arrays), ``epsilon``, ``delta``, ``neighbours``, ``mechanism``,
-    ``inference``, ``exact_error_bars``.
-    """
+    def range_variance(self, lo, hi):
+        return np.full(np.broadcast(np.asarray(lo), np.asarray(hi)).shape, np.nan)
 
-    def __init__(self, meta: dict, estimate: np.ndarray, stderr: np.ndarray | None):
-        self.metadata = meta
-        self.domain = Domain.from_dict(meta.get("domain"))
-        self.estimate = estimate
-        self.n = estimate.size
-        if self.domain.size != self.n:
-            raise DataError(f"the saved domain has {self.domain.size} bins but the histogram has {self.n}")
-        if stderr is not None and stderr.shape != estimate.shape:
-            raise DataError("the saved standard errors do not match the histogram")
+    def query_variance(self, weights):
+        return np.full(np.atleast_2d(weights).shape[0], np.nan)
+
+
+class UnsavedErrors:
+    """The error model of a loaded least-squares release whose model was not saved: every
+    standard error raises ParameterError with the reason."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+    def range_variance(self, lo, hi):
+        raise ParameterError(self.reason)
+
+    def query_variance(self, weights):
+        raise ParameterError(self.reason)
+
+
+class SavedBinErrors:
+    """The error model of a format-1 file (saved without its error model): the saved standard
+    errors of single bins and of the total; a range of several bins raises ParameterError."""
+
+    def __init__(self, stderr: np.ndarray | None, total_variance: float | None):
         self._stderr = stderr
-        privacy = meta.get("privacy") or {}
-        self.epsilon = privacy.get("epsilon")
-        self.delta = privacy.get("delta")
-        self.neighbours = privacy.get("neighbours")
-        self.mechanism = meta.get("mechanism")
-        self.inference = meta.get("inference")
-        self.exact_error_bars = stderr is not None
-        self._sums = np.concatenate([[0.0], np.cumsum(estimate)])
-        total = meta.get("total") or {}
-        self._total_value = total.get("value")
-        self._total_stderr = total.get("stderr")
+        self._total_variance = total_variance
 
-    def _check_ranges(self, lo, hi):
-        from .release import check_bin_ranges  # noqa: PLC0415
-
-        return check_bin_ranges(lo, hi, self.n)
-
-    def _range_variance(self, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    def range_variance(self, lo, hi):
+        lo, hi = np.broadcast_arrays(np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64))
         if self._stderr is None:
-            raise ParameterError(
-                "this saved release has no standard errors (non-linear inference); the original release's "
-                "bootstrap gives them"
-            )
+            raise ParameterError(f"this saved release has no standard errors; {NO_MODEL}")
+        n = self._stderr.size
         variance = np.full(lo.shape, np.nan)
         single = lo == hi
         variance[single] = self._stderr[lo[single]] ** 2
-        whole = (lo == 0) & (hi == self.n - 1) & ~single
-        if whole.any() and self._total_stderr is not None and not self.metadata.get("total", {}).get("public"):
-            variance[whole] = float(self._total_stderr) ** 2
-        elif whole.any() and self.metadata.get("total", {}).get("public"):
-            variance[whole] = 0.0
+        whole = (lo == 0) & (hi == n - 1) & ~single
+        if self._total_variance is not None:
+            variance[whole] = self._total_variance
         if np.any(np.isnan(variance)):
-            raise ParameterError(
-                "a loaded release knows the standard errors of single bins and of the total only; ranges of "
-                "several bins need the original Release (its error model has the covariances)"
-            )
+            raise ParameterError("a release saved in format 1 knows the standard errors of single bins and of the "
+                                 f"total only; {NO_MODEL}")
         return variance
 
-    def range(self, lo, hi):
-        """Saved estimate of the count of bins lo..hi (inclusive indices); see the module doc
-        for which standard errors are available."""
-        from .release import Answer  # noqa: PLC0415
+    def query_variance(self, weights):
+        raise ParameterError(f"a release saved in format 1 has no error model for workloads; {NO_MODEL}")
 
-        lo, hi = self._check_ranges(lo, hi)
-        scalar = lo.ndim == 0
-        value = self._sums[hi + 1] - self._sums[lo]
-        tails = "normal" if (self.metadata.get("privacy") or {}).get("noise") == "gaussian" else "laplace"
-        return Answer(value, lambda: self._range_variance(lo, hi), scalar=scalar, tails=tails)
 
-    def prefix(self, j):
-        """Saved estimate of the count of bins 0..j."""
-        return self.range(0, j)
+NO_MODEL = "save the release again with this dprange version (format 2 keeps the error model)"
+LOADED_BOOTSTRAP = ("a release loaded from a file cannot be bootstrapped: resampling needs the mechanism's "
+                    "measurements; bootstrap the original Release before saving it")
 
-    def histogram(self):
-        """Saved estimate of every bin, with the saved standard errors."""
-        idx = np.arange(self.n)
-        return self.range(idx, idx)
 
-    def total(self):
-        """The saved total (public, or estimated with its saved standard error)."""
-        if self._total_value is None:
-            return self.range(0, self.n - 1)
-        from .release import Answer  # noqa: PLC0415
+def _no_bootstrap(source):
+    raise ParameterError(LOADED_BOOTSTRAP)
 
-        if (self.metadata.get("total") or {}).get("public"):
-            return Answer(float(self._total_value), 0.0, scalar=True)
-        stderr = self._total_stderr
-        return Answer(float(self._total_value), float("nan") if stderr is None else float(stderr) ** 2, scalar=True)
 
-    def __repr__(self) -> str:
-        return (f"LoadedRelease(mechanism={self.mechanism!r}, bins={self.n}, epsilon={self.epsilon}, "
-                f"delta={self.delta}, neighbours={self.neighbours!r})")
+def error_model_dict(release) -> dict | None:
+    """The compact description of ``release``'s error model (None: non-linear inference, or a
+    model that cannot be saved, e.g. one without a closed form here)."""
+    if not release.exact_error_bars:
+        return None
+    to_dict = getattr(release.error_model, "to_dict", None)
+    if to_dict is None:
+        return None
+    try:
+        return to_dict()
+    except ParameterError:
+        return None
+
+
+#: What a saved least-squares release without its error model says.
+UNSAVED_ERROR_BARS = ("the error model of this strategy cannot be saved: the standard errors listed here are "
+                      "exact, but a loaded copy answers values only")
+
+
+def error_model_from_dict(data):
+    """The error model described by ``data`` (its ``kind`` picks the class), or DataError."""
+    from .inference.tree import TreeErrorModel  # noqa: PLC0415
+    from .inference.wavelet import HaarEstimate  # noqa: PLC0415
+    from .matrix import DenseErrorModel  # noqa: PLC0415
+
+    kinds = {"tree": TreeErrorModel, "haar": HaarEstimate, "dense_matrix": DenseErrorModel}
+    if not isinstance(data, dict) or data.get("kind") not in kinds:
+        raise DataError(f"the saved error model is not one of {', '.join(kinds)}; the file is corrupt")
+    try:
+        return kinds[data["kind"]].from_dict(data)
+    except KeyError as exc:
+        raise DataError(f"the saved error model lacks the field {excerpt(exc.args[0], 40)!r}; the file is corrupt") from None
+    except (DPRangeError, TypeError, ValueError, OverflowError) as exc:
+        message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise DataError(f"the saved error model is corrupt ({excerpt(message, 100)})") from None
 
 
 def _float_array(values, name: str, *, allow_missing: bool = False) -> np.ndarray:
@@ -296,35 +322,143 @@ def _float_array(values, name: str, *, allow_missing: bool = False) -> np.ndarra
     return arr
 
 
-def _from_meta(meta, estimate, stderr) -> LoadedRelease:
-    if not isinstance(meta, dict) or meta.get("dprange_release") != 1:
-        raise DataError("this is not a dprange release (no 'dprange_release': 1 field)")
+def _check_version(meta) -> int:
+    if not isinstance(meta, dict) or "dprange_release" not in meta:
+        raise DataError("this is not a dprange release (no 'dprange_release' format field)")
+    version = meta["dprange_release"]
+    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+        raise DataError(f"the release format version {excerpt(version, 20)!r} is not a positive integer; the file is corrupt")
+    if version > FORMAT_VERSION:
+        raise DataError(f"this release was saved in format {version}, newer than this dprange reads "
+                        f"(1 to {FORMAT_VERSION}); upgrade dprange to load it")
+    return version
+
+
+def _privacy(meta) -> dict:
+    from ._validation import NEIGHBOURS  # noqa: PLC0415
+
+    privacy = meta.get("privacy")
+    if not isinstance(privacy, dict):
+        raise DataError("the saved release lacks its privacy parameters; the file is corrupt")
+    epsilon, delta = privacy.get("epsilon"), privacy.get("delta", 0.0)
+    for name, value in (("epsilon", epsilon), ("delta", delta)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+            raise DataError(f"the saved {name} {excerpt(value, 30)!r} is not a non-negative number; the file is corrupt")
+    if privacy.get("neighbours") not in NEIGHBOURS:
+        raise DataError(f"the saved neighbours {excerpt(privacy.get('neighbours'), 30)!r} is not one of "
+                        f"{', '.join(NEIGHBOURS)}; the file is corrupt")
+    scales = meta.get("noise_scales")
+    if scales is not None:
+        scales = _float_array(scales, "noise scales").tolist()
+    noise = privacy.get("noise")
+    if noise is not None and not isinstance(noise, str):
+        raise DataError("the saved noise kind is not a name; the file is corrupt")
+    return {"epsilon": epsilon, "delta": delta, "neighbours": privacy["neighbours"], "noise": noise,
+            "seeded": bool(privacy.get("seeded", False)), "noise_scales": scales}
+
+
+def _public_total(meta):
+    total = meta.get("total")
+    if not isinstance(total, dict):
+        raise DataError("the saved release lacks its total; the file is corrupt")
+    if not total.get("public"):
+        return None
+    value = total.get("value")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise DataError("the saved public total is not a number; the file is corrupt")
+    return float(value)
+
+
+def _error_model(meta, version: int, estimate: np.ndarray, stderr, public_total):
+    inference = meta.get("inference")
+    if not isinstance(inference, str):
+        raise DataError("the saved inference is not a name; the file is corrupt")
+    if inference != "gls":
+        return NonlinearErrors()
+    if version == 1:
+        total = meta["total"]
+        total_variance = 0.0 if public_total is not None else (
+            None if total.get("stderr") is None else float(total["stderr"]) ** 2)
+        return SavedBinErrors(stderr, total_variance)
+    if meta.get("error_model") is None:
+        return UnsavedErrors(str(meta.get("error_bars") or UNSAVED_ERROR_BARS))
+    model = error_model_from_dict(meta["error_model"])
+    _check_saved_stderr(model, stderr, estimate.size)
+    return model
+
+
+def _check_saved_stderr(model, stderr, n: int) -> None:
+    """The model's standard errors of a few bins must match the saved ones (else corrupt)."""
+    if getattr(getattr(model, "strategy", None), "n", n) != n:
+        raise DataError(f"the saved error model is over {model.strategy.n} bins but the histogram has {n}")
+    if stderr is None or stderr.size != n or n == 0:
+        return
+    idx = np.unique(np.linspace(0, n - 1, min(n, 16)).astype(np.int64))
+    expected = np.sqrt(np.maximum(np.asarray(model.range_variance(idx, idx), dtype=float), 0.0))
+    if not np.allclose(stderr[idx], expected, rtol=1e-9, atol=0.0, equal_nan=True):
+        raise DataError("the saved standard errors disagree with the saved error model; the file is corrupt")
+
+
+def release_from_parts(meta, estimate, stderr):
+    """A :class:`~dprange.Release` from saved metadata and arrays (JSON or NPZ), or DataError."""
+    from .release import Release  # noqa: PLC0415
+
+    version = _check_version(meta)
     estimate = _float_array(estimate, "histogram")
     if not np.all(np.isfinite(estimate)):
         raise DataError("the saved histogram holds non-finite values")
     if stderr is not None:
         stderr = _float_array(stderr, "standard errors", allow_missing=True)
+        if stderr.shape != estimate.shape:
+            raise DataError("the saved standard errors do not match the histogram")
     try:
-        return LoadedRelease(meta, estimate, stderr)
+        domain = Domain.from_dict(meta.get("domain"))
     except DPRangeError as exc:
-        raise DataError(f"the saved release is inconsistent: {exc}") from None
+        raise DataError(f"the saved domain is invalid: {excerpt(exc, 100)}") from None
+    if domain.size != estimate.size:
+        raise DataError(f"the saved domain has {domain.size} bins but the histogram has {estimate.size}")
+    privacy = _privacy(meta)
+    public_total = _public_total(meta)
+    model = _error_model(meta, version, estimate, stderr, public_total)
+    parameters = meta.get("parameters")
+    mechanism = meta.get("mechanism")
+    if not isinstance(mechanism, str) or not isinstance(parameters, (dict, type(None))):
+        raise DataError("the saved mechanism or its parameters are malformed; the file is corrupt")
+    return Release(estimate, model, domain=domain, mechanism=mechanism, parameters=parameters,
+                   epsilon=privacy["epsilon"], delta=privacy["delta"], neighbours=privacy["neighbours"],
+                   total=public_total, inference=meta["inference"], noise=privacy["noise"], resample=_no_bootstrap,
+                   seeded=privacy["seeded"], noise_scales=privacy["noise_scales"])
 
 
-def _load_json(path: str) -> LoadedRelease:
+def release_from_dict(data):
+    """The release described by ``Release.to_dict`` (or parsed JSON), or DataError."""
+    if not isinstance(data, dict) or not isinstance(data.get("histogram"), dict):
+        raise DataError("this is not a dprange release (no histogram)")
+    meta = {k: v for k, v in data.items() if k != "histogram"}
+    histogram = data["histogram"]
+    if histogram.get("value") is None:
+        raise DataError("the saved histogram has no values")
+    return release_from_parts(meta, histogram["value"], histogram.get("stderr"))
+
+
+def release_from_json_text(text: str, source: str = "the text"):
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise DataError(f"{source} is not valid JSON ({excerpt(exc.msg, 60)} at line {exc.lineno})") from None
+    return release_from_dict(data)
+
+
+def _load_json(path: str):
     try:
         with open(path, encoding="utf-8") as fh:
-            data = json.load(fh)
+            text = fh.read()
     except UnicodeDecodeError:
         raise DataError(f"{path!r} is not UTF-8 JSON text") from None
-    except json.JSONDecodeError as exc:
-        raise DataError(f"{path!r} is not valid JSON ({excerpt(exc.msg, 60)} at line {exc.lineno})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("histogram"), dict):
-        raise DataError(f"{path!r} is not a dprange release (no histogram)")
-    histogram = data.pop("histogram")
-    return _from_meta(data, histogram.get("value"), histogram.get("stderr"))
+    return release_from_json_text(text, repr(path))
 
 
-def _load_npz(path: str) -> LoadedRelease:
+def _load_npz(path: str):
     from .io import load_npz  # noqa: PLC0415
 
     contents = load_npz(path)
@@ -332,15 +466,15 @@ def _load_npz(path: str) -> LoadedRelease:
         raise DataError(f"{path!r} is an .npz archive but not a dprange release (no __meta__ or estimate)")
     try:
         meta = json.loads(bytes(contents["__meta__"].astype(np.uint8)).decode("utf-8"))
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, TypeError):
         raise DataError(f"{path!r} has unreadable release metadata") from None
-    return _from_meta(meta, contents["estimate"], contents.get("stderr"))
+    return release_from_parts(meta, contents["estimate"], contents.get("stderr"))
 
 
-def load_release(path) -> LoadedRelease:
-    """A release saved by ``Release.to_json`` or ``Release.to_npz`` (chosen by content).
-
-    Returns a :class:`LoadedRelease` (see the module doc for what it can and cannot do).
+def load_release(path):
+    """A :class:`~dprange.Release` saved by ``Release.to_json`` or ``Release.to_npz`` (the
+    format is chosen by content).  It answers every query of the original with the same
+    standard errors (module doc); bootstrap raises ParameterError.
     """
     if not isinstance(path, (str, os.PathLike)):
         raise ParameterError(f"the release path must be a string or path, got {path!r}")

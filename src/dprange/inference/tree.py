@@ -68,11 +68,34 @@ class TreeErrorModel:
     root_variance : the root's posterior variance (0 when the total is public).
     """
 
-    def __init__(self, strategy: TreeStrategy, up_variances, child_variance_sums, root_variance):
+    def __init__(self, strategy: TreeStrategy, up_variances, child_variance_sums, root_variance,
+                 level_variances=None, known_total: bool = False):
         self.strategy = strategy
         self.from_below_variance = up_variances
         self._child_variance_sums = child_variance_sums
         self.root_variance = float(root_variance)
+        #: The noise variances the model was built from (per depth; kept for :meth:`to_dict`).
+        self.level_variances = level_variances
+        self.known_total = bool(known_total)
+
+    def to_dict(self) -> dict:
+        """The tree and its per-depth noise variances: all :meth:`from_dict` needs (compact:
+        one number per depth unless the variances differ between nodes)."""
+        if self.level_variances is None:
+            raise ParameterError("this tree error model does not know the noise variances it was built from")
+        tree = self.strategy
+        return {"kind": "tree", "n": tree.n, "branching": [int(b) for b in tree.branching],
+                "measure_root": tree.measure_root, "known_total": self.known_total,
+                "level_variances": [compact_variances(v) for v in self.level_variances]}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "TreeErrorModel":
+        """The error model described by :meth:`to_dict` (rebuilt exactly, O(number of nodes))."""
+        tree = TreeStrategy(data["n"], list(data["branching"]), measure_root=bool(data["measure_root"]),
+                            known_total=bool(data["known_total"]))
+        variances = [None if v is None else np.asarray(v, dtype=float) if isinstance(v, list) else float(v)
+                     for v in data["level_variances"]]
+        return tree_error_model(tree, variances, known_total=bool(data["known_total"]))
 
     def range_variance(self, lo, hi) -> np.ndarray:
         """Exact variance of the estimated count of bins lo..hi (inclusive), vectorised.
@@ -150,8 +173,9 @@ class TreeErrorModel:
 class TreeEstimate(TreeErrorModel):
     """The GLS estimate on a tree (``leaves``) together with its exact error model."""
 
-    def __init__(self, strategy, up_estimates, up_variances, child_variance_sums, node_estimates, root_variance):
-        super().__init__(strategy, up_variances, child_variance_sums, root_variance)
+    def __init__(self, strategy, up_estimates, up_variances, child_variance_sums, node_estimates, root_variance,
+                 level_variances=None, known_total: bool = False):
+        super().__init__(strategy, up_variances, child_variance_sums, root_variance, level_variances, known_total)
         self.from_below = up_estimates
         self._nodes = node_estimates
 
@@ -162,6 +186,17 @@ class TreeEstimate(TreeErrorModel):
     def node_estimate(self, depth: int) -> np.ndarray:
         """Consistent estimates of the real nodes at ``depth`` (0 = root)."""
         return self._nodes[depth]
+
+
+def compact_variances(value):
+    """A level's noise variance as JSON: None (unmeasured), one number when all nodes share
+    it, else the list of per-node variances."""
+    if value is None:
+        return None
+    arr = np.asarray(value, dtype=float).ravel()
+    if arr.size == 0 or not np.all(np.isfinite(arr)):
+        return None
+    return float(arr[0]) if np.all(arr == arr[0]) else arr.tolist()
 
 
 def flat_ranges(lo, hi, n: int):
@@ -242,7 +277,7 @@ def tree_gls(strategy: TreeStrategy, level_values, level_variances, *, total=Non
         share = _safe_div(_pad(up_w[d + 1], size * b).reshape(size, b), child_w[d][:, None])
         child = _pad(up_z[d + 1], size * b).reshape(size, b) + share * residual[:, None]
         nodes[d + 1] = child.ravel()[: strategy.level_sizes[d + 1]]
-    return TreeEstimate(strategy, up_z, up_w, child_w, nodes, up_w[0][0])
+    return TreeEstimate(strategy, up_z, up_w, child_w, nodes, up_w[0][0], list(level_variances), total is not None)
 
 
 def tree_error_model(strategy: TreeStrategy, level_variances, *, known_total: bool = False) -> TreeErrorModel:
@@ -252,4 +287,5 @@ def tree_error_model(strategy: TreeStrategy, level_variances, *, known_total: bo
     """
     values = [None if v is None else np.zeros(strategy.level_sizes[d]) for d, v in enumerate(level_variances)]
     est = tree_gls(strategy, values, level_variances, total=0.0 if known_total else None)
-    return TreeErrorModel(strategy, est.from_below_variance, est._child_variance_sums, est.root_variance)
+    return TreeErrorModel(strategy, est.from_below_variance, est._child_variance_sums, est.root_variance,
+                          est.level_variances, known_total)
