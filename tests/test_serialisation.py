@@ -399,7 +399,9 @@ CORRUPTIONS = {
     "no version": (lambda d: d.pop("dprange_release"), "not a dprange release"),
     "unknown model": (lambda d: d["error_model"].update(kind="magic"), "error model"),
     "model lacks field": (lambda d: d["error_model"].pop("branching"), "lacks the field"),
-    "model of other size": (lambda d: d["error_model"].update(n=99), "error model"),
+    "model of other size": (lambda d: d["error_model"].update(n=99), "over 99 bins"),
+    "huge model": (lambda d: d["error_model"].update(n=10**15), "over 1000000000000000 bins"),
+    "huge branching": (lambda d: d["error_model"].update(branching=[10**12]), "never that wide"),
     "short variances": (lambda d: d["error_model"]["level_variances"].pop(), "error model"),
     "text variance": (lambda d: d["error_model"]["level_variances"].__setitem__(1, "x"), "error model"),
     "bad branching": (lambda d: d["error_model"].update(branching=[1, 200]), "error model"),
@@ -429,6 +431,16 @@ def test_corrupt_or_future_files_give_one_line_data_errors(gls_release, tmp_path
         with pytest.raises(DataError, match=message) as info:
             load()
         assert "\n" not in str(info.value) and str(info.value).isprintable() and len(str(info.value)) < 200
+
+
+def test_corrupt_matrix_models_give_data_errors():
+    data = make_release("matrix").to_dict()
+    for change, message in [(lambda m: m.update(shape=[10**9, 24]), "rows"), (lambda m: m.update(shape=[24]), "bins"),
+                            (lambda m: m["value"].__setitem__(0, 0.5), "integer"),
+                            (lambda m: m.update(variance=-1.0), "variance"), (lambda m: m.update(row="x"), "corrupt")]:
+        with pytest.raises(DataError, match=message) as info:
+            Release.from_dict(corrupt(data, lambda d: change(d["error_model"])))
+        assert "\n" not in str(info.value)
 
 
 def test_truncated_files_give_data_errors(gls_release, tmp_path):

@@ -110,8 +110,10 @@ class DenseErrorModel:
         it: least-squares query variances through the strategy operator, range variances
         from the dense covariance (as :meth:`Matrix.infer` gives them)."""
         rows, n = (int(v) for v in data["shape"])
-        if n > DENSE_COVARIANCE_LIMIT:
-            raise ParameterError(f"a saved matrix strategy over more than {DENSE_COVARIANCE_LIMIT} bins is not supported")
+        if not 0 < n <= DENSE_COVARIANCE_LIMIT:
+            raise ParameterError(f"a saved matrix strategy must have 1 to {DENSE_COVARIANCE_LIMIT} columns, not {n}")
+        if not 0 < rows <= len(data["value"]) + 4 * n:
+            raise ParameterError(f"a saved matrix strategy with {len(data['value'])} nonzeros cannot have {rows} rows")
         matrix = sp.csc_matrix((np.asarray(data["value"], dtype=float),
                                 (np.asarray(data["row"], dtype=np.int64), np.asarray(data["col"], dtype=np.int64))),
                                shape=(rows, n))

@@ -654,8 +654,10 @@ class Release:
     # ----------------------------------------------------------------- serialisation
     def to_dict(self, *, alpha: float = 0.05) -> dict:
         """Everything needed to use and audit the release, as JSON-friendly types (NaN and
-        inf as None).  Builds Python lists: for large releases use :meth:`to_json` with a
-        path or :meth:`to_npz`, which stream (:mod:`dprange.serialisation`)."""
+        inf as None), including the error model's parameters (``error_model``), so that
+        :meth:`from_dict` gives back a release with the same answers and standard errors.
+        Builds Python lists: for large releases use :meth:`to_json` with a path or
+        :meth:`to_npz`, which stream (:mod:`dprange.serialisation`)."""
         from .serialisation import histogram_stderr, metadata  # noqa: PLC0415
 
         out = metadata(self, alpha)

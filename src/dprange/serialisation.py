@@ -294,8 +294,17 @@ UNSAVED_ERROR_BARS = ("the error model of this strategy cannot be saved: the sta
                       "exact, but a loaded copy answers values only")
 
 
-def error_model_from_dict(data):
-    """The error model described by ``data`` (its ``kind`` picks the class), or DataError."""
+def _model_bins(data) -> object:
+    """The number of bins a saved error model claims (read before building it)."""
+    if data.get("kind") == "dense_matrix":
+        shape = data.get("shape")
+        return shape[1] if isinstance(shape, list) and len(shape) == 2 else None
+    return data.get("n")
+
+
+def error_model_from_dict(data, n: int | None = None):
+    """The error model described by ``data`` (its ``kind`` picks the class), or DataError;
+    with ``n``, the model must be over n bins (checked before anything is built)."""
     from .inference.tree import TreeErrorModel  # noqa: PLC0415
     from .inference.wavelet import HaarEstimate  # noqa: PLC0415
     from .matrix import DenseErrorModel  # noqa: PLC0415
@@ -303,6 +312,10 @@ def error_model_from_dict(data):
     kinds = {"tree": TreeErrorModel, "haar": HaarEstimate, "dense_matrix": DenseErrorModel}
     if not isinstance(data, dict) or data.get("kind") not in kinds:
         raise DataError(f"the saved error model is not one of {', '.join(kinds)}; the file is corrupt")
+    claimed = _model_bins(data)
+    if n is not None and (isinstance(claimed, bool) or claimed != n):
+        raise DataError(f"the saved error model is over {excerpt(claimed, 20)} bins but the histogram has {n}; "
+                        "the file is corrupt")
     try:
         return kinds[data["kind"]].from_dict(data)
     except KeyError as exc:
@@ -382,15 +395,13 @@ def _error_model(meta, version: int, estimate: np.ndarray, stderr, public_total)
         return SavedBinErrors(stderr, total_variance)
     if meta.get("error_model") is None:
         return UnsavedErrors(str(meta.get("error_bars") or UNSAVED_ERROR_BARS))
-    model = error_model_from_dict(meta["error_model"])
+    model = error_model_from_dict(meta["error_model"], estimate.size)
     _check_saved_stderr(model, stderr, estimate.size)
     return model
 
 
 def _check_saved_stderr(model, stderr, n: int) -> None:
     """The model's standard errors of a few bins must match the saved ones (else corrupt)."""
-    if getattr(getattr(model, "strategy", None), "n", n) != n:
-        raise DataError(f"the saved error model is over {model.strategy.n} bins but the histogram has {n}")
     if stderr is None or stderr.size != n or n == 0:
         return
     idx = np.unique(np.linspace(0, n - 1, min(n, 16)).astype(np.int64))
@@ -413,7 +424,7 @@ def release_from_parts(meta, estimate, stderr):
             raise DataError("the saved standard errors do not match the histogram")
     try:
         domain = Domain.from_dict(meta.get("domain"))
-    except DPRangeError as exc:
+    except (DPRangeError, TypeError, ValueError, OverflowError) as exc:
         raise DataError(f"the saved domain is invalid: {excerpt(exc, 100)}") from None
     if domain.size != estimate.size:
         raise DataError(f"the saved domain has {domain.size} bins but the histogram has {estimate.size}")

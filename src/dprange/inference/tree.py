@@ -44,6 +44,11 @@ from ..errors import ParameterError
 from ..strategies import TreeStrategy
 
 
+#: Largest padding (nodes beyond 4 n) a saved tree may claim: guards loading against a
+#: corrupt branching that would allocate without bound.
+MAX_PADDING = 1 << 22
+
+
 def _as_level_array(value, size: int, name: str) -> np.ndarray:
     arr = np.broadcast_to(np.asarray(value, dtype=float), (size,)).astype(float, copy=True)
     if np.any(np.isnan(arr)):
@@ -93,6 +98,10 @@ class TreeErrorModel:
         """The error model described by :meth:`to_dict` (rebuilt exactly, O(number of nodes))."""
         tree = TreeStrategy(data["n"], list(data["branching"]), measure_root=bool(data["measure_root"]),
                             known_total=bool(data["known_total"]))
+        padded_nodes = sum(size * b for size, b in zip(tree.level_sizes, tree.branching))
+        if padded_nodes > 4 * tree.n + MAX_PADDING:
+            raise ParameterError(f"the branching {list(tree.branching)} pads {tree.n} bins to {padded_nodes} nodes; "
+                                 "a saved tree is never that wide")
         variances = [None if v is None else np.asarray(v, dtype=float) if isinstance(v, list) else float(v)
                      for v in data["level_variances"]]
         return tree_error_model(tree, variances, known_total=bool(data["known_total"]))
