@@ -314,6 +314,7 @@ def test_json_and_npz_round_trips_answer_identically(case, tmp_path):
     assert_same_answers(original, Release.from_json(tmp_path / "r.json"))
     assert_same_answers(original, load_release(original.to_npz(tmp_path / "r.npz")))
     assert Release.from_json(text).to_json() == text  # saving a loaded release gives the same file
+    same(Release.from_json(text.encode()).range(0, original.n - 1).stderr, original.range(0, original.n - 1).stderr)
 
 
 @pytest.mark.parametrize("protocol", [HaarHRR(16, epsilon=1.0, level_probabilities=[0.1, 0.2, 0.3, 0.4]),
@@ -444,6 +445,10 @@ def test_corrupt_matrix_models_give_data_errors():
 
 
 def test_truncated_files_give_data_errors(gls_release, tmp_path):
+    with pytest.raises(ParameterError, match="path"):
+        Release.from_json(12)
+    with pytest.raises(DataError, match="UTF-8"):
+        Release.from_json(b"{\xff}")
     text = gls_release.to_json()
     (tmp_path / "cut.json").write_text(text[: len(text) // 2])
     with pytest.raises(DataError, match="not valid JSON"):

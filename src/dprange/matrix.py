@@ -127,8 +127,8 @@ class DenseErrorModel:
 
 
 def dense_matrix_model(strategy: "MatrixStrategy", variance: float, known_total: bool) -> DenseErrorModel:
-    """The exact covariance variance (A^T A)^+ of least squares on A (with a public total:
-    on the sum-zero subspace), as a :class:`DenseErrorModel`."""
+    """The exact covariance of least squares on A, variance x (A^T A)^+ (with a public total:
+    the pseudo-inverse on the sum-zero subspace), as a :class:`DenseErrorModel`."""
     A = strategy.explicit()
     gram = A.T @ A
     if known_total:
