@@ -6,8 +6,9 @@ The central pipeline: ``Domain`` (public bins) -> mechanism (``Flat``, ``Hierarc
 
 from .domain import Domain
 from .errors import DataError, DomainError, DPRangeError, ParameterError, ReportError, redacted, set_redaction
-from .mechanisms import Flat, Hierarchical, Mechanism, Wavelet, release
+from .mechanisms import Flat, Hierarchical, Mechanism, Wavelet
 from .release import Answer, Release
+from .api import release  # after the submodule dprange.release is loaded: the name is the function
 from .matrix import Matrix
 from .analysis import expected_error, max_error, select
 from . import workloads

@@ -21,6 +21,7 @@ import tempfile
 
 import click
 
+from .domain import Domain
 from .errors import ParameterError
 
 #: Largest number of bins (or padded tree leaves) the command accepts when the library does
@@ -150,8 +151,6 @@ def check_plot_path(path: str | None) -> str | None:
 
 def max_bins() -> int:
     """The largest domain the command accepts: the library's limit where it sets one."""
-    from .domain import Domain  # noqa: PLC0415
-
     return int(getattr(Domain, "MAX_BINS", DEFAULT_MAX_BINS))
 
 

@@ -29,9 +29,10 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import optimize
 
-from ._validation import check_delta, check_epsilon, check_neighbours, check_positive_int, fit_budget
+from ._validation import check_delta, check_epsilon, check_neighbours, fit_budget
 from .errors import ParameterError
-from .mechanisms import Flat, Hierarchical, Mechanism, Wavelet
+from .inference.covering import direct_range_variance  # noqa: F401 - re-exported (its former home)
+from .mechanisms import Flat, Hierarchical, Mechanism, Wavelet, optimal_budgets
 from .workloads import AllRange, Explicit, Identity, Prefix, Workload, make_workload
 
 #: Largest number of queries whose variances are listed one by one (max_error on AllRange).
@@ -117,48 +118,6 @@ def svd_bound(workload, epsilon, delta=0.0, *, n=None) -> float:
     singular_sum = float(np.sqrt(np.clip(eig, 0, None)).sum())
     factor = 2.0 / epsilon**2 if delta == 0 else 2.0 * math.log(2.0 / delta) / epsilon**2
     return factor * singular_sum**2 / workload.n / workload.m
-
-
-def direct_range_variance(strategy, level_variances, lo, hi) -> np.ndarray:
-    """Variance of ranges answered *without* constrained inference: sum the noisy counts of
-    the fewest tree nodes that tile the range (the canonical decomposition; seed 000
-    section 3.2).  Padding is empty, so a range ending at the last bin may use the last,
-    partly padded node of a level.  ``level_variances[d]`` is a scalar or an array over the
-    real nodes of depth d (e.g. from-below variances).  O(depth) vectorised operations per
-    batch of queries.
-    """
-    lo = np.asarray(lo, dtype=np.int64).ravel()
-    hi = np.asarray(hi, dtype=np.int64).ravel()
-    start = lo.copy()
-    stop = np.where(hi == strategy.n - 1, strategy.block_sizes[0], hi + 1)
-    full = strategy.level_counts_full()
-    variance = np.zeros(lo.size)
-    active = start < stop
-    top = 0 if strategy.measure_root else 1
-
-    def node_sum(d, a, b):
-        """Sum of the variances of nodes a..b-1 at depth d (padding-only nodes: 0)."""
-        v = np.zeros(full[d])
-        v[: strategy.level_sizes[d]] = level_variances[d]
-        cum = np.concatenate([[0.0], np.cumsum(v)])
-        return cum[b] - cum[a]
-
-    for d in range(strategy.depth, top - 1, -1):
-        if d == top or level_variances[d] is None:
-            variance += np.where(active, node_sum(d, np.where(active, start, 0), np.where(active, stop, 0)), 0.0)
-            break
-        b = strategy.branching[d - 1]
-        up = -(-start // b) * b
-        down = (stop // b) * b
-        finish = active & (up >= down)
-        climb = active & ~finish
-        a0, b0 = np.where(active, start, 0), np.where(active, stop, 0)
-        whole = node_sum(d, a0, b0)
-        edges = node_sum(d, a0, np.where(climb, up, a0)) + node_sum(d, np.where(climb, down, b0), b0)
-        variance += np.where(finish, whole, 0.0) + np.where(climb, edges, 0.0)
-        start, stop = np.where(climb, up // b, start), np.where(climb, down // b, stop)
-        active = climb
-    return variance
 
 
 # ----------------------------------------------------------------------------- choice
@@ -292,8 +251,6 @@ def optimal_hierarchy(workload, n=None, epsilon=1.0, *, delta=0.0, neighbours="a
     candidates = hierarchy_candidates(workload.n, neighbours=neighbours, noise=noise)
     if isinstance(workload, Prefix):
         # seed 001 Theorem IV.2: budgets proportional to (b_l - 1)^(1/3) for the CDF workload
-        from .cdf_trees import optimal_budgets  # noqa: PLC0415
-
         for mech in list(candidates):
             if mech.budget == "uniform" and not mech.measure_root:
                 branching = mech.strategy(workload.n).branching

@@ -34,23 +34,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._validation import check_epsilon, check_neighbours, check_positive_int, fit_budget
-from .analysis import direct_range_variance
+from ._validation import check_epsilon, check_neighbours, check_positive_int
 from .errors import ParameterError
+from .inference.covering import direct_range_variance
 from .inference.tree import tree_error_model
+from .mechanisms import Hierarchical, optimal_budgets
 from .noise import noise_variance
 from .strategies import TreeStrategy
 
 ESTIMATORS = ("covering", "from_below", "two_sided", "gls")
-
-
-def optimal_budgets(branching, epsilon: float) -> list[float]:
-    """Theorem IV.2: eps_l = eps (b_l - 1)^(1/3) / sum_k (b_k - 1)^(1/3)."""
-    epsilon = check_epsilon(epsilon)
-    weights = np.array([(b - 1) ** (1.0 / 3.0) for b in branching], dtype=float)
-    budgets = list(epsilon * weights / weights.sum())
-    budgets[-1] = epsilon - sum(budgets[:-1])
-    return fit_budget(budgets, epsilon)  # exact sum <= epsilon (Hierarchical refuses more)
 
 
 def _sensitivity(neighbours: str) -> float:
@@ -180,8 +172,6 @@ class StructureSearch:
 
     def mechanism(self, *, neighbours="replace", noise="auto"):
         """The best structure as a configured :class:`~dprange.Hierarchical`."""
-        from .mechanisms import Hierarchical  # noqa: PLC0415
-
         return Hierarchical(list(self.best.branching), list(self.best.budgets), measure_root=False,
                             neighbours=neighbours, noise=noise)
 

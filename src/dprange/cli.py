@@ -36,11 +36,15 @@ from ._cli_helpers import (
     with_options,
 )
 from ._validation import check_delta, check_epsilon
+from .analysis import auto_mechanism, select
 from .domain import Domain
 from .errors import DPRangeError, ParameterError
 from .io import read_column
+from .ldp.cli import ldp
 from .mechanisms import Flat, Hierarchical, Wavelet, resolve_noise
+from .plot import plot_cdf
 from .strategies import TreeStrategy
+from .workloads import make_workload
 
 EXIT_USAGE = 2
 
@@ -70,8 +74,6 @@ def build_mechanism(name: str, branching: str, budget: str, neighbours: str, noi
                     inference: str = "gls"):
     """A mechanism object from CLI options (``auto`` needs n, epsilon, delta and the workload)."""
     if name == "auto":
-        from .analysis import auto_mechanism  # noqa: PLC0415
-
         chosen = auto_mechanism(workload, n, epsilon, delta=delta, neighbours=neighbours, noise=noise)
         chosen.inference = inference
         return chosen
@@ -172,8 +174,6 @@ def format_deciles(release, alpha: float) -> str:
 def render_plot(release, alpha) -> bytes:
     """The CDF plot as PNG bytes (rendered in memory: nothing is written yet)."""
     import io  # noqa: PLC0415
-
-    from .plot import plot_cdf  # noqa: PLC0415
 
     buffer = io.BytesIO()
     plot_cdf(release, buffer, alpha=alpha)
@@ -306,9 +306,6 @@ def error_command(n, workload, queries, epsilon, delta, neighbours, noise, mecha
     privacy. Expected error is the average variance over the workload's queries (counts^2);
     the table shows its square root (RMSE, in counts).
     """
-    from .analysis import select  # noqa: PLC0415
-    from .workloads import make_workload  # noqa: PLC0415
-
     check_epsilon(epsilon)
     check_delta(delta)
     if n < 1:
@@ -367,8 +364,6 @@ def demo_command(output, epsilon, seed):
     The demo shows quantiles, so it declares the prefix (CDF) workload and lets 'auto' pick
     the mechanism with the least exact error on it.
     """
-    from .analysis import auto_mechanism  # noqa: PLC0415
-
     check_output_folder(output)
     check_epsilon(epsilon)
     if seed is not None and seed < 0:
@@ -395,13 +390,7 @@ def demo_command(output, epsilon, seed):
     click.echo(f"outputs: {os.path.abspath(json_path)}" + (f", {os.path.abspath(png_path)}" if png_path else ""))
 
 
-def _attach_ldp():
-    from .ldp.cli import ldp  # noqa: PLC0415
-
-    cli.add_command(ldp)
-
-
-_attach_ldp()
+cli.add_command(ldp)
 
 
 def main(argv=None):

@@ -39,6 +39,7 @@ from ._validation import (
 )
 from .domain import Domain
 from .errors import ParameterError
+from .inference.l1_admm import admm, tree_x_update
 from .inference.tree import tree_error_model, tree_gls
 from .inference.wavelet import haar_error_model, haar_estimate
 from .measurements import Measurements
@@ -73,8 +74,6 @@ def nonlinear_estimate(measurements: Measurements, gls_estimate, inference: str,
     Rows are weighted by 1 / (noise scale), the Laplace log-likelihood; trees use the exact
     O(nodes) tree least-squares x-step (Lee et al. 2015, Algorithm 3).
     """
-    from .inference.l1_admm import admm, tree_x_update  # noqa: PLC0415
-
     strategy = measurements.strategy
     y, _ = measurements.stacked()
     # weights 1 / (noise scale): b for (discrete) Laplace, sigma for Gaussian
@@ -139,6 +138,18 @@ def split_budget(weights, epsilon: float) -> list[float]:
     """Per-level budgets proportional to ``weights`` whose exact sum is at most epsilon."""
     weights = np.asarray(weights, dtype=float)
     return fit_budget([epsilon * w / weights.sum() for w in weights], epsilon)
+
+
+def optimal_budgets(branching, epsilon: float) -> list[float]:
+    """Per-level budgets minimising the worst prefix (CDF) error of a level-uniform tree with
+    per-level branching ``branching`` (Rameshwar and Tandon, "Optimal Tree-Based Mechanisms
+    for Differentially Private Approximate CDFs", 2024, seed 001, Theorem IV.2):
+    eps_l = eps (b_l - 1)^(1/3) / sum_k (b_k - 1)^(1/3); see :mod:`dprange.cdf_trees`."""
+    epsilon = check_epsilon(epsilon)
+    weights = np.array([(b - 1) ** (1.0 / 3.0) for b in branching], dtype=float)
+    budgets = list(epsilon * weights / weights.sum())
+    budgets[-1] = epsilon - sum(budgets[:-1])
+    return fit_budget(budgets, epsilon)  # exact sum <= epsilon (Hierarchical refuses more)
 
 
 def _bump(values: list[float]) -> list[float]:
@@ -463,44 +474,6 @@ class Wavelet(Mechanism):
 MECHANISMS = {"flat": Flat, "hierarchical": Hierarchical, "wavelet": Wavelet}
 
 
-def release(values, domain: Domain, epsilon, *, mechanism=None, delta=0.0, rng=None, clip=False, drop_missing=False,
-            neighbours=None, workload="all-range", inference="gls", noise="auto") -> Release:
-    """Bucketize raw ``values`` into ``domain`` and release them with ``mechanism``.
-
-    ``mechanism``: None or ``"auto"`` (default) is the mechanism with the least exact
-    expected error on ``workload`` (default ``"all-range"``; use ``"prefix"`` when the CDF
-    and quantiles matter; a name or a Workload; see :func:`dprange.analysis.select`),
-    chosen from public parameters only and cached on them.  A name ("flat",
-    "hierarchical", "wavelet") or a configured mechanism object is used as given.
-    ``inference`` ("gls", "nnls", "l1") and ``noise`` apply to the automatic choice and to
-    named mechanisms; a mechanism object keeps its own.
-
-    ``neighbours``: None (the default) means the mechanism object's relation ("add_remove"
-    for names, None and "auto"); a relation given here builds named mechanisms with it and
-    must agree with a mechanism object's.  ``neighbours="replace"`` publishes the number of
-    records exactly, so it refuses ``drop_missing=True`` (the count after dropping would
-    reveal how many values were missing).
-    """
-    if not isinstance(domain, Domain):
-        raise ParameterError("domain must be a dprange.Domain (Domain.integers or Domain.interval)")
-    if inference not in INFERENCE:
-        raise ParameterError(f"inference must be one of {', '.join(INFERENCE)}, got {inference!r}")
-    relation = resolve_neighbours(mechanism, neighbours)
-    if relation == "replace" and drop_missing:
-        raise ParameterError(REPLACE_DROP_MISSING_MESSAGE)
-    if mechanism is None or (isinstance(mechanism, str) and mechanism == "auto"):
-        from .analysis import auto_mechanism  # noqa: PLC0415 - analysis imports this module
-
-        mech = auto_mechanism(workload, domain.size, epsilon, delta=delta, neighbours=relation, noise=noise)
-        mech.inference = inference
-    elif isinstance(mechanism, str) and mechanism in MECHANISMS:
-        mech = MECHANISMS[mechanism](neighbours=relation, noise=noise, inference=inference)
-    else:
-        mech = make_mechanism(mechanism, neighbours=relation)
-    counts = domain.histogram(values, clip=clip, drop_missing=drop_missing)
-    return mech.release(counts, epsilon, delta=delta, rng=rng, domain=domain)
-
-
 REPLACE_DROP_MISSING_MESSAGE = (
     "neighbours='replace' publishes the number of records exactly, and with drop_missing=True that number "
     "is counted after dropping, so it would reveal how many values were missing; clean the missing values "
@@ -533,3 +506,13 @@ def make_mechanism(mechanism, *, neighbours: str = "add_remove") -> Mechanism:
     if isinstance(mechanism, str) and mechanism in MECHANISMS:
         return MECHANISMS[mechanism](neighbours=neighbours)
     raise ParameterError(f"unknown mechanism {mechanism!r}; choose 'auto' or one of {', '.join(MECHANISMS)}")
+
+
+def __getattr__(name: str):
+    """``dprange.mechanisms.release``, the facade's former home, still names it (PEP 562):
+    the facade lives in :mod:`dprange.api`, which imports this module."""
+    if name == "release":
+        from .api import release  # noqa: PLC0415 - api imports this module
+
+        return release
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

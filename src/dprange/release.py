@@ -46,6 +46,8 @@ from scipy import special
 
 from .domain import Domain
 from .errors import DataError, ParameterError
+from .inference.consistency import consistent_cdf
+from .noise import resolve_rng
 
 
 def _checked_alpha(alpha) -> float:
@@ -322,8 +324,6 @@ class Release:
         is how NNLS / L1 releases get error bars; for GLS releases it reproduces the exact
         standard errors up to Monte-Carlo error.  O(reps x inference cost).
         """
-        from .noise import resolve_rng  # noqa: PLC0415
-
         if self._resample is None:
             raise ParameterError("this release has no mechanism attached to resample from")
         if isinstance(reps, bool) or not isinstance(reps, (int, np.integer)) or not 2 <= reps <= 10**6:
@@ -429,8 +429,6 @@ class Release:
         :func:`dprange.inference.consistency.consistent_cdf`.  The total is the public one
         (replace model) or the estimated total rounded to an integer.
         """
-        from .inference.consistency import consistent_cdf  # noqa: PLC0415
-
         total = self.public_total if self.public_total is not None else float(self.total().value)
         if total <= 0:
             raise ParameterError("the estimated total is not positive; no consistent CDF exists at this budget")

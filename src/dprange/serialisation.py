@@ -45,8 +45,14 @@ from typing import Callable, Iterator
 
 import numpy as np
 
+from ._validation import NEIGHBOURS
 from .domain import Domain
 from .errors import DataError, DPRangeError, ParameterError, excerpt
+from .inference.tree import TreeErrorModel
+from .inference.wavelet import HaarEstimate
+from .io import load_npz
+from .matrix import DenseErrorModel
+from .release import Release
 
 #: The saved format: 2 keeps the error model; files in format 1 still load.
 FORMAT_VERSION = 2
@@ -305,9 +311,6 @@ def _model_bins(data) -> object:
 def error_model_from_dict(data, n: int | None = None):
     """The error model described by ``data`` (its ``kind`` picks the class), or DataError;
     with ``n``, the model must be over n bins (checked before anything is built)."""
-    from .inference.tree import TreeErrorModel  # noqa: PLC0415
-    from .inference.wavelet import HaarEstimate  # noqa: PLC0415
-    from .matrix import DenseErrorModel  # noqa: PLC0415
 
     kinds = {"tree": TreeErrorModel, "haar": HaarEstimate, "dense_matrix": DenseErrorModel}
     if not isinstance(data, dict) or data.get("kind") not in kinds:
@@ -348,7 +351,6 @@ def _check_version(meta) -> int:
 
 
 def _privacy(meta) -> dict:
-    from ._validation import NEIGHBOURS  # noqa: PLC0415
 
     privacy = meta.get("privacy")
     if not isinstance(privacy, dict):
@@ -412,7 +414,6 @@ def _check_saved_stderr(model, stderr, n: int) -> None:
 
 def release_from_parts(meta, estimate, stderr):
     """A :class:`~dprange.Release` from saved metadata and arrays (JSON or NPZ), or DataError."""
-    from .release import Release  # noqa: PLC0415
 
     version = _check_version(meta)
     estimate = _float_array(estimate, "histogram")
@@ -470,7 +471,6 @@ def _load_json(path: str):
 
 
 def _load_npz(path: str):
-    from .io import load_npz  # noqa: PLC0415
 
     contents = load_npz(path)
     if "__meta__" not in contents or "estimate" not in contents:

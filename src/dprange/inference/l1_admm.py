@@ -44,6 +44,7 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator, aslinearoperator, cg
 
 from ..errors import ParameterError
+from .tree import tree_gls
 
 
 @dataclass
@@ -155,8 +156,6 @@ def tree_x_update(strategy, level_weights, *, total=None):
     depth d become measurements target/weight with variance 1/weight^2, and the identity
     rows of the w-split become a second measurement of the leaves with variance 1/split.
     """
-    from .tree import tree_gls  # noqa: PLC0415
-
     depths = [d for d in range(strategy.depth + 1) if level_weights[d] is not None]
     sizes = [strategy.level_sizes[d] for d in depths]
     splits = np.cumsum(sizes)[:-1]

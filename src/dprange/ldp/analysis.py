@@ -6,7 +6,7 @@ the variance of every range or prefix answer follows from the per-level oracle v
 (with the expected number of users per level, N p_l) through the same implicit error models
 as the central mechanisms — least-squares consistency (:mod:`dprange.inference.tree`) or,
 without consistency, the canonical decomposition of the range into tree nodes
-(:func:`dprange.analysis.direct_range_variance`).  Errors are reported for fractions
+(:func:`dprange.inference.covering.direct_range_variance`).  Errors are reported for fractions
 (counts / N), as in the paper.
 
 What the exact curves show (OUE, N = 2^26, eps = 1, all ranges): the bound-based optima are
@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..analysis import direct_range_variance, workload_error
+from ..analysis import workload_error
+from ..inference.covering import direct_range_variance
 from ..workloads import AllRange, Prefix, Workload, make_workload
 from .protocols import HierarchicalHistogram
 
