@@ -417,3 +417,248 @@ def test_out_of_domain_count_is_redacted_on_request(monkeypatch):
     monkeypatch.setenv("DPRANGE_REDACT", "1")
     with pytest.raises(DomainError, match="0..9; <redacted> do not"):
         GRR(10, 1.0).randomize([1, 10, 11, 12])
+
+
+# ------------------------------------------------------------------ exact randomisers (integer coins)
+from fractions import Fraction  # noqa: E402
+
+from dprange.ldp.oracles import ONE, exp_lower_bound  # noqa: E402
+from dprange.noise import SecureRandom  # noqa: E402
+
+HIGH = 1 << 32  # a coin on [0, 2^62) is drawn as 32 high bits ...
+LOW = 1 << 30  # ... and 30 low bits where the high bits tie with the threshold's
+
+
+def exp_bounds(eps, bits=256):
+    """Rigorous rationals lo <= e^eps <= hi from the Taylor series in integer fixed point,
+    independent of the library: terms rounded down sum to a lower bound; terms rounded up,
+    plus a tail of at most the last term once eps / k <= 1/2, to an upper bound."""
+    a, b = Fraction(eps).as_integer_ratio()
+    lo = hi = term_lo = term_hi = 1 << bits
+    k = 1
+    while term_hi > 1 or k <= 2 * eps:
+        term_lo = term_lo * a // (b * k)
+        term_hi = -(-term_hi * a // (b * k))
+        lo, hi, k = lo + term_lo, hi + term_hi, k + 1
+    return Fraction(lo, 1 << bits), Fraction(hi + 2 * term_hi, 1 << bits)
+
+
+def exact_client_law(oracle, step=0):
+    """{input: {output: probability}} of the client as implemented, in Fractions, from its
+    integer thresholds and the algorithm (not from the oracle's own formulas).  OLH's outputs
+    y outside {h_j(v)} all have the same law: one representative stands for them.  ``step``
+    moves the threshold that many units towards less privacy (keep more, lie less)."""
+    D = oracle.domain_size
+    if oracle.name == "grr":
+        t = Fraction(oracle.keep_threshold + step, ONE)
+        return {v: {o: t * (o == v) + (1 - t) / D for o in range(D)} for v in range(D)}
+    if oracle.name == "oue":
+        q = Fraction(oracle.lie_threshold - step, ONE)
+        own = Fraction(oracle.own_threshold, ONE)
+        law = {}
+        for v in range(D):
+            law[v] = {}
+            for bits in itertools.product([0, 1], repeat=D):
+                prob = Fraction(1)
+                for i, b in enumerate(bits):
+                    on = own if i == v else q
+                    prob *= on if b else 1 - on
+                law[v][bits] = prob
+        return law
+    if oracle.name == "olh":
+        t = Fraction(oracle.keep_threshold + step, ONE)
+        g, pool = oracle.g, oracle.hash_pool
+        law = {v: {} for v in range(D)}
+        for j in range(pool):
+            hashed = [int(oracle.hash(np.array([j]), np.array([v]))[0]) for v in range(D)]
+            outputs = set(hashed) | ({next(y for y in range(g) if y not in hashed)} if g > len(set(hashed)) else set())
+            for v in range(D):
+                for y in outputs:
+                    law[v][(j, y)] = (t * (y == hashed[v]) + (1 - t) / g) / pool
+        return law
+    # HRR, with HaarHRR's signed inputs (node, sign): row j uniform, sign flipped if the coin < Q
+    q = Fraction(oracle.lie_threshold - step, ONE)
+    law = {}
+    for v in range(D):
+        for s in (1, -1):
+            law[(v, s)] = {}
+            for j in range(oracle.size):
+                true = s * (1 - 2 * (bin(j & v).count("1") % 2))
+                for out in (1, -1):
+                    law[(v, s)][(j, out)] = ((1 - q) if out == true else q) / oracle.size
+    return law
+
+
+def worst_ratio(law):
+    outputs = next(iter(law.values())).keys()
+    return max(a[o] / b[o] for a in law.values() for b in law.values() for o in outputs)
+
+
+def _olh(D, eps, **kw):
+    return OLH(D, eps, hash_pool=7, **kw)
+
+
+MAKERS = {"grr": GRR, "oue": OUE, "olh": _olh, "olh-g3": lambda D, eps: _olh(D, eps, g=3), "hrr": HRR}
+
+
+@pytest.mark.parametrize("kind", list(MAKERS))
+@pytest.mark.parametrize("eps", [2.0**-40, 1e-6, 0.3, 1.0, 1.7, 5.0, "max"])
+def test_exact_privacy_of_each_client_as_implemented(kind, eps):
+    """From the integer thresholds and the algorithm, in exact rationals: every input's law
+    sums to 1, and the worst ratio over two inputs and an output is <= e^eps (below a
+    rigorous lower bound of e^eps), while one more unit of threshold would exceed it (no
+    budget wasted beyond one step of 2^-62); the oracle's float probabilities are the
+    realised ones.  Domains 2, 3, 5; the largest
+    epsilon each oracle allows included."""
+    for D in (2, 3, 5):
+        if eps == "max":
+            oracle = MAKERS[kind](D, 1.0)
+            oracle = MAKERS[kind](D, oracle.max_epsilon())
+        else:
+            oracle = MAKERS[kind](D, eps)
+        law = exact_client_law(oracle)
+        if kind != "olh" and kind != "olh-g3":  # OLH: outputs outside {h_j(v)} are lumped
+            assert all(sum(dist.values()) == 1 for dist in law.values())
+        assert all(p > 0 for dist in law.values() for p in dist.values())
+        lo, hi = exp_bounds(oracle.epsilon)
+        worst = worst_ratio(law)
+        assert worst <= lo, (kind, D, float(worst / lo - 1))
+        assert worst_ratio(exact_client_law(oracle, step=1)) > lo, (kind, D)
+        assert float(worst) == pytest.approx(math.exp(oracle.epsilon), rel=1e-8)
+        assert oracle.privacy_ratio() == worst
+        if kind in ("grr", "hrr"):
+            floats = {o: float(p) for o, p in law[0 if kind == "grr" else (0, 1)].items()}
+            np.testing.assert_allclose(oracle.output_distribution(0), list(floats.values()), rtol=1e-15)
+        assert oracle.slope == float(oracle.exact_p - oracle.exact_q)
+        assert (oracle.p, oracle.q) == (float(oracle.exact_p), float(oracle.exact_q))
+
+
+def test_exp_lower_bound_is_rigorous_and_tight():
+    """The library's L <= e^eps (checked against an independent Taylor lower bound) and within
+    a relative 1e-39 of it, from 1e-300 to 709."""
+    for eps in (1e-300, 2.0**-60, 1e-9, 0.3, 1.0, math.log(65535), math.log(2**32 - 1), 36.0, 200.0, 709.0):
+        lo, hi = exp_bounds(eps)
+        assert hi - lo < lo * Fraction(1, 10**60)
+        bound = exp_lower_bound(eps)
+        assert bound <= lo and bound >= lo * (1 - Fraction(1, 10**39)), eps
+
+
+class ScriptedSource(SecureRandom):
+    """A random source whose ``integers`` answers each call from a script kept per bound
+    (high), so a test can place coins on either side of a threshold.  A float draw
+    (``random``, ``standard_normal``), as on the old clients, fails the test."""
+
+    def __init__(self, scripts):
+        self.scripts = {bound: list(answers) for bound, answers in scripts.items()}
+
+    def random(self, size=None):
+        raise AssertionError("a client drew a float uniform")
+
+    standard_normal = random
+
+    def integers(self, low, high=None, size=None):
+        assert low == 0 and np.ndim(high) == 0
+        answer = np.asarray(self.scripts[int(high)].pop(0), dtype=np.int64)
+        assert answer.shape == np.empty(size).shape and np.all((answer >= 0) & (answer < high))
+        return answer
+
+    def finished(self):
+        return all(not answers for answers in self.scripts.values())
+
+
+def test_clients_compare_62_bit_integer_coins_with_their_thresholds():
+    """Each client keeps / flips / sets a bit exactly when its coin U = H 2^30 + L is below the
+    threshold: coins just below and at the threshold (high part tied, low part deciding; high
+    part off by one) give the outputs the exact law assumes.  Fails on the old float clients."""
+    grr = GRR(5, 1.0)
+    th, tl = divmod(grr.keep_threshold, LOW)
+    assert 0 < tl
+    source = ScriptedSource({HIGH: [[th - 1, th, th, th + 1]], LOW: [[tl - 1, tl]], 5: [[4, 4, 4, 4]]})
+    assert grr.randomize([2, 2, 2, 2], source).data["value"].tolist() == [2, 2, 4, 4]
+    assert source.finished()
+
+    olh = OLH(5, 1.0, hash_pool=5)  # g = 4
+    th, tl = divmod(olh.keep_threshold, LOW)
+    h = int(olh.hash(np.array([0]), np.array([3]))[0])
+    other = (h + 1) % olh.g
+    source = ScriptedSource({5: [[0, 0, 0]], HIGH: [[th, th - 1, th]], LOW: [[tl - 1, tl]], olh.g: [[other] * 3]})
+    reps = olh.randomize([3, 3, 3], source)
+    assert reps.data["value"].tolist() == [h, h, other] and source.finished()
+
+    hrr = HRR(5, 1.0)  # row 1, value 3: true sign -1
+    qh, ql = divmod(hrr.lie_threshold, LOW)
+    assert 0 < ql
+    source = ScriptedSource({8: [[1, 1, 1, 1]], HIGH: [[qh - 1, qh, qh, qh + 1]], LOW: [[ql - 1, ql]]})
+    assert hrr.randomize([3, 3, 3, 3], source).data["sign"].tolist() == [1, 1, -1, -1]
+    assert source.finished()
+
+    oue = OUE(3, 1.0)  # every bit with Q, then the own bit afresh with 2^61 (high 2^31, low 0)
+    qh, ql = divmod(oue.lie_threshold, LOW)
+    assert 0 < ql
+    source = ScriptedSource({HIGH: [[[qh + 1, qh - 1, qh], [qh, qh + 1, qh - 1]], [2**31 - 1, 2**31]],
+                             LOW: [[ql, ql - 1], [0]]})
+    bits = np.unpackbits(oue.randomize([0, 2], source).data["bits"], axis=1, count=3)
+    assert bits.tolist() == [[1, 1, 0], [1, 0, 0]] and source.finished()
+
+
+def test_level_sampling_uses_integer_coins():
+    """Protocol levels from one 62-bit coin: U < floor(2^62 c_1) is level 1, U at it level 2."""
+    from dprange.ldp import HierarchicalHistogram
+
+    proto = HierarchicalHistogram(16, 4, "oue", epsilon=1.0, level_probabilities=[0.3, 0.7])
+    cut = int(np.floor(0.3 * 2.0**62))
+    assert proto.level_thresholds().tolist() == [cut, ONE]
+    source = ScriptedSource({ONE: [[0, cut - 1, cut, ONE - 1]]})
+    assert proto.sample_levels(4, source).tolist() == [1, 1, 2, 2]
+
+
+def test_old_float_clients_overspent_epsilon():
+    """The old clients kept the truth (GRR) or lied (OUE, HRR) if random() < p, random() =
+    j / 2^53: the realised probability ceil(p 2^53) / 2^53.  At epsilon = 1 (and at most
+    epsilons) that made the worst ratio exceed e^epsilon (a rigorous upper bound); the
+    integer clients stay at or below it."""
+    eps = 1.0
+    lo, hi = exp_bounds(eps)
+    e = math.exp(eps)
+
+    def realised(p):
+        return Fraction(math.ceil(Fraction(p) * 2**53), 2**53)
+
+    p_grr = realised(e / (e + 4))  # GRR(5): keep w.p. p, else one of the 4 others
+    q_oue = realised(1.0 / (e + 1.0))
+    q_hrr = realised(1.0 - e / (1.0 + e))
+    old = {"grr": p_grr * 4 / (1 - p_grr), "oue": (1 - q_oue) / q_oue, "hrr": (1 - q_hrr) / q_hrr}
+    new = {"grr": GRR(5, eps), "oue": OUE(5, eps), "hrr": HRR(5, eps)}
+    for name in old:
+        assert old[name] > hi, name
+        assert new[name].privacy_ratio() <= lo, name
+
+
+@pytest.mark.parametrize("make", [lambda e: GRR(5, e), lambda e: OUE(5, e), lambda e: HRR(5, e),
+                                  lambda e: OLH(5, e), lambda e: OLH(5, e, g=40), lambda e: GRR(2**31 - 1, e)],
+                         ids=["grr", "oue", "hrr", "olh", "olh-g40", "grr-large-domain"])
+def test_epsilon_too_small_for_62_bit_coins_is_refused(make):
+    """Below about k 2^-62 the thresholds would make every report uniform (estimates divide
+    by zero): a ParameterError naming an epsilon that works, and that epsilon is accepted."""
+    with pytest.raises(ParameterError, match="too small") as info:
+        make(1e-300)
+    hint = float(str(info.value).rsplit(">= ", 1)[1])
+    oracle = make(hint)
+    assert oracle.exact_p > oracle.exact_q
+
+
+@pytest.mark.parametrize("oracle", [GRR(6, 1.0), OUE(6, 1.0), OLH(6, 1.0), HRR(6, 3.0), GRR(6, 9.0)],
+                         ids=lambda o: f"{o.name}-{o.epsilon:g}")
+def test_estimates_stay_unbiased_with_the_stated_variance(oracle):
+    """Monte-Carlo (400 batches of 1500 users, fixed seed): mean estimate within 4.5 s.e. of
+    the true fractions, empirical variance within 30% of ``variance(n, f)`` (s.d. of the
+    ratio 0.07).  (OLH with a fixed hash pool carries its documented per-item bias; see
+    test_olh_hash_pool_behaves_like_independent_hashes.)"""
+    rng = np.random.default_rng(21)
+    values = rng.choice(6, 1500, p=[0.4, 0.25, 0.15, 0.1, 0.1, 0.0])
+    f = np.bincount(values, minlength=6) / values.size
+    reps = 400
+    est = np.array([oracle.aggregator().add(oracle.randomize(values, rng)).estimate() for _ in range(reps)])
+    var = oracle.variance(values.size, f)[:6]
+    assert np.all(np.abs(est.mean(axis=0) - f) <= 4.5 * np.sqrt(var / reps))
+    assert np.all(np.abs(est.var(axis=0, ddof=1) / var - 1) < 0.3)

@@ -6,7 +6,8 @@ one value v in {0..D-1} and sends a randomised report; the aggregator sums repor
 returns unbiased estimates of the fraction f_z of users holding each z.
 
 * ``GRR`` (k-ary randomised response): report v w.p. p = e^eps / (e^eps + D - 1), else one
-  of the other D - 1 values uniformly.  Best for small D.
+  of the other D - 1 values uniformly (run in its mixture form, see "Exact randomisation").
+  Best for small D.
 * ``OUE`` (optimised unary encoding): a D-bit vector; v's bit is 1 w.p. 1/2, every other
   bit w.p. q = 1 / (e^eps + 1).  Estimate (corrected sign, NOTES.md):
   f_z = (C_z / N - q) / (1/2 - q).
@@ -24,9 +25,35 @@ returns unbiased estimates of the fraction f_z of users holding each z.
   row j of the Hadamard matrix and sends j and the sign (-1)^popcount(j & v), flipped w.p.
   1 / (1 + e^eps).  Frequencies come back by a fast Walsh-Hadamard transform.
 
+Exact randomisation.  The clients draw only uniform integers U on [0, 2^62) (``integers``
+with a scalar bound, as the central samplers of :mod:`dprange.noise`) and compare them with
+integer thresholds, so every probability the code realises is a rational P / 2^62 known
+exactly (``coins_below`` draws U's 32 high bits, and its 30 low bits only where the high bits
+tie with the threshold's).
+
+* GRR and OLH run k-ary randomised response (k = D, or g) in its mixture form: keep the truth
+  if U < T, else report a uniform value of [k].  Then p' = t + (1 - t)/k and q' = (1 - t)/k
+  with t = T / 2^62: the family of "keep w.p. p, else one of the k - 1 others", with
+  p' >= q' by construction.  T is the largest integer with
+  p'/q' = (1 + (k - 1) t)/(1 - t) <= L, where L <= e^epsilon is a rigorous rational lower
+  bound (``exp_lower_bound``).
+* OUE sets each bit if U < Q, then redraws the user's own bit as U < 2^61 (exactly 1/2); HRR
+  flips the sign if U < Q.  Q is the smallest integer with (1 - q')/q' <= L, q' = Q / 2^62.
+
+Every oracle checks its worst ratio of output probabilities over two inputs,
+``privacy_ratio()``, against L in exact rational arithmetic when it is built, so its privacy
+holds exactly for the distribution the code samples, as for the central samplers after
+Canonne, Kamath and Steinke (NeurIPS 2020).  The old float comparisons ``random() < p``
+realised p on a 2^-53 grid and could overspend epsilon by a relative ~2^-53 / q (floating
+point breaking a privacy proof, as in Mironov, CCS 2012).  The properties ``p``, ``q`` and
+``slope`` are the realised probabilities (``exact_p``, ``exact_q`` as Fractions), so the
+estimators and variances are those of what is sampled.  An epsilon so small that the
+thresholds carry no information (T = 0, or Q = 2^61: about epsilon < k 2^-62) is refused
+with a ParameterError.
+
 Largest epsilon.  Each oracle refuses an epsilon at which its randomiser could no longer be
 run faithfully: the probability of a "lie" (q, or 1 - p for GRR) must stay >= 2^-32, so that
-uniforms with 53 random bits realise it to a relative 2^-21 and e^epsilon never overflows
+62-bit integer thresholds realise it to a relative 2^-30 and e^epsilon never overflows
 (OUE, HRR: epsilon <= ln(2^32 - 1) ~ 22.18; GRR: epsilon <= ln((D - 1)(2^32 - 1))); OLH's hash
 range g = round(e^eps) + 1 must stay <= 2^16, so that ((a x + b) mod P) mod g is uniform on [g]
 to a relative g / P <= 2^-15 (epsilon <= ln(65535) ~ 11.09).  Larger epsilons give no
@@ -47,12 +74,15 @@ f^2 becomes f, as here.  ``variance(n)`` returns the f = 0 part (what inference 
 
 from __future__ import annotations
 
+import decimal
 import io
 import json
 import math
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from fractions import Fraction
+from functools import lru_cache
 
 import numpy as np
 
@@ -64,6 +94,72 @@ from ..noise import resolve_rng
 MERSENNE = (1 << 31) - 1  # prime modulus of the universal hash family
 MIN_LIE_PROBABILITY = 2.0**-32  # smallest probability of reporting a value other than the truth
 OLH_MAX_G = 1 << 16  # largest hash range: the mod-P hash is uniform on [g] to a relative g / P
+PROBABILITY_BITS = 62  # the clients' coins are uniform integers on [0, 2^62) ...
+ONE = 1 << PROBABILITY_BITS  # ... compared with integer thresholds: probabilities P / 2^62
+_EXP_DIGITS = 45  # decimal digits of e^epsilon; the lower bound sits 10^-40 (relative) below
+
+
+@lru_cache(maxsize=1024)
+def exp_lower_bound(epsilon: float) -> Fraction:
+    """A rational L <= e^epsilon, below it by a relative 10^-40 at most (rigorous).
+
+    ``Decimal.exp`` is correctly rounded (Python's decimal module, after the General Decimal
+    Arithmetic specification), so at 45 significant digits its result is within a relative
+    10^-44 of e^epsilon; lowering it by a relative 10^-40 gives a strict lower bound.  The
+    float epsilon is converted exactly (``Decimal(float)``)."""
+    with decimal.localcontext() as context:
+        context.prec = _EXP_DIGITS
+        value = decimal.Decimal(float(epsilon)).exp()
+    return Fraction(value) * (1 - Fraction(1, 10**40))
+
+
+@lru_cache(maxsize=1024)
+def keep_threshold(epsilon: float, k: int) -> int:
+    """T for k-ary randomised response in mixture form (keep the truth if U < T, U uniform on
+    [0, 2^62), else report a uniform value of [k]): the largest integer with
+    p'/q' = (1 + (k - 1) t)/(1 - t) <= L, t = T / 2^62, i.e. T = floor(2^62 (L - 1)/(L + k - 1))."""
+    bound = exp_lower_bound(epsilon)
+    return math.floor(ONE * (bound - 1) / (bound + k - 1))
+
+
+@lru_cache(maxsize=1024)
+def lie_threshold(epsilon: float) -> int:
+    """Q for binary randomised response (lie if U < Q): the smallest integer with
+    (1 - q')/q' <= L, q' = Q / 2^62, i.e. Q = ceil(2^62 / (1 + L))."""
+    return math.ceil(ONE / (1 + exp_lower_bound(epsilon)))
+
+
+def coins(source, shape) -> np.ndarray:
+    """Uniform integers on [0, 2^62) (int64), drawn whole (used where every bit counts)."""
+    return np.asarray(source.integers(0, ONE, size=shape), dtype=np.int64)
+
+
+_LOW_BITS = 30  # a coin U on [0, 2^62) is drawn as 32 high bits, then 30 low bits if needed
+
+
+def coins_below(source, shape, threshold: int) -> np.ndarray:
+    """Booleans "U < threshold" for independent U uniform on [0, 2^62): True w.p. exactly
+    threshold / 2^62 (0 < threshold < 2^62).
+
+    U = H 2^30 + L with H uniform on [0, 2^32) and L on [0, 2^30) independent; H decides
+    unless it equals threshold's high part (probability 2^-32), and only there is L drawn.
+    Half the random bits of whole 62-bit draws, and faster."""
+    high_threshold, low_threshold = divmod(int(threshold), 1 << _LOW_BITS)
+    high = np.asarray(source.integers(0, 1 << (PROBABILITY_BITS - _LOW_BITS), size=shape), dtype=np.int64)
+    below = high < high_threshold
+    ties = np.flatnonzero(high == high_threshold)
+    if ties.size:
+        low = np.asarray(source.integers(0, 1 << _LOW_BITS, size=ties.size), dtype=np.int64)
+        np.put(below, ties, low < low_threshold)
+    return below
+
+
+def randomised_response(truth: np.ndarray, k: int, threshold: int, source) -> np.ndarray:
+    """k-ary randomised response in mixture form: the truth where a coin is below
+    ``threshold``, else a uniform value of [k] (module doc, "Exact randomisation")."""
+    keep = coins_below(source, truth.size, threshold)
+    uniform = np.asarray(source.integers(0, k, size=truth.size), dtype=np.int64)
+    return np.where(keep, truth, uniform).astype(np.int64)
 
 
 def check_values(values, domain_size: int) -> np.ndarray:
@@ -178,6 +274,35 @@ class FrequencyOracle:
         self.domain_size = check_positive_int(domain_size, "domain_size", minimum=2)
         self.epsilon = check_epsilon(epsilon)
         self._check_epsilon_limit()
+        self._configure()
+
+    def _configure(self) -> None:
+        """Derive the randomiser from the validated epsilon: refuse an epsilon whose integer
+        thresholds carry no information, and check the exact privacy ratio."""
+        if self.exact_p <= self.exact_q:
+            raise ParameterError(f"epsilon {self.epsilon:g} is too small for {self.name.upper()} "
+                                 f"(here D = {self.domain_size}): at 62-bit resolution its reports would carry no "
+                                 f"information; use epsilon >= {self._min_epsilon_hint():.3g}")
+        if self.privacy_ratio() > exp_lower_bound(self.epsilon):  # never: the thresholds are rounded safely
+            raise AssertionError(f"{self.name} thresholds exceed e^epsilon")
+
+    def _min_epsilon_hint(self) -> float:
+        return 8.0 * 2.0**-PROBABILITY_BITS
+
+    def privacy_ratio(self) -> Fraction:
+        """max over two inputs a, b and an output o of P(o | a) / P(o | b), exactly, for the
+        distribution the client samples (a randomised-response family with p' >= q')."""
+        return self.exact_p / self.exact_q
+
+    @property
+    def exact_p(self) -> Fraction:
+        """The realised probability of reporting one's own value (keeping the truth), exactly."""
+        raise NotImplementedError
+
+    @property
+    def exact_q(self) -> Fraction:
+        """The realised probability of the report supporting a value one does not hold, exactly."""
+        raise NotImplementedError
 
     def max_epsilon(self) -> float:
         """The largest epsilon this oracle supports (module doc, "Largest epsilon")."""
@@ -192,13 +317,18 @@ class FrequencyOracle:
     def _limit_reason(self) -> str:
         return "beyond it the probability of randomising a report falls below 2^-32"
 
-    # probabilities (p: report own value / keep; q: any other) and the estimator's slope
-    p: float
-    q: float
+    # realised probabilities (p: report own value / keep; q: any other) and the estimator's slope
+    @property
+    def p(self) -> float:
+        return float(self.exact_p)
+
+    @property
+    def q(self) -> float:
+        return float(self.exact_q)
 
     @property
     def slope(self) -> float:
-        return self.p - self.q
+        return float(self.exact_p - self.exact_q)
 
     def params(self) -> dict:
         return {}
@@ -302,20 +432,25 @@ class GRR(FrequencyOracle):
         return math.log(self.domain_size - 1) + math.log(1.0 / MIN_LIE_PROBABILITY - 1.0)
 
     @property
-    def p(self):
-        return math.exp(self.epsilon) / (math.exp(self.epsilon) + self.domain_size - 1)
+    def keep_threshold(self) -> int:
+        """T: a user keeps her value if her coin is below T, else reports a uniform value of [D]."""
+        return keep_threshold(self.epsilon, self.domain_size)
 
     @property
-    def q(self):
-        return 1.0 / (math.exp(self.epsilon) + self.domain_size - 1)
+    def exact_p(self) -> Fraction:
+        return Fraction(self.keep_threshold, ONE) + self.exact_q
+
+    @property
+    def exact_q(self) -> Fraction:
+        return Fraction(ONE - self.keep_threshold, ONE * self.domain_size)
+
+    def _min_epsilon_hint(self) -> float:
+        return 2.0 * self.domain_size * 2.0**-PROBABILITY_BITS
 
     def randomize(self, values, rng=None) -> Reports:
         v = check_values(values, self.domain_size)
         source = resolve_rng(rng)
-        keep = source.random(v.size) < self.p
-        other = source.integers(0, self.domain_size - 1, v.size)
-        other = other + (other >= v)
-        return self._reports({"value": np.where(keep, v, other).astype(np.int64)}, v.size)
+        return self._reports({"value": randomised_response(v, self.domain_size, self.keep_threshold, source)}, v.size)
 
     def summarize(self, reports):
         return np.bincount(_checked(reports.data["value"], self.domain_size), minlength=self.domain_size).astype(float)
@@ -333,24 +468,37 @@ class OUE(FrequencyOracle):
     fields = ("bits",)
     chunk = 1 << 16
 
-    @property
-    def p(self):
-        return 0.5
+    own_threshold = ONE // 2  # one's own bit is set if the coin is below 2^61: exactly 1/2
 
     @property
-    def q(self):
-        return 1.0 / (math.exp(self.epsilon) + 1.0)
+    def lie_threshold(self) -> int:
+        """Q: the bit of a value one does not hold is set if its coin is below Q."""
+        return lie_threshold(self.epsilon)
+
+    @property
+    def exact_p(self) -> Fraction:
+        return Fraction(self.own_threshold, ONE)
+
+    @property
+    def exact_q(self) -> Fraction:
+        return Fraction(self.lie_threshold, ONE)
+
+    def privacy_ratio(self) -> Fraction:
+        """Inputs a, b differ in two bits' laws: the worst output sets a's bit and clears b's,
+        p'(1 - q') / (q'(1 - p')) (or the inverse, when q' > p'; never here)."""
+        p, q = self.exact_p, self.exact_q
+        ratio = p * (1 - q) / (q * (1 - p))
+        return max(ratio, 1 / ratio)
 
     def randomize(self, values, rng=None) -> Reports:
         v = check_values(values, self.domain_size)
         source = resolve_rng(rng)
         rows = max(1, self.chunk * 64 // self.domain_size)
         packed = []
-        for start in range(0, v.size, rows):
+        for start in range(0, v.size, rows):  # every bit w.p. q', then each user's own bit afresh w.p. 1/2
             part = v[start : start + rows]
-            u = source.random((part.size, self.domain_size))
-            bits = u < self.q
-            bits[np.arange(part.size), part] = u[np.arange(part.size), part] < 0.5
+            bits = coins_below(source, (part.size, self.domain_size), self.lie_threshold)
+            bits[np.arange(part.size), part] = coins_below(source, part.size, self.own_threshold)
             packed.append(np.packbits(bits, axis=1))
         width = (self.domain_size + 7) // 8
         data = np.concatenate(packed) if packed else np.zeros((0, width), dtype=np.uint8)
@@ -384,6 +532,13 @@ class OLH(FrequencyOracle):
             raise ParameterError(f"OLH supports a hash range g <= {OLH_MAX_G}, got {self.g}; the hash would no "
                                  "longer be uniform on [g]")
         self.hash_pool = None if hash_pool is None else check_positive_int(hash_pool, "hash_pool")
+        super()._configure()
+
+    def _configure(self) -> None:
+        """Deferred to the end of ``__init__``: the thresholds need g."""
+
+    def _min_epsilon_hint(self) -> float:
+        return 2.0 * self.g * 2.0**-PROBABILITY_BITS
 
     def max_epsilon(self) -> float:
         # the default g = round(e^eps) + 1 <= 2^16; with a given g, GRR's bound over [g]
@@ -399,12 +554,24 @@ class OLH(FrequencyOracle):
         return {"g": self.g, "hash_pool": self.hash_pool}
 
     @property
-    def p(self):
-        return math.exp(self.epsilon) / (math.exp(self.epsilon) + self.g - 1)
+    def keep_threshold(self) -> int:
+        """T: a user reports her hashed value if her coin is below T, else a uniform value of [g]."""
+        return keep_threshold(self.epsilon, self.g)
 
     @property
-    def q(self):
-        return 1.0 / self.g
+    def exact_p(self) -> Fraction:
+        """P(report = h(v)) for a user holding v."""
+        return Fraction(self.keep_threshold, ONE) + Fraction(ONE - self.keep_threshold, ONE * self.g)
+
+    @property
+    def exact_q(self) -> Fraction:
+        """P(report = h(z)) for a user holding v != z, over a uniform draw of a universal hash:
+        p'/g + (1 - 1/g)(1 - t)/g = 1/g."""
+        return Fraction(1, self.g)
+
+    def privacy_ratio(self) -> Fraction:
+        """For a fixed hash, GRR over [g]: p' / ((1 - t)/g) when h(a) != h(b)."""
+        return self.exact_p / Fraction(ONE - self.keep_threshold, ONE * self.g)
 
     def _hash_params(self, seeds):
         """(a, b) of h(x) = ((a x + b) mod P) mod g from 62-bit seeds (or pool indices)."""
@@ -424,10 +591,8 @@ class OLH(FrequencyOracle):
         top = self.hash_pool if self.hash_pool is not None else 1 << 62
         seeds = source.integers(0, top, v.size).astype(np.int64)
         hashed = self.hash(seeds, v)
-        keep = source.random(v.size) < self.p
-        other = source.integers(0, self.g - 1, v.size)
-        other = other + (other >= hashed)
-        return self._reports({"seed": seeds, "value": np.where(keep, hashed, other).astype(np.int64)}, v.size)
+        reported = randomised_response(hashed, self.g, self.keep_threshold, source)
+        return self._reports({"seed": seeds, "value": reported}, v.size)
 
     def hash_table(self, seeds, items) -> np.ndarray:
         """h_s(x) for every seed (rows) and item (columns), as uint32: O(len(seeds) len(items)).
@@ -504,12 +669,17 @@ class HRR(FrequencyOracle):
         self.size = 1 << max(1, (self.domain_size - 1).bit_length())
 
     @property
-    def p(self):
-        return math.exp(self.epsilon) / (1.0 + math.exp(self.epsilon))
+    def lie_threshold(self) -> int:
+        """Q: the sign is flipped if the user's coin is below Q."""
+        return lie_threshold(self.epsilon)
 
     @property
-    def q(self):
-        return 1.0 - self.p
+    def exact_p(self) -> Fraction:
+        return 1 - self.exact_q
+
+    @property
+    def exact_q(self) -> Fraction:
+        return Fraction(self.lie_threshold, ONE)
 
     @property
     def estimate_size(self):
@@ -517,7 +687,7 @@ class HRR(FrequencyOracle):
 
     def variance(self, n, frequencies=None):
         f = np.zeros(self.size) if frequencies is None else np.resize(np.asarray(frequencies, dtype=float), self.size)
-        return (1.0 / (2 * self.p - 1) ** 2 - f) / n
+        return (1.0 / self.slope**2 - f) / n  # slope = 2p' - 1
 
     def randomize(self, values, rng=None, signs=None) -> Reports:
         """Reports for values (or signed unit vectors: ``signs`` +-1 per user, for HaarHRR)."""
@@ -528,7 +698,7 @@ class HRR(FrequencyOracle):
         sign = 1 - 2 * bit
         if signs is not None:
             sign = sign * np.asarray(signs, dtype=np.int64)
-        flip = source.random(v.size) < self.q
+        flip = coins_below(source, v.size, self.lie_threshold)
         sign = np.where(flip, -sign, sign)
         return self._reports({"row": rows, "sign": sign.astype(np.int8)}, v.size)
 
@@ -540,7 +710,7 @@ class HRR(FrequencyOracle):
         return np.bincount(rows, weights=sign.astype(float), minlength=self.size)
 
     def estimate_from(self, summary, n):
-        return fwht(summary) / (n * (2 * self.p - 1))
+        return fwht(summary) / (n * self.slope)
 
     def output_distribution(self, value):
         out = np.zeros((self.size, 2))

@@ -36,7 +36,7 @@ from ..inference.wavelet import haar_error_model, haar_estimate
 from ..noise import resolve_rng
 from ..release import Release
 from ..strategies import HaarStrategy, TreeStrategy
-from .oracles import HRR, Aggregator, Reports, check_values, make_oracle, report_fields
+from .oracles import HRR, ONE, Aggregator, Reports, check_values, coins, make_oracle, report_fields
 
 
 class Protocol:
@@ -87,9 +87,17 @@ class Protocol:
                 "level_probabilities": self.level_probabilities.tolist()}
 
     # ------------------------------------------------------------------ client
-    def sample_levels(self, n: int, source) -> np.ndarray:
+    def level_thresholds(self) -> np.ndarray:
+        """floor(2^62 c_l) for the cumulative level probabilities c_l (int64): a user whose
+        uniform integer U on [0, 2^62) lies in [T_(l-1), T_l) takes level l (the last level
+        also takes U >= T_h, where float rounding leaves c_h a little below 1)."""
         cum = np.cumsum(self.level_probabilities)
-        return np.minimum(np.searchsorted(cum, source.random(n), side="right"), self.levels - 1) + 1
+        return np.floor(cum * float(ONE)).astype(np.int64)
+
+    def sample_levels(self, n: int, source) -> np.ndarray:
+        """Each user's level, from one uniform integer on [0, 2^62) (no float draws)."""
+        draws = coins(source, n)
+        return np.minimum(np.searchsorted(self.level_thresholds(), draws, side="right"), self.levels - 1) + 1
 
     def randomize(self, values, rng=None) -> "ProtocolReports":
         """Client side for a batch of users: each samples a level and reports it."""
