@@ -33,6 +33,16 @@ def signed_hrr_distribution(oracle, node, sign):
     return out.ravel()
 
 
+def monte_carlo_estimates(oracle, probabilities, users, reps, seed):
+    """(estimates over ``reps`` batches, true fractions, stated variance) for a fixed population
+    of ``users`` drawn from ``probabilities`` over 6 items (seeded)."""
+    rng = np.random.default_rng(seed)
+    values = rng.choice(6, users, p=probabilities)
+    f = np.bincount(values, minlength=6) / values.size
+    est = np.array([oracle.aggregator().add(oracle.randomize(values, rng)).estimate() for _ in range(reps)])
+    return est, f, oracle.variance(values.size, f)[:6]
+
+
 @pytest.mark.parametrize("D", [2, 3, 4, 5])
 @pytest.mark.parametrize("eps", [0.3, 1.7])
 def test_privacy_ratio_is_exactly_e_to_the_epsilon(D, eps):
@@ -114,12 +124,8 @@ def test_hrr_helpers_and_padding():
     a = np.random.default_rng(0).normal(size=16)
     np.testing.assert_allclose(fwht(a), H @ a)
     oracle = HRR(6, 1.2)  # padded to 8
-    rng = np.random.default_rng(4)
-    values = rng.choice(6, 2000, p=[0.5, 0.2, 0.1, 0.1, 0.1, 0.0])
-    f = np.bincount(values, minlength=6) / values.size
     reps = 600
-    est = np.array([oracle.aggregator().add(oracle.randomize(values, rng)).estimate() for _ in range(reps)])
-    var = oracle.variance(values.size, f)[:6]
+    est, f, var = monte_carlo_estimates(oracle, [0.5, 0.2, 0.1, 0.1, 0.1, 0.0], 2000, reps, seed=4)
     # mean within 4.5 s.e.; variance ratio s.d. sqrt(2/599) = 0.058, allowed 0.3 (5 s.d.)
     assert est.shape == (reps, 6)
     assert np.all(np.abs(est.mean(axis=0) - f) <= 4.5 * np.sqrt(var / reps))
@@ -654,11 +660,7 @@ def test_estimates_stay_unbiased_with_the_stated_variance(oracle):
     the true fractions, empirical variance within 30% of ``variance(n, f)`` (s.d. of the
     ratio 0.07).  (OLH with a fixed hash pool carries its documented per-item bias; see
     test_olh_hash_pool_behaves_like_independent_hashes.)"""
-    rng = np.random.default_rng(21)
-    values = rng.choice(6, 1500, p=[0.4, 0.25, 0.15, 0.1, 0.1, 0.0])
-    f = np.bincount(values, minlength=6) / values.size
     reps = 400
-    est = np.array([oracle.aggregator().add(oracle.randomize(values, rng)).estimate() for _ in range(reps)])
-    var = oracle.variance(values.size, f)[:6]
+    est, f, var = monte_carlo_estimates(oracle, [0.4, 0.25, 0.15, 0.1, 0.1, 0.0], 1500, reps, seed=21)
     assert np.all(np.abs(est.mean(axis=0) - f) <= 4.5 * np.sqrt(var / reps))
     assert np.all(np.abs(est.var(axis=0, ddof=1) / var - 1) < 0.3)
