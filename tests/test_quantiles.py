@@ -352,3 +352,17 @@ def test_json_deciles_are_simultaneous_and_say_so():
     assert deciles["simultaneous"] is True and deciles["interpolated"] is True
     np.testing.assert_array_equal(deciles["lower"], lower)
     np.testing.assert_array_equal(deciles["upper"], upper)
+
+
+def test_quantiles_refuse_a_total_that_rounds_to_zero():
+    """An estimated total in (0, 0.5) passes the positivity check but its consistent CDF is
+    all zeros: the quantiles are undefined (a clear error, not NaN fractions)."""
+    from dprange.release import Release
+
+    class Model:
+        def range_variance(self, lo, hi):
+            return np.ones(np.broadcast(np.asarray(lo), np.asarray(hi)).shape)
+
+    rel = Release(np.array([0.1, 0.2, 0.0]), Model(), mechanism="test", epsilon=1.0)
+    with pytest.raises(ParameterError, match="rounds to 0"):
+        rel.quantile(0.5)

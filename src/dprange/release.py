@@ -558,6 +558,8 @@ class Release:
         running maximum of the unconstrained CDF."""
         if consistent:
             counts = self.consistent_cumulative(loss).astype(float)
+            if counts[-1] <= 0:  # the estimated total rounds to 0 records
+                raise ParameterError("the estimated total rounds to 0; quantiles are undefined at this budget")
             fractions = counts / counts[-1]
         else:
             fractions = self.cdf().value
