@@ -178,3 +178,37 @@ def test_shell_command_exits_zero(shell_session, index):
     if index == len(SHELL_COMMANDS) - 1:
         for name in ("release.json", "cdf.png", "reports.npz", "ldp-release.json"):
             assert (shell_session["cwd"] / name).stat().st_size > 0, name
+
+
+INLINE_NAME = re.compile(r"\b(dprange|ldp|Release|QuantileAnswer|Answer|rel)((?:\.[A-Za-z_]\w*)+)")
+
+
+def inline_names(text: str) -> list[tuple[str, str]]:
+    """(root, dotted attributes) of every name the README's inline code spans mention."""
+    prose = FENCE.sub("", text)
+    return sorted({m.groups() for span in re.findall(r"`([^`\n]+)`", prose) for m in INLINE_NAME.finditer(span)})
+
+
+def test_every_name_in_the_prose_exists(python_session):
+    """The names the README mentions outside its code blocks (``dprange.cdf_trees``,
+    ``ldp.SHORTCUT_EXACT``, ``QuantileAnswer.interpolated``...) resolve, on the objects the
+    README's own snippets built."""
+    import dprange  # noqa: PLC0415
+    from dprange import ldp  # noqa: PLC0415
+
+    run_up_to(python_session, len(PYTHON_BLOCKS) - 1, run_python_block)
+    namespace = python_session["namespace"]
+    rel = namespace["rel"]
+    roots = {"dprange": dprange, "ldp": ldp, "Release": rel, "rel": rel, "QuantileAnswer": namespace["q"],
+             "Answer": rel.range(30, 39)}
+    names = inline_names(readme_text())
+    assert ("ldp", ".SHORTCUT_EXACT") in names
+    missing = []
+    for root, dotted in names:
+        obj = roots[root]
+        for attribute in dotted.strip(".").split("."):
+            if not hasattr(obj, attribute):
+                missing.append(root + dotted)
+                break
+            obj = getattr(obj, attribute)
+    assert not missing, f"README.md names what does not exist: {missing}"
