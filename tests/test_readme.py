@@ -31,7 +31,7 @@ SUBSTITUTIONS = [
     ("dprange error --n 1048576", "dprange error --n 131072",
      "2^20 bins take about 5 s on a loaded machine; 2^17 exercises the same coarse grid (n > 2^16)"),
     ("sparse.bootstrap(30, 39)", "sparse.bootstrap(30, 39, reps=5)",
-     "the default 200 replicates rerun ADMM 200 times (about 10 s); 5 run the same code"),
+     "the default 200 replicates rerun ADMM 200 times (15-35 s measured); 5 run the same code"),
     ("ldp.optimal_branching(2**16, 2**26, 1.0, consistency=False)",
      "ldp.optimal_branching(2**8, 2**26, 1.0, consistency=False)",
      "without consistency each branching averages 10^6 sampled ranges at D = 2^16 (about 15 s)"),
