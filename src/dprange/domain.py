@@ -91,7 +91,9 @@ def _numeric_array(arr: np.ndarray) -> np.ndarray:
         return arr.astype(np.int64, copy=False)
     if kind == "u":
         # values above int64's range are outside every domain: saturate, keeping them out of bounds
-        return np.minimum(arr, np.uint64(_INT64_MAX)).astype(np.int64) if arr.dtype.itemsize == 8 else arr.astype(np.int64)
+        return (
+            np.minimum(arr, np.uint64(_INT64_MAX)).astype(np.int64) if arr.dtype.itemsize == 8 else arr.astype(np.int64)
+        )
     if kind == "f":
         return arr.astype(np.float64, copy=False)
     raise DataError(f"the values are not numeric (dtype {arr.dtype})")
@@ -298,9 +300,7 @@ class Domain:
         if not lo < hi:
             raise ParameterError(f"domain needs lo < hi, got lo={lo}, hi={hi}")
         if not math.isfinite(hi - lo):
-            raise ParameterError(
-                f"the width hi - lo of [{lo!r}, {hi!r}] overflows float64; use narrower bounds"
-            )
+            raise ParameterError(f"the width hi - lo of [{lo!r}, {hi!r}] overflows float64; use narrower bounds")
         bins = _check_bins(check_positive_int(bins, "bins"))
         _check_edges_increase(lo, hi, bins)
         return cls("interval", lo, hi, bins)
@@ -353,9 +353,7 @@ class Domain:
                     "exactly; give integer (int64) values"
                 )
             if arr.size and not np.all(np.isinf(arr) | (arr == np.floor(arr))):
-                raise DomainError(
-                    "the integer domain got non-integer values; use Domain.interval for real values"
-                )
+                raise DomainError("the integer domain got non-integer values; use Domain.interval for real values")
             arr = self._check_bounds(arr, float(self.lo), float(self.hi), clip).astype(np.int64)
         else:
             arr = self._check_bounds(arr, self.lo, self.hi, clip)
@@ -439,8 +437,7 @@ def _drop_missing(arr, drop_missing: bool) -> np.ndarray:
     if missing.any():
         if not drop_missing:
             raise DomainError(
-                f"{private(int(missing.sum()))} values are missing (NaN/None); "
-                "clean them or pass drop_missing=True"
+                f"{private(int(missing.sum()))} values are missing (NaN/None); clean them or pass drop_missing=True"
             )
         return data[~missing]
     return data

@@ -26,8 +26,14 @@ def plot_cdf(release, path: str, *, alpha: float = 0.05, title: str | None = Non
     values = np.concatenate([[0.0], cdf.value])
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
     if release.exact_error_bars:
-        ax.fill_between(x, np.clip(lower, 0, 1.05), np.clip(upper, -0.05, 1.05), step="post", alpha=0.3,
-                        label=f"{100 * (1 - alpha):.0f}% pointwise band")
+        ax.fill_between(
+            x,
+            np.clip(lower, 0, 1.05),
+            np.clip(upper, -0.05, 1.05),
+            step="post",
+            alpha=0.3,
+            label=f"{100 * (1 - alpha):.0f}% pointwise band",
+        )
     ax.step(x, values, where="post", lw=1.4, label="private CDF")
     ax.set_xlabel("value")
     ax.set_ylabel("cumulative fraction")

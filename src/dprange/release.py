@@ -68,7 +68,6 @@ def _z(alpha: float, tails: str = "normal") -> float:
     return normal
 
 
-
 @lru_cache(maxsize=256)
 def _discrete_laplace_factor(alpha: float, scales: tuple) -> float:
     """One-sided factor for any linear combination of independent discrete Laplace draws.
@@ -121,8 +120,10 @@ def one_sided_factor(alpha: float, noise: str | None, scales=None) -> float:
 
 
 #: What a release with non-linear inference says about its error bars.
-NONLINEAR_ERROR_BARS = ("not available in closed form for non-linear inference (NNLS/L1); "
-                        "use Release.bootstrap for parametric-bootstrap standard errors")
+NONLINEAR_ERROR_BARS = (
+    "not available in closed form for non-linear inference (NNLS/L1); "
+    "use Release.bootstrap for parametric-bootstrap standard errors"
+)
 #: What its deciles say about their intervals.
 NONLINEAR_INTERVALS = "non-linear inference (NNLS/L1) has no closed-form quantile intervals"
 
@@ -130,8 +131,15 @@ NONLINEAR_INTERVALS = "non-linear inference (NNLS/L1) has no closed-form quantil
 class Answer:
     """Values (scalar or array) with exact standard errors, computed on first use."""
 
-    def __init__(self, value, variance: Callable[[], np.ndarray] | np.ndarray, *, scalar: bool = False,
-                 tails: str = "normal", factor: Callable[[float], float] | None = None):
+    def __init__(
+        self,
+        value,
+        variance: Callable[[], np.ndarray] | np.ndarray,
+        *,
+        scalar: bool = False,
+        tails: str = "normal",
+        factor: Callable[[float], float] | None = None,
+    ):
         self._value = np.asarray(value, dtype=float)
         self._variance = variance
         self._scalar = scalar
@@ -212,8 +220,10 @@ class CDFAnswer(QuantileAnswer):
 
     @property
     def stderr(self):
-        raise ParameterError("CDF values at points have confidence intervals, not standard errors; "
-                             "Release.cdf() gives standard errors per bin")
+        raise ParameterError(
+            "CDF values at points have confidence intervals, not standard errors; "
+            "Release.cdf() gives standard errors per bin"
+        )
 
 
 def check_bin_ranges(lo, hi, n: int):
@@ -245,7 +255,9 @@ def check_bin_ranges(lo, hi, n: int):
     try:
         lo, hi = np.broadcast_arrays(*arrays)
     except ValueError:
-        raise ParameterError(f"lo and hi have shapes {arrays[0].shape} and {arrays[1].shape} that do not broadcast") from None
+        raise ParameterError(
+            f"lo and hi have shapes {arrays[0].shape} and {arrays[1].shape} that do not broadcast"
+        ) from None
     if lo.size and (lo.min() < 0 or hi.max() >= n or np.any(lo > hi)):
         raise ParameterError(f"ranges need 0 <= lo <= hi <= {n - 1} (inclusive bin indices)")
     return lo, hi
@@ -353,7 +365,13 @@ class Release:
         scalar = lo.ndim == 0
         sums = self._prefix_sums
         value = sums[hi + 1] - sums[lo]
-        return Answer(value, lambda: self.error_model.range_variance(lo, hi), scalar=scalar, tails=self._tails, factor=self._one_sided_factor)
+        return Answer(
+            value,
+            lambda: self.error_model.range_variance(lo, hi),
+            scalar=scalar,
+            tails=self._tails,
+            factor=self._one_sided_factor,
+        )
 
     def answer(self, workload) -> Answer:
         """Answers to every query of a :mod:`dprange.workloads` workload, with exact errors."""
@@ -363,7 +381,12 @@ class Release:
         if lohi is not None:
             return self.range(*lohi)
         W = workload.dense()
-        return Answer(W @ self.estimate, lambda: self.error_model.query_variance(W), tails=self._tails, factor=self._one_sided_factor)
+        return Answer(
+            W @ self.estimate,
+            lambda: self.error_model.query_variance(W),
+            tails=self._tails,
+            factor=self._one_sided_factor,
+        )
 
     def prefix(self, j) -> Answer:
         """Estimated count of bins 0..j."""
@@ -372,7 +395,12 @@ class Release:
     def histogram(self) -> Answer:
         """Estimated count of every bin."""
         idx = np.arange(self.n)
-        return Answer(self.estimate, lambda: self.error_model.range_variance(idx, idx), tails=self._tails, factor=self._one_sided_factor)
+        return Answer(
+            self.estimate,
+            lambda: self.error_model.range_variance(idx, idx),
+            tails=self._tails,
+            factor=self._one_sided_factor,
+        )
 
     def total(self) -> Answer:
         """The total count: public (variance 0) in the replace model, else estimated."""
@@ -415,8 +443,10 @@ class Release:
 
     def _require_error_bars(self):
         if not self.exact_error_bars:
-            raise ParameterError(f"{self.inference} inference has no closed-form intervals; use least-squares "
-                                 "inference (inference='gls', --inference gls) or Release.bootstrap for error bars")
+            raise ParameterError(
+                f"{self.inference} inference has no closed-form intervals; use least-squares "
+                "inference (inference='gls', --inference gls) or Release.bootstrap for error bars"
+            )
 
     def _one_sided_factor(self, alpha: float) -> float:
         """k with P(error > k sd) <= alpha / 2 for every linear answer (see module doc)."""
@@ -646,8 +676,13 @@ class Release:
             edges = self.domain.edges
             return edges[first], edges[last + 1]
 
-        return QuantileAnswer(values[0] if scalar else values, interval, scalar=scalar,
-                              interpolated=self.domain.kind != "integers", bins=point_bins)
+        return QuantileAnswer(
+            values[0] if scalar else values,
+            interval,
+            scalar=scalar,
+            interpolated=self.domain.kind != "integers",
+            bins=point_bins,
+        )
 
     # ----------------------------------------------------------------- serialisation
     def to_dict(self, *, alpha: float = 0.05) -> dict:
@@ -684,8 +719,11 @@ class Release:
             "noise_scales": self.noise_scales,
             "inference": self.inference,
             "domain": self.domain.to_dict(),
-            "total": {"value": float(total.value), "stderr": float(total.stderr) if self.exact_error_bars else None,
-                      "public": self.public_total is not None},
+            "total": {
+                "value": float(total.value),
+                "stderr": float(total.stderr) if self.exact_error_bars else None,
+                "public": self.public_total is not None,
+            },
         }
         out["error_model"] = error_model_dict(self)
         if not self.exact_error_bars:
@@ -711,10 +749,15 @@ class Release:
             lower, upper = q.confidence_interval(alpha, simultaneous=True)
         except ParameterError:
             return None
-        out.update({
-            "lower": lower.tolist(), "upper": upper.tolist(), "alpha": alpha, "simultaneous": True,
-            "interval": "bin edges; all nine hold at once with probability >= 1 - alpha, whatever the data inside a bin",
-        })
+        out.update(
+            {
+                "lower": lower.tolist(),
+                "upper": upper.tolist(),
+                "alpha": alpha,
+                "simultaneous": True,
+                "interval": "bin edges; all nine hold at once with probability >= 1 - alpha, whatever the data inside a bin",
+            }
+        )
         return out
 
     def to_json(self, path=None, *, alpha: float = 0.05):

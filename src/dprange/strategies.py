@@ -179,9 +179,7 @@ class TreeStrategy:
             size = self.level_sizes[d - 1]
             pad = size * b - current.shape[-1]
             if pad:
-                current = np.concatenate(
-                    [current, np.zeros(current.shape[:-1] + (pad,), dtype=current.dtype)], axis=-1
-                )
+                current = np.concatenate([current, np.zeros(current.shape[:-1] + (pad,), dtype=current.dtype)], axis=-1)
             current = current.reshape(current.shape[:-1] + (size, b)).sum(axis=-1)
             levels.append(current)
         return levels[::-1]

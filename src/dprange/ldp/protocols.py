@@ -83,8 +83,12 @@ class Protocol:
         raise NotImplementedError
 
     def describe(self) -> dict:
-        return {"protocol": self.name, "domain_size": self.domain_size, "epsilon": self.epsilon,
-                "level_probabilities": self.level_probabilities.tolist()}
+        return {
+            "protocol": self.name,
+            "domain_size": self.domain_size,
+            "epsilon": self.epsilon,
+            "level_probabilities": self.level_probabilities.tolist(),
+        }
 
     # ------------------------------------------------------------------ client
     def level_thresholds(self) -> np.ndarray:
@@ -145,9 +149,10 @@ class ProtocolReports:
                 parts = {}
                 for level, head in meta["levels"].items():
                     prefix = f"L{level}__"
-                    data = {k[len(prefix):]: z[k] for k in z.files if k.startswith(prefix)}
-                    parts[int(level)] = Reports(head["oracle"], float(head["epsilon"]), int(head["domain_size"]), data,
-                                                head.get("params", {}))
+                    data = {k[len(prefix) :]: z[k] for k in z.files if k.startswith(prefix)}
+                    parts[int(level)] = Reports(
+                        head["oracle"], float(head["epsilon"]), int(head["domain_size"]), data, head.get("params", {})
+                    )
             return cls(meta["protocol"], parts)
         except Exception as exc:  # noqa: BLE001 - any decoding failure means a malformed file
             raise ReportError(f"malformed protocol reports: {exc}") from None
@@ -184,15 +189,20 @@ class ProtocolReports:
                 for line in fh:
                     if line.strip():
                         row = json.loads(line)
-                        if not isinstance(row, list) or not row or isinstance(row[0], bool) \
-                                or len(row) != 1 + len(fields[str(row[0])]):
+                        if (
+                            not isinstance(row, list)
+                            or not row
+                            or isinstance(row[0], bool)
+                            or len(row) != 1 + len(fields[str(row[0])])
+                        ):
                             raise ValueError(f"bad report line {line.strip()[:60]!r}")
                         rows[int(row[0])].append(row[1:])
             parts = {}
             for level, head in levels.items():
                 data = report_fields(fields[level], rows[int(level)], int(head["domain_size"]))
-                parts[int(level)] = Reports(head["oracle"], float(head["epsilon"]), int(head["domain_size"]), data,
-                                            head.get("params", {}))
+                parts[int(level)] = Reports(
+                    head["oracle"], float(head["epsilon"]), int(head["domain_size"]), data, head.get("params", {})
+                )
             return cls(header, parts)
         except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError, OverflowError) as exc:
             raise ReportError(f"malformed JSON-lines reports in {str(path)!r}: {exc}") from None
@@ -257,8 +267,16 @@ class HierarchicalHistogram(Protocol):
 
     name = "ldp-hierarchical"
 
-    def __init__(self, domain_size: int, branching=4, oracle: str = "oue", *, epsilon=None, level_probabilities=None,
-                 oracle_options: dict | None = None):
+    def __init__(
+        self,
+        domain_size: int,
+        branching=4,
+        oracle: str = "oue",
+        *,
+        epsilon=None,
+        level_probabilities=None,
+        oracle_options: dict | None = None,
+    ):
         self.tree = TreeStrategy(domain_size, branching, measure_root=False, known_total=True)
         self.oracle_name = oracle
         self.oracle_options = dict(oracle_options or {})
@@ -270,8 +288,12 @@ class HierarchicalHistogram(Protocol):
         return self.tree.depth
 
     def describe(self) -> dict:
-        return {**super().describe(), "branching": list(self.tree.branching), "oracle": self.oracle_name,
-                "oracle_options": self.oracle_options}
+        return {
+            **super().describe(),
+            "branching": list(self.tree.branching),
+            "oracle": self.oracle_name,
+            "oracle_options": self.oracle_options,
+        }
 
     def oracle(self, level: int):
         return make_oracle(self.oracle_name, max(2, self.tree.level_sizes[level]), self._eps(), **self.oracle_options)
@@ -309,15 +331,27 @@ class HierarchicalHistogram(Protocol):
                 plug_in[level] = np.clip(values[level] / n, 0.0, 1.0)
         variances = self.level_variances(users, n, plug_in)
         estimate = tree_gls(self.tree, values, variances, total=n)
-        return Release(estimate.leaves, estimate, domain=domain, mechanism=self.name,
-                       parameters={**self.describe(), "users_per_level": users}, epsilon=self._eps(),
-                       neighbours="replace", total=n, noise=f"local:{self.oracle_name}")
+        return Release(
+            estimate.leaves,
+            estimate,
+            domain=domain,
+            mechanism=self.name,
+            parameters={**self.describe(), "users_per_level": users},
+            epsilon=self._eps(),
+            neighbours="replace",
+            total=n,
+            noise=f"local:{self.oracle_name}",
+        )
 
     def error_model(self, n_users: int, counts=None):
         """Exact error model (counts) with the expected number of users per level; with the
         true ``counts`` the f-dependent variance terms are included."""
         users = {l: n_users * self.level_probabilities[l - 1] for l in range(1, self.levels + 1)}
-        freqs = None if counts is None else {l: s / n_users for l, s in enumerate(self.tree.level_sums(np.asarray(counts, float)))}
+        freqs = (
+            None
+            if counts is None
+            else {l: s / n_users for l, s in enumerate(self.tree.level_sums(np.asarray(counts, float)))}
+        )
         return tree_error_model(self.tree, self.level_variances(users, n_users, freqs), known_total=True)
 
 
@@ -380,9 +414,17 @@ class HaarHRR(Protocol):
         first = haar_estimate(self.haar, values, self.level_variances(users, n), total=n)
         plug_in = self._node_frequencies(np.clip(first.leaves, 0, None), n)
         estimate = haar_estimate(self.haar, values, self.level_variances(users, n, plug_in), total=n)
-        return Release(estimate.leaves, estimate, domain=domain, mechanism=self.name,
-                       parameters={**self.describe(), "users_per_level": users}, epsilon=self._eps(),
-                       neighbours="replace", total=n, noise="local:hrr")
+        return Release(
+            estimate.leaves,
+            estimate,
+            domain=domain,
+            mechanism=self.name,
+            parameters={**self.describe(), "users_per_level": users},
+            epsilon=self._eps(),
+            neighbours="replace",
+            total=n,
+            noise="local:hrr",
+        )
 
     def error_model(self, n_users: int, counts=None):
         users = {l: n_users * self.level_probabilities[l - 1] for l in range(1, self.levels + 1)}
@@ -426,8 +468,17 @@ class Flat(Protocol):
         values = [None, agg.levels[1].estimate() * n]
         plug_in = {1: np.clip(values[1] / n, 0.0, 1.0)}
         estimate = tree_gls(self.tree, values, self.level_variances({1: n}, n, plug_in), total=n)
-        return Release(estimate.leaves, estimate, domain=domain, mechanism=self.name, parameters=self.describe(),
-                       epsilon=self._eps(), neighbours="replace", total=n, noise=f"local:{self.oracle_name}")
+        return Release(
+            estimate.leaves,
+            estimate,
+            domain=domain,
+            mechanism=self.name,
+            parameters=self.describe(),
+            epsilon=self._eps(),
+            neighbours="replace",
+            total=n,
+            noise=f"local:{self.oracle_name}",
+        )
 
     def error_model(self, n_users: int, counts=None):
         freqs = None if counts is None else {1: np.asarray(counts, float) / n_users}
