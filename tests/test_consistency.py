@@ -5,7 +5,6 @@ import itertools
 import numpy as np
 import pytest
 
-import dprange
 from dprange import Hierarchical, ParameterError
 from dprange.inference.consistency import consistent_cdf
 

@@ -4,9 +4,9 @@ NNLS: tests/test_nnls.py; contingency tables: tests/test_contingency.py."""
 
 import numpy as np
 import pytest
-from conftest import weighted_tree_problem
 from scipy import optimize
 
+from conftest import weighted_tree_problem
 from dprange import Flat, Hierarchical, ParameterError, Wavelet
 from dprange.inference.l1_admm import admm, generic_x_update, tree_x_update
 from dprange.strategies import TreeStrategy

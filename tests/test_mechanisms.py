@@ -114,7 +114,6 @@ def test_monte_carlo_unbiased_with_reported_variance(mech):
     (a factor 2 in a scale is a factor 4 in variance).
     """
     x = np.array([5, 0, 3, 9, 2, 2, 7, 0, 1, 4, 6, 3, 0])
-    n = x.size
     lo = np.array([0, 2, 5, 0, 12])
     hi = np.array([12, 2, 9, 6, 12])
     truth = np.array([x[a : b + 1].sum() for a, b in zip(lo, hi)])

@@ -2,8 +2,9 @@
 
 Exactness is checked on the code itself: a scripted random source enumerates every sequence of
 integer draws of the Bernoulli(exp(-gamma)) primitive and of the scalar discrete Laplace sampler
-(path probabilities summed, the unexplored mass bounding the rest), policy sources drive the samplers into their far tails, and large
-seeded samples of the samplers are compared with ``pmf`` (chi-square) and the exact variance.
+(path probabilities summed, the unexplored mass bounding the rest), policy sources drive the
+samplers into their far tails, and large seeded samples of the samplers are compared with ``pmf``
+(chi-square) and the exact variance.
 """
 
 import math
@@ -21,7 +22,6 @@ from dprange.noise import (
     NoiseSpec,
     SecureRandom,
     _bernoulli_exp,
-    _discrete_gaussian_exact,
     _discrete_laplace_exact,
     _gaussian_rational,
     _laplace_rational,

@@ -8,7 +8,6 @@ significantly below the nominal level.
 """
 
 import math
-import os
 import re
 import sys
 

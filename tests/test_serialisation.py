@@ -235,8 +235,8 @@ def test_bad_alpha_raises_parameter_errors(gls_release, alpha):
 from dprange import Domain, Wavelet, workloads  # noqa: E402
 from dprange.inference.tree import TreeErrorModel, tree_error_model  # noqa: E402
 from dprange.inference.wavelet import HaarEstimate  # noqa: E402
-from dprange.matrix import DenseErrorModel, Matrix  # noqa: E402
 from dprange.ldp import HaarHRR, HierarchicalHistogram  # noqa: E402
+from dprange.matrix import DenseErrorModel, Matrix  # noqa: E402
 from dprange.serialisation import jsonable  # noqa: E402
 from dprange.strategies import TreeStrategy  # noqa: E402
 
@@ -437,7 +437,7 @@ def test_a_model_that_cannot_be_saved_says_so(tmp_path):
     loaded = Release.from_dict(data)
     same(loaded.range(1, 4).value, rel.range(1, 4).value)
     with pytest.raises(ParameterError, match="cannot be saved"):
-        loaded.range(1, 4).stderr
+        _ = loaded.range(1, 4).stderr
 
 
 def test_format_1_files_still_load(gls_release):
@@ -448,7 +448,7 @@ def test_format_1_files_still_load(gls_release):
     same(loaded.histogram().stderr, gls_release.histogram().stderr)
     assert loaded.total().stderr == gls_release.total().stderr
     with pytest.raises(ParameterError, match="format 1"):
-        loaded.range(3, 40).stderr
+        _ = loaded.range(3, 40).stderr
 
 
 def corrupt(data, change):
@@ -514,7 +514,7 @@ def test_corrupt_matrix_models_give_data_errors():
         (lambda m: m.update(row="x"), "corrupt"),
     ]:
         with pytest.raises(DataError, match=message) as info:
-            Release.from_dict(corrupt(data, lambda d: change(d["error_model"])))
+            Release.from_dict(corrupt(data, lambda d, change=change: change(d["error_model"])))
         assert "\n" not in str(info.value)
 
 

@@ -234,7 +234,10 @@ mechanism_options = [
         type=click.Choice(["hierarchical", "flat", "wavelet", "auto"]),
         default="auto",
         show_default=True,
-        help="How the histogram is measured; 'auto' picks the mechanism with the least exact expected error on --workload.",
+        help=(
+            "How the histogram is measured; 'auto' picks the mechanism with the least exact expected error "
+            "on --workload."
+        ),
     ),
     click.option(
         "--workload",

@@ -214,8 +214,8 @@ def _decimal_column(values, missing: np.ndarray):
     floats = np.asarray(np.where(missing, "nan", text).astype(str), dtype=float)
     if np.any(np.abs(floats[~missing]) >= EXACT_FLOAT_INTEGER):
         raise DataError(
-            f"the decimal column holds values beyond 2^53 that float64 cannot represent exactly; "
-            f"store them as integers (decimal scale 0) or int64"
+            "the decimal column holds values beyond 2^53 that float64 cannot represent exactly; "
+            "store them as integers (decimal scale 0) or int64"
         )
     return floats
 
@@ -284,7 +284,7 @@ class Domain:
         self.bins = bins
 
     @classmethod
-    def integers(cls, lo: int, hi: int) -> "Domain":
+    def integers(cls, lo: int, hi: int) -> Domain:
         """The integers lo..hi inclusive, one bin each (bounds within +-2^62, at most MAX_BINS)."""
         lo = _check_integer_bound("lo", lo)
         hi = _check_integer_bound("hi", hi)
@@ -293,7 +293,7 @@ class Domain:
         return cls("integers", lo, hi, _check_bins(hi - lo + 1))
 
     @classmethod
-    def interval(cls, lo: float, hi: float, bins: int) -> "Domain":
+    def interval(cls, lo: float, hi: float, bins: int) -> Domain:
         """The real interval [lo, hi] cut into ``bins`` bins (see the module doc for the edges)."""
         lo = _check_real_bound("lo", lo)
         hi = _check_real_bound("hi", hi)
@@ -383,7 +383,7 @@ class Domain:
         return {"kind": self.kind, "lo": self.lo, "hi": self.hi, "bins": self.bins}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Domain":
+    def from_dict(cls, data: dict) -> Domain:
         """The domain described by :meth:`to_dict` (validated like the constructors)."""
         if not isinstance(data, dict) or data.get("kind") not in ("integers", "interval"):
             raise DataError("a domain must be a mapping with kind 'integers' or 'interval', lo, hi and bins")

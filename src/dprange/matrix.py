@@ -138,7 +138,7 @@ class DenseErrorModel:
         return matrix_estimate_model(strategy, variance, bool(data["known_total"]))
 
 
-def dense_matrix_model(strategy: "MatrixStrategy", variance: float, known_total: bool) -> DenseErrorModel:
+def dense_matrix_model(strategy: MatrixStrategy, variance: float, known_total: bool) -> DenseErrorModel:
     """The exact covariance of least squares on A, variance x (A^T A)^+ (with a public total:
     the pseudo-inverse on the sum-zero subspace), as a :class:`DenseErrorModel`."""
     A = strategy.explicit()
@@ -152,7 +152,7 @@ def dense_matrix_model(strategy: "MatrixStrategy", variance: float, known_total:
     return DenseErrorModel(variance * cov, strategy=strategy.matrix, variance=variance, known_total=known_total)
 
 
-def with_dense_errors(estimate, strategy: "MatrixStrategy", variance: float, known_total: bool):
+def with_dense_errors(estimate, strategy: MatrixStrategy, variance: float, known_total: bool):
     """``estimate`` (a least-squares estimate on ``strategy``) answering range variances from
     the dense covariance, and saving itself as that model."""
     dense = dense_matrix_model(strategy, variance, known_total)
@@ -161,7 +161,7 @@ def with_dense_errors(estimate, strategy: "MatrixStrategy", variance: float, kno
     return estimate
 
 
-def matrix_estimate_model(strategy: "MatrixStrategy", variance: float, known_total: bool):
+def matrix_estimate_model(strategy: MatrixStrategy, variance: float, known_total: bool):
     """The error model a matrix release carries, without data (an all-zero estimate)."""
     rows = strategy.rows
     estimate = OperatorEstimate(strategy.operator(), np.full(rows, variance), np.zeros(strategy.n), known_total)

@@ -38,8 +38,8 @@ interpolate inside their bin, and say so (``interpolated``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cached_property, lru_cache
-from typing import Callable
 
 import numpy as np
 from scipy import special
@@ -522,7 +522,7 @@ class Release:
         upper = np.where(up_fn(np.ones(j.size)) <= 0, 1.0, np.where(up_fn(np.zeros(j.size)) > 0, 0.0, upper))
         return lower, np.maximum(upper, lower)
 
-    def cdf_at(self, values) -> "CDFAnswer":
+    def cdf_at(self, values) -> CDFAnswer:
         """The CDF at values in domain units: F(v) = fraction of records <= v.
 
         The point estimate interpolates linearly inside the bin holding v on interval domains
@@ -755,7 +755,9 @@ class Release:
                 "upper": upper.tolist(),
                 "alpha": alpha,
                 "simultaneous": True,
-                "interval": "bin edges; all nine hold at once with probability >= 1 - alpha, whatever the data inside a bin",
+                "interval": (
+                    "bin edges; all nine hold at once with probability >= 1 - alpha, whatever the data inside a bin"
+                ),
             }
         )
         return out
@@ -777,7 +779,7 @@ class Release:
         return write_atomically(path, lambda fh: write_json(self, fh, alpha))
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Release":
+    def from_dict(cls, data: dict) -> Release:
         """The release described by :meth:`to_dict`: the same answers and standard errors
         (the error model is rebuilt from its saved parameters; :mod:`dprange.serialisation`).
         It has no mechanism, so :meth:`bootstrap` raises ParameterError.  DataError for a
@@ -787,7 +789,7 @@ class Release:
         return release_from_dict(data)
 
     @classmethod
-    def from_json(cls, text_or_path) -> "Release":
+    def from_json(cls, text_or_path) -> Release:
         """The release saved by :meth:`to_json`, from its text (a string starting with '{')
         or from a file path (see :meth:`from_dict`)."""
         from .serialisation import load_release, release_from_json_text  # noqa: PLC0415

@@ -41,7 +41,7 @@ import json
 import math
 import os
 import tempfile
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 from scipy.optimize import isotonic_regression

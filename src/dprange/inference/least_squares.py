@@ -40,9 +40,7 @@ def _whitened(operator, variances, n, total):
     return LinearOperator((A.shape[0], n), matvec=matvec, rmatvec=rmatvec, dtype=float), inv_sd, project
 
 
-def gls(
-    operator, values, variances, *, total=None, tol: float = 1e-12, maxiter: int | None = None
-) -> "OperatorEstimate":
+def gls(operator, values, variances, *, total=None, tol: float = 1e-12, maxiter: int | None = None) -> OperatorEstimate:
     """GLS estimate of x (length operator.shape[1]) from ``values`` with per-row ``variances``."""
     A = aslinearoperator(operator)
     m, n = A.shape

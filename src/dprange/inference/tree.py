@@ -43,7 +43,6 @@ import numpy as np
 from ..errors import ParameterError
 from ..strategies import TreeStrategy
 
-
 #: Largest padding (nodes beyond 4 n) a saved tree may claim: guards loading against a
 #: corrupt branching that would allocate without bound.
 MAX_PADDING = 1 << 22
@@ -106,7 +105,7 @@ class TreeErrorModel:
         }
 
     @classmethod
-    def from_dict(cls, data: dict) -> "TreeErrorModel":
+    def from_dict(cls, data: dict) -> TreeErrorModel:
         """The error model described by :meth:`to_dict` (rebuilt exactly, O(number of nodes))."""
         tree = TreeStrategy(
             data["n"],

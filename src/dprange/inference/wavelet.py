@@ -48,7 +48,7 @@ class HaarEstimate:
         }
 
     @classmethod
-    def from_dict(cls, data: dict) -> "HaarEstimate":
+    def from_dict(cls, data: dict) -> HaarEstimate:
         """The error model described by :meth:`to_dict` (its estimate is all zeros)."""
         haar = HaarStrategy(data["n"], known_total=bool(data["known_total"]))
         variances = [

@@ -78,7 +78,6 @@ import decimal
 import io
 import json
 import math
-import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -204,7 +203,7 @@ class Reports:
         return buf.getvalue()
 
     @classmethod
-    def from_bytes(cls, blob: bytes) -> "Reports":
+    def from_bytes(cls, blob: bytes) -> Reports:
         try:
             with load_npz(blob) as z:
                 header = json.loads(bytes(z["__header__"]).decode())
@@ -225,7 +224,7 @@ class Reports:
                 fh.write(json.dumps(row) + "\n")
 
     @classmethod
-    def from_jsonl(cls, path) -> "Reports":
+    def from_jsonl(cls, path) -> Reports:
         try:
             with open(path, encoding="utf-8") as fh:
                 first = json.loads(fh.readline())
@@ -371,7 +370,7 @@ class FrequencyOracle:
                     f"for {reports.n} users; the file is malformed"
                 )
 
-    def aggregator(self) -> "Aggregator":
+    def aggregator(self) -> Aggregator:
         return Aggregator(self)
 
     def variance(self, n: int, frequencies=None) -> np.ndarray:
@@ -403,20 +402,20 @@ class Aggregator:
         self.n = 0
         self.summary = None
 
-    def add(self, reports: Reports) -> "Aggregator":
+    def add(self, reports: Reports) -> Aggregator:
         self.oracle.check(reports)
         part = self.oracle.summarize(reports)
         self.summary = part if self.summary is None else self.summary + part
         self.n += reports.n
         return self
 
-    def add_summary(self, summary: np.ndarray, n: int) -> "Aggregator":
+    def add_summary(self, summary: np.ndarray, n: int) -> Aggregator:
         """Add an already summarised state (used by exact simulation)."""
         self.summary = summary if self.summary is None else self.summary + summary
         self.n += int(n)
         return self
 
-    def merge(self, other: "Aggregator") -> "Aggregator":
+    def merge(self, other: Aggregator) -> Aggregator:
         if (
             type(other.oracle) is not type(self.oracle)
             or other.oracle.params() != self.oracle.params()

@@ -30,9 +30,9 @@ import numpy as np
 from .._validation import check_epsilon, check_positive_int
 from ..domain import Domain
 from ..errors import ParameterError, ReportError
-from ..io import load_npz
 from ..inference.tree import tree_error_model, tree_gls
 from ..inference.wavelet import haar_error_model, haar_estimate
+from ..io import load_npz
 from ..noise import resolve_rng
 from ..release import Release
 from ..strategies import HaarStrategy, TreeStrategy
@@ -103,7 +103,7 @@ class Protocol:
         draws = coins(source, n)
         return np.minimum(np.searchsorted(self.level_thresholds(), draws, side="right"), self.levels - 1) + 1
 
-    def randomize(self, values, rng=None) -> "ProtocolReports":
+    def randomize(self, values, rng=None) -> ProtocolReports:
         """Client side for a batch of users: each samples a level and reports it."""
         v = check_values(values, self.domain_size)
         source = resolve_rng(rng)
@@ -115,7 +115,7 @@ class Protocol:
         return ProtocolReports(self.describe(), parts)
 
     # ------------------------------------------------------------------ server
-    def aggregator(self) -> "ProtocolAggregator":
+    def aggregator(self) -> ProtocolAggregator:
         return ProtocolAggregator(self)
 
 
@@ -142,7 +142,7 @@ class ProtocolReports:
         return buf.getvalue()
 
     @classmethod
-    def from_bytes(cls, blob: bytes) -> "ProtocolReports":
+    def from_bytes(cls, blob: bytes) -> ProtocolReports:
         try:
             with load_npz(blob) as z:
                 meta = json.loads(bytes(z["__meta__"]).decode())
@@ -180,7 +180,7 @@ class ProtocolReports:
         return self.to_bytes()
 
     @classmethod
-    def from_jsonl(cls, path) -> "ProtocolReports":
+    def from_jsonl(cls, path) -> ProtocolReports:
         try:
             with open(path, encoding="utf-8") as fh:
                 first = json.loads(fh.readline())
@@ -213,7 +213,7 @@ class ProtocolReports:
             fh.write(self.encoded(path))
 
     @classmethod
-    def load(cls, path) -> "ProtocolReports":
+    def load(cls, path) -> ProtocolReports:
         """Read either form (told apart by the first byte: '{' for JSON lines)."""
         try:
             with open(path, "rb") as fh:
@@ -236,7 +236,7 @@ class ProtocolAggregator:
     def n(self) -> int:
         return sum(a.n for a in self.levels.values())
 
-    def add(self, reports: ProtocolReports) -> "ProtocolAggregator":
+    def add(self, reports: ProtocolReports) -> ProtocolAggregator:
         mine = self.protocol.describe()
         theirs = reports.header
         if not isinstance(theirs, dict):
@@ -251,7 +251,7 @@ class ProtocolAggregator:
             self.levels[level].add(rep)
         return self
 
-    def merge(self, other: "ProtocolAggregator") -> "ProtocolAggregator":
+    def merge(self, other: ProtocolAggregator) -> ProtocolAggregator:
         if other.protocol.describe() != self.protocol.describe():
             raise ReportError("cannot merge aggregators of different protocols")
         for level, agg in other.levels.items():
