@@ -25,6 +25,7 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 from scipy import optimize
@@ -233,7 +234,7 @@ def hierarchy_candidates(
     branchings=None,
     budgets=("uniform", "geometric"),
     measure_root=(True, False),
-) -> list[Mechanism]:
+) -> list[Hierarchical]:
     """Hierarchies over b = 2..64 (powers of 2 and a few others), each budget rule and root choice."""
     if branchings is None:
         branchings = [b for b in (2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64) if b < max(n, 3)]
@@ -303,7 +304,7 @@ def optimal_hierarchy(
         optimize_budget = workload.n <= 2**14
     if optimize_budget:
         for cand in ranked[:3]:
-            mech = cand.mechanism
+            mech = cast(Hierarchical, cand.mechanism)  # ranked holds only hierarchies here
             budget, err = optimized_budget(
                 workload,
                 None,

@@ -121,7 +121,7 @@ def direct_linf(L, epsilon, *, neighbours="replace") -> float:
 
 def _multiplicative_partitions(m: int, largest: int, limit: int):
     """Unordered factorisations of m into factors >= 2 (non-increasing), at most ``limit``."""
-    out = []
+    out: list[tuple[int, ...]] = []
 
     def rec(rest, cap, acc):
         if len(out) >= limit:
@@ -220,7 +220,7 @@ def best_structure(
     finalists = [c for s, c in scored[: 4 * top]] + [c for s, c in scored if math.prod(c) > L and s < 1.5 * exact_best][
         :12
     ]
-    results = {}
+    results: dict[tuple[int, ...], Structure] = {}
     for multiset in dict.fromkeys(finalists):
         orders = (
             list(dict.fromkeys(itertools.permutations(multiset)))[:6]

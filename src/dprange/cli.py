@@ -181,7 +181,7 @@ def format_deciles(release, alpha: float) -> str:
         lines.append(f"{'quantile':>9}  {'estimate':>14}  ({release.inference} inference: no closed-form intervals)")
         for qi, v in zip(q, np.atleast_1d(answer.value)):
             lines.append(f"{qi:>9.1f}  {v:>14.6g}")
-    if lower is not None:
+    if lower is not None and upper is not None:  # set together
         level = f"{100 * (1 - alpha):g}% simultaneous interval"
         lines.append(f"{'quantile':>9}  {'estimate':>14}  {level:>31}")
         for qi, v, lo, hi in zip(q, np.atleast_1d(answer.value), lower, upper):
@@ -528,7 +528,7 @@ def demo_command(output, epsilon, seed):
     counts = domain.histogram(values)
     result = mech.release(counts, epsilon, domain=domain, rng=seed)
     json_path = os.path.join(output, "release.json")
-    png_path = os.path.join(output, "cdf.png")
+    png_path: str | None = os.path.join(output, "cdf.png")
     try:
         staged = stage_outputs(result, json_path, png_path, 0.05)
     except DPRangeError:  # no matplotlib: the JSON alone

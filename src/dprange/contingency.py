@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import scipy.linalg
@@ -177,7 +178,9 @@ def release_table(
         raise ParameterError(f"alpha must be in [0, 1], got {alpha}")
     marginals, published = published_marginals({} if public_marginals is None else public_marginals, counts.shape)
     spec = cell_noise(epsilon, noise)
-    C = d = gram_pinv = None
+    C = None
+    d: Any = None  # d and gram_pinv are set with C
+    gram_pinv: Any = None
     if marginals:
         C = sp.vstack([marginal_matrix(counts.shape, axes) for axes in marginals]).tocsr()
         d = np.concatenate([np.ravel(v) for v in published])

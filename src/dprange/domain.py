@@ -79,7 +79,7 @@ def to_numpy_column(values) -> np.ndarray:
     """The values as a float64 array (NaN = missing); see :func:`column_array` for int64."""
     arr = column_array(values)
     if isinstance(arr, np.ma.MaskedArray):
-        return arr.astype(float).filled(np.nan)
+        return np.ma.filled(arr.astype(float), np.nan)
     return arr.astype(float, copy=False)
 
 

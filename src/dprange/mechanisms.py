@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
@@ -84,7 +85,7 @@ def nonlinear_estimate(measurements: Measurements, gls_estimate, inference: str,
     strategy = measurements.strategy
     y, _ = measurements.stacked()
     # weights 1 / (noise scale): b for (discrete) Laplace, sigma for Gaussian
-    scales = [None if spec is None else spec.scale for spec in measurements.noise]
+    scales: list[Any] = [None if spec is None else spec.scale for spec in measurements.noise]
     weights = np.concatenate(
         [np.full(np.size(v), 1.0 / sc) for v, sc in zip(measurements.values, scales) if v is not None]
     )
@@ -272,7 +273,7 @@ class Mechanism:
         return epsilon
 
     def parameters(self) -> dict:
-        params = {"neighbours": self.neighbours, "noise": self.noise}
+        params: dict[str, Any] = {"neighbours": self.neighbours, "noise": self.noise}
         if self.inference != "gls":
             params["inference"] = self.inference
             if self.inference_options:
@@ -439,6 +440,8 @@ class Hierarchical(Mechanism):
         inference_options=None,
     ):
         super().__init__(neighbours=neighbours, noise=noise, inference=inference, inference_options=inference_options)
+        self.branching: int | list[int]
+        self.budget: str | list[float]
         if isinstance(branching, (list, tuple, np.ndarray)):
             if len(branching) == 0:
                 raise ParameterError("the branching list is empty; give at least one factor >= 2")

@@ -422,6 +422,7 @@ def _by_scale(sampler, scale, size) -> np.ndarray:
         if out is None or draws.dtype == object:
             out = np.zeros(shape, dtype=draws.dtype) if out is None else out.astype(object)
         out[where] = draws
+    assert out is not None  # distinct holds at least two values
     return out
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import IO
+
 import numpy as np
 
 from .errors import DPRangeError
 
 
-def plot_cdf(release, path: str, *, alpha: float = 0.05, title: str | None = None) -> str:
+def plot_cdf(release, path: str | IO[bytes], *, alpha: float = 0.05, title: str | None = None) -> str | IO[bytes]:
     """Save the estimated CDF with its pointwise (1 - alpha) confidence band as a PNG.
 
     The band is :meth:`dprange.Release.cdf_band` (exact one-sided bounds at each bin edge)."""

@@ -84,13 +84,13 @@ def _discrete_laplace_factor(alpha: float, scales: tuple) -> float:
     scales and stays honest for small ones, where the lattice makes the plain factor fail
     (one draw with sd < 1: P(X <= -1) = t / (1 + t), e.g. 0.048 > 0.025 at t = 0.05).
     """
-    scales = np.asarray(scales, dtype=float)
-    scales = scales[np.isfinite(scales) & (scales > 0)]
-    if scales.size == 0:
+    positive = np.asarray(scales, dtype=float)
+    positive = positive[np.isfinite(positive) & (positive > 0)]
+    if positive.size == 0:
         return _z(alpha, "laplace")
-    t = np.exp(-1.0 / scales)
+    t = np.exp(-1.0 / positive)
     var_x = 2.0 * t / (1.0 - t) ** 2
-    var_y = 2.0 * scales**2
+    var_y = 2.0 * positive**2
     ratio = np.where(var_x > 0, var_y / np.where(var_x > 0, var_x, 1.0), np.inf)
     if not np.all(np.isfinite(ratio)):  # noise so small it never moves a count (t underflows)
         return 0.0
@@ -134,7 +134,7 @@ class Answer:
     def __init__(
         self,
         value,
-        variance: Callable[[], np.ndarray] | np.ndarray,
+        variance: Callable[[], np.ndarray] | np.ndarray | float,
         *,
         scalar: bool = False,
         tails: str = "normal",

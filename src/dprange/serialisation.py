@@ -42,6 +42,7 @@ import math
 import os
 import tempfile
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -149,8 +150,7 @@ def write_atomically(path, write: Callable, *, binary: bool = False) -> str:
     except OSError as exc:
         raise DataError(f"cannot write {path!r}: {excerpt(exc.strerror or exc, 80)}") from None
     try:
-        mode = "wb" if binary else "w"
-        with os.fdopen(fd, mode, **({} if binary else {"encoding": "utf-8"})) as fh:
+        with os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8") as fh:
             write(fh)
         os.chmod(temporary, 0o666 & ~_umask())
         os.replace(temporary, path)
@@ -213,7 +213,7 @@ def json_text(release, alpha: float) -> str:
 def write_npz(release, fh, alpha: float) -> None:
     meta = metadata(release, alpha)
     meta["format"] = {"dprange_npz": FORMAT_VERSION}
-    arrays = {"estimate": np.asarray(release.estimate, dtype=float)}
+    arrays: dict[str, Any] = {"estimate": np.asarray(release.estimate, dtype=float)}
     if release.exact_error_bars:
         arrays["stderr"] = histogram_stderr(release)
     blob = np.frombuffer(json.dumps(meta, allow_nan=False).encode("utf-8"), dtype=np.uint8)
@@ -319,7 +319,7 @@ def error_model_from_dict(data, n: int | None = None):
     """The error model described by ``data`` (its ``kind`` picks the class), or DataError;
     with ``n``, the model must be over n bins (checked before anything is built)."""
 
-    kinds = {"tree": TreeErrorModel, "haar": HaarEstimate, "dense_matrix": DenseErrorModel}
+    kinds: dict[str, Any] = {"tree": TreeErrorModel, "haar": HaarEstimate, "dense_matrix": DenseErrorModel}
     if not isinstance(data, dict) or data.get("kind") not in kinds:
         raise DataError(f"the saved error model is not one of {', '.join(kinds)}; the file is corrupt")
     claimed = _model_bins(data)

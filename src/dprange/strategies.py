@@ -208,7 +208,7 @@ class TreeStrategy:
 
         def rmatvec(y):
             parts = np.split(np.ravel(y), splits)
-            level_values = [None] * (self.depth + 1)
+            level_values: list = [None] * (self.depth + 1)
             for d, part in zip(depths, parts):
                 level_values[d] = part
             return self.spread(level_values)
@@ -329,6 +329,10 @@ class HaarStrategy:
     def describe(self) -> dict:
         return {"bins": self.n, "padded_bins": self.size, "known_total": self.known_total}
 
+    def operator(self) -> LinearOperator:
+        """Measured Haar rows as a LinearOperator (see :func:`_haar_operator`)."""
+        return _haar_operator(self)
+
 
 def _haar_operator(self: HaarStrategy) -> LinearOperator:
     """Measured Haar rows (total unless public, then differences top down) as a LinearOperator."""
@@ -352,6 +356,3 @@ def _haar_operator(self: HaarStrategy) -> LinearOperator:
         return out[: self.n]
 
     return LinearOperator((sum(sizes), self.n), matvec=matvec, rmatvec=rmatvec, dtype=float)
-
-
-HaarStrategy.operator = _haar_operator

@@ -140,7 +140,7 @@ def generic_x_update(A, weights, *, total=None, equality=None, dense_limit: int 
     base = np.full(n, float(total) / n) if total is not None else np.zeros(n)
     a_base = op.rmatvec(w2 * op.matvec(base))
 
-    def solve(target_rows, target_x, x_prev, split=1.0):
+    def solve_by_cg(target_rows, target_x, x_prev, split=1.0):
         normal = LinearOperator(
             (n, n), dtype=float, matvec=lambda v: project(op.rmatvec(w2 * op.matvec(project(v))) + split * project(v))
         )
@@ -148,7 +148,7 @@ def generic_x_update(A, weights, *, total=None, equality=None, dense_limit: int 
         delta, _ = cg(normal, project(rhs), x0=project(x_prev - base), rtol=1e-10, atol=0.0, maxiter=10 * n + 100)
         return base + project(delta)
 
-    return solve
+    return solve_by_cg
 
 
 def tree_x_update(strategy, level_weights, *, total=None):
@@ -179,7 +179,7 @@ def tree_x_update(strategy, level_weights, *, total=None):
 
     # over-relaxation preferred with this x-step (read by :func:`admm` when relax=None):
     # 1.6 took 1.2-1.7x fewer iterations on trees over 2^14-2^16 bins, eps 0.1 and 1
-    solve.relax = 1.6
+    solve.relax = 1.6  # type: ignore[attr-defined]  # a function attribute that admm reads
     return solve
 
 

@@ -187,9 +187,9 @@ class TreeErrorModel:
             w = _pad(self.from_below_variance[d], parents * b).reshape(parents, b)
             g_pad = np.zeros((q.shape[0], parents * b))
             g_pad[:, : g.shape[1]] = g
-            g_pad = g_pad.reshape(q.shape[0], parents, b)
-            lin = (g_pad * w).sum(axis=2)
-            sq = (g_pad**2 * w).sum(axis=2)
+            g_blocks = g_pad.reshape(q.shape[0], parents, b)
+            lin = (g_blocks * w).sum(axis=2)
+            sq = (g_blocks**2 * w).sum(axis=2)
             big_w = self._child_variance_sums[d - 1]
             s = s + (sq - _safe_div(lin**2, big_w)).sum(axis=1)
             g = _safe_div(lin, big_w)

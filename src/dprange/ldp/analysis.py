@@ -77,7 +77,7 @@ def optimal_branching(
             break
         proto = HierarchicalHistogram(domain_size, b, oracle, epsilon=epsilon)
         curve[b] = expected_error(proto, workload, n_users, consistency=consistency)
-    best = min(curve, key=curve.get)
+    best = min(curve, key=curve.__getitem__)
     return {"best": best, "error": curve[best], "curve": curve}
 
 

@@ -26,7 +26,7 @@ from .._validation import check_epsilon
 from ..domain import Domain
 from ..errors import ParameterError, ReportError
 from ..io import load_npy, read_column
-from .protocols import Flat, HaarHRR, HierarchicalHistogram, ProtocolReports
+from .protocols import Flat, HaarHRR, HierarchicalHistogram, Protocol, ProtocolReports
 from .simulate import SHORTCUT_EXACT, simulate
 
 #: Simulation runs every client for oracles without an exact shortcut (HRR, OLH): O(users).
@@ -65,6 +65,7 @@ def protocol_from_header(header: dict):
         size = header["domain_size"]
         if isinstance(size, int) and not isinstance(size, bool):  # before any structure of that size is built
             check_size(size, "the report header's domain_size")
+        proto: Protocol
         if name == "ldp-hierarchical":
             proto = HierarchicalHistogram(
                 header["domain_size"],
@@ -221,7 +222,7 @@ def aggregate(reports, lo, hi, bins, output):
 
 def _check_distinct(paths) -> None:
     """The same file twice would count its users twice."""
-    seen = {}
+    seen: dict[str, str] = {}
     for path in paths:
         key = os.path.realpath(path)
         if key in seen:

@@ -400,7 +400,7 @@ class Aggregator:
     def __init__(self, oracle: FrequencyOracle):
         self.oracle = oracle
         self.n = 0
-        self.summary = None
+        self.summary: np.ndarray | None = None
 
     def add(self, reports: Reports) -> Aggregator:
         self.oracle.check(reports)
@@ -430,6 +430,7 @@ class Aggregator:
         """Unbiased estimates of the fraction of users holding each value."""
         if self.n == 0:
             raise ReportError("no reports were aggregated")
+        assert self.summary is not None  # n > 0: something was added
         return self.oracle.estimate_from(self.summary, self.n)[: self.oracle.domain_size]
 
     def variance(self, frequencies=None) -> np.ndarray:
@@ -662,8 +663,8 @@ class OLH(FrequencyOracle):
         starts = range(0, seeds.size, rows)
         if len(starts) < 4:
             return sum((block(s) for s in starts), np.zeros(self.domain_size, dtype=np.int64)).astype(float)
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            return sum(pool.map(block, starts), np.zeros(self.domain_size, dtype=np.int64)).astype(float)
+        with ThreadPoolExecutor(max_workers=2) as executor:
+            return sum(executor.map(block, starts), np.zeros(self.domain_size, dtype=np.int64)).astype(float)
 
     def output_distribution(self, value):
         """Exact P(report = (hash h, y)) averaged over a uniformly drawn hash from a pool."""

@@ -58,6 +58,14 @@ class Protocol:
         if self.epsilon is not None:
             self._check_oracles()
 
+    def _report_level(self, level: int, values: np.ndarray, source):
+        """One level's reports for the users who sampled it (each protocol defines it)."""
+        raise NotImplementedError
+
+    def _release(self, agg: ProtocolAggregator, domain) -> Release:
+        """The release from aggregated reports (each protocol defines it)."""
+        raise NotImplementedError
+
     def _check_oracles(self) -> None:
         """Build every level's oracle once: each checks that it supports this epsilon."""
         for level in range(1, self.levels + 1):
