@@ -34,4 +34,4 @@ bench: install
 	$(BIN)/python benchmarks/central_speed.py --quick
 
 clean:
-	rm -rf $(VENV) demo-output build dist src/*.egg-info
+	rm -rf $(VENV) demo-output build dist src/*.egg-info .mypy_cache .ruff_cache

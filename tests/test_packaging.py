@@ -50,3 +50,15 @@ def test_py_typed_marker_is_shipped():
     shipped = {path.name for pattern in patterns for path in PACKAGE_DIR.glob(pattern)}
     assert "py.typed" in shipped
     assert any(name.endswith(".csv") for name in shipped)  # the example data still ships
+
+
+def test_ci_checks_lint_before_tests():
+    ci_lines = (ROOT / ".ci" / "run").read_text().splitlines()
+    commands = [line.split()[:2] for line in ci_lines if line.startswith("make ")]
+    assert commands == [["make", "lint"], ["make", "test"]]
+    makefile = (ROOT / "Makefile").read_text()
+    lint_recipe = makefile.split("\nlint:", 1)[1].split("\n\n", 1)[0]
+    for tool in ("ruff check", "ruff format --check", "mypy"):
+        assert f"$(BIN)/{tool}" in lint_recipe
+    lint_extra = _pyproject()["project"]["optional-dependencies"]["lint"]
+    assert {requirement.split("~=")[0] for requirement in lint_extra} == {"ruff", "mypy"}
