@@ -136,7 +136,7 @@ def generic_x_update(A, weights, *, total=None, equality=None, dense_limit: int 
             return factor(split).solve(op.rmatvec(weights * target_rows) + split * target_x)
 
         return solve
-    project = (lambda v: v - v.mean()) if total is not None else (lambda v: v)  # noqa: E731
+    project = (lambda v: v - v.mean()) if total is not None else (lambda v: v)
     base = np.full(n, float(total) / n) if total is not None else np.zeros(n)
     a_base = op.rmatvec(w2 * op.matvec(base))
 
