@@ -46,18 +46,20 @@ def run(n, records, queries, repeats, rng):
         release = mech.release(counts, 1.0, domain=domain, rng=1)
         t_values, _ = _time(lambda: release.range(lo, hi).value, repeats)
         t_stderr, _ = _time(lambda: release.range(lo, hi).stderr, max(1, repeats // 2))
-        rows.append({
-            "mechanism": repr(mech),
-            "bins": n,
-            "records": records,
-            "bucketize_s": t_bucket,
-            "measure_s": t_measure,
-            "infer_s": t_infer,
-            "release_total_s": t_bucket + t_measure + t_infer,
-            "ranges": queries,
-            "range_values_s": t_values,
-            "range_stderr_s": t_stderr,
-        })
+        rows.append(
+            {
+                "mechanism": repr(mech),
+                "bins": n,
+                "records": records,
+                "bucketize_s": t_bucket,
+                "measure_s": t_measure,
+                "infer_s": t_infer,
+                "release_total_s": t_bucket + t_measure + t_infer,
+                "ranges": queries,
+                "range_values_s": t_values,
+                "range_stderr_s": t_stderr,
+            }
+        )
     return rows
 
 
@@ -74,13 +76,22 @@ def main():
     results = []
     for n in sizes:
         results.extend(run(n, records, queries, args.repeats, rng))
-    print(json.dumps({
-        "benchmark": "central_speed",
-        "dprange": dprange.__version__,
-        "machine": {"cpu_count": __import__("os").cpu_count(), "python": platform.python_version(), "numpy": np.__version__},
-        "statistic": "median seconds",
-        "results": results,
-    }, indent=1))
+    print(
+        json.dumps(
+            {
+                "benchmark": "central_speed",
+                "dprange": dprange.__version__,
+                "machine": {
+                    "cpu_count": __import__("os").cpu_count(),
+                    "python": platform.python_version(),
+                    "numpy": np.__version__,
+                },
+                "statistic": "median seconds",
+                "results": results,
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

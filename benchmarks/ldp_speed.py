@@ -42,17 +42,27 @@ def main():
             rng = np.random.default_rng(1)
             t_enc, reports = timed(lambda: oracle.randomize(values, rng), args.repeats)
             t_agg, _ = timed(lambda: oracle.aggregator().add(reports).estimate(), args.repeats)
-            rows.append({"oracle": oracle.name + ("-pool" if getattr(oracle, "hash_pool", None) else ""), "D": D,
-                         "users": n, "encode_s": t_enc, "aggregate_s": t_agg,
-                         "report_bytes": len(reports.to_bytes())})
+            rows.append(
+                {
+                    "oracle": oracle.name + ("-pool" if getattr(oracle, "hash_pool", None) else ""),
+                    "D": D,
+                    "users": n,
+                    "encode_s": t_enc,
+                    "aggregate_s": t_agg,
+                    "report_bytes": len(reports.to_bytes()),
+                }
+            )
     sim = []
     D, N = (2**16, 2**22) if args.quick else (2**22, 2**26)
     counts = np.random.default_rng(2).multinomial(N, np.full(D, 1.0 / D))
     for proto in (HierarchicalHistogram(D, 4, "oue"), HaarHRR(D)):
         t, _ = timed(lambda: simulate(proto, counts, 1.0, 3).release(), 1)
         sim.append({"protocol": proto.name, "D": D, "users": N, "simulate_and_release_s": t})
-    print(json.dumps({"benchmark": "ldp_speed", "statistic": "median seconds", "oracles": rows, "simulation": sim},
-                     indent=1))
+    print(
+        json.dumps(
+            {"benchmark": "ldp_speed", "statistic": "median seconds", "oracles": rows, "simulation": sim}, indent=1
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -25,8 +25,12 @@ import numpy as np
 from dprange import Flat, Hierarchical
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data", "dpbench", "1D")
-FILES = {"NETTRACE": "NETTRACE.n4096.npy", "SEARCHLOGS": "SEARCHLOGS.n4096.npy", "HEPTH": "HEPTH.n4096.npy",
-         "ADULT": "ADULTFRANK.n4096.npy"}
+FILES = {
+    "NETTRACE": "NETTRACE.n4096.npy",
+    "SEARCHLOGS": "SEARCHLOGS.n4096.npy",
+    "HEPTH": "HEPTH.n4096.npy",
+    "ADULT": "ADULTFRANK.n4096.npy",
+}
 LENGTHS = (4, 16, 64, 256, 1024)
 PAPER = {"rho": 2.0}  # alpha = 0.9 is the library default
 
@@ -37,7 +41,9 @@ def mechanisms():
         options = None if inference == "gls" else PAPER
         out[f"flat/{inference}"] = Flat(noise="laplace_float", inference=inference, inference_options=options)
         for b in (2, 16):
-            out[f"H{b}/{inference}"] = Hierarchical(b, noise="laplace_float", inference=inference, inference_options=options)
+            out[f"H{b}/{inference}"] = Hierarchical(
+                b, noise="laplace_float", inference=inference, inference_options=options
+            )
     return out
 
 
@@ -73,8 +79,9 @@ def ratios(mse):
     out = {}
     for base in ("flat", "H2", "H16"):
         for other in ("l1", "nnls"):
-            out[f"{base}/{other}"] = {k: round(mse[f"{base}/{other}"][k] / mse[f"{base}/gls"][k], 3)
-                                      for k in mse[f"{base}/gls"]}
+            out[f"{base}/{other}"] = {
+                k: round(mse[f"{base}/{other}"][k] / mse[f"{base}/gls"][k], 3) for k in mse[f"{base}/gls"]
+            }
     return out
 
 
@@ -92,8 +99,16 @@ def l1_speed(repeats=3, bins=2**16):
                 times.append(time.perf_counter() - t)
                 iterations.append(est.result.iterations)
                 converged.append(bool(est.result.converged))
-            out.append({"branching": b, "epsilon": eps, "bins": bins, "median_s": round(statistics.median(times), 3),
-                        "iterations": iterations, "converged": all(converged)})
+            out.append(
+                {
+                    "branching": b,
+                    "epsilon": eps,
+                    "bins": bins,
+                    "median_s": round(statistics.median(times), 3),
+                    "iterations": iterations,
+                    "converged": all(converged),
+                }
+            )
     return out
 
 
@@ -115,13 +130,31 @@ def main():
         x = np.load(path, allow_pickle=False)
         for eps in epsilons:
             mse = evaluate(x, eps, reps, rng)
-            results.append({"data": name, "epsilon": eps, "zero_fraction": round(float((x == 0).mean()), 3),
-                            "ratio_to_gls": ratios(mse), "mse": mse})
-    print(json.dumps({"benchmark": "lee2015", "noise": "laplace_float", "reps": reps, "alpha": 0.9, "rho": PAPER["rho"],
-                      "machine": f"{platform.machine()} {os.cpu_count()} cpus", "missing_data": missing,
-                      "results": results,
-                      "l1_speed": l1_speed(repeats=1 if args.quick else 3, bins=2**14 if args.quick else 2**16)},
-                     indent=1))
+            results.append(
+                {
+                    "data": name,
+                    "epsilon": eps,
+                    "zero_fraction": round(float((x == 0).mean()), 3),
+                    "ratio_to_gls": ratios(mse),
+                    "mse": mse,
+                }
+            )
+    print(
+        json.dumps(
+            {
+                "benchmark": "lee2015",
+                "noise": "laplace_float",
+                "reps": reps,
+                "alpha": 0.9,
+                "rho": PAPER["rho"],
+                "machine": f"{platform.machine()} {os.cpu_count()} cpus",
+                "missing_data": missing,
+                "results": results,
+                "l1_speed": l1_speed(repeats=1 if args.quick else 3, bins=2**14 if args.quick else 2**16),
+            },
+            indent=1,
+        )
+    )
 
 
 if __name__ == "__main__":

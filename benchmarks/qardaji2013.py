@@ -48,13 +48,15 @@ def table3():
     rows = []
     for n, paper in PAPER_TABLE3.items():
         ours = [expected_error(m, AllRange(n), 1.0) for m in (Wavelet(noise="laplace_float"), hb(16), hb(2))]
-        rows.append({
-            "n": n,
-            "wavelet": {"ours": ours[0], "paper": paper[0]},
-            "H16_ci": {"ours": ours[1], "paper": paper[1]},
-            "H2_ci": {"ours": ours[2], "paper": paper[2]},
-            "wavelet_over_H16": {"ours": ours[0] / ours[1], "paper": paper[0] / paper[1]},
-        })
+        rows.append(
+            {
+                "n": n,
+                "wavelet": {"ours": ours[0], "paper": paper[0]},
+                "H16_ci": {"ours": ours[1], "paper": paper[1]},
+                "H2_ci": {"ours": ours[2], "paper": paper[2]},
+                "wavelet_over_H16": {"ours": ours[0] / ours[1], "paper": paper[0] / paper[1]},
+            }
+        )
     return rows
 
 
@@ -80,8 +82,14 @@ def main():
     parser.add_argument("--full", action="store_true", help="optimal b up to n = 2^20 (minutes)")
     args = parser.parse_args()
     start = time.perf_counter()
-    result = {"benchmark": "qardaji2013", "epsilon": 1.0, "noise": "laplace_float", "neighbours": "add_remove",
-              "root_measured": False, "table3": table3()}
+    result = {
+        "benchmark": "qardaji2013",
+        "epsilon": 1.0,
+        "noise": "laplace_float",
+        "neighbours": "add_remove",
+        "root_measured": False,
+        "table3": table3(),
+    }
     if args.quick:
         result["error_vs_b_n1024"] = curves(1024, [2, 4, 8, 16, 32])
     else:

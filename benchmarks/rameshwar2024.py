@@ -49,17 +49,19 @@ def error_table(sizes, branchings):
             h2 += 1
         search = best_structure(L, 1.0)
         b, eq = equal_b(L, branchings)
-        rows.append({
-            "L": L,
-            "histogram": histogram_linf(L, 1.0),
-            "direct_range": direct_linf(L, 1.0),
-            "binary_tree": linf_error(L, (2,) * h2, [1.0 / h2] * h2),
-            "equal_b": {"b": b, "error": eq},
-            "best_structure": {"branching": list(search.best.branching), "error": search.best.error},
-            "best_structure_gls": linf_error(L, search.best.branching, search.best.budgets, estimator="gls"),
-            "equal_b_16": linf_error(L, (16,) * _height(L, 16), [1.0 / _height(L, 16)] * _height(L, 16)),
-            "equal_b_17": linf_error(L, (17,) * _height(L, 17), [1.0 / _height(L, 17)] * _height(L, 17)),
-        })
+        rows.append(
+            {
+                "L": L,
+                "histogram": histogram_linf(L, 1.0),
+                "direct_range": direct_linf(L, 1.0),
+                "binary_tree": linf_error(L, (2,) * h2, [1.0 / h2] * h2),
+                "equal_b": {"b": b, "error": eq},
+                "best_structure": {"branching": list(search.best.branching), "error": search.best.error},
+                "best_structure_gls": linf_error(L, search.best.branching, search.best.budgets, estimator="gls"),
+                "equal_b_16": linf_error(L, (16,) * _height(L, 16), [1.0 / _height(L, 16)] * _height(L, 16)),
+                "equal_b_17": linf_error(L, (17,) * _height(L, 17), [1.0 / _height(L, 17)] * _height(L, 17)),
+            }
+        )
     return rows
 
 
@@ -87,20 +89,35 @@ def consistency_table(reps, quick):
         truth = np.cumsum(x) / n
         search = best_structure(L, 1.0)
         for eps in (0.1, 1.0):
-            mech = Hierarchical(list(search.best.branching), optimal_budgets(search.best.branching, eps),
-                                measure_root=False, neighbours="replace", noise="laplace_float")
+            mech = Hierarchical(
+                list(search.best.branching),
+                optimal_budgets(search.best.branching, eps),
+                measure_root=False,
+                neighbours="replace",
+                noise="laplace_float",
+            )
             rng = np.random.default_rng(1)
             errs = {k: {"linf": [], "l2": []} for k in ("raw", "consistent_l2", "consistent_l1")}
             for _ in range(reps):
                 rel = mech.release(x, eps, rng=rng)
-                cdfs = {"raw": rel.cdf().value,
-                        "consistent_l2": rel.consistent_cumulative("l2") / n,
-                        "consistent_l1": rel.consistent_cumulative("l1") / n}
+                cdfs = {
+                    "raw": rel.cdf().value,
+                    "consistent_l2": rel.consistent_cumulative("l2") / n,
+                    "consistent_l1": rel.consistent_cumulative("l1") / n,
+                }
                 for k, f in cdfs.items():
                     errs[k]["linf"].append(np.abs(f - truth).max())
                     errs[k]["l2"].append(np.sqrt(np.mean((f - truth) ** 2)))
-            rows.append({"data": name, "L": L, "n": n, "epsilon": eps, "branching": list(search.best.branching),
-                         **{k: {m: float(np.mean(v)) for m, v in d.items()} for k, d in errs.items()}})
+            rows.append(
+                {
+                    "data": name,
+                    "L": L,
+                    "n": n,
+                    "epsilon": eps,
+                    "branching": list(search.best.branching),
+                    **{k: {m: float(np.mean(v)) for m, v in d.items()} for k, d in errs.items()},
+                }
+            )
     return rows
 
 

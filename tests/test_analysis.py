@@ -8,7 +8,12 @@ import pytest
 import dprange
 from dprange import Flat, Hierarchical, ParameterError, Wavelet
 from dprange.analysis import (
-    expected_error, max_error, optimal_hierarchy, optimized_budget, select, svd_bound,
+    expected_error,
+    max_error,
+    optimal_hierarchy,
+    optimized_budget,
+    select,
+    svd_bound,
 )
 from dprange.matrix import Matrix
 from dprange.strategies import HaarStrategy
@@ -165,8 +170,13 @@ def test_rank_deficient_matrix_strategy_is_refused():
 def test_svd_bound_is_a_lower_bound():
     n, eps = 64, 1.0
     bound = svd_bound(AllRange(n), eps)
-    for mech in (Flat(noise="laplace_float"), Wavelet(noise="laplace_float"), Hierarchical(2, noise="laplace_float"),
-                 Hierarchical(4, noise="laplace_float"), Hierarchical(8, noise="laplace_float")):
+    for mech in (
+        Flat(noise="laplace_float"),
+        Wavelet(noise="laplace_float"),
+        Hierarchical(2, noise="laplace_float"),
+        Hierarchical(4, noise="laplace_float"),
+        Hierarchical(8, noise="laplace_float"),
+    ):
         assert expected_error(mech, AllRange(n), eps) >= bound
     # identity workload: bound = 2 n^2 / (eps^2 n) / n = 2/eps^2 = Flat's Laplace error, tight
     assert svd_bound(Identity(n), eps) == pytest.approx(expected_error(Flat(noise="laplace_float"), Identity(n), eps))
@@ -194,7 +204,10 @@ def test_optimized_budget_beats_rules():
     budget, err = optimized_budget(Prefix(n), None, eps, 4, neighbours="replace", noise="laplace_float")
     assert sum(budget) == pytest.approx(eps)
     for rule in ("uniform", "geometric"):
-        assert err <= expected_error(Hierarchical(4, rule, neighbours="replace", noise="laplace_float"), Prefix(n), eps) + 1e-9
+        assert (
+            err
+            <= expected_error(Hierarchical(4, rule, neighbours="replace", noise="laplace_float"), Prefix(n), eps) + 1e-9
+        )
     sel = optimal_hierarchy(AllRange(64), None, eps, noise="laplace_float")
     assert sel.error == min(c.error for c in sel.table)
 

@@ -59,7 +59,10 @@ def make_files(folder) -> dict:
         files[name] = str(path)
 
     values = rng.integers(0, 100, 60)
-    put("good.csv", "x,name,flag\n" + "".join(f"{v},p{i},{'true' if v % 2 else 'false'}\n" for i, v in enumerate(values)))
+    put(
+        "good.csv",
+        "x,name,flag\n" + "".join(f"{v},p{i},{'true' if v % 2 else 'false'}\n" for i, v in enumerate(values)),
+    )
     put("real.csv", "x\n" + "".join(f"{v:.4f}\n" for v in rng.random(40)))
     put("nonnumeric.csv", "x\n1\n2\nabc\n4\n")
     put("booleans.csv", "x\ntrue\nfalse\ntrue\n")
@@ -118,8 +121,13 @@ def make_files(folder) -> dict:
     npy("hist_complex.npy", np.array([1 + 1j, 2, 3]))
     npy("hist_scalar.npy", np.array(5))
     npy("hist_huge_float.npy", np.array([1e300, 1.0, 2.0, 3.0]))
-    put("hist_pickled.npy", b"\x93NUMPY\x01\x00v\x00{'descr': '|O', 'fortran_order': False, 'shape': (2,), }" +
-        b" " * 40 + b"\n" + b"\x80\x04junk")
+    put(
+        "hist_pickled.npy",
+        b"\x93NUMPY\x01\x00v\x00{'descr': '|O', 'fortran_order': False, 'shape': (2,), }"
+        + b" " * 40
+        + b"\n"
+        + b"\x80\x04junk",
+    )
     put("hist_garbage.npy", b"not a numpy file at all")
     buffer = io.BytesIO()
     np.savez(buffer, a=np.arange(4))
@@ -273,8 +281,25 @@ def without(base, *options):
     return args
 
 
-REL = ["release", "{good.csv}", "-c", "x", "--lo", "0", "--hi", "100", "--integers", "-e", "1", "--seed", "1",
-       "-o", "r.json", "-m", "hierarchical"]
+REL = [
+    "release",
+    "{good.csv}",
+    "-c",
+    "x",
+    "--lo",
+    "0",
+    "--hi",
+    "100",
+    "--integers",
+    "-e",
+    "1",
+    "--seed",
+    "1",
+    "-o",
+    "r.json",
+    "-m",
+    "hierarchical",
+]
 REL_BINS = without(REL, "--integers") + ["--bins", "16"]
 ERR = ["error", "--n", "64", "-e", "1"]
 DEMO = ["demo", "-e", "1", "-o", "demo-out"]
@@ -301,14 +326,43 @@ for v in BAD_SEED:
     case(f"release-seed-{v!r}", with_option(REL, "--seed", v), "seed")
 for v in ["0", "1", "-2", "x", "", ",", "4.5", "4,0", "4,1", "1000000000000", "4,x", "99999999999999999999999"]:
     case(f"release-branching-{v!r}", with_option(REL, "--branching", v), "branching")
-for v in ["0.5,0.5,0.5", "x", "", "nan,nan", "-1,2", "1e308,1e308", ",".join(["0.001"] * 1000), "uniform,geometric",
-          "inf", "0.5;0.5"]:
+for v in [
+    "0.5,0.5,0.5",
+    "x",
+    "",
+    "nan,nan",
+    "-1,2",
+    "1e308,1e308",
+    ",".join(["0.001"] * 1000),
+    "uniform,geometric",
+    "inf",
+    "0.5;0.5",
+]:
     case(f"release-budget-{v[:20]!r}", with_option(REL, "--budget", v), "budget")
-for lo, hi in [("5", "4"), ("10", "0"), ("nan", "10"), ("0", "inf"), ("-inf", "0"), ("x", "1"), ("0.5", "10"),
-               ("0", "1e12"), ("-1e300", "1e300"), ("0", "10.5")]:
+for lo, hi in [
+    ("5", "4"),
+    ("10", "0"),
+    ("nan", "10"),
+    ("0", "inf"),
+    ("-inf", "0"),
+    ("x", "1"),
+    ("0.5", "10"),
+    ("0", "1e12"),
+    ("-1e300", "1e300"),
+    ("0", "10.5"),
+]:
     case(f"release-integers-bounds-{lo}-{hi}", with_option(with_option(REL, "--lo", lo), "--hi", hi), None)
-for lo, hi in [("5", "5"), ("10", "0"), ("nan", "10"), ("0", "inf"), ("-inf", "0"), ("x", "1"), ("0", "nan"),
-               ("-1e308", "1e308"), ("-inf", "inf")]:
+for lo, hi in [
+    ("5", "5"),
+    ("10", "0"),
+    ("nan", "10"),
+    ("0", "inf"),
+    ("-inf", "0"),
+    ("x", "1"),
+    ("0", "nan"),
+    ("-1e308", "1e308"),
+    ("-inf", "inf"),
+]:
     case(f"release-interval-bounds-{lo}-{hi}", with_option(with_option(REL_BINS, "--lo", lo), "--hi", hi), None)
 case("release-no-lo", without(REL, "--lo"), "--lo")
 case("release-no-hi", without(REL, "--hi"), "--hi")
@@ -320,14 +374,19 @@ for option in ["--mechanism", "--workload", "--neighbours", "--noise", "--infere
         case(f"release-choice{option}-{v!r}", with_option(REL, option, v), "Invalid value")
 for inference in ("nnls", "l1"):
     for mechanism in ("hierarchical", "wavelet"):  # Flat still measures the one leaf
-        case(f"release-one-public-bin-{mechanism}-{inference}",
-             with_option(with_option(REL_BINS, "--bins", "1"), "-m", mechanism) + ["--neighbours", "replace",
-                                                                                    "--inference", inference],
-             "nothing to fit")
+        case(
+            f"release-one-public-bin-{mechanism}-{inference}",
+            with_option(with_option(REL_BINS, "--bins", "1"), "-m", mechanism)
+            + ["--neighbours", "replace", "--inference", inference],
+            "nothing to fit",
+        )
 case("release-gaussian-without-delta", with_option(REL, "--noise", "gaussian"), "--delta")
 case("release-replace-drop-missing", REL + ["--neighbours", "replace", "--drop-missing"], "--drop-missing cannot")
-case("release-replace-drop-missing-clean-data", with_option(REL, "--neighbours", "replace") + ["--drop-missing"],
-     "public total")
+case(
+    "release-replace-drop-missing-clean-data",
+    with_option(REL, "--neighbours", "replace") + ["--drop-missing"],
+    "public total",
+)
 case("release-unknown-option", REL + ["--bogus"], "No such option")
 case("release-unknown-short-option", REL + ["-Z"], "No such option")
 case("release-extra-argument", REL + ["extra.csv"], "unexpected extra argument")
@@ -361,8 +420,12 @@ case("release-plot-empty", REL + ["--plot", ""], "--plot is empty")
 case("release-plot-folder", REL + ["--plot", "{a_folder}"], "folder")
 case("release-plot-inside-file", REL + ["--plot", "{good.csv}/c.png"], "is a file")
 case("release-plot-same-as-output", with_option(REL, "-o", "same.png") + ["--plot", "same.png"], "same file")
-case("release-plot-fails-later", with_option(with_option(REL, "-e", "0.001"), "--seed", "0")  # seed 0: noisy total < 0
-     + ["--plot", "sub/c.png", "--mechanism", "flat"], "total is not positive")
+case(
+    "release-plot-fails-later",
+    with_option(with_option(REL, "-e", "0.001"), "--seed", "0")  # seed 0: noisy total < 0
+    + ["--plot", "sub/c.png", "--mechanism", "flat"],
+    "total is not positive",
+)
 case("release-bad-alpha-with-plot", REL + ["--alpha", "0", "--plot", "c.png"], "alpha")
 case("release-bad-data-after-outputs-checked", with_option(REL, "--hi", "10") + ["--plot", "c.png"], "outside")
 # --- release: data files -----------------------------------------------------------------
@@ -395,8 +458,11 @@ for name, expect, fix in DATA_CASES:
     column = "s" if name == "strings.parquet" else "x"
     case(f"release-data-{name}", ["release", "{" + name + "}"] + with_option(REL[2:], "-c", column), expect, fix)
 for name in ["good.csv", "real.csv"]:
-    case(f"release-data-{name}-missing-column", ["release", "{" + name + "}"] + with_option(REL[2:], "-c", "nope"),
-         "not found")
+    case(
+        f"release-data-{name}-missing-column",
+        ["release", "{" + name + "}"] + with_option(REL[2:], "-c", "nope"),
+        "not found",
+    )
 case("release-data-nonnumeric-redacted", ["release", "{nonnumeric.csv}"] + REL[2:] + ["--redact"], "not numeric")
 case("encode-data-nonnumeric-redacted", ["ldp", "encode", "{nonnumeric.csv}"] + ENC[3:] + ["--redact"], "not numeric")
 case("aggregate-redacted", ["ldp", "aggregate", "{oue_byte_256.jsonl}", "--redact", "-o", "a.json"], "0..255")
@@ -438,11 +504,24 @@ case("demo-extra-argument", DEMO + ["data.csv"], "unexpected extra argument")
 # --- ldp encode -------------------------------------------------------------------------------
 for v in BAD_EPSILON:
     case(f"encode-epsilon-{v!r}", with_option(ENC, "-e", v), None)
-for oracle, eps in [("oue", "23"), ("oue", "800"), ("hrr", "23"), ("hrr", "710"), ("grr", "60"), ("grr", "1e300"),
-                    ("olh", "11.1"), ("olh", "22.2"), ("olh", "30"), ("olh", "800")]:
+for oracle, eps in [
+    ("oue", "23"),
+    ("oue", "800"),
+    ("hrr", "23"),
+    ("hrr", "710"),
+    ("grr", "60"),
+    ("grr", "1e300"),
+    ("olh", "11.1"),
+    ("olh", "22.2"),
+    ("olh", "30"),
+    ("olh", "800"),
+]:
     case(f"encode-{oracle}-epsilon-{eps}", with_option(ENC, "-e", eps) + ["--oracle", oracle], "supports epsilon")
-    case(f"encode-flat-{oracle}-epsilon-{eps}", with_option(ENC, "-e", eps) + ["--oracle", oracle, "--protocol", "flat"],
-         "supports epsilon")
+    case(
+        f"encode-flat-{oracle}-epsilon-{eps}",
+        with_option(ENC, "-e", eps) + ["--oracle", oracle, "--protocol", "flat"],
+        "supports epsilon",
+    )
 case("encode-haar-epsilon-23", with_option(ENC, "-e", "23") + ["--protocol", "haar"], "supports epsilon")
 for v in ["0", "1", "-3", "x", "1000000000000"]:
     case(f"encode-branching-{v!r}", with_option(ENC, "--branching", v), "branching")
@@ -470,32 +549,73 @@ case("encode-data-string-column", with_option(ENC, "-c", "name"), "not numeric")
 
 # --- ldp aggregate ----------------------------------------------------------------------------
 REPORT_CASES = [
-    ("rep_junk.npz", "malformed"), ("rep_empty.npz", "malformed"), ("rep_zip_junk.npz", "malformed"),
-    ("rep_no_meta.npz", "malformed"), ("rep_bad_meta.npz", "malformed"), ("rep_bits_int64.npz", "packed bytes"),
-    ("rep_n_string.npz", "user count"), ("rep_sign_half.npz", "sign"), ("rep_sign_bool.npz", "sign"),
-    ("oue_byte_256.jsonl", "0..255"), ("oue_byte_negative.jsonl", "0..255"), ("oue_byte_float.jsonl", "integers"),
-    ("oue_byte_bool.jsonl", "true/false"), ("oue_byte_string.jsonl", "integers"), ("oue_too_few_bytes.jsonl", None),
-    ("oue_too_many_bytes.jsonl", None), ("oue_ragged.jsonl", None), ("oue_level_bool.jsonl", None),
-    ("oue_level_unknown.jsonl", None), ("oue_row_not_list.jsonl", None), ("oue_row_empty.jsonl", None),
-    ("oue_row_long.jsonl", None), ("oue_bad_json_line.jsonl", None), ("oue_no_users.jsonl", "no reports"),
-    ("oue_eps_800.jsonl", "supports epsilon"), ("oue_eps_negative.jsonl", "epsilon"),
-    ("oue_domain_string.jsonl", "header"), ("oue_domain_negative.jsonl", "header"),
-    ("oue_domain_huge.jsonl", None), ("oue_protocol_unknown.jsonl", "unknown protocol"),
-    ("oue_oracle_unknown.jsonl", "header"), ("oue_level_probabilities.jsonl", "header"),
-    ("oue_protocol_list.jsonl", "header"), ("oue_protocol_string.jsonl", "header"), ("oue_no_fields.jsonl", None),
-    ("oue_levels_list.jsonl", None), ("oue_level_domain.jsonl", None), ("oue_no_epsilon.jsonl", "header"),
-    ("header_list.jsonl", None), ("header_bad_json.jsonl", None), ("only_brace.jsonl", None),
-    ("hrr_sign_bool.jsonl", "true/false"), ("hrr_sign_two.jsonl", "sign"), ("hrr_sign_zero.jsonl", "sign"),
-    ("hrr_sign_float.jsonl", "integers"), ("hrr_row_outside.jsonl", "0..15"), ("hrr_row_negative.jsonl", "0..15"),
-    ("hrr_row_bool.jsonl", "true/false"), ("hrr_row_huge.jsonl", None), ("grr_value_outside.jsonl", "0..9"),
-    ("grr_value_negative.jsonl", "0..9"), ("grr_value_float.jsonl", "integers"), ("grr_value_null.jsonl", None),
-    ("olh_seed_negative.jsonl", "non-negative"), ("olh_value_outside.jsonl", "lie in"),
-    ("olh_seed_string.jsonl", "integers"), ("good.csv", None), ("empty.csv", None), ("garbage.csv", None),
-    ("a_folder", None), ("absent", "cannot read"),
+    ("rep_junk.npz", "malformed"),
+    ("rep_empty.npz", "malformed"),
+    ("rep_zip_junk.npz", "malformed"),
+    ("rep_no_meta.npz", "malformed"),
+    ("rep_bad_meta.npz", "malformed"),
+    ("rep_bits_int64.npz", "packed bytes"),
+    ("rep_n_string.npz", "user count"),
+    ("rep_sign_half.npz", "sign"),
+    ("rep_sign_bool.npz", "sign"),
+    ("oue_byte_256.jsonl", "0..255"),
+    ("oue_byte_negative.jsonl", "0..255"),
+    ("oue_byte_float.jsonl", "integers"),
+    ("oue_byte_bool.jsonl", "true/false"),
+    ("oue_byte_string.jsonl", "integers"),
+    ("oue_too_few_bytes.jsonl", None),
+    ("oue_too_many_bytes.jsonl", None),
+    ("oue_ragged.jsonl", None),
+    ("oue_level_bool.jsonl", None),
+    ("oue_level_unknown.jsonl", None),
+    ("oue_row_not_list.jsonl", None),
+    ("oue_row_empty.jsonl", None),
+    ("oue_row_long.jsonl", None),
+    ("oue_bad_json_line.jsonl", None),
+    ("oue_no_users.jsonl", "no reports"),
+    ("oue_eps_800.jsonl", "supports epsilon"),
+    ("oue_eps_negative.jsonl", "epsilon"),
+    ("oue_domain_string.jsonl", "header"),
+    ("oue_domain_negative.jsonl", "header"),
+    ("oue_domain_huge.jsonl", None),
+    ("oue_protocol_unknown.jsonl", "unknown protocol"),
+    ("oue_oracle_unknown.jsonl", "header"),
+    ("oue_level_probabilities.jsonl", "header"),
+    ("oue_protocol_list.jsonl", "header"),
+    ("oue_protocol_string.jsonl", "header"),
+    ("oue_no_fields.jsonl", None),
+    ("oue_levels_list.jsonl", None),
+    ("oue_level_domain.jsonl", None),
+    ("oue_no_epsilon.jsonl", "header"),
+    ("header_list.jsonl", None),
+    ("header_bad_json.jsonl", None),
+    ("only_brace.jsonl", None),
+    ("hrr_sign_bool.jsonl", "true/false"),
+    ("hrr_sign_two.jsonl", "sign"),
+    ("hrr_sign_zero.jsonl", "sign"),
+    ("hrr_sign_float.jsonl", "integers"),
+    ("hrr_row_outside.jsonl", "0..15"),
+    ("hrr_row_negative.jsonl", "0..15"),
+    ("hrr_row_bool.jsonl", "true/false"),
+    ("hrr_row_huge.jsonl", None),
+    ("grr_value_outside.jsonl", "0..9"),
+    ("grr_value_negative.jsonl", "0..9"),
+    ("grr_value_float.jsonl", "integers"),
+    ("grr_value_null.jsonl", None),
+    ("olh_seed_negative.jsonl", "non-negative"),
+    ("olh_value_outside.jsonl", "lie in"),
+    ("olh_seed_string.jsonl", "integers"),
+    ("good.csv", None),
+    ("empty.csv", None),
+    ("garbage.csv", None),
+    ("a_folder", None),
+    ("absent", "cannot read"),
 ]
 for name, expect in REPORT_CASES:
     case(f"aggregate-{name}", ["ldp", "aggregate", "{" + name + "}", "-o", "agg.json"], expect)
-    case(f"aggregate-good-then-{name}", ["ldp", "aggregate", "{rep_good.npz}", "{" + name + "}", "-o", "agg.json"], None)
+    case(
+        f"aggregate-good-then-{name}", ["ldp", "aggregate", "{rep_good.npz}", "{" + name + "}", "-o", "agg.json"], None
+    )
 case("aggregate-other-epsilon", AGG[:3] + ["{rep_other_eps.npz}"] + AGG[3:], "expected 1.0")
 case("aggregate-other-protocol", AGG[:3] + ["{rep_haar.npz}"] + AGG[3:], "do not match")
 case("aggregate-same-file-twice", AGG[:3] + ["{rep_good.npz}"] + AGG[3:], "given twice")
@@ -509,14 +629,27 @@ case("aggregate-output-folder", with_option(AGG, "-o", "{a_folder}"), "folder")
 case("aggregate-epsilon-option", AGG + ["-e", "1"], "No such option")
 
 # --- ldp simulate -----------------------------------------------------------------------------
-for name, expect in [("hist_strings.npy", "numeric"), ("hist_2d.npy", "1-D"), ("hist_empty.npy", "at least 2"),
-                     ("hist_one_bin.npy", "at least 2"), ("hist_fractional.npy", "whole-number"),
-                     ("hist_negative.npy", "negative"), ("hist_nan.npy", "whole-number"),
-                     ("hist_inf.npy", "whole-number"), ("hist_zeros.npy", "empty"), ("hist_bool.npy", "numeric"),
-                     ("hist_complex.npy", "numeric"), ("hist_scalar.npy", "1-D"), ("hist_huge_float.npy", "2^53"),
-                     ("hist_pickled.npy", "cannot read"), ("hist_garbage.npy", "not a NumPy .npy file"),
-                     ("hist_archive.npy", ".npz archive"), ("empty.csv", "not a NumPy .npy file"), ("a_folder", "directory"),
-                     ("absent", "does not exist")]:
+for name, expect in [
+    ("hist_strings.npy", "numeric"),
+    ("hist_2d.npy", "1-D"),
+    ("hist_empty.npy", "at least 2"),
+    ("hist_one_bin.npy", "at least 2"),
+    ("hist_fractional.npy", "whole-number"),
+    ("hist_negative.npy", "negative"),
+    ("hist_nan.npy", "whole-number"),
+    ("hist_inf.npy", "whole-number"),
+    ("hist_zeros.npy", "empty"),
+    ("hist_bool.npy", "numeric"),
+    ("hist_complex.npy", "numeric"),
+    ("hist_scalar.npy", "1-D"),
+    ("hist_huge_float.npy", "2^53"),
+    ("hist_pickled.npy", "cannot read"),
+    ("hist_garbage.npy", "not a NumPy .npy file"),
+    ("hist_archive.npy", ".npz archive"),
+    ("empty.csv", "not a NumPy .npy file"),
+    ("a_folder", "directory"),
+    ("absent", "does not exist"),
+]:
     case(f"simulate-{name}", ["ldp", "simulate", "{" + name + "}"] + SIM[3:], expect)
 for v in BAD_EPSILON:
     case(f"simulate-epsilon-{v!r}", with_option(SIM, "-e", v), None)
@@ -529,12 +662,37 @@ for v in BAD_SEED:
     case(f"simulate-seed-{v!r}", with_option(SIM, "--seed", v), "seed")
 case("simulate-bounds-with-npy", SIM + ["--lo", "0", "--hi", "7"], "apply to --column")
 case("simulate-column-no-bounds", ["ldp", "simulate", "{good.csv}", "-c", "x", "-e", "1", "-o", "sim.json"], "--lo")
-case("simulate-column-bad-data", ["ldp", "simulate", "{nonnumeric.csv}", "-c", "x", "--lo", "0", "--hi", "9", "-e", "1",
-                                  "-o", "sim.json"], "not numeric")
-case("simulate-column-outside", ["ldp", "simulate", "{good.csv}", "-c", "x", "--lo", "0", "--hi", "9", "-e", "1",
-                                 "-o", "sim.json"], "outside")
-case("simulate-column-one-bin", ["ldp", "simulate", "{good.csv}", "-c", "x", "--lo", "0", "--hi", "100", "--bins", "1",
-                                 "-e", "1", "-o", "sim.json"], "at least 2 bins")
+case(
+    "simulate-column-bad-data",
+    ["ldp", "simulate", "{nonnumeric.csv}", "-c", "x", "--lo", "0", "--hi", "9", "-e", "1", "-o", "sim.json"],
+    "not numeric",
+)
+case(
+    "simulate-column-outside",
+    ["ldp", "simulate", "{good.csv}", "-c", "x", "--lo", "0", "--hi", "9", "-e", "1", "-o", "sim.json"],
+    "outside",
+)
+case(
+    "simulate-column-one-bin",
+    [
+        "ldp",
+        "simulate",
+        "{good.csv}",
+        "-c",
+        "x",
+        "--lo",
+        "0",
+        "--hi",
+        "100",
+        "--bins",
+        "1",
+        "-e",
+        "1",
+        "-o",
+        "sim.json",
+    ],
+    "at least 2 bins",
+)
 case("simulate-output-empty", with_option(SIM, "-o", ""), "--output is empty")
 case("simulate-output-inside-file", with_option(SIM, "-o", "{good.csv}/s.json"), "is a file")
 case("simulate-branching-1", SIM + ["--branching", "1"], "branching")
@@ -581,13 +739,22 @@ def assert_clean_failure(code, err, expect):
 def test_campaign_is_large_enough():
     assert len(CASES) >= 300
     commands = {tuple(p.values[0][:2]) if p.values[0][:1] == ["ldp"] else tuple(p.values[0][:1]) for p in CASES}
-    assert {("release",), ("error",), ("demo",), ("ldp", "encode"), ("ldp", "aggregate"), ("ldp", "simulate")} <= commands
+    assert {
+        ("release",),
+        ("error",),
+        ("demo",),
+        ("ldp", "encode"),
+        ("ldp", "aggregate"),
+        ("ldp", "simulate"),
+    } <= commands
 
 
 @pytest.mark.parametrize("args,expect", CASES)
 def test_bad_input(args, expect, files, tmp_path, monkeypatch, capsys):
-    if any("{" + name + "}" in " ".join(args) for name in ("parquet_named.csv", "strings.parquet")) and \
-            "parquet_named.csv" not in files:
+    if (
+        any("{" + name + "}" in " ".join(args) for name in ("parquet_named.csv", "strings.parquet"))
+        and "parquet_named.csv" not in files
+    ):
         pytest.skip("pyarrow is not installed")
     work = tmp_path / "work"
     work.mkdir()
@@ -651,8 +818,12 @@ CORE_CASES = [
     ("aggregate-hrr-sign-bool", ["ldp", "aggregate", "{hrr_sign_bool.jsonl}", "-o", "a.json"], "true/false", None),
     ("simulate-fractional", ["ldp", "simulate", "{hist_fractional.npy}", "-e", "1"], "whole-number", None),
     ("simulate-strings", ["ldp", "simulate", "{hist_strings.npy}", "-e", "1"], "numeric", None),
-    ("simulate-column-empty", ["ldp", "simulate", "{empty.csv}", "-c", "x", "--lo", "0", "--hi", "9", "-e", "1"],
-     "empty", None),
+    (
+        "simulate-column-empty",
+        ["ldp", "simulate", "{empty.csv}", "-c", "x", "--lo", "0", "--hi", "9", "-e", "1"],
+        "empty",
+        None,
+    ),
 ]
 
 
@@ -668,15 +839,25 @@ def core_results(files, tmp_path_factory):
     src = os.path.join(os.path.dirname(__file__), "..", "src")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.abspath(src), os.environ.get("PYTHONPATH", "")])}
     env.pop("DPRANGE_REDACT", None)
-    proc = subprocess.run([sys.executable, "-c", CORE_WRAPPER], input=json.dumps(jobs), capture_output=True, text=True,
-                          env=env, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", CORE_WRAPPER],
+        input=json.dumps(jobs),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stderr
     return dict(zip([c[0] for c in CORE_CASES], json.loads(proc.stdout)))
 
 
-@pytest.mark.parametrize("case_id,expect", [
-    pytest.param(c[0], c[2], id=c[0], marks=[pytest.mark.xfail(strict=True, reason=c[3])] if c[3] else [])
-    for c in CORE_CASES])
+@pytest.mark.parametrize(
+    "case_id,expect",
+    [
+        pytest.param(c[0], c[2], id=c[0], marks=[pytest.mark.xfail(strict=True, reason=c[3])] if c[3] else [])
+        for c in CORE_CASES
+    ],
+)
 def test_bad_input_core_install(case_id, expect, core_results):
     code, err, left = core_results[case_id]
     assert_clean_failure(code, err, expect)
@@ -686,11 +867,14 @@ def test_bad_input_core_install(case_id, expect, core_results):
 def test_core_install_really_lacks_pandas(files, tmp_path):
     """The wrapper's blocking works: a Parquet input asks for pyarrow."""
     src = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "src"))
-    code = ("import sys; sys.modules['pandas'] = None; sys.modules['pyarrow'] = None\n"
-            "import dprange.io as io_\n"
-            "try:\n    import pandas\nexcept ImportError:\n    print('blocked')\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": src}, timeout=60)
+    code = (
+        "import sys; sys.modules['pandas'] = None; sys.modules['pyarrow'] = None\n"
+        "import dprange.io as io_\n"
+        "try:\n    import pandas\nexcept ImportError:\n    print('blocked')\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": src}, timeout=60
+    )
     assert proc.stdout.strip() == "blocked"
 
 
@@ -705,13 +889,23 @@ CONSOLE_CASES = [
 ]
 
 
-@pytest.mark.parametrize("args,expect", [
-    pytest.param(c[1], c[2], id=c[0], marks=[pytest.mark.xfail(strict=True, reason=c[3])] if c[3] else [])
-    for c in CONSOLE_CASES])
+@pytest.mark.parametrize(
+    "args,expect",
+    [
+        pytest.param(c[1], c[2], id=c[0], marks=[pytest.mark.xfail(strict=True, reason=c[3])] if c[3] else [])
+        for c in CONSOLE_CASES
+    ],
+)
 def test_bad_input_console(args, expect, files, tmp_path):
     exe = os.path.join(os.path.dirname(sys.executable), "dprange")
     src = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "src"))
-    proc = subprocess.run([exe, *resolve(args, files)], capture_output=True, text=True, cwd=tmp_path,
-                          env={**os.environ, "PYTHONPATH": src}, timeout=60)
+    proc = subprocess.run(
+        [exe, *resolve(args, files)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": src},
+        timeout=60,
+    )
     assert_clean_failure(proc.returncode, proc.stderr, expect)
     assert os.listdir(tmp_path) == []

@@ -5,7 +5,13 @@ import pytest
 
 from conftest import range_matrix
 from dprange.cdf_trees import (
-    best_structure, closed_form_linf, direct_linf, histogram_linf, linf_error, optimal_budgets, prefix_variances,
+    best_structure,
+    closed_form_linf,
+    direct_linf,
+    histogram_linf,
+    linf_error,
+    optimal_budgets,
+    prefix_variances,
 )
 from dprange.strategies import TreeStrategy
 
@@ -57,8 +63,9 @@ def test_gls_prefix_variances_match_dense_covariance(neighbours):
         cov = np.linalg.inv(G)
     Q = range_matrix(L, np.zeros(L, dtype=int), np.arange(L))
     exact = np.einsum("ij,jk,ik->i", Q, cov, Q)
-    np.testing.assert_allclose(prefix_variances(L, branching, budgets, estimator="gls", neighbours=neighbours), exact,
-                               rtol=1e-8, atol=1e-8)
+    np.testing.assert_allclose(
+        prefix_variances(L, branching, budgets, estimator="gls", neighbours=neighbours), exact, rtol=1e-8, atol=1e-8
+    )
 
 
 def test_refinements_are_ordered_and_verified_by_monte_carlo():
@@ -121,6 +128,7 @@ def test_optimal_budgets_beat_uniform_exactly_as_theorem_iv2():
 def test_structure_search_finds_the_best_of_all_factorisations():
     L = 48
     search = best_structure(L, 1.0)
+
     def ordered_factorisations(m):
         if m == 1:
             yield ()

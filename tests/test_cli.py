@@ -33,9 +33,28 @@ def csv_file(tmp_path):
 def test_release_writes_json_and_plot(csv_file, tmp_path, capsys):
     out = tmp_path / "out" / "rel.json"
     png = tmp_path / "out" / "cdf.png"
-    code, stdout, err = run_cli([
-        "release", str(csv_file), "--column", "age", "--lo", "0", "--hi", "120", "--integers",
-        "--epsilon", "1", "--seed", "3", "--output", str(out), "--plot", str(png)], capsys)
+    code, stdout, err = run_cli(
+        [
+            "release",
+            str(csv_file),
+            "--column",
+            "age",
+            "--lo",
+            "0",
+            "--hi",
+            "120",
+            "--integers",
+            "--epsilon",
+            "1",
+            "--seed",
+            "3",
+            "--output",
+            str(out),
+            "--plot",
+            str(png),
+        ],
+        capsys,
+    )
     assert code == 0, err
     data = json.loads(out.read_text())
     assert data["privacy"]["epsilon"] == 1.0 and len(data["histogram"]["value"]) == 121
@@ -49,10 +68,34 @@ def test_release_parquet_and_options(tmp_path, capsys):
 
     path = tmp_path / "d.parquet"
     pq.write_table(pa.table({"x": np.linspace(0, 1, 300)}), path)
-    code, _, err = run_cli([
-        "release", str(path), "-c", "x", "--lo", "0", "--hi", "1", "--bins", "64", "-e", "0.5",
-        "--mechanism", "hierarchical", "--branching", "4,4,4", "--budget", "0.125,0.125,0.125,0.125", "--root",
-        "--seed", "1", "-o", str(tmp_path / "r.json")], capsys)
+    code, _, err = run_cli(
+        [
+            "release",
+            str(path),
+            "-c",
+            "x",
+            "--lo",
+            "0",
+            "--hi",
+            "1",
+            "--bins",
+            "64",
+            "-e",
+            "0.5",
+            "--mechanism",
+            "hierarchical",
+            "--branching",
+            "4,4,4",
+            "--budget",
+            "0.125,0.125,0.125,0.125",
+            "--root",
+            "--seed",
+            "1",
+            "-o",
+            str(tmp_path / "r.json"),
+        ],
+        capsys,
+    )
     assert code == 0, err
     data = json.loads((tmp_path / "r.json").read_text())
     assert data["parameters"]["branching"] == [4, 4, 4]
@@ -90,20 +133,76 @@ def test_bad_input_is_one_line_exit_2(csv_file, tmp_path, capsys, extra, message
 
 
 def test_missing_file_and_nan_values(tmp_path, capsys):
-    code, _, err = run_cli(["release", str(tmp_path / "none.csv"), "-c", "a", "--lo", "0", "--hi", "1",
-                            "--bins", "2", "-e", "1"], capsys)
+    code, _, err = run_cli(
+        ["release", str(tmp_path / "none.csv"), "-c", "a", "--lo", "0", "--hi", "1", "--bins", "2", "-e", "1"], capsys
+    )
     assert code == 2 and "does not exist" in err
     path = tmp_path / "nan.csv"
     path.write_text("a\n0.1\n\n0.7\n")
-    code, _, err = run_cli(["release", str(path), "-c", "a", "--lo", "0", "--hi", "1", "--bins", "2", "-e", "1",
-                            "-o", str(tmp_path / "r.json")], capsys)
+    code, _, err = run_cli(
+        [
+            "release",
+            str(path),
+            "-c",
+            "a",
+            "--lo",
+            "0",
+            "--hi",
+            "1",
+            "--bins",
+            "2",
+            "-e",
+            "1",
+            "-o",
+            str(tmp_path / "r.json"),
+        ],
+        capsys,
+    )
     assert code == 2 and "missing" in err
-    code, _, err = run_cli(["release", str(path), "-c", "a", "--lo", "0", "--hi", "1", "--bins", "2", "-e", "1",
-                            "--drop-missing", "-o", str(tmp_path / "r.json")], capsys)
+    code, _, err = run_cli(
+        [
+            "release",
+            str(path),
+            "-c",
+            "a",
+            "--lo",
+            "0",
+            "--hi",
+            "1",
+            "--bins",
+            "2",
+            "-e",
+            "1",
+            "--drop-missing",
+            "-o",
+            str(tmp_path / "r.json"),
+        ],
+        capsys,
+    )
     assert code == 0, err
     # Two records: the noisy total may be <= 0; deciles are then reported unavailable, not a crash.
-    code, out, err = run_cli(["release", str(path), "-c", "a", "--lo", "0", "--hi", "1", "--bins", "2", "-e", "0.01",
-                              "--drop-missing", "--seed", "0", "-o", str(tmp_path / "r.json")], capsys)
+    code, out, err = run_cli(
+        [
+            "release",
+            str(path),
+            "-c",
+            "a",
+            "--lo",
+            "0",
+            "--hi",
+            "1",
+            "--bins",
+            "2",
+            "-e",
+            "0.01",
+            "--drop-missing",
+            "--seed",
+            "0",
+            "-o",
+            str(tmp_path / "r.json"),
+        ],
+        capsys,
+    )
     assert code == 0, err
 
 
@@ -124,7 +223,9 @@ def test_error_command_table_and_json(capsys):
     code, out, err = run_cli(["error", "--n", "1000", "--workload", "all-range", "--epsilon", "1"], capsys)
     assert code == 0, err
     assert "recommended: Hierarchical" in out
-    code, out, err = run_cli(["error", "--n", "64", "-w", "identity", "-e", "1", "--mechanisms", "flat,h2,wavelet", "--json"], capsys)
+    code, out, err = run_cli(
+        ["error", "--n", "64", "-w", "identity", "-e", "1", "--mechanisms", "flat,h2,wavelet", "--json"], capsys
+    )
     data = json.loads(out)
     assert data["recommended"].startswith("Flat") and len(data["candidates"]) == 3
     code, _, err = run_cli(["error", "--n", "64", "-e", "1", "--mechanisms", "h1x"], capsys)
@@ -132,16 +233,59 @@ def test_error_command_table_and_json(capsys):
 
 
 def test_release_auto_mechanism(csv_file, tmp_path, capsys):
-    code, out, err = run_cli(["release", str(csv_file), "-c", "age", "--lo", "0", "--hi", "120", "--integers", "-e", "1",
-                              "--mechanism", "auto", "--workload", "prefix", "--seed", "0", "-o", str(tmp_path / "r.json")], capsys)
+    code, out, err = run_cli(
+        [
+            "release",
+            str(csv_file),
+            "-c",
+            "age",
+            "--lo",
+            "0",
+            "--hi",
+            "120",
+            "--integers",
+            "-e",
+            "1",
+            "--mechanism",
+            "auto",
+            "--workload",
+            "prefix",
+            "--seed",
+            "0",
+            "-o",
+            str(tmp_path / "r.json"),
+        ],
+        capsys,
+    )
     assert code == 0, err
     assert "auto: chose" in out
 
 
 def test_release_with_l1_inference_and_plot(csv_file, tmp_path, capsys):
-    code, out, err = run_cli(["release", str(csv_file), "-c", "age", "--lo", "0", "--hi", "120", "--integers", "-e", "1",
-                              "--inference", "l1", "--seed", "0", "-o", str(tmp_path / "r.json"),
-                              "--plot", str(tmp_path / "c.png")], capsys)
+    code, out, err = run_cli(
+        [
+            "release",
+            str(csv_file),
+            "-c",
+            "age",
+            "--lo",
+            "0",
+            "--hi",
+            "120",
+            "--integers",
+            "-e",
+            "1",
+            "--inference",
+            "l1",
+            "--seed",
+            "0",
+            "-o",
+            str(tmp_path / "r.json"),
+            "--plot",
+            str(tmp_path / "c.png"),
+        ],
+        capsys,
+    )
     assert code == 0, err
     assert "no closed-form intervals" in out
     data = json.loads((tmp_path / "r.json").read_text())
@@ -151,11 +295,31 @@ def test_release_with_l1_inference_and_plot(csv_file, tmp_path, capsys):
 def test_ldp_encode_aggregate_simulate(csv_file, tmp_path, capsys):
     a, b, c = tmp_path / "a.npz", tmp_path / "b.npz", tmp_path / "c.npz"
     for path, eps, seed in ((a, "1", "1"), (b, "1", "2"), (c, "2", "3")):
-        code, _, err = run_cli(["ldp", "encode", str(csv_file), "-c", "age", "--lo", "0", "--hi", "127", "-e", eps,
-                                "--seed", seed, "-o", str(path)], capsys)
+        code, _, err = run_cli(
+            [
+                "ldp",
+                "encode",
+                str(csv_file),
+                "-c",
+                "age",
+                "--lo",
+                "0",
+                "--hi",
+                "127",
+                "-e",
+                eps,
+                "--seed",
+                seed,
+                "-o",
+                str(path),
+            ],
+            capsys,
+        )
         assert code == 0, err
     out_json = tmp_path / "rel.json"
-    code, out, err = run_cli(["ldp", "aggregate", str(a), str(b), "--lo", "0", "--hi", "127", "-o", str(out_json)], capsys)
+    code, out, err = run_cli(
+        ["ldp", "aggregate", str(a), str(b), "--lo", "0", "--hi", "127", "-o", str(out_json)], capsys
+    )
     assert code == 0, err
     data = json.loads(out_json.read_text())
     assert data["mechanism"] == "ldp-hierarchical" and data["total"]["value"] == 1000
@@ -165,8 +329,10 @@ def test_ldp_encode_aggregate_simulate(csv_file, tmp_path, capsys):
     code, _, err = run_cli(["ldp", "aggregate", str(tmp_path / "junk.npz")], capsys)
     assert code == 2 and "malformed" in err
     np.save(tmp_path / "h.npy", np.array([5, 0, 3, 9, 1, 1, 0, 2]))
-    code, out, err = run_cli(["ldp", "simulate", str(tmp_path / "h.npy"), "-e", "1", "--scale", "1000",
-                              "--protocol", "haar", "--seed", "0"], capsys)
+    code, out, err = run_cli(
+        ["ldp", "simulate", str(tmp_path / "h.npy"), "-e", "1", "--scale", "1000", "--protocol", "haar", "--seed", "0"],
+        capsys,
+    )
     assert code == 0, err
     assert json.loads(out)["users"] == 21000
 
@@ -175,38 +341,77 @@ def test_ldp_encode_aggregate_simulate(csv_file, tmp_path, capsys):
 from dprange import _cli_helpers  # noqa: E402
 from dprange._cli_helpers import StagedOutputs, cli_message  # noqa: E402
 
-RELEASE = ["release", "--column", "age", "--lo", "0", "--hi", "120", "--integers", "--epsilon", "1", "--seed", "0",
-           "--mechanism", "hierarchical"]
+RELEASE = [
+    "release",
+    "--column",
+    "age",
+    "--lo",
+    "0",
+    "--hi",
+    "120",
+    "--integers",
+    "--epsilon",
+    "1",
+    "--seed",
+    "0",
+    "--mechanism",
+    "hierarchical",
+]
 
 
 def _release(csv_file, *extra):
     return [RELEASE[0], str(csv_file), *RELEASE[1:], *extra]
 
 
-@pytest.mark.parametrize("library,cli", [
-    ("3 values are missing (NaN/None); clean them or pass drop_missing=True",
-     "3 values are missing (NaN/None); clean them or pass --drop-missing"),
-    ("2 values lie outside the public bounds [0, 1]; widen the bounds or pass clip=True to clip them",
-     "2 values lie outside the public bounds [0, 1]; widen the bounds or pass --clip to clip them"),
-    ("the integer domain got non-integer values; use Domain.interval for real values",
-     "the integer domain got non-integer values; give --bins N (equal bins over [lo, hi]) for real values"),
-    ("integer domain bound lo must be an integer, got 0.5", "--lo (one bin per integer) must be an integer, got 0.5"),
-    ("domain bound hi must be a finite number, got inf", "--hi must be a finite number, got inf"),
-    ("bins must be an integer >= 1, got 0", "--bins must be an integer >= 1, got 0"),
-    ("branching must be an integer >= 2, got 1", "--branching must be an integer >= 2, got 1"),
-    ("every branching factor must be an integer >= 2, got 0", "every --branching factor must be an integer >= 2, got 0"),
-    ("the branching list is empty; give at least one factor >= 2", "the --branching list is empty; give at least one factor >= 2"),
-    ("budget list must have one entry per measured level (3), got 2",
-     "--budget list must have one entry per measured level (3), got 2"),
-    ("every entry of the budget list must be a positive finite number", "every entry of --budget must be a positive finite number"),
-    ("epsilon must be a positive finite number, got 0.0", "--epsilon must be a positive finite number, got 0.0"),
-    ("delta must be in [0, 1), got 1.0", "--delta must be in [0, 1), got 1.0"),
-    ("Gaussian noise needs delta > 0; pass delta or use Laplace noise",
-     "Gaussian noise needs delta > 0; pass --delta or choose --noise discrete_laplace"),
-    ("rng seed must be a non-negative integer, got -1", "--seed must be a non-negative integer, got -1"),
-    ("k must be an integer >= 1, got 0", "--queries must be an integer >= 1, got 0"),
-    ("a message\non two lines", "a message on two lines"),
-])
+@pytest.mark.parametrize(
+    "library,cli",
+    [
+        (
+            "3 values are missing (NaN/None); clean them or pass drop_missing=True",
+            "3 values are missing (NaN/None); clean them or pass --drop-missing",
+        ),
+        (
+            "2 values lie outside the public bounds [0, 1]; widen the bounds or pass clip=True to clip them",
+            "2 values lie outside the public bounds [0, 1]; widen the bounds or pass --clip to clip them",
+        ),
+        (
+            "the integer domain got non-integer values; use Domain.interval for real values",
+            "the integer domain got non-integer values; give --bins N (equal bins over [lo, hi]) for real values",
+        ),
+        (
+            "integer domain bound lo must be an integer, got 0.5",
+            "--lo (one bin per integer) must be an integer, got 0.5",
+        ),
+        ("domain bound hi must be a finite number, got inf", "--hi must be a finite number, got inf"),
+        ("bins must be an integer >= 1, got 0", "--bins must be an integer >= 1, got 0"),
+        ("branching must be an integer >= 2, got 1", "--branching must be an integer >= 2, got 1"),
+        (
+            "every branching factor must be an integer >= 2, got 0",
+            "every --branching factor must be an integer >= 2, got 0",
+        ),
+        (
+            "the branching list is empty; give at least one factor >= 2",
+            "the --branching list is empty; give at least one factor >= 2",
+        ),
+        (
+            "budget list must have one entry per measured level (3), got 2",
+            "--budget list must have one entry per measured level (3), got 2",
+        ),
+        (
+            "every entry of the budget list must be a positive finite number",
+            "every entry of --budget must be a positive finite number",
+        ),
+        ("epsilon must be a positive finite number, got 0.0", "--epsilon must be a positive finite number, got 0.0"),
+        ("delta must be in [0, 1), got 1.0", "--delta must be in [0, 1), got 1.0"),
+        (
+            "Gaussian noise needs delta > 0; pass delta or use Laplace noise",
+            "Gaussian noise needs delta > 0; pass --delta or choose --noise discrete_laplace",
+        ),
+        ("rng seed must be a non-negative integer, got -1", "--seed must be a non-negative integer, got -1"),
+        ("k must be an integer >= 1, got 0", "--queries must be an integer >= 1, got 0"),
+        ("a message\non two lines", "a message on two lines"),
+    ],
+)
 def test_cli_message_speaks_in_options(library, cli):
     assert cli_message(library) == cli
 
@@ -235,18 +440,21 @@ def test_missing_values_message_names_the_option(tmp_path, capsys):
     assert not (tmp_path / "r.json").exists()
 
 
-@pytest.mark.parametrize("extra,message", [
-    (["--alpha", "2"], "--alpha"),
-    (["--alpha", "0"], "--alpha"),
-    (["-o", ""], "--output is empty"),
-    (["--plot", "cdf.xyz"], ".png"),
-    (["--epsilon", "0"], "--epsilon"),
-    (["--budget", "0.5,0.5,0.5"], "one entry per measured level"),
-    (["--branching", "1000000000000"], "--branching factor"),
-    (["--neighbours", "replace", "--drop-missing"], "public total would reveal"),
-    (["--noise", "gaussian"], "--delta"),
-    (["--seed", "-3"], "--seed"),
-])
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (["--alpha", "2"], "--alpha"),
+        (["--alpha", "0"], "--alpha"),
+        (["-o", ""], "--output is empty"),
+        (["--plot", "cdf.xyz"], ".png"),
+        (["--epsilon", "0"], "--epsilon"),
+        (["--budget", "0.5,0.5,0.5"], "one entry per measured level"),
+        (["--branching", "1000000000000"], "--branching factor"),
+        (["--neighbours", "replace", "--drop-missing"], "public total would reveal"),
+        (["--noise", "gaussian"], "--delta"),
+        (["--seed", "-3"], "--seed"),
+    ],
+)
 def test_options_are_checked_before_the_data_is_read(csv_file, tmp_path, capsys, monkeypatch, extra, message):
     """M1: a bad option fails before any data is read and before anything is written."""
     import dprange.cli as cli_module
@@ -293,8 +501,30 @@ def test_failure_after_the_release_keeps_the_previous_output(tmp_path, capsys):
     path.write_text("age\n3\n4\n")
     out = tmp_path / "r.json"
     out.write_text("previous release")
-    code, _, err = run_cli(["release", str(path), "-c", "age", "--lo", "0", "--hi", "120", "--integers", "-e", "0.001",
-                            "-m", "flat", "--seed", "0", "-o", str(out), "--plot", str(tmp_path / "new" / "c.png")], capsys)  # seed 0: total < 0
+    code, _, err = run_cli(
+        [
+            "release",
+            str(path),
+            "-c",
+            "age",
+            "--lo",
+            "0",
+            "--hi",
+            "120",
+            "--integers",
+            "-e",
+            "0.001",
+            "-m",
+            "flat",
+            "--seed",
+            "0",
+            "-o",
+            str(out),
+            "--plot",
+            str(tmp_path / "new" / "c.png"),
+        ],
+        capsys,
+    )  # seed 0: total < 0
     assert code == 2 and "not positive" in err
     assert out.read_text() == "previous release"
     assert sorted(os.listdir(tmp_path)) == ["r.json", "tiny.csv"]
@@ -314,7 +544,9 @@ def test_staged_outputs_write_all_or_nothing(tmp_path, monkeypatch):
     good.add(str(tmp_path / "a" / "one.json"), "{}")
     replaced = []
     real_replace = os.replace
-    monkeypatch.setattr(_cli_helpers.os, "replace", lambda src, dst: (replaced.append((src, dst)), real_replace(src, dst)))
+    monkeypatch.setattr(
+        _cli_helpers.os, "replace", lambda src, dst: (replaced.append((src, dst)), real_replace(src, dst))
+    )
     good.commit()
     assert (tmp_path / "a" / "one.json").read_text() == "{}"
     assert len(replaced) == 1 and os.path.dirname(replaced[0][0]) == str(tmp_path / "a")
@@ -325,8 +557,9 @@ def test_replace_with_drop_missing_is_refused(tmp_path, capsys):
     """P4: with replace neighbours the exact public total would be the number of complete rows."""
     path = tmp_path / "m.csv"
     path.write_text("age\n3\n\n5\n")
-    code, _, err = run_cli(_release(path, "--neighbours", "replace", "--drop-missing", "-o", str(tmp_path / "r.json")),
-                           capsys)
+    code, _, err = run_cli(
+        _release(path, "--neighbours", "replace", "--drop-missing", "-o", str(tmp_path / "r.json")), capsys
+    )
     assert code == 2 and "--drop-missing cannot be used with --neighbours replace" in err
     assert "public total would reveal how many rows were dropped" in err
     assert not (tmp_path / "r.json").exists()
@@ -334,14 +567,17 @@ def test_replace_with_drop_missing_is_refused(tmp_path, capsys):
     assert code == 2 and "missing" in err  # without --drop-missing: clean the data first
 
 
-@pytest.mark.parametrize("args,message", [
-    (["release", "x.csv", "--bogus"], "No such option '--bogus'"),
-    (["release", "x.csv", "-c", "a", "-e", "1", "--mechanism", "bogus"], "'bogus' is not one of"),
-    (["release"], "Missing argument 'INPUT'"),
-    (["release", "x.csv", "-c", "a", "-e", "one"], "'one' is not a valid float"),
-    (["error", "--n", "8"], "Missing option '--epsilon'"),
-    (["ldp", "encode", "x.csv", "-c", "a", "-e", "1", "--branching", "two"], "'two' is not a valid integer"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["release", "x.csv", "--bogus"], "No such option '--bogus'"),
+        (["release", "x.csv", "-c", "a", "-e", "1", "--mechanism", "bogus"], "'bogus' is not one of"),
+        (["release"], "Missing argument 'INPUT'"),
+        (["release", "x.csv", "-c", "a", "-e", "one"], "'one' is not a valid float"),
+        (["error", "--n", "8"], "Missing option '--epsilon'"),
+        (["ldp", "encode", "x.csv", "-c", "a", "-e", "1", "--branching", "two"], "'two' is not a valid integer"),
+    ],
+)
 def test_usage_errors_are_one_line(capsys, args, message):
     """M6: click's three-line usage errors become one line 'dprange: error: ...' with exit 2."""
     code, out, err = run_cli(args, capsys)
@@ -355,18 +591,35 @@ def test_no_command_prints_help_and_one_error_line(capsys):
     assert len(err.splitlines()) == 1
 
 
-@pytest.mark.parametrize("extra,message", [
-    (["--bins", "1000000000"], "more than the"),
-    (["--integers", "--hi", "1e12"], "more than the"),
-    (["--bins", "16", "--branching", "99999999999"], "--branching factor 99999999999 pads a level"),
-])
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (["--bins", "1000000000"], "more than the"),
+        (["--integers", "--hi", "1e12"], "more than the"),
+        (["--bins", "16", "--branching", "99999999999"], "--branching factor 99999999999 pads a level"),
+    ],
+)
 def test_huge_domains_fail_early(csv_file, tmp_path, capsys, monkeypatch, extra, message):
     """C2: these used to allocate terabytes (MemoryError traceback) or get the process killed."""
     import dprange.cli as cli_module
 
     monkeypatch.setattr(cli_module, "read_column", lambda *a: pytest.fail("data read before the size check"))
-    args = ["release", str(csv_file), "-c", "age", "--lo", "0", "--hi", "120", "-e", "1", "-o", str(tmp_path / "r.json"),
-            "-m", "hierarchical"]
+    args = [
+        "release",
+        str(csv_file),
+        "-c",
+        "age",
+        "--lo",
+        "0",
+        "--hi",
+        "120",
+        "-e",
+        "1",
+        "-o",
+        str(tmp_path / "r.json"),
+        "-m",
+        "hierarchical",
+    ]
     if "--integers" in extra:
         args = [a for a in args if a not in ("--hi", "120")]
     code, _, err = run_cli(args + extra, capsys)
@@ -374,18 +627,37 @@ def test_huge_domains_fail_early(csv_file, tmp_path, capsys, monkeypatch, extra,
 
 
 def test_error_command_limits(capsys):
-    for args, message in ((["--n", "1000000000"], "more than the"),
-                          (["--n", "64", "-w", "random-ranges", "--queries", "100000000000"], "--queries"),
-                          (["--n", "64", "--mechanisms", "h99999999999"], "pads a level"),
-                          (["--n", "64", "--noise", "gaussian"], "pass --delta")):
+    for args, message in (
+        (["--n", "1000000000"], "more than the"),
+        (["--n", "64", "-w", "random-ranges", "--queries", "100000000000"], "--queries"),
+        (["--n", "64", "--mechanisms", "h99999999999"], "pads a level"),
+        (["--n", "64", "--noise", "gaussian"], "pass --delta"),
+    ):
         code, _, err = run_cli(["error", "-e", "1", *args], capsys)
         assert code == 2 and message in err, err
 
 
 def test_interval_whose_width_overflows_is_refused(csv_file, tmp_path, capsys):
     """--lo -1e308 --hi 1e308 used to put every value in bin 0 (hi - lo = inf)."""
-    code, _, err = run_cli(["release", str(csv_file), "-c", "age", "--lo", "-1e308", "--hi", "1e308", "--bins", "4",
-                            "-e", "1", "-o", str(tmp_path / "r.json")], capsys)
+    code, _, err = run_cli(
+        [
+            "release",
+            str(csv_file),
+            "-c",
+            "age",
+            "--lo",
+            "-1e308",
+            "--hi",
+            "1e308",
+            "--bins",
+            "4",
+            "-e",
+            "1",
+            "-o",
+            str(tmp_path / "r.json"),
+        ],
+        capsys,
+    )
     assert code == 2 and "overflows" in err
 
 
@@ -448,12 +720,15 @@ def test_internal_error_is_one_line_and_redacted(csv_file, tmp_path, capsys, mon
 def test_simulate_refuses_fractional_histograms(tmp_path, capsys):
     """W8: a float histogram used to be truncated silently (5.7 became 5 users)."""
     np.save(tmp_path / "f.npy", np.array([5.7, 1.0, 2.0, 3.0]))
-    code, _, err = run_cli(["ldp", "simulate", str(tmp_path / "f.npy"), "-e", "1", "--protocol", "flat", "--seed", "0"],
-                           capsys)
+    code, _, err = run_cli(
+        ["ldp", "simulate", str(tmp_path / "f.npy"), "-e", "1", "--protocol", "flat", "--seed", "0"], capsys
+    )
     assert code == 2 and "whole-number counts" in err
     np.save(tmp_path / "w.npy", np.array([5.0, 1.0, 2.0, 3.0]))  # whole numbers stored as floats are fine
-    code, out, err = run_cli(["ldp", "simulate", str(tmp_path / "w.npy"), "-e", "1", "--protocol", "flat", "--seed", "0",
-                              "--scale", "10"], capsys)
+    code, out, err = run_cli(
+        ["ldp", "simulate", str(tmp_path / "w.npy"), "-e", "1", "--protocol", "flat", "--seed", "0", "--scale", "10"],
+        capsys,
+    )
     assert code == 0, err
     assert json.loads(out)["users"] == 110
     np.save(tmp_path / "s.npy", np.array(["1", "2"]))
@@ -466,32 +741,87 @@ def test_ldp_encode_checks_epsilon_before_reading(csv_file, tmp_path, capsys, mo
     import dprange.ldp.cli as ldp_cli
 
     monkeypatch.setattr(ldp_cli, "read_column", lambda *a: pytest.fail("data read before epsilon was checked"))
-    code, _, err = run_cli(["ldp", "encode", str(csv_file), "-c", "age", "--lo", "0", "--hi", "127", "-e", "30",
-                            "--oracle", "olh", "-o", str(tmp_path / "r.npz")], capsys)
+    code, _, err = run_cli(
+        [
+            "ldp",
+            "encode",
+            str(csv_file),
+            "-c",
+            "age",
+            "--lo",
+            "0",
+            "--hi",
+            "127",
+            "-e",
+            "30",
+            "--oracle",
+            "olh",
+            "-o",
+            str(tmp_path / "r.npz"),
+        ],
+        capsys,
+    )
     assert code == 2 and "OLH supports epsilon <= 11.09" in err and not (tmp_path / "r.npz").exists()
 
 
 def test_ldp_aggregate_refuses_the_same_file_twice_and_wrong_bounds(csv_file, tmp_path, capsys):
     rep = tmp_path / "a.npz"
-    code, _, err = run_cli(["ldp", "encode", str(csv_file), "-c", "age", "--lo", "0", "--hi", "127", "-e", "1",
-                            "--seed", "1", "-o", str(rep)], capsys)
+    code, _, err = run_cli(
+        [
+            "ldp",
+            "encode",
+            str(csv_file),
+            "-c",
+            "age",
+            "--lo",
+            "0",
+            "--hi",
+            "127",
+            "-e",
+            "1",
+            "--seed",
+            "1",
+            "-o",
+            str(rep),
+        ],
+        capsys,
+    )
     assert code == 0, err
     code, _, err = run_cli(["ldp", "aggregate", str(rep), str(rep), "-o", str(tmp_path / "r.json")], capsys)
     assert code == 2 and "given twice" in err
-    code, _, err = run_cli(["ldp", "aggregate", str(rep), "--lo", "0", "--hi", "63", "-o", str(tmp_path / "r.json")],
-                           capsys)
+    code, _, err = run_cli(
+        ["ldp", "aggregate", str(rep), "--lo", "0", "--hi", "63", "-o", str(tmp_path / "r.json")], capsys
+    )
     assert code == 2 and "give 64 bins but the reports cover 128 values" in err
     assert not (tmp_path / "r.json").exists()
-    code, _, err = run_cli(["ldp", "aggregate", str(rep), "--lo", "0", "--hi", "127", "-o", str(tmp_path / "r.json")],
-                           capsys)
+    code, _, err = run_cli(
+        ["ldp", "aggregate", str(rep), "--lo", "0", "--hi", "127", "-o", str(tmp_path / "r.json")], capsys
+    )
     assert code == 0 and json.loads((tmp_path / "r.json").read_text())["total"]["value"] == 500
 
 
 def test_redact_in_ldp_encode_keeps_raw_values_out(tmp_path, capsys):
     path = tmp_path / "secret.csv"
     path.write_text("age\n3\n4\nsecret-value-517\n")
-    code, _, err = run_cli(["ldp", "encode", str(path), "-c", "age", "--lo", "0", "--hi", "127", "-e", "1", "--redact",
-                            "-o", str(tmp_path / "r.npz")], capsys)
+    code, _, err = run_cli(
+        [
+            "ldp",
+            "encode",
+            str(path),
+            "-c",
+            "age",
+            "--lo",
+            "0",
+            "--hi",
+            "127",
+            "-e",
+            "1",
+            "--redact",
+            "-o",
+            str(tmp_path / "r.npz"),
+        ],
+        capsys,
+    )
     assert code == 2 and "not numeric" in err
     assert "secret-value-517" not in err and "row 4" not in err
 
@@ -501,14 +831,52 @@ def test_empty_dataset_and_trailing_commas_are_valid_input(tmp_path, capsys):
     any other), and a trailing comma on every row does not shift the column."""
     empty = tmp_path / "empty.csv"
     empty.write_text("age\n")
-    code, _, err = run_cli(["release", str(empty), "-c", "age", "--lo", "0", "--hi", "9", "--integers", "-e", "1",
-                            "--seed", "0", "-o", str(tmp_path / "e.json")], capsys)
+    code, _, err = run_cli(
+        [
+            "release",
+            str(empty),
+            "-c",
+            "age",
+            "--lo",
+            "0",
+            "--hi",
+            "9",
+            "--integers",
+            "-e",
+            "1",
+            "--seed",
+            "0",
+            "-o",
+            str(tmp_path / "e.json"),
+        ],
+        capsys,
+    )
     assert code == 0, err
     assert json.loads((tmp_path / "e.json").read_text())["total"]["public"] is False
     commas = tmp_path / "commas.csv"
     commas.write_text("age,other\n1,9,\n2,9,\n3,9,\n")
-    code, _, err = run_cli(["release", str(commas), "-c", "age", "--lo", "0", "--hi", "3", "--integers", "-e", "50",
-                            "--mechanism", "flat", "--seed", "0", "-o", str(tmp_path / "c.json")], capsys)
+    code, _, err = run_cli(
+        [
+            "release",
+            str(commas),
+            "-c",
+            "age",
+            "--lo",
+            "0",
+            "--hi",
+            "3",
+            "--integers",
+            "-e",
+            "50",
+            "--mechanism",
+            "flat",
+            "--seed",
+            "0",
+            "-o",
+            str(tmp_path / "c.json"),
+        ],
+        capsys,
+    )
     assert code == 0, err
     hist = json.loads((tmp_path / "c.json").read_text())["histogram"]["value"]
     assert [round(v) for v in hist] == [0, 1, 1, 1]

@@ -5,7 +5,6 @@ import itertools
 import numpy as np
 import pytest
 
-import dprange
 from dprange import Hierarchical, ParameterError
 from dprange.inference.consistency import consistent_cdf
 
@@ -102,7 +101,9 @@ def test_release_consistent_cdf_and_quantiles():
     assert rel.consistent_cumulative()[-1] == x.sum()
 
 
-@pytest.mark.parametrize("total", [2**63, 2**53 + 1, 10**400, float("inf"), float("nan"), "3", None, True, [3], 2.5, -1])
+@pytest.mark.parametrize(
+    "total", [2**63, 2**53 + 1, 10**400, float("inf"), float("nan"), "3", None, True, [3], 2.5, -1]
+)
 def test_totals_beyond_2_53_or_of_wrong_type_are_refused(total):
     with pytest.raises(ParameterError, match="total must be a non-negative integer"):
         consistent_cdf([1.0, 2.0], total)
@@ -115,8 +116,9 @@ def test_total_at_the_limit_is_exact():
     assert c.tolist() == [1, MAX_TOTAL]
 
 
-@pytest.mark.parametrize("values", [[[1, 2], [3, 4]], np.zeros((3, 1)), ["a", "b"], [True, False], "12", None,
-                                    [[1, 2], [3]], [1 + 1j, 2]])
+@pytest.mark.parametrize(
+    "values", [[[1, 2], [3, 4]], np.zeros((3, 1)), ["a", "b"], [True, False], "12", None, [[1, 2], [3]], [1 + 1j, 2]]
+)
 def test_noisy_cumulative_must_be_a_1d_numeric_array(values):
     with pytest.raises(ParameterError, match="noisy_cumulative"):
         consistent_cdf(values, 3)

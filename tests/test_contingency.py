@@ -56,16 +56,29 @@ def test_gls_is_the_orthogonal_projection():
 def test_l1_with_alpha_1_reaches_the_linear_programme_optimum():
     """Maximum likelihood: min sum |x - noisy| s.t. C x = d, x >= 0, solved by linprog."""
     table = np.random.default_rng(4).poisson(1.0, (3, 4))
-    rel = release_table(table, 0.7, public_marginals=published(table, [(0,), (1,)]), inference="l1", alpha=1.0,
-                        noise="laplace_float",
-                        rng=5, tol=1e-9, maxiter=50000)
+    rel = release_table(
+        table,
+        0.7,
+        public_marginals=published(table, [(0,), (1,)]),
+        inference="l1",
+        alpha=1.0,
+        noise="laplace_float",
+        rng=5,
+        tol=1e-9,
+        maxiter=50000,
+    )
     C = np.vstack([marginal_matrix(table.shape, (0,)).toarray(), marginal_matrix(table.shape, (1,)).toarray()])
     d = C @ table.ravel()
     n, y = table.size, rel.noisy.ravel()
-    res = optimize.linprog(np.concatenate([np.zeros(n), np.ones(n)]),
-                           A_ub=np.block([[np.eye(n), -np.eye(n)], [-np.eye(n), -np.eye(n)]]),
-                           b_ub=np.concatenate([y, -y]), A_eq=np.hstack([C, np.zeros((C.shape[0], n))]), b_eq=d,
-                           bounds=[(0, None)] * n + [(None, None)] * n, method="highs")
+    res = optimize.linprog(
+        np.concatenate([np.zeros(n), np.ones(n)]),
+        A_ub=np.block([[np.eye(n), -np.eye(n)], [-np.eye(n), -np.eye(n)]]),
+        b_ub=np.concatenate([y, -y]),
+        A_eq=np.hstack([C, np.zeros((C.shape[0], n))]),
+        b_eq=d,
+        bounds=[(0, None)] * n + [(None, None)] * n,
+        method="highs",
+    )
     assert rel.result.converged
     assert np.abs(rel.table.ravel() - y).sum() == pytest.approx(res.fun, rel=1e-6)
 
@@ -74,8 +87,9 @@ def test_cell_noise_has_the_laplace_variance():
     """600 releases x 60 cells: the noise variance 2/eps^2 = 8 (discrete: 2t/(1-t)^2) is
     estimated with relative s.e. sqrt((kurtosis - 1)/N) = sqrt(5/36000) ~ 0.012; 4 s.e."""
     for noise in ("laplace_float", "discrete_laplace"):
-        draws = np.concatenate([(release_table(TABLE, 0.5, noise=noise, rng=s).noisy - TABLE).ravel()
-                                for s in range(600)])
+        draws = np.concatenate(
+            [(release_table(TABLE, 0.5, noise=noise, rng=s).noisy - TABLE).ravel() for s in range(600)]
+        )
         expected = noise_variance(noise, 2.0)
         assert draws.var() == pytest.approx(expected, rel=0.05)
         assert abs(draws.mean()) < 4 * np.sqrt(expected / draws.size)

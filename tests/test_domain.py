@@ -71,8 +71,9 @@ def brute_force_bins(edges, values):
     return out
 
 
-@pytest.mark.parametrize("lo, hi, bins", [(0, 29, 3), (0.1, 0.7, 6), (0.0, 1e-320, 3), (-1e308, 7e307, 5),
-                                          (1e15, 1e15 + 7, 7)])
+@pytest.mark.parametrize(
+    "lo, hi, bins", [(0, 29, 3), (0.1, 0.7, 6), (0.0, 1e-320, 3), (-1e308, 7e307, 5), (1e15, 1e15 + 7, 7)]
+)
 def test_values_on_a_published_edge_land_in_the_upper_bin(lo, hi, bins):
     d = Domain.interval(lo, hi, bins)
     edges = d.edges
@@ -89,15 +90,17 @@ def test_bucketize_matches_the_published_edges_on_random_domains():
         edges = d.edges
         assert edges[0] == lo and edges[-1] == hi and np.all(np.diff(edges) > 0)
         inner = edges[1:-1]
-        values = np.concatenate([edges, np.nextafter(inner, -np.inf), np.nextafter(inner, np.inf),
-                                 rng.uniform(lo, hi, 20)])
+        values = np.concatenate(
+            [edges, np.nextafter(inner, -np.inf), np.nextafter(inner, np.inf), rng.uniform(lo, hi, 20)]
+        )
         values = values[(values >= lo) & (values <= hi)]
         assert d.bucketize(values).tolist() == brute_force_bins(edges, values)
         assert Domain.from_dict(d.to_dict()).edges.tolist() == edges.tolist()
 
 
-@pytest.mark.parametrize("lo, hi, bins", [(-1e308, 1e308, 4), (-1.7e308, 1.7e308, 1), (1.0, 1.0 + 1e-15, 100),
-                                          (0.0, 5e-324, 2)])
+@pytest.mark.parametrize(
+    "lo, hi, bins", [(-1e308, 1e308, 4), (-1.7e308, 1.7e308, 1), (1.0, 1.0 + 1e-15, 100), (0.0, 5e-324, 2)]
+)
 def test_overflowing_or_underflowing_intervals_are_refused(lo, hi, bins):
     with pytest.raises(ParameterError, match="overflows|too narrow"):
         Domain.interval(lo, hi, bins)
@@ -136,8 +139,12 @@ def test_integer_columns_keep_their_precision_from_pandas_and_pyarrow():
 def test_size_limits_are_checked_up_front():
     from dprange.domain import MAX_BINS
 
-    for make in (lambda: Domain.integers(0, 2**40), lambda: Domain.interval(0, 1, 2**31),
-                 lambda: Domain.interval(0, 1, 2**40), lambda: Domain.integers(-(2**61), 2**61)):
+    for make in (
+        lambda: Domain.integers(0, 2**40),
+        lambda: Domain.interval(0, 1, 2**31),
+        lambda: Domain.interval(0, 1, 2**40),
+        lambda: Domain.integers(-(2**61), 2**61),
+    ):
         with pytest.raises(ParameterError, match="limit of 67108864"):
             make()
     assert Domain.integers(0, MAX_BINS - 1).size == MAX_BINS
@@ -146,13 +153,29 @@ def test_size_limits_are_checked_up_front():
 
 
 BAD_DOMAIN_CALLS = [
-    ("integers", ("0", 5)), ("integers", (None, 5)), ("integers", (True, 5)), ("integers", (0, [5])),
-    ("integers", (0, float("nan"))), ("integers", (0, float("inf"))), ("integers", (0, 2.5)),
-    ("integers", (0, 10**400)), ("integers", (1e300, 1e300)),
-    ("interval", ("0", 1, 3)), ("interval", (None, 1, 3)), ("interval", (False, 1, 3)), ("interval", (0, [1], 3)),
-    ("interval", (0, float("nan"), 3)), ("interval", (0, 10**400, 3)), ("interval", (-(10**400), 0, 3)),
-    ("interval", (0, 1, "3")), ("interval", (0, 1, None)), ("interval", (0, 1, True)), ("interval", (0, 1, 2.5)),
-    ("interval", (0, 1, float("inf"))), ("interval", (0, 1, 10**30)), ("interval", (0, 1, [3])),
+    ("integers", ("0", 5)),
+    ("integers", (None, 5)),
+    ("integers", (True, 5)),
+    ("integers", (0, [5])),
+    ("integers", (0, float("nan"))),
+    ("integers", (0, float("inf"))),
+    ("integers", (0, 2.5)),
+    ("integers", (0, 10**400)),
+    ("integers", (1e300, 1e300)),
+    ("interval", ("0", 1, 3)),
+    ("interval", (None, 1, 3)),
+    ("interval", (False, 1, 3)),
+    ("interval", (0, [1], 3)),
+    ("interval", (0, float("nan"), 3)),
+    ("interval", (0, 10**400, 3)),
+    ("interval", (-(10**400), 0, 3)),
+    ("interval", (0, 1, "3")),
+    ("interval", (0, 1, None)),
+    ("interval", (0, 1, True)),
+    ("interval", (0, 1, 2.5)),
+    ("interval", (0, 1, float("inf"))),
+    ("interval", (0, 1, 10**30)),
+    ("interval", (0, 1, [3])),
 ]
 
 
@@ -163,8 +186,18 @@ def test_bad_domain_arguments_raise_dprange_errors(kind, args):
 
 
 BAD_VALUES = [
-    "abc", None, [True, False], np.array([True]), [[1, 2], [3]], np.zeros((2, 2)), [1 + 2j], ["1", "2"],
-    [1, "a"], {"a": 1}, [object()], [1, True],
+    "abc",
+    None,
+    [True, False],
+    np.array([True]),
+    [[1, 2], [3]],
+    np.zeros((2, 2)),
+    [1 + 2j],
+    ["1", "2"],
+    [1, "a"],
+    {"a": 1},
+    [object()],
+    [1, True],
 ]
 
 
@@ -187,8 +220,13 @@ def test_boolean_columns_are_refused():
     pd = pytest.importorskip("pandas")
     pa = pytest.importorskip("pyarrow")
     d = Domain.integers(0, 1)
-    for values in ([True, False], np.array([True, False]), pd.Series([True, False]), pa.array([True, False]),
-                   pd.Series([True, None], dtype="boolean")):
+    for values in (
+        [True, False],
+        np.array([True, False]),
+        pd.Series([True, False]),
+        pa.array([True, False]),
+        pd.Series([True, None], dtype="boolean"),
+    ):
         with pytest.raises(DataError, match="boolean"):
             d.bucketize(values)
 

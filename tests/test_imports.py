@@ -118,8 +118,9 @@ def collect_imports(root: Path, package: str) -> list[Import]:
             for target, names in _targets(node, name, is_package, modules):
                 for dependency in _with_packages(target, name, package):
                     if dependency != name:
-                        out.append(Import(name, dependency, names if dependency == target else (),
-                                          function_level, node.lineno))
+                        out.append(
+                            Import(name, dependency, names if dependency == target else (), function_level, node.lineno)
+                        )
     return out
 
 
@@ -137,7 +138,7 @@ def find_cycle(edges) -> list[str] | None:
         path.append(node)
         for nxt in sorted(graph[node]):
             if state[nxt] == 1:
-                return path[path.index(nxt):] + [nxt]
+                return path[path.index(nxt) :] + [nxt]
             if state[nxt] == 0:
                 found = visit(nxt)
                 if found:
@@ -161,6 +162,7 @@ def imports() -> list[Import]:
 
 # ------------------------------------------------------------------ the checker itself
 
+
 def _write(root: Path, files: dict) -> None:
     for rel, text in files.items():
         path = root / rel
@@ -169,14 +171,17 @@ def _write(root: Path, files: dict) -> None:
 
 
 def test_checker_resolves_relative_imports_and_levels(tmp_path):
-    _write(tmp_path / "pkg", {
-        "__init__.py": "from .a import f\nfrom . import b\n",
-        "a.py": "import os\nfrom .sub.c import g\n\ndef f():\n    from . import b\n    return b\n",
-        "b.py": "class K:\n    from .a import f\n",
-        "sub/__init__.py": "",
-        "sub/c.py": "from ..b import K\nfrom . import d\n",
-        "sub/d.py": "import pkg.a\n",
-    })
+    _write(
+        tmp_path / "pkg",
+        {
+            "__init__.py": "from .a import f\nfrom . import b\n",
+            "a.py": "import os\nfrom .sub.c import g\n\ndef f():\n    from . import b\n    return b\n",
+            "b.py": "class K:\n    from .a import f\n",
+            "sub/__init__.py": "",
+            "sub/c.py": "from ..b import K\nfrom . import d\n",
+            "sub/d.py": "import pkg.a\n",
+        },
+    )
     found = {(i.importer, i.target, i.names, i.function_level) for i in collect_imports(tmp_path / "pkg", "pkg")}
     assert found == {
         ("pkg", "pkg.a", ("f",), False),
@@ -199,10 +204,17 @@ def test_checker_finds_cycles():
 
 # ------------------------------------------------------------------ dprange's layout
 
+
 def test_graph_covers_the_package(imports):
     importers = {i.importer for i in imports}
-    assert {"dprange", "dprange.analysis", "dprange.cdf_trees", "dprange.mechanisms", "dprange.api",
-            "dprange.ldp.analysis"} <= importers
+    assert {
+        "dprange",
+        "dprange.analysis",
+        "dprange.cdf_trees",
+        "dprange.mechanisms",
+        "dprange.api",
+        "dprange.ldp.analysis",
+    } <= importers
     assert any(i.importer == "dprange.cdf_trees" and i.target == "dprange.mechanisms" for i in imports)
 
 
@@ -227,6 +239,7 @@ def test_no_cycle_even_with_function_level_imports_outside_the_allow_list(import
 
 # ------------------------------------------------------------------ names still resolve
 
+
 def test_every_public_name_resolves():
     missing = [name for name in dprange.__all__ if not hasattr(dprange, name)]
     assert missing == []
@@ -236,8 +249,11 @@ def test_names_modules_import_from_each_other_resolve(imports):
     missing = []
     for imp in imports:
         module = importlib.import_module(imp.target)
-        missing += [f"{imp.importer}:{imp.line} from {imp.target} import {name}" for name in imp.names
-                    if not hasattr(module, name)]
+        missing += [
+            f"{imp.importer}:{imp.line} from {imp.target} import {name}"
+            for name in imp.names
+            if not hasattr(module, name)
+        ]
     assert missing == []
 
 

@@ -37,15 +37,18 @@ def test_utf8_bom_is_handled(reader, tmp_path):
     assert reader(path, "age").tolist() == [31, 42]
 
 
-@pytest.mark.parametrize("name, data, message", [
-    ("latin1.csv", "age\n31\ncaf\u00e9\n".encode("latin-1"), "not UTF-8"),
-    ("utf16.csv", "age\n31\n".encode("utf-16"), "UTF-16"),
-    ("utf16be.csv", "age\n31\n".encode("utf-16-be"), "NUL bytes"),
-    ("parquet.csv", b"PAR1\x15\x04\x15\x00\x00binary", "Parquet file, not CSV"),
-    ("zip.csv", b"PK\x03\x04\x14\x00", "zip archive"),
-    ("gzip.csv", b"\x1f\x8b\x08\x00", "gzip"),
-    ("empty.csv", b"", "empty"),
-])
+@pytest.mark.parametrize(
+    "name, data, message",
+    [
+        ("latin1.csv", "age\n31\ncaf\u00e9\n".encode("latin-1"), "not UTF-8"),
+        ("utf16.csv", "age\n31\n".encode("utf-16"), "UTF-16"),
+        ("utf16be.csv", "age\n31\n".encode("utf-16-be"), "NUL bytes"),
+        ("parquet.csv", b"PAR1\x15\x04\x15\x00\x00binary", "Parquet file, not CSV"),
+        ("zip.csv", b"PK\x03\x04\x14\x00", "zip archive"),
+        ("gzip.csv", b"\x1f\x8b\x08\x00", "gzip"),
+        ("empty.csv", b"", "empty"),
+    ],
+)
 def test_files_that_are_not_utf8_csv_give_one_line_data_errors(reader, tmp_path, name, data, message):
     path = write(tmp_path, name, data)
     with pytest.raises(DataError, match=message) as info:
@@ -123,11 +126,13 @@ def test_decimal_parquet_columns_are_accepted(tmp_path):
     pa = pytest.importorskip("pyarrow")
     import pyarrow.parquet as pq
 
-    table = pa.table({
-        "price": pa.array([Decimal("1.25"), None, Decimal("7.50")], type=pa.decimal128(10, 2)),
-        "id": pa.array([Decimal(2**53 + 1), Decimal(3), None], type=pa.decimal128(20, 0)),
-        "huge": pa.array([Decimal("9007199254740993.5"), None, None], type=pa.decimal128(30, 1)),
-    })
+    table = pa.table(
+        {
+            "price": pa.array([Decimal("1.25"), None, Decimal("7.50")], type=pa.decimal128(10, 2)),
+            "id": pa.array([Decimal(2**53 + 1), Decimal(3), None], type=pa.decimal128(20, 0)),
+            "huge": pa.array([Decimal("9007199254740993.5"), None, None], type=pa.decimal128(30, 1)),
+        }
+    )
     path = str(tmp_path / "d.parquet")
     pq.write_table(table, path)
     np.testing.assert_array_equal(read_column(path, "price"), [1.25, np.nan, 7.5])
@@ -158,8 +163,14 @@ def test_load_npy_and_npz_give_clear_errors(tmp_path):
     with load_npz(str(archive)) as z:
         assert z.files == ["x"] and z["x"].tolist() == [0, 1, 2]
     csv = write(tmp_path, "h.csv", "a\n1\n")
-    for load, source in ((load_npy, csv), (load_npz, csv), (load_npy, str(archive)), (load_npz, str(good)),
-                         (load_npz, b"garbage"), (load_npy, b"\x93NUMPY\x01\x00garbage")):
+    for load, source in (
+        (load_npy, csv),
+        (load_npz, csv),
+        (load_npy, str(archive)),
+        (load_npz, str(good)),
+        (load_npz, b"garbage"),
+        (load_npy, b"\x93NUMPY\x01\x00garbage"),
+    ):
         with pytest.raises(DataError) as info:
             load(source)
         message = str(info.value)

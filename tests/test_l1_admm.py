@@ -4,9 +4,9 @@ NNLS: tests/test_nnls.py; contingency tables: tests/test_contingency.py."""
 
 import numpy as np
 import pytest
-from conftest import weighted_tree_problem
 from scipy import optimize
 
+from conftest import weighted_tree_problem
 from dprange import Flat, Hierarchical, ParameterError, Wavelet
 from dprange.inference.l1_admm import admm, generic_x_update, tree_x_update
 from dprange.strategies import TreeStrategy
@@ -19,8 +19,15 @@ def lp_l1(A, y, w, total=None):
     A_ub = np.block([[A, -np.eye(p)], [-A, -np.eye(p)]])
     b_ub = np.concatenate([y, -y])
     eq = None if total is None else (np.concatenate([np.ones(n), np.zeros(p)])[None, :], [total])
-    res = optimize.linprog(c, A_ub=A_ub, b_ub=b_ub, A_eq=None if eq is None else eq[0], b_eq=None if eq is None else eq[1],
-                           bounds=[(0, None)] * n + [(None, None)] * p, method="highs")
+    res = optimize.linprog(
+        c,
+        A_ub=A_ub,
+        b_ub=b_ub,
+        A_eq=None if eq is None else eq[0],
+        b_eq=None if eq is None else eq[1],
+        bounds=[(0, None)] * n + [(None, None)] * p,
+        method="highs",
+    )
     return res.fun
 
 
@@ -56,8 +63,14 @@ def test_elastic_net_matches_a_smooth_reformulation():
 
     cons = {"type": "eq", "fun": lambda z: A @ z[:n] - y - (z[n : n + p] - z[n + p :])}
     z0 = np.concatenate([np.ones(n), np.maximum(A @ np.ones(n) - y, 0), np.maximum(y - A @ np.ones(n), 0)])
-    ref = optimize.minimize(f, z0, constraints=[cons], bounds=[(0, None)] * (n + 2 * p), method="SLSQP",
-                            options={"ftol": 1e-12, "maxiter": 1000})
+    ref = optimize.minimize(
+        f,
+        z0,
+        constraints=[cons],
+        bounds=[(0, None)] * (n + 2 * p),
+        method="SLSQP",
+        options={"ftol": 1e-12, "maxiter": 1000},
+    )
     result = admm(A, y, alpha=alpha, tol=1e-10, maxiter=50000)
     assert result.objective == pytest.approx(ref.fun, rel=1e-5)
 
@@ -89,9 +102,15 @@ def test_tree_x_update_equals_generic_least_squares():
 def lp_l1_equality(A, y, w, C, d):
     """min sum w_i |A_i x - y_i| s.t. x >= 0, C x = d as a linear programme."""
     p, n = A.shape
-    res = optimize.linprog(np.concatenate([np.zeros(n), w]), A_ub=np.block([[A, -np.eye(p)], [-A, -np.eye(p)]]),
-                           b_ub=np.concatenate([y, -y]), A_eq=np.hstack([C, np.zeros((C.shape[0], p))]), b_eq=d,
-                           bounds=[(0, None)] * n + [(None, None)] * p, method="highs")
+    res = optimize.linprog(
+        np.concatenate([np.zeros(n), w]),
+        A_ub=np.block([[A, -np.eye(p)], [-A, -np.eye(p)]]),
+        b_ub=np.concatenate([y, -y]),
+        A_eq=np.hstack([C, np.zeros((C.shape[0], p))]),
+        b_eq=d,
+        bounds=[(0, None)] * n + [(None, None)] * p,
+        method="highs",
+    )
     return res.fun
 
 
@@ -118,8 +137,16 @@ def test_tree_and_operator_paths_reach_the_lp_optimum(known_total):
     rng = np.random.default_rng(6)
     tree, level_weights, w, y, total = weighted_tree_problem(rng, 23, [1, 2, 15], [6, 2, 9], known_total)
     ref = lp_l1(tree.dense(), y, w, total)
-    fast = admm(tree.operator(), y, w, alpha=1.0, total=total, x_update=tree_x_update(tree, level_weights, total=total),
-                tol=1e-9, maxiter=50000)
+    fast = admm(
+        tree.operator(),
+        y,
+        w,
+        alpha=1.0,
+        total=total,
+        x_update=tree_x_update(tree, level_weights, total=total),
+        tol=1e-9,
+        maxiter=50000,
+    )
     slow = admm(tree.operator(), y, w, alpha=1.0, total=total, tol=1e-9, maxiter=50000)
     for result in (fast, slow):
         assert result.converged
@@ -139,14 +166,22 @@ def test_silent_and_validates(capsys):
 def test_mechanisms_accept_inference_and_record_it():
     x = np.zeros(64, dtype=int)
     x[[3, 4, 40]] = [30, 5, 12]
-    for mech in (Flat(inference="l1"), Hierarchical(4, inference="nnls"), Wavelet(inference="l1"),
-                 Hierarchical(4, neighbours="replace", inference="l1", inference_options={"alpha": 1.0, "tol": 1e-6})):
+    for mech in (
+        Flat(inference="l1"),
+        Hierarchical(4, inference="nnls"),
+        Wavelet(inference="l1"),
+        Hierarchical(4, neighbours="replace", inference="l1", inference_options={"alpha": 1.0, "tol": 1e-6}),
+    ):
         rel = mech.release(x, 1.0, rng=0)
         assert rel.inference == mech.inference and not rel.exact_error_bars
         assert rel.histogram().value.min() >= -1e-9
         assert np.isnan(rel.range(0, 3).stderr)
         data = rel.to_dict()
-        assert data["inference"] == mech.inference and data["histogram"]["stderr"] is None and "bootstrap" in data["error_bars"]
+        assert (
+            data["inference"] == mech.inference
+            and data["histogram"]["stderr"] is None
+            and "bootstrap" in data["error_bars"]
+        )
         if mech.neighbours == "replace":
             assert rel.histogram().value.sum() == pytest.approx(x.sum(), abs=1e-6)
     with pytest.raises(ParameterError):
@@ -161,8 +196,10 @@ def test_l1_beats_gls_on_sparse_unit_queries():
     x[np.random.default_rng(5).choice(1024, 20, replace=False)] = 50
     gls = Hierarchical(16, noise="laplace_float")
     l1 = Hierarchical(16, noise="laplace_float", inference="l1")
-    err = {m.inference: np.mean([np.mean((m.release(x, 0.5, rng=s).histogram().value - x) ** 2) for s in range(5)])
-           for m in (gls, l1)}
+    err = {
+        m.inference: np.mean([np.mean((m.release(x, 0.5, rng=s).histogram().value - x) ** 2) for s in range(5)])
+        for m in (gls, l1)
+    }
     assert err["l1"] < err["gls"] / 3
 
 

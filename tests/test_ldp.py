@@ -11,7 +11,16 @@ import pytest
 from conftest import dense_gls, range_matrix
 from dprange import DomainError, ParameterError, ReportError
 from dprange.ldp import (
-    GRR, HRR, OLH, OUE, HaarHRR, HierarchicalHistogram, ProtocolReports, Reports, expected_error, simulate,
+    GRR,
+    HRR,
+    OLH,
+    OUE,
+    HaarHRR,
+    HierarchicalHistogram,
+    ProtocolReports,
+    Reports,
+    expected_error,
+    simulate,
 )
 from dprange.ldp.protocols import Flat
 
@@ -30,9 +39,13 @@ def oue_distribution(oracle, value):
     return np.array(out)
 
 
-@pytest.mark.parametrize("oracle", [GRR(4, EPS), OUE(4, EPS), OLH(4, EPS, hash_pool=8), HRR(4, EPS)], ids=lambda o: o.name)
+@pytest.mark.parametrize(
+    "oracle", [GRR(4, EPS), OUE(4, EPS), OLH(4, EPS, hash_pool=8), HRR(4, EPS)], ids=lambda o: o.name
+)
 def test_client_privacy_ratio_from_exact_distribution(oracle):
-    dist = {v: (oue_distribution(oracle, v) if oracle.name == "oue" else oracle.output_distribution(v)) for v in range(4)}
+    dist = {
+        v: (oue_distribution(oracle, v) if oracle.name == "oue" else oracle.output_distribution(v)) for v in range(4)
+    }
     for v in range(4):
         assert dist[v].sum() == pytest.approx(1.0)
     worst = max(np.max(dist[a] / dist[b]) for a in range(4) for b in range(4))
@@ -40,8 +53,11 @@ def test_client_privacy_ratio_from_exact_distribution(oracle):
     assert worst == pytest.approx(math.exp(EPS))  # the bound is attained: no budget wasted
 
 
-@pytest.mark.parametrize("make", [lambda: GRR(8, 1.0), lambda: OUE(8, 1.0), lambda: OLH(8, 1.0), lambda: HRR(8, 1.0)],
-                         ids=["grr", "oue", "olh", "hrr"])
+@pytest.mark.parametrize(
+    "make",
+    [lambda: GRR(8, 1.0), lambda: OUE(8, 1.0), lambda: OLH(8, 1.0), lambda: HRR(8, 1.0)],
+    ids=["grr", "oue", "olh", "hrr"],
+)
 def test_estimates_unbiased_with_exact_variance(make):
     """400 repetitions of 3000 users.  Mean: each item within 4.5 s.e.  Variance: the ratio
     empirical / exact averaged over the 8 items has s.d. <= sqrt(2/399) = 0.071 (less when
@@ -101,9 +117,15 @@ def test_olh_hash_pool_variant_and_secure_default():
     assert abs(est[:4].sum() - 1) < 0.2 and abs(est[4:].sum()) < 0.3
 
 
-@pytest.mark.parametrize("protocol", [HierarchicalHistogram(27, 3, "oue", epsilon=1.0),
-                                      HierarchicalHistogram(20, 4, "hrr", epsilon=1.0),
-                                      HierarchicalHistogram(16, 2, "grr", epsilon=1.0)], ids=repr)
+@pytest.mark.parametrize(
+    "protocol",
+    [
+        HierarchicalHistogram(27, 3, "oue", epsilon=1.0),
+        HierarchicalHistogram(20, 4, "hrr", epsilon=1.0),
+        HierarchicalHistogram(16, 2, "grr", epsilon=1.0),
+    ],
+    ids=repr,
+)
 def test_consistent_estimate_equals_dense_weighted_least_squares(protocol):
     rng = np.random.default_rng(1)
     values = rng.integers(0, protocol.domain_size, 5000)
@@ -123,8 +145,15 @@ def test_consistent_estimate_equals_dense_weighted_least_squares(protocol):
     assert rel.total().value == n
 
 
-@pytest.mark.parametrize("protocol", [HierarchicalHistogram(16, 4, "oue", epsilon=1.0), HaarHRR(16, epsilon=1.0),
-                                      HierarchicalHistogram(16, 4, "grr", epsilon=1.0)], ids=lambda p: p.name + str(p.describe().get("oracle")))
+@pytest.mark.parametrize(
+    "protocol",
+    [
+        HierarchicalHistogram(16, 4, "oue", epsilon=1.0),
+        HaarHRR(16, epsilon=1.0),
+        HierarchicalHistogram(16, 4, "grr", epsilon=1.0),
+    ],
+    ids=lambda p: p.name + str(p.describe().get("oracle")),
+)
 def test_simulation_agrees_with_real_clients_and_exact_error(protocol):
     """300 simulated and 300 real collections of the same population: both unbiased, and
     their empirical variances agree with each other and with the exact error model
@@ -135,8 +164,9 @@ def test_simulation_agrees_with_real_clients_and_exact_error(protocol):
     truth = np.array([counts[a : b + 1].sum() for a, b in zip(lo, hi)])
     rng = np.random.default_rng(7)
     sim = np.array([simulate(protocol, counts, rng=rng).release().range(lo, hi).value for _ in range(300)])
-    real = np.array([protocol.aggregator().add(protocol.randomize(values, rng)).release().range(lo, hi).value
-                     for _ in range(300)])
+    real = np.array(
+        [protocol.aggregator().add(protocol.randomize(values, rng)).release().range(lo, hi).value for _ in range(300)]
+    )
     exact = protocol.error_model(counts.sum(), counts).range_variance(lo, hi)
     for draws in (sim, real):
         inner = exact > 1e-6 * exact.max()  # the total is public: variance 0 up to rounding

@@ -50,7 +50,9 @@ def test_privacy_ratio_is_exactly_e_to_the_epsilon(D, eps):
     exactly e^eps, so no budget is wasted) for every client, from its exact distribution."""
     oracles = [GRR(D, eps), OUE(D, eps), OLH(D, eps, hash_pool=12), HRR(D, eps)]
     for oracle in oracles:
-        dist = [oue_distribution(oracle, v) if oracle.name == "oue" else oracle.output_distribution(v) for v in range(D)]
+        dist = [
+            oue_distribution(oracle, v) if oracle.name == "oue" else oracle.output_distribution(v) for v in range(D)
+        ]
         for d in dist:
             assert d.sum() == pytest.approx(1.0) and np.all(d > 0)
         worst = max(np.max(a / b) for a in dist for b in dist)
@@ -184,8 +186,9 @@ def test_bad_reports_are_rejected_never_aggregated(tmp_path):
         grr.aggregator().estimate()  # nothing aggregated
     # malformed files
     (tmp_path / "empty.jsonl").write_text("")
-    (tmp_path / "rows.jsonl").write_text('{"header": {"oracle": "grr", "epsilon": 1, "domain_size": 10}, '
-                                         '"fields": ["value"]}\n[1, 2]\n')
+    (tmp_path / "rows.jsonl").write_text(
+        '{"header": {"oracle": "grr", "epsilon": 1, "domain_size": 10}, "fields": ["value"]}\n[1, 2]\n'
+    )
     for name in ("empty.jsonl", "rows.jsonl", "missing.jsonl"):
         with pytest.raises(ReportError):
             Reports.from_jsonl(tmp_path / name)
@@ -193,9 +196,15 @@ def test_bad_reports_are_rejected_never_aggregated(tmp_path):
     for bad in ([-1], [10], [np.nan], ["a"]):
         with pytest.raises(DomainError):
             grr.randomize(bad)
-    for make in (lambda: OUE(10, -1.0), lambda: HRR(10, float("inf")), lambda: OLH(10, 1.0, g=1),
-                 lambda: OLH(10, 1.0, hash_pool=0), lambda: OLH(2**31, 1.0), lambda: GRR(1, 1.0),
-                 lambda: OUE(10, 0)):
+    for make in (
+        lambda: OUE(10, -1.0),
+        lambda: HRR(10, float("inf")),
+        lambda: OLH(10, 1.0, g=1),
+        lambda: OLH(10, 1.0, hash_pool=0),
+        lambda: OLH(2**31, 1.0),
+        lambda: GRR(1, 1.0),
+        lambda: OUE(10, 0),
+    ):
         with pytest.raises(ParameterError):
             make()
 
@@ -227,8 +236,11 @@ def test_olh_hash_pool_behaves_like_independent_hashes(D, k):
     assert abs(S) <= 4.5 * sd, (S, sd)
 
 
-@pytest.mark.parametrize("oracle", [GRR(10, 0.7), OUE(10, 0.7), OUE(13, 0.7), OLH(10, 0.7), OLH(10, 0.7, hash_pool=32),
-                                    HRR(10, 0.7)], ids=lambda o: f"{o.name}{o.domain_size}{o.params() or ''}")
+@pytest.mark.parametrize(
+    "oracle",
+    [GRR(10, 0.7), OUE(10, 0.7), OUE(13, 0.7), OLH(10, 0.7), OLH(10, 0.7, hash_pool=32), HRR(10, 0.7)],
+    ids=lambda o: f"{o.name}{o.domain_size}{o.params() or ''}",
+)
 def test_serialisation_round_trip_is_exact(oracle, tmp_path):
     """Binary and JSON-lines forms give back the same header and the same arrays (dtype
     kinds included), for a normal and an empty batch; corrupt files raise ReportError."""
@@ -241,7 +253,9 @@ def test_serialisation_round_trip_is_exact(oracle, tmp_path):
             assert back.header() == rep.header() and back.n == values.size
             assert set(back.data) == set(rep.data)
             for key in rep.data:
-                np.testing.assert_array_equal(np.asarray(back.data[key]).reshape(np.shape(rep.data[key])), rep.data[key])
+                np.testing.assert_array_equal(
+                    np.asarray(back.data[key]).reshape(np.shape(rep.data[key])), rep.data[key]
+                )
             agg = oracle.aggregator().add(back)
             assert agg.n == values.size
             if values.size:
@@ -266,14 +280,18 @@ def test_serialisation_round_trip_is_exact(oracle, tmp_path):
 LIE = 2.0**-32
 
 
-@pytest.mark.parametrize("make, limit", [
-    (lambda eps: OUE(10, eps), math.log(2**32 - 1)),
-    (lambda eps: HRR(10, eps), math.log(2**32 - 1)),
-    (lambda eps: GRR(10, eps), math.log(9 * (2**32 - 1))),
-    (lambda eps: GRR(1000, eps), math.log(999 * (2**32 - 1))),
-    (lambda eps: OLH(10, eps), math.log(65535)),
-    (lambda eps: OLH(10, eps, g=8), math.log(7 * (2**32 - 1))),
-], ids=["oue", "hrr", "grr10", "grr1000", "olh", "olh-g8"])
+@pytest.mark.parametrize(
+    "make, limit",
+    [
+        (lambda eps: OUE(10, eps), math.log(2**32 - 1)),
+        (lambda eps: HRR(10, eps), math.log(2**32 - 1)),
+        (lambda eps: GRR(10, eps), math.log(9 * (2**32 - 1))),
+        (lambda eps: GRR(1000, eps), math.log(999 * (2**32 - 1))),
+        (lambda eps: OLH(10, eps), math.log(65535)),
+        (lambda eps: OLH(10, eps, g=8), math.log(7 * (2**32 - 1))),
+    ],
+    ids=["oue", "hrr", "grr10", "grr1000", "olh", "olh-g8"],
+)
 def test_each_oracle_refuses_epsilon_beyond_its_limit(make, limit):
     """Up to the limit the probability of a lie is >= 2^-32 (OLH: g <= 2^16); beyond it,
     and up to the float overflow that used to crash every oracle, a ParameterError."""
@@ -306,8 +324,12 @@ def test_protocols_check_every_level_oracle_at_construction():
     from dprange.ldp import HierarchicalHistogram
     from dprange.ldp.protocols import Flat, HaarHRR
 
-    for make in (lambda: HierarchicalHistogram(64, 4, "olh", epsilon=12.0), lambda: Flat(64, "oue", epsilon=800.0),
-                 lambda: HaarHRR(64, epsilon=710.0), lambda: HierarchicalHistogram(64, 4, "oue").with_epsilon(23.0)):
+    for make in (
+        lambda: HierarchicalHistogram(64, 4, "olh", epsilon=12.0),
+        lambda: Flat(64, "oue", epsilon=800.0),
+        lambda: HaarHRR(64, epsilon=710.0),
+        lambda: HierarchicalHistogram(64, 4, "oue").with_epsilon(23.0),
+    ):
         with pytest.raises(ParameterError, match="supports epsilon"):
             make()
     assert HierarchicalHistogram(64, 4, "olh", epsilon=11.0).epsilon == 11.0
@@ -328,9 +350,15 @@ def test_oracle_jsonl_refuses_bad_oue_bytes(tmp_path, bad):
     assert Reports.from_jsonl(_oue_jsonl(tmp_path, [[255, 3]])).n == 2
 
 
-@pytest.mark.parametrize("last, message", [
-    ([1, [256, 0]], "0..255"), ([1, [-1, 0]], "0..255"), ([1, [True, 0]], "true/false"), ([True, [3, 0]], "bad report"),
-])
+@pytest.mark.parametrize(
+    "last, message",
+    [
+        ([1, [256, 0]], "0..255"),
+        ([1, [-1, 0]], "0..255"),
+        ([1, [True, 0]], "true/false"),
+        ([True, [3, 0]], "bad report"),
+    ],
+)
 def test_protocol_jsonl_refuses_bad_oue_bytes(tmp_path, last, message):
     """The protocol's JSON lines used to accept bytes 256 and -1 (wrapped to 0 and 255) and booleans."""
     from dprange.ldp.protocols import Flat, ProtocolReports
@@ -356,8 +384,9 @@ def test_hrr_signs_must_be_integers_plus_or_minus_one(tmp_path, sign):
         Flat(16, "hrr", epsilon=1.0).aggregator().add(ProtocolReports.load(path))
     oracle = HRR(16, 1.0)
     reports = oracle.randomize(np.arange(16), 2)
-    reports.data["sign"] = np.where(reports.data["sign"] > 0, sign, -1) if sign not in (1.0,) else \
-        reports.data["sign"].astype(float)
+    reports.data["sign"] = (
+        np.where(reports.data["sign"] > 0, sign, -1) if sign not in (1.0,) else reports.data["sign"].astype(float)
+    )
     with pytest.raises(ReportError):
         oracle.aggregator().add(reports)
 
@@ -392,20 +421,30 @@ def test_huge_header_domain_is_refused_before_anything_is_built(protocol):
     from dprange.ldp.cli import protocol_from_header
     from dprange.ldp.protocols import Flat, HaarHRR, HierarchicalHistogram
 
-    make = {"ldp-haar-hrr": lambda: HaarHRR(16, epsilon=1.0), "ldp-flat": lambda: Flat(16, "oue", epsilon=1.0),
-            "ldp-hierarchical": lambda: HierarchicalHistogram(16, 4, "oue", epsilon=1.0)}[protocol]
+    make = {
+        "ldp-haar-hrr": lambda: HaarHRR(16, epsilon=1.0),
+        "ldp-flat": lambda: Flat(16, "oue", epsilon=1.0),
+        "ldp-hierarchical": lambda: HierarchicalHistogram(16, 4, "oue", epsilon=1.0),
+    }[protocol]
     header = make().describe()
     header["domain_size"] = 2**60
     with pytest.raises(ReportError, match="more than the"):
         protocol_from_header(header)
 
 
-@pytest.mark.parametrize("field, value, message", [
-    ("domain_size", "abc", "malformed report header"), ("domain_size", -1, "malformed report header"),
-    ("domain_size", 10**30, "more than the"), ("epsilon", 800.0, "supports epsilon"), ("epsilon", "x", "malformed"),
-    ("level_probabilities", [2.0], "header"), ("oracle", "xyz", "unknown oracle"),
-    ("oracle_options", {"g": 1}, "malformed report header"),
-])
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("domain_size", "abc", "malformed report header"),
+        ("domain_size", -1, "malformed report header"),
+        ("domain_size", 10**30, "more than the"),
+        ("epsilon", 800.0, "supports epsilon"),
+        ("epsilon", "x", "malformed"),
+        ("level_probabilities", [2.0], "header"),
+        ("oracle", "xyz", "unknown oracle"),
+        ("oracle_options", {"g": 1}, "malformed report header"),
+    ],
+)
 def test_corrupt_protocol_headers_are_report_errors(field, value, message):
     from dprange.ldp.cli import protocol_from_header
     from dprange.ldp.protocols import Flat
@@ -601,8 +640,9 @@ def test_clients_compare_62_bit_integer_coins_with_their_thresholds():
     oue = OUE(3, 1.0)  # every bit with Q, then the own bit afresh with 2^61 (high 2^31, low 0)
     qh, ql = divmod(oue.lie_threshold, LOW)
     assert 0 < ql
-    source = ScriptedSource({HIGH: [[[qh + 1, qh - 1, qh], [qh, qh + 1, qh - 1]], [2**31 - 1, 2**31]],
-                             LOW: [[ql, ql - 1], [0]]})
+    source = ScriptedSource(
+        {HIGH: [[[qh + 1, qh - 1, qh], [qh, qh + 1, qh - 1]], [2**31 - 1, 2**31]], LOW: [[ql, ql - 1], [0]]}
+    )
     bits = np.unpackbits(oue.randomize([0, 2], source).data["bits"], axis=1, count=3)
     assert bits.tolist() == [[1, 1, 0], [1, 0, 0]] and source.finished()
 
@@ -640,9 +680,18 @@ def test_old_float_clients_overspent_epsilon():
         assert new[name].privacy_ratio() <= lo, name
 
 
-@pytest.mark.parametrize("make", [lambda e: GRR(5, e), lambda e: OUE(5, e), lambda e: HRR(5, e),
-                                  lambda e: OLH(5, e), lambda e: OLH(5, e, g=40), lambda e: GRR(2**31 - 1, e)],
-                         ids=["grr", "oue", "hrr", "olh", "olh-g40", "grr-large-domain"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda e: GRR(5, e),
+        lambda e: OUE(5, e),
+        lambda e: HRR(5, e),
+        lambda e: OLH(5, e),
+        lambda e: OLH(5, e, g=40),
+        lambda e: GRR(2**31 - 1, e),
+    ],
+    ids=["grr", "oue", "hrr", "olh", "olh-g40", "grr-large-domain"],
+)
 def test_epsilon_too_small_for_62_bit_coins_is_refused(make):
     """Below about k 2^-62 the thresholds would make every report uniform (estimates divide
     by zero): a ParameterError naming an epsilon that works, and that epsilon is accepted."""
@@ -653,8 +702,9 @@ def test_epsilon_too_small_for_62_bit_coins_is_refused(make):
     assert oracle.exact_p > oracle.exact_q
 
 
-@pytest.mark.parametrize("oracle", [GRR(6, 1.0), OUE(6, 1.0), OLH(6, 1.0), HRR(6, 3.0), GRR(6, 9.0)],
-                         ids=lambda o: f"{o.name}-{o.epsilon:g}")
+@pytest.mark.parametrize(
+    "oracle", [GRR(6, 1.0), OUE(6, 1.0), OLH(6, 1.0), HRR(6, 3.0), GRR(6, 9.0)], ids=lambda o: f"{o.name}-{o.epsilon:g}"
+)
 def test_estimates_stay_unbiased_with_the_stated_variance(oracle):
     """Monte-Carlo (400 batches of 1500 users, fixed seed): mean estimate within 4.5 s.e. of
     the true fractions, empirical variance within 30% of ``variance(n, f)`` (s.d. of the

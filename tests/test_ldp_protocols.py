@@ -142,8 +142,11 @@ def test_expected_error_equals_dense_average_variance():
 def test_protocol_reports_round_trip_and_mismatches(tmp_path):
     rng = np.random.default_rng(1)
     values = rng.integers(0, 32, 400)
-    for proto in (HierarchicalHistogram(32, 4, "oue", epsilon=1.0), HierarchicalHistogram(32, 2, "olh", epsilon=1.0),
-                  HaarHRR(32, epsilon=1.0)):
+    for proto in (
+        HierarchicalHistogram(32, 4, "oue", epsilon=1.0),
+        HierarchicalHistogram(32, 2, "olh", epsilon=1.0),
+        HaarHRR(32, epsilon=1.0),
+    ):
         rep = proto.randomize(values, rng)
         want = proto.aggregator().add(rep).release().histogram().value
         for name in ("r.npz", "r.jsonl"):
@@ -156,8 +159,12 @@ def test_protocol_reports_round_trip_and_mismatches(tmp_path):
         whole = proto.aggregator().add(proto.randomize(values[:100], 5)).add(proto.randomize(values[100:], 6))
         np.testing.assert_allclose(a.merge(b).release().histogram().value, whole.release().histogram().value)
     rep = HierarchicalHistogram(32, 4, "oue", epsilon=1.0).randomize(values, 0)
-    for other in (HierarchicalHistogram(32, 4, "oue", epsilon=0.5), HierarchicalHistogram(64, 4, "oue", epsilon=1.0),
-                  HierarchicalHistogram(32, 4, "grr", epsilon=1.0), HaarHRR(32, epsilon=1.0)):
+    for other in (
+        HierarchicalHistogram(32, 4, "oue", epsilon=0.5),
+        HierarchicalHistogram(64, 4, "oue", epsilon=1.0),
+        HierarchicalHistogram(32, 4, "grr", epsilon=1.0),
+        HaarHRR(32, epsilon=1.0),
+    ):
         with pytest.raises(ReportError):
             other.aggregator().add(rep)
     (tmp_path / "bad.jsonl").write_text('{"protocol": {}, "levels": {"1": {}}, "fields": {"1": ["value"]}}\n[1]\n')
@@ -175,8 +182,20 @@ def test_cli_encode_aggregate_simulate(tmp_path):
     common = ["--column", "age", "--lo", "0", "--hi", "63", "--epsilon", "1.0", "--branching", "4"]
     assert run(ldp, ["encode", str(tmp_path / "a.csv"), *common, "-o", str(tmp_path / "a.npz")]).exit_code == 0
     assert run(ldp, ["encode", str(tmp_path / "b.csv"), *common, "-o", str(tmp_path / "b.jsonl")]).exit_code == 0
-    res = run(ldp, ["aggregate", str(tmp_path / "a.npz"), str(tmp_path / "b.jsonl"), "--lo", "0", "--hi", "63",
-                    "-o", str(tmp_path / "rel.json")])
+    res = run(
+        ldp,
+        [
+            "aggregate",
+            str(tmp_path / "a.npz"),
+            str(tmp_path / "b.jsonl"),
+            "--lo",
+            "0",
+            "--hi",
+            "63",
+            "-o",
+            str(tmp_path / "rel.json"),
+        ],
+    )
     assert res.exit_code == 0, res.output
     out = json.loads((tmp_path / "rel.json").read_text())
     assert out["total"]["value"] == pytest.approx(500) and out["total"]["public"]
@@ -197,9 +216,13 @@ def test_cli_encode_aggregate_simulate(tmp_path):
 
 
 def test_bad_protocol_parameters():
-    for make in (lambda: HierarchicalHistogram(1, 2), lambda: HierarchicalHistogram(16, 1),
-                 lambda: HierarchicalHistogram(16, 4, epsilon=0), lambda: HaarHRR(16, level_probabilities=[1, 0]),
-                 lambda: HierarchicalHistogram(16, 4, level_probabilities=[-0.5, 1.5])):
+    for make in (
+        lambda: HierarchicalHistogram(1, 2),
+        lambda: HierarchicalHistogram(16, 1),
+        lambda: HierarchicalHistogram(16, 4, epsilon=0),
+        lambda: HaarHRR(16, level_probabilities=[1, 0]),
+        lambda: HierarchicalHistogram(16, 4, level_probabilities=[-0.5, 1.5]),
+    ):
         with pytest.raises(ParameterError):
             make()
     proto = HierarchicalHistogram(16, 4, epsilon=1.0, level_probabilities=[1.0, 0.0])

@@ -72,8 +72,9 @@ def test_output_distribution_ratio_is_at_most_e_epsilon(mech):
         worst = max(worst, total)
     assert worst <= meas.epsilon + 1e-9
     assert worst == pytest.approx(meas.epsilon, rel=1e-9)
-    assert meas.epsilon == pytest.approx(0.69 if isinstance(mech.budget if hasattr(mech, "budget") else None, list)
-                                         else eps, rel=1e-15)
+    assert meas.epsilon == pytest.approx(
+        0.69 if isinstance(mech.budget if hasattr(mech, "budget") else None, list) else eps, rel=1e-15
+    )
 
 
 def test_gaussian_levels_share_one_calibrated_weighted_sensitivity():
@@ -96,8 +97,12 @@ def test_gaussian_levels_share_one_calibrated_weighted_sensitivity():
 
 @pytest.mark.parametrize(
     "mech",
-    [Hierarchical(3, [0.125, 0.25, 0.25, 0.375], measure_root=True), Wavelet(), Flat(neighbours="replace"),
-     Hierarchical(4, noise="laplace_float")],
+    [
+        Hierarchical(3, [0.125, 0.25, 0.25, 0.375], measure_root=True),
+        Wavelet(),
+        Flat(neighbours="replace"),
+        Hierarchical(4, noise="laplace_float"),
+    ],
     ids=repr,
 )
 def test_monte_carlo_unbiased_with_reported_variance(mech):
@@ -109,7 +114,6 @@ def test_monte_carlo_unbiased_with_reported_variance(mech):
     (a factor 2 in a scale is a factor 4 in variance).
     """
     x = np.array([5, 0, 3, 9, 2, 2, 7, 0, 1, 4, 6, 3, 0])
-    n = x.size
     lo = np.array([0, 2, 5, 0, 12])
     hi = np.array([12, 2, 9, 6, 12])
     truth = np.array([x[a : b + 1].sum() for a, b in zip(lo, hi)])

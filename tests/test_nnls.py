@@ -4,9 +4,9 @@ import itertools
 
 import numpy as np
 import pytest
-from conftest import weighted_tree_problem
 from scipy import optimize
 
+from conftest import weighted_tree_problem
 from dprange import ParameterError
 from dprange.inference.l1_admm import tree_x_update
 from dprange.inference.nnls import nnls

@@ -2,8 +2,9 @@
 
 Exactness is checked on the code itself: a scripted random source enumerates every sequence of
 integer draws of the Bernoulli(exp(-gamma)) primitive and of the scalar discrete Laplace sampler
-(path probabilities summed, the unexplored mass bounding the rest), policy sources drive the samplers into their far tails, and large
-seeded samples of the samplers are compared with ``pmf`` (chi-square) and the exact variance.
+(path probabilities summed, the unexplored mass bounding the rest), policy sources drive the
+samplers into their far tails, and large seeded samples of the samplers are compared with ``pmf``
+(chi-square) and the exact variance.
 """
 
 import math
@@ -21,7 +22,6 @@ from dprange.noise import (
     NoiseSpec,
     SecureRandom,
     _bernoulli_exp,
-    _discrete_gaussian_exact,
     _discrete_laplace_exact,
     _gaussian_rational,
     _laplace_rational,
@@ -139,8 +139,9 @@ def _tail_rule(successes, den):
 
 @pytest.mark.parametrize("num, den", [(0, 3), (2, 3), (3, 3), (5, 3), (7, 3)])
 def test_bernoulli_exp_equals_exp_minus_gamma_exactly(num, den):
-    found, unexplored = _enumerate(lambda src: bool(_bernoulli_exp(np.array([num]), den, src)[0]), max_depth=11,
-                                   min_probability=1e-7)
+    found, unexplored = _enumerate(
+        lambda src: bool(_bernoulli_exp(np.array([num]), den, src)[0]), max_depth=11, min_probability=1e-7
+    )
     assert unexplored < 2e-4
     assert abs(found[True] - math.exp(-num / den)) <= unexplored + 1e-12
     assert found[True] + found[False] + unexplored == pytest.approx(1.0, abs=1e-12)
@@ -150,8 +151,9 @@ def test_discrete_laplace_as_implemented_puts_no_excess_mass_anywhere():
     """Scale 1 (t = s = 1): enumerate the scalar sampler's draw sequences (paths below
     probability 2e-5 unexplored).  The explored mass at each k never exceeds the pmf
     tanh(1/2) e^-|k|, and falls short of it by at most the unexplored mass."""
-    found, unexplored = _enumerate(lambda src: int(_discrete_laplace_exact(1, 1, 1, src)[0]), max_depth=80,
-                                   min_probability=2e-5)
+    found, unexplored = _enumerate(
+        lambda src: int(_discrete_laplace_exact(1, 1, 1, src)[0]), max_depth=80, min_probability=2e-5
+    )
     assert unexplored < 0.06
     assert set(found) <= set(range(-20, 21))
     for k in range(-5, 6):
@@ -214,8 +216,9 @@ def test_secure_source_is_uniform_and_feeds_every_sampler():
         assert draws.min() >= low and draws.max() < low + span
         cells = min(span, 6)
         counts = np.bincount((draws - low) * cells // span, minlength=cells)
-        sizes = np.array([len(range(-(-c * span // cells), -(-(c + 1) * span // cells))) for c in range(cells)],
-                         dtype=float)  # how many integers v in [0, span) have v * cells // span == c
+        sizes = np.array(
+            [len(range(-(-c * span // cells), -(-(c + 1) * span // cells))) for c in range(cells)], dtype=float
+        )  # how many integers v in [0, span) have v * cells // span == c
         assert stats.chisquare(counts, sizes / span * draws.size).pvalue > 1e-6
     assert isinstance(resolve_rng(None), SecureRandom)
     draws = sample_discrete_laplace(2.0, 50_000, source)
@@ -310,8 +313,9 @@ def test_open_uniform_and_laplace_float_never_hit_0_or_1():
 # ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("scale", [1e-300, 1e-5, 0.37, 1.0, 1 / 0.3, 1 / 0.7, 10.0 / 3, 123.456, 2.0**27 / 3, 1e9,
-                                   0.999 * 2**40])
+@pytest.mark.parametrize(
+    "scale", [1e-300, 1e-5, 0.37, 1.0, 1 / 0.3, 1 / 0.7, 10.0 / 3, 123.456, 2.0**27 / 3, 1e9, 0.999 * 2**40]
+)
 def test_discrete_laplace_privacy_loss_at_most_one_over_the_requested_scale(scale):
     used = effective_scale("discrete_laplace", scale)
     assert used >= scale
@@ -363,8 +367,13 @@ def test_laplace_is_renamed_and_refused():
 
 
 def test_pmf_sums_to_one_and_effective_scale_is_not_below_the_request():
-    for kind, scale in [("discrete_laplace", 0.3), ("discrete_laplace", 7.1), ("gaussian", 0.3), ("gaussian", 7.1),
-                        ("gaussian", 1000.0)]:
+    for kind, scale in [
+        ("discrete_laplace", 0.3),
+        ("discrete_laplace", 7.1),
+        ("gaussian", 0.3),
+        ("gaussian", 7.1),
+        ("gaussian", 1000.0),
+    ]:
         k = np.arange(-int(80 * scale) - 10, int(80 * scale) + 11)
         assert math.fsum(pmf(kind, scale, k)) == pytest.approx(1.0, abs=1e-12)
         assert effective_scale(kind, scale) >= scale
@@ -383,8 +392,7 @@ def _zcdp_delta_minimised(rho, epsilon):
     def log_delta(log_x):
         x = math.exp(log_x)
         alpha = 1 + x
-        return (x * (alpha * rho - epsilon) - math.log(x) + alpha * math.log(1 - 1 / alpha)
-                if alpha > 1 else math.inf)
+        return x * (alpha * rho - epsilon) - math.log(x) + alpha * math.log(1 - 1 / alpha) if alpha > 1 else math.inf
 
     grid = np.linspace(-40, 40, 801)
     values = [log_delta(u) for u in grid]
@@ -399,7 +407,7 @@ def _hockey_stick_1d(sigma2, epsilon):
     sigma = math.sqrt(sigma2)
     k = np.arange(-int(60 * sigma) - 10, int(60 * sigma) + 11, dtype=float)
     log_p = -k * k / (2 * sigma2)
-    log_q = -(k - 1) ** 2 / (2 * sigma2)
+    log_q = -((k - 1) ** 2) / (2 * sigma2)
     log_z = np.logaddexp.reduce(log_p)
     terms = np.exp(log_p - log_z) - np.exp(epsilon + log_q - log_z)
     return math.fsum(terms[terms > 0])
@@ -445,10 +453,20 @@ def test_gaussian_sigma_extremes_calibrate_or_raise():
     assert _zcdp_delta_minimised(1 / (2 * sigma**2), 1.0) <= math.log(1e-300)
 
 
-@pytest.mark.parametrize("epsilon, delta, sensitivity", [
-    (float("inf"), 1e-5, 1.0), (float("nan"), 1e-5, 1.0), (0.0, 1e-5, 1.0), (-1.0, 1e-5, 1.0),
-    (1.0, 0.0, 1.0), (1.0, 1.0, 1.0), (1.0, float("nan"), 1.0), (1.0, 1e-5, 0.0), (1.0, 1e-5, float("inf")),
-])
+@pytest.mark.parametrize(
+    "epsilon, delta, sensitivity",
+    [
+        (float("inf"), 1e-5, 1.0),
+        (float("nan"), 1e-5, 1.0),
+        (0.0, 1e-5, 1.0),
+        (-1.0, 1e-5, 1.0),
+        (1.0, 0.0, 1.0),
+        (1.0, 1.0, 1.0),
+        (1.0, float("nan"), 1.0),
+        (1.0, 1e-5, 0.0),
+        (1.0, 1e-5, float("inf")),
+    ],
+)
 def test_gaussian_sigma_refuses_bad_parameters(epsilon, delta, sensitivity):
     with pytest.raises(ParameterError):
         gaussian_sigma(epsilon, delta, sensitivity)

@@ -44,6 +44,7 @@ DELTA = 1e-5
 
 # ----------------------------------------------------------------------------- pmfs
 
+
 def discrete_laplace_log_pmf(scale, k):
     """log of (1 - t)/(1 + t) t^|k|, t = exp(-1/scale), in log space (t itself loses precision
     for large scales: a quantised Matrix strategy has scales ~1e6)."""
@@ -82,6 +83,7 @@ def discrete_gaussian_table(sigma):
 
 
 # ----------------------------------------------------------------------------- losses
+
 
 def laplace_worst_loss(shifts) -> float:
     """max over outputs of log P/Q for independent discrete-Laplace rows shifted by s (Q's
@@ -199,15 +201,16 @@ def test_discrete_gaussian_delta_matches_brute_force_on_a_2d_lattice():
         upper = discrete_gaussian_delta_upper([(sigma, shifts[0]), (sigma, shifts[1])], eps)
         assert lattice > 1e-4 and lattice <= upper <= lattice * 1.02
     assert discrete_gaussian_delta_lattice(15.0, [10, 20], 0.5) == pytest.approx(
-        brute_force_delta([(15.0, 10), (15.0, 20)], 0.5), rel=1e-9)
+        brute_force_delta([(15.0, 10), (15.0, 20)], 0.5), rel=1e-9
+    )
 
 
 def test_continuous_gaussian_delta_matches_one_dimensional_brute_force():
     """The Mahalanobis formula against numerical integration of (p - e^eps q)_+ in 1-D."""
     sigma, shift, eps = 1.7, 2.0, 0.6
     grid = np.linspace(-40, 40, 400001)
-    p = np.exp(-grid**2 / (2 * sigma**2)) / (sigma * math.sqrt(2 * math.pi))
-    q = np.exp(-(grid - shift) ** 2 / (2 * sigma**2)) / (sigma * math.sqrt(2 * math.pi))
+    p = np.exp(-(grid**2) / (2 * sigma**2)) / (sigma * math.sqrt(2 * math.pi))
+    q = np.exp(-((grid - shift) ** 2) / (2 * sigma**2)) / (sigma * math.sqrt(2 * math.pi))
     numeric = np.trapezoid(np.clip(p - math.exp(eps) * q, 0, None), grid)
     assert continuous_gaussian_delta([(sigma, shift)], eps) == pytest.approx(numeric, rel=1e-6)
     two = continuous_gaussian_delta([(sigma, 1.2), (sigma, -1.6)], eps)
@@ -215,6 +218,7 @@ def test_continuous_gaussian_delta_matches_one_dimensional_brute_force():
 
 
 # ----------------------------------------------------------------------------- sensitivities
+
 
 def weighted_dense(strategy, weights):
     """The explicit strategy with the rows of measured level l multiplied by weights[l]."""
@@ -285,6 +289,7 @@ def test_matrix_sensitivity_equals_the_dense_definition():
 
 # ----------------------------------------------------------------------------- enumeration
 
+
 def dataset(n):
     return (np.arange(n) % 3 + 1).astype(np.int64)  # every bin holds a record
 
@@ -332,8 +337,9 @@ def worst_case(mech, n, epsilon, delta):
     for depth in strategy.measured_depths:  # integer noise on an integer query reveals nothing more
         assert np.all(np.asarray(rows_x[depth]) == np.round(rows_x[depth]))
     dense = strategy.dense() if hasattr(strategy, "dense") else strategy.explicit()
-    np.testing.assert_array_equal(np.concatenate([np.ravel(rows_x[d]) for d, s in enumerate(meas.noise)
-                                                  if s is not None]), dense @ x)
+    np.testing.assert_array_equal(
+        np.concatenate([np.ravel(rows_x[d]) for d, s in enumerate(meas.noise) if s is not None]), dense @ x
+    )
     worst, seen = 0.0, set()
     for y in neighbours(x, mech.neighbours):
         shifts = shifted_rows(meas, rows_x, measured_rows(mech, strategy, y))
@@ -351,11 +357,18 @@ def worst_case(mech, n, epsilon, delta):
 
 def hierarchical_list(branching, root=True, neighbours="add_remove", noise="auto"):
     """A Hierarchical whose explicit budget list (decreasing toward the root) sums to 99.9% of EPS."""
+
     def build(n):
         probe = Hierarchical(branching, measure_root=root, neighbours=neighbours).strategy(n)
         weights = np.arange(1, len(probe.measured_depths) + 1, dtype=float)
-        return Hierarchical(branching, list(0.999 * EPS * weights / weights.sum()), measure_root=root,
-                            neighbours=neighbours, noise=noise)
+        return Hierarchical(
+            branching,
+            list(0.999 * EPS * weights / weights.sum()),
+            measure_root=root,
+            neighbours=neighbours,
+            noise=noise,
+        )
+
     return build
 
 
@@ -363,6 +376,7 @@ def real_matrix(neighbours="add_remove", noise="auto"):
     def build(n):
         A = np.random.default_rng(n).uniform(0.1, 1.0, (n + 2, n))
         return Matrix(A, neighbours=neighbours, noise=noise)
+
     return build
 
 
@@ -370,6 +384,7 @@ def integer_matrix(neighbours="add_remove", noise="auto"):
     def build(n):
         A = np.vstack([np.eye(n), np.triu(np.ones((n, n)))[:2], 2 * np.eye(n)[::-1][:1]])
         return Matrix(A, neighbours=neighbours, noise=noise)
+
     return build
 
 
@@ -398,8 +413,12 @@ def mechanisms(relation, noise):
     return out
 
 
-CASES = [(relation, noise, name, build) for relation in ("add_remove", "replace")
-         for noise in ("discrete_laplace", "gaussian") for name, build in mechanisms(relation, noise)]
+CASES = [
+    (relation, noise, name, build)
+    for relation in ("add_remove", "replace")
+    for noise in ("discrete_laplace", "gaussian")
+    for name, build in mechanisms(relation, noise)
+]
 
 
 @pytest.mark.parametrize("relation,noise,name,build", CASES, ids=[f"{c[0]}-{c[1]}-{c[2]}" for c in CASES])
@@ -462,9 +481,15 @@ def test_tiny_epsilon_is_refused_by_every_mechanism():
     mechanism and mechanism="auto" refuse such an epsilon before touching the data, with a
     message about epsilon (M3: no longer "the leaves of the tree must be measured")."""
     x = dataset(6)
-    for mech in (Flat(), Hierarchical(2), Hierarchical(2, neighbours="replace"), Wavelet(),
-                 Wavelet(neighbours="replace"), Matrix(np.eye(6)),
-                 Matrix(np.random.default_rng(0).uniform(0, 1, (7, 6)))):
+    for mech in (
+        Flat(),
+        Hierarchical(2),
+        Hierarchical(2, neighbours="replace"),
+        Wavelet(),
+        Wavelet(neighbours="replace"),
+        Matrix(np.eye(6)),
+        Matrix(np.random.default_rng(0).uniform(0, 1, (7, 6))),
+    ):
         with pytest.raises(ParameterError, match="epsilon is too small"):
             mech.measure(x, 1e-300, rng=0)
         with pytest.raises(ParameterError, match="epsilon is too small"):
@@ -537,8 +562,12 @@ def test_replace_with_drop_missing_is_refused():
 def test_seeded_releases_are_marked():
     """P9: a release whose noise came from a seed says so in to_dict()["privacy"]."""
     x = dataset(4)
-    for rng, seeded in ((0, True), (np.random.default_rng(1), True), (None, False),
-                        (dprange.noise.SecureRandom(), False)):
+    for rng, seeded in (
+        (0, True),
+        (np.random.default_rng(1), True),
+        (None, False),
+        (dprange.noise.SecureRandom(), False),
+    ):
         rel = Hierarchical(2).release(x, 1.0, rng=rng)
         assert rel.seeded is seeded and rel.to_dict()["privacy"]["seeded"] is seeded
         assert release_table(np.ones((2, 2), dtype=int), 1.0, rng=rng).seeded is seeded

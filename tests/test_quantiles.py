@@ -8,7 +8,6 @@ significantly below the nominal level.
 """
 
 import math
-import os
 import re
 import sys
 
@@ -65,12 +64,19 @@ CASES = {
     "point-mass": (Domain.interval(0, 32, 32), lambda rng: np.full(300, 12.99), [0.1, 0.5, 0.9]),
     "incomes-12%-zeros": (Domain.interval(0, 250_000, 64), lambda rng: incomes_like(rng, 400), [0.1, 0.5]),
     # one bin per integer: the true median is an integer
-    "integers-age": (Domain.integers(17, 90), lambda rng: np.clip(np.round(rng.normal(38, 13, 500)), 17, 90), [0.25, 0.5]),
+    "integers-age": (
+        Domain.integers(17, 90),
+        lambda rng: np.clip(np.round(rng.normal(38, 13, 500)), 17, 90),
+        [0.25, 0.5],
+    ),
     # values exactly on bin edges
     "bin-edges": (Domain.interval(0, 20, 20), lambda rng: rng.integers(0, 21, 300).astype(float), [0.3, 0.5, 0.8]),
     # capital-gain-like: 92% zeros, all deciles 0
-    "sparse": (Domain.interval(0, 100_000, 64), lambda rng: np.where(rng.random(500) < 0.92, 0.0, rng.uniform(0, 1e5, 500)),
-               [0.1, 0.5, 0.9]),
+    "sparse": (
+        Domain.interval(0, 100_000, 64),
+        lambda rng: np.where(rng.random(500) < 0.92, 0.0, rng.uniform(0, 1e5, 500)),
+        [0.1, 0.5, 0.9],
+    ),
 }
 
 
@@ -79,8 +85,15 @@ CASES = {
 def test_quantile_intervals_cover_on_awkward_data(case, neighbours):
     domain, make, q = CASES[case]
     values = make(np.random.default_rng(1))
-    hits = quantile_hits(Hierarchical(4, neighbours=neighbours), values, domain, 0.5, q, trials=TRIALS // 2,
-                         seed=hash((case, neighbours)) % 2**32)
+    hits = quantile_hits(
+        Hierarchical(4, neighbours=neighbours),
+        values,
+        domain,
+        0.5,
+        q,
+        trials=TRIALS // 2,
+        seed=hash((case, neighbours)) % 2**32,
+    )
     assert all(not_below_nominal(h, TRIALS // 2) for h in hits), (case, hits / (TRIALS // 2))
 
 
@@ -118,13 +131,17 @@ def test_flat_large_epsilon_discrete_noise_needs_the_lattice_factor(monkeypatch)
     trials = 1500
     misses = one_sided_misses(1.96, trials, seed=4)
     assert stats.binom.sf(misses - 1, trials, 0.025) >= 1e-3, misses / trials
-    monkeypatch.setattr(release_module, "one_sided_factor", lambda alpha, noise, scales=None: release_module._z(alpha, "laplace"))
+    monkeypatch.setattr(
+        release_module, "one_sided_factor", lambda alpha, noise, scales=None: release_module._z(alpha, "laplace")
+    )
     old = one_sided_misses(1.96, 4000, seed=4)  # 4.2% vs 2.5%: 4000 trials detect it with power ~1
     assert stats.binom.sf(old - 1, 4000, 0.025) < 1e-3, old / 4000
     # and the two-sided coverage on integer data at large epsilon holds its level
     domain = Domain.integers(0, 3)
     monkeypatch.undo()
-    hits = quantile_hits(Flat(neighbours="replace"), np.array([1] * 10 + [2] * 10), domain, 3.0, [0.5], trials=300, seed=5)
+    hits = quantile_hits(
+        Flat(neighbours="replace"), np.array([1] * 10 + [2] * 10), domain, 3.0, [0.5], trials=300, seed=5
+    )
     assert not_below_nominal(hits[0], 300)
 
 
@@ -178,7 +195,9 @@ def test_interval_ends_are_bin_edges_and_contain_the_estimate():
     lower, upper = ans.confidence_interval()
     assert np.all(np.isin(lower, dom.edges)) and np.all(np.isin(upper, dom.edges))
     assert np.all(lower <= ans.value) and np.all(ans.value <= upper)
-    assert ans.interpolated and np.all(dom.edges[ans.bins] <= ans.value) and np.all(ans.value <= dom.edges[ans.bins + 1])
+    assert (
+        ans.interpolated and np.all(dom.edges[ans.bins] <= ans.value) and np.all(ans.value <= dom.edges[ans.bins + 1])
+    )
     idom = Domain.integers(0, 99)
     irel = Hierarchical(4).release(idom.histogram(np.clip(np.round(values), 0, 99)), 0.3, rng=9, domain=idom)
     ians = irel.quantile(q)
@@ -271,6 +290,7 @@ def test_demo_intervals_contain_the_true_quantiles(tmp_path):
 
 # ----------------------------------------------------------------------------- defaults and auto
 
+
 def test_defaults_are_the_least_error_choices():
     """Hierarchical() does not measure the root (the root version is worse on every range
     workload here); release(mechanism=None) is auto on the declared workload."""
@@ -298,7 +318,9 @@ def test_auto_accepts_inference_and_noise_and_caches(monkeypatch):
     monkeypatch.setattr(analysis, "_SELECTION_CACHE", {})
     values = np.random.default_rng(13).integers(0, 50, 400)
     dom = Domain.integers(0, 49)
-    rel = dprange.release(values, dom, 0.7, mechanism="auto", workload="prefix", inference="nnls", noise="laplace_float", rng=0)
+    rel = dprange.release(
+        values, dom, 0.7, mechanism="auto", workload="prefix", inference="nnls", noise="laplace_float", rng=0
+    )
     assert rel.inference == "nnls" and rel.noise == "laplace_float" and len(calls) == 1
     rel2 = dprange.release(values, dom, 0.7, mechanism="auto", workload="prefix", noise="laplace_float", rng=1)
     assert len(calls) == 1 and rel2.inference == "gls"  # cache hit, and the cached object is not mutated
@@ -313,7 +335,9 @@ def test_optimised_split_is_a_candidate_and_wins_when_best():
     sel = select(AllRange(256), None, 1.0)
     tuned = [c for c in sel.table if isinstance(c.mechanism, Hierarchical) and isinstance(c.mechanism.budget, list)]
     assert len(tuned) == 1
-    rules = [c.error for c in sel.table if isinstance(c.mechanism, Hierarchical) and isinstance(c.mechanism.budget, str)]
+    rules = [
+        c.error for c in sel.table if isinstance(c.mechanism, Hierarchical) and isinstance(c.mechanism.budget, str)
+    ]
     assert tuned[0].error < min(rules)  # measured: 2-5% below the best rule
     assert sel.mechanism is tuned[0].mechanism
     assert expected_error(tuned[0].mechanism, AllRange(256), 1.0) == pytest.approx(tuned[0].error)

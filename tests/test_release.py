@@ -85,14 +85,16 @@ def test_cdf_public_total_and_delta_method_against_monte_carlo():
         ratio = draws.var(axis=0, ddof=1)[inner] / reported[inner]
         assert np.all(np.abs(ratio - 1) < 5 * math.sqrt(5 / 3000)), ratio
         assert reported[-1] == pytest.approx(0.0, abs=1e-15)
-        np.testing.assert_allclose(draws.mean(axis=0), np.cumsum(x) / x.sum(), atol=4 * np.sqrt(reported.max() / 3000) + 1e-3)
+        np.testing.assert_allclose(
+            draws.mean(axis=0), np.cumsum(x) / x.sum(), atol=4 * np.sqrt(reported.max() / 3000) + 1e-3
+        )
 
 
 def test_quantile_rule_integer_and_interval():
     # A noise-free-like release: huge epsilon makes the estimate the data.
     x = np.array([0, 10, 0, 30, 60])
     rel = Flat().release(x, 1e6, rng=0, domain=Domain.integers(5, 9))
-    assert rel.quantile(0.1) == pytest.approx(6.0)   # first j with F_j >= 0.1 is bin 1 = value 6
+    assert rel.quantile(0.1) == pytest.approx(6.0)  # first j with F_j >= 0.1 is bin 1 = value 6
     assert rel.quantile(0.1).value == 6.0
     np.testing.assert_allclose(rel.quantile([0.0, 0.4, 1.0]).value, [5.0, 8.0, 9.0])
     rel2 = Flat().release(x, 1e6, rng=0, domain=Domain.interval(0, 50, 5))
@@ -105,12 +107,18 @@ def test_quantile_rule_integer_and_interval():
 
 
 def test_to_dict_records_privacy_and_is_json():
-    rel = Hierarchical(4, "geometric", neighbours="replace").release(np.arange(30) % 5, 0.5, rng=2,
-                                                                        domain=Domain.interval(0, 3, 30))
+    rel = Hierarchical(4, "geometric", neighbours="replace").release(
+        np.arange(30) % 5, 0.5, rng=2, domain=Domain.interval(0, 3, 30)
+    )
     data = json.loads(rel.to_json())
     assert data["mechanism"] == "hierarchical"
-    assert data["privacy"] == {"epsilon": 0.5, "delta": 0.0, "neighbours": "replace", "noise": "discrete_laplace",
-                               "seeded": True}
+    assert data["privacy"] == {
+        "epsilon": 0.5,
+        "delta": 0.0,
+        "neighbours": "replace",
+        "noise": "discrete_laplace",
+        "seeded": True,
+    }
     assert data["parameters"]["branching"] == 4 and data["parameters"]["budget"] == "geometric"
     assert data["domain"] == {"kind": "interval", "lo": 0.0, "hi": 3.0, "bins": 30}
     assert data["total"]["public"] is True and data["total"]["value"] == float((np.arange(30) % 5).sum())

@@ -14,8 +14,14 @@ from dprange.serialisation import load_release
 
 def nonlinear_zero_release(n=8):
     """An NNLS release whose estimate is all zeros (its estimated total is 0)."""
-    return Release(np.zeros(n), NonlinearEstimate(np.zeros(n), None, None), mechanism="hierarchical",
-                   epsilon=0.01, inference="nnls", noise="discrete_laplace")
+    return Release(
+        np.zeros(n),
+        NonlinearEstimate(np.zeros(n), None, None),
+        mechanism="hierarchical",
+        epsilon=0.01,
+        inference="nnls",
+        noise="discrete_laplace",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -164,8 +170,22 @@ def test_load_release_refuses_what_is_not_a_release(gls_release, tmp_path):
         load_release(None)
 
 
-BAD_INDICES = [True, False, "1", None, [[1, 2], [3]], float("nan"), float("inf"), 1.5, 2**70, -1, 100,
-               np.array([True]), [1, "a"], {"a": 1}]
+BAD_INDICES = [
+    True,
+    False,
+    "1",
+    None,
+    [[1, 2], [3]],
+    float("nan"),
+    float("inf"),
+    1.5,
+    2**70,
+    -1,
+    100,
+    np.array([True]),
+    [1, "a"],
+    {"a": 1},
+]
 
 
 @pytest.mark.parametrize("index", BAD_INDICES, ids=range(len(BAD_INDICES)))
@@ -215,8 +235,8 @@ def test_bad_alpha_raises_parameter_errors(gls_release, alpha):
 from dprange import Domain, Wavelet, workloads  # noqa: E402
 from dprange.inference.tree import TreeErrorModel, tree_error_model  # noqa: E402
 from dprange.inference.wavelet import HaarEstimate  # noqa: E402
-from dprange.matrix import DenseErrorModel, Matrix  # noqa: E402
 from dprange.ldp import HaarHRR, HierarchicalHistogram  # noqa: E402
+from dprange.matrix import DenseErrorModel, Matrix  # noqa: E402
 from dprange.serialisation import jsonable  # noqa: E402
 from dprange.strategies import TreeStrategy  # noqa: E402
 
@@ -243,10 +263,18 @@ ROUND_TRIP_CASES = {
     "wavelet": (lambda: Wavelet(), 100, {}, "interval"),
     "wavelet-replace": (lambda: Wavelet(neighbours="replace"), 37, {}, None),
     "matrix": (lambda: Matrix(np.tril(np.ones((24, 24)))), 24, {}, "interval"),
-    "matrix-real-replace": (lambda: Matrix(np.vstack([np.eye(20), np.full((1, 20), 0.3)]), neighbours="replace"),
-                            20, {}, None),
-    "matrix-sparse-gaussian": (lambda: Matrix(sparse_difference_strategy(30), noise="gaussian"), 30,
-                               {"delta": 1e-5}, "interval"),
+    "matrix-real-replace": (
+        lambda: Matrix(np.vstack([np.eye(20), np.full((1, 20), 0.3)]), neighbours="replace"),
+        20,
+        {},
+        None,
+    ),
+    "matrix-sparse-gaussian": (
+        lambda: Matrix(sparse_difference_strategy(30), noise="gaussian"),
+        30,
+        {"delta": 1e-5},
+        "interval",
+    ),
 }
 
 
@@ -265,16 +293,31 @@ def assert_same_answers(original, loaded):
     assert type(loaded) is Release
     same(loaded.estimate, original.estimate)
     assert loaded.parameters == jsonable(original.parameters)  # JSON keys are strings
-    for attr in ("mechanism", "epsilon", "delta", "neighbours", "public_total", "inference", "noise",
-                 "seeded", "noise_scales", "domain"):
+    for attr in (
+        "mechanism",
+        "epsilon",
+        "delta",
+        "neighbours",
+        "public_total",
+        "inference",
+        "noise",
+        "seeded",
+        "noise_scales",
+        "domain",
+    ):
         assert getattr(loaded, attr) == getattr(original, attr), attr
     n = original.n
     rng = np.random.default_rng(5)
     a, b = rng.integers(0, n, 1000), rng.integers(0, n, 1000)
     lo, hi = np.minimum(a, b), np.maximum(a, b)
-    pairs = [(original.range(lo, hi), loaded.range(lo, hi)), (original.prefix(np.arange(n)), loaded.prefix(np.arange(n))),
-             (original.histogram(), loaded.histogram()), (original.total(), loaded.total()),
-             (original.range(3, n - 2), loaded.range(3, n - 2)), (original.cdf(), loaded.cdf())]
+    pairs = [
+        (original.range(lo, hi), loaded.range(lo, hi)),
+        (original.prefix(np.arange(n)), loaded.prefix(np.arange(n))),
+        (original.histogram(), loaded.histogram()),
+        (original.total(), loaded.total()),
+        (original.range(3, n - 2), loaded.range(3, n - 2)),
+        (original.cdf(), loaded.cdf()),
+    ]
     for mine, theirs in pairs:
         same(theirs.value, mine.value)
         same(theirs.stderr, mine.stderr)
@@ -317,9 +360,14 @@ def test_json_and_npz_round_trips_answer_identically(case, tmp_path):
     same(Release.from_json(text.encode()).range(0, original.n - 1).stderr, original.range(0, original.n - 1).stderr)
 
 
-@pytest.mark.parametrize("protocol", [HaarHRR(16, epsilon=1.0, level_probabilities=[0.1, 0.2, 0.3, 0.4]),
-                                      HierarchicalHistogram(20, 3, "grr", epsilon=0.7, level_probabilities=[0.6, 0.3, 0.1])],
-                         ids=["haar-hrr", "hh-grr"])
+@pytest.mark.parametrize(
+    "protocol",
+    [
+        HaarHRR(16, epsilon=1.0, level_probabilities=[0.1, 0.2, 0.3, 0.4]),
+        HierarchicalHistogram(20, 3, "grr", epsilon=0.7, level_probabilities=[0.6, 0.3, 0.1]),
+    ],
+    ids=["haar-hrr", "hh-grr"],
+)
 def test_local_releases_round_trip_with_per_node_variances(protocol, tmp_path):
     rng = np.random.default_rng(3)
     original = protocol.aggregator().add(protocol.randomize(rng.integers(0, protocol.domain_size, 3000), rng)).release()
@@ -331,21 +379,36 @@ def test_saved_error_model_is_compact():
     """A 2^16-bin tree release keeps its model in a few numbers, not one per node."""
     rel = Hierarchical(16).release(np.ones(1 << 16, dtype=np.int64), 1.0, rng=1)
     model = rel.to_dict()["error_model"]
-    assert model == {"kind": "tree", "n": 1 << 16, "branching": [16] * 4, "measure_root": False, "known_total": False,
-                     "level_variances": [None] + [rel.error_model.level_variances[d] for d in range(1, 5)]}
+    assert model == {
+        "kind": "tree",
+        "n": 1 << 16,
+        "branching": [16] * 4,
+        "measure_root": False,
+        "known_total": False,
+        "level_variances": [None] + [rel.error_model.level_variances[d] for d in range(1, 5)],
+    }
     assert len(json.dumps(model)) < 300
     haar = Wavelet().release(np.ones(1000, dtype=np.int64), 1.0, rng=1).to_dict()["error_model"]
     assert haar["kind"] == "haar" and len(haar["level_variances"]) == 11 and len(json.dumps(haar)) < 400
 
 
-@pytest.mark.parametrize("mechanism, n", [(Flat(), 40), (Hierarchical([2, 3, 4], measure_root=True), 20),
-                                          (Hierarchical(5, neighbours="replace"), 33), (Wavelet(), 21),
-                                          (Wavelet(neighbours="replace"), 16),
-                                          (Matrix(np.triu(np.ones((12, 12)))), 12)])
+@pytest.mark.parametrize(
+    "mechanism, n",
+    [
+        (Flat(), 40),
+        (Hierarchical([2, 3, 4], measure_root=True), 20),
+        (Hierarchical(5, neighbours="replace"), 33),
+        (Wavelet(), 21),
+        (Wavelet(neighbours="replace"), 16),
+        (Matrix(np.triu(np.ones((12, 12)))), 12),
+    ],
+)
 def test_error_models_rebuild_from_their_dictionaries(mechanism, n):
     model = mechanism.error_model(n, 0.7)
     data = json.loads(json.dumps(model.to_dict()))
-    rebuilt = {"tree": TreeErrorModel, "haar": HaarEstimate, "dense_matrix": DenseErrorModel}[data["kind"]].from_dict(data)
+    rebuilt = {"tree": TreeErrorModel, "haar": HaarEstimate, "dense_matrix": DenseErrorModel}[data["kind"]].from_dict(
+        data
+    )
     lo, hi = np.triu_indices(n)
     same(rebuilt.range_variance(lo, hi), model.range_variance(lo, hi))
     assert rebuilt.to_dict() == model.to_dict()
@@ -374,7 +437,7 @@ def test_a_model_that_cannot_be_saved_says_so(tmp_path):
     loaded = Release.from_dict(data)
     same(loaded.range(1, 4).value, rel.range(1, 4).value)
     with pytest.raises(ParameterError, match="cannot be saved"):
-        loaded.range(1, 4).stderr
+        _ = loaded.range(1, 4).stderr
 
 
 def test_format_1_files_still_load(gls_release):
@@ -385,7 +448,7 @@ def test_format_1_files_still_load(gls_release):
     same(loaded.histogram().stderr, gls_release.histogram().stderr)
     assert loaded.total().stderr == gls_release.total().stderr
     with pytest.raises(ParameterError, match="format 1"):
-        loaded.range(3, 40).stderr
+        _ = loaded.range(3, 40).stderr
 
 
 def corrupt(data, change):
@@ -424,11 +487,18 @@ def test_corrupt_or_future_files_give_one_line_data_errors(gls_release, tmp_path
     data = corrupt(gls_release.to_dict(), change)
     (tmp_path / "r.json").write_text(json.dumps(data))
     meta = {k: v for k, v in data.items() if k != "histogram"}
-    np.savez(tmp_path / "r.npz", __meta__=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
-             estimate=np.asarray(data["histogram"]["value"], dtype=float),
-             stderr=np.asarray(data["histogram"]["stderr"], dtype=float))
-    for load in (lambda: Release.from_dict(data), lambda: Release.from_json(json.dumps(data)),
-                 lambda: load_release(tmp_path / "r.json"), lambda: load_release(tmp_path / "r.npz")):
+    np.savez(
+        tmp_path / "r.npz",
+        __meta__=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8),
+        estimate=np.asarray(data["histogram"]["value"], dtype=float),
+        stderr=np.asarray(data["histogram"]["stderr"], dtype=float),
+    )
+    for load in (
+        lambda: Release.from_dict(data),
+        lambda: Release.from_json(json.dumps(data)),
+        lambda: load_release(tmp_path / "r.json"),
+        lambda: load_release(tmp_path / "r.npz"),
+    ):
         with pytest.raises(DataError, match=message) as info:
             load()
         assert "\n" not in str(info.value) and str(info.value).isprintable() and len(str(info.value)) < 200
@@ -436,11 +506,15 @@ def test_corrupt_or_future_files_give_one_line_data_errors(gls_release, tmp_path
 
 def test_corrupt_matrix_models_give_data_errors():
     data = make_release("matrix").to_dict()
-    for change, message in [(lambda m: m.update(shape=[10**9, 24]), "rows"), (lambda m: m.update(shape=[24]), "bins"),
-                            (lambda m: m["value"].__setitem__(0, 0.5), "integer"),
-                            (lambda m: m.update(variance=-1.0), "variance"), (lambda m: m.update(row="x"), "corrupt")]:
+    for change, message in [
+        (lambda m: m.update(shape=[10**9, 24]), "rows"),
+        (lambda m: m.update(shape=[24]), "bins"),
+        (lambda m: m["value"].__setitem__(0, 0.5), "integer"),
+        (lambda m: m.update(variance=-1.0), "variance"),
+        (lambda m: m.update(row="x"), "corrupt"),
+    ]:
         with pytest.raises(DataError, match=message) as info:
-            Release.from_dict(corrupt(data, lambda d: change(d["error_model"])))
+            Release.from_dict(corrupt(data, lambda d, change=change: change(d["error_model"])))
         assert "\n" not in str(info.value)
 
 

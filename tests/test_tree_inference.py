@@ -161,12 +161,18 @@ def test_tree_query_variance_equals_dense(n, branching, measure_root, known_tota
     for d in tree.measured_depths:
         variances[d] = rng.uniform(0.3, 4.0, tree.level_sizes[d])
     model = tree_error_model(tree, variances, known_total=known_total)
-    y, v = _stack(tree, [np.zeros(tree.level_sizes[d]) if variances[d] is not None else None for d in range(tree.depth + 1)], variances)
+    y, v = _stack(
+        tree,
+        [np.zeros(tree.level_sizes[d]) if variances[d] is not None else None for d in range(tree.depth + 1)],
+        variances,
+    )
     _, cov = dense_gls(tree.dense(), y, v, 0.0 if known_total else None)
     Q = rng.normal(size=(5, n))
     np.testing.assert_allclose(model.query_variance(Q), np.einsum("ij,jk,ik->i", Q, cov, Q), rtol=1e-9, atol=1e-9)
     lo, hi = np.triu_indices(n)
-    np.testing.assert_allclose(model.query_variance(range_matrix(n, lo, hi)), model.range_variance(lo, hi), rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(
+        model.query_variance(range_matrix(n, lo, hi)), model.range_variance(lo, hi), rtol=1e-9, atol=1e-9
+    )
 
 
 @pytest.mark.parametrize("n,known_total", [(6, False), (8, True), (13, False)])
@@ -179,4 +185,6 @@ def test_haar_query_variance_matches_ranges(n, known_total, rng):
         variances[k] = rng.uniform(0.5, 3.0)
     model = haar_error_model(haar, variances, known_total=known_total)
     lo, hi = np.triu_indices(n)
-    np.testing.assert_allclose(model.query_variance(range_matrix(n, lo, hi)), model.range_variance(lo, hi), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(
+        model.query_variance(range_matrix(n, lo, hi)), model.range_variance(lo, hi), rtol=1e-9, atol=1e-12
+    )

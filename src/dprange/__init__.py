@@ -8,13 +8,15 @@ from .domain import Domain
 from .errors import DataError, DomainError, DPRangeError, ParameterError, ReportError, redacted, set_redaction
 from .mechanisms import Flat, Hierarchical, Mechanism, Wavelet
 from .release import Answer, Release
-from .api import release  # after the submodule dprange.release is loaded: the name is the function
-from .matrix import Matrix
-from .analysis import expected_error, max_error, select
+
+# isort: split
 from . import workloads
-from .inference.consistency import consistent_cdf
+from .analysis import expected_error, max_error, select
+from .api import release  # after the submodule dprange.release is loaded: the name is the function
 from .cdf_trees import best_structure
 from .contingency import release_table
+from .inference.consistency import consistent_cdf
+from .matrix import Matrix
 from .serialisation import load_release
 
 __version__ = "0.1.0"

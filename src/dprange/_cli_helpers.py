@@ -92,7 +92,9 @@ def check_output_path(path: str, option: str = "--output") -> str:
     if path is None or not str(path).strip():
         raise ParameterError(f"{option} is empty; give the path of the file to write")
     if os.path.isdir(path) or str(path).endswith((os.sep, "/")):
-        raise ParameterError(f"{option} {path!r} is a folder; give a file path such as {os.path.join(path, 'release.json')!r}")
+        raise ParameterError(
+            f"{option} {path!r} is a folder; give a file path such as {os.path.join(path, 'release.json')!r}"
+        )
     parent = _existing_ancestor(os.path.dirname(os.path.abspath(path)))
     if not os.path.isdir(parent):
         raise ParameterError(f"{option} {path!r} lies inside {parent!r}, which is a file, not a folder")
@@ -168,8 +170,10 @@ def check_tree_size(strategy, option: str = "--branching") -> None:
     for d, b in enumerate(strategy.branching):
         padded = strategy.level_sizes[d] * b
         if padded > limit:
-            raise ParameterError(f"{option} factor {b} pads a level to {padded} nodes, more than the {limit} "
-                                 f"dprange supports; use factors of at most {max(2, strategy.n)}")
+            raise ParameterError(
+                f"{option} factor {b} pads a level to {padded} nodes, more than the {limit} "
+                f"dprange supports; use factors of at most {max(2, strategy.n)}"
+            )
 
 
 # ---------------------------------------------------------------- outputs
@@ -232,8 +236,13 @@ def _set_redact(ctx, param, value):
 
 
 redact_option = click.option(
-    "--redact", is_flag=True, is_eager=True, expose_value=False, callback=_set_redact,
-    help="Keep private quantities (counts of bad rows, raw values, row numbers) out of error messages.")
+    "--redact",
+    is_flag=True,
+    is_eager=True,
+    expose_value=False,
+    callback=_set_redact,
+    help="Keep private quantities (counts of bad rows, raw values, row numbers) out of error messages.",
+)
 
 
 def redacting() -> bool:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Sequence
 from fractions import Fraction
-from typing import Sequence
 
 import numpy as np
 
@@ -47,9 +47,7 @@ def check_delta(delta) -> float:
 def check_neighbours(neighbours: str) -> str:
     """Return the neighbouring relation, or raise if it is not one dprange knows."""
     if neighbours not in NEIGHBOURS:
-        raise ParameterError(
-            f"neighbours must be one of {', '.join(NEIGHBOURS)}, got {neighbours!r}"
-        )
+        raise ParameterError(f"neighbours must be one of {', '.join(NEIGHBOURS)}, got {neighbours!r}")
     return neighbours
 
 
@@ -104,9 +102,7 @@ def check_budget_list(budget: Sequence[float], levels: int, epsilon: float) -> n
     not exceed epsilon (a smaller sum is allowed: the release spends only that sum)."""
     values = np.asarray(budget, dtype=float)
     if values.ndim != 1 or values.size != levels:
-        raise ParameterError(
-            f"budget list must have one entry per measured level ({levels}), got {values.size}"
-        )
+        raise ParameterError(f"budget list must have one entry per measured level ({levels}), got {values.size}")
     if not np.all(np.isfinite(values)) or np.any(values <= 0):
         raise ParameterError("every entry of the budget list must be a positive finite number")
     excess = exact_sum(values) - Fraction(float(epsilon))

@@ -25,6 +25,7 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 from scipy import optimize
@@ -82,8 +83,10 @@ def _require_linear(mechanism: Mechanism) -> None:
     """The error formulas hold for least-squares inference only (NNLS / L1 are non-linear)."""
     inference = getattr(mechanism, "inference", "gls")
     if inference != "gls":
-        raise ParameterError(f"the exact error is known for least-squares (gls) inference only, not {inference}; "
-                             "use Release.bootstrap for its error, or rank the gls version of the mechanism")
+        raise ParameterError(
+            f"the exact error is known for least-squares (gls) inference only, not {inference}; "
+            "use Release.bootstrap for its error, or rank the gls version of the mechanism"
+        )
 
 
 def expected_error(mechanism: Mechanism, workload, epsilon, *, delta=0.0, n=None) -> float:
@@ -121,6 +124,7 @@ def svd_bound(workload, epsilon, delta=0.0, *, n=None) -> float:
 
 
 # ----------------------------------------------------------------------------- choice
+
 
 @dataclass
 class Candidate:
@@ -173,14 +177,16 @@ def _rank(candidates, workload, epsilon, delta, excluded: list | None = None) ->
         if not excluded:
             raise ParameterError("no candidate mechanisms were given; pass at least one")
         mech, reason = excluded[0]
-        raise ParameterError(f"no candidate mechanism applies to this workload ({len(excluded)} excluded; "
-                             f"{mech!r}: {reason})")
+        raise ParameterError(
+            f"no candidate mechanism applies to this workload ({len(excluded)} excluded; {mech!r}: {reason})"
+        )
     ranked.sort(key=lambda c: c.error)
     return ranked
 
 
-def optimized_budget(workload, n, epsilon, branching, *, delta=0.0, neighbours="add_remove",
-                     noise="auto", measure_root=True, maxiter=60) -> tuple[list, float]:
+def optimized_budget(
+    workload, n, epsilon, branching, *, delta=0.0, neighbours="add_remove", noise="auto", measure_root=True, maxiter=60
+) -> tuple[list, float]:
     """The per-level budget split minimising the exact expected error of a hierarchy.
 
     Searches the simplex (softmax parameters, L-BFGS-B with numerical gradients) starting
@@ -188,8 +194,10 @@ def optimized_budget(workload, n, epsilon, branching, *, delta=0.0, neighbours="
     costs a few exact error evaluations: meant for n up to ~2^16.
     """
     workload = _resolve(workload, n)
-    starts = [Hierarchical(branching, rule, measure_root=measure_root, neighbours=neighbours, noise=noise)
-              for rule in ("uniform", "geometric")]
+    starts = [
+        Hierarchical(branching, rule, measure_root=measure_root, neighbours=neighbours, noise=noise)
+        for rule in ("uniform", "geometric")
+    ]
     ranked = _rank(starts, workload, epsilon, delta)
     best = ranked[0]
     strategy = best.mechanism.strategy(workload.n)
@@ -198,8 +206,9 @@ def optimized_budget(workload, n, epsilon, branching, *, delta=0.0, neighbours="
     def error_of(theta):
         f = np.exp(theta - theta.max())
         f = f / f.sum()
-        mech = Hierarchical(branching, fit_budget(f * epsilon, epsilon), measure_root=measure_root,
-                            neighbours=neighbours, noise=noise)
+        mech = Hierarchical(
+            branching, fit_budget(f * epsilon, epsilon), measure_root=measure_root, neighbours=neighbours, noise=noise
+        )
         try:
             return expected_error(mech, workload, epsilon, delta=delta)
         except ParameterError:  # a level's budget too small to sample: never the optimum
@@ -217,14 +226,25 @@ def optimized_budget(workload, n, epsilon, branching, *, delta=0.0, neighbours="
     return budget, err
 
 
-def hierarchy_candidates(n, *, neighbours="add_remove", noise="auto", branchings=None, budgets=("uniform", "geometric"),
-                         measure_root=(True, False)) -> list[Mechanism]:
+def hierarchy_candidates(
+    n,
+    *,
+    neighbours="add_remove",
+    noise="auto",
+    branchings=None,
+    budgets=("uniform", "geometric"),
+    measure_root=(True, False),
+) -> list[Hierarchical]:
     """Hierarchies over b = 2..64 (powers of 2 and a few others), each budget rule and root choice."""
     if branchings is None:
         branchings = [b for b in (2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64) if b < max(n, 3)]
     roots = measure_root if neighbours == "add_remove" else (True,)
-    return [Hierarchical(b, rule, measure_root=root, neighbours=neighbours, noise=noise)
-            for b in branchings for rule in budgets for root in roots]
+    return [
+        Hierarchical(b, rule, measure_root=root, neighbours=neighbours, noise=noise)
+        for b in branchings
+        for rule in budgets
+        for root in roots
+    ]
 
 
 def default_candidates(n, *, neighbours="add_remove", noise="auto", fast=False) -> list[Mechanism]:
@@ -234,13 +254,29 @@ def default_candidates(n, *, neighbours="add_remove", noise="auto", fast=False) 
     branchings = [4, 8, 16, 32, 64] if fast else None
     budgets = ("uniform",) if fast else ("uniform", "geometric")
     roots = (False,) if fast else (True, False)  # the root never paid off in the full grid
-    return [Flat(neighbours=neighbours, noise=noise), Wavelet(neighbours=neighbours, noise=noise)] + hierarchy_candidates(
-        n, neighbours=neighbours, noise=noise, branchings=[b for b in branchings if b < max(n, 3)] if branchings else None,
-        budgets=budgets, measure_root=roots)
+    return [
+        Flat(neighbours=neighbours, noise=noise),
+        Wavelet(neighbours=neighbours, noise=noise),
+    ] + hierarchy_candidates(
+        n,
+        neighbours=neighbours,
+        noise=noise,
+        branchings=[b for b in branchings if b < max(n, 3)] if branchings else None,
+        budgets=budgets,
+        measure_root=roots,
+    )
 
 
-def optimal_hierarchy(workload, n=None, epsilon=1.0, *, delta=0.0, neighbours="add_remove", noise="auto",
-                      optimize_budget: bool | None = None) -> Selection:
+def optimal_hierarchy(
+    workload,
+    n=None,
+    epsilon=1.0,
+    *,
+    delta=0.0,
+    neighbours="add_remove",
+    noise="auto",
+    optimize_budget: bool | None = None,
+) -> Selection:
     """The hierarchy (branching, budget rule or optimised split, root) with least exact error.
 
     ``optimize_budget`` (default: when n <= 2^14) refines the best few with
@@ -254,18 +290,39 @@ def optimal_hierarchy(workload, n=None, epsilon=1.0, *, delta=0.0, neighbours="a
         for mech in list(candidates):
             if mech.budget == "uniform" and not mech.measure_root:
                 branching = mech.strategy(workload.n).branching
-                candidates.append(Hierarchical(list(branching), optimal_budgets(branching, epsilon), measure_root=False,
-                                               neighbours=neighbours, noise=noise))
+                candidates.append(
+                    Hierarchical(
+                        list(branching),
+                        optimal_budgets(branching, epsilon),
+                        measure_root=False,
+                        neighbours=neighbours,
+                        noise=noise,
+                    )
+                )
     ranked = _rank(candidates, workload, epsilon, delta)
     if optimize_budget is None:
         optimize_budget = workload.n <= 2**14
     if optimize_budget:
         for cand in ranked[:3]:
-            mech = cand.mechanism
-            budget, err = optimized_budget(workload, None, epsilon, mech.branching, delta=delta, neighbours=neighbours,
-                                           noise=noise, measure_root=mech.measure_root)
-            ranked.append(Candidate(Hierarchical(mech.branching, budget, measure_root=mech.measure_root,
-                                                 neighbours=neighbours, noise=noise), err))
+            mech = cast(Hierarchical, cand.mechanism)  # ranked holds only hierarchies here
+            budget, err = optimized_budget(
+                workload,
+                None,
+                epsilon,
+                mech.branching,
+                delta=delta,
+                neighbours=neighbours,
+                noise=noise,
+                measure_root=mech.measure_root,
+            )
+            ranked.append(
+                Candidate(
+                    Hierarchical(
+                        mech.branching, budget, measure_root=mech.measure_root, neighbours=neighbours, noise=noise
+                    ),
+                    err,
+                )
+            )
         ranked.sort(key=lambda c: c.error)
     return Selection(ranked[0].mechanism, ranked[0].error, ranked, workload.describe())
 
@@ -275,8 +332,18 @@ def optimal_hierarchy(workload, n=None, epsilon=1.0, *, delta=0.0, neighbours="a
 OPTIMIZE_BUDGET_MAX_N = 2**16
 
 
-def select(workload, n=None, epsilon=1.0, *, delta=0.0, neighbours="add_remove", noise="auto", candidates=None,
-           fast: bool | None = None, optimize_budget: bool | None = None) -> Selection:
+def select(
+    workload,
+    n=None,
+    epsilon=1.0,
+    *,
+    delta=0.0,
+    neighbours="add_remove",
+    noise="auto",
+    candidates=None,
+    fast: bool | None = None,
+    optimize_budget: bool | None = None,
+) -> Selection:
     """Rank candidate mechanisms by exact expected error on ``workload``; return the best.
 
     Candidates default to Flat, Wavelet and hierarchies over a grid of branching factors,
@@ -310,8 +377,16 @@ def _with_optimized_split(ranked, workload, epsilon, delta, neighbours, noise) -
     best = trees[0]
     if len(best.strategy(workload.n).measured_depths) < 2:
         return ranked  # one measured level: nothing to split
-    budget, err = optimized_budget(workload, None, epsilon, best.branching, delta=delta, neighbours=neighbours,
-                                   noise=noise, measure_root=best.measure_root)
+    budget, err = optimized_budget(
+        workload,
+        None,
+        epsilon,
+        best.branching,
+        delta=delta,
+        neighbours=neighbours,
+        noise=noise,
+        measure_root=best.measure_root,
+    )
     tuned = Hierarchical(best.branching, budget, measure_root=best.measure_root, neighbours=neighbours, noise=noise)
     return sorted(ranked + [Candidate(tuned, err)], key=lambda c: c.error)
 
@@ -347,6 +422,17 @@ def auto_mechanism(workload, n, epsilon, *, delta=0.0, neighbours="add_remove", 
 
 
 __all__ = [
-    "AllRange", "Explicit", "Identity", "Prefix", "Selection", "auto_mechanism", "expected_error", "max_error",
-    "optimal_hierarchy", "optimized_budget", "query_variances", "select", "svd_bound",
+    "AllRange",
+    "Explicit",
+    "Identity",
+    "Prefix",
+    "Selection",
+    "auto_mechanism",
+    "expected_error",
+    "max_error",
+    "optimal_hierarchy",
+    "optimized_budget",
+    "query_variances",
+    "select",
+    "svd_bound",
 ]

@@ -14,8 +14,21 @@ from .mechanisms import INFERENCE, MECHANISMS, REPLACE_DROP_MISSING_MESSAGE, mak
 from .release import Release
 
 
-def release(values, domain: Domain, epsilon, *, mechanism=None, delta=0.0, rng=None, clip=False, drop_missing=False,
-            neighbours=None, workload="all-range", inference="gls", noise="auto") -> Release:
+def release(
+    values,
+    domain: Domain,
+    epsilon,
+    *,
+    mechanism=None,
+    delta=0.0,
+    rng=None,
+    clip=False,
+    drop_missing=False,
+    neighbours=None,
+    workload="all-range",
+    inference="gls",
+    noise="auto",
+) -> Release:
     """Bucketize raw ``values`` into ``domain`` and release them with ``mechanism``.
 
     ``mechanism``: None or ``"auto"`` (default) is the mechanism with the least exact

@@ -55,7 +55,9 @@ def level_variances(branching, budgets, *, neighbours="replace", noise="laplace_
     return [None] + [float(noise_variance(noise, delta_l / e)) for e in budgets]
 
 
-def prefix_variances(L: int, branching, budgets, *, estimator="covering", neighbours="replace", noise="laplace_float") -> np.ndarray:
+def prefix_variances(
+    L: int, branching, budgets, *, estimator="covering", neighbours="replace", noise="laplace_float"
+) -> np.ndarray:
     """Exact Var(C_j) for j = 1..L under a CDF tree (see the module doc for estimators)."""
     L = check_positive_int(L, "L")
     check_neighbours(neighbours)
@@ -116,9 +118,10 @@ def direct_linf(L, epsilon, *, neighbours="replace") -> float:
 
 # --------------------------------------------------------------------------- search
 
+
 def _multiplicative_partitions(m: int, largest: int, limit: int):
     """Unordered factorisations of m into factors >= 2 (non-increasing), at most ``limit``."""
-    out = []
+    out: list[tuple[int, ...]] = []
 
     def rec(rest, cap, acc):
         if len(out) >= limit:
@@ -161,8 +164,12 @@ class Structure:
     padded_bins: int
 
     def row(self) -> dict:
-        return {"branching": list(self.branching), "budgets": self.budgets, "linf_error": self.error,
-                "padded_bins": self.padded_bins}
+        return {
+            "branching": list(self.branching),
+            "budgets": self.budgets,
+            "linf_error": self.error,
+            "padded_bins": self.padded_bins,
+        }
 
 
 @dataclass
@@ -172,12 +179,21 @@ class StructureSearch:
 
     def mechanism(self, *, neighbours="replace", noise="auto"):
         """The best structure as a configured :class:`~dprange.Hierarchical`."""
-        return Hierarchical(list(self.best.branching), list(self.best.budgets), measure_root=False,
-                            neighbours=neighbours, noise=noise)
+        return Hierarchical(
+            list(self.best.branching), list(self.best.budgets), measure_root=False, neighbours=neighbours, noise=noise
+        )
 
 
-def best_structure(L: int, epsilon: float = 1.0, *, neighbours="replace", noise="laplace_float", estimator="covering",
-                   top: int = 10, max_partitions: int = 20000) -> StructureSearch:
+def best_structure(
+    L: int,
+    epsilon: float = 1.0,
+    *,
+    neighbours="replace",
+    noise="laplace_float",
+    estimator="covering",
+    top: int = 10,
+    max_partitions: int = 20000,
+) -> StructureSearch:
     """Search integer tree structures for L bins with optimal budgets; least l-inf error first.
 
     Candidates: the ordered factorisations of L (every multiset of factors >= 2, in each
@@ -201,15 +217,24 @@ def best_structure(L: int, epsilon: float = 1.0, *, neighbours="replace", noise=
     candidates |= {tuple(sorted(p, reverse=True)) for p in _balanced(L)}
     scored = sorted(((bound(c), c) for c in candidates), key=lambda t: t[0])
     exact_best = min((s for s, c in scored if math.prod(c) == L), default=math.inf)
-    finalists = [c for s, c in scored[: 4 * top]] + [c for s, c in scored if math.prod(c) > L and s < 1.5 * exact_best][:12]
-    results = {}
+    finalists = [c for s, c in scored[: 4 * top]] + [c for s, c in scored if math.prod(c) > L and s < 1.5 * exact_best][
+        :12
+    ]
+    results: dict[tuple[int, ...], Structure] = {}
     for multiset in dict.fromkeys(finalists):
-        orders = list(dict.fromkeys(itertools.permutations(multiset)))[:6] if math.prod(multiset) > L or estimator != "covering" else [multiset]
+        orders = (
+            list(dict.fromkeys(itertools.permutations(multiset)))[:6]
+            if math.prod(multiset) > L or estimator != "covering"
+            else [multiset]
+        )
         for order in orders:
             budgets = optimal_budgets(order, epsilon)
             if math.prod(order) == L and estimator == "covering":
-                err = closed_form_linf(order, budgets, neighbours=neighbours) if noise == "laplace_float" else linf_error(
-                    L, order, budgets, neighbours=neighbours, noise=noise)
+                err = (
+                    closed_form_linf(order, budgets, neighbours=neighbours)
+                    if noise == "laplace_float"
+                    else linf_error(L, order, budgets, neighbours=neighbours, noise=noise)
+                )
             else:
                 err = linf_error(L, order, budgets, estimator=estimator, neighbours=neighbours, noise=noise)
             if multiset not in results or err < results[multiset].error:

@@ -66,12 +66,25 @@ def _parse_budget(text: str):
     try:
         return [float(p) for p in text.split(",") if p.strip()]
     except ValueError:
-        raise ParameterError(f"--budget must be 'uniform', 'geometric' or a comma-separated list of numbers, got {text!r}") from None
+        raise ParameterError(
+            f"--budget must be 'uniform', 'geometric' or a comma-separated list of numbers, got {text!r}"
+        ) from None
 
 
-def build_mechanism(name: str, branching: str, budget: str, neighbours: str, noise: str, measure_root: bool,
-                    *, n: int | None = None, epsilon: float = 1.0, delta: float = 0.0, workload: str = "all-range",
-                    inference: str = "gls"):
+def build_mechanism(
+    name: str,
+    branching: str,
+    budget: str,
+    neighbours: str,
+    noise: str,
+    measure_root: bool,
+    *,
+    n: int | None = None,
+    epsilon: float = 1.0,
+    delta: float = 0.0,
+    workload: str = "all-range",
+    inference: str = "gls",
+):
     """A mechanism object from CLI options (``auto`` needs n, epsilon, delta and the workload)."""
     if name == "auto":
         chosen = auto_mechanism(workload, n, epsilon, delta=delta, neighbours=neighbours, noise=noise)
@@ -82,8 +95,14 @@ def build_mechanism(name: str, branching: str, budget: str, neighbours: str, noi
     if name == "wavelet":
         return Wavelet(neighbours=neighbours, noise=noise, inference=inference)
     if name == "hierarchical":
-        return Hierarchical(_parse_int_list(branching, "branching"), _parse_budget(budget),
-                            measure_root=measure_root, neighbours=neighbours, noise=noise, inference=inference)
+        return Hierarchical(
+            _parse_int_list(branching, "branching"),
+            _parse_budget(budget),
+            measure_root=measure_root,
+            neighbours=neighbours,
+            noise=noise,
+            inference=inference,
+        )
     raise ParameterError(f"unknown mechanism {name!r}")
 
 
@@ -114,7 +133,9 @@ def build_domain(lo, hi, bins, integers: bool) -> Domain:
         check_size(bins, f"--bins {bins}")
     domain = Domain.interval(lo, hi, bins)
     if not math.isfinite(domain.hi - domain.lo):
-        raise ParameterError(f"--hi - --lo must be a finite number, got {domain.hi:g} - {domain.lo:g}; narrow the bounds")
+        raise ParameterError(
+            f"--hi - --lo must be a finite number, got {domain.hi:g} - {domain.lo:g}; narrow the bounds"
+        )
     return domain
 
 
@@ -128,16 +149,20 @@ def check_privacy(mech, n: int, epsilon: float, delta: float) -> None:
         check_tree_size(strategy)
     specs = mech.noise_specs(strategy, epsilon, delta)
     if not specs and mech.inference != "gls":
-        raise ParameterError(f"nothing is measured here (one bin whose count is the public total), so --inference "
-                             f"{mech.inference} has nothing to fit; use --inference gls")
+        raise ParameterError(
+            f"nothing is measured here (one bin whose count is the public total), so --inference "
+            f"{mech.inference} has nothing to fit; use --inference gls"
+        )
 
 
 def check_neighbours_and_missing(neighbours: str, drop_missing: bool) -> None:
     """With replace neighbours the total is published exactly; after dropping missing values
     it would be the number of complete rows, which reveals how many rows were dropped."""
     if neighbours == "replace" and drop_missing:
-        raise ParameterError("--drop-missing cannot be used with --neighbours replace: the public total would reveal "
-                             "how many rows were dropped; clean the missing values first or use --neighbours add_remove")
+        raise ParameterError(
+            "--drop-missing cannot be used with --neighbours replace: the public total would reveal "
+            "how many rows were dropped; clean the missing values first or use --neighbours add_remove"
+        )
 
 
 def format_deciles(release, alpha: float) -> str:
@@ -146,7 +171,9 @@ def format_deciles(release, alpha: float) -> str:
     lines = []
     try:
         answer = release.quantile(q)
-        lower, upper = answer.confidence_interval(alpha, simultaneous=True) if release.exact_error_bars else (None, None)
+        lower, upper = (
+            answer.confidence_interval(alpha, simultaneous=True) if release.exact_error_bars else (None, None)
+        )
     except ParameterError as exc:
         lines.append(f"deciles unavailable: {exc}")
         answer, lower = None, None
@@ -154,13 +181,15 @@ def format_deciles(release, alpha: float) -> str:
         lines.append(f"{'quantile':>9}  {'estimate':>14}  ({release.inference} inference: no closed-form intervals)")
         for qi, v in zip(q, np.atleast_1d(answer.value)):
             lines.append(f"{qi:>9.1f}  {v:>14.6g}")
-    if lower is not None:
+    if lower is not None and upper is not None:  # set together
         level = f"{100 * (1 - alpha):g}% simultaneous interval"
         lines.append(f"{'quantile':>9}  {'estimate':>14}  {level:>31}")
         for qi, v, lo, hi in zip(q, np.atleast_1d(answer.value), lower, upper):
             lines.append(f"{qi:>9.1f}  {v:>14.6g}  [{lo:>13.6g}, {hi:>13.6g}]")
-        lines.append("intervals end at bin edges and hold whatever the values inside a bin"
-                     + ("; estimates interpolate inside their bin" if answer.interpolated else ""))
+        lines.append(
+            "intervals end at bin edges and hold whatever the values inside a bin"
+            + ("; estimates interpolate inside their bin" if answer.interpolated else "")
+        )
     total = release.total()
     if release.public_total is not None:
         lines.append(f"total (public): {total.value:.0f}")
@@ -192,32 +221,83 @@ def stage_outputs(release, output, plot, alpha) -> StagedOutputs:
 
 mechanism_options = [
     click.option("--epsilon", "-e", type=float, required=True, help="Privacy budget epsilon (> 0)."),
-    click.option("--delta", type=float, default=0.0, show_default=True,
-                 help="Privacy parameter delta in [0, 1); delta > 0 switches the default noise to Gaussian."),
-    click.option("--mechanism", "-m", type=click.Choice(["hierarchical", "flat", "wavelet", "auto"]), default="auto",
-                 show_default=True,
-                 help="How the histogram is measured; 'auto' picks the mechanism with the least exact expected error on --workload."),
-    click.option("--workload", type=click.Choice(["all-range", "prefix", "identity"]), default="all-range", show_default=True,
-                 help="With --mechanism auto: the queries to optimise for (no privacy cost: the error is data-independent); "
-                      "prefix suits CDFs and quantiles."),
-    click.option("--branching", default="16", show_default=True,
-                 help="Hierarchical only (given without --mechanism, it selects hierarchical): branching factor b >= 2, "
-                      "or per-level factors from the root down, e.g. 4,16,16."),
-    click.option("--budget", default="uniform", show_default=True,
-                 help="Hierarchical only: 'uniform', 'geometric', or per-level budgets (root first) summing to epsilon."),
-    click.option("--root/--no-root", default=False, show_default=True,
-                 help="Hierarchical, add/remove only: measure the root (the total) too; off by default (Qardaji et al.), "
-                      "which has the lower exact error."),
-    click.option("--neighbours", type=click.Choice(["add_remove", "replace"]), default="add_remove", show_default=True,
-                 help="Neighbouring relation: add/remove one record, or replace one record's value (the total is then public)."),
-    click.option("--noise", type=click.Choice(["auto", "discrete_laplace", "laplace_float", "gaussian"]), default="auto",
-                 show_default=True, help="Noise: auto = discrete Laplace if delta = 0, Gaussian if delta > 0."),
-    click.option("--inference", type=click.Choice(["gls", "nnls", "l1"]), default="gls", show_default=True,
-                 help="Post-processing: exact least squares (exact error bars), non-negative least squares, "
-                      "or maximum likelihood (L1, ADMM; Lee et al. 2015). NNLS/L1 error bars need bootstrap."),
-    click.option("--seed", type=int, default=None,
-                 help="Seed the noise for a reproducible experiment. Never for a real release: the default reads OS entropy."),
-    click.option("--alpha", type=float, default=0.05, show_default=True, help="Confidence intervals at level 1 - alpha."),
+    click.option(
+        "--delta",
+        type=float,
+        default=0.0,
+        show_default=True,
+        help="Privacy parameter delta in [0, 1); delta > 0 switches the default noise to Gaussian.",
+    ),
+    click.option(
+        "--mechanism",
+        "-m",
+        type=click.Choice(["hierarchical", "flat", "wavelet", "auto"]),
+        default="auto",
+        show_default=True,
+        help=(
+            "How the histogram is measured; 'auto' picks the mechanism with the least exact expected error "
+            "on --workload."
+        ),
+    ),
+    click.option(
+        "--workload",
+        type=click.Choice(["all-range", "prefix", "identity"]),
+        default="all-range",
+        show_default=True,
+        help="With --mechanism auto: the queries to optimise for (no privacy cost: the error is data-independent); "
+        "prefix suits CDFs and quantiles.",
+    ),
+    click.option(
+        "--branching",
+        default="16",
+        show_default=True,
+        help="Hierarchical only (given without --mechanism, it selects hierarchical): branching factor b >= 2, "
+        "or per-level factors from the root down, e.g. 4,16,16.",
+    ),
+    click.option(
+        "--budget",
+        default="uniform",
+        show_default=True,
+        help="Hierarchical only: 'uniform', 'geometric', or per-level budgets (root first) summing to epsilon.",
+    ),
+    click.option(
+        "--root/--no-root",
+        default=False,
+        show_default=True,
+        help="Hierarchical, add/remove only: measure the root (the total) too; off by default (Qardaji et al.), "
+        "which has the lower exact error.",
+    ),
+    click.option(
+        "--neighbours",
+        type=click.Choice(["add_remove", "replace"]),
+        default="add_remove",
+        show_default=True,
+        help="Neighbouring relation: add/remove one record, or replace one record's value (the total is then public).",
+    ),
+    click.option(
+        "--noise",
+        type=click.Choice(["auto", "discrete_laplace", "laplace_float", "gaussian"]),
+        default="auto",
+        show_default=True,
+        help="Noise: auto = discrete Laplace if delta = 0, Gaussian if delta > 0.",
+    ),
+    click.option(
+        "--inference",
+        type=click.Choice(["gls", "nnls", "l1"]),
+        default="gls",
+        show_default=True,
+        help="Post-processing: exact least squares (exact error bars), non-negative least squares, "
+        "or maximum likelihood (L1, ADMM; Lee et al. 2015). NNLS/L1 error bars need bootstrap.",
+    ),
+    click.option(
+        "--seed",
+        type=int,
+        default=None,
+        help="Seed the noise for a reproducible experiment. Never for a real release: the default reads OS entropy.",
+    ),
+    click.option(
+        "--alpha", type=float, default=0.05, show_default=True, help="Confidence intervals at level 1 - alpha."
+    ),
 ]
 
 
@@ -239,14 +319,46 @@ def cli():
 @click.option("--bins", type=int, default=None, help="Number of equal bins over [lo, hi].")
 @click.option("--integers", is_flag=True, help="One bin per integer lo..hi instead of --bins.")
 @click.option("--clip", is_flag=True, help="Clip values outside [lo, hi] to the bounds instead of failing.")
-@click.option("--drop-missing", is_flag=True, help="Drop empty/NaN cells instead of failing (the count dropped is not released).")
+@click.option(
+    "--drop-missing", is_flag=True, help="Drop empty/NaN cells instead of failing (the count dropped is not released)."
+)
 @with_options(mechanism_options)
-@click.option("--output", "-o", type=click.Path(dir_okay=False), default="release.json", show_default=True,
-              help="Where to write the release as JSON.")
-@click.option("--plot", type=click.Path(dir_okay=False), default=None, help="Also save a PNG of the CDF with its confidence band.")
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False),
+    default="release.json",
+    show_default=True,
+    help="Where to write the release as JSON.",
+)
+@click.option(
+    "--plot", type=click.Path(dir_okay=False), default=None, help="Also save a PNG of the CDF with its confidence band."
+)
 @redact_option
-def release_command(input_path, column, lo, hi, bins, integers, clip, drop_missing, epsilon, delta, mechanism, workload,
-                    branching, budget, root, neighbours, noise, inference, seed, alpha, output, plot):
+def release_command(
+    input_path,
+    column,
+    lo,
+    hi,
+    bins,
+    integers,
+    clip,
+    drop_missing,
+    epsilon,
+    delta,
+    mechanism,
+    workload,
+    branching,
+    budget,
+    root,
+    neighbours,
+    noise,
+    inference,
+    seed,
+    alpha,
+    output,
+    plot,
+):
     """Release a private histogram of one column of a CSV or Parquet file.
 
     Reads COLUMN of INPUT, bins it on the public domain, measures it with the chosen
@@ -265,8 +377,19 @@ def release_command(input_path, column, lo, hi, bins, integers, clip, drop_missi
     check_delta(delta)
     domain = build_domain(lo, hi, bins, integers)
     mechanism = _implied_mechanism(mechanism)
-    mech = build_mechanism(mechanism, branching, budget, neighbours, noise, root,
-                           n=domain.size, epsilon=epsilon, delta=delta, workload=workload, inference=inference)
+    mech = build_mechanism(
+        mechanism,
+        branching,
+        budget,
+        neighbours,
+        noise,
+        root,
+        n=domain.size,
+        epsilon=epsilon,
+        delta=delta,
+        workload=workload,
+        inference=inference,
+    )
     check_privacy(mech, domain.size, epsilon, delta)
     if seed is not None and seed < 0:
         raise ParameterError(f"--seed must be a non-negative integer, got {seed}")
@@ -277,8 +400,10 @@ def release_command(input_path, column, lo, hi, bins, integers, clip, drop_missi
     lines = []
     if mechanism == "auto":
         lines.append(f"auto: chose {mech!r} for the {workload} workload")
-    lines.append(f"{result.mechanism} release of {column!r}: {domain!r}, epsilon={epsilon:g}, delta={delta:g}, "
-                 f"neighbours={neighbours}")
+    lines.append(
+        f"{result.mechanism} release of {column!r}: {domain!r}, epsilon={epsilon:g}, delta={delta:g}, "
+        f"neighbours={neighbours}"
+    )
     lines.append(format_deciles(result, alpha))
     staged.commit()
     click.echo("\n".join(lines))
@@ -287,17 +412,36 @@ def release_command(input_path, column, lo, hi, bins, integers, clip, drop_missi
 
 @cli.command("error")
 @click.option("--n", "n", type=int, required=True, help="Number of bins.")
-@click.option("--workload", "-w", type=click.Choice(["all-range", "prefix", "identity", "random-ranges"]), default="all-range",
-              show_default=True, help="The queries whose expected error is reported.")
+@click.option(
+    "--workload",
+    "-w",
+    type=click.Choice(["all-range", "prefix", "identity", "random-ranges"]),
+    default="all-range",
+    show_default=True,
+    help="The queries whose expected error is reported.",
+)
 @click.option("--queries", type=int, default=1000, show_default=True, help="random-ranges: how many ranges.")
 @click.option("--epsilon", "-e", type=float, required=True, help="Privacy budget epsilon (> 0).")
 @click.option("--delta", type=float, default=0.0, show_default=True, help="delta in [0, 1); > 0 means Gaussian noise.")
-@click.option("--neighbours", type=click.Choice(["add_remove", "replace"]), default="add_remove", show_default=True,
-              help="Neighbouring relation (replace: the total is public).")
-@click.option("--noise", type=click.Choice(["auto", "discrete_laplace", "laplace_float", "gaussian"]), default="auto",
-              show_default=True, help="Noise the mechanisms use (laplace_float reproduces the papers' numbers; not private as implemented).")
-@click.option("--mechanisms", default=None,
-              help="Comma-separated candidates, e.g. flat,wavelet,h2,h16 (hB = Hierarchical(B)); default: a full grid.")
+@click.option(
+    "--neighbours",
+    type=click.Choice(["add_remove", "replace"]),
+    default="add_remove",
+    show_default=True,
+    help="Neighbouring relation (replace: the total is public).",
+)
+@click.option(
+    "--noise",
+    type=click.Choice(["auto", "discrete_laplace", "laplace_float", "gaussian"]),
+    default="auto",
+    show_default=True,
+    help="Noise the mechanisms use (laplace_float reproduces the papers' numbers; not private as implemented).",
+)
+@click.option(
+    "--mechanisms",
+    default=None,
+    help="Comma-separated candidates, e.g. flat,wavelet,h2,h16 (hB = Hierarchical(B)); default: a full grid.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def error_command(n, workload, queries, epsilon, delta, neighbours, noise, mechanisms, as_json):
     """Exact expected error of mechanisms before touching any data, and the recommended one.
@@ -316,7 +460,9 @@ def error_command(n, workload, queries, epsilon, delta, neighbours, noise, mecha
     resolve_noise(noise, delta)
     candidates = None
     if mechanisms is not None:
-        candidates = [_parse_candidate(name.strip(), neighbours, noise) for name in mechanisms.split(",") if name.strip()]
+        candidates = [
+            _parse_candidate(name.strip(), neighbours, noise) for name in mechanisms.split(",") if name.strip()
+        ]
         if not candidates:
             raise ParameterError("--mechanisms is empty; name candidates such as flat,wavelet,h16")
         for cand in candidates:
@@ -331,7 +477,7 @@ def error_command(n, workload, queries, epsilon, delta, neighbours, noise, mecha
     click.echo(f"{workload} workload, n={n}, epsilon={epsilon:g}, delta={delta:g}, neighbours={neighbours}")
     click.echo(f"{'rank':>4}  {'RMSE':>12}  mechanism")
     for rank, cand in enumerate(selection.table[:15], start=1):
-        click.echo(f"{rank:>4}  {cand.error ** 0.5:>12.4f}  {cand.mechanism!r}")
+        click.echo(f"{rank:>4}  {cand.error**0.5:>12.4f}  {cand.mechanism!r}")
     if len(selection.table) > 15:
         click.echo(f"      ... {len(selection.table) - 15} more (use --json)")
     click.echo(f"recommended: {selection.mechanism!r}")
@@ -354,8 +500,14 @@ def example_path() -> str:
 
 
 @cli.command("demo")
-@click.option("--output", "-o", type=click.Path(file_okay=False), default="demo-output", show_default=True,
-              help="Folder for the demo's outputs.")
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(file_okay=False),
+    default="demo-output",
+    show_default=True,
+    help="Folder for the demo's outputs.",
+)
 @click.option("--epsilon", "-e", type=float, default=1.0, show_default=True, help="Privacy budget.")
 @click.option("--seed", type=int, default=None, help="Seed the noise (reproducible demo); default: OS entropy.")
 def demo_command(output, epsilon, seed):
@@ -376,7 +528,7 @@ def demo_command(output, epsilon, seed):
     counts = domain.histogram(values)
     result = mech.release(counts, epsilon, domain=domain, rng=seed)
     json_path = os.path.join(output, "release.json")
-    png_path = os.path.join(output, "cdf.png")
+    png_path: str | None = os.path.join(output, "cdf.png")
     try:
         staged = stage_outputs(result, json_path, png_path, 0.05)
     except DPRangeError:  # no matplotlib: the JSON alone
@@ -430,8 +582,9 @@ def _run(argv) -> int:
     except OSError as exc:
         return _error(f"{exc.strerror or exc}: {exc.filename or ''}".rstrip(": "))
     except UnicodeDecodeError as exc:  # an input file in another encoding, or binary
-        return _error(f"an input file is not UTF-8 text ({exc.reason} at byte {exc.start}); "
-                      "save it as UTF-8 CSV or use Parquet")
+        return _error(
+            f"an input file is not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8 CSV or use Parquet"
+        )
     except MemoryError:
         return _error("not enough memory for this request; use fewer bins or a smaller input")
     except Exception as exc:  # noqa: BLE001 - a bug: one line, no traceback, no private values when redacting

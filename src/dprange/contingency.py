@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 import scipy.linalg
@@ -122,13 +123,15 @@ def published_marginals(public_marginals, shape: tuple) -> tuple[list, list]:
     for axes, values in public_marginals.items():
         axes = tuple(int(a) for a in np.atleast_1d(np.asarray(axes, dtype=int)))
         if any(a < 0 or a >= len(shape) for a in axes) or len(set(axes)) != len(axes):
-            raise ParameterError(f"marginal axes {axes} do not fit a {len(shape)}-way table; "
-                                 f"use axes 0..{len(shape) - 1}")
+            raise ParameterError(
+                f"marginal axes {axes} do not fit a {len(shape)}-way table; use axes 0..{len(shape) - 1}"
+            )
         expected = tuple(shape[a] for a in axes)
         values = np.asarray(values, dtype=float)
         if values.shape != expected:
-            raise ParameterError(f"the published marginal over axes {axes} has shape {values.shape}; "
-                                 f"it must have shape {expected}")
+            raise ParameterError(
+                f"the published marginal over axes {axes} has shape {values.shape}; it must have shape {expected}"
+            )
         if not np.all(np.isfinite(values)) or np.any(values < 0):
             raise ParameterError(f"the published marginal over axes {axes} must be finite and non-negative")
         order = np.argsort(axes)
@@ -137,8 +140,18 @@ def published_marginals(public_marginals, shape: tuple) -> tuple[list, list]:
     return axes_list, values_list
 
 
-def release_table(table, epsilon, *, public_marginals=None, inference: str = "gls", noise: str = "discrete_laplace",
-                  alpha: float = 0.9, rng=None, tol: float = 1e-7, maxiter: int = 20000) -> TableRelease:
+def release_table(
+    table,
+    epsilon,
+    *,
+    public_marginals=None,
+    inference: str = "gls",
+    noise: str = "discrete_laplace",
+    alpha: float = 0.9,
+    rng=None,
+    tol: float = 1e-7,
+    maxiter: int = 20000,
+) -> TableRelease:
     """Release a k-way table of counts, consistent with published marginals.
 
     ``public_marginals`` maps tuples of kept axes to their *published* values, e.g.
@@ -158,20 +171,25 @@ def release_table(table, epsilon, *, public_marginals=None, inference: str = "gl
     if noise not in ("discrete_laplace", "laplace_float"):
         raise ParameterError(f"noise must be discrete_laplace or laplace_float, got {noise!r}")
     if noise == "discrete_laplace" and counts.dtype.kind == "f" and np.any(counts != np.round(counts)):
-        raise ParameterError("discrete Laplace noise needs integer counts; round the table or use noise='laplace_float'")
+        raise ParameterError(
+            "discrete Laplace noise needs integer counts; round the table or use noise='laplace_float'"
+        )
     if not 0.0 <= alpha <= 1.0:
         raise ParameterError(f"alpha must be in [0, 1], got {alpha}")
     marginals, published = published_marginals({} if public_marginals is None else public_marginals, counts.shape)
     spec = cell_noise(epsilon, noise)
-    C = d = gram_pinv = None
+    C = None
+    d: Any = None  # d and gram_pinv are set with C
+    gram_pinv: Any = None
     if marginals:
         C = sp.vstack([marginal_matrix(counts.shape, axes) for axes in marginals]).tocsr()
         d = np.concatenate([np.ravel(v) for v in published])
         gram_pinv = _gram_pinv(C)
         residual = C @ (C.T @ (gram_pinv @ d)) - d
         if np.max(np.abs(residual)) > 1e-9 * max(1.0, float(np.max(np.abs(d)))):
-            raise ParameterError("the published marginals disagree with one another (e.g. different totals); "
-                                 "no table meets them all")
+            raise ParameterError(
+                "the published marginals disagree with one another (e.g. different totals); no table meets them all"
+            )
     flat = counts.astype(float).ravel()
     noisy = flat + spec.sample(flat.shape, resolve_rng(rng))
     result = None
@@ -186,11 +204,20 @@ def release_table(table, epsilon, *, public_marginals=None, inference: str = "gl
         else:
             x_update = marginal_x_update(C, d, weight, gram_pinv)
         start = noisy if C is None else project_onto_marginals(noisy, C, d, gram_pinv)
-        result = admm(identity, noisy, np.full(size, weight), alpha=0.0 if inference == "nnls" else alpha,
-                      x_update=x_update, tol=tol, maxiter=maxiter, x0=np.maximum(start, 0.0))
+        result = admm(
+            identity,
+            noisy,
+            np.full(size, weight),
+            alpha=0.0 if inference == "nnls" else alpha,
+            x_update=x_update,
+            tol=tol,
+            maxiter=maxiter,
+            x0=np.maximum(start, 0.0),
+        )
         # ADMM returns its non-negative split w; the x iterate meets C x = d exactly and
         # w - x -> 0, so w meets the marginals to the stopping tolerance.
         estimate = result.x
     seeded = rng is not None and not isinstance(rng, SecureRandom)
-    return TableRelease(estimate.reshape(counts.shape), noisy.reshape(counts.shape), spec, inference, marginals,
-                        epsilon, result, seeded)
+    return TableRelease(
+        estimate.reshape(counts.shape), noisy.reshape(counts.shape), spec, inference, marginals, epsilon, result, seeded
+    )

@@ -79,7 +79,7 @@ def to_numpy_column(values) -> np.ndarray:
     """The values as a float64 array (NaN = missing); see :func:`column_array` for int64."""
     arr = column_array(values)
     if isinstance(arr, np.ma.MaskedArray):
-        return arr.astype(float).filled(np.nan)
+        return np.ma.filled(arr.astype(float), np.nan)
     return arr.astype(float, copy=False)
 
 
@@ -91,7 +91,9 @@ def _numeric_array(arr: np.ndarray) -> np.ndarray:
         return arr.astype(np.int64, copy=False)
     if kind == "u":
         # values above int64's range are outside every domain: saturate, keeping them out of bounds
-        return np.minimum(arr, np.uint64(_INT64_MAX)).astype(np.int64) if arr.dtype.itemsize == 8 else arr.astype(np.int64)
+        return (
+            np.minimum(arr, np.uint64(_INT64_MAX)).astype(np.int64) if arr.dtype.itemsize == 8 else arr.astype(np.int64)
+        )
     if kind == "f":
         return arr.astype(np.float64, copy=False)
     raise DataError(f"the values are not numeric (dtype {arr.dtype})")
@@ -212,8 +214,8 @@ def _decimal_column(values, missing: np.ndarray):
     floats = np.asarray(np.where(missing, "nan", text).astype(str), dtype=float)
     if np.any(np.abs(floats[~missing]) >= EXACT_FLOAT_INTEGER):
         raise DataError(
-            f"the decimal column holds values beyond 2^53 that float64 cannot represent exactly; "
-            f"store them as integers (decimal scale 0) or int64"
+            "the decimal column holds values beyond 2^53 that float64 cannot represent exactly; "
+            "store them as integers (decimal scale 0) or int64"
         )
     return floats
 
@@ -282,7 +284,7 @@ class Domain:
         self.bins = bins
 
     @classmethod
-    def integers(cls, lo: int, hi: int) -> "Domain":
+    def integers(cls, lo: int, hi: int) -> Domain:
         """The integers lo..hi inclusive, one bin each (bounds within +-2^62, at most MAX_BINS)."""
         lo = _check_integer_bound("lo", lo)
         hi = _check_integer_bound("hi", hi)
@@ -291,16 +293,14 @@ class Domain:
         return cls("integers", lo, hi, _check_bins(hi - lo + 1))
 
     @classmethod
-    def interval(cls, lo: float, hi: float, bins: int) -> "Domain":
+    def interval(cls, lo: float, hi: float, bins: int) -> Domain:
         """The real interval [lo, hi] cut into ``bins`` bins (see the module doc for the edges)."""
         lo = _check_real_bound("lo", lo)
         hi = _check_real_bound("hi", hi)
         if not lo < hi:
             raise ParameterError(f"domain needs lo < hi, got lo={lo}, hi={hi}")
         if not math.isfinite(hi - lo):
-            raise ParameterError(
-                f"the width hi - lo of [{lo!r}, {hi!r}] overflows float64; use narrower bounds"
-            )
+            raise ParameterError(f"the width hi - lo of [{lo!r}, {hi!r}] overflows float64; use narrower bounds")
         bins = _check_bins(check_positive_int(bins, "bins"))
         _check_edges_increase(lo, hi, bins)
         return cls("interval", lo, hi, bins)
@@ -353,9 +353,7 @@ class Domain:
                     "exactly; give integer (int64) values"
                 )
             if arr.size and not np.all(np.isinf(arr) | (arr == np.floor(arr))):
-                raise DomainError(
-                    "the integer domain got non-integer values; use Domain.interval for real values"
-                )
+                raise DomainError("the integer domain got non-integer values; use Domain.interval for real values")
             arr = self._check_bounds(arr, float(self.lo), float(self.hi), clip).astype(np.int64)
         else:
             arr = self._check_bounds(arr, self.lo, self.hi, clip)
@@ -385,7 +383,7 @@ class Domain:
         return {"kind": self.kind, "lo": self.lo, "hi": self.hi, "bins": self.bins}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Domain":
+    def from_dict(cls, data: dict) -> Domain:
         """The domain described by :meth:`to_dict` (validated like the constructors)."""
         if not isinstance(data, dict) or data.get("kind") not in ("integers", "interval"):
             raise DataError("a domain must be a mapping with kind 'integers' or 'interval', lo, hi and bins")
@@ -439,8 +437,7 @@ def _drop_missing(arr, drop_missing: bool) -> np.ndarray:
     if missing.any():
         if not drop_missing:
             raise DomainError(
-                f"{private(int(missing.sum()))} values are missing (NaN/None); "
-                "clean them or pass drop_missing=True"
+                f"{private(int(missing.sum()))} values are missing (NaN/None); clean them or pass drop_missing=True"
             )
         return data[~missing]
     return data

@@ -29,10 +29,29 @@ from .errors import DataError, ParameterError, excerpt, private, redaction_enabl
 PARQUET_SUFFIXES = (".parquet", ".pq")
 _SNIFF_BYTES = 1 << 16
 #: Cells read as missing by both CSV paths (pandas' default markers).
-MISSING_MARKERS = frozenset({
-    "", "#N/A", "#N/A N/A", "#NA", "-1.#IND", "-1.#QNAN", "-NaN", "-nan", "1.#IND", "1.#QNAN", "<NA>",
-    "N/A", "NA", "NULL", "NaN", "None", "n/a", "nan", "null",
-})
+MISSING_MARKERS = frozenset(
+    {
+        "",
+        "#N/A",
+        "#N/A N/A",
+        "#NA",
+        "-1.#IND",
+        "-1.#QNAN",
+        "-NaN",
+        "-nan",
+        "1.#IND",
+        "1.#QNAN",
+        "<NA>",
+        "N/A",
+        "NA",
+        "NULL",
+        "NaN",
+        "None",
+        "n/a",
+        "nan",
+        "null",
+    }
+)
 _INTEGER = re.compile(r"[+-]?\d+")
 _FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|inf|infinity)", re.IGNORECASE)
 _BOOLEANS = frozenset({"true", "false"})
@@ -95,8 +114,10 @@ def _check_csv_head(path: str, head: bytes) -> None:
     if head.startswith(_NPY_MAGIC):
         raise DataError(f"{path!r} is a NumPy .npy file, not CSV")
     if b"\x00" in head:
-        raise DataError(f"{path!r} contains NUL bytes: it is binary or UTF-16 without a byte-order mark, not "
-                        "UTF-8 CSV; save it as UTF-8 CSV")
+        raise DataError(
+            f"{path!r} contains NUL bytes: it is binary or UTF-16 without a byte-order mark, not "
+            "UTF-8 CSV; save it as UTF-8 CSV"
+        )
 
 
 def _detail(exc: Exception) -> str:
@@ -149,8 +170,10 @@ def _read_parquet(path: str, column: str):
 def _check_unique(path: str, column: str, names) -> None:
     """Refuse a header that names ``column`` more than once (which one would be meant?)."""
     if list(names).count(column) > 1:
-        raise DataError(f"column {excerpt(repr(column))} appears {list(names).count(column)} times in the header of "
-                        f"{path!r}; rename the columns so that each name is unique")
+        raise DataError(
+            f"column {excerpt(repr(column))} appears {list(names).count(column)} times in the header of "
+            f"{path!r}; rename the columns so that each name is unique"
+        )
 
 
 def _read_csv(path: str, column: str):

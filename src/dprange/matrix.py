@@ -71,8 +71,9 @@ def quantisation_factor(values: np.ndarray) -> float:
 class DenseErrorModel:
     """Exact error model from an explicit n x n covariance (small n)."""
 
-    def __init__(self, covariance: np.ndarray, *, strategy=None, variance: float | None = None,
-                 known_total: bool = False):
+    def __init__(
+        self, covariance: np.ndarray, *, strategy=None, variance: float | None = None, known_total: bool = False
+    ):
         self.covariance = covariance
         #: What the covariance was computed from (kept for :meth:`to_dict`).
         self.strategy = strategy
@@ -100,9 +101,16 @@ class DenseErrorModel:
         if self.strategy is None or self.variance is None:
             raise ParameterError("this dense error model does not know the strategy it was computed from")
         coo = sp.coo_matrix(self.strategy)
-        return {"kind": "dense_matrix", "shape": [int(coo.shape[0]), int(coo.shape[1])],
-                "sparse": bool(sp.issparse(self.strategy)), "row": coo.row.tolist(), "col": coo.col.tolist(),
-                "value": coo.data.tolist(), "variance": float(self.variance), "known_total": self.known_total}
+        return {
+            "kind": "dense_matrix",
+            "shape": [int(coo.shape[0]), int(coo.shape[1])],
+            "sparse": bool(sp.issparse(self.strategy)),
+            "row": coo.row.tolist(),
+            "col": coo.col.tolist(),
+            "value": coo.data.tolist(),
+            "variance": float(self.variance),
+            "known_total": self.known_total,
+        }
 
     @classmethod
     def from_dict(cls, data: dict):
@@ -114,9 +122,13 @@ class DenseErrorModel:
             raise ParameterError(f"a saved matrix strategy must have 1 to {DENSE_COVARIANCE_LIMIT} columns, not {n}")
         if not 0 < rows <= len(data["value"]) + 4 * n:
             raise ParameterError(f"a saved matrix strategy with {len(data['value'])} nonzeros cannot have {rows} rows")
-        matrix = sp.csc_matrix((np.asarray(data["value"], dtype=float),
-                                (np.asarray(data["row"], dtype=np.int64), np.asarray(data["col"], dtype=np.int64))),
-                               shape=(rows, n))
+        matrix = sp.csc_matrix(
+            (
+                np.asarray(data["value"], dtype=float),
+                (np.asarray(data["row"], dtype=np.int64), np.asarray(data["col"], dtype=np.int64)),
+            ),
+            shape=(rows, n),
+        )
         if not np.all(matrix.data == np.round(matrix.data)):
             raise ParameterError("a saved matrix strategy must have integer entries")
         strategy = MatrixStrategy(matrix if data["sparse"] else np.ascontiguousarray(matrix.toarray()))
@@ -126,7 +138,7 @@ class DenseErrorModel:
         return matrix_estimate_model(strategy, variance, bool(data["known_total"]))
 
 
-def dense_matrix_model(strategy: "MatrixStrategy", variance: float, known_total: bool) -> DenseErrorModel:
+def dense_matrix_model(strategy: MatrixStrategy, variance: float, known_total: bool) -> DenseErrorModel:
     """The exact covariance of least squares on A, variance x (A^T A)^+ (with a public total:
     the pseudo-inverse on the sum-zero subspace), as a :class:`DenseErrorModel`."""
     A = strategy.explicit()
@@ -140,7 +152,7 @@ def dense_matrix_model(strategy: "MatrixStrategy", variance: float, known_total:
     return DenseErrorModel(variance * cov, strategy=strategy.matrix, variance=variance, known_total=known_total)
 
 
-def with_dense_errors(estimate, strategy: "MatrixStrategy", variance: float, known_total: bool):
+def with_dense_errors(estimate, strategy: MatrixStrategy, variance: float, known_total: bool):
     """``estimate`` (a least-squares estimate on ``strategy``) answering range variances from
     the dense covariance, and saving itself as that model."""
     dense = dense_matrix_model(strategy, variance, known_total)
@@ -149,7 +161,7 @@ def with_dense_errors(estimate, strategy: "MatrixStrategy", variance: float, kno
     return estimate
 
 
-def matrix_estimate_model(strategy: "MatrixStrategy", variance: float, known_total: bool):
+def matrix_estimate_model(strategy: MatrixStrategy, variance: float, known_total: bool):
     """The error model a matrix release carries, without data (an all-zero estimate)."""
     rows = strategy.rows
     estimate = OperatorEstimate(strategy.operator(), np.full(rows, variance), np.zeros(strategy.n), known_total)
@@ -167,8 +179,10 @@ class MatrixStrategy:
     def __init__(self, matrix):
         if isinstance(matrix, LinearOperator):
             if matrix.shape[1] > DENSE_COVARIANCE_LIMIT:
-                raise ParameterError(f"an implicit strategy over more than {DENSE_COVARIANCE_LIMIT} bins cannot be "
-                                     "checked and quantised; pass an explicit (sparse) matrix")
+                raise ParameterError(
+                    f"an implicit strategy over more than {DENSE_COVARIANCE_LIMIT} bins cannot be "
+                    "checked and quantised; pass an explicit (sparse) matrix"
+                )
             matrix = matrix.matmat(np.eye(matrix.shape[1]))
         if sp.issparse(matrix):
             given = sp.csc_matrix(matrix, dtype=float)
@@ -200,16 +214,19 @@ class MatrixStrategy:
         """The measured integer matrix A_q, dense (small n only)."""
         if sp.issparse(self.matrix):
             if self.n > DENSE_COVARIANCE_LIMIT:
-                raise ParameterError(f"a dense form of a strategy over more than {DENSE_COVARIANCE_LIMIT} bins "
-                                     "is too large")
+                raise ParameterError(
+                    f"a dense form of a strategy over more than {DENSE_COVARIANCE_LIMIT} bins is too large"
+                )
             return self.matrix.toarray()
         return self.matrix
 
     def check_rank(self, known_total: bool) -> None:
         """Refuse a strategy that does not determine x (with the public total when known)."""
         if self.n > DENSE_COVARIANCE_LIMIT:
-            raise ParameterError(f"matrix strategies over more than {DENSE_COVARIANCE_LIMIT} bins are not supported "
-                                 "(their rank cannot be checked); use Hierarchical or Wavelet")
+            raise ParameterError(
+                f"matrix strategies over more than {DENSE_COVARIANCE_LIMIT} bins are not supported "
+                "(their rank cannot be checked); use Hierarchical or Wavelet"
+            )
         A = self.explicit()
         if known_total:
             A = np.vstack([A, np.ones(self.n)])
@@ -284,8 +301,11 @@ class Matrix(Mechanism):
         return (self._strategy.sensitivity(self.neighbours, 1), self._strategy.sensitivity(self.neighbours, 2))
 
     def parameters(self) -> dict:
-        return {"strategy_shape": [self._strategy.rows, self._strategy.n],
-                "quantisation_factor": self._strategy.factor, **super().parameters()}
+        return {
+            "strategy_shape": [self._strategy.rows, self._strategy.n],
+            "quantisation_factor": self._strategy.factor,
+            **super().parameters(),
+        }
 
     def strategy(self, n: int) -> MatrixStrategy:
         if n != self._strategy.n:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from scipy.sparse.linalg import LinearOperator
@@ -19,7 +20,7 @@ class Measurements:
     of these: it never touches the private data.
     """
 
-    strategy: object
+    strategy: Any  # TreeStrategy, HaarStrategy or MatrixStrategy
     values: list
     noise: list
     epsilon: float

@@ -30,12 +30,20 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from typing import Any
 
 import numpy as np
 
 from ._validation import (
-    check_budget_list, check_delta, check_epsilon, check_neighbours, check_noise_scale, check_positive_int, exact_sum,
-    fit_budget, float_at_least,
+    check_budget_list,
+    check_delta,
+    check_epsilon,
+    check_neighbours,
+    check_noise_scale,
+    check_positive_int,
+    exact_sum,
+    fit_budget,
+    float_at_least,
 )
 from .domain import Domain
 from .errors import ParameterError
@@ -77,18 +85,28 @@ def nonlinear_estimate(measurements: Measurements, gls_estimate, inference: str,
     strategy = measurements.strategy
     y, _ = measurements.stacked()
     # weights 1 / (noise scale): b for (discrete) Laplace, sigma for Gaussian
-    scales = [None if spec is None else spec.scale for spec in measurements.noise]
-    weights = np.concatenate([np.full(np.size(v), 1.0 / sc) for v, sc in zip(measurements.values, scales)
-                              if v is not None])
+    scales: list[Any] = [None if spec is None else spec.scale for spec in measurements.noise]
+    weights = np.concatenate(
+        [np.full(np.size(v), 1.0 / sc) for v, sc in zip(measurements.values, scales) if v is not None]
+    )
     x_update = None
     if isinstance(strategy, TreeStrategy):
         level_weights = [None if sc is None else 1.0 / sc for sc in scales]
         x_update = tree_x_update(strategy, level_weights, total=measurements.total)
     alpha = 0.0 if inference == "nnls" else float(options.get("alpha", 0.9))
     solver_options = {k: options[k] for k in ("rho", "relax", "split", "adapt") if k in options}
-    result = admm(strategy.operator(), y, weights, alpha=alpha, total=measurements.total, x_update=x_update,
-                  tol=float(options.get("tol", 1e-5)), maxiter=int(options.get("maxiter", 5000)),
-                  x0=np.maximum(gls_estimate.leaves, 0.0), **solver_options)
+    result = admm(
+        strategy.operator(),
+        y,
+        weights,
+        alpha=alpha,
+        total=measurements.total,
+        x_update=x_update,
+        tol=float(options.get("tol", 1e-5)),
+        maxiter=int(options.get("maxiter", 5000)),
+        x0=np.maximum(gls_estimate.leaves, 0.0),
+        **solver_options,
+    )
     return NonlinearEstimate(result.x, gls_estimate, result)
 
 
@@ -102,8 +120,15 @@ def simulate_measurements(mechanism, measurements: Measurements, truth: np.ndarr
         if spec is not None:
             values[depth] = exact[depth] + spec.sample(np.shape(exact[depth]), rng)
     total = None if measurements.total is None else float(np.sum(truth))
-    return Measurements(strategy, values, list(measurements.noise), measurements.epsilon, measurements.delta,
-                        measurements.neighbours, total)
+    return Measurements(
+        strategy,
+        values,
+        list(measurements.noise),
+        measurements.epsilon,
+        measurements.delta,
+        measurements.neighbours,
+        total,
+    )
 
 
 def check_counts(counts) -> np.ndarray:
@@ -169,8 +194,9 @@ def laplace_scales(strategy, neighbours: str, level_epsilons: list[float], epsil
     return scales
 
 
-def gaussian_scales(strategy, neighbours: str, level_epsilons: list[float], epsilon: float,
-                    delta: float) -> list[float]:
+def gaussian_scales(
+    strategy, neighbours: str, level_epsilons: list[float], epsilon: float, delta: float
+) -> list[float]:
     """sigma_l = sigma / f_l with sigma calibrated for the L2 sensitivity of the strategy whose
     level l is weighted by f_l = eps_l / epsilon; rounded up until the exact weighted
     sensitivity max_pairs sum_l ||change_l||_2^2 / sigma_l^2 is at most (Delta / sigma)^2."""
@@ -189,8 +215,9 @@ def gaussian_scales(strategy, neighbours: str, level_epsilons: list[float], epsi
     return sigmas
 
 
-def calibrate(strategy, neighbours: str, kind: str, level_epsilons: list[float], epsilon: float,
-              delta: float) -> list[NoiseSpec]:
+def calibrate(
+    strategy, neighbours: str, kind: str, level_epsilons: list[float], epsilon: float, delta: float
+) -> list[NoiseSpec]:
     """The noise of every measured level for budgets ``level_epsilons`` (exact sum <= epsilon)."""
     if kind == "gaussian":
         scales = gaussian_scales(strategy, neighbours, level_epsilons, epsilon, delta)
@@ -209,8 +236,14 @@ class Mechanism:
 
     name = "mechanism"
 
-    def __init__(self, *, neighbours: str = "add_remove", noise: str = "auto", inference: str = "gls",
-                 inference_options: dict | None = None):
+    def __init__(
+        self,
+        *,
+        neighbours: str = "add_remove",
+        noise: str = "auto",
+        inference: str = "gls",
+        inference_options: dict | None = None,
+    ):
         self.neighbours = check_neighbours(neighbours)
         if noise != "auto":
             resolve_noise(noise, 0.5)  # validates the name
@@ -240,7 +273,7 @@ class Mechanism:
         return epsilon
 
     def parameters(self) -> dict:
-        params = {"neighbours": self.neighbours, "noise": self.noise}
+        params: dict[str, Any] = {"neighbours": self.neighbours, "noise": self.noise}
         if self.inference != "gls":
             params["inference"] = self.inference
             if self.inference_options:
@@ -268,8 +301,16 @@ class Mechanism:
             values[depth] = exact[depth] + spec.sample(exact[depth].shape, source)
             noise[depth] = spec
         total = float(counts.sum()) if self.neighbours == "replace" else None
-        return Measurements(strategy, values, noise, self.spent_epsilon(epsilon), delta, self.neighbours, total,
-                            extra={"seeded": is_seeded(rng)})
+        return Measurements(
+            strategy,
+            values,
+            noise,
+            self.spent_epsilon(epsilon),
+            delta,
+            self.neighbours,
+            total,
+            extra={"seeded": is_seeded(rng)},
+        )
 
     def noise_specs(self, strategy, epsilon: float, delta: float) -> list[NoiseSpec]:
         """The calibrated noise of every measured level, top down (data-independent)."""
@@ -296,7 +337,9 @@ class Mechanism:
         epsilon = check_epsilon(epsilon)
         delta = check_delta(delta)
         strategy = self.strategy(check_positive_int(n, "n"))
-        return tree_error_model(strategy, self.level_variances(strategy, epsilon, delta), known_total=strategy.known_total)
+        return tree_error_model(
+            strategy, self.level_variances(strategy, epsilon, delta), known_total=strategy.known_total
+        )
 
     def _exact_levels(self, strategy, counts):
         return strategy.level_sums(counts)
@@ -385,9 +428,20 @@ class Hierarchical(Mechanism):
 
     name = "hierarchical"
 
-    def __init__(self, branching=16, budget="uniform", *, measure_root: bool = False, neighbours="add_remove", noise="auto",
-                 inference="gls", inference_options=None):
+    def __init__(
+        self,
+        branching=16,
+        budget="uniform",
+        *,
+        measure_root: bool = False,
+        neighbours="add_remove",
+        noise="auto",
+        inference="gls",
+        inference_options=None,
+    ):
         super().__init__(neighbours=neighbours, noise=noise, inference=inference, inference_options=inference_options)
+        self.branching: int | list[int]
+        self.budget: str | list[float]
         if isinstance(branching, (list, tuple, np.ndarray)):
             if len(branching) == 0:
                 raise ParameterError("the branching list is empty; give at least one factor >= 2")
@@ -465,10 +519,14 @@ class Wavelet(Mechanism):
         epsilon = check_epsilon(epsilon)
         delta = check_delta(delta)
         strategy = self.strategy(check_positive_int(n, "n"))
-        return haar_error_model(strategy, self.level_variances(strategy, epsilon, delta), known_total=strategy.known_total)
+        return haar_error_model(
+            strategy, self.level_variances(strategy, epsilon, delta), known_total=strategy.known_total
+        )
 
     def least_squares(self, measurements: Measurements):
-        return haar_estimate(measurements.strategy, measurements.values, measurements.variances, total=measurements.total)
+        return haar_estimate(
+            measurements.strategy, measurements.values, measurements.variances, total=measurements.total
+        )
 
 
 MECHANISMS = {"flat": Flat, "hierarchical": Hierarchical, "wavelet": Wavelet}

@@ -136,9 +136,7 @@ def resolve_rng(rng=None):
         if rng < 0:
             raise ParameterError(f"rng seed must be a non-negative integer, got {rng}")
         return np.random.default_rng(int(rng))
-    raise ParameterError(
-        f"rng must be None, an integer seed or a numpy.random.Generator, got {type(rng).__name__}"
-    )
+    raise ParameterError(f"rng must be None, an integer seed or a numpy.random.Generator, got {type(rng).__name__}")
 
 
 # ----------------------------------------------------------------------------------------
@@ -250,9 +248,7 @@ def check_scale(kind: str, scale) -> float:
     except (TypeError, ValueError):
         raise ParameterError(f"noise scale must be a number, got {scale!r}") from None
     if math.isnan(value) or value <= 0:
-        raise ParameterError(
-            f"noise scale must be a number > 0, got {scale!r}; check epsilon and the sensitivity"
-        )
+        raise ParameterError(f"noise scale must be a number > 0, got {scale!r}; check epsilon and the sensitivity")
     if value > MAX_SCALE:  # includes inf
         name = "sigma" if kind == "gaussian" else "scale"
         raise ParameterError(
@@ -426,6 +422,7 @@ def _by_scale(sampler, scale, size) -> np.ndarray:
         if out is None or draws.dtype == object:
             out = np.zeros(shape, dtype=draws.dtype) if out is None else out.astype(object)
         out[where] = draws
+    assert out is not None  # distinct holds at least two values
     return out
 
 
@@ -607,8 +604,9 @@ def _best_order(epsilon: float, log_delta: float) -> float:
     values = np.where(np.isfinite(values), values, -np.inf)
     best = int(np.argmax(values))
     lo, hi = grid[max(best - 1, 0)], grid[min(best + 1, grid.size - 1)]
-    result = optimize.minimize_scalar(lambda u: -_rho_at_order(epsilon, log_delta, u), bounds=(lo, hi),
-                                      method="bounded", options={"xatol": 1e-12})
+    result = optimize.minimize_scalar(
+        lambda u: -_rho_at_order(epsilon, log_delta, u), bounds=(lo, hi), method="bounded", options={"xatol": 1e-12}
+    )
     return float(result.x) if -result.fun >= values[best] else float(grid[best])
 
 
@@ -632,8 +630,12 @@ def gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float = 1.0) ->
     works.
     """
     for name, value in (("epsilon", epsilon), ("l2_sensitivity", l2_sensitivity)):
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
-                or not math.isfinite(value) or value <= 0:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float, np.integer, np.floating))
+            or not math.isfinite(value)
+            or value <= 0
+        ):
             raise ParameterError(f"gaussian_sigma: {name} must be a finite number > 0, got {value!r}")
     if isinstance(delta, bool) or not isinstance(delta, (int, float, np.integer, np.floating)) or not 0.0 < delta < 1.0:
         raise ParameterError("Gaussian noise needs delta in (0, 1); use discrete Laplace noise for delta = 0")

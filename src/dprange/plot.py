@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from typing import IO
+
 import numpy as np
 
 from .errors import DPRangeError
 
 
-def plot_cdf(release, path: str, *, alpha: float = 0.05, title: str | None = None) -> str:
+def plot_cdf(release, path: str | IO[bytes], *, alpha: float = 0.05, title: str | None = None) -> str | IO[bytes]:
     """Save the estimated CDF with its pointwise (1 - alpha) confidence band as a PNG.
 
     The band is :meth:`dprange.Release.cdf_band` (exact one-sided bounds at each bin edge)."""
@@ -26,8 +28,14 @@ def plot_cdf(release, path: str, *, alpha: float = 0.05, title: str | None = Non
     values = np.concatenate([[0.0], cdf.value])
     fig, ax = plt.subplots(figsize=(7, 4.2), dpi=120)
     if release.exact_error_bars:
-        ax.fill_between(x, np.clip(lower, 0, 1.05), np.clip(upper, -0.05, 1.05), step="post", alpha=0.3,
-                        label=f"{100 * (1 - alpha):.0f}% pointwise band")
+        ax.fill_between(
+            x,
+            np.clip(lower, 0, 1.05),
+            np.clip(upper, -0.05, 1.05),
+            step="post",
+            alpha=0.3,
+            label=f"{100 * (1 - alpha):.0f}% pointwise band",
+        )
     ax.step(x, values, where="post", lw=1.4, label="private CDF")
     ax.set_xlabel("value")
     ax.set_ylabel("cumulative fraction")

@@ -38,8 +38,8 @@ interpolate inside their bin, and say so (``interpolated``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cached_property, lru_cache
-from typing import Callable
 
 import numpy as np
 from scipy import special
@@ -68,7 +68,6 @@ def _z(alpha: float, tails: str = "normal") -> float:
     return normal
 
 
-
 @lru_cache(maxsize=256)
 def _discrete_laplace_factor(alpha: float, scales: tuple) -> float:
     """One-sided factor for any linear combination of independent discrete Laplace draws.
@@ -85,13 +84,13 @@ def _discrete_laplace_factor(alpha: float, scales: tuple) -> float:
     scales and stays honest for small ones, where the lattice makes the plain factor fail
     (one draw with sd < 1: P(X <= -1) = t / (1 + t), e.g. 0.048 > 0.025 at t = 0.05).
     """
-    scales = np.asarray(scales, dtype=float)
-    scales = scales[np.isfinite(scales) & (scales > 0)]
-    if scales.size == 0:
+    positive = np.asarray(scales, dtype=float)
+    positive = positive[np.isfinite(positive) & (positive > 0)]
+    if positive.size == 0:
         return _z(alpha, "laplace")
-    t = np.exp(-1.0 / scales)
+    t = np.exp(-1.0 / positive)
     var_x = 2.0 * t / (1.0 - t) ** 2
-    var_y = 2.0 * scales**2
+    var_y = 2.0 * positive**2
     ratio = np.where(var_x > 0, var_y / np.where(var_x > 0, var_x, 1.0), np.inf)
     if not np.all(np.isfinite(ratio)):  # noise so small it never moves a count (t underflows)
         return 0.0
@@ -121,8 +120,10 @@ def one_sided_factor(alpha: float, noise: str | None, scales=None) -> float:
 
 
 #: What a release with non-linear inference says about its error bars.
-NONLINEAR_ERROR_BARS = ("not available in closed form for non-linear inference (NNLS/L1); "
-                        "use Release.bootstrap for parametric-bootstrap standard errors")
+NONLINEAR_ERROR_BARS = (
+    "not available in closed form for non-linear inference (NNLS/L1); "
+    "use Release.bootstrap for parametric-bootstrap standard errors"
+)
 #: What its deciles say about their intervals.
 NONLINEAR_INTERVALS = "non-linear inference (NNLS/L1) has no closed-form quantile intervals"
 
@@ -130,8 +131,15 @@ NONLINEAR_INTERVALS = "non-linear inference (NNLS/L1) has no closed-form quantil
 class Answer:
     """Values (scalar or array) with exact standard errors, computed on first use."""
 
-    def __init__(self, value, variance: Callable[[], np.ndarray] | np.ndarray, *, scalar: bool = False,
-                 tails: str = "normal", factor: Callable[[float], float] | None = None):
+    def __init__(
+        self,
+        value,
+        variance: Callable[[], np.ndarray] | np.ndarray | float,
+        *,
+        scalar: bool = False,
+        tails: str = "normal",
+        factor: Callable[[float], float] | None = None,
+    ):
         self._value = np.asarray(value, dtype=float)
         self._variance = variance
         self._scalar = scalar
@@ -212,8 +220,10 @@ class CDFAnswer(QuantileAnswer):
 
     @property
     def stderr(self):
-        raise ParameterError("CDF values at points have confidence intervals, not standard errors; "
-                             "Release.cdf() gives standard errors per bin")
+        raise ParameterError(
+            "CDF values at points have confidence intervals, not standard errors; "
+            "Release.cdf() gives standard errors per bin"
+        )
 
 
 def check_bin_ranges(lo, hi, n: int):
@@ -245,7 +255,9 @@ def check_bin_ranges(lo, hi, n: int):
     try:
         lo, hi = np.broadcast_arrays(*arrays)
     except ValueError:
-        raise ParameterError(f"lo and hi have shapes {arrays[0].shape} and {arrays[1].shape} that do not broadcast") from None
+        raise ParameterError(
+            f"lo and hi have shapes {arrays[0].shape} and {arrays[1].shape} that do not broadcast"
+        ) from None
     if lo.size and (lo.min() < 0 or hi.max() >= n or np.any(lo > hi)):
         raise ParameterError(f"ranges need 0 <= lo <= hi <= {n - 1} (inclusive bin indices)")
     return lo, hi
@@ -353,7 +365,13 @@ class Release:
         scalar = lo.ndim == 0
         sums = self._prefix_sums
         value = sums[hi + 1] - sums[lo]
-        return Answer(value, lambda: self.error_model.range_variance(lo, hi), scalar=scalar, tails=self._tails, factor=self._one_sided_factor)
+        return Answer(
+            value,
+            lambda: self.error_model.range_variance(lo, hi),
+            scalar=scalar,
+            tails=self._tails,
+            factor=self._one_sided_factor,
+        )
 
     def answer(self, workload) -> Answer:
         """Answers to every query of a :mod:`dprange.workloads` workload, with exact errors."""
@@ -363,7 +381,12 @@ class Release:
         if lohi is not None:
             return self.range(*lohi)
         W = workload.dense()
-        return Answer(W @ self.estimate, lambda: self.error_model.query_variance(W), tails=self._tails, factor=self._one_sided_factor)
+        return Answer(
+            W @ self.estimate,
+            lambda: self.error_model.query_variance(W),
+            tails=self._tails,
+            factor=self._one_sided_factor,
+        )
 
     def prefix(self, j) -> Answer:
         """Estimated count of bins 0..j."""
@@ -372,7 +395,12 @@ class Release:
     def histogram(self) -> Answer:
         """Estimated count of every bin."""
         idx = np.arange(self.n)
-        return Answer(self.estimate, lambda: self.error_model.range_variance(idx, idx), tails=self._tails, factor=self._one_sided_factor)
+        return Answer(
+            self.estimate,
+            lambda: self.error_model.range_variance(idx, idx),
+            tails=self._tails,
+            factor=self._one_sided_factor,
+        )
 
     def total(self) -> Answer:
         """The total count: public (variance 0) in the replace model, else estimated."""
@@ -415,8 +443,10 @@ class Release:
 
     def _require_error_bars(self):
         if not self.exact_error_bars:
-            raise ParameterError(f"{self.inference} inference has no closed-form intervals; use least-squares "
-                                 "inference (inference='gls', --inference gls) or Release.bootstrap for error bars")
+            raise ParameterError(
+                f"{self.inference} inference has no closed-form intervals; use least-squares "
+                "inference (inference='gls', --inference gls) or Release.bootstrap for error bars"
+            )
 
     def _one_sided_factor(self, alpha: float) -> float:
         """k with P(error > k sd) <= alpha / 2 for every linear answer (see module doc)."""
@@ -492,7 +522,7 @@ class Release:
         upper = np.where(up_fn(np.ones(j.size)) <= 0, 1.0, np.where(up_fn(np.zeros(j.size)) > 0, 0.0, upper))
         return lower, np.maximum(upper, lower)
 
-    def cdf_at(self, values) -> "CDFAnswer":
+    def cdf_at(self, values) -> CDFAnswer:
         """The CDF at values in domain units: F(v) = fraction of records <= v.
 
         The point estimate interpolates linearly inside the bin holding v on interval domains
@@ -648,8 +678,13 @@ class Release:
             edges = self.domain.edges
             return edges[first], edges[last + 1]
 
-        return QuantileAnswer(values[0] if scalar else values, interval, scalar=scalar,
-                              interpolated=self.domain.kind != "integers", bins=point_bins)
+        return QuantileAnswer(
+            values[0] if scalar else values,
+            interval,
+            scalar=scalar,
+            interpolated=self.domain.kind != "integers",
+            bins=point_bins,
+        )
 
     # ----------------------------------------------------------------- serialisation
     def to_dict(self, *, alpha: float = 0.05) -> dict:
@@ -686,8 +721,11 @@ class Release:
             "noise_scales": self.noise_scales,
             "inference": self.inference,
             "domain": self.domain.to_dict(),
-            "total": {"value": float(total.value), "stderr": float(total.stderr) if self.exact_error_bars else None,
-                      "public": self.public_total is not None},
+            "total": {
+                "value": float(total.value),
+                "stderr": float(total.stderr) if self.exact_error_bars else None,
+                "public": self.public_total is not None,
+            },
         }
         out["error_model"] = error_model_dict(self)
         if not self.exact_error_bars:
@@ -713,10 +751,17 @@ class Release:
             lower, upper = q.confidence_interval(alpha, simultaneous=True)
         except ParameterError:
             return None
-        out.update({
-            "lower": lower.tolist(), "upper": upper.tolist(), "alpha": alpha, "simultaneous": True,
-            "interval": "bin edges; all nine hold at once with probability >= 1 - alpha, whatever the data inside a bin",
-        })
+        out.update(
+            {
+                "lower": lower.tolist(),
+                "upper": upper.tolist(),
+                "alpha": alpha,
+                "simultaneous": True,
+                "interval": (
+                    "bin edges; all nine hold at once with probability >= 1 - alpha, whatever the data inside a bin"
+                ),
+            }
+        )
         return out
 
     def to_json(self, path=None, *, alpha: float = 0.05):
@@ -736,7 +781,7 @@ class Release:
         return write_atomically(path, lambda fh: write_json(self, fh, alpha))
 
     @classmethod
-    def from_dict(cls, data: dict) -> "Release":
+    def from_dict(cls, data: dict) -> Release:
         """The release described by :meth:`to_dict`: the same answers and standard errors
         (the error model is rebuilt from its saved parameters; :mod:`dprange.serialisation`).
         It has no mechanism, so :meth:`bootstrap` raises ParameterError.  DataError for a
@@ -746,7 +791,7 @@ class Release:
         return release_from_dict(data)
 
     @classmethod
-    def from_json(cls, text_or_path) -> "Release":
+    def from_json(cls, text_or_path) -> Release:
         """The release saved by :meth:`to_json`, from its text (a string starting with '{')
         or from a file path (see :meth:`from_dict`)."""
         from .serialisation import load_release, release_from_json_text  # noqa: PLC0415

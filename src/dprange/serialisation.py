@@ -41,7 +41,8 @@ import json
 import math
 import os
 import tempfile
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -149,8 +150,7 @@ def write_atomically(path, write: Callable, *, binary: bool = False) -> str:
     except OSError as exc:
         raise DataError(f"cannot write {path!r}: {excerpt(exc.strerror or exc, 80)}") from None
     try:
-        mode = "wb" if binary else "w"
-        with os.fdopen(fd, mode, **({} if binary else {"encoding": "utf-8"})) as fh:
+        with os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8") as fh:
             write(fh)
         os.chmod(temporary, 0o666 & ~_umask())
         os.replace(temporary, path)
@@ -189,8 +189,9 @@ def write_json(release, fh, alpha: float) -> None:
         "stderr": lambda: stderr_chunks(release),
     }
     for name, value in one_line.items():
-        text = text.replace(json.dumps(_PLACEHOLDER.format(name)), json.dumps(value, separators=(",", ":"),
-                                                                              allow_nan=False), 1)
+        text = text.replace(
+            json.dumps(_PLACEHOLDER.format(name)), json.dumps(value, separators=(",", ":"), allow_nan=False), 1
+        )
     for name, chunks in arrays.items():
         marker = json.dumps(_PLACEHOLDER.format(name))
         if marker not in text:
@@ -212,7 +213,7 @@ def json_text(release, alpha: float) -> str:
 def write_npz(release, fh, alpha: float) -> None:
     meta = metadata(release, alpha)
     meta["format"] = {"dprange_npz": FORMAT_VERSION}
-    arrays = {"estimate": np.asarray(release.estimate, dtype=float)}
+    arrays: dict[str, Any] = {"estimate": np.asarray(release.estimate, dtype=float)}
     if release.exact_error_bars:
         arrays["stderr"] = histogram_stderr(release)
     blob = np.frombuffer(json.dumps(meta, allow_nan=False).encode("utf-8"), dtype=np.uint8)
@@ -264,8 +265,10 @@ class SavedBinErrors:
         if self._total_variance is not None:
             variance[whole] = self._total_variance
         if np.any(np.isnan(variance)):
-            raise ParameterError("a release saved in format 1 knows the standard errors of single bins and of the "
-                                 f"total only; {NO_MODEL}")
+            raise ParameterError(
+                "a release saved in format 1 knows the standard errors of single bins and of the "
+                f"total only; {NO_MODEL}"
+            )
         return variance
 
     def query_variance(self, weights):
@@ -273,8 +276,10 @@ class SavedBinErrors:
 
 
 NO_MODEL = "save the release again with this dprange version (format 2 keeps the error model)"
-LOADED_BOOTSTRAP = ("a release loaded from a file cannot be bootstrapped: resampling needs the mechanism's "
-                    "measurements; bootstrap the original Release before saving it")
+LOADED_BOOTSTRAP = (
+    "a release loaded from a file cannot be bootstrapped: resampling needs the mechanism's "
+    "measurements; bootstrap the original Release before saving it"
+)
 
 
 def _no_bootstrap(source):
@@ -296,8 +301,10 @@ def error_model_dict(release) -> dict | None:
 
 
 #: What a saved least-squares release without its error model says.
-UNSAVED_ERROR_BARS = ("the error model of this strategy cannot be saved: the standard errors listed here are "
-                      "exact, but a loaded copy answers values only")
+UNSAVED_ERROR_BARS = (
+    "the error model of this strategy cannot be saved: the standard errors listed here are "
+    "exact, but a loaded copy answers values only"
+)
 
 
 def _model_bins(data) -> object:
@@ -312,17 +319,20 @@ def error_model_from_dict(data, n: int | None = None):
     """The error model described by ``data`` (its ``kind`` picks the class), or DataError;
     with ``n``, the model must be over n bins (checked before anything is built)."""
 
-    kinds = {"tree": TreeErrorModel, "haar": HaarEstimate, "dense_matrix": DenseErrorModel}
+    kinds: dict[str, Any] = {"tree": TreeErrorModel, "haar": HaarEstimate, "dense_matrix": DenseErrorModel}
     if not isinstance(data, dict) or data.get("kind") not in kinds:
         raise DataError(f"the saved error model is not one of {', '.join(kinds)}; the file is corrupt")
     claimed = _model_bins(data)
     if n is not None and (isinstance(claimed, bool) or claimed != n):
-        raise DataError(f"the saved error model is over {excerpt(claimed, 20)} bins but the histogram has {n}; "
-                        "the file is corrupt")
+        raise DataError(
+            f"the saved error model is over {excerpt(claimed, 20)} bins but the histogram has {n}; the file is corrupt"
+        )
     try:
         return kinds[data["kind"]].from_dict(data)
     except KeyError as exc:
-        raise DataError(f"the saved error model lacks the field {excerpt(exc.args[0], 40)!r}; the file is corrupt") from None
+        raise DataError(
+            f"the saved error model lacks the field {excerpt(exc.args[0], 40)!r}; the file is corrupt"
+        ) from None
     except (DPRangeError, TypeError, ValueError, OverflowError) as exc:
         message = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise DataError(f"the saved error model is corrupt ({excerpt(message, 100)})") from None
@@ -343,10 +353,14 @@ def _check_version(meta) -> int:
         raise DataError("this is not a dprange release (no 'dprange_release' format field)")
     version = meta["dprange_release"]
     if isinstance(version, bool) or not isinstance(version, int) or version < 1:
-        raise DataError(f"the release format version {excerpt(version, 20)!r} is not a positive integer; the file is corrupt")
+        raise DataError(
+            f"the release format version {excerpt(version, 20)!r} is not a positive integer; the file is corrupt"
+        )
     if version > FORMAT_VERSION:
-        raise DataError(f"this release was saved in format {version}, newer than this dprange reads "
-                        f"(1 to {FORMAT_VERSION}); upgrade dprange to load it")
+        raise DataError(
+            f"this release was saved in format {version}, newer than this dprange reads "
+            f"(1 to {FORMAT_VERSION}); upgrade dprange to load it"
+        )
     return version
 
 
@@ -358,18 +372,28 @@ def _privacy(meta) -> dict:
     epsilon, delta = privacy.get("epsilon"), privacy.get("delta", 0.0)
     for name, value in (("epsilon", epsilon), ("delta", delta)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-            raise DataError(f"the saved {name} {excerpt(value, 30)!r} is not a non-negative number; the file is corrupt")
+            raise DataError(
+                f"the saved {name} {excerpt(value, 30)!r} is not a non-negative number; the file is corrupt"
+            )
     if privacy.get("neighbours") not in NEIGHBOURS:
-        raise DataError(f"the saved neighbours {excerpt(privacy.get('neighbours'), 30)!r} is not one of "
-                        f"{', '.join(NEIGHBOURS)}; the file is corrupt")
+        raise DataError(
+            f"the saved neighbours {excerpt(privacy.get('neighbours'), 30)!r} is not one of "
+            f"{', '.join(NEIGHBOURS)}; the file is corrupt"
+        )
     scales = meta.get("noise_scales")
     if scales is not None:
         scales = _float_array(scales, "noise scales").tolist()
     noise = privacy.get("noise")
     if noise is not None and not isinstance(noise, str):
         raise DataError("the saved noise kind is not a name; the file is corrupt")
-    return {"epsilon": epsilon, "delta": delta, "neighbours": privacy["neighbours"], "noise": noise,
-            "seeded": bool(privacy.get("seeded", False)), "noise_scales": scales}
+    return {
+        "epsilon": epsilon,
+        "delta": delta,
+        "neighbours": privacy["neighbours"],
+        "noise": noise,
+        "seeded": bool(privacy.get("seeded", False)),
+        "noise_scales": scales,
+    }
 
 
 def _public_total(meta):
@@ -392,8 +416,9 @@ def _error_model(meta, version: int, estimate: np.ndarray, stderr, public_total)
         return NonlinearErrors()
     if version == 1:
         total = meta["total"]
-        total_variance = 0.0 if public_total is not None else (
-            None if total.get("stderr") is None else float(total["stderr"]) ** 2)
+        total_variance = (
+            0.0 if public_total is not None else (None if total.get("stderr") is None else float(total["stderr"]) ** 2)
+        )
         return SavedBinErrors(stderr, total_variance)
     if meta.get("error_model") is None:
         return UnsavedErrors(str(meta.get("error_bars") or UNSAVED_ERROR_BARS))
@@ -436,10 +461,22 @@ def release_from_parts(meta, estimate, stderr):
     mechanism = meta.get("mechanism")
     if not isinstance(mechanism, str) or not isinstance(parameters, (dict, type(None))):
         raise DataError("the saved mechanism or its parameters are malformed; the file is corrupt")
-    return Release(estimate, model, domain=domain, mechanism=mechanism, parameters=parameters,
-                   epsilon=privacy["epsilon"], delta=privacy["delta"], neighbours=privacy["neighbours"],
-                   total=public_total, inference=meta["inference"], noise=privacy["noise"], resample=_no_bootstrap,
-                   seeded=privacy["seeded"], noise_scales=privacy["noise_scales"])
+    return Release(
+        estimate,
+        model,
+        domain=domain,
+        mechanism=mechanism,
+        parameters=parameters,
+        epsilon=privacy["epsilon"],
+        delta=privacy["delta"],
+        neighbours=privacy["neighbours"],
+        total=public_total,
+        inference=meta["inference"],
+        noise=privacy["noise"],
+        resample=_no_bootstrap,
+        seeded=privacy["seeded"],
+        noise_scales=privacy["noise_scales"],
+    )
 
 
 def release_from_dict(data):

@@ -179,9 +179,7 @@ class TreeStrategy:
             size = self.level_sizes[d - 1]
             pad = size * b - current.shape[-1]
             if pad:
-                current = np.concatenate(
-                    [current, np.zeros(current.shape[:-1] + (pad,), dtype=current.dtype)], axis=-1
-                )
+                current = np.concatenate([current, np.zeros(current.shape[:-1] + (pad,), dtype=current.dtype)], axis=-1)
             current = current.reshape(current.shape[:-1] + (size, b)).sum(axis=-1)
             levels.append(current)
         return levels[::-1]
@@ -210,7 +208,7 @@ class TreeStrategy:
 
         def rmatvec(y):
             parts = np.split(np.ravel(y), splits)
-            level_values = [None] * (self.depth + 1)
+            level_values: list = [None] * (self.depth + 1)
             for d, part in zip(depths, parts):
                 level_values[d] = part
             return self.spread(level_values)
@@ -331,6 +329,10 @@ class HaarStrategy:
     def describe(self) -> dict:
         return {"bins": self.n, "padded_bins": self.size, "known_total": self.known_total}
 
+    def operator(self) -> LinearOperator:
+        """Measured Haar rows as a LinearOperator (see :func:`_haar_operator`)."""
+        return _haar_operator(self)
+
 
 def _haar_operator(self: HaarStrategy) -> LinearOperator:
     """Measured Haar rows (total unless public, then differences top down) as a LinearOperator."""
@@ -354,6 +356,3 @@ def _haar_operator(self: HaarStrategy) -> LinearOperator:
         return out[: self.n]
 
     return LinearOperator((sum(sizes), self.n), matvec=matvec, rmatvec=rmatvec, dtype=float)
-
-
-HaarStrategy.operator = _haar_operator

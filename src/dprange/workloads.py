@@ -56,7 +56,9 @@ class Workload:
         lohi = self.ranges()
         if lohi is None:
             W = self.dense()
-            return LinearOperator(W.shape, matvec=lambda v: W @ np.ravel(v), rmatvec=lambda r: W.T @ np.ravel(r), dtype=float)
+            return LinearOperator(
+                W.shape, matvec=lambda v: W @ np.ravel(v), rmatvec=lambda r: W.T @ np.ravel(r), dtype=float
+            )
         lo, hi = lohi
 
         def matvec(v):

@@ -11,5 +11,16 @@ from .nnls import nnls
 from .tree import tree_error_model, tree_gls
 from .wavelet import haar_error_model, haar_estimate
 
-__all__ = ["ADMMResult", "admm", "consistent_cdf", "generic_x_update", "gls", "haar_error_model", "haar_estimate",
-           "nnls", "tree_error_model", "tree_gls", "tree_x_update"]
+__all__ = [
+    "ADMMResult",
+    "admm",
+    "consistent_cdf",
+    "generic_x_update",
+    "gls",
+    "haar_error_model",
+    "haar_estimate",
+    "nnls",
+    "tree_error_model",
+    "tree_gls",
+    "tree_x_update",
+]

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 from scipy.optimize import isotonic_regression
@@ -81,11 +81,11 @@ def _check(noisy_cumulative, total):
         whole = float(total).is_integer() if not isinstance(total, (numbers.Integral, np.integer)) else True
     except OverflowError:
         whole = False
-    if not whole or total < 0 or total > MAX_TOTAL:
+    if not whole or total < 0 or total > MAX_TOTAL:  # type: ignore[operator]  # typeshed: numbers.Real has no <
         raise ParameterError(
             f"total must be a non-negative integer at most 2^53 (exact in float64), got {excerpt(repr(total))}"
         )
-    return y, int(total)
+    return y, int(total)  # type: ignore[arg-type]  # typeshed: numbers.Real has no __int__
 
 
 def consistent_cdf(noisy_cumulative, total, loss="l2", *, method: str = "auto") -> np.ndarray:

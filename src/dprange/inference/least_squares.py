@@ -40,7 +40,7 @@ def _whitened(operator, variances, n, total):
     return LinearOperator((A.shape[0], n), matvec=matvec, rmatvec=rmatvec, dtype=float), inv_sd, project
 
 
-def gls(operator, values, variances, *, total=None, tol: float = 1e-12, maxiter: int | None = None) -> "OperatorEstimate":
+def gls(operator, values, variances, *, total=None, tol: float = 1e-12, maxiter: int | None = None) -> OperatorEstimate:
     """GLS estimate of x (length operator.shape[1]) from ``values`` with per-row ``variances``."""
     A = aslinearoperator(operator)
     m, n = A.shape
@@ -75,7 +75,9 @@ class OperatorEstimate:
             proj = lambda u: u - u.mean()  # noqa: E731
         else:
             proj = lambda u: u  # noqa: E731
-        return LinearOperator((n, n), matvec=lambda u: proj(A.rmatvec(inv_v * A.matvec(proj(np.ravel(u))))), dtype=float)
+        return LinearOperator(
+            (n, n), matvec=lambda u: proj(A.rmatvec(inv_v * A.matvec(proj(np.ravel(u))))), dtype=float
+        )
 
     def query_variance(self, queries) -> np.ndarray:
         """Exact variance q^T G^+ q of each row q of ``queries`` (k x n array)."""

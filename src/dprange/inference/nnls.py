@@ -15,8 +15,19 @@ from __future__ import annotations
 from .l1_admm import ADMMResult, admm
 
 
-def nnls(A, y, weights=None, *, total=None, equality=None, x_update=None, tol: float = 1e-8, maxiter: int = 20000,
-         x0=None, rho: float = 2.0) -> ADMMResult:
+def nnls(
+    A,
+    y,
+    weights=None,
+    *,
+    total=None,
+    equality=None,
+    x_update=None,
+    tol: float = 1e-8,
+    maxiter: int = 20000,
+    x0=None,
+    rho: float = 2.0,
+) -> ADMMResult:
     """Weighted NNLS by ADMM, with an optional public total or equality constraints.
 
     ``A`` is a dense or sparse matrix or a LinearOperator (p x n), ``y`` the p measurements,
@@ -25,5 +36,17 @@ def nnls(A, y, weights=None, *, total=None, equality=None, x_update=None, tol: f
     (e.g. ``tree_x_update(strategy, level_weights, total=...)`` for trees).  Returns the
     :class:`ADMMResult` (``.x`` >= 0, ``.converged``, residual histories).
     """
-    return admm(A, y, weights, alpha=0.0, nonnegative=True, total=total, equality=equality, x_update=x_update,
-                tol=tol, maxiter=maxiter, x0=x0, rho=rho)
+    return admm(
+        A,
+        y,
+        weights,
+        alpha=0.0,
+        nonnegative=True,
+        total=total,
+        equality=equality,
+        x_update=x_update,
+        tol=tol,
+        maxiter=maxiter,
+        x0=x0,
+        rho=rho,
+    )

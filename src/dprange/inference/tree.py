@@ -43,7 +43,6 @@ import numpy as np
 from ..errors import ParameterError
 from ..strategies import TreeStrategy
 
-
 #: Largest padding (nodes beyond 4 n) a saved tree may claim: guards loading against a
 #: corrupt branching that would allocate without bound.
 MAX_PADDING = 1 << 22
@@ -73,8 +72,15 @@ class TreeErrorModel:
     root_variance : the root's posterior variance (0 when the total is public).
     """
 
-    def __init__(self, strategy: TreeStrategy, up_variances, child_variance_sums, root_variance,
-                 level_variances=None, known_total: bool = False):
+    def __init__(
+        self,
+        strategy: TreeStrategy,
+        up_variances,
+        child_variance_sums,
+        root_variance,
+        level_variances=None,
+        known_total: bool = False,
+    ):
         self.strategy = strategy
         self.from_below_variance = up_variances
         self._child_variance_sums = child_variance_sums
@@ -89,21 +95,34 @@ class TreeErrorModel:
         if self.level_variances is None:
             raise ParameterError("this tree error model does not know the noise variances it was built from")
         tree = self.strategy
-        return {"kind": "tree", "n": tree.n, "branching": [int(b) for b in tree.branching],
-                "measure_root": tree.measure_root, "known_total": self.known_total,
-                "level_variances": [compact_variances(v) for v in self.level_variances]}
+        return {
+            "kind": "tree",
+            "n": tree.n,
+            "branching": [int(b) for b in tree.branching],
+            "measure_root": tree.measure_root,
+            "known_total": self.known_total,
+            "level_variances": [compact_variances(v) for v in self.level_variances],
+        }
 
     @classmethod
-    def from_dict(cls, data: dict) -> "TreeErrorModel":
+    def from_dict(cls, data: dict) -> TreeErrorModel:
         """The error model described by :meth:`to_dict` (rebuilt exactly, O(number of nodes))."""
-        tree = TreeStrategy(data["n"], list(data["branching"]), measure_root=bool(data["measure_root"]),
-                            known_total=bool(data["known_total"]))
+        tree = TreeStrategy(
+            data["n"],
+            list(data["branching"]),
+            measure_root=bool(data["measure_root"]),
+            known_total=bool(data["known_total"]),
+        )
         padded_nodes = sum(size * b for size, b in zip(tree.level_sizes, tree.branching))
         if padded_nodes > 4 * tree.n + MAX_PADDING:
-            raise ParameterError(f"the branching {list(tree.branching)} pads {tree.n} bins to {padded_nodes} nodes; "
-                                 "a saved tree is never that wide")
-        variances = [None if v is None else np.asarray(v, dtype=float) if isinstance(v, list) else float(v)
-                     for v in data["level_variances"]]
+            raise ParameterError(
+                f"the branching {list(tree.branching)} pads {tree.n} bins to {padded_nodes} nodes; "
+                "a saved tree is never that wide"
+            )
+        variances = [
+            None if v is None else np.asarray(v, dtype=float) if isinstance(v, list) else float(v)
+            for v in data["level_variances"]
+        ]
         return tree_error_model(tree, variances, known_total=bool(data["known_total"]))
 
     def range_variance(self, lo, hi) -> np.ndarray:
@@ -168,9 +187,9 @@ class TreeErrorModel:
             w = _pad(self.from_below_variance[d], parents * b).reshape(parents, b)
             g_pad = np.zeros((q.shape[0], parents * b))
             g_pad[:, : g.shape[1]] = g
-            g_pad = g_pad.reshape(q.shape[0], parents, b)
-            lin = (g_pad * w).sum(axis=2)
-            sq = (g_pad**2 * w).sum(axis=2)
+            g_blocks = g_pad.reshape(q.shape[0], parents, b)
+            lin = (g_blocks * w).sum(axis=2)
+            sq = (g_blocks**2 * w).sum(axis=2)
             big_w = self._child_variance_sums[d - 1]
             s = s + (sq - _safe_div(lin**2, big_w)).sum(axis=1)
             g = _safe_div(lin, big_w)
@@ -182,8 +201,17 @@ class TreeErrorModel:
 class TreeEstimate(TreeErrorModel):
     """The GLS estimate on a tree (``leaves``) together with its exact error model."""
 
-    def __init__(self, strategy, up_estimates, up_variances, child_variance_sums, node_estimates, root_variance,
-                 level_variances=None, known_total: bool = False):
+    def __init__(
+        self,
+        strategy,
+        up_estimates,
+        up_variances,
+        child_variance_sums,
+        node_estimates,
+        root_variance,
+        level_variances=None,
+        known_total: bool = False,
+    ):
         super().__init__(strategy, up_variances, child_variance_sums, root_variance, level_variances, known_total)
         self.from_below = up_estimates
         self._nodes = node_estimates
@@ -296,5 +324,6 @@ def tree_error_model(strategy: TreeStrategy, level_variances, *, known_total: bo
     """
     values = [None if v is None else np.zeros(strategy.level_sizes[d]) for d, v in enumerate(level_variances)]
     est = tree_gls(strategy, values, level_variances, total=0.0 if known_total else None)
-    return TreeErrorModel(strategy, est.from_below_variance, est._child_variance_sums, est.root_variance,
-                          est.level_variances, known_total)
+    return TreeErrorModel(
+        strategy, est.from_below_variance, est._child_variance_sums, est.root_variance, est.level_variances, known_total
+    )

@@ -40,15 +40,21 @@ class HaarEstimate:
     def to_dict(self) -> dict:
         """The padded Haar tree and its per-level noise variances: all :meth:`from_dict` needs
         to rebuild the error model exactly (level 0, the total, has variance 0 when public)."""
-        return {"kind": "haar", "n": self.strategy.n, "known_total": self.strategy.known_total,
-                "level_variances": [compact_variances(v) for v in self.level_variances]}
+        return {
+            "kind": "haar",
+            "n": self.strategy.n,
+            "known_total": self.strategy.known_total,
+            "level_variances": [compact_variances(v) for v in self.level_variances],
+        }
 
     @classmethod
-    def from_dict(cls, data: dict) -> "HaarEstimate":
+    def from_dict(cls, data: dict) -> HaarEstimate:
         """The error model described by :meth:`to_dict` (its estimate is all zeros)."""
         haar = HaarStrategy(data["n"], known_total=bool(data["known_total"]))
-        variances = [None if v is None else np.asarray(v, dtype=float) if isinstance(v, list) else float(v)
-                     for v in data["level_variances"]]
+        variances = [
+            None if v is None else np.asarray(v, dtype=float) if isinstance(v, list) else float(v)
+            for v in data["level_variances"]
+        ]
         if len(variances) != haar.height + 1:
             raise ParameterError(f"a Haar tree over {haar.n} bins has {haar.height + 1} levels, not {len(variances)}")
         return haar_error_model(haar, variances, known_total=haar.known_total)

@@ -13,5 +13,20 @@ from .oracles import GRR, HRR, OLH, OUE, Reports, make_oracle
 from .protocols import Flat, HaarHRR, HierarchicalHistogram, ProtocolReports
 from .simulate import SHORTCUT_EXACT, simulate
 
-__all__ = ["GRR", "HRR", "OLH", "OUE", "SHORTCUT_EXACT", "Flat", "HaarHRR", "HierarchicalHistogram", "ProtocolReports",
-           "Reports", "expected_error", "make_oracle", "optimal_branching", "simulate", "two_stage_consistency"]
+__all__ = [
+    "GRR",
+    "HRR",
+    "OLH",
+    "OUE",
+    "SHORTCUT_EXACT",
+    "Flat",
+    "HaarHRR",
+    "HierarchicalHistogram",
+    "ProtocolReports",
+    "Reports",
+    "expected_error",
+    "make_oracle",
+    "optimal_branching",
+    "simulate",
+    "two_stage_consistency",
+]

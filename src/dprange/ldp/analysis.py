@@ -33,7 +33,9 @@ def _workload(workload, domain_size) -> Workload:
     return make_workload(workload, domain_size) if isinstance(workload, str) else workload
 
 
-def expected_error(protocol, workload, n_users: int, epsilon: float | None = None, *, consistency: bool = True) -> float:
+def expected_error(
+    protocol, workload, n_users: int, epsilon: float | None = None, *, consistency: bool = True
+) -> float:
     """Exact average variance of the protocol's answers (as fractions of N) on ``workload``."""
     if epsilon is not None:
         protocol = protocol.with_epsilon(epsilon)
@@ -53,8 +55,16 @@ def expected_error(protocol, workload, n_users: int, epsilon: float | None = Non
     return float(direct_range_variance(tree, variances, lo, hi).mean()) / n_users**2
 
 
-def optimal_branching(domain_size: int, n_users: int, epsilon: float, *, oracle: str = "oue", workload="all-range",
-                      consistency: bool = True, branchings=range(2, 65)) -> dict:
+def optimal_branching(
+    domain_size: int,
+    n_users: int,
+    epsilon: float,
+    *,
+    oracle: str = "oue",
+    workload="all-range",
+    consistency: bool = True,
+    branchings=range(2, 65),
+) -> dict:
     """The branching factor of HH_B with the least exact error, and the whole curve.
 
     Returns ``{"best": B, "error": its average variance (fractions), "curve": {B: error}}``;
@@ -67,7 +77,7 @@ def optimal_branching(domain_size: int, n_users: int, epsilon: float, *, oracle:
             break
         proto = HierarchicalHistogram(domain_size, b, oracle, epsilon=epsilon)
         curve[b] = expected_error(proto, workload, n_users, consistency=consistency)
-    best = min(curve, key=curve.get)
+    best = min(curve, key=curve.__getitem__)
     return {"best": best, "error": curve[best], "curve": curve}
 
 

@@ -26,7 +26,7 @@ from .._validation import check_epsilon
 from ..domain import Domain
 from ..errors import ParameterError, ReportError
 from ..io import load_npy, read_column
-from .protocols import Flat, HaarHRR, HierarchicalHistogram, ProtocolReports
+from .protocols import Flat, HaarHRR, HierarchicalHistogram, Protocol, ProtocolReports
 from .simulate import SHORTCUT_EXACT, simulate
 
 #: Simulation runs every client for oracles without an exact shortcut (HRR, OLH): O(users).
@@ -65,16 +65,27 @@ def protocol_from_header(header: dict):
         size = header["domain_size"]
         if isinstance(size, int) and not isinstance(size, bool):  # before any structure of that size is built
             check_size(size, "the report header's domain_size")
+        proto: Protocol
         if name == "ldp-hierarchical":
-            proto = HierarchicalHistogram(header["domain_size"], header["branching"], header["oracle"],
-                                          epsilon=header["epsilon"], level_probabilities=header["level_probabilities"],
-                                          oracle_options=header.get("oracle_options") or None)
+            proto = HierarchicalHistogram(
+                header["domain_size"],
+                header["branching"],
+                header["oracle"],
+                epsilon=header["epsilon"],
+                level_probabilities=header["level_probabilities"],
+                oracle_options=header.get("oracle_options") or None,
+            )
         elif name == "ldp-haar-hrr":
-            proto = HaarHRR(header["domain_size"], epsilon=header["epsilon"],
-                            level_probabilities=header["level_probabilities"])
+            proto = HaarHRR(
+                header["domain_size"], epsilon=header["epsilon"], level_probabilities=header["level_probabilities"]
+            )
         elif name == "ldp-flat":
-            proto = Flat(header["domain_size"], header["oracle"], epsilon=header["epsilon"],
-                         oracle_options=header.get("oracle_options") or None)
+            proto = Flat(
+                header["domain_size"],
+                header["oracle"],
+                epsilon=header["epsilon"],
+                oracle_options=header.get("oracle_options") or None,
+            )
         else:
             raise ReportError(f"unknown protocol {name!r} in the reports")
     except KeyError as exc:
@@ -104,10 +115,20 @@ def check_seed(seed):
 
 
 protocol_options = [
-    click.option("--protocol", type=click.Choice(PROTOCOLS), default="hierarchical", show_default=True,
-                 help="hierarchical (HH_B), haar (HaarHRR) or flat (one frequency oracle)."),
-    click.option("--oracle", type=click.Choice(["oue", "olh", "hrr", "grr"]), default="oue", show_default=True,
-                 help="Frequency oracle for hierarchical and flat."),
+    click.option(
+        "--protocol",
+        type=click.Choice(PROTOCOLS),
+        default="hierarchical",
+        show_default=True,
+        help="hierarchical (HH_B), haar (HaarHRR) or flat (one frequency oracle).",
+    ),
+    click.option(
+        "--oracle",
+        type=click.Choice(["oue", "olh", "hrr", "grr"]),
+        default="oue",
+        show_default=True,
+        help="Frequency oracle for hierarchical and flat.",
+    ),
     click.option("--branching", type=int, default=4, show_default=True, help="Branching factor of the hierarchy."),
     click.option("--epsilon", "-e", type=float, required=True, help="Each user's privacy budget (local DP)."),
 ]
@@ -130,8 +151,14 @@ def ldp():
 @click.option("--bins", type=int, default=None, help="Equal bins over [lo, hi] (default: one bin per integer).")
 @with_options(protocol_options)
 @click.option("--seed", type=int, default=None, help="Seed for experiments only; the default reads OS entropy.")
-@click.option("--output", "-o", type=click.Path(dir_okay=False), default="reports.npz", show_default=True,
-              help="Where to write the randomised reports (.jsonl/.json: JSON lines; else compact binary).")
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False),
+    default="reports.npz",
+    show_default=True,
+    help="Where to write the randomised reports (.jsonl/.json: JSON lines; else compact binary).",
+)
 @redact_option
 def encode(input_path, column, lo, hi, bins, protocol, oracle, branching, epsilon, seed, output):
     """Client side: randomise every row's value and write the reports (never the values)."""
@@ -155,8 +182,14 @@ def encode(input_path, column, lo, hi, bins, protocol, oracle, branching, epsilo
 @click.option("--lo", type=float, help="Public lower bound (labels the release's domain).")
 @click.option("--hi", type=float, help="Public upper bound.")
 @click.option("--bins", type=int, default=None, help="Equal bins over [lo, hi] (default: one bin per integer).")
-@click.option("--output", "-o", type=click.Path(dir_okay=False), default="release.json", show_default=True,
-              help="Where to write the release as JSON.")
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False),
+    default="release.json",
+    show_default=True,
+    help="Where to write the release as JSON.",
+)
 @redact_option
 def aggregate(reports, lo, hi, bins, output):
     """Server side: merge report files (all from one protocol) into a release JSON."""
@@ -170,8 +203,10 @@ def aggregate(reports, lo, hi, bins, output):
     except ReportError as exc:
         raise ReportError(f"{reports[0]}: {exc}") from None
     if domain is not None and domain.size != proto.domain_size:
-        raise ParameterError(f"--lo/--hi/--bins give {domain.size} bins but the reports cover {proto.domain_size} values; "
-                             "give the bounds the reports were encoded with")
+        raise ParameterError(
+            f"--lo/--hi/--bins give {domain.size} bins but the reports cover {proto.domain_size} values; "
+            "give the bounds the reports were encoded with"
+        )
     agg = proto.aggregator()
     for path, rep in zip(reports, loaded):
         try:
@@ -187,11 +222,13 @@ def aggregate(reports, lo, hi, bins, output):
 
 def _check_distinct(paths) -> None:
     """The same file twice would count its users twice."""
-    seen = {}
+    seen: dict[str, str] = {}
     for path in paths:
         key = os.path.realpath(path)
         if key in seen:
-            raise ParameterError(f"report file {path!r} is given twice (as {seen[key]!r}); each user must be counted once")
+            raise ParameterError(
+                f"report file {path!r} is given twice (as {seen[key]!r}); each user must be counted once"
+            )
         seen[key] = path
 
 
@@ -243,8 +280,12 @@ def simulate_command(input_path, column, lo, hi, bins, protocol, oracle, branchi
     rmse_range = np.sqrt(np.mean((release.range(lo_q, hi_q).value - (truth[hi_q + 1] - truth[lo_q])) ** 2)) / n
     prefix = release.prefix(np.arange(counts.size)).value
     rmse_prefix = np.sqrt(np.mean((prefix - truth[1:]) ** 2)) / n
-    result = {"protocol": proto.describe(), "users": int(n), "rmse_x1000_ranges": 1000 * rmse_range,
-              "rmse_x1000_prefixes": 1000 * rmse_prefix}
+    result = {
+        "protocol": proto.describe(),
+        "users": int(n),
+        "rmse_x1000_ranges": 1000 * rmse_range,
+        "rmse_x1000_prefixes": 1000 * rmse_prefix,
+    }
     if output:
         staged = StagedOutputs()
         staged.add(output, release.to_json())
@@ -267,8 +308,10 @@ def load_histogram(path) -> np.ndarray:
     if counts.dtype.kind == "f":
         finite = np.isfinite(counts)
         if not finite.all() or np.any(counts != np.floor(counts)):
-            raise ParameterError(f"{path!r} must hold whole-number counts; it has fractional, NaN or infinite "
-                                 "entries (they are never rounded)")
+            raise ParameterError(
+                f"{path!r} must hold whole-number counts; it has fractional, NaN or infinite "
+                "entries (they are never rounded)"
+            )
         if np.any(np.abs(counts) > 2.0**53):
             raise ParameterError(f"{path!r} has counts above 2^53, which float64 cannot hold exactly")
     if np.any(counts < 0):
@@ -288,6 +331,8 @@ def scaled_population(counts, scale: int, proto, oracle: str) -> np.ndarray:
     if users > limit:
         how = "runs every client" if per_user else "keeps counts exact in float64"
         count = "too many" if redacting() else str(users)
-        raise ParameterError(f"the simulation would have {count} users; with this protocol and oracle it {how} and "
-                             f"supports at most {limit}; lower --scale")
+        raise ParameterError(
+            f"the simulation would have {count} users; with this protocol and oracle it {how} and "
+            f"supports at most {limit}; lower --scale"
+        )
     return counts * scale

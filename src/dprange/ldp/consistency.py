@@ -30,7 +30,7 @@ def two_stage_consistency(branching: int, level_values: list, total: float = 1.0
     for d in range(1, h + 1):
         if np.size(level_values[d]) != b**d:
             raise ParameterError(f"two-stage consistency needs a complete tree: level {d} must have {b**d} nodes")
-    bar = [None] * (h + 1)
+    bar: list = [None] * (h + 1)
     bar[h] = np.asarray(level_values[h], dtype=float)
     for d in range(h - 1, 0, -1):
         i = h - d + 1
@@ -38,7 +38,7 @@ def two_stage_consistency(branching: int, level_values: list, total: float = 1.0
         bar[d] = ((b**i - b ** (i - 1)) * np.asarray(level_values[d], dtype=float) + (b ** (i - 1) - 1) * children) / (
             b**i - 1
         )
-    hat = [np.array([float(total)])] + [None] * h
+    hat: list = [np.array([float(total)])] + [None] * h
     for d in range(1, h + 1):
         siblings = bar[d].reshape(-1, b).sum(axis=1)
         hat[d] = bar[d] + np.repeat((hat[d - 1] - siblings) / b, b)

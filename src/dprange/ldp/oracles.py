@@ -78,7 +78,6 @@ import decimal
 import io
 import json
 import math
-import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -172,7 +171,9 @@ def check_values(values, domain_size: int) -> np.ndarray:
         raise DomainError("local-DP values must be integers in 0..D-1")
     arr = arr.astype(np.int64).ravel()
     if arr.size and (arr.min() < 0 or arr.max() >= domain_size):
-        raise DomainError(f"values must lie in 0..{domain_size - 1}; {private(int(((arr < 0) | (arr >= domain_size)).sum()))} do not")
+        raise DomainError(
+            f"values must lie in 0..{domain_size - 1}; {private(int(((arr < 0) | (arr >= domain_size)).sum()))} do not"
+        )
     return arr
 
 
@@ -196,17 +197,20 @@ class Reports:
     def to_bytes(self) -> bytes:
         """Compact binary form (numpy .npz with a JSON header)."""
         buf = io.BytesIO()
-        np.savez_compressed(buf, __header__=np.frombuffer(json.dumps(self.header()).encode(), dtype=np.uint8),
-                            **self.data)
+        np.savez_compressed(
+            buf, __header__=np.frombuffer(json.dumps(self.header()).encode(), dtype=np.uint8), **self.data
+        )
         return buf.getvalue()
 
     @classmethod
-    def from_bytes(cls, blob: bytes) -> "Reports":
+    def from_bytes(cls, blob: bytes) -> Reports:
         try:
             with load_npz(blob) as z:
                 header = json.loads(bytes(z["__header__"]).decode())
                 data = {k: z[k] for k in z.files if k != "__header__"}
-            return cls(header["oracle"], float(header["epsilon"]), int(header["domain_size"]), data, header.get("params", {}))
+            return cls(
+                header["oracle"], float(header["epsilon"]), int(header["domain_size"]), data, header.get("params", {})
+            )
         except Exception as exc:  # noqa: BLE001 - any decoding failure is a malformed file
             raise ReportError(f"malformed binary reports: {exc}") from None
 
@@ -220,7 +224,7 @@ class Reports:
                 fh.write(json.dumps(row) + "\n")
 
     @classmethod
-    def from_jsonl(cls, path) -> "Reports":
+    def from_jsonl(cls, path) -> Reports:
         try:
             with open(path, encoding="utf-8") as fh:
                 first = json.loads(fh.readline())
@@ -230,7 +234,9 @@ class Reports:
             if bad:
                 raise ValueError(f"{len(bad)} report line(s) do not hold exactly the fields {keys}, e.g. {bad[0]!r}")
             data = report_fields(keys, rows, int(header["domain_size"]))
-            return cls(header["oracle"], float(header["epsilon"]), int(header["domain_size"]), data, header.get("params", {}))
+            return cls(
+                header["oracle"], float(header["epsilon"]), int(header["domain_size"]), data, header.get("params", {})
+            )
         except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
             raise ReportError(f"malformed JSON-lines reports in {path!r}: {exc}") from None
 
@@ -280,9 +286,11 @@ class FrequencyOracle:
         """Derive the randomiser from the validated epsilon: refuse an epsilon whose integer
         thresholds carry no information, and check the exact privacy ratio."""
         if self.exact_p <= self.exact_q:
-            raise ParameterError(f"epsilon {self.epsilon:g} is too small for {self.name.upper()} "
-                                 f"(here D = {self.domain_size}): at 62-bit resolution its reports would carry no "
-                                 f"information; use epsilon >= {self._min_epsilon_hint():.3g}")
+            raise ParameterError(
+                f"epsilon {self.epsilon:g} is too small for {self.name.upper()} "
+                f"(here D = {self.domain_size}): at 62-bit resolution its reports would carry no "
+                f"information; use epsilon >= {self._min_epsilon_hint():.3g}"
+            )
         if self.privacy_ratio() > exp_lower_bound(self.epsilon):  # never: the thresholds are rounded safely
             raise AssertionError(f"{self.name} thresholds exceed e^epsilon")
 
@@ -311,8 +319,10 @@ class FrequencyOracle:
     def _check_epsilon_limit(self) -> None:
         limit = self.max_epsilon()
         if self.epsilon > limit:
-            raise ParameterError(f"{self.name.upper()} supports epsilon <= {limit:.4f} (here D = {self.domain_size}), "
-                                 f"got {self.epsilon:g}; {self._limit_reason()}")
+            raise ParameterError(
+                f"{self.name.upper()} supports epsilon <= {limit:.4f} (here D = {self.domain_size}), "
+                f"got {self.epsilon:g}; {self._limit_reason()}"
+            )
 
     def _limit_reason(self) -> str:
         return "beyond it the probability of randomising a report falls below 2^-32"
@@ -355,10 +365,12 @@ class FrequencyOracle:
             if key not in reports.data:
                 raise ReportError(f"{self.name} reports lack the field {key!r}; the file is malformed")
             if np.shape(reports.data[key])[:1] != (reports.n,):
-                raise ReportError(f"{self.name} reports: field {key!r} has {np.shape(reports.data[key])[:1]} rows "
-                                  f"for {reports.n} users; the file is malformed")
+                raise ReportError(
+                    f"{self.name} reports: field {key!r} has {np.shape(reports.data[key])[:1]} rows "
+                    f"for {reports.n} users; the file is malformed"
+                )
 
-    def aggregator(self) -> "Aggregator":
+    def aggregator(self) -> Aggregator:
         return Aggregator(self)
 
     def variance(self, n: int, frequencies=None) -> np.ndarray:
@@ -388,24 +400,27 @@ class Aggregator:
     def __init__(self, oracle: FrequencyOracle):
         self.oracle = oracle
         self.n = 0
-        self.summary = None
+        self.summary: np.ndarray | None = None
 
-    def add(self, reports: Reports) -> "Aggregator":
+    def add(self, reports: Reports) -> Aggregator:
         self.oracle.check(reports)
         part = self.oracle.summarize(reports)
         self.summary = part if self.summary is None else self.summary + part
         self.n += reports.n
         return self
 
-    def add_summary(self, summary: np.ndarray, n: int) -> "Aggregator":
+    def add_summary(self, summary: np.ndarray, n: int) -> Aggregator:
         """Add an already summarised state (used by exact simulation)."""
         self.summary = summary if self.summary is None else self.summary + summary
         self.n += int(n)
         return self
 
-    def merge(self, other: "Aggregator") -> "Aggregator":
-        if type(other.oracle) is not type(self.oracle) or other.oracle.params() != self.oracle.params() or \
-                (other.oracle.epsilon, other.oracle.domain_size) != (self.oracle.epsilon, self.oracle.domain_size):
+    def merge(self, other: Aggregator) -> Aggregator:
+        if (
+            type(other.oracle) is not type(self.oracle)
+            or other.oracle.params() != self.oracle.params()
+            or (other.oracle.epsilon, other.oracle.domain_size) != (self.oracle.epsilon, self.oracle.domain_size)
+        ):
             raise ReportError("cannot merge aggregators of different oracles, epsilons or domains")
         if other.summary is not None:
             self.add_summary(other.summary, other.n)
@@ -415,6 +430,7 @@ class Aggregator:
         """Unbiased estimates of the fraction of users holding each value."""
         if self.n == 0:
             raise ReportError("no reports were aggregated")
+        assert self.summary is not None  # n > 0: something was added
         return self.oracle.estimate_from(self.summary, self.n)[: self.oracle.domain_size]
 
     def variance(self, frequencies=None) -> np.ndarray:
@@ -529,8 +545,9 @@ class OLH(FrequencyOracle):
             raise ParameterError(f"OLH supports domains of fewer than 2^31 - 1 values, got {self.domain_size}")
         self.g = check_positive_int(g if g is not None else int(round(math.exp(self.epsilon))) + 1, "g", minimum=2)
         if self.g > OLH_MAX_G:
-            raise ParameterError(f"OLH supports a hash range g <= {OLH_MAX_G}, got {self.g}; the hash would no "
-                                 "longer be uniform on [g]")
+            raise ParameterError(
+                f"OLH supports a hash range g <= {OLH_MAX_G}, got {self.g}; the hash would no longer be uniform on [g]"
+            )
         self.hash_pool = None if hash_pool is None else check_positive_int(hash_pool, "hash_pool")
         super()._configure()
 
@@ -547,8 +564,10 @@ class OLH(FrequencyOracle):
         return math.log(max(self._given_g, 2) - 1) + math.log(1.0 / MIN_LIE_PROBABILITY - 1.0)
 
     def _limit_reason(self) -> str:
-        return (f"its hash range g = round(e^epsilon) + 1 must stay <= {OLH_MAX_G} for the hash to be uniform; "
-                "use GRR or OUE for a larger epsilon")
+        return (
+            f"its hash range g = round(e^epsilon) + 1 must stay <= {OLH_MAX_G} for the hash to be uniform; "
+            "use GRR or OUE for a larger epsilon"
+        )
 
     def params(self):
         return {"g": self.g, "hash_pool": self.hash_pool}
@@ -644,8 +663,8 @@ class OLH(FrequencyOracle):
         starts = range(0, seeds.size, rows)
         if len(starts) < 4:
             return sum((block(s) for s in starts), np.zeros(self.domain_size, dtype=np.int64)).astype(float)
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            return sum(pool.map(block, starts), np.zeros(self.domain_size, dtype=np.int64)).astype(float)
+        with ThreadPoolExecutor(max_workers=2) as executor:
+            return sum(executor.map(block, starts), np.zeros(self.domain_size, dtype=np.int64)).astype(float)
 
     def output_distribution(self, value):
         """Exact P(report = (hash h, y)) averaged over a uniformly drawn hash from a pool."""

@@ -30,9 +30,9 @@ import numpy as np
 from .._validation import check_epsilon, check_positive_int
 from ..domain import Domain
 from ..errors import ParameterError, ReportError
-from ..io import load_npz
 from ..inference.tree import tree_error_model, tree_gls
 from ..inference.wavelet import haar_error_model, haar_estimate
+from ..io import load_npz
 from ..noise import resolve_rng
 from ..release import Release
 from ..strategies import HaarStrategy, TreeStrategy
@@ -57,6 +57,14 @@ class Protocol:
         self.level_probabilities = probs
         if self.epsilon is not None:
             self._check_oracles()
+
+    def _report_level(self, level: int, values: np.ndarray, source):
+        """One level's reports for the users who sampled it (each protocol defines it)."""
+        raise NotImplementedError
+
+    def _release(self, agg: ProtocolAggregator, domain) -> Release:
+        """The release from aggregated reports (each protocol defines it)."""
+        raise NotImplementedError
 
     def _check_oracles(self) -> None:
         """Build every level's oracle once: each checks that it supports this epsilon."""
@@ -83,8 +91,12 @@ class Protocol:
         raise NotImplementedError
 
     def describe(self) -> dict:
-        return {"protocol": self.name, "domain_size": self.domain_size, "epsilon": self.epsilon,
-                "level_probabilities": self.level_probabilities.tolist()}
+        return {
+            "protocol": self.name,
+            "domain_size": self.domain_size,
+            "epsilon": self.epsilon,
+            "level_probabilities": self.level_probabilities.tolist(),
+        }
 
     # ------------------------------------------------------------------ client
     def level_thresholds(self) -> np.ndarray:
@@ -99,7 +111,7 @@ class Protocol:
         draws = coins(source, n)
         return np.minimum(np.searchsorted(self.level_thresholds(), draws, side="right"), self.levels - 1) + 1
 
-    def randomize(self, values, rng=None) -> "ProtocolReports":
+    def randomize(self, values, rng=None) -> ProtocolReports:
         """Client side for a batch of users: each samples a level and reports it."""
         v = check_values(values, self.domain_size)
         source = resolve_rng(rng)
@@ -111,7 +123,7 @@ class Protocol:
         return ProtocolReports(self.describe(), parts)
 
     # ------------------------------------------------------------------ server
-    def aggregator(self) -> "ProtocolAggregator":
+    def aggregator(self) -> ProtocolAggregator:
         return ProtocolAggregator(self)
 
 
@@ -138,16 +150,17 @@ class ProtocolReports:
         return buf.getvalue()
 
     @classmethod
-    def from_bytes(cls, blob: bytes) -> "ProtocolReports":
+    def from_bytes(cls, blob: bytes) -> ProtocolReports:
         try:
             with load_npz(blob) as z:
                 meta = json.loads(bytes(z["__meta__"]).decode())
                 parts = {}
                 for level, head in meta["levels"].items():
                     prefix = f"L{level}__"
-                    data = {k[len(prefix):]: z[k] for k in z.files if k.startswith(prefix)}
-                    parts[int(level)] = Reports(head["oracle"], float(head["epsilon"]), int(head["domain_size"]), data,
-                                                head.get("params", {}))
+                    data = {k[len(prefix) :]: z[k] for k in z.files if k.startswith(prefix)}
+                    parts[int(level)] = Reports(
+                        head["oracle"], float(head["epsilon"]), int(head["domain_size"]), data, head.get("params", {})
+                    )
             return cls(meta["protocol"], parts)
         except Exception as exc:  # noqa: BLE001 - any decoding failure means a malformed file
             raise ReportError(f"malformed protocol reports: {exc}") from None
@@ -175,7 +188,7 @@ class ProtocolReports:
         return self.to_bytes()
 
     @classmethod
-    def from_jsonl(cls, path) -> "ProtocolReports":
+    def from_jsonl(cls, path) -> ProtocolReports:
         try:
             with open(path, encoding="utf-8") as fh:
                 first = json.loads(fh.readline())
@@ -184,15 +197,20 @@ class ProtocolReports:
                 for line in fh:
                     if line.strip():
                         row = json.loads(line)
-                        if not isinstance(row, list) or not row or isinstance(row[0], bool) \
-                                or len(row) != 1 + len(fields[str(row[0])]):
+                        if (
+                            not isinstance(row, list)
+                            or not row
+                            or isinstance(row[0], bool)
+                            or len(row) != 1 + len(fields[str(row[0])])
+                        ):
                             raise ValueError(f"bad report line {line.strip()[:60]!r}")
                         rows[int(row[0])].append(row[1:])
             parts = {}
             for level, head in levels.items():
                 data = report_fields(fields[level], rows[int(level)], int(head["domain_size"]))
-                parts[int(level)] = Reports(head["oracle"], float(head["epsilon"]), int(head["domain_size"]), data,
-                                            head.get("params", {}))
+                parts[int(level)] = Reports(
+                    head["oracle"], float(head["epsilon"]), int(head["domain_size"]), data, head.get("params", {})
+                )
             return cls(header, parts)
         except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError, OverflowError) as exc:
             raise ReportError(f"malformed JSON-lines reports in {str(path)!r}: {exc}") from None
@@ -203,7 +221,7 @@ class ProtocolReports:
             fh.write(self.encoded(path))
 
     @classmethod
-    def load(cls, path) -> "ProtocolReports":
+    def load(cls, path) -> ProtocolReports:
         """Read either form (told apart by the first byte: '{' for JSON lines)."""
         try:
             with open(path, "rb") as fh:
@@ -226,7 +244,7 @@ class ProtocolAggregator:
     def n(self) -> int:
         return sum(a.n for a in self.levels.values())
 
-    def add(self, reports: ProtocolReports) -> "ProtocolAggregator":
+    def add(self, reports: ProtocolReports) -> ProtocolAggregator:
         mine = self.protocol.describe()
         theirs = reports.header
         if not isinstance(theirs, dict):
@@ -241,7 +259,7 @@ class ProtocolAggregator:
             self.levels[level].add(rep)
         return self
 
-    def merge(self, other: "ProtocolAggregator") -> "ProtocolAggregator":
+    def merge(self, other: ProtocolAggregator) -> ProtocolAggregator:
         if other.protocol.describe() != self.protocol.describe():
             raise ReportError("cannot merge aggregators of different protocols")
         for level, agg in other.levels.items():
@@ -257,8 +275,16 @@ class HierarchicalHistogram(Protocol):
 
     name = "ldp-hierarchical"
 
-    def __init__(self, domain_size: int, branching=4, oracle: str = "oue", *, epsilon=None, level_probabilities=None,
-                 oracle_options: dict | None = None):
+    def __init__(
+        self,
+        domain_size: int,
+        branching=4,
+        oracle: str = "oue",
+        *,
+        epsilon=None,
+        level_probabilities=None,
+        oracle_options: dict | None = None,
+    ):
         self.tree = TreeStrategy(domain_size, branching, measure_root=False, known_total=True)
         self.oracle_name = oracle
         self.oracle_options = dict(oracle_options or {})
@@ -270,8 +296,12 @@ class HierarchicalHistogram(Protocol):
         return self.tree.depth
 
     def describe(self) -> dict:
-        return {**super().describe(), "branching": list(self.tree.branching), "oracle": self.oracle_name,
-                "oracle_options": self.oracle_options}
+        return {
+            **super().describe(),
+            "branching": list(self.tree.branching),
+            "oracle": self.oracle_name,
+            "oracle_options": self.oracle_options,
+        }
 
     def oracle(self, level: int):
         return make_oracle(self.oracle_name, max(2, self.tree.level_sizes[level]), self._eps(), **self.oracle_options)
@@ -309,15 +339,27 @@ class HierarchicalHistogram(Protocol):
                 plug_in[level] = np.clip(values[level] / n, 0.0, 1.0)
         variances = self.level_variances(users, n, plug_in)
         estimate = tree_gls(self.tree, values, variances, total=n)
-        return Release(estimate.leaves, estimate, domain=domain, mechanism=self.name,
-                       parameters={**self.describe(), "users_per_level": users}, epsilon=self._eps(),
-                       neighbours="replace", total=n, noise=f"local:{self.oracle_name}")
+        return Release(
+            estimate.leaves,
+            estimate,
+            domain=domain,
+            mechanism=self.name,
+            parameters={**self.describe(), "users_per_level": users},
+            epsilon=self._eps(),
+            neighbours="replace",
+            total=n,
+            noise=f"local:{self.oracle_name}",
+        )
 
     def error_model(self, n_users: int, counts=None):
         """Exact error model (counts) with the expected number of users per level; with the
         true ``counts`` the f-dependent variance terms are included."""
         users = {l: n_users * self.level_probabilities[l - 1] for l in range(1, self.levels + 1)}
-        freqs = None if counts is None else {l: s / n_users for l, s in enumerate(self.tree.level_sums(np.asarray(counts, float)))}
+        freqs = (
+            None
+            if counts is None
+            else {l: s / n_users for l, s in enumerate(self.tree.level_sums(np.asarray(counts, float)))}
+        )
         return tree_error_model(self.tree, self.level_variances(users, n_users, freqs), known_total=True)
 
 
@@ -380,9 +422,17 @@ class HaarHRR(Protocol):
         first = haar_estimate(self.haar, values, self.level_variances(users, n), total=n)
         plug_in = self._node_frequencies(np.clip(first.leaves, 0, None), n)
         estimate = haar_estimate(self.haar, values, self.level_variances(users, n, plug_in), total=n)
-        return Release(estimate.leaves, estimate, domain=domain, mechanism=self.name,
-                       parameters={**self.describe(), "users_per_level": users}, epsilon=self._eps(),
-                       neighbours="replace", total=n, noise="local:hrr")
+        return Release(
+            estimate.leaves,
+            estimate,
+            domain=domain,
+            mechanism=self.name,
+            parameters={**self.describe(), "users_per_level": users},
+            epsilon=self._eps(),
+            neighbours="replace",
+            total=n,
+            noise="local:hrr",
+        )
 
     def error_model(self, n_users: int, counts=None):
         users = {l: n_users * self.level_probabilities[l - 1] for l in range(1, self.levels + 1)}
@@ -426,8 +476,17 @@ class Flat(Protocol):
         values = [None, agg.levels[1].estimate() * n]
         plug_in = {1: np.clip(values[1] / n, 0.0, 1.0)}
         estimate = tree_gls(self.tree, values, self.level_variances({1: n}, n, plug_in), total=n)
-        return Release(estimate.leaves, estimate, domain=domain, mechanism=self.name, parameters=self.describe(),
-                       epsilon=self._eps(), neighbours="replace", total=n, noise=f"local:{self.oracle_name}")
+        return Release(
+            estimate.leaves,
+            estimate,
+            domain=domain,
+            mechanism=self.name,
+            parameters=self.describe(),
+            epsilon=self._eps(),
+            neighbours="replace",
+            total=n,
+            noise=f"local:{self.oracle_name}",
+        )
 
     def error_model(self, n_users: int, counts=None):
         freqs = None if counts is None else {1: np.asarray(counts, float) / n_users}
