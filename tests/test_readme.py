@@ -28,13 +28,21 @@ README = os.path.join(os.path.dirname(__file__), "..", "README.md")
 
 #: (text in the README, what the test runs instead, why).  Every entry must match the README.
 SUBSTITUTIONS = [
-    ("dprange error --n 1048576", "dprange error --n 131072",
-     "2^20 bins take about 5 s on a loaded machine; 2^17 exercises the same coarse grid (n > 2^16)"),
-    ("sparse.bootstrap(30, 39)", "sparse.bootstrap(30, 39, reps=5)",
-     "the default 200 replicates rerun ADMM 200 times (15-35 s measured); 5 run the same code"),
-    ("ldp.optimal_branching(2**16, 2**26, 1.0, consistency=False)",
-     "ldp.optimal_branching(2**8, 2**26, 1.0, consistency=False)",
-     "without consistency each branching averages 10^6 sampled ranges at D = 2^16 (about 15 s)"),
+    (
+        "dprange error --n 1048576",
+        "dprange error --n 131072",
+        "2^20 bins take about 5 s on a loaded machine; 2^17 exercises the same coarse grid (n > 2^16)",
+    ),
+    (
+        "sparse.bootstrap(30, 39)",
+        "sparse.bootstrap(30, 39, reps=5)",
+        "the default 200 replicates rerun ADMM 200 times (15-35 s measured); 5 run the same code",
+    ),
+    (
+        "ldp.optimal_branching(2**16, 2**26, 1.0, consistency=False)",
+        "ldp.optimal_branching(2**8, 2**26, 1.0, consistency=False)",
+        "without consistency each branching averages 10^6 sampled ranges at D = 2^16 (about 15 s)",
+    ),
 ]
 
 FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
@@ -89,7 +97,9 @@ def test_every_substitution_matches_the_readme(old, new, reason):
 
 
 def test_snippet_extraction():
-    text = "x\n```python\na = 1\n```\n```sh\nmake demo  # no\ndprange error --n 1048576 \\\n    --epsilon 1 # note\n```\n"
+    text = (
+        "x\n```python\na = 1\n```\n```sh\nmake demo  # no\ndprange error --n 1048576 \\\n    --epsilon 1 # note\n```\n"
+    )
     assert fenced_blocks(text, "python") == [(2, "a = 1\n")]
     assert shell_commands(text) == [(7, ["error", "--n", "131072", "--epsilon", "1"])]
 
@@ -110,8 +120,12 @@ def run_up_to(session, index: int, run_one) -> None:
 @pytest.fixture(scope="module")
 def python_session(tmp_path_factory):
     """A shared namespace and working directory for the Python blocks."""
-    return {"namespace": {"__name__": "readme"}, "cwd": tmp_path_factory.mktemp("readme-python"), "done": 0,
-            "failures": {}}
+    return {
+        "namespace": {"__name__": "readme"},
+        "cwd": tmp_path_factory.mktemp("readme-python"),
+        "done": 0,
+        "failures": {},
+    }
 
 
 def run_python_block(session, index: int) -> None:
@@ -141,8 +155,8 @@ def shell_session(tmp_path_factory):
     reads the reports of ldp encode)."""
     pytest.importorskip("pyarrow")
     pytest.importorskip("matplotlib")
-    import pyarrow as pa  # noqa: PLC0415 - optional dependency
-    import pyarrow.parquet as pq  # noqa: PLC0415
+    import pyarrow as pa
+    import pyarrow.parquet as pq
 
     folder = tmp_path_factory.mktemp("readme-sh")
     rng = np.random.default_rng(7)
@@ -193,14 +207,20 @@ def test_every_name_in_the_prose_exists(python_session):
     """The names the README mentions outside its code blocks (``dprange.cdf_trees``,
     ``ldp.SHORTCUT_EXACT``, ``QuantileAnswer.interpolated``...) resolve, on the objects the
     README's own snippets built."""
-    import dprange  # noqa: PLC0415
-    from dprange import ldp  # noqa: PLC0415
+    import dprange
+    from dprange import ldp
 
     run_up_to(python_session, len(PYTHON_BLOCKS) - 1, run_python_block)
     namespace = python_session["namespace"]
     rel = namespace["rel"]
-    roots = {"dprange": dprange, "ldp": ldp, "Release": rel, "rel": rel, "QuantileAnswer": namespace["q"],
-             "Answer": rel.range(30, 39)}
+    roots = {
+        "dprange": dprange,
+        "ldp": ldp,
+        "Release": rel,
+        "rel": rel,
+        "QuantileAnswer": namespace["q"],
+        "Answer": rel.range(30, 39),
+    }
     names = inline_names(readme_text())
     assert ("ldp", ".SHORTCUT_EXACT") in names
     missing = []
