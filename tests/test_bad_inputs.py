@@ -7,8 +7,8 @@ files must be unchanged.  Most cases run in-process (``dprange.cli.main``); the 
 core install (no pandas, no pyarrow) run in one subprocess whose wrapper blocks both
 modules before calling ``main``; a few cases run as real console processes.
 
-Cases whose fix lives on another branch are marked xfail(strict=True) with the fix they
-need, so that they flip (and must be unmarked) when that branch is merged.
+A case may carry an xfail(strict=True) mark naming a fix that has not landed yet, so that it
+flips (and must be unmarked) when the fix lands; none does today.
 """
 
 from __future__ import annotations
@@ -26,10 +26,8 @@ import pytest
 from dprange.cli import main
 from dprange.ldp.protocols import Flat, HaarHRR, HierarchicalHistogram
 
-NEEDS_STRICT_CSV = None  # the strict readers have landed
 #: Library wording a command-line user cannot act on (keywords, class methods).
 PYTHON_WORDING = re.compile(r"\b\w+=(True|False)\b|\bDomain\.\w+|\bepsilon=\.\.\.")
-NEEDS_EPSILON_FLOOR = None  # the samplers refuse scales beyond 2^40
 
 
 # ------------------------------------------------------------------------------ input files
@@ -431,7 +429,7 @@ case("release-bad-data-after-outputs-checked", with_option(REL, "--hi", "10") + 
 # --- release: data files -----------------------------------------------------------------
 DATA_CASES = [
     ("nonnumeric.csv", "not numeric", None),
-    ("booleans.csv", None, NEEDS_STRICT_CSV),
+    ("booleans.csv", None, None),
     ("empty.csv", None, None),
     ("blank_lines.csv", None, None),
     ("missing.csv", "--drop-missing", None),
@@ -468,7 +466,7 @@ case("encode-data-nonnumeric-redacted", ["ldp", "encode", "{nonnumeric.csv}"] + 
 case("aggregate-redacted", ["ldp", "aggregate", "{oue_byte_256.jsonl}", "--redact", "-o", "a.json"], "0..255")
 case("simulate-redacted", SIM + ["--redact", "--scale", "0"], "--scale")
 case("release-data-string-column", with_option(REL, "-c", "name"), "not numeric")
-case("release-data-boolean-column", with_option(REL, "-c", "flag"), None, NEEDS_STRICT_CSV)
+case("release-data-boolean-column", with_option(REL, "-c", "flag"), None)
 case("release-data-real-on-integers", ["release", "{real.csv}"] + with_option(REL[2:], "--hi", "1"), "--bins")
 case("release-data-clip-then-missing", ["release", "{missing.csv}"] + REL[2:] + ["--clip"], "--drop-missing")
 
@@ -885,7 +883,7 @@ CONSOLE_CASES = [
     ("missing-argument", ["ldp", "aggregate"], "Missing argument", None),
     ("bad-type", ["release", "x.csv", "-c", "x", "-e", "one"], "not a valid float", None),
     ("output-empty", with_option(REL, "-o", ""), "--output is empty", None),
-    ("tiny-epsilon", with_option(REL, "-e", "1e-300"), "epsilon", NEEDS_EPSILON_FLOOR),
+    ("tiny-epsilon", with_option(REL, "-e", "1e-300"), "epsilon", None),
 ]
 
 

@@ -25,7 +25,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from scipy import signal, special
+from scipy import signal
 
 import dprange
 from dprange import Domain, Flat, Hierarchical, ParameterError, Wavelet
@@ -35,9 +35,6 @@ from dprange.matrix import Matrix
 from dprange.strategies import HaarStrategy, TreeStrategy, dense_sensitivity_power
 from dprange.workloads import AllRange
 
-HAS_PMF = hasattr(dprange.noise, "pmf")
-#: After the samplers' merge, kind "gaussian" draws the discrete Gaussian (and noise.pmf exists).
-DISCRETE_GAUSSIAN = HAS_PMF
 EPS = 0.8
 DELTA = 1e-5
 
@@ -48,28 +45,18 @@ DELTA = 1e-5
 def discrete_laplace_log_pmf(scale, k):
     """log of (1 - t)/(1 + t) t^|k|, t = exp(-1/scale), in log space (t itself loses precision
     for large scales: a quantised Matrix strategy has scales ~1e6)."""
-    if HAS_PMF:
-        return np.log(np.asarray(dprange.noise.pmf("discrete_laplace", scale, np.asarray(k)), dtype=float))
-    return math.log(math.tanh(0.5 / scale)) - np.abs(np.asarray(k, dtype=float)) / scale
+    return np.log(np.asarray(dprange.noise.pmf("discrete_laplace", scale, np.asarray(k)), dtype=float))
 
 
 def sampled_sigma2(sigma) -> float:
     """sigma^2 of the discrete Gaussian actually sampled for a requested sigma (the sampler
     rounds sigma^2 up to a rational); the loss formulas must use it, like the pmf does."""
-    if HAS_PMF:
-        return dprange.noise._gaussian_sigma2(sigma)
-    return sigma**2
+    return dprange.noise._gaussian_sigma2(sigma)
 
 
 def discrete_gaussian_pmf(sigma, k):
-    if HAS_PMF:
-        return np.asarray(dprange.noise.pmf("gaussian", sigma, np.asarray(k)), dtype=float)
-    if sigma < 5:
-        support = np.arange(-int(40 * sigma) - 40, int(40 * sigma) + 41)
-        norm = np.exp(-(support.astype(float) ** 2) / (2 * sigma**2)).sum()
-    else:  # Poisson summation: sum_k e^{-k^2/2s^2} = s sqrt(2 pi) (1 + 2 sum_m e^{-2 pi^2 s^2 m^2})
-        norm = sigma * math.sqrt(2 * math.pi) * (1 + 2 * math.exp(-2 * math.pi**2 * sigma**2))
-    return np.exp(-(np.asarray(k, dtype=float) ** 2) / (2 * sigma**2)) / norm
+    """The pmf of the discrete Gaussian the sampler draws for a requested sigma."""
+    return np.asarray(dprange.noise.pmf("gaussian", sigma, np.asarray(k)), dtype=float)
 
 
 @functools.lru_cache(maxsize=16)
@@ -93,15 +80,6 @@ def laplace_worst_loss(shifts) -> float:
         k = np.arange(-abs(s) - 3, abs(s) + 4)
         total += float(np.max(discrete_laplace_log_pmf(scale, k) - discrete_laplace_log_pmf(scale, k - s)))
     return total
-
-
-def continuous_gaussian_delta(shifts, epsilon) -> float:
-    """Hockey-stick divergence of N(0, diag sigma^2) and its shift: the 1-D formula at the
-    Mahalanobis norm m (Balle and Wang, ICML 2018, Theorem 8)."""
-    m = math.sqrt(sum((s / sigma) ** 2 for sigma, s in shifts))
-    if m == 0:
-        return 0.0
-    return float(special.ndtr(m / 2 - epsilon / m) - math.exp(epsilon + special.log_ndtr(-m / 2 - epsilon / m)))
 
 
 def _window(sigma, shifts):
@@ -163,8 +141,6 @@ def gaussian_delta(pairs, epsilon) -> float:
     pairs = [(sigma, s) for sigma, s in pairs if s != 0]
     if not pairs:
         return 0.0
-    if not DISCRETE_GAUSSIAN:
-        return continuous_gaussian_delta(pairs, epsilon)
     sigmas = {sigma for sigma, _ in pairs}
     lattice_size = sum(2 * discrete_gaussian_table(sigma)[0] * abs(s) for sigma, s in pairs)
     if len(sigmas) == 1 and lattice_size <= 2_000_000:
@@ -203,21 +179,6 @@ def test_discrete_gaussian_delta_matches_brute_force_on_a_2d_lattice():
     assert discrete_gaussian_delta_lattice(15.0, [10, 20], 0.5) == pytest.approx(
         brute_force_delta([(15.0, 10), (15.0, 20)], 0.5), rel=1e-9
     )
-
-
-def test_continuous_gaussian_delta_matches_one_dimensional_brute_force():
-    """The Mahalanobis formula against numerical integration of (p - e^eps q)_+ in 1-D."""
-    sigma, shift, eps = 1.7, 2.0, 0.6
-    grid = np.linspace(-40, 40, 400001)
-    p = np.exp(-(grid**2) / (2 * sigma**2)) / (sigma * math.sqrt(2 * math.pi))
-    q = np.exp(-((grid - shift) ** 2) / (2 * sigma**2)) / (sigma * math.sqrt(2 * math.pi))
-    numeric = np.trapezoid(np.clip(p - math.exp(eps) * q, 0, None), grid)
-    assert continuous_gaussian_delta([(sigma, shift)], eps) == pytest.approx(numeric, rel=1e-6)
-    two = continuous_gaussian_delta([(sigma, 1.2), (sigma, -1.6)], eps)
-    assert two == pytest.approx(numeric, rel=1e-6)  # ||(1.2, -1.6)|| = 2
-
-
-# ----------------------------------------------------------------------------- sensitivities
 
 
 def weighted_dense(strategy, weights):
@@ -425,7 +386,7 @@ CASES = [
 def test_worst_case_privacy_loss_is_at_most_the_budget(relation, noise, name, build):
     """On 2-9 bins: the exact worst-case loss (Laplace) is at most the epsilon recorded, which
     is at most the budget, and attains it (the calibration is not loose); the exact
-    delta(epsilon) (Gaussian) is at most delta, and for continuous noise attains it."""
+    delta(epsilon) (Gaussian, the discrete Gaussian as sampled) is at most delta."""
     delta = DELTA if noise == "gaussian" else 0.0
     for n in range(2, 10):
         mech = build(n)
@@ -434,8 +395,6 @@ def test_worst_case_privacy_loss_is_at_most_the_budget(relation, noise, name, bu
         assert meas.epsilon <= EPS
         if noise == "gaussian":
             assert worst <= delta
-            if not DISCRETE_GAUSSIAN:
-                assert worst == pytest.approx(delta, rel=1e-6)
         else:
             assert worst <= meas.epsilon * (1 + 1e-12)
             assert worst == pytest.approx(meas.epsilon, rel=1e-6)  # tight (the samplers may round a scale up slightly)
