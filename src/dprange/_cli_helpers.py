@@ -21,12 +21,12 @@ import tempfile
 
 import click
 
-from .domain import Domain
 from .errors import ParameterError
 
-#: Largest number of bins (or padded tree leaves) the command accepts when the library does
-#: not set its own limit (``Domain.MAX_BINS``): 2^24 bins take 128 MiB per int64 array.
-DEFAULT_MAX_BINS = 1 << 24
+#: Largest number of bins (or padded tree leaves) the command accepts, stricter than the
+#: library's :data:`dprange.domain.MAX_BINS` (2^26): 2^24 bins take 128 MiB per int64 array,
+#: and a command-line release also writes every bin to JSON.
+CLI_MAX_BINS = 1 << 24
 
 #: Largest --queries of the random-ranges workload (two int64 arrays of this length).
 MAX_QUERIES = 10_000_000
@@ -151,14 +151,15 @@ def check_plot_path(path: str | None) -> str | None:
     return path
 
 
-def max_bins() -> int:
-    """The largest domain the command accepts: the library's limit where it sets one."""
-    return int(getattr(Domain, "MAX_BINS", DEFAULT_MAX_BINS))
+def check_seed(seed) -> None:
+    """--seed: a non-negative integer (or absent)."""
+    if seed is not None and seed < 0:
+        raise ParameterError(f"--seed must be a non-negative integer, got {seed}")
 
 
 def check_size(size: int, what: str) -> int:
     """A number of bins (or padded leaves) the machine can hold, else a clear error."""
-    limit = max_bins()
+    limit = CLI_MAX_BINS
     if size > limit:
         raise ParameterError(f"{what} gives {size} bins, more than the {limit} dprange supports; use fewer bins")
     return size
@@ -166,7 +167,7 @@ def check_size(size: int, what: str) -> int:
 
 def check_tree_size(strategy, option: str = "--branching") -> None:
     """A tree whose levels pad far beyond the domain (a factor larger than the bins) is refused."""
-    limit = max_bins()
+    limit = CLI_MAX_BINS
     for d, b in enumerate(strategy.branching):
         padded = strategy.level_sizes[d] * b
         if padded > limit:

@@ -10,6 +10,7 @@ from fractions import Fraction
 import numpy as np
 
 from .errors import ParameterError
+from .noise import MAX_SCALE
 
 #: The neighbouring relations dprange supports.
 #: ``add_remove``: neighbouring datasets differ by adding or removing one record (the total is
@@ -17,11 +18,11 @@ from .errors import ParameterError
 #: number of records is public.
 NEIGHBOURS = ("add_remove", "replace")
 
-#: The largest noise scale (Laplace b or Gaussian sigma, in counts) a mechanism will use.  A
-#: smaller epsilon is refused: its noise would swamp any count, and far beyond it floating
-#: point breaks the samplers (below a per-level epsilon of ~5.5e-17, exp(-1/b) rounds to 1
-#: and discrete Laplace noise is exactly 0, publishing exact counts).
-MAX_NOISE_SCALE = 2.0**40
+#: The largest noise scale (Laplace b or Gaussian sigma, in counts) a mechanism will use: the
+#: samplers' own limit (:data:`dprange.noise.MAX_SCALE`, 2^40).  A smaller epsilon is refused
+#: up front: its noise would swamp any count, and far beyond it floating point broke the old
+#: samplers (below a per-level epsilon of ~5.5e-17 discrete Laplace noise was exactly 0).
+MAX_NOISE_SCALE = MAX_SCALE
 
 
 def check_epsilon(epsilon, name: str = "epsilon") -> float:
@@ -42,6 +43,15 @@ def check_delta(delta) -> float:
     if not (0.0 <= value < 1.0):
         raise ParameterError(f"delta must be in [0, 1), got {delta!r}")
     return value
+
+
+def check_alpha(alpha) -> float:
+    """``alpha`` as a float in (0, 1) (intervals at level 1 - alpha), or ParameterError."""
+    if isinstance(alpha, (bool, np.bool_)) or not isinstance(alpha, (int, float, np.integer, np.floating)):
+        raise ParameterError(f"alpha must be a number in (0, 1), got {alpha!r}")
+    if not 0.0 < float(alpha) < 1.0:
+        raise ParameterError(f"alpha must be in (0, 1), got {alpha!r}")
+    return float(alpha)
 
 
 def check_neighbours(neighbours: str) -> str:

@@ -28,6 +28,7 @@ from ._cli_helpers import (
     check_output_folder,
     check_output_path,
     check_plot_path,
+    check_seed,
     check_size,
     check_tree_size,
     cli_message,
@@ -391,8 +392,7 @@ def release_command(
         inference=inference,
     )
     check_privacy(mech, domain.size, epsilon, delta)
-    if seed is not None and seed < 0:
-        raise ParameterError(f"--seed must be a non-negative integer, got {seed}")
+    check_seed(seed)
     values = read_column(input_path, column)
     counts = domain.histogram(values, clip=clip, drop_missing=drop_missing)
     result = mech.release(counts, epsilon, delta=delta, rng=seed, domain=domain)
@@ -518,8 +518,7 @@ def demo_command(output, epsilon, seed):
     """
     check_output_folder(output)
     check_epsilon(epsilon)
-    if seed is not None and seed < 0:
-        raise ParameterError(f"--seed must be a non-negative integer, got {seed}")
+    check_seed(seed)
     path = example_path()
     domain = Domain.interval(0, 250_000, 1024)
     mech = auto_mechanism("prefix", domain.size, epsilon)

@@ -44,24 +44,16 @@ from functools import cached_property, lru_cache
 import numpy as np
 from scipy import special
 
+from ._validation import check_alpha
 from .domain import Domain
 from .errors import DataError, ParameterError
 from .inference.consistency import consistent_cdf
 from .noise import resolve_rng
 
 
-def _checked_alpha(alpha) -> float:
-    """``alpha`` if it is a number in (0, 1), else ParameterError."""
-    _z(alpha)
-    return float(alpha)
-
-
 def _z(alpha: float, tails: str = "normal") -> float:
     """Half-width factor of a (1 - alpha) interval, in standard errors (see module doc)."""
-    if isinstance(alpha, (bool, np.bool_)) or not isinstance(alpha, (int, float, np.integer, np.floating)):
-        raise ParameterError(f"alpha must be a number in (0, 1), got {alpha!r}")
-    if not (0.0 < alpha < 1.0):
-        raise ParameterError(f"alpha must be in (0, 1), got {alpha!r}")
+    alpha = check_alpha(alpha)
     normal = float(special.ndtri(1.0 - alpha / 2.0))
     if tails == "laplace":
         return max(normal, float(np.log(1.0 / alpha) / np.sqrt(2.0)))
@@ -546,7 +538,7 @@ class Release:
 
         def interval(alpha, simultaneous=False):
             self._require_error_bars()
-            k = self._one_sided_factor(_checked_alpha(alpha) / (v.size if simultaneous else 1))
+            k = self._one_sided_factor(check_alpha(alpha) / (v.size if simultaneous else 1))
             lower_full, _ = self._fraction_bounds(np.maximum(full_bin, 0), k)
             _, upper_part = self._fraction_bounds(np.maximum(part_bin, 0), k)
             lower = np.where(full_bin < 0, 0.0, lower_full)
@@ -626,7 +618,7 @@ class Release:
         """
         self._require_error_bars()
         q_arr = self._check_levels(q)
-        k = self._one_sided_factor(_checked_alpha(alpha) / (q_arr.size if simultaneous else 1))
+        k = self._one_sided_factor(check_alpha(alpha) / (q_arr.size if simultaneous else 1))
         total = self._total_value()
         prefix = self._prefix_sums[1:]
         idx = np.arange(self.n)
@@ -775,8 +767,6 @@ class Release:
 
         if path is None:
             return json_text(self, alpha)
-        from .serialisation import check_alpha  # noqa: PLC0415
-
         check_alpha(alpha)
         return write_atomically(path, lambda fh: write_json(self, fh, alpha))
 
@@ -808,7 +798,7 @@ class Release:
     def to_npz(self, path, *, alpha: float = 0.05) -> str:
         """Save the release as a NumPy .npz archive (estimate, standard errors, JSON metadata),
         atomically; read it back with :func:`dprange.load_release`.  Returns the path."""
-        from .serialisation import check_alpha, write_atomically, write_npz  # noqa: PLC0415
+        from .serialisation import write_atomically, write_npz  # noqa: PLC0415
 
         check_alpha(alpha)
         return write_atomically(path, lambda fh: write_npz(self, fh, alpha), binary=True)

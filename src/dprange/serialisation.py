@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from ._validation import NEIGHBOURS
+from ._validation import NEIGHBOURS, check_alpha
 from .domain import Domain
 from .errors import DataError, DPRangeError, ParameterError, excerpt
 from .inference.tree import TreeErrorModel
@@ -66,15 +66,6 @@ _PLACEHOLDER = "\x00dprange-array:{}\x00"
 
 
 # ----------------------------------------------------------------------------- helpers
-def check_alpha(alpha) -> float:
-    """``alpha`` as a float in (0, 1), or ParameterError."""
-    if isinstance(alpha, (bool, np.bool_)) or not isinstance(alpha, (int, float, np.integer, np.floating)):
-        raise ParameterError(f"alpha must be a number in (0, 1), got {alpha!r}")
-    if not 0.0 < float(alpha) < 1.0:
-        raise ParameterError(f"alpha must be in (0, 1), got {alpha!r}")
-    return float(alpha)
-
-
 def jsonable(obj):
     """``obj`` with numpy scalars and arrays as Python values and NaN/inf as None."""
     if isinstance(obj, dict):

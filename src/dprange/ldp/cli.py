@@ -16,6 +16,7 @@ from .._cli_helpers import (
     StagedOutputs,
     check_not_an_input,
     check_output_path,
+    check_seed,
     check_size,
     check_tree_size,
     redact_option,
@@ -107,11 +108,6 @@ def _domain(lo, hi, bins):
     if bins > 0:
         check_size(bins, f"--bins {bins}")
     return Domain.interval(lo, hi, bins)
-
-
-def check_seed(seed):
-    if seed is not None and seed < 0:
-        raise ParameterError(f"--seed must be a non-negative integer, got {seed}")
 
 
 protocol_options = [

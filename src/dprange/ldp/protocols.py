@@ -82,6 +82,22 @@ class Protocol:
         clone._check_oracles()
         return clone
 
+    def _local_release(self, estimate, domain, n: int, noise: str, users=None) -> Release:
+        """The Release of a local estimate: the n users present are the public total (each user
+        reports once, so the relation is replace), ``users`` the realised users per level."""
+        parameters = self.describe() if users is None else {**self.describe(), "users_per_level": users}
+        return Release(
+            estimate.leaves,
+            estimate,
+            domain=domain,
+            mechanism=self.name,
+            parameters=parameters,
+            epsilon=self._eps(),
+            neighbours="replace",
+            total=n,
+            noise=noise,
+        )
+
     def _eps(self) -> float:
         if self.epsilon is None:
             raise ParameterError("give the protocol an epsilon (epsilon=...) before randomising or aggregating")
@@ -339,17 +355,7 @@ class HierarchicalHistogram(Protocol):
                 plug_in[level] = np.clip(values[level] / n, 0.0, 1.0)
         variances = self.level_variances(users, n, plug_in)
         estimate = tree_gls(self.tree, values, variances, total=n)
-        return Release(
-            estimate.leaves,
-            estimate,
-            domain=domain,
-            mechanism=self.name,
-            parameters={**self.describe(), "users_per_level": users},
-            epsilon=self._eps(),
-            neighbours="replace",
-            total=n,
-            noise=f"local:{self.oracle_name}",
-        )
+        return self._local_release(estimate, domain, n, f"local:{self.oracle_name}", users)
 
     def error_model(self, n_users: int, counts=None):
         """Exact error model (counts) with the expected number of users per level; with the
@@ -422,17 +428,7 @@ class HaarHRR(Protocol):
         first = haar_estimate(self.haar, values, self.level_variances(users, n), total=n)
         plug_in = self._node_frequencies(np.clip(first.leaves, 0, None), n)
         estimate = haar_estimate(self.haar, values, self.level_variances(users, n, plug_in), total=n)
-        return Release(
-            estimate.leaves,
-            estimate,
-            domain=domain,
-            mechanism=self.name,
-            parameters={**self.describe(), "users_per_level": users},
-            epsilon=self._eps(),
-            neighbours="replace",
-            total=n,
-            noise="local:hrr",
-        )
+        return self._local_release(estimate, domain, n, "local:hrr", users)
 
     def error_model(self, n_users: int, counts=None):
         users = {l: n_users * self.level_probabilities[l - 1] for l in range(1, self.levels + 1)}
@@ -476,17 +472,7 @@ class Flat(Protocol):
         values = [None, agg.levels[1].estimate() * n]
         plug_in = {1: np.clip(values[1] / n, 0.0, 1.0)}
         estimate = tree_gls(self.tree, values, self.level_variances({1: n}, n, plug_in), total=n)
-        return Release(
-            estimate.leaves,
-            estimate,
-            domain=domain,
-            mechanism=self.name,
-            parameters=self.describe(),
-            epsilon=self._eps(),
-            neighbours="replace",
-            total=n,
-            noise=f"local:{self.oracle_name}",
-        )
+        return self._local_release(estimate, domain, n, f"local:{self.oracle_name}")
 
     def error_model(self, n_users: int, counts=None):
         freqs = None if counts is None else {1: np.asarray(counts, float) / n_users}
