@@ -390,3 +390,10 @@ def test_quantiles_refuse_a_total_that_rounds_to_zero():
     rel = Release(np.array([0.1, 0.2, 0.0]), Model(), mechanism="test", epsilon=1.0)
     with pytest.raises(ParameterError, match="rounds to 0"):
         rel.quantile(0.5)
+
+
+@pytest.mark.parametrize("bad", ["x", None, True, [[1.0, 2.0]], [float("nan")], {"a": 1}])
+def test_cdf_at_refuses_values_that_are_not_numbers(bad):
+    rel = Flat().release(np.array([3, 1, 4, 1]), 1.0, rng=0)
+    with pytest.raises(ParameterError, match="cdf_at needs"):
+        rel.cdf_at(bad)

@@ -524,8 +524,13 @@ class Release:
         are spread inside the bin.  Below the domain F = 0, at or above its top F = 1, exactly.
         """
         scalar = np.ndim(values) == 0
-        v = np.atleast_1d(np.asarray(values, dtype=float))
-        if not np.all(np.isfinite(v)):
+        if values is None or isinstance(values, (str, bytes, bool, np.bool_)):
+            raise ParameterError(f"cdf_at needs numbers in the domain's units, got {values!r}")
+        try:
+            v = np.atleast_1d(np.asarray(values, dtype=float))
+        except (TypeError, ValueError):
+            raise ParameterError("cdf_at needs numbers (or a flat list of numbers) in the domain's units") from None
+        if v.ndim != 1 or not np.all(np.isfinite(v)):
             raise ParameterError("cdf_at needs finite values in the domain's units")
         below_all, above_all, full_bin, part_bin, frac = self._locate(v)
         total = self._total_value()
