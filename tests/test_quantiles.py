@@ -382,13 +382,13 @@ def test_json_deciles_are_simultaneous_and_say_so():
 def test_quantiles_refuse_a_total_that_rounds_to_zero():
     """An estimated total in (0, 0.5) passes the positivity check but its consistent CDF is
     all zeros: the quantiles are undefined (a clear error, not NaN fractions)."""
-    from dprange.release import Release
+    from dprange.release import Provenance, Release
 
     class Model:
         def range_variance(self, lo, hi):
             return np.ones(np.broadcast(np.asarray(lo), np.asarray(hi)).shape)
 
-    rel = Release(np.array([0.1, 0.2, 0.0]), Model(), mechanism="test", epsilon=1.0)
+    rel = Release(np.array([0.1, 0.2, 0.0]), Model(), Provenance("test", epsilon=1.0))
     with pytest.raises(ParameterError, match="rounds to 0"):
         rel.quantile(0.5)
 

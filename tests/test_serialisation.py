@@ -9,6 +9,7 @@ import pytest
 import dprange
 from dprange import DataError, DPRangeError, Flat, Hierarchical, ParameterError, Release
 from dprange.mechanisms import NonlinearEstimate
+from dprange.provenance import Provenance
 from dprange.serialisation import load_release
 
 
@@ -17,10 +18,7 @@ def nonlinear_zero_release(n=8):
     return Release(
         np.zeros(n),
         NonlinearEstimate(np.zeros(n), None, None),
-        mechanism="hierarchical",
-        epsilon=0.01,
-        inference="nnls",
-        noise="discrete_laplace",
+        Provenance("hierarchical", epsilon=0.01, inference="nnls", noise="discrete_laplace"),
     )
 
 
@@ -431,7 +429,7 @@ def test_a_model_that_cannot_be_saved_says_so(tmp_path):
 
     A = np.vstack([np.eye(6), np.ones((1, 6))])
     estimate = gls(A, np.arange(7.0), np.ones(7))
-    rel = Release(estimate.leaves, estimate, mechanism="custom", epsilon=1.0)
+    rel = Release(estimate.leaves, estimate, Provenance("custom", epsilon=1.0))
     data = rel.to_dict()
     assert data["error_model"] is None and "cannot be saved" in data["error_bars"]
     loaded = Release.from_dict(data)

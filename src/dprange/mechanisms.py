@@ -52,7 +52,7 @@ from .inference.tree import tree_error_model, tree_gls
 from .inference.wavelet import haar_error_model, haar_estimate
 from .measurements import Measurements
 from .noise import NOISE_KINDS, NoiseSpec, SecureRandom, gaussian_sigma, resolve_rng
-from .release import Release
+from .release import Provenance, Release
 from .strategies import HaarStrategy, TreeStrategy
 
 BUDGET_RULES = ("uniform", "geometric")
@@ -366,10 +366,8 @@ class Mechanism:
             """One parametric-bootstrap replicate: re-measure the released estimate."""
             return self.infer(simulate_measurements(self, measurements, estimate.leaves, source)).leaves
 
-        return Release(
-            estimate.leaves,
-            estimate,
-            domain=domain,
+        measurements.extra["resample"] = resample  # until dprange.bootstrap re-draws from the blocks
+        provenance = Provenance(
             mechanism=self.name,
             parameters=params,
             epsilon=measurements.epsilon,
@@ -377,11 +375,12 @@ class Mechanism:
             neighbours=self.neighbours,
             total=measurements.total,
             inference=self.inference,
+            inference_options=self.inference_options,
             noise=measurements.noise_kind,
-            resample=resample,
             seeded=measurements.extra.get("seeded", is_seeded(rng)),
             noise_scales=[spec.scale for spec in measurements.noise if spec is not None],
         )
+        return Release(estimate.leaves, estimate, provenance, domain=domain, measurements=measurements)
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.parameters().items())

@@ -53,7 +53,8 @@ from .inference.tree import TreeErrorModel
 from .inference.wavelet import HaarEstimate
 from .io import load_npz
 from .matrix import DenseErrorModel
-from .release import Release
+from .provenance import Provenance
+from .release import NO_MEASUREMENTS, NONLINEAR_ERROR_BARS, NONLINEAR_INTERVALS, Release
 
 #: The saved format: 2 keeps the error model; files in format 1 still load.
 FORMAT_VERSION = 2
@@ -159,14 +160,103 @@ def write_atomically(path, write: Callable, *, binary: bool = False) -> str:
 # ----------------------------------------------------------------------------- writing
 def metadata(release, alpha: float) -> dict:
     """The release's dictionary without the histogram arrays (small)."""
-    return jsonable(release._metadata(check_alpha(alpha)))
+    return jsonable(_metadata(release, check_alpha(alpha)))
+
+
+def _metadata(release, alpha: float) -> dict:
+    """The dictionary of ``Release.to_dict`` without the histogram arrays: the legacy fields of
+    format 2 (read by older versions) and the provenance record."""
+    provenance = release.provenance
+    total = release.total()
+    out = {
+        "dprange_release": FORMAT_VERSION,
+        "mechanism": provenance.mechanism,
+        "parameters": provenance.parameters,
+        "privacy": {
+            "epsilon": provenance.epsilon,
+            "delta": provenance.delta,
+            "neighbours": provenance.neighbours,
+            "noise": provenance.noise,
+            "seeded": provenance.seeded,
+        },
+        "noise_scales": release.noise_scales,
+        "inference": provenance.inference,
+        "provenance": provenance.to_dict(),
+        "domain": release.domain.to_dict(),
+        "total": {
+            "value": float(total.value),
+            "stderr": float(total.stderr) if release.exact_error_bars else None,
+            "public": provenance.total is not None,
+        },
+    }
+    out["error_model"] = error_model_dict(release)
+    if not release.exact_error_bars:
+        out["error_bars"] = NONLINEAR_ERROR_BARS
+    elif out["error_model"] is None:
+        out["error_bars"] = UNSAVED_ERROR_BARS
+    out["deciles"] = _deciles(release, alpha)
+    return out
+
+
+def _deciles(release, alpha: float) -> dict | None:
+    """The nine deciles with their intervals (None where the CDF is undefined, e.g. a
+    non-positive estimated total; null intervals for non-linear inference)."""
+    deciles = np.linspace(0.1, 0.9, 9)
+    try:
+        q = release.quantile(deciles)
+    except ParameterError:
+        return None
+    out = {"q": deciles.round(2).tolist(), "value": np.asarray(q.value).tolist(), "interpolated": q.interpolated}
+    if not release.exact_error_bars:
+        out.update({"lower": None, "upper": None, "alpha": alpha, "intervals": NONLINEAR_INTERVALS})
+        return out
+    try:
+        lower, upper = q.confidence_interval(alpha, simultaneous=True)
+    except ParameterError:
+        return None
+    out.update(
+        {
+            "lower": lower.tolist(),
+            "upper": upper.tolist(),
+            "alpha": alpha,
+            "simultaneous": True,
+            "interval": (
+                "bin edges; all nine hold at once with probability >= 1 - alpha, whatever the data inside a bin"
+            ),
+        }
+    )
+    return out
+
+
+def release_dict(release, alpha: float) -> dict:
+    """``Release.to_dict``: the metadata and the histogram (values and standard errors)."""
+    out = metadata(release, alpha)
+    out["histogram"] = {
+        "value": release.estimate.tolist(),
+        "stderr": histogram_stderr(release).tolist() if release.exact_error_bars else None,
+    }
+    return out
+
+
+def save_json(release, path, alpha: float):
+    """``Release.to_json``: the text (no path) or the path written atomically."""
+    if path is None:
+        return json_text(release, alpha)
+    check_alpha(alpha)
+    return write_atomically(path, lambda fh: write_json(release, fh, alpha))
+
+
+def save_npz(release, path, alpha: float) -> str:
+    """``Release.to_npz``: the archive written atomically; returns the path."""
+    check_alpha(alpha)
+    return write_atomically(path, lambda fh: write_npz(release, fh, alpha), binary=True)
 
 
 def write_json(release, fh, alpha: float) -> None:
     """Stream the JSON of ``release`` (the same content as ``to_dict``) to ``fh``."""
     meta = metadata(release, alpha)
     one_line = {}  # lists written on one line, not one line per number
-    for name in ("error_model", "noise_scales"):
+    for name in ("error_model", "noise_scales", "provenance"):
         if meta.get(name) is not None:
             one_line[name] = meta[name]
             meta[name] = _PLACEHOLDER.format(name)
@@ -267,14 +357,8 @@ class SavedBinErrors:
 
 
 NO_MODEL = "save the release again with this dprange version (format 2 keeps the error model)"
-LOADED_BOOTSTRAP = (
-    "a release loaded from a file cannot be bootstrapped: resampling needs the mechanism's "
-    "measurements; bootstrap the original Release before saving it"
-)
-
-
-def _no_bootstrap(source):
-    raise ParameterError(LOADED_BOOTSTRAP)
+#: What bootstrapping a loaded release says.
+LOADED_BOOTSTRAP = NO_MEASUREMENTS
 
 
 def error_model_dict(release) -> dict | None:
@@ -448,26 +532,38 @@ def release_from_parts(meta, estimate, stderr):
     privacy = _privacy(meta)
     public_total = _public_total(meta)
     model = _error_model(meta, version, estimate, stderr, public_total)
+    provenance = _provenance(meta, version, privacy, public_total)
+    return Release(estimate, model, provenance, domain=domain)
+
+
+def _provenance(meta, version: int, privacy: dict, public_total) -> Provenance:
+    """The provenance of the saved release: from the legacy fields of formats 1 and 2, and
+    from the ``provenance`` record when a format-2 file has one (which must agree with them;
+    files written before it existed have none; format 1 never had one)."""
     parameters = meta.get("parameters")
     mechanism = meta.get("mechanism")
     if not isinstance(mechanism, str) or not isinstance(parameters, (dict, type(None))):
         raise DataError("the saved mechanism or its parameters are malformed; the file is corrupt")
-    return Release(
-        estimate,
-        model,
-        domain=domain,
+    options = (parameters or {}).get("inference_options")
+    legacy = Provenance(
         mechanism=mechanism,
-        parameters=parameters,
+        parameters=parameters or {},
         epsilon=privacy["epsilon"],
         delta=privacy["delta"],
         neighbours=privacy["neighbours"],
         total=public_total,
         inference=meta["inference"],
+        inference_options=options if isinstance(options, dict) else {},
         noise=privacy["noise"],
-        resample=_no_bootstrap,
         seeded=privacy["seeded"],
         noise_scales=privacy["noise_scales"],
     )
+    if version < 2 or meta.get("provenance") is None:
+        return legacy
+    saved = Provenance.from_dict(meta["provenance"])
+    if saved != legacy:
+        raise DataError("the saved provenance disagrees with the saved privacy parameters; the file is corrupt")
+    return saved
 
 
 def release_from_dict(data):
@@ -487,6 +583,19 @@ def release_from_json_text(text: str, source: str = "the text"):
     except json.JSONDecodeError as exc:
         raise DataError(f"{source} is not valid JSON ({excerpt(exc.msg, 60)} at line {exc.lineno})") from None
     return release_from_dict(data)
+
+
+def release_from_json(text_or_path):
+    """``Release.from_json``: from JSON text (a string starting with '{', or UTF-8 bytes) or
+    from a file path."""
+    if isinstance(text_or_path, (bytes, bytearray)):
+        try:
+            text_or_path = bytes(text_or_path).decode("utf-8")
+        except UnicodeDecodeError:
+            raise DataError("the release bytes are not UTF-8 JSON text") from None
+    if isinstance(text_or_path, str) and text_or_path.lstrip().startswith("{"):
+        return release_from_json_text(text_or_path)
+    return load_release(text_or_path)
 
 
 def _load_json(path: str):

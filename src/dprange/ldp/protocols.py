@@ -34,7 +34,7 @@ from ..inference.tree import tree_error_model, tree_gls
 from ..inference.wavelet import haar_error_model, haar_estimate
 from ..io import load_npz
 from ..noise import resolve_rng
-from ..release import Release
+from ..release import Provenance, Release
 from ..strategies import HaarStrategy, TreeStrategy
 from .oracles import HRR, ONE, Aggregator, Reports, check_values, coins, make_oracle, report_fields
 
@@ -86,10 +86,7 @@ class Protocol:
         """The Release of a local estimate: the n users present are the public total (each user
         reports once, so the relation is replace), ``users`` the realised users per level."""
         parameters = self.describe() if users is None else {**self.describe(), "users_per_level": users}
-        return Release(
-            estimate.leaves,
-            estimate,
-            domain=domain,
+        provenance = Provenance(
             mechanism=self.name,
             parameters=parameters,
             epsilon=self._eps(),
@@ -97,6 +94,7 @@ class Protocol:
             total=n,
             noise=noise,
         )
+        return Release(estimate.leaves, estimate, provenance, domain=domain)
 
     def _eps(self) -> float:
         if self.epsilon is None:
