@@ -233,6 +233,7 @@ def test_bad_alpha_raises_parameter_errors(gls_release, alpha):
 from dprange import Domain, Wavelet, workloads  # noqa: E402
 from dprange.inference.tree import TreeErrorModel, tree_error_model  # noqa: E402
 from dprange.inference.wavelet import HaarEstimate  # noqa: E402
+from dprange.ldp import Flat as LocalFlat  # noqa: E402
 from dprange.ldp import HaarHRR, HierarchicalHistogram  # noqa: E402
 from dprange.matrix import DenseErrorModel, Matrix  # noqa: E402
 from dprange.serialisation import jsonable  # noqa: E402
@@ -260,6 +261,8 @@ ROUND_TRIP_CASES = {
     "h3-replace-root": (lambda: Hierarchical(3, measure_root=True, neighbours="replace"), 50, {}, None),
     "wavelet": (lambda: Wavelet(), 100, {}, "interval"),
     "wavelet-replace": (lambda: Wavelet(neighbours="replace"), 37, {}, None),
+    "wavelet-gaussian": (lambda: Wavelet(noise="gaussian"), 77, {"delta": 1e-6}, "interval"),
+    "wavelet-laplace": (lambda: Wavelet(noise="laplace_float"), 5, {}, "interval"),
     "matrix": (lambda: Matrix(np.tril(np.ones((24, 24)))), 24, {}, "interval"),
     "matrix-real-replace": (
         lambda: Matrix(np.vstack([np.eye(20), np.full((1, 20), 0.3)]), neighbours="replace"),
@@ -291,6 +294,7 @@ def assert_same_answers(original, loaded):
     assert type(loaded) is Release
     same(loaded.estimate, original.estimate)
     assert loaded.parameters == jsonable(original.parameters)  # JSON keys are strings
+    assert loaded.provenance == Provenance.from_dict(jsonable(original.provenance.to_dict()))
     for attr in (
         "mechanism",
         "epsilon",
@@ -301,6 +305,7 @@ def assert_same_answers(original, loaded):
         "noise",
         "seeded",
         "noise_scales",
+        "inference_options",
         "domain",
     ):
         assert getattr(loaded, attr) == getattr(original, attr), attr
@@ -362,9 +367,15 @@ def test_json_and_npz_round_trips_answer_identically(case, tmp_path):
     "protocol",
     [
         HaarHRR(16, epsilon=1.0, level_probabilities=[0.1, 0.2, 0.3, 0.4]),
+        HaarHRR(23, epsilon=2.0),
         HierarchicalHistogram(20, 3, "grr", epsilon=0.7, level_probabilities=[0.6, 0.3, 0.1]),
+        HierarchicalHistogram(50, 4, "oue", epsilon=1.0),
+        HierarchicalHistogram(30, [2, 3, 5], "olh", epsilon=1.5),
+        HierarchicalHistogram(40, 4, "hrr", epsilon=1.0),
+        LocalFlat(20, epsilon=1.0),
+        LocalFlat(12, "grr", epsilon=2.0),
     ],
-    ids=["haar-hrr", "hh-grr"],
+    ids=["haar-hrr", "haar-hrr-23", "hh-grr", "hh-oue", "hh-olh-mixed", "hh-hrr", "flat-oue", "flat-grr"],
 )
 def test_local_releases_round_trip_with_per_node_variances(protocol, tmp_path):
     rng = np.random.default_rng(3)
