@@ -33,10 +33,10 @@ from .answers import (
     one_sided_factor,
     quantile_levels,
 )
+from .bootstrap import bootstrap, check_reps
 from .cdf import CumulativeEstimate
 from .domain import Domain
 from .errors import ParameterError
-from .noise import resolve_rng
 from .provenance import Provenance
 
 __all__ = [
@@ -59,18 +59,6 @@ NO_MEASUREMENTS = (
     "bootstrap needs the mechanism's measurements, which a release loaded from a file (or built "
     "without them) does not have; bootstrap the original Release before saving it"
 )
-
-
-def _parametric_bootstrap(measurements, estimate_leaves, method, lo, hi, *, reps, rng, options):
-    """Standard deviations of the range answers lo..hi over ``reps`` parametric-bootstrap
-    replicates (until :mod:`dprange.bootstrap` replaces it: the replicate comes from the
-    mechanism's resampler kept with the measurements)."""
-    resample = measurements.extra["resample"]
-    answers = np.empty((reps,) + lo.shape)
-    for r in range(reps):
-        sums = np.concatenate([[0.0], np.cumsum(resample(rng))])
-        answers[r] = sums[hi + 1] - sums[lo]
-    return answers.std(axis=0, ddof=1)
 
 
 class Release:
@@ -178,18 +166,10 @@ class Release:
         """
         if self.measurements is None:
             raise ParameterError(NO_MEASUREMENTS)
-        if isinstance(reps, bool) or not isinstance(reps, (int, np.integer)) or not 2 <= reps <= 10**6:
-            raise ParameterError(f"reps must be an integer from 2 to 10^6, got {reps!r}")
+        reps = check_reps(reps)
         lo, hi = self._check_ranges(lo, hi)
-        return _parametric_bootstrap(
-            self.measurements,
-            self.estimate,
-            self.inference,
-            lo,
-            hi,
-            reps=int(reps),
-            rng=resolve_rng(rng),
-            options=self.inference_options,
+        return bootstrap(
+            self.measurements, self.estimate, self.inference, lo, hi, reps=reps, rng=rng, options=self.inference_options
         )
 
     # ----------------------------------------------------------------- answers in bins
