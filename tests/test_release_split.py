@@ -201,3 +201,26 @@ def test_count_below_is_the_prefix_below_a_value(integer_release, interval_relea
     assert other.count_below(2.0).stderr == other.prefix(15).stderr
     with pytest.raises(ParameterError, match="not a bin edge"):
         other.count_below(2.01)
+
+
+def test_a_release_does_not_keep_its_mechanism_alive():
+    """The bootstrap used to be a closure over the mechanism: the release kept it alive."""
+    import gc
+    import weakref
+
+    mechanism = Hierarchical(4)
+    rel = mechanism.release(np.arange(32) % 5, 1.0, rng=1)
+    alive = weakref.ref(mechanism)
+    del mechanism
+    gc.collect()
+    assert alive() is None
+    assert rel.bootstrap(0, 31, reps=3, rng=0).shape == ()
+
+
+def test_changing_the_mechanism_afterwards_does_not_change_the_release():
+    """The bootstrap reruns the release's own inference, not the mechanism's current one."""
+    mechanism = Flat()
+    rel = mechanism.release(np.random.default_rng(2).poisson(3, 24), 0.5, rng=1)
+    before = rel.bootstrap([0, 4], [23, 9], reps=30, rng=5)
+    mechanism.inference = "nnls"
+    np.testing.assert_array_equal(rel.bootstrap([0, 4], [23, 9], reps=30, rng=5), before)

@@ -20,6 +20,10 @@ variance and the public-total flag.  The model is rebuilt on load by the same co
 built it, so every standard error is reproduced exactly.  NNLS / L1 releases have no
 closed-form model (null).  ``privacy`` keeps the noise kind and ``noise_scales`` the noise
 scale of every measured level (the tail factor of discrete-Laplace intervals needs them).
+``provenance`` is the release's :class:`~dprange.provenance.Provenance` record (mechanism,
+privacy parameters, public total, inference and its options, noise); it was added to format
+2 without changing its other fields, so files written before it still load (their
+provenance is read from those fields), and on load the record must agree with them.
 
 Both are written atomically: to a temporary file in the target folder, then ``os.replace``,
 so a failure never leaves a partial file.
@@ -29,7 +33,7 @@ Loading
 :func:`load_release`, ``Release.from_json`` and ``Release.from_dict`` return a
 :class:`~dprange.Release` that answers ranges, prefixes, the histogram, the total, the CDF,
 CDF bands, quantiles and workloads with the original's values and standard errors.  It has
-no mechanism: ``bootstrap`` raises ParameterError.  A file of an unknown (newer) format
+no measurements: ``bootstrap`` raises ParameterError.  A file of an unknown (newer) format
 version, or one whose parts disagree (the saved standard errors of a few bins are checked
 against the rebuilt model), raises DataError.  Format-1 files (saved before the error model
 was kept) still load; they know the standard errors of single bins and of the total only.
