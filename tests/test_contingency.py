@@ -3,6 +3,7 @@
 import dataclasses
 import itertools
 import math
+import warnings
 from fractions import Fraction
 
 import numpy as np
@@ -10,9 +11,14 @@ import pytest
 from scipy import optimize
 
 from dprange import ParameterError
-from dprange.contingency import marginal_matrix, release_table
+from dprange.contingency import infer_table, marginal_matrix, release_table
+from dprange.errors import ConvergenceWarning
+from dprange.measurements import Measurements
+from dprange.mechanisms import calibrate
 from dprange.noise import noise_variance
+from dprange.operators import Identity
 from dprange.release import one_sided_factor
+from dprange.strategies import Strategy
 
 TABLE = np.random.default_rng(0).poisson(3, (4, 5, 3))
 
@@ -332,3 +338,32 @@ def test_error_bar_bad_inputs():
     for reps in (1, 2.5, True):
         with pytest.raises(ParameterError, match="reps"):
             rel.bootstrap(reps=reps)
+
+
+def test_table_measurements_use_the_shared_types_and_calibration():
+    """The noisy table is a Measurements of one identity block whose noise is the shared
+    calibrate()'s for that block (the same NoiseSpec the mechanisms use)."""
+    for noise in ("discrete_laplace", "laplace_float"):
+        rel = release_table(SMALL, 0.7, noise=noise, rng=np.random.default_rng(3))
+        assert isinstance(rel.measurements, Measurements) and rel.measurements.seeded
+        (measured,) = rel.measurements.measurements
+        assert isinstance(measured.block, Identity) and measured.block.shape == (SMALL.size, SMALL.size)
+        np.testing.assert_array_equal(measured.values, rel.noisy.ravel())
+        (expected,) = calibrate(Strategy([Identity(SMALL.size)], [0.7]), "add_remove", noise, [0.7], 0.7, 0.0)
+        assert measured.noise == rel.noise == expected and measured.variance == expected.variance
+        assert rel.measurements.epsilon == 0.7 and rel.measurements.neighbours == "add_remove"
+    with pytest.raises(ParameterError, match="identity block"):
+        infer_table(dataclasses.replace(rel.measurements, measurements=[]), rel.constraints, "gls", {})
+
+
+def test_unconverged_table_admm_warns_and_says_so():
+    values = published(SMALL, [(0,)])
+    with pytest.warns(ConvergenceWarning, match="maxiter"):
+        rel = release_table(SMALL, 1.0, public_marginals=values, inference="l1", maxiter=3, rng=0)
+    assert not rel.converged and rel.result.iterations == 3
+    assert release_table(SMALL, 1.0, public_marginals=values, rng=0).converged
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rel.bootstrap((1,), reps=3, rng=0)  # one warning for the run, not one per replicate
+    assert [str(w.message)[:6] for w in caught] == ["3 of 3"] and caught[0].category is ConvergenceWarning
+    assert rel.bootstrap_unconverged == 3

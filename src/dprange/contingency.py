@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
@@ -51,10 +52,15 @@ import scipy.linalg
 import scipy.sparse as sp
 
 from ._validation import check_epsilon
-from .errors import ParameterError
+from .bootstrap import check_reps, redraw
+from .errors import ConvergenceWarning, ParameterError
 from .inference.l1_admm import ADMMResult, admm
-from .noise import NoiseSpec, SecureRandom, resolve_rng
+from .measurements import LinearMeasurement, Measurements
+from .mechanisms import calibrate, is_seeded
+from .noise import NoiseSpec, resolve_rng
+from .operators import Identity
 from .release import Answer, one_sided_factor
+from .strategies import Strategy
 
 INFERENCE = ("gls", "nnls", "l1")
 TABLE_NOISE = ("discrete_laplace", "laplace_float")
@@ -196,18 +202,6 @@ def marginal_variance_factor(shape: tuple, axes, published_axes) -> float:
     return float(total)
 
 
-def cell_noise(epsilon: float, noise: str) -> NoiseSpec:
-    """Noise of scale 1/epsilon (sensitivity 1), rounded up until 1/scale <= epsilon exactly."""
-    # pending the shared calibrate: kept identical to it for the identity block
-    from ._validation import check_noise_scale  # noqa: PLC0415
-
-    scale = 1.0 / epsilon
-    check_noise_scale(scale, epsilon, "every cell")
-    while 1 / Fraction(scale) > Fraction(epsilon):
-        scale = math.nextafter(scale, math.inf)
-    return NoiseSpec(noise, scale)
-
-
 def published_marginals(public_marginals, shape: tuple) -> tuple[list, list]:
     """Validate ``{kept axes: published values}``: the axes (sorted) and the values, each
     transposed to the order of ``marginal_matrix`` (sorted kept axes)."""
@@ -237,26 +231,29 @@ def published_marginals(public_marginals, shape: tuple) -> tuple[list, list]:
     return axes_list, values_list
 
 
-@dataclass(frozen=True)
-class TableMeasurement:
-    """The noisy flattened table (identity block) and the noise it carries."""
-
-    values: np.ndarray
-    noise: NoiseSpec
-
-    def with_values(self, values: np.ndarray) -> TableMeasurement:
-        return TableMeasurement(np.asarray(values, dtype=float), self.noise)
-
-
-def measure_table(counts: np.ndarray, epsilon: float, noise: str, rng) -> TableMeasurement:
-    """Measure every cell once (identity block, sensitivity 1) with calibrated noise."""
-    spec = cell_noise(epsilon, noise)
+def measure_table(counts: np.ndarray, epsilon: float, noise: str, rng) -> Measurements:
+    """Measure every cell once: one identity block on the flattened (C-order) table, noise
+    calibrated by :func:`~dprange.mechanisms.calibrate` for its add/remove sensitivity 1
+    (scale 1/epsilon, rounded up until 1/scale <= epsilon in exact rational arithmetic)."""
     flat = counts.astype(float).ravel()
-    return TableMeasurement(flat + spec.sample(flat.shape, rng), spec)
+    block = Identity(flat.size)
+    (spec,) = calibrate(Strategy([block], [epsilon]), "add_remove", noise, [epsilon], epsilon, 0.0)
+    values = flat + spec.sample(flat.shape, resolve_rng(rng))
+    return Measurements(
+        [LinearMeasurement(block, values, spec.variance, spec)], flat.size, epsilon, seeded=is_seeded(rng)
+    )
+
+
+def table_measurement(measurements: Measurements) -> LinearMeasurement:
+    """The one identity block of a table's measurements (ParameterError for any other design)."""
+    blocks = measurements.measurements
+    if len(blocks) != 1 or not isinstance(blocks[0].block, Identity) or blocks[0].noise is None:
+        raise ParameterError("table inference needs one identity block with central noise (see measure_table)")
+    return blocks[0]
 
 
 def infer_table(
-    measurement: TableMeasurement, constraints: MarginalConstraints, method: str, options: dict
+    measurements: Measurements, constraints: MarginalConstraints, method: str, options: dict
 ) -> tuple[np.ndarray, ADMMResult | None]:
     """The flattened estimate under C x = d, and the ADMM record for NNLS / L1.
 
@@ -264,25 +261,35 @@ def infer_table(
     squares the plain projection).  ``"nnls"`` / ``"l1"``: the shared ADMM of
     :func:`dprange.inference.l1_admm.admm` on the identity block, rows weighted by
     1 / (noise scale) (the Laplace likelihood), with the exact marginal x-step, started at
-    the clipped GLS estimate.  ``options``: ``alpha`` (L1 only), ``tol``, ``maxiter``.
+    the clipped GLS estimate; warns :class:`~dprange.errors.ConvergenceWarning` when it stops
+    unconverged.  ``options``: ``alpha`` (L1 only), ``tol``, ``maxiter``.
     """
-    noisy = measurement.values
+    measured = table_measurement(measurements)
+    noisy = np.asarray(measured.values, dtype=float)
     projected = constraints.project(noisy)
     if method == "gls":
         return projected, None
     size = noisy.size
-    weight = 1.0 / measurement.noise.scale
-    x_update = marginal_x_update(constraints.matrix, constraints.values, weight, constraints.gram_pinv)
+    weights = 1.0 / measured.row_scales()
+    x_update = marginal_x_update(constraints.matrix, constraints.values, float(weights[0]), constraints.gram_pinv)
+    tol = float(options.get("tol", 1e-7))
     result = admm(
         sp.identity(size, format="csr"),
         noisy,
-        np.full(size, weight),
+        weights,
         alpha=0.0 if method == "nnls" else float(options.get("alpha", 0.9)),
         x_update=x_update,
-        tol=float(options.get("tol", 1e-7)),
+        tol=tol,
         maxiter=int(options.get("maxiter", 20000)),
         x0=np.maximum(projected, 0.0),
     )
+    if not result.converged:
+        warnings.warn(
+            f"{method} table inference (ADMM) stopped after {result.iterations} iterations without meeting "
+            f"tol={tol}; raise maxiter or tol",
+            ConvergenceWarning,
+            stacklevel=3,
+        )
     # ADMM returns its non-negative split w; the x iterate meets C x = d exactly and
     # w - x -> 0, so w meets the marginals to the stopping tolerance.
     return result.x, result
@@ -299,7 +306,8 @@ NONLINEAR_TABLE_ERROR_BARS = (
 class TableRelease:
     """A released contingency table: the post-processed ``table``, the raw ``noisy`` cells,
     the noise, the inference used, the public marginals (kept axes) and, for NNLS / L1, the
-    ADMM record ``result``.
+    ADMM record ``result``; ``measurements`` (the identity block, its values and noise) and
+    ``constraints`` (the published marginals) are the public design the bootstrap reruns.
 
     GLS releases answer with exact standard errors: :meth:`stderr` (every cell),
     :meth:`marginal_answer` (any marginal, as an :class:`~dprange.release.Answer`),
@@ -315,8 +323,24 @@ class TableRelease:
     epsilon: float
     result: ADMMResult | None = None
     seeded: bool = False
+    measurements: Measurements | None = None
     constraints: MarginalConstraints | None = None
     options: dict = field(default_factory=dict)
+    #: Replicates of the last :meth:`bootstrap` whose ADMM stopped at maxiter (0 for GLS).
+    bootstrap_unconverged: int = 0
+
+    @property
+    def converged(self) -> bool:
+        """Whether the inference met its tolerance (always True for GLS)."""
+        return self.result is None or bool(self.result.converged)
+
+    @property
+    def _measurements(self) -> Measurements:
+        if self.measurements is None:  # a TableRelease built by hand: its noisy cells
+            flat = np.asarray(self.noisy, dtype=float).ravel()
+            block = LinearMeasurement(Identity(flat.size), flat, self.noise.variance, self.noise)
+            return Measurements([block], flat.size, self.epsilon, seeded=self.seeded)
+        return self.measurements
 
     @property
     def exact_error_bars(self) -> bool:
@@ -394,18 +418,28 @@ class TableRelease:
         released table and reruns the same inference under the same published marginals
         (post-processing: public parameters and the release only).  For GLS it reproduces
         :meth:`stderr` up to Monte-Carlo error.  O(reps x inference cost)."""
-        if isinstance(reps, bool) or not isinstance(reps, (int, np.integer)) or not 2 <= reps <= 10**6:
-            raise ParameterError(f"reps must be an integer from 2 to 10^6, got {reps!r}")
+        reps = check_reps(reps)
         kept = tuple(range(self.table.ndim)) if axes is None else check_axes(axes, self.table.ndim)
         drop = tuple(a for a in range(self.table.ndim) if a not in kept)
         source = resolve_rng(rng)
         centre = self.table.ravel()
-        measurement = TableMeasurement(self.noisy.ravel(), self.noise)
         answers = []
+        self.bootstrap_unconverged = 0
         for _ in range(reps):
-            replicate = measurement.with_values(centre + self.noise.sample(centre.shape, source))
-            estimate, _ = infer_table(replicate, self._constraints, self.inference, self.options)
+            replicate = redraw(self._measurements, centre, source)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)  # counted, warned once below
+                estimate, result = infer_table(replicate, self._constraints, self.inference, self.options)
+            if result is not None and not result.converged:
+                self.bootstrap_unconverged += 1
             answers.append(estimate.reshape(self.table.shape).sum(axis=drop))
+        if self.bootstrap_unconverged:
+            warnings.warn(
+                f"{self.bootstrap_unconverged} of {reps} bootstrap replicates stopped at maxiter without "
+                "converging; their spread may be off: release again with a larger maxiter",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
         return np.std(answers, axis=0, ddof=1)
 
 
@@ -448,19 +482,21 @@ def release_table(
         raise ParameterError(f"alpha must be in [0, 1], got {alpha}")
     marginals, published = published_marginals({} if public_marginals is None else public_marginals, counts.shape)
     constraints = MarginalConstraints.build(counts.shape, marginals, published)
-    measurement = measure_table(counts, epsilon, noise, resolve_rng(rng))
+    measurements = measure_table(counts, epsilon, noise, rng)
     options: dict[str, Any] = {"alpha": alpha, "tol": tol, "maxiter": maxiter}
-    estimate, result = infer_table(measurement, constraints, inference, options)
-    seeded = rng is not None and not isinstance(rng, SecureRandom)
+    estimate, result = infer_table(measurements, constraints, inference, options)
+    (measured,) = measurements.measurements
+    assert measured.noise is not None  # measure_table always draws central noise
     return TableRelease(
         estimate.reshape(counts.shape),
-        measurement.values.reshape(counts.shape),
-        measurement.noise,
+        np.asarray(measured.values).reshape(counts.shape),
+        measured.noise,
         inference,
         marginals,
         epsilon,
         result,
-        seeded,
+        measurements.seeded,
+        measurements,
         constraints,
         options,
     )
