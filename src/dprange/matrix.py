@@ -35,6 +35,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
+from ._params import Custom, Param, find
 from ._validation import check_positive_int
 from .errors import ParameterError
 from .inference.dispatch import design_error_model
@@ -42,6 +43,7 @@ from .inference.least_squares import DENSE_COVARIANCE_LIMIT
 from .measurements import LinearMeasurement, Measurements
 from .mechanisms import Mechanism
 from .operators import Explicit, Operator, Weighted
+from .registry import MECHANISMS, Citation
 
 __all__ = ["DENSE_COVARIANCE_LIMIT", "DenseErrorModel", "Matrix", "MatrixStrategy"]
 
@@ -197,6 +199,14 @@ class MatrixStrategy:
         return {"bins": self.n, "rows": self.rows, "quantisation_factor": self.factor}
 
 
+def _measured_strategy(value, name: str) -> MatrixStrategy:
+    """The strategy parameter as the integer strategy that is measured (a zero one measures nothing)."""
+    strategy = value if isinstance(value, MatrixStrategy) else MatrixStrategy(value)
+    if not np.any(strategy.explicit()):
+        raise ParameterError(f"the {name} matrix is zero; it measures nothing")
+    return strategy
+
+
 class Matrix(Mechanism):
     """Matrix mechanism with strategy A and least-squares inference (see module doc).
 
@@ -206,11 +216,22 @@ class Matrix(Mechanism):
 
     name = "matrix"
 
-    def __init__(self, strategy, *, neighbours="add_remove", noise="auto"):
-        super().__init__(neighbours=neighbours, noise=noise)
-        self._strategy = MatrixStrategy(strategy)
-        if not np.any(self._strategy.explicit()):
-            raise ParameterError("the strategy matrix is zero; it measures nothing")
+    PARAMS = (
+        Param(
+            "strategy",
+            Custom(_measured_strategy, "matrix (dense, scipy sparse, or a LinearOperator over <= 4096 bins)"),
+            "the strategy A (p x n) whose rows are measured; a real one is quantised to integers",
+            positional=True,
+            attribute="_strategy",
+        ),
+        find(Mechanism.PARAMS, "neighbours"),
+        find(Mechanism.PARAMS, "noise"),
+    )
+    _strategy: MatrixStrategy
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # Depends on two parameters: with the public total (replace) one direction less is needed.
         self._strategy.check_rank(known_total=self.neighbours == "replace")
 
     def sensitivity(self, n: int | None = None) -> tuple[float, float]:
@@ -238,3 +259,14 @@ class Matrix(Mechanism):
         if check_positive_int(n, "n") > DENSE_COVARIANCE_LIMIT:
             raise ParameterError(f"exact error of a matrix strategy is computed for n <= {DENSE_COVARIANCE_LIMIT}")
         return super().error_model(n, epsilon, delta=delta)
+
+
+MECHANISMS.add(
+    Matrix,
+    summary="the matrix mechanism: any full-rank strategy matrix, quantised to integers, with least squares",
+    citation=Citation(
+        "Li, Hay, Rastogi, Miklau and McGregor",
+        "Optimizing Linear Counting Queries Under Differential Privacy",
+        "PODS 2010",
+    ),
+)
