@@ -1,4 +1,5 @@
-"""Local-DP range-query protocols: hierarchical histograms and HaarHRR (seed 002, section 4).
+"""Local-DP range-query protocols: hierarchical histograms and HaarHRR (Cormode, Kulkarni,
+Srivastava, "Answering Range Queries Under Local Differential Privacy", PVLDB 2019, section 4).
 
 ``HierarchicalHistogram(D, branching, oracle)`` (HH_B): a level-uniform tree over the D
 values; every user samples one level l = 1..h (uniformly, or with given probabilities) and
@@ -13,11 +14,21 @@ section 4.5 done exactly rather than by the two-stage heuristic.
 coefficient vector at that level with HRR; the aggregator inverts the Haar transform with
 the root coefficient fixed to N (:func:`dprange.inference.wavelet.haar_estimate`).
 
-Both return a :class:`dprange.Release` in counts (N times fractions).  The oracle variances
-depend on the true node frequencies f (module doc of :mod:`.oracles`); releases weight
-and report with the plug-in f (the clipped estimate), so their standard errors are exact up
-to that plug-in; ``error_model(N)`` (data-independent analysis) uses the f-independent part
-and ``error_model(N, counts)`` the exact variances for a known population.
+``Flat(D, oracle)``: one oracle over the D values (a tree of one level below the root).
+
+Every protocol's aggregator builds :class:`~dprange.measurements.Measurements` (one
+:class:`~dprange.measurements.LinearMeasurement` per reported level: a ``TreeLevel`` or
+``HaarLevel`` block, the level's estimated counts, their per-node variance; the public total
+N, replace neighbours) and the estimate is :func:`dprange.inference.infer` of them: "gls"
+(exact standard errors), or "nnls" / "l1" by ADMM (Lee, Wang, Kifer, KDD 2015) with
+parametric-bootstrap standard errors (:meth:`dprange.Release.bootstrap`: normal noise with the
+levels' variances around the estimate, the same inference rerun).
+
+Releases are in counts (N times fractions).  The oracle variances depend on the true node
+frequencies f (module doc of :mod:`.oracles`); releases weight and report with the plug-in f
+(the clipped estimate), so their standard errors are exact up to that plug-in;
+``error_model(N)`` (data-independent analysis) uses the f-independent part and
+``error_model(N, counts)`` the exact variances for a known population.
 """
 
 from __future__ import annotations
@@ -28,12 +39,14 @@ import json
 import numpy as np
 
 from .._validation import check_epsilon, check_positive_int
+from ..bootstrap import resample_leaves
 from ..domain import Domain
 from ..errors import ParameterError, ReportError
-from ..inference.tree import tree_error_model, tree_gls
-from ..inference.wavelet import haar_error_model, haar_estimate
+from ..inference.dispatch import METHODS, check_options, design_error_model, infer
 from ..io import load_npz
+from ..measurements import LinearMeasurement, Measurements
 from ..noise import resolve_rng
+from ..operators import HaarLevel, Operator, TreeLevel
 from ..release import Release
 from ..strategies import HaarStrategy, TreeStrategy
 from .oracles import HRR, ONE, Aggregator, Reports, check_values, coins, make_oracle, report_fields
@@ -74,24 +87,20 @@ class Protocol:
         """The fraction of users in every node of every level, for a known histogram."""
         raise NotImplementedError
 
+    def level_block(self, level: int) -> Operator:
+        """The linear queries whose answers level ``level``'s oracle estimates."""
+        raise NotImplementedError
+
     def _check_users(self, users: dict) -> None:
         """Refuse aggregates whose levels cannot give an estimate (default: the leaves
         must have been reported)."""
         if users[self.levels] == 0:
             raise ReportError("no user reported the leaf level; collect more reports")
 
-    def _plug_in_frequencies(self, values: list, n: int) -> dict:
+    def _plug_in_frequencies(self, values: list, users: dict, n: int) -> dict:
         """Node frequencies for the f-dependent variance terms, from the level estimates
         (default: each reported level's estimate clipped to [0, 1])."""
         return {level: np.clip(v / n, 0.0, 1.0) for level, v in enumerate(values) if v is not None}
-
-    def _estimate(self, values: list, variances: list, n: int):
-        """The estimate (with its exact error model) from the level counts and variances."""
-        raise NotImplementedError
-
-    def _error_model(self, variances: list):
-        """The data-independent error model of the estimate for these level variances."""
-        raise NotImplementedError
 
     # ------------------------------------------------- the shared path
     def level_variances(self, users_per_level, n_total, frequencies=None) -> list:
@@ -119,24 +128,53 @@ class Protocol:
                 values[level] = a.estimate()[: self.level_size(level)] * n
         return values
 
-    def _release(self, agg: ProtocolAggregator, domain) -> Release:
-        """The release from aggregated reports, weighted with the realised users per level."""
+    def level_measurements(self, values: list, variances: list, n_users) -> Measurements:
+        """One :class:`LinearMeasurement` per reported level (its block, its estimated counts,
+        their per-node variance), the N users being the public total (replace relation)."""
+        parts = [
+            LinearMeasurement(self.level_block(level), np.asarray(values[level], dtype=float), variances[level])
+            for level in range(1, self.levels + 1)
+            if values[level] is not None and variances[level] is not None
+        ]
+        return Measurements(
+            parts,
+            n=self.domain_size,
+            epsilon=self._eps(),
+            neighbours="replace",
+            total=float(n_users),
+            source=f"local:{self.oracle_name}",
+        )
+
+    def measurements(self, agg: ProtocolAggregator) -> Measurements:
+        """The aggregator's level estimates as measurements, each level weighted with its
+        realised users and the plug-in node frequencies (module doc)."""
         n = agg.n
         if n == 0:
             raise ReportError("no reports were aggregated")
         users = {l: a.n for l, a in agg.levels.items()}
         self._check_users(users)
         values = self.level_estimates(agg)
-        variances = self.level_variances(users, n, self._plug_in_frequencies(values, n))
-        estimate = self._estimate(values, variances, n)
-        return self._local_release(estimate, domain, n, users)
+        variances = self.level_variances(users, n, self._plug_in_frequencies(values, users, n))
+        return self.level_measurements(values, variances, n)
+
+    def _release(self, agg: ProtocolAggregator, domain, inference: str = "gls", options=None) -> Release:
+        """The release from aggregated reports: measurements, then ``infer``."""
+        if inference not in METHODS:
+            raise ParameterError(f"inference must be one of {', '.join(METHODS)}, got {inference!r}")
+        options = check_options(options)
+        measurements = self.measurements(agg)
+        estimate = infer(measurements, inference, options)
+        users = {l: a.n for l, a in agg.levels.items()}
+        return self._local_release(measurements, estimate, domain, users, inference, options)
 
     def error_model(self, n_users: int, counts=None):
         """Exact error model (counts) with the expected number of users per level; with the
         true ``counts`` the f-dependent variance terms are included."""
         users = {l: n_users * self.level_probabilities[l - 1] for l in range(1, self.levels + 1)}
         freqs = None if counts is None else self.node_frequencies(np.asarray(counts, float), n_users)
-        return self._error_model(self.level_variances(users, n_users, freqs))
+        variances = self.level_variances(users, n_users, freqs)
+        zeros = [None if v is None else np.zeros(self.level_size(level)) for level, v in enumerate(variances)]
+        return design_error_model(self.level_measurements(zeros, variances, n_users))
 
     def _check_oracles(self) -> None:
         """Build every level's oracle once: each checks that it supports this epsilon."""
@@ -154,20 +192,35 @@ class Protocol:
         clone._check_oracles()
         return clone
 
-    def _local_release(self, estimate, domain, n: int, users: dict) -> Release:
-        """The Release of a local estimate: the n users present are the public total (each user
-        reports once, so the relation is replace), ``users`` the realised users per level."""
+    def _local_release(
+        self, measurements: Measurements, estimate, domain, users: dict, inference: str, options: dict
+    ) -> Release:
+        """The Release of a local estimate: the N users present are the public total (each user
+        reports once, so the relation is replace), ``users`` the realised users per level.
+        Its bootstrap re-draws normal noise with the measurements' variances around the
+        estimate and reruns the same inference (:func:`dprange.bootstrap.bootstrap`)."""
         parameters = {**self.describe(), "users_per_level": users}
+        if inference != "gls":
+            parameters["inference"] = inference
+            if options:
+                parameters["inference_options"] = options
+
+        def resample(source):
+            """One parametric-bootstrap replicate of the estimate."""
+            return resample_leaves(measurements, estimate.leaves, inference, source, options)
+
         return Release(
             estimate.leaves,
             estimate,
             domain=domain,
             mechanism=self.name,
             parameters=parameters,
-            epsilon=self._eps(),
+            epsilon=measurements.epsilon,
             neighbours="replace",
-            total=n,
-            noise=f"local:{self.oracle_name}",
+            total=measurements.total,
+            inference=inference,
+            noise=measurements.source,
+            resample=resample,
         )
 
     def _eps(self) -> float:
@@ -354,8 +407,18 @@ class ProtocolAggregator:
             self.levels[level].merge(agg)
         return self
 
-    def release(self, domain: Domain | None = None) -> Release:
-        return self.protocol._release(self, domain)
+    def measurements(self) -> Measurements:
+        """The level estimates as :class:`~dprange.measurements.Measurements` (see
+        :meth:`Protocol.measurements`)."""
+        return self.protocol.measurements(self)
+
+    def release(
+        self, domain: Domain | None = None, inference: str = "gls", inference_options: dict | None = None
+    ) -> Release:
+        """The release: ``inference`` is "gls" (exact standard errors), "nnls" or "l1" (ADMM,
+        Lee, Wang and Kifer, KDD 2015; NaN analytic standard errors, use
+        :meth:`dprange.Release.bootstrap`); ``inference_options`` are ADMM's options."""
+        return self.protocol._release(self, domain, inference, inference_options)
 
 
 class TreeProtocol(Protocol):
@@ -374,11 +437,8 @@ class TreeProtocol(Protocol):
     def node_frequencies(self, counts, n_users) -> dict:
         return {l: s / n_users for l, s in enumerate(self.tree.level_sums(counts))}
 
-    def _estimate(self, values, variances, n):
-        return tree_gls(self.tree, values, variances, total=n)
-
-    def _error_model(self, variances):
-        return tree_error_model(self.tree, variances, known_total=True)
+    def level_block(self, level: int) -> Operator:
+        return TreeLevel(self.tree, level)
 
 
 class HierarchicalHistogram(TreeProtocol):
@@ -460,22 +520,23 @@ class HaarHRR(Protocol):
         if any(u == 0 for u in users.values()):
             raise ReportError("some Haar level received no reports; collect more reports")
 
-    def _plug_in_frequencies(self, values, n):
-        """From the reconstruction (clipped at 0): the levels hold signed differences, not
-        node counts.  The reconstruction itself does not depend on the variances."""
-        first = haar_estimate(self.haar, values, [None] * (self.levels + 1), total=n)
+    def level_block(self, level: int) -> Operator:
+        return HaarLevel(self.haar, level)
+
+    def _plug_in_frequencies(self, values, users, n):
+        """From the reconstruction with the f-independent variances (clipped at 0): the
+        levels hold signed differences, not node counts.  The reconstruction (the inverse
+        transform) does not depend on the variances."""
+        first = infer(self.level_measurements(values, self.level_variances(users, n), n))
         return self.node_frequencies(np.clip(first.leaves, 0, None), n)
-
-    def _estimate(self, values, variances, n):
-        return haar_estimate(self.haar, values, variances, total=n)
-
-    def _error_model(self, variances):
-        return haar_error_model(self.haar, variances, known_total=True)
 
 
 class Flat(TreeProtocol):
-    """The flat baseline: one frequency oracle over all D values (no hierarchy): a tree of
-    one level below the known root."""
+    """The flat baseline: one frequency oracle over all D values (no hierarchy).
+
+    Its one level is measured as the depth-1 ``TreeLevel`` of a one-level tree (the identity
+    on the D bins) rather than an ``Identity`` block: so ``infer`` takes the exact O(D) tree
+    path with the known total (an equal shift of every bin), not the iterative generic one."""
 
     name = "ldp-flat"
 
