@@ -182,3 +182,18 @@ def test_bootstrap_redraws_central_noise_from_its_sampler():
     assert float(se) == pytest.approx(np.sqrt(spec.variance), rel=4 / np.sqrt(2 * 399))
     with pytest.raises(ParameterError, match="reps"):
         bootstrap(meas, np.zeros(5), "gls", 0, 1, reps=1)
+
+
+@pytest.mark.parametrize(
+    "mech", [dprange.Hierarchical(2, neighbours="replace"), dprange.Wavelet(neighbours="replace")], ids=repr
+)
+def test_one_bin_with_a_public_total_measures_nothing_and_answers_it_exactly(mech):
+    """Nothing is measured on one bin whose count is public: the estimate is the total, with
+    standard error 0, and the release saves and loads."""
+    rel = mech.release(np.array([5]), 1.0, rng=0)
+    assert rel.estimate.tolist() == [5.0] and rel.range(0, 0).stderr == 0.0
+    assert mech.error_model(1, 1.0).range_variance(0, 0) == 0.0
+    loaded = dprange.Release.from_json(rel.to_json())
+    assert loaded.estimate.tolist() == [5.0] and loaded.range(0, 0).stderr == 0.0
+    with pytest.raises(ParameterError, match="nothing is measured"):
+        dprange.Hierarchical(2).release(np.array([5]), 1.0, rng=0)

@@ -1,4 +1,5 @@
-"""The matrix mechanism (Li, Hay, Rastogi, Miklau, McGregor, PODS 2010; seed 003).
+"""The matrix mechanism (Li, Hay, Rastogi, Miklau and McGregor, "Optimizing Linear Counting
+Queries Under Differential Privacy", PODS 2010).
 
 Measure a strategy A (p x n) with noise calibrated to its sensitivity, then estimate x by
 least squares, x_hat = A^+ y.  The expected error of a workload W is

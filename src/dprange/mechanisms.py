@@ -99,7 +99,7 @@ def split_budget(weights, epsilon: float) -> list[float]:
 def optimal_budgets(branching, epsilon: float) -> list[float]:
     """Per-level budgets minimising the worst prefix (CDF) error of a level-uniform tree with
     per-level branching ``branching`` (Rameshwar and Tandon, "Optimal Tree-Based Mechanisms
-    for Differentially Private Approximate CDFs", 2024, seed 001, Theorem IV.2):
+    for Differentially Private Approximate CDFs", 2024, Theorem IV.2):
     eps_l = eps (b_l - 1)^(1/3) / sum_k (b_k - 1)^(1/3); see :mod:`dprange.cdf_trees`."""
     epsilon = check_epsilon(epsilon)
     weights = np.array([(b - 1) ** (1.0 / 3.0) for b in branching], dtype=float)
@@ -341,7 +341,8 @@ class Mechanism:
 
 
 class Flat(Mechanism):
-    """One noisy count per bin (the Laplace/identity baseline; seed 000 section 3.1).
+    """One noisy count per bin (the Laplace/identity baseline; Qardaji, Yang and Li, "Understanding
+    Hierarchical Methods for Differentially Private Histograms", PVLDB 2013, section 3.1).
 
     In the replace model the public total is used by least squares: the noisy bins are
     shifted equally so that they sum to it.
@@ -357,8 +358,9 @@ class Flat(Mechanism):
 
 
 class Hierarchical(Mechanism):
-    """Hierarchical histogram H_b with constrained inference (seed 000; seed 001 for trees
-    with per-level branching).
+    """Hierarchical histogram H_b with constrained inference (Qardaji, Yang and Li,
+    PVLDB 2013; Rameshwar and Tandon, "Optimal Tree-Based Mechanisms for Differentially Private
+    Approximate CDFs", 2024, for trees with per-level branching).
 
     Parameters
     ----------
@@ -448,7 +450,8 @@ class Hierarchical(Mechanism):
 
 
 class Wavelet(Mechanism):
-    """Privelet: noisy Haar wavelet coefficients (Xiao, Wang, Gehrke 2010; seeds 000 and 003).
+    """Privelet: noisy Haar wavelet coefficients (Xiao, Wang and Gehrke, "Differential Privacy via
+    Wavelet Transforms", ICDE 2010).
 
     Any number of bins: the domain is padded with empty bins to a power of two.  Every level
     of coefficients gets an equal share of epsilon (Privelet's weights; see

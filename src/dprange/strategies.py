@@ -14,9 +14,11 @@ definition on an explicit matrix (tests check the two agree).  ``sensitivity_pow
 the p-th power (sum of |.|^p), computed in exact arithmetic when the weights are
 ``fractions.Fraction``: the mechanisms use that to check their calibration exactly.
 
-Trees (Qardaji et al. 2013, seed 000 section 3; Rameshwar and Tandon 2024, seed 001
-section IV) are *level-uniform*: the root (depth 0) has ``branching[0]`` children, every node
-at depth d-1 has ``branching[d-1]`` children, and the leaves (depth h) are the n bins.  When
+Trees (Qardaji, Yang and Li, "Understanding Hierarchical Methods for Differentially Private
+Histograms", PVLDB 2013, section 3; Rameshwar and Tandon, "Optimal Tree-Based Mechanisms for
+Differentially Private Approximate CDFs", 2024, section IV) are *level-uniform*: the root
+(depth 0) has ``branching[0]`` children, every node at depth d-1 has ``branching[d-1]``
+children, and the leaves (depth h) are the n bins.  When
 n is smaller than prod(branching) the tree is the full tree over prod(branching) leaves with
 the padding leaves removed: the last block of every level is incomplete and nodes holding
 only padding do not exist.  One record lies in exactly one node per level.

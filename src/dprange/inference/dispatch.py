@@ -31,6 +31,7 @@ import numpy as np
 from ..errors import ConvergenceWarning, ParameterError
 from ..measurements import Measurements
 from ..operators import Explicit, HaarLevel, Kron, TreeLevel, VStack
+from ..strategies import TreeStrategy
 from .l1_admm import admm, tree_x_update
 from .least_squares import DENSE_COVARIANCE_LIMIT, DenseGLSEstimate, OperatorEstimate, dense_covariance, gls
 from .tree import flat_ranges, tree_gls
@@ -73,8 +74,6 @@ def infer(measurements: Measurements, method: str = "gls", options=None):
     if method not in METHODS:
         raise ParameterError(f"inference must be one of {', '.join(METHODS)}, got {method!r}")
     options = check_options(options)
-    if not measurements.measurements:
-        raise ParameterError("there are no measurements to infer from")
     estimate = least_squares(measurements)
     if method == "gls":
         return estimate
@@ -124,6 +123,8 @@ def _by_level(measurements: Measurements, count: int) -> tuple[list, list]:
 
 def least_squares(measurements: Measurements):
     """The exact GLS estimate with its error model, by the fastest path that applies."""
+    if not measurements.measurements:
+        return unmeasured(measurements)
     tree = tree_of(measurements)
     if tree is not None:
         values, variances = _by_level(measurements, tree.depth + 1)
@@ -135,6 +136,17 @@ def least_squares(measurements: Measurements):
     if kron_applies(measurements):
         return kron_least_squares(measurements)
     return generic_least_squares(measurements)
+
+
+def unmeasured(measurements: Measurements):
+    """Nothing measured: only one bin whose count is the public total is determined (the
+    estimate is that total, exactly: a tree of one node with a known root)."""
+    if measurements.total is None or measurements.n != 1:
+        raise ParameterError(
+            "nothing is measured, so the histogram cannot be estimated; measure the bins "
+            "(Flat, or Hierarchical with measure_root=True on one bin)"
+        )
+    return tree_gls(TreeStrategy(1, []), [None], [None], total=measurements.total)
 
 
 def generic_least_squares(measurements: Measurements) -> OperatorEstimate:

@@ -2,7 +2,8 @@
 
 For measurements y = A x + noise with independent noise of variance v_i per row, the GLS
 estimate minimises sum_i (A_i x - y_i)^2 / v_i; it is unbiased with covariance
-(A^T V^-1 A)^-1 (the matrix mechanism's estimator, seed 003).  With a public total
+(A^T V^-1 A)^-1 (the matrix mechanism's estimator: Li, Hay, Rastogi, Miklau and McGregor,
+"Optimizing Linear Counting Queries Under Differential Privacy", PODS 2010).  With a public total
 (``total``), x is restricted to {x : sum x = total}: x = total/n + P u with P the projection
 onto sum-zero vectors, and the problem is solved in u.
 
