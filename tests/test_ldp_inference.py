@@ -146,7 +146,7 @@ LO = np.array([3, 5, 1, 0, 0])  # a bin, three bins, fourteen bins, two prefixes
 HI = np.array([3, 7, 14, 5, 10])
 RUNS = 300  # independent protocol runs (Monte-Carlo)
 REPS = 300  # bootstrap replicates of one release
-L1_OPTIONS = {"tol": 1e-4}
+ADMM_OPTIONS = {"tol": 1e-4}  # ADMM tolerance for these runs (the bootstrap reruns the same)
 
 
 def _sd_tolerance(k1: int, k2: int, sigmas: float = 4.0) -> float:
@@ -159,7 +159,7 @@ def _sd_tolerance(k1: int, k2: int, sigmas: float = 4.0) -> float:
 @pytest.mark.parametrize("inference", ["gls", "nnls", "l1"])
 def test_bootstrap_stderr_matches_monte_carlo_over_protocol_runs(inference):
     proto = HierarchicalHistogram(16, 4, "oue", epsilon=1.0)
-    options = L1_OPTIONS if inference == "l1" else None
+    options = None if inference == "gls" else ADMM_OPTIONS
     runs = np.array(
         [
             simulate(proto, COUNTS, rng=1000 + s)
