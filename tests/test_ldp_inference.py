@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from dprange import ParameterError
 from dprange.cli import main
+from dprange.errors import ConvergenceWarning
 from dprange.inference.tree import tree_gls
 from dprange.inference.wavelet import haar_estimate
 from dprange.ldp import HaarHRR, HierarchicalHistogram, simulate
@@ -130,6 +131,9 @@ def test_bad_inference_and_options_are_parameter_errors():
         agg.release(inference="lasso")
     with pytest.raises(ParameterError, match="unknown inference options"):
         agg.release(inference="l1", inference_options={"lambda": 1})
+    with pytest.warns(ConvergenceWarning, match="maxiter"):  # ADMM stopped early: said, not hidden
+        rel = agg.release(inference="l1", inference_options={"maxiter": 2})
+    assert rel.error_model.converged is False
 
 
 # ---------------------------------------------------------------- bootstrap vs Monte-Carlo
