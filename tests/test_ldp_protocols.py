@@ -35,7 +35,7 @@ def test_haar_hrr_release_is_the_dense_inversion_with_exact_covariance():
     np.testing.assert_allclose(rel.histogram().value, np.linalg.solve(A, y), atol=1e-8 * n)
     # exact covariance A^-1 diag(0, level variances) A^-T, with the plug-in variances used
     users = {l: a.n for l, a in agg.levels.items()}
-    plug = proto._node_frequencies(np.clip(rel.histogram().value, 0, None), n)
+    plug = proto.node_frequencies(np.clip(rel.histogram().value, 0, None), n)
     var = proto.level_variances(users, n, plug)
     sigma = np.concatenate([[0.0]] + [np.broadcast_to(var[l], (2 ** (l - 1),)) for l in range(1, 5)])
     Ainv = np.linalg.inv(A)

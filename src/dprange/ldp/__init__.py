@@ -1,7 +1,10 @@
-"""Local differential privacy (Cormode, Kulkarni, Srivastava, PVLDB 2019; seed 002).
+"""Local differential privacy (Cormode, Kulkarni, Srivastava, "Answering Range Queries Under
+Local Differential Privacy", PVLDB 2019).
 
 Frequency oracles (``GRR``, ``OUE``, ``OLH``, ``HRR``), range-query protocols
-(``HierarchicalHistogram``, ``HaarHRR``, ``Flat``) that release a :class:`dprange.Release`,
+(``HierarchicalHistogram``, ``HaarHRR``, ``Flat``) whose aggregators build
+:class:`dprange.measurements.Measurements` and release a :class:`dprange.Release` by
+:func:`dprange.inference.infer` ("gls", or "nnls" / "l1" with bootstrap standard errors),
 exact simulation (``simulate``), exact error analysis (``expected_error``,
 ``optimal_branching``) and the paper's two-stage consistency as a baseline
 (``two_stage_consistency``; releases use exact weighted least squares).

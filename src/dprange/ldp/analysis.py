@@ -1,9 +1,10 @@
 """Exact expected error of local-DP protocols and the optimal branching factor.
 
-Seed 002 bounds the error of HH_B (Theorems 4.3-4.5) and derives optimal branching factors
-from those bounds (about 4.92 without and 9.18 with consistency).  Here the error is exact:
-the variance of every range or prefix answer follows from the per-level oracle variances
-(with the expected number of users per level, N p_l) through the same implicit error models
+Cormode, Kulkarni and Srivastava (PVLDB 2019) bound the error of HH_B (Theorems 4.3-4.5) and
+derive optimal branching factors from those bounds (about 4.92 without and 9.18 with
+consistency).  Here the error is exact: the variance of every range or prefix answer follows
+from the per-level oracle variances (with the expected number of users per level, N p_l)
+through the same implicit error models
 as the central mechanisms — least-squares consistency (:mod:`dprange.inference.tree`) or,
 without consistency, the canonical decomposition of the range into tree nodes
 (:func:`dprange.inference.covering.direct_range_variance`).  Errors are reported for fractions

@@ -36,6 +36,16 @@ MAX_PER_USER_SIMULATION = 1 << 28
 MAX_SIMULATED_USERS = 1 << 52
 
 PROTOCOLS = ("hierarchical", "haar", "flat")
+INFERENCE = ("gls", "nnls", "l1")
+
+inference_option = click.option(
+    "--inference",
+    type=click.Choice(INFERENCE),
+    default="gls",
+    show_default=True,
+    help="Post-processing: exact least squares (exact error bars), non-negative least squares, "
+    "or maximum likelihood (L1, ADMM; Lee et al. 2015). NNLS/L1 error bars need bootstrap.",
+)
 
 
 def build_protocol(protocol, domain_size, epsilon, branching, oracle):
@@ -186,8 +196,9 @@ def encode(input_path, column, lo, hi, bins, protocol, oracle, branching, epsilo
     show_default=True,
     help="Where to write the release as JSON.",
 )
+@inference_option
 @redact_option
-def aggregate(reports, lo, hi, bins, output):
+def aggregate(reports, lo, hi, bins, output, inference):
     """Server side: merge report files (all from one protocol) into a release JSON."""
     check_output_path(output)
     check_not_an_input(output, reports)
@@ -209,7 +220,7 @@ def aggregate(reports, lo, hi, bins, output):
             agg.add(rep)
         except ReportError as exc:
             raise ReportError(f"{path}: {exc}") from None
-    release = agg.release(domain)
+    release = agg.release(domain, inference=inference)
     staged = StagedOutputs()
     staged.add(output, release.to_json())
     staged.commit()
@@ -246,8 +257,11 @@ def _load(path) -> ProtocolReports:
 @click.option("--scale", type=int, default=1, show_default=True, help="Replicate the population this many times.")
 @click.option("--seed", type=int, default=None, help="Seed of the simulation.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default=None, help="Also write the release JSON.")
+@inference_option
 @redact_option
-def simulate_command(input_path, column, lo, hi, bins, protocol, oracle, branching, epsilon, scale, seed, output):
+def simulate_command(
+    input_path, column, lo, hi, bins, protocol, oracle, branching, epsilon, scale, seed, output, inference
+):
     """Simulate the protocol on a population and print its range and prefix errors (RMSE x 1000)."""
     if output is not None:
         check_output_path(output)
@@ -267,7 +281,7 @@ def simulate_command(input_path, column, lo, hi, bins, protocol, oracle, branchi
         proto = build_protocol(protocol, domain.size, epsilon, branching, oracle)
         counts = domain.histogram(read_column(input_path, column))
     counts = scaled_population(counts, scale, proto, oracle)
-    release = simulate(proto, counts, rng=seed).release(domain)
+    release = simulate(proto, counts, rng=seed).release(domain, inference=inference)
     n = counts.sum()
     truth = np.concatenate([[0], np.cumsum(counts)])
     rng = np.random.default_rng(0)
@@ -279,6 +293,7 @@ def simulate_command(input_path, column, lo, hi, bins, protocol, oracle, branchi
     result = {
         "protocol": proto.describe(),
         "users": int(n),
+        "inference": inference,
         "rmse_x1000_ranges": 1000 * rmse_range,
         "rmse_x1000_prefixes": 1000 * rmse_prefix,
     }

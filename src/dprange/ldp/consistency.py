@@ -1,6 +1,6 @@
 """The paper's two-stage consistency for HH_B, kept as a baseline for the exact one.
 
-Cormode, Kulkarni, Srivastava (PVLDB 2019, seed 002, section 4.5), after Hay et al. (VLDB
+Cormode, Kulkarni, Srivastava (PVLDB 2019, section 4.5), after Hay et al. (VLDB
 2010), on a complete B-ary tree over D = B^h values whose levels 1..h hold estimated node
 frequencies f (the root is 1, or the public total):
 

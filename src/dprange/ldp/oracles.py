@@ -1,7 +1,7 @@
 """Local-DP frequency oracles: client randomisers and server aggregators.
 
 Cormode, Kulkarni, Srivastava, "Answering Range Queries Under Local Differential Privacy",
-PVLDB 2019 (seed 002, section 3), after Wang et al. (USENIX Security 2017).  Every user holds
+PVLDB 2019 (section 3), after Wang et al. (USENIX Security 2017).  Every user holds
 one value v in {0..D-1} and sends a randomised report; the aggregator sums reports and
 returns unbiased estimates of the fraction f_z of users holding each z.
 
@@ -66,7 +66,7 @@ estimate is a sum over users of Bernoulli variances: with c = p - q (OUE: 1/2 - 
     Var(f_z) = [f_z p (1 - p) + (1 - f_z) q (1 - q)] / (N c^2)          (GRR, OUE, OLH*)
     Var(f_z) = [1 / (2p - 1)^2 - f_z] / N                               (HRR)
 
-(*OLH with q = 1/g, exact for a universal hash family).  Seed 002 writes HRR's as
+(*OLH with q = 1/g, exact for a universal hash family).  Cormode et al. write HRR's as
 V_F + (1 - f^2)/N for users drawn at random from a distribution; for a fixed population the
 f^2 becomes f, as here.  ``variance(n)`` returns the f = 0 part (what inference weights use);
 ``variance(n, f)`` the exact value.

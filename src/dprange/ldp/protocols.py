@@ -1,4 +1,5 @@
-"""Local-DP range-query protocols: hierarchical histograms and HaarHRR (seed 002, section 4).
+"""Local-DP range-query protocols: hierarchical histograms and HaarHRR (Cormode, Kulkarni,
+Srivastava, "Answering Range Queries Under Local Differential Privacy", PVLDB 2019, section 4).
 
 ``HierarchicalHistogram(D, branching, oracle)`` (HH_B): a level-uniform tree over the D
 values; every user samples one level l = 1..h (uniformly, or with given probabilities) and
@@ -13,11 +14,21 @@ section 4.5 done exactly rather than by the two-stage heuristic.
 coefficient vector at that level with HRR; the aggregator inverts the Haar transform with
 the root coefficient fixed to N (:func:`dprange.inference.wavelet.haar_estimate`).
 
-Both return a :class:`dprange.Release` in counts (N times fractions).  The oracle variances
-depend on the true node frequencies f (module doc of :mod:`.oracles`); releases weight
-and report with the plug-in f (the clipped estimate), so their standard errors are exact up
-to that plug-in; ``error_model(N)`` (data-independent analysis) uses the f-independent part
-and ``error_model(N, counts)`` the exact variances for a known population.
+``Flat(D, oracle)``: one oracle over the D values (a tree of one level below the root).
+
+Every protocol's aggregator builds :class:`~dprange.measurements.Measurements` (one
+:class:`~dprange.measurements.LinearMeasurement` per reported level: a ``TreeLevel`` or
+``HaarLevel`` block, the level's estimated counts, their per-node variance; the public total
+N, replace neighbours) and the estimate is :func:`dprange.inference.infer` of them: "gls"
+(exact standard errors), or "nnls" / "l1" by ADMM (Lee, Wang, Kifer, KDD 2015) with
+parametric-bootstrap standard errors (:meth:`dprange.Release.bootstrap`: normal noise with the
+levels' variances around the estimate, the same inference rerun).
+
+Releases are in counts (N times fractions).  The oracle variances depend on the true node
+frequencies f (module doc of :mod:`.oracles`); releases weight and report with the plug-in f
+(the clipped estimate), so their standard errors are exact up to that plug-in;
+``error_model(N)`` (data-independent analysis) uses the f-independent part and
+``error_model(N, counts)`` the exact variances for a known population.
 """
 
 from __future__ import annotations
@@ -30,10 +41,11 @@ import numpy as np
 from .._validation import check_epsilon, check_positive_int
 from ..domain import Domain
 from ..errors import ParameterError, ReportError
-from ..inference.tree import tree_error_model, tree_gls
-from ..inference.wavelet import haar_error_model, haar_estimate
+from ..inference.dispatch import METHODS, check_options, design_error_model, infer
 from ..io import load_npz
+from ..measurements import LinearMeasurement, Measurements
 from ..noise import resolve_rng
+from ..operators import HaarLevel, Operator, TreeLevel
 from ..release import Provenance, Release
 from ..strategies import HaarStrategy, TreeStrategy
 from .oracles import HRR, ONE, Aggregator, Reports, check_values, coins, make_oracle, report_fields
@@ -58,13 +70,110 @@ class Protocol:
         if self.epsilon is not None:
             self._check_oracles()
 
+    # ------------------------------------------------- what each protocol contributes
+    #: The frequency oracle's name (the release's noise is ``local:<oracle_name>``).
+    oracle_name = "protocol"
+
     def _report_level(self, level: int, values: np.ndarray, source):
-        """One level's reports for the users who sampled it (each protocol defines it)."""
+        """One level's reports for the users who sampled it."""
         raise NotImplementedError
 
-    def _release(self, agg: ProtocolAggregator, domain) -> Release:
-        """The release from aggregated reports (each protocol defines it)."""
+    def level_size(self, level: int) -> int:
+        """The number of real nodes (estimated counts) at ``level``."""
         raise NotImplementedError
+
+    def node_frequencies(self, counts: np.ndarray, n_users) -> dict:
+        """The fraction of users in every node of every level, for a known histogram."""
+        raise NotImplementedError
+
+    def level_block(self, level: int) -> Operator:
+        """The linear queries whose answers level ``level``'s oracle estimates."""
+        raise NotImplementedError
+
+    def _check_users(self, users: dict) -> None:
+        """Refuse aggregates whose levels cannot give an estimate (default: the leaves
+        must have been reported)."""
+        if users[self.levels] == 0:
+            raise ReportError("no user reported the leaf level; collect more reports")
+
+    def _plug_in_frequencies(self, values: list, users: dict, n: int) -> dict:
+        """Node frequencies for the f-dependent variance terms, from the level estimates
+        (default: each reported level's estimate clipped to [0, 1])."""
+        return {level: np.clip(v / n, 0.0, 1.0) for level, v in enumerate(values) if v is not None}
+
+    # ------------------------------------------------- the shared path
+    def level_variances(self, users_per_level, n_total, frequencies=None) -> list:
+        """Count variances per node at each level from the users who reported there
+        (None for a level nobody reported).
+
+        ``frequencies[l]``: node frequencies at level l for the exact (f-dependent) variance;
+        without them, the f-independent part (one number per level, the same for every node)."""
+        out: list = [None] * (self.levels + 1)
+        for level in range(1, self.levels + 1):
+            users = users_per_level[level]
+            if users > 0:
+                oracle = self.oracle(level)
+                f = None if frequencies is None else _padded(frequencies[level], oracle.estimate_size)
+                var = oracle.variance(users, f)[: self.level_size(level)] * n_total**2
+                out[level] = float(var[0]) if frequencies is None else var
+        return out
+
+    def level_estimates(self, agg: ProtocolAggregator) -> list:
+        """Every reported level's estimated node counts (frequencies x N); None elsewhere."""
+        n = agg.n
+        values: list = [None] * (self.levels + 1)
+        for level, a in agg.levels.items():
+            if a.n > 0:
+                values[level] = a.estimate()[: self.level_size(level)] * n
+        return values
+
+    def level_measurements(self, values: list, variances: list, n_users) -> Measurements:
+        """One :class:`LinearMeasurement` per reported level (its block, its estimated counts,
+        their per-node variance), the N users being the public total (replace relation)."""
+        parts = [
+            LinearMeasurement(self.level_block(level), np.asarray(values[level], dtype=float), variances[level])
+            for level in range(1, self.levels + 1)
+            if values[level] is not None and variances[level] is not None
+        ]
+        return Measurements(
+            parts,
+            n=self.domain_size,
+            epsilon=self._eps(),
+            neighbours="replace",
+            total=float(n_users),
+            source=f"local:{self.oracle_name}",
+        )
+
+    def measurements(self, agg: ProtocolAggregator) -> Measurements:
+        """The aggregator's level estimates as measurements, each level weighted with its
+        realised users and the plug-in node frequencies (module doc)."""
+        n = agg.n
+        if n == 0:
+            raise ReportError("no reports were aggregated")
+        users = {l: a.n for l, a in agg.levels.items()}
+        self._check_users(users)
+        values = self.level_estimates(agg)
+        variances = self.level_variances(users, n, self._plug_in_frequencies(values, users, n))
+        return self.level_measurements(values, variances, n)
+
+    def _release(self, agg: ProtocolAggregator, domain, inference: str = "gls", options=None) -> Release:
+        """The release from aggregated reports: measurements, then ``infer``."""
+        if inference not in METHODS:
+            raise ParameterError(f"inference must be one of {', '.join(METHODS)}, got {inference!r}")
+        options = check_options(options)
+        measurements = self.measurements(agg)
+        estimate = infer(measurements, inference, options)
+        users = {l: a.n for l, a in agg.levels.items()}
+        return self._local_release(measurements, estimate, domain, users, inference, options)
+
+    def error_model(self, n_users: int, counts=None):
+        """Exact error model (counts) with the expected number of users per level; with the
+        true ``counts`` the f-dependent variance terms are included."""
+        users = {l: n_users * self.level_probabilities[l - 1] for l in range(1, self.levels + 1)}
+        freqs = None if counts is None else self.node_frequencies(np.asarray(counts, float), n_users)
+        variances = self.level_variances(users, n_users, freqs)
+        zeros = [None if v is None else np.zeros(self.level_size(level)) for level, v in enumerate(variances)]
+        return design_error_model(self.level_measurements(zeros, variances, n_users))
 
     def _check_oracles(self) -> None:
         """Build every level's oracle once: each checks that it supports this epsilon."""
@@ -82,19 +191,29 @@ class Protocol:
         clone._check_oracles()
         return clone
 
-    def _local_release(self, estimate, domain, n: int, noise: str, users=None) -> Release:
-        """The Release of a local estimate: the n users present are the public total (each user
-        reports once, so the relation is replace), ``users`` the realised users per level."""
-        parameters = self.describe() if users is None else {**self.describe(), "users_per_level": users}
+    def _local_release(
+        self, measurements: Measurements, estimate, domain, users: dict, inference: str, options: dict
+    ) -> Release:
+        """The Release of a local estimate: the N users present are the public total (each user
+        reports once, so the relation is replace), ``users`` the realised users per level.
+        Its bootstrap re-draws normal noise with the measurements' variances around the
+        estimate and reruns the same inference (:func:`dprange.bootstrap.bootstrap`)."""
+        parameters = {**self.describe(), "users_per_level": users}
+        if inference != "gls":
+            parameters["inference"] = inference
+            if options:
+                parameters["inference_options"] = options
         provenance = Provenance(
             mechanism=self.name,
             parameters=parameters,
-            epsilon=self._eps(),
+            epsilon=measurements.epsilon,
             neighbours="replace",
-            total=n,
-            noise=noise,
+            total=measurements.total,
+            inference=inference,
+            inference_options=options or {},
+            noise=measurements.source,
         )
-        return Release(estimate.leaves, estimate, provenance, domain=domain)
+        return Release(estimate.leaves, estimate, provenance, domain=domain, measurements=measurements)
 
     def _eps(self) -> float:
         if self.epsilon is None:
@@ -280,11 +399,41 @@ class ProtocolAggregator:
             self.levels[level].merge(agg)
         return self
 
-    def release(self, domain: Domain | None = None) -> Release:
-        return self.protocol._release(self, domain)
+    def measurements(self) -> Measurements:
+        """The level estimates as :class:`~dprange.measurements.Measurements` (see
+        :meth:`Protocol.measurements`)."""
+        return self.protocol.measurements(self)
+
+    def release(
+        self, domain: Domain | None = None, inference: str = "gls", inference_options: dict | None = None
+    ) -> Release:
+        """The release: ``inference`` is "gls" (exact standard errors), "nnls" or "l1" (ADMM,
+        Lee, Wang and Kifer, KDD 2015; NaN analytic standard errors, use
+        :meth:`dprange.Release.bootstrap`); ``inference_options`` are ADMM's options."""
+        return self.protocol._release(self, domain, inference, inference_options)
 
 
-class HierarchicalHistogram(Protocol):
+class TreeProtocol(Protocol):
+    """A protocol whose levels are the depths of a level-uniform tree (``self.tree``, root
+    known): exact weighted least squares on the tree (:func:`dprange.inference.tree.tree_gls`)."""
+
+    tree: TreeStrategy
+    oracle_options: dict
+
+    def level_size(self, level: int) -> int:
+        return self.tree.level_sizes[level]
+
+    def oracle(self, level: int):
+        return make_oracle(self.oracle_name, max(2, self.tree.level_sizes[level]), self._eps(), **self.oracle_options)
+
+    def node_frequencies(self, counts, n_users) -> dict:
+        return {l: s / n_users for l, s in enumerate(self.tree.level_sums(counts))}
+
+    def level_block(self, level: int) -> Operator:
+        return TreeLevel(self.tree, level)
+
+
+class HierarchicalHistogram(TreeProtocol):
     """HH_B with exact least-squares consistency (see module doc)."""
 
     name = "ldp-hierarchical"
@@ -317,54 +466,8 @@ class HierarchicalHistogram(Protocol):
             "oracle_options": self.oracle_options,
         }
 
-    def oracle(self, level: int):
-        return make_oracle(self.oracle_name, max(2, self.tree.level_sizes[level]), self._eps(), **self.oracle_options)
-
     def _report_level(self, level, values, source):
         return self.oracle(level).randomize(values // self.tree.block_sizes[level], source)
-
-    def level_variances(self, users_per_level, n_total, frequencies=None) -> list:
-        """Count variances per node at each depth from the users who reported there.
-
-        ``frequencies[l]``: node frequencies at level l for the exact (f-dependent) variance;
-        without them, the f-independent part (the same for every node)."""
-        out: list = [None] * (self.tree.depth + 1)
-        for level in range(1, self.tree.depth + 1):
-            users = users_per_level[level]
-            if users > 0:
-                size = self.tree.level_sizes[level]
-                f = None if frequencies is None else _padded(frequencies[level], self.oracle(level).estimate_size)
-                var = self.oracle(level).variance(users, f)[:size] * n_total**2
-                out[level] = float(var[0]) if frequencies is None else var
-        return out
-
-    def _release(self, agg: ProtocolAggregator, domain) -> Release:
-        n = agg.n
-        if n == 0:
-            raise ReportError("no reports were aggregated")
-        users = {l: a.n for l, a in agg.levels.items()}
-        if users[self.tree.depth] == 0:
-            raise ReportError("no user reported the leaf level; collect more reports")
-        values: list = [None] * (self.tree.depth + 1)
-        plug_in: dict = {}
-        for level, a in agg.levels.items():
-            if a.n > 0:
-                values[level] = a.estimate()[: self.tree.level_sizes[level]] * n
-                plug_in[level] = np.clip(values[level] / n, 0.0, 1.0)
-        variances = self.level_variances(users, n, plug_in)
-        estimate = tree_gls(self.tree, values, variances, total=n)
-        return self._local_release(estimate, domain, n, f"local:{self.oracle_name}", users)
-
-    def error_model(self, n_users: int, counts=None):
-        """Exact error model (counts) with the expected number of users per level; with the
-        true ``counts`` the f-dependent variance terms are included."""
-        users = {l: n_users * self.level_probabilities[l - 1] for l in range(1, self.levels + 1)}
-        freqs = (
-            None
-            if counts is None
-            else {l: s / n_users for l, s in enumerate(self.tree.level_sums(np.asarray(counts, float)))}
-        )
-        return tree_error_model(self.tree, self.level_variances(users, n_users, freqs), known_total=True)
 
 
 class HaarHRR(Protocol):
@@ -376,6 +479,7 @@ class HaarHRR(Protocol):
     bins' estimate).  Use a power of two D (as the paper does) for a consistent release."""
 
     name = "ldp-haar-hrr"
+    oracle_name = "hrr"
 
     def __init__(self, domain_size: int, *, epsilon=None, level_probabilities=None):
         self.haar = HaarStrategy(domain_size, known_total=True)
@@ -384,6 +488,9 @@ class HaarHRR(Protocol):
     @property
     def levels(self) -> int:
         return self.haar.height
+
+    def level_size(self, level: int) -> int:
+        return 2 ** (level - 1)
 
     def oracle(self, level: int):
         return HRR(max(2, 2 ** (level - 1)), self._eps())
@@ -394,48 +501,34 @@ class HaarHRR(Protocol):
         sign = 1 - 2 * ((values >> shift) & 1)
         return self.oracle(level).randomize(node, source, signs=sign)
 
-    def level_variances(self, users_per_level, n_total, frequencies=None) -> list:
-        """Per-node count variances; ``frequencies[l]``: fraction of users in each node of
-        depth l - 1 (for HRR's f-dependent term), else the f-independent part."""
-        out: list = [None] * (self.haar.height + 1)
-        for level in range(1, self.haar.height + 1):
-            users = users_per_level[level]
-            if users > 0:
-                size = 2 ** (level - 1)
-                f = None if frequencies is None else _padded(frequencies[level], self.oracle(level).estimate_size)
-                var = self.oracle(level).variance(users, f)[:size] * n_total**2
-                out[level] = float(var[0]) if frequencies is None else var
-        return out
-
-    def _node_frequencies(self, counts, n_users) -> dict:
+    def node_frequencies(self, counts, n_users) -> dict:
+        """Level l's frequencies are those of the depth l - 1 nodes of the padded domain
+        (HRR's f-dependent term of the signed coefficient)."""
         padded = np.zeros(self.haar.size)
         padded[: self.domain_size] = counts
         return {l: padded.reshape(2 ** (l - 1), -1).sum(axis=1) / n_users for l in range(1, self.haar.height + 1)}
 
-    def _release(self, agg, domain) -> Release:
-        n = agg.n
-        if n == 0:
-            raise ReportError("no reports were aggregated")
-        users = {l: a.n for l, a in agg.levels.items()}
+    def _check_users(self, users):
         if any(u == 0 for u in users.values()):
             raise ReportError("some Haar level received no reports; collect more reports")
-        values: list = [None] * (self.haar.height + 1)
-        for level, a in agg.levels.items():
-            values[level] = a.estimate()[: 2 ** (level - 1)] * n
-        # plug-in node frequencies (from the reconstruction, clipped) for the f-dependent term
-        first = haar_estimate(self.haar, values, self.level_variances(users, n), total=n)
-        plug_in = self._node_frequencies(np.clip(first.leaves, 0, None), n)
-        estimate = haar_estimate(self.haar, values, self.level_variances(users, n, plug_in), total=n)
-        return self._local_release(estimate, domain, n, "local:hrr", users)
 
-    def error_model(self, n_users: int, counts=None):
-        users = {l: n_users * self.level_probabilities[l - 1] for l in range(1, self.levels + 1)}
-        freqs = None if counts is None else self._node_frequencies(np.asarray(counts, float), n_users)
-        return haar_error_model(self.haar, self.level_variances(users, n_users, freqs), known_total=True)
+    def level_block(self, level: int) -> Operator:
+        return HaarLevel(self.haar, level)
+
+    def _plug_in_frequencies(self, values, users, n):
+        """From the reconstruction with the f-independent variances (clipped at 0): the
+        levels hold signed differences, not node counts.  The reconstruction (the inverse
+        transform) does not depend on the variances."""
+        first = infer(self.level_measurements(values, self.level_variances(users, n), n))
+        return self.node_frequencies(np.clip(first.leaves, 0, None), n)
 
 
-class Flat(Protocol):
-    """The flat baseline: one frequency oracle over all D values (no hierarchy)."""
+class Flat(TreeProtocol):
+    """The flat baseline: one frequency oracle over all D values (no hierarchy).
+
+    Its one level is measured as the depth-1 ``TreeLevel`` of a one-level tree (the identity
+    on the D bins) rather than an ``Identity`` block: so ``infer`` takes the exact O(D) tree
+    path with the known total (an equal shift of every bin), not the iterative generic one."""
 
     name = "ldp-flat"
 
@@ -452,29 +545,8 @@ class Flat(Protocol):
     def describe(self) -> dict:
         return {**super().describe(), "oracle": self.oracle_name, "oracle_options": self.oracle_options}
 
-    def oracle(self, level: int):
-        return make_oracle(self.oracle_name, self.domain_size, self._eps(), **self.oracle_options)
-
     def _report_level(self, level, values, source):
         return self.oracle(1).randomize(values, source)
-
-    def level_variances(self, users_per_level, n_total, frequencies=None):
-        f = None if frequencies is None else _padded(frequencies[1], self.oracle(1).estimate_size)
-        var = self.oracle(1).variance(users_per_level[1], f)[: self.domain_size] * n_total**2
-        return [None, float(var[0]) if frequencies is None else var]
-
-    def _release(self, agg, domain) -> Release:
-        n = agg.n
-        if n == 0:
-            raise ReportError("no reports were aggregated")
-        values = [None, agg.levels[1].estimate() * n]
-        plug_in = {1: np.clip(values[1] / n, 0.0, 1.0)}
-        estimate = tree_gls(self.tree, values, self.level_variances({1: n}, n, plug_in), total=n)
-        return self._local_release(estimate, domain, n, f"local:{self.oracle_name}")
-
-    def error_model(self, n_users: int, counts=None):
-        freqs = None if counts is None else {1: np.asarray(counts, float) / n_users}
-        return tree_error_model(self.tree, self.level_variances({1: n_users}, n_users, freqs), known_total=True)
 
 
 def _padded(values, size) -> np.ndarray:

@@ -8,12 +8,12 @@ distribution:
   it, which users go where is a sequence of multivariate hypergeometric draws (numpy's
   ``multivariate_hypergeometric``);
 * OUE: the count of each item is Binomial(n_z, 1/2) + Binomial(N_l - n_z, q) (bits are
-  independent across items and users) — **exact**, O(nodes) per level (seed 002 section 5);
+  independent across items and users) — **exact**, O(nodes) per level (Cormode et al., PVLDB 2019, section 5);
 * GRR: a GRR report is the mixture "own value w.p. p - q, else uniform over all D values"
   (p - q + D q = 1), so the counts are Binomial(n_z, p - q) kept reports plus a
   Multinomial(remaining users, uniform over D) — **exact**, O(D) per level;
 * OLH: the aggregate has no exact shortcut for a concrete hash family (the support indicators
-  of one user are dependent through her hash; seed 002 says as much).  By default users are
+  of one user are dependent through her hash; Cormode et al. say as much).  By default users are
   run through the real client and server code (exact by construction, O(N D)).  With
   ``olh_ideal_hash=True`` the counts are drawn as Binomial(n_z, p) + Binomial(N_l - n_z, 1/g)
   independently per item, which is **exact for an ideal (fully random) hash function** and
