@@ -35,7 +35,7 @@ from fractions import Fraction
 import numpy as np
 from scipy import special
 
-from .errors import ParameterError
+from .errors import DataError, ParameterError
 from .noise import _open_uniform, resolve_rng
 
 NEIGHBOURS = ("add_remove", "replace")
@@ -402,41 +402,83 @@ def joint_sensitivity(levels: np.ndarray, neighbours: str) -> float:
     return 2.0 * (1.0 - float(gaps.min()))
 
 
-def _log_toeplitz_strict(log_kernel: np.ndarray, log_x: np.ndarray) -> np.ndarray:
-    """log sum_{i' < i} exp(log_x[i'] + log_kernel[i - i']) for every i, by FFT on shifted
-    exponentials (the strictly lower triangle: log_kernel[0] is ignored)."""
+def _window_logsumexp(z: np.ndarray, width: int) -> np.ndarray:
+    """log sum_{i - width <= i' < i} exp(z[i']) for every i (the ``width`` entries before i),
+    with additions of positive terms only: each window is a suffix of one block of ``width``
+    entries plus a prefix of the next."""
+    n = z.size
+    out = np.full(n, -np.inf)
+    if width <= 0 or n <= 1:
+        return out
+    blocks = -(-n // width)
+    padded = np.full(blocks * width, -np.inf)
+    padded[:n] = z
+    grid = padded.reshape(blocks, width)
+    prefix = np.logaddexp.accumulate(grid, axis=1).ravel()
+    suffix = np.logaddexp.accumulate(grid[:, ::-1], axis=1)[:, ::-1].ravel()
+    i = np.arange(1, n)
+    lo, hi = i - width, i - 1
+    inside = lo >= 0
+    aligned = inside & (lo % width == 0)
+    out[1:] = np.where(inside, np.logaddexp(suffix[np.maximum(lo, 0)], prefix[hi]), prefix[hi])
+    out[1:][aligned] = prefix[hi[aligned]]
+    return out
+
+
+def _log_toeplitz_strict(scale: float, target: float, log_x: np.ndarray) -> np.ndarray:
+    """log sum_{i' < i} exp(log_x[i'] - scale |i - i' - target|) for every i, in O(n).
+
+    The kernel is exponential on each side of the target, so the sum splits into the
+    distances d = i - i' >= ceil(target) (a running log-sum of log_x[i'] + scale i') and
+    1 <= d < ceil(target) (a sliding window of log_x[i'] - scale i'): positive terms added in
+    log space, relative error O(n 2^-53) per entry (an FFT's error would be absolute).
+    """
     n = log_x.size
-    kernel = log_kernel.copy()
-    kernel[0] = -np.inf
-    top_k, top_x = np.max(kernel), np.max(log_x)
-    if not (np.isfinite(top_k) and np.isfinite(top_x)):
-        return np.full(n, -np.inf)
-    size = 1 << (2 * n - 1).bit_length()
-    product = np.fft.rfft(np.exp(kernel - top_k), size) * np.fft.rfft(np.exp(log_x - top_x), size)
-    y = np.fft.irfft(product, size)[:n]
-    with np.errstate(divide="ignore"):
-        out = np.log(np.maximum(y, 0.0)) + top_k + top_x
-    out[0] = -np.inf  # nothing lies strictly before the first interval (FFT round-off is not 0)
+    steps = scale * np.arange(n)
+    split = max(1, math.ceil(target))
+    with np.errstate(invalid="ignore"):
+        near = -scale * target + steps + _window_logsumexp(log_x - steps, split - 1)
+        far = np.full(n, -np.inf)
+        if split < n:
+            far[split:] = scale * target - steps[split:] + np.logaddexp.accumulate(log_x + steps)[: n - split]
+        out = np.logaddexp(near, far)
+    out[np.isnan(out)] = -np.inf
     return out
 
 
 _NEGLIGIBLE = 50.0  # nats: a run this far below a shorter run of the same interval is dropped
-_UNDERFLOW = 1000.0  # nats below the largest weight: exp underflows to 0 in the FFT anyway
 
 
-def _truncate(rows: np.ndarray) -> np.ndarray:
-    """Drop negligible long runs.  Entry (k, i) is set to -inf when it is more than 50 nats
-    below a shorter run in the same interval i: later quantiles extend both alike except the
-    factor 1 / (k + 2), which favours the shorter, so the dropped placements keep below e^-50
-    of kept ones (relative error of every total below m e^-50).  Trailing rows are dropped
-    once every entry is -inf or 1000 nats below the largest weight, where the FFT of the
-    next step (which works on exp(weight - largest)) already sees exactly 0."""
-    with np.errstate(invalid="ignore"):
-        shorter = np.maximum.accumulate(rows, axis=0)
-        rows[1:][rows[1:] < shorter[:-1] - _NEGLIGIBLE] = -np.inf
-        live = np.any(rows > np.max(rows) - _UNDERFLOW, axis=1)
-    needed = np.flatnonzero(live)
-    return rows[: needed[-1] + 1] if needed.size else rows[:1]
+def _truncate(rows: list, n: int) -> list:
+    """Drop negligible long runs in the forward pass; ``rows[k]`` = (first column, log
+    weights) of the runs of k + 1 quantiles, finite only on a span of columns.
+
+    Entry (k, i) is set to -inf when it is more than 50 nats below a shorter run in the same
+    interval i: later quantiles extend both alike but for the factor 1 / (k + 2), which
+    favours the shorter, so the dropped placements stay below e^-50 of kept ones (relative
+    error of every total below m e^-50).  Each row keeps the span of its finite entries.
+    """
+    best = np.full(n, -np.inf)
+    out = []
+    for start, values in rows:
+        if values.size:
+            shorter = best[start : start + values.size]
+            values = np.where(values < shorter - _NEGLIGIBLE, -np.inf, values)
+            np.maximum(shorter, values, out=shorter)
+            finite = np.flatnonzero(np.isfinite(values))
+            start, values = (start + finite[0], values[finite[0] : finite[-1] + 1]) if finite.size else (0, values[:0])
+        out.append((start, values))
+    while len(out) > 1 and out[-1][1].size == 0:
+        out.pop()
+    return out
+
+
+def _sum_rows(rows: list, n: int) -> np.ndarray:
+    """log of the sum over rows of exp(row), as a dense array of n columns."""
+    total = np.full(n, -np.inf)
+    for start, values in rows:
+        np.logaddexp(total[start : start + values.size], values, out=total[start : start + values.size])
+    return total
 
 
 class _JointTables:
@@ -449,33 +491,32 @@ class _JointTables:
     L^(k+1) / (k+1)!.  The forward pass keeps the rows of the current j only.
     """
 
-    def __init__(self, log_lengths: np.ndarray, log_phi: np.ndarray, m: int):
+    def __init__(self, log_lengths: np.ndarray, log_phi: np.ndarray, m: int, scale: float, targets: np.ndarray):
         self.log_lengths = log_lengths
         self.log_phi = log_phi  # (n + 1) x (m + 1): log phi_t(d), d points in gap t
         self.stay = np.cumsum(np.concatenate([[0.0], log_phi[0, 1:m]]))  # sum of phi_t(0), t = 1..j
         self.first = np.empty((m, log_lengths.size))
         self.first[0] = log_phi[:, 0] + log_lengths
-        self.kept = np.ones(m, dtype=np.int64)  # run lengths kept at each j (see _truncate)
-        rows = self.first[:1]
+        self.totals = np.empty((m, log_lengths.size))  # log sum over run lengths, per j and interval
+        n = log_lengths.size
+        rows = _truncate([(0, self.first[0].copy())], n)
         for j in range(1, m):
-            self.first[j] = log_lengths + _log_toeplitz_strict(log_phi[:, j], special.logsumexp(rows, axis=0))
-            rows = _truncate(np.concatenate([self.first[j][None, :], self._extend(rows, j)]))
-            self.kept[j] = rows.shape[0]
+            self.totals[j - 1] = _sum_rows(rows, n)
+            self.first[j] = log_lengths + _log_toeplitz_strict(scale, float(targets[j]), self.totals[j - 1])
+            step = log_phi[0, j] + log_lengths
+            extended = [
+                (start, values + step[start : start + values.size] - math.log(k + 2.0))
+                for k, (start, values) in enumerate(rows)
+            ]
+            rows = _truncate([(0, self.first[j].copy()), *extended], n)
+        self.totals[m - 1] = _sum_rows(rows, n)
 
-    def _extend(self, rows: np.ndarray, j: int) -> np.ndarray:
-        """Rows of runs ending at j - 1 (k = 0..) extended by quantile j in the same interval."""
-        k = np.arange(rows.shape[0])
+    def run_lengths(self, j: int, i: int) -> np.ndarray:
+        """log weight of a run of k + 1 quantiles ending at j in interval i, for k = 0..j."""
+        k = np.arange(j + 1)
         with np.errstate(invalid="ignore"):
-            out = rows + (self.log_phi[0, j] + self.log_lengths)[None, :] - np.log(k + 2.0)[:, None]
-        out[np.isnan(out)] = -np.inf
-        return out
-
-    def runs(self, j: int) -> np.ndarray:
-        """kept[j] x intervals: log weight of a run of k + 1 quantiles ending at j, row k."""
-        k = np.arange(self.kept[j])
-        with np.errstate(invalid="ignore"):
-            stay = (self.stay[j] - self.stay[j - k])[:, None] + k[:, None] * self.log_lengths[None, :]
-            out = self.first[j - k] + stay - special.gammaln(k + 2.0)[:, None]
+            stay = self.stay[j] - self.stay[j - k] + k * self.log_lengths[i]
+            out = self.first[j - k, i] + stay - special.gammaln(k + 2.0)
         out[np.isnan(out)] = -np.inf
         return out
 
@@ -497,7 +538,9 @@ def joint_exponential_quantiles(
     Delta = :func:`joint_sensitivity` (replace: 2; add/remove: 2 (1 - min gap)).  The
     dynamic program runs over the n + 1 intervals between sorted records in O(m n log n +
     m^2 n) time and O(m n) memory; outputs are uniform inside the chosen intervals.
-    Integer data: record k is read as [k, k + 1), outputs are floored (post-processing).
+    Integer data: record k is placed uniformly at random in [k, k + 1) (secure uniforms; a
+    per-record randomisation that keeps neighbours neighbours, as the authors' jitter), on
+    [a, b + 1), and outputs are floored: an output in [k, k + 1) is k.
 
     Not exact: weights are floats in log space and convolutions use the FFT, whose error is
     absolute, about n log2(n) 2^-52 of the largest weight per entry; choices use the
@@ -512,8 +555,10 @@ def joint_exponential_quantiles(
     rng = resolve_rng(rng)
     a, b = float(bounds[0]), float(bounds[1])
     top = b + 1.0 if integer else b
-    data = np.sort(np.clip(np.asarray(values, dtype=float), a, b))
-    edges = np.concatenate([[a], data, [top]])
+    data = np.clip(np.asarray(values, dtype=float), a, b)
+    if integer:  # spread record k uniformly over [k, k + 1): ties broken, floor(o) = k inside
+        data = np.floor(data) + _open_uniform(rng, data.size)
+    edges = np.concatenate([[a], np.sort(data), [top]])
     scale = epsilon / (2.0 * joint_sensitivity(levels, neighbours))
     chosen = joint_exponential_intervals(np.diff(edges), levels, scale, rng)
     starts = edges[chosen]
@@ -532,15 +577,209 @@ def joint_exponential_intervals(lengths: np.ndarray, levels: np.ndarray, scale: 
         log_lengths = np.log(lengths)
     targets = np.diff(np.concatenate([[0.0], levels, [1.0]])) * n
     log_phi = -scale * np.abs(np.arange(n + 1)[:, None] - targets[None, :])
-    tables = _JointTables(log_lengths, log_phi, m)
+    tables = _JointTables(log_lengths, log_phi, m, scale, targets)
     chosen = np.empty(m, dtype=np.int64)
     j, limit = m - 1, n  # intervals 0..limit allowed; the gap after quantile j holds limit - i points
     closing = log_phi[:, m]
-    while j >= 0:
-        runs = tables.runs(j)[:, : limit + 1] + closing[limit - np.arange(limit + 1)][None, :]
-        k, i = np.unravel_index(_gumbel_argmax(runs, rng), runs.shape)
+    while j >= 0:  # the interval of quantile j, then how many quantiles before it share it
+        i = _gumbel_argmax(tables.totals[j, : limit + 1] + closing[limit - np.arange(limit + 1)], rng)
+        k = _gumbel_argmax(tables.run_lengths(j, i), rng)
         chosen[j - k : j + 1] = i
         j -= int(k) + 1
         if j >= 0:  # the gap before the run holds i - i' points, i' <= i - 1
             limit, closing = int(i) - 1, np.concatenate([log_phi[1:, j + 1], [-np.inf]])
     return chosen
+
+
+# ----------------------------------------------------------------------------------------
+# The entry point: dprange.quantiles
+# ----------------------------------------------------------------------------------------
+
+METHODS = ("auto", "histogram", "joint_exp", "approximate")
+HISTOGRAM_MAX_INTEGERS = 2**17  # integer ranges up to this size get one bin per integer
+HISTOGRAM_BINS = 1024  # bins of the histogram route on real (or wide integer) bounds
+
+
+@dataclass
+class QuantilesResult:
+    """Private quantiles and how they were made.
+
+    ``values``: one estimate per level of ``q``.  ``method``: the mechanism used (``auto``
+    names its choice and ``reason``).  ``epsilon``: the total spent, bounds included;
+    ``bounds``: (a, b) used, ``bounds_source``: "public" or "private", ``bounds_epsilon``:
+    the part of epsilon spent finding them.  :meth:`confidence_interval` gives honest
+    intervals for the histogram route; JointExp and the recursive split have none and say so.
+    """
+
+    q: np.ndarray
+    values: np.ndarray
+    method: str
+    epsilon: float
+    bounds: tuple[float, float]
+    bounds_source: str
+    bounds_epsilon: float
+    neighbours: str
+    seeded: bool
+    reason: str = ""
+    release: object = None  # the histogram route's Release
+
+    @property
+    def has_intervals(self) -> bool:
+        return self.release is not None
+
+    def confidence_interval(self, alpha: float = 0.05, simultaneous: bool = False):
+        """(lower, upper) arrays at level 1 - alpha: bin edges that hold whatever the data look
+        like inside a bin (histogram route only; ``simultaneous``: all levels at once)."""
+        if self.release is None:
+            raise ParameterError(
+                f"method {self.method!r} has no honest confidence intervals; use method='histogram' for intervals"
+            )
+        answer = self.release.quantile(self.q)  # type: ignore[attr-defined]
+        return answer.confidence_interval(alpha, simultaneous=simultaneous)
+
+    def to_dict(self, alpha: float = 0.05) -> dict:
+        out = {
+            "q": self.q.tolist(),
+            "values": np.asarray(self.values, dtype=float).tolist(),
+            "method": self.method,
+            "reason": self.reason,
+            "privacy": {"epsilon": self.epsilon, "neighbours": self.neighbours, "seeded": self.seeded},
+            "bounds": {
+                "lower": self.bounds[0],
+                "upper": self.bounds[1],
+                "source": self.bounds_source,
+                "epsilon": self.bounds_epsilon,
+            },
+            "intervals": None,
+        }
+        if self.release is not None:
+            lower, upper = self.confidence_interval(alpha)
+            both = self.confidence_interval(alpha, simultaneous=True)
+            out["intervals"] = {
+                "alpha": alpha,
+                "lower": lower.tolist(),
+                "upper": upper.tolist(),
+                "simultaneous_lower": both[0].tolist(),
+                "simultaneous_upper": both[1].tolist(),
+            }
+        return out
+
+    def __repr__(self) -> str:
+        return (
+            f"QuantilesResult(method={self.method!r}, values={np.array2string(np.asarray(self.values), threshold=6)})"
+        )
+
+
+def auto_method(m: int, epsilon: float, *, integer: bool, width: float) -> tuple[str, str]:
+    """(method, reason) from public facts only: the number of levels m, epsilon, and the
+    bounds (integer or real, width).  The rule and the numbers behind it: docs/quantiles.md."""
+    if m >= AUTO_HISTOGRAM_FROM:
+        return "histogram", f"m = {m} >= {AUTO_HISTOGRAM_FROM} levels: the histogram route is most accurate"
+    return "approximate", f"m = {m} < {AUTO_HISTOGRAM_FROM} levels: the recursive split is most accurate"
+
+
+AUTO_HISTOGRAM_FROM = 19
+
+
+def _as_values(values) -> np.ndarray:
+    try:
+        arr = np.asarray(values, dtype=float).ravel()
+    except (TypeError, ValueError):
+        raise DataError("quantiles needs numeric values (a flat list or array of numbers)") from None
+    if not np.all(np.isfinite(arr)):
+        raise DataError("values contain NaN, missing or infinite entries; drop them before computing quantiles")
+    return arr
+
+
+def _histogram_route(values, levels, epsilon, bounds, integer, neighbours, rng, bins):
+    from .api import release  # noqa: PLC0415  (api imports this module)
+    from .domain import Domain  # noqa: PLC0415
+
+    a, b = bounds
+    if integer and b - a + 1 <= HISTOGRAM_MAX_INTEGERS:
+        domain = Domain.integers(int(a), int(b))
+    else:
+        domain = Domain.interval(a, b, HISTOGRAM_BINS if bins is None else bins)
+    rel = release(values, domain, epsilon, workload="prefix", neighbours=neighbours, rng=rng, clip=True)
+    return np.asarray(rel.quantile(levels).value, dtype=float), rel
+
+
+def quantiles(
+    values,
+    q,
+    epsilon,
+    *,
+    bounds=None,
+    method: str = "auto",
+    rng=None,
+    bounds_share: float = 0.1,
+    neighbours: str = "add_remove",
+    integer: bool = False,
+    cells: int | None = None,
+    bins: int | None = None,
+) -> QuantilesResult:
+    """epsilon-DP quantiles of raw ``values`` at levels ``q`` (strictly increasing, in (0, 1)).
+
+    ``bounds``: public (a, b) (values outside are clipped), or ``"private"`` to spend
+    ``bounds_share`` of epsilon on :func:`dprange.private_bounds.private_bounds` first.
+    ``method``: "histogram" (a private histogram for the prefix workload, read by
+    :meth:`Release.quantile`; honest intervals), "joint_exp" (JointExp, Gillenwater et al.,
+    ICML 2021), "approximate" (the recursive split, Kaplan et al., ICML 2022), or "auto"
+    (chosen from public facts only: :func:`auto_method`).  ``integer``: the values are
+    integers (outputs and bounds are integers).  ``cells``: grid cells of the recursive split
+    on real bounds (default 2^20); ``bins``: bins of the histogram route on real bounds.
+    """
+    levels = check_levels(q)
+    epsilon = check_epsilon(epsilon)
+    neighbours = check_neighbours(neighbours)
+    if method not in METHODS:
+        raise ParameterError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
+    data = _as_values(values)
+    seeded = rng is not None
+    rng = resolve_rng(rng)
+    spent_on_bounds = 0.0
+    if isinstance(bounds, str) and bounds == "private":
+        if not (isinstance(bounds_share, float | int) and 0 < bounds_share < 1):
+            raise ParameterError(f"bounds_share must be a number in (0, 1), got {bounds_share!r}")
+        from .private_bounds import private_bounds  # noqa: PLC0415
+
+        spent_on_bounds = epsilon * bounds_share
+        found = private_bounds(data, spent_on_bounds, neighbours=neighbours, integer=integer, rng=rng)
+        box, source = (found.lower, found.upper), "private"
+    elif bounds is None:
+        raise ParameterError(
+            "quantiles needs bounds=(a, b) (public) or bounds='private' (spends bounds_share of epsilon)"
+        )
+    else:
+        grid = QuantileGrid.from_bounds(bounds, integer=integer, cells=cells)
+        box, source = (grid.lo, grid.hi), "public"
+    remaining = epsilon - spent_on_bounds
+    while Fraction(remaining) + Fraction(spent_on_bounds) > Fraction(epsilon):  # never spend more than epsilon
+        remaining = math.nextafter(remaining, 0.0)
+    grid = QuantileGrid.from_bounds(box, integer=integer, cells=cells)
+    reason = ""
+    chosen = method
+    if method == "auto":
+        chosen, reason = auto_method(levels.size, remaining, integer=integer, width=box[1] - box[0])
+    release_obj = None
+    if chosen == "histogram":
+        estimates, release_obj = _histogram_route(data, levels, remaining, box, integer, neighbours, rng, bins)
+    elif chosen == "joint_exp":
+        estimates = joint_exponential_quantiles(
+            data, levels, remaining, box, integer=integer, neighbours=neighbours, rng=rng
+        )
+    else:
+        estimates = approximate_quantiles(data, levels, remaining, grid, neighbours=neighbours, rng=rng)
+    return QuantilesResult(
+        levels,
+        np.asarray(estimates, dtype=float),
+        chosen,
+        epsilon,
+        box,
+        source,
+        spent_on_bounds,
+        neighbours,
+        seeded,
+        reason,
+        release_obj,
+    )
