@@ -3,6 +3,10 @@
 * option lists (``with_options``) and early validation of options (``check_alpha``,
   ``check_output_path``, ``check_plot_path``, ``check_size``), so that a bad option fails
   before any data is read or any file is written;
+* options generated from the registry (:mod:`dprange.registry`): ``RegistryChoice`` reads
+  the registered names when the option is used, ``RegistryHelpOption`` writes its help from
+  their summaries when help is shown, and ``mechanism_param_options`` makes one option per
+  declared mechanism parameter that names one (``--branching``...);
 * ``StagedOutputs``: every output is produced in memory first and written at the end,
   each through a temporary file in its target folder and ``os.replace``, so a failure
   leaves no output behind (not even a folder the command created);
@@ -18,10 +22,13 @@ import math
 import os
 import re
 import tempfile
+from collections.abc import Callable, Sequence
 
 import click
 
+from ._params import Flag, Param
 from .errors import ParameterError
+from .registry import Registry
 
 #: Largest number of bins (or padded tree leaves) the command accepts, stricter than the
 #: library's :data:`dprange.domain.MAX_BINS` (2^26): 2^24 bins take 128 MiB per int64 array,
@@ -43,6 +50,111 @@ def with_options(options):
         return func
 
     return decorate
+
+
+# ---------------------------------------------------------------- options from the registry
+class RegistryChoice(click.Choice):
+    """A choice among names read when the option is used, so that a name registered after
+    the command was defined is a valid choice too."""
+
+    def __init__(self, names: Callable[[], Sequence[str]]):
+        self._names = names
+        super().__init__((), case_sensitive=True)
+
+    @property
+    def choices(self) -> tuple[str, ...]:
+        return tuple(self._names())
+
+    @choices.setter
+    def choices(self, value) -> None:
+        """click.Choice sets its choices once; here the registry is read instead."""
+
+
+class RegistryHelpOption(click.Option):
+    """An option whose help text is written (from the registry) when help is shown."""
+
+    def __init__(self, *args, help_text: Callable[[], str], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.help_text = help_text
+
+    def get_help_record(self, ctx):
+        self.help = self.help_text()
+        return super().get_help_record(ctx)
+
+
+def summaries(registry: Registry, names: Sequence[str]) -> str:
+    """ "name: summary" of each of ``names``, for a help text."""
+    return "; ".join(f"{name}: {registry[name].summary}" for name in names)
+
+
+def mechanism_params(registry: Registry) -> dict[str, tuple[Param, list[str]]]:
+    """{parameter name: (its declaration, the mechanisms declaring it)} for every declared
+    parameter of a mechanism buildable by name that names a command-line option."""
+    out: dict[str, tuple[Param, list[str]]] = {}
+    for entry in registry.values():
+        if entry.nameable:
+            for param in entry.params:
+                if param.option:
+                    out.setdefault(param.name, (param, []))[1].append(entry.name)
+    return out
+
+
+def mechanism_param_options(registry: Registry) -> list:
+    """One click option per mechanism parameter that names an option, defaulting to None
+    (not given: the class's declared default applies)."""
+    options = []
+    for name, (param, owners) in mechanism_params(registry).items():
+        where = " or ".join(owners)
+        implied = f"given without --mechanism, it selects {owners[0]}" if len(owners) == 1 else "give --mechanism"
+        default = "" if isinstance(param.constraint, Flag) else f" [default: {param.default}]"
+        options.append(
+            click.option(
+                param.option,
+                name,
+                default=None,
+                help=f"--mechanism {where} only ({implied}): {param.doc}.{default}",
+            )
+        )
+    return options
+
+
+def option_of(registry: Registry, name: str) -> str:
+    """The option of mechanism parameter ``name`` ("--root/--no-root" reads "--root")."""
+    return mechanism_params(registry)[name][0].option.split("/")[0]
+
+
+def parse_mechanism_params(registry: Registry, mechanism: str, given: dict, *, explicit: bool) -> tuple[str, dict]:
+    """The mechanism named (or implied) and its parameters from the options ``given``.
+
+    Options given without --mechanism (``explicit`` False) select the one mechanism that
+    declares them all; an option that the mechanism does not declare is an error (it would
+    otherwise be ignored silently), and so is any with auto, which chooses its own."""
+    if not given:
+        return mechanism, {}
+    options = ", ".join(option_of(registry, name) for name in given)
+    if not explicit:
+        owners = [
+            name for name, entry in registry.items() if entry.nameable and set(given) <= {p.name for p in entry.params}
+        ]
+        if len(owners) != 1:
+            raise ParameterError(
+                f"{options}: give --mechanism ({' or '.join(owners) or 'no mechanism takes them all'})"
+            )
+        mechanism = owners[0]
+    if mechanism == "auto":
+        owners = sorted({owner for name in given for owner in mechanism_params(registry)[name][1]})
+        raise ParameterError(
+            f"{options} cannot be given with --mechanism auto, which chooses its own parameters; "
+            f"use --mechanism {' or '.join(owners)}"
+        )
+    declared = {p.name: p for p in registry.lookup(mechanism).params}
+    params = {}
+    for name, value in given.items():
+        if name not in declared:
+            raise ParameterError(f"{option_of(registry, name)} is not a parameter of --mechanism {mechanism}")
+        param = declared[name]
+        params[name] = value if isinstance(value, bool) else param.constraint.parse(value, option_of(registry, name))
+    return mechanism, params
 
 
 # ---------------------------------------------------------------- messages for CLI users
@@ -68,6 +180,7 @@ API_TO_OPTIONS = [
     (r"\bpass delta or use Laplace noise\b", "pass --delta or choose --noise discrete_laplace"),
     (r"^rng seed must be\b", "--seed must be"),
     (r"^k must be\b", "--queries must be"),
+    (r"\binference='(\w+)'", r"--inference \1"),
 ]
 
 

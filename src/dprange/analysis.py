@@ -33,7 +33,8 @@ from scipy import optimize
 from ._validation import check_delta, check_epsilon, check_neighbours, fit_budget
 from .errors import ParameterError
 from .inference.covering import direct_range_variance  # noqa: F401 - re-exported (its former home)
-from .mechanisms import Flat, Hierarchical, Mechanism, Wavelet, optimal_budgets
+from .mechanisms import Hierarchical, Mechanism, hierarchy_candidates, optimal_budgets
+from .registry import MECHANISMS
 from .workloads import AllRange, Explicit, Identity, Prefix, Workload, make_workload
 
 #: Largest number of queries whose variances are listed one by one (max_error on AllRange).
@@ -226,45 +227,15 @@ def optimized_budget(
     return budget, err
 
 
-def hierarchy_candidates(
-    n,
-    *,
-    neighbours="add_remove",
-    noise="auto",
-    branchings=None,
-    budgets=("uniform", "geometric"),
-    measure_root=(True, False),
-) -> list[Hierarchical]:
-    """Hierarchies over b = 2..64 (powers of 2 and a few others), each budget rule and root choice."""
-    if branchings is None:
-        branchings = [b for b in (2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64) if b < max(n, 3)]
-    roots = measure_root if neighbours == "add_remove" else (True,)
-    return [
-        Hierarchical(b, rule, measure_root=root, neighbours=neighbours, noise=noise)
-        for b in branchings
-        for rule in budgets
-        for root in roots
-    ]
-
-
 def default_candidates(n, *, neighbours="add_remove", noise="auto", fast=False) -> list[Mechanism]:
-    """Flat, Wavelet and hierarchies (a coarse grid when ``fast``)."""
-    # b = 2 is left out of the coarse grid: at n = 2^20 it is 2.5x worse than b = 16 on all ranges
-    # and the slowest to evaluate (3.6 s of the selection)
-    branchings = [4, 8, 16, 32, 64] if fast else None
-    budgets = ("uniform",) if fast else ("uniform", "geometric")
-    roots = (False,) if fast else (True, False)  # the root never paid off in the full grid
+    """The mechanisms ``auto`` ranks on n bins: every registered mechanism that ``auto``
+    considers, in registration order, as its registration configures it (Flat, Wavelet, and
+    hierarchies over branching factors, budget rules and root choices; a coarse grid when ``fast``)."""
     return [
-        Flat(neighbours=neighbours, noise=noise),
-        Wavelet(neighbours=neighbours, noise=noise),
-    ] + hierarchy_candidates(
-        n,
-        neighbours=neighbours,
-        noise=noise,
-        branchings=[b for b in branchings if b < max(n, 3)] if branchings else None,
-        budgets=budgets,
-        measure_root=roots,
-    )
+        mech
+        for name in MECHANISMS.names(auto=True)
+        for mech in MECHANISMS[name].auto_candidates(n, neighbours=neighbours, noise=noise, fast=fast)
+    ]
 
 
 def optimal_hierarchy(

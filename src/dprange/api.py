@@ -3,15 +3,88 @@
 It sits above both the mechanisms (:mod:`dprange.mechanisms`) and the automatic choice among
 them by exact expected error (:mod:`dprange.analysis`), which itself builds mechanisms; so
 the facade has a module of its own and neither of those imports the other in a circle.
+
+``release`` is :func:`choose_mechanism` (the registry's name lookup or ``auto``), then
+:func:`check_release` (everything that can fail before any value is read), then the
+histogram and the mechanism's release.  The command line calls the same three steps, so it
+has no path of its own.
 """
 
 from __future__ import annotations
 
+from ._params import find, replaced
+from ._validation import check_delta, check_epsilon, check_positive_int
 from .analysis import auto_mechanism
 from .domain import Domain
 from .errors import ParameterError
-from .mechanisms import INFERENCE, MECHANISMS, REPLACE_DROP_MISSING_MESSAGE, make_mechanism, resolve_neighbours
+from .mechanisms import REPLACE_DROP_MISSING_MESSAGE, Mechanism, make_mechanism, resolve_neighbours
+from .registry import MECHANISMS
 from .release import Release
+
+
+def choose_mechanism(
+    mechanism=None,
+    n=None,
+    epsilon=None,
+    *,
+    delta=0.0,
+    neighbours=None,
+    workload="all-range",
+    inference="gls",
+    noise="auto",
+    **params,
+) -> Mechanism:
+    """The configured mechanism a release on n bins uses; data are not touched.
+
+    ``mechanism``: None or ``"auto"``: the mechanism with the least exact expected error on
+    ``workload`` (:func:`dprange.analysis.auto_mechanism`, needs n and epsilon), given
+    ``inference``; a registered name (``dprange.registry.MECHANISMS``): built with
+    ``neighbours``, ``noise``, ``inference`` and ``params`` (e.g. ``branching=4``), checked by
+    the class's declared parameters; a mechanism object: used as it is.  ``neighbours``:
+    see :func:`release`.
+    """
+    declared = Mechanism.PARAMS
+    find(declared, "inference").constraint.check(inference, "inference")
+    find(declared, "noise").constraint.check(noise, "noise")
+    relation = resolve_neighbours(mechanism, neighbours)
+    if mechanism is None or (isinstance(mechanism, str) and mechanism == "auto"):
+        if params:
+            raise ParameterError(
+                f"{', '.join(sorted(params))} cannot be given with mechanism='auto', which chooses its own "
+                "parameters; name the mechanism they belong to"
+            )
+        if n is None or epsilon is None:
+            raise ParameterError("mechanism='auto' needs the number of bins n and epsilon to choose")
+        n = check_positive_int(n, "n")
+        chosen = auto_mechanism(workload, n, epsilon, delta=delta, neighbours=relation, noise=noise)
+        return chosen if chosen.inference == inference else replaced(chosen, inference=inference)
+    if isinstance(mechanism, str):
+        entry = MECHANISMS.lookup(mechanism, also=("auto",))
+        # noise and inference go to the classes that declare them; to others only if not the default
+        chosen_options = {"noise": noise, "inference": inference}
+        options = {
+            name: value
+            for name, value in chosen_options.items()
+            if any(p.name == name for p in entry.params) or value != find(declared, name).default
+        }
+        return make_mechanism(mechanism, neighbours=relation, **options, **params)
+    return make_mechanism(mechanism, neighbours=relation, **params)
+
+
+def check_release(mech: Mechanism, n: int, epsilon, delta=0.0) -> None:
+    """Everything about releasing n bins with ``mech`` that can fail, checked before any
+    value is read: epsilon, delta, the strategy on n bins and the noise of every measured
+    level (budget list, noise kind, noise scale), and whether non-linear inference has
+    anything to fit."""
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    strategy = mech.strategy(check_positive_int(n, "n"))
+    specs = mech.noise_specs(strategy, epsilon, delta)
+    if not specs and mech.inference != "gls":
+        raise ParameterError(
+            f"nothing is measured here (one bin whose count is the public total), so inference="
+            f"{mech.inference!r} has nothing to fit; use inference='gls'"
+        )
 
 
 def release(
@@ -34,30 +107,33 @@ def release(
     ``mechanism``: None or ``"auto"`` (default) is the mechanism with the least exact
     expected error on ``workload`` (default ``"all-range"``; use ``"prefix"`` when the CDF
     and quantiles matter; a name or a Workload; see :func:`dprange.analysis.select`),
-    chosen from public parameters only and cached on them.  A name ("flat",
-    "hierarchical", "wavelet") or a configured mechanism object is used as given.
-    ``inference`` ("gls", "nnls", "l1") and ``noise`` apply to the automatic choice and to
-    named mechanisms; a mechanism object keeps its own.
+    chosen from public parameters only and cached on them.  A registered name ("flat",
+    "hierarchical", "wavelet": ``dprange.registry.MECHANISMS``) or a configured mechanism
+    object is used as given.  ``inference`` ("gls", "nnls", "l1") and ``noise`` apply to
+    the automatic choice and to named mechanisms; a mechanism object keeps its own.
 
     ``neighbours``: None (the default) means the mechanism object's relation ("add_remove"
     for names, None and "auto"); a relation given here builds named mechanisms with it and
     must agree with a mechanism object's.  ``neighbours="replace"`` publishes the number of
     records exactly, so it refuses ``drop_missing=True`` (the count after dropping would
     reveal how many values were missing).
+
+    Every parameter is checked (:func:`check_release`) before ``values`` are bucketized.
     """
     if not isinstance(domain, Domain):
         raise ParameterError("domain must be a dprange.Domain (Domain.integers or Domain.interval)")
-    if inference not in INFERENCE:
-        raise ParameterError(f"inference must be one of {', '.join(INFERENCE)}, got {inference!r}")
-    relation = resolve_neighbours(mechanism, neighbours)
-    if relation == "replace" and drop_missing:
+    if resolve_neighbours(mechanism, neighbours) == "replace" and drop_missing:
         raise ParameterError(REPLACE_DROP_MISSING_MESSAGE)
-    if mechanism is None or (isinstance(mechanism, str) and mechanism == "auto"):
-        mech = auto_mechanism(workload, domain.size, epsilon, delta=delta, neighbours=relation, noise=noise)
-        mech.inference = inference
-    elif isinstance(mechanism, str) and mechanism in MECHANISMS:
-        mech = MECHANISMS[mechanism](neighbours=relation, noise=noise, inference=inference)
-    else:
-        mech = make_mechanism(mechanism, neighbours=relation)
+    mech = choose_mechanism(
+        mechanism,
+        domain.size,
+        epsilon,
+        delta=delta,
+        neighbours=neighbours,
+        workload=workload,
+        inference=inference,
+        noise=noise,
+    )
+    check_release(mech, domain.size, epsilon, delta)
     counts = domain.histogram(values, clip=clip, drop_missing=drop_missing)
     return mech.release(counts, epsilon, delta=delta, rng=rng, domain=domain)

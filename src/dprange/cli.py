@@ -19,9 +19,12 @@ from importlib import resources
 import click
 import numpy as np
 
+from . import api
 from ._cli_helpers import (
     MAX_QUERIES,
     REDACT_VARIABLE,
+    RegistryChoice,
+    RegistryHelpOption,
     StagedOutputs,
     check_alpha,
     check_not_an_input,
@@ -32,91 +35,67 @@ from ._cli_helpers import (
     check_size,
     check_tree_size,
     cli_message,
+    mechanism_param_options,
+    parse_mechanism_params,
     redact_option,
     redacting,
+    summaries,
     with_options,
 )
-from ._validation import check_delta, check_epsilon
-from .analysis import auto_mechanism, select
+from ._params import find
+from ._validation import NEIGHBOURS, check_delta, check_epsilon
+from .analysis import select
 from .domain import Domain
 from .errors import DPRangeError, ParameterError
 from .io import read_column
 from .ldp.cli import ldp
-from .mechanisms import Flat, Hierarchical, Wavelet, resolve_noise
+from .mechanisms import Mechanism, make_mechanism, resolve_noise
 from .plot import plot_cdf
+from .registry import INFERENCE, MECHANISMS, NOISE, WORKLOADS
 from .strategies import TreeStrategy
 from .workloads import make_workload
 
 EXIT_USAGE = 2
 
 
-def _parse_int_list(text: str, name: str):
-    parts = [p.strip() for p in text.split(",") if p.strip()]
-    try:
-        values = [int(p) for p in parts]
-    except ValueError:
-        values = []
-    if not values:
-        raise ParameterError(f"--{name} must be an integer or a comma-separated list of integers, got {text!r}")
-    return values[0] if len(values) == 1 and "," not in text else values
+def _mechanism_choices() -> tuple[str, ...]:
+    """--mechanism: the mechanisms a name builds, and auto."""
+    return (*MECHANISMS.names(nameable=True), "auto")
 
 
-def _parse_budget(text: str):
-    if text in ("uniform", "geometric"):
-        return text
-    try:
-        return [float(p) for p in text.split(",") if p.strip()]
-    except ValueError:
-        raise ParameterError(
-            f"--budget must be 'uniform', 'geometric' or a comma-separated list of numbers, got {text!r}"
-        ) from None
+def _noise_choices() -> tuple[str, ...]:
+    """--noise: auto and every registered noise kind (the mechanisms' declared choices)."""
+    return find(Mechanism.PARAMS, "noise").constraint.values  # type: ignore[attr-defined]
 
 
-def build_mechanism(
-    name: str,
-    branching: str,
-    budget: str,
-    neighbours: str,
-    noise: str,
-    measure_root: bool,
-    *,
-    n: int | None = None,
-    epsilon: float = 1.0,
-    delta: float = 0.0,
-    workload: str = "all-range",
-    inference: str = "gls",
-):
-    """A mechanism object from CLI options (``auto`` needs n, epsilon, delta and the workload)."""
-    if name == "auto":
-        chosen = auto_mechanism(workload, n, epsilon, delta=delta, neighbours=neighbours, noise=noise)
-        chosen.inference = inference
-        return chosen
-    if name == "flat":
-        return Flat(neighbours=neighbours, noise=noise, inference=inference)
-    if name == "wavelet":
-        return Wavelet(neighbours=neighbours, noise=noise, inference=inference)
-    if name == "hierarchical":
-        return Hierarchical(
-            _parse_int_list(branching, "branching"),
-            _parse_budget(budget),
-            measure_root=measure_root,
-            neighbours=neighbours,
-            noise=noise,
-            inference=inference,
-        )
-    raise ParameterError(f"unknown mechanism {name!r}")
+def _mechanism_help() -> str:
+    return (
+        "How the histogram is measured: "
+        + summaries(MECHANISMS, MECHANISMS.names(nameable=True))
+        + "; auto: the mechanism with the least exact expected error on --workload."
+    )
 
 
-def _implied_mechanism(mechanism: str) -> str:
-    """--branching, --budget or --root without --mechanism mean the hierarchical mechanism
-    (the default, auto, would otherwise ignore them)."""
-    ctx = click.get_current_context()
-    if ctx.get_parameter_source("mechanism") != click.core.ParameterSource.DEFAULT:
-        return mechanism
-    tree_options = ("branching", "budget", "root")
-    if any(ctx.get_parameter_source(name) != click.core.ParameterSource.DEFAULT for name in tree_options):
-        return "hierarchical"
-    return mechanism
+def _inference_help() -> str:
+    return "Post-processing: " + summaries(INFERENCE, INFERENCE.names()) + " (Release.bootstrap)."
+
+
+def _noise_help() -> str:
+    return (
+        "Noise: auto = discrete Laplace if delta = 0, Gaussian if delta > 0; " + summaries(NOISE, NOISE.names()) + "."
+    )
+
+
+def _release_workload_help() -> str:
+    return (
+        "With --mechanism auto: the queries to optimise for (no privacy cost: the error is data-independent): "
+        + summaries(WORKLOADS, WORKLOADS.names(auto=True))
+        + "."
+    )
+
+
+def _error_workload_help() -> str:
+    return "The queries whose expected error is reported: " + summaries(WORKLOADS, WORKLOADS.names()) + "."
 
 
 def build_domain(lo, hi, bins, integers: bool) -> Domain:
@@ -141,19 +120,13 @@ def build_domain(lo, hi, bins, integers: bool) -> Domain:
 
 
 def check_privacy(mech, n: int, epsilon: float, delta: float) -> None:
-    """Everything about the mechanism that can fail, checked before any data is read:
-    epsilon, delta, the tree's size and the per-level noise (budget list, noise kind)."""
-    check_epsilon(epsilon)
-    check_delta(delta)
+    """Everything about the mechanism that can fail, checked before any data is read: the
+    tree's size (the command's limit), then what the library checks before reading
+    (:func:`dprange.api.check_release`: epsilon, delta, the per-level noise, inference)."""
     strategy = mech.strategy(n)
     if isinstance(strategy, TreeStrategy):
         check_tree_size(strategy)
-    specs = mech.noise_specs(strategy, epsilon, delta)
-    if not specs and mech.inference != "gls":
-        raise ParameterError(
-            f"nothing is measured here (one bin whose count is the public total), so --inference "
-            f"{mech.inference} has nothing to fit; use --inference gls"
-        )
+    api.check_release(mech, n, epsilon, delta)
 
 
 def check_neighbours_and_missing(neighbours: str, drop_missing: bool) -> None:
@@ -232,63 +205,43 @@ mechanism_options = [
     click.option(
         "--mechanism",
         "-m",
-        type=click.Choice(["hierarchical", "flat", "wavelet", "auto"]),
+        type=RegistryChoice(_mechanism_choices),
         default="auto",
         show_default=True,
-        help=(
-            "How the histogram is measured; 'auto' picks the mechanism with the least exact expected error "
-            "on --workload."
-        ),
+        cls=RegistryHelpOption,
+        help_text=_mechanism_help,
     ),
     click.option(
         "--workload",
-        type=click.Choice(["all-range", "prefix", "identity"]),
+        type=RegistryChoice(lambda: WORKLOADS.names(auto=True)),
         default="all-range",
         show_default=True,
-        help="With --mechanism auto: the queries to optimise for (no privacy cost: the error is data-independent); "
-        "prefix suits CDFs and quantiles.",
+        cls=RegistryHelpOption,
+        help_text=_release_workload_help,
     ),
-    click.option(
-        "--branching",
-        default="16",
-        show_default=True,
-        help="Hierarchical only (given without --mechanism, it selects hierarchical): branching factor b >= 2, "
-        "or per-level factors from the root down, e.g. 4,16,16.",
-    ),
-    click.option(
-        "--budget",
-        default="uniform",
-        show_default=True,
-        help="Hierarchical only: 'uniform', 'geometric', or per-level budgets (root first) summing to epsilon.",
-    ),
-    click.option(
-        "--root/--no-root",
-        default=False,
-        show_default=True,
-        help="Hierarchical, add/remove only: measure the root (the total) too; off by default (Qardaji et al.), "
-        "which has the lower exact error.",
-    ),
+    *mechanism_param_options(MECHANISMS),
     click.option(
         "--neighbours",
-        type=click.Choice(["add_remove", "replace"]),
+        type=click.Choice(NEIGHBOURS),
         default="add_remove",
         show_default=True,
         help="Neighbouring relation: add/remove one record, or replace one record's value (the total is then public).",
     ),
     click.option(
         "--noise",
-        type=click.Choice(["auto", "discrete_laplace", "laplace_float", "gaussian"]),
+        type=RegistryChoice(_noise_choices),
         default="auto",
         show_default=True,
-        help="Noise: auto = discrete Laplace if delta = 0, Gaussian if delta > 0.",
+        cls=RegistryHelpOption,
+        help_text=_noise_help,
     ),
     click.option(
         "--inference",
-        type=click.Choice(["gls", "nnls", "l1"]),
+        type=RegistryChoice(INFERENCE.names),
         default="gls",
         show_default=True,
-        help="Post-processing: exact least squares (exact error bars), non-negative least squares, "
-        "or maximum likelihood (L1, ADMM; Lee et al. 2015). NNLS/L1 error bars need bootstrap.",
+        cls=RegistryHelpOption,
+        help_text=_inference_help,
     ),
     click.option(
         "--seed",
@@ -349,9 +302,6 @@ def release_command(
     delta,
     mechanism,
     workload,
-    branching,
-    budget,
-    root,
     neighbours,
     noise,
     inference,
@@ -359,6 +309,7 @@ def release_command(
     alpha,
     output,
     plot,
+    **mechanism_params,
 ):
     """Release a private histogram of one column of a CSV or Parquet file.
 
@@ -377,25 +328,26 @@ def release_command(
     check_epsilon(epsilon)
     check_delta(delta)
     domain = build_domain(lo, hi, bins, integers)
-    mechanism = _implied_mechanism(mechanism)
-    mech = build_mechanism(
+    explicit = click.get_current_context().get_parameter_source("mechanism") != click.core.ParameterSource.DEFAULT
+    given = {name: value for name, value in mechanism_params.items() if value is not None}
+    mechanism, params = parse_mechanism_params(MECHANISMS, mechanism, given, explicit=explicit)
+    mech = api.choose_mechanism(
         mechanism,
-        branching,
-        budget,
-        neighbours,
-        noise,
-        root,
-        n=domain.size,
-        epsilon=epsilon,
+        domain.size,
+        epsilon,
         delta=delta,
+        neighbours=neighbours,
         workload=workload,
         inference=inference,
+        noise=noise,
+        **params,
     )
     check_privacy(mech, domain.size, epsilon, delta)
     check_seed(seed)
     values = read_column(input_path, column)
-    counts = domain.histogram(values, clip=clip, drop_missing=drop_missing)
-    result = mech.release(counts, epsilon, delta=delta, rng=seed, domain=domain)
+    result = api.release(
+        values, domain, epsilon, mechanism=mech, delta=delta, rng=seed, clip=clip, drop_missing=drop_missing
+    )
     staged = stage_outputs(result, output, plot, alpha)
     lines = []
     if mechanism == "auto":
@@ -415,32 +367,38 @@ def release_command(
 @click.option(
     "--workload",
     "-w",
-    type=click.Choice(["all-range", "prefix", "identity", "random-ranges"]),
+    type=RegistryChoice(WORKLOADS.names),
     default="all-range",
     show_default=True,
-    help="The queries whose expected error is reported.",
+    cls=RegistryHelpOption,
+    help_text=_error_workload_help,
 )
 @click.option("--queries", type=int, default=1000, show_default=True, help="random-ranges: how many ranges.")
 @click.option("--epsilon", "-e", type=float, required=True, help="Privacy budget epsilon (> 0).")
 @click.option("--delta", type=float, default=0.0, show_default=True, help="delta in [0, 1); > 0 means Gaussian noise.")
 @click.option(
     "--neighbours",
-    type=click.Choice(["add_remove", "replace"]),
+    type=click.Choice(NEIGHBOURS),
     default="add_remove",
     show_default=True,
     help="Neighbouring relation (replace: the total is public).",
 )
 @click.option(
     "--noise",
-    type=click.Choice(["auto", "discrete_laplace", "laplace_float", "gaussian"]),
+    type=RegistryChoice(_noise_choices),
     default="auto",
     show_default=True,
-    help="Noise the mechanisms use (laplace_float reproduces the papers' numbers; not private as implemented).",
+    cls=RegistryHelpOption,
+    help_text=_noise_help,
 )
 @click.option(
     "--mechanisms",
     default=None,
-    help="Comma-separated candidates, e.g. flat,wavelet,h2,h16 (hB = Hierarchical(B)); default: a full grid.",
+    cls=RegistryHelpOption,
+    help_text=lambda: (
+        f"Comma-separated candidates among {', '.join(MECHANISMS.names(nameable=True))} and hB "
+        "(= hierarchical with branching B), e.g. flat,wavelet,h2,h16; default: the grid auto ranks."
+    ),
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def error_command(n, workload, queries, epsilon, delta, neighbours, noise, mechanisms, as_json):
@@ -457,7 +415,7 @@ def error_command(n, workload, queries, epsilon, delta, neighbours, noise, mecha
     check_size(n, f"--n {n}")
     if workload == "random-ranges" and not 1 <= queries <= MAX_QUERIES:
         raise ParameterError(f"--queries must be between 1 and {MAX_QUERIES}, got {queries}")
-    resolve_noise(noise, delta)
+    kind = resolve_noise(noise, delta)  # the noise the table's mechanisms use (gaussian needs delta > 0)
     candidates = None
     if mechanisms is not None:
         candidates = [
@@ -474,7 +432,9 @@ def error_command(n, workload, queries, epsilon, delta, neighbours, noise, mecha
     if as_json:
         click.echo(json.dumps(selection.to_dict(), indent=1))
         return
-    click.echo(f"{workload} workload, n={n}, epsilon={epsilon:g}, delta={delta:g}, neighbours={neighbours}")
+    click.echo(
+        f"{workload} workload, n={n}, epsilon={epsilon:g}, delta={delta:g}, neighbours={neighbours}, noise={kind}"
+    )
     click.echo(f"{'rank':>4}  {'RMSE':>12}  mechanism")
     for rank, cand in enumerate(selection.table[:15], start=1):
         click.echo(f"{rank:>4}  {cand.error**0.5:>12.4f}  {cand.mechanism!r}")
@@ -484,14 +444,14 @@ def error_command(n, workload, queries, epsilon, delta, neighbours, noise, mecha
 
 
 def _parse_candidate(name: str, neighbours: str, noise: str):
+    """One --mechanisms entry: a registered name (any case), or hB for hierarchical with branching B."""
     lowered = name.lower()
-    if lowered == "flat":
-        return Flat(neighbours=neighbours, noise=noise)
-    if lowered == "wavelet":
-        return Wavelet(neighbours=neighbours, noise=noise)
+    names = MECHANISMS.names(nameable=True)
+    if lowered in names:
+        return make_mechanism(lowered, neighbours=neighbours, noise=noise)
     if lowered.startswith("h") and lowered[1:].isascii() and lowered[1:].isdigit():
-        return Hierarchical(int(lowered[1:]), neighbours=neighbours, noise=noise)
-    raise ParameterError(f"unknown mechanism {name!r} in --mechanisms; use flat, wavelet or hB (e.g. h16)")
+        return make_mechanism("hierarchical", neighbours=neighbours, noise=noise, branching=int(lowered[1:]))
+    raise ParameterError(f"unknown mechanism {name!r} in --mechanisms; use {', '.join(names)} or hB (e.g. h16)")
 
 
 def example_path() -> str:
@@ -521,11 +481,10 @@ def demo_command(output, epsilon, seed):
     check_seed(seed)
     path = example_path()
     domain = Domain.interval(0, 250_000, 1024)
-    mech = auto_mechanism("prefix", domain.size, epsilon)
+    mech = api.choose_mechanism("auto", domain.size, epsilon, workload="prefix")
     check_privacy(mech, domain.size, epsilon, 0.0)
     values = read_column(path, "income")
-    counts = domain.histogram(values)
-    result = mech.release(counts, epsilon, domain=domain, rng=seed)
+    result = api.release(values, domain, epsilon, mechanism=mech, rng=seed)
     json_path = os.path.join(output, "release.json")
     png_path: str | None = os.path.join(output, "cdf.png")
     try:

@@ -35,11 +35,13 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator, aslinearoperator
 
+from ._params import Custom, Param, find
 from ._validation import check_delta, check_epsilon, check_positive_int
 from .errors import ParameterError
 from .inference.least_squares import OperatorEstimate, gls
 from .mechanisms import Mechanism, calibrate, resolve_noise
 from .noise import NoiseSpec
+from .registry import MECHANISMS, Citation
 from .strategies import dense_sensitivity_power
 
 #: Strategies up to this many bins get a dense covariance (exact, O(1) per range query).
@@ -278,6 +280,14 @@ class MatrixStrategy:
         return {"bins": self.n, "rows": self.rows, "quantisation_factor": self.factor}
 
 
+def _measured_strategy(value, name: str) -> MatrixStrategy:
+    """The strategy parameter as the integer strategy that is measured (a zero one measures nothing)."""
+    strategy = value if isinstance(value, MatrixStrategy) else MatrixStrategy(value)
+    if not np.any(strategy.explicit()):
+        raise ParameterError(f"the {name} matrix is zero; it measures nothing")
+    return strategy
+
+
 class Matrix(Mechanism):
     """Matrix mechanism with strategy A and least-squares inference (see module doc).
 
@@ -287,11 +297,22 @@ class Matrix(Mechanism):
 
     name = "matrix"
 
-    def __init__(self, strategy, *, neighbours="add_remove", noise="auto"):
-        super().__init__(neighbours=neighbours, noise=noise)
-        self._strategy = MatrixStrategy(strategy)
-        if not np.any(self._strategy.explicit()):
-            raise ParameterError("the strategy matrix is zero; it measures nothing")
+    PARAMS = (
+        Param(
+            "strategy",
+            Custom(_measured_strategy, "matrix (dense, scipy sparse, or a LinearOperator over <= 4096 bins)"),
+            "the strategy A (p x n) whose rows are measured; a real one is quantised to integers",
+            positional=True,
+            attribute="_strategy",
+        ),
+        find(Mechanism.PARAMS, "neighbours"),
+        find(Mechanism.PARAMS, "noise"),
+    )
+    _strategy: MatrixStrategy
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # Depends on two parameters: with the public total (replace) one direction less is needed.
         self._strategy.check_rank(known_total=self.neighbours == "replace")
 
     def sensitivity(self, n: int | None = None) -> tuple[float, float]:
@@ -338,3 +359,14 @@ class Matrix(Mechanism):
         if n > DENSE_COVARIANCE_LIMIT:
             raise ParameterError(f"exact error of a matrix strategy is computed for n <= {DENSE_COVARIANCE_LIMIT}")
         return self._dense_model(variance, self.neighbours == "replace")
+
+
+MECHANISMS.add(
+    Matrix,
+    summary="the matrix mechanism: any full-rank strategy matrix, quantised to integers, with least squares",
+    citation=Citation(
+        "Li, Hay, Rastogi, Miklau and McGregor",
+        "Optimizing Linear Counting Queries Under Differential Privacy",
+        "PODS 2010",
+    ),
+)

@@ -34,7 +34,9 @@ from typing import Any
 
 import numpy as np
 
+from ._params import Flag, IntegerOrList, OneOf, Options, Param, RuleOrNumbers, bind, signature
 from ._validation import (
+    NEIGHBOURS,
     check_budget_list,
     check_delta,
     check_epsilon,
@@ -52,11 +54,14 @@ from .inference.tree import tree_error_model, tree_gls
 from .inference.wavelet import haar_error_model, haar_estimate
 from .measurements import Measurements
 from .noise import NOISE_KINDS, NoiseSpec, SecureRandom, gaussian_sigma, resolve_rng
+from .registry import INFERENCE, MECHANISMS, NOISE, Citation
 from .release import Release
 from .strategies import HaarStrategy, TreeStrategy
 
 BUDGET_RULES = ("uniform", "geometric")
-INFERENCE = ("gls", "nnls", "l1")
+
+#: The options of the ADMM solver behind nnls and l1 inference (:func:`dprange.inference.admm`).
+ADMM_OPTIONS = ("alpha", "tol", "maxiter", "rho", "relax", "split", "adapt")
 
 
 class NonlinearEstimate:
@@ -232,30 +237,54 @@ def is_seeded(rng) -> bool:
 
 
 class Mechanism:
-    """Base class: ``release = infer(measure(counts))`` with privacy bookkeeping."""
+    """Base class: ``release = infer(measure(counts))`` with privacy bookkeeping.
+
+    Every parameter is declared once in the class's ``PARAMS`` (:mod:`dprange._params`):
+    the base ``__init__`` checks the arguments against them with one call and keeps them as
+    attributes; subclasses add their own declarations instead of writing an ``__init__``.
+    """
 
     name = "mechanism"
 
-    def __init__(
-        self,
-        *,
-        neighbours: str = "add_remove",
-        noise: str = "auto",
-        inference: str = "gls",
-        inference_options: dict | None = None,
-    ):
-        self.neighbours = check_neighbours(neighbours)
-        if noise != "auto":
-            resolve_noise(noise, 0.5)  # validates the name
-        self.noise = noise
-        if inference not in INFERENCE:
-            raise ParameterError(f"inference must be one of {', '.join(INFERENCE)}, got {inference!r}")
-        self.inference = inference
-        self.inference_options = dict(inference_options or {})
-        allowed = {"alpha", "tol", "maxiter", "rho", "relax", "split", "adapt"}
-        unknown = set(self.inference_options) - allowed
-        if unknown:
-            raise ParameterError(f"unknown inference options {sorted(unknown)}; use {', '.join(sorted(allowed))}")
+    PARAMS: tuple[Param, ...] = (
+        Param(
+            "neighbours",
+            OneOf(NEIGHBOURS),
+            "neighbouring relation: add or remove one record, or replace one record's value (the total is public)",
+            default="add_remove",
+        ),
+        Param(
+            "noise",
+            OneOf(lambda: ("auto", *NOISE.names())),
+            "noise kind; auto = discrete Laplace if delta = 0, Gaussian if delta > 0",
+            default="auto",
+        ),
+        Param(
+            "inference",
+            OneOf(INFERENCE.names),
+            "post-processing: exact least squares (gls), non-negative least squares (nnls) or maximum likelihood (l1)",
+            default="gls",
+        ),
+        Param(
+            "inference_options",
+            Options(ADMM_OPTIONS, "inference options"),
+            "ADMM options of nnls and l1 (alpha: elastic-net weight of the L1 term, default 0.9)",
+            default=None,
+        ),
+    )
+    neighbours: str
+    noise: str
+    inference: str = "gls"
+    inference_options: dict
+
+    def __init__(self, *args, **kwargs):
+        values = bind(type(self).PARAMS, args, kwargs, type(self).__name__)
+        for param in type(self).PARAMS:
+            setattr(self, param.key, values[param.name])
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.__signature__ = signature(cls.PARAMS)  # type: ignore[attr-defined]
 
     # Subclasses implement these two.
     def strategy(self, n: int):
@@ -428,38 +457,36 @@ class Hierarchical(Mechanism):
 
     name = "hierarchical"
 
-    def __init__(
-        self,
-        branching=16,
-        budget="uniform",
-        *,
-        measure_root: bool = False,
-        neighbours="add_remove",
-        noise="auto",
-        inference="gls",
-        inference_options=None,
-    ):
-        super().__init__(neighbours=neighbours, noise=noise, inference=inference, inference_options=inference_options)
-        self.branching: int | list[int]
-        self.budget: str | list[float]
-        if isinstance(branching, (list, tuple, np.ndarray)):
-            if len(branching) == 0:
-                raise ParameterError("the branching list is empty; give at least one factor >= 2")
-            self.branching = [check_positive_int(b, "every branching factor", minimum=2) for b in branching]
-        else:
-            self.branching = check_positive_int(branching, "branching", minimum=2)
-        if isinstance(budget, str):
-            if budget not in BUDGET_RULES:
-                raise ParameterError(f"budget must be one of {', '.join(BUDGET_RULES)} or a list, got {budget!r}")
-            self.budget = budget
-        else:
-            try:
-                self.budget = [float(e) for e in budget]
-            except (TypeError, ValueError):
-                raise ParameterError(
-                    f"budget must be 'uniform', 'geometric' or a list of per-level budgets, got {budget!r}"
-                ) from None
-        self.measure_root = bool(measure_root)
+    PARAMS = (
+        Param(
+            "branching",
+            IntegerOrList(2, "every branching factor", "the branching list is empty; give at least one factor >= 2"),
+            "branching factor b >= 2, or per-level factors from the root down, e.g. 4,16,16",
+            default=16,
+            positional=True,
+            option="--branching",
+        ),
+        Param(
+            "budget",
+            RuleOrNumbers(BUDGET_RULES, "per-level budgets"),
+            "uniform, geometric, or per-level budgets (root first) summing to at most epsilon",
+            default="uniform",
+            positional=True,
+            option="--budget",
+        ),
+        Param(
+            "measure_root",
+            Flag(),
+            "add/remove only: measure the root (the total) too; off by default (Qardaji et al.), "
+            "which has the lower exact error",
+            default=False,
+            option="--root/--no-root",
+        ),
+        *Mechanism.PARAMS,
+    )
+    branching: int | list[int]
+    budget: str | list[float]
+    measure_root: bool
 
     def parameters(self) -> dict:
         return {
@@ -529,7 +556,72 @@ class Wavelet(Mechanism):
         )
 
 
-MECHANISMS = {"flat": Flat, "hierarchical": Hierarchical, "wavelet": Wavelet}
+#: The hierarchies ``auto`` ranks: (branching factors, budget rules, root choices); branching
+#: factors are kept below max(n, 3).  The coarse grid is for n > 2^16: b = 2 is left out
+#: (at n = 2^20 it is 2.5x worse than b = 16 on all ranges and the slowest to evaluate, 3.6 s
+#: of the selection) and the root, which never paid off in the full grid, is not measured.
+FULL_GRID = ((2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64), ("uniform", "geometric"), (True, False))
+COARSE_GRID = ((4, 8, 16, 32, 64), ("uniform",), (False,))
+
+
+def hierarchy_candidates(
+    n,
+    *,
+    neighbours="add_remove",
+    noise="auto",
+    branchings=None,
+    budgets=("uniform", "geometric"),
+    measure_root=(True, False),
+) -> list[Hierarchical]:
+    """Hierarchies over b = 2..64 (powers of 2 and a few others), each budget rule and root choice."""
+    if branchings is None:
+        branchings = [b for b in FULL_GRID[0] if b < max(n, 3)]
+    roots = measure_root if neighbours == "add_remove" else (True,)
+    return [
+        Hierarchical(b, rule, measure_root=root, neighbours=neighbours, noise=noise)
+        for b in branchings
+        for rule in budgets
+        for root in roots
+    ]
+
+
+def auto_hierarchies(n, *, neighbours="add_remove", noise="auto", fast=False) -> list[Hierarchical]:
+    """The hierarchies ``auto`` ranks on n bins: the full grid, or the coarse one when ``fast``."""
+    branchings, budgets, roots = COARSE_GRID if fast else FULL_GRID
+    return hierarchy_candidates(
+        n,
+        neighbours=neighbours,
+        noise=noise,
+        branchings=[b for b in branchings if b < max(n, 3)],
+        budgets=budgets,
+        measure_root=roots,
+    )
+
+
+# The registrations: the order is the order ``auto`` ranks them in (ties go to the first).
+MECHANISMS.add(
+    Flat,
+    summary="one noisy count per bin (the identity strategy)",
+    citation=Citation(
+        "Dwork, McSherry, Nissim and Smith", "Calibrating Noise to Sensitivity in Private Data Analysis", "TCC 2006"
+    ),
+    auto=True,
+)
+MECHANISMS.add(
+    Wavelet,
+    summary="Privelet: noisy Haar wavelet coefficients, any number of bins (padded to a power of two)",
+    citation=Citation("Xiao, Wang and Gehrke", "Differential Privacy via Wavelet Transforms", "ICDE 2010"),
+    auto=True,
+)
+MECHANISMS.add(
+    Hierarchical,
+    summary="a tree of noisy range counts (any branching, per-level budgets) with exact O(nodes) least squares",
+    citation=Citation(
+        "Qardaji, Yang and Li", "Understanding Hierarchical Methods for Differentially Private Histograms", "PVLDB 2013"
+    ),
+    auto=True,
+    candidates=auto_hierarchies,
+)
 
 
 REPLACE_DROP_MISSING_MESSAGE = (
@@ -554,16 +646,24 @@ def resolve_neighbours(mechanism, neighbours) -> str:
     return neighbours or "add_remove"
 
 
-def make_mechanism(mechanism, *, neighbours: str = "add_remove") -> Mechanism:
-    """A mechanism object from None (Hierarchical()), a name, or an object; names and None
-    are built with ``neighbours``."""
-    if mechanism is None:
-        return Hierarchical(neighbours=neighbours)
+def make_mechanism(mechanism, *, neighbours: str = "add_remove", **params) -> Mechanism:
+    """A mechanism object from None (Hierarchical()), a registered name, or an object.
+
+    A name (or None) is built with ``neighbours`` and ``params``, checked by the class's
+    declared parameters; an object is returned as it is and keeps its own parameters."""
     if isinstance(mechanism, Mechanism):
+        if params:
+            raise ParameterError(
+                f"{', '.join(sorted(params))} apply to mechanisms given by name; "
+                f"{type(mechanism).__name__} keeps the parameters it was built with"
+            )
         return mechanism
-    if isinstance(mechanism, str) and mechanism in MECHANISMS:
-        return MECHANISMS[mechanism](neighbours=neighbours)
-    raise ParameterError(f"unknown mechanism {mechanism!r}; choose 'auto' or one of {', '.join(MECHANISMS)}")
+    entry = MECHANISMS.lookup("hierarchical" if mechanism is None else mechanism)
+    if not entry.nameable:
+        needs = ", ".join(p.name for p in entry.params if p.required)
+        builder = getattr(entry.factory, "__name__", entry.name)
+        raise ParameterError(f"mechanism {entry.name!r} needs {needs}: build {builder}(...) and pass the object")
+    return entry.build(neighbours=neighbours, **params)
 
 
 def __getattr__(name: str):

@@ -12,8 +12,10 @@ from __future__ import annotations
 import numpy as np
 from scipy.sparse.linalg import LinearOperator
 
+from ._params import Integer, Param
 from ._validation import check_positive_int
 from .errors import ParameterError
+from .registry import WORKLOADS, Citation
 
 #: Above this many queries a workload refuses to materialise dense matrices.
 DENSE_LIMIT = 50_000_000
@@ -167,6 +169,12 @@ class RandomRanges(Ranges):
 
     name = "random-ranges"
 
+    #: The parameters a named random-ranges workload takes (besides n).
+    PARAMS = (
+        Param("k", Integer(1), "how many ranges", default=1000, option="--queries"),
+        Param("seed", Integer(0), "seed of the sample (public: it only picks the queries)", default=0),
+    )
+
     def __init__(self, n: int, k: int, seed: int = 0):
         n = check_positive_int(n, "n")
         k = check_positive_int(k, "k")
@@ -197,13 +205,27 @@ class Explicit(Workload):
         return self.matrix.toarray() if hasattr(self.matrix, "toarray") else self.matrix
 
 
-WORKLOADS = {"all-range": AllRange, "prefix": Prefix, "identity": Identity}
+QARDAJI_2013 = Citation(
+    "Qardaji, Yang and Li", "Understanding Hierarchical Methods for Differentially Private Histograms", "PVLDB 2013"
+)
+WORKLOADS.add(
+    AllRange, summary="all n(n+1)/2 ranges [i, j]: the average error over every range", citation=QARDAJI_2013, auto=True
+)
+WORKLOADS.add(
+    Prefix,
+    summary="the n prefixes [0, j]: the CDF workload, suits CDFs and quantiles",
+    citation=Citation(
+        "Rameshwar and Tandon", "Optimal Tree-Based Mechanisms for Differentially Private Approximate CDFs", "2024"
+    ),
+    auto=True,
+)
+WORKLOADS.add(Identity, summary="the n single bins: the histogram itself", auto=True)
+WORKLOADS.add(RandomRanges, summary="k ranges with uniformly random endpoints (a fixed, public sample)")
 
 
 def make_workload(name: str, n: int, *, k: int = 1000, seed: int = 0) -> Workload:
-    """A workload by name: all-range, prefix, identity, random-ranges."""
-    if name in WORKLOADS:
-        return WORKLOADS[name](n)
-    if name == "random-ranges":
-        return RandomRanges(n, k, seed)
-    raise ParameterError(f"unknown workload {name!r}; choose all-range, prefix, identity or random-ranges")
+    """A registered workload by name (all-range, prefix, identity, random-ranges) on n bins;
+    ``k`` and ``seed`` go to the workloads that declare them (random-ranges)."""
+    entry = WORKLOADS.lookup(name)
+    declared = {p.name for p in entry.params}
+    return entry.build(n, **{key: value for key, value in (("k", k), ("seed", seed)) if key in declared})

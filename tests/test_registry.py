@@ -1,0 +1,378 @@
+"""The registry (one registration per mechanism, inference method, noise kind, workload) and
+the declarative parameters every mechanism class checks with one function."""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import dprange
+from dprange import Domain, Flat, Hierarchical, Matrix, Mechanism, ParameterError, Wavelet, api, mechanisms
+from dprange._params import Integer, Param, replaced
+from dprange.analysis import auto_mechanism, default_candidates
+from dprange.cli import cli, main
+from dprange.mechanisms import hierarchy_candidates, make_mechanism
+from dprange.noise import NOISE_KINDS
+from dprange.registry import INFERENCE, MECHANISMS, NOISE, REGISTRIES, WORKLOADS, Entry, docs_markdown
+from dprange.workloads import make_workload
+
+REPO = os.path.join(os.path.dirname(__file__), "..")
+DOCS = os.path.join(REPO, "docs", "mechanisms.md")
+
+
+# ------------------------------------------------------------------ a toy mechanism
+class Toy(Flat):
+    """Flat under another name, with a parameter of its own (what a new mechanism adds)."""
+
+    name = "toy"
+    PARAMS = (Param("shift", Integer(0), "a toy parameter", default=0), *Mechanism.PARAMS)
+
+
+@contextlib.contextmanager
+def registered_toy():
+    MECHANISMS.add(Toy, summary="a toy registered by the registry test", auto=True)
+    try:
+        yield
+    finally:
+        MECHANISMS.unregister("toy")
+
+
+@pytest.fixture
+def toy():
+    with registered_toy():
+        yield
+
+
+def run_cli(args, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    out = capsys.readouterr()
+    return exc.value.code, out.out, out.err
+
+
+@pytest.fixture
+def ages_csv(tmp_path):
+    path = tmp_path / "ages.csv"
+    values = np.random.default_rng(1).integers(0, 16, 200)
+    path.write_text("age\n" + "\n".join(str(v) for v in values) + "\n")
+    return path
+
+
+def release_args(path, out, *extra):
+    return ["release", str(path), "-c", "age", "--lo", "0", "--hi", "15", "--integers", "-e", "1", "--seed", "0"] + [
+        "-o",
+        str(out),
+        *extra,
+    ]
+
+
+def test_one_registration_reaches_make_mechanism_release_auto_cli_and_docs(toy, ages_csv, tmp_path, capsys):
+    mech = make_mechanism("toy", shift=2)
+    assert isinstance(mech, Toy) and mech.shift == 2 and mech.neighbours == "add_remove"
+    with pytest.raises(ParameterError, match="shift must be an integer >= 0, got -1"):
+        make_mechanism("toy", shift=-1)
+    rel = dprange.release(np.arange(16), Domain.integers(0, 15), 1.0, mechanism="toy", rng=0)
+    assert rel.mechanism == "toy"
+    assert [type(m) for m in default_candidates(8)][:3] == [Flat, Wavelet, Hierarchical]
+    assert sum(isinstance(m, Toy) for m in default_candidates(8)) == 1
+    assert "| `toy` | a toy registered by the registry test | yes |" in docs_markdown()
+    code, _, err = run_cli(release_args(ages_csv, tmp_path / "r.json", "-m", "toy"), capsys)
+    assert code == 0, err
+    assert json.loads((tmp_path / "r.json").read_text())["mechanism"] == "toy"
+    help_text = CliRunner().invoke(cli, ["release", "--help"]).output
+    assert _squeezed("toy: a toy registered by the registry test") in _squeezed(help_text)
+
+
+def test_unregistering_removes_it_everywhere(ages_csv, tmp_path, capsys):
+    with registered_toy():
+        assert "toy" in MECHANISMS.names()
+    assert "toy" not in MECHANISMS
+    with pytest.raises(ParameterError, match="unknown mechanism 'toy'"):
+        make_mechanism("toy")
+    assert not any(isinstance(m, Toy) for m in default_candidates(8))
+    code, _, err = run_cli(release_args(ages_csv, tmp_path / "r.json", "-m", "toy"), capsys)
+    assert code == 2 and "'toy' is not one of" in err
+
+
+def test_a_name_is_registered_once(toy):
+    with pytest.raises(ParameterError, match="already registered"):
+        MECHANISMS.add(Toy, summary="again")
+    with pytest.raises(ParameterError, match="cannot be registered as a workload"):
+        WORKLOADS.register(MECHANISMS["toy"])
+    with pytest.raises(TypeError):
+        MECHANISMS["x"] = MECHANISMS["toy"]  # type: ignore[index]  # a read-only mapping
+
+
+# ------------------------------------------------------------------ generated views
+def _choices(command: str, option: str) -> tuple:
+    (param,) = [p for p in cli.commands[command].params if p.name == option]
+    return tuple(param.type.choices)  # type: ignore[attr-defined]
+
+
+def test_cli_choices_are_the_registry():
+    assert _choices("release", "mechanism") == ("flat", "wavelet", "hierarchical", "auto")  # matrix needs a matrix
+    assert _choices("release", "inference") == INFERENCE.names() == ("gls", "nnls", "l1")
+    assert _choices("release", "noise") == ("auto", *NOISE.names()) == _choices("error", "noise")
+    assert _choices("release", "workload") == WORKLOADS.names(auto=True) == ("all-range", "prefix", "identity")
+    assert _choices("error", "workload") == WORKLOADS.names() == ("all-range", "prefix", "identity", "random-ranges")
+
+
+def _squeezed(text: str) -> str:
+    """Without whitespace: help is wrapped to the terminal, also at hyphens."""
+    return "".join(text.split())
+
+
+def test_help_lists_every_registered_name_with_its_summary():
+    release_help = _squeezed(CliRunner().invoke(cli, ["release", "--help"]).output)
+    for registry, names in (
+        (MECHANISMS, MECHANISMS.names(nameable=True)),
+        (INFERENCE, INFERENCE.names()),
+        (NOISE, NOISE.names()),
+        (WORKLOADS, WORKLOADS.names(auto=True)),
+    ):
+        for name in names:
+            assert _squeezed(f"{name}: {registry[name].summary}") in release_help
+    assert (
+        _squeezed("--mechanism hierarchical only (given without --mechanism, it selects hierarchical)") in release_help
+    )
+    error_help = _squeezed(CliRunner().invoke(cli, ["error", "--help"]).output)
+    assert _squeezed(f"random-ranges: {WORKLOADS['random-ranges'].summary}") in error_help
+
+
+def test_docs_page_is_up_to_date():
+    with open(DOCS, encoding="utf-8") as fh:
+        written = fh.read()
+    assert written == docs_markdown(), "regenerate: python -m dprange.registry --docs > docs/mechanisms.md"
+
+
+def test_python_m_registry_docs_prints_the_page():
+    result = subprocess.run(
+        [sys.executable, "-m", "dprange.registry", "--docs"], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0 and result.stderr == ""
+    assert result.stdout == docs_markdown()
+
+
+def test_registered_names_match_what_interprets_them():
+    assert NOISE.names() == NOISE_KINDS  # the samplers of dprange.noise
+    for registry in REGISTRIES:
+        for name, entry in registry.items():
+            assert entry.name == name and entry.summary and entry.kind == registry.kind
+            if entry.factory is not None and hasattr(entry.factory, "name"):
+                assert entry.factory.name == name
+    for name in WORKLOADS:
+        workload = make_workload(name, 8, k=5)
+        assert workload.name == name and workload.n == 8
+    assert make_workload("random-ranges", 8, k=5).m == 5
+    with pytest.raises(ParameterError, match="unknown workload 'bogus'; choose all-range, prefix, identity, random"):
+        make_workload("bogus", 8)
+
+
+@pytest.mark.parametrize("inference", INFERENCE.names())
+def test_every_inference_method_runs(inference):
+    rel = Hierarchical(2, inference=inference).release(np.array([3, 0, 5, 1, 0, 0, 2, 9]), 2.0, rng=1)
+    assert rel.inference == inference and rel.n == 8
+    if inference != "gls":  # non-negative estimates
+        assert np.all(rel.histogram().value >= -1e-6)
+
+
+@pytest.mark.parametrize("name", MECHANISMS.names(nameable=True))
+def test_every_nameable_mechanism_releases_by_name(name):
+    rel = dprange.release(np.arange(8), Domain.integers(0, 7), 1.0, mechanism=name, rng=2)
+    model = make_mechanism(name).error_model(8, 1.0)
+    assert rel.mechanism == name
+    assert rel.total().stderr == pytest.approx(np.sqrt(model.range_variance(0, 7)), rel=1e-12)
+
+
+def test_default_candidates_are_the_former_grid():
+    """The registry's candidates are exactly the list analysis built by hand: Flat, Wavelet,
+    then the hierarchies (order matters: ties go to the first)."""
+    for n, fast in ((1000, False), (1000, True), (2, False)):
+        for neighbours in ("add_remove", "replace"):
+            kwargs = {"neighbours": neighbours, "noise": "auto"}
+            branchings = [b for b in ([4, 8, 16, 32, 64] if fast else []) if b < max(n, 3)] or None
+            expected = [Flat(**kwargs), Wavelet(**kwargs)] + hierarchy_candidates(
+                n,
+                **kwargs,
+                branchings=branchings,
+                budgets=("uniform",) if fast else ("uniform", "geometric"),
+                measure_root=(False,) if fast else (True, False),
+            )
+            got = default_candidates(n, neighbours=neighbours, fast=fast)
+            assert [repr(m) for m in got] == [repr(m) for m in expected]
+    assert len(default_candidates(1000)) == 2 + 14 * 2 * 2
+
+
+def test_matrix_is_registered_but_needs_its_matrix():
+    assert "matrix" in MECHANISMS and not MECHANISMS["matrix"].nameable and not MECHANISMS["matrix"].auto
+    with pytest.raises(ParameterError, match=r"mechanism 'matrix' needs strategy: build Matrix\(...\)"):
+        make_mechanism("matrix")
+    with pytest.raises(ParameterError, match="needs strategy"):
+        dprange.release([1], Domain.integers(0, 3), 1.0, mechanism="matrix")
+
+
+# ------------------------------------------------------------------ declarative parameters
+CLASSES = [Flat, Hierarchical, Wavelet, Matrix]
+
+
+@pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
+def test_classes_declare_parameters_instead_of_writing_checks(cls):
+    """No mechanism but Matrix (a cross-parameter rank check) has an __init__ of its own, and
+    the signature users see is the declaration."""
+    assert ("__init__" in vars(cls)) == (cls is Matrix)
+    sig = inspect.signature(cls)
+    assert list(sig.parameters) == [p.name for p in cls.PARAMS]
+    for p in cls.PARAMS:
+        assert p.doc and p.constraint.describe()
+        if not p.required:  # every default meets its own constraint
+            p.constraint.check(p.default, p.name)
+
+
+def test_one_call_checks_every_parameter(monkeypatch):
+    calls = []
+    real = mechanisms.bind
+
+    def spy(params, args, kwargs, owner):
+        calls.append((owner, [p.name for p in params], dict(kwargs)))
+        return real(params, args, kwargs, owner)
+
+    monkeypatch.setattr(mechanisms, "bind", spy)
+    Hierarchical(4, "geometric", measure_root=True, noise="gaussian")
+    assert calls == [
+        (
+            "Hierarchical",
+            ["branching", "budget", "measure_root", "neighbours", "noise", "inference", "inference_options"],
+            {"measure_root": True, "noise": "gaussian"},
+        )
+    ]
+
+
+@pytest.mark.parametrize(
+    "build,message",
+    [
+        (lambda: Hierarchical(1), "branching must be an integer >= 2, got 1"),
+        (lambda: Hierarchical([4, 1]), "every branching factor must be an integer >= 2, got 1"),
+        (lambda: Hierarchical([]), "the branching list is empty"),
+        (lambda: Hierarchical(2, "random"), "budget must be one of uniform, geometric or a list, got 'random'"),
+        (lambda: Hierarchical(2, 0.5), "budget must be 'uniform', 'geometric' or a list of per-level budgets"),
+        (lambda: Hierarchical(measure_root="no"), "measure_root must be True or False, got 'no'"),
+        (lambda: Flat(neighbours="swap"), "neighbours must be one of add_remove, replace, got 'swap'"),
+        (lambda: Flat(noise="normal"), "noise must be one of auto, discrete_laplace, laplace_float, gaussian"),
+        (lambda: Wavelet(inference="lasso"), "inference must be one of gls, nnls, l1, got 'lasso'"),
+        (lambda: Flat(inference_options={"alpah": 1}), r"unknown inference options \['alpah'\]"),
+        (lambda: Flat(inference_options=0.9), "inference_options must be a dict"),
+        (lambda: Flat(branching=4), "Flat has no parameter branching; its parameters are neighbours, noise"),
+        (lambda: Flat("replace"), "Flat takes at most 0 positional parameters"),
+        (lambda: Hierarchical(4, branching=4), "Hierarchical got branching twice"),
+        (lambda: Matrix(), r"Matrix needs strategy \(the strategy A"),
+        (lambda: Matrix(np.zeros((2, 2))), "the strategy matrix is zero"),
+        (lambda: Matrix(np.eye(3), inference="l1"), "Matrix has no parameter inference"),
+    ],
+)
+def test_bad_parameters_are_parameter_errors(build, message):
+    """Every one is a ParameterError; measure_root="no" used to be taken as True (the root
+    measured), and positional or unknown arguments were bare TypeErrors."""
+    with pytest.raises(ParameterError, match=message):
+        build()
+
+
+def test_values_are_normalised_once():
+    mech = Hierarchical(np.array([4, 4]), (0.25, 0.75), measure_root=np.bool_(True))
+    assert mech.branching == [4, 4] and type(mech.branching[0]) is int
+    assert mech.budget == [0.25, 0.75] and mech.measure_root is True
+    assert Hierarchical(16.0).branching == 16 and Flat(inference_options=None).inference_options == {}
+
+
+def test_replaced_builds_a_checked_copy_and_leaves_the_original():
+    mech = Hierarchical([4, 4], [0.5, 0.5], neighbours="replace")
+    other = replaced(mech, inference="l1")
+    assert other is not mech and mech.inference == "gls" and other.inference == "l1"
+    assert repr(other) == repr(Hierarchical([4, 4], [0.5, 0.5], neighbours="replace", inference="l1"))
+    with pytest.raises(ParameterError, match="inference must be one of"):
+        replaced(mech, inference="bogus")
+
+
+# ------------------------------------------------------------------ the facade the CLI calls
+def test_choose_mechanism_auto_names_and_objects():
+    auto = api.choose_mechanism("auto", 64, 1.0, workload="prefix", inference="nnls")
+    again = api.choose_mechanism(None, 64, 1.0, workload="prefix")
+    assert auto.inference == "nnls" and again.inference == "gls"  # the cached choice is not mutated
+    assert repr(replaced(auto, inference="gls")) == repr(again) == repr(auto_mechanism("prefix", 64, 1.0))
+    named = api.choose_mechanism("hierarchical", 64, 1.0, neighbours="replace", branching=4, inference="l1")
+    assert (named.branching, named.neighbours, named.inference) == (4, "replace", "l1")
+    given = Flat(neighbours="replace")
+    assert api.choose_mechanism(given, 64, 1.0) is given
+    with pytest.raises(ParameterError, match="cannot be given with mechanism='auto'"):
+        api.choose_mechanism("auto", 64, 1.0, branching=4)
+    with pytest.raises(ParameterError, match="unknown mechanism 'bogus'; choose 'auto' or one of flat, wavelet"):
+        api.choose_mechanism("bogus", 64, 1.0)
+    with pytest.raises(ParameterError, match="Flat keeps the parameters it was built with"):
+        api.choose_mechanism(given, 64, 1.0, branching=4)
+    with pytest.raises(ParameterError, match="inference must be one of"):
+        api.choose_mechanism(given, 64, 1.0, inference="bogus")
+
+
+@pytest.mark.parametrize("mechanism", ["hierarchical", "wavelet"])
+@pytest.mark.parametrize("inference", ["nnls", "l1"])
+def test_nothing_to_fit_is_a_parameter_error_in_the_library(mechanism, inference):
+    """One bin whose count is public (replace) measures nothing: dprange.release used to fail
+    with a bare ValueError from numpy ("need at least one array to concatenate")."""
+    with pytest.raises(ParameterError, match="nothing to fit; use inference='gls'"):
+        dprange.release(
+            [3, 3], Domain.integers(3, 3), 1.0, mechanism=mechanism, neighbours="replace", inference=inference
+        )
+
+
+def test_cli_release_goes_through_dprange_release(ages_csv, tmp_path, capsys, monkeypatch):
+    calls = []
+    real = api.release
+
+    def spy(values, domain, epsilon, **kwargs):
+        calls.append(kwargs["mechanism"])
+        return real(values, domain, epsilon, **kwargs)
+
+    monkeypatch.setattr(api, "release", spy)
+    code, out, err = run_cli(release_args(ages_csv, tmp_path / "r.json", "--workload", "prefix"), capsys)
+    assert code == 0, err
+    assert len(calls) == 1 and isinstance(calls[0], Mechanism)
+    assert f"auto: chose {calls[0]!r} for the prefix workload" in out
+    code, _, err = run_cli(
+        release_args(ages_csv, tmp_path / "h.json", "--branching", "4,4", "--inference", "l1"), capsys
+    )
+    assert code == 0, err
+    assert isinstance(calls[1], Hierarchical) and calls[1].branching == [4, 4] and calls[1].inference == "l1"
+
+
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (["-m", "flat", "--branching", "4"], "--branching is not a parameter of --mechanism flat"),
+        (["-m", "wavelet", "--root"], "--root is not a parameter of --mechanism wavelet"),
+        (["-m", "auto", "--budget", "geometric"], "--budget cannot be given with --mechanism auto"),
+    ],
+)
+def test_options_the_mechanism_does_not_take_are_refused(ages_csv, tmp_path, capsys, monkeypatch, extra, message):
+    """They used to be ignored without a word (the release ran with other parameters than
+    the user asked for); now they fail before the data is read."""
+    import dprange.cli as cli_module
+
+    monkeypatch.setattr(cli_module, "read_column", lambda *a: pytest.fail("data read before the options were checked"))
+    code, _, err = run_cli(release_args(ages_csv, tmp_path / "r.json", *extra), capsys)
+    assert code == 2 and message in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_entry_records_are_typed_and_frozen():
+    entry = MECHANISMS["hierarchical"]
+    assert isinstance(entry, Entry) and entry.factory is Hierarchical and entry.params == Hierarchical.PARAMS
+    assert entry.auto and entry.nameable and entry.citation and "Qardaji" in str(entry.citation)
+    with pytest.raises(AttributeError):
+        entry.name = "other"  # type: ignore[misc]
