@@ -30,7 +30,8 @@ import time
 
 import numpy as np
 
-from dprange.quantile_mechanisms import auto_method, quantiles
+from dprange import quantiles
+from dprange.quantile_mechanisms import auto_method
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ADULT = os.path.join(HERE, "..", "..", "shared", "data", "adult", "adult.csv")

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dprange import ParameterError
+import dprange
+from dprange import DataError, ParameterError
 from dprange import quantile_mechanisms as qm
 
 P_FLOOR = 1e-4
@@ -334,3 +335,61 @@ def test_bad_parameters_raise_parameter_error():
         qm.exponential_quantile([0.5], 0.5, 1.0, grid, neighbours="swap", rng=0)
     with pytest.raises(ParameterError, match="a < b"):
         qm.QuantileGrid.from_bounds((1, 0), integer=False)
+
+
+# ----------------------------------------------------------------------------- the entry point
+
+
+def test_quantiles_with_private_bounds_records_the_spend():
+    rng = np.random.default_rng(9)
+    values = rng.normal(40, 5, 4000)
+    result = dprange.quantiles(
+        values, [0.25, 0.5, 0.75], 1.0, bounds="private", bounds_share=0.2, method="approximate", rng=rng
+    )
+    assert result.bounds_source == "private" and result.bounds == (0.0, 64.0)
+    assert result.bounds_epsilon == pytest.approx(0.2) and result.epsilon == 1.0
+    assert np.all(np.abs(result.values - np.quantile(values, [0.25, 0.5, 0.75])) < 0.5)
+    assert not result.has_intervals
+    with pytest.raises(ParameterError, match="no honest confidence intervals"):
+        result.confidence_interval()
+    assert result.to_dict()["bounds"] == {
+        "lower": 0.0,
+        "upper": 64.0,
+        "source": "private",
+        "epsilon": pytest.approx(0.2),
+    }
+
+
+def test_quantiles_spend_never_exceeds_epsilon():
+    """The remaining budget is rounded down until bounds + rest <= epsilon exactly."""
+    rng = np.random.default_rng(10)
+    result = dprange.quantiles(rng.normal(0, 1, 3000) + 10, [0.5], 0.3, bounds="private", bounds_share=0.1, rng=rng)
+    assert result.bounds_epsilon == 0.3 * 0.1
+
+
+def test_quantiles_histogram_route_has_intervals_that_cover():
+    rng = np.random.default_rng(11)
+    values = rng.integers(0, 50, 2000)
+    truth = np.sort(values)[np.ceil(np.array([0.1, 0.5, 0.9]) * 2000).astype(int) - 1]
+    result = dprange.quantiles(values, [0.1, 0.5, 0.9], 1.0, bounds=(0, 63), integer=True, method="histogram", rng=rng)
+    lower, upper = result.confidence_interval(0.05, simultaneous=True)
+    assert np.all((lower <= truth) & (truth <= upper))
+    assert result.to_dict()["intervals"]["alpha"] == 0.05
+
+
+def test_auto_uses_public_facts_only():
+    """Same public facts, different data: the same method."""
+    a = dprange.quantiles(np.zeros(100), [0.5], 1.0, bounds=(0, 10), rng=0)
+    b = dprange.quantiles(np.full(5000, 9.0), [0.5], 1.0, bounds=(0, 10), rng=0)
+    assert a.method == b.method and a.reason == b.reason != ""
+
+
+def test_quantiles_refuses_missing_bounds_and_bad_values():
+    with pytest.raises(ParameterError, match="bounds"):
+        dprange.quantiles([1.0, 2.0], [0.5], 1.0)
+    with pytest.raises(DataError, match="NaN"):
+        dprange.quantiles([1.0, float("nan")], [0.5], 1.0, bounds=(0, 3))
+    with pytest.raises(ParameterError, match="method"):
+        dprange.quantiles([1.0], [0.5], 1.0, bounds=(0, 3), method="median")
+    with pytest.raises(ParameterError, match="bounds_share"):
+        dprange.quantiles([1.0], [0.5], 1.0, bounds="private", bounds_share=1.5)

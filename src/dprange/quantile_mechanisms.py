@@ -35,8 +35,10 @@ from fractions import Fraction
 import numpy as np
 from scipy import special
 
+from ._validation import check_epsilon
 from .errors import DataError, ParameterError
 from .noise import _open_uniform, resolve_rng
+from .registry import QUANTILE_METHODS, Citation, Entry
 
 NEIGHBOURS = ("add_remove", "replace")
 MAX_GRID = 2**30  # grid points (cells x sub-cells) the exact sampler accepts
@@ -48,15 +50,6 @@ def check_neighbours(neighbours) -> str:
     if neighbours not in NEIGHBOURS:
         raise ParameterError(f"neighbours must be 'add_remove' or 'replace', got {neighbours!r}")
     return neighbours
-
-
-def check_epsilon(epsilon) -> float:
-    if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float, np.integer, np.floating)):
-        raise ParameterError(f"epsilon must be a number > 0, got {epsilon!r}")
-    value = float(epsilon)
-    if not (math.isfinite(value) and value > 0):
-        raise ParameterError(f"epsilon must be a finite number > 0, got {epsilon!r}")
-    return value
 
 
 def check_levels(q) -> np.ndarray:
@@ -595,10 +588,6 @@ def joint_exponential_intervals(lengths: np.ndarray, levels: np.ndarray, scale: 
 # The entry point: dprange.quantiles
 # ----------------------------------------------------------------------------------------
 
-METHODS = ("auto", "histogram", "joint_exp", "approximate")
-HISTOGRAM_MAX_INTEGERS = 2**17  # integer ranges up to this size get one bin per integer
-HISTOGRAM_BINS = 1024  # bins of the histogram route on real (or wide integer) bounds
-
 
 @dataclass
 class QuantilesResult:
@@ -681,7 +670,7 @@ def auto_method(m: int, epsilon: float, *, integer: bool, width: float) -> tuple
 AUTO_HISTOGRAM_FROM = 19
 
 
-def _as_values(values) -> np.ndarray:
+def as_values(values) -> np.ndarray:
     try:
         arr = np.asarray(values, dtype=float).ravel()
     except (TypeError, ValueError):
@@ -691,95 +680,33 @@ def _as_values(values) -> np.ndarray:
     return arr
 
 
-def _histogram_route(values, levels, epsilon, bounds, integer, neighbours, rng, bins):
-    from .api import release  # noqa: PLC0415  (api imports this module)
-    from .domain import Domain  # noqa: PLC0415
-
-    a, b = bounds
-    if integer and b - a + 1 <= HISTOGRAM_MAX_INTEGERS:
-        domain = Domain.integers(int(a), int(b))
-    else:
-        domain = Domain.interval(a, b, HISTOGRAM_BINS if bins is None else bins)
-    rel = release(values, domain, epsilon, workload="prefix", neighbours=neighbours, rng=rng, clip=True)
-    return np.asarray(rel.quantile(levels).value, dtype=float), rel
+def _run_joint_exp(values, levels, epsilon, bounds, *, integer, neighbours, rng, cells, bins):
+    return joint_exponential_quantiles(
+        values, levels, epsilon, bounds, integer=integer, neighbours=neighbours, rng=rng
+    ), None
 
 
-def quantiles(
-    values,
-    q,
-    epsilon,
-    *,
-    bounds=None,
-    method: str = "auto",
-    rng=None,
-    bounds_share: float = 0.1,
-    neighbours: str = "add_remove",
-    integer: bool = False,
-    cells: int | None = None,
-    bins: int | None = None,
-) -> QuantilesResult:
-    """epsilon-DP quantiles of raw ``values`` at levels ``q`` (strictly increasing, in (0, 1)).
+def _run_approximate(values, levels, epsilon, bounds, *, integer, neighbours, rng, cells, bins):
+    grid = QuantileGrid.from_bounds(bounds, integer=integer, cells=cells)
+    return approximate_quantiles(values, levels, epsilon, grid, neighbours=neighbours, rng=rng), None
 
-    ``bounds``: public (a, b) (values outside are clipped), or ``"private"`` to spend
-    ``bounds_share`` of epsilon on :func:`dprange.private_bounds.private_bounds` first.
-    ``method``: "histogram" (a private histogram for the prefix workload, read by
-    :meth:`Release.quantile`; honest intervals), "joint_exp" (JointExp, Gillenwater et al.,
-    ICML 2021), "approximate" (the recursive split, Kaplan et al., ICML 2022), or "auto"
-    (chosen from public facts only: :func:`auto_method`).  ``integer``: the values are
-    integers (outputs and bounds are integers).  ``cells``: grid cells of the recursive split
-    on real bounds (default 2^20); ``bins``: bins of the histogram route on real bounds.
-    """
-    levels = check_levels(q)
-    epsilon = check_epsilon(epsilon)
-    neighbours = check_neighbours(neighbours)
-    if method not in METHODS:
-        raise ParameterError(f"method must be one of {', '.join(METHODS)}, got {method!r}")
-    data = _as_values(values)
-    seeded = rng is not None
-    rng = resolve_rng(rng)
-    spent_on_bounds = 0.0
-    if isinstance(bounds, str) and bounds == "private":
-        if not (isinstance(bounds_share, float | int) and 0 < bounds_share < 1):
-            raise ParameterError(f"bounds_share must be a number in (0, 1), got {bounds_share!r}")
-        from .private_bounds import private_bounds  # noqa: PLC0415
 
-        spent_on_bounds = epsilon * bounds_share
-        found = private_bounds(data, spent_on_bounds, neighbours=neighbours, integer=integer, rng=rng)
-        box, source = (found.lower, found.upper), "private"
-    elif bounds is None:
-        raise ParameterError(
-            "quantiles needs bounds=(a, b) (public) or bounds='private' (spends bounds_share of epsilon)"
-        )
-    else:
-        grid = QuantileGrid.from_bounds(bounds, integer=integer, cells=cells)
-        box, source = (grid.lo, grid.hi), "public"
-    remaining = epsilon - spent_on_bounds
-    while Fraction(remaining) + Fraction(spent_on_bounds) > Fraction(epsilon):  # never spend more than epsilon
-        remaining = math.nextafter(remaining, 0.0)
-    grid = QuantileGrid.from_bounds(box, integer=integer, cells=cells)
-    reason = ""
-    chosen = method
-    if method == "auto":
-        chosen, reason = auto_method(levels.size, remaining, integer=integer, width=box[1] - box[0])
-    release_obj = None
-    if chosen == "histogram":
-        estimates, release_obj = _histogram_route(data, levels, remaining, box, integer, neighbours, rng, bins)
-    elif chosen == "joint_exp":
-        estimates = joint_exponential_quantiles(
-            data, levels, remaining, box, integer=integer, neighbours=neighbours, rng=rng
-        )
-    else:
-        estimates = approximate_quantiles(data, levels, remaining, grid, neighbours=neighbours, rng=rng)
-    return QuantilesResult(
-        levels,
-        np.asarray(estimates, dtype=float),
-        chosen,
-        epsilon,
-        box,
-        source,
-        spent_on_bounds,
-        neighbours,
-        seeded,
-        reason,
-        release_obj,
-    )
+def register_quantile_method(name: str, factory, summary: str, citation: Citation) -> None:
+    """Register a quantile method: ``factory(values, levels, epsilon, bounds, *, integer,
+    neighbours, rng, cells, bins) -> (estimates, Release or None)``."""
+    QUANTILE_METHODS.register(Entry("quantile method", name, summary, citation, factory=factory, auto=True))
+
+
+register_quantile_method(
+    "joint_exp",
+    _run_joint_exp,
+    "JointExp: one exponential mechanism over ordered output vectors, sampled by dynamic programming "
+    "(log-space floats, not exact); no intervals",
+    Citation("Gillenwater, Joseph and Kulesza", "Differentially Private Quantiles", "ICML 2021"),
+)
+register_quantile_method(
+    "approximate",
+    _run_approximate,
+    "the recursive split: exponential mechanisms over floor(log2 m) + 1 levels, sampled exactly; no intervals",
+    Citation("Kaplan, Schnapp and Stemmer", "Differentially Private Approximate Quantiles", "ICML 2022"),
+)
