@@ -393,3 +393,42 @@ def test_quantiles_refuses_missing_bounds_and_bad_values():
         dprange.quantiles([1.0], [0.5], 1.0, bounds=(0, 3), method="median")
     with pytest.raises(ParameterError, match="bounds_share"):
         dprange.quantiles([1.0], [0.5], 1.0, bounds="private", bounds_share=1.5)
+
+
+def test_cli_quantiles(tmp_path, capsys):
+    from dprange.cli import main
+
+    path = tmp_path / "data.csv"
+    rng = np.random.default_rng(12)
+    path.write_text("age\n" + "\n".join(str(v) for v in rng.integers(20, 60, 3000)) + "\n")
+    with pytest.raises(SystemExit) as done:
+        main(
+            [
+                "quantiles",
+                str(path),
+                "-c",
+                "age",
+                "--lo",
+                "0",
+                "--hi",
+                "100",
+                "--integers",
+                "-e",
+                "1",
+                "--q",
+                "0.25,0.5",
+                "--method",
+                "histogram",
+                "--seed",
+                "1",
+            ]
+        )
+    out = capsys.readouterr().out
+    assert done.value.code == 0 and "q=0.5:" in out and "[" in out and "bin edges" in out
+    with pytest.raises(SystemExit) as done:
+        main(["quantiles", str(path), "-c", "age", "-e", "1"])
+    assert done.value.code == 2 and "--private-bounds" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as done:
+        main(["quantiles", str(path), "-c", "age", "--private-bounds", "-e", "1", "--integers", "--json"])
+    result = __import__("json").loads(capsys.readouterr().out)
+    assert done.value.code == 0 and result["bounds"]["source"] == "private" and result["bounds"]["upper"] == 64.0
