@@ -8,6 +8,7 @@ most e^epsilon.  Chi-square tests fail below p = 1e-4.
 """
 
 import itertools
+import json
 import math
 from decimal import Decimal
 from fractions import Fraction
@@ -430,5 +431,5 @@ def test_cli_quantiles(tmp_path, capsys):
     assert done.value.code == 2 and "--private-bounds" in capsys.readouterr().err
     with pytest.raises(SystemExit) as done:
         main(["quantiles", str(path), "-c", "age", "--private-bounds", "-e", "1", "--integers", "--json"])
-    result = __import__("json").loads(capsys.readouterr().out)
+    result = json.loads(capsys.readouterr().out)
     assert done.value.code == 0 and result["bounds"]["source"] == "private" and result["bounds"]["upper"] == 64.0
