@@ -21,7 +21,7 @@ from .release import Answer, Release
 # isort: split
 from . import workloads
 from .analysis import expected_error, max_error, select
-from .api import release  # after the submodule dprange.release is loaded: the name is the function
+from .api import quantiles, release  # after the submodule dprange.release is loaded: the name is the function
 from .cdf_trees import best_structure
 from .contingency import release_table
 from .inference.consistency import consistent_cdf
@@ -42,6 +42,7 @@ __all__ = [
     "Matrix",
     "Mechanism",
     "ParameterError",
+    "quantiles",
     "Release",
     "ReportError",
     "Wavelet",

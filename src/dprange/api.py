@@ -4,6 +4,10 @@ It sits above both the mechanisms (:mod:`dprange.mechanisms`) and the automatic 
 them by exact expected error (:mod:`dprange.analysis`), which itself builds mechanisms; so
 the facade has a module of its own and neither of those imports the other in a circle.
 
+:func:`quantiles` answers quantiles from raw values by one of the registered quantile
+methods (``dprange.registry.QUANTILE_METHODS``): the histogram route below, JointExp and
+the recursive split of :mod:`dprange.quantile_mechanisms`.
+
 ``release`` is :func:`choose_mechanism` (the registry's name lookup or ``auto``), then
 :func:`check_release` (everything that can fail before any value is read), then the
 histogram and the mechanism's release.  The command line calls the same three steps, so it
@@ -12,13 +16,29 @@ has no path of its own.
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
+import numpy as np
+
 from ._params import find, replaced
 from ._validation import check_delta, check_epsilon, check_positive_int
 from .analysis import auto_mechanism
 from .domain import Domain
 from .errors import ParameterError
 from .mechanisms import REPLACE_DROP_MISSING_MESSAGE, Mechanism, make_mechanism, resolve_neighbours
-from .registry import MECHANISMS
+from .noise import resolve_rng
+from .private_bounds import private_bounds
+from .quantile_mechanisms import (
+    QuantileGrid,
+    QuantilesResult,
+    as_values,
+    auto_method,
+    check_levels,
+    check_neighbours,
+    register_quantile_method,
+)
+from .registry import MECHANISMS, QUANTILE_METHODS, Citation
 from .release import Release
 
 
@@ -137,3 +157,108 @@ def release(
     check_release(mech, domain.size, epsilon, delta)
     counts = domain.histogram(values, clip=clip, drop_missing=drop_missing)
     return mech.release(counts, epsilon, delta=delta, rng=rng, domain=domain)
+
+
+# ------------------------------------------------------------------ quantiles from raw values
+
+HISTOGRAM_MAX_INTEGERS = 2**17  # integer ranges up to this size get one bin per integer
+HISTOGRAM_BINS = 1024  # bins of the histogram route on real (or wide integer) bounds
+
+
+def _run_histogram(values, levels, epsilon, bounds, *, integer, neighbours, rng, cells, bins):
+    """The histogram route: (estimates, the Release that has their intervals)."""
+    a, b = bounds
+    if integer and b - a + 1 <= HISTOGRAM_MAX_INTEGERS:
+        domain = Domain.integers(int(a), int(b))
+    else:
+        domain = Domain.interval(a, b, HISTOGRAM_BINS if bins is None else bins)
+    rel = release(values, domain, epsilon, workload="prefix", neighbours=neighbours, rng=rng, clip=True)
+    return np.asarray(rel.quantile(levels).value, dtype=float), rel
+
+
+register_quantile_method(
+    "histogram",
+    _run_histogram,
+    "a private histogram for the prefix workload (dprange.release), read by Release.quantile; "
+    "honest intervals whose ends are bin edges",
+    Citation(
+        "Qardaji, Yang and Li", "Understanding Hierarchical Methods for Differentially Private Histograms", "PVLDB 2013"
+    ),
+)
+
+
+def quantiles(
+    values,
+    q,
+    epsilon,
+    *,
+    bounds=None,
+    method: str = "auto",
+    rng=None,
+    bounds_share: float = 0.1,
+    neighbours: str = "add_remove",
+    integer: bool = False,
+    cells: int | None = None,
+    bins: int | None = None,
+) -> QuantilesResult:
+    """epsilon-DP quantiles of raw ``values`` at levels ``q`` (strictly increasing, in (0, 1)).
+
+    ``bounds``: public (a, b) (values outside are clipped), or ``"private"`` to spend
+    ``bounds_share`` of epsilon on :func:`dprange.private_bounds.private_bounds` first.
+    ``method``: a name registered in ``dprange.registry.QUANTILE_METHODS``: "histogram" (a
+    private histogram for the prefix workload, read by :meth:`Release.quantile`; honest
+    intervals), "joint_exp" (JointExp: Gillenwater, Joseph and Kulesza, ICML 2021),
+    "approximate" (the recursive split: Kaplan, Schnapp and Stemmer, ICML 2022), or "auto"
+    (chosen from public facts only: :func:`auto_method`).  ``neighbours``: "add_remove"
+    (default) or "replace" (n public).  ``rng``: None (the secure source) or a seed / numpy
+    Generator (reproducible experiments only; the result records ``seeded``).  ``integer``: the values are
+    integers (outputs and bounds are integers).  ``cells``: grid cells of the recursive split
+    on real bounds (default 2^20); ``bins``: bins of the histogram route on real bounds.
+    """
+    levels = check_levels(q)
+    epsilon = check_epsilon(epsilon)
+    neighbours = check_neighbours(neighbours)
+    if method != "auto":
+        QUANTILE_METHODS.lookup(method, also=("auto",))
+    data = as_values(values)
+    seeded = rng is not None
+    rng = resolve_rng(rng)
+    spent_on_bounds = 0.0
+    if isinstance(bounds, str) and bounds == "private":
+        if not (isinstance(bounds_share, float | int) and 0 < bounds_share < 1):
+            raise ParameterError(f"bounds_share must be a number in (0, 1), got {bounds_share!r}")
+        spent_on_bounds = epsilon * bounds_share
+        found = private_bounds(data, spent_on_bounds, neighbours=neighbours, integer=integer, rng=rng)
+        box, source = (found.lower, found.upper), "private"
+    elif bounds is None:
+        raise ParameterError(
+            "quantiles needs bounds=(a, b) (public) or bounds='private' (spends bounds_share of epsilon)"
+        )
+    else:
+        grid = QuantileGrid.from_bounds(bounds, integer=integer, cells=cells)
+        box, source = (grid.lo, grid.hi), "public"
+    remaining = epsilon - spent_on_bounds
+    while Fraction(remaining) + Fraction(spent_on_bounds) > Fraction(epsilon):  # never spend more than epsilon
+        remaining = math.nextafter(remaining, 0.0)
+    reason = ""
+    chosen = method
+    if method == "auto":
+        chosen, reason = auto_method(levels.size, remaining, integer=integer, width=box[1] - box[0])
+    run = QUANTILE_METHODS[chosen].factory
+    assert run is not None
+    estimates, release_obj = run(
+        data, levels, remaining, box, integer=integer, neighbours=neighbours, rng=rng, cells=cells, bins=bins
+    )
+    return QuantilesResult(
+        levels,
+        np.asarray(estimates, dtype=float),
+        chosen,
+        epsilon,
+        box,
+        source,
+        spent_on_bounds,
+        neighbours,
+        seeded,
+        reason,
+        release_obj,
+    )

@@ -144,9 +144,11 @@ MECHANISMS = Registry("mechanism", "Mechanisms")
 INFERENCE = Registry("inference method", "Inference methods")
 NOISE = Registry("noise kind", "Noise kinds")
 WORKLOADS = Registry("workload", "Workloads")
+#: Quantile methods on raw values (``dprange.quantiles``), registered in dprange.quantile_mechanisms.
+QUANTILE_METHODS = Registry("quantile method", "Quantile methods")
 
 #: Every registry, in the order the docs show them.
-REGISTRIES = (MECHANISMS, INFERENCE, NOISE, WORKLOADS)
+REGISTRIES = (MECHANISMS, INFERENCE, NOISE, WORKLOADS, QUANTILE_METHODS)
 
 
 # ------------------------------------------------------------------ inference methods
@@ -220,7 +222,7 @@ def _cell(text: str) -> str:
 
 
 def _entry_table(registry: Registry) -> list[str]:
-    auto_column = registry in (MECHANISMS, WORKLOADS)
+    auto_column = registry in (MECHANISMS, WORKLOADS, QUANTILE_METHODS)
     header = "| name | what it is | " + ("auto | " if auto_column else "") + "reference |"
     lines = [header, "|---|---|" + ("---|" if auto_column else "") + "---|"]
     for entry in registry.values():
@@ -270,6 +272,7 @@ def _params_section(registry: Registry) -> list[str]:
 AUTO_NOTES = {
     "Mechanisms": 'auto: whether `mechanism="auto"` (the default) ranks it by exact expected error.',
     "Workloads": 'auto: whether `mechanism="auto"` can optimise for it (`dprange release --workload`).',
+    "Quantile methods": 'auto: whether `dprange.quantiles(..., method="auto")` can choose it (docs/quantiles.md).',
 }
 
 
@@ -297,6 +300,7 @@ __all__ = [
     "INFERENCE",
     "MECHANISMS",
     "NOISE",
+    "QUANTILE_METHODS",
     "REGISTRIES",
     "WORKLOADS",
     "Citation",

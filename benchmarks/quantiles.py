@@ -1,0 +1,204 @@
+"""Many quantiles from raw values: the protocol of Gillenwater, Joseph and Kulesza (ICML 2021).
+
+Data: uniform on [-5, 5] and standard Gaussian (bounds [-5, 5]), n = 1000 and 10^4, drawn
+afresh for every trial; UCI Adult (../shared/data/adult/adult.csv) `age`, `hours-per-week`,
+`capital-gain`, `fnlwgt` as integers on public bounds [0, 100], [0, 100], [0, 100000],
+[0, 1500000].  m = 1, 4, 19, 99 equally spaced levels q = i / (m + 1); epsilon 0.1 and 1;
+add/remove neighbours; >= 20 trials.
+
+Error: the number of records between the estimate e and the true quantile, i.e. the distance
+from the target rank q n to [#{x < e}, #{x <= e}] (0 exactly when e is a true q-quantile,
+whatever the ties), averaged over the m levels and the trials.  Methods: the histogram/CDF
+route (dprange.release with the prefix workload, read by Release.quantile), JointExp, the
+recursive split (ApproxQuantiles), and auto (the method auto_method picks from public facts;
+its error is that method's in the same trials, as auto runs exactly that mechanism).
+Coverage: how often the histogram route's 95% intervals hold the true quantile (the
+ceil(q n)-th smallest value), pointwise over (trial, level) pairs and simultaneously over all
+m levels of a trial, per dataset.
+
+    python benchmarks/quantiles.py [--quick] [--trials T] [--seed S]
+
+Prints a table, then the JSON (``--json PATH`` writes it to a file instead).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+
+from dprange import quantiles
+from dprange.quantile_mechanisms import auto_method
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ADULT = os.path.join(HERE, "..", "..", "shared", "data", "adult", "adult.csv")
+ADULT_FALLBACK = os.path.join(HERE, "..", "..", "..", "shared", "data", "adult", "adult.csv")
+ADULT_COLUMNS = {"age": 100, "hours-per-week": 100, "capital-gain": 100_000, "fnlwgt": 1_500_000}
+METHODS = ("histogram", "joint_exp", "approximate")
+MS = (1, 4, 19, 99)
+EPSILONS = (0.1, 1.0)
+
+
+def adult_column(name: str) -> np.ndarray:
+    """One numeric column of the Adult CSV, rounded to integers (one age is recorded as 39.5)."""
+    path = ADULT if os.path.exists(ADULT) else ADULT_FALLBACK
+    with open(path, encoding="utf-8") as fh:
+        header = fh.readline().strip().split(",")
+        col = header.index(name)
+        values = [float(line.split(",")[col]) for line in fh if line.strip()]
+    return np.round(np.asarray(values))
+
+
+def datasets(quick: bool):
+    """name -> (draw(rng) -> values, bounds, integer)."""
+    out = {}
+    sizes = (1000,) if quick else (1000, 10_000)
+    for n in sizes:
+        out[f"uniform-{n}"] = (lambda rng, n=n: rng.uniform(-5, 5, n), (-5.0, 5.0), False)
+        out[f"gaussian-{n}"] = (lambda rng, n=n: rng.normal(0, 1, n), (-5.0, 5.0), False)
+    for name, top in ADULT_COLUMNS.items():
+        if quick and name in ("fnlwgt", "hours-per-week"):
+            continue
+        column = adult_column(name)
+        out[f"adult-{name}"] = (lambda rng, column=column: column, (0.0, float(top)), True)
+    return out
+
+
+def rank_error(sorted_values: np.ndarray, estimates: np.ndarray, levels: np.ndarray) -> np.ndarray:
+    """Distance from q n to [#{x < e}, #{x <= e}] per level."""
+    below = np.searchsorted(sorted_values, estimates, side="left")
+    at_or_below = np.searchsorted(sorted_values, estimates, side="right")
+    target = levels * sorted_values.size
+    return np.maximum(np.maximum(below - target, target - at_or_below), 0.0)
+
+
+def true_quantiles(sorted_values: np.ndarray, levels: np.ndarray) -> np.ndarray:
+    rank = np.maximum(np.ceil(levels * sorted_values.size - 1e-9).astype(int), 1)
+    return sorted_values[rank - 1]
+
+
+def run(quick: bool, trials: int, seed: int) -> dict:
+    cells, coverage = [], {}
+    ms = (1, 4, 19) if quick else MS
+    for name, (draw, bounds, integer) in datasets(quick).items():
+        hits = {"pointwise": [0, 0], "simultaneous": [0, 0]}
+        for m in ms:
+            levels = np.arange(1, m + 1) / (m + 1)
+            for epsilon in EPSILONS:
+                errors = {method: [] for method in METHODS}
+                seconds = dict.fromkeys(METHODS, 0.0)
+                rng = np.random.default_rng([seed, m, int(epsilon * 1000), len(cells)])
+                for _ in range(trials):
+                    values = np.asarray(draw(rng), dtype=float)
+                    ordered = np.sort(np.clip(values, *bounds))
+                    for method in METHODS:
+                        start = time.perf_counter()
+                        result = quantiles(
+                            values, levels, epsilon, bounds=bounds, method=method, integer=integer, rng=rng
+                        )
+                        seconds[method] += time.perf_counter() - start
+                        errors[method].append(float(np.mean(rank_error(ordered, result.values, levels))))
+                        if method == "histogram":
+                            truth = true_quantiles(ordered, levels)
+                            lower, upper = result.confidence_interval(0.05)
+                            inside = (lower <= truth) & (truth <= upper)
+                            hits["pointwise"][0] += int(inside.sum())
+                            hits["pointwise"][1] += m
+                            lower, upper = result.confidence_interval(0.05, simultaneous=True)
+                            hits["simultaneous"][0] += int(np.all((lower <= truth) & (truth <= upper)))
+                            hits["simultaneous"][1] += 1
+                cell = {
+                    "dataset": name,
+                    "m": m,
+                    "epsilon": epsilon,
+                    "integer": integer,
+                    "width": bounds[1] - bounds[0],
+                    "error": {method: float(np.mean(errors[method])) for method in METHODS},
+                    "stderr": {k: float(np.std(v) / np.sqrt(len(v))) for k, v in errors.items()},
+                    "seconds_per_run": {k: v / trials for k, v in seconds.items()},
+                }
+                cells.append(_with_auto(cell))
+                print(_row(cells[-1]), flush=True)
+        coverage[name] = {key: hit / total for key, (hit, total) in hits.items()}
+    return {
+        "protocol": "Gillenwater, Joseph, Kulesza (ICML 2021); error = records between estimate and truth",
+        "trials": trials,
+        "seed": seed,
+        "cells": cells,
+        "coverage_95": coverage,
+        "summary": _summary(cells),
+    }
+
+
+def ratio_to_best(error: float, best: float) -> float:
+    """(error + 1) / (best + 1): errors within one record of the best count as ties."""
+    return (error + 1.0) / (best + 1.0)
+
+
+def _with_auto(cell: dict) -> dict:
+    """Add auto's choice (from public facts only) and its error, the chosen method's."""
+    chosen, _ = auto_method(cell["m"], cell["epsilon"], integer=cell["integer"], width=cell["width"])
+    cell["error"]["auto"] = cell["error"][chosen]
+    cell["auto_choice"] = chosen
+    cell["auto_over_best"] = ratio_to_best(cell["error"]["auto"], min(cell["error"][k] for k in METHODS))
+    return cell
+
+
+def _summary(cells: list) -> dict:
+    average = {method: float(np.mean([c["error"][method] for c in cells])) for method in (*METHODS, "auto")}
+    relative = {
+        method: float(np.mean([ratio_to_best(c["error"][method], min(c["error"][k] for k in METHODS)) for c in cells]))
+        for method in (*METHODS, "auto")
+    }
+    return {
+        "mean_error": average,
+        "mean_ratio_to_best": relative,
+        "auto_worst_ratio_to_best": max(c["auto_over_best"] for c in cells),
+        "auto_within_10pct_everywhere": all(c["auto_over_best"] <= 1.10 for c in cells),
+    }
+
+
+def _row(cell: dict) -> str:
+    e = cell["error"]
+    return (
+        f"{cell['dataset']:>20} m={cell['m']:>3} eps={cell['epsilon']:<4} "
+        + " ".join(f"{k}={e[k]:9.2f}" for k in (*METHODS, "auto"))
+        + f"  auto={cell['auto_choice']} ({cell['auto_over_best']:.2f}x best)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="n = 1000, two Adult columns, m up to 19, 3 trials")
+    parser.add_argument("--trials", type=int, default=None)
+    parser.add_argument("--seed", type=int, default=2021)
+    parser.add_argument("--json", default=None, help="write the JSON here instead of printing it")
+    parser.add_argument("--summarize", default=None, help="re-derive auto and the summary from a saved JSON")
+    args = parser.parse_args()
+    trials = args.trials if args.trials is not None else (3 if args.quick else 20)
+    if args.summarize:
+        with open(args.summarize, encoding="utf-8") as fh:
+            result = json.load(fh)
+        result["cells"] = [_with_auto(cell) for cell in result["cells"]]
+        result["summary"] = _summary(result["cells"])
+        for cell in result["cells"]:
+            print(_row(cell))
+    else:
+        result = run(args.quick, trials, args.seed)
+    print("coverage of the histogram route's 95% intervals:")
+    for name, value in result["coverage_95"].items():
+        print(f"{name:>20} pointwise {value['pointwise']:.3f} simultaneous {value['simultaneous']:.3f}")
+    print("summary:", json.dumps(result["summary"]))
+    text = json.dumps(result, indent=1)
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as fh:
+            fh.write(text)
+    else:
+        print(text)
+
+
+if __name__ == "__main__":
+    main()

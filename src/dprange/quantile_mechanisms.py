@@ -1,0 +1,712 @@
+"""Quantile mechanisms that read raw values (not a histogram): many quantiles at once.
+
+Three mechanisms, all on public bounds [a, b]:
+
+* :func:`exponential_quantile`: one quantile by the exponential mechanism (Smith, "Privacy-
+  preserving statistical estimation with optimal convergence rates", STOC 2011), on a finite
+  public grid, sampled **exactly** (:func:`exact_choice`).
+* :func:`approximate_quantiles`: many quantiles by the recursive split of Kaplan, Schnapp and
+  Stemmer ("Differentially Private Approximate Quantiles", ICML 2022): the middle quantile by
+  the exponential mechanism, then each half of the data for each half of the levels, with
+  the budget split over the floor(log2 m) + 1 levels of the recursion.  Exact.
+* :func:`joint_exponential_quantiles`: JointExp (Gillenwater, Joseph and Kulesza,
+  "Differentially Private Quantiles", ICML 2021): one exponential mechanism over ordered
+  vectors of m outputs, sampled by its dynamic program.  Continuous outputs, sampled in
+  log-space floating point with secure uniforms: not exact (see its docstring for the bound).
+
+The grid (:class:`QuantileGrid`): integer bounds use the integers a..b; real bounds cut
+[a, b] into ``cells`` equal cells and report a cell's midpoint, so the resolution is
+(b - a) / cells.  A value's cell is a public function of the value (clipped into [a, b]).
+
+Neighbouring relations.  ``"add_remove"``: one record added or removed, the number of
+records n private.  ``"replace"``: one record changes value, n public.  The single-quantile
+score -dist(qn, [#{z < c}, #{z <= c}]) changes by at most max(q, 1 - q) under add/remove and
+by at most 1 under replace; each mechanism's docstring states its sensitivity.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal, localcontext
+from fractions import Fraction
+
+import numpy as np
+from scipy import special
+
+from ._validation import check_epsilon
+from .errors import DataError, ParameterError
+from .noise import _open_uniform, resolve_rng
+from .registry import QUANTILE_METHODS, Citation, Entry
+
+NEIGHBOURS = ("add_remove", "replace")
+MAX_GRID = 2**30  # grid points (cells x sub-cells) the exact sampler accepts
+_WORD = 62  # bits of one uniform word
+_TOTAL_BITS = 61  # the proposal's integer weights sum to less than 2^61
+
+
+def check_neighbours(neighbours) -> str:
+    if neighbours not in NEIGHBOURS:
+        raise ParameterError(f"neighbours must be 'add_remove' or 'replace', got {neighbours!r}")
+    return neighbours
+
+
+def check_levels(q) -> np.ndarray:
+    """Quantile levels as a sorted 1-D float array of distinct values in (0, 1)."""
+    if q is None or isinstance(q, (str, bytes, bool, np.bool_, dict)):
+        raise ParameterError(f"quantile levels must be numbers in (0, 1), got {q!r}")
+    try:
+        arr = np.atleast_1d(np.asarray(q))
+        if arr.dtype.kind not in "iuf" or arr.ndim != 1:
+            raise TypeError
+    except (TypeError, ValueError):
+        raise ParameterError("quantile levels must be a number or a flat list of numbers in (0, 1)") from None
+    arr = arr.astype(float)
+    if arr.size == 0 or not np.all((arr > 0) & (arr < 1)):
+        raise ParameterError("quantile levels must lie strictly between 0 and 1")
+    if np.any(np.diff(arr) <= 0):
+        raise ParameterError("quantile levels must be strictly increasing (sort them and drop repeats)")
+    return arr
+
+
+# ----------------------------------------------------------------------------------------
+# The public grid
+# ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class QuantileGrid:
+    """Public candidate outputs: the integers lo..hi, or ``cells`` cells of [lo, hi]."""
+
+    lo: float
+    hi: float
+    cells: int
+    integer: bool
+
+    @classmethod
+    def from_bounds(cls, bounds, *, integer: bool, cells: int | None = None) -> QuantileGrid:
+        try:
+            lo, hi = (float(v) for v in bounds)
+        except (TypeError, ValueError):
+            raise ParameterError(f"bounds must be a pair (a, b) of numbers, got {bounds!r}") from None
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+            raise ParameterError(f"bounds must be finite with a < b, got {bounds!r}")
+        if integer:
+            if lo != round(lo) or hi != round(hi):
+                raise ParameterError(f"integer bounds must be integers, got {bounds!r}")
+            size = int(hi) - int(lo) + 1
+            if size > MAX_GRID:
+                raise ParameterError(f"the integer range has {size} values, above {MAX_GRID}; use real bounds")
+            return cls(lo, hi, size, True)
+        cells = 2**20 if cells is None else int(cells)
+        if not 1 <= cells <= MAX_GRID:
+            raise ParameterError(f"cells must be between 1 and {MAX_GRID}, got {cells}")
+        return cls(lo, hi, cells, False)
+
+    @property
+    def width(self) -> float:
+        """The spacing of the candidate outputs (1 for integers)."""
+        return 1.0 if self.integer else (self.hi - self.lo) / self.cells
+
+    def index(self, values) -> np.ndarray:
+        """The cell of every value (values clipped into [lo, hi]), as int64."""
+        v = np.clip(np.asarray(values, dtype=float), self.lo, self.hi)
+        if self.integer:
+            return np.round(v - self.lo).astype(np.int64)
+        return np.minimum(np.floor((v - self.lo) / self.width), self.cells - 1).astype(np.int64)
+
+    def value(self, index) -> np.ndarray:
+        """The reported value of cells: the integer, or the cell's midpoint."""
+        i = np.asarray(index, dtype=float)
+        if self.integer:
+            return self.lo + i
+        return np.minimum(self.lo + (i + 0.5) * self.width, self.hi)
+
+
+# ----------------------------------------------------------------------------------------
+# Exact sampling of P(r) proportional to size_r exp(-g_r)
+# ----------------------------------------------------------------------------------------
+
+
+def _decimal_probability(exponent: Fraction, scale_bits: int, divisor: int, digits: int) -> Decimal:
+    """2^scale_bits exp(-exponent) / divisor in Decimal, relative error below 10^-(digits-3)."""
+    with localcontext() as ctx:
+        ctx.prec = digits
+        ctx.Emin, ctx.Emax = -(10**15), 10**15
+        power = Decimal(-exponent.numerator) / Decimal(exponent.denominator)
+        return Decimal(2) ** scale_bits * power.exp() / Decimal(divisor)
+
+
+def _accept(log_p: float, margin: float, exact_p: Callable[[int], Decimal], rng) -> bool:
+    """True with probability exactly p (<= 1), given a float log p within ``margin`` of the truth.
+
+    A uniform U in [0, 1) is read lazily, 62 bits at a time: U < p is decided in floating
+    point when U's interval [M 2^-k, (M + 1) 2^-k) lies clear of p's error interval, else by
+    Decimal arithmetic at growing precision with more bits of U (rare: about 2^-40 of draws).
+    """
+    word = int(rng.integers(0, 2**_WORD))
+    if word + 1 < 2**_WORD and math.log((word + 1) / 2**_WORD) <= log_p - margin:
+        return True
+    if word > 0 and math.log(word / 2**_WORD) >= log_p + margin:
+        return False
+    bits, digits = _WORD, 60
+    while True:
+        p = exact_p(digits)
+        with localcontext() as ctx:
+            ctx.prec = digits + 10
+            ctx.Emin, ctx.Emax = -(10**15), 10**15
+            slack = Decimal(10) ** (6 - digits)
+            scale = Decimal(2) ** bits
+            if Decimal(word + 1) <= p * (1 - slack) * scale:
+                return True
+            if Decimal(word) >= p * (1 + slack) * scale:
+                return False
+        word = word * 2**_WORD + int(rng.integers(0, 2**_WORD))
+        bits += _WORD
+        digits += 40
+
+
+def exact_choice(
+    sizes: np.ndarray,
+    exponents: np.ndarray,
+    slack: np.ndarray,
+    exact_exponent: Callable[[int], Fraction],
+    rng,
+) -> tuple[int, int]:
+    """(r, offset) with P(r) = size_r exp(-g_r) / sum_s size_s exp(-g_s), offset uniform on
+    [0, size_r): exactly, for exact exponents g_r >= 0 given as ``exact_exponent(r)``.
+
+    ``exponents`` are floats within ``slack`` of the g_r.  Proposal: r with probability
+    proportional to size_r R_r for integers R_r >= 2^B exp(-g_r) (from the floats, rounded up
+    past their error); accept with probability 2^B exp(-g_r) / R_r (:func:`_accept`), which is
+    at least 1 - 2^-30 for every run within 30 bits of the best.  With min g_r = 0 the
+    expected number of proposals is below 2.  The sizes must sum to at most 2^30.
+    """
+    sizes = np.asarray(sizes, dtype=np.int64)
+    total_size = int(sizes.sum())
+    if total_size < 1 or total_size > MAX_GRID:
+        raise ParameterError(f"the exact sampler needs between 1 and {MAX_GRID} candidates, got {total_size}")
+    scale_bits = _TOTAL_BITS - 1 - total_size.bit_length()
+    upper = np.ldexp(np.exp(-exponents + slack) * (1.0 + 2.0**-40), scale_bits)
+    ratios = np.floor(upper).astype(np.int64) + 1  # R_r >= 2^B exp(-g_r) > R_r - 1 - tiny
+    weights = sizes * ratios
+    ends = np.cumsum(weights)
+    margins = slack + (scale_bits + exponents + np.log(ratios) + 8.0) * 2.0**-48
+    log_p = scale_bits * math.log(2.0) - exponents - np.log(ratios)
+    while True:
+        draw = int(rng.integers(0, int(ends[-1])))
+        r = int(np.searchsorted(ends, draw, side="right"))
+        ratio = int(ratios[r])
+        offset = (draw - (int(ends[r]) - int(weights[r]))) // ratio
+
+        def exact_p(digits, r=r, ratio=ratio):
+            return _decimal_probability(exact_exponent(r), scale_bits, ratio, digits)
+
+        if _accept(float(log_p[r]), float(margins[r]), exact_p, rng):
+            return r, offset
+
+
+# ----------------------------------------------------------------------------------------
+# One quantile: the exponential mechanism on a grid (Smith, STOC 2011)
+# ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Runs:
+    """Maximal runs of consecutive grid points with the same counts below (lo) and at-or-below (hi)."""
+
+    start: np.ndarray
+    size: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+
+
+def _runs(sorted_cells: np.ndarray, grid_size: int) -> _Runs:
+    """Runs of the grid 0..grid_size-1 for sorted data cells: the gaps between distinct data
+    values and the data values themselves (O(distinct values))."""
+    values, counts = np.unique(sorted_cells, return_counts=True)
+    below = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    gap_start = np.concatenate([[0], values + 1])
+    gap_end = np.concatenate([values, [grid_size]])  # exclusive
+    k = values.size
+    start = np.empty(2 * k + 1, dtype=np.int64)
+    size = np.empty(2 * k + 1, dtype=np.int64)
+    lo = np.empty(2 * k + 1, dtype=np.int64)
+    hi = np.empty(2 * k + 1, dtype=np.int64)
+    start[0::2], size[0::2] = gap_start, gap_end - gap_start
+    lo[0::2] = hi[0::2] = below
+    start[1::2], size[1::2] = values, 1
+    lo[1::2], hi[1::2] = below[:-1], below[1:]
+    keep = size > 0
+    return _Runs(start[keep], size[keep], lo[keep], hi[keep])
+
+
+def score_sensitivity(q: float, neighbours: str) -> Fraction:
+    """Sensitivity of the score -dist(q n, [#{z < c}, #{z <= c}]): 1 under replace (n fixed;
+    each count moves by at most 1), max(q, 1 - q) under add/remove (the counts move by 0 or
+    1 and q n by q, in the same direction)."""
+    if neighbours == "replace":
+        return Fraction(1)
+    exact_q = Fraction(q)
+    return max(exact_q, 1 - exact_q)
+
+
+def _distances(runs: _Runs, target: float) -> np.ndarray:
+    return np.maximum(np.maximum(runs.lo - target, target - runs.hi), 0.0)
+
+
+def _exact_distance(runs: _Runs, r: int, target: Fraction) -> Fraction:
+    return max(runs.lo[r] - target, target - runs.hi[r], Fraction(0))
+
+
+def exponential_quantile_cell(sorted_cells: np.ndarray, grid_size: int, q: float, gamma: Fraction, rng) -> int:
+    """A grid point c in 0..grid_size-1 with P(c) proportional to exp(-gamma dist(q n, [lo_c, hi_c])),
+    lo_c = #{z < c}, hi_c = #{z <= c}, n = len(sorted_cells); sampled exactly."""
+    runs = _runs(sorted_cells, grid_size)
+    n = int(sorted_cells.size)
+    exact_target = Fraction(q) * n
+    dist = _distances(runs, q * n)
+    best = int(np.argmin(dist))
+    near = np.flatnonzero(dist <= dist[best] + (n + 1) * 2.0**-40)
+    exact_best = min(_exact_distance(runs, int(r), exact_target) for r in near)
+    gamma_float = float(gamma)
+    exponents = np.maximum(gamma_float * (dist - float(exact_best)), 0.0)
+    slack = (gamma_float * (n + 1) + exponents + 1.0) * 2.0**-45
+
+    def exact_exponent(r: int) -> Fraction:
+        return gamma * (_exact_distance(runs, r, exact_target) - exact_best)
+
+    r, offset = exact_choice(runs.size, exponents, slack, exact_exponent, rng)
+    return int(runs.start[r]) + offset
+
+
+def exponential_quantile_probabilities(sorted_cells: np.ndarray, grid_size: int, q: float, gamma: float) -> np.ndarray:
+    """The output distribution of :func:`exponential_quantile_cell` over the grid (floats)."""
+    runs = _runs(np.asarray(sorted_cells, dtype=np.int64), grid_size)
+    logw = -float(gamma) * _distances(runs, q * sorted_cells.size)
+    probs = np.exp(logw - special.logsumexp(logw, b=runs.size))
+    return np.repeat(probs, runs.size)
+
+
+def exponential_quantile(values, q: float, epsilon: float, grid: QuantileGrid, *, neighbours="add_remove", rng=None):
+    """One epsilon-DP quantile by the exponential mechanism on ``grid`` (Smith, STOC 2011).
+
+    Output c with probability proportional to exp(-epsilon dist(q n, [#{z < c}, #{z <= c}]) /
+    (2 Delta)), Delta = :func:`score_sensitivity` (add/remove: max(q, 1 - q); replace: 1).
+    The score is 0 exactly at the true quantiles, whatever the ties.  Exact sampler.
+    """
+    neighbours = check_neighbours(neighbours)
+    rng = resolve_rng(rng)
+    cells = np.sort(grid.index(values))
+    gamma = Fraction(check_epsilon(epsilon)) / (2 * score_sensitivity(q, neighbours))
+    return float(grid.value(exponential_quantile_cell(cells, grid.cells, float(q), gamma, rng)))
+
+
+# ----------------------------------------------------------------------------------------
+# Many quantiles: the recursive split (Kaplan, Schnapp and Stemmer, ICML 2022)
+# ----------------------------------------------------------------------------------------
+
+
+def recursion_levels(m: int) -> int:
+    """Levels of the recursive split for m quantiles: floor(log2 m) + 1."""
+    return int(m).bit_length()
+
+
+def _split_recursively(cells, lo, hi, levels, gamma_of, rng, out, index):
+    """Estimate levels[i] for the data ``cells`` (sorted, all in lo..hi) into out[index[i]]."""
+    if levels.size == 0:
+        return
+    mid = levels.size // 2
+    level = float(levels[mid])
+    chosen = lo + exponential_quantile_cell(cells - lo, hi - lo + 1, level, gamma_of(level), rng)
+    out[index[mid]] = chosen
+    cut = int(np.searchsorted(cells, chosen, side="right"))
+    _split_recursively(cells[:cut], lo, chosen, levels[:mid] / level, gamma_of, rng, out, index[:mid])
+    right = (levels[mid + 1 :] - level) / (1.0 - level)
+    _split_recursively(cells[cut:], chosen, hi, right, gamma_of, rng, out, index[mid + 1 :])
+
+
+def approximate_quantiles_cells(sorted_cells, grid_size, levels, epsilon, neighbours, rng) -> np.ndarray:
+    """The recursive split on grid cells 0..grid_size-1 (see :func:`approximate_quantiles`)."""
+    m = levels.size
+    per_call = Fraction(epsilon) / (recursion_levels(m) * (2 if neighbours == "replace" else 1))
+
+    def gamma_of(level: float) -> Fraction:
+        return per_call / (2 * score_sensitivity(level, "add_remove"))
+
+    out = np.empty(m, dtype=np.int64)
+    cells = np.asarray(sorted_cells, dtype=np.int64)
+    _split_recursively(cells, 0, grid_size - 1, levels, gamma_of, rng, out, np.arange(m))
+    return out
+
+
+def default_subcells(grid: QuantileGrid) -> int:
+    """Sub-cells per cell for breaking ties: the largest power of two <= 2^24 / cells (>= 1)."""
+    return max(1, 2 ** max(0, (2**24 // grid.cells).bit_length() - 1))
+
+
+def approximate_quantiles(
+    values, q, epsilon: float, grid: QuantileGrid, *, neighbours="add_remove", rng=None, subcells: int | None = None
+) -> np.ndarray:
+    """m quantiles by the recursive split of Kaplan, Schnapp and Stemmer (ICML 2022).
+
+    The middle level q_mid is estimated by the exponential mechanism; the records at or below
+    it estimate the lower levels (rescaled q / q_mid) on [a, v], the others the upper levels
+    ((q - q_mid) / (1 - q_mid)) on [v, b], recursively: floor(log2 m) + 1 levels.  Every
+    record is in one branch per level, so under add/remove each level costs the budget of
+    one call (epsilon / levels, each call with add/remove sensitivity max(q, 1 - q)); under
+    replace the changed record can leave one branch and enter another, so each call gets
+    epsilon / (2 levels) (as the authors' code does for swap neighbours).
+
+    Ties (atoms such as capital-gain's zeros) would put a whole atom in one branch, away
+    from the rescaled levels; as the authors jitter values, every record's cell is refined
+    into ``subcells`` sub-cells at a secure-uniform position (a per-record public-randomness
+    step that preserves neighbours), and outputs are reported at cell resolution.  With
+    ``subcells=1`` the mechanism is deterministic given the samplers' draws (used by the
+    exact tests).  Exact samplers throughout.
+    """
+    neighbours = check_neighbours(neighbours)
+    levels = check_levels(q)
+    epsilon = check_epsilon(epsilon)
+    rng = resolve_rng(rng)
+    cells = grid.index(values)
+    factor = default_subcells(grid) if subcells is None else int(subcells)
+    if factor < 1 or grid.cells * factor > MAX_GRID:
+        raise ParameterError(f"subcells must be >= 1 with cells x subcells <= {MAX_GRID}")
+    if factor > 1:
+        cells = cells * factor + np.asarray(rng.integers(0, factor, size=cells.size), dtype=np.int64)
+    chosen = approximate_quantiles_cells(np.sort(cells), grid.cells * factor, levels, epsilon, neighbours, rng)
+    return grid.value(chosen // factor)
+
+
+# ----------------------------------------------------------------------------------------
+# JointExp (Gillenwater, Joseph and Kulesza, ICML 2021)
+# ----------------------------------------------------------------------------------------
+
+
+def joint_sensitivity(levels: np.ndarray, neighbours: str) -> float:
+    """Sensitivity of the JointExp score -sum_i |n_i - (q_i - q_{i-1}) n| over the m + 1 gaps:
+    2 under replace (two gap counts move by 1), 2 (1 - min gap) under add/remove (one count
+    moves by 1 and every target by its gap times 1)."""
+    if neighbours == "replace":
+        return 2.0
+    gaps = np.diff(np.concatenate([[0.0], levels, [1.0]]))
+    return 2.0 * (1.0 - float(gaps.min()))
+
+
+def _window_logsumexp(z: np.ndarray, width: int) -> np.ndarray:
+    """log sum_{i - width <= i' < i} exp(z[i']) for every i (the ``width`` entries before i),
+    with additions of positive terms only: each window is a suffix of one block of ``width``
+    entries plus a prefix of the next."""
+    n = z.size
+    out = np.full(n, -np.inf)
+    if width <= 0 or n <= 1:
+        return out
+    blocks = -(-n // width)
+    padded = np.full(blocks * width, -np.inf)
+    padded[:n] = z
+    grid = padded.reshape(blocks, width)
+    prefix = np.logaddexp.accumulate(grid, axis=1).ravel()
+    suffix = np.logaddexp.accumulate(grid[:, ::-1], axis=1)[:, ::-1].ravel()
+    i = np.arange(1, n)
+    lo, hi = i - width, i - 1
+    inside = lo >= 0
+    aligned = inside & (lo % width == 0)
+    out[1:] = np.where(inside, np.logaddexp(suffix[np.maximum(lo, 0)], prefix[hi]), prefix[hi])
+    out[1:][aligned] = prefix[hi[aligned]]
+    return out
+
+
+def _log_toeplitz_strict(scale: float, target: float, log_x: np.ndarray) -> np.ndarray:
+    """log sum_{i' < i} exp(log_x[i'] - scale |i - i' - target|) for every i, in O(n).
+
+    The kernel is exponential on each side of the target, so the sum splits into the
+    distances d = i - i' >= ceil(target) (a running log-sum of log_x[i'] + scale i') and
+    1 <= d < ceil(target) (a sliding window of log_x[i'] - scale i'): positive terms added in
+    log space, relative error O(n 2^-53) per entry (an FFT's error would be absolute).
+    """
+    n = log_x.size
+    steps = scale * np.arange(n)
+    split = max(1, math.ceil(target))
+    with np.errstate(invalid="ignore"):
+        near = -scale * target + steps + _window_logsumexp(log_x - steps, split - 1)
+        far = np.full(n, -np.inf)
+        if split < n:
+            far[split:] = scale * target - steps[split:] + np.logaddexp.accumulate(log_x + steps)[: n - split]
+        out = np.logaddexp(near, far)
+    out[np.isnan(out)] = -np.inf
+    return out
+
+
+_NEGLIGIBLE = 50.0  # nats: a run this far below a shorter run of the same interval is dropped
+
+
+def _truncate(rows: list, n: int) -> list:
+    """Drop negligible long runs in the forward pass; ``rows[k]`` = (first column, log
+    weights) of the runs of k + 1 quantiles, finite only on a span of columns.
+
+    Entry (k, i) is set to -inf when it is more than 50 nats below a shorter run in the same
+    interval i: later quantiles extend both alike but for the factor 1 / (k + 2), which
+    favours the shorter, so the dropped placements stay below e^-50 of kept ones (relative
+    error of every total below m e^-50).  Each row keeps the span of its finite entries.
+    """
+    best = np.full(n, -np.inf)
+    out = []
+    for start, values in rows:
+        if values.size:
+            shorter = best[start : start + values.size]
+            values = np.where(values < shorter - _NEGLIGIBLE, -np.inf, values)
+            np.maximum(shorter, values, out=shorter)
+            finite = np.flatnonzero(np.isfinite(values))
+            start, values = (start + finite[0], values[finite[0] : finite[-1] + 1]) if finite.size else (0, values[:0])
+        out.append((start, values))
+    while len(out) > 1 and out[-1][1].size == 0:
+        out.pop()
+    return out
+
+
+def _sum_rows(rows: list, n: int) -> np.ndarray:
+    """log of the sum over rows of exp(row), as a dense array of n columns."""
+    total = np.full(n, -np.inf)
+    for start, values in rows:
+        np.logaddexp(total[start : start + values.size], values, out=total[start : start + values.size])
+    return total
+
+
+class _JointTables:
+    """The dynamic program of JointExp in log space, O(m n) memory.
+
+    first[j, i]: total weight of placements of quantiles 0..j with quantile j the first of
+    its run in interval i (the previous quantile in an earlier interval).  A run of k + 1
+    quantiles j-k..j in interval i has weight first[j-k, i] + sum_{t=j-k+1..j} (phi_t(0) +
+    log L_i) - log((k+1)!): k + 1 sorted uniforms in an interval of length L have volume
+    L^(k+1) / (k+1)!.  The forward pass keeps the rows of the current j only.
+    """
+
+    def __init__(self, log_lengths: np.ndarray, log_phi: np.ndarray, m: int, scale: float, targets: np.ndarray):
+        self.log_lengths = log_lengths
+        self.log_phi = log_phi  # (n + 1) x (m + 1): log phi_t(d), d points in gap t
+        self.stay = np.cumsum(np.concatenate([[0.0], log_phi[0, 1:m]]))  # sum of phi_t(0), t = 1..j
+        self.first = np.empty((m, log_lengths.size))
+        self.first[0] = log_phi[:, 0] + log_lengths
+        self.totals = np.empty((m, log_lengths.size))  # log sum over run lengths, per j and interval
+        n = log_lengths.size
+        rows = _truncate([(0, self.first[0].copy())], n)
+        for j in range(1, m):
+            self.totals[j - 1] = _sum_rows(rows, n)
+            self.first[j] = log_lengths + _log_toeplitz_strict(scale, float(targets[j]), self.totals[j - 1])
+            step = log_phi[0, j] + log_lengths
+            extended = [
+                (start, values + step[start : start + values.size] - math.log(k + 2.0))
+                for k, (start, values) in enumerate(rows)
+            ]
+            rows = _truncate([(0, self.first[j].copy()), *extended], n)
+        self.totals[m - 1] = _sum_rows(rows, n)
+
+    def run_lengths(self, j: int, i: int) -> np.ndarray:
+        """log weight of a run of k + 1 quantiles ending at j in interval i, for k = 0..j."""
+        k = np.arange(j + 1)
+        with np.errstate(invalid="ignore"):
+            stay = self.stay[j] - self.stay[j - k] + k * self.log_lengths[i]
+            out = self.first[j - k, i] + stay - special.gammaln(k + 2.0)
+        out[np.isnan(out)] = -np.inf
+        return out
+
+
+def _gumbel_argmax(log_weights: np.ndarray, rng) -> int:
+    """argmax of log w + Gumbel noise: an index with probability w_i / sum w (up to floats)."""
+    flat = log_weights.ravel()
+    noise = -np.log(-np.log(_open_uniform(rng, flat.size)))
+    return int(np.argmax(np.where(np.isfinite(flat), flat + noise, -np.inf)))
+
+
+def joint_exponential_quantiles(
+    values, q, epsilon: float, bounds, *, integer: bool = False, neighbours="add_remove", rng=None
+) -> np.ndarray:
+    """JointExp (Gillenwater, Joseph and Kulesza, ICML 2021): m quantiles in one mechanism.
+
+    Outputs o_1 <= ... <= o_m in [a, b] have density proportional to exp(-epsilon / (2
+    Delta) sum_{i=1}^{m+1} |n_i(o) - (q_i - q_{i-1}) n|), n_i the records in [o_{i-1}, o_i),
+    Delta = :func:`joint_sensitivity` (replace: 2; add/remove: 2 (1 - min gap)).  The
+    dynamic program runs over the n + 1 intervals between sorted records in O(m n log n +
+    m^2 n) time and O(m n) memory; outputs are uniform inside the chosen intervals.
+    Integer data: record k is placed uniformly at random in [k, k + 1) (secure uniforms; a
+    per-record randomisation that keeps neighbours neighbours, as the authors' jitter), on
+    [a, b + 1), and outputs are floored: an output in [k, k + 1) is k.
+
+    Not exact: weights are floats in log space and convolutions use the FFT, whose error is
+    absolute, about n log2(n) 2^-52 of the largest weight per entry; choices use the
+    Gumbel-max rule on secure uniforms with 53 bits.  The sampled distribution is within a
+    total variation of about m n^2 2^-50 (below 1e-4 for m = 99, n = 10^5; 1e-8 for n = 10^3)
+    of the definition, so the guarantee is epsilon-DP up to that distance, not pure (see
+    docs/privacy.md).
+    """
+    neighbours = check_neighbours(neighbours)
+    levels = check_levels(q)
+    epsilon = check_epsilon(epsilon)
+    rng = resolve_rng(rng)
+    a, b = float(bounds[0]), float(bounds[1])
+    top = b + 1.0 if integer else b
+    data = np.clip(np.asarray(values, dtype=float), a, b)
+    if integer:  # spread record k uniformly over [k, k + 1): ties broken, floor(o) = k inside
+        data = np.floor(data) + _open_uniform(rng, data.size)
+    edges = np.concatenate([[a], np.sort(data), [top]])
+    scale = epsilon / (2.0 * joint_sensitivity(levels, neighbours))
+    chosen = joint_exponential_intervals(np.diff(edges), levels, scale, rng)
+    starts = edges[chosen]
+    out = np.sort(starts + _open_uniform(rng, levels.size) * (edges[chosen + 1] - starts))
+    if integer:
+        out = np.minimum(np.floor(out), b)
+    return out
+
+
+def joint_exponential_intervals(lengths: np.ndarray, levels: np.ndarray, scale: float, rng) -> np.ndarray:
+    """Interval indices i_1 <= ... <= i_m (interval i lies between the i-th and (i+1)-th
+    smallest records) with probability proportional to prod_runs L_i^k / k! times
+    exp(-scale sum_t |n_t - (q_t - q_{t-1}) n|): the discrete part of JointExp."""
+    n, m = lengths.size - 1, levels.size
+    with np.errstate(divide="ignore"):
+        log_lengths = np.log(lengths)
+    targets = np.diff(np.concatenate([[0.0], levels, [1.0]])) * n
+    log_phi = -scale * np.abs(np.arange(n + 1)[:, None] - targets[None, :])
+    tables = _JointTables(log_lengths, log_phi, m, scale, targets)
+    chosen = np.empty(m, dtype=np.int64)
+    j, limit = m - 1, n  # intervals 0..limit allowed; the gap after quantile j holds limit - i points
+    closing = log_phi[:, m]
+    while j >= 0:  # the interval of quantile j, then how many quantiles before it share it
+        i = _gumbel_argmax(tables.totals[j, : limit + 1] + closing[limit - np.arange(limit + 1)], rng)
+        k = _gumbel_argmax(tables.run_lengths(j, i), rng)
+        chosen[j - k : j + 1] = i
+        j -= int(k) + 1
+        if j >= 0:  # the gap before the run holds i - i' points, i' <= i - 1
+            limit, closing = int(i) - 1, np.concatenate([log_phi[1:, j + 1], [-np.inf]])
+    return chosen
+
+
+# ----------------------------------------------------------------------------------------
+# The entry point: dprange.quantiles
+# ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class QuantilesResult:
+    """Private quantiles and how they were made.
+
+    ``values``: one estimate per level of ``q``.  ``method``: the mechanism used (``auto``
+    names its choice and ``reason``).  ``epsilon``: the total spent, bounds included;
+    ``bounds``: (a, b) used, ``bounds_source``: "public" or "private", ``bounds_epsilon``:
+    the part of epsilon spent finding them.  :meth:`confidence_interval` gives honest
+    intervals for the histogram route; JointExp and the recursive split have none and say so.
+    """
+
+    q: np.ndarray
+    values: np.ndarray
+    method: str
+    epsilon: float
+    bounds: tuple[float, float]
+    bounds_source: str
+    bounds_epsilon: float
+    neighbours: str
+    seeded: bool
+    reason: str = ""
+    release: object = None  # the histogram route's Release
+
+    @property
+    def has_intervals(self) -> bool:
+        return self.release is not None
+
+    def confidence_interval(self, alpha: float = 0.05, simultaneous: bool = False):
+        """(lower, upper) arrays at level 1 - alpha: bin edges that hold whatever the data look
+        like inside a bin (histogram route only; ``simultaneous``: all levels at once)."""
+        if self.release is None:
+            raise ParameterError(
+                f"method {self.method!r} has no honest confidence intervals; use method='histogram' for intervals"
+            )
+        answer = self.release.quantile(self.q)  # type: ignore[attr-defined]
+        return answer.confidence_interval(alpha, simultaneous=simultaneous)
+
+    def to_dict(self, alpha: float = 0.05) -> dict:
+        out = {
+            "q": self.q.tolist(),
+            "values": np.asarray(self.values, dtype=float).tolist(),
+            "method": self.method,
+            "reason": self.reason,
+            "privacy": {"epsilon": self.epsilon, "neighbours": self.neighbours, "seeded": self.seeded},
+            "bounds": {
+                "lower": self.bounds[0],
+                "upper": self.bounds[1],
+                "source": self.bounds_source,
+                "epsilon": self.bounds_epsilon,
+            },
+            "intervals": None,
+        }
+        if self.release is not None:
+            lower, upper = self.confidence_interval(alpha)
+            both = self.confidence_interval(alpha, simultaneous=True)
+            out["intervals"] = {
+                "alpha": alpha,
+                "lower": lower.tolist(),
+                "upper": upper.tolist(),
+                "simultaneous_lower": both[0].tolist(),
+                "simultaneous_upper": both[1].tolist(),
+            }
+        return out
+
+    def __repr__(self) -> str:
+        return (
+            f"QuantilesResult(method={self.method!r}, values={np.array2string(np.asarray(self.values), threshold=6)})"
+        )
+
+
+def auto_method(m: int, epsilon: float, *, integer: bool, width: float) -> tuple[str, str]:
+    """(method, reason) from public facts only: the number of levels m, epsilon, and the
+    bounds (integer or real, width).  The rule and the numbers behind it: docs/quantiles.md."""
+    if m >= AUTO_HISTOGRAM_FROM:
+        return "histogram", f"m = {m} >= {AUTO_HISTOGRAM_FROM} levels: the histogram route is most accurate"
+    return "approximate", f"m = {m} < {AUTO_HISTOGRAM_FROM} levels: the recursive split is most accurate"
+
+
+AUTO_HISTOGRAM_FROM = 19
+
+
+def as_values(values) -> np.ndarray:
+    try:
+        arr = np.asarray(values, dtype=float).ravel()
+    except (TypeError, ValueError):
+        raise DataError("quantiles needs numeric values (a flat list or array of numbers)") from None
+    if not np.all(np.isfinite(arr)):
+        raise DataError("values contain NaN, missing or infinite entries; drop them before computing quantiles")
+    return arr
+
+
+def _run_joint_exp(values, levels, epsilon, bounds, *, integer, neighbours, rng, cells, bins):
+    return joint_exponential_quantiles(
+        values, levels, epsilon, bounds, integer=integer, neighbours=neighbours, rng=rng
+    ), None
+
+
+def _run_approximate(values, levels, epsilon, bounds, *, integer, neighbours, rng, cells, bins):
+    grid = QuantileGrid.from_bounds(bounds, integer=integer, cells=cells)
+    return approximate_quantiles(values, levels, epsilon, grid, neighbours=neighbours, rng=rng), None
+
+
+def register_quantile_method(name: str, factory, summary: str, citation: Citation) -> None:
+    """Register a quantile method: ``factory(values, levels, epsilon, bounds, *, integer,
+    neighbours, rng, cells, bins) -> (estimates, Release or None)``."""
+    QUANTILE_METHODS.register(Entry("quantile method", name, summary, citation, factory=factory, auto=True))
+
+
+register_quantile_method(
+    "joint_exp",
+    _run_joint_exp,
+    "JointExp: one exponential mechanism over ordered output vectors, sampled by dynamic programming "
+    "(log-space floats, not exact); no intervals",
+    Citation("Gillenwater, Joseph and Kulesza", "Differentially Private Quantiles", "ICML 2021"),
+)
+register_quantile_method(
+    "approximate",
+    _run_approximate,
+    "the recursive split: exponential mechanisms over floor(log2 m) + 1 levels, sampled exactly; no intervals",
+    Citation("Kaplan, Schnapp and Stemmer", "Differentially Private Approximate Quantiles", "ICML 2022"),
+)

@@ -1,0 +1,435 @@
+"""Quantile mechanisms on raw values against their definitions, with exact probabilities.
+
+For tiny inputs every test builds the mechanism's output distribution from the definition in
+this file (brute force over the grid, exact rationals for the scores), compares it with the
+module's tables and with the sampler's empirical frequencies (chi-square, fixed seeds), and
+checks that the distributions of every pair of neighbouring datasets differ by a factor of at
+most e^epsilon.  Chi-square tests fail below p = 1e-4.
+"""
+
+import itertools
+import json
+import math
+from decimal import Decimal
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import dprange
+from dprange import DataError, ParameterError
+from dprange import quantile_mechanisms as qm
+
+P_FLOOR = 1e-4
+
+
+def chi_square_p(counts, probabilities):
+    """p-value of observed ``counts`` against ``probabilities`` (cells with expectation < 5
+    pooled)."""
+    counts = np.asarray(counts, dtype=float)
+    expected = np.asarray(probabilities, dtype=float) * counts.sum()
+    order = np.argsort(expected)
+    small = expected[order] < 5
+    pooled_obs = np.concatenate([[counts[order][small].sum()], counts[order][~small]])
+    pooled_exp = np.concatenate([[expected[order][small].sum()], expected[order][~small]])
+    if pooled_exp[0] == 0:
+        pooled_obs, pooled_exp = pooled_obs[1:], pooled_exp[1:]
+    return stats.chisquare(pooled_obs, pooled_exp * pooled_obs.sum() / pooled_exp.sum()).pvalue
+
+
+# ----------------------------------------------------------------------------- definitions
+
+
+def em_definition(cells, grid_size, q, gamma):
+    """P(c) proportional to exp(-gamma dist(q n, [#{z < c}, #{z <= c}])), by brute force over c."""
+    cells = list(cells)
+    target = Fraction(q) * len(cells)
+    weights = []
+    for c in range(grid_size):
+        below = sum(z < c for z in cells)
+        at_or_below = sum(z <= c for z in cells)
+        dist = max(below - target, target - at_or_below, Fraction(0))
+        weights.append(math.exp(-float(Fraction(gamma) * dist)))
+    total = math.fsum(weights)
+    return np.array(weights) / total
+
+
+def aq_definition(cells, lo, hi, levels, epsilon, neighbours):
+    """Exact distribution of the recursive split on cells lo..hi: {tuple of outputs: prob}."""
+    m = len(levels)
+    per_call = Fraction(epsilon) / ((m.bit_length()) * (2 if neighbours == "replace" else 1))
+
+    def recurse(data, lo, hi, levels):
+        if not levels:
+            return {(): 1.0}
+        mid = len(levels) // 2
+        level = levels[mid]
+        gamma = per_call / (2 * max(Fraction(level), 1 - Fraction(level)))
+        probs = em_definition([z - lo for z in data], hi - lo + 1, level, gamma)
+        out = {}
+        for offset, p in enumerate(probs):
+            v = lo + offset
+            left = recurse([z for z in data if z <= v], lo, v, [x / level for x in levels[:mid]])
+            right = recurse([z for z in data if z > v], v, hi, [(x - level) / (1 - level) for x in levels[mid + 1 :]])
+            for (a, pa), (b, pb) in itertools.product(left.items(), right.items()):
+                key = a + (v,) + b
+                out[key] = out.get(key, 0.0) + p * pa * pb
+        return out
+
+    return recurse(sorted(cells), lo, hi, list(levels))
+
+
+def joint_definition(lengths, levels, scale):
+    """{interval index vector: prob} of JointExp's discrete part, by enumeration."""
+    n, m = len(lengths) - 1, len(levels)
+    targets = np.diff(np.concatenate([[0.0], levels, [1.0]])) * n
+    out = {}
+    for combo in itertools.combinations_with_replacement(range(n + 1), m):
+        counts = np.diff(np.concatenate([[0], combo, [n]]))
+        weight = math.exp(-scale * float(np.abs(counts - targets).sum()))
+        for i, k in zip(*np.unique(combo, return_counts=True), strict=True):
+            weight *= lengths[i] ** k / math.factorial(k)
+        out[combo] = weight
+    total = math.fsum(out.values())
+    return {key: value / total for key, value in out.items()}
+
+
+def neighbours_of(cells, grid_size, relation):
+    """Every neighbouring dataset: one record added (any cell) or removed; or one replaced."""
+    cells = list(cells)
+    if relation == "add_remove":
+        yield from (sorted(cells + [c]) for c in range(grid_size))
+        yield from (cells[:i] + cells[i + 1 :] for i in range(len(cells)))
+    else:
+        for i, c in itertools.product(range(len(cells)), range(grid_size)):
+            yield sorted(cells[:i] + [c] + cells[i + 1 :])
+
+
+# ----------------------------------------------------------------------------- exact sampler
+
+
+def test_exact_choice_matches_weights():
+    sizes = np.array([3, 1, 4, 2])
+    exponents = [Fraction(0), Fraction(1, 3), Fraction(5, 2), Fraction(7, 5)]
+    floats = np.array([float(g) for g in exponents])
+    rng = np.random.default_rng(1)
+    draws = [qm.exact_choice(sizes, floats, np.full(4, 1e-12), exponents.__getitem__, rng) for _ in range(6000)]
+    runs = np.array([r for r, _ in draws])
+    expected = sizes * np.exp(-floats)
+    assert chi_square_p(np.bincount(runs, minlength=4), expected / expected.sum()) > P_FLOOR
+    # the offset is uniform inside the run
+    offsets = np.array([o for r, o in draws if r == 2])
+    assert chi_square_p(np.bincount(offsets, minlength=4), np.full(4, 0.25)) > P_FLOOR
+
+
+def test_accept_decimal_fallback_has_probability_p():
+    """A huge float margin forces every decision through the Decimal path: still Bernoulli(p)."""
+    exponent = Fraction(3, 7)
+    p = math.exp(-3 / 7)
+
+    def exact_p(digits):
+        return qm._decimal_probability(exponent, 0, 1, digits)
+
+    rng = np.random.default_rng(2)
+    hits = sum(qm._accept(math.log(p), 1e9, exact_p, rng) for _ in range(4000))
+    assert stats.binomtest(hits, 4000, p).pvalue > P_FLOOR
+    assert abs(float(exact_p(60)) - p) < 1e-15
+    assert isinstance(exact_p(60), Decimal)
+
+
+def test_exact_choice_far_tail_is_reachable_only_by_its_weight():
+    """Exponents beyond float range (exp underflows) keep a positive weight, never above it."""
+    sizes = np.array([1, 1])
+    exponents = [Fraction(0), Fraction(2000)]
+    rng = np.random.default_rng(3)
+    runs = [
+        qm.exact_choice(sizes, np.array([0.0, 2000.0]), np.full(2, 1e-9), exponents.__getitem__, rng)[0]
+        for _ in range(500)
+    ]
+    assert runs == [0] * 500
+
+
+# ----------------------------------------------------------------------------- exponential mechanism
+
+
+@pytest.mark.parametrize("relation", ["add_remove", "replace"])
+@pytest.mark.parametrize("q", [0.5, 0.3])
+def test_exponential_mechanism_table_equals_definition_and_is_private(relation, q):
+    cells, grid_size, epsilon = [0, 2, 2, 5], 7, 1.0
+    gamma = Fraction(epsilon) / (2 * qm.score_sensitivity(q, relation))
+    table = qm.exponential_quantile_probabilities(np.array(cells), grid_size, q, float(gamma))
+    definition = em_definition(cells, grid_size, q, gamma)
+    assert np.allclose(table, definition, rtol=1e-12, atol=0)
+    worst = 0.0
+    for other in neighbours_of(cells, grid_size, relation):
+        other_table = em_definition(other, grid_size, q, gamma)
+        worst = max(worst, float(np.max(np.abs(np.log(definition) - np.log(other_table)))))
+    assert worst <= epsilon + 1e-12
+    # the sensitivity is tight: some neighbour moves a score by exactly Delta
+    assert worst > epsilon * 0.5
+
+
+def test_exponential_mechanism_sampler_frequencies():
+    cells, grid_size, q, gamma = np.array([0, 2, 2, 5]), 7, 0.5, Fraction(1, 2)
+    rng = np.random.default_rng(4)
+    draws = [qm.exponential_quantile_cell(cells, grid_size, q, gamma, rng) for _ in range(3000)]
+    expected = em_definition(cells, grid_size, q, gamma)
+    assert chi_square_p(np.bincount(draws, minlength=grid_size), expected) > P_FLOOR
+
+
+def test_score_sensitivity_is_the_largest_change_over_neighbours():
+    """Brute force: the largest change of the score over all neighbours, per relation."""
+    cells, grid_size = [0, 1, 1, 3, 4], 6
+    for relation, q in itertools.product(["add_remove", "replace"], [0.2, 0.5, 0.75]):
+
+        def scores(data, q=q):
+            t = Fraction(q) * len(data)
+            return [
+                max(sum(z < c for z in data) - t, t - sum(z <= c for z in data), Fraction(0)) for c in range(grid_size)
+            ]
+
+        base = scores(cells)
+        change = max(
+            max(abs(a - b) for a, b in zip(base, scores(other), strict=True))
+            for other in neighbours_of(cells, grid_size, relation)
+        )
+        assert change <= qm.score_sensitivity(q, relation)
+
+
+def test_exponential_quantile_on_a_point_mass_returns_it():
+    grid = qm.QuantileGrid.from_bounds((0, 100), integer=True)
+    values = np.zeros(500)
+    out = [qm.exponential_quantile(values, 0.5, 1.0, grid, rng=s) for s in range(20)]
+    assert out == [0.0] * 20
+
+
+# ----------------------------------------------------------------------------- recursive split
+
+
+@pytest.mark.parametrize("relation", ["add_remove", "replace"])
+def test_approximate_quantiles_distribution_and_privacy(relation):
+    cells, grid_size, levels, epsilon = [0, 1, 3, 4], 5, [0.25, 0.5, 0.75], 2.0
+    definition = aq_definition(cells, 0, grid_size - 1, levels, epsilon, relation)
+    assert math.isclose(math.fsum(definition.values()), 1.0, rel_tol=1e-12)
+    rng = np.random.default_rng(5)
+    keys = sorted(definition)
+    counts = dict.fromkeys(keys, 0)
+    for _ in range(2500):
+        out = qm.approximate_quantiles_cells(np.array(cells), grid_size, np.array(levels), epsilon, relation, rng)
+        counts[tuple(int(v) for v in out)] += 1
+    assert chi_square_p([counts[k] for k in keys], [definition[k] for k in keys]) > P_FLOOR
+    worst = 0.0
+    for other in neighbours_of(cells, grid_size, relation):
+        theirs = aq_definition(other, 0, grid_size - 1, levels, epsilon, relation)
+        worst = max(worst, max(abs(math.log(definition[k]) - math.log(theirs[k])) for k in keys))
+    assert worst <= epsilon + 1e-9
+
+
+def test_recursion_levels():
+    assert [qm.recursion_levels(m) for m in (1, 2, 3, 4, 7, 8, 19, 99)] == [1, 2, 2, 3, 3, 4, 5, 7]
+
+
+def test_approximate_quantiles_on_capital_gain_like_atoms():
+    """92% zeros: the deciles up to 0.9 are 0; the tie-breaking sub-cells find them."""
+    rng = np.random.default_rng(6)
+    values = np.where(rng.random(5000) < 0.92, 0.0, rng.integers(1, 99_999, 5000))
+    grid = qm.QuantileGrid.from_bounds((0, 99_999), integer=True)
+    out = qm.approximate_quantiles(values, np.linspace(0.1, 0.9, 9), 1.0, grid, rng=rng)
+    assert np.all(out[:8] == 0)
+
+
+# ----------------------------------------------------------------------------- JointExp
+
+
+def test_joint_exp_interval_distribution_equals_definition():
+    lengths = np.array([0.5, 0.1, 0.0, 0.3, 0.1])  # n = 4 records, one tie
+    levels, scale = np.array([0.3, 0.6]), 0.4
+    definition = joint_definition(lengths, levels, scale)
+    rng = np.random.default_rng(7)
+    keys = sorted(definition)
+    counts = dict.fromkeys(keys, 0)
+    for _ in range(2500):
+        counts[tuple(int(v) for v in qm.joint_exponential_intervals(lengths, levels, scale, rng))] += 1
+    live = [k for k in keys if definition[k] > 0]
+    assert all(counts[k] == 0 for k in keys if definition[k] == 0)
+    assert chi_square_p([counts[k] for k in live], [definition[k] for k in live]) > P_FLOOR
+
+
+@pytest.mark.parametrize("relation", ["add_remove", "replace"])
+def test_joint_exp_density_ratio_at_most_e_epsilon(relation):
+    """The JointExp density (definition) at many sorted output vectors, for every neighbour."""
+    data, a, b, levels, epsilon = [0.1, 0.35, 0.4, 0.8], 0.0, 1.0, np.array([0.25, 0.7]), 1.0
+    scale = epsilon / (2 * qm.joint_sensitivity(levels, relation))
+    grid = np.linspace(0.02, 0.98, 25)
+    outputs = [o for o in itertools.combinations_with_replacement(grid, 2)]
+
+    def log_density(records):
+        n = len(records)
+        targets = np.diff(np.concatenate([[0.0], levels, [1.0]])) * n
+        edges = np.concatenate([[a], np.asarray(outputs[0]) * 0, [b]])  # placeholder shape
+        values = []
+        for o in outputs:
+            edges = np.concatenate([[a], o, [b + 1e-9]])
+            counts = np.histogram(records, bins=edges)[0]
+            values.append(-scale * float(np.abs(counts - targets).sum()))
+        # normaliser: the exact integral over ordered vectors, from the interval enumeration
+        lengths = np.diff(np.concatenate([[a], np.sort(records), [b]]))
+        total = 0.0
+        for combo in itertools.combinations_with_replacement(range(n + 1), len(levels)):
+            counts = np.diff(np.concatenate([[0], combo, [n]]))
+            weight = math.exp(-scale * float(np.abs(counts - targets).sum()))
+            for i, k in zip(*np.unique(combo, return_counts=True), strict=True):
+                weight *= lengths[i] ** k / math.factorial(k)
+            total += weight
+        return np.array(values) - math.log(total)
+
+    base = log_density(data)
+    grid_cells = [round(v * 20) / 20 for v in np.linspace(0.05, 0.95, 10)]
+    others = [sorted(data + [c]) for c in grid_cells] + [data[:i] + data[i + 1 :] for i in range(4)]
+    if relation == "replace":
+        others = [sorted(data[:i] + [c] + data[i + 1 :]) for i in range(4) for c in grid_cells]
+    worst = max(float(np.max(np.abs(base - log_density(o)))) for o in others)
+    assert worst <= epsilon + 1e-9
+
+
+def test_joint_exp_sensitivity_bounds_the_score_change():
+    levels = np.array([0.2, 0.5, 0.9])
+    data = [0.1, 0.3, 0.3, 0.6, 0.95]
+    outputs = list(itertools.combinations_with_replacement([0.0, 0.2, 0.31, 0.5, 0.7, 1.0], 3))
+
+    def scores(records):
+        targets = np.diff(np.concatenate([[0.0], levels, [1.0]])) * len(records)
+        out = []
+        for o in outputs:
+            counts = np.histogram(records, bins=np.concatenate([[0.0], o, [1.0 + 1e-9]]))[0]
+            out.append(float(np.abs(counts - targets).sum()))
+        return np.array(out)
+
+    base = scores(data)
+    for relation in ("add_remove", "replace"):
+        if relation == "add_remove":
+            others = [data + [c] for c in (0.05, 0.25, 0.4, 0.8, 0.99)] + [data[:i] + data[i + 1 :] for i in range(5)]
+        else:
+            others = [data[:i] + [c] + data[i + 1 :] for i in range(5) for c in (0.05, 0.25, 0.4, 0.8, 0.99)]
+        change = max(float(np.max(np.abs(base - scores(o)))) for o in others)
+        assert change <= qm.joint_sensitivity(levels, relation) + 1e-12
+
+
+def test_joint_exp_outputs_are_sorted_and_in_bounds_integer_data_floored():
+    rng = np.random.default_rng(8)
+    values = rng.integers(17, 91, 2000)
+    out = qm.joint_exponential_quantiles(values, [0.25, 0.5, 0.75], 1.0, (0, 100), integer=True, rng=rng)
+    assert np.all(np.diff(out) >= 0) and np.all(out == np.floor(out)) and out.min() >= 0 and out.max() <= 100
+    assert np.all(np.abs(out - np.quantile(values, [0.25, 0.5, 0.75])) <= 2)
+
+
+def test_bad_parameters_raise_parameter_error():
+    grid = qm.QuantileGrid.from_bounds((0, 1), integer=False, cells=16)
+    with pytest.raises(ParameterError, match="strictly increasing"):
+        qm.approximate_quantiles([0.5], [0.5, 0.2], 1.0, grid, rng=0)
+    with pytest.raises(ParameterError, match="between 0 and 1"):
+        qm.approximate_quantiles([0.5], [0.0, 0.5], 1.0, grid, rng=0)
+    with pytest.raises(ParameterError, match="epsilon"):
+        qm.joint_exponential_quantiles([0.5], [0.5], -1.0, (0, 1), rng=0)
+    with pytest.raises(ParameterError, match="neighbours"):
+        qm.exponential_quantile([0.5], 0.5, 1.0, grid, neighbours="swap", rng=0)
+    with pytest.raises(ParameterError, match="a < b"):
+        qm.QuantileGrid.from_bounds((1, 0), integer=False)
+
+
+# ----------------------------------------------------------------------------- the entry point
+
+
+def test_quantiles_with_private_bounds_records_the_spend():
+    rng = np.random.default_rng(9)
+    values = rng.normal(40, 5, 4000)
+    result = dprange.quantiles(
+        values, [0.25, 0.5, 0.75], 1.0, bounds="private", bounds_share=0.2, method="approximate", rng=rng
+    )
+    assert result.bounds_source == "private" and result.bounds == (0.0, 64.0)
+    assert result.bounds_epsilon == pytest.approx(0.2) and result.epsilon == 1.0
+    assert np.all(np.abs(result.values - np.quantile(values, [0.25, 0.5, 0.75])) < 0.5)
+    assert not result.has_intervals
+    with pytest.raises(ParameterError, match="no honest confidence intervals"):
+        result.confidence_interval()
+    assert result.to_dict()["bounds"] == {
+        "lower": 0.0,
+        "upper": 64.0,
+        "source": "private",
+        "epsilon": pytest.approx(0.2),
+    }
+
+
+def test_quantiles_spend_never_exceeds_epsilon():
+    """The remaining budget is rounded down until bounds + rest <= epsilon exactly."""
+    rng = np.random.default_rng(10)
+    result = dprange.quantiles(rng.normal(0, 1, 3000) + 10, [0.5], 0.3, bounds="private", bounds_share=0.1, rng=rng)
+    assert result.bounds_epsilon == 0.3 * 0.1
+
+
+def test_quantiles_histogram_route_has_intervals_that_cover():
+    rng = np.random.default_rng(11)
+    values = rng.integers(0, 50, 2000)
+    truth = np.sort(values)[np.ceil(np.array([0.1, 0.5, 0.9]) * 2000).astype(int) - 1]
+    result = dprange.quantiles(values, [0.1, 0.5, 0.9], 1.0, bounds=(0, 63), integer=True, method="histogram", rng=rng)
+    lower, upper = result.confidence_interval(0.05, simultaneous=True)
+    assert np.all((lower <= truth) & (truth <= upper))
+    assert result.to_dict()["intervals"]["alpha"] == 0.05
+
+
+def test_auto_uses_public_facts_only():
+    """Same public facts, different data: the same method."""
+    a = dprange.quantiles(np.zeros(100), [0.5], 1.0, bounds=(0, 10), rng=0)
+    b = dprange.quantiles(np.full(5000, 9.0), [0.5], 1.0, bounds=(0, 10), rng=0)
+    assert a.method == b.method and a.reason == b.reason != ""
+
+
+def test_quantiles_refuses_missing_bounds_and_bad_values():
+    with pytest.raises(ParameterError, match="bounds"):
+        dprange.quantiles([1.0, 2.0], [0.5], 1.0)
+    with pytest.raises(DataError, match="NaN"):
+        dprange.quantiles([1.0, float("nan")], [0.5], 1.0, bounds=(0, 3))
+    with pytest.raises(ParameterError, match="method"):
+        dprange.quantiles([1.0], [0.5], 1.0, bounds=(0, 3), method="median")
+    with pytest.raises(ParameterError, match="bounds_share"):
+        dprange.quantiles([1.0], [0.5], 1.0, bounds="private", bounds_share=1.5)
+
+
+def test_cli_quantiles(tmp_path, capsys):
+    from dprange.cli import main
+
+    path = tmp_path / "data.csv"
+    rng = np.random.default_rng(12)
+    path.write_text("age\n" + "\n".join(str(v) for v in rng.integers(20, 60, 3000)) + "\n")
+    with pytest.raises(SystemExit) as done:
+        main(
+            [
+                "quantiles",
+                str(path),
+                "-c",
+                "age",
+                "--lo",
+                "0",
+                "--hi",
+                "100",
+                "--integers",
+                "-e",
+                "1",
+                "--q",
+                "0.25,0.5",
+                "--method",
+                "histogram",
+                "--seed",
+                "1",
+            ]
+        )
+    out = capsys.readouterr().out
+    assert done.value.code == 0 and "q=0.5:" in out and "[" in out and "bin edges" in out
+    with pytest.raises(SystemExit) as done:
+        main(["quantiles", str(path), "-c", "age", "-e", "1"])
+    assert done.value.code == 2 and "--private-bounds" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as done:
+        main(["quantiles", str(path), "-c", "age", "--private-bounds", "-e", "1", "--integers", "--json"])
+    result = json.loads(capsys.readouterr().out)
+    assert done.value.code == 0 and result["bounds"]["source"] == "private" and result["bounds"]["upper"] == 64.0
