@@ -443,6 +443,7 @@ class Weighted(Operator):
         super().__init__(op.shape)
         self.op = op
         self._row_weights: Any = None
+        self.weight: Any
         if isinstance(row_weights, (int, float, Fraction, np.number)):
             self.weight = row_weights
         elif np.ndim(row_weights) == 0:
