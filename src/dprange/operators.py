@@ -599,12 +599,37 @@ class Kron(Operator):
 
     def sensitivity_power(self, norm, neighbours):
         """add/remove: ||a (x) b||_p^p = ||a||_p^p ||b||_p^p, so the product of the factors'
-        max column powers.  replace: no closed form is derived here; the definition on the
-        dense product (at most :data:`DEFINITION_LIMIT` columns)."""
+        max column powers.  replace, p = 2: from the factors' Gram matrices,
+        ||a_i (x) b_k - a_j (x) b_l||^2 = |a_i|^2 |b_k|^2 + |a_j|^2 |b_l|^2 - 2 (a_i.a_j)(b_k.b_l),
+        maximised over all pairs without forming the product's rows (O(N^2) for N columns;
+        equal pairs give 0).  replace, p = 1: no closed form is derived; the definition on
+        the dense product.  Both need at most :data:`DEFINITION_LIMIT` columns."""
         p = check_norm(norm)
         if check_relation(neighbours) == "add_remove":
             return math.prod(f.sensitivity_power(p, "add_remove") for f in self.factors)
+        if p == 2 and self.shape[1] <= DEFINITION_LIMIT:
+            return self._replace_l2_power()
         return super().sensitivity_power(p, neighbours)
+
+    def _replace_l2_power(self):
+        grams = [np.asarray(f.gram().dense(), dtype=float) for f in self.factors]
+        first = grams[0]
+        rest = grams[1:]
+        other = np.ones((1, 1))
+        for g in rest:
+            other = np.kron(other, g)
+        d_first, d_other = np.diag(first), np.diag(other)
+        best = 0.0
+        for i in range(first.shape[0]):
+            # rows j of the first factor, columns (k, l) of the other factors
+            dist = (
+                d_first[i] * d_other[None, :, None]
+                + d_first[:, None, None] * d_other[None, None, :]
+                - 2.0 * first[i][:, None, None] * other[None, :, :]
+            )
+            best = max(best, float(dist.max()))
+        integer = all(np.all(g == np.round(g)) for g in grams)
+        return _exact_number(best) if integer else best
 
 
 def block_answers(blocks, x) -> list[np.ndarray]:
