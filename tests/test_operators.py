@@ -117,6 +117,16 @@ def test_kron_add_remove_is_the_product_of_the_factors():
     assert op.sensitivity_power(2, "add_remove") == 5 * 3
 
 
+def test_kron_replace_l2_from_the_factor_grams_is_exact():
+    """Random signed integer factors (three of them): the Gram-matrix form equals the
+    definition on the dense product, as an exact int."""
+    rng = np.random.default_rng(1)
+    for _ in range(10):
+        op = Kron([Explicit(rng.integers(-2, 3, (3, 3))), Explicit(rng.integers(-2, 3, (2, 4))), Prefix(2)])
+        got = op.sensitivity_power(2, "replace")
+        assert isinstance(got, int) and got == dense_sensitivity_power(op.dense(), "replace", 2)
+
+
 def test_strategy_sensitivity_is_that_of_its_weighted_operator():
     tree = TreeStrategy(8, 2, measure_root=False)
     strategy = Strategy(tree.blocks(), [0.25, 0.25, 0.5], shape=tree)

@@ -116,7 +116,7 @@ def _by_level(measurements: Measurements, count: int) -> tuple[list, list]:
         index = _level(m)
         if values[index] is not None:
             raise ParameterError(f"level {index} is measured twice; combine the measurements first")
-        values[index] = np.asarray(m.values, dtype=float)
+        values[index] = m.values  # tree_gls / haar_estimate convert (one copy)
         variances[index] = m.variance
     return values, variances
 
