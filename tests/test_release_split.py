@@ -224,3 +224,13 @@ def test_changing_the_mechanism_afterwards_does_not_change_the_release():
     before = rel.bootstrap([0, 4], [23, 9], reps=30, rng=5)
     mechanism.inference = "nnls"
     np.testing.assert_array_equal(rel.bootstrap([0, 4], [23, 9], reps=30, rng=5), before)
+
+
+def test_a_hand_built_release_with_inference_options_loads():
+    """Inference options that the mechanism's parameters do not list are kept by the record
+    (they are not a disagreement with the legacy fields)."""
+    rel = Release(
+        np.ones(4), None, Provenance("custom", epsilon=1.0, inference="nnls", inference_options={"tol": 1e-6})
+    )
+    loaded = Release.from_json(rel.to_json())
+    assert loaded.inference_options == {"tol": 1e-6} and loaded.provenance == rel.provenance

@@ -46,6 +46,7 @@ import math
 import os
 import tempfile
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -565,7 +566,8 @@ def _provenance(meta, version: int, privacy: dict, public_total) -> Provenance:
     if version < 2 or meta.get("provenance") is None:
         return legacy
     saved = Provenance.from_dict(meta["provenance"])
-    if saved != legacy:
+    # the legacy fields hold the inference options only inside the mechanism's parameters
+    if saved != replace(legacy, inference_options=saved.inference_options):
         raise DataError("the saved provenance disagrees with the saved privacy parameters; the file is corrupt")
     return saved
 
