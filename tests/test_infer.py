@@ -197,3 +197,56 @@ def test_one_bin_with_a_public_total_measures_nothing_and_answers_it_exactly(mec
     assert loaded.estimate.tolist() == [5.0] and loaded.range(0, 0).stderr == 0.0
     with pytest.raises(ParameterError, match="nothing is measured"):
         dprange.Hierarchical(2).release(np.array([5]), 1.0, rng=0)
+
+
+def test_measure_returns_one_block_per_level_with_provenance():
+    x = np.array([3, 1, 4, 1, 5, 9, 2, 6, 5])
+    meas = dprange.Hierarchical(3, neighbours="replace").measure(x, 0.5, rng=1)
+    assert [m.block.depth for m in meas.measurements] == [1, 2]
+    assert all(isinstance(m.block, TreeLevel) and m.noise.variance == m.variance for m in meas.measurements)
+    np.testing.assert_array_equal(meas.measurements[0].block.dense() @ x, [8, 15, 13])
+    assert (meas.n, meas.epsilon, meas.neighbours, meas.total, meas.seeded, meas.source) == (
+        9,
+        0.5,
+        "replace",
+        36.0,
+        True,
+        "central",
+    )
+    assert dprange.Flat().measure(x, 0.5).seeded is False
+    matrix = dprange.Matrix(np.tril(np.ones((9, 9)))).measure(x, 0.5, rng=1)
+    (only,) = matrix.measurements
+    assert isinstance(only.block, Explicit) and only.values.shape == (9,)
+
+
+@pytest.mark.parametrize(
+    "mech",
+    [dprange.Hierarchical(4, measure_root=True), dprange.Wavelet(neighbours="replace"), dprange.Flat()],
+    ids=repr,
+)
+def test_error_model_is_the_dense_gls_covariance_of_the_design(mech):
+    """Mechanism.error_model comes from the same blocks and noise as measure(): its range
+    variances are those of dense GLS on the design's stacked matrix and variances."""
+    n = 10
+    design = mech.design(n, 0.8)
+    model = mech.error_model(n, 0.8)
+    A = design.operator().dense()
+    _, v = design.stacked()
+    if isinstance(mech, dprange.Wavelet):
+        # Privelet's estimator is GLS on the padded domain (16 bins), restricted to the real bins
+        haar = mech.strategy(n)
+        padded = HaarStrategy(haar.size, known_total=True)
+        A = np.vstack([b.dense() for b in padded.blocks()])
+        n_cov = haar.size
+    else:
+        n_cov = n
+    G = A.T @ (A / v[:, None])
+    if design.total is not None:
+        P = np.eye(n_cov) - 1.0 / n_cov
+        cov = np.linalg.pinv(P @ G @ P, rtol=1e-10, hermitian=True)
+    else:
+        cov = np.linalg.inv(G)
+    lo, hi = np.triu_indices(n)
+    idx = np.arange(n_cov)
+    Q = ((idx >= lo[:, None]) & (idx <= hi[:, None])).astype(float)
+    np.testing.assert_allclose(model.range_variance(lo, hi), np.einsum("ij,jk,ik->i", Q, cov, Q), rtol=1e-8, atol=1e-9)

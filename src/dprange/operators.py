@@ -107,7 +107,10 @@ class Operator(LinearOperator):
     """
 
     def __init__(self, shape: tuple[int, int]):
-        super().__init__(np.dtype(np.float64), (int(shape[0]), int(shape[1])))
+        # LinearOperator.__init__ only validates and sets these two; strategies build many
+        # small operators per calibration, so they are set directly.
+        self.dtype = np.dtype(np.float64)
+        self.shape = (int(shape[0]), int(shape[1]))
 
     # -- products ---------------------------------------------------------------------
     def _apply(self, X: np.ndarray) -> np.ndarray:
@@ -154,8 +157,10 @@ class Operator(LinearOperator):
         matrix (at most :data:`DEFINITION_LIMIT` columns)."""
         p = check_norm(norm)
         check_relation(neighbours)
-        if neighbours == "add_remove" and self.column_power(p) is not None:
-            return self.column_power(p)
+        if neighbours == "add_remove":
+            uniform = self.column_power(p)
+            if uniform is not None:
+                return uniform
         if self.shape[1] > DEFINITION_LIMIT:
             raise ParameterError(
                 f"the sensitivity of this {type(self).__name__} operator over {self.shape[1]} bins has no closed "
@@ -437,18 +442,25 @@ class Weighted(Operator):
     def __init__(self, op: Operator, row_weights):
         super().__init__(op.shape)
         self.op = op
-        self.row_weights: Any
-        if np.ndim(row_weights) == 0:
+        self._row_weights: Any = None
+        self.weight: Any
+        if isinstance(row_weights, (int, float, Fraction, np.number)):
             self.weight = row_weights
-            self.row_weights = np.float64(row_weights)
+        elif np.ndim(row_weights) == 0:
+            self.weight = float(row_weights)
         else:
             self.weight = None
-            self.row_weights = np.asarray(row_weights, dtype=float)
-            if self.row_weights.shape != (op.shape[0],):
-                raise ParameterError(f"expected {op.shape[0]} row weights, got {self.row_weights.shape}")
+            self._row_weights = np.asarray(row_weights, dtype=float)
+            if self._row_weights.shape != (op.shape[0],):
+                raise ParameterError(f"expected {op.shape[0]} row weights, got {self._row_weights.shape}")
+
+    @property
+    def row_weights(self):
+        """The weights as floats: a scalar, or one per row."""
+        return float(self.weight) if self.weight is not None else self._row_weights
 
     def _scale(self, Y):
-        return Y * (self.row_weights if np.ndim(self.row_weights) == 0 else self.row_weights.reshape(-1, 1))
+        return Y * (self.row_weights if self.weight is not None else self._row_weights.reshape(-1, 1))
 
     def _apply(self, X):
         return self._scale(self.op._apply(X))
@@ -460,7 +472,8 @@ class Weighted(Operator):
         inner = self.op.column_power(norm)
         if inner is None or self.weight is None:
             return None
-        return abs(self.weight) ** norm * inner
+        power = abs(self.weight) ** norm
+        return power if inner == 1 else power * inner
 
     def sensitivity_power(self, norm, neighbours):
         p = check_norm(norm)
@@ -522,8 +535,10 @@ class VStack(Operator):
         """
         p = check_norm(norm)
         check_relation(neighbours)
-        if neighbours == "add_remove" and self.column_power(p) is not None:
-            return self.column_power(p)
+        if neighbours == "add_remove":
+            uniform = self.column_power(p)
+            if uniform is not None:
+                return uniform
         inner = [_unweighted(b) for b in self.blocks]
         ops = [op for op, _ in inner]
         if all(isinstance(op, TreeLevel) for op in ops) and _one_shape(ops, "tree", "depth"):

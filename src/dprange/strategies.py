@@ -220,7 +220,11 @@ class TreeStrategy:
 
     def blocks(self) -> list[Operator]:
         """One :class:`~dprange.operators.TreeLevel` per measured depth, top down."""
-        return [self.level_operator(d) for d in self.measured_depths]
+        return list(self._blocks)
+
+    @cached_property
+    def _blocks(self) -> tuple[Operator, ...]:
+        return tuple(self.level_operator(d) for d in self.measured_depths)
 
     def level_counts_full(self) -> tuple[int, ...]:
         """Nodes per depth in the full (padded) tree: b_1 * ... * b_d."""
@@ -351,7 +355,11 @@ class HaarStrategy:
 
     def blocks(self) -> list[Operator]:
         """One :class:`~dprange.operators.HaarLevel` per measured level, top down."""
-        return [self.level_operator(k) for k in self.measured_depths]
+        return list(self._blocks)
+
+    @cached_property
+    def _blocks(self) -> tuple[Operator, ...]:
+        return tuple(self.level_operator(k) for k in self.measured_depths)
 
     def sensitivity(self, neighbours: str, p: int, weights=None) -> float:
         """The L_p sensitivity (see :meth:`sensitivity_power`)."""
