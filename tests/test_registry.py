@@ -276,7 +276,7 @@ def test_one_call_checks_every_parameter(monkeypatch):
         (lambda: Hierarchical(4, branching=4), "Hierarchical got branching twice"),
         (lambda: Matrix(), r"Matrix needs strategy \(the strategy A"),
         (lambda: Matrix(np.zeros((2, 2))), "the strategy matrix is zero"),
-        (lambda: Matrix(np.eye(3), inference="l1"), "Matrix has no parameter inference"),
+        (lambda: Matrix(np.eye(3), budget="uniform"), "Matrix has no parameter budget"),
     ],
 )
 def test_bad_parameters_are_parameter_errors(build, message):

@@ -35,7 +35,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
-from ._params import Custom, Param, find
+from ._params import Custom, Param
 from ._validation import check_positive_int
 from .errors import ParameterError
 from .inference.dispatch import design_error_model
@@ -224,8 +224,7 @@ class Matrix(Mechanism):
             positional=True,
             attribute="_strategy",
         ),
-        find(Mechanism.PARAMS, "neighbours"),
-        find(Mechanism.PARAMS, "noise"),
+        *Mechanism.PARAMS,
     )
     _strategy: MatrixStrategy
 

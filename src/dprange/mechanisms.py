@@ -202,7 +202,7 @@ class Mechanism:
     )
     neighbours: str
     noise: str
-    inference: str = "gls"
+    inference: str
     inference_options: dict
 
     def __init__(self, *args, **kwargs):
