@@ -659,15 +659,27 @@ class QuantilesResult:
         )
 
 
+#: auto's thresholds on the number of levels m (docs/quantiles.md has the numbers behind them).
+AUTO_JOINT_FROM = 2
+AUTO_HISTOGRAM_FROM = 10
+
+
 def auto_method(m: int, epsilon: float, *, integer: bool, width: float) -> tuple[str, str]:
-    """(method, reason) from public facts only: the number of levels m, epsilon, and the
-    bounds (integer or real, width).  The rule and the numbers behind it: docs/quantiles.md."""
-    if m >= AUTO_HISTOGRAM_FROM:
-        return "histogram", f"m = {m} >= {AUTO_HISTOGRAM_FROM} levels: the histogram route is most accurate"
-    return "approximate", f"m = {m} < {AUTO_HISTOGRAM_FROM} levels: the recursive split is most accurate"
+    """(method, reason) from public facts only.  The rule uses the number of levels m; the
+    benchmark (benchmarks/quantiles.py, docs/quantiles.md) found no consistent effect of
+    epsilon, integer or real bounds, or their width, that a rule could use without n:
 
-
-AUTO_HISTOGRAM_FROM = 19
+    * m = 1: the exponential mechanism ("approximate" with one level: exact sampler), as
+      accurate as JointExp with one level (the same law up to the grid);
+    * 2 <= m <= 9: JointExp, best or within noise of the best at m = 4 on 12 of 16 cells;
+    * m >= 10: the histogram route, best at m = 19 and 99 on most cells, and the only one
+      with intervals.
+    """
+    if m < AUTO_JOINT_FROM:
+        return "approximate", "one level: the exponential mechanism (exact sampler)"
+    if m < AUTO_HISTOGRAM_FROM:
+        return "joint_exp", f"m = {m} levels (2..{AUTO_HISTOGRAM_FROM - 1}): JointExp is the most accurate"
+    return "histogram", f"m = {m} >= {AUTO_HISTOGRAM_FROM} levels: the histogram route is the most accurate"
 
 
 def as_values(values) -> np.ndarray:
