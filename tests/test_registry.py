@@ -19,6 +19,7 @@ from dprange import Domain, Flat, Hierarchical, Matrix, Mechanism, ParameterErro
 from dprange._params import Integer, Param, replaced
 from dprange.analysis import auto_mechanism, default_candidates
 from dprange.cli import cli, main
+from dprange.inference.dispatch import METHODS
 from dprange.mechanisms import hierarchy_candidates, make_mechanism
 from dprange.noise import NOISE_KINDS
 from dprange.registry import INFERENCE, MECHANISMS, NOISE, REGISTRIES, WORKLOADS, Entry, docs_markdown
@@ -163,6 +164,7 @@ def test_python_m_registry_docs_prints_the_page():
 
 def test_registered_names_match_what_interprets_them():
     assert NOISE.names() == NOISE_KINDS  # the samplers of dprange.noise
+    assert INFERENCE.names() == METHODS  # the methods of dprange.inference.infer
     for registry in REGISTRIES:
         for name, entry in registry.items():
             assert entry.name == name and entry.summary and entry.kind == registry.kind
@@ -274,7 +276,7 @@ def test_one_call_checks_every_parameter(monkeypatch):
         (lambda: Hierarchical(4, branching=4), "Hierarchical got branching twice"),
         (lambda: Matrix(), r"Matrix needs strategy \(the strategy A"),
         (lambda: Matrix(np.zeros((2, 2))), "the strategy matrix is zero"),
-        (lambda: Matrix(np.eye(3), inference="l1"), "Matrix has no parameter inference"),
+        (lambda: Matrix(np.eye(3), budget="uniform"), "Matrix has no parameter budget"),
     ],
 )
 def test_bad_parameters_are_parameter_errors(build, message):

@@ -32,7 +32,7 @@ def test_stderr_matches_dense_covariance_of_estimator():
     x = np.array([3, 1, 4, 1, 5, 9, 2])
     rel = mech.release(x, 0.8, rng=1)
     meas = mech.measure(x, 0.8, rng=1)
-    A = meas.strategy.dense()
+    A = mech.strategy(x.size).dense()
     _, v = meas.stacked()
     cov = np.linalg.inv(A.T @ np.diag(1 / v) @ A)
     lo, hi = np.triu_indices(7)

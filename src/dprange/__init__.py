@@ -5,7 +5,16 @@ The central pipeline: ``Domain`` (public bins) -> mechanism (``Flat``, ``Hierarc
 """
 
 from .domain import Domain
-from .errors import DataError, DomainError, DPRangeError, ParameterError, ReportError, redacted, set_redaction
+from .errors import (
+    ConvergenceWarning,
+    DataError,
+    DomainError,
+    DPRangeError,
+    ParameterError,
+    ReportError,
+    redacted,
+    set_redaction,
+)
 from .mechanisms import Flat, Hierarchical, Mechanism, Wavelet
 from .release import Answer, Release
 
@@ -23,6 +32,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Answer",
+    "ConvergenceWarning",
     "DataError",
     "Domain",
     "DomainError",

@@ -43,7 +43,7 @@ from ._cli_helpers import (
     summaries,
     with_options,
 )
-from ._params import find
+from ._params import OneOf, find
 from ._validation import NEIGHBOURS, check_delta, check_epsilon
 from .analysis import select
 from .domain import Domain
@@ -66,7 +66,9 @@ def _mechanism_choices() -> tuple[str, ...]:
 
 def _noise_choices() -> tuple[str, ...]:
     """--noise: auto and every registered noise kind (the mechanisms' declared choices)."""
-    return find(Mechanism.PARAMS, "noise").constraint.values  # type: ignore[attr-defined]
+    constraint = find(Mechanism.PARAMS, "noise").constraint
+    assert isinstance(constraint, OneOf)
+    return constraint.values
 
 
 def _mechanism_help() -> str:

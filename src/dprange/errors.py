@@ -31,6 +31,11 @@ class ReportError(DataError):
     """Local-DP reports are malformed or do not match the aggregator's parameters."""
 
 
+class ConvergenceWarning(UserWarning):
+    """An iterative estimator (ADMM for NNLS / L1) stopped at its iteration cap before meeting
+    its tolerance: the estimate is usable but not the optimum; raise ``maxiter`` or ``tol``."""
+
+
 # ----------------------------------------------------------------------------- redaction
 # Messages about data may quote private quantities: the number of bad rows, a raw value, its
 # row number.  The data owner reading their own errors wants them; a service that shows

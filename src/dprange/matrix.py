@@ -1,4 +1,5 @@
-"""The matrix mechanism (Li, Hay, Rastogi, Miklau, McGregor, PODS 2010; seed 003).
+"""The matrix mechanism (Li, Hay, Rastogi, Miklau and McGregor, "Optimizing Linear Counting
+Queries Under Differential Privacy", PODS 2010).
 
 Measure a strategy A (p x n) with noise calibrated to its sensitivity, then estimate x by
 least squares, x_hat = A^+ y.  The expected error of a workload W is
@@ -29,23 +30,22 @@ is refused.  Strategies are explicit (dense or sparse) matrices, or operators ov
 from __future__ import annotations
 
 import math
-from fractions import Fraction
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.linalg import LinearOperator, aslinearoperator
+from scipy.sparse.linalg import LinearOperator
 
-from ._params import Custom, Param, find
-from ._validation import check_delta, check_epsilon, check_positive_int
+from ._params import Custom, Param
+from ._validation import check_positive_int
 from .errors import ParameterError
-from .inference.least_squares import OperatorEstimate, gls
-from .mechanisms import Mechanism, calibrate, resolve_noise
-from .noise import NoiseSpec
+from .inference.dispatch import design_error_model
+from .inference.least_squares import DENSE_COVARIANCE_LIMIT
+from .measurements import LinearMeasurement, Measurements
+from .mechanisms import Mechanism
+from .operators import Explicit, Operator, Weighted
 from .registry import MECHANISMS, Citation
-from .strategies import dense_sensitivity_power
 
-#: Strategies up to this many bins get a dense covariance (exact, O(1) per range query).
-DENSE_COVARIANCE_LIMIT = 4096
+__all__ = ["DENSE_COVARIANCE_LIMIT", "DenseErrorModel", "Matrix", "MatrixStrategy"]
 
 #: Quantisation of a real strategy: rounding moves no entry by more than this fraction of the
 #: largest entry.
@@ -71,54 +71,15 @@ def quantisation_factor(values: np.ndarray) -> float:
 
 
 class DenseErrorModel:
-    """Exact error model from an explicit n x n covariance (small n)."""
-
-    def __init__(
-        self, covariance: np.ndarray, *, strategy=None, variance: float | None = None, known_total: bool = False
-    ):
-        self.covariance = covariance
-        #: What the covariance was computed from (kept for :meth:`to_dict`).
-        self.strategy = strategy
-        self.variance = variance
-        self.known_total = bool(known_total)
-        n = covariance.shape[0]
-        self._cum = np.zeros((n + 1, n + 1))
-        self._cum[1:, 1:] = covariance.cumsum(axis=0).cumsum(axis=1)
-
-    def range_variance(self, lo, hi) -> np.ndarray:
-        lo, hi = np.broadcast_arrays(np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64))
-        c = self._cum
-        out = c[hi + 1, hi + 1] - c[lo, hi + 1] - c[hi + 1, lo] + c[lo, lo]
-        return np.maximum(out, 0.0)
-
-    def query_variance(self, weights) -> np.ndarray:
-        q = np.asarray(weights, dtype=float)
-        out = np.einsum("...i,ij,...j->...", q, self.covariance, q)
-        return np.maximum(out, 0.0)
-
-    def to_dict(self) -> dict:
-        """The measured integer strategy (nonzero entries as row, column, value triplets), the
-        noise variance of every row and whether the total is public: the covariance is
-        recomputed from them, so the saved form is compact."""
-        if self.strategy is None or self.variance is None:
-            raise ParameterError("this dense error model does not know the strategy it was computed from")
-        coo = sp.coo_matrix(self.strategy)
-        return {
-            "kind": "dense_matrix",
-            "shape": [int(coo.shape[0]), int(coo.shape[1])],
-            "sparse": bool(sp.issparse(self.strategy)),
-            "row": coo.row.tolist(),
-            "col": coo.col.tolist(),
-            "value": coo.data.tolist(),
-            "variance": float(self.variance),
-            "known_total": self.known_total,
-        }
+    """The saved form of a matrix release's error model (kind "dense_matrix"): the measured
+    integer strategy, its one noise variance and whether the total is public.  :meth:`from_dict`
+    rebuilds the estimate's error model (a
+    :class:`~dprange.inference.least_squares.DenseGLSEstimate`) exactly."""
 
     @classmethod
     def from_dict(cls, data: dict):
-        """The error model described by :meth:`to_dict`, as a released matrix estimate carries
-        it: least-squares query variances through the strategy operator, range variances
-        from the dense covariance (as :meth:`Matrix.infer` gives them)."""
+        """The error model described by ``to_dict`` (least-squares query variances through the
+        strategy operator, range variances from the dense covariance)."""
         rows, n = (int(v) for v in data["shape"])
         if not 0 < n <= DENSE_COVARIANCE_LIMIT:
             raise ParameterError(f"a saved matrix strategy must have 1 to {DENSE_COVARIANCE_LIMIT} columns, not {n}")
@@ -140,34 +101,16 @@ class DenseErrorModel:
         return matrix_estimate_model(strategy, variance, bool(data["known_total"]))
 
 
-def dense_matrix_model(strategy: MatrixStrategy, variance: float, known_total: bool) -> DenseErrorModel:
-    """The exact covariance of least squares on A, variance x (A^T A)^+ (with a public total:
-    the pseudo-inverse on the sum-zero subspace), as a :class:`DenseErrorModel`."""
-    A = strategy.explicit()
-    gram = A.T @ A
-    if known_total:
-        n = gram.shape[0]
-        P = np.eye(n) - 1.0 / n
-        cov = np.linalg.pinv(P @ gram @ P, rtol=1e-10, hermitian=True)
-    else:
-        cov = np.linalg.pinv(gram, rtol=1e-10, hermitian=True)
-    return DenseErrorModel(variance * cov, strategy=strategy.matrix, variance=variance, known_total=known_total)
-
-
-def with_dense_errors(estimate, strategy: MatrixStrategy, variance: float, known_total: bool):
-    """``estimate`` (a least-squares estimate on ``strategy``) answering range variances from
-    the dense covariance, and saving itself as that model."""
-    dense = dense_matrix_model(strategy, variance, known_total)
-    estimate.range_variance = dense.range_variance
-    estimate.to_dict = dense.to_dict
-    return estimate
-
-
 def matrix_estimate_model(strategy: MatrixStrategy, variance: float, known_total: bool):
-    """The error model a matrix release carries, without data (an all-zero estimate)."""
-    rows = strategy.rows
-    estimate = OperatorEstimate(strategy.operator(), np.full(rows, variance), np.zeros(strategy.n), known_total)
-    return with_dense_errors(estimate, strategy, variance, known_total)
+    """The error model a matrix release carries, without data (GLS on the zero design)."""
+    zeros = np.zeros(strategy.rows)
+    design = Measurements(
+        [LinearMeasurement(strategy.block, zeros, variance)],
+        strategy.n,
+        math.nan,
+        total=0.0 if known_total else None,
+    )
+    return design_error_model(design)
 
 
 class MatrixStrategy:
@@ -202,15 +145,16 @@ class MatrixStrategy:
             self.matrix = quantised
         else:
             self.matrix = np.round(given * self.factor)
-        self._operator = aslinearoperator(self.matrix)
-        self.rows, self.n = self._operator.shape
-        self.measured_depths = (0,)
-        self.level_sizes = (self.rows,)
-        self.height = 0
-        self._sensitivity_cache: dict = {}
+        #: The measured integer matrix as an operator (sensitivities cached on it).
+        self.block = Explicit(self.matrix, pairs_limit=EXACT_PAIRS_LIMIT)
+        self.rows, self.n = self.block.shape
 
     def operator(self) -> LinearOperator:
-        return self._operator
+        return self.block
+
+    def blocks(self) -> list[Operator]:
+        """The one measured block."""
+        return [self.block]
 
     def explicit(self) -> np.ndarray:
         """The measured integer matrix A_q, dense (small n only)."""
@@ -242,39 +186,14 @@ class MatrixStrategy:
 
     def sensitivity_power(self, neighbours: str, p: int, weights=None):
         """sum |.|^p of the worst change of the measured rows (module doc); ``weights`` (one
-        level) multiplies it by w^p."""
-        key = (neighbours, p)
-        if key not in self._sensitivity_cache:
-            self._sensitivity_cache[key] = self._unweighted_sensitivity_power(neighbours, p)
-        value = self._sensitivity_cache[key]
+        block) multiplies it by w^p.  Computed by :class:`~dprange.operators.Explicit`."""
         if weights is None:
-            return value
+            return self.block.sensitivity_power(p, neighbours)
         (w,) = list(weights)
-        return Fraction(value) * abs(w) ** p if isinstance(w, Fraction) else value * abs(w) ** p
-
-    def _unweighted_sensitivity_power(self, neighbours: str, p: int) -> float:
-        A = self.explicit()
-        if neighbours == "add_remove":
-            value = float((np.abs(A) ** p).sum(axis=0).max())
-        elif self.n < 2:
-            value = 0.0
-        elif p == 2:
-            gram = A.T @ A
-            diag = np.diag(gram)
-            dist = diag[:, None] + diag[None, :] - 2.0 * gram
-            np.fill_diagonal(dist, 0.0)
-            value = float(dist.max())
-        elif self.n * self.n * self.rows <= EXACT_PAIRS_LIMIT:
-            value = dense_sensitivity_power(A, neighbours, 1)
-        else:
-            value = 2.0 * float(np.abs(A).sum(axis=0).max())
-        return value
+        return Weighted(self.block, w).sensitivity_power(p, neighbours)
 
     def sensitivity(self, neighbours: str, p: int, weights=None) -> float:
         return float(self.sensitivity_power(neighbours, p, weights)) ** (1.0 / p)
-
-    def level_sums(self, x):
-        return [self._operator.matvec(np.asarray(x, dtype=float))]
 
     def describe(self) -> dict:
         return {"bins": self.n, "rows": self.rows, "quantisation_factor": self.factor}
@@ -305,8 +224,7 @@ class Matrix(Mechanism):
             positional=True,
             attribute="_strategy",
         ),
-        find(Mechanism.PARAMS, "neighbours"),
-        find(Mechanism.PARAMS, "noise"),
+        *Mechanism.PARAMS,
     )
     _strategy: MatrixStrategy
 
@@ -333,32 +251,13 @@ class Matrix(Mechanism):
             raise ParameterError(f"the strategy has {self._strategy.n} columns but the data have {n} bins")
         return self._strategy
 
-    def noise_specs(self, strategy, epsilon, delta) -> list[NoiseSpec]:
-        epsilon = check_epsilon(epsilon)
-        kind = resolve_noise(self.noise, delta)
-        return calibrate(strategy, self.neighbours, kind, [epsilon], epsilon, delta)
-
-    def level_variances(self, strategy, epsilon, delta) -> list:
-        return [self.noise_specs(strategy, epsilon, delta)[0].variance]
-
-    def infer(self, measurements):
-        y, v = measurements.stacked()
-        estimate = gls(self._strategy.operator(), y, v, total=measurements.total)
-        if self._strategy.n <= DENSE_COVARIANCE_LIMIT:
-            with_dense_errors(estimate, self._strategy, v[0], measurements.total is not None)
-        return estimate
-
-    def _dense_model(self, variance: float, known_total: bool) -> DenseErrorModel:
-        return dense_matrix_model(self._strategy, variance, known_total)
+    def budget_fractions(self, strategy, epsilon) -> np.ndarray:
+        return np.ones(1)
 
     def error_model(self, n: int, epsilon, *, delta=0.0):
-        epsilon = check_epsilon(epsilon)
-        delta = check_delta(delta)
-        strategy = self.strategy(check_positive_int(n, "n"))
-        variance = self.level_variances(strategy, epsilon, delta)[0]
-        if n > DENSE_COVARIANCE_LIMIT:
+        if check_positive_int(n, "n") > DENSE_COVARIANCE_LIMIT:
             raise ParameterError(f"exact error of a matrix strategy is computed for n <= {DENSE_COVARIANCE_LIMIT}")
-        return self._dense_model(variance, self.neighbours == "replace")
+        return super().error_model(n, epsilon, delta=delta)
 
 
 MECHANISMS.add(

@@ -47,93 +47,21 @@ from ._validation import (
     fit_budget,
     float_at_least,
 )
+from .bootstrap import resample_leaves
 from .domain import Domain
 from .errors import ParameterError
-from .inference.l1_admm import admm, tree_x_update
-from .inference.tree import tree_error_model, tree_gls
-from .inference.wavelet import haar_error_model, haar_estimate
-from .measurements import Measurements
+from .inference.dispatch import ADMM_OPTIONS, NonlinearEstimate, design_error_model, infer
+from .inference.dispatch import least_squares as dispatch_least_squares
+from .measurements import LinearMeasurement, Measurements
 from .noise import NOISE_KINDS, NoiseSpec, SecureRandom, gaussian_sigma, resolve_rng
+from .operators import block_answers
 from .registry import INFERENCE, MECHANISMS, NOISE, Citation
 from .release import Release
-from .strategies import HaarStrategy, TreeStrategy
+from .strategies import HaarStrategy, Strategy, TreeStrategy
+
+__all__ = ["Flat", "Hierarchical", "Mechanism", "NonlinearEstimate", "Wavelet"]
 
 BUDGET_RULES = ("uniform", "geometric")
-
-#: The options of the ADMM solver behind nnls and l1 inference (:func:`dprange.inference.admm`).
-ADMM_OPTIONS = ("alpha", "tol", "maxiter", "rho", "relax", "split", "adapt")
-
-
-class NonlinearEstimate:
-    """An NNLS or L1 (ADMM) estimate.  Its error is not given by the least-squares formula:
-    ``range_variance`` returns NaN; use :meth:`dprange.Release.bootstrap`.  The GLS estimate
-    it started from, with its exact error model, is kept as ``least_squares``."""
-
-    def __init__(self, leaves, least_squares, result):
-        self.leaves = leaves
-        self.least_squares = least_squares
-        self.result = result
-
-    def range_variance(self, lo, hi):
-        return np.full(np.broadcast(np.asarray(lo), np.asarray(hi)).shape, np.nan)
-
-    def query_variance(self, weights):
-        return np.full(np.atleast_2d(weights).shape[0], np.nan)
-
-
-def nonlinear_estimate(measurements: Measurements, gls_estimate, inference: str, options: dict) -> NonlinearEstimate:
-    """Non-negative least squares or L1 (elastic net, alpha = 0.9 by default) by ADMM.
-
-    Rows are weighted by 1 / (noise scale), the Laplace log-likelihood; trees use the exact
-    O(nodes) tree least-squares x-step (Lee et al. 2015, Algorithm 3).
-    """
-    strategy = measurements.strategy
-    y, _ = measurements.stacked()
-    # weights 1 / (noise scale): b for (discrete) Laplace, sigma for Gaussian
-    scales: list[Any] = [None if spec is None else spec.scale for spec in measurements.noise]
-    weights = np.concatenate(
-        [np.full(np.size(v), 1.0 / sc) for v, sc in zip(measurements.values, scales) if v is not None]
-    )
-    x_update = None
-    if isinstance(strategy, TreeStrategy):
-        level_weights = [None if sc is None else 1.0 / sc for sc in scales]
-        x_update = tree_x_update(strategy, level_weights, total=measurements.total)
-    alpha = 0.0 if inference == "nnls" else float(options.get("alpha", 0.9))
-    solver_options = {k: options[k] for k in ("rho", "relax", "split", "adapt") if k in options}
-    result = admm(
-        strategy.operator(),
-        y,
-        weights,
-        alpha=alpha,
-        total=measurements.total,
-        x_update=x_update,
-        tol=float(options.get("tol", 1e-5)),
-        maxiter=int(options.get("maxiter", 5000)),
-        x0=np.maximum(gls_estimate.leaves, 0.0),
-        **solver_options,
-    )
-    return NonlinearEstimate(result.x, gls_estimate, result)
-
-
-def simulate_measurements(mechanism, measurements: Measurements, truth: np.ndarray, rng) -> Measurements:
-    """Measurements with the same strategy and noise as ``measurements`` on a hypothetical
-    histogram ``truth`` (post-processing: uses only public parameters and the release)."""
-    strategy = measurements.strategy
-    exact = mechanism._exact_levels(strategy, np.asarray(truth, dtype=float))
-    values: list = [None] * len(measurements.values)
-    for depth, spec in enumerate(measurements.noise):
-        if spec is not None:
-            values[depth] = exact[depth] + spec.sample(np.shape(exact[depth]), rng)
-    total = None if measurements.total is None else float(np.sum(truth))
-    return Measurements(
-        strategy,
-        values,
-        list(measurements.noise),
-        measurements.epsilon,
-        measurements.delta,
-        measurements.neighbours,
-        total,
-    )
 
 
 def check_counts(counts) -> np.ndarray:
@@ -173,7 +101,7 @@ def split_budget(weights, epsilon: float) -> list[float]:
 def optimal_budgets(branching, epsilon: float) -> list[float]:
     """Per-level budgets minimising the worst prefix (CDF) error of a level-uniform tree with
     per-level branching ``branching`` (Rameshwar and Tandon, "Optimal Tree-Based Mechanisms
-    for Differentially Private Approximate CDFs", 2024, seed 001, Theorem IV.2):
+    for Differentially Private Approximate CDFs", 2024, Theorem IV.2):
     eps_l = eps (b_l - 1)^(1/3) / sum_k (b_k - 1)^(1/3); see :mod:`dprange.cdf_trees`."""
     epsilon = check_epsilon(epsilon)
     weights = np.array([(b - 1) ** (1.0 / 3.0) for b in branching], dtype=float)
@@ -186,27 +114,28 @@ def _bump(values: list[float]) -> list[float]:
     return [math.nextafter(v, math.inf) for v in values]
 
 
-def laplace_scales(strategy, neighbours: str, level_epsilons: list[float], epsilon: float) -> list[float]:
+def laplace_scales(strategy: Strategy, neighbours: str, level_epsilons: list[float], epsilon: float) -> list[float]:
     """Scales b_l = (S / epsilon) / eps_l (module doc), rounded up until the exact worst-case
-    loss max_pairs sum_l ||change_l||_1 / b_l is at most epsilon."""
-    weighted = strategy.sensitivity_power(neighbours, 1, [Fraction(e) for e in level_epsilons])
+    loss max_pairs sum_l ||change_l||_1 / b_l is at most epsilon.  Sensitivities are those
+    of the strategy's weighted operator (:meth:`Strategy.sensitivity_power`)."""
+    weighted = strategy.sensitivity_power(1, neighbours, [Fraction(e) for e in level_epsilons])
     ratio = float(weighted / Fraction(epsilon)) if weighted > 0 else 1.0
     scales = [ratio / e for e in level_epsilons]
     for b, e in zip(scales, level_epsilons):
         check_noise_scale(b, e)
-    while strategy.sensitivity_power(neighbours, 1, [1 / Fraction(b) for b in scales]) > Fraction(epsilon):
+    while strategy.sensitivity_power(1, neighbours, [1 / Fraction(b) for b in scales]) > Fraction(epsilon):
         scales = _bump(scales)
     return scales
 
 
 def gaussian_scales(
-    strategy, neighbours: str, level_epsilons: list[float], epsilon: float, delta: float
+    strategy: Strategy, neighbours: str, level_epsilons: list[float], epsilon: float, delta: float
 ) -> list[float]:
     """sigma_l = sigma / f_l with sigma calibrated for the L2 sensitivity of the strategy whose
     level l is weighted by f_l = eps_l / epsilon; rounded up until the exact weighted
     sensitivity max_pairs sum_l ||change_l||_2^2 / sigma_l^2 is at most (Delta / sigma)^2."""
     fractions = [e / epsilon for e in level_epsilons]
-    squared = strategy.sensitivity_power(neighbours, 2, [Fraction(f) for f in fractions])
+    squared = strategy.sensitivity_power(2, neighbours, [Fraction(f) for f in fractions])
     l2 = math.sqrt(float(squared)) if squared > 0 else 1.0
     while Fraction(l2) ** 2 < squared:
         l2 = math.nextafter(l2, math.inf)
@@ -215,15 +144,15 @@ def gaussian_scales(
     for s, e in zip(sigmas, level_epsilons):
         check_noise_scale(s, e)
     allowed = (Fraction(l2) / Fraction(sigma)) ** 2
-    while strategy.sensitivity_power(neighbours, 2, [1 / Fraction(s) for s in sigmas]) > allowed:
+    while strategy.sensitivity_power(2, neighbours, [1 / Fraction(s) for s in sigmas]) > allowed:
         sigmas = _bump(sigmas)
     return sigmas
 
 
 def calibrate(
-    strategy, neighbours: str, kind: str, level_epsilons: list[float], epsilon: float, delta: float
+    strategy: Strategy, neighbours: str, kind: str, level_epsilons: list[float], epsilon: float, delta: float
 ) -> list[NoiseSpec]:
-    """The noise of every measured level for budgets ``level_epsilons`` (exact sum <= epsilon)."""
+    """The noise of every block of ``strategy`` for budgets ``level_epsilons`` (exact sum <= epsilon)."""
     if kind == "gaussian":
         scales = gaussian_scales(strategy, neighbours, level_epsilons, epsilon, delta)
     else:
@@ -274,7 +203,7 @@ class Mechanism:
     )
     neighbours: str
     noise: str
-    inference: str = "gls"
+    inference: str
     inference_options: dict
 
     def __init__(self, *args, **kwargs):
@@ -288,13 +217,15 @@ class Mechanism:
 
     # Subclasses implement these two.
     def strategy(self, n: int):
+        """The shape of the measured queries on n bins (a :class:`TreeStrategy`,
+        :class:`HaarStrategy` or matrix strategy): its ``blocks()`` are the operators."""
         raise NotImplementedError
 
     def budget_fractions(self, strategy, epsilon: float) -> np.ndarray:
         raise NotImplementedError
 
     def level_budgets(self, strategy, epsilon: float) -> list[float]:
-        """Budget of every measured level, top down; exact sum at most :meth:`spent_epsilon`."""
+        """Budget of every measured block, in order; exact sum at most :meth:`spent_epsilon`."""
         return split_budget(self.budget_fractions(strategy, epsilon), epsilon)
 
     def spent_epsilon(self, epsilon: float) -> float:
@@ -314,86 +245,104 @@ class Mechanism:
         strategy = self.strategy(check_positive_int(n, "n"))
         return strategy.sensitivity(self.neighbours, 1), strategy.sensitivity(self.neighbours, 2)
 
+    def plan(self, shape, epsilon: float) -> Strategy:
+        """The :class:`Strategy` measured with budget ``epsilon``: the shape's blocks and the
+        budget split (:meth:`level_budgets`)."""
+        blocks = shape.blocks()
+        budget = self.level_budgets(shape, epsilon) if blocks else []
+        return Strategy(blocks, budget, shape=shape)
+
+    def noise_specs(self, strategy, epsilon: float, delta: float) -> list[NoiseSpec]:
+        """The calibrated noise of every measured block, in order (data-independent)."""
+        epsilon = check_epsilon(epsilon)
+        kind = resolve_noise(self.noise, delta)
+        plan = self.plan(strategy, epsilon)
+        if not plan.blocks:
+            return []
+        return calibrate(plan, self.neighbours, kind, plan.budget, self.spent_epsilon(epsilon), delta)
+
+    def design(self, n: int, epsilon, *, delta=0.0) -> Measurements:
+        """The measurements' design on n bins (blocks, noise, provenance) with zero values:
+        what the error model depends on, before any data are read."""
+        epsilon = check_epsilon(epsilon)
+        delta = check_delta(delta)
+        shape = self.strategy(check_positive_int(n, "n"))
+        blocks = shape.blocks()
+        specs = self.noise_specs(shape, epsilon, delta)
+        measured = [
+            LinearMeasurement(block, np.zeros(block.shape[0]), spec.variance, spec)
+            for block, spec in zip(blocks, specs)
+        ]
+        total = 0.0 if self.neighbours == "replace" else None
+        return Measurements(measured, shape.n, self.spent_epsilon(epsilon), delta, self.neighbours, total)
+
     def measure(self, counts, epsilon, *, delta=0.0, rng=None) -> Measurements:
-        """Answer the strategy's queries on ``counts`` with calibrated noise."""
+        """Answer the strategy's blocks on ``counts`` with calibrated noise.
+
+        The noise is calibrated (and the budget checked) before the counts are read."""
         counts = check_counts(counts)
         epsilon = check_epsilon(epsilon)
         delta = check_delta(delta)
         source = resolve_rng(rng)
-        strategy = self.strategy(counts.size)
-        specs = self.noise_specs(strategy, epsilon, delta)  # validates the budget before data are read
-        exact = self._exact_levels(strategy, counts)
-        depths = strategy.measured_depths
-        values: list = [None] * len(exact)
-        noise: list = [None] * len(exact)
-        for depth, spec in zip(depths, specs):
-            values[depth] = exact[depth] + spec.sample(exact[depth].shape, source)
-            noise[depth] = spec
+        shape = self.strategy(counts.size)
+        blocks = shape.blocks()
+        specs = self.noise_specs(shape, epsilon, delta)
+        measured = [
+            LinearMeasurement(block, exact + spec.sample(exact.shape, source), spec.variance, spec)
+            for block, spec, exact in zip(blocks, specs, block_answers(blocks, counts))
+        ]
         total = float(counts.sum()) if self.neighbours == "replace" else None
         return Measurements(
-            strategy,
-            values,
-            noise,
+            measured,
+            counts.size,
             self.spent_epsilon(epsilon),
             delta,
             self.neighbours,
             total,
-            extra={"seeded": is_seeded(rng)},
+            seeded=is_seeded(rng),
         )
 
-    def noise_specs(self, strategy, epsilon: float, delta: float) -> list[NoiseSpec]:
-        """The calibrated noise of every measured level, top down (data-independent)."""
-        epsilon = check_epsilon(epsilon)
-        kind = resolve_noise(self.noise, delta)
-        if not strategy.measured_depths:
-            return []
-        levels = self.level_budgets(strategy, epsilon)
-        return calibrate(strategy, self.neighbours, kind, levels, self.spent_epsilon(epsilon), delta)
-
     def level_variances(self, strategy, epsilon: float, delta: float) -> list:
-        """Noise variance per level of ``strategy`` (None where unmeasured)."""
-        out: list = [None] * (len(strategy.level_sizes) if isinstance(strategy, TreeStrategy) else strategy.height + 1)
-        for depth, spec in zip(strategy.measured_depths, self.noise_specs(strategy, epsilon, delta)):
-            out[depth] = spec.variance
-        return out
+        """Noise variance by tree depth / Haar level (None where unmeasured); one entry per
+        block for other strategies."""
+        return self.design(strategy.n, epsilon, delta=delta).variances
 
     def error_model(self, n: int, epsilon, *, delta=0.0):
         """The exact error model of this mechanism on n bins, before any data is touched.
 
         Linear mechanisms with least-squares inference have data-independent error: the
-        returned object gives ``range_variance(lo, hi)`` and ``query_variance(weights)``.
+        returned object gives ``range_variance(lo, hi)`` and ``query_variance(weights)``
+        (the GLS estimate of :func:`dprange.inference.infer` on the zero design).
         """
-        epsilon = check_epsilon(epsilon)
-        delta = check_delta(delta)
-        strategy = self.strategy(check_positive_int(n, "n"))
-        return tree_error_model(
-            strategy, self.level_variances(strategy, epsilon, delta), known_total=strategy.known_total
-        )
+        return design_error_model(self.design(n, epsilon, delta=delta))
 
     def _exact_levels(self, strategy, counts):
-        return strategy.level_sums(counts)
+        """Exact answers of the measured blocks, by tree depth / Haar level (None where not
+        measured), one entry per block for other strategies."""
+        blocks = strategy.blocks()
+        answers = block_answers(blocks, np.asarray(counts))
+        design = Measurements([LinearMeasurement(b, a, 1.0) for b, a in zip(blocks, answers)], strategy.n, 0.0)
+        return design.values
 
     def least_squares(self, measurements: Measurements):
         """Exact least-squares estimate (post-processing only)."""
-        return tree_gls(measurements.strategy, measurements.values, measurements.variances, total=measurements.total)
+        return dispatch_least_squares(measurements)
 
     def infer(self, measurements: Measurements):
         """The estimate of x: GLS, or NNLS / L1 by ADMM (Lee et al. 2015) from the GLS start."""
-        gls_estimate = self.least_squares(measurements)
-        if self.inference == "gls":
-            return gls_estimate
-        return nonlinear_estimate(measurements, gls_estimate, self.inference, self.inference_options)
+        return infer(measurements, self.inference, self.inference_options)
 
     def release(self, counts, epsilon, *, delta=0.0, rng=None, domain: Domain | None = None) -> Release:
         """Measure ``counts`` (exact bin counts) and return the private release."""
         measurements = self.measure(counts, epsilon, delta=delta, rng=rng)
         estimate = self.infer(measurements)
         params = self.parameters()
-        params["strategy"] = measurements.strategy.describe()
+        params["strategy"] = self.strategy(measurements.n).describe()
+        method, options = self.inference, dict(self.inference_options)
 
         def resample(source):
-            """One parametric-bootstrap replicate: re-measure the released estimate."""
-            return self.infer(simulate_measurements(self, measurements, estimate.leaves, source)).leaves
+            """One parametric-bootstrap replicate from the public design of the measurements."""
+            return resample_leaves(measurements, estimate.leaves, method, source, options)
 
         return Release(
             estimate.leaves,
@@ -408,8 +357,8 @@ class Mechanism:
             inference=self.inference,
             noise=measurements.noise_kind,
             resample=resample,
-            seeded=measurements.extra.get("seeded", is_seeded(rng)),
-            noise_scales=[spec.scale for spec in measurements.noise if spec is not None],
+            seeded=measurements.seeded,
+            noise_scales=[m.noise.scale for m in measurements.measurements if m.noise is not None],
         )
 
     def __repr__(self) -> str:
@@ -418,7 +367,8 @@ class Mechanism:
 
 
 class Flat(Mechanism):
-    """One noisy count per bin (the Laplace/identity baseline; seed 000 section 3.1).
+    """One noisy count per bin (the Laplace/identity baseline; Qardaji, Yang and Li, "Understanding
+    Hierarchical Methods for Differentially Private Histograms", PVLDB 2013, section 3.1).
 
     In the replace model the public total is used by least squares: the noisy bins are
     shifted equally so that they sum to it.
@@ -434,8 +384,9 @@ class Flat(Mechanism):
 
 
 class Hierarchical(Mechanism):
-    """Hierarchical histogram H_b with constrained inference (seed 000; seed 001 for trees
-    with per-level branching).
+    """Hierarchical histogram H_b with constrained inference (Qardaji, Yang and Li,
+    PVLDB 2013; Rameshwar and Tandon, "Optimal Tree-Based Mechanisms for Differentially Private
+    Approximate CDFs", 2024, for trees with per-level branching).
 
     Parameters
     ----------
@@ -523,7 +474,8 @@ class Hierarchical(Mechanism):
 
 
 class Wavelet(Mechanism):
-    """Privelet: noisy Haar wavelet coefficients (Xiao, Wang, Gehrke 2010; seeds 000 and 003).
+    """Privelet: noisy Haar wavelet coefficients (Xiao, Wang and Gehrke, "Differential Privacy via
+    Wavelet Transforms", ICDE 2010).
 
     Any number of bins: the domain is padded with empty bins to a power of two.  Every level
     of coefficients gets an equal share of epsilon (Privelet's weights; see
@@ -538,22 +490,6 @@ class Wavelet(Mechanism):
 
     def budget_fractions(self, strategy: HaarStrategy, epsilon) -> np.ndarray:
         return np.full(len(strategy.measured_depths), 1.0 / len(strategy.measured_depths))
-
-    def _exact_levels(self, strategy, counts):
-        return strategy.coefficients(counts)
-
-    def error_model(self, n: int, epsilon, *, delta=0.0):
-        epsilon = check_epsilon(epsilon)
-        delta = check_delta(delta)
-        strategy = self.strategy(check_positive_int(n, "n"))
-        return haar_error_model(
-            strategy, self.level_variances(strategy, epsilon, delta), known_total=strategy.known_total
-        )
-
-    def least_squares(self, measurements: Measurements):
-        return haar_estimate(
-            measurements.strategy, measurements.values, measurements.variances, total=measurements.total
-        )
 
 
 #: The hierarchies ``auto`` ranks: (branching factors, budget rules, root choices); branching

@@ -14,9 +14,11 @@ definition on an explicit matrix (tests check the two agree).  ``sensitivity_pow
 the p-th power (sum of |.|^p), computed in exact arithmetic when the weights are
 ``fractions.Fraction``: the mechanisms use that to check their calibration exactly.
 
-Trees (Qardaji et al. 2013, seed 000 section 3; Rameshwar and Tandon 2024, seed 001
-section IV) are *level-uniform*: the root (depth 0) has ``branching[0]`` children, every node
-at depth d-1 has ``branching[d-1]`` children, and the leaves (depth h) are the n bins.  When
+Trees (Qardaji, Yang and Li, "Understanding Hierarchical Methods for Differentially Private
+Histograms", PVLDB 2013, section 3; Rameshwar and Tandon, "Optimal Tree-Based Mechanisms for
+Differentially Private Approximate CDFs", 2024, section IV) are *level-uniform*: the root
+(depth 0) has ``branching[0]`` children, every node at depth d-1 has ``branching[d-1]``
+children, and the leaves (depth h) are the n bins.  When
 n is smaller than prod(branching) the tree is the full tree over prod(branching) leaves with
 the padding leaves removed: the last block of every level is incomplete and nodes holding
 only padding do not exist.  One record lies in exactly one node per level.
@@ -25,6 +27,7 @@ only padding do not exist.  One record lies in exactly one node per level.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from functools import cached_property
 
 import numpy as np
@@ -32,14 +35,23 @@ from scipy.sparse.linalg import LinearOperator
 
 from ._validation import check_positive_int
 from .errors import ParameterError
+from .operators import (
+    SENSITIVITY_NORMS,
+    HaarLevel,
+    Operator,
+    TreeLevel,
+    VStack,
+    Weighted,
+    block_answers,
+    check_norm,
+    definition_sensitivity_power,
+)
 
-SENSITIVITY_NORMS = (1, 2)
+__all__ = ["SENSITIVITY_NORMS", "HaarStrategy", "Strategy", "TreeStrategy", "dense_sensitivity_power"]
 
 
 def _check_norm(p) -> int:
-    if p not in SENSITIVITY_NORMS:
-        raise ParameterError(f"sensitivity norm must be 1 or 2, got {p!r}")
-    return int(p)
+    return check_norm(p)
 
 
 def _level_weights(weights, count: int) -> list:
@@ -52,22 +64,64 @@ def _level_weights(weights, count: int) -> list:
     return weights
 
 
-def dense_sensitivity_power(matrix, neighbours: str, p: int) -> float:
+def dense_sensitivity_power(matrix, neighbours: str, p: int):
     """The definition on an explicit matrix A (rows = measured queries, columns = bins):
     add/remove max_i sum_r |A_ri|^p, replace max_{i != j} sum_r |A_ri - A_rj|^p (0 for one
-    bin).  O(n^2 rows): for tests and small strategies."""
-    p = _check_norm(p)
-    A = np.asarray(matrix, dtype=float)
-    if A.size == 0:
-        return 0.0
-    if neighbours == "add_remove":
-        return float((np.abs(A) ** p).sum(axis=0).max())
-    n = A.shape[1]
-    best = 0.0
-    for i in range(n - 1):
-        diff = np.abs(A[:, i + 1 :] - A[:, [i]]) ** p
-        best = max(best, float(diff.sum(axis=0).max()))
-    return best
+    bin); :func:`dprange.operators.definition_sensitivity_power` with this module's argument
+    order.  For tests and small strategies."""
+    return definition_sensitivity_power(matrix, _check_norm(p), neighbours)
+
+
+def _weighted_stack_power(blocks: list[Operator], weights: list, neighbours: str, p: int):
+    """Delta_p^p of the blocks with rows of block l weighted by weights[l] (0 with no block)."""
+    if not blocks:
+        return 0
+    return VStack([Weighted(block, w) for block, w in zip(blocks, weights)]).sensitivity_power(p, neighbours)
+
+
+class Strategy:
+    """The measured queries of a mechanism: operator blocks and the budget of each block.
+
+    ``blocks[l]`` is an :class:`~dprange.operators.Operator` over the n bins and
+    ``budget[l]`` its share of epsilon (exact sum at most the release's epsilon).  ``shape``
+    is the descriptor the blocks come from (a :class:`TreeStrategy`, :class:`HaarStrategy` or
+    matrix strategy), which gives fast evaluation and describes the strategy.  The
+    sensitivity is that of the weighted operator [w_1 A_1; w_2 A_2; ...] (by default w_l the
+    block budgets, as ``Fraction``: exact), from the record-level relation
+    (:mod:`dprange.operators`).
+    """
+
+    def __init__(self, blocks, budget, *, shape=None):
+        self.blocks = list(blocks)
+        self.budget = [float(e) for e in budget]
+        if len(self.budget) != len(self.blocks):
+            raise ParameterError(f"expected one budget per block ({len(self.blocks)}), got {len(self.budget)}")
+        self.shape = shape
+        self.n = self.blocks[0].shape[1] if self.blocks else getattr(shape, "n", 0)
+
+    def operator(self, weights=None) -> Operator:
+        """The stacked blocks, rows of block l weighted by ``weights[l]`` when given."""
+        if weights is None:
+            return VStack(self.blocks)
+        return VStack([Weighted(block, w) for block, w in zip(self.blocks, _level_weights(weights, len(self.blocks)))])
+
+    def sensitivity_power(self, norm: int, neighbours: str, weights=None):
+        """Delta_p^p of the weighted operator (weights default to the budgets, exactly)."""
+        weights = [Fraction(e) for e in self.budget] if weights is None else _level_weights(weights, len(self.blocks))
+        return _weighted_stack_power(self.blocks, weights, neighbours, _check_norm(norm))
+
+    def sensitivity(self, norm: int, neighbours: str, weights=None) -> float:
+        p = _check_norm(norm)
+        return float(self.sensitivity_power(p, neighbours, weights)) ** (1.0 / p)
+
+    def answers(self, x) -> list[np.ndarray]:
+        """Exact answers of every block (one O(n) pass for the levels of a tree or wavelet)."""
+        return block_answers(self.blocks, x)
+
+    def describe(self) -> dict:
+        if self.shape is not None and hasattr(self.shape, "describe"):
+            return self.shape.describe()
+        return {"bins": self.n, "blocks": [type(b).__name__ for b in self.blocks]}
 
 
 def tree_height(n: int, branching: int) -> int:
@@ -153,15 +207,20 @@ class TreeStrategy:
         level, so the result is 2 sum_{l : level l has >= 2 nodes} w_l^p.
         """
         p = _check_norm(p)
-        depths = self.measured_depths
-        weights = _level_weights(weights, len(depths))
-        if neighbours == "add_remove":
-            return sum(abs(w) ** p for w in weights)
-        return sum(2 * abs(w) ** p for d, w in zip(depths, weights) if self.level_sizes[d] >= 2)
+        weights = _level_weights(weights, len(self.measured_depths))
+        return _weighted_stack_power(self.blocks(), weights, neighbours, p)
 
     def sensitivity(self, neighbours: str, p: int, weights=None) -> float:
         """The L_p sensitivity (see :meth:`sensitivity_power`)."""
         return float(self.sensitivity_power(neighbours, p, weights)) ** (1.0 / p)
+
+    def level_operator(self, depth: int) -> TreeLevel:
+        """The node counts of one depth as an operator."""
+        return TreeLevel(self, depth)
+
+    def blocks(self) -> list[Operator]:
+        """One :class:`~dprange.operators.TreeLevel` per measured depth, top down."""
+        return [self.level_operator(d) for d in self.measured_depths]
 
     def level_counts_full(self) -> tuple[int, ...]:
         """Nodes per depth in the full (padded) tree: b_1 * ... * b_d."""
@@ -283,15 +342,16 @@ class HaarStrategy:
         max_k [2^p w_{k+1}^p + 2 sum_{l > k+1} w_l^p] (the total, level 0, is public).
         """
         p = _check_norm(p)
-        levels = self.measured_depths
-        weights = dict(zip(levels, _level_weights(weights, len(levels))))
-        if neighbours == "add_remove":
-            return sum(abs(w) ** p for w in weights.values())
-        best = 0
-        for k in range(self.height):
-            below = sum(2 * abs(weights.get(level, 0)) ** p for level in range(k + 2, self.height + 1))
-            best = max(best, 2**p * abs(weights.get(k + 1, 0)) ** p + below)
-        return best
+        weights = _level_weights(weights, len(self.measured_depths))
+        return _weighted_stack_power(self.blocks(), weights, neighbours, p)
+
+    def level_operator(self, level: int) -> HaarLevel:
+        """One level of differences (level 0: the total) as an operator."""
+        return HaarLevel(self, level)
+
+    def blocks(self) -> list[Operator]:
+        """One :class:`~dprange.operators.HaarLevel` per measured level, top down."""
+        return [self.level_operator(k) for k in self.measured_depths]
 
     def sensitivity(self, neighbours: str, p: int, weights=None) -> float:
         """The L_p sensitivity (see :meth:`sensitivity_power`)."""

@@ -1,6 +1,7 @@
 """Consistent CDFs: the closest valid CDF to noisy cumulative counts.
 
-Rameshwar and Tandon (2024), seed 001 section VI.  Given noisy cumulative counts
+Rameshwar and Tandon, "Optimal Tree-Based Mechanisms for Differentially Private Approximate
+CDFs" (2024), section VI.  Given noisy cumulative counts
 y_1..y_L of L bins and the total N, find integers
 
     0 <= c_1 <= c_2 <= ... <= c_{L-1} <= c_L = N

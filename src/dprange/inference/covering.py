@@ -4,10 +4,10 @@ A range is answered by summing the noisy counts of the fewest tree nodes that ti
 "covering" or canonical decomposition of Hay et al., "Boosting the accuracy of
 differentially private histograms through consistency", PVLDB 2010; Qardaji, Yang, Li,
 "Understanding hierarchical methods for differentially private histograms", PVLDB 2013,
-seed 000 section 3.2).  Its variance is the sum of those nodes' variances.  It serves the
-covering estimator of CDF trees (:mod:`dprange.cdf_trees`, after Rameshwar and Tandon 2024,
-seed 001), local-DP hierarchies without consistency (:mod:`dprange.ldp.analysis`) and the
-benchmarks."""
+section 3.2).  Its variance is the sum of those nodes' variances.  It serves the
+covering estimator of CDF trees (:mod:`dprange.cdf_trees`, after Rameshwar and Tandon,
+"Optimal Tree-Based Mechanisms for Differentially Private Approximate CDFs", 2024), local-DP
+hierarchies without consistency (:mod:`dprange.ldp.analysis`) and the benchmarks."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import numpy as np
 
 def direct_range_variance(strategy, level_variances, lo, hi) -> np.ndarray:
     """Variance of ranges answered *without* constrained inference: sum the noisy counts of
-    the fewest tree nodes that tile the range (the canonical decomposition; seed 000
-    section 3.2).  Padding is empty, so a range ending at the last bin may use the last,
+    the fewest tree nodes that tile the range (the canonical decomposition; Qardaji, Yang
+    and Li, PVLDB 2013, section 3.2).  Padding is empty, so a range ending at the last bin may use the last,
     partly padded node of a level.  ``level_variances[d]`` is a scalar or an array over the
     real nodes of depth d (e.g. from-below variances).  O(depth) vectorised operations per
     batch of queries.

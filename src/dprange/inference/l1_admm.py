@@ -1,7 +1,7 @@
 """Maximum-likelihood (L1) and non-negative post-processing by ADMM.
 
 Lee, Wang, Kifer, "Maximum Likelihood Postprocessing for Differential Privacy under
-Consistency Constraints", KDD 2015 (seed 004).  For measurements y = A x + Laplace noise of
+Consistency Constraints", KDD 2015.  For measurements y = A x + Laplace noise of
 scale b_i, the maximum-likelihood estimate minimises sum_i |A_i x - y_i| / b_i; the paper
 adds a small quadratic term (elastic net) so that the solution is unique:
 

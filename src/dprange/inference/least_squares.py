@@ -2,7 +2,8 @@
 
 For measurements y = A x + noise with independent noise of variance v_i per row, the GLS
 estimate minimises sum_i (A_i x - y_i)^2 / v_i; it is unbiased with covariance
-(A^T V^-1 A)^-1 (the matrix mechanism's estimator, seed 003).  With a public total
+(A^T V^-1 A)^-1 (the matrix mechanism's estimator: Li, Hay, Rastogi, Miklau and McGregor,
+"Optimizing Linear Counting Queries Under Differential Privacy", PODS 2010).  With a public total
 (``total``), x is restricted to {x : sum x = total}: x = total/n + P u with P the projection
 onto sum-zero vectors, and the problem is solved in u.
 
@@ -99,3 +100,62 @@ class OperatorEstimate:
         idx = np.arange(n)
         Q = ((idx[None, :] >= lo.ravel()[:, None]) & (idx[None, :] <= hi.ravel()[:, None])).astype(float)
         return self.query_variance(Q).reshape(lo.shape)
+
+
+#: Estimates over at most this many bins carry a dense covariance (exact, O(1) per range).
+DENSE_COVARIANCE_LIMIT = 4096
+
+
+def dense_covariance(dense_operator: np.ndarray, variances, known_total: bool) -> np.ndarray:
+    """(A^T V^-1 A)^+, with a public total the pseudo-inverse on the sum-zero subspace: the
+    covariance of the GLS estimate (the matrix mechanism's error formula, Li et al., PODS 2010)."""
+    A = np.asarray(dense_operator, dtype=float)
+    inv_v = 1.0 / np.broadcast_to(np.asarray(variances, dtype=float), (A.shape[0],))
+    gram = A.T @ (inv_v[:, None] * A)
+    if known_total:
+        n = gram.shape[0]
+        P = np.eye(n) - 1.0 / n
+        gram = P @ gram @ P
+    return np.linalg.pinv(gram, rtol=1e-10, hermitian=True)
+
+
+class DenseGLSEstimate(OperatorEstimate):
+    """A GLS estimate on a small operator with its dense covariance: range variances in O(1)
+    per query from 2-D prefix sums of the covariance; query variances by CG through the
+    operator (:class:`OperatorEstimate`).  ``matrix`` (an integer strategy measured with one
+    noise variance) makes it saveable (:meth:`to_dict`, kind "dense_matrix")."""
+
+    def __init__(self, operator, variances, estimate, known_total: bool, covariance, *, matrix=None, iterations=0):
+        super().__init__(operator, variances, estimate, known_total, iterations)
+        self.covariance = covariance
+        self.matrix = matrix
+        n = covariance.shape[0]
+        self._cum = np.zeros((n + 1, n + 1))
+        self._cum[1:, 1:] = covariance.cumsum(axis=0).cumsum(axis=1)
+
+    def range_variance(self, lo, hi) -> np.ndarray:
+        lo, hi = np.broadcast_arrays(np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64))
+        c = self._cum
+        out = c[hi + 1, hi + 1] - c[lo, hi + 1] - c[hi + 1, lo] + c[lo, lo]
+        return np.maximum(out, 0.0)
+
+    def to_dict(self) -> dict:
+        """The measured integer strategy (nonzero entries as row, column, value triplets), its
+        one noise variance and whether the total is public: the covariance is recomputed from
+        them, so the saved form is compact."""
+        import scipy.sparse as sp  # noqa: PLC0415 - scipy.sparse is loaded by scipy.sparse.linalg anyway
+
+        variances = np.asarray(self.variances, dtype=float)
+        if self.matrix is None or not np.all(variances == variances.ravel()[0]):
+            raise ParameterError("only a single explicit strategy with one noise variance can be saved")
+        coo = sp.coo_matrix(self.matrix)
+        return {
+            "kind": "dense_matrix",
+            "shape": [int(coo.shape[0]), int(coo.shape[1])],
+            "sparse": bool(sp.issparse(self.matrix)),
+            "row": coo.row.tolist(),
+            "col": coo.col.tolist(),
+            "value": coo.data.tolist(),
+            "variance": float(variances.ravel()[0]),
+            "known_total": self.known_total,
+        }

@@ -2,7 +2,7 @@
 
     minimise ||D (A x - y)||_2^2  subject to  x >= 0  (and sum x = total, or C x = d)
 
-This is the alpha = 0 case of the ADMM solver of Lee, Wang, Kifer (KDD 2015, seed 004,
+This is the alpha = 0 case of the ADMM solver of Lee, Wang, Kifer (KDD 2015,
 section 4) in :mod:`.l1_admm`: the r-step becomes a linear shrink and everything else,
 including the exact O(nodes) tree x-step (:func:`.l1_admm.tree_x_update`, Algorithm 3's
 projection), is shared.  Note that clipping the GLS estimate at zero is *not* the

@@ -2,7 +2,8 @@
 
 This is the constrained inference of Hay et al. ("Boosting the accuracy of differentially
 private histograms through consistency", PVLDB 2010), in the general form of Qardaji et al.
-(seed 000, section 3.3: weighted averaging then mean consistency) extended to
+("Understanding Hierarchical Methods for Differentially Private Histograms", PVLDB 2013,
+section 3.3: weighted averaging then mean consistency) extended to
 
 * unequal, per-level or per-node noise variances (any budget split, local-DP levels),
 * any per-level branching factors and incomplete last blocks (n not a product),
