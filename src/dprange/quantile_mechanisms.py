@@ -529,18 +529,21 @@ def joint_exponential_quantiles(
     Outputs o_1 <= ... <= o_m in [a, b] have density proportional to exp(-epsilon / (2
     Delta) sum_{i=1}^{m+1} |n_i(o) - (q_i - q_{i-1}) n|), n_i the records in [o_{i-1}, o_i),
     Delta = :func:`joint_sensitivity` (replace: 2; add/remove: 2 (1 - min gap)).  The
-    dynamic program runs over the n + 1 intervals between sorted records in O(m n log n +
-    m^2 n) time and O(m n) memory; outputs are uniform inside the chosen intervals.
+    dynamic program runs over the n + 1 intervals between sorted records in O(m n) memory
+    and O(m n k) time, k the number of run lengths kept (at most m); outputs are uniform
+    inside the chosen intervals.
     Integer data: record k is placed uniformly at random in [k, k + 1) (secure uniforms; a
     per-record randomisation that keeps neighbours neighbours, as the authors' jitter), on
     [a, b + 1), and outputs are floored: an output in [k, k + 1) is k.
 
-    Not exact: weights are floats in log space and convolutions use the FFT, whose error is
-    absolute, about n log2(n) 2^-52 of the largest weight per entry; choices use the
-    Gumbel-max rule on secure uniforms with 53 bits.  The sampled distribution is within a
-    total variation of about m n^2 2^-50 (below 1e-4 for m = 99, n = 10^5; 1e-8 for n = 10^3)
-    of the definition, so the guarantee is epsilon-DP up to that distance, not pure (see
-    docs/privacy.md).
+    Not exact: weights are floats in log space.  Each convolution with the kernel
+    exp(-scale |d - target|) is a running log-sum plus a sliding-window log-sum of positive
+    terms (:func:`_log_toeplitz_strict`), relative error O(n 2^-53) per weight (an FFT's error
+    would be absolute and would lose the small weights that later choices condition on); runs
+    more than 50 nats below a shorter run in the same interval are dropped (relative m e^-50);
+    choices use the Gumbel-max rule on 53-bit secure uniforms.  The sampled law is within a
+    relative error of about m n 2^-50 of the definition, so the privacy loss is epsilon plus
+    about twice that, not epsilon exactly (docs/privacy.md).
     """
     neighbours = check_neighbours(neighbours)
     levels = check_levels(q)
