@@ -433,3 +433,10 @@ def test_cli_quantiles(tmp_path, capsys):
         main(["quantiles", str(path), "-c", "age", "--private-bounds", "-e", "1", "--integers", "--json"])
     result = json.loads(capsys.readouterr().out)
     assert done.value.code == 0 and result["bounds"]["source"] == "private" and result["bounds"]["upper"] == 64.0
+
+
+def test_wide_integer_bounds_use_real_cells_and_integer_outputs():
+    rng = np.random.default_rng(13)
+    values = rng.integers(0, 1000, 3000)
+    result = dprange.quantiles(values, [0.5], 2.0, bounds=(0, 2**40), integer=True, method="approximate", rng=rng)
+    assert result.values[0] == np.floor(result.values[0]) and abs(result.values[0] - np.median(values)) < 2**40 / 2**19

@@ -75,6 +75,19 @@ def check_levels(q) -> np.ndarray:
 # ----------------------------------------------------------------------------------------
 
 
+def check_bounds(bounds, *, integer: bool) -> tuple[float, float]:
+    """(a, b) as floats: finite, a < b, integers when ``integer``; else ParameterError."""
+    try:
+        lo, hi = (float(v) for v in bounds)
+    except (TypeError, ValueError):
+        raise ParameterError(f"bounds must be a pair (a, b) of numbers, got {bounds!r}") from None
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise ParameterError(f"bounds must be finite with a < b, got {bounds!r}")
+    if integer and (lo != round(lo) or hi != round(hi)):
+        raise ParameterError(f"integer bounds must be integers, got {bounds!r}")
+    return lo, hi
+
+
 @dataclass(frozen=True)
 class QuantileGrid:
     """Public candidate outputs: the integers lo..hi, or ``cells`` cells of [lo, hi]."""
@@ -86,15 +99,8 @@ class QuantileGrid:
 
     @classmethod
     def from_bounds(cls, bounds, *, integer: bool, cells: int | None = None) -> QuantileGrid:
-        try:
-            lo, hi = (float(v) for v in bounds)
-        except (TypeError, ValueError):
-            raise ParameterError(f"bounds must be a pair (a, b) of numbers, got {bounds!r}") from None
-        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-            raise ParameterError(f"bounds must be finite with a < b, got {bounds!r}")
+        lo, hi = check_bounds(bounds, integer=integer)
         if integer:
-            if lo != round(lo) or hi != round(hi):
-                raise ParameterError(f"integer bounds must be integers, got {bounds!r}")
             size = int(hi) - int(lo) + 1
             if size > MAX_GRID:
                 raise ParameterError(f"the integer range has {size} values, above {MAX_GRID}; use real bounds")
@@ -702,8 +708,12 @@ def _run_joint_exp(values, levels, epsilon, bounds, *, integer, neighbours, rng,
 
 
 def _run_approximate(values, levels, epsilon, bounds, *, integer, neighbours, rng, cells, bins):
-    grid = QuantileGrid.from_bounds(bounds, integer=integer, cells=cells)
-    return approximate_quantiles(values, levels, epsilon, grid, neighbours=neighbours, rng=rng), None
+    """The recursive split; integer ranges wider than the exact sampler's grid (e.g. private
+    bounds of +-2^40) use real cells and floor the outputs."""
+    fits = integer and bounds[1] - bounds[0] + 1 <= MAX_GRID
+    grid = QuantileGrid.from_bounds(bounds, integer=fits, cells=cells)
+    estimates = approximate_quantiles(values, levels, epsilon, grid, neighbours=neighbours, rng=rng)
+    return (np.floor(estimates) if integer and not fits else estimates), None
 
 
 def register_quantile_method(name: str, factory, summary: str, citation: Citation) -> None:
