@@ -242,9 +242,15 @@ def test_approximate_quantiles_on_capital_gain_like_atoms():
 # ----------------------------------------------------------------------------- JointExp
 
 
-def test_joint_exp_interval_distribution_equals_definition():
-    lengths = np.array([0.5, 0.1, 0.0, 0.3, 0.1])  # n = 4 records, one tie
-    levels, scale = np.array([0.3, 0.6]), 0.4
+@pytest.mark.parametrize(
+    "lengths, levels, scale",
+    [
+        ([0.5, 0.1, 0.0, 0.3, 0.1], [0.3, 0.6], 0.4),  # n = 4 records, one tie
+        ([0.2, 0.5, 0.3], [0.2, 0.5, 0.8], 0.1),  # n = 2, m = 3: runs of up to three outputs in one interval
+    ],
+)
+def test_joint_exp_interval_distribution_equals_definition(lengths, levels, scale):
+    lengths, levels = np.array(lengths), np.array(levels)
     definition = joint_definition(lengths, levels, scale)
     rng = np.random.default_rng(7)
     keys = sorted(definition)
