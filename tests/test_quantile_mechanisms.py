@@ -242,9 +242,15 @@ def test_approximate_quantiles_on_capital_gain_like_atoms():
 # ----------------------------------------------------------------------------- JointExp
 
 
-def test_joint_exp_interval_distribution_equals_definition():
-    lengths = np.array([0.5, 0.1, 0.0, 0.3, 0.1])  # n = 4 records, one tie
-    levels, scale = np.array([0.3, 0.6]), 0.4
+@pytest.mark.parametrize(
+    "lengths, levels, scale",
+    [
+        ([0.5, 0.1, 0.0, 0.3, 0.1], [0.3, 0.6], 0.4),  # n = 4 records, one tie
+        ([0.2, 0.5, 0.3], [0.2, 0.5, 0.8], 0.1),  # n = 2, m = 3: runs of up to three outputs in one interval
+    ],
+)
+def test_joint_exp_interval_distribution_equals_definition(lengths, levels, scale):
+    lengths, levels = np.array(lengths), np.array(levels)
     definition = joint_definition(lengths, levels, scale)
     rng = np.random.default_rng(7)
     keys = sorted(definition)
@@ -433,3 +439,10 @@ def test_cli_quantiles(tmp_path, capsys):
         main(["quantiles", str(path), "-c", "age", "--private-bounds", "-e", "1", "--integers", "--json"])
     result = json.loads(capsys.readouterr().out)
     assert done.value.code == 0 and result["bounds"]["source"] == "private" and result["bounds"]["upper"] == 64.0
+
+
+def test_wide_integer_bounds_use_real_cells_and_integer_outputs():
+    rng = np.random.default_rng(13)
+    values = rng.integers(0, 1000, 3000)
+    result = dprange.quantiles(values, [0.5], 2.0, bounds=(0, 2**40), integer=True, method="approximate", rng=rng)
+    assert result.values[0] == np.floor(result.values[0]) and abs(result.values[0] - np.median(values)) < 2**40 / 2**19

@@ -30,10 +30,10 @@ from .mechanisms import REPLACE_DROP_MISSING_MESSAGE, Mechanism, make_mechanism,
 from .noise import resolve_rng
 from .private_bounds import private_bounds
 from .quantile_mechanisms import (
-    QuantileGrid,
     QuantilesResult,
     as_values,
     auto_method,
+    check_bounds,
     check_levels,
     check_neighbours,
     register_quantile_method,
@@ -235,8 +235,7 @@ def quantiles(
             "quantiles needs bounds=(a, b) (public) or bounds='private' (spends bounds_share of epsilon)"
         )
     else:
-        grid = QuantileGrid.from_bounds(bounds, integer=integer, cells=cells)
-        box, source = (grid.lo, grid.hi), "public"
+        box, source = check_bounds(bounds, integer=integer), "public"
     remaining = epsilon - spent_on_bounds
     while Fraction(remaining) + Fraction(spent_on_bounds) > Fraction(epsilon):  # never spend more than epsilon
         remaining = math.nextafter(remaining, 0.0)

@@ -75,6 +75,19 @@ def check_levels(q) -> np.ndarray:
 # ----------------------------------------------------------------------------------------
 
 
+def check_bounds(bounds, *, integer: bool) -> tuple[float, float]:
+    """(a, b) as floats: finite, a < b, integers when ``integer``; else ParameterError."""
+    try:
+        lo, hi = (float(v) for v in bounds)
+    except (TypeError, ValueError):
+        raise ParameterError(f"bounds must be a pair (a, b) of numbers, got {bounds!r}") from None
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise ParameterError(f"bounds must be finite with a < b, got {bounds!r}")
+    if integer and (lo != round(lo) or hi != round(hi)):
+        raise ParameterError(f"integer bounds must be integers, got {bounds!r}")
+    return lo, hi
+
+
 @dataclass(frozen=True)
 class QuantileGrid:
     """Public candidate outputs: the integers lo..hi, or ``cells`` cells of [lo, hi]."""
@@ -86,15 +99,8 @@ class QuantileGrid:
 
     @classmethod
     def from_bounds(cls, bounds, *, integer: bool, cells: int | None = None) -> QuantileGrid:
-        try:
-            lo, hi = (float(v) for v in bounds)
-        except (TypeError, ValueError):
-            raise ParameterError(f"bounds must be a pair (a, b) of numbers, got {bounds!r}") from None
-        if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
-            raise ParameterError(f"bounds must be finite with a < b, got {bounds!r}")
+        lo, hi = check_bounds(bounds, integer=integer)
         if integer:
-            if lo != round(lo) or hi != round(hi):
-                raise ParameterError(f"integer bounds must be integers, got {bounds!r}")
             size = int(hi) - int(lo) + 1
             if size > MAX_GRID:
                 raise ParameterError(f"the integer range has {size} values, above {MAX_GRID}; use real bounds")
@@ -529,18 +535,21 @@ def joint_exponential_quantiles(
     Outputs o_1 <= ... <= o_m in [a, b] have density proportional to exp(-epsilon / (2
     Delta) sum_{i=1}^{m+1} |n_i(o) - (q_i - q_{i-1}) n|), n_i the records in [o_{i-1}, o_i),
     Delta = :func:`joint_sensitivity` (replace: 2; add/remove: 2 (1 - min gap)).  The
-    dynamic program runs over the n + 1 intervals between sorted records in O(m n log n +
-    m^2 n) time and O(m n) memory; outputs are uniform inside the chosen intervals.
+    dynamic program runs over the n + 1 intervals between sorted records in O(m n) memory
+    and O(m n k) time, k the number of run lengths kept (at most m); outputs are uniform
+    inside the chosen intervals.
     Integer data: record k is placed uniformly at random in [k, k + 1) (secure uniforms; a
     per-record randomisation that keeps neighbours neighbours, as the authors' jitter), on
     [a, b + 1), and outputs are floored: an output in [k, k + 1) is k.
 
-    Not exact: weights are floats in log space and convolutions use the FFT, whose error is
-    absolute, about n log2(n) 2^-52 of the largest weight per entry; choices use the
-    Gumbel-max rule on secure uniforms with 53 bits.  The sampled distribution is within a
-    total variation of about m n^2 2^-50 (below 1e-4 for m = 99, n = 10^5; 1e-8 for n = 10^3)
-    of the definition, so the guarantee is epsilon-DP up to that distance, not pure (see
-    docs/privacy.md).
+    Not exact: weights are floats in log space.  Each convolution with the kernel
+    exp(-scale |d - target|) is a running log-sum plus a sliding-window log-sum of positive
+    terms (:func:`_log_toeplitz_strict`), relative error O(n 2^-53) per weight (an FFT's error
+    would be absolute and would lose the small weights that later choices condition on); runs
+    more than 50 nats below a shorter run in the same interval are dropped (relative m e^-50);
+    choices use the Gumbel-max rule on 53-bit secure uniforms.  The sampled law is within a
+    relative error of about m n 2^-50 of the definition, so the privacy loss is epsilon plus
+    about twice that, not epsilon exactly (docs/privacy.md).
     """
     neighbours = check_neighbours(neighbours)
     levels = check_levels(q)
@@ -659,15 +668,27 @@ class QuantilesResult:
         )
 
 
+#: auto's thresholds on the number of levels m (docs/quantiles.md has the numbers behind them).
+AUTO_JOINT_FROM = 2
+AUTO_HISTOGRAM_FROM = 10
+
+
 def auto_method(m: int, epsilon: float, *, integer: bool, width: float) -> tuple[str, str]:
-    """(method, reason) from public facts only: the number of levels m, epsilon, and the
-    bounds (integer or real, width).  The rule and the numbers behind it: docs/quantiles.md."""
-    if m >= AUTO_HISTOGRAM_FROM:
-        return "histogram", f"m = {m} >= {AUTO_HISTOGRAM_FROM} levels: the histogram route is most accurate"
-    return "approximate", f"m = {m} < {AUTO_HISTOGRAM_FROM} levels: the recursive split is most accurate"
+    """(method, reason) from public facts only.  The rule uses the number of levels m; the
+    benchmark (benchmarks/quantiles.py, docs/quantiles.md) found no consistent effect of
+    epsilon, integer or real bounds, or their width, that a rule could use without n:
 
-
-AUTO_HISTOGRAM_FROM = 19
+    * m = 1: the exponential mechanism ("approximate" with one level: exact sampler), as
+      accurate as JointExp with one level (the same law up to the grid);
+    * 2 <= m <= 9: JointExp, best or within noise of the best at m = 4 on 12 of 16 cells;
+    * m >= 10: the histogram route, best at m = 19 and 99 on most cells, and the only one
+      with intervals.
+    """
+    if m < AUTO_JOINT_FROM:
+        return "approximate", "one level: the exponential mechanism (exact sampler)"
+    if m < AUTO_HISTOGRAM_FROM:
+        return "joint_exp", f"m = {m} levels (2..{AUTO_HISTOGRAM_FROM - 1}): JointExp is the most accurate"
+    return "histogram", f"m = {m} >= {AUTO_HISTOGRAM_FROM} levels: the histogram route is the most accurate"
 
 
 def as_values(values) -> np.ndarray:
@@ -687,8 +708,12 @@ def _run_joint_exp(values, levels, epsilon, bounds, *, integer, neighbours, rng,
 
 
 def _run_approximate(values, levels, epsilon, bounds, *, integer, neighbours, rng, cells, bins):
-    grid = QuantileGrid.from_bounds(bounds, integer=integer, cells=cells)
-    return approximate_quantiles(values, levels, epsilon, grid, neighbours=neighbours, rng=rng), None
+    """The recursive split; integer ranges wider than the exact sampler's grid (e.g. private
+    bounds of +-2^40) use real cells and floor the outputs."""
+    fits = integer and bounds[1] - bounds[0] + 1 <= MAX_GRID
+    grid = QuantileGrid.from_bounds(bounds, integer=fits, cells=cells)
+    estimates = approximate_quantiles(values, levels, epsilon, grid, neighbours=neighbours, rng=rng)
+    return (np.floor(estimates) if integer and not fits else estimates), None
 
 
 def register_quantile_method(name: str, factory, summary: str, citation: Citation) -> None:
