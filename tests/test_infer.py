@@ -195,8 +195,9 @@ def test_one_bin_with_a_public_total_measures_nothing_and_answers_it_exactly(mec
     assert mech.error_model(1, 1.0).range_variance(0, 0) == 0.0
     loaded = dprange.Release.from_json(rel.to_json())
     assert loaded.estimate.tolist() == [5.0] and loaded.range(0, 0).stderr == 0.0
-    with pytest.raises(ParameterError, match="nothing is measured"):
-        dprange.Hierarchical(2).release(np.array([5]), 1.0, rng=0)
+    # Without a public total the one node (root = leaf) is measured, as Flat measures it.
+    one = dprange.Hierarchical(2).release(np.array([5]), 1.0, rng=0)
+    assert one.range(0, 0).stderr == pytest.approx(dprange.Flat().release(np.array([5]), 1.0, rng=0).range(0, 0).stderr)
 
 
 def test_measure_returns_one_block_per_level_with_provenance():

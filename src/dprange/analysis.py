@@ -2,12 +2,16 @@
 
 A linear mechanism with least-squares inference has an unbiased estimate whose covariance
 does not depend on the data, so the error of every answer is known before any data is
-touched, and choosing a mechanism by it costs no privacy (seed 003, "the error of the matrix
-mechanism"; seed 000 sections 3-5; seed 001 section IV).
+touched, and choosing a mechanism by it costs no privacy (Li, Hay, Rastogi, Miklau,
+McGregor, "Optimizing Linear Counting Queries Under Differential Privacy", PODS 2010: the
+error of the matrix mechanism; Qardaji, Yang, Li, "Understanding Hierarchical Methods for
+Differentially Private Histograms", PVLDB 2013, sections 3-5; Rameshwar and Tandon,
+"Optimal Tree-Based Mechanisms for Differentially Private Approximate CDFs", 2024,
+section IV).
 
 * ``expected_error``: the average over the workload's queries of the variance of the answer
   (counts squared).  ``max_error``: the largest such variance (for ``Prefix`` under the
-  replace model this is the squared l-infinity error of seed 001, times n^2).
+  replace model this is the squared l-infinity error of Rameshwar and Tandon, times n^2).
 * Fast paths (no n x n matrix): range workloads use the mechanisms' O(depth) range
   variances.  ``AllRange`` uses, with prefixes P_k = x_0 + ... + x_{k-1},
 
@@ -16,8 +20,9 @@ mechanism"; seed 000 sections 3-5; seed 001 section IV).
   (pair every two of the n + 1 prefix points; sum_k P_k = sum_i (n - i) x_i is one linear
   query), so it costs O(n depth) for n = 2^20 in about a second.
 * ``svd_bound``: the lower bound on the total error of any matrix mechanism (Li and Miklau,
-  seed 003 slide "Lower bound on error"): (2/eps^2)(1/n)(sum of singular values of W)^2
-  for epsilon-DP, 2 log(2/delta)/eps^2 instead of 2/eps^2 for (epsilon, delta).
+  "Optimal Error of Query Sets under the Differentially-Private Matrix Mechanism", ICDT
+  2013): (2/eps^2)(1/n)(sum of singular values of W)^2 for epsilon-DP, 2 log(2/delta)/eps^2
+  instead of 2/eps^2 for (epsilon, delta).
 """
 
 from __future__ import annotations
@@ -108,7 +113,7 @@ def max_error(mechanism: Mechanism, workload, epsilon, *, delta=0.0, n=None) -> 
 
 
 def svd_bound(workload, epsilon, delta=0.0, *, n=None) -> float:
-    """Lower bound on the average error of any matrix mechanism for ``workload`` (seed 003).
+    """Lower bound on the average error of any matrix mechanism for ``workload`` (Li and Miklau, ICDT 2013).
 
     Computed from the eigenvalues of W^T W (closed-form Gram for the standard workloads);
     O(n^3), meant for n up to a few thousand.
@@ -257,7 +262,7 @@ def optimal_hierarchy(
     epsilon = check_epsilon(epsilon)
     candidates = hierarchy_candidates(workload.n, neighbours=neighbours, noise=noise)
     if isinstance(workload, Prefix):
-        # seed 001 Theorem IV.2: budgets proportional to (b_l - 1)^(1/3) for the CDF workload
+        # Rameshwar and Tandon (2024), Theorem IV.2: budgets proportional to (b_l - 1)^(1/3) for the CDF workload
         for mech in list(candidates):
             if mech.budget == "uniform" and not mech.measure_root:
                 branching = mech.strategy(workload.n).branching

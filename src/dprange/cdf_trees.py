@@ -1,6 +1,7 @@
-"""Optimal tree mechanisms for private CDFs (Rameshwar and Tandon 2024, seed 001).
+"""Optimal tree mechanisms for private CDFs (Rameshwar and Tandon, "Optimal Tree-Based
+Mechanisms for Differentially Private Approximate CDFs", 2024).
 
-Setting (seed 001; NOTES.md "001 reconstructed", re-derived here): L bins, cumulative
+Setting (the paper's formulas, re-derived here and checked against dense matrices): L bins, cumulative
 counts C_j = c_1 + ... + c_j.  A level-uniform tree has branching b_l at level l = 1..h
 (root first) and budget eps_l at level l; every node of level l gets noise of variance
 v_l (Laplace of scale Delta/eps_l: v_l = 2 Delta^2 / eps_l^2; Delta = 2 in the replace

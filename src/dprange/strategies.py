@@ -190,8 +190,10 @@ class TreeStrategy:
     @property
     def measured_depths(self) -> tuple[int, ...]:
         """Depths whose nodes are measured, from the top down."""
+        if self.depth == 0:  # one bin: the root is the leaf, measured unless the total is public
+            return () if self.known_total else (0,)
         first = 0 if self.measure_root else 1
-        return tuple(range(first, self.depth + 1)) if self.depth > 0 or self.measure_root else ()
+        return tuple(range(first, self.depth + 1))
 
     @property
     def num_rows(self) -> int:

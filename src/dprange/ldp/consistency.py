@@ -6,7 +6,7 @@ frequencies f (the root is 1, or the public total):
 
 * stage 1 (bottom up, weighted averaging), level i counted from the leaves (i = 1):
   fbar(v) = (B^i - B^(i-1)) / (B^i - 1) f(v) + (B^(i-1) - 1) / (B^i - 1) sum_children fbar(u);
-* stage 2 (top down, mean consistency), with the already-adjusted parent (NOTES.md):
+* stage 2 (top down, mean consistency), with the already-adjusted parent (as in Hay et al. 2010):
   fhat(v) = fbar(v) + (fhat(parent) - sum_siblings_and_v fbar(u)) / B.
 
 It is the least-squares solution only when every node has the same variance (as many users

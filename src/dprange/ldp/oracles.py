@@ -9,7 +9,7 @@ returns unbiased estimates of the fraction f_z of users holding each z.
   of the other D - 1 values uniformly (run in its mixture form, see "Exact randomisation").
   Best for small D.
 * ``OUE`` (optimised unary encoding): a D-bit vector; v's bit is 1 w.p. 1/2, every other
-  bit w.p. q = 1 / (e^eps + 1).  Estimate (corrected sign, NOTES.md):
+  bit w.p. q = 1 / (e^eps + 1).  Estimate (the paper prints a sign typo; corrected):
   f_z = (C_z / N - q) / (1/2 - q).
 * ``OLH`` (optimised local hashing): a random hash h: [D] -> [g], g = round(e^eps) + 1, and
   GRR of h(v) over [g]; the aggregator counts the users whose report equals h(z).
