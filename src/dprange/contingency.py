@@ -59,11 +59,13 @@ from .measurements import LinearMeasurement, Measurements
 from .mechanisms import calibrate, is_seeded
 from .noise import NoiseSpec, resolve_rng
 from .operators import Identity
+from .registry import INFERENCE, NOISE
 from .release import Answer, one_sided_factor
 from .strategies import Strategy
 
-INFERENCE = ("gls", "nnls", "l1")
-TABLE_NOISE = ("discrete_laplace", "laplace_float")
+#: The noise kinds a table release samples: a declared subset of the registered ones (the
+#: pure epsilon-DP Laplace samplers; the module doc's accounting is for Laplace noise).
+TABLE_NOISE = NOISE.subset(("discrete_laplace", "laplace_float"))
 
 
 def marginal_rows(shape: tuple, axes) -> np.ndarray:
@@ -470,10 +472,10 @@ def release_table(
     if counts.ndim < 1 or counts.size == 0 or counts.dtype.kind not in "iuf" or np.any(counts < 0):
         raise ParameterError("the table must be a non-empty array of non-negative counts")
     epsilon = check_epsilon(epsilon)
-    if inference not in INFERENCE:
-        raise ParameterError(f"inference must be gls, nnls or l1, got {inference!r}")
+    if inference not in INFERENCE.names():
+        raise ParameterError(f"inference must be one of {', '.join(INFERENCE.names())}, got {inference!r}")
     if noise not in TABLE_NOISE:
-        raise ParameterError(f"noise must be discrete_laplace or laplace_float, got {noise!r}")
+        raise ParameterError(f"noise must be one of {', '.join(TABLE_NOISE)} for a table, got {noise!r}")
     if noise == "discrete_laplace" and counts.dtype.kind == "f" and np.any(counts != np.round(counts)):
         raise ParameterError(
             "discrete Laplace noise needs integer counts; round the table or use noise='laplace_float'"

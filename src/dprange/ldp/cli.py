@@ -13,6 +13,8 @@ import click
 import numpy as np
 
 from .._cli_helpers import (
+    RegistryChoice,
+    RegistryHelpOption,
     StagedOutputs,
     check_not_an_input,
     check_output_path,
@@ -21,13 +23,15 @@ from .._cli_helpers import (
     check_tree_size,
     redact_option,
     redacting,
+    summaries,
     with_options,
 )
 from .._validation import check_epsilon
 from ..domain import Domain
 from ..errors import ParameterError, ReportError
 from ..io import load_npy, read_column
-from .protocols import Flat, HaarHRR, HierarchicalHistogram, Protocol, ProtocolReports
+from ..registry import FREQUENCY_ORACLES, INFERENCE, LDP_PROTOCOLS
+from .protocols import HaarHRR, ProtocolReports, TreeProtocol, protocol_class
 from .simulate import SHORTCUT_EXACT, simulate
 
 #: Simulation runs every client for oracles without an exact shortcut (HRR, OLH): O(users).
@@ -35,36 +39,27 @@ MAX_PER_USER_SIMULATION = 1 << 28
 #: With a shortcut the work is O(bins), but counts must stay exact in float64.
 MAX_SIMULATED_USERS = 1 << 52
 
-PROTOCOLS = ("hierarchical", "haar", "flat")
-INFERENCE = ("gls", "nnls", "l1")
-
 inference_option = click.option(
     "--inference",
-    type=click.Choice(INFERENCE),
+    type=RegistryChoice(INFERENCE.names),
     default="gls",
     show_default=True,
-    help="Post-processing: exact least squares (exact error bars), non-negative least squares, "
-    "or maximum likelihood (L1, ADMM; Lee et al. 2015). NNLS/L1 error bars need bootstrap.",
+    cls=RegistryHelpOption,
+    help_text=lambda: "Post-processing: " + summaries(INFERENCE, INFERENCE.names()) + " (Release.bootstrap).",
 )
 
 
 def build_protocol(protocol, domain_size, epsilon, branching, oracle):
-    """The protocol of the options, fully validated (epsilon for every level's oracle, tree size)."""
+    """The registered protocol of the options, fully validated (epsilon for every level's
+    oracle, tree size)."""
     check_epsilon(epsilon)
     if domain_size < 2:
         raise ParameterError(f"local-DP protocols need at least 2 bins, got {domain_size}")
     check_size(domain_size, "the domain")
-    if protocol == "hierarchical":
-        if branching < 2:
-            raise ParameterError(f"--branching must be an integer >= 2, got {branching}")
-        proto = HierarchicalHistogram(domain_size, branching, oracle, epsilon=epsilon)
+    proto = LDP_PROTOCOLS.lookup(protocol).build(domain_size, epsilon, oracle=oracle, branching=branching)
+    if isinstance(proto, TreeProtocol):
         check_tree_size(proto.tree)
-        return proto
-    if protocol == "haar":
-        return HaarHRR(domain_size, epsilon=epsilon)
-    if protocol == "flat":
-        return Flat(domain_size, oracle, epsilon=epsilon)
-    raise ParameterError(f"unknown protocol {protocol!r}")
+    return proto
 
 
 def protocol_from_header(header: dict):
@@ -76,29 +71,7 @@ def protocol_from_header(header: dict):
         size = header["domain_size"]
         if isinstance(size, int) and not isinstance(size, bool):  # before any structure of that size is built
             check_size(size, "the report header's domain_size")
-        proto: Protocol
-        if name == "ldp-hierarchical":
-            proto = HierarchicalHistogram(
-                header["domain_size"],
-                header["branching"],
-                header["oracle"],
-                epsilon=header["epsilon"],
-                level_probabilities=header["level_probabilities"],
-                oracle_options=header.get("oracle_options") or None,
-            )
-        elif name == "ldp-haar-hrr":
-            proto = HaarHRR(
-                header["domain_size"], epsilon=header["epsilon"], level_probabilities=header["level_probabilities"]
-            )
-        elif name == "ldp-flat":
-            proto = Flat(
-                header["domain_size"],
-                header["oracle"],
-                epsilon=header["epsilon"],
-                oracle_options=header.get("oracle_options") or None,
-            )
-        else:
-            raise ReportError(f"unknown protocol {name!r} in the reports")
+        proto = protocol_class(name).from_header(header)
     except KeyError as exc:
         raise ReportError(f"malformed report header: missing {exc}") from None
     except (TypeError, ValueError, AttributeError, OverflowError) as exc:  # ParameterError is a ValueError
@@ -123,17 +96,23 @@ def _domain(lo, hi, bins):
 protocol_options = [
     click.option(
         "--protocol",
-        type=click.Choice(PROTOCOLS),
+        type=RegistryChoice(LDP_PROTOCOLS.names),
         default="hierarchical",
         show_default=True,
-        help="hierarchical (HH_B), haar (HaarHRR) or flat (one frequency oracle).",
+        cls=RegistryHelpOption,
+        help_text=lambda: "Range-query protocol: " + summaries(LDP_PROTOCOLS, LDP_PROTOCOLS.names()) + ".",
     ),
     click.option(
         "--oracle",
-        type=click.Choice(["oue", "olh", "hrr", "grr"]),
+        type=RegistryChoice(FREQUENCY_ORACLES.names),
         default="oue",
         show_default=True,
-        help="Frequency oracle for hierarchical and flat.",
+        cls=RegistryHelpOption,
+        help_text=lambda: (
+            "Frequency oracle of the protocols that take one: "
+            + summaries(FREQUENCY_ORACLES, FREQUENCY_ORACLES.names())
+            + "."
+        ),
     ),
     click.option("--branching", type=int, default=4, show_default=True, help="Branching factor of the hierarchy."),
     click.option("--epsilon", "-e", type=float, required=True, help="Each user's privacy budget (local DP)."),

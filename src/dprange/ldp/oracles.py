@@ -89,6 +89,7 @@ from .._validation import check_epsilon, check_positive_int
 from ..errors import DomainError, ParameterError, ReportError, private
 from ..io import load_npz
 from ..noise import resolve_rng
+from ..registry import FREQUENCY_ORACLES, Citation
 
 MERSENNE = (1 << 31) - 1  # prime modulus of the universal hash family
 MIN_LIE_PROBABILITY = 2.0**-32  # smallest probability of reporting a value other than the truth
@@ -784,10 +785,42 @@ def _checked(values, size) -> np.ndarray:
     return arr
 
 
-ORACLES = {"grr": GRR, "oue": OUE, "olh": OLH, "hrr": HRR}
+# ------------------------------------------------------------------ the registry
+WANG_2017 = Citation(
+    "Wang, Blocki, Li and Jha",
+    "Locally Differentially Private Protocols for Frequency Estimation",
+    "USENIX Security 2017",
+)
+FREQUENCY_ORACLES.add(
+    GRR,
+    summary="k-ary randomised response: the true value or a uniform other (best for small domains)",
+    citation=Citation(
+        "Warner; Kairouz, Oh and Viswanath",
+        "Randomized Response (JASA 1965); Extremal Mechanisms for Local Differential Privacy",
+        "NeurIPS 2014",
+    ),
+)
+FREQUENCY_ORACLES.add(
+    OUE,
+    summary="optimised unary encoding: one randomised bit per value (D bits per report)",
+    citation=WANG_2017,
+)
+FREQUENCY_ORACLES.add(
+    OLH,
+    summary="optimised local hashing: randomised response of a random hash of the value (O(log D) bits per report)",
+    citation=WANG_2017,
+)
+FREQUENCY_ORACLES.add(
+    HRR,
+    summary="Hadamard randomised response: one signed Hadamard coefficient per report",
+    citation=Citation(
+        "Cormode, Kulkarni and Srivastava",
+        "Answering Range Queries Under Local Differential Privacy",
+        "PVLDB 2019",
+    ),
+)
 
 
 def make_oracle(name: str, domain_size: int, epsilon: float, **kwargs) -> FrequencyOracle:
-    if name not in ORACLES:
-        raise ParameterError(f"unknown oracle {name!r}; choose one of {', '.join(ORACLES)}")
-    return ORACLES[name](domain_size, epsilon, **kwargs)
+    """The registered oracle called ``name`` (:data:`dprange.registry.FREQUENCY_ORACLES`)."""
+    return FREQUENCY_ORACLES.lookup(name).build(domain_size, epsilon, **kwargs)

@@ -46,6 +46,7 @@ from ..io import load_npz
 from ..measurements import LinearMeasurement, Measurements
 from ..noise import resolve_rng
 from ..operators import HaarLevel, Operator, TreeLevel
+from ..registry import LDP_PROTOCOLS, Citation, Entry
 from ..release import Provenance, Release
 from ..strategies import HaarStrategy, TreeStrategy
 from .oracles import HRR, ONE, Aggregator, Reports, check_values, coins, make_oracle, report_fields
@@ -69,6 +70,17 @@ class Protocol:
         self.level_probabilities = probs
         if self.epsilon is not None:
             self._check_oracles()
+
+    @classmethod
+    def from_options(cls, domain_size: int, epsilon: float, *, oracle: str = "oue", branching=4) -> Protocol:
+        """The protocol of the ``dprange ldp`` options (each class takes those it uses; the
+        registered builder of :data:`dprange.registry.LDP_PROTOCOLS`)."""
+        raise NotImplementedError
+
+    @classmethod
+    def from_header(cls, header: dict) -> Protocol:
+        """The protocol a report file's header describes (a missing key is a KeyError)."""
+        raise NotImplementedError
 
     # ------------------------------------------------- what each protocol contributes
     #: The frequency oracle's name (the release's noise is ``local:<oracle_name>``).
@@ -454,6 +466,23 @@ class HierarchicalHistogram(TreeProtocol):
         super().__init__(domain_size, epsilon, level_probabilities)
         make_oracle(oracle, max(2, self.tree.level_sizes[1]), 1.0, **self.oracle_options)  # validates the name
 
+    @classmethod
+    def from_options(cls, domain_size: int, epsilon: float, *, oracle: str = "oue", branching=4) -> Protocol:
+        if isinstance(branching, int) and branching < 2:
+            raise ParameterError(f"branching must be an integer >= 2, got {branching}")
+        return cls(domain_size, branching, oracle, epsilon=epsilon)
+
+    @classmethod
+    def from_header(cls, header: dict) -> Protocol:
+        return cls(
+            header["domain_size"],
+            header["branching"],
+            header["oracle"],
+            epsilon=header["epsilon"],
+            level_probabilities=header["level_probabilities"],
+            oracle_options=header.get("oracle_options") or None,
+        )
+
     @property
     def levels(self) -> int:
         return self.tree.depth
@@ -484,6 +513,14 @@ class HaarHRR(Protocol):
     def __init__(self, domain_size: int, *, epsilon=None, level_probabilities=None):
         self.haar = HaarStrategy(domain_size, known_total=True)
         super().__init__(domain_size, epsilon, level_probabilities)
+
+    @classmethod
+    def from_options(cls, domain_size: int, epsilon: float, *, oracle: str = "oue", branching=4) -> Protocol:
+        return cls(domain_size, epsilon=epsilon)
+
+    @classmethod
+    def from_header(cls, header: dict) -> Protocol:
+        return cls(header["domain_size"], epsilon=header["epsilon"], level_probabilities=header["level_probabilities"])
 
     @property
     def levels(self) -> int:
@@ -538,6 +575,19 @@ class Flat(TreeProtocol):
         self.tree = TreeStrategy(domain_size, (max(domain_size, 2),), measure_root=False, known_total=True)
         super().__init__(domain_size, epsilon, None)
 
+    @classmethod
+    def from_options(cls, domain_size: int, epsilon: float, *, oracle: str = "oue", branching=4) -> Protocol:
+        return cls(domain_size, oracle, epsilon=epsilon)
+
+    @classmethod
+    def from_header(cls, header: dict) -> Protocol:
+        return cls(
+            header["domain_size"],
+            header["oracle"],
+            epsilon=header["epsilon"],
+            oracle_options=header.get("oracle_options") or None,
+        )
+
     @property
     def levels(self) -> int:
         return 1
@@ -547,6 +597,61 @@ class Flat(TreeProtocol):
 
     def _report_level(self, level, values, source):
         return self.oracle(1).randomize(values, source)
+
+
+# ------------------------------------------------------------------ the registry
+def register_protocol(cls: type[Protocol], option: str, *, summary: str, citation: Citation | None = None) -> Entry:
+    """Register protocol class ``cls`` as ``dprange ldp --protocol option``: the entry builds
+    it with :meth:`Protocol.from_options`, and reports whose header names ``cls.name`` are
+    read back with :meth:`Protocol.from_header` (:func:`protocol_class`)."""
+    return LDP_PROTOCOLS.register(
+        Entry(
+            LDP_PROTOCOLS.kind,
+            option,
+            summary,
+            citation,
+            factory=cls.from_options,
+            params=tuple(getattr(cls, "PARAMS", ())),
+        )
+    )
+
+
+def registered_class(entry: Entry) -> type[Protocol] | None:
+    """The protocol class a registered entry builds (None for a builder of another kind)."""
+    owner = getattr(entry.factory, "__self__", None)
+    return owner if isinstance(owner, type) and issubclass(owner, Protocol) else None
+
+
+def protocol_class(header_name) -> type[Protocol]:
+    """The registered protocol class whose reports carry ``header_name`` (ReportError if none)."""
+    for entry in LDP_PROTOCOLS.values():
+        cls = registered_class(entry)
+        if cls is not None and cls.name == header_name:
+            return cls
+    raise ReportError(f"unknown protocol {header_name!r} in the reports")
+
+
+CKS_2019 = Citation(
+    "Cormode, Kulkarni and Srivastava", "Answering Range Queries Under Local Differential Privacy", "PVLDB 2019"
+)
+register_protocol(
+    HierarchicalHistogram,
+    "hierarchical",
+    summary="HH_B: every user reports one level of a B-ary tree through a frequency oracle (--oracle, --branching)",
+    citation=CKS_2019,
+)
+register_protocol(
+    HaarHRR,
+    "haar",
+    summary="HaarHRR: every user reports one level of Haar coefficients through Hadamard randomised response",
+    citation=CKS_2019,
+)
+register_protocol(
+    Flat,
+    "flat",
+    summary="one frequency oracle over all values, no hierarchy (--oracle): the baseline",
+    citation=CKS_2019,
+)
 
 
 def _padded(values, size) -> np.ndarray:

@@ -6,8 +6,12 @@ declared parameters (:class:`dprange._params.Param`, read from the class's ``PAR
 whether ``mechanism="auto"`` considers it.  Each kind has one :class:`Registry`:
 :data:`MECHANISMS`, :data:`INFERENCE`, :data:`NOISE`, :data:`WORKLOADS`.
 
+Local differential privacy has two more: :data:`LDP_PROTOCOLS` and :data:`FREQUENCY_ORACLES`
+(registered by :mod:`dprange.ldp`, which this module never imports).
+
 Everything that lists these names is generated from here: the command line's
-``--mechanism``, ``--inference``, ``--noise`` and ``--workload`` choices and their help,
+``--mechanism``, ``--inference``, ``--noise`` and ``--workload`` choices and their help
+(and ``dprange ldp``'s ``--protocol``, ``--oracle`` and ``--inference``),
 :func:`dprange.mechanisms.make_mechanism` and ``dprange.release``'s name lookup,
 :func:`dprange.analysis.select`'s default candidates, and ``docs/mechanisms.md``
 (``python -m dprange.registry --docs > docs/mechanisms.md``).
@@ -129,6 +133,13 @@ class Registry(Mapping[str, Entry]):
             if (auto is None or e.auto == auto) and (nameable is None or e.nameable == nameable)
         )
 
+    def subset(self, names: tuple[str, ...]) -> tuple[str, ...]:
+        """``names``, declared as a subset of this registry's (ParameterError if one is not registered)."""
+        missing = [name for name in names if name not in self._entries]
+        if missing:
+            raise ParameterError(f"{self.kind} {missing[0]!r} is not registered; register it or leave it out")
+        return tuple(names)
+
     def lookup(self, name, *, also: tuple[str, ...] = ()) -> Entry:
         """The entry called ``name``, or a ParameterError listing the choices (and ``also``)."""
         if isinstance(name, str) and name in self._entries:
@@ -146,9 +157,14 @@ NOISE = Registry("noise kind", "Noise kinds")
 WORKLOADS = Registry("workload", "Workloads")
 #: Quantile methods on raw values (``dprange.quantiles``), registered in dprange.quantile_mechanisms.
 QUANTILE_METHODS = Registry("quantile method", "Quantile methods")
+#: Local-DP range-query protocols (``dprange ldp --protocol``), registered in dprange.ldp.protocols
+#: under their option names; each entry builds from ``(domain_size, epsilon, **options)``.
+LDP_PROTOCOLS = Registry("protocol", "Local-DP protocols")
+#: Local-DP frequency oracles (``dprange ldp --oracle``), registered in dprange.ldp.oracles.
+FREQUENCY_ORACLES = Registry("oracle", "Local-DP frequency oracles")
 
 #: Every registry, in the order the docs show them.
-REGISTRIES = (MECHANISMS, INFERENCE, NOISE, WORKLOADS, QUANTILE_METHODS)
+REGISTRIES = (MECHANISMS, INFERENCE, NOISE, WORKLOADS, QUANTILE_METHODS, LDP_PROTOCOLS, FREQUENCY_ORACLES)
 
 
 # ------------------------------------------------------------------ inference methods
@@ -297,7 +313,9 @@ def docs_markdown() -> str:
 
 
 __all__ = [
+    "FREQUENCY_ORACLES",
     "INFERENCE",
+    "LDP_PROTOCOLS",
     "MECHANISMS",
     "NOISE",
     "QUANTILE_METHODS",

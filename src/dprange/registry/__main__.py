@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 
+from .. import ldp  # noqa: F401  (registers the local-DP protocols and frequency oracles)
 from . import REGISTRIES, docs_markdown
 
 
