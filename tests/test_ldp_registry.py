@@ -6,15 +6,16 @@ the registry."""
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from dprange import ParameterError, ReportError
+from dprange import ParameterError, ReportError, _params
 from dprange.contingency import TABLE_NOISE, release_table
-from dprange.ldp import GRR, Flat, HierarchicalHistogram, make_oracle
+from dprange.ldp import GRR, Flat, HaarHRR, HierarchicalHistogram, make_oracle, protocols
 from dprange.ldp.cli import build_protocol, ldp, protocol_from_header
 from dprange.ldp.protocols import protocol_class, register_protocol
 from dprange.registry import FREQUENCY_ORACLES, INFERENCE, LDP_PROTOCOLS, NOISE, REGISTRIES, docs_markdown
@@ -178,3 +179,58 @@ def test_table_checks_name_the_registered_choices():
         release_table(table, 1.0, noise="gaussian", rng=1)
     with pytest.raises(ParameterError, match="inference must be one of"):
         release_table(table, 1.0, inference=["gls"], rng=1)  # an unhashable value is refused, not a TypeError
+
+
+# ------------------------------------------------------------------ declared constructor parameters
+@pytest.mark.parametrize("cls", [HierarchicalHistogram, HaarHRR, Flat])
+def test_protocols_declare_their_parameters(cls):
+    names = [p.name for p in cls.PARAMS]
+    assert list(inspect.signature(cls).parameters) == names
+    assert (
+        LDP_PROTOCOLS[{HierarchicalHistogram: "hierarchical", HaarHRR: "haar", Flat: "flat"}[cls]].params == cls.PARAMS
+    )
+    assert names[0] == "domain_size" and "epsilon" in names
+
+
+def test_one_bind_call_checks_every_protocol_parameter(monkeypatch):
+    calls = []
+
+    def spy(params, args, kwargs, owner):
+        calls.append(owner)
+        return _params.bind(params, args, kwargs, owner)
+
+    monkeypatch.setattr(protocols, "bind", spy)
+    proto = HierarchicalHistogram(16, [2, 8], "olh", epsilon=1, oracle_options={"hash_pool": 8})
+    assert calls == ["HierarchicalHistogram"]
+    assert tuple(proto.tree.branching) == (2, 8) and proto.epsilon == 1.0 and isinstance(proto.epsilon, float)
+    assert proto.oracle(2).hash_pool == 8
+
+
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (lambda: HierarchicalHistogram(16, 1), r"^branching must be an integer >= 2, got 1$"),
+        (lambda: HaarHRR(1), r"^domain_size must be an integer >= 2, got 1$"),
+        (lambda: Flat(16, epsilon=-1), r"^epsilon must be a positive finite number, got -1$"),
+        (
+            lambda: HierarchicalHistogram(16, 4, level_probabilities=[1.0]),
+            r"^level_probabilities must be 2 non-negative numbers summing to 1$",
+        ),
+        # each of these was accepted, or a TypeError / ValueError, before the declarations
+        (lambda: Flat(16, "xyz"), r"^unknown oracle 'xyz'; choose grr, oue, olh, hrr$"),
+        (lambda: Flat(16, "oue", oracle_options={"g": 3}), r"^oracle_options \['g'\] are not options of the oue"),
+        (
+            lambda: HierarchicalHistogram(16, 4, "oue", epsilon=1, bogus=1),
+            r"^HierarchicalHistogram has no parameter bogus; its parameters are domain_size, branching, oracle",
+        ),
+        (lambda: HierarchicalHistogram(16, 4, "oue", oracle_options="g"), r"^oracle_options must be a dict"),
+        (lambda: HaarHRR(16, "x"), r"^HaarHRR takes at most 1 positional parameters \(domain_size\), got 2"),
+        (
+            lambda: HierarchicalHistogram(16, 4, level_probabilities="ab"),
+            r"^level_probabilities must be a list of non-negative numbers summing to 1, got 'ab'$",
+        ),
+    ],
+)
+def test_bad_protocol_parameters_are_parameter_errors(build, message):
+    with pytest.raises(ParameterError, match=message):
+        build()

@@ -793,11 +793,9 @@ WANG_2017 = Citation(
 )
 FREQUENCY_ORACLES.add(
     GRR,
-    summary="k-ary randomised response: the true value or a uniform other (best for small domains)",
+    summary="k-ary randomised response (Warner, JASA 1965): the true value or a uniform other, best for small domains",
     citation=Citation(
-        "Warner; Kairouz, Oh and Viswanath",
-        "Randomized Response (JASA 1965); Extremal Mechanisms for Local Differential Privacy",
-        "NeurIPS 2014",
+        "Kairouz, Oh and Viswanath", "Extremal Mechanisms for Local Differential Privacy", "NeurIPS 2014"
     ),
 )
 FREQUENCY_ORACLES.add(

@@ -33,12 +33,15 @@ frequencies f (module doc of :mod:`.oracles`); releases weight and report with t
 
 from __future__ import annotations
 
+import inspect
 import io
 import json
+from collections.abc import Mapping
 
 import numpy as np
 
-from .._validation import check_epsilon, check_positive_int
+from .._params import Custom, Integer, IntegerOrList, Param, bind, signature
+from .._validation import check_epsilon
 from ..domain import Domain
 from ..errors import ParameterError, ReportError
 from ..inference.dispatch import METHODS, check_options, design_error_model, infer
@@ -46,30 +49,107 @@ from ..io import load_npz
 from ..measurements import LinearMeasurement, Measurements
 from ..noise import resolve_rng
 from ..operators import HaarLevel, Operator, TreeLevel
-from ..registry import LDP_PROTOCOLS, Citation, Entry
+from ..registry import FREQUENCY_ORACLES, LDP_PROTOCOLS, Citation, Entry
 from ..release import Provenance, Release
 from ..strategies import HaarStrategy, TreeStrategy
 from .oracles import HRR, ONE, Aggregator, Reports, check_values, coins, make_oracle, report_fields
 
 
+def _epsilon_or_none(value, name: str):
+    return None if value is None else check_epsilon(value, name)
+
+
+def _probabilities_or_none(value, name: str):
+    """None, or the numbers as a float array (their count and sum are checked against the levels)."""
+    if value is None:
+        return None
+    try:
+        return np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise ParameterError(f"{name} must be a list of non-negative numbers summing to 1, got {value!r}") from None
+
+
+def _registered_oracle(value, name: str) -> str:
+    return FREQUENCY_ORACLES.lookup(value).name
+
+
+def _oracle_options(value, name: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ParameterError(
+            f"{name} must be a dict of the oracle's options (e.g. {{'hash_pool': 4096}}), got {value!r}"
+        )
+    return dict(value)
+
+
+#: Parameters the protocols share (the same declarations, so the docs list them once).
+DOMAIN_SIZE = Param("domain_size", Integer(2), "the number of values D (bins) users hold", positional=True)
+EPSILON = Param(
+    "epsilon",
+    Custom(_epsilon_or_none, "positive finite number, or None (give one with with_epsilon)"),
+    "each user's privacy budget (local DP)",
+    default=None,
+    option="--epsilon",
+)
+LEVEL_PROBABILITIES = Param(
+    "level_probabilities",
+    Custom(_probabilities_or_none, "None (uniform) or one probability per level, summing to 1"),
+    "the probability that a user reports each level, top down",
+    default=None,
+)
+ORACLE = Param(
+    "oracle",
+    Custom(_registered_oracle, "a registered frequency oracle (see Local-DP frequency oracles)"),
+    "the frequency oracle every level reports through",
+    default="oue",
+    positional=True,
+    option="--oracle",
+)
+ORACLE_OPTIONS = Param(
+    "oracle_options",
+    Custom(_oracle_options, "None or a dict of the oracle's own parameters"),
+    "passed to the oracle, e.g. OLH's g or hash_pool",
+    default=None,
+)
+
+
 class Protocol:
-    """Shared plumbing: level sampling, report containers, aggregation, release."""
+    """Shared plumbing: level sampling, report containers, aggregation, release.
+
+    Every constructor parameter is declared once in the class's ``PARAMS``
+    (:mod:`dprange._params`) and checked by one :func:`~dprange._params.bind` call; a
+    subclass builds its structure from the checked values in :meth:`_configure`."""
 
     name = "protocol"
 
-    def __init__(self, domain_size: int, epsilon: float | None, level_probabilities):
-        self.domain_size = check_positive_int(domain_size, "domain_size", minimum=2)
-        self.epsilon = None if epsilon is None else check_epsilon(epsilon)
-        levels = self.levels
-        if level_probabilities is None:
-            probs = np.full(levels, 1.0 / levels)
-        else:
-            probs = np.asarray(level_probabilities, dtype=float)
-            if probs.shape != (levels,) or np.any(probs < 0) or not np.isclose(probs.sum(), 1.0):
-                raise ParameterError(f"level_probabilities must be {levels} non-negative numbers summing to 1")
-        self.level_probabilities = probs
+    PARAMS: tuple[Param, ...] = (DOMAIN_SIZE, EPSILON, LEVEL_PROBABILITIES)
+
+    def __init__(self, *args, **kwargs):
+        values = bind(type(self).PARAMS, args, kwargs, type(self).__name__)
+        self.domain_size = values["domain_size"]
+        self.epsilon = values["epsilon"]
+        self._configure(values)
+        self.level_probabilities = self._level_probabilities(values.get("level_probabilities"))
         if self.epsilon is not None:
             self._check_oracles()
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls.__signature__ = signature(cls.PARAMS)  # type: ignore[attr-defined]
+
+    def _configure(self, values: dict) -> None:
+        """Build the protocol's structure (tree, oracle) from the checked parameters."""
+        raise NotImplementedError
+
+    def _level_probabilities(self, given) -> np.ndarray:
+        """The given level probabilities checked against the levels, or uniform ones."""
+        levels = self.levels
+        if given is None:
+            return np.full(levels, 1.0 / levels)
+        if given.shape != (levels,) or np.any(given < 0) or not np.isclose(given.sum(), 1.0):
+            raise ParameterError(f"level_probabilities must be {levels} non-negative numbers summing to 1")
+        return given
 
     @classmethod
     def from_options(cls, domain_size: int, epsilon: float, *, oracle: str = "oue", branching=4) -> Protocol:
@@ -432,6 +512,17 @@ class TreeProtocol(Protocol):
     tree: TreeStrategy
     oracle_options: dict
 
+    def _check_oracle_options(self) -> None:
+        """The oracle takes the options, with values it accepts (checked at epsilon 1: the
+        protocol's epsilon may come later)."""
+        oracle_class = FREQUENCY_ORACLES[self.oracle_name].factory
+        if oracle_class is not None and not _takes(oracle_class, self.oracle_options):
+            raise ParameterError(
+                f"oracle_options {sorted(self.oracle_options)} are not options of the {self.oracle_name} oracle; "
+                "leave them out or choose the oracle that takes them"
+            )
+        make_oracle(self.oracle_name, max(2, self.tree.level_sizes[1]), 1.0, **self.oracle_options)
+
     def level_size(self, level: int) -> int:
         return self.tree.level_sizes[level]
 
@@ -450,26 +541,30 @@ class HierarchicalHistogram(TreeProtocol):
 
     name = "ldp-hierarchical"
 
-    def __init__(
-        self,
-        domain_size: int,
-        branching=4,
-        oracle: str = "oue",
-        *,
-        epsilon=None,
-        level_probabilities=None,
-        oracle_options: dict | None = None,
-    ):
-        self.tree = TreeStrategy(domain_size, branching, measure_root=False, known_total=True)
-        self.oracle_name = oracle
-        self.oracle_options = dict(oracle_options or {})
-        super().__init__(domain_size, epsilon, level_probabilities)
-        make_oracle(oracle, max(2, self.tree.level_sizes[1]), 1.0, **self.oracle_options)  # validates the name
+    PARAMS = (
+        DOMAIN_SIZE,
+        Param(
+            "branching",
+            IntegerOrList(2, "every branching factor", "the branching list is empty; give at least one factor >= 2"),
+            "branching factor B >= 2 of the tree, or per-level factors from the root down",
+            default=4,
+            positional=True,
+            option="--branching",
+        ),
+        ORACLE,
+        EPSILON,
+        LEVEL_PROBABILITIES,
+        ORACLE_OPTIONS,
+    )
+
+    def _configure(self, values: dict) -> None:
+        self.tree = TreeStrategy(self.domain_size, values["branching"], measure_root=False, known_total=True)
+        self.oracle_name = values["oracle"]
+        self.oracle_options = values["oracle_options"]
+        self._check_oracle_options()
 
     @classmethod
     def from_options(cls, domain_size: int, epsilon: float, *, oracle: str = "oue", branching=4) -> Protocol:
-        if isinstance(branching, int) and branching < 2:
-            raise ParameterError(f"branching must be an integer >= 2, got {branching}")
         return cls(domain_size, branching, oracle, epsilon=epsilon)
 
     @classmethod
@@ -510,9 +605,8 @@ class HaarHRR(Protocol):
     name = "ldp-haar-hrr"
     oracle_name = "hrr"
 
-    def __init__(self, domain_size: int, *, epsilon=None, level_probabilities=None):
-        self.haar = HaarStrategy(domain_size, known_total=True)
-        super().__init__(domain_size, epsilon, level_probabilities)
+    def _configure(self, values: dict) -> None:
+        self.haar = HaarStrategy(self.domain_size, known_total=True)
 
     @classmethod
     def from_options(cls, domain_size: int, epsilon: float, *, oracle: str = "oue", branching=4) -> Protocol:
@@ -569,11 +663,13 @@ class Flat(TreeProtocol):
 
     name = "ldp-flat"
 
-    def __init__(self, domain_size: int, oracle: str = "oue", *, epsilon=None, oracle_options=None):
-        self.oracle_name = oracle
-        self.oracle_options = dict(oracle_options or {})
-        self.tree = TreeStrategy(domain_size, (max(domain_size, 2),), measure_root=False, known_total=True)
-        super().__init__(domain_size, epsilon, None)
+    PARAMS = (DOMAIN_SIZE, ORACLE, EPSILON, ORACLE_OPTIONS)
+
+    def _configure(self, values: dict) -> None:
+        self.oracle_name = values["oracle"]
+        self.oracle_options = values["oracle_options"]
+        self.tree = TreeStrategy(self.domain_size, (self.domain_size,), measure_root=False, known_total=True)
+        self._check_oracle_options()
 
     @classmethod
     def from_options(cls, domain_size: int, epsilon: float, *, oracle: str = "oue", branching=4) -> Protocol:
@@ -652,6 +748,15 @@ register_protocol(
     summary="one frequency oracle over all values, no hierarchy (--oracle): the baseline",
     citation=CKS_2019,
 )
+
+
+def _takes(oracle_class, options: dict) -> bool:
+    """Whether the oracle's constructor (domain_size, epsilon, ...) accepts these options."""
+    try:
+        inspect.signature(oracle_class).bind(2, 1.0, **options)
+    except TypeError:
+        return False
+    return True
 
 
 def _padded(values, size) -> np.ndarray:
