@@ -436,7 +436,9 @@ def test_cli_quantiles(tmp_path, capsys):
         main(["quantiles", str(path), "-c", "age", "-e", "1"])
     assert done.value.code == 2 and "--private-bounds" in capsys.readouterr().err
     with pytest.raises(SystemExit) as done:
-        main(["quantiles", str(path), "-c", "age", "--private-bounds", "-e", "1", "--integers", "--json"])
+        main(
+            ["quantiles", str(path), "-c", "age", "--private-bounds", "-e", "1", "--integers", "--json", "--seed", "3"]
+        )
     result = json.loads(capsys.readouterr().out)
     assert done.value.code == 0 and result["bounds"]["source"] == "private" and result["bounds"]["upper"] == 64.0
 
