@@ -1,0 +1,545 @@
+"""k-D mechanisms: Kronecker products of 1-D strategies, and k-D hierarchies (quadtrees).
+
+The histogram of a product domain (:mod:`dprange.product_domain`) is a k-D array, flattened
+in C order into the x of n_1 ... n_k cells that the operators act on.
+
+* :class:`Kronecker`: on every axis a 1-D strategy (``"identity"``, a tree of branching b, or
+  ``"haar"``); measured are the products T_{1,l_1} (x) ... (x) T_{k,l_k} of one level of every
+  axis, each a block with budget epsilon * f_{1,l_1} ... f_{k,l_k} (f_{a,l} the 1-D split of
+  axis a, uniform or geometric), so the budgets sum to epsilon.  Miklau's tutorial (DIMACS
+  2012) lists these product strategies; with trees on every axis this is the multi-dimensional
+  hierarchy of Qardaji, Yang and Li (PVLDB 2013, section 5) measured at every combination of
+  levels.
+* :class:`KDHierarchy` (and :class:`Quadtree`, branching 2 in 2-D): the grid padded to a
+  cube of side b^h; node of depth d is a cube of side b^(h-d), fan-out b^k (Qardaji et al.,
+  section 5; Cormode, Procopiuc, Srivastava, Shen and Yu, "Differentially private spatial
+  decompositions", ICDE 2012).  In Morton (digit-interleaved) order the cubes are
+  contiguous, so it is a 1-D level-uniform tree over b^(hk) leaves: the 1-D strategy, noise
+  calibration and exact O(nodes) least squares apply unchanged.  Budgets "uniform" or
+  "geometric" (Cormode et al.: the budget grows towards the leaves by b^((k-1)/3) per level,
+  2^(1/3) for quadtrees).
+
+Sensitivity.  Every level of these 1-D strategies has one entry +-1 per column (a bin lies
+in one node, with a sign for Haar differences), so a product block has one entry +-1 per
+cell too.  add/remove: each block changes by 1 in one row, so Delta_p^p = sum_b w_b^p.
+replace (a record moves from cell i to cell j): a block changes by +-1 in two rows (2) when
+i and j lie in different rows, by 2 in one row (2^p) when they share the row with opposite
+signs, and not at all otherwise; a block's case is fixed by the per-axis cases of (i_a, j_a)
+(different rows on some axis; else the parity of opposite signs).  The exact maximum over
+all pairs runs over the distinct per-axis patterns only (:func:`kron_sensitivity_power`).
+
+Least squares without dense matrices (:class:`KronEstimate`).  With block variances
+u_b = prod_a u_{a,l_a}, u_{a,l} = 1 / f_{a,l}^2 (the variance of Laplace and Gaussian noise
+up to one constant), A^T U^-1 A = G_1 (x) ... (x) G_k with G_a = sum_l T_{a,l}^T T_{a,l} /
+u_{a,l}, so x = (G_1^-1 (x) ... (x) G_k^-1) A^T U^-1 y costs a few passes over the grid.
+It is the GLS estimate when the noise variances are proportional to u_b (uniform budgets;
+Laplace and Gaussian noise), and otherwise (discrete Laplace with unequal budgets) a
+linear unbiased estimate whose variance is still exact: Cov = G^-1 (sum_b (v_b / u_b^2)
+A_b^T A_b) G^-1.  A rectangle q = q_1 (x) ... (x) q_k has variance
+sum_b (v_b / u_b^2) prod_a ||T_{a,l_a} G_a^-1 q_a||^2, each factor read from a per-axis
+table of (n_a + 1)^2 entries.  A public total (replace) is used by the best linear
+correction x - C 1 (1^T x - t) / (1^T C 1), with variance q^T C q - (q^T C 1)^2 / (1^T C 1).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import string
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from ._params import Custom, Integer, OneOf, Param
+from ._validation import check_delta, check_epsilon, fit_budget
+from .errors import ParameterError
+from .inference.tree import tree_gls
+from .measurements import LinearMeasurement, Measurements
+from .mechanisms import Mechanism, calibrate, is_seeded, resolve_noise
+from .noise import resolve_rng
+from .operators import Explicit, Identity, Kron, Operator, check_norm, check_relation
+from .strategies import HaarStrategy, Strategy, TreeStrategy
+from .workloads_kd import check_shape
+
+__all__ = [
+    "KDHierarchy",
+    "KronEstimate",
+    "Kronecker",
+    "MortonTreeEstimate",
+    "Quadtree",
+    "check_grid_counts",
+    "kron_sensitivity_power",
+]
+
+AXIS_KINDS = ("identity", "haar")
+BUDGET_RULES = ("uniform", "geometric")
+
+
+def check_grid_counts(counts) -> np.ndarray:
+    """A k-D histogram of exact counts: finite non-negative whole numbers, as int64."""
+    arr = np.asarray(counts)
+    if arr.ndim < 1 or arr.size == 0:
+        raise ParameterError("counts must be a non-empty k-D array of cell counts (ProductDomain.histogram)")
+    if arr.dtype.kind not in "biuf":
+        raise ParameterError("counts must be numeric")
+    if arr.dtype.kind == "f" and (not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr))):
+        raise ParameterError("counts must be finite whole numbers (bucketize raw values with a ProductDomain)")
+    if np.any(arr < 0):
+        raise ParameterError("counts must be non-negative")
+    if float(np.sum(arr, dtype=float)) > 2.0**53:
+        raise ParameterError("counts must total at most 2^53")
+    return arr.astype(np.int64)
+
+
+# ----------------------------------------------------------------------------- sensitivity
+def column_entries(op: Operator) -> tuple[np.ndarray, np.ndarray]:
+    """(row, sign) of the single +-1 entry of every column of a level operator."""
+    dense = op.dense()
+    nonzero = dense != 0
+    if not np.all(nonzero.sum(axis=0) == 1) or not np.all(np.abs(dense[nonzero]) == 1):
+        raise ParameterError(f"a {type(op).__name__} level needs one entry +-1 per column")
+    rows = np.argmax(nonzero, axis=0)
+    return rows, dense[rows, np.arange(dense.shape[1])].astype(np.int64)
+
+
+def axis_patterns(levels: list[Operator]) -> np.ndarray:
+    """The distinct per-level cases of every pair (i, j) of bins of one axis, as rows:
+    0 same row and sign, 1 same row and opposite signs, 2 different rows."""
+    entries = [column_entries(op) for op in levels]
+    n = levels[0].shape[1]
+    seen: set[tuple[int, ...]] = set()
+    for i in range(n):
+        cases = np.empty((len(levels), n), dtype=np.int8)
+        for level, (rows, signs) in enumerate(entries):
+            cases[level] = np.where(rows != rows[i], 2, np.where(signs != signs[i], 1, 0))
+        seen.update(map(tuple, np.unique(cases.T, axis=0).tolist()))
+    return np.array(sorted(seen), dtype=np.int8)
+
+
+def kron_sensitivity_power(
+    axis_levels: list[list[Operator]], combos: list[tuple[int, ...]], weights, p: int, neighbours: str
+):
+    """Delta_p^p of the stacked blocks w_b (T_{1,l_1} (x) ... (x) T_{k,l_k}), b = combos[i]
+    (module doc); exact for exact (int or Fraction) weights."""
+    p = check_norm(p)
+    powers = [abs(w) ** p for w in weights]
+    if check_relation(neighbours) == "add_remove":
+        return sum(powers)
+    patterns = [axis_patterns(levels) for levels in axis_levels]
+    change = {0: 0, 1: 2**p, 2: 2}
+    best: Any = 0
+    for choice in itertools.product(*patterns):
+        total: Any = 0
+        for combo, power in zip(combos, powers):
+            cases = [int(choice[a][level]) for a, level in enumerate(combo)]
+            case = 2 if 2 in cases else cases.count(1) % 2
+            if case:
+                total += power * change[case]
+        best = max(best, total)
+    return best
+
+
+class KronStrategy(Strategy):
+    """Product blocks of per-axis levels, with the exact sensitivity of
+    :func:`kron_sensitivity_power`."""
+
+    def __init__(self, axis_levels, combos, budget, *, shape=None):
+        self.axis_levels = axis_levels
+        self.combos = combos
+        super().__init__(
+            [Kron([axis_levels[a][level] for a, level in enumerate(c)]) for c in combos], budget, shape=shape
+        )
+
+    def sensitivity_power(self, norm: int, neighbours: str, weights=None):
+        weights = [Fraction(e) for e in self.budget] if weights is None else list(weights)
+        return kron_sensitivity_power(self.axis_levels, self.combos, weights, norm, neighbours)
+
+
+# ----------------------------------------------------------------------------- axes
+def _check_axis(spec, name: str):
+    if spec in AXIS_KINDS:
+        return spec
+    if isinstance(spec, (int, np.integer)) and not isinstance(spec, bool) and spec >= 2:
+        return int(spec)
+    raise ParameterError(f"every axis of {name} must be 'identity', 'haar' or a tree branching >= 2, got {spec!r}")
+
+
+def check_axes(value, name: str):
+    """One axis strategy, or a non-empty list of them (one per axis)."""
+    if isinstance(value, (list, tuple)):
+        if not value:
+            raise ParameterError(f"{name} is empty; give one strategy per axis")
+        return [_check_axis(v, name) for v in value]
+    return _check_axis(value, name)
+
+
+def axis_strategy(spec, n: int):
+    """The levels of one axis' 1-D strategy and their node counts per level (for budgets)."""
+    if spec == "identity":
+        return [Identity(n)], [n]
+    if spec == "haar":
+        haar = HaarStrategy(n)
+        return haar.blocks(), [1] + [2 ** (k - 1) for k in range(1, haar.height + 1)]
+    if isinstance(spec, (int, np.integer)) and not isinstance(spec, bool) and spec >= 2:
+        tree = TreeStrategy(n, int(spec), measure_root=False)
+        if not tree.measured_depths:
+            return [Identity(n)], [n]
+        full = tree.level_counts_full()
+        return tree.blocks(), [full[d] for d in tree.measured_depths]
+    raise ParameterError(f"every axis must be 'identity', 'haar' or a tree branching >= 2, got {spec!r}")
+
+
+def axis_fractions(nodes: list[int], rule: str) -> np.ndarray:
+    """1-D budget fractions of one axis: equal, or geometric (nodes^(1/3), like Hierarchical)."""
+    weights = np.ones(len(nodes)) if rule == "uniform" else np.array(nodes, dtype=float) ** (1.0 / 3.0)
+    return weights / weights.sum()
+
+
+def _einsum_product(coefficients: np.ndarray, factors: list[np.ndarray]) -> np.ndarray:
+    """sum over level combos of c[l_1..l_k] prod_a F_a[r, l_a], for every r."""
+    letters = string.ascii_letters[: len(factors)]
+    spec = ",".join(f"z{c}" for c in letters) + f",{letters}->z"
+    return np.einsum(spec, *factors, coefficients, optimize=True)
+
+
+class KronEstimate:
+    """Least squares on product blocks (module doc), with exact variances."""
+
+    def __init__(self, shape, axis_levels, axis_weights, combos, values, variances, total=None):
+        self.grid = tuple(shape)
+        self.axis_levels = axis_levels
+        self.combos = combos
+        denses = [[op.dense() for op in levels] for levels in axis_levels]
+        self._inverse_grams = [
+            np.linalg.inv(sum(d.T @ d / u for d, u in zip(ds, us))) for ds, us in zip(denses, axis_weights)
+        ]
+        unit = [math.prod(axis_weights[a][level] for a, level in enumerate(c)) for c in combos]
+        self.coefficients = np.zeros(tuple(len(levels) for levels in axis_levels))
+        for c, u, v in zip(combos, unit, variances):
+            self.coefficients[c] = float(v) / u**2
+        self._tables = [self._axis_tables(ds, g) for ds, g in zip(denses, self._inverse_grams)]
+        inverse = Kron([Explicit(g) for g in self._inverse_grams])
+        rhs = np.zeros(math.prod(self.grid))
+        for c, u, y in zip(combos, unit, values):
+            block = Kron([axis_levels[a][level] for a, level in enumerate(c)])
+            rhs += block.rmatvec(np.asarray(y, dtype=float)) / u
+        leaves = inverse.matvec(rhs)
+        self.total_variance = 0.0
+        self.known_total = total is not None
+        if total is not None:
+            ones = np.ones(leaves.size)
+            c_ones = self._covariance_apply(ones)
+            self.total_variance = float(ones @ c_ones)
+            leaves = leaves - c_ones * (leaves.sum() - float(total)) / self.total_variance
+        self.leaves = leaves
+
+    @staticmethod
+    def _axis_tables(denses, inverse_gram) -> np.ndarray:
+        """K_l = Y_l^T Y_l, Y_l = T_l G^-1 [0, prefix indicators]: (levels, n + 1, n + 1)."""
+        n = inverse_gram.shape[0]
+        prefix = np.zeros((n, n + 1))
+        prefix[:, 1:] = np.triu(np.ones((n, n)))
+        solved = inverse_gram @ prefix
+        return np.stack([(d @ solved).T @ (d @ solved) for d in denses])
+
+    def _covariance_apply(self, v) -> np.ndarray:
+        """Cov(x) v before the total correction: G^-1 (sum_b c_b A_b^T A_b) G^-1 v."""
+        inverse = Kron([Explicit(g) for g in self._inverse_grams])
+        z = inverse.matvec(v)
+        acc = np.zeros_like(z)
+        for c in self.combos:
+            block = Kron([self.axis_levels[a][level] for a, level in enumerate(c)])
+            acc += self.coefficients[c] * block.rmatvec(block.matvec(z))
+        return inverse.matvec(acc)
+
+    def query_variance(self, weights) -> np.ndarray:
+        """Exact variance of q . x for every row q of ``weights`` (cells in C order)."""
+        q = np.atleast_2d(np.asarray(weights, dtype=float))
+        out = np.array([float(row @ self._covariance_apply(row)) for row in q])
+        if self.known_total:
+            cross = np.array([float(row @ self._covariance_apply(np.ones(row.size))) for row in q])
+            out = out - cross**2 / self.total_variance
+        out = np.maximum(out, 0.0)
+        return out if np.ndim(weights) > 1 else out[0]
+
+    def rectangle_variance(self, lows, highs) -> np.ndarray:
+        """Exact variance of every rectangle's estimate ((R, k) inclusive bounds), vectorised."""
+        lows, highs = check_rectangles(self.grid, lows, highs)
+        out = np.empty(lows.shape[0])
+        for start in range(0, lows.shape[0], 1 << 16):
+            sl = slice(start, start + (1 << 16))
+            quad, cross = [], []
+            for a, table in enumerate(self._tables):
+                lo, hi = lows[sl, a], highs[sl, a] + 1
+                n = self.grid[a]
+                quad.append((table[:, hi, hi] + table[:, lo, lo] - 2 * table[:, hi, lo]).T)
+                cross.append((table[:, hi, n] - table[:, lo, n]).T)
+            variance = _einsum_product(self.coefficients, quad)
+            if self.known_total:
+                variance = variance - _einsum_product(self.coefficients, cross) ** 2 / self.total_variance
+            out[sl] = np.maximum(variance, 0.0)
+        return out
+
+
+def check_rectangles(grid, lows, highs) -> tuple[np.ndarray, np.ndarray]:
+    """(R, k) int64 arrays of inclusive rectangle bounds inside the grid."""
+    k = len(grid)
+    lows = np.asarray(lows, dtype=np.int64).reshape(-1, k)
+    highs = np.asarray(highs, dtype=np.int64).reshape(-1, k)
+    if lows.shape != highs.shape:
+        raise ParameterError("lows and highs must have the same shape")
+    if lows.size and (np.any(lows < 0) or np.any(highs >= np.asarray(grid)) or np.any(lows > highs)):
+        raise ParameterError(f"rectangles must satisfy 0 <= lows <= highs < {list(grid)} on every axis")
+    return lows, highs
+
+
+# ----------------------------------------------------------------------------- k-D trees
+def morton_order(side: int, branching: int, k: int) -> np.ndarray:
+    """Position in Morton (base-b digit-interleaved) order of every cell of the padded cube,
+    cells in C order: the digits of all axes, most significant first."""
+    coords = np.indices((side,) * k).reshape(k, -1)
+    height = round(math.log(side, branching)) if side > 1 else 0
+    order = np.zeros(coords.shape[1], dtype=np.int64)
+    for t in range(height - 1, -1, -1):
+        for a in range(k):
+            order = order * branching + (coords[a] // branching**t) % branching
+    return order
+
+
+class MortonTreeEstimate:
+    """Tree least squares on the Morton-ordered padded cube, read back on the real grid."""
+
+    def __init__(self, grid, side: int, order: np.ndarray, tree_estimate):
+        self.grid = tuple(grid)
+        self.side = side
+        self.order = order
+        self.tree = tree_estimate
+        cube = tree_estimate.leaves[order].reshape((side,) * len(self.grid))
+        self.leaves = cube[tuple(slice(0, n) for n in self.grid)].ravel()
+
+    def _morton_weights(self, q: np.ndarray) -> np.ndarray:
+        cube = np.zeros((q.shape[0],) + (self.side,) * len(self.grid))
+        cube[(slice(None),) + tuple(slice(0, n) for n in self.grid)] = q.reshape((q.shape[0],) + self.grid)
+        out = np.zeros((q.shape[0], self.side ** len(self.grid)))
+        out[:, self.order] = cube.reshape(q.shape[0], -1)
+        return out
+
+    def query_variance(self, weights) -> np.ndarray:
+        q = np.atleast_2d(np.asarray(weights, dtype=float))
+        out = np.concatenate(
+            [self.tree.query_variance(self._morton_weights(q[s : s + 256])) for s in range(0, q.shape[0], 256)]
+        )
+        return out if np.ndim(weights) > 1 else out[0]
+
+    def rectangle_variance(self, lows, highs) -> np.ndarray:
+        """Exact, by the tree's O(nodes) query variance per rectangle (batches of 256)."""
+        lows, highs = check_rectangles(self.grid, lows, highs)
+        out = np.empty(lows.shape[0])
+        for start in range(0, lows.shape[0], 256):
+            lo, hi = lows[start : start + 256], highs[start : start + 256]
+            q = np.ones((lo.shape[0],) + self.grid)
+            for a, n in enumerate(self.grid):
+                idx = np.arange(n).reshape((1,) + tuple(n if b == a else 1 for b in range(len(self.grid))))
+                lo_a = lo[:, a].reshape((-1,) + (1,) * len(self.grid))
+                hi_a = hi[:, a].reshape((-1,) + (1,) * len(self.grid))
+                q = q * ((idx >= lo_a) & (idx <= hi_a))
+            out[start : start + lo.shape[0]] = self.query_variance(q.reshape(lo.shape[0], -1))
+        return out
+
+
+# ----------------------------------------------------------------------------- mechanisms
+class GridMechanism(Mechanism):
+    """Base of the k-D mechanisms: ``plan(shape, epsilon)``, ``measure`` a k-D histogram,
+    ``estimate`` (exact least squares), ``release`` a :class:`~dprange.grid_release.GridRelease`."""
+
+    def plan(self, shape, epsilon: float) -> Strategy:
+        raise NotImplementedError
+
+    def _vector(self, counts: np.ndarray) -> np.ndarray:
+        """The x the strategy's blocks act on (C order; k-D trees permute it)."""
+        return counts.ravel()
+
+    def _noise(self, plan: Strategy, epsilon: float, delta: float):
+        kind = resolve_noise(self.noise, delta)
+        return calibrate(plan, self.neighbours, kind, plan.budget, epsilon, delta)
+
+    def measure(self, counts, epsilon, *, delta=0.0, rng=None) -> Measurements:
+        """Noisy answers of every block; noise calibrated before the counts are read."""
+        counts = check_grid_counts(counts)
+        epsilon = check_epsilon(epsilon)
+        delta = check_delta(delta)
+        source = resolve_rng(rng)
+        plan = self.plan(counts.shape, epsilon)
+        specs = self._noise(plan, epsilon, delta)
+        x = self._vector(counts)
+        measured = []
+        for block, spec in zip(plan.blocks, specs):
+            exact = np.rint(block.matvec(x)).astype(np.int64)
+            measured.append(LinearMeasurement(block, exact + spec.sample(exact.shape, source), spec.variance, spec))
+        total = float(counts.sum()) if self.neighbours == "replace" else None
+        return Measurements(
+            measured, x.size, epsilon, delta, self.neighbours, total, seeded=is_seeded(rng), source="central"
+        )
+
+    def estimate(self, shape, measurements: Measurements):
+        raise NotImplementedError
+
+    def error_model(self, shape, epsilon, *, delta=0.0):
+        """The exact error model before any data: the estimate of the zero design."""
+        shape = check_shape(shape)
+        epsilon = check_epsilon(epsilon)
+        delta = check_delta(delta)
+        plan = self.plan(shape, epsilon)
+        specs = self._noise(plan, epsilon, delta)
+        zeros = [LinearMeasurement(b, np.zeros(b.shape[0]), s.variance, s) for b, s in zip(plan.blocks, specs)]
+        total = 0.0 if self.neighbours == "replace" else None
+        n = plan.blocks[0].shape[1]
+        return self.estimate(shape, Measurements(zeros, n, epsilon, delta, self.neighbours, total))
+
+    def release(self, counts, epsilon, *, delta=0.0, rng=None, domain=None):
+        """Measure the k-D ``counts`` and return a :class:`~dprange.grid_release.GridRelease`."""
+        from .grid_release import GridRelease  # noqa: PLC0415 - grid_release imports this module
+
+        counts = check_grid_counts(counts)
+        measurements = self.measure(counts, epsilon, delta=delta, rng=rng)
+        estimate = self.estimate(counts.shape, measurements)
+        return GridRelease(counts.shape, estimate, measurements, mechanism=self.name, domain=domain)
+
+
+class Kronecker(GridMechanism):
+    """Kronecker products of 1-D strategies, one per axis (module doc).
+
+    Parameters
+    ----------
+    axes : one entry per axis: "identity", "haar" or a tree branching b >= 2 (the tree's root
+        is not measured, as in :class:`~dprange.Hierarchical`); a single entry is used for
+        every axis.
+    budget : "uniform" or "geometric" split of every axis' levels (products across axes).
+    """
+
+    name = "kronecker"
+
+    PARAMS = (
+        Param(
+            "axes",
+            Custom(check_axes, "'identity', 'haar' or a branching >= 2, or a list of them (one per axis)"),
+            "per-axis 1-D strategies",
+            default="identity",
+            positional=True,
+        ),
+        Param("budget", OneOf(BUDGET_RULES), "per-axis budget split: uniform or geometric", default="uniform"),
+        *Mechanism.PARAMS,
+    )
+    axes: Any
+    budget: str
+
+    def _axis_specs(self, k: int) -> list:
+        specs = list(self.axes) if isinstance(self.axes, (list, tuple)) else [self.axes]
+        if len(specs) == 1:
+            specs = specs * k
+        if len(specs) != k:
+            raise ParameterError(f"give one axis strategy, or one per axis ({k}), got {len(specs)}")
+        return specs
+
+    def _axes(self, shape):
+        shape = check_shape(shape)
+        levels, fractions = [], []
+        for spec, n in zip(self._axis_specs(len(shape)), shape):
+            ops, nodes = axis_strategy(spec, n)
+            levels.append(ops)
+            fractions.append(axis_fractions(nodes, self.budget))
+        combos = list(itertools.product(*(range(len(ops)) for ops in levels)))
+        return levels, fractions, combos
+
+    def plan(self, shape, epsilon: float) -> KronStrategy:
+        levels, fractions, combos = self._axes(shape)
+        raw = [epsilon * math.prod(float(fractions[a][level]) for a, level in enumerate(c)) for c in combos]
+        return KronStrategy(levels, combos, fit_budget(raw, epsilon), shape=tuple(shape))
+
+    def estimate(self, shape, measurements: Measurements) -> KronEstimate:
+        levels, fractions, combos = self._axes(shape)
+        weights = [[1.0 / float(f) ** 2 for f in fr] for fr in fractions]
+        values = [m.values for m in measurements.measurements]
+        variances = [m.variance for m in measurements.measurements]
+        return KronEstimate(shape, levels, weights, combos, values, variances, total=measurements.total)
+
+    def parameters(self) -> dict:
+        return {"axes": self.axes, "budget": self.budget, **super().parameters()}
+
+
+class KDHierarchy(GridMechanism):
+    """The k-D hierarchy with fan-out b^k over the grid padded to a cube of side b^h (module
+    doc); padded cells hold no records.  Exact tree least squares in Morton order."""
+
+    name = "kd_hierarchy"
+
+    PARAMS = (
+        Param("branching", Integer(minimum=2), "branching per axis (fan-out b^k)", default=2, positional=True),
+        Param("budget", OneOf(BUDGET_RULES), "uniform or geometric (Cormode et al. 2012)", default="uniform"),
+        *Mechanism.PARAMS,
+    )
+    branching: int
+    budget: str
+
+    def _tree(self, shape):
+        shape = check_shape(shape)
+        b, k = int(self.branching), len(shape)
+        side = 1
+        while side < max(shape):
+            side *= b
+        height = round(math.log(side, b)) if side > 1 else 0
+        tree = TreeStrategy(side**k, (b**k,) * height if height else (2,), known_total=self.neighbours == "replace")
+        return shape, side, tree
+
+    def depth_weights(self, tree: TreeStrategy, k: int) -> np.ndarray:
+        """uniform, or geometric: depth d gets b^((k - 1) d / 3) (Cormode et al. 2012)."""
+        depths = np.array(tree.measured_depths, dtype=float)
+        if self.budget == "uniform":
+            return np.ones(depths.size)
+        return float(self.branching) ** ((k - 1) * depths / 3.0)
+
+    def plan(self, shape, epsilon: float) -> Strategy:
+        shape, side, tree = self._tree(shape)
+        weights = self.depth_weights(tree, len(shape))
+        return Strategy(tree.blocks(), fit_budget(list(epsilon * weights / weights.sum()), epsilon), shape=tree)
+
+    def _vector(self, counts: np.ndarray) -> np.ndarray:
+        shape, side, tree = self._tree(counts.shape)
+        cube = np.zeros((side,) * len(shape), dtype=np.int64)
+        cube[tuple(slice(0, n) for n in shape)] = counts
+        x = np.zeros(tree.n, dtype=np.int64)
+        x[morton_order(side, int(self.branching), len(shape))] = cube.ravel()
+        return x
+
+    def estimate(self, shape, measurements: Measurements) -> MortonTreeEstimate:
+        shape, side, tree = self._tree(shape)
+        values: list = [None] * (tree.depth + 1)
+        variances: list = [None] * (tree.depth + 1)
+        for d, m in zip(tree.measured_depths, measurements.measurements):
+            values[d], variances[d] = m.values, m.variance
+        fitted = tree_gls(tree, values, variances, total=measurements.total)
+        return MortonTreeEstimate(shape, side, morton_order(side, int(self.branching), len(shape)), fitted)
+
+    def parameters(self) -> dict:
+        return {"branching": self.branching, "budget": self.budget, **super().parameters()}
+
+
+class Quadtree(KDHierarchy):
+    """The quadtree of Cormode et al. (ICDE 2012): a 2-D hierarchy of branching 2 (fan-out 4)."""
+
+    name = "quadtree"
+
+    PARAMS = tuple(p for p in KDHierarchy.PARAMS if p.name != "branching")
+
+    branching = 2
+
+    def _tree(self, shape):
+        if len(check_shape(shape)) != 2:
+            raise ParameterError("a quadtree needs a 2-D grid; use KDHierarchy for k dimensions")
+        return super()._tree(shape)
+
+    def parameters(self) -> dict:
+        params = super().parameters()
+        params.pop("branching")
+        return params
