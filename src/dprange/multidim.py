@@ -43,6 +43,7 @@ correction x - C 1 (1^T x - t) / (1^T C 1), with variance q^T C q - (q^T C 1)^2 
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import string
@@ -103,18 +104,21 @@ def column_entries(op: Operator) -> tuple[np.ndarray, np.ndarray]:
     return rows, dense[rows, np.arange(dense.shape[1])].astype(np.int64)
 
 
-def axis_patterns(levels: list[Operator]) -> np.ndarray:
+@functools.lru_cache(maxsize=32)
+def axis_patterns(levels: tuple[Operator, ...]) -> np.ndarray:
     """The distinct per-level cases of every pair (i, j) of bins of one axis, as rows:
     0 same row and sign, 1 same row and opposite signs, 2 different rows."""
     entries = [column_entries(op) for op in levels]
     n = levels[0].shape[1]
-    seen: set[tuple[int, ...]] = set()
+    place = 3 ** np.arange(len(levels), dtype=np.int64)  # one base-3 digit per level
+    codes = []
     for i in range(n):
-        cases = np.empty((len(levels), n), dtype=np.int8)
-        for level, (rows, signs) in enumerate(entries):
-            cases[level] = np.where(rows != rows[i], 2, np.where(signs != signs[i], 1, 0))
-        seen.update(map(tuple, np.unique(cases.T, axis=0).tolist()))
-    return np.array(sorted(seen), dtype=np.int8)
+        code = np.zeros(n, dtype=np.int64)
+        for digit, (rows, signs) in zip(place, entries):
+            code += digit * np.where(rows != rows[i], 2, np.where(signs != signs[i], 1, 0))
+        codes.append(np.unique(code))
+    distinct = np.unique(np.concatenate(codes))
+    return (distinct[:, None] // place[None, :]) % 3
 
 
 def kron_sensitivity_power(
@@ -126,7 +130,7 @@ def kron_sensitivity_power(
     powers = [abs(w) ** p for w in weights]
     if check_relation(neighbours) == "add_remove":
         return sum(powers)
-    patterns = [axis_patterns(levels) for levels in axis_levels]
+    patterns = [axis_patterns(tuple(levels)) for levels in axis_levels]
     change = {0: 0, 1: 2**p, 2: 2}
     best: Any = 0
     for choice in itertools.product(*patterns):
@@ -174,23 +178,25 @@ def check_axes(value, name: str):
     return _check_axis(value, name)
 
 
-def axis_strategy(spec, n: int):
-    """The levels of one axis' 1-D strategy and their node counts per level (for budgets)."""
+@functools.lru_cache(maxsize=32)
+def axis_strategy(spec, n: int) -> tuple[tuple[Operator, ...], tuple[int, ...]]:
+    """The levels of one axis' 1-D strategy and their node counts per level (for budgets);
+    equal axes get the same (immutable) levels, which lets them share their factorisation."""
     if spec == "identity":
-        return [Identity(n)], [n]
+        return (Identity(n),), (n,)
     if spec == "haar":
         haar = HaarStrategy(n)
-        return haar.blocks(), [1] + [2 ** (k - 1) for k in range(1, haar.height + 1)]
+        return tuple(haar.blocks()), (1, *(2 ** (k - 1) for k in range(1, haar.height + 1)))
     if isinstance(spec, (int, np.integer)) and not isinstance(spec, bool) and spec >= 2:
         tree = TreeStrategy(n, int(spec), measure_root=False)
         if not tree.measured_depths:
-            return [Identity(n)], [n]
+            return (Identity(n),), (n,)
         full = tree.level_counts_full()
-        return tree.blocks(), [full[d] for d in tree.measured_depths]
+        return tuple(tree.blocks()), tuple(full[d] for d in tree.measured_depths)
     raise ParameterError(f"every axis must be 'identity', 'haar' or a tree branching >= 2, got {spec!r}")
 
 
-def axis_fractions(nodes: list[int], rule: str) -> np.ndarray:
+def axis_fractions(nodes, rule: str) -> np.ndarray:
     """1-D budget fractions of one axis: equal, or geometric (nodes^(1/3), like Hierarchical)."""
     weights = np.ones(len(nodes)) if rule == "uniform" else np.array(nodes, dtype=float) ** (1.0 / 3.0)
     return weights / weights.sum()
@@ -210,15 +216,18 @@ class KronEstimate:
         self.grid = tuple(shape)
         self.axis_levels = axis_levels
         self.combos = combos
-        denses = [[op.dense() for op in levels] for levels in axis_levels]
-        self._inverse_grams = [
-            np.linalg.inv(sum(d.T @ d / u for d, u in zip(ds, us))) for ds, us in zip(denses, axis_weights)
-        ]
+        shared: dict = {}  # equal axes (same levels and weights) share their factorisation
+        self._inverse_grams, self._tables = [], []
+        for levels, weights in zip(axis_levels, axis_weights):
+            key = (id(levels), tuple(weights))
+            if key not in shared:
+                shared[key] = self._axis_factors(levels, weights)
+            self._inverse_grams.append(shared[key][0])
+            self._tables.append(shared[key][1])
         unit = [math.prod(axis_weights[a][level] for a, level in enumerate(c)) for c in combos]
         self.coefficients = np.zeros(tuple(len(levels) for levels in axis_levels))
         for c, u, v in zip(combos, unit, variances):
             self.coefficients[c] = float(v) / u**2
-        self._tables = [self._axis_tables(ds, g) for ds, g in zip(denses, self._inverse_grams)]
         inverse = Kron([Explicit(g) for g in self._inverse_grams])
         rhs = np.zeros(math.prod(self.grid))
         for c, u, y in zip(combos, unit, values):
@@ -235,13 +244,20 @@ class KronEstimate:
         self.leaves = leaves
 
     @staticmethod
-    def _axis_tables(denses, inverse_gram) -> np.ndarray:
-        """K_l = Y_l^T Y_l, Y_l = T_l G^-1 [0, prefix indicators]: (levels, n + 1, n + 1)."""
-        n = inverse_gram.shape[0]
-        prefix = np.zeros((n, n + 1))
-        prefix[:, 1:] = np.triu(np.ones((n, n)))
-        solved = inverse_gram @ prefix
-        return np.stack([(d @ solved).T @ (d @ solved) for d in denses])
+    def _axis_factors(levels, weights) -> tuple[np.ndarray, np.ndarray]:
+        """G^-1 of one axis and its table K (n + 1, n + 1, levels): K[., ., l] = Y_l^T Y_l with
+        Y_l = T_l G^-1 [0, prefix indicators], so that a range's quadratic form is read from
+        three entries."""
+        n = levels[0].shape[1]
+        gram = sum(op.gram().dense() / u for op, u in zip(levels, weights))
+        inverse_gram = np.linalg.inv(gram)
+        solved = np.zeros((n, n + 1))
+        solved[:, 1:] = np.cumsum(inverse_gram, axis=1)  # G^-1 times the prefix indicators
+        table = np.empty((n + 1, n + 1, len(levels)))
+        for position, op in enumerate(levels):
+            y = op._apply(solved)
+            table[:, :, position] = y.T @ y
+        return inverse_gram, table
 
     def _covariance_apply(self, v) -> np.ndarray:
         """Cov(x) v before the total correction: G^-1 (sum_b c_b A_b^T A_b) G^-1 v."""
@@ -273,8 +289,9 @@ class KronEstimate:
             for a, table in enumerate(self._tables):
                 lo, hi = lows[sl, a], highs[sl, a] + 1
                 n = self.grid[a]
-                quad.append((table[:, hi, hi] + table[:, lo, lo] - 2 * table[:, hi, lo]).T)
-                cross.append((table[:, hi, n] - table[:, lo, n]).T)
+                quad.append(table[hi, hi] + table[lo, lo] - 2 * table[hi, lo])
+                if self.known_total:
+                    cross.append(table[hi, n] - table[lo, n])
             variance = _einsum_product(self.coefficients, quad)
             if self.known_total:
                 variance = variance - _einsum_product(self.coefficients, cross) ** 2 / self.total_variance
