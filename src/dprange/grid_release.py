@@ -15,7 +15,7 @@ import numpy as np
 from .answers import Answer, one_sided_factor
 from .errors import ParameterError
 from .measurements import Measurements
-from .multidim import check_rectangles
+from .workloads_kd import check_rectangles
 
 __all__ = ["GridRelease"]
 

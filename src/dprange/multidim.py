@@ -55,13 +55,14 @@ import numpy as np
 from ._params import Custom, Integer, OneOf, Param
 from ._validation import check_delta, check_epsilon, fit_budget
 from .errors import ParameterError
+from .grid_release import GridRelease
 from .inference.tree import tree_gls
 from .measurements import LinearMeasurement, Measurements
 from .mechanisms import Mechanism, calibrate, is_seeded, resolve_noise
 from .noise import resolve_rng
 from .operators import Explicit, Identity, Kron, Operator, check_norm, check_relation
 from .strategies import HaarStrategy, Strategy, TreeStrategy
-from .workloads_kd import check_shape
+from .workloads_kd import check_rectangles, check_shape
 
 __all__ = [
     "KDHierarchy",
@@ -70,6 +71,7 @@ __all__ = [
     "MortonTreeEstimate",
     "Quadtree",
     "check_grid_counts",
+    "check_rectangles",
     "kron_sensitivity_power",
 ]
 
@@ -299,18 +301,6 @@ class KronEstimate:
         return out
 
 
-def check_rectangles(grid, lows, highs) -> tuple[np.ndarray, np.ndarray]:
-    """(R, k) int64 arrays of inclusive rectangle bounds inside the grid."""
-    k = len(grid)
-    lows = np.asarray(lows, dtype=np.int64).reshape(-1, k)
-    highs = np.asarray(highs, dtype=np.int64).reshape(-1, k)
-    if lows.shape != highs.shape:
-        raise ParameterError("lows and highs must have the same shape")
-    if lows.size and (np.any(lows < 0) or np.any(highs >= np.asarray(grid)) or np.any(lows > highs)):
-        raise ParameterError(f"rectangles must satisfy 0 <= lows <= highs < {list(grid)} on every axis")
-    return lows, highs
-
-
 # ----------------------------------------------------------------------------- k-D trees
 def morton_order(side: int, branching: int, k: int) -> np.ndarray:
     """Position in Morton (base-b digit-interleaved) order of every cell of the padded cube,
@@ -416,8 +406,6 @@ class GridMechanism(Mechanism):
 
     def release(self, counts, epsilon, *, delta=0.0, rng=None, domain=None):
         """Measure the k-D ``counts`` and return a :class:`~dprange.grid_release.GridRelease`."""
-        from .grid_release import GridRelease  # noqa: PLC0415 - grid_release imports this module
-
         counts = check_grid_counts(counts)
         measurements = self.measure(counts, epsilon, delta=delta, rng=rng)
         estimate = self.estimate(counts.shape, measurements)

@@ -24,6 +24,7 @@ __all__ = [
     "AllRanges",
     "Rectangles",
     "all_rectangles",
+    "check_rectangles",
     "check_shape",
     "explicit",
     "marginals",
@@ -38,6 +39,18 @@ def check_shape(shape) -> tuple[int, ...]:
     if not sides:
         raise ParameterError("a grid needs at least one axis")
     return sides
+
+
+def check_rectangles(grid, lows, highs) -> tuple[np.ndarray, np.ndarray]:
+    """(R, k) int64 arrays of inclusive rectangle bounds inside the grid."""
+    k = len(grid)
+    lows = np.asarray(lows, dtype=np.int64).reshape(-1, k)
+    highs = np.asarray(highs, dtype=np.int64).reshape(-1, k)
+    if lows.shape != highs.shape:
+        raise ParameterError("lows and highs must have the same shape")
+    if lows.size and (np.any(lows < 0) or np.any(highs >= np.asarray(grid)) or np.any(lows > highs)):
+        raise ParameterError(f"rectangles must satisfy 0 <= lows <= highs < {list(grid)} on every axis")
+    return lows, highs
 
 
 def all_range_gram(n: int) -> np.ndarray:
