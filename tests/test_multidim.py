@@ -306,3 +306,21 @@ def test_k_dimensional_hierarchy_and_bad_parameters():
         Kronecker([2, 2, 2]).plan((3, 4), 1.0)
     with pytest.raises(ParameterError, match="quadtree needs a 2-D grid"):
         Quadtree().plan((3, 4, 5), 1.0)
+
+
+def test_k_dimensional_hierarchy_rectangle_variances_equal_dense_gls(rng):
+    shape = (2, 4, 3)
+    mech = KDHierarchy(3, budget="geometric")
+    meas = mech.measure(rng.integers(0, 5, size=shape), 1.0, rng=6)
+    est = mech.estimate(shape, meas)
+    A, y, v = stacked(meas)
+    x, cov = dense_gls(A, y, v)
+    keep = np.zeros((9, 9, 9), dtype=bool)
+    keep[:2, :4, :3] = True
+    order = morton_order(9, 3, 3)[keep.ravel()]
+    np.testing.assert_allclose(est.leaves, x[order], atol=1e-8)
+    rects = random_rectangles(shape, 60, rng=7)
+    Q = box_matrix(shape, rects.lows, rects.highs)
+    expected = np.einsum("ri,ij,rj->r", Q, cov[np.ix_(order, order)], Q)
+    assert_variances(est.rectangle_variance(rects.lows, rects.highs), expected)
+    assert_variances(est.query_variance(Q), expected)

@@ -340,19 +340,44 @@ class MortonTreeEstimate:
         return out if np.ndim(weights) > 1 else out[0]
 
     def rectangle_variance(self, lows, highs) -> np.ndarray:
-        """Exact, by the tree's O(nodes) query variance per rectangle (batches of 256)."""
+        """Exact variance of every rectangle's estimate in O(depth x k) per rectangle.
+
+        The tree is complete (the padded cube) with one noise variance per depth, so every
+        node of depth d has the same from-below variance w_d.  Then the recursion of
+        :mod:`dprange.inference.tree` has g_u = |R n u| / |u| (children average equally) and
+        g^T C_u g = w_{d+1} (sum_c g_c^2 - (sum_c g_c)^2 / B) for fan-out B, so
+        Var(R) = sum_d w_{d+1} (S_{d+1} - B S_d) + g_root^2 P_root with
+        S_d = sum over depth-d nodes of g_u^2 = prod_a sum_i (overlap of R with the i-th block
+        of axis a / block side)^2: two partial blocks and a count of full ones per axis.
+        """
         lows, highs = check_rectangles(self.grid, lows, highs)
-        out = np.empty(lows.shape[0])
-        for start in range(0, lows.shape[0], 256):
-            lo, hi = lows[start : start + 256], highs[start : start + 256]
-            q = np.ones((lo.shape[0],) + self.grid)
-            for a, n in enumerate(self.grid):
-                idx = np.arange(n).reshape((1,) + tuple(n if b == a else 1 for b in range(len(self.grid))))
-                lo_a = lo[:, a].reshape((-1,) + (1,) * len(self.grid))
-                hi_a = hi[:, a].reshape((-1,) + (1,) * len(self.grid))
-                q = q * ((idx >= lo_a) & (idx <= hi_a))
-            out[start : start + lo.shape[0]] = self.query_variance(q.reshape(lo.shape[0], -1))
-        return out
+        strategy = self.tree.strategy
+        k = len(self.grid)
+        fan_out = strategy.branching[0] if strategy.depth else 1
+        base = round(fan_out ** (1.0 / k))
+        height = strategy.depth
+        squares = []
+        for d in range(height + 1):
+            side = base ** (height - d)
+            total = np.ones(lows.shape[0])
+            for a in range(k):
+                total *= _block_overlap_squares(lows[:, a], highs[:, a], side)
+            squares.append(total)
+        variance = squares[0] * self.tree.root_variance  # g_root^2 = S_0 (one root node)
+        for d in range(height):
+            w_child = float(np.asarray(self.tree.from_below_variance[d + 1]).ravel()[0])
+            variance += w_child * (squares[d + 1] - fan_out * squares[d])
+        return np.maximum(variance, 0.0)
+
+
+def _block_overlap_squares(lo: np.ndarray, hi: np.ndarray, side: int) -> np.ndarray:
+    """sum_i (|[lo, hi] n block_i| / side)^2 over the blocks [i side, (i + 1) side)."""
+    first, last = lo // side, hi // side
+    same = first == last
+    head = ((first + 1) * side - lo) / side
+    tail = (hi - last * side + 1) / side
+    inside = np.maximum(last - first - 1, 0)
+    return np.where(same, ((hi - lo + 1) / side) ** 2, head**2 + tail**2 + inside)
 
 
 # ----------------------------------------------------------------------------- mechanisms
