@@ -11,7 +11,7 @@ from test_privacy import gaussian_delta, laplace_worst_loss
 
 from conftest import dense_gls
 from dprange import Domain, DomainError, ParameterError
-from dprange.multidim import KDHierarchy, Kronecker, Quadtree, morton_order
+from dprange.multidim import KDHierarchy, Kronecker, Quadtree, expected_error, morton_order
 from dprange.operators import Total, definition_sensitivity_power
 from dprange.product_domain import ProductDomain
 from dprange.workloads_kd import (
@@ -324,3 +324,37 @@ def test_k_dimensional_hierarchy_rectangle_variances_equal_dense_gls(rng):
     expected = np.einsum("ri,ij,rj->r", Q, cov[np.ix_(order, order)], Q)
     assert_variances(est.rectangle_variance(rects.lows, rects.highs), expected)
     assert_variances(est.query_variance(Q), expected)
+
+
+EXPECTED_ERROR_MECHANISMS = [
+    lambda r: Kronecker([2, "haar"], budget="geometric", neighbours=r, noise="laplace_float"),
+    lambda r: Kronecker("identity", neighbours=r, noise="gaussian"),
+    lambda r: Quadtree(budget="geometric", neighbours=r),
+]
+
+
+@pytest.mark.parametrize("relation", ["add_remove", "replace"])
+@pytest.mark.parametrize("build", EXPECTED_ERROR_MECHANISMS)
+def test_expected_error_equals_the_dense_workload_average(build, relation):
+    shape = (3, 5)
+    mech = build(relation)
+    delta = 1e-6 if mech.noise == "gaussian" else 0.0
+    meas = mech.measure(np.zeros(shape, dtype=np.int64), 1.0, delta=delta, rng=0)
+    A, _, v = stacked(meas)
+    _, cov = dense_gls(A, np.zeros(A.shape[0]), v, total=meas.total)
+    if isinstance(mech, Quadtree):
+        keep = np.zeros((8, 8), dtype=bool)
+        keep[:3, :5] = True
+        order = morton_order(8, 2, 2)[keep.ravel()]
+        cov = cov[np.ix_(order, order)]
+    rects = random_rectangles(shape, 40, rng=8)
+    workloads = [
+        ("all_rectangles", all_rectangles(shape).dense()),
+        ("prefix_rectangles", prefix_rectangles(shape).dense()),
+        ("marginals", marginals(shape, 1).dense()),
+        (rects, rects.dense()),
+    ]
+    for workload, W in workloads:
+        dense = float(np.mean(np.einsum("ri,ij,rj->r", W, cov, W)))
+        got = expected_error(mech, shape, workload, 1.0, delta=delta, order=1)
+        assert got == pytest.approx(dense, rel=1e-8), workload

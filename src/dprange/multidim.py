@@ -62,7 +62,7 @@ from .mechanisms import Mechanism, calibrate, is_seeded, resolve_noise
 from .noise import resolve_rng
 from .operators import Explicit, Identity, Kron, Operator, check_norm, check_relation
 from .strategies import HaarStrategy, Strategy, TreeStrategy
-from .workloads_kd import check_rectangles, check_shape
+from .workloads_kd import Rectangles, check_rectangles, check_shape
 
 __all__ = [
     "KDHierarchy",
@@ -72,6 +72,7 @@ __all__ = [
     "Quadtree",
     "check_grid_counts",
     "check_rectangles",
+    "expected_error",
     "kron_sensitivity_power",
 ]
 
@@ -300,6 +301,26 @@ class KronEstimate:
             out[sl] = np.maximum(variance, 0.0)
         return out
 
+    def mean_variance(self, families) -> float:
+        """The exact mean variance over the product of per-axis range families (every
+        combination of one range (lo, hi) per axis, ``families[a] = (lows, highs)``): the
+        per-axis quadratic forms are independent across axes, so their means multiply."""
+        quad, cross = [], []
+        for a, (table, (lo, hi)) in enumerate(zip(self._tables, families)):
+            lo, hi = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64) + 1
+            quad.append((table[hi, hi] + table[lo, lo] - 2 * table[hi, lo]).mean(axis=0)[None, :])
+            if self.known_total:
+                c = table[hi, self.grid[a]] - table[lo, self.grid[a]]
+                cross.append(c.T @ c / c.shape[0])
+        mean = float(_einsum_product(self.coefficients, quad)[0])
+        if self.known_total:
+            letters = string.ascii_letters[: len(cross)]
+            upper = string.ascii_letters[26 : 26 + len(cross)]
+            spec = ",".join(f"{x}{y}" for x, y in zip(letters, upper)) + f",{letters},{upper}->"
+            second = float(np.einsum(spec, *cross, self.coefficients, self.coefficients, optimize=True))
+            mean -= second / self.total_variance
+        return max(mean, 0.0)
+
 
 # ----------------------------------------------------------------------------- k-D trees
 def morton_order(side: int, branching: int, k: int) -> np.ndarray:
@@ -351,23 +372,33 @@ class MortonTreeEstimate:
         of axis a / block side)^2: two partial blocks and a count of full ones per axis.
         """
         lows, highs = check_rectangles(self.grid, lows, highs)
+        families = [(lows[:, a], highs[:, a]) for a in range(len(self.grid))]
+        variance = self._combine(
+            lambda side: np.prod([_block_overlap_squares(lo, hi, side) for lo, hi in families], axis=0)
+        )
+        return np.maximum(variance, 0.0)
+
+    def mean_variance(self, families) -> float:
+        """The exact mean variance over the product of per-axis range families: S_d is a product
+        over axes of per-axis terms, independent across the family's axes, so means multiply."""
+        families = [(np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)) for lo, hi in families]
+        variance = self._combine(
+            lambda side: math.prod(float(np.mean(_block_overlap_squares(lo, hi, side))) for lo, hi in families)
+        )
+        return max(float(variance), 0.0)
+
+    def _combine(self, squares_at):
+        """sum_d w_{d+1} (S_{d+1} - B S_d) + S_0 P_root, S_d = ``squares_at(block side at depth d)``."""
         strategy = self.tree.strategy
-        k = len(self.grid)
         fan_out = strategy.branching[0] if strategy.depth else 1
-        base = round(fan_out ** (1.0 / k))
+        base = round(fan_out ** (1.0 / len(self.grid)))
         height = strategy.depth
-        squares = []
-        for d in range(height + 1):
-            side = base ** (height - d)
-            total = np.ones(lows.shape[0])
-            for a in range(k):
-                total *= _block_overlap_squares(lows[:, a], highs[:, a], side)
-            squares.append(total)
+        squares = [squares_at(base ** (height - d)) for d in range(height + 1)]
         variance = squares[0] * self.tree.root_variance  # g_root^2 = S_0 (one root node)
         for d in range(height):
             w_child = float(np.asarray(self.tree.from_below_variance[d + 1]).ravel()[0])
-            variance += w_child * (squares[d + 1] - fan_out * squares[d])
-        return np.maximum(variance, 0.0)
+            variance = variance + w_child * (squares[d + 1] - fan_out * squares[d])
+        return variance
 
 
 def _block_overlap_squares(lo: np.ndarray, hi: np.ndarray, side: int) -> np.ndarray:
@@ -573,3 +604,46 @@ class Quadtree(KDHierarchy):
         params = super().parameters()
         params.pop("branching")
         return params
+
+
+# ----------------------------------------------------------------------------- analysis
+WORKLOADS_KD = ("all_rectangles", "prefix_rectangles", "marginals")
+
+
+def axis_ranges(n: int, kind: str) -> tuple[np.ndarray, np.ndarray]:
+    """One axis' ranges: "all" n(n+1)/2 ranges, "prefix" [0, j], "cells" [i, i], "total" [0, n-1]."""
+    if kind == "all":
+        return np.triu_indices(n)
+    if kind == "prefix":
+        return np.zeros(n, dtype=np.int64), np.arange(n)
+    if kind == "cells":
+        return np.arange(n), np.arange(n)
+    return np.zeros(1, dtype=np.int64), np.full(1, n - 1)
+
+
+def expected_error(mechanism: GridMechanism, shape, workload, epsilon, *, delta=0.0, order: int = 2) -> float:
+    """The exact mean squared error per query of ``mechanism`` with least squares on a k-D
+    ``workload``: "all_rectangles", "prefix_rectangles", "marginals" (all ``order``-way), or a
+    :class:`~dprange.workloads_kd.Rectangles`.  Data-independent (the zero design's error
+    model); the product workloads average per-axis terms (no query is enumerated)."""
+    shape = check_shape(shape)
+    model = mechanism.error_model(shape, epsilon, delta=delta)
+    if isinstance(workload, Rectangles):
+        return float(np.mean(model.rectangle_variance(workload.lows, workload.highs)))
+    if workload == "all_rectangles":
+        return model.mean_variance([axis_ranges(n, "all") for n in shape])
+    if workload == "prefix_rectangles":
+        return model.mean_variance([axis_ranges(n, "prefix") for n in shape])
+    if workload == "marginals":
+        if not 1 <= order <= len(shape):
+            raise ParameterError(f"order must be 1..{len(shape)} for a {len(shape)}-D grid, got {order}")
+        total, count = 0.0, 0
+        for axes in itertools.combinations(range(len(shape)), order):
+            families = [axis_ranges(n, "cells" if a in axes else "total") for a, n in enumerate(shape)]
+            cells = math.prod(shape[a] for a in axes)
+            total += cells * model.mean_variance(families)
+            count += cells
+        return total / count
+    raise ParameterError(
+        f"workload must be one of {', '.join(WORKLOADS_KD)} or a workloads_kd.Rectangles, got {workload!r}"
+    )
