@@ -10,8 +10,8 @@ import pytest
 from test_privacy import gaussian_delta, laplace_worst_loss
 
 from conftest import dense_gls
-from dprange import Domain, DomainError, ParameterError
-from dprange.multidim import KDHierarchy, Kronecker, Quadtree, expected_error, morton_order
+from dprange import DataError, Domain, DomainError, ParameterError
+from dprange.multidim import KDHierarchy, Kronecker, Quadtree, expected_error, load_grid_release, morton_order
 from dprange.operators import Total, definition_sensitivity_power
 from dprange.product_domain import ProductDomain
 from dprange.workloads_kd import (
@@ -234,11 +234,11 @@ def test_monte_carlo_unbiased_with_the_exact_variance():
     truth = box_matrix(shape, lows, highs) @ counts.ravel()
     source = np.random.default_rng(2024)
     for mech in (Kronecker([2, "haar"]), Quadtree(neighbours="replace")):
-        runs = np.array([mech.release(counts, 1.0, rng=source).rectangle(lows, highs).value for _ in range(1500)])
+        runs = np.array([mech.release(counts, 1.0, rng=source).rectangle(lows, highs).value for _ in range(600)])
         exact = mech.error_model(shape, 1.0).rectangle_variance(lows, highs)
         se_mean = np.sqrt(exact / runs.shape[0])
         assert np.all(np.abs(runs.mean(axis=0) - truth) < 4 * se_mean)
-        np.testing.assert_allclose(runs.var(axis=0, ddof=1), exact, rtol=0.15)
+        np.testing.assert_allclose(runs.var(axis=0, ddof=1), exact, rtol=0.2)  # 3.4 sd of 600 runs
 
 
 # ----------------------------------------------------------------------------- privacy
@@ -306,6 +306,10 @@ def test_k_dimensional_hierarchy_and_bad_parameters():
         Kronecker([2, 2, 2]).plan((3, 4), 1.0)
     with pytest.raises(ParameterError, match="quadtree needs a 2-D grid"):
         Quadtree().plan((3, 4, 5), 1.0)
+    with pytest.raises(ParameterError, match="least squares only"):
+        Kronecker(2, inference="nnls").release(np.ones((2, 3), dtype=int), 1.0, rng=0)
+    with pytest.raises(ParameterError, match="whole numbers"):
+        Kronecker(2).release(np.full((2, 3), 0.5), 1.0, rng=0)
 
 
 def test_k_dimensional_hierarchy_rectangle_variances_equal_dense_gls(rng):
@@ -358,3 +362,27 @@ def test_expected_error_equals_the_dense_workload_average(build, relation):
         dense = float(np.mean(np.einsum("ri,ij,rj->r", W, cov, W)))
         got = expected_error(mech, shape, workload, 1.0, delta=delta, order=1)
         assert got == pytest.approx(dense, rel=1e-8), workload
+
+
+@pytest.mark.parametrize(
+    "mech",
+    [Kronecker([3, "haar"], budget="geometric", neighbours="replace"), Quadtree(noise="gaussian"), KDHierarchy(3)],
+)
+def test_grid_release_json_round_trip_and_dominance(mech, rng):
+    shape = (4, 5)
+    dom = ProductDomain([Domain.integers(0, 3), Domain.interval(0.0, 1.0, 5)])
+    delta = 1e-6 if mech.noise == "gaussian" else 0.0
+    rel = mech.release(rng.integers(0, 9, size=shape), 0.7, delta=delta, rng=9, domain=dom)
+    back = load_grid_release(rel.to_json())
+    np.testing.assert_array_equal(back.counts, rel.counts)
+    assert back.domain == dom and back.neighbours == rel.neighbours and back.epsilon == rel.epsilon
+    lows, highs = every_rectangle(shape)
+    np.testing.assert_array_equal(back.rectangle(lows, highs).stderr, rel.rectangle(lows, highs).stderr)
+    points = np.array([[0, 0], [2, 3], [3, 4]])
+    dominance = rel.dominance(points)
+    np.testing.assert_allclose(dominance.value, [rel.counts[: p + 1, : q + 1].sum() for p, q in points])
+    np.testing.assert_allclose(dominance.stderr, rel.rectangle(np.zeros_like(points), points).stderr)
+    broken = rel.to_dict()
+    broken["measurements"] = broken["measurements"][1:]
+    with pytest.raises(DataError, match="measured blocks"):
+        load_grid_release(broken)

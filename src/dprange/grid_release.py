@@ -10,6 +10,8 @@ Everything here is post-processing of the noisy measurements.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 from .answers import Answer, one_sided_factor
@@ -23,11 +25,13 @@ __all__ = ["GridRelease"]
 class GridRelease:
     """Private estimates of a k-D histogram (``counts``, shape ``shape``) with exact error bars."""
 
-    def __init__(self, shape, estimate, measurements: Measurements, *, mechanism: str, domain=None):
+    def __init__(self, shape, estimate, measurements: Measurements, *, mechanism: str, parameters=None, domain=None):
         self.shape = tuple(int(n) for n in shape)
         self.estimate = estimate
         self.measurements = measurements
         self.mechanism = mechanism
+        #: The mechanism's parameters (enough to rebuild its design: :func:`dprange.multidim.load_grid_release`).
+        self.parameters = dict(parameters or {})
         self.domain = domain
         self.noise = measurements.noise_kind
         self.noise_scales = [m.noise.scale for m in measurements.measurements if m.noise is not None]
@@ -74,6 +78,12 @@ class GridRelease:
             return Answer(value[0], lambda: variance()[0], scalar=True, factor=self._factor)
         return Answer(value, variance, factor=self._factor)
 
+    def dominance(self, points) -> Answer:
+        """Dominance counts (the k-D CDF in bins): the cells i <= point on every axis, for one
+        point (length k) or many ((R, k))."""
+        points = np.asarray(points, dtype=np.int64)
+        return self.rectangle(np.zeros_like(points), points)
+
     def marginal(self, axes) -> Answer:
         """The marginal over ``axes`` (the others summed): values of shape (n_a for a in axes),
         each with its exact standard error."""
@@ -96,6 +106,35 @@ class GridRelease:
             return estimate.rectangle_variance(lows, highs).reshape(out_shape)
 
         return Answer(value, variance, factor=self._factor)
+
+    def to_dict(self) -> dict:
+        """Everything the release published: the design (mechanism, parameters, shape, budget,
+        relation, public total) and the noisy measurements; estimates and errors are rebuilt
+        from them exactly (post-processing)."""
+        meas = self.measurements
+        return {
+            "kind": "grid_release",
+            "version": 1,
+            "shape": list(self.shape),
+            "mechanism": self.mechanism,
+            "parameters": self.parameters,
+            "epsilon": meas.epsilon,
+            "delta": meas.delta,
+            "neighbours": meas.neighbours,
+            "total": meas.total,
+            "seeded": meas.seeded,
+            "measurements": [
+                {
+                    "values": np.asarray(m.values, dtype=float).tolist(),
+                    "noise": None if m.noise is None else {"kind": m.noise.kind, "scale": m.noise.scale},
+                }
+                for m in meas.measurements
+            ],
+            "domain": None if self.domain is None else self.domain.to_dict(),
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict())
 
     def __repr__(self) -> str:
         return (

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import json
 import math
 import string
 from fractions import Fraction
@@ -54,13 +55,14 @@ import numpy as np
 
 from ._params import Custom, Integer, OneOf, Param
 from ._validation import check_delta, check_epsilon, fit_budget
-from .errors import ParameterError
+from .errors import DataError, ParameterError
 from .grid_release import GridRelease
 from .inference.tree import tree_gls
 from .measurements import LinearMeasurement, Measurements
 from .mechanisms import Mechanism, calibrate, is_seeded, resolve_noise
-from .noise import resolve_rng
+from .noise import NoiseSpec, resolve_rng
 from .operators import Explicit, Identity, Kron, Operator, check_norm, check_relation
+from .product_domain import ProductDomain
 from .strategies import HaarStrategy, Strategy, TreeStrategy
 from .workloads_kd import Rectangles, check_rectangles, check_shape
 
@@ -74,6 +76,7 @@ __all__ = [
     "check_rectangles",
     "expected_error",
     "kron_sensitivity_power",
+    "load_grid_release",
 ]
 
 AXIS_KINDS = ("identity", "haar")
@@ -462,10 +465,14 @@ class GridMechanism(Mechanism):
 
     def release(self, counts, epsilon, *, delta=0.0, rng=None, domain=None):
         """Measure the k-D ``counts`` and return a :class:`~dprange.grid_release.GridRelease`."""
+        if self.inference != "gls":
+            raise ParameterError("k-D mechanisms use exact least squares only; pass inference='gls'")
         counts = check_grid_counts(counts)
         measurements = self.measure(counts, epsilon, delta=delta, rng=rng)
         estimate = self.estimate(counts.shape, measurements)
-        return GridRelease(counts.shape, estimate, measurements, mechanism=self.name, domain=domain)
+        return GridRelease(
+            counts.shape, estimate, measurements, mechanism=self.name, parameters=self.parameters(), domain=domain
+        )
 
 
 class Kronecker(GridMechanism):
@@ -647,3 +654,46 @@ def expected_error(mechanism: GridMechanism, shape, workload, epsilon, *, delta=
     raise ParameterError(
         f"workload must be one of {', '.join(WORKLOADS_KD)} or a workloads_kd.Rectangles, got {workload!r}"
     )
+
+
+# ----------------------------------------------------------------------------- saved releases
+GRID_MECHANISMS = {cls.name: cls for cls in (Kronecker, KDHierarchy, Quadtree)}
+
+
+def load_grid_release(text) -> GridRelease:
+    """A :class:`~dprange.grid_release.GridRelease` from :meth:`GridRelease.to_json` (text or
+    dict): the mechanism's design is rebuilt from its parameters, the saved noisy values are
+    checked against it, and the estimate and its exact errors are recomputed."""
+    data = json.loads(text) if isinstance(text, str) else text
+    if not isinstance(data, dict) or data.get("kind") != "grid_release":
+        raise DataError("not a saved grid release (kind 'grid_release')")
+    try:
+        cls = GRID_MECHANISMS[data["mechanism"]]
+        mech = cls(**data["parameters"])
+        shape = check_shape(data["shape"])
+        plan = mech.plan(shape, float(data["epsilon"]))
+        saved = data["measurements"]
+        if len(saved) != len(plan.blocks):
+            raise DataError(f"the saved release has {len(saved)} measured blocks, its design has {len(plan.blocks)}")
+        measured = []
+        for block, item in zip(plan.blocks, saved):
+            spec = NoiseSpec(item["noise"]["kind"], float(item["noise"]["scale"]))
+            values = np.asarray(item["values"], dtype=float)
+            if values.shape != (block.shape[0],):
+                raise DataError(f"a saved block has {values.size} values, its design {block.shape[0]} rows")
+            measured.append(LinearMeasurement(block, values, spec.variance, spec))
+        total = None if data["total"] is None else float(data["total"])
+        meas = Measurements(
+            measured,
+            plan.blocks[0].shape[1],
+            float(data["epsilon"]),
+            float(data["delta"]),
+            data["neighbours"],
+            total,
+            seeded=bool(data["seeded"]),
+        )
+        domain = None if data["domain"] is None else ProductDomain.from_dict(data["domain"])
+    except (KeyError, TypeError) as exc:
+        raise DataError(f"the saved grid release is incomplete or malformed ({exc!r})") from None
+    estimate = mech.estimate(shape, meas)
+    return GridRelease(shape, estimate, meas, mechanism=cls.name, parameters=mech.parameters(), domain=domain)
