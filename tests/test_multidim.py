@@ -12,7 +12,7 @@ from test_privacy import gaussian_delta, laplace_worst_loss
 from conftest import dense_gls
 from dprange import DataError, Domain, DomainError, ParameterError
 from dprange.multidim import KDHierarchy, Kronecker, Quadtree, expected_error, load_grid_release, morton_order
-from dprange.operators import Total, definition_sensitivity_power
+from dprange.operators import definition_sensitivity_power
 from dprange.product_domain import ProductDomain
 from dprange.workloads_kd import (
     Rectangles,
@@ -265,6 +265,7 @@ PRIVACY_MECHANISMS = [
     lambda r, z: Kronecker("haar", neighbours=r, noise=z),
     lambda r, z: Quadtree(neighbours=r, noise=z),
     lambda r, z: Quadtree(budget="geometric", neighbours=r, noise=z),
+    lambda r, z: Quadtree(measure_root=True, neighbours=r, noise=z),
 ]
 
 
@@ -298,7 +299,8 @@ def test_k_dimensional_hierarchy_and_bad_parameters():
     mech = KDHierarchy(3)
     plan = mech.plan((4, 2, 5), 1.0)  # padded to 9 x 9 x 9, fan-out 27
     assert plan.shape.branching == (27, 27) and plan.blocks[-1].shape == (729, 729)
-    assert not isinstance(plan.blocks[0], Total)
+    assert plan.blocks[0].shape[0] == 27  # the root is not measured by default
+    assert KDHierarchy(3, measure_root=True).plan((4, 2, 5), 1.0).blocks[0].shape[0] == 1
     assert math.isclose(sum(plan.budget), 1.0, rel_tol=1e-12)
     with pytest.raises(ParameterError, match="'identity', 'haar' or a tree branching"):
         Kronecker(["tree"])

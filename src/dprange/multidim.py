@@ -53,7 +53,7 @@ from typing import Any
 
 import numpy as np
 
-from ._params import Custom, Integer, OneOf, Param
+from ._params import Custom, Flag, Integer, OneOf, Param
 from ._validation import check_delta, check_epsilon, fit_budget
 from .errors import DataError, ParameterError
 from .grid_release import GridRelease
@@ -545,10 +545,17 @@ class KDHierarchy(GridMechanism):
     PARAMS = (
         Param("branching", Integer(minimum=2), "branching per axis (fan-out b^k)", default=2, positional=True),
         Param("budget", OneOf(BUDGET_RULES), "uniform or geometric (Cormode et al. 2012)", default="uniform"),
+        Param(
+            "measure_root",
+            Flag(),
+            "add/remove only: measure the root (the total) too; off by default, as in Hierarchical",
+            default=False,
+        ),
         *Mechanism.PARAMS,
     )
     branching: int
     budget: str
+    measure_root: bool
 
     def _tree(self, shape):
         shape = check_shape(shape)
@@ -557,7 +564,12 @@ class KDHierarchy(GridMechanism):
         while side < max(shape):
             side *= b
         height = round(math.log(side, b)) if side > 1 else 0
-        tree = TreeStrategy(side**k, (b**k,) * height if height else (2,), known_total=self.neighbours == "replace")
+        tree = TreeStrategy(
+            side**k,
+            (b**k,) * height if height else (2,),
+            measure_root=self.measure_root,
+            known_total=self.neighbours == "replace",
+        )
         return shape, side, tree
 
     def depth_weights(self, tree: TreeStrategy, k: int) -> np.ndarray:
@@ -590,7 +602,12 @@ class KDHierarchy(GridMechanism):
         return MortonTreeEstimate(shape, side, morton_order(side, int(self.branching), len(shape)), fitted)
 
     def parameters(self) -> dict:
-        return {"branching": self.branching, "budget": self.budget, **super().parameters()}
+        return {
+            "branching": self.branching,
+            "budget": self.budget,
+            "measure_root": self.measure_root,
+            **super().parameters(),
+        }
 
 
 class Quadtree(KDHierarchy):
