@@ -11,7 +11,16 @@ from test_privacy import gaussian_delta, laplace_worst_loss
 
 from conftest import dense_gls
 from dprange import DataError, Domain, DomainError, ParameterError
-from dprange.multidim import KDHierarchy, Kronecker, Quadtree, expected_error, load_grid_release, morton_order
+from dprange.multidim import (
+    KDHierarchy,
+    Kronecker,
+    Quadtree,
+    axis_strategy,
+    column_entries,
+    expected_error,
+    load_grid_release,
+    morton_order,
+)
 from dprange.operators import definition_sensitivity_power
 from dprange.product_domain import ProductDomain
 from dprange.workloads_kd import (
@@ -308,6 +317,8 @@ def test_k_dimensional_hierarchy_and_bad_parameters():
         Kronecker([2, 2, 2]).plan((3, 4), 1.0)
     with pytest.raises(ParameterError, match="quadtree needs a 2-D grid"):
         Quadtree().plan((3, 4, 5), 1.0)
+    with pytest.raises(ParameterError, match="use fewer bins or a larger branching"):
+        Kronecker([2, "identity"]).error_model((20000, 2), 1.0)
     with pytest.raises(ParameterError, match="least squares only"):
         Kronecker(2, inference="nnls").release(np.ones((2, 3), dtype=int), 1.0, rng=0)
     with pytest.raises(ParameterError, match="whole numbers"):
@@ -388,3 +399,12 @@ def test_grid_release_json_round_trip_and_dominance(mech, rng):
     broken["measurements"] = broken["measurements"][1:]
     with pytest.raises(DataError, match="measured blocks"):
         load_grid_release(broken)
+
+
+@pytest.mark.parametrize("axis", ["identity", "haar", 3])
+def test_column_entries_from_structure_equal_the_dense_matrix(axis):
+    for op in axis_strategy(axis, 11)[0]:
+        rows, signs = column_entries(op)
+        dense = np.zeros(op.shape)
+        dense[rows, np.arange(11)] = signs
+        np.testing.assert_array_equal(dense, op.dense())

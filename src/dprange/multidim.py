@@ -61,7 +61,7 @@ from .inference.tree import tree_gls
 from .measurements import LinearMeasurement, Measurements
 from .mechanisms import Mechanism, calibrate, is_seeded, resolve_noise
 from .noise import NoiseSpec, resolve_rng
-from .operators import Explicit, Identity, Kron, Operator, check_norm, check_relation
+from .operators import Explicit, HaarLevel, Identity, Kron, Operator, TreeLevel, check_norm, check_relation
 from .product_domain import ProductDomain
 from .strategies import HaarStrategy, Strategy, TreeStrategy
 from .workloads_kd import Rectangles, check_rectangles, check_shape
@@ -80,6 +80,8 @@ __all__ = [
 ]
 
 AXIS_KINDS = ("identity", "haar")
+#: Largest per-axis table (entries) of :class:`KronEstimate`: 2^27 float64 = 1 GiB.
+TABLE_LIMIT = 1 << 27
 BUDGET_RULES = ("uniform", "geometric")
 
 
@@ -101,13 +103,23 @@ def check_grid_counts(counts) -> np.ndarray:
 
 # ----------------------------------------------------------------------------- sensitivity
 def column_entries(op: Operator) -> tuple[np.ndarray, np.ndarray]:
-    """(row, sign) of the single +-1 entry of every column of a level operator."""
+    """(row, sign) of the single +-1 entry of every column of a level operator: from the
+    structure of identities, tree levels and Haar levels, else from the dense matrix."""
+    bins = np.arange(op.shape[1])
+    if isinstance(op, Identity):
+        return bins, np.ones(bins.size, dtype=np.int64)
+    if isinstance(op, TreeLevel):
+        return bins // op.block, np.ones(bins.size, dtype=np.int64)
+    if isinstance(op, HaarLevel):
+        if op.level == 0:
+            return np.zeros(bins.size, dtype=np.int64), np.ones(bins.size, dtype=np.int64)
+        return bins // (2 * op.half), np.where((bins // op.half) % 2 == 0, 1, -1)
     dense = op.dense()
     nonzero = dense != 0
     if not np.all(nonzero.sum(axis=0) == 1) or not np.all(np.abs(dense[nonzero]) == 1):
         raise ParameterError(f"a {type(op).__name__} level needs one entry +-1 per column")
     rows = np.argmax(nonzero, axis=0)
-    return rows, dense[rows, np.arange(dense.shape[1])].astype(np.int64)
+    return rows, dense[rows, bins].astype(np.int64)
 
 
 @functools.lru_cache(maxsize=32)
@@ -255,6 +267,11 @@ class KronEstimate:
         Y_l = T_l G^-1 [0, prefix indicators], so that a range's quadratic form is read from
         three entries."""
         n = levels[0].shape[1]
+        if (n + 1) ** 2 * len(levels) > TABLE_LIMIT:
+            raise ParameterError(
+                f"exact rectangle errors on an axis of {n} bins with {len(levels)} levels need "
+                f"{(n + 1) ** 2 * len(levels) * 8 / 2**30:.1f} GiB; use fewer bins or a larger branching on that axis"
+            )
         gram = sum(op.gram().dense() / u for op, u in zip(levels, weights))
         inverse_gram = np.linalg.inv(gram)
         solved = np.zeros((n, n + 1))
