@@ -9,7 +9,9 @@ in C order into the x of n_1 ... n_k cells that the operators act on.
   axis a, uniform or geometric), so the budgets sum to epsilon.  Miklau's tutorial (DIMACS
   2012) lists these product strategies; with trees on every axis this is the multi-dimensional
   hierarchy of Qardaji, Yang and Li (PVLDB 2013, section 5) measured at every combination of
-  levels.
+  levels.  With ``"haar"`` on every axis and uniform budgets it is k-D Privelet for ordinal
+  axes (Xiao, Wang and Gehrke, ICDE 2010: the tensor-product Haar basis; every product block
+  of integer Haar differences gets scale prod_a (h_a + 1) / epsilon under add/remove).
 * :class:`KDHierarchy` (and :class:`Quadtree`, branching 2 in 2-D): the grid padded to a
   cube of side b^h; node of depth d is a cube of side b^(h-d), fan-out b^k (Qardaji et al.,
   section 5; Cormode, Procopiuc, Srivastava, Shen and Yu, "Differentially private spatial
