@@ -83,6 +83,11 @@ def test_product_domain_bad_inputs_follow_the_1d_rules():
     assert hist.sum() == 1 and hist[0, 1] == 1
     with pytest.raises(ParameterError, match="2 axes, got 3"):
         dom.histogram([[0], [1], [2]])
+    pa = pytest.importorskip("pyarrow")
+    table = pa.table({"a": pa.array([0, None, 2]), "b": pa.array([1, 2, 3])})
+    with pytest.raises(DomainError, match="1 records have a missing value"):
+        dom.histogram(table)
+    np.testing.assert_array_equal(np.argwhere(dom.histogram(table, drop_missing=True)), [[0, 1], [2, 3]])
 
 
 # ----------------------------------------------------------------------------- workloads

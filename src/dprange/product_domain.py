@@ -30,9 +30,12 @@ def _missing_mask(arr) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _split_columns(columns, k: int) -> list:
-    """The k columns of a pandas DataFrame, a (records x k) array, or a sequence of columns."""
+    """The k columns of a pandas DataFrame, a pyarrow Table, a (records x k) array, or a
+    sequence of columns (numpy, pandas, pyarrow)."""
     if hasattr(columns, "columns") and hasattr(columns, "iloc"):  # pandas DataFrame
         return [columns.iloc[:, a] for a in range(columns.shape[1])]
+    if hasattr(columns, "column_names") and hasattr(columns, "column"):  # pyarrow Table
+        return [columns.column(a) for a in range(columns.num_columns)]
     if isinstance(columns, np.ndarray) and columns.ndim == 2:
         return [columns[:, a] for a in range(columns.shape[1])]
     if isinstance(columns, (list, tuple)):
