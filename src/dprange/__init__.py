@@ -26,6 +26,8 @@ from .cdf_trees import best_structure
 from .contingency import release_table
 from .inference.consistency import consistent_cdf
 from .matrix import Matrix
+from .multidim import KDHierarchy, Kronecker, Quadtree
+from .product_domain import ProductDomain
 from .serialisation import load_release
 
 __version__ = "0.1.0"
@@ -39,9 +41,13 @@ __all__ = [
     "DPRangeError",
     "Flat",
     "Hierarchical",
+    "KDHierarchy",
+    "Kronecker",
     "Matrix",
     "Mechanism",
     "ParameterError",
+    "ProductDomain",
+    "Quadtree",
     "quantiles",
     "Release",
     "ReportError",

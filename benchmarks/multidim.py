@@ -1,0 +1,86 @@
+"""Every 2-D mechanism on real 2-D histograms: exact and observed rectangle errors, timings.
+
+Data: the DPBench 2-D histograms (256 x 256) in ../shared/data/dpbench/2D and
+age x hours-per-week of ../shared/data/adult/adult.csv (public bounds [17, 90] x [1, 99],
+74 x 99 bins, values outside clipped).  Workload: 2000 random rectangles (each axis a range
+between two uniform bins, fixed seed).  For each mechanism and epsilon in (0.1, 1):
+
+* exact: the root of the exact mean squared error over the workload (data-independent,
+  :func:`dprange.multidim.expected_error`);
+* observed: the root mean squared error of one seeded release against the true counts;
+* seconds: the release (measure + least squares) and the workload's answers with standard
+  errors.
+
+    python benchmarks/multidim.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import numpy as np
+import pandas as pd
+
+from dprange import Domain, KDHierarchy, Kronecker, ProductDomain, Quadtree
+from dprange.multidim import expected_error
+from dprange.workloads_kd import random_rectangles
+
+DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
+DPBENCH = ("Adult_2D_256_256", "MDSalary2D_256_256", "Stroke_2D_256_256", "checkin_256_256")
+
+
+def mechanisms():
+    return {
+        "flat": Kronecker("identity"),
+        "kron-tree-4": Kronecker(4),
+        "kron-tree-16": Kronecker(16),
+        "privelet-2d": Kronecker("haar"),
+        "quadtree": Quadtree(),
+        "quadtree-geo": Quadtree(budget="geometric"),
+        "kd-hier-4": KDHierarchy(4),
+    }
+
+
+def adult_histogram() -> np.ndarray:
+    frame = pd.read_csv(os.path.join(DATA, "adult", "adult.csv"), usecols=["age", "hours-per-week"])
+    domain = ProductDomain([Domain.interval(17.0, 90.0, 74), Domain.integers(1, 99)])
+    return domain.histogram(frame[["age", "hours-per-week"]], clip=True)
+
+
+def datasets(quick: bool):
+    out = {"adult age x hours": adult_histogram()}
+    for name in DPBENCH[:1] if quick else DPBENCH:
+        out[name] = np.rint(np.load(os.path.join(DATA, "dpbench", "2D", name + ".npy"))).astype(np.int64)
+    return out
+
+
+def run(name: str, counts: np.ndarray, epsilons) -> None:
+    rects = random_rectangles(counts.shape, 2000, rng=7)
+    truth = rects.matvec(counts.ravel().astype(float))
+    print(f"\n{name}: shape {counts.shape}, {int(counts.sum())} records")
+    print(f"{'mechanism':<14} {'eps':>4} {'exact rmse':>11} {'observed':>10} {'release s':>9} {'answers s':>9}")
+    for label, mech in mechanisms().items():
+        for eps in epsilons:
+            exact = expected_error(mech, counts.shape, rects, eps) ** 0.5
+            start = time.perf_counter()
+            rel = mech.release(counts, eps, rng=11)
+            middle = time.perf_counter()
+            answer = rel.rectangle(rects.lows, rects.highs)
+            _ = answer.stderr
+            end = time.perf_counter()
+            observed = float(np.sqrt(np.mean((answer.value - truth) ** 2)))
+            print(f"{label:<14} {eps:>4} {exact:>11.1f} {observed:>10.1f} {middle - start:>9.2f} {end - middle:>9.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="adult and one DPBench histogram")
+    args = parser.parse_args()
+    for name, counts in datasets(args.quick).items():
+        run(name, counts, (0.1, 1.0))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,735 @@
+"""k-D mechanisms: Kronecker products of 1-D strategies, and k-D hierarchies (quadtrees).
+
+The histogram of a product domain (:mod:`dprange.product_domain`) is a k-D array, flattened
+in C order into the x of n_1 ... n_k cells that the operators act on.
+
+* :class:`Kronecker`: on every axis a 1-D strategy (``"identity"``, a tree of branching b, or
+  ``"haar"``); measured are the products T_{1,l_1} (x) ... (x) T_{k,l_k} of one level of every
+  axis, each a block with budget epsilon * f_{1,l_1} ... f_{k,l_k} (f_{a,l} the 1-D split of
+  axis a, uniform or geometric), so the budgets sum to epsilon.  Miklau's tutorial (DIMACS
+  2012) lists these product strategies; with trees on every axis this is the multi-dimensional
+  hierarchy of Qardaji, Yang and Li (PVLDB 2013, section 5) measured at every combination of
+  levels.  With ``"haar"`` on every axis and uniform budgets it is k-D Privelet for ordinal
+  axes (Xiao, Wang and Gehrke, ICDE 2010: the tensor-product Haar basis; every product block
+  of integer Haar differences gets scale prod_a (h_a + 1) / epsilon under add/remove).
+* :class:`KDHierarchy` (and :class:`Quadtree`, branching 2 in 2-D): the grid padded to a
+  cube of side b^h; node of depth d is a cube of side b^(h-d), fan-out b^k (Qardaji et al.,
+  section 5; Cormode, Procopiuc, Srivastava, Shen and Yu, "Differentially private spatial
+  decompositions", ICDE 2012).  In Morton (digit-interleaved) order the cubes are
+  contiguous, so it is a 1-D level-uniform tree over b^(hk) leaves: the 1-D strategy, noise
+  calibration and exact O(nodes) least squares apply unchanged.  Budgets "uniform" or
+  "geometric" (Cormode et al.: the budget grows towards the leaves by b^((k-1)/3) per level,
+  2^(1/3) for quadtrees).
+
+Sensitivity.  Every level of these 1-D strategies has one entry +-1 per column (a bin lies
+in one node, with a sign for Haar differences), so a product block has one entry +-1 per
+cell too.  add/remove: each block changes by 1 in one row, so Delta_p^p = sum_b w_b^p.
+replace (a record moves from cell i to cell j): a block changes by +-1 in two rows (2) when
+i and j lie in different rows, by 2 in one row (2^p) when they share the row with opposite
+signs, and not at all otherwise; a block's case is fixed by the per-axis cases of (i_a, j_a)
+(different rows on some axis; else the parity of opposite signs).  The exact maximum over
+all pairs runs over the distinct per-axis patterns only (:func:`kron_sensitivity_power`).
+
+Least squares without dense matrices (:class:`KronEstimate`).  With block variances
+u_b = prod_a u_{a,l_a}, u_{a,l} = 1 / f_{a,l}^2 (the variance of Laplace and Gaussian noise
+up to one constant), A^T U^-1 A = G_1 (x) ... (x) G_k with G_a = sum_l T_{a,l}^T T_{a,l} /
+u_{a,l}, so x = (G_1^-1 (x) ... (x) G_k^-1) A^T U^-1 y costs a few passes over the grid.
+It is the GLS estimate when the noise variances are proportional to u_b (uniform budgets;
+Laplace and Gaussian noise), and otherwise (discrete Laplace with unequal budgets) a
+linear unbiased estimate whose variance is still exact: Cov = G^-1 (sum_b (v_b / u_b^2)
+A_b^T A_b) G^-1.  A rectangle q = q_1 (x) ... (x) q_k has variance
+sum_b (v_b / u_b^2) prod_a ||T_{a,l_a} G_a^-1 q_a||^2, each factor read from a per-axis
+table of (n_a + 1)^2 entries.  A public total (replace) is used by the best linear
+correction x - C 1 (1^T x - t) / (1^T C 1), with variance q^T C q - (q^T C 1)^2 / (1^T C 1).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import json
+import math
+import string
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from ._params import Custom, Flag, Integer, OneOf, Param
+from ._validation import check_delta, check_epsilon, fit_budget
+from .errors import DataError, ParameterError
+from .grid_release import GridRelease
+from .inference.tree import tree_gls
+from .measurements import LinearMeasurement, Measurements
+from .mechanisms import Mechanism, calibrate, is_seeded, resolve_noise
+from .noise import NoiseSpec, resolve_rng
+from .operators import Explicit, HaarLevel, Identity, Kron, Operator, TreeLevel, check_norm, check_relation
+from .product_domain import ProductDomain
+from .strategies import HaarStrategy, Strategy, TreeStrategy
+from .workloads_kd import Rectangles, check_rectangles, check_shape
+
+__all__ = [
+    "KDHierarchy",
+    "KronEstimate",
+    "Kronecker",
+    "MortonTreeEstimate",
+    "Quadtree",
+    "check_grid_counts",
+    "check_rectangles",
+    "expected_error",
+    "kron_sensitivity_power",
+    "load_grid_release",
+]
+
+AXIS_KINDS = ("identity", "haar")
+#: Largest per-axis table (entries) of :class:`KronEstimate`: 2^27 float64 = 1 GiB.
+TABLE_LIMIT = 1 << 27
+BUDGET_RULES = ("uniform", "geometric")
+
+
+def check_grid_counts(counts) -> np.ndarray:
+    """A k-D histogram of exact counts: finite non-negative whole numbers, as int64."""
+    arr = np.asarray(counts)
+    if arr.ndim < 1 or arr.size == 0:
+        raise ParameterError("counts must be a non-empty k-D array of cell counts (ProductDomain.histogram)")
+    if arr.dtype.kind not in "biuf":
+        raise ParameterError("counts must be numeric")
+    if arr.dtype.kind == "f" and (not np.all(np.isfinite(arr)) or np.any(arr != np.round(arr))):
+        raise ParameterError("counts must be finite whole numbers (bucketize raw values with a ProductDomain)")
+    if np.any(arr < 0):
+        raise ParameterError("counts must be non-negative")
+    if float(np.sum(arr, dtype=float)) > 2.0**53:
+        raise ParameterError("counts must total at most 2^53")
+    return arr.astype(np.int64)
+
+
+# ----------------------------------------------------------------------------- sensitivity
+def column_entries(op: Operator) -> tuple[np.ndarray, np.ndarray]:
+    """(row, sign) of the single +-1 entry of every column of a level operator: from the
+    structure of identities, tree levels and Haar levels, else from the dense matrix."""
+    bins = np.arange(op.shape[1])
+    if isinstance(op, Identity):
+        return bins, np.ones(bins.size, dtype=np.int64)
+    if isinstance(op, TreeLevel):
+        return bins // op.block, np.ones(bins.size, dtype=np.int64)
+    if isinstance(op, HaarLevel):
+        if op.level == 0:
+            return np.zeros(bins.size, dtype=np.int64), np.ones(bins.size, dtype=np.int64)
+        return bins // (2 * op.half), np.where((bins // op.half) % 2 == 0, 1, -1)
+    dense = op.dense()
+    nonzero = dense != 0
+    if not np.all(nonzero.sum(axis=0) == 1) or not np.all(np.abs(dense[nonzero]) == 1):
+        raise ParameterError(f"a {type(op).__name__} level needs one entry +-1 per column")
+    rows = np.argmax(nonzero, axis=0)
+    return rows, dense[rows, bins].astype(np.int64)
+
+
+@functools.lru_cache(maxsize=32)
+def axis_patterns(levels: tuple[Operator, ...]) -> np.ndarray:
+    """The distinct per-level cases of every pair (i, j) of bins of one axis, as rows:
+    0 same row and sign, 1 same row and opposite signs, 2 different rows."""
+    entries = [column_entries(op) for op in levels]
+    n = levels[0].shape[1]
+    place = 3 ** np.arange(len(levels), dtype=np.int64)  # one base-3 digit per level
+    codes = []
+    for i in range(n):
+        code = np.zeros(n, dtype=np.int64)
+        for digit, (rows, signs) in zip(place, entries):
+            code += digit * np.where(rows != rows[i], 2, np.where(signs != signs[i], 1, 0))
+        codes.append(np.unique(code))
+    distinct = np.unique(np.concatenate(codes))
+    return (distinct[:, None] // place[None, :]) % 3
+
+
+def kron_sensitivity_power(
+    axis_levels: list[list[Operator]], combos: list[tuple[int, ...]], weights, p: int, neighbours: str
+):
+    """Delta_p^p of the stacked blocks w_b (T_{1,l_1} (x) ... (x) T_{k,l_k}), b = combos[i]
+    (module doc); exact for exact (int or Fraction) weights."""
+    p = check_norm(p)
+    powers = [abs(w) ** p for w in weights]
+    if check_relation(neighbours) == "add_remove":
+        return sum(powers)
+    patterns = [axis_patterns(tuple(levels)) for levels in axis_levels]
+    change = {0: 0, 1: 2**p, 2: 2}
+    best: Any = 0
+    for choice in itertools.product(*patterns):
+        total: Any = 0
+        for combo, power in zip(combos, powers):
+            cases = [int(choice[a][level]) for a, level in enumerate(combo)]
+            case = 2 if 2 in cases else cases.count(1) % 2
+            if case:
+                total += power * change[case]
+        best = max(best, total)
+    return best
+
+
+class KronStrategy(Strategy):
+    """Product blocks of per-axis levels, with the exact sensitivity of
+    :func:`kron_sensitivity_power`."""
+
+    def __init__(self, axis_levels, combos, budget, *, shape=None):
+        self.axis_levels = axis_levels
+        self.combos = combos
+        super().__init__(
+            [Kron([axis_levels[a][level] for a, level in enumerate(c)]) for c in combos], budget, shape=shape
+        )
+
+    def sensitivity_power(self, norm: int, neighbours: str, weights=None):
+        weights = [Fraction(e) for e in self.budget] if weights is None else list(weights)
+        return kron_sensitivity_power(self.axis_levels, self.combos, weights, norm, neighbours)
+
+
+# ----------------------------------------------------------------------------- axes
+def _check_axis(spec, name: str):
+    if spec in AXIS_KINDS:
+        return spec
+    if isinstance(spec, (int, np.integer)) and not isinstance(spec, bool) and spec >= 2:
+        return int(spec)
+    raise ParameterError(f"every axis of {name} must be 'identity', 'haar' or a tree branching >= 2, got {spec!r}")
+
+
+def check_axes(value, name: str):
+    """One axis strategy, or a non-empty list of them (one per axis)."""
+    if isinstance(value, (list, tuple)):
+        if not value:
+            raise ParameterError(f"{name} is empty; give one strategy per axis")
+        return [_check_axis(v, name) for v in value]
+    return _check_axis(value, name)
+
+
+@functools.lru_cache(maxsize=32)
+def axis_strategy(spec, n: int) -> tuple[tuple[Operator, ...], tuple[int, ...]]:
+    """The levels of one axis' 1-D strategy and their node counts per level (for budgets);
+    equal axes get the same (immutable) levels, which lets them share their factorisation."""
+    if spec == "identity":
+        return (Identity(n),), (n,)
+    if spec == "haar":
+        haar = HaarStrategy(n)
+        return tuple(haar.blocks()), (1, *(2 ** (k - 1) for k in range(1, haar.height + 1)))
+    if isinstance(spec, (int, np.integer)) and not isinstance(spec, bool) and spec >= 2:
+        tree = TreeStrategy(n, int(spec), measure_root=False)
+        if not tree.measured_depths:
+            return (Identity(n),), (n,)
+        full = tree.level_counts_full()
+        return tuple(tree.blocks()), tuple(full[d] for d in tree.measured_depths)
+    raise ParameterError(f"every axis must be 'identity', 'haar' or a tree branching >= 2, got {spec!r}")
+
+
+def axis_fractions(nodes, rule: str) -> np.ndarray:
+    """1-D budget fractions of one axis: equal, or geometric (nodes^(1/3), like Hierarchical)."""
+    weights = np.ones(len(nodes)) if rule == "uniform" else np.array(nodes, dtype=float) ** (1.0 / 3.0)
+    return weights / weights.sum()
+
+
+def _einsum_product(coefficients: np.ndarray, factors: list[np.ndarray]) -> np.ndarray:
+    """sum over level combos of c[l_1..l_k] prod_a F_a[r, l_a], for every r."""
+    letters = string.ascii_letters[: len(factors)]
+    spec = ",".join(f"z{c}" for c in letters) + f",{letters}->z"
+    return np.einsum(spec, *factors, coefficients, optimize=True)
+
+
+class KronEstimate:
+    """Least squares on product blocks (module doc), with exact variances."""
+
+    def __init__(self, shape, axis_levels, axis_weights, combos, values, variances, total=None):
+        self.grid = tuple(shape)
+        self.axis_levels = axis_levels
+        self.combos = combos
+        shared: dict = {}  # equal axes (same levels and weights) share their factorisation
+        self._inverse_grams, self._tables = [], []
+        for levels, weights in zip(axis_levels, axis_weights):
+            key = (id(levels), tuple(weights))
+            if key not in shared:
+                shared[key] = self._axis_factors(levels, weights)
+            self._inverse_grams.append(shared[key][0])
+            self._tables.append(shared[key][1])
+        unit = [math.prod(axis_weights[a][level] for a, level in enumerate(c)) for c in combos]
+        self.coefficients = np.zeros(tuple(len(levels) for levels in axis_levels))
+        for c, u, v in zip(combos, unit, variances):
+            self.coefficients[c] = float(v) / u**2
+        inverse = Kron([Explicit(g) for g in self._inverse_grams])
+        rhs = np.zeros(math.prod(self.grid))
+        for c, u, y in zip(combos, unit, values):
+            block = Kron([axis_levels[a][level] for a, level in enumerate(c)])
+            rhs += block.rmatvec(np.asarray(y, dtype=float)) / u
+        leaves = inverse.matvec(rhs)
+        self.total_variance = 0.0
+        self.known_total = total is not None
+        if total is not None:
+            ones = np.ones(leaves.size)
+            c_ones = self._covariance_apply(ones)
+            self.total_variance = float(ones @ c_ones)
+            leaves = leaves - c_ones * (leaves.sum() - float(total)) / self.total_variance
+        self.leaves = leaves
+
+    @staticmethod
+    def _axis_factors(levels, weights) -> tuple[np.ndarray, np.ndarray]:
+        """G^-1 of one axis and its table K (n + 1, n + 1, levels): K[., ., l] = Y_l^T Y_l with
+        Y_l = T_l G^-1 [0, prefix indicators], so that a range's quadratic form is read from
+        three entries."""
+        n = levels[0].shape[1]
+        if (n + 1) ** 2 * len(levels) > TABLE_LIMIT:
+            raise ParameterError(
+                f"exact rectangle errors on an axis of {n} bins with {len(levels)} levels need "
+                f"{(n + 1) ** 2 * len(levels) * 8 / 2**30:.1f} GiB; use fewer bins or a larger branching on that axis"
+            )
+        gram = sum(op.gram().dense() / u for op, u in zip(levels, weights))
+        inverse_gram = np.linalg.inv(gram)
+        solved = np.zeros((n, n + 1))
+        solved[:, 1:] = np.cumsum(inverse_gram, axis=1)  # G^-1 times the prefix indicators
+        table = np.empty((n + 1, n + 1, len(levels)))
+        for position, op in enumerate(levels):
+            y = op._apply(solved)
+            table[:, :, position] = y.T @ y
+        return inverse_gram, table
+
+    def _covariance_apply(self, v) -> np.ndarray:
+        """Cov(x) v before the total correction: G^-1 (sum_b c_b A_b^T A_b) G^-1 v."""
+        inverse = Kron([Explicit(g) for g in self._inverse_grams])
+        z = inverse.matvec(v)
+        acc = np.zeros_like(z)
+        for c in self.combos:
+            block = Kron([self.axis_levels[a][level] for a, level in enumerate(c)])
+            acc += self.coefficients[c] * block.rmatvec(block.matvec(z))
+        return inverse.matvec(acc)
+
+    def query_variance(self, weights) -> np.ndarray:
+        """Exact variance of q . x for every row q of ``weights`` (cells in C order)."""
+        q = np.atleast_2d(np.asarray(weights, dtype=float))
+        out = np.array([float(row @ self._covariance_apply(row)) for row in q])
+        if self.known_total:
+            cross = np.array([float(row @ self._covariance_apply(np.ones(row.size))) for row in q])
+            out = out - cross**2 / self.total_variance
+        out = np.maximum(out, 0.0)
+        return out if np.ndim(weights) > 1 else out[0]
+
+    def rectangle_variance(self, lows, highs) -> np.ndarray:
+        """Exact variance of every rectangle's estimate ((R, k) inclusive bounds), vectorised."""
+        lows, highs = check_rectangles(self.grid, lows, highs)
+        out = np.empty(lows.shape[0])
+        for start in range(0, lows.shape[0], 1 << 16):
+            sl = slice(start, start + (1 << 16))
+            quad, cross = [], []
+            for a, table in enumerate(self._tables):
+                lo, hi = lows[sl, a], highs[sl, a] + 1
+                n = self.grid[a]
+                quad.append(table[hi, hi] + table[lo, lo] - 2 * table[hi, lo])
+                if self.known_total:
+                    cross.append(table[hi, n] - table[lo, n])
+            variance = _einsum_product(self.coefficients, quad)
+            if self.known_total:
+                variance = variance - _einsum_product(self.coefficients, cross) ** 2 / self.total_variance
+            out[sl] = np.maximum(variance, 0.0)
+        return out
+
+    def mean_variance(self, families) -> float:
+        """The exact mean variance over the product of per-axis range families (every
+        combination of one range (lo, hi) per axis, ``families[a] = (lows, highs)``): the
+        per-axis quadratic forms are independent across axes, so their means multiply."""
+        quad, cross = [], []
+        for a, (table, (lo, hi)) in enumerate(zip(self._tables, families)):
+            lo, hi = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64) + 1
+            quad.append((table[hi, hi] + table[lo, lo] - 2 * table[hi, lo]).mean(axis=0)[None, :])
+            if self.known_total:
+                c = table[hi, self.grid[a]] - table[lo, self.grid[a]]
+                cross.append(c.T @ c / c.shape[0])
+        mean = float(_einsum_product(self.coefficients, quad)[0])
+        if self.known_total:
+            letters = string.ascii_letters[: len(cross)]
+            upper = string.ascii_letters[26 : 26 + len(cross)]
+            spec = ",".join(f"{x}{y}" for x, y in zip(letters, upper)) + f",{letters},{upper}->"
+            second = float(np.einsum(spec, *cross, self.coefficients, self.coefficients, optimize=True))
+            mean -= second / self.total_variance
+        return max(mean, 0.0)
+
+
+# ----------------------------------------------------------------------------- k-D trees
+def morton_order(side: int, branching: int, k: int) -> np.ndarray:
+    """Position in Morton (base-b digit-interleaved) order of every cell of the padded cube,
+    cells in C order: the digits of all axes, most significant first."""
+    coords = np.indices((side,) * k).reshape(k, -1)
+    height = round(math.log(side, branching)) if side > 1 else 0
+    order = np.zeros(coords.shape[1], dtype=np.int64)
+    for t in range(height - 1, -1, -1):
+        for a in range(k):
+            order = order * branching + (coords[a] // branching**t) % branching
+    return order
+
+
+class MortonTreeEstimate:
+    """Tree least squares on the Morton-ordered padded cube, read back on the real grid."""
+
+    def __init__(self, grid, side: int, order: np.ndarray, tree_estimate):
+        self.grid = tuple(grid)
+        self.side = side
+        self.order = order
+        self.tree = tree_estimate
+        cube = tree_estimate.leaves[order].reshape((side,) * len(self.grid))
+        self.leaves = cube[tuple(slice(0, n) for n in self.grid)].ravel()
+
+    def _morton_weights(self, q: np.ndarray) -> np.ndarray:
+        cube = np.zeros((q.shape[0],) + (self.side,) * len(self.grid))
+        cube[(slice(None),) + tuple(slice(0, n) for n in self.grid)] = q.reshape((q.shape[0],) + self.grid)
+        out = np.zeros((q.shape[0], self.side ** len(self.grid)))
+        out[:, self.order] = cube.reshape(q.shape[0], -1)
+        return out
+
+    def query_variance(self, weights) -> np.ndarray:
+        q = np.atleast_2d(np.asarray(weights, dtype=float))
+        out = np.concatenate(
+            [self.tree.query_variance(self._morton_weights(q[s : s + 256])) for s in range(0, q.shape[0], 256)]
+        )
+        return out if np.ndim(weights) > 1 else out[0]
+
+    def rectangle_variance(self, lows, highs) -> np.ndarray:
+        """Exact variance of every rectangle's estimate in O(depth x k) per rectangle.
+
+        The tree is complete (the padded cube) with one noise variance per depth, so every
+        node of depth d has the same from-below variance w_d.  Then the recursion of
+        :mod:`dprange.inference.tree` has g_u = |R n u| / |u| (children average equally) and
+        g^T C_u g = w_{d+1} (sum_c g_c^2 - (sum_c g_c)^2 / B) for fan-out B, so
+        Var(R) = sum_d w_{d+1} (S_{d+1} - B S_d) + g_root^2 P_root with
+        S_d = sum over depth-d nodes of g_u^2 = prod_a sum_i (overlap of R with the i-th block
+        of axis a / block side)^2: two partial blocks and a count of full ones per axis.
+        """
+        lows, highs = check_rectangles(self.grid, lows, highs)
+        families = [(lows[:, a], highs[:, a]) for a in range(len(self.grid))]
+        variance = self._combine(
+            lambda side: np.prod([_block_overlap_squares(lo, hi, side) for lo, hi in families], axis=0)
+        )
+        return np.maximum(variance, 0.0)
+
+    def mean_variance(self, families) -> float:
+        """The exact mean variance over the product of per-axis range families: S_d is a product
+        over axes of per-axis terms, independent across the family's axes, so means multiply."""
+        families = [(np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)) for lo, hi in families]
+        variance = self._combine(
+            lambda side: math.prod(float(np.mean(_block_overlap_squares(lo, hi, side))) for lo, hi in families)
+        )
+        return max(float(variance), 0.0)
+
+    def _combine(self, squares_at):
+        """sum_d w_{d+1} (S_{d+1} - B S_d) + S_0 P_root, S_d = ``squares_at(block side at depth d)``."""
+        strategy = self.tree.strategy
+        fan_out = strategy.branching[0] if strategy.depth else 1
+        base = round(fan_out ** (1.0 / len(self.grid)))
+        height = strategy.depth
+        squares = [squares_at(base ** (height - d)) for d in range(height + 1)]
+        variance = squares[0] * self.tree.root_variance  # g_root^2 = S_0 (one root node)
+        for d in range(height):
+            w_child = float(np.asarray(self.tree.from_below_variance[d + 1]).ravel()[0])
+            variance = variance + w_child * (squares[d + 1] - fan_out * squares[d])
+        return variance
+
+
+def _block_overlap_squares(lo: np.ndarray, hi: np.ndarray, side: int) -> np.ndarray:
+    """sum_i (|[lo, hi] n block_i| / side)^2 over the blocks [i side, (i + 1) side)."""
+    first, last = lo // side, hi // side
+    same = first == last
+    head = ((first + 1) * side - lo) / side
+    tail = (hi - last * side + 1) / side
+    inside = np.maximum(last - first - 1, 0)
+    return np.where(same, ((hi - lo + 1) / side) ** 2, head**2 + tail**2 + inside)
+
+
+# ----------------------------------------------------------------------------- mechanisms
+class GridMechanism(Mechanism):
+    """Base of the k-D mechanisms: ``plan(shape, epsilon)``, ``measure`` a k-D histogram,
+    ``estimate`` (exact least squares), ``release`` a :class:`~dprange.grid_release.GridRelease`."""
+
+    def plan(self, shape, epsilon: float) -> Strategy:
+        raise NotImplementedError
+
+    def _vector(self, counts: np.ndarray) -> np.ndarray:
+        """The x the strategy's blocks act on (C order; k-D trees permute it)."""
+        return counts.ravel()
+
+    def _noise(self, plan: Strategy, epsilon: float, delta: float):
+        kind = resolve_noise(self.noise, delta)
+        return calibrate(plan, self.neighbours, kind, plan.budget, epsilon, delta)
+
+    def measure(self, counts, epsilon, *, delta=0.0, rng=None) -> Measurements:
+        """Noisy answers of every block; noise calibrated before the counts are read."""
+        counts = check_grid_counts(counts)
+        epsilon = check_epsilon(epsilon)
+        delta = check_delta(delta)
+        source = resolve_rng(rng)
+        plan = self.plan(counts.shape, epsilon)
+        specs = self._noise(plan, epsilon, delta)
+        x = self._vector(counts)
+        measured = []
+        for block, spec in zip(plan.blocks, specs):
+            exact = np.rint(block.matvec(x)).astype(np.int64)
+            measured.append(LinearMeasurement(block, exact + spec.sample(exact.shape, source), spec.variance, spec))
+        total = float(counts.sum()) if self.neighbours == "replace" else None
+        return Measurements(
+            measured, x.size, epsilon, delta, self.neighbours, total, seeded=is_seeded(rng), source="central"
+        )
+
+    def estimate(self, shape, measurements: Measurements):
+        raise NotImplementedError
+
+    def error_model(self, shape, epsilon, *, delta=0.0):
+        """The exact error model before any data: the estimate of the zero design."""
+        shape = check_shape(shape)
+        epsilon = check_epsilon(epsilon)
+        delta = check_delta(delta)
+        plan = self.plan(shape, epsilon)
+        specs = self._noise(plan, epsilon, delta)
+        zeros = [LinearMeasurement(b, np.zeros(b.shape[0]), s.variance, s) for b, s in zip(plan.blocks, specs)]
+        total = 0.0 if self.neighbours == "replace" else None
+        n = plan.blocks[0].shape[1]
+        return self.estimate(shape, Measurements(zeros, n, epsilon, delta, self.neighbours, total))
+
+    def release(self, counts, epsilon, *, delta=0.0, rng=None, domain=None):
+        """Measure the k-D ``counts`` and return a :class:`~dprange.grid_release.GridRelease`."""
+        if self.inference != "gls":
+            raise ParameterError("k-D mechanisms use exact least squares only; pass inference='gls'")
+        counts = check_grid_counts(counts)
+        measurements = self.measure(counts, epsilon, delta=delta, rng=rng)
+        estimate = self.estimate(counts.shape, measurements)
+        return GridRelease(
+            counts.shape, estimate, measurements, mechanism=self.name, parameters=self.parameters(), domain=domain
+        )
+
+
+class Kronecker(GridMechanism):
+    """Kronecker products of 1-D strategies, one per axis (module doc).
+
+    Parameters
+    ----------
+    axes : one entry per axis: "identity", "haar" or a tree branching b >= 2 (the tree's root
+        is not measured, as in :class:`~dprange.Hierarchical`); a single entry is used for
+        every axis.
+    budget : "uniform" or "geometric" split of every axis' levels (products across axes).
+    """
+
+    name = "kronecker"
+
+    PARAMS = (
+        Param(
+            "axes",
+            Custom(check_axes, "'identity', 'haar' or a branching >= 2, or a list of them (one per axis)"),
+            "per-axis 1-D strategies",
+            default="identity",
+            positional=True,
+        ),
+        Param("budget", OneOf(BUDGET_RULES), "per-axis budget split: uniform or geometric", default="uniform"),
+        *Mechanism.PARAMS,
+    )
+    axes: Any
+    budget: str
+
+    def _axis_specs(self, k: int) -> list:
+        specs = list(self.axes) if isinstance(self.axes, (list, tuple)) else [self.axes]
+        if len(specs) == 1:
+            specs = specs * k
+        if len(specs) != k:
+            raise ParameterError(f"give one axis strategy, or one per axis ({k}), got {len(specs)}")
+        return specs
+
+    def _axes(self, shape):
+        shape = check_shape(shape)
+        levels, fractions = [], []
+        for spec, n in zip(self._axis_specs(len(shape)), shape):
+            ops, nodes = axis_strategy(spec, n)
+            levels.append(ops)
+            fractions.append(axis_fractions(nodes, self.budget))
+        combos = list(itertools.product(*(range(len(ops)) for ops in levels)))
+        return levels, fractions, combos
+
+    def plan(self, shape, epsilon: float) -> KronStrategy:
+        levels, fractions, combos = self._axes(shape)
+        raw = [epsilon * math.prod(float(fractions[a][level]) for a, level in enumerate(c)) for c in combos]
+        return KronStrategy(levels, combos, fit_budget(raw, epsilon), shape=tuple(shape))
+
+    def estimate(self, shape, measurements: Measurements) -> KronEstimate:
+        levels, fractions, combos = self._axes(shape)
+        weights = [[1.0 / float(f) ** 2 for f in fr] for fr in fractions]
+        values = [m.values for m in measurements.measurements]
+        variances = [m.variance for m in measurements.measurements]
+        return KronEstimate(shape, levels, weights, combos, values, variances, total=measurements.total)
+
+    def parameters(self) -> dict:
+        return {"axes": self.axes, "budget": self.budget, **super().parameters()}
+
+
+class KDHierarchy(GridMechanism):
+    """The k-D hierarchy with fan-out b^k over the grid padded to a cube of side b^h (module
+    doc); padded cells hold no records.  Exact tree least squares in Morton order."""
+
+    name = "kd_hierarchy"
+
+    PARAMS = (
+        Param("branching", Integer(minimum=2), "branching per axis (fan-out b^k)", default=2, positional=True),
+        Param("budget", OneOf(BUDGET_RULES), "uniform or geometric (Cormode et al. 2012)", default="uniform"),
+        Param(
+            "measure_root",
+            Flag(),
+            "add/remove only: measure the root (the total) too; off by default, as in Hierarchical",
+            default=False,
+        ),
+        *Mechanism.PARAMS,
+    )
+    branching: int
+    budget: str
+    measure_root: bool
+
+    def _tree(self, shape):
+        shape = check_shape(shape)
+        b, k = int(self.branching), len(shape)
+        side = 1
+        while side < max(shape):
+            side *= b
+        height = round(math.log(side, b)) if side > 1 else 0
+        tree = TreeStrategy(
+            side**k,
+            (b**k,) * height if height else (2,),
+            measure_root=self.measure_root,
+            known_total=self.neighbours == "replace",
+        )
+        return shape, side, tree
+
+    def depth_weights(self, tree: TreeStrategy, k: int) -> np.ndarray:
+        """uniform, or geometric: depth d gets b^((k - 1) d / 3) (Cormode et al. 2012)."""
+        depths = np.array(tree.measured_depths, dtype=float)
+        if self.budget == "uniform":
+            return np.ones(depths.size)
+        return float(self.branching) ** ((k - 1) * depths / 3.0)
+
+    def plan(self, shape, epsilon: float) -> Strategy:
+        shape, side, tree = self._tree(shape)
+        weights = self.depth_weights(tree, len(shape))
+        return Strategy(tree.blocks(), fit_budget(list(epsilon * weights / weights.sum()), epsilon), shape=tree)
+
+    def _vector(self, counts: np.ndarray) -> np.ndarray:
+        shape, side, tree = self._tree(counts.shape)
+        cube = np.zeros((side,) * len(shape), dtype=np.int64)
+        cube[tuple(slice(0, n) for n in shape)] = counts
+        x = np.zeros(tree.n, dtype=np.int64)
+        x[morton_order(side, int(self.branching), len(shape))] = cube.ravel()
+        return x
+
+    def estimate(self, shape, measurements: Measurements) -> MortonTreeEstimate:
+        shape, side, tree = self._tree(shape)
+        values: list = [None] * (tree.depth + 1)
+        variances: list = [None] * (tree.depth + 1)
+        for d, m in zip(tree.measured_depths, measurements.measurements):
+            values[d], variances[d] = m.values, m.variance
+        fitted = tree_gls(tree, values, variances, total=measurements.total)
+        return MortonTreeEstimate(shape, side, morton_order(side, int(self.branching), len(shape)), fitted)
+
+    def parameters(self) -> dict:
+        return {
+            "branching": self.branching,
+            "budget": self.budget,
+            "measure_root": self.measure_root,
+            **super().parameters(),
+        }
+
+
+class Quadtree(KDHierarchy):
+    """The quadtree of Cormode et al. (ICDE 2012): a 2-D hierarchy of branching 2 (fan-out 4)."""
+
+    name = "quadtree"
+
+    PARAMS = tuple(p for p in KDHierarchy.PARAMS if p.name != "branching")
+
+    branching = 2
+
+    def _tree(self, shape):
+        if len(check_shape(shape)) != 2:
+            raise ParameterError("a quadtree needs a 2-D grid; use KDHierarchy for k dimensions")
+        return super()._tree(shape)
+
+    def parameters(self) -> dict:
+        params = super().parameters()
+        params.pop("branching")
+        return params
+
+
+# ----------------------------------------------------------------------------- analysis
+WORKLOADS_KD = ("all_rectangles", "prefix_rectangles", "marginals")
+
+
+def axis_ranges(n: int, kind: str) -> tuple[np.ndarray, np.ndarray]:
+    """One axis' ranges: "all" n(n+1)/2 ranges, "prefix" [0, j], "cells" [i, i], "total" [0, n-1]."""
+    if kind == "all":
+        return np.triu_indices(n)
+    if kind == "prefix":
+        return np.zeros(n, dtype=np.int64), np.arange(n)
+    if kind == "cells":
+        return np.arange(n), np.arange(n)
+    return np.zeros(1, dtype=np.int64), np.full(1, n - 1)
+
+
+def expected_error(mechanism: GridMechanism, shape, workload, epsilon, *, delta=0.0, order: int = 2) -> float:
+    """The exact mean squared error per query of ``mechanism`` with least squares on a k-D
+    ``workload``: "all_rectangles", "prefix_rectangles", "marginals" (all ``order``-way), or a
+    :class:`~dprange.workloads_kd.Rectangles`.  Data-independent (the zero design's error
+    model); the product workloads average per-axis terms (no query is enumerated)."""
+    shape = check_shape(shape)
+    model = mechanism.error_model(shape, epsilon, delta=delta)
+    if isinstance(workload, Rectangles):
+        return float(np.mean(model.rectangle_variance(workload.lows, workload.highs)))
+    if workload == "all_rectangles":
+        return model.mean_variance([axis_ranges(n, "all") for n in shape])
+    if workload == "prefix_rectangles":
+        return model.mean_variance([axis_ranges(n, "prefix") for n in shape])
+    if workload == "marginals":
+        if not 1 <= order <= len(shape):
+            raise ParameterError(f"order must be 1..{len(shape)} for a {len(shape)}-D grid, got {order}")
+        total, count = 0.0, 0
+        for axes in itertools.combinations(range(len(shape)), order):
+            families = [axis_ranges(n, "cells" if a in axes else "total") for a, n in enumerate(shape)]
+            cells = math.prod(shape[a] for a in axes)
+            total += cells * model.mean_variance(families)
+            count += cells
+        return total / count
+    raise ParameterError(
+        f"workload must be one of {', '.join(WORKLOADS_KD)} or a workloads_kd.Rectangles, got {workload!r}"
+    )
+
+
+# ----------------------------------------------------------------------------- saved releases
+GRID_MECHANISMS = {cls.name: cls for cls in (Kronecker, KDHierarchy, Quadtree)}
+
+
+def load_grid_release(text) -> GridRelease:
+    """A :class:`~dprange.grid_release.GridRelease` from :meth:`GridRelease.to_json` (text or
+    dict): the mechanism's design is rebuilt from its parameters, the saved noisy values are
+    checked against it, and the estimate and its exact errors are recomputed."""
+    data = json.loads(text) if isinstance(text, str) else text
+    if not isinstance(data, dict) or data.get("kind") != "grid_release":
+        raise DataError("not a saved grid release (kind 'grid_release')")
+    try:
+        cls = GRID_MECHANISMS[data["mechanism"]]
+        mech = cls(**data["parameters"])
+        shape = check_shape(data["shape"])
+        plan = mech.plan(shape, float(data["epsilon"]))
+        saved = data["measurements"]
+        if len(saved) != len(plan.blocks):
+            raise DataError(f"the saved release has {len(saved)} measured blocks, its design has {len(plan.blocks)}")
+        measured = []
+        for block, item in zip(plan.blocks, saved):
+            spec = NoiseSpec(item["noise"]["kind"], float(item["noise"]["scale"]))
+            values = np.asarray(item["values"], dtype=float)
+            if values.shape != (block.shape[0],):
+                raise DataError(f"a saved block has {values.size} values, its design {block.shape[0]} rows")
+            measured.append(LinearMeasurement(block, values, spec.variance, spec))
+        total = None if data["total"] is None else float(data["total"])
+        meas = Measurements(
+            measured,
+            plan.blocks[0].shape[1],
+            float(data["epsilon"]),
+            float(data["delta"]),
+            data["neighbours"],
+            total,
+            seeded=bool(data["seeded"]),
+        )
+        domain = None if data["domain"] is None else ProductDomain.from_dict(data["domain"])
+    except (KeyError, TypeError) as exc:
+        raise DataError(f"the saved grid release is incomplete or malformed ({exc!r})") from None
+    estimate = mech.estimate(shape, meas)
+    return GridRelease(shape, estimate, meas, mechanism=cls.name, parameters=mech.parameters(), domain=domain)
