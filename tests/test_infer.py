@@ -251,3 +251,13 @@ def test_error_model_is_the_dense_gls_covariance_of_the_design(mech):
     idx = np.arange(n_cov)
     Q = ((idx >= lo[:, None]) & (idx <= hi[:, None])).astype(float)
     np.testing.assert_allclose(model.range_variance(lo, hi), np.einsum("ij,jk,ik->i", Q, cov, Q), rtol=1e-8, atol=1e-9)
+
+
+def test_a_release_says_when_admm_stopped_early_and_keeps_saying_it_after_loading():
+    counts = np.random.default_rng(3).poisson(3, 40)
+    with pytest.warns(ConvergenceWarning, match="maxiter"):
+        rel = dprange.Hierarchical(2, inference="l1", inference_options={"maxiter": 2}).release(counts, 1.0, rng=1)
+    assert rel.converged is False and rel.to_dict()["provenance"]["converged"] is False
+    assert dprange.Release.from_json(rel.to_json()).converged is False
+    assert dprange.Hierarchical(2, inference="nnls").release(counts, 1.0, rng=1).converged is True
+    assert dprange.Flat().release(counts, 1.0, rng=1).converged is True

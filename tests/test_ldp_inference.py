@@ -134,6 +134,7 @@ def test_bad_inference_and_options_are_parameter_errors():
     with pytest.warns(ConvergenceWarning, match="maxiter"):  # ADMM stopped early: said, not hidden
         rel = agg.release(inference="l1", inference_options={"maxiter": 2})
     assert rel.error_model.converged is False
+    assert rel.converged is False  # the release says so too
 
 
 # ---------------------------------------------------------------- bootstrap vs Monte-Carlo

@@ -348,6 +348,7 @@ class Mechanism:
             inference_options=self.inference_options,
             noise=measurements.noise_kind,
             seeded=measurements.seeded,
+            converged=bool(getattr(estimate, "converged", True)),
             noise_scales=[m.noise.scale for m in measurements.measurements if m.noise is not None],
         )
         return Release(estimate.leaves, estimate, provenance, domain=domain, measurements=measurements)

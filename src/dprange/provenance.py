@@ -42,6 +42,8 @@ class Provenance:
     inference_options: dict = field(default_factory=dict)
     noise: str | None = None
     seeded: bool = False
+    #: False when NNLS / L1 (ADMM) stopped at its iteration limit without meeting its tolerance.
+    converged: bool = True
     noise_scales: Sequence[float] | None = None  # stored as a tuple
 
     def __post_init__(self) -> None:
@@ -51,6 +53,7 @@ class Provenance:
         object.__setattr__(self, "inference_options", dict(self.inference_options or {}))
         object.__setattr__(self, "total", None if self.total is None else float(self.total))
         object.__setattr__(self, "seeded", bool(self.seeded))
+        object.__setattr__(self, "converged", bool(self.converged))
         if self.noise_scales is not None:
             object.__setattr__(self, "noise_scales", tuple(float(v) for v in self.noise_scales))
 
@@ -72,6 +75,7 @@ class Provenance:
             "inference_options": self.inference_options,
             "noise": self.noise,
             "seeded": self.seeded,
+            "converged": self.converged,
             "noise_scales": None if self.noise_scales is None else list(self.noise_scales),
         }
 
@@ -94,6 +98,7 @@ class Provenance:
             inference_options=_mapping(data.get("inference_options"), "inference options"),
             noise=None if data.get("noise") is None else _name(data["noise"], "noise kind"),
             seeded=_flag(data.get("seeded", False), "seeded"),
+            converged=_flag(data.get("converged", True), "converged"),
             noise_scales=_scales(data.get("noise_scales")),
         )
 

@@ -130,6 +130,12 @@ class Release:
         return self.provenance.noise
 
     @property
+    def converged(self) -> bool:
+        """False when NNLS / L1 inference (ADMM) stopped at its iteration limit without meeting
+        its tolerance (a ConvergenceWarning was raised): the estimate is not the optimum."""
+        return self.provenance.converged
+
+    @property
     def seeded(self) -> bool:
         """True when the noise came from a seeded generator (predictable: not for publication)."""
         return self.provenance.seeded

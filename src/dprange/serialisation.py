@@ -566,8 +566,9 @@ def _provenance(meta, version: int, privacy: dict, public_total) -> Provenance:
     if version < 2 or meta.get("provenance") is None:
         return legacy
     saved = Provenance.from_dict(meta["provenance"])
-    # the legacy fields hold the inference options only inside the mechanism's parameters
-    if saved != replace(legacy, inference_options=saved.inference_options):
+    # the legacy fields hold the inference options only inside the mechanism's parameters,
+    # and the convergence of ADMM only in the record
+    if saved != replace(legacy, inference_options=saved.inference_options, converged=saved.converged):
         raise DataError("the saved provenance disagrees with the saved privacy parameters; the file is corrupt")
     return saved
 

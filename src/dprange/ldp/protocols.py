@@ -304,6 +304,7 @@ class Protocol:
             inference=inference,
             inference_options=options or {},
             noise=measurements.source,
+            converged=bool(getattr(estimate, "converged", True)),
         )
         return Release(estimate.leaves, estimate, provenance, domain=domain, measurements=measurements)
 
