@@ -29,7 +29,7 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
-from ..domain import Domain, column_array
+from ..domain import EXACT_FLOAT_INTEGER, Domain, column_array
 from ..errors import DataError, DomainError, DPRangeError, ParameterError, excerpt, private
 from ..io import (
     _FLOAT,
@@ -114,8 +114,49 @@ def stream_histogram(
     files = expand_inputs(source)
     counts = np.zeros(domain.size, dtype=np.int64)
     for path in files:
-        for batch in file_batches(path, column, batch_rows):
-            counts += batch_counts(domain, batch, clip=clip, drop_missing=drop_missing)
+        counts += file_counts(domain, path, column, batch_rows, clip=clip, drop_missing=drop_missing)
+    return counts
+
+
+class _TypedReadFailed(Exception):
+    """A CSV cell that the typed reader could not convert: read the file again as text."""
+
+
+def typed_column(domain: Domain):
+    """The type pyarrow's CSV reader may convert the column to directly, exactly as dprange.io
+    parses it: int64 on integer domains, float64 on intervals within +-2^53 (a value beyond
+    lies outside the bounds either way)."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    if domain.kind == "integers":
+        return pa.int64()
+    if max(abs(domain.lo), abs(domain.hi)) < EXACT_FLOAT_INTEGER:
+        return pa.float64()
+    return None
+
+
+def file_counts(domain: Domain, path: str, column: str, batch_rows: int, *, clip: bool, drop_missing: bool):
+    """The counts of one file.  CSV with pyarrow is first read with the column converted by
+    the reader itself (fast); a cell it cannot convert (a float on an integer domain, spaces,
+    text) sends the whole file to the exact text path, which decides (and names bad cells)."""
+    typed = None
+    if not path.lower().endswith(PARQUET_SUFFIXES):
+        try:
+            typed = typed_column(domain)
+        except ImportError:
+            typed = None
+    if typed is not None:
+        try:
+            return _count(domain, file_batches(path, column, batch_rows, typed=typed), clip, drop_missing)
+        except _TypedReadFailed:
+            pass
+    return _count(domain, file_batches(path, column, batch_rows), clip, drop_missing)
+
+
+def _count(domain: Domain, batches: Iterable[Batch], clip: bool, drop_missing: bool) -> np.ndarray:
+    counts = np.zeros(domain.size, dtype=np.int64)
+    for batch in batches:
+        counts += batch_counts(domain, batch, clip=clip, drop_missing=drop_missing)
     return counts
 
 
@@ -187,8 +228,9 @@ def _first_bad(domain: Domain, batch: Batch, clip: bool, drop_missing: bool, exc
 
 
 # ----------------------------------------------------------------------------- reading
-def file_batches(path: str, column: str, batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[Batch]:
-    """The batches of ``column`` in one CSV or Parquet file (chosen by suffix, as io does)."""
+def file_batches(path: str, column: str, batch_rows: int = DEFAULT_BATCH_ROWS, *, typed=None) -> Iterator[Batch]:
+    """The batches of ``column`` in one CSV or Parquet file (chosen by suffix, as io does).
+    ``typed``: a pyarrow type the CSV reader converts the column to (see :func:`file_counts`)."""
     head = _read_head(path)
     if path.lower().endswith(PARQUET_SUFFIXES):
         if not head.startswith(b"PAR1"):
@@ -201,7 +243,7 @@ def file_batches(path: str, column: str, batch_rows: int = DEFAULT_BATCH_ROWS) -
         import pyarrow  # noqa: F401, PLC0415 - the fast reader when installed
     except ImportError:
         return _pandas_csv_batches(path, column, batch_rows)
-    return _arrow_csv_batches(path, column, batch_rows)
+    return _arrow_csv_batches(path, column, batch_rows, typed)
 
 
 def _parquet_batches(path: str, column: str, batch_rows: int) -> Iterator[Batch]:
@@ -269,7 +311,7 @@ def _trailing_comma(path: str, width: int) -> bool:
     return first is not None and len(first) == width + 1 and not first[-1].strip()
 
 
-def _arrow_csv_batches(path: str, column: str, batch_rows: int) -> Iterator[Batch]:
+def _arrow_csv_batches(path: str, column: str, batch_rows: int, typed=None) -> Iterator[Batch]:
     import pyarrow as pa  # noqa: PLC0415
     import pyarrow.csv as pacsv  # noqa: PLC0415
 
@@ -281,7 +323,7 @@ def _arrow_csv_batches(path: str, column: str, batch_rows: int) -> Iterator[Batc
     parse = pacsv.ParseOptions(ignore_empty_lines=False)
     convert = pacsv.ConvertOptions(
         include_columns=[column],
-        column_types={column: pa.string()},
+        column_types={column: pa.string() if typed is None else typed},
         strings_can_be_null=True,
         null_values=sorted(MISSING_MARKERS),
         quoted_strings_can_be_null=True,
@@ -289,7 +331,7 @@ def _arrow_csv_batches(path: str, column: str, batch_rows: int) -> Iterator[Batc
     try:
         reader = pacsv.open_csv(path, read_options=read, parse_options=parse, convert_options=convert)
     except Exception as exc:  # noqa: BLE001 - pyarrow's parse errors
-        raise _csv_error(path, exc) from None
+        raise (_TypedReadFailed() if typed is not None else _csv_error(path, exc)) from None
     row = 2
     while True:
         try:
@@ -297,8 +339,10 @@ def _arrow_csv_batches(path: str, column: str, batch_rows: int) -> Iterator[Batc
         except StopIteration:
             return
         except Exception as exc:  # noqa: BLE001
-            raise _csv_error(path, exc) from None
-        yield Batch(_arrow_cells(record_batch.column(0), path, column, row), path, row, "row")
+            raise (_TypedReadFailed() if typed is not None else _csv_error(path, exc)) from None
+        cells = record_batch.column(0)
+        values = _column_values(cells, path, column) if typed is not None else _arrow_cells(cells, path, column, row)
+        yield Batch(values, path, row, "row")
         row += record_batch.num_rows
 
 
@@ -318,6 +362,9 @@ def _arrow_cells(cells, path: str, column: str, first_row: int):
     import pyarrow as pa  # noqa: PLC0415
     import pyarrow.compute as pc  # noqa: PLC0415
 
+    quick = _quick_cast(cells)
+    if quick is not None:
+        return quick
     text = pc.utf8_trim_whitespace(cells)
     missing = pc.or_kleene(pc.is_null(text), pc.is_in(text, value_set=pa.array(_MISSING_LIST)))
     missing_np = np.asarray(missing.to_numpy(zero_copy_only=False), dtype=bool)
@@ -348,6 +395,28 @@ def _arrow_cells(cells, path: str, column: str, first_row: int):
         )
     floats = pc.cast(pc.if_else(missing, pa.scalar("nan"), text), pa.float64())
     return np.asarray(floats.to_numpy(zero_copy_only=False), dtype=float)
+
+
+def _quick_cast(cells):
+    """The cells cast straight to int64 (then float64) when every present cell is a plain
+    number (the common case); None when any is not (the exact path decides)."""
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.compute as pc  # noqa: PLC0415
+
+    missing = np.asarray(cells.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    for kind in (pa.int64(), pa.float64()):
+        try:
+            cast = pc.cast(cells, kind)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            continue
+        if kind == pa.int64():
+            ints = np.asarray(cast.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+            return column_array(np.ma.MaskedArray(ints, mask=missing)) if missing.any() else ints
+        floats = np.asarray(cast.fill_null(np.nan).to_numpy(zero_copy_only=False), dtype=float)
+        if np.any(np.abs(floats) >= EXACT_FLOAT_INTEGER):  # "+2^53 + 1" must stay an exact integer
+            return None
+        return floats
+    return None
 
 
 def _pandas_csv_batches(path: str, column: str, batch_rows: int) -> Iterator[Batch]:
