@@ -25,6 +25,7 @@ from ._params import find, replaced
 from ._validation import check_delta, check_epsilon, check_positive_int
 from .analysis import auto_mechanism
 from .domain import Domain
+from .engines.frames import select_column
 from .engines.local import DEFAULT_BATCH_ROWS, stream_histogram
 from .errors import ParameterError
 from .mechanisms import REPLACE_DROP_MISSING_MESSAGE, Mechanism, make_mechanism, resolve_neighbours
@@ -124,6 +125,7 @@ def release(
     inference="gls",
     noise="auto",
     session=None,
+    column: str | None = None,
 ) -> Release:
     """Bucketize raw ``values`` into ``domain`` and release them with ``mechanism``.
 
@@ -141,6 +143,10 @@ def release(
     records exactly, so it refuses ``drop_missing=True`` (the count after dropping would
     reveal how many values were missing).
 
+    ``values``: a column (numpy array, list, pandas Series, pyarrow array, polars Series),
+    or a table (pandas / polars DataFrame, polars LazyFrame, pyarrow Table) with ``column``
+    naming the column to release (only that column is read).
+
     ``session``: a :class:`dprange.session.Session` that pays for the release: a release
     that would overspend it is refused before ``values`` are read, and the spend is recorded
     in its ledger once the release is made (epsilon may be lowered by a few ulps to fit
@@ -151,7 +157,7 @@ def release(
     mech, epsilon, delta = _prepare(
         domain, epsilon, mechanism, delta, drop_missing, neighbours, workload, inference, noise, session
     )
-    counts = domain.histogram(values, clip=clip, drop_missing=drop_missing)
+    counts = domain.histogram(select_column(values, column), clip=clip, drop_missing=drop_missing)
     return _measure(mech, counts, domain, epsilon, delta, rng, session)
 
 
@@ -262,6 +268,7 @@ def quantiles(
     cells: int | None = None,
     bins: int | None = None,
     session=None,
+    column: str | None = None,
 ) -> QuantilesResult:
     """epsilon-DP quantiles of raw ``values`` at levels ``q`` (strictly increasing, in (0, 1)).
 
@@ -277,7 +284,8 @@ def quantiles(
     integers (outputs and bounds are integers).  ``cells``: grid cells of the recursive split
     on real bounds (default 2^20); ``bins``: bins of the histogram route on real bounds.
     ``session``: a :class:`dprange.session.Session` that pays for all of epsilon (bounds
-    included), checked before ``values`` are read (see :func:`release`).
+    included), checked before ``values`` are read (see :func:`release`).  ``column``: the
+    column of a table ``values`` (see :func:`release`).
     """
     levels = check_levels(q)
     epsilon = check_epsilon(epsilon)
@@ -286,7 +294,7 @@ def quantiles(
     neighbours = check_neighbours(neighbours)
     if method != "auto":
         QUANTILE_METHODS.lookup(method, also=("auto",))
-    data = as_values(values)
+    data = as_values(select_column(values, column))
     seeded = rng is not None
     rng = resolve_rng(rng)
     spent_on_bounds = 0.0
