@@ -3,6 +3,7 @@ values stop the count with a message naming the file, the row and the value."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sys
@@ -14,6 +15,7 @@ import dprange
 from dprange import DataError, Domain, DomainError, ParameterError, redacted
 from dprange.cli import main
 from dprange.engines import expand_inputs, merge_counts, stream_histogram
+from dprange.engines.local import prefetched
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -314,3 +316,18 @@ def test_polars_frames_when_installed(ints):
     for data in (frame, frame.lazy()):
         counts = dprange.engines.select_column(data, "x")
         np.testing.assert_array_equal(domain.histogram(counts), expected)
+
+
+def test_prefetch_keeps_order_raises_reader_errors_in_turn_and_stops_with_the_consumer():
+    def reader():
+        yield from range(5)
+        raise DataError("bad file")
+
+    seen = []
+    with pytest.raises(DataError, match="bad file"):
+        for item in prefetched(reader()):
+            seen.append(item)
+    assert seen == [0, 1, 2, 3, 4]
+    endless = prefetched(itertools.count())
+    assert [next(endless) for _ in range(3)] == [0, 1, 2]
+    endless.close()  # returns only once the reader thread has stopped (it joins the thread)

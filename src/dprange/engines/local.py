@@ -25,6 +25,8 @@ from __future__ import annotations
 import csv
 import glob
 import os
+import queue
+import threading
 from collections.abc import Iterable, Iterator
 
 import numpy as np
@@ -46,6 +48,8 @@ from ..io import (
 
 #: Rows per batch by default: 2^20 rows are 8 MiB of float64.
 DEFAULT_BATCH_ROWS = 1 << 20
+#: Batches read ahead (in a background thread) while the current one is bucketized.
+PREFETCH_BATCHES = 2
 #: File suffixes a folder input contributes.
 CSV_SUFFIXES = (".csv",)
 _GLOB_CHARS = frozenset("*?[")
@@ -153,11 +157,55 @@ def file_counts(domain: Domain, path: str, column: str, batch_rows: int, *, clip
     return _count(domain, file_batches(path, column, batch_rows), clip, drop_missing)
 
 
-def _count(domain: Domain, batches: Iterable[Batch], clip: bool, drop_missing: bool) -> np.ndarray:
+def _count(domain: Domain, batches: Iterator[Batch], clip: bool, drop_missing: bool) -> np.ndarray:
     counts = np.zeros(domain.size, dtype=np.int64)
-    for batch in batches:
+    for batch in prefetched(batches):
         counts += batch_counts(domain, batch, clip=clip, drop_missing=drop_missing)
     return counts
+
+
+_DONE = object()
+
+
+def prefetched(items: Iterator, depth: int = PREFETCH_BATCHES) -> Iterator:
+    """``items`` read by a background thread at most ``depth`` ahead, so that reading the
+    next batch (pyarrow decodes without the GIL) overlaps bucketizing this one; an error of
+    the reader is raised here, in order, and stopping early stops the reader."""
+    slots: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def offer(entry) -> bool:
+        """Put ``entry`` in a slot unless the consumer has stopped; whether it went in."""
+        while not stop.is_set():
+            try:
+                slots.put(entry, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def read() -> None:
+        try:
+            for item in items:
+                if not offer((item, None)):
+                    return
+            offer((_DONE, None))
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer
+            offer((_DONE, exc))
+
+    reader = threading.Thread(target=read, name="dprange-prefetch", daemon=True)
+    reader.start()
+    try:
+        while True:
+            item, error = slots.get()
+            if error is not None:
+                raise error
+            if item is _DONE:
+                return
+            yield item
+    finally:
+        stop.set()
+        reader.join()
 
 
 def merge_counts(parts: Iterable[np.ndarray]) -> np.ndarray:
