@@ -163,5 +163,7 @@ def test_cli_creates_a_session_with_session_epsilon_and_a_failed_release_spends_
     assert code == 2 and not ledger.exists() and not (tmp_path / "x.json").exists()
     code, out = _cli(["release", str(good), *base, "--session-epsilon", "1", "-o", str(tmp_path / "y.json")], capsys)
     assert code == 0 and Session.open(ledger).spent_epsilon == Fraction(0.25)
+    code, out = _cli(["release", str(tmp_path / "d*.csv"), *base, "-o", str(tmp_path / "z.json")], capsys)
+    assert code == 0 and Session.open(ledger).entries[-1].what.startswith("histogram of column 'x' of '")
     code, out = _cli(["release", str(good), *base[:-2], "--session-epsilon", "1"], capsys)
     assert code == 2 and "--session-epsilon needs --session" in out.err

@@ -17,6 +17,7 @@ has no path of its own.
 from __future__ import annotations
 
 import math
+import os
 from fractions import Fraction
 
 import numpy as np
@@ -187,7 +188,14 @@ def release_files(
         domain, epsilon, mechanism, delta, drop_missing, neighbours, workload, inference, noise, session
     )
     counts = stream_histogram(source, column, domain, clip=clip, drop_missing=drop_missing, batch_rows=batch_rows)
-    return _measure(mech, counts, domain, epsilon, delta, rng, session)
+    what = f"histogram of column {column!r} of {_describe_source(source)} on {domain!r}"
+    return _measure(mech, counts, domain, epsilon, delta, rng, session, what)
+
+
+def _describe_source(source) -> str:
+    if isinstance(source, (list, tuple)):
+        return "[" + ", ".join(repr(os.fspath(s)) if isinstance(s, (str, os.PathLike)) else "?" for s in source) + "]"
+    return repr(os.fspath(source)) if isinstance(source, (str, os.PathLike)) else "files"
 
 
 def _prepare(domain, epsilon, mechanism, delta, drop_missing, neighbours, workload, inference, noise, session):
@@ -212,11 +220,11 @@ def _prepare(domain, epsilon, mechanism, delta, drop_missing, neighbours, worklo
     return mech, epsilon, delta
 
 
-def _measure(mech, counts, domain, epsilon, delta, rng, session) -> Release:
+def _measure(mech, counts, domain, epsilon, delta, rng, session, what: str | None = None) -> Release:
     """The release of ``counts``, charged to ``session`` once it is made."""
     result = mech.release(counts, epsilon, delta=delta, rng=rng, domain=domain)
     if session is not None:
-        session.charge(epsilon, delta, what=f"histogram on {domain!r}", mechanism=repr(mech))
+        session.charge(epsilon, delta, what=what or f"histogram on {domain!r}", mechanism=repr(mech))
     return result
 
 
