@@ -21,7 +21,11 @@ from .release import Answer, Release
 # isort: split
 from . import workloads
 from .analysis import expected_error, max_error, select
-from .api import quantiles, release  # after the submodule dprange.release is loaded: the name is the function
+from .api import (
+    quantiles,
+    release,
+    release_files,
+)  # after the submodule dprange.release is loaded: the name is the function
 from .cdf_trees import best_structure
 from .contingency import release_table
 from .inference.consistency import consistent_cdf
@@ -29,11 +33,13 @@ from .matrix import Matrix
 from .multidim import KDHierarchy, Kronecker, Quadtree
 from .product_domain import ProductDomain
 from .serialisation import load_release
+from .session import BudgetError, Session
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Answer",
+    "BudgetError",
     "ConvergenceWarning",
     "DataError",
     "Domain",
@@ -51,6 +57,7 @@ __all__ = [
     "quantiles",
     "Release",
     "ReportError",
+    "Session",
     "Wavelet",
     "best_structure",
     "consistent_cdf",
@@ -59,6 +66,7 @@ __all__ = [
     "max_error",
     "redacted",
     "release",
+    "release_files",
     "release_table",
     "select",
     "set_redaction",

@@ -17,6 +17,7 @@ has no path of its own.
 from __future__ import annotations
 
 import math
+import os
 from fractions import Fraction
 
 import numpy as np
@@ -25,6 +26,8 @@ from ._params import find, replaced
 from ._validation import check_delta, check_epsilon, check_positive_int
 from .analysis import auto_mechanism
 from .domain import Domain
+from .engines.frames import select_column
+from .engines.local import DEFAULT_BATCH_ROWS, stream_histogram
 from .errors import ParameterError
 from .mechanisms import REPLACE_DROP_MISSING_MESSAGE, Mechanism, make_mechanism, resolve_neighbours
 from .noise import resolve_rng
@@ -40,6 +43,7 @@ from .quantile_mechanisms import (
 )
 from .registry import MECHANISMS, QUANTILE_METHODS, Citation
 from .release import Release
+from .session import Session
 
 
 def choose_mechanism(
@@ -121,6 +125,8 @@ def release(
     workload="all-range",
     inference="gls",
     noise="auto",
+    session=None,
+    column: str | None = None,
 ) -> Release:
     """Bucketize raw ``values`` into ``domain`` and release them with ``mechanism``.
 
@@ -138,12 +144,68 @@ def release(
     records exactly, so it refuses ``drop_missing=True`` (the count after dropping would
     reveal how many values were missing).
 
+    ``values``: a column (numpy array, list, pandas Series, pyarrow array, polars Series),
+    or a table (pandas / polars DataFrame, polars LazyFrame, pyarrow Table) with ``column``
+    naming the column to release (only that column is read).
+
+    ``session``: a :class:`dprange.session.Session` that pays for the release: a release
+    that would overspend it is refused before ``values`` are read, and the spend is recorded
+    in its ledger once the release is made (epsilon may be lowered by a few ulps to fit
+    exactly: :meth:`Session.allot`).
+
     Every parameter is checked (:func:`check_release`) before ``values`` are bucketized.
     """
+    mech, epsilon, delta = _prepare(
+        domain, epsilon, mechanism, delta, drop_missing, neighbours, workload, inference, noise, session
+    )
+    counts = domain.histogram(select_column(values, column), clip=clip, drop_missing=drop_missing)
+    return _measure(mech, counts, domain, epsilon, delta, rng, session)
+
+
+def release_files(
+    source,
+    column: str,
+    domain: Domain,
+    epsilon,
+    *,
+    mechanism=None,
+    delta=0.0,
+    rng=None,
+    clip=False,
+    drop_missing=False,
+    neighbours=None,
+    workload="all-range",
+    inference="gls",
+    noise="auto",
+    session=None,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+) -> Release:
+    """:func:`release` of ``column`` in CSV / Parquet files, counted by the local streaming
+    engine (:func:`dprange.engines.local.stream_histogram`: ``source`` is a path, a folder, a
+    glob pattern or a list of them, read ``batch_rows`` rows at a time in bounded memory).
+    The same checks run before any file is opened, and a bad value stops the release."""
+    mech, epsilon, delta = _prepare(
+        domain, epsilon, mechanism, delta, drop_missing, neighbours, workload, inference, noise, session
+    )
+    counts = stream_histogram(source, column, domain, clip=clip, drop_missing=drop_missing, batch_rows=batch_rows)
+    what = f"histogram of column {column!r} of {_describe_source(source)} on {domain!r}"
+    return _measure(mech, counts, domain, epsilon, delta, rng, session, what)
+
+
+def _describe_source(source) -> str:
+    if isinstance(source, (list, tuple)):
+        return "[" + ", ".join(repr(os.fspath(s)) if isinstance(s, (str, os.PathLike)) else "?" for s in source) + "]"
+    return repr(os.fspath(source)) if isinstance(source, (str, os.PathLike)) else "files"
+
+
+def _prepare(domain, epsilon, mechanism, delta, drop_missing, neighbours, workload, inference, noise, session):
+    """(mechanism, epsilon, delta) of a release, everything checked before data are read."""
     if not isinstance(domain, Domain):
         raise ParameterError("domain must be a dprange.Domain (Domain.integers or Domain.interval)")
     if resolve_neighbours(mechanism, neighbours) == "replace" and drop_missing:
         raise ParameterError(REPLACE_DROP_MISSING_MESSAGE)
+    if session is not None:
+        epsilon, delta = _session(session).allot(epsilon, delta)
     mech = choose_mechanism(
         mechanism,
         domain.size,
@@ -155,8 +217,21 @@ def release(
         noise=noise,
     )
     check_release(mech, domain.size, epsilon, delta)
-    counts = domain.histogram(values, clip=clip, drop_missing=drop_missing)
-    return mech.release(counts, epsilon, delta=delta, rng=rng, domain=domain)
+    return mech, epsilon, delta
+
+
+def _measure(mech, counts, domain, epsilon, delta, rng, session, what: str | None = None) -> Release:
+    """The release of ``counts``, charged to ``session`` once it is made."""
+    result = mech.release(counts, epsilon, delta=delta, rng=rng, domain=domain)
+    if session is not None:
+        session.charge(epsilon, delta, what=what or f"histogram on {domain!r}", mechanism=repr(mech))
+    return result
+
+
+def _session(session) -> Session:
+    if not isinstance(session, Session):
+        raise ParameterError("session must be a dprange.Session (or None)")
+    return session
 
 
 # ------------------------------------------------------------------ quantiles from raw values
@@ -200,6 +275,8 @@ def quantiles(
     integer: bool = False,
     cells: int | None = None,
     bins: int | None = None,
+    session=None,
+    column: str | None = None,
 ) -> QuantilesResult:
     """epsilon-DP quantiles of raw ``values`` at levels ``q`` (strictly increasing, in (0, 1)).
 
@@ -214,13 +291,18 @@ def quantiles(
     Generator (reproducible experiments only; the result records ``seeded``).  ``integer``: the values are
     integers (outputs and bounds are integers).  ``cells``: grid cells of the recursive split
     on real bounds (default 2^20); ``bins``: bins of the histogram route on real bounds.
+    ``session``: a :class:`dprange.session.Session` that pays for all of epsilon (bounds
+    included), checked before ``values`` are read (see :func:`release`).  ``column``: the
+    column of a table ``values`` (see :func:`release`).
     """
     levels = check_levels(q)
     epsilon = check_epsilon(epsilon)
+    if session is not None:
+        epsilon, _ = _session(session).allot(epsilon)
     neighbours = check_neighbours(neighbours)
     if method != "auto":
         QUANTILE_METHODS.lookup(method, also=("auto",))
-    data = as_values(values)
+    data = as_values(select_column(values, column))
     seeded = rng is not None
     rng = resolve_rng(rng)
     spent_on_bounds = 0.0
@@ -248,6 +330,8 @@ def quantiles(
     estimates, release_obj = run(
         data, levels, remaining, box, integer=integer, neighbours=neighbours, rng=rng, cells=cells, bins=bins
     )
+    if session is not None:
+        session.charge(epsilon, 0.0, what=f"quantiles at {len(levels)} levels", mechanism=f"quantiles:{chosen}")
     return QuantilesResult(
         levels,
         np.asarray(estimates, dtype=float),

@@ -53,6 +53,7 @@ from .ldp.cli import ldp
 from .mechanisms import Mechanism, make_mechanism, resolve_noise
 from .plot import plot_cdf
 from .registry import INFERENCE, MECHANISMS, NOISE, QUANTILE_METHODS, WORKLOADS
+from .session import Session
 from .strategies import TreeStrategy
 from .workloads import make_workload
 
@@ -196,6 +197,26 @@ def stage_outputs(release, output, plot, alpha) -> StagedOutputs:
     return staged
 
 
+#: Inputs of at least this size are read by the streaming engine (bounded memory).
+STREAM_FROM_BYTES = 64 << 20
+
+session_options = [
+    click.option(
+        "--session",
+        "session_path",
+        type=click.Path(dir_okay=False),
+        default=None,
+        help="Spend from the privacy session recorded in this ledger (JSON); refused if it would overspend.",
+    ),
+    click.option(
+        "--session-epsilon",
+        type=float,
+        default=None,
+        help="Create the --session ledger with this whole budget if it does not exist yet.",
+    ),
+    click.option("--session-delta", type=float, default=0.0, show_default=True, help="The new session's delta."),
+]
+
 mechanism_options = [
     click.option("--epsilon", "-e", type=float, required=True, help="Privacy budget epsilon (> 0)."),
     click.option(
@@ -291,6 +312,7 @@ def cli():
 @click.option(
     "--plot", type=click.Path(dir_okay=False), default=None, help="Also save a PNG of the CDF with its confidence band."
 )
+@with_options(session_options)
 @redact_option
 def release_command(
     input_path,
@@ -312,13 +334,18 @@ def release_command(
     alpha,
     output,
     plot,
+    session_path,
+    session_epsilon,
+    session_delta,
     **mechanism_params,
 ):
     """Release a private histogram of one column of a CSV or Parquet file.
 
     Reads COLUMN of INPUT, bins it on the public domain, measures it with the chosen
     mechanism, writes the release (histogram, standard errors, deciles, parameters) as JSON
-    and prints the deciles with confidence intervals.
+    and prints the deciles with confidence intervals.  INPUT may be a glob pattern in quotes
+    ('data/part-*.parquet'): its files are read as one column.  Large inputs and patterns are
+    read in batches (bounded memory).  With --session, the release spends from a ledger.
     """
     check_alpha(alpha)
     check_output_path(output)
@@ -330,6 +357,9 @@ def release_command(
     check_neighbours_and_missing(neighbours, drop_missing)
     check_epsilon(epsilon)
     check_delta(delta)
+    session = open_session(session_path, session_epsilon, session_delta, [input_path, output, plot])
+    if session is not None:
+        epsilon, delta = session.allot(epsilon, delta)
     domain = build_domain(lo, hi, bins, integers)
     explicit = click.get_current_context().get_parameter_source("mechanism") != click.core.ParameterSource.DEFAULT
     given = {name: value for name, value in mechanism_params.items() if value is not None}
@@ -347,10 +377,11 @@ def release_command(
     )
     check_privacy(mech, domain.size, epsilon, delta)
     check_seed(seed)
-    values = read_column(input_path, column)
-    result = api.release(
-        values, domain, epsilon, mechanism=mech, delta=delta, rng=seed, clip=clip, drop_missing=drop_missing
-    )
+    options = {"mechanism": mech, "delta": delta, "rng": seed, "clip": clip, "drop_missing": drop_missing}
+    if streams(input_path):
+        result = api.release_files(input_path, column, domain, epsilon, session=session, **options)
+    else:
+        result = api.release(read_column(input_path, column), domain, epsilon, session=session, **options)
     staged = stage_outputs(result, output, plot, alpha)
     lines = []
     if mechanism == "auto":
@@ -360,9 +391,68 @@ def release_command(
         f"neighbours={neighbours}"
     )
     lines.append(format_deciles(result, alpha))
+    if session is not None:
+        session.save()  # the spend is on record before anything is published
+        lines.append(
+            f"session {session_path}: spent {float(session.spent_epsilon):.6g} of epsilon {session.epsilon:g} "
+            f"in {len(session.entries)} releases"
+        )
     staged.commit()
     click.echo("\n".join(lines))
     click.echo(f"wrote {output}" + (f" and {plot}" if plot else ""))
+
+
+def streams(input_path: str) -> bool:
+    """Whether INPUT is read by the streaming engine: a glob pattern, or a file of at least
+    :data:`STREAM_FROM_BYTES` (smaller files are read whole, with the readers of dprange.io)."""
+    if not os.path.exists(input_path):
+        return any(ch in input_path for ch in "*?[")
+    return os.path.isfile(input_path) and os.path.getsize(input_path) >= STREAM_FROM_BYTES
+
+
+def open_session(path, epsilon, delta, files) -> Session | None:
+    """The session of --session (resumed, or created with --session-epsilon), checked before
+    any data are read; None without --session."""
+    if path is None:
+        if epsilon is not None:
+            raise ParameterError("--session-epsilon needs --session LEDGER.json (the file that records the spends)")
+        return None
+    check_output_path(path, "--session")
+    check_not_an_input(path, [f for f in files if f], "--session")
+    return Session.open(path, epsilon, delta, autosave=False)
+
+
+@cli.group("session")
+def session_group():
+    """Privacy sessions: one budget spent by several releases (--session on 'dprange release')."""
+
+
+@session_group.command("init")
+@click.argument("ledger", type=click.Path(dir_okay=False))
+@click.option("--epsilon", "-e", type=float, required=True, help="The session's whole privacy budget epsilon.")
+@click.option("--delta", type=float, default=0.0, show_default=True, help="The session's whole delta.")
+def session_init(ledger, epsilon, delta):
+    """Start a session of budget EPSILON recorded in LEDGER (a JSON file that must not exist)."""
+    check_output_path(ledger, "LEDGER")
+    if os.path.exists(ledger):
+        raise ParameterError(f"the ledger {ledger!r} exists already; resume it with --session or choose a new file")
+    Session(epsilon, delta, path=ledger).save()
+    click.echo(f"started a session of epsilon {epsilon:g}, delta {delta:g} in {ledger}")
+
+
+@session_group.command("show")
+@click.argument("ledger", type=click.Path(dir_okay=False))
+def session_show(ledger):
+    """Print the spends recorded in LEDGER and what is left."""
+    session = Session.open(ledger)
+    for entry in session.entries:
+        click.echo(
+            f"{entry.when}  epsilon {entry.epsilon:<12.6g} delta {entry.delta:<8.3g} {entry.kind:<7} {entry.what}"
+        )
+    click.echo(
+        f"spent epsilon {float(session.spent_epsilon):.6g} of {session.epsilon:g} "
+        f"(left {session.remaining_epsilon:.6g}), delta {float(session.spent_delta):.3g} of {session.delta:g}"
+    )
 
 
 @cli.command("error")
