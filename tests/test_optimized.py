@@ -12,6 +12,7 @@ from dprange.errors import ParameterError
 from dprange.matrix import Matrix
 from dprange.optimized import (
     AUTO_OPTIMIZE_MAX_N,
+    Gram,
     Optimized,
     auto_candidate,
     cache_dir,
@@ -67,6 +68,18 @@ def test_loss_is_the_dense_trace_and_the_gradient_matches_finite_differences(wor
         step[idx] = h
         numeric[idx] = (p_identity_loss(theta + step, gram)[0] - p_identity_loss(theta - step, gram)[0]) / (2 * h)
     assert np.max(np.abs(numeric - grad)) <= 1e-6 * np.max(np.abs(grad))
+
+
+@pytest.mark.parametrize("workload", [AllRange(40), Prefix(40)])
+def test_structured_gram_products_equal_the_dense_gram(workload):
+    """All ranges and prefixes: X G by cumulative sums in O(p n) equals the dense product."""
+    X = np.random.default_rng(0).normal(size=(3, 40))
+    gram = Gram(workload)
+    assert gram.matrix is None
+    np.testing.assert_allclose(gram.left(X), X @ workload.gram(), rtol=1e-12, atol=1e-9)
+    np.testing.assert_array_equal(gram.diag, np.diag(workload.gram()))
+    theta = np.random.default_rng(1).uniform(0, 1, (2, 40))
+    assert p_identity_loss(theta, gram)[0] == pytest.approx(p_identity_loss(theta, workload.gram())[0], rel=1e-12)
 
 
 def test_the_optimiser_lowers_the_loss_below_identity_and_its_start():

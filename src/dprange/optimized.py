@@ -56,6 +56,7 @@ from .registry import MECHANISMS, WORKLOADS, Citation
 from .workloads import AllRange, Identity, Prefix, Workload, make_workload
 
 __all__ = [
+    "Gram",
     "Optimized",
     "OptimizedStrategy",
     "cache_dir",
@@ -75,24 +76,71 @@ CACHE_VERSION = 1
 # ----------------------------------------------------------------------------- p-Identity
 
 
-def p_identity_loss(theta: np.ndarray, gram: np.ndarray) -> tuple[float, np.ndarray]:
+class Gram:
+    """A workload's Gram matrix G = W^T W as the p-Identity loss uses it: its diagonal and
+    products X G for p x n matrices X.  All ranges and prefixes have semiseparable Gram
+    matrices, (min(i, j) + 1)(n - max(i, j)) and n - max(i, j), so X G costs O(p n) by
+    cumulative sums; any other workload uses its dense Gram matrix, O(p n^2)."""
+
+    def __init__(self, workload_or_matrix):
+        self.kind = "dense"
+        if isinstance(workload_or_matrix, (AllRange, Prefix)):
+            self.kind = type(workload_or_matrix).name
+            self.n = workload_or_matrix.n
+            self.matrix = None
+        else:
+            matrix = workload_or_matrix.gram() if isinstance(workload_or_matrix, Workload) else workload_or_matrix
+            self.matrix = np.asarray(matrix, dtype=float)
+            self.n = self.matrix.shape[0]
+        i = np.arange(self.n, dtype=float)
+        if self.kind == "all-range":
+            self.diag = (i + 1.0) * (self.n - i)
+        elif self.kind == "prefix":
+            self.diag = self.n - i
+        else:
+            self.diag = np.diag(self.matrix).copy()
+
+    def dense(self) -> np.ndarray:
+        if self.matrix is None:
+            i = np.arange(self.n)
+            if self.kind == "all-range":
+                return (np.minimum.outer(i, i) + 1.0) * (self.n - np.maximum.outer(i, i))
+            return (self.n - np.maximum.outer(i, i)).astype(float)
+        return self.matrix
+
+    def left(self, X: np.ndarray) -> np.ndarray:
+        """X G for X (p x n)."""
+        if self.matrix is not None:
+            return X @ self.matrix
+        n = self.n
+        i = np.arange(n, dtype=float)
+        # G_ij = f(min(i, j)) g(max(i, j)): (X G)_j = g(j) sum_{i<=j} f(i) X_i + f(j) sum_{i>j} g(i) X_i.
+        f = i + 1.0 if self.kind == "all-range" else np.ones(n)
+        g = n - i
+        upto = np.cumsum(X * f, axis=1)
+        weighted = X * g
+        after = weighted.sum(axis=1, keepdims=True) - np.cumsum(weighted, axis=1)
+        return g * upto + f * after
+
+
+def p_identity_loss(theta: np.ndarray, gram) -> tuple[float, np.ndarray]:
     """trace(G (A^T A)^-1) for A = [I; B] D (module doc) and its gradient in B (p x n).
 
-    O(p n^2): one product B S G, the rest is p x p algebra (Woodbury)."""
-    p, n = theta.shape
+    ``gram``: a :class:`Gram` or the matrix G.  One product B S G (O(p n^2), or O(p n) for
+    all ranges and prefixes), the rest is p x p algebra (Woodbury)."""
+    gram = gram if isinstance(gram, Gram) else Gram(gram)
+    p = theta.shape[0]
     s = 1.0 + theta.sum(axis=0)
-    scaled = theta * s  # B S
-    product = scaled @ gram  # B S G            (p x n)
+    product = gram.left(theta * s)  # B S G            (p x n)
     m_matrix = np.eye(p) + theta @ theta.T
     theta_g = product * s  # B S G S = B G'     (p x n)
     h = theta_g @ theta.T  # B G' B^T          (p x p)
     m_inv_theta = np.linalg.solve(m_matrix, theta)  # M^-1 B
-    diag = np.diag(gram)
-    loss = float(diag @ s**2 - np.trace(np.linalg.solve(m_matrix, h)))
+    loss = float(gram.diag @ s**2 - np.trace(np.linalg.solve(m_matrix, h)))
     # d/dB through X = I + B^T B with G' fixed: -2 B X^-1 G' X^-1 = -2 M^-1 (B G' - H M^-1 B).
     through_x = -2.0 * np.linalg.solve(m_matrix, theta_g - h @ m_inv_theta)
     # d/ds_k = 2 [(G o X^-1) s]_k = 2 (G_kk s_k - sum_r B_rk [M^-1 B S G]_rk); ds_k / dB_rk = 1.
-    through_s = 2.0 * (diag * s - np.sum(theta * np.linalg.solve(m_matrix, product), axis=0))
+    through_s = 2.0 * (gram.diag * s - np.sum(theta * np.linalg.solve(m_matrix, product), axis=0))
     return loss, through_x + through_s[None, :]
 
 
@@ -108,15 +156,16 @@ def default_rows(n: int) -> int:
 
 
 def optimize_p_identity(
-    gram: np.ndarray, p: int, *, restarts: int = 2, seed: int = 0, maxiter: int = 300
+    gram, p: int, *, restarts: int = 2, seed: int = 0, maxiter: int = 300
 ) -> tuple[np.ndarray, float]:
     """The B (p x n) with least trace(G (A^T A)^-1) over ``restarts`` random starts, and that trace.
 
     L-BFGS-B on B >= 0; the loss is divided by trace(G) (the identity strategy's) for scale.
     Starts are uniform on [0, 1] (as HDMM's): starts on [0, 0.1] converge faster but can
     stop at B = 0 (the identity strategy, a stationary point: all ranges on 32 bins, p = 2)."""
-    n = gram.shape[0]
-    scale = float(np.trace(gram)) or 1.0
+    gram = gram if isinstance(gram, Gram) else Gram(gram)
+    n = gram.n
+    scale = float(gram.diag.sum()) or 1.0
     rng = np.random.default_rng(seed)
 
     def objective(flat):
@@ -348,12 +397,11 @@ class Optimized(Mechanism):
             matrix = p_identity_matrix(saved["theta"]) if template == "p-identity" else saved["strategy"]
             return OptimizedStrategy(matrix, template, float(saved["seconds"]), True, template == "p-identity")
         start = time.perf_counter()
-        gram = workload.gram()
         if template == "p-identity":
-            theta, _ = optimize_p_identity(gram, p, restarts=self.restarts)
+            theta, _ = optimize_p_identity(Gram(workload), p, restarts=self.restarts)
             matrix, arrays = p_identity_matrix(theta), {"theta": theta}
         else:
-            matrix = eigen_design(gram)
+            matrix = eigen_design(workload.gram())
             arrays = {"strategy": matrix}
         seconds = time.perf_counter() - start
         _store(path, {**arrays, "seconds": np.array(seconds)})
