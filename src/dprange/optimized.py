@@ -84,21 +84,21 @@ class Gram:
 
     def __init__(self, workload_or_matrix):
         self.kind = "dense"
-        if isinstance(workload_or_matrix, (AllRange, Prefix)):
-            self.kind = type(workload_or_matrix).name
+        self.matrix: np.ndarray | None = None
+        if type(workload_or_matrix) in (AllRange, Prefix):
+            self.kind = workload_or_matrix.name
             self.n = workload_or_matrix.n
-            self.matrix = None
         else:
             matrix = workload_or_matrix.gram() if isinstance(workload_or_matrix, Workload) else workload_or_matrix
             self.matrix = np.asarray(matrix, dtype=float)
             self.n = self.matrix.shape[0]
         i = np.arange(self.n, dtype=float)
-        if self.kind == "all-range":
-            self.diag = (i + 1.0) * (self.n - i)
-        elif self.kind == "prefix":
-            self.diag = self.n - i
-        else:
+        if self.matrix is not None:
             self.diag = np.diag(self.matrix).copy()
+        elif self.kind == "all-range":
+            self.diag = (i + 1.0) * (self.n - i)
+        else:
+            self.diag = self.n - i
 
     def dense(self) -> np.ndarray:
         if self.matrix is None:
