@@ -416,7 +416,9 @@ class Optimized(Mechanism):
         return np.ones(1)
 
     def parameters(self) -> dict:
-        workload = self.workload if isinstance(self.workload, str) else repr(self.workload)
+        workload = self.workload
+        if isinstance(workload, Workload):  # the standard ones by name, others as described
+            workload = workload.name if type(workload) in (AllRange, Prefix, Identity) else repr(workload)
         return {
             "workload": workload,
             "template": self.template,
