@@ -6,6 +6,18 @@ import pytest
 SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "shared")
 
 
+@pytest.fixture(autouse=True, scope="session")
+def strategy_cache(tmp_path_factory):
+    """Optimised strategies (dprange.optimized) are cached in a temporary directory, not the user's."""
+    previous = os.environ.get("DPRANGE_CACHE_DIR")
+    os.environ["DPRANGE_CACHE_DIR"] = str(tmp_path_factory.mktemp("dprange-cache"))
+    yield
+    if previous is None:
+        os.environ.pop("DPRANGE_CACHE_DIR", None)
+    else:
+        os.environ["DPRANGE_CACHE_DIR"] = previous
+
+
 @pytest.fixture
 def rng():
     return np.random.default_rng(12345)

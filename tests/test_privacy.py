@@ -32,6 +32,7 @@ from dprange import Domain, Flat, Hierarchical, ParameterError, Wavelet
 from dprange.analysis import select
 from dprange.contingency import release_table
 from dprange.matrix import Matrix
+from dprange.optimized import Optimized
 from dprange.strategies import HaarStrategy, TreeStrategy, dense_sensitivity_power
 from dprange.workloads import AllRange
 
@@ -365,6 +366,7 @@ def mechanisms(relation, noise):
         ("wavelet", fixed(Wavelet, **kw)),
         ("matrix-int", integer_matrix(relation, noise)),
         ("matrix-real", real_matrix(relation, noise)),
+        ("optimized", lambda n: Optimized("all-range", **kw)),  # p-identity (Laplace), eigen (Gaussian)
     ]
     if relation == "add_remove":
         out += [

@@ -1,0 +1,472 @@
+"""Strategies optimised for a workload: the p-Identity template (epsilon-DP) and the
+eigen-design ((epsilon, delta)-DP).
+
+The matrix mechanism's error on a workload W with strategy A is (noise variance)
+trace(W^T W (A^T A)^-1) (Li, Hay, Rastogi, Miklau and McGregor, PODS 2010; seed 003,
+"optimized observations").  It depends on W only through its Gram matrix G = W^T W, which is
+public, so a strategy can be optimised for it at no privacy cost.
+
+* ``p-identity`` (McKenna, Miklau, Hay and Machanavajjhala, "Optimizing error of
+  high-dimensional statistical queries under differential privacy", VLDB 2018, the
+  p-Identity template of HDMM): A = [I; B] D with B >= 0 (p x n) and D = diag(1 / (1 + 1^T B)),
+  so every column of A has L1 norm 1 (the L1 sensitivity under add/remove).  With
+  s = 1 + 1^T B (the column scales), X = I + B^T B and M = I_p + B B^T, the loss is
+
+      L(B) = trace(G (A^T A)^-1) = trace(S G S X^-1),  S = diag(s),
+
+  and by the Woodbury identity X^-1 = I - B^T M^-1 B, so L costs one p x n times n x n
+  product, O(p n^2), and a p x p solve; :func:`p_identity_loss` gives the gradient
+  analytically (module tests check it against finite differences).  L-BFGS-B with bounds
+  B >= 0 from a few random starts (a public seed: the strategy is public).
+* ``eigen`` (Li and Miklau, "An adaptive mechanism for accurate query answering under
+  differential privacy", PVLDB 2012): rows = eigenvectors q_i of G weighted by sqrt(u_i),
+  where u minimises sum_i sigma_i / u_i subject to every column having L2 norm at most 1,
+  sum_i u_i q_ij^2 <= 1.  The program is convex; :func:`eigen_design` solves its dual,
+  max over mu >= 0 of 2 sum_i sqrt(sigma_i (C mu)_i) - sum_j mu_j with C_ij = q_ij^2, whose
+  solution gives u_i = sqrt(sigma_i / (C mu)_i).  The SVD bound (seed 003) is this program
+  with the column constraints replaced by their average, so the eigen-design meets it when
+  the relaxed optimum has equal column norms.
+
+:class:`Optimized` measures the optimised strategy like :class:`~dprange.matrix.Matrix`
+(quantised to integers, calibrated on the measured matrix, exact GLS and error bars, saved
+as a dense matrix).  Optimised strategies are cached on disk (``DPRANGE_CACHE_DIR``, else
+``$XDG_CACHE_HOME/dprange``, else ``~/.cache/dprange``): the key is the workload (its name,
+or a hash of its Gram matrix), n, the template and the optimiser's settings.  The strategy
+does not depend on epsilon or delta (the error scales by the same factor for every
+strategy), only on the norm the template targets.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+from scipy import optimize
+
+from ._params import Custom, Integer, OneOf, Param
+from ._validation import check_delta, check_positive_int
+from .errors import ParameterError
+from .inference.least_squares import DENSE_COVARIANCE_LIMIT
+from .matrix import MatrixStrategy
+from .mechanisms import Mechanism
+from .registry import MECHANISMS, WORKLOADS, Citation
+from .workloads import AllRange, Identity, Prefix, Workload, make_workload
+
+__all__ = [
+    "Gram",
+    "Optimized",
+    "OptimizedStrategy",
+    "cache_dir",
+    "eigen_design",
+    "optimize_p_identity",
+    "p_identity_loss",
+    "p_identity_matrix",
+    "strategy_trace",
+]
+
+TEMPLATES = ("auto", "p-identity", "eigen")
+
+#: Version of the optimisers: part of the cache key, so that a change recomputes.
+CACHE_VERSION = 1
+
+
+# ----------------------------------------------------------------------------- p-Identity
+
+
+class Gram:
+    """A workload's Gram matrix G = W^T W as the p-Identity loss uses it: its diagonal and
+    products X G for p x n matrices X.  All ranges and prefixes have semiseparable Gram
+    matrices, (min(i, j) + 1)(n - max(i, j)) and n - max(i, j), so X G costs O(p n) by
+    cumulative sums; any other workload uses its dense Gram matrix, O(p n^2)."""
+
+    def __init__(self, workload_or_matrix):
+        self.kind = "dense"
+        self.matrix: np.ndarray | None = None
+        if type(workload_or_matrix) in (AllRange, Prefix):
+            self.kind = workload_or_matrix.name
+            self.n = workload_or_matrix.n
+        else:
+            matrix = workload_or_matrix.gram() if isinstance(workload_or_matrix, Workload) else workload_or_matrix
+            self.matrix = np.asarray(matrix, dtype=float)
+            self.n = self.matrix.shape[0]
+        i = np.arange(self.n, dtype=float)
+        if self.matrix is not None:
+            self.diag = np.diag(self.matrix).copy()
+        elif self.kind == "all-range":
+            self.diag = (i + 1.0) * (self.n - i)
+        else:
+            self.diag = self.n - i
+
+    def dense(self) -> np.ndarray:
+        if self.matrix is None:
+            i = np.arange(self.n)
+            if self.kind == "all-range":
+                return (np.minimum.outer(i, i) + 1.0) * (self.n - np.maximum.outer(i, i))
+            return (self.n - np.maximum.outer(i, i)).astype(float)
+        return self.matrix
+
+    def left(self, X: np.ndarray) -> np.ndarray:
+        """X G for X (p x n)."""
+        if self.matrix is not None:
+            return X @ self.matrix
+        n = self.n
+        i = np.arange(n, dtype=float)
+        # G_ij = f(min(i, j)) g(max(i, j)): (X G)_j = g(j) sum_{i<=j} f(i) X_i + f(j) sum_{i>j} g(i) X_i.
+        f = i + 1.0 if self.kind == "all-range" else np.ones(n)
+        g = n - i
+        upto = np.cumsum(X * f, axis=1)
+        weighted = X * g
+        after = weighted.sum(axis=1, keepdims=True) - np.cumsum(weighted, axis=1)
+        return g * upto + f * after
+
+
+def p_identity_loss(theta: np.ndarray, gram) -> tuple[float, np.ndarray]:
+    """trace(G (A^T A)^-1) for A = [I; B] D (module doc) and its gradient in B (p x n).
+
+    ``gram``: a :class:`Gram` or the matrix G.  One product B S G (O(p n^2), or O(p n) for
+    all ranges and prefixes), the rest is p x p algebra (Woodbury)."""
+    gram = gram if isinstance(gram, Gram) else Gram(gram)
+    p = theta.shape[0]
+    s = 1.0 + theta.sum(axis=0)
+    product = gram.left(theta * s)  # B S G            (p x n)
+    m_matrix = np.eye(p) + theta @ theta.T
+    theta_g = product * s  # B S G S = B G'     (p x n)
+    h = theta_g @ theta.T  # B G' B^T          (p x p)
+    m_inv_theta = np.linalg.solve(m_matrix, theta)  # M^-1 B
+    loss = float(gram.diag @ s**2 - np.trace(np.linalg.solve(m_matrix, h)))
+    # d/dB through X = I + B^T B with G' fixed: -2 B X^-1 G' X^-1 = -2 M^-1 (B G' - H M^-1 B).
+    through_x = -2.0 * np.linalg.solve(m_matrix, theta_g - h @ m_inv_theta)
+    # d/ds_k = 2 [(G o X^-1) s]_k = 2 (G_kk s_k - sum_r B_rk [M^-1 B S G]_rk); ds_k / dB_rk = 1.
+    through_s = 2.0 * (gram.diag * s - np.sum(theta * np.linalg.solve(m_matrix, product), axis=0))
+    return loss, through_x + through_s[None, :]
+
+
+def p_identity_matrix(theta: np.ndarray) -> np.ndarray:
+    """The strategy [I; B] D, every column with L1 norm 1."""
+    n = theta.shape[1]
+    return np.vstack([np.eye(n), theta]) / (1.0 + theta.sum(axis=0))
+
+
+def default_rows(n: int) -> int:
+    """p: n / 16 (HDMM's choice for ranges), between 1 and 64 (the O(p n^2) step stays cheap)."""
+    return max(1, min(64, n // 16))
+
+
+def optimize_p_identity(
+    gram, p: int, *, restarts: int = 1, seed: int = 0, maxiter: int = 300
+) -> tuple[np.ndarray, float]:
+    """The B (p x n) with least trace(G (A^T A)^-1) over ``restarts`` random starts, and that trace.
+
+    L-BFGS-B on B >= 0; the loss is divided by trace(G) (the identity strategy's) for scale.
+    Starts are uniform on [0, 1] (as HDMM's): starts on [0, 0.1] converge faster but can
+    stop at B = 0 (the identity strategy, a stationary point: all ranges on 32 bins, p = 2)."""
+    gram = gram if isinstance(gram, Gram) else Gram(gram)
+    n = gram.n
+    scale = float(gram.diag.sum()) or 1.0
+    rng = np.random.default_rng(seed)
+
+    def objective(flat):
+        loss, grad = p_identity_loss(flat.reshape(p, n), gram)
+        return loss / scale, grad.ravel() / scale
+
+    best_theta, best_loss = np.zeros((p, n)), p_identity_loss(np.zeros((p, n)), gram)[0]
+    for _ in range(restarts):
+        start = rng.uniform(0.0, 1.0, p * n)
+        result = optimize.minimize(
+            objective, start, jac=True, method="L-BFGS-B", bounds=[(0.0, None)] * (p * n), options={"maxiter": maxiter}
+        )
+        loss = float(result.fun) * scale
+        if loss < best_loss:
+            best_theta, best_loss = result.x.reshape(p, n), loss
+    return best_theta, best_loss
+
+
+# ----------------------------------------------------------------------------- eigen-design
+
+
+def eigen_design(gram: np.ndarray, *, maxiter: int = 500) -> np.ndarray:
+    """The eigen-design strategy (module doc): rows sqrt(u_i) q_i, largest column L2 norm 1.
+
+    Eigenvalues below 1e-12 of the largest are raised to it, so that the strategy has full rank."""
+    sigma, vectors = np.linalg.eigh(gram)
+    sigma = np.maximum(sigma, 1e-12 * max(float(sigma.max()), 1e-300))
+    weights_sq = vectors**2  # [j, i] = q_ij^2 (column j of the strategy, eigenvector i)
+    n = gram.shape[0]
+
+    def negative_dual(mu):
+        c_mu = np.maximum(weights_sq.T @ mu, 1e-300)  # (C mu)_i = sum_j q_ij^2 mu_j
+        root = np.sqrt(sigma / c_mu)
+        value = 2.0 * np.sum(np.sqrt(sigma * c_mu)) - mu.sum()
+        grad = weights_sq @ root - 1.0
+        return -value, -grad
+
+    start = np.full(n, float(np.sum(np.sqrt(sigma))) ** 2 / n**2)  # the relaxed (SVD bound) optimum
+    result = optimize.minimize(
+        negative_dual, start, jac=True, method="L-BFGS-B", bounds=[(0.0, None)] * n, options={"maxiter": maxiter}
+    )
+    u = np.sqrt(sigma / np.maximum(weights_sq.T @ result.x, 1e-300))
+    relaxed = np.sqrt(sigma)
+    for candidate in (u, relaxed):  # keep the better of the dual's and the relaxed weights
+        candidate /= np.max(weights_sq @ candidate)
+    u = min((u, relaxed), key=lambda w: float(np.sum(sigma / w)))
+    return np.sqrt(u)[:, None] * vectors.T
+
+
+def strategy_trace(strategy: np.ndarray, gram: np.ndarray) -> float:
+    """trace(G (A^T A)^-1) (dense, for checks and benchmarks)."""
+    return float(np.trace(np.linalg.solve(strategy.T @ strategy, gram)))
+
+
+def column_norm(strategy: np.ndarray, p: int) -> float:
+    """The largest column p-norm of A (its add/remove sensitivity)."""
+    return float(np.max(np.linalg.norm(strategy, ord=p, axis=0)))
+
+
+# ----------------------------------------------------------------------------- cache
+
+
+def cache_dir() -> Path:
+    """Where optimised strategies are kept: $DPRANGE_CACHE_DIR, else $XDG_CACHE_HOME/dprange,
+    else ~/.cache/dprange."""
+    explicit = os.environ.get("DPRANGE_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "dprange"
+
+
+def workload_key(workload: Workload) -> str:
+    """A name for the workload's Gram matrix: the standard workloads by name, others by hash."""
+    if type(workload) in (AllRange, Prefix, Identity):
+        return workload.name
+    digest = hashlib.sha256(np.ascontiguousarray(workload.gram(), dtype=float).tobytes()).hexdigest()
+    return f"gram-{digest[:24]}"
+
+
+def cache_path(workload: Workload, template: str, p: int, restarts: int) -> Path:
+    """The cache file of a strategy: workload, n, template and the optimiser's settings."""
+    settings = f"p{p}-r{restarts}" if template == "p-identity" else "dual"
+    return cache_dir() / f"v{CACHE_VERSION}-{workload_key(workload)}-n{workload.n}-{template}-{settings}.npz"
+
+
+def _load(path: Path) -> dict | None:
+    try:
+        with np.load(path) as saved:
+            return {key: saved[key] for key in saved.files}
+    except (OSError, ValueError, KeyError):
+        return None  # absent or unreadable: recompute
+
+
+def _store(path: Path, arrays: dict) -> None:
+    """Write atomically; a cache that cannot be written is skipped (it only saves time)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_suffix(f".{os.getpid()}.tmp.npz")
+        np.savez(partial, **arrays)
+        os.replace(partial, path)
+    except OSError:
+        pass
+
+
+# ----------------------------------------------------------------------------- mechanism
+
+
+class OptimizedStrategy(MatrixStrategy):
+    """An optimised strategy, quantised to integers like any matrix strategy, with how it was
+    obtained: the template, the optimisation time and whether it came from the cache."""
+
+    def __init__(self, matrix: np.ndarray, template: str, seconds: float, cached: bool, identity_rows: bool):
+        super().__init__(matrix)
+        self.template = template
+        self.seconds = seconds
+        self.cached = cached
+        self._identity_rows = identity_rows
+
+    def check_rank(self, known_total: bool) -> None:
+        """p-Identity: the first n rows of the measured matrix are a positive diagonal, so the
+        rank is n (checked in O(n)); otherwise the general check."""
+        if self._identity_rows:
+            head = self.explicit()[: self.n]
+            if np.all(np.diag(head) > 0) and np.count_nonzero(head) == self.n:
+                return
+        super().check_rank(known_total)
+
+    def describe(self) -> dict:
+        return {
+            **super().describe(),
+            "template": self.template,
+            "optimisation_seconds": self.seconds,
+            "cached": self.cached,
+        }
+
+
+def _workload_or_name(value, name: str):
+    if isinstance(value, Workload):
+        return value
+    if isinstance(value, str):
+        WORKLOADS.lookup(value)
+        return value
+    raise ParameterError(f"{name} must be a dprange.workloads.Workload or a workload name, got {value!r}")
+
+
+class Optimized(Mechanism):
+    """The matrix mechanism with a strategy optimised for ``workload`` (module doc).
+
+    ``template="auto"`` optimises the p-Identity template (L1) when delta = 0 and uses the
+    eigen-design (L2) when delta > 0.  The optimisation reads only the workload and n (public);
+    its result is cached on disk and its time is reported in the release's provenance
+    (``parameters["strategy"]["optimisation_seconds"]``).
+    """
+
+    name = "optimized"
+
+    PARAMS = (
+        Param(
+            "workload",
+            Custom(_workload_or_name, "a workload name or a dprange.workloads.Workload"),
+            "the queries the strategy is optimised for",
+            default="all-range",
+            positional=True,
+        ),
+        Param(
+            "template",
+            OneOf(TEMPLATES),
+            "p-identity (epsilon-DP, McKenna et al. 2018), eigen ((epsilon, delta), Li and Miklau 2012), "
+            "or auto (by delta)",
+            default="auto",
+        ),
+        Param("rows", Integer(0), "p, the extra rows of p-identity (0: n/16, at most 64)", default=0),
+        Param(
+            "restarts",
+            Integer(1),
+            "random starts of the p-identity optimisation (a second one gained <= 1.1% at n = 256)",
+            default=1,
+        ),
+        *Mechanism.PARAMS,
+    )
+    workload: Workload | str
+    template: str
+    rows: int
+    restarts: int
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._delta = 0.0
+        self._strategies: dict = {}
+
+    # The template "auto" follows delta: remember the one of the current design / measurement.
+    def design(self, n: int, epsilon, *, delta=0.0):
+        self._delta = check_delta(delta)
+        return super().design(n, epsilon, delta=delta)
+
+    def measure(self, counts, epsilon, *, delta=0.0, rng=None):
+        self._delta = check_delta(delta)
+        return super().measure(counts, epsilon, delta=delta, rng=rng)
+
+    def resolved_template(self, delta: float | None = None) -> str:
+        if self.template != "auto":
+            return self.template
+        return "eigen" if (self._delta if delta is None else delta) > 0 else "p-identity"
+
+    def workload_on(self, n: int) -> Workload:
+        if isinstance(self.workload, Workload):
+            if self.workload.n != n:
+                raise ParameterError(f"the strategy is optimised for {self.workload.n} bins but the data have {n}")
+            return self.workload
+        return make_workload(self.workload, n)
+
+    def strategy(self, n: int) -> OptimizedStrategy:
+        n = check_positive_int(n, "n")
+        if n > DENSE_COVARIANCE_LIMIT:
+            raise ParameterError(
+                f"optimised strategies are built for n <= {DENSE_COVARIANCE_LIMIT} bins, not {n}; "
+                "use Hierarchical or Wavelet"
+            )
+        template = self.resolved_template()
+        key = (n, template)
+        if key not in self._strategies:
+            strategy = self._build(self.workload_on(n), template)
+            strategy.check_rank(known_total=self.neighbours == "replace")
+            self._strategies[key] = strategy
+        return self._strategies[key]
+
+    def _build(self, workload: Workload, template: str) -> OptimizedStrategy:
+        n = workload.n
+        p = self.rows or default_rows(n)
+        path = cache_path(workload, template, p, self.restarts)
+        saved = _load(path)
+        if saved is not None and "seconds" in saved:
+            matrix = p_identity_matrix(saved["theta"]) if template == "p-identity" else saved["strategy"]
+            return OptimizedStrategy(matrix, template, float(saved["seconds"]), True, template == "p-identity")
+        start = time.perf_counter()
+        if template == "p-identity":
+            theta, _ = optimize_p_identity(Gram(workload), p, restarts=self.restarts)
+            matrix, arrays = p_identity_matrix(theta), {"theta": theta}
+        else:
+            matrix = eigen_design(workload.gram())
+            arrays = {"strategy": matrix}
+        seconds = time.perf_counter() - start
+        _store(path, {**arrays, "seconds": np.array(seconds)})
+        return OptimizedStrategy(matrix, template, seconds, False, template == "p-identity")
+
+    def budget_fractions(self, strategy, epsilon) -> np.ndarray:
+        return np.ones(1)
+
+    def parameters(self) -> dict:
+        workload = self.workload
+        if isinstance(workload, Workload):  # the standard ones by name, others as described
+            workload = workload.name if type(workload) in (AllRange, Prefix, Identity) else repr(workload)
+        return {
+            "workload": workload,
+            "template": self.template,
+            "rows": self.rows,
+            "restarts": self.restarts,
+            **super().parameters(),
+        }
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.parameters().items())
+        return f"Optimized({args})"
+
+
+#: Largest n for which ``auto`` optimises a strategy when none is cached (all ranges at
+#: n = 128: about a second with the library's default threads on a busy 2-core machine, where
+#: n = 256 took 10 s); above it only a cached strategy is ranked.
+AUTO_OPTIMIZE_MAX_N = 128
+
+
+def auto_candidate(workload: Workload, delta: float, *, neighbours: str, noise: str) -> Optimized | None:
+    """The optimised mechanism ``select`` ranks for ``workload``: for n <= AUTO_OPTIMIZE_MAX_N,
+    or up to the dense limit when its strategy is already in the disk cache; else None."""
+    n = workload.n
+    if n > DENSE_COVARIANCE_LIMIT:
+        return None
+    mech = Optimized(workload, neighbours=neighbours, noise=noise)
+    template = mech.resolved_template(delta)
+    if n > AUTO_OPTIMIZE_MAX_N:
+        if not cache_path(workload, template, default_rows(n), mech.restarts).exists():
+            return None
+    return mech
+
+
+def _no_candidates(n, *, neighbours, noise, fast) -> list:
+    """``auto`` ranks the optimised mechanism with its workload (:func:`auto_candidate`, added
+    by :func:`dprange.analysis.select`), not from n alone."""
+    return []
+
+
+MECHANISMS.add(
+    Optimized,
+    summary="the matrix mechanism with a strategy optimised for the workload (p-Identity for epsilon-DP, "
+    "eigen-design for (epsilon, delta)), cached on disk",
+    citation=Citation(
+        "McKenna, Miklau, Hay and Machanavajjhala",
+        "Optimizing error of high-dimensional statistical queries under differential privacy",
+        "VLDB 2018",
+    ),
+    auto=True,
+    candidates=_no_candidates,
+)

@@ -1,0 +1,229 @@
+"""Optimised strategies (dprange.optimized): the p-Identity loss and gradient, the eigen-design,
+the Optimized mechanism (exact error, Monte-Carlo, JSON round trip, cache) and auto's choice."""
+
+import json
+
+import numpy as np
+import pytest
+
+import dprange
+from dprange.analysis import expected_error, select, svd_bound
+from dprange.errors import ParameterError
+from dprange.matrix import Matrix
+from dprange.optimized import (
+    AUTO_OPTIMIZE_MAX_N,
+    Gram,
+    Optimized,
+    auto_candidate,
+    cache_dir,
+    column_norm,
+    eigen_design,
+    optimize_p_identity,
+    p_identity_loss,
+    p_identity_matrix,
+    strategy_trace,
+)
+from dprange.serialisation import load_release
+from dprange.workloads import AllRange, Explicit, Prefix, Ranges
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    """Every test gets its own empty strategy cache."""
+    monkeypatch.setenv("DPRANGE_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def bounded_ranges(n, k, width, seed=0):
+    """k random ranges of width at most ``width``."""
+    rng = np.random.default_rng(seed)
+    lo = rng.integers(0, n - width + 1, k)
+    return Ranges(lo, lo + rng.integers(0, width, k), n)
+
+
+def prefix_identity_mix(n):
+    return Explicit(np.vstack([np.tril(np.ones((n, n))), np.eye(n)]))
+
+
+def best_fixed(workload, epsilon=1.0, delta=0.0):
+    """The best error among the mechanisms auto ranks, without the optimised one."""
+    cands = [c for c in select(workload, None, epsilon, delta=delta).table if not isinstance(c.mechanism, Optimized)]
+    return min(c.error for c in cands)
+
+
+# ----------------------------------------------------------------------------- the loss
+
+
+@pytest.mark.parametrize("workload", [AllRange(12), Prefix(12), bounded_ranges(12, 30, 4)])
+def test_loss_is_the_dense_trace_and_the_gradient_matches_finite_differences(workload):
+    gram = workload.gram()
+    theta = np.random.default_rng(3).uniform(0.0, 1.0, (3, 12))
+    loss, grad = p_identity_loss(theta, gram)
+    A = p_identity_matrix(theta)
+    assert loss == pytest.approx(np.trace(gram @ np.linalg.inv(A.T @ A)), rel=1e-10)
+    assert np.abs(A).sum(axis=0) == pytest.approx(np.ones(12), rel=1e-14)  # L1 sensitivity 1
+    h = 1e-6
+    numeric = np.zeros_like(theta)
+    for idx in np.ndindex(*theta.shape):
+        step = np.zeros_like(theta)
+        step[idx] = h
+        numeric[idx] = (p_identity_loss(theta + step, gram)[0] - p_identity_loss(theta - step, gram)[0]) / (2 * h)
+    assert np.max(np.abs(numeric - grad)) <= 1e-6 * np.max(np.abs(grad))
+
+
+@pytest.mark.parametrize("workload", [AllRange(40), Prefix(40)])
+def test_structured_gram_products_equal_the_dense_gram(workload):
+    """All ranges and prefixes: X G by cumulative sums in O(p n) equals the dense product."""
+    X = np.random.default_rng(0).normal(size=(3, 40))
+    gram = Gram(workload)
+    assert gram.matrix is None
+    np.testing.assert_allclose(gram.left(X), X @ workload.gram(), rtol=1e-12, atol=1e-9)
+    np.testing.assert_array_equal(gram.diag, np.diag(workload.gram()))
+    theta = np.random.default_rng(1).uniform(0, 1, (2, 40))
+    assert p_identity_loss(theta, gram)[0] == pytest.approx(p_identity_loss(theta, workload.gram())[0], rel=1e-12)
+
+
+def test_the_optimiser_lowers_the_loss_below_identity_and_its_start():
+    gram = AllRange(32).gram()
+    theta, loss = optimize_p_identity(gram, 2, restarts=2)
+    assert loss == pytest.approx(strategy_trace(p_identity_matrix(theta), gram), rel=1e-9)
+    assert loss < 0.9 * np.trace(gram)  # identity: trace(G); starts on [0, 0.1] stopped at B = 0
+    assert np.all(theta >= 0)
+
+
+# ----------------------------------------------------------------------------- eigen-design
+
+
+def test_eigen_design_of_the_identity_workload_is_the_identity_up_to_rotation():
+    A = eigen_design(np.eye(8))
+    assert A.T @ A == pytest.approx(np.eye(8), abs=1e-12)
+
+
+def test_eigen_design_is_near_the_l2_svd_bound_on_all_ranges():
+    """The (eps, delta) ratio to the SVD bound is the ratio of the traces with one noise factor."""
+    workload = AllRange(64)
+    gram = workload.gram()
+    A = eigen_design(gram)
+    assert column_norm(A, 2) == pytest.approx(1.0, rel=1e-12)
+    singular = np.sqrt(np.clip(np.linalg.eigvalsh(gram), 0, None)).sum()
+    ratio = strategy_trace(A, gram) / (singular**2 / 64)
+    assert 1.0 - 1e-9 <= ratio <= 1.2
+
+
+# ----------------------------------------------------------------------------- the mechanism
+
+
+def test_exact_error_is_the_matrix_mechanisms_on_the_measured_strategy():
+    """Optimized is the matrix mechanism on its quantised strategy: p-identity when delta = 0,
+    the eigen-design when delta > 0 (template auto)."""
+    mech = Optimized("prefix")
+    for delta, template in ((0.0, "p-identity"), (1e-6, "eigen")):
+        for workload in (Prefix(24), AllRange(24)):
+            error = expected_error(mech, workload, 1.0, delta=delta)
+            strategy = mech.strategy(24)
+            assert strategy.template == template and not strategy.cached
+            same = Matrix(strategy.explicit())
+            assert error == pytest.approx(expected_error(same, workload, 1.0, delta=delta), rel=1e-9)
+
+
+UNUSUAL = {
+    "bounded-ranges": lambda: bounded_ranges(64, 300, 16),
+    "prefix+identity": lambda: prefix_identity_mix(64),
+    "explicit-0/1": lambda: Explicit(np.random.default_rng(0).integers(0, 2, size=(40, 64))),
+}
+
+
+@pytest.mark.parametrize(
+    "name,delta,gain",
+    [
+        ("explicit-0/1", 1e-6, 1.7),  # measured 1.78: the issue's 1.5x is met here
+        ("bounded-ranges", 1e-6, 1.1),  # measured 1.16
+        ("prefix+identity", 0.0, 1.15),  # measured 1.18
+        ("explicit-0/1", 0.0, 1.03),  # measured 1.05
+    ],
+)
+def test_optimised_beats_the_best_fixed_strategy_on_unusual_workloads(name, delta, gain):
+    """The gains measured at n = 64 (docs/optimized.md): below the issue's 1.5x except for
+    the explicit 0/1 matrix under (epsilon, delta); bounded ranges under pure epsilon-DP lose
+    (0.94x), where auto keeps the hierarchy (test below)."""
+    workload = UNUSUAL[name]()
+    optimised = expected_error(Optimized(workload), workload, 1.0, delta=delta)
+    assert best_fixed(workload, delta=delta) >= gain * optimised
+
+
+def test_monte_carlo_variance_agrees_with_the_exact_error():
+    """400 seeded releases of a fixed histogram: the empirical variance of every prefix is
+    within 25% of the exact one (chi-square: sd of a variance estimate is sqrt(2/400) = 7%)
+    and the mean error is within 4 standard errors of 0."""
+    n, reps = 16, 400
+    mech = Optimized("prefix", noise="laplace_float")
+    counts = np.random.default_rng(1).integers(0, 40, n)
+    truth = np.cumsum(counts)
+    answers = np.array([mech.release(counts, 1.0, rng=seed).prefix(np.arange(n)).value for seed in range(reps)])
+    exact = mech.error_model(n, 1.0).range_variance(np.zeros(n, dtype=int), np.arange(n))
+    assert np.var(answers, axis=0) == pytest.approx(exact, rel=0.25)
+    assert np.all(np.abs(answers.mean(axis=0) - truth) <= 4 * np.sqrt(exact / reps))
+
+
+def test_release_round_trips_through_json(tmp_path):
+    counts = np.random.default_rng(2).poisson(20, 30)
+    release = Optimized("all-range").release(counts, 0.5, rng=4)
+    path = tmp_path / "r.json"
+    release.to_json(path)
+    loaded = load_release(path)
+    np.testing.assert_array_equal(loaded.estimate, release.estimate)
+    lo, hi = np.triu_indices(30)
+    np.testing.assert_array_equal(loaded.range(lo, hi).stderr, release.range(lo, hi).stderr)
+    strategy = json.loads(path.read_text())["parameters"]["strategy"]
+    assert strategy["template"] == "p-identity" and strategy["optimisation_seconds"] >= 0
+
+
+def test_the_strategy_is_cached_on_disk_and_read_back(monkeypatch, tmp_path):
+    first = Optimized("all-range").strategy(20)
+    assert not first.cached and any(cache_dir().iterdir())
+    second = Optimized("all-range").strategy(20)
+    assert second.cached and second.seconds == first.seconds
+    np.testing.assert_array_equal(second.explicit(), first.explicit())
+    monkeypatch.delenv("DPRANGE_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_dir() == tmp_path / "xdg" / "dprange"
+
+
+def test_bad_parameters_are_refused():
+    with pytest.raises(ParameterError, match="workload"):
+        Optimized(42)
+    with pytest.raises(ParameterError, match="unknown workload"):
+        Optimized("no-such-workload")
+    with pytest.raises(ParameterError, match="optimised for 10 bins"):
+        Optimized(Prefix(10)).strategy(12)
+    with pytest.raises(ParameterError, match="n <= 4096"):
+        Optimized().strategy(5000)
+
+
+# ----------------------------------------------------------------------------- auto
+
+
+@pytest.mark.parametrize("delta", [0.0, 1e-6])
+@pytest.mark.parametrize("name", ["bounded-ranges", "prefix+identity"])
+def test_auto_ranks_the_optimised_strategy_and_returns_the_least_error(delta, name):
+    workload = UNUSUAL[name]()
+    selection = select(workload, None, 1.0, delta=delta)
+    assert any(isinstance(c.mechanism, Optimized) for c in selection.table)
+    assert selection.error == min(c.error for c in selection.table)
+    assert selection.error == pytest.approx(expected_error(selection.mechanism, workload, 1.0, delta=delta))
+
+
+def test_auto_optimises_only_small_domains_unless_cached():
+    big = AllRange(AUTO_OPTIMIZE_MAX_N + 1)
+    assert auto_candidate(big, 0.0, neighbours="add_remove", noise="auto") is None
+    assert auto_candidate(Prefix(8), 0.0, neighbours="add_remove", noise="auto") is not None
+
+
+def test_release_with_auto_uses_the_optimised_strategy_where_it_is_best():
+    counts = np.random.default_rng(0).integers(0, 9, 64)
+    release = dprange.release(counts, dprange.Domain.integers(0, 63), 1.0, mechanism="auto", rng=0)
+    assert release.mechanism == "optimized"
+
+
+def test_svd_bound_is_below_the_optimised_error():
+    for workload in (AllRange(32), Prefix(32)):
+        assert svd_bound(workload, 1.0) <= expected_error(Optimized(workload), workload, 1.0)
