@@ -11,6 +11,7 @@ from dprange.analysis import expected_error, select, svd_bound
 from dprange.errors import ParameterError
 from dprange.matrix import Matrix
 from dprange.optimized import (
+    AUTO_CACHED_MAX_N,
     AUTO_OPTIMIZE_MAX_N,
     Gram,
     Optimized,
@@ -216,6 +217,16 @@ def test_auto_optimises_only_small_domains_unless_cached():
     big = AllRange(AUTO_OPTIMIZE_MAX_N + 1)
     assert auto_candidate(big, 0.0, neighbours="add_remove", noise="auto") is None
     assert auto_candidate(Prefix(8), 0.0, neighbours="add_remove", noise="auto") is not None
+
+
+def test_auto_ranks_a_cached_strategy_only_where_its_release_is_fast(monkeypatch, tmp_path):
+    """A cached strategy is ranked up to AUTO_CACHED_MAX_N bins, not beyond (its release goes
+    through the dense covariance: minutes at 4096 bins)."""
+    cached = tmp_path / "cached.npz"
+    cached.write_bytes(b"")
+    monkeypatch.setattr(dprange.optimized, "cache_path", lambda *args, **kwargs: cached)
+    assert auto_candidate(AllRange(AUTO_CACHED_MAX_N), 0.0, neighbours="add_remove", noise="auto") is not None
+    assert auto_candidate(AllRange(AUTO_CACHED_MAX_N + 1), 0.0, neighbours="add_remove", noise="auto") is None
 
 
 def test_release_with_auto_uses_the_optimised_strategy_where_it_is_best():

@@ -437,12 +437,17 @@ class Optimized(Mechanism):
 #: n = 256 took 10 s); above it only a cached strategy is ranked.
 AUTO_OPTIMIZE_MAX_N = 128
 
+#: Largest n for which ``auto`` ranks a cached optimised strategy: its release goes through
+#: the dense covariance (10^6 records: 0.98 s at n = 1024 but 130 s at 4096, benchmarks/
+#: optimized.py), so above this ``auto`` keeps to the fast mechanisms.
+AUTO_CACHED_MAX_N = 1024
+
 
 def auto_candidate(workload: Workload, delta: float, *, neighbours: str, noise: str) -> Optimized | None:
     """The optimised mechanism ``select`` ranks for ``workload``: for n <= AUTO_OPTIMIZE_MAX_N,
-    or up to the dense limit when its strategy is already in the disk cache; else None."""
+    or up to AUTO_CACHED_MAX_N when its strategy is already in the disk cache; else None."""
     n = workload.n
-    if n > DENSE_COVARIANCE_LIMIT:
+    if n > min(DENSE_COVARIANCE_LIMIT, AUTO_CACHED_MAX_N):
         return None
     mech = Optimized(workload, neighbours=neighbours, noise=noise)
     template = mech.resolved_template(delta)
