@@ -211,3 +211,18 @@ def test_integer_counts_keep_the_input_errors():
         np.eye(10, dtype=int)[3] + np.eye(10, dtype=int)[9],
     )
     assert dom.histogram(np.arange(10)).dtype == np.int64
+
+
+def test_one_pass_with_exact_nodes_equals_per_query():
+    # Some nodes measured without noise (variance 0), one parent with only exact children.
+    tree = TreeStrategy(20, 3, measure_root=True)
+    variances: list = [np.random.default_rng(d).uniform(0.5, 2.0, tree.level_sizes[d]) for d in range(tree.depth + 1)]
+    variances[-1][[0, 1, 2, 7, 19]] = 0.0
+    variances[-2][4] = 0.0
+    model = tree_error_model(tree, variances)
+    got = model.prefix_variances()
+    prefix, rest, bins, _ = _per_query(model, 20)
+    np.testing.assert_allclose(got.prefix, prefix, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got.rest, rest, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(got.bins, bins, rtol=1e-12, atol=1e-12)
+    assert got.bins[[0, 1, 2, 7, 19]].max() == 0.0

@@ -385,8 +385,8 @@ class Domain:
         outside 0..bins-1, so checking the offsets' min and max is exact."""
         counts = np.zeros(self.bins, dtype=np.int64)
         step = self._count_step()
-        offsets = np.empty(min(arr.size, step), dtype=np.int64)
         lo = np.int64(self.lo)
+        offsets = np.empty(min(arr.size, step) if lo else 0, dtype=np.int64)
         for start in range(0, arr.size, step):
             chunk = arr[start : start + step]
             shifted = np.subtract(chunk, lo, out=offsets[: chunk.size]) if lo else chunk

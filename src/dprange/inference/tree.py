@@ -345,13 +345,19 @@ def _children(model: TreeErrorModel, depth: int, first: int, parent: _DescentSta
     flat[:real] = np.asarray(model.from_below_variance[depth + 1], dtype=float)[lo : lo + real]
     w = flat.reshape(count, b)
     big_w = np.asarray(model._child_variance_sums[depth], dtype=float)[first : first + count, None]
-    w_before = np.cumsum(w, axis=1) - w
-    share = _safe_div(w, big_w)
-    alpha = _safe_div(w_before, big_w)
-    before = parent.before[:, None] + alpha * (alpha * parent.own[:, None] + 2 * parent.cross[:, None])
-    before += w_before - _safe_div(w_before**2, big_w)
-    cross = share * (parent.cross[:, None] + alpha * parent.own[:, None]) - _safe_div(w_before * w, big_w)
-    own = share**2 * parent.own[:, None] + w - _safe_div(w**2, big_w)
+    inverse = _safe_div(1.0, big_w)  # 0 where a parent's children are all exact
+    w_before = np.cumsum(w, axis=1)
+    w_before -= w
+    share = w * inverse
+    alpha = w_before * inverse
+    own_u, cross_u = parent.own[:, None], parent.cross[:, None]
+    before = alpha * own_u
+    before += 2 * cross_u
+    before *= alpha
+    before += parent.before[:, None]
+    before += w_before * (1.0 - alpha)
+    cross = share * (cross_u + alpha * own_u) - alpha * w
+    own = share * share * own_u + w * (1.0 - share)
     root_before = parent.root_before[:, None] + alpha * parent.root_own[:, None]
     root_own = share * parent.root_own[:, None]
     moments = (before, cross, own, root_before, root_own)
