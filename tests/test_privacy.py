@@ -472,12 +472,17 @@ def test_noise_scale_rounding_never_exceeds_epsilon():
         assert spec.scale == pytest.approx(1 / eps, rel=1e-15)
 
 
+from dprange.inference.tree import PrefixVariances  # noqa: E402
+
+
 class NaNError(Flat):
     """A candidate whose exact error is NaN (as Wavelet's was under a tiny epsilon)."""
 
     def error_model(self, n, epsilon, *, delta=0.0):
         model = super().error_model(n, epsilon, delta=delta)
         model.range_variance = lambda lo, hi: np.full(np.broadcast(np.asarray(lo), np.asarray(hi)).shape, np.nan)
+        nan = np.full(n, np.nan)
+        model.prefix_variances = lambda: PrefixVariances(nan, nan, nan, np.nan)  # the one-pass path too
         return model
 
 

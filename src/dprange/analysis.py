@@ -63,6 +63,9 @@ def query_variances(model, workload: Workload) -> np.ndarray:
     """The exact variance of every query of ``workload`` under an error model."""
     if workload.m > MAX_LISTED_QUERIES:
         raise ParameterError(f"{workload.m} queries are too many to list; use expected_error")
+    one_pass = _one_pass_variances(model, workload)
+    if one_pass is not None:
+        return one_pass.prefix if isinstance(workload, Prefix) else one_pass.bins
     lohi = workload.ranges()
     if lohi is not None:
         return np.asarray(model.range_variance(*lohi), dtype=float)
@@ -74,12 +77,31 @@ def query_variances(model, workload: Workload) -> np.ndarray:
     return out
 
 
+def _one_pass_variances(model, workload: Workload):
+    """The model's one-pass prefix / bin variances (tree models) when the workload's queries
+    are exactly the n prefixes or the n bins, else None."""
+    if type(workload) not in (Prefix, Identity) or not hasattr(model, "prefix_variances"):
+        return None
+    return model.prefix_variances()
+
+
+def _prefix_variances(model, n: int) -> np.ndarray:
+    """Var(x_0 + ... + x_k) for every k: one tree pass when the model has it, else n ranges."""
+    if hasattr(model, "prefix_variances"):
+        return model.prefix_variances().prefix
+    ks = np.arange(n, dtype=np.int64)
+    return np.asarray(model.range_variance(np.zeros(n, dtype=np.int64), ks), dtype=float)
+
+
 def workload_error(model, workload: Workload) -> float:
-    """Average variance over the workload's queries, with the all-range identity."""
+    """Average variance over the workload's queries, with the all-range identity.
+
+    Prefix, bin and all-range workloads on tree models take their n variances from one
+    top-down pass over the tree (:meth:`~dprange.inference.tree.TreeErrorModel.prefix_variances`).
+    """
     n = workload.n
     if isinstance(workload, AllRange):
-        ks = np.arange(n, dtype=np.int64)
-        prefix = np.asarray(model.range_variance(np.zeros(n, dtype=np.int64), ks), dtype=float)
+        prefix = _prefix_variances(model, n)
         weights = (n - np.arange(n)).astype(float)
         combined = float(np.asarray(model.query_variance(weights[None, :])).ravel()[0])
         return ((n + 1) * prefix.sum() - combined) / workload.m

@@ -82,6 +82,9 @@ class CumulativeEstimate:
         """(Var P_j, Var R_j, Var T) for every j: P_j = x_0..x_j, R_j = x_{j+1}..x_{n-1}, T the
         total (0 when public).  Every statistic P_j - f T is a linear query whose exact
         variance follows from these three (see :meth:`_linear_sd`)."""
+        if hasattr(self.error_model, "prefix_variances"):  # tree models: one O(nodes) pass
+            one_pass = self.error_model.prefix_variances()
+            return one_pass.prefix, one_pass.rest, 0.0 if self.public_total is not None else one_pass.total
         idx = np.arange(self.n)
         var_prefix = np.asarray(self.error_model.range_variance(np.zeros(self.n, dtype=np.int64), idx), dtype=float)
         var_rest = np.zeros(self.n)

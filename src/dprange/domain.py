@@ -42,6 +42,8 @@ MAX_INTEGER_BOUND = 2**62
 EXACT_FLOAT_INTEGER = 2**53
 _INT64_MAX = np.iinfo(np.int64).max
 _EDGE_CHUNK = 2**20
+#: Values per chunk when bucketizing integers (a few int64 temporaries of this size).
+_INTEGER_CHUNK = 2**18
 
 
 # ----------------------------------------------------------------------------- columns
@@ -326,13 +328,16 @@ class Domain:
 
     def bucketize(self, values, *, clip: bool = False, drop_missing: bool = False) -> np.ndarray:
         """Bin index of every value (int64).  O(len(values) log bins).  See the module doc for rules."""
-        for name, flag in (("clip", clip), ("drop_missing", drop_missing)):
-            if not isinstance(flag, (bool, np.bool_)):
-                raise ParameterError(f"{name} must be True or False, got {flag!r}")
-        arr = _drop_missing(column_array(values), drop_missing)
+        arr = self._column(values, clip, drop_missing)
         if self.kind == "integers":
             return self._integer_bins(arr, clip)
         return self._interval_bins(arr, clip)
+
+    def _column(self, values, clip, drop_missing) -> np.ndarray:
+        for name, flag in (("clip", clip), ("drop_missing", drop_missing)):
+            if not isinstance(flag, (bool, np.bool_)):
+                raise ParameterError(f"{name} must be True or False, got {flag!r}")
+        return _drop_missing(column_array(values), drop_missing)
 
     def _check_bounds(self, arr: np.ndarray, low, high, clip: bool) -> np.ndarray:
         outside = (arr < low) | (arr > high)
@@ -346,18 +351,84 @@ class Domain:
         return arr
 
     def _integer_bins(self, arr: np.ndarray, clip: bool) -> np.ndarray:
-        if arr.dtype.kind == "f":
+        clipping = self._check_integers(arr, clip)
+        if not clipping and arr.dtype == np.int64:
+            return arr - np.int64(self.lo)
+        index = np.empty(arr.size, dtype=np.int64)
+        for start in range(0, arr.size, _INTEGER_CHUNK):
+            stop = start + _INTEGER_CHUNK
+            index[start:stop] = self._integer_offsets(arr[start:stop], clipping)
+        return index
+
+    def _integer_counts(self, arr: np.ndarray, clip: bool) -> np.ndarray:
+        """Bin counts of an integer domain: bincount in cache-sized chunks, each checked by its
+        min and max (O(chunk) temporaries, no float64 round trip)."""
+        if arr.dtype == np.int64:
+            counts = self._checked_int64_counts(arr)
+            if counts is not None:
+                return counts
+        clipping = self._check_integers(arr, clip)  # raises the error, or says what to clip
+        counts = np.zeros(self.bins, dtype=np.int64)
+        step = self._count_step()
+        for start in range(0, arr.size, step):
+            counts += np.bincount(self._integer_offsets(arr[start : start + step], clipping), minlength=self.bins)
+        return counts
+
+    def _count_step(self) -> int:
+        """Values per chunk when counting: each chunk's bincount also costs O(bins)."""
+        return max(_INTEGER_CHUNK, self.bins)
+
+    def _checked_int64_counts(self, arr: np.ndarray) -> np.ndarray | None:
+        """Counts of int64 values all within the bounds, or None as soon as a chunk is not.
+
+        value - lo may wrap around in int64 only for values out of bounds, and then it lands
+        outside 0..bins-1, so checking the offsets' min and max is exact."""
+        counts = np.zeros(self.bins, dtype=np.int64)
+        step = self._count_step()
+        lo = np.int64(self.lo)
+        offsets = np.empty(min(arr.size, step) if lo else 0, dtype=np.int64)
+        for start in range(0, arr.size, step):
+            chunk = arr[start : start + step]
+            shifted = np.subtract(chunk, lo, out=offsets[: chunk.size]) if lo else chunk
+            if shifted.min() < 0 or shifted.max() >= self.bins:
+                return None
+            counts += np.bincount(shifted, minlength=self.bins)
+        return counts
+
+    def _check_integers(self, arr: np.ndarray, clip: bool) -> bool:
+        """Raise DomainError for non-integers or (unless ``clip``) values out of bounds; True
+        when some values must be clipped.  One min/max pass, chunks for the rest."""
+        is_float = arr.dtype.kind == "f"
+        if is_float:
             if max(abs(self.lo), abs(self.hi)) > EXACT_FLOAT_INTEGER:
                 raise DomainError(
                     "this integer domain reaches beyond 2^53, where float values cannot represent its integers "
                     "exactly; give integer (int64) values"
                 )
-            if arr.size and not np.all(np.isinf(arr) | (arr == np.floor(arr))):
+            if not all(_all_integral(arr[i : i + _INTEGER_CHUNK]) for i in range(0, arr.size, _INTEGER_CHUNK)):
                 raise DomainError("the integer domain got non-integer values; use Domain.interval for real values")
-            arr = self._check_bounds(arr, float(self.lo), float(self.hi), clip).astype(np.int64)
-        else:
-            arr = self._check_bounds(arr, self.lo, self.hi, clip)
-        return arr - np.int64(self.lo)
+        if arr.size == 0:
+            return False
+        low, high = (float(self.lo), float(self.hi)) if is_float else (self.lo, self.hi)
+        if arr.min() >= low and arr.max() <= high:
+            return False
+        if not clip:
+            outside = sum(
+                int(np.count_nonzero((chunk < low) | (chunk > high)))
+                for chunk in (arr[i : i + _INTEGER_CHUNK] for i in range(0, arr.size, _INTEGER_CHUNK))
+            )
+            raise DomainError(
+                f"{private(outside)} values lie outside the public bounds [{self.lo}, {self.hi}]; "
+                "widen the bounds or pass clip=True to clip them"
+            )
+        return True
+
+    def _integer_offsets(self, chunk: np.ndarray, clipping: bool) -> np.ndarray:
+        """value - lo as int64 for checked values (clipped to the bounds when ``clipping``)."""
+        if clipping:
+            low, high = (float(self.lo), float(self.hi)) if chunk.dtype.kind == "f" else (self.lo, self.hi)
+            chunk = np.clip(chunk, low, high)
+        return chunk.astype(np.int64, copy=False) - np.int64(self.lo)
 
     def _interval_bins(self, arr: np.ndarray, clip: bool) -> np.ndarray:
         if arr.dtype.kind != "f":
@@ -372,7 +443,10 @@ class Domain:
 
     def histogram(self, values, *, clip: bool = False, drop_missing: bool = False) -> np.ndarray:
         """Exact (private!) bin counts of ``values``: feed them to a mechanism, never publish them."""
-        index = self.bucketize(values, clip=clip, drop_missing=drop_missing)
+        arr = self._column(values, clip, drop_missing)
+        if self.kind == "integers":
+            return self._integer_counts(arr, clip)
+        index = self._interval_bins(arr, clip)
         return np.bincount(index, minlength=self.bins).astype(np.int64)
 
     def index_of(self, value) -> np.ndarray:
@@ -422,6 +496,11 @@ def _edge_bins(arr: np.ndarray, lo: float, hi: float, bins: int, edges: np.ndarr
             return index
         index = index - low + high
     return np.minimum(np.searchsorted(edges, arr, side="right") - 1, bins - 1).astype(np.int64)
+
+
+def _all_integral(chunk: np.ndarray) -> bool:
+    """Every float is a whole number or infinite (infinities are out of bounds, not fractions)."""
+    return bool(np.all(np.isinf(chunk) | (chunk == np.floor(chunk))))
 
 
 def _drop_missing(arr, drop_missing: bool) -> np.ndarray:

@@ -37,6 +37,7 @@ from .bootstrap import bootstrap, check_reps
 from .cdf import CumulativeEstimate
 from .domain import Domain
 from .errors import ParameterError
+from .inference.tree import bin_variances
 from .provenance import Provenance
 
 __all__ = [
@@ -224,10 +225,9 @@ class Release:
 
     def histogram(self) -> Answer:
         """Estimated count of every bin."""
-        idx = np.arange(self.n)
         return Answer(
             self.estimate,
-            lambda: self.error_model.range_variance(idx, idx),
+            lambda: bin_variances(self.error_model, self.n),
             tails=self._tails,
             factor=self._one_sided_factor,
         )

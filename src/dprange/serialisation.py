@@ -92,6 +92,11 @@ def jsonable(obj):
 def stderr_chunks(release, chunk: int | None = None) -> Iterator[np.ndarray]:
     """Standard errors of the histogram bins, ``chunk`` (default STDERR_CHUNK) bins at a time."""
     chunk = STDERR_CHUNK if chunk is None else chunk
+    if hasattr(release.error_model, "prefix_variances"):  # tree models: all bins in one pass
+        bins = release.error_model.prefix_variances().bins
+        for start in range(0, release.n, chunk):
+            yield np.sqrt(bins[start : start + chunk])
+        return
     for start in range(0, release.n, chunk):
         idx = np.arange(start, min(release.n, start + chunk), dtype=np.int64)
         variance = np.asarray(release.error_model.range_variance(idx, idx), dtype=float)

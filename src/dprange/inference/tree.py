@@ -39,6 +39,8 @@ per batch of queries, with prefix sums of w for the covered siblings.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..errors import ParameterError
@@ -170,6 +172,19 @@ class TreeErrorModel:
         # Clear the rounding residue of exact zeros (e.g. the public total); never biases.
         return np.maximum(variance, 0.0).reshape(shape)
 
+    def prefix_variances(self) -> PrefixVariances:
+        """Var of every prefix, every suffix and every bin, from one top-down O(nodes) pass.
+
+        Equal to ``range_variance(0, j)``, ``range_variance(j + 1, n - 1)`` and
+        ``range_variance(j, j)`` for all j at once (see :func:`one_pass_variances`), without
+        the O(n depth) cost of asking for n ranges.  Computed once per model and kept.
+        """
+        cached = getattr(self, "_prefix_variances", None)
+        if cached is None:
+            cached = one_pass_variances(self)
+            self._prefix_variances = cached
+        return cached
+
     def query_variance(self, weights) -> np.ndarray:
         """Exact variance of the estimate of sum_i q_i x_i for each row q of ``weights``.
 
@@ -224,6 +239,145 @@ class TreeEstimate(TreeErrorModel):
     def node_estimate(self, depth: int) -> np.ndarray:
         """Consistent estimates of the real nodes at ``depth`` (0 = root)."""
         return self._nodes[depth]
+
+
+#: Nodes per block of the top-down pass: a block's few state arrays stay in the CPU cache.
+ONE_PASS_BLOCK = 1 << 15
+
+
+@dataclass(frozen=True)
+class PrefixVariances:
+    """Exact variances of the tree GLS estimate, one entry per bin j (a tree of n bins).
+
+    prefix : Var(x_0 + ... + x_j).
+    rest : Var(x_{j+1} + ... + x_{n-1}) (0 for j = n - 1).
+    bins : Var(x_j).
+    total : Var(x_0 + ... + x_{n-1}) (0 when the total is public).
+    """
+
+    prefix: np.ndarray
+    rest: np.ndarray
+    bins: np.ndarray
+    total: float
+
+
+@dataclass
+class _DescentState:
+    """Per-node moments of the top-down pass over a block of nodes at one depth.
+
+    For a node u with smoothed error e_u = x_u - xhat_u and A_u the error of the estimate of
+    all bins left of u: ``before`` = Var A_u, ``cross`` = Cov(A_u, e_u), ``own`` = Var e_u,
+    ``root_before`` = Cov(e_root, A_u), ``root_own`` = Cov(e_root, e_u).
+    """
+
+    before: np.ndarray
+    cross: np.ndarray
+    own: np.ndarray
+    root_before: np.ndarray
+    root_own: np.ndarray
+
+
+def one_pass_variances(model: TreeErrorModel) -> PrefixVariances:
+    """All prefix, suffix and bin variances of tree GLS in one top-down O(nodes) pass.
+
+    The smoothed errors of tree GLS form a Gaussian tree (the Rauch-Tung-Striebel form of
+    the smoother; Hay et al., PVLDB 2010; Qardaji et al., PVLDB 2013, section 3.3): the root
+    error e_root has variance P_root and, below a node u with children c (from-below
+    variances w_c, W_u their sum), e_c = (w_c / W_u) e_u + r_c, where r is independent of
+    everything above u and across nodes, with covariance C_u = diag(w) - w w^T / W_u.
+    Writing a_c = w_c / W_u and alpha_k = sum_{c<k} a_c, the moments of
+    :class:`_DescentState` of child k follow from its parent's:
+
+        before_k = before_u + alpha_k^2 own_u + 2 alpha_k cross_u + W_<k - W_<k^2 / W_u,
+        cross_k  = a_k (cross_u + alpha_k own_u) - W_<k w_k / W_u,
+        own_k    = a_k^2 own_u + w_k - w_k^2 / W_u,
+        root_before_k = root_before_u + alpha_k root_own_u,   root_own_k = a_k root_own_u,
+
+    (W_<k the sum of w over the siblings before k), and at a bin j
+    Var(prefix_j) = before + 2 cross + own, Var(rest_j) = P_root + Var(prefix_j) -
+    2 (root_before + root_own).  The pass runs in blocks of :data:`ONE_PASS_BLOCK` nodes so
+    its temporaries stay in cache; O(number of nodes) time, O(n) memory for the result.
+    """
+    tree = model.strategy
+    n = tree.n
+    if tree.level_sizes[0] != 1:
+        raise ParameterError("the one-pass variances need a tree with a single root")
+    out = PrefixVariances(np.empty(n), np.empty(n), np.empty(n), float(max(model.root_variance, 0.0)))
+    p_root = model.root_variance
+    zero = np.zeros(1)
+    root = _DescentState(zero, zero, np.array([p_root]), zero, np.array([p_root]))
+    _descend(model, 0, 0, root, out)
+    np.maximum(out.prefix, 0.0, out=out.prefix)
+    np.maximum(out.rest, 0.0, out=out.rest)
+    np.maximum(out.bins, 0.0, out=out.bins)
+    out.rest[-1] = 0.0
+    return out
+
+
+def _descend(model: TreeErrorModel, depth: int, first: int, state: _DescentState, out: PrefixVariances) -> None:
+    """Carry the moments of nodes first.. at ``depth`` down to the bins, block by block."""
+    tree = model.strategy
+    if depth == tree.depth:
+        _write_bins(first, state, model.root_variance, out)
+        return
+    b = tree.branching[depth]
+    parents = state.own.size
+    step = max(1, ONE_PASS_BLOCK // b)
+    for start in range(0, parents, step):
+        stop = min(parents, start + step)
+        block = _DescentState(*(getattr(state, f)[start:stop] for f in _STATE_FIELDS))
+        child_first = (first + start) * b
+        _descend(model, depth + 1, child_first, _children(model, depth, first + start, block), out)
+
+
+_STATE_FIELDS = ("before", "cross", "own", "root_before", "root_own")
+
+
+def _children(model: TreeErrorModel, depth: int, first: int, parent: _DescentState) -> _DescentState:
+    """The moments of the children of parents first.. at ``depth`` (the real ones only)."""
+    tree = model.strategy
+    b = tree.branching[depth]
+    count = parent.own.size
+    size = tree.level_sizes[depth + 1]
+    lo = first * b
+    real = min(size, lo + count * b) - lo
+    flat = np.zeros(count * b)
+    flat[:real] = np.asarray(model.from_below_variance[depth + 1], dtype=float)[lo : lo + real]
+    w = flat.reshape(count, b)
+    big_w = np.asarray(model._child_variance_sums[depth], dtype=float)[first : first + count, None]
+    inverse = _safe_div(1.0, big_w)  # 0 where a parent's children are all exact
+    w_before = np.cumsum(w, axis=1)
+    w_before -= w
+    share = w * inverse
+    alpha = w_before * inverse
+    own_u, cross_u = parent.own[:, None], parent.cross[:, None]
+    before = alpha * own_u
+    before += 2 * cross_u
+    before *= alpha
+    before += parent.before[:, None]
+    before += w_before * (1.0 - alpha)
+    cross = share * (cross_u + alpha * own_u) - alpha * w
+    own = share * share * own_u + w * (1.0 - share)
+    root_before = parent.root_before[:, None] + alpha * parent.root_own[:, None]
+    root_own = share * parent.root_own[:, None]
+    moments = (before, cross, own, root_before, root_own)
+    return _DescentState(*(m.ravel()[:real] for m in moments))
+
+
+def _write_bins(first: int, state: _DescentState, root_variance: float, out: PrefixVariances) -> None:
+    stop = first + state.own.size
+    prefix = state.before + 2 * state.cross + state.own
+    out.prefix[first:stop] = prefix
+    out.bins[first:stop] = state.own
+    out.rest[first:stop] = root_variance + prefix - 2 * (state.root_before + state.root_own)
+
+
+def bin_variances(model, n: int) -> np.ndarray:
+    """Var of each of the n bins' estimates: the one-pass values for tree models, else n ranges."""
+    if hasattr(model, "prefix_variances"):
+        return model.prefix_variances().bins
+    idx = np.arange(n)
+    return np.asarray(model.range_variance(idx, idx), dtype=float)
 
 
 def compact_variances(value):
