@@ -26,6 +26,7 @@ from dprange.data_aware import (
 )
 from dprange.errors import ParameterError
 from dprange.provenance import Provenance
+from dprange.release import Release
 
 
 # ------------------------------------------------------------------------- partition
@@ -181,7 +182,21 @@ def test_dawa_accounting_and_honest_error_fields():
             assert Fraction(r.epsilon) >= spent(steps) and r.epsilon <= epsilon
             assert r.exact_error_bars is False
             assert r.provenance.data_dependent is True
+            # no answer claims a coverage: standard errors and intervals are NaN
+            assert np.isnan(r.range(0, 10).stderr) and np.all(np.isnan(r.range(0, 10).confidence_interval()))
+            assert np.isfinite(r.noise_only_stderr(0, 10)) and r.noise_only_stderr(0, 10) > 0
             assert Provenance.from_dict(r.provenance.to_dict()) == r.provenance
+
+
+def test_saved_data_aware_release_says_why_it_has_no_error_bars():
+    for mech in (DAWA(), MWEM(rounds=3)):
+        r = mech.release(counts_example(), 1.0, rng=1)
+        saved = r.to_dict()
+        assert saved["error_bars"].startswith("not available: private data-dependent choices")
+        assert saved["total"]["stderr"] is None and saved["deciles"]["lower"] is None
+        loaded = Release.from_json(r.to_json())
+        assert loaded.exact_error_bars is False and loaded.provenance == r.provenance
+        np.testing.assert_allclose(loaded.estimate, r.estimate)
 
 
 def test_dawa_is_reproducible_from_a_seed_and_expands_uniformly():
@@ -198,9 +213,9 @@ def test_dawa_is_reproducible_from_a_seed_and_expands_uniformly():
 
 def test_dawa_noise_only_error_model_equals_the_dense_covariance():
     x = counts_example(n=24, seed=2)
-    r = DAWA(branching=3).release(x, 0.4, rng=5)
-    reduced = r.error_model.reduced
-    starts = r.error_model.starts
+    r = DAWA(bucket_branching=3).release(x, 0.4, rng=5)
+    model = r.noise_only_error_model
+    reduced, starts = model.reduced, model.starts
     k = starts.size
     eye = np.eye(k)
     single = reduced.query_variance(eye)
@@ -215,10 +230,10 @@ def test_dawa_noise_only_error_model_equals_the_dense_covariance():
     full = expand @ cov @ expand.T
     lo, hi = np.triu_indices(x.size)
     dense = np.array([full[a : b + 1, a : b + 1].sum() for a, b in zip(lo, hi)])
-    np.testing.assert_allclose(r.error_model.range_variance(lo, hi), dense, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(model.range_variance(lo, hi), dense, rtol=1e-9, atol=1e-9)
     np.testing.assert_allclose(r.noise_only_stderr(lo, hi), np.sqrt(dense), rtol=1e-9)
     w = np.random.default_rng(0).normal(size=(5, x.size))
-    np.testing.assert_allclose(r.error_model.query_variance(w), np.einsum("qi,ij,qj->q", w, full, w), rtol=1e-9)
+    np.testing.assert_allclose(model.query_variance(w), np.einsum("qi,ij,qj->q", w, full, w), rtol=1e-9)
 
 
 def test_dawa_bootstrap_reruns_public_post_processing_only():

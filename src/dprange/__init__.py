@@ -24,6 +24,7 @@ from .analysis import expected_error, max_error, select
 from .api import quantiles, release  # after the submodule dprange.release is loaded: the name is the function
 from .cdf_trees import best_structure
 from .contingency import release_table
+from .data_aware import DAWA, MWEM
 from .inference.consistency import consistent_cdf
 from .matrix import Matrix
 from .multidim import KDHierarchy, Kronecker, Quadtree
@@ -34,6 +35,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Answer",
+    "DAWA",
     "ConvergenceWarning",
     "DataError",
     "Domain",
@@ -44,6 +46,7 @@ __all__ = [
     "KDHierarchy",
     "Kronecker",
     "Matrix",
+    "MWEM",
     "Mechanism",
     "ParameterError",
     "ProductDomain",

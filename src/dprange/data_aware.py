@@ -23,7 +23,7 @@ from fractions import Fraction
 import numpy as np
 
 from ._params import Custom, Integer, Param
-from ._validation import check_delta, check_epsilon, exact_sum, fit_budget, float_at_least
+from ._validation import check_delta, check_epsilon, check_positive_int, exact_sum, fit_budget, float_at_least
 from .bootstrap import check_reps, resample_leaves
 from .errors import ParameterError
 from .inference.tree import flat_ranges
@@ -31,6 +31,7 @@ from .mechanisms import Hierarchical, Mechanism, check_counts, is_seeded
 from .noise import NoiseSpec, resolve_rng
 from .provenance import Provenance
 from .quantile_mechanisms import exact_choice
+from .registry import MECHANISMS, Citation
 from .release import Release
 
 __all__ = ["DAWA", "MWEM", "DataAwareRelease", "dyadic_partition", "mwem_update"]
@@ -105,30 +106,28 @@ def dyadic_partition(level_costs: list[np.ndarray], n: int, penalty: float) -> n
     """Start bins of the partition into aligned dyadic buckets minimising
     sum_B (cost(B) + penalty), singletons costing 0 + penalty: a bottom-up pass over the
     levels, O(n) given the costs (``level_costs[l]``: the buckets of size 2^(l+1), the last
-    one truncated at n; a truncated bucket equal to a lower one keeps the lower one's cost).
+    one truncated at n; a truncated bucket equal to a lower one keeps the lower one's cost),
+    then a top-down pass giving each bin its highest merged bucket.  Vectorised per level.
     Ties go to the merged bucket (post-processing)."""
     best = np.full(n, float(penalty))
-    starts: list[list[int]] = [[i] for i in range(n)]
+    merged_by_level = []
     for costs in level_costs:
-        merged_cost = costs + penalty
         pairs = (best.size + 1) // 2
         split_cost = np.zeros(pairs)
         np.add.at(split_cost, np.arange(best.size) // 2, best)
-        new_best = np.empty(pairs)
-        new_starts: list[list[int]] = []
-        for j in range(pairs):
-            children = starts[2 * j : 2 * j + 2]
-            if len(children) == 1:  # a truncated bucket equal to its one child: no new candidate
-                new_best[j] = split_cost[j]
-                new_starts.append(children[0])
-            elif merged_cost[j] <= split_cost[j]:
-                new_best[j] = merged_cost[j]
-                new_starts.append([children[0][0]])
-            else:
-                new_best[j] = split_cost[j]
-                new_starts.append([b for child in children for b in child])
-        best, starts = new_best, new_starts
-    return np.asarray(starts[0], dtype=np.int64)
+        merged = costs + penalty <= split_cost
+        if best.size % 2:  # the last pair has one child: the same bucket, no new candidate
+            merged[-1] = False
+        best = np.where(merged, costs + penalty, split_cost)
+        merged_by_level.append(merged)
+    owner = np.full(n, -1, dtype=np.int64)
+    for size, merged in zip(reversed(dyadic_levels(n)), reversed(merged_by_level)):
+        node_start = np.arange(0, n, size)
+        bin_node = np.arange(n) // size
+        take = merged[bin_node] & (owner < 0)
+        owner[take] = node_start[bin_node[take]]
+    owner = np.where(owner < 0, np.arange(n), owner)
+    return np.unique(owner)
 
 
 # ----------------------------------------------------------------------------------------
@@ -188,18 +187,23 @@ class UnknownErrorModel:
 
 class DataAwareRelease(Release):
     """A release from a data-aware mechanism: ``exact_error_bars`` is False (its bias is
-    data-dependent); answers carry the noise-only standard error (:meth:`noise_only_stderr`);
-    :meth:`bootstrap` re-runs only public post-processing."""
+    data-dependent), so its answers' standard errors and intervals are NaN, as for NNLS / L1:
+    nothing claims a coverage it does not have.  The noise-only standard error (given the
+    private choices, excluding the bias) has its own name, :meth:`noise_only_stderr`, from
+    ``noise_only_error_model`` (None for MWEM); :meth:`bootstrap` re-runs only public
+    post-processing."""
 
-    def __init__(self, estimate, error_model, provenance, *, domain=None, reduced=None):
-        super().__init__(estimate, error_model, provenance, domain=domain, measurements=None)
+    def __init__(self, estimate, provenance, *, domain=None, noise_only_error_model=None, reduced=None):
+        super().__init__(estimate, UnknownErrorModel(np.size(estimate)), provenance, domain=domain)
+        self.noise_only_error_model = noise_only_error_model
         self._reduced = reduced  # (measurements, inference, starts) for DAWA, None for MWEM
 
     def noise_only_stderr(self, lo, hi) -> np.ndarray:
         """Standard error of the ranges lo..hi due to the measurement noise alone, given the
-        private choices (partition, selected queries); excludes the data-dependent bias."""
+        private choices (the partition); excludes the data-dependent bias.  NaN for MWEM."""
         lo, hi = self._check_ranges(lo, hi)
-        return np.sqrt(self.error_model.range_variance(lo, hi))
+        model = self.noise_only_error_model or self.error_model
+        return np.sqrt(model.range_variance(lo, hi))
 
     def bootstrap(self, lo, hi, *, reps: int = 200, rng=None) -> np.ndarray:
         """Parametric bootstrap of the noise-only error: re-draw the reduced measurements'
@@ -284,17 +288,19 @@ class DAWA(Mechanism):
     """
 
     name = "dawa"
+    #: The error model depends on the data (a private partition): no data-free design.
+    data_aware = True
 
     PARAMS = (
         Param("ratio", SHARE, "share of epsilon spent on the partition", default=0.25),
-        Param("branching", Integer(2), "branching factor of the hierarchy on the buckets", default=2),
+        Param("bucket_branching", Integer(2), "branching factor of the hierarchy on the buckets", default=2),
         *Mechanism.PARAMS,
     )
     ratio: float
-    branching: int
+    bucket_branching: int
 
     def parameters(self) -> dict:
-        return {"ratio": self.ratio, "branching": self.branching, **super().parameters()}
+        return {"ratio": self.ratio, "bucket_branching": self.bucket_branching, **super().parameters()}
 
     def budgets(self, epsilon: float) -> tuple[float, float]:
         """(partition, measurement) shares, exact sum at most epsilon."""
@@ -311,6 +317,25 @@ class DAWA(Mechanism):
         costs = noisy_level_costs(counts, specs, resolve_rng(rng))
         return dyadic_partition(costs, counts.size, 1.0 / epsilon_measure)
 
+    def inner(self) -> Hierarchical:
+        """The hierarchy measured on the bucket totals."""
+        return Hierarchical(
+            self.bucket_branching,
+            neighbours=self.neighbours,
+            noise=self.noise,
+            inference=self.inference,
+            inference_options=self.inference_options,
+        )
+
+    def strategy(self, n: int):
+        """The data-free worst case checked before any count is read: the hierarchy on n
+        buckets (every bin its own bucket)."""
+        return self.inner().strategy(n)
+
+    def noise_specs(self, strategy, epsilon: float, delta: float) -> list[NoiseSpec]:
+        """The measurement step's noise on ``strategy`` with its share of epsilon."""
+        return self.inner().noise_specs(strategy, self.budgets(check_epsilon(epsilon))[1], delta)
+
     def measure(self, counts, epsilon, *, delta=0.0, rng=None):
         raise ParameterError("DAWA's measurements depend on a private partition; call release(...)")
 
@@ -325,13 +350,7 @@ class DAWA(Mechanism):
         eps_partition, eps_measure = self.budgets(epsilon)
         starts = self.partition(counts, eps_partition, eps_measure, source)
         reduced = np.add.reduceat(counts, starts)
-        inner = Hierarchical(
-            self.branching,
-            neighbours=self.neighbours,
-            noise=self.noise,
-            inference=self.inference,
-            inference_options=self.inference_options,
-        )
+        inner = self.inner()
         measurements = inner.measure(reduced, eps_measure, delta=delta, rng=source)
         estimate = inner.infer(measurements)
         sizes = np.append(starts[1:], counts.size) - starts
@@ -344,7 +363,11 @@ class DAWA(Mechanism):
         model = ExpandedErrorModel(estimate, starts, counts.size)
         leaves = np.repeat(estimate.leaves / sizes, sizes)
         return DataAwareRelease(
-            leaves, model, provenance, domain=domain, reduced=(measurements, self.inference, starts)
+            leaves,
+            provenance,
+            domain=domain,
+            noise_only_error_model=model,
+            reduced=(measurements, self.inference, starts),
         )
 
 
@@ -406,6 +429,8 @@ class MWEM(Mechanism):
     """
 
     name = "mwem"
+    #: The measured queries are chosen from the data: no data-free design or error model.
+    data_aware = True
 
     PARAMS = (
         Param("rounds", Integer(1), "number of rounds T", default=20),
@@ -419,6 +444,19 @@ class MWEM(Mechanism):
 
     def parameters(self) -> dict:
         return {"rounds": self.rounds, "total_share": self.total_share, "passes": self.passes, **super().parameters()}
+
+    def strategy(self, n: int) -> None:
+        """MWEM's measured queries are chosen privately from the data: no data-free shape."""
+        check_positive_int(n, "n")
+
+    def noise_specs(self, strategy, epsilon: float, delta: float) -> list[NoiseSpec]:
+        """The noise of the T measured answers (checked before any count is read)."""
+        if check_delta(delta) > 0:
+            raise ParameterError("MWEM here is pure epsilon-DP; pass delta=0")
+        if self.inference != "gls":
+            raise ParameterError("MWEM has no inference options: its estimate comes from multiplicative weights")
+        _, _, eps_measure = self.shares(check_epsilon(epsilon))
+        return [laplace_spec(eps_measure, 1)] * self.rounds
 
     def measure(self, counts, epsilon, *, delta=0.0, rng=None):
         raise ParameterError("MWEM's measurements depend on private selections; call release(...)")
@@ -437,8 +475,7 @@ class MWEM(Mechanism):
     def release(self, counts, epsilon, *, delta=0.0, rng=None, domain=None, workload=None) -> DataAwareRelease:
         counts = check_counts(counts)
         epsilon = check_epsilon(epsilon)
-        if check_delta(delta) > 0:
-            raise ParameterError("MWEM here is pure epsilon-DP; pass delta=0")
+        self.noise_specs(None, epsilon, delta)
         n = counts.size
         lo, hi = (np.zeros(n, dtype=np.int64), np.arange(n)) if workload is None else workload.ranges()
         lo, hi = np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)
@@ -480,4 +517,27 @@ class MWEM(Mechanism):
         provenance = data_aware_provenance(
             self, "discrete_laplace", params, steps, epsilon, 0.0, total if self.neighbours == "replace" else None, rng
         )
-        return DataAwareRelease(average / self.rounds, UnknownErrorModel(n), provenance, domain=domain)
+        return DataAwareRelease(average / self.rounds, provenance, domain=domain)
+
+
+MECHANISMS.add(
+    DAWA,
+    summary="data-aware: a private partition into near-uniform dyadic buckets, then a hierarchy on the buckets "
+    "(error bars noise-only, not exact)",
+    citation=Citation(
+        "Li, Hay, Miklau and Wang",
+        "A Data- and Workload-Aware Algorithm for Range Queries Under Differential Privacy",
+        "PVLDB 2014",
+    ),
+    auto=False,
+)
+MECHANISMS.add(
+    MWEM,
+    summary="data-aware: multiplicative weights with exponential-mechanism query selection (no closed-form error bars)",
+    citation=Citation(
+        "Hardt, Ligett and McSherry",
+        "A Simple and Practical Algorithm for Differentially Private Data Release",
+        "NIPS 2012",
+    ),
+    auto=False,
+)
