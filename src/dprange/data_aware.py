@@ -22,12 +22,13 @@ from fractions import Fraction
 
 import numpy as np
 
-from ._params import Custom, Integer, Param
+from ._params import Custom, Integer, OneOf, Param
 from ._validation import check_delta, check_epsilon, check_positive_int, exact_sum, fit_budget, float_at_least
+from .analysis import select
 from .bootstrap import check_reps, resample_leaves
 from .errors import ParameterError
 from .inference.tree import flat_ranges
-from .mechanisms import Hierarchical, Mechanism, check_counts, is_seeded
+from .mechanisms import Hierarchical, Mechanism, auto_hierarchies, check_counts, is_seeded
 from .noise import NoiseSpec, resolve_rng
 from .provenance import Provenance
 from .quantile_mechanisms import exact_choice
@@ -229,6 +230,18 @@ class DataAwareRelease(Release):
         return answers.std(axis=0, ddof=1).reshape(shape)
 
 
+BUCKET_WORKLOADS = ("all-range", "prefix")
+
+
+def check_branching(value, name: str) -> int | str:
+    """ "auto" or an integer >= 2."""
+    if value == "auto":
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 2:
+        raise ParameterError(f"{name} must be 'auto' or an integer >= 2, got {value!r}")
+    return int(value)
+
+
 def check_share(value, name: str) -> float:
     """A fraction of epsilon strictly between 0 and 1."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < 1:
@@ -282,13 +295,15 @@ class DAWA(Mechanism):
     Unlike the paper's interval search, candidate buckets are the aligned dyadic intervals, so
     each count lies in one candidate per level and the whole noisy cost vector is epsilon-DP by
     the Laplace mechanism (:func:`partition_noise`); the minimiser is exact in O(n log n).
-    Step 2 (the rest): a hierarchy with ``bucket_branching`` (not GreedyH) on the bucket
-    totals, measured and inferred by the ordinary pipeline; the estimate spreads each bucket's
-    total uniformly over its bins.
+    Step 2 (the rest): a hierarchy on the bucket totals (not GreedyH): ``bucket_branching``
+    "auto" picks, among the coarse grid of ``auto`` (b = 4..64), the one of least exact
+    expected error on ``bucket_workload`` over the buckets (all ranges of buckets by default;
+    the number of buckets is public once the partition is), measured and inferred by the
+    ordinary pipeline; the estimate spreads each bucket's total uniformly over its bins.
 
-    Defaults (ratio 0.1, branching 16; the paper uses 0.25 and GreedyH): chosen on the DPBench
-    shapes HEPTH, SEARCHLOGS and NETTRACE at epsilon 0.1 on prefixes, where they gave 0.89-0.94
-    of Hierarchical(16)'s error against 1.9-2.0 for (0.25, 2) (benchmarks/dpbench.py).
+    Default ratio 0.1 (the paper uses 0.25): on the DPBench shapes HEPTH, SEARCHLOGS and
+    NETTRACE at epsilon 0.1 on prefixes, ratio 0.1 with b = 16 gave 0.89-0.94 of
+    Hierarchical(16)'s error, ratio 0.25 1.14-1.23 (benchmarks/dpbench.py).
     """
 
     name = "dawa"
@@ -297,14 +312,31 @@ class DAWA(Mechanism):
 
     PARAMS = (
         Param("ratio", SHARE, "share of epsilon spent on the partition", default=0.1),
-        Param("bucket_branching", Integer(2), "branching factor of the hierarchy on the buckets", default=16),
+        Param(
+            "bucket_branching",
+            Custom(check_branching, "auto or an integer >= 2"),
+            "hierarchy on the buckets: auto (least exact expected error on the buckets' ranges) or a branching factor",
+            default="auto",
+        ),
+        Param(
+            "bucket_workload",
+            OneOf(BUCKET_WORKLOADS),
+            "with bucket_branching=auto: the ranges of buckets the hierarchy is chosen for",
+            default="all-range",
+        ),
         *Mechanism.PARAMS,
     )
     ratio: float
-    bucket_branching: int
+    bucket_branching: int | str
+    bucket_workload: str
 
     def parameters(self) -> dict:
-        return {"ratio": self.ratio, "bucket_branching": self.bucket_branching, **super().parameters()}
+        return {
+            "ratio": self.ratio,
+            "bucket_branching": self.bucket_branching,
+            "bucket_workload": self.bucket_workload,
+            **super().parameters(),
+        }
 
     def budgets(self, epsilon: float) -> tuple[float, float]:
         """(partition, measurement) shares, exact sum at most epsilon."""
@@ -321,15 +353,36 @@ class DAWA(Mechanism):
         costs = noisy_level_costs(counts, specs, resolve_rng(rng))
         return dyadic_partition(costs, counts.size, 1.0 / epsilon_measure)
 
-    def inner(self) -> Hierarchical:
-        """The hierarchy measured on the bucket totals."""
+    def inner(self, buckets: int | None = None, epsilon: float = 1.0, delta: float = 0.0) -> Hierarchical:
+        """The hierarchy measured on the bucket totals: the given branching, or with "auto" the
+        coarse grid's hierarchy of least exact expected error on ``bucket_workload`` over the
+        buckets (public: the number of buckets is the released partition's); without
+        ``buckets`` (the data-free check) the deepest candidate, b = 4."""
+        branching = self.bucket_branching
+        if branching == "auto":
+            branching = 4 if buckets is None else self.chosen_branching(buckets, epsilon, delta)
         return Hierarchical(
-            self.bucket_branching,
+            branching,
             neighbours=self.neighbours,
             noise=self.noise,
             inference=self.inference,
             inference_options=self.inference_options,
         )
+
+    def chosen_branching(self, buckets: int, epsilon: float, delta: float) -> int:
+        candidates = auto_hierarchies(buckets, neighbours=self.neighbours, noise=self.noise, fast=True)
+        if not candidates:
+            return 2
+        chosen = select(
+            self.bucket_workload,
+            buckets,
+            epsilon,
+            delta=delta,
+            neighbours=self.neighbours,
+            noise=self.noise,
+            candidates=candidates,
+        ).mechanism
+        return int(chosen.branching)  # type: ignore[attr-defined]
 
     def strategy(self, n: int):
         """The data-free worst case checked before any count is read: the hierarchy on n
@@ -354,13 +407,18 @@ class DAWA(Mechanism):
         eps_partition, eps_measure = self.budgets(epsilon)
         starts = self.partition(counts, eps_partition, eps_measure, source)
         reduced = np.add.reduceat(counts, starts)
-        inner = self.inner()
+        inner = self.inner(reduced.size, eps_measure, delta)
         measurements = inner.measure(reduced, eps_measure, delta=delta, rng=source)
         estimate = inner.infer(measurements)
         sizes = np.append(starts[1:], counts.size) - starts
         steps = [step("partition", eps_partition), step("measure", measurements.epsilon)]
         check_steps_within(steps, epsilon)
-        params = {**self.parameters(), "buckets": starts.tolist(), "strategy": inner.strategy(reduced.size).describe()}
+        params = {
+            **self.parameters(),
+            "buckets": starts.tolist(),
+            "bucket_hierarchy": inner.branching,
+            "strategy": inner.strategy(reduced.size).describe(),
+        }
         provenance = data_aware_provenance(
             self, measurements.noise_kind, params, steps, epsilon, delta, measurements.total, rng
         )
