@@ -22,6 +22,7 @@ from dprange.data_aware import (
     range_answers,
     scaled_deviations,
     select_query,
+    selection_gamma,
     spent,
 )
 from dprange.errors import ParameterError
@@ -280,7 +281,7 @@ def test_mwem_update_equals_the_textbook_formula():
 
 def selection_probabilities(counts, weights, lo, hi, epsilon):
     scores = np.abs(range_answers(weights, lo, hi) - range_answers(counts, lo, hi))
-    logits = epsilon / 2 * scores
+    logits = float(selection_gamma(epsilon)) * scores  # the gamma MWEM.release uses
     p = np.exp(logits - logits.max())
     return p / p.sum()
 
@@ -293,14 +294,16 @@ def test_mwem_selection_is_the_exponential_mechanism_and_private():
     for x in itertools.product(range(4), repeat=3):
         x = np.array(x)
         p = selection_probabilities(x, weights, lo, hi, epsilon)
+        neighbours = []
         for i in range(3):
-            for sign in (1, -1):
-                y = x.copy()
-                y[i] += sign
-                if y[i] < 0:
-                    continue
-                q = selection_probabilities(y, weights, lo, hi, epsilon)
-                worst = max(worst, np.abs(np.log(p / q)).max())
+            neighbours.append(np.eye(3, dtype=int)[i])  # add / remove
+            neighbours += [np.eye(3, dtype=int)[j] - np.eye(3, dtype=int)[i] for j in range(3) if j != i]  # replace
+        for change in neighbours:
+            y = x + change
+            if np.any(y < 0):
+                continue
+            q = selection_probabilities(y, weights, lo, hi, epsilon)
+            worst = max(worst, np.abs(np.log(p / q)).max())
     assert worst <= epsilon + 1e-12
     # the exact sampler draws from these probabilities (fixed seed, 4 standard errors)
     x = np.array([3, 0, 1])
@@ -311,11 +314,26 @@ def test_mwem_selection_is_the_exponential_mechanism_and_private():
     source = np.random.default_rng(1)
     draws = 8000
     picks = [
-        select_query(scores, lambda r: abs(Fraction(float(approx[r])) - int(exact[r])), Fraction(epsilon) / 2, source)
+        select_query(
+            scores, lambda r: abs(Fraction(float(approx[r])) - int(exact[r])), selection_gamma(epsilon), source
+        )
         for _ in range(draws)
     ]
     freq = np.bincount(picks, minlength=lo.size) / draws
     assert np.all(np.abs(freq - p) <= 4 * np.sqrt(p * (1 - p) / draws))
+
+
+def test_mwem_measurement_and_total_noise_are_exactly_calibrated():
+    from dprange.data_aware import laplace_spec
+
+    for epsilon in (0.00475, 0.1, 1 / 3, 2.0):
+        spec = laplace_spec(epsilon, 1)
+        assert Fraction(1) / Fraction(spec.effective_scale) <= Fraction(epsilon)
+        assert spec.effective_scale == pytest.approx(1 / epsilon, rel=1e-9)
+    for rounds in (1, 7, 100):
+        total, select, measure = MWEM(rounds=rounds).shares(0.3)
+        assert Fraction(total) + rounds * (Fraction(select) + Fraction(measure)) <= Fraction(0.3)
+        assert total == pytest.approx(0.015) and select == pytest.approx(0.285 / rounds / 2)
 
 
 def test_mwem_accounting_reproducibility_and_error_fields():

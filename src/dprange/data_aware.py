@@ -470,6 +470,13 @@ def select_query(scores: np.ndarray, exact_score, gamma: Fraction, rng) -> int:
     return r
 
 
+def selection_gamma(epsilon: float) -> Fraction:
+    """The exponential mechanism's factor: P(r) proportional to exp(gamma score_r) with
+    gamma = epsilon / (2 Delta); the score |q(A) - q(x)| has sensitivity Delta = 1 under both
+    relations (one record moves any range count by at most 1; A is public)."""
+    return Fraction(epsilon) / 2
+
+
 def laplace_spec(epsilon: float, sensitivity: int) -> NoiseSpec:
     """Discrete-Laplace noise of an integer query of this sensitivity, exactly epsilon-DP."""
     scale = sensitivity / epsilon
@@ -553,7 +560,7 @@ class MWEM(Mechanism):
             total = float(max(noisy, 1))
             steps.append(step("total", eps_total))
         true_answers = range_answers(counts, lo, hi).astype(np.int64)
-        gamma = Fraction(eps_select) / 2  # exp(eps score / (2 sensitivity)), sensitivity 1
+        gamma = selection_gamma(eps_select)
         spec = laplace_spec(eps_measure, 1)
         weights = np.full(n, total / n)
         average = np.zeros(n)
