@@ -28,6 +28,7 @@ from .api import (
 )  # after the submodule dprange.release is loaded: the name is the function
 from .cdf_trees import best_structure
 from .contingency import release_table
+from .data_aware import DAWA, MWEM
 from .inference.consistency import consistent_cdf
 from .matrix import Matrix
 from .multidim import KDHierarchy, Kronecker, Quadtree
@@ -40,6 +41,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Answer",
     "BudgetError",
+    "DAWA",
     "ConvergenceWarning",
     "DataError",
     "Domain",
@@ -50,6 +52,7 @@ __all__ = [
     "KDHierarchy",
     "Kronecker",
     "Matrix",
+    "MWEM",
     "Mechanism",
     "ParameterError",
     "ProductDomain",

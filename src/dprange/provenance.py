@@ -29,8 +29,9 @@ class Provenance:
     number of records under replace neighbours, else None), ``inference`` ("gls", "nnls" or
     "l1") and ``inference_options`` (ADMM options), ``noise`` (the noise kind, None when
     mixed or local), ``seeded`` (True when the noise came from a seeded, predictable
-    generator: not for publication) and ``noise_scales`` (the scale of every measured level's
-    Laplace-type noise, or None)."""
+    generator: not for publication), ``noise_scales`` (the scale of every measured level's
+    Laplace-type noise, or None) and ``data_dependent`` (True when private choices made from the
+    data shaped the estimate, so that its error bars are noise-only, not exact)."""
 
     mechanism: str
     parameters: dict = field(default_factory=dict)
@@ -45,6 +46,7 @@ class Provenance:
     #: False when NNLS / L1 (ADMM) stopped at its iteration limit without meeting its tolerance.
     converged: bool = True
     noise_scales: Sequence[float] | None = None  # stored as a tuple
+    data_dependent: bool = False
 
     def __post_init__(self) -> None:
         # Normalise the types once (frozen: through object.__setattr__), so that a record
@@ -59,8 +61,9 @@ class Provenance:
 
     @property
     def exact_error_bars(self) -> bool:
-        """True for least-squares (GLS) releases, whose standard errors are exact."""
-        return self.inference == "gls"
+        """True for least-squares (GLS) releases of data-independent designs, whose standard
+        errors are exact."""
+        return self.inference == "gls" and not self.data_dependent
 
     def to_dict(self) -> dict:
         """The record as JSON-friendly types (the inverse of :meth:`from_dict`)."""
@@ -77,6 +80,7 @@ class Provenance:
             "seeded": self.seeded,
             "converged": self.converged,
             "noise_scales": None if self.noise_scales is None else list(self.noise_scales),
+            "data_dependent": self.data_dependent,
         }
 
     @classmethod
@@ -100,6 +104,7 @@ class Provenance:
             seeded=_flag(data.get("seeded", False), "seeded"),
             converged=_flag(data.get("converged", True), "converged"),
             noise_scales=_scales(data.get("noise_scales")),
+            data_dependent=_flag(data.get("data_dependent", False), "data_dependent"),
         )
 
 

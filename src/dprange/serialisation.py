@@ -201,7 +201,7 @@ def _metadata(release, alpha: float) -> dict:
     }
     out["error_model"] = error_model_dict(release)
     if not release.exact_error_bars:
-        out["error_bars"] = NONLINEAR_ERROR_BARS
+        out["error_bars"] = DATA_DEPENDENT_ERROR_BARS if provenance.data_dependent else NONLINEAR_ERROR_BARS
     elif out["error_model"] is None:
         out["error_bars"] = UNSAVED_ERROR_BARS
     out["deciles"] = _deciles(release, alpha)
@@ -218,7 +218,8 @@ def _deciles(release, alpha: float) -> dict | None:
         return None
     out = {"q": deciles.round(2).tolist(), "value": np.asarray(q.value).tolist(), "interpolated": q.interpolated}
     if not release.exact_error_bars:
-        out.update({"lower": None, "upper": None, "alpha": alpha, "intervals": NONLINEAR_INTERVALS})
+        why = DATA_DEPENDENT_INTERVALS if release.provenance.data_dependent else NONLINEAR_INTERVALS
+        out.update({"lower": None, "upper": None, "alpha": alpha, "intervals": why})
         return out
     try:
         lower, upper = q.confidence_interval(alpha, simultaneous=True)
@@ -384,6 +385,13 @@ def error_model_dict(release) -> dict | None:
     except ParameterError:
         return None
 
+
+#: What a saved data-aware release (DAWA, MWEM) says about its error bars and intervals.
+DATA_DEPENDENT_ERROR_BARS = (
+    "not available: private data-dependent choices (a partition, selected queries) bias the estimate; "
+    "Release.noise_only_stderr gives the noise-only part (DAWA), which excludes that bias"
+)
+DATA_DEPENDENT_INTERVALS = "data-aware mechanisms have no quantile intervals with known coverage"
 
 #: What a saved least-squares release without its error model says.
 UNSAVED_ERROR_BARS = (
@@ -571,9 +579,14 @@ def _provenance(meta, version: int, privacy: dict, public_total) -> Provenance:
     if version < 2 or meta.get("provenance") is None:
         return legacy
     saved = Provenance.from_dict(meta["provenance"])
-    # the legacy fields hold the inference options only inside the mechanism's parameters,
-    # and the convergence of ADMM only in the record
-    if saved != replace(legacy, inference_options=saved.inference_options, converged=saved.converged):
+    # the legacy fields hold the inference options only inside the mechanism's parameters; the
+    # convergence of ADMM and the data_dependent flag only in the record
+    only_in_record = {
+        "inference_options": saved.inference_options,
+        "converged": saved.converged,
+        "data_dependent": saved.data_dependent,
+    }
+    if saved != replace(legacy, **only_in_record):
         raise DataError("the saved provenance disagrees with the saved privacy parameters; the file is corrupt")
     return saved
 
