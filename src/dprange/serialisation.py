@@ -581,12 +581,13 @@ def _provenance(meta, version: int, privacy: dict, public_total) -> Provenance:
     saved = Provenance.from_dict(meta["provenance"])
     # the legacy fields hold the inference options only inside the mechanism's parameters; the
     # convergence of ADMM and the data_dependent flag only in the record
-    only_in_record = {
-        "inference_options": saved.inference_options,
-        "converged": saved.converged,
-        "data_dependent": saved.data_dependent,
-    }
-    if saved != replace(legacy, **only_in_record):
+    expected = replace(
+        legacy,
+        inference_options=saved.inference_options,
+        converged=saved.converged,
+        data_dependent=saved.data_dependent,
+    )
+    if saved != expected:
         raise DataError("the saved provenance disagrees with the saved privacy parameters; the file is corrupt")
     return saved
 
