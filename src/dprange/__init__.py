@@ -21,7 +21,7 @@ from .release import Answer, Release
 # isort: split
 from . import workloads
 from .analysis import expected_error, max_error, select
-from .api import quantiles, release  # after the submodule dprange.release is loaded: the name is the function
+from .api import quantiles, release, release_grid  # after the submodule dprange.release: the name is the function
 from .cdf_trees import best_structure
 from .contingency import release_table
 from .inference.consistency import consistent_cdf
@@ -59,6 +59,7 @@ __all__ = [
     "max_error",
     "redacted",
     "release",
+    "release_grid",
     "release_table",
     "select",
     "set_redaction",
