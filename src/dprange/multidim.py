@@ -327,9 +327,13 @@ class KronEstimate:
             for a, table in enumerate(self._tables):
                 lo, hi = lows[sl, a], highs[sl, a] + 1
                 n = self.grid[a]
-                quad.append(table[hi, hi] + table[lo, lo] - 2 * table[hi, lo])
+                flat = table.reshape(-1, table.shape[2])  # np.take on row numbers: far faster than two index arrays
+                form = np.take(flat, hi * (n + 2), axis=0)  # entry (hi, hi) of the (n + 1) x (n + 1) table
+                form += np.take(flat, lo * (n + 2), axis=0)
+                form -= 2.0 * np.take(flat, hi * (n + 1) + lo, axis=0)
+                quad.append(form)
                 if self.known_total:
-                    cross.append(table[hi, n] - table[lo, n])
+                    cross.append(np.take(flat, hi * (n + 1) + n, axis=0) - np.take(flat, lo * (n + 1) + n, axis=0))
             variance = _einsum_product(self.coefficients, quad)
             if self.known_total:
                 variance = variance - _einsum_product(self.coefficients, cross) ** 2 / self.total_variance
