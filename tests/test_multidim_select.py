@@ -15,6 +15,7 @@ from dprange.analysis import svd_bound as svd_bound_1d
 from dprange.api import choose_grid_mechanism, release_grid
 from dprange.errors import ParameterError
 from dprange.mechanisms import Mechanism
+from dprange.operators import Kron
 from dprange.registry import GRID_MECHANISMS, GRID_WORKLOADS, MECHANISMS, docs_markdown
 from dprange.workloads_kd import all_rectangles, marginals, prefix_rectangles
 
@@ -186,3 +187,21 @@ def test_auto_candidates_skip_hierarchies_too_large_to_pad():
     assert len(multidim.hierarchy_candidates_kd((64, 64))) == 6
     for b, rule in itertools.product((2, 4, 8), multidim.BUDGET_RULES):
         assert any(m.branching == b and m.budget == rule for m in multidim.hierarchy_candidates_kd((64, 64)))
+
+
+@pytest.mark.parametrize("mech", [Kronecker([3, "haar", "identity"]), Kronecker(2, budget="geometric")])
+def test_shared_partial_products_equal_one_kron_per_block(mech):
+    """The measure and least-squares fast paths (partial products shared across blocks)
+    against one dense Kronecker block at a time, on sides that are not powers of 2 or 3."""
+    shape = (5, 7, 3)
+    levels, fractions, combos = mech._axes(shape)
+    weights = [[1.0 / float(f) ** 2 for f in fr] for fr in fractions]
+    grid = np.random.default_rng(2).integers(0, 9, shape)
+    dense = [Kron([levels[a][lv] for a, lv in enumerate(c)]).dense() for c in combos]
+    for block, answer in zip(dense, multidim.kron_block_answers(levels, combos, grid)):
+        np.testing.assert_array_equal(answer, block @ grid.ravel())
+    values = [np.random.default_rng(i).normal(size=block.shape[0]) for i, block in enumerate(dense)]
+    unit = [math.prod(weights[a][lv] for a, lv in enumerate(c)) for c in combos]
+    expected = sum(block.T @ y / u for block, y, u in zip(dense, values, unit))
+    got = multidim.kron_adjoint_sum(levels, weights, combos, values, shape)
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)

@@ -242,6 +242,44 @@ def _einsum_product(coefficients: np.ndarray, factors: list[np.ndarray]) -> np.n
     return np.einsum(spec, *factors, coefficients, optimize=True)
 
 
+def _along(op: Operator, array: np.ndarray, axis: int, *, adjoint: bool) -> np.ndarray:
+    """``op`` (or its adjoint) applied along one axis of a k-D array."""
+    moved = np.moveaxis(array, axis, 0)
+    flat = moved.reshape(moved.shape[0], -1)
+    out = op._apply_adjoint(flat) if adjoint else op._apply(flat)
+    return np.moveaxis(out.reshape((out.shape[0],) + moved.shape[1:]), 0, axis)
+
+
+def kron_block_answers(axis_levels, combos, grid: np.ndarray) -> list[np.ndarray]:
+    """The answers of every product block T_{1,l_1} (x) ... (x) T_{k,l_k} (``combos``) on the
+    k-D ``grid``, sharing the partial products: axis 0's levels are applied once each to the
+    whole grid, then every later axis to the (smaller) partial results."""
+    partial: dict[tuple[int, ...], np.ndarray] = {(): np.asarray(grid, dtype=float)}
+    for axis in range(len(axis_levels)):
+        prefixes = {c[: axis + 1] for c in combos}
+        partial = {p: _along(axis_levels[axis][p[-1]], partial[p[:-1]], axis, adjoint=False) for p in sorted(prefixes)}
+    return [partial[tuple(c)].ravel() for c in combos]
+
+
+def kron_adjoint_sum(axis_levels, axis_weights, combos, values, shape) -> np.ndarray:
+    """sum over blocks of (T_{1,l_1} / w_{1,l_1} (x) ... (x) T_{k,l_k} / w_{k,l_k})^T y_b, the
+    last axis first: blocks that share their first levels are summed before those are applied."""
+    k = len(axis_levels)
+    partial: dict[tuple[int, ...], np.ndarray] = {}
+    for combo, y in zip(combos, values):
+        rows = tuple(axis_levels[a][level].shape[0] for a, level in enumerate(combo))
+        partial[tuple(combo)] = np.asarray(y, dtype=float).reshape(rows)
+    for axis in range(k - 1, -1, -1):
+        summed: dict[tuple[int, ...], np.ndarray] = {}
+        for combo, array in partial.items():
+            level = combo[axis]
+            applied = _along(axis_levels[axis][level], array, axis, adjoint=True) / axis_weights[axis][level]
+            prefix = combo[:axis]
+            summed[prefix] = summed[prefix] + applied if prefix in summed else applied
+        partial = summed
+    return partial[()].reshape(math.prod(shape))
+
+
 class KronEstimate:
     """Least squares on product blocks (module doc), with exact variances."""
 
@@ -262,10 +300,7 @@ class KronEstimate:
         for c, u, v in zip(combos, unit, variances):
             self.coefficients[c] = float(v) / u**2
         inverse = Kron([Explicit(g) for g in self._inverse_grams])
-        rhs = np.zeros(math.prod(self.grid))
-        for c, u, y in zip(combos, unit, values):
-            block = Kron([axis_levels[a][level] for a, level in enumerate(c)])
-            rhs += block.rmatvec(np.asarray(y, dtype=float)) / u
+        rhs = kron_adjoint_sum(axis_levels, axis_weights, combos, values, self.grid)
         leaves = inverse.matvec(rhs)
         self.total_variance = 0.0
         self.known_total = total is not None
@@ -475,9 +510,13 @@ class GridMechanism(Mechanism):
         plan = self.plan(counts.shape, epsilon)
         specs = self._noise(plan, epsilon, delta)
         x = self._vector(counts)
+        if isinstance(plan, KronStrategy):  # shared partial products instead of one pass per block
+            answers = kron_block_answers(plan.axis_levels, plan.combos, counts)
+        else:
+            answers = [block.matvec(x) for block in plan.blocks]
         measured = []
-        for block, spec in zip(plan.blocks, specs):
-            exact = np.rint(block.matvec(x)).astype(np.int64)
+        for block, spec, answer in zip(plan.blocks, specs, answers):
+            exact = np.rint(answer).astype(np.int64)
             measured.append(LinearMeasurement(block, exact + spec.sample(exact.shape, source), spec.variance, spec))
         total = float(counts.sum()) if self.neighbours == "replace" else None
         return Measurements(
