@@ -836,7 +836,9 @@ def hierarchy_candidates_kd(shape, *, neighbours="add_remove", noise="auto", fas
     shape = check_shape(shape)
     out = []
     for b in (2, 4, 8):
-        side = b ** max(1, math.ceil(math.log(max(shape), b) - 1e-12)) if max(shape) > 1 else 1
+        side = 1
+        while side < max(shape):  # the padded cube's side, as KDHierarchy._tree pads it
+            side *= b
         if side ** len(shape) > AUTO_CUBE_LIMIT:
             continue
         for rule in BUDGET_RULES:
