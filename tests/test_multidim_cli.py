@@ -172,3 +172,13 @@ def test_error_shape_ranks_the_k_d_mechanisms_exactly(capsys):
 def test_bad_error_shape_options(capsys, args, message):
     code, stdout, err = run_cli(["error", "-e", 1, *args], capsys)
     assert code == 2 and stdout == "" and err.count("\n") == 1 and message in err
+
+
+def test_out_of_bounds_names_the_column(two_columns, tmp_path, capsys):
+    """Was: '... values lie outside the public bounds [0.0, 40.0]' without saying which column."""
+    path, _, _ = two_columns
+    args = grid_args(path, tmp_path / "g.json")
+    args[args.index(49)] = 40  # hours go up to 49
+    code, _, err = run_cli(args, capsys)
+    assert code == 2 and err.startswith("dprange: error: --column hours: ") and "outside the public bounds" in err
+    assert not (tmp_path / "g.json").exists()

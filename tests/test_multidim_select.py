@@ -205,3 +205,9 @@ def test_shared_partial_products_equal_one_kron_per_block(mech):
     expected = sum(block.T @ y / u for block, y, u in zip(dense, values, unit))
     got = multidim.kron_adjoint_sum(levels, weights, combos, values, shape)
     np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+
+
+def test_product_domain_errors_name_the_axis():
+    """Was: the 1-D message alone, with no axis."""
+    with pytest.raises(dprange.errors.DomainError, match=r"^axis 1: .*outside the public bounds"):
+        DOMAIN.histogram([np.array([0, 11]), np.array([0, 9])])

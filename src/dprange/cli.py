@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 from importlib import resources
 
@@ -47,7 +48,7 @@ from ._params import OneOf, find
 from ._validation import NEIGHBOURS, check_delta, check_epsilon
 from .analysis import select
 from .domain import Domain
-from .errors import DPRangeError, ParameterError
+from .errors import DomainError, DPRangeError, ParameterError
 from .io import read_column
 from .ldp.cli import ldp
 from .mechanisms import Mechanism, make_mechanism, resolve_noise
@@ -256,16 +257,22 @@ def grid_release_command(options: dict) -> None:
     mech.plan(domain.shape, epsilon)
     check_seed(o["seed"])
     values = [read_column(o["input_path"], name) for name in columns]
-    result = api.release_grid(
-        values,
-        domain,
-        epsilon,
-        mechanism=mech,
-        delta=delta,
-        rng=o["seed"],
-        clip=o["clip"],
-        drop_missing=o["drop_missing"],
-    )
+    try:
+        result = api.release_grid(
+            values,
+            domain,
+            epsilon,
+            mechanism=mech,
+            delta=delta,
+            rng=o["seed"],
+            clip=o["clip"],
+            drop_missing=o["drop_missing"],
+        )
+    except DomainError as exc:  # the library numbers the axes; the user named the columns
+        axis = re.match(r"axis (\d+): ", str(exc))
+        if axis is None:
+            raise
+        raise DomainError(f"--column {columns[int(axis.group(1))]}: {str(exc)[axis.end() :]}") from None
     staged = StagedOutputs()
     staged.add(o["output"], result.to_json())
     if o["plot"]:
