@@ -211,3 +211,16 @@ def test_product_domain_errors_name_the_axis():
     """Was: the 1-D message alone, with no axis."""
     with pytest.raises(dprange.errors.DomainError, match=r"^axis 1: .*outside the public bounds"):
         DOMAIN.histogram([np.array([0, 11]), np.array([0, 9])])
+
+
+def test_k_d_tree_rectangle_variances_do_not_depend_on_the_chunking():
+    """Over 2^15 rectangles the tree path works in chunks: the same values as small batches."""
+    rng = np.random.default_rng(4)
+    ends = np.stack([rng.integers(0, n, size=(40_000, 2)) for n in (20, 13)], axis=1)
+    lows, highs = ends.min(axis=2), ends.max(axis=2)
+    model = KDHierarchy(3, budget="geometric").error_model((20, 13), 1.0)
+    whole = model.rectangle_variance(lows, highs)
+    pieces = np.concatenate(
+        [model.rectangle_variance(lows[s : s + 999], highs[s : s + 999]) for s in range(0, 40_000, 999)]
+    )
+    np.testing.assert_allclose(whole, pieces, rtol=1e-13)

@@ -446,11 +446,16 @@ class MortonTreeEstimate:
         of axis a / block side)^2: two partial blocks and a count of full ones per axis.
         """
         lows, highs = check_rectangles(self.grid, lows, highs)
-        families = [(lows[:, a], highs[:, a]) for a in range(len(self.grid))]
-        variance = self._combine(
-            lambda side: np.prod([_block_overlap_squares(lo, hi, side) for lo, hi in families], axis=0)
-        )
-        return np.maximum(variance, 0.0)
+        out = np.empty(lows.shape[0])
+        for start in range(0, lows.shape[0], 1 << 15):  # chunks whose temporaries stay in cache
+            sl = slice(start, start + (1 << 15))
+            families = [(lows[sl, a], highs[sl, a]) for a in range(len(self.grid))]
+            out[sl] = self._combine(
+                lambda side, families=families: np.prod(
+                    [_block_overlap_squares(lo, hi, side) for lo, hi in families], axis=0
+                )
+            )
+        return np.maximum(out, 0.0)
 
     def mean_variance(self, families) -> float:
         """The exact mean variance over the product of per-axis range families: S_d is a product
