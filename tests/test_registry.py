@@ -22,7 +22,17 @@ from dprange.cli import cli, main
 from dprange.inference.dispatch import METHODS
 from dprange.mechanisms import hierarchy_candidates, make_mechanism
 from dprange.noise import NOISE_KINDS
-from dprange.registry import INFERENCE, MECHANISMS, NOISE, REGISTRIES, WORKLOADS, Entry, docs_markdown
+from dprange.registry import (
+    GRID_MECHANISMS,
+    GRID_WORKLOADS,
+    INFERENCE,
+    MECHANISMS,
+    NOISE,
+    REGISTRIES,
+    WORKLOADS,
+    Entry,
+    docs_markdown,
+)
 from dprange.workloads import make_workload
 
 REPO = os.path.join(os.path.dirname(__file__), "..")
@@ -119,12 +129,22 @@ def _choices(command: str, option: str) -> tuple:
 
 
 def test_cli_choices_are_the_registry():
-    # matrix needs a matrix
-    assert _choices("release", "mechanism") == ("flat", "wavelet", "hierarchical", "optimized", "dawa", "mwem", "auto")
+    assert _choices("release", "mechanism") == (  # matrix needs a matrix; k-D ones take several --column
+        "flat",
+        "wavelet",
+        "hierarchical",
+        "optimized",
+        "dawa",
+        "mwem",
+        *GRID_MECHANISMS.names(nameable=True),
+        "auto",
+    )
     assert _choices("release", "inference") == INFERENCE.names() == ("gls", "nnls", "l1")
     assert _choices("release", "noise") == ("auto", *NOISE.names()) == _choices("error", "noise")
-    assert _choices("release", "workload") == WORKLOADS.names(auto=True) == ("all-range", "prefix", "identity")
-    assert _choices("error", "workload") == WORKLOADS.names() == ("all-range", "prefix", "identity", "random-ranges")
+    assert WORKLOADS.names(auto=True) == ("all-range", "prefix", "identity")
+    assert WORKLOADS.names() == ("all-range", "prefix", "identity", "random-ranges")
+    assert _choices("release", "workload") == (*WORKLOADS.names(auto=True), *GRID_WORKLOADS.names(auto=True))
+    assert _choices("error", "workload") == (*WORKLOADS.names(), *GRID_WORKLOADS.names())
 
 
 def _squeezed(text: str) -> str:

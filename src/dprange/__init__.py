@@ -21,11 +21,12 @@ from .release import Answer, Release
 # isort: split
 from . import workloads
 from .analysis import expected_error, max_error, select
-from .api import (
+from .api import (  # after the submodule dprange.release is loaded: the name is the function
     quantiles,
     release,
     release_files,
-)  # after the submodule dprange.release is loaded: the name is the function
+    release_grid,
+)
 from .cdf_trees import best_structure
 from .contingency import release_table
 from .data_aware import DAWA, MWEM
@@ -70,6 +71,7 @@ __all__ = [
     "redacted",
     "release",
     "release_files",
+    "release_grid",
     "release_table",
     "select",
     "set_redaction",

@@ -30,8 +30,10 @@ from .engines.frames import select_column
 from .engines.local import DEFAULT_BATCH_ROWS, stream_histogram
 from .errors import ParameterError
 from .mechanisms import REPLACE_DROP_MISSING_MESSAGE, Mechanism, make_mechanism, resolve_neighbours
+from .multidim import GridMechanism, select_grid
 from .noise import resolve_rng
 from .private_bounds import private_bounds
+from .product_domain import ProductDomain
 from .quantile_mechanisms import (
     QuantilesResult,
     as_values,
@@ -41,7 +43,7 @@ from .quantile_mechanisms import (
     check_neighbours,
     register_quantile_method,
 )
-from .registry import MECHANISMS, QUANTILE_METHODS, Citation
+from .registry import GRID_MECHANISMS, MECHANISMS, QUANTILE_METHODS, Citation
 from .release import Release
 from .session import Session
 
@@ -154,7 +156,27 @@ def release(
     exactly: :meth:`Session.allot`).
 
     Every parameter is checked (:func:`check_release`) before ``values`` are bucketized.
+
+    With a :class:`~dprange.ProductDomain` this is :func:`release_grid` (``values`` are then
+    the columns, ``workload`` a k-D workload, default all rectangles).
     """
+    if isinstance(domain, ProductDomain):
+        if session is not None or column is not None:
+            raise ParameterError("session= and column= are not supported for a ProductDomain yet; pass the columns")
+        return release_grid(
+            values,
+            domain,
+            epsilon,
+            mechanism=mechanism,
+            delta=delta,
+            rng=rng,
+            clip=clip,
+            drop_missing=drop_missing,
+            neighbours=neighbours,
+            workload="all-rectangles" if workload == "all-range" else workload,
+            inference=inference,
+            noise=noise,
+        )
     mech, epsilon, delta = _prepare(
         domain, epsilon, mechanism, delta, drop_missing, neighbours, workload, inference, noise, session
     )
@@ -232,6 +254,107 @@ def _session(session) -> Session:
     if not isinstance(session, Session):
         raise ParameterError("session must be a dprange.Session (or None)")
     return session
+
+
+# ------------------------------------------------------------------ k-D releases
+
+
+def choose_grid_mechanism(
+    mechanism,
+    shape,
+    epsilon,
+    *,
+    delta=0.0,
+    neighbours=None,
+    workload="all-rectangles",
+    order: int = 2,
+    inference="gls",
+    noise="auto",
+    **params,
+) -> GridMechanism:
+    """The configured k-D mechanism a release of a grid of ``shape`` uses; data are not touched.
+
+    ``mechanism``: None or ``"auto"``: the least exact expected error on ``workload``
+    (:func:`dprange.multidim.select_grid`); a name registered in
+    ``dprange.registry.GRID_MECHANISMS`` ("kronecker", "kd_hierarchy", "quadtree"), built with
+    ``params``; or a k-D mechanism object, used as it is.
+    """
+    if inference != "gls":
+        raise ParameterError("k-D mechanisms use exact least squares only; pass inference='gls'")
+    relation = resolve_neighbours(mechanism, neighbours)
+    if isinstance(mechanism, GridMechanism):
+        if params:
+            raise ParameterError(f"{', '.join(sorted(params))} cannot be given with a mechanism object")
+        return mechanism
+    if mechanism is None or (isinstance(mechanism, str) and mechanism == "auto"):
+        if params:
+            raise ParameterError(
+                f"{', '.join(sorted(params))} cannot be given with mechanism='auto', which chooses its own "
+                "parameters; name the mechanism they belong to"
+            )
+        selection = select_grid(
+            shape, epsilon, workload=workload, delta=delta, neighbours=relation, noise=noise, order=order
+        )
+        return selection.mechanism
+    if isinstance(mechanism, Mechanism):
+        raise ParameterError(
+            f"{type(mechanism).__name__} releases 1-D counts; for a ProductDomain use one of "
+            f"{', '.join(GRID_MECHANISMS.names())} or 'auto'"
+        )
+    entry = GRID_MECHANISMS.lookup(mechanism, also=("auto",))
+    return entry.build(neighbours=relation, noise=noise, **params)
+
+
+def release_grid(
+    columns,
+    domain: ProductDomain,
+    epsilon,
+    *,
+    mechanism=None,
+    delta=0.0,
+    rng=None,
+    clip=False,
+    drop_missing=False,
+    neighbours=None,
+    workload="all-rectangles",
+    order: int = 2,
+    inference="gls",
+    noise="auto",
+    **params,
+):
+    """Bucketize several columns into the product ``domain`` and release the k-D histogram
+    (a :class:`~dprange.grid_release.GridRelease`: rectangles, marginals, dominance counts,
+    each with exact standard errors).
+
+    ``columns``: a list of arrays (one per axis), a (records x k) array, a pandas DataFrame or
+    a pyarrow Table.  ``mechanism``: "auto" (default: the least exact expected error on
+    ``workload``, "all-rectangles", "prefix-rectangles" or "marginals" of ``order``, from
+    public parameters only), a name of ``dprange.registry.GRID_MECHANISMS`` with ``params``
+    (e.g. ``mechanism="kronecker", axes=[4, "identity"]``), or a k-D mechanism object.
+    ``neighbours``, ``clip``, ``drop_missing`` and ``rng`` as in :func:`release`; every
+    parameter is checked, and the noise calibrated, before the columns are read.
+    """
+    if not isinstance(domain, ProductDomain):
+        raise ParameterError("domain must be a dprange.ProductDomain (one dprange.Domain per column)")
+    if resolve_neighbours(mechanism, neighbours) == "replace" and drop_missing:
+        raise ParameterError(REPLACE_DROP_MISSING_MESSAGE)
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    mech = choose_grid_mechanism(
+        mechanism,
+        domain.shape,
+        epsilon,
+        delta=delta,
+        neighbours=neighbours,
+        workload=workload,
+        order=order,
+        inference=inference,
+        noise=noise,
+        **params,
+    )
+    mech.plan(domain.shape, epsilon)  # the design and its per-axis limits, before any value is read
+    counts = domain.histogram(columns, clip=clip, drop_missing=drop_missing)
+    return mech.release(counts, epsilon, delta=delta, rng=rng, domain=domain)
 
 
 # ------------------------------------------------------------------ quantiles from raw values

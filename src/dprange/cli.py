@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import sys
 from importlib import resources
 
@@ -47,12 +48,14 @@ from ._params import OneOf, find
 from ._validation import NEIGHBOURS, check_delta, check_epsilon
 from .analysis import select
 from .domain import Domain
-from .errors import DPRangeError, ParameterError
+from .errors import DomainError, DPRangeError, ParameterError
 from .io import read_column
 from .ldp.cli import ldp
 from .mechanisms import Mechanism, make_mechanism, resolve_noise
-from .plot import plot_cdf
-from .registry import INFERENCE, MECHANISMS, NOISE, QUANTILE_METHODS, WORKLOADS
+from .multidim import select_grid, svd_bound
+from .plot import plot_cdf, plot_heatmap
+from .product_domain import ProductDomain
+from .registry import GRID_MECHANISMS, GRID_WORKLOADS, INFERENCE, MECHANISMS, NOISE, QUANTILE_METHODS, WORKLOADS
 from .session import Session
 from .strategies import TreeStrategy
 from .workloads import make_workload
@@ -61,8 +64,8 @@ EXIT_USAGE = 2
 
 
 def _mechanism_choices() -> tuple[str, ...]:
-    """--mechanism: the mechanisms a name builds, and auto."""
-    return (*MECHANISMS.names(nameable=True), "auto")
+    """--mechanism: the mechanisms a name builds (1-D, then k-D for several columns), and auto."""
+    return (*MECHANISMS.names(nameable=True), *GRID_MECHANISMS.names(nameable=True), "auto")
 
 
 def _noise_choices() -> tuple[str, ...]:
@@ -76,6 +79,8 @@ def _mechanism_help() -> str:
     return (
         "How the histogram is measured: "
         + summaries(MECHANISMS, MECHANISMS.names(nameable=True))
+        + "; with several --column: "
+        + summaries(GRID_MECHANISMS, GRID_MECHANISMS.names(nameable=True))
         + "; auto: the mechanism with the least exact expected error on --workload."
     )
 
@@ -94,12 +99,28 @@ def _release_workload_help() -> str:
     return (
         "With --mechanism auto: the queries to optimise for (no privacy cost: the error is data-independent): "
         + summaries(WORKLOADS, WORKLOADS.names(auto=True))
+        + "; with several --column (all-range means all-rectangles, prefix means prefix-rectangles): "
+        + summaries(GRID_WORKLOADS, GRID_WORKLOADS.names(auto=True))
         + "."
     )
 
 
+def _release_workload_choices() -> tuple[str, ...]:
+    return (*WORKLOADS.names(auto=True), *GRID_WORKLOADS.names(auto=True))
+
+
+def _error_workload_choices() -> tuple[str, ...]:
+    return (*WORKLOADS.names(), *GRID_WORKLOADS.names())
+
+
 def _error_workload_help() -> str:
-    return "The queries whose expected error is reported: " + summaries(WORKLOADS, WORKLOADS.names()) + "."
+    return (
+        "The queries whose expected error is reported: "
+        + summaries(WORKLOADS, WORKLOADS.names())
+        + "; with --shape: "
+        + summaries(GRID_WORKLOADS, GRID_WORKLOADS.names())
+        + "."
+    )
 
 
 def build_domain(lo, hi, bins, integers: bool) -> Domain:
@@ -121,6 +142,167 @@ def build_domain(lo, hi, bins, integers: bool) -> Domain:
             f"--hi - --lo must be a finite number, got {domain.hi:g} - {domain.lo:g}; narrow the bounds"
         )
     return domain
+
+
+def one_per_column(values: tuple, option: str, columns: int):
+    """The value of ``option`` for each of ``columns`` columns (None when not given at all);
+    the k-D release takes one value per --column, in order."""
+    if not values:
+        return None if columns == 1 else (None,) * columns
+    if len(values) != columns:
+        raise ParameterError(
+            f"{option} was given {len(values)} times for {columns} --column; give one {option} per --column, in order"
+        )
+    return values[0] if columns == 1 else tuple(values)
+
+
+def build_product_domain(columns, lo, hi, bins, integers: bool) -> ProductDomain:
+    """One Domain per column from the repeated --lo/--hi/--bins (or --integers for all)."""
+    k = len(columns)
+    if len(set(columns)) != k:
+        raise ParameterError(f"--column names a column twice ({', '.join(columns)}); give each column once")
+    lows, highs = one_per_column(lo, "--lo", k), one_per_column(hi, "--hi", k)
+    if integers and bins:
+        raise ParameterError("give either --integers or --bins, not both")
+    sizes = (None,) * k if integers else one_per_column(bins, "--bins", k)
+    domains = []
+    for name, a, b, n in zip(columns, lows, highs, sizes):
+        try:
+            domains.append(build_domain(a, b, n, integers))
+        except ParameterError as exc:
+            raise ParameterError(f"--column {name}: {exc}") from None
+    domain = ProductDomain(domains)
+    check_size(domain.size, f"the grid {'x'.join(str(n) for n in domain.shape)}")
+    return domain
+
+
+def grid_mechanism_params(mechanism: str, given: dict, *, explicit: bool) -> dict:
+    """--branching, --budget and --root for a k-D mechanism: kronecker takes --branching as its
+    per-axis strategies (4, or 4,identity,haar) and --budget; kd_hierarchy --branching, --budget
+    and --root; quadtree --budget and --root."""
+    if not given:
+        return {}
+    options = {"branching": "--branching", "budget": "--budget", "measure_root": "--root"}
+    named = ", ".join(options[name] for name in given)
+    if not explicit or mechanism == "auto":
+        raise ParameterError(f"{named} with several --column: give --mechanism {' or '.join(GRID_MECHANISMS.names())}")
+    takes = {
+        "kronecker": {"branching": "axes", "budget": "budget"},
+        "kd_hierarchy": {"branching": "branching", "budget": "budget", "measure_root": "measure_root"},
+        "quadtree": {"budget": "budget", "measure_root": "measure_root"},
+    }[mechanism]
+    params: dict = {}
+    for name, value in given.items():
+        if name not in takes:
+            raise ParameterError(f"{options[name]} is not a parameter of --mechanism {mechanism}")
+        if takes[name] == "axes":
+            parts = [p.strip() for p in str(value).split(",")]
+            value = [int(p) if p.isascii() and p.isdigit() else p for p in parts]
+            value = value[0] if len(value) == 1 else value
+        elif name == "branching":
+            if not (str(value).isascii() and str(value).isdigit()):
+                raise ParameterError(f"--branching must be a whole number >= 2 for kd_hierarchy, got {value!r}")
+            value = int(value)
+        params[takes[name]] = value
+    return params
+
+
+def grid_workload(workload: str) -> str:
+    """The k-D workload of --workload (all-range and prefix read as their k-D counterparts)."""
+    mapped = {"all-range": "all-rectangles", "prefix": "prefix-rectangles"}.get(workload, workload)
+    if mapped not in GRID_WORKLOADS:
+        raise ParameterError(
+            f"--workload {workload} is for one column; with several use {', '.join(GRID_WORKLOADS.names(auto=True))}"
+        )
+    return mapped
+
+
+def grid_release_command(options: dict) -> None:
+    """``dprange release`` with several --column: the k-D histogram as a GridRelease JSON."""
+    o = options
+    columns = o["column"]
+    check_alpha(o["alpha"])
+    check_output_path(o["output"])
+    check_plot_path(o["plot"])
+    check_not_an_input(o["output"], [o["input_path"]])
+    check_not_an_input(o["plot"], [o["input_path"]], "--plot")
+    if o["plot"] and os.path.abspath(o["plot"]) == os.path.abspath(o["output"]):
+        raise ParameterError("--plot and --output name the same file; give two different paths")
+    if o["plot"] and len(columns) != 2:
+        raise ParameterError(f"--plot draws a heatmap of two columns; this release has {len(columns)}")
+    check_neighbours_and_missing(o["neighbours"], o["drop_missing"])
+    epsilon, delta = check_epsilon(o["epsilon"]), check_delta(o["delta"])
+    if o["inference"] != "gls":
+        raise ParameterError("several --column are released with exact least squares only; use --inference gls")
+    mechanism = o["mechanism"]
+    if mechanism in MECHANISMS:
+        raise ParameterError(
+            f"--mechanism {mechanism} releases one column; with several use "
+            f"{', '.join(GRID_MECHANISMS.names(nameable=True))} or auto"
+        )
+    workload = grid_workload(o["workload"])
+    domain = build_product_domain(columns, o["lo"], o["hi"], o["bins"], o["integers"])
+    explicit = click.get_current_context().get_parameter_source("mechanism") != click.core.ParameterSource.DEFAULT
+    given = {name: value for name, value in o["mechanism_params"].items() if value is not None}
+    params = grid_mechanism_params(mechanism, given, explicit=explicit)
+    mech = api.choose_grid_mechanism(
+        mechanism,
+        domain.shape,
+        epsilon,
+        delta=delta,
+        neighbours=o["neighbours"],
+        workload=workload,
+        noise=o["noise"],
+        **params,
+    )
+    mech.plan(domain.shape, epsilon)
+    check_seed(o["seed"])
+    values = [read_column(o["input_path"], name) for name in columns]
+    try:
+        result = api.release_grid(
+            values,
+            domain,
+            epsilon,
+            mechanism=mech,
+            delta=delta,
+            rng=o["seed"],
+            clip=o["clip"],
+            drop_missing=o["drop_missing"],
+        )
+    except DomainError as exc:  # the library numbers the axes; the user named the columns
+        axis = re.match(r"axis (\d+): ", str(exc))
+        if axis is None:
+            raise
+        raise DomainError(f"--column {columns[int(axis.group(1))]}: {str(exc)[axis.end() :]}") from None
+    staged = StagedOutputs()
+    staged.add(o["output"], result.to_json())
+    if o["plot"]:
+        import io  # noqa: PLC0415
+
+        buffer = io.BytesIO()
+        plot_heatmap(result, buffer, labels=(columns[0], columns[1]))
+        staged.add(o["plot"], buffer.getvalue())
+    lines = []
+    if mechanism == "auto":
+        lines.append(f"auto: chose {mech!r} for the {workload} workload")
+    shape = "x".join(str(n) for n in domain.shape)
+    lines.append(
+        f"{result.mechanism} release of {' x '.join(repr(c) for c in columns)}: {shape} cells, "
+        f"epsilon={epsilon:g}, delta={delta:g}, neighbours={o['neighbours']}"
+    )
+    total = result.rectangle([0] * len(columns), [n - 1 for n in domain.shape])
+    if result.measurements.total is not None:
+        lines.append(f"total (public): {result.measurements.total:.0f}")
+    else:
+        low, high = total.confidence_interval(o["alpha"])
+        lines.append(
+            f"total: {total.value:.1f} ± {total.stderr:.1f} (1 s.e.); {100 * (1 - o['alpha']):g}% interval "
+            f"[{low:.1f}, {high:.1f}]"
+        )
+    lines.append("rectangles, marginals and dominance counts: dprange.multidim.load_grid_release(path)")
+    staged.commit()
+    click.echo("\n".join(lines))
+    click.echo(f"wrote {o['output']}" + (f" and {o['plot']}" if o["plot"] else ""))
 
 
 def check_privacy(mech, n: int, epsilon: float, delta: float) -> None:
@@ -237,7 +419,7 @@ mechanism_options = [
     ),
     click.option(
         "--workload",
-        type=RegistryChoice(lambda: WORKLOADS.names(auto=True)),
+        type=RegistryChoice(_release_workload_choices),
         default="all-range",
         show_default=True,
         cls=RegistryHelpOption,
@@ -291,11 +473,17 @@ def cli():
 
 @cli.command("release")
 @click.argument("input_path", metavar="INPUT", type=click.Path(dir_okay=False))
-@click.option("--column", "-c", required=True, help="Name of the numeric column to release.")
-@click.option("--lo", type=float, help="Public lower bound of the values.")
-@click.option("--hi", type=float, help="Public upper bound of the values.")
-@click.option("--bins", type=int, default=None, help="Number of equal bins over [lo, hi].")
-@click.option("--integers", is_flag=True, help="One bin per integer lo..hi instead of --bins.")
+@click.option(
+    "--column",
+    "-c",
+    required=True,
+    multiple=True,
+    help="Name of the numeric column to release; repeat it for a k-D release (one --lo/--hi/--bins per column).",
+)
+@click.option("--lo", type=float, multiple=True, help="Public lower bound of the values (one per --column).")
+@click.option("--hi", type=float, multiple=True, help="Public upper bound of the values (one per --column).")
+@click.option("--bins", type=int, multiple=True, help="Number of equal bins over [lo, hi] (one per --column).")
+@click.option("--integers", is_flag=True, help="One bin per integer lo..hi instead of --bins (every column).")
 @click.option("--clip", is_flag=True, help="Clip values outside [lo, hi] to the bounds instead of failing.")
 @click.option(
     "--drop-missing", is_flag=True, help="Drop empty/NaN cells instead of failing (the count dropped is not released)."
@@ -310,7 +498,10 @@ def cli():
     help="Where to write the release as JSON.",
 )
 @click.option(
-    "--plot", type=click.Path(dir_okay=False), default=None, help="Also save a PNG of the CDF with its confidence band."
+    "--plot",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Also save a PNG of the CDF with its confidence band (two columns: a heatmap of the cell counts).",
 )
 @with_options(session_options)
 @redact_option
@@ -339,14 +530,56 @@ def release_command(
     session_delta,
     **mechanism_params,
 ):
-    """Release a private histogram of one column of a CSV or Parquet file.
+    """Release a private histogram of one column (or several) of a CSV or Parquet file.
 
     Reads COLUMN of INPUT, bins it on the public domain, measures it with the chosen
     mechanism, writes the release (histogram, standard errors, deciles, parameters) as JSON
     and prints the deciles with confidence intervals.  INPUT may be a glob pattern in quotes
     ('data/part-*.parquet'): its files are read as one column.  Large inputs and patterns are
     read in batches (bounded memory).  With --session, the release spends from a ledger.
+    With several --column (each with its own --lo, --hi and --bins, in order) it releases the
+    k-D histogram (GridRelease JSON: rectangles, marginals and dominance counts with exact
+    errors) and prints the marginals' totals.
     """
+    if len(column) > 1:
+        if session_path is not None or session_epsilon is not None:
+            raise ParameterError("--session is not supported with several --column yet; release one column per run")
+        grid_release_command(
+            dict(
+                input_path=input_path,
+                column=column,
+                lo=lo,
+                hi=hi,
+                bins=bins,
+                integers=integers,
+                clip=clip,
+                drop_missing=drop_missing,
+                epsilon=epsilon,
+                delta=delta,
+                mechanism=mechanism,
+                workload=workload,
+                neighbours=neighbours,
+                noise=noise,
+                inference=inference,
+                seed=seed,
+                alpha=alpha,
+                output=output,
+                plot=plot,
+                mechanism_params=mechanism_params,
+            )
+        )
+        return
+    column = column[0]
+    lo, hi, bins = (
+        one_per_column(values, option, 1) for values, option in ((lo, "--lo"), (hi, "--hi"), (bins, "--bins"))
+    )
+    if mechanism in GRID_MECHANISMS:
+        raise ParameterError(f"--mechanism {mechanism} releases several columns; give two or more --column")
+    if workload in GRID_WORKLOADS:
+        raise ParameterError(
+            f"--workload {workload} is for several columns; "
+            f"with one --column use {', '.join(WORKLOADS.names(auto=True))}"
+        )
     check_alpha(alpha)
     check_output_path(output)
     check_plot_path(plot)
@@ -456,11 +689,19 @@ def session_show(ledger):
 
 
 @cli.command("error")
-@click.option("--n", "n", type=int, required=True, help="Number of bins.")
+@click.option("--n", "n", type=int, default=None, help="Number of bins (or --shape for a k-D grid).")
+@click.option(
+    "--shape",
+    default=None,
+    help="A k-D grid's sides, e.g. 64x64 or 50x100x7: rank the k-D mechanisms (kronecker, kd_hierarchy).",
+)
+@click.option(
+    "--order", type=int, default=2, show_default=True, help="--shape with -w marginals: the marginals' order."
+)
 @click.option(
     "--workload",
     "-w",
-    type=RegistryChoice(WORKLOADS.names),
+    type=RegistryChoice(_error_workload_choices),
     default="all-range",
     show_default=True,
     cls=RegistryHelpOption,
@@ -494,15 +735,27 @@ def session_show(ledger):
     ),
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def error_command(n, workload, queries, epsilon, delta, neighbours, noise, mechanisms, as_json):
+def error_command(n, shape, order, workload, queries, epsilon, delta, neighbours, noise, mechanisms, as_json):
     """Exact expected error of mechanisms before touching any data, and the recommended one.
 
     The error of a least-squares mechanism does not depend on the data, so this costs no
     privacy. Expected error is the average variance over the workload's queries (counts^2);
-    the table shows its square root (RMSE, in counts).
+    the table shows its square root (RMSE, in counts).  With --shape (a k-D grid) it ranks
+    the k-D mechanisms on all-rectangles (the default), prefix-rectangles or marginals.
     """
     check_epsilon(epsilon)
     check_delta(delta)
+    if shape is not None:
+        if n is not None:
+            raise ParameterError("give --n (one axis) or --shape (a k-D grid), not both")
+        grid_error_command(shape, order, workload, epsilon, delta, neighbours, noise, mechanisms, as_json)
+        return
+    if n is None:
+        raise ParameterError("Missing option '--n' (the number of bins; or --shape for a k-D grid)")
+    if workload in GRID_WORKLOADS:
+        raise ParameterError(
+            f"--workload {workload} needs --shape (a k-D grid); with --n use {', '.join(WORKLOADS.names())}"
+        )
     if n < 1:
         raise ParameterError(f"--n must be a number of bins >= 1, got {n}")
     check_size(n, f"--n {n}")
@@ -533,6 +786,66 @@ def error_command(n, workload, queries, epsilon, delta, neighbours, noise, mecha
         click.echo(f"{rank:>4}  {cand.error**0.5:>12.4f}  {cand.mechanism!r}")
     if len(selection.table) > 15:
         click.echo(f"      ... {len(selection.table) - 15} more (use --json)")
+    click.echo(f"recommended: {selection.mechanism!r}")
+
+
+def parse_shape(text: str) -> tuple[int, ...]:
+    """--shape: sides joined by x (64x64, 50x100x7)."""
+    parts = str(text).lower().split("x")
+    if not all(p.strip().isascii() and p.strip().isdigit() and int(p) >= 1 for p in parts):
+        raise ParameterError(f"--shape must be sides >= 1 joined by x, e.g. 64x64 or 50x100x7, got {text!r}")
+    sides = tuple(int(p) for p in parts)
+    check_size(math.prod(sides), f"--shape {text}")
+    return sides
+
+
+def grid_error_command(shape, order, workload, epsilon, delta, neighbours, noise, mechanisms, as_json) -> None:
+    """``dprange error --shape``: the k-D mechanisms ranked by exact expected error."""
+    sides = parse_shape(shape)
+    name = grid_workload(workload)
+    if name == "marginals" and not 1 <= order <= len(sides):
+        raise ParameterError(f"--order must be 1..{len(sides)} for a {len(sides)}-D --shape, got {order}")
+    kind = resolve_noise(noise, delta)
+    candidates = None
+    if mechanisms is not None:
+        names = [m.strip().lower() for m in mechanisms.split(",") if m.strip()]
+        if not names:
+            raise ParameterError("--mechanisms is empty; name candidates such as kronecker,kd_hierarchy")
+        for m in names:
+            if m not in GRID_MECHANISMS:
+                raise ParameterError(
+                    f"unknown k-D mechanism {m!r} in --mechanisms; use {', '.join(GRID_MECHANISMS.names())}"
+                )
+        candidates = [GRID_MECHANISMS[m].build(neighbours=neighbours, noise=noise) for m in names]
+    selection = select_grid(
+        sides,
+        epsilon,
+        workload=name,
+        delta=delta,
+        neighbours=neighbours,
+        noise=noise,
+        order=order,
+        candidates=candidates,
+    )
+    bound = svd_bound(sides, name, epsilon, delta, order=order) if max(sides) <= 4096 else None
+    if as_json:
+        out = selection.to_dict()
+        out["svd_bound"] = bound
+        click.echo(json.dumps(out, indent=1))
+        return
+    label = "x".join(str(n) for n in sides)
+    click.echo(
+        f"{name} workload, shape={label}, epsilon={epsilon:g}, delta={delta:g}, neighbours={neighbours}, noise={kind}"
+    )
+    click.echo(f"{'rank':>4}  {'RMSE':>12}  mechanism")
+    for rank, cand in enumerate(selection.table[:15], start=1):
+        click.echo(f"{rank:>4}  {cand.error**0.5:>12.4f}  {cand.mechanism!r}")
+    if len(selection.table) > 15:
+        click.echo(f"      ... {len(selection.table) - 15} more (use --json)")
+    for mech, reason in selection.excluded:
+        click.echo(f"excluded {mech!r}: {reason}")
+    if bound is not None:
+        click.echo(f"lower bound for any matrix mechanism (Li and Miklau, SVD bound): RMSE {bound**0.5:.4f}")
     click.echo(f"recommended: {selection.mechanism!r}")
 
 

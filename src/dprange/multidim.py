@@ -51,12 +51,13 @@ import json
 import math
 import string
 from fractions import Fraction
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from ._params import Custom, Flag, Integer, OneOf, Param
 from ._validation import check_delta, check_epsilon, fit_budget
+from .analysis import Candidate, Selection
 from .errors import DataError, ParameterError
 from .grid_release import GridRelease
 from .inference.tree import tree_gls
@@ -65,8 +66,17 @@ from .mechanisms import Mechanism, calibrate, is_seeded, resolve_noise
 from .noise import NoiseSpec, resolve_rng
 from .operators import Explicit, HaarLevel, Identity, Kron, Operator, TreeLevel, check_norm, check_relation
 from .product_domain import ProductDomain
+from .registry import GRID_MECHANISMS, GRID_WORKLOADS, Citation, Entry
 from .strategies import HaarStrategy, Strategy, TreeStrategy
-from .workloads_kd import Rectangles, check_rectangles, check_shape
+from .workloads_kd import (
+    Rectangles,
+    all_range_gram,
+    all_rectangles,
+    check_rectangles,
+    check_shape,
+    marginals,
+    prefix_rectangles,
+)
 
 __all__ = [
     "KDHierarchy",
@@ -77,8 +87,11 @@ __all__ = [
     "check_grid_counts",
     "check_rectangles",
     "expected_error",
+    "grid_candidates",
     "kron_sensitivity_power",
     "load_grid_release",
+    "select_grid",
+    "svd_bound",
 ]
 
 AXIS_KINDS = ("identity", "haar")
@@ -229,6 +242,44 @@ def _einsum_product(coefficients: np.ndarray, factors: list[np.ndarray]) -> np.n
     return np.einsum(spec, *factors, coefficients, optimize=True)
 
 
+def _along(op: Operator, array: np.ndarray, axis: int, *, adjoint: bool) -> np.ndarray:
+    """``op`` (or its adjoint) applied along one axis of a k-D array."""
+    moved = np.moveaxis(array, axis, 0)
+    flat = moved.reshape(moved.shape[0], -1)
+    out = op._apply_adjoint(flat) if adjoint else op._apply(flat)
+    return np.moveaxis(out.reshape((out.shape[0],) + moved.shape[1:]), 0, axis)
+
+
+def kron_block_answers(axis_levels, combos, grid: np.ndarray) -> list[np.ndarray]:
+    """The answers of every product block T_{1,l_1} (x) ... (x) T_{k,l_k} (``combos``) on the
+    k-D ``grid``, sharing the partial products: axis 0's levels are applied once each to the
+    whole grid, then every later axis to the (smaller) partial results."""
+    partial: dict[tuple[int, ...], np.ndarray] = {(): np.asarray(grid, dtype=float)}
+    for axis in range(len(axis_levels)):
+        prefixes = {c[: axis + 1] for c in combos}
+        partial = {p: _along(axis_levels[axis][p[-1]], partial[p[:-1]], axis, adjoint=False) for p in sorted(prefixes)}
+    return [partial[tuple(c)].ravel() for c in combos]
+
+
+def kron_adjoint_sum(axis_levels, axis_weights, combos, values, shape) -> np.ndarray:
+    """sum over blocks of (T_{1,l_1} / w_{1,l_1} (x) ... (x) T_{k,l_k} / w_{k,l_k})^T y_b, the
+    last axis first: blocks that share their first levels are summed before those are applied."""
+    k = len(axis_levels)
+    partial: dict[tuple[int, ...], np.ndarray] = {}
+    for combo, y in zip(combos, values):
+        rows = tuple(axis_levels[a][level].shape[0] for a, level in enumerate(combo))
+        partial[tuple(combo)] = np.asarray(y, dtype=float).reshape(rows)
+    for axis in range(k - 1, -1, -1):
+        summed: dict[tuple[int, ...], np.ndarray] = {}
+        for combo, array in partial.items():
+            level = combo[axis]
+            applied = _along(axis_levels[axis][level], array, axis, adjoint=True) / axis_weights[axis][level]
+            prefix = combo[:axis]
+            summed[prefix] = summed[prefix] + applied if prefix in summed else applied
+        partial = summed
+    return partial[()].reshape(math.prod(shape))
+
+
 class KronEstimate:
     """Least squares on product blocks (module doc), with exact variances."""
 
@@ -249,10 +300,7 @@ class KronEstimate:
         for c, u, v in zip(combos, unit, variances):
             self.coefficients[c] = float(v) / u**2
         inverse = Kron([Explicit(g) for g in self._inverse_grams])
-        rhs = np.zeros(math.prod(self.grid))
-        for c, u, y in zip(combos, unit, values):
-            block = Kron([axis_levels[a][level] for a, level in enumerate(c)])
-            rhs += block.rmatvec(np.asarray(y, dtype=float)) / u
+        rhs = kron_adjoint_sum(axis_levels, axis_weights, combos, values, self.grid)
         leaves = inverse.matvec(rhs)
         self.total_variance = 0.0
         self.known_total = total is not None
@@ -314,9 +362,13 @@ class KronEstimate:
             for a, table in enumerate(self._tables):
                 lo, hi = lows[sl, a], highs[sl, a] + 1
                 n = self.grid[a]
-                quad.append(table[hi, hi] + table[lo, lo] - 2 * table[hi, lo])
+                flat = table.reshape(-1, table.shape[2])  # np.take on row numbers: far faster than two index arrays
+                form = np.take(flat, hi * (n + 2), axis=0)  # entry (hi, hi) of the (n + 1) x (n + 1) table
+                form += np.take(flat, lo * (n + 2), axis=0)
+                form -= 2.0 * np.take(flat, hi * (n + 1) + lo, axis=0)
+                quad.append(form)
                 if self.known_total:
-                    cross.append(table[hi, n] - table[lo, n])
+                    cross.append(np.take(flat, hi * (n + 1) + n, axis=0) - np.take(flat, lo * (n + 1) + n, axis=0))
             variance = _einsum_product(self.coefficients, quad)
             if self.known_total:
                 variance = variance - _einsum_product(self.coefficients, cross) ** 2 / self.total_variance
@@ -394,11 +446,16 @@ class MortonTreeEstimate:
         of axis a / block side)^2: two partial blocks and a count of full ones per axis.
         """
         lows, highs = check_rectangles(self.grid, lows, highs)
-        families = [(lows[:, a], highs[:, a]) for a in range(len(self.grid))]
-        variance = self._combine(
-            lambda side: np.prod([_block_overlap_squares(lo, hi, side) for lo, hi in families], axis=0)
-        )
-        return np.maximum(variance, 0.0)
+        out = np.empty(lows.shape[0])
+        for start in range(0, lows.shape[0], 1 << 15):  # chunks whose temporaries stay in cache
+            sl = slice(start, start + (1 << 15))
+            families = [(lows[sl, a], highs[sl, a]) for a in range(len(self.grid))]
+            out[sl] = self._combine(
+                lambda side, families=families: np.prod(
+                    [_block_overlap_squares(lo, hi, side) for lo, hi in families], axis=0
+                )
+            )
+        return np.maximum(out, 0.0)
 
     def mean_variance(self, families) -> float:
         """The exact mean variance over the product of per-axis range families: S_d is a product
@@ -458,9 +515,13 @@ class GridMechanism(Mechanism):
         plan = self.plan(counts.shape, epsilon)
         specs = self._noise(plan, epsilon, delta)
         x = self._vector(counts)
+        if isinstance(plan, KronStrategy):  # shared partial products instead of one pass per block
+            answers = kron_block_answers(plan.axis_levels, plan.combos, counts)
+        else:
+            answers = [block.matvec(x) for block in plan.blocks]
         measured = []
-        for block, spec in zip(plan.blocks, specs):
-            exact = np.rint(block.matvec(x)).astype(np.int64)
+        for block, spec, answer in zip(plan.blocks, specs, answers):
+            exact = np.rint(answer).astype(np.int64)
             measured.append(LinearMeasurement(block, exact + spec.sample(exact.shape, source), spec.variance, spec))
         total = float(counts.sum()) if self.neighbours == "replace" else None
         return Measurements(
@@ -650,7 +711,27 @@ class Quadtree(KDHierarchy):
 
 
 # ----------------------------------------------------------------------------- analysis
-WORKLOADS_KD = ("all_rectangles", "prefix_rectangles", "marginals")
+#: The k-D workloads by name (hyphens, as on the command line; underscores are accepted too).
+WORKLOADS_KD = ("all-rectangles", "prefix-rectangles", "marginals")
+
+
+def check_grid_workload(workload):
+    """A registered k-D workload name (``_`` read as ``-``) or a :class:`Rectangles`."""
+    if isinstance(workload, Rectangles):
+        return workload
+    name = workload.replace("_", "-") if isinstance(workload, str) else workload
+    if name not in WORKLOADS_KD:
+        raise ParameterError(
+            f"workload must be one of {', '.join(WORKLOADS_KD)} or a workloads_kd.Rectangles, got {workload!r}"
+        )
+    return name
+
+
+def check_order(order, shape) -> int:
+    """The marginal order: 1..k on a k-D grid."""
+    if isinstance(order, bool) or not isinstance(order, (int, np.integer)) or not 1 <= order <= len(shape):
+        raise ParameterError(f"order must be 1..{len(shape)} for a {len(shape)}-D grid, got {order!r}")
+    return int(order)
 
 
 def axis_ranges(n: int, kind: str) -> tuple[np.ndarray, np.ndarray]:
@@ -666,34 +747,197 @@ def axis_ranges(n: int, kind: str) -> tuple[np.ndarray, np.ndarray]:
 
 def expected_error(mechanism: GridMechanism, shape, workload, epsilon, *, delta=0.0, order: int = 2) -> float:
     """The exact mean squared error per query of ``mechanism`` with least squares on a k-D
-    ``workload``: "all_rectangles", "prefix_rectangles", "marginals" (all ``order``-way), or a
+    ``workload``: "all-rectangles", "prefix-rectangles", "marginals" (all ``order``-way), or a
     :class:`~dprange.workloads_kd.Rectangles`.  Data-independent (the zero design's error
     model); the product workloads average per-axis terms (no query is enumerated)."""
     shape = check_shape(shape)
+    workload = check_grid_workload(workload)
+    if workload == "marginals":
+        order = check_order(order, shape)
     model = mechanism.error_model(shape, epsilon, delta=delta)
     if isinstance(workload, Rectangles):
         return float(np.mean(model.rectangle_variance(workload.lows, workload.highs)))
-    if workload == "all_rectangles":
+    if workload == "all-rectangles":
         return model.mean_variance([axis_ranges(n, "all") for n in shape])
-    if workload == "prefix_rectangles":
+    if workload == "prefix-rectangles":
         return model.mean_variance([axis_ranges(n, "prefix") for n in shape])
+    total, count = 0.0, 0
+    for axes in itertools.combinations(range(len(shape)), order):
+        families = [axis_ranges(n, "cells" if a in axes else "total") for a, n in enumerate(shape)]
+        cells = math.prod(shape[a] for a in axes)
+        total += cells * model.mean_variance(families)
+        count += cells
+    return total / count
+
+
+def _axis_singular_values(n: int, kind: str) -> np.ndarray:
+    """Singular values of one axis' 1-D workload: all ranges or prefixes (from the Gram)."""
+    gram = all_range_gram(n) if kind == "all" else (n - np.maximum.outer(np.arange(n), np.arange(n))).astype(float)
+    return np.sqrt(np.clip(np.linalg.eigvalsh(gram), 0.0, None))
+
+
+def _marginal_singular_sum(shape, order: int) -> float:
+    """Sum of the singular values of all ``order``-way marginals.  Their Gram is a sum of
+    Kronecker products of I and J = 1 1^T, diagonal in one basis: on each axis the constant
+    vector (J: n_a, I: 1) or its complement (J: 0, I: 1).  The eigenvector that is a complement
+    on the axes S has eigenvalue sum over marginal sets M containing S of prod_{a not in M} n_a,
+    with multiplicity prod_{a in S} (n_a - 1)."""
+    k = len(shape)
+    sets = list(itertools.combinations(range(k), order))
+    total = 0.0
+    for size in range(order + 1):
+        for complement in itertools.combinations(range(k), size):
+            eig = sum(math.prod(shape[a] for a in range(k) if a not in m) for m in sets if set(complement) <= set(m))
+            total += math.prod(shape[a] - 1 for a in complement) * math.sqrt(eig)
+    return total
+
+
+def svd_bound(shape, workload, epsilon, delta=0.0, *, order: int = 2) -> float:
+    """Lower bound on the mean squared error per query of any matrix mechanism on a k-D
+    workload (Li and Miklau, "Optimal Error of Query Sets under the Differentially-Private
+    Matrix Mechanism", ICDT 2013): (2 / epsilon^2) (sum of singular values of W)^2 / (cells x
+    queries), 2 log(2 / delta) / epsilon^2 instead of 2 / epsilon^2 when delta > 0, as
+    :func:`dprange.analysis.svd_bound` in 1-D.  The singular values of a Kronecker workload
+    (all or prefix rectangles) are the products of the per-axis ones, so their sum is the
+    product of the per-axis sums; marginals have a closed form (:func:`_marginal_singular_sum`)."""
+    shape = check_shape(shape)
+    workload = check_grid_workload(workload)
+    if isinstance(workload, Rectangles):
+        raise ParameterError("svd_bound covers all-rectangles, prefix-rectangles and marginals")
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    if max(shape) > 8192:
+        raise ParameterError("svd_bound needs an eigendecomposition per axis; use sides <= 8192")
     if workload == "marginals":
-        if not 1 <= order <= len(shape):
-            raise ParameterError(f"order must be 1..{len(shape)} for a {len(shape)}-D grid, got {order}")
-        total, count = 0.0, 0
-        for axes in itertools.combinations(range(len(shape)), order):
-            families = [axis_ranges(n, "cells" if a in axes else "total") for a, n in enumerate(shape)]
-            cells = math.prod(shape[a] for a in axes)
-            total += cells * model.mean_variance(families)
-            count += cells
-        return total / count
-    raise ParameterError(
-        f"workload must be one of {', '.join(WORKLOADS_KD)} or a workloads_kd.Rectangles, got {workload!r}"
-    )
+        order = check_order(order, shape)
+        singular_sum = _marginal_singular_sum(shape, order)
+        queries = sum(math.prod(shape[a] for a in m) for m in itertools.combinations(range(len(shape)), order))
+    else:
+        kind = "all" if workload == "all-rectangles" else "prefix"
+        singular_sum = math.prod(float(_axis_singular_values(n, kind).sum()) for n in shape)
+        queries = math.prod(n * (n + 1) // 2 if kind == "all" else n for n in shape)
+    factor = 2.0 / epsilon**2 if delta == 0 else 2.0 * math.log(2.0 / delta) / epsilon**2
+    return factor * singular_sum**2 / math.prod(shape) / queries
+
+
+#: Largest padded cube (cells) a k-D hierarchy candidate of ``auto`` may have.
+AUTO_CUBE_LIMIT = 1 << 24
+
+
+def kronecker_candidates(shape, *, neighbours="add_remove", noise="auto", fast=False) -> list:
+    """Kronecker configurations ``auto`` ranks: flat (identity), Haar, and trees of branching
+    2, 4, 8, 16 on every axis, with uniform and geometric budgets."""
+    out = [Kronecker("identity", neighbours=neighbours, noise=noise)]
+    out.append(Kronecker("haar", neighbours=neighbours, noise=noise))
+    for b in (2, 4, 8, 16) if not fast else (4, 16):
+        for rule in BUDGET_RULES:
+            out.append(Kronecker(b, budget=rule, neighbours=neighbours, noise=noise))
+    return out
+
+
+def hierarchy_candidates_kd(shape, *, neighbours="add_remove", noise="auto", fast=False) -> list:
+    """k-D hierarchies ``auto`` ranks: branching 2, 4, 8 with uniform and geometric budgets,
+    those whose padded cube has at most :data:`AUTO_CUBE_LIMIT` cells."""
+    shape = check_shape(shape)
+    out = []
+    for b in (2, 4, 8):
+        side = 1
+        while side < max(shape):  # the padded cube's side, as KDHierarchy._tree pads it
+            side *= b
+        if side ** len(shape) > AUTO_CUBE_LIMIT:
+            continue
+        for rule in BUDGET_RULES:
+            out.append(KDHierarchy(b, budget=rule, neighbours=neighbours, noise=noise))
+    return out
+
+
+def grid_candidates(shape, *, neighbours="add_remove", noise="auto", fast=False) -> list:
+    """Every configuration ``auto`` ranks on ``shape``, from the registry's auto entries."""
+    out = []
+    for entry in GRID_MECHANISMS.values():
+        if entry.auto:
+            out.extend(entry.auto_candidates(shape, neighbours=neighbours, noise=noise, fast=fast))
+    return out
+
+
+def select_grid(
+    shape,
+    epsilon,
+    *,
+    workload="all-rectangles",
+    delta=0.0,
+    neighbours="add_remove",
+    noise="auto",
+    order: int = 2,
+    candidates=None,
+):
+    """The k-D mechanism with the least exact expected error (:func:`expected_error`) on
+    ``workload`` (default all rectangles), chosen from public parameters only: the shape,
+    epsilon, delta, the relation and the noise.  Returns a
+    :class:`dprange.analysis.Selection` (ranked table, lowest error first; ties go to the
+    first candidate); candidates that cannot run on the shape are listed as excluded."""
+    shape = check_shape(shape)
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    workload = check_grid_workload(workload)
+    if workload == "marginals":
+        order = check_order(order, shape)
+    pool = grid_candidates(shape, neighbours=neighbours, noise=noise) if candidates is None else list(candidates)
+    ranked, excluded = [], []
+    for mech in pool:
+        try:
+            error = expected_error(mech, shape, workload, epsilon, delta=delta, order=order)
+        except ParameterError as exc:
+            excluded.append((mech, str(exc)))
+            continue
+        if math.isfinite(error):
+            ranked.append(Candidate(mech, error))
+        else:
+            excluded.append((mech, "the expected error is not finite"))
+    if not ranked:
+        raise ParameterError(f"no k-D mechanism can release a {list(shape)} grid: {excluded[0][1] if excluded else ''}")
+    ranked.sort(key=lambda c: c.error)
+    name = workload if isinstance(workload, str) else "rectangles"
+    described = {"name": name, "shape": list(shape), **({"order": order} if name == "marginals" else {})}
+    return Selection(ranked[0].mechanism, ranked[0].error, ranked, described, excluded)
 
 
 # ----------------------------------------------------------------------------- saved releases
-GRID_MECHANISMS = {cls.name: cls for cls in (Kronecker, KDHierarchy, Quadtree)}
+QARDAJI_2013 = Citation(
+    "Qardaji, Yang and Li", "Understanding Hierarchical Methods for Differentially Private Histograms", "PVLDB 2013"
+)
+GRID_MECHANISMS.add(
+    Kronecker,
+    summary="Kronecker products of per-axis 1-D strategies (identity = flat, Haar = k-D Privelet, trees) "
+    "with exact per-axis least squares",
+    citation=Citation(
+        "Miklau",
+        "Differentially-Private Batch Query Answering: Exploiting the Workload vs. Exploiting the Data",
+        "DIMACS 2012",
+    ),
+    auto=True,
+    candidates=kronecker_candidates,
+)
+GRID_MECHANISMS.add(
+    KDHierarchy,
+    summary="the k-D hierarchy of fan-out b^k over the padded cube, exact tree least squares in Morton order",
+    citation=QARDAJI_2013,
+    auto=True,
+    candidates=hierarchy_candidates_kd,
+)
+GRID_MECHANISMS.add(
+    Quadtree,
+    summary="the 2-D quadtree (kd_hierarchy with branching 2), uniform or geometric budgets",
+    citation=Citation(
+        "Cormode, Procopiuc, Srivastava, Shen and Yu", "Differentially Private Spatial Decompositions", "ICDE 2012"
+    ),
+)
+for _name, _factory, _summary in (
+    ("all-rectangles", all_rectangles, "every rectangle of the grid (products of all ranges per axis)"),
+    ("prefix-rectangles", prefix_rectangles, "dominance counts: the k-D CDF, one per cell"),
+    ("marginals", marginals, "all k-way marginals (default 2-way): cells of k axes, the others summed"),
+):
+    GRID_WORKLOADS.register(Entry("k-D workload", _name, _summary, QARDAJI_2013, factory=_factory, auto=True))
 
 
 def load_grid_release(text) -> GridRelease:
@@ -704,7 +948,7 @@ def load_grid_release(text) -> GridRelease:
     if not isinstance(data, dict) or data.get("kind") != "grid_release":
         raise DataError("not a saved grid release (kind 'grid_release')")
     try:
-        cls = GRID_MECHANISMS[data["mechanism"]]
+        cls = cast("type[GridMechanism]", GRID_MECHANISMS[data["mechanism"]].factory)
         mech = cls(**data["parameters"])
         shape = check_shape(data["shape"])
         plan = mech.plan(shape, float(data["epsilon"]))

@@ -91,7 +91,12 @@ class ProductDomain:
                 "pass drop_missing=True to drop those records"
             )
         keep = ~missing
-        index = [d.bucketize(values[keep], clip=clip) for d, (values, _) in zip(self.domains, arrays)]
+        index = []
+        for axis, (d, (values, _)) in enumerate(zip(self.domains, arrays)):
+            try:
+                index.append(d.bucketize(values[keep], clip=clip))
+            except DomainError as exc:  # say which column: the bounds alone may not tell
+                raise DomainError(f"axis {axis}: {exc}") from None
         return np.stack(index) if index[0].size else np.zeros((self.ndim, 0), dtype=np.int64)
 
     def histogram(self, columns, *, clip: bool = False, drop_missing: bool = False) -> np.ndarray:

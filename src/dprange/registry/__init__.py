@@ -163,8 +163,25 @@ LDP_PROTOCOLS = Registry("protocol", "Local-DP protocols")
 #: Local-DP frequency oracles (``dprange ldp --oracle``), registered in dprange.ldp.oracles.
 FREQUENCY_ORACLES = Registry("oracle", "Local-DP frequency oracles")
 
+#: k-D mechanisms on a product domain (``dprange.release_grid``, ``dprange release`` with several
+#: columns), registered in dprange.multidim.  Kept apart from :data:`MECHANISMS`, whose entries
+#: all release 1-D counts.
+GRID_MECHANISMS = Registry("k-D mechanism", "k-D mechanisms")
+#: k-D workloads (``multidim.expected_error``, ``dprange error --shape``), registered in dprange.multidim.
+GRID_WORKLOADS = Registry("k-D workload", "k-D workloads")
+
 #: Every registry, in the order the docs show them.
-REGISTRIES = (MECHANISMS, INFERENCE, NOISE, WORKLOADS, QUANTILE_METHODS, LDP_PROTOCOLS, FREQUENCY_ORACLES)
+REGISTRIES = (
+    MECHANISMS,
+    INFERENCE,
+    NOISE,
+    WORKLOADS,
+    QUANTILE_METHODS,
+    LDP_PROTOCOLS,
+    FREQUENCY_ORACLES,
+    GRID_MECHANISMS,
+    GRID_WORKLOADS,
+)
 
 
 # ------------------------------------------------------------------ inference methods
@@ -238,7 +255,7 @@ def _cell(text: str) -> str:
 
 
 def _entry_table(registry: Registry) -> list[str]:
-    auto_column = registry in (MECHANISMS, WORKLOADS, QUANTILE_METHODS)
+    auto_column = registry in (MECHANISMS, WORKLOADS, QUANTILE_METHODS, GRID_MECHANISMS)
     header = "| name | what it is | " + ("auto | " if auto_column else "") + "reference |"
     lines = [header, "|---|---|" + ("---|" if auto_column else "") + "---|"]
     for entry in registry.values():
@@ -288,6 +305,7 @@ def _params_section(registry: Registry) -> list[str]:
 AUTO_NOTES = {
     "Mechanisms": 'auto: whether `mechanism="auto"` (the default) ranks it by exact expected error.',
     "Workloads": 'auto: whether `mechanism="auto"` can optimise for it (`dprange release --workload`).',
+    "k-D mechanisms": 'auto: whether `dprange.release_grid(..., mechanism="auto")` ranks it by exact expected error.',
     "Quantile methods": 'auto: whether `dprange.quantiles(..., method="auto")` can choose it (docs/quantiles.md).',
 }
 
@@ -314,6 +332,8 @@ def docs_markdown() -> str:
 
 __all__ = [
     "FREQUENCY_ORACLES",
+    "GRID_MECHANISMS",
+    "GRID_WORKLOADS",
     "INFERENCE",
     "LDP_PROTOCOLS",
     "MECHANISMS",

@@ -1,0 +1,184 @@
+"""`dprange release` with several columns (a k-D GridRelease, --plot heatmap) and `dprange
+error --shape` (issue 10, item 8): same rules as the 1-D command line."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from dprange import Domain, ProductDomain
+from dprange.api import release_grid
+from dprange.cli import main
+from dprange.multidim import KDHierarchy, Kronecker, expected_error, load_grid_release, select_grid, svd_bound
+
+
+def run_cli(args, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main([str(a) for a in args])
+    out = capsys.readouterr()
+    return exc.value.code, out.out, out.err
+
+
+@pytest.fixture
+def two_columns(tmp_path):
+    rng = np.random.default_rng(1)
+    age, hours = rng.integers(18, 60, 600), rng.integers(0, 50, 600)
+    path = tmp_path / "people.csv"
+    path.write_text("age,hours,third\n" + "".join(f"{a},{h},{a % 3}\n" for a, h in zip(age, hours)))
+    return path, age, hours
+
+
+def grid_args(path, out, *extra):
+    return [
+        "release", path, "-c", "age", "-c", "hours", "--lo", 18, "--hi", 59, "--lo", 0, "--hi", 49,
+        "--integers", "-e", 1, "--seed", 4, "-o", out, *extra,
+    ]  # fmt: skip
+
+
+def test_two_columns_release_the_grid_of_dprange_release_grid(two_columns, tmp_path, capsys):
+    path, age, hours = two_columns
+    out = tmp_path / "grid.json"
+    code, stdout, err = run_cli(grid_args(path, out, "-m", "kd_hierarchy", "--branching", 4), capsys)
+    assert code == 0 and err == ""
+    saved = load_grid_release(out.read_text())
+    domain = ProductDomain([Domain.integers(18, 59), Domain.integers(0, 49)])
+    same = release_grid([age, hours], domain, 1.0, mechanism=KDHierarchy(4), rng=4)
+    np.testing.assert_allclose(saved.counts, same.counts, rtol=0, atol=1e-9)
+    assert saved.domain == domain and saved.shape == (42, 50)
+    total = saved.rectangle([0, 0], [41, 49])
+    assert f"total: {total.value:.1f} ± {total.stderr:.1f}" in stdout
+    assert "kd_hierarchy release of 'age' x 'hours': 42x50 cells" in stdout
+
+
+def test_auto_chooses_by_the_k_d_workload_and_bins_per_column(two_columns, tmp_path, capsys):
+    path, age, hours = two_columns
+    out = tmp_path / "grid.json"
+    args = [
+        "release", path, "-c", "age", "-c", "hours", "--lo", 18, "--hi", 60, "--bins", 6, "--lo", 0, "--hi", 50,
+        "--bins", 5, "-e", 1, "--seed", 4, "-o", out, "--workload", "marginals",
+    ]  # fmt: skip
+    code, stdout, _ = run_cli(args, capsys)
+    assert code == 0
+    chosen = select_grid((6, 5), 1.0, workload="marginals").mechanism
+    assert f"auto: chose {chosen!r} for the marginals workload" in stdout
+    saved = json.loads(out.read_text())
+    assert saved["shape"] == [6, 5] and saved["mechanism"] == chosen.name
+    exact = ProductDomain([Domain.interval(18, 60, 6), Domain.interval(0, 50, 5)]).histogram([age, hours])
+    rel = load_grid_release(saved)
+    assert np.all(np.abs(rel.counts - exact) < 8 * rel.marginal((0, 1)).stderr)
+
+
+def test_heatmap_png_for_two_columns(two_columns, tmp_path, capsys):
+    path, _, _ = two_columns
+    plot = tmp_path / "map.png"
+    code, stdout, _ = run_cli(grid_args(path, tmp_path / "g.json", "--plot", plot, "-m", "kronecker"), capsys)
+    assert code == 0 and plot.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    assert f"and {plot}" in stdout
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda a: a[:8] + a[10:], "--hi was given 1 times for 2 --column"),  # one --hi
+        (lambda a: [*a, "--lo", 3], "--lo was given 3 times"),
+        (lambda a: [x for x in a if x != "--integers"], "--column age: give --bins N"),
+        (lambda a: [*a, "--bins", 4], "either --integers or --bins"),
+        (lambda a: [*a, "-m", "flat"], "--mechanism flat releases one column"),
+        (lambda a: [*a, "--inference", "nnls"], "--inference gls"),
+        (lambda a: [*a, "--workload", "identity"], "--workload identity is for one column"),
+        (lambda a: [*a, "--branching", 4], "give --mechanism kronecker or kd_hierarchy or quadtree"),
+        (lambda a: [*a, "-m", "kronecker", "--root"], "--root is not a parameter of --mechanism kronecker"),
+        (lambda a: [*a, "-m", "kd_hierarchy", "--branching", "4,4"], "--branching must be a whole number"),
+        (lambda a: [*a, "-m", "kronecker", "--branching", "tree"], "'identity', 'haar' or a tree branching"),
+        (lambda a: [*a, "-m", "quadtree", "-c", "third", "--lo", 0, "--hi", 2], "2-D grid"),
+        (lambda a: [*a, "--plot", "x.png", "-c", "third", "--lo", 0, "--hi", 2], "heatmap of two columns"),
+        (lambda a: [*a, "-c", "age", "--lo", 0, "--hi", 2], "names a column twice"),
+        (lambda a: [*a, "-e", 0], "epsilon"),
+        (lambda a: [*a, "--neighbours", "replace", "--drop-missing"], "--drop-missing"),
+    ],
+)
+def test_bad_multi_column_options_exit_2_with_one_line_before_reading(tmp_path, capsys, change, message):
+    """The input file does not exist: every option is checked before the data are read."""
+    monkey_out = tmp_path / "never.json"
+    code, stdout, err = run_cli(change(grid_args(tmp_path / "missing.csv", monkey_out)), capsys)
+    assert code == 2 and stdout == ""
+    assert err.startswith("dprange: error: ") and err.count("\n") == 1 and message in err
+    assert not monkey_out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_k_d_names_are_refused_with_one_column(two_columns, tmp_path, capsys):
+    path, _, _ = two_columns
+    base = ["release", path, "-c", "age", "--lo", 18, "--hi", 59, "--integers", "-e", 1, "-o", tmp_path / "r.json"]
+    code, _, err = run_cli([*base, "-m", "kronecker"], capsys)
+    assert code == 2 and "--mechanism kronecker releases several columns" in err
+    code, _, err = run_cli([*base, "--workload", "all-rectangles"], capsys)
+    assert code == 2 and "--workload all-rectangles is for several columns" in err
+    code, _, err = run_cli([*base, "--lo", 3], capsys)
+    assert code == 2 and "--lo was given 2 times for 1 --column" in err
+    code, stdout, _ = run_cli([*base, "--seed", 1], capsys)  # the 1-D release still runs
+    assert code == 0 and "deciles" not in err and "total" in stdout
+
+
+def test_error_shape_ranks_the_k_d_mechanisms_exactly(capsys):
+    code, stdout, err = run_cli(["error", "--shape", "6x5", "-e", 1], capsys)
+    assert code == 0 and err == ""
+    selection = select_grid((6, 5), 1.0)
+    assert f"recommended: {selection.mechanism!r}" in stdout
+    for cand in selection.table[:15]:
+        assert f"{math.sqrt(cand.error):>12.4f}  {cand.mechanism!r}" in stdout
+    bound = svd_bound((6, 5), "all-rectangles", 1.0)
+    assert f"RMSE {bound**0.5:.4f}" in stdout
+    code, stdout, _ = run_cli(
+        [
+            "error",
+            "--shape",
+            "4x3x2",
+            "-w",
+            "marginals",
+            "--order",
+            1,
+            "-e",
+            0.5,
+            "--json",
+            "--mechanisms",
+            "kronecker",
+        ],
+        capsys,
+    )
+    table = json.loads(stdout)
+    assert code == 0 and len(table["candidates"]) == 1
+    assert table["expected_error"] == pytest.approx(expected_error(Kronecker(), (4, 3, 2), "marginals", 0.5, order=1))
+    assert table["svd_bound"] == pytest.approx(svd_bound((4, 3, 2), "marginals", 0.5, order=1))
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--shape", "8xx8"], "--shape must be sides >= 1 joined by x"),
+        (["--shape", "8x0"], "--shape must be sides >= 1"),
+        (["--shape", "8x8", "--n", 8], "not both"),
+        ([], "Missing option '--n'"),
+        (["--n", 8, "-w", "marginals"], "needs --shape"),
+        (["--shape", "8x8", "-w", "identity"], "--workload identity is for one column"),
+        (["--shape", "8x8", "-w", "marginals", "--order", 3], "--order must be 1..2"),
+        (["--shape", "8x8", "--mechanisms", "flat"], "unknown k-D mechanism 'flat'"),
+        (["--shape", "8x8", "--mechanisms", ","], "--mechanisms is empty"),
+        (["--shape", "100000x100000"], "more than the"),
+    ],
+)
+def test_bad_error_shape_options(capsys, args, message):
+    code, stdout, err = run_cli(["error", "-e", 1, *args], capsys)
+    assert code == 2 and stdout == "" and err.count("\n") == 1 and message in err
+
+
+def test_out_of_bounds_names_the_column(two_columns, tmp_path, capsys):
+    """Was: '... values lie outside the public bounds [0.0, 40.0]' without saying which column."""
+    path, _, _ = two_columns
+    args = grid_args(path, tmp_path / "g.json")
+    args[args.index(49)] = 40  # hours go up to 49
+    code, _, err = run_cli(args, capsys)
+    assert code == 2 and err.startswith("dprange: error: --column hours: ") and "outside the public bounds" in err
+    assert not (tmp_path / "g.json").exists()
