@@ -14,6 +14,13 @@ With children l, r of u and Var(d_u) the noise variance of u's difference:
 
 covered nodes having g = 1, V = 0 and disjoint ones g = 0.  Var(range) = V_root +
 g_root^2 Var(total): O(log n) vectorised operations per batch of queries.
+
+All prefixes at once.  For the prefix 0..j every node is covered, disjoint or on the path
+from leaf j to the root, and a path node at height h covers the fraction
+g = ((j mod 2^h) + 1) / 2^h of its leaves.  The prefix's error is therefore one noise term
+per level: E_j = sum_h c_h(j) e_h[j >> h] + g_root(j) e_total, with c_h = (g_l - g_r) / 2
+(g_l = 1 when leaf j lies in the right child), which :func:`one_pass_haar_variances` sums
+level by level for every j together.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ import numpy as np
 
 from ..errors import ParameterError
 from ..strategies import HaarStrategy
-from .tree import compact_variances, flat_ranges
+from .tree import PrefixVariances, compact_variances, flat_ranges
 
 
 class HaarEstimate:
@@ -90,6 +97,19 @@ class HaarEstimate:
             left, right = p_left, p_right
         return (v_left + g_left**2 * self._total_variance()).reshape(shape)
 
+    def prefix_variances(self) -> PrefixVariances:
+        """Var of every prefix, every suffix and every bin in one pass over the levels.
+
+        Equal to ``range_variance(0, j)``, ``range_variance(j + 1, n - 1)`` and
+        ``range_variance(j, j)`` for all j (see :func:`one_pass_haar_variances`), without
+        asking n ranges.  Computed once per estimate and kept.
+        """
+        cached = getattr(self, "_prefix_variances", None)
+        if cached is None:
+            cached = one_pass_haar_variances(self)
+            self._prefix_variances = cached
+        return cached
+
     def _total_variance(self) -> float:
         total_var = self.level_variances[0]
         return 0.0 if total_var is None else float(np.asarray(total_var).ravel()[0])
@@ -113,6 +133,49 @@ class HaarEstimate:
             g = pairs.mean(axis=2)
         out = v + g[:, 0] ** 2 * self._total_variance()
         return out if np.ndim(weights) > 1 else out[0]
+
+
+def _path_coefficients(h: int) -> np.ndarray:
+    """c_h for the 2^h offsets of leaf j inside its height-h ancestor: (g_l - g_r) / 2."""
+    half = 2 ** (h - 1)
+    offset = np.arange(2 * half)
+    covered = ((offset % half) + 1) / half
+    return np.where(offset >= half, (1.0 - covered) / 2.0, covered / 2.0)
+
+
+def one_pass_haar_variances(estimate: HaarEstimate) -> PrefixVariances:
+    """All prefix, suffix and bin variances of the Haar estimate (Xiao et al., ICDE 2010).
+
+    With E_j = sum_h c_h(j) e_h[j >> h] + g_root(j) e_total the error of prefix j (module
+    docstring), Var(prefix_j) = sum_h c_h(j)^2 Var(e_h[j >> h]) + g_root(j)^2 Var(total),
+    Var(bin_j) = sum_h 4^-h Var(e_h[j >> h]) + 4^-height Var(total), and the suffix j+1..n-1
+    is prefix_{n-1} - prefix_j, whose covariance term runs over the common ancestors of j
+    and n - 1 only.  One vectorised operation over the padded domain per level.
+    """
+    haar = estimate.strategy
+    n, size, height = haar.n, haar.size, haar.height
+    prefix = np.zeros(size)
+    bins = np.zeros(size)
+    cross = np.zeros(size)  # Cov(E_j, E_{n-1})
+    last = n - 1
+    for h in range(1, height + 1):
+        level = height - h + 1
+        var_d = np.broadcast_to(np.asarray(estimate.level_variances[level], dtype=float), (size >> h,))
+        coeff = _path_coefficients(h)
+        width = 2**h
+        prefix.reshape(-1, width)[...] += coeff**2 * var_d[:, None]
+        bins.reshape(-1, width)[...] += (var_d / 4.0**h)[:, None]
+        node = last >> h
+        cross[node * width : (node + 1) * width] += coeff * coeff[last % width] * var_d[node]
+    var_total = estimate._total_variance()
+    g_root = np.arange(1, size + 1) / size
+    prefix += g_root**2 * var_total
+    bins += var_total / 4.0**height
+    cross += g_root * g_root[last] * var_total
+    prefix = np.maximum(prefix[:n], 0.0)
+    rest = np.maximum(prefix[last] + prefix - 2.0 * cross[:n], 0.0)
+    rest[last] = 0.0
+    return PrefixVariances(prefix, rest, bins[:n], float(prefix[last]))
 
 
 def haar_estimate(strategy: HaarStrategy, level_values: list, level_variances: list, *, total=None) -> HaarEstimate:
