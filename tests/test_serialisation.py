@@ -57,9 +57,11 @@ def test_json_text_and_file_match_to_dict(gls_release, tmp_path):
 
 
 def test_standard_errors_are_computed_in_chunks(monkeypatch):
-    # A model without the one-pass tree variances (tree models: tests/test_one_pass.py).
+    # A model without the one-pass variances (tests/test_one_pass.py, tests/test_haar_one_pass.py).
     from dprange import serialisation
+    from dprange.inference.wavelet import HaarEstimate
 
+    monkeypatch.delattr(HaarEstimate, "prefix_variances")
     rel = Wavelet().release(np.arange(1000), 1.0, rng=1)
     sizes = []
     model = rel.error_model
