@@ -133,3 +133,55 @@ def test_wavelet_cdf_errors_equal_per_query(neighbours):
     expected = slow.cdf().stderr
     residue = 1e-6 * expected.max()
     np.testing.assert_allclose(fast.cdf().stderr, expected, rtol=1e-10, atol=residue)
+
+
+@pytest.mark.parametrize(
+    "n,branching,measure_root,known_total",
+    [
+        (1, [], True, True),
+        (16, 2, True, False),
+        (11, 2, False, False),
+        (300, 16, False, True),
+        (29, (4, 2, 4), True, True),
+    ],
+)
+def test_tree_error_model_needs_no_estimate_and_equals_gls_on_zeros(
+    n, branching, measure_root, known_total, monkeypatch
+):
+    """The variance-only tree model (what select ranks) equals the model of GLS on zeros."""
+    from dprange.inference import dispatch
+    from dprange.inference import tree as tree_module
+
+    tree = tree_module.TreeStrategy(n, branching, measure_root=measure_root, known_total=known_total)
+    rng = np.random.default_rng(n)
+    variances = [
+        rng.uniform(0.3, 4.0, tree.level_sizes[d]) if d in tree.measured_depths else None for d in range(tree.depth + 1)
+    ]
+    zeros = [None if v is None else np.zeros(tree.level_sizes[d]) for d, v in enumerate(variances)]
+    reference = tree_module.tree_gls(tree, zeros, variances, total=0.0 if known_total else None)
+
+    def no_estimate(*args, **kwargs):
+        raise AssertionError("the error model must not run the GLS estimate")
+
+    monkeypatch.setattr(tree_module, "tree_gls", no_estimate)
+    monkeypatch.setattr(dispatch, "tree_gls", no_estimate)
+    model = tree_module.tree_error_model(tree, variances, known_total=known_total)
+    assert model.root_variance == pytest.approx(reference.root_variance, rel=1e-15, abs=1e-300)
+    for got, want in zip(model.from_below_variance, reference.from_below_variance):
+        np.testing.assert_allclose(got, want, rtol=1e-15)
+    for got, want in zip(model._child_variance_sums, reference._child_variance_sums):
+        np.testing.assert_allclose(got, want, rtol=1e-15)
+    idx = np.arange(n)
+    np.testing.assert_allclose(model.range_variance(0, idx), reference.range_variance(0, idx), rtol=1e-14)
+
+
+def test_hierarchical_error_model_skips_the_estimate(monkeypatch):
+    from dprange import Hierarchical
+    from dprange.inference import dispatch
+
+    def no_estimate(*args, **kwargs):
+        raise AssertionError("the error model must not run the GLS estimate")
+
+    expected = Hierarchical(4).error_model(200, 1.0).range_variance(3, 150)
+    monkeypatch.setattr(dispatch, "tree_gls", no_estimate)
+    assert Hierarchical(4).error_model(200, 1.0).range_variance(3, 150) == pytest.approx(expected, rel=1e-15)

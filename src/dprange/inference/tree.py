@@ -475,10 +475,36 @@ def tree_gls(strategy: TreeStrategy, level_values, level_variances, *, total=Non
 def tree_error_model(strategy: TreeStrategy, level_variances, *, known_total: bool = False) -> TreeErrorModel:
     """The exact error model of tree GLS without any data (the variances suffice).
 
-    Use it to compute expected errors before touching data; O(number of nodes).
+    Use it to compute expected errors before touching data; O(number of nodes).  Only the
+    variance half of :func:`tree_gls`'s upward pass runs (the error of GLS does not depend
+    on the values; Hay et al., PVLDB 2010): no estimate of zeros is built.
     """
-    values = [None if v is None else np.zeros(strategy.level_sizes[d]) for d, v in enumerate(level_variances)]
-    est = tree_gls(strategy, values, level_variances, total=0.0 if known_total else None)
-    return TreeErrorModel(
-        strategy, est.from_below_variance, est._child_variance_sums, est.root_variance, est.level_variances, known_total
-    )
+    h = strategy.depth
+    if len(level_variances) != h + 1:
+        raise ParameterError(f"expected values and variances for {h + 1} depths")
+    up_w: list = [None] * (h + 1)
+    child_w: list = [None] * h
+    for d in range(h, -1, -1):
+        size = strategy.level_sizes[d]
+        v = level_variances[d]
+        measured = v is not None and np.all(np.isfinite(v))
+        if measured:
+            v = _as_level_array(v, size, f"variances at depth {d}")
+            if np.any(v < 0):
+                raise ParameterError("noise variances must be non-negative")
+        if d == h:
+            if not measured:
+                if known_total and h == 0:
+                    up_w[d] = np.zeros(1)
+                    continue
+                raise ParameterError("the leaves of the tree must be measured")
+            up_w[d] = v
+            continue
+        b = strategy.branching[d]
+        child_w[d] = _pad(up_w[d + 1], size * b).reshape(size, b).sum(axis=1)
+        up_w[d] = _safe_div(child_w[d] * v, child_w[d] + v) if measured else child_w[d]
+    if known_total:
+        if strategy.level_sizes[0] != 1:
+            raise ParameterError("a known total needs a tree with a single root")
+        up_w[0] = np.zeros(1)
+    return TreeErrorModel(strategy, up_w, child_w, up_w[0][0], list(level_variances), known_total)
