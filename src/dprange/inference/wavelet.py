@@ -150,11 +150,13 @@ def one_pass_haar_variances(estimate: HaarEstimate) -> PrefixVariances:
     docstring), Var(prefix_j) = sum_h c_h(j)^2 Var(e_h[j >> h]) + g_root(j)^2 Var(total),
     Var(bin_j) = sum_h 4^-h Var(e_h[j >> h]) + 4^-height Var(total), and the suffix j+1..n-1
     is prefix_{n-1} - prefix_j, whose covariance term runs over the common ancestors of j
-    and n - 1 only.  One vectorised operation over the padded domain per level.
+    and n - 1 only.  One vectorised operation over the padded domain per level; with one
+    variance per level the prefixes of height h repeat every 2^h bins and the pass is O(n).
     """
     haar = estimate.strategy
     n, size, height = haar.n, haar.size, haar.height
-    prefix = np.zeros(size)
+    per_level = all(np.ndim(estimate.level_variances[level]) == 0 for level in range(1, height + 1))
+    prefix = np.zeros(1 if per_level else size)  # per level: grown to 2^h bins at height h
     bins = np.zeros(size)
     cross = np.zeros(size)  # Cov(E_j, E_{n-1})
     last = n - 1
@@ -163,8 +165,12 @@ def one_pass_haar_variances(estimate: HaarEstimate) -> PrefixVariances:
         var_d = np.broadcast_to(np.asarray(estimate.level_variances[level], dtype=float), (size >> h,))
         coeff = _path_coefficients(h)
         width = 2**h
-        prefix.reshape(-1, width)[...] += coeff**2 * var_d[:, None]
-        bins.reshape(-1, width)[...] += (var_d / 4.0**h)[:, None]
+        if per_level:  # one variance per level: prefix_j depends on j mod 2^h only, O(n) in all
+            prefix = np.tile(prefix, 2) + coeff**2 * var_d[0]
+            bins += var_d[0] / 4.0**h
+        else:
+            prefix.reshape(-1, width)[...] += coeff**2 * var_d[:, None]
+            bins.reshape(-1, width)[...] += (var_d / 4.0**h)[:, None]
         node = last >> h
         cross[node * width : (node + 1) * width] += coeff * coeff[last % width] * var_d[node]
     var_total = estimate._total_variance()
