@@ -1,8 +1,8 @@
 """Many error bars at once and integer bucketizing, old path beside new, as JSON (issue 16).
 
 * ``select`` on all ranges (what ``dprange error`` and ``mechanism="auto"`` run) at n bins,
-  with the tree candidates' n prefix variances from one top-down pass (new) or from n
-  O(depth) range queries (old: the same code with the one pass switched off);
+  with the tree and Haar (Wavelet) candidates' n prefix variances from one pass (new) or
+  from n O(depth) range queries (old: the same code with the one passes switched off);
 * ``Release.cdf().stderr`` and ``Release.to_dict()`` (the decile intervals and bin standard
   errors the CLI writes) beside the release itself, old and new;
 * ``Domain.integers(...).histogram`` of int64 records beside ``np.bincount`` and the former
@@ -31,17 +31,22 @@ import numpy as np
 import dprange
 from dprange import Domain, Hierarchical, analysis
 from dprange.inference.tree import TreeErrorModel
+from dprange.inference.wavelet import HaarEstimate
+
+ONE_PASS_MODELS = (TreeErrorModel, HaarEstimate)
 
 
 @contextlib.contextmanager
 def per_query_path():
     """The code as it was: without ``prefix_variances`` every caller asks n range queries."""
-    method = TreeErrorModel.prefix_variances
-    del TreeErrorModel.prefix_variances
+    methods = [model.__dict__["prefix_variances"] for model in ONE_PASS_MODELS]
+    for model in ONE_PASS_MODELS:
+        delattr(model, "prefix_variances")
     try:
         yield
     finally:
-        TreeErrorModel.prefix_variances = method  # type: ignore[method-assign]
+        for model, method in zip(ONE_PASS_MODELS, methods):
+            model.prefix_variances = method  # type: ignore[method-assign]
 
 
 def measure(fn, repeats: int, setup=None) -> dict:
