@@ -40,6 +40,7 @@ from .errors import ParameterError
 from .inference.covering import direct_range_variance  # noqa: F401 - re-exported (its former home)
 from .mechanisms import Hierarchical, Mechanism, hierarchy_candidates, optimal_budgets
 from .optimized import auto_candidate
+from .progress import tracked
 from .registry import MECHANISMS
 from .workloads import AllRange, Explicit, Identity, Prefix, Workload, make_workload
 
@@ -192,7 +193,7 @@ def _rank(candidates, workload, epsilon, delta, excluded: list | None = None) ->
     ParameterError when no candidate is left."""
     ranked = []
     excluded = [] if excluded is None else excluded
-    for mech in candidates:
+    for mech in tracked(candidates, "ranking candidates", large=workload.n >= 2**16):
         try:
             err = expected_error(mech, workload, epsilon, delta=delta)
         except ParameterError as exc:

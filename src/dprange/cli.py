@@ -55,6 +55,7 @@ from .mechanisms import Mechanism, make_mechanism, resolve_noise
 from .multidim import select_grid, svd_bound
 from .plot import plot_cdf, plot_heatmap
 from .product_domain import ProductDomain
+from .progress import quiet_for_command
 from .registry import GRID_MECHANISMS, GRID_WORKLOADS, INFERENCE, MECHANISMS, NOISE, QUANTILE_METHODS, WORKLOADS
 from .session import Session
 from .strategies import TreeStrategy
@@ -463,12 +464,14 @@ mechanism_options = [
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="dprange")
-def cli():
+@click.option("--quiet", is_flag=True, help="No progress bars (they appear only on a terminal, for long work).")
+def cli(quiet):
     """dprange: differentially private histograms, range queries, CDFs and quantiles.
 
     Bounds and bins are public and must not be read from the data. Every answer comes with
     an exact standard error. Run 'dprange COMMAND --help' for each command's options.
     """
+    quiet_for_command(quiet)
 
 
 @cli.command("release")

@@ -52,6 +52,7 @@ from .errors import ParameterError
 from .inference.least_squares import DENSE_COVARIANCE_LIMIT
 from .matrix import MatrixStrategy
 from .mechanisms import Mechanism
+from .progress import progress_bar
 from .registry import MECHANISMS, WORKLOADS, Citation
 from .workloads import AllRange, Identity, Prefix, Workload, make_workload
 
@@ -173,14 +174,21 @@ def optimize_p_identity(
         return loss / scale, grad.ravel() / scale
 
     best_theta, best_loss = np.zeros((p, n)), p_identity_loss(np.zeros((p, n)), gram)[0]
-    for _ in range(restarts):
-        start = rng.uniform(0.0, 1.0, p * n)
-        result = optimize.minimize(
-            objective, start, jac=True, method="L-BFGS-B", bounds=[(0.0, None)] * (p * n), options={"maxiter": maxiter}
-        )
-        loss = float(result.fun) * scale
-        if loss < best_loss:
-            best_theta, best_loss = result.x.reshape(p, n), loss
+    with progress_bar("optimising strategy", total=restarts * maxiter) as bar:
+        for _ in range(restarts):
+            start = rng.uniform(0.0, 1.0, p * n)
+            result = optimize.minimize(
+                objective,
+                start,
+                jac=True,
+                method="L-BFGS-B",
+                bounds=[(0.0, None)] * (p * n),
+                options={"maxiter": maxiter},
+                callback=lambda _: bar.update(1),
+            )
+            loss = float(result.fun) * scale
+            if loss < best_loss:
+                best_theta, best_loss = result.x.reshape(p, n), loss
     return best_theta, best_loss
 
 

@@ -45,6 +45,7 @@ from ..io import (
     _read_head,
     read_column,
 )
+from ..progress import progress_bar
 
 #: Rows per batch by default: 2^20 rows are 8 MiB of float64.
 DEFAULT_BATCH_ROWS = 1 << 20
@@ -159,8 +160,10 @@ def file_counts(domain: Domain, path: str, column: str, batch_rows: int, *, clip
 
 def _count(domain: Domain, batches: Iterator[Batch], clip: bool, drop_missing: bool) -> np.ndarray:
     counts = np.zeros(domain.size, dtype=np.int64)
-    for batch in prefetched(batches):
-        counts += batch_counts(domain, batch, clip=clip, drop_missing=drop_missing)
+    with progress_bar("reading", unit="rows", unit_scale=True) as bar:
+        for batch in prefetched(batches):
+            counts += batch_counts(domain, batch, clip=clip, drop_missing=drop_missing)
+            bar.update(len(batch.values))
     return counts
 
 

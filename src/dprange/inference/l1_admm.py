@@ -44,7 +44,11 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator, aslinearoperator, cg
 
 from ..errors import ParameterError
+from ..progress import tracked
 from .tree import tree_gls
+
+#: ADMM shows a progress bar (on a terminal, after a couple of seconds) from this many unknowns.
+PROGRESS_MIN_N = 2**16
 
 
 @dataclass
@@ -280,7 +284,7 @@ def admm(
     history_p, history_d = [], []
     converged = False
     it = changes = 0
-    for it in range(1, maxiter + 1):
+    for it in tracked(range(1, maxiter + 1), "ADMM", large=n >= PROGRESS_MIN_N):
         x = solve(scale_y + r - u, w - s / c, x, c2)
         residual = weights * op.matvec(x) - scale_y  # D (A x - y)
         hat_res = relax * residual + (1.0 - relax) * r

@@ -30,6 +30,7 @@ from .._validation import check_epsilon
 from ..domain import Domain
 from ..errors import ParameterError, ReportError
 from ..io import load_npy, read_column
+from ..progress import quiet_for_command
 from ..registry import FREQUENCY_ORACLES, INFERENCE, LDP_PROTOCOLS
 from .protocols import HaarHRR, ProtocolReports, TreeProtocol, protocol_class
 from .simulate import SHORTCUT_EXACT, simulate
@@ -120,12 +121,14 @@ protocol_options = [
 
 
 @click.group("ldp")
-def ldp():
+@click.option("--quiet", is_flag=True, help="No progress bars (they appear only on a terminal, for long work).")
+def ldp(quiet):
     """Local differential privacy: users randomise their own values (Cormode et al. 2019).
 
     encode (client) -> report files -> aggregate (server) -> release JSON; simulate runs a
     whole population without materialising reports where that is exact.
     """
+    quiet_for_command(quiet)
 
 
 @ldp.command("encode")

@@ -34,6 +34,7 @@ import numpy as np
 
 from ..errors import ParameterError
 from ..noise import SecureRandom, resolve_rng
+from ..progress import tracked
 from .oracles import GRR, OLH, OUE
 from .protocols import Protocol, ProtocolAggregator
 
@@ -121,7 +122,7 @@ def simulate(protocol: Protocol, counts, epsilon=None, rng=None, *, olh_ideal_ha
     gen = _generator(rng)
     agg = protocol.aggregator()
     groups = split_by_level(counts, protocol.level_probabilities, gen)
-    for level, group in enumerate(groups, start=1):
+    for level, group in enumerate(tracked(groups, "simulating levels", unit="level"), start=1):
         n = int(group.sum())
         if n == 0:
             continue
