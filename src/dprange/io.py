@@ -145,25 +145,37 @@ def _non_numeric(column: str, value, row: int) -> DataError:
 
 
 # ----------------------------------------------------------------------------- Parquet
-def _read_parquet(path: str, column: str):
+def open_parquet(path: str, column: str):
+    """The ``pyarrow.parquet.ParquetFile`` of ``path``, checked to hold ``column`` (one-line
+    DataErrors for a missing pyarrow, an unreadable file or a missing column)."""
     try:
         import pyarrow.parquet as pq  # noqa: PLC0415
     except ImportError:
         raise DataError("reading Parquet needs pyarrow: pip install 'dprange[io]'") from None
     try:
-        schema = pq.read_schema(path)
+        handle = pq.ParquetFile(path)
     except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for corrupt files
         raise DataError(f"cannot read {path!r} as Parquet{_detail(exc)}") from None
-    if column not in schema.names:
-        raise _column_missing(path, column, schema.names)
+    if column not in handle.schema_arrow.names:
+        raise _column_missing(path, column, handle.schema_arrow.names)
+    return handle
+
+
+def file_column_values(array, path: str, column: str):
+    """The numeric values of an ``array`` (pyarrow or numpy) read from ``column`` of ``path``."""
     try:
-        table = pq.read_table(path, columns=[column])
-    except Exception as exc:  # noqa: BLE001
-        raise DataError(f"cannot read column {excerpt(repr(column))} of {path!r}{_detail(exc)}") from None
-    try:
-        return column_array(table.column(column))
+        return column_array(array)
     except DataError as exc:
         raise DataError(f"column {excerpt(repr(column))} of {path!r}: {exc}") from None
+
+
+def _read_parquet(path: str, column: str):
+    handle = open_parquet(path, column)
+    try:
+        table = handle.read(columns=[column])
+    except Exception as exc:  # noqa: BLE001
+        raise DataError(f"cannot read column {excerpt(repr(column))} of {path!r}{_detail(exc)}") from None
+    return file_column_values(table.column(column), path, column)
 
 
 # ----------------------------------------------------------------------------- CSV

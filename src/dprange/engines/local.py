@@ -43,6 +43,8 @@ from ..io import (
     _detail,
     _parse_cells,
     _read_head,
+    file_column_values,
+    open_parquet,
     read_column,
 )
 from ..progress import progress_bar
@@ -298,33 +300,17 @@ def file_batches(path: str, column: str, batch_rows: int = DEFAULT_BATCH_ROWS, *
 
 
 def _parquet_batches(path: str, column: str, batch_rows: int) -> Iterator[Batch]:
-    try:
-        import pyarrow.parquet as pq  # noqa: PLC0415
-    except ImportError:
-        raise DataError("reading Parquet needs pyarrow: pip install 'dprange[io]'") from None
-    try:
-        handle = pq.ParquetFile(path)
-    except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for corrupt files
-        raise DataError(f"cannot read {path!r} as Parquet{_detail(exc)}") from None
-    if column not in handle.schema_arrow.names:
-        raise _column_missing(path, column, handle.schema_arrow.names)
+    handle = open_parquet(path, column)
     row = 1
     try:
         for record_batch in handle.iter_batches(batch_size=batch_rows, columns=[column]):
-            values = _column_values(record_batch.column(0), path, column)
+            values = file_column_values(record_batch.column(0), path, column)
             yield Batch(values, path, row, "row")
             row += record_batch.num_rows
     except (DataError, DomainError):
         raise
     except Exception as exc:  # noqa: BLE001
         raise DataError(f"cannot read column {excerpt(repr(column))} of {path!r}{_detail(exc)}") from None
-
-
-def _column_values(array, path: str, column: str):
-    try:
-        return column_array(array)
-    except DataError as exc:
-        raise DataError(f"column {excerpt(repr(column))} of {path!r}: {exc}") from None
 
 
 def _csv_header(path: str) -> list[str]:
@@ -392,7 +378,9 @@ def _arrow_csv_batches(path: str, column: str, batch_rows: int, typed=None) -> I
         except Exception as exc:  # noqa: BLE001
             raise (_TypedReadFailed() if typed is not None else _csv_error(path, exc)) from None
         cells = record_batch.column(0)
-        values = _column_values(cells, path, column) if typed is not None else _arrow_cells(cells, path, column, row)
+        values = (
+            file_column_values(cells, path, column) if typed is not None else _arrow_cells(cells, path, column, row)
+        )
         yield Batch(values, path, row, "row")
         row += record_batch.num_rows
 
