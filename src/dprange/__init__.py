@@ -30,6 +30,7 @@ from .api import (  # after the submodule dprange.release is loaded: the name is
 from .cdf_trees import best_structure
 from .contingency import release_table
 from .data_aware import DAWA, MWEM
+from .data_aware_2d import DAWAHilbert, HybridTree, KDTree
 from .inference.consistency import consistent_cdf
 from .matrix import Matrix
 from .multidim import KDHierarchy, Kronecker, Quadtree
@@ -43,6 +44,7 @@ __all__ = [
     "Answer",
     "BudgetError",
     "DAWA",
+    "DAWAHilbert",
     "ConvergenceWarning",
     "DataError",
     "Domain",
@@ -50,7 +52,9 @@ __all__ = [
     "DPRangeError",
     "Flat",
     "Hierarchical",
+    "HybridTree",
     "KDHierarchy",
+    "KDTree",
     "Kronecker",
     "Matrix",
     "MWEM",

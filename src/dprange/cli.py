@@ -185,13 +185,14 @@ def grid_mechanism_params(mechanism: str, given: dict, *, explicit: bool) -> dic
         return {}
     options = {"branching": "--branching", "budget": "--budget", "measure_root": "--root"}
     named = ", ".join(options[name] for name in given)
-    if not explicit or mechanism == "auto":
-        raise ParameterError(f"{named} with several --column: give --mechanism {' or '.join(GRID_MECHANISMS.names())}")
-    takes = {
+    taking = {
         "kronecker": {"branching": "axes", "budget": "budget"},
         "kd_hierarchy": {"branching": "branching", "budget": "budget", "measure_root": "measure_root"},
         "quadtree": {"budget": "budget", "measure_root": "measure_root"},
-    }[mechanism]
+    }
+    if not explicit or mechanism == "auto":
+        raise ParameterError(f"{named} with several --column: give --mechanism {' or '.join(taking)}")
+    takes = taking.get(mechanism, {})
     params: dict = {}
     for name, value in given.items():
         if name not in takes:
@@ -292,7 +293,9 @@ def grid_release_command(options: dict) -> None:
         f"epsilon={epsilon:g}, delta={delta:g}, neighbours={o['neighbours']}"
     )
     total = result.rectangle([0] * len(columns), [n - 1 for n in domain.shape])
-    if result.measurements.total is not None:
+    if not getattr(result, "exact_error_bars", True):  # data-aware (dprange.data_aware_2d)
+        lines.append(f"total: {total.value:.1f} (no error bars: private data-dependent choices bias the estimate)")
+    elif result.measurements.total is not None:
         lines.append(f"total (public): {result.measurements.total:.0f}")
     else:
         low, high = total.confidence_interval(o["alpha"])
@@ -300,7 +303,8 @@ def grid_release_command(options: dict) -> None:
             f"total: {total.value:.1f} ± {total.stderr:.1f} (1 s.e.); {100 * (1 - o['alpha']):g}% interval "
             f"[{low:.1f}, {high:.1f}]"
         )
-    lines.append("rectangles, marginals and dominance counts: dprange.multidim.load_grid_release(path)")
+    if getattr(result, "exact_error_bars", True):
+        lines.append("rectangles, marginals and dominance counts: dprange.multidim.load_grid_release(path)")
     staged.commit()
     click.echo("\n".join(lines))
     click.echo(f"wrote {o['output']}" + (f" and {o['plot']}" if o["plot"] else ""))
