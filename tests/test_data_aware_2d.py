@@ -416,3 +416,13 @@ def test_cli_releases_a_data_aware_grid_by_name(tmp_path, capsys):
         main([str(v) for v in [*args, "--branching", 4]])
     assert exc.value.code != 0
     assert "--branching is not a parameter of --mechanism hybrid_tree" in capsys.readouterr().err
+
+
+def test_hybrid_auto_height_reaches_single_cells():
+    x = np.random.default_rng(2).integers(0, 9, (12, 20))
+    r = HybridTree(kd_levels=3).release(x, 1.0, rng=4)
+    steps = r.parameters["private_steps"]
+    assert [s["step"] for s in steps].count("counts") == 3 + 5 + 1  # kd levels, log2(32) halvings, the root
+    assert r.parameters["leaves"] == x.size  # every leaf a single cell: no expansion bias
+    with pytest.raises(ParameterError, match="height"):
+        HybridTree(height=0)

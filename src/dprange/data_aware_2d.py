@@ -34,7 +34,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from ._params import Integer, OneOf, Param
+from ._params import Custom, Integer, OneOf, Param
 from ._validation import check_delta, check_epsilon, fit_budget
 from .answers import Answer
 from .bootstrap import check_reps, resample_leaves
@@ -206,17 +206,18 @@ class _TreeMechanism(DataAwareGridMechanism):
     def kd_depth(self) -> int:
         raise NotImplementedError
 
-    def tree_height(self) -> int:
+    def tree_height(self, shape) -> int:
+        """Levels below the root on a grid of ``shape``."""
         raise NotImplementedError
 
-    def count_fractions(self) -> np.ndarray:
+    def count_fractions(self, height: int) -> np.ndarray:
         """Relative count budgets of levels 0..height (0: not measured)."""
         raise NotImplementedError
 
-    def budgets(self, epsilon: float) -> tuple[list[float], list[float]]:
-        """(per kd level, per tree level) epsilons; exact sum at most epsilon."""
+    def budgets(self, epsilon: float, shape) -> tuple[list[float], list[float]]:
+        """(per kd level, per tree level) epsilons on a grid of ``shape``; exact sum at most epsilon."""
         kd = self.kd_depth()
-        fractions = self.count_fractions()
+        fractions = self.count_fractions(self.tree_height(shape))
         if self.neighbours == "replace":
             fractions = fractions.copy()
             fractions[0] = 0.0  # the total is public
@@ -228,9 +229,9 @@ class _TreeMechanism(DataAwareGridMechanism):
     def release(self, counts, epsilon, *, delta=0.0, rng=None, domain=None) -> DataAwareGridRelease:  # type: ignore[override]
         counts, epsilon = self._check(counts, epsilon, delta)
         source = resolve_rng(rng)
-        split_eps, count_eps = self.budgets(epsilon)
+        split_eps, count_eps = self.budgets(epsilon, counts.shape)
         levels: list[Level] = [root_level(counts.shape)]
-        for d in range(self.tree_height()):
+        for d in range(self.tree_height(counts.shape)):
             if d < self.kd_depth():
                 levels.append(kd_level(counts, levels[-1], d, split_gamma(split_eps[d], self.neighbours), source))
             else:
@@ -266,7 +267,7 @@ class KDTree(_TreeMechanism):
     name = "kd_tree"
 
     PARAMS = (
-        Param("depth", Integer(1), "levels of private-median cuts (up to 2^depth leaves)", default=8),
+        Param("depth", Integer(1), "levels of private-median cuts (up to 2^depth leaves)", default=10),
         Param("split_share", SHARE, "share of epsilon spent on the cuts", default=0.3),
         *Mechanism.PARAMS,
     )
@@ -276,16 +277,25 @@ class KDTree(_TreeMechanism):
     def kd_depth(self) -> int:
         return self.depth
 
-    def tree_height(self) -> int:
+    def tree_height(self, shape) -> int:
         return self.depth
 
-    def count_fractions(self) -> np.ndarray:
-        out = np.zeros(self.depth + 1)
+    def count_fractions(self, height: int) -> np.ndarray:
+        out = np.zeros(height + 1)
         out[-1] = 1.0
         return out
 
     def parameters(self) -> dict:
         return {"depth": self.depth, "split_share": self.split_share, **super().parameters()}
+
+
+def check_height(value, name: str) -> int | str:
+    """ "auto" or an integer >= 1."""
+    if value == "auto":
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ParameterError(f"{name} must be 'auto' or an integer >= 1, got {value!r}")
+    return int(value)
 
 
 class HybridTree(_TreeMechanism):
@@ -297,30 +307,38 @@ class HybridTree(_TreeMechanism):
 
     PARAMS = (
         Param("kd_levels", Integer(0), "top levels cut at private medians", default=2),
-        Param("height", Integer(1), "levels below the root (kd then quadtree)", default=10),
+        Param(
+            "height",
+            Custom(check_height, "auto or an integer >= 1"),
+            "levels below the root (kd then quadtree); auto: kd_levels + log2 of the longer side, "
+            "so that the leaves are single cells",
+            default="auto",
+        ),
         Param("split_share", SHARE, "share of epsilon spent on the cuts", default=0.1),
         Param("budget", OneOf(("geometric", "uniform")), "count budgets per level", default="geometric"),
         *Mechanism.PARAMS,
     )
     kd_levels: int
-    height: int
+    height: int | str
     split_share: float
     budget: str
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         # Depends on two parameters.
-        if self.kd_levels > self.height:
+        if self.height != "auto" and self.kd_levels > int(self.height):
             raise ParameterError(f"kd_levels ({self.kd_levels}) must be at most height ({self.height})")
 
     def kd_depth(self) -> int:
         return self.kd_levels
 
-    def tree_height(self) -> int:
-        return self.height
+    def tree_height(self, shape) -> int:
+        if self.height == "auto":
+            return self.kd_levels + max(1, math.ceil(math.log2(max(shape))))
+        return int(self.height)
 
-    def count_fractions(self) -> np.ndarray:
-        levels = np.arange(self.height + 1, dtype=float)
+    def count_fractions(self, height: int) -> np.ndarray:
+        levels = np.arange(height + 1, dtype=float)
         return 2.0 ** (levels / 3.0) if self.budget == "geometric" else np.ones(levels.size)
 
     def parameters(self) -> dict:
