@@ -426,3 +426,20 @@ def test_hybrid_auto_height_reaches_single_cells():
     assert r.parameters["leaves"] == x.size  # every leaf a single cell: no expansion bias
     with pytest.raises(ParameterError, match="height"):
         HybridTree(height=0)
+
+
+def test_saved_release_answers_the_same_and_says_why_it_has_no_error_bars():
+    from dprange.data_aware_2d import DataAwareGridRelease
+    from dprange.errors import DataError
+
+    domain = ProductDomain([dprange.Domain.integers(0, 15), dprange.Domain.integers(0, 15)])
+    r = HybridTree(kd_levels=1, height=4)
+    rel = r.release(grid_example(4), 1.0, rng=2, domain=domain)
+    loaded = DataAwareGridRelease.from_json(rel.to_json())
+    np.testing.assert_array_equal(loaded.counts, rel.counts)
+    assert loaded.provenance == rel.provenance and loaded.domain == domain
+    assert loaded.exact_error_bars is False and math.isnan(loaded.rectangle([0, 0], [3, 3]).stderr)
+    with pytest.raises(ParameterError, match="no measurements"):
+        loaded.noise_only_stderr([0, 0], [3, 3])
+    with pytest.raises(DataError, match="data_aware_grid_release"):
+        DataAwareGridRelease.from_json({"kind": "grid_release"})

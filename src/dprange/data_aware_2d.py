@@ -39,11 +39,13 @@ from ._validation import check_delta, check_epsilon, fit_budget
 from .answers import Answer
 from .bootstrap import check_reps, resample_leaves
 from .data_aware import DAWA, SHARE, check_steps_within, data_aware_provenance, laplace_spec, step
-from .errors import ParameterError
+from .errors import DataError, ParameterError
 from .hilbert import check_2d, hilbert_sequence
 from .mechanisms import Mechanism
 from .multidim import GridMechanism, check_grid_counts
 from .noise import resolve_rng
+from .product_domain import ProductDomain
+from .provenance import Provenance
 from .registry import GRID_MECHANISMS, Citation
 from .serialisation import DATA_DEPENDENT_ERROR_BARS
 from .spatial_trees import Level, TreeFit, box_sums, kd_level, quad_level, root_level, split_gamma, summed_area
@@ -162,8 +164,40 @@ class DataAwareGridRelease:
     def to_json(self) -> str:
         return json.dumps(self.to_dict())
 
+    @classmethod
+    def from_json(cls, text) -> DataAwareGridRelease:
+        """A saved release (text or dict of :meth:`to_dict`): the same estimates and provenance;
+        its noise-only errors and bootstrap need the measurements, which are not saved."""
+        data = json.loads(text) if isinstance(text, str) else text
+        if not isinstance(data, dict) or data.get("kind") != "data_aware_grid_release":
+            raise DataError("not a saved data-aware grid release (kind 'data_aware_grid_release')")
+        try:
+            shape = check_2d(data["shape"])
+            cells = np.asarray(data["counts"], dtype=float)
+            if cells.size != shape[0] * shape[1]:
+                raise DataError(
+                    f"the saved release has {cells.size} cells, its shape {list(shape)} needs {math.prod(shape)}"
+                )
+            provenance = Provenance.from_dict(data["provenance"])
+            domain = None if data["domain"] is None else ProductDomain.from_dict(data["domain"])
+        except (KeyError, TypeError) as exc:
+            raise DataError(f"the saved data-aware grid release is incomplete or malformed ({exc!r})") from None
+        return cls(shape, cells, provenance, _NotSaved(), domain=domain)
+
     def __repr__(self) -> str:
         return f"DataAwareGridRelease(shape={list(self.shape)}, mechanism={self.mechanism!r}, epsilon={self.epsilon})"
+
+
+class _NotSaved:
+    """The post-processing state of a loaded release: its measurements were not saved."""
+
+    def _refuse(self, *args):
+        raise ParameterError(
+            "a loaded data-aware grid release has no measurements (only its estimates are saved); "
+            "use noise_only_stderr / bootstrap on the release before saving it"
+        )
+
+    query_variance = resample = _refuse
 
 
 class DataAwareGridMechanism(GridMechanism):
