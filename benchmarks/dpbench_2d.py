@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 
 import numpy as np
@@ -93,6 +94,7 @@ def accuracy(quick: bool, trials: int) -> tuple[list[dict], dict]:
                             "error_sd": float(np.std(errors, ddof=1)) if trials > 1 else None,
                         }
                     )
+                    print(json.dumps(rows[-1]), file=sys.stderr, flush=True)  # progress, one JSON line per row
     best: dict = {}
     for r in rows:
         key = (r["shape"], r["scale"], r["epsilon"])
