@@ -103,10 +103,10 @@ def output_probabilities(x, epsilon, penalty, changed):
     # each half: merged cost (c + z) / 2 + penalty against 2 penalty
     half = []
     for c in pairs:
-        merged = (c + k) / 2 + penalty
+        merged = np.maximum((c + k) / 2, 0.0) + penalty  # noisy costs are clamped at 0
         half.append((np.minimum(merged, 2 * penalty), merged <= 2 * penalty))
     probs: dict = {}
-    root_cost = (whole[0] + k) / 4 + penalty
+    root_cost = np.maximum((whole[0] + k) / 4, 0.0) + penalty
     order = np.argsort(root_cost)
     cdf_root = np.cumsum(pmf4[order])
     sorted_cost = root_cost[order]

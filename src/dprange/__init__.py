@@ -30,6 +30,9 @@ from .api import (  # after the submodule dprange.release is loaded: the name is
 from .cdf_trees import best_structure
 from .contingency import release_table
 from .data_aware import DAWA, MWEM
+
+from .structure_first import StructureFirst  # isort: skip (registration order)
+from .auto_data import AutoData  # isort: skip
 from .inference.consistency import consistent_cdf
 from .matrix import Matrix
 from .multidim import KDHierarchy, Kronecker, Quadtree
@@ -41,6 +44,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Answer",
+    "AutoData",
     "BudgetError",
     "DAWA",
     "ConvergenceWarning",
@@ -62,6 +66,7 @@ __all__ = [
     "Release",
     "ReportError",
     "Session",
+    "StructureFirst",
     "Wavelet",
     "best_structure",
     "consistent_cdf",
