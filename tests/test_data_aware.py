@@ -363,3 +363,17 @@ def test_mwem_learns_the_workload():
     err = np.abs(range_answers(r.estimate, lo, hi) - range_answers(x, lo, hi)).mean()
     base = np.abs(range_answers(uniform, lo, hi) - range_answers(x, lo, hi)).mean()
     assert err < 0.5 * base
+
+
+def test_mwem_with_a_declared_public_total_spends_nothing_on_it():
+    x = counts_example()
+    r = MWEM(rounds=5).release(x, 0.5, rng=1, public_total=int(x.sum()) + 10)
+    steps = r.parameters["private_steps"]
+    assert [s["step"] for s in steps] == ["select", "measure"]
+    assert float(spent(steps)) == pytest.approx(0.5) and spent(steps) <= Fraction(0.5)
+    assert r.estimate.sum() == pytest.approx(x.sum() + 10)  # every update keeps the declared total
+    assert r.provenance.total == x.sum() + 10
+    private = MWEM(rounds=5).release(x, 0.5, rng=1)
+    assert [s["step"] for s in private.parameters["private_steps"]][0] == "total"
+    with pytest.raises(ParameterError, match="public_total must be a positive integer"):
+        MWEM(rounds=5).release(x, 0.5, rng=1, public_total=0)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from dprange import AutoData
-from dprange.auto_data import THRESHOLD, choose
+from dprange.auto_data import HIGH, LOW, choose
 from dprange.data_aware import laplace_spec, spent
 
 
@@ -76,34 +76,46 @@ def test_sampled_features_follow_their_distribution_and_are_reproducible():
     assert set(np.unique(totals - 12)) >= {-1, 0, 1}
 
 
-def test_rule_threshold():
-    assert choose(1000, 100, 0.1) == ("dawa" if 1000 * 0.1 / 100 < THRESHOLD else "data-independent")
+def test_rule_thresholds():
+    assert choose(1000, 100, 0.1 * LOW * 0.99) == "structure-first"  # signal = 1000 eps / 100
+    assert choose(1000, 100, 0.1 * LOW) == "dawa"
+    assert choose(1000, 100, 0.1 * HIGH * 0.99) == "dawa"
+    assert choose(1000, 100, 0.1 * HIGH) == "data-independent"
     assert choose(10**7, 10, 1.0) == "data-independent"
-    assert choose(10, 1000, 0.1) == "dawa"
-    assert choose(-5, -3, 1.0) == "dawa"  # noisy features below 1 are read as 1
+    assert choose(-5, -3, 1.0) == "dawa"  # noisy features below 1 are read as 1: signal = epsilon
 
 
 def test_branches_accounting_and_error_bars():
     rng = np.random.default_rng(0)
     sparse = np.zeros(256, dtype=np.int64)
-    sparse[[3, 70, 71, 200]] = [2, 1, 3, 1]
+    sparse[[3, 70, 71, 200]] = 1
+    middle = np.zeros(256, dtype=np.int64)
+    middle[:40] = 1
     dense = rng.integers(5000, 6000, 256)
-    for x, expected in ((sparse, "dawa"), (dense, "hierarchical")):
-        r = AutoData().release(x, 0.5, rng=3)
+    names = {"structure-first": "structure-first", "dawa": "dawa", "data-independent": "hierarchical"}
+    seen = set()
+    # (data, epsilon, share): signals N eps / Z about 0.25 (< LOW), 2 (in [LOW, HIGH)), 5000
+    for x, epsilon, share in ((sparse, 0.5, 0.5), (middle, 4.0, 0.5), (dense, 0.5, 0.05)):
+        mech = AutoData(feature_share=share)
+        r = mech.release(x, epsilon, rng=3)
+        f = r.parameters["features"]
+        expected = names[choose(f["total"], f["nonempty"], f["epsilon_left"])]
+        assert r.parameters["chosen"] == expected and r.mechanism == "auto-data"
+        seen.add(expected)
         steps = r.parameters["private_steps"]
         assert [s["step"] for s in steps[:2]] == ["total", "nonempty"]
-        assert spent(steps) <= Fraction(0.5) and r.epsilon <= 0.5
-        assert float(spent(steps)) == pytest.approx(0.5)
-        assert r.parameters["chosen"] == expected and r.mechanism == "auto-data"
-        again = AutoData().release(x, 0.5, rng=3)
+        assert spent(steps) <= Fraction(epsilon) and r.epsilon <= epsilon
+        assert float(spent(steps)) == pytest.approx(epsilon)
+        again = mech.release(x, epsilon, rng=3)
         np.testing.assert_array_equal(r.estimate, again.estimate)
-        if expected == "dawa":
+        if expected != "hierarchical":
             assert not r.exact_error_bars and r.provenance.data_dependent
         else:  # given the choice, the data-independent release keeps its exact error bars
             assert r.exact_error_bars
-            rest = r.parameters["features"]["epsilon_left"]
+            rest = f["epsilon_left"]
             model = AutoData().independent(256, rest).error_model(256, rest)
             assert r.range(0, 99).stderr == pytest.approx(math.sqrt(model.range_variance(0, 99)), rel=1e-9)
+    assert seen == {"structure-first", "dawa", "hierarchical"}
 
 
 def test_replace_spends_nothing_on_the_public_total():

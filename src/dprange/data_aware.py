@@ -502,8 +502,8 @@ class MWEM(Mechanism):
     answered range by the exponential mechanism (score |q(A) - q(x)|, sensitivity 1, exact
     sampler) and half on its discrete-Laplace answer; the multiplicative-weights update then
     re-applies every measurement so far (the paper's practical variant; ``passes`` times).
-    The total is public under replace neighbours, else estimated with ``total_share`` percent
-    of epsilon.  The release is the average of the T approximations (Algorithm 1).
+    The total is public under replace neighbours or when declared (``release(...,
+    public_total=N)``), else estimated with ``total_share`` of epsilon.  The release is the average of the T approximations (Algorithm 1).
     """
 
     name = "mwem"
@@ -542,17 +542,27 @@ class MWEM(Mechanism):
     def design(self, n, epsilon, *, delta=0.0):
         raise ParameterError("MWEM's design depends on the data (private selections); it has no data-free design")
 
-    def shares(self, epsilon: float) -> tuple[float, float, float]:
-        """(total, selection per round, measurement per round); exact sum at most epsilon."""
-        total = 0.0 if self.neighbours == "replace" else epsilon * self.total_share
+    def shares(self, epsilon: float, public: bool = False) -> tuple[float, float, float]:
+        """(total, selection per round, measurement per round); exact sum at most epsilon.
+        ``public``: the total is declared public (nothing spent on it)."""
+        total = 0.0 if self.neighbours == "replace" or public else epsilon * self.total_share
         per_round = (epsilon - total) / self.rounds / 2
         while exact_sum([total, *([per_round] * (2 * self.rounds))]) > Fraction(epsilon):
             per_round = math.nextafter(per_round, 0.0)
         return total, per_round, per_round
 
-    def release(self, counts, epsilon, *, delta=0.0, rng=None, domain=None, workload=None) -> DataAwareRelease:
+    def release(
+        self, counts, epsilon, *, delta=0.0, rng=None, domain=None, workload=None, public_total=None
+    ) -> DataAwareRelease:
+        """``public_total``: under add/remove, a number of records the user declares public
+        (then no budget buys a noisy one); under replace the total is public already."""
         counts = check_counts(counts)
         epsilon = check_epsilon(epsilon)
+        if public_total is not None:
+            if isinstance(public_total, bool) or not isinstance(public_total, (int, np.integer)) or public_total < 1:
+                raise ParameterError(f"public_total must be a positive integer, got {public_total!r}")
+            if self.neighbours == "replace" and int(public_total) != int(counts.sum()):
+                raise ParameterError("under replace neighbours the total is public already; leave public_total unset")
         self.noise_specs(None, epsilon, delta)
         n = counts.size
         lo, hi = (np.zeros(n, dtype=np.int64), np.arange(n)) if workload is None else workload.ranges()
@@ -562,7 +572,11 @@ class MWEM(Mechanism):
         source = resolve_rng(rng)
         eps_total, eps_select, eps_measure = self.shares(epsilon)
         steps = []
-        if self.neighbours == "replace":
+        public = self.neighbours == "replace" or public_total is not None
+        if public_total is not None:
+            total = float(public_total)
+            eps_select, eps_measure = self.shares(epsilon, public=True)[1:]
+        elif self.neighbours == "replace":
             total = float(counts.sum())
         else:
             noisy = int(counts.sum()) + int(laplace_spec(eps_total, 1).sample((1,), source)[0])
@@ -593,7 +607,7 @@ class MWEM(Mechanism):
         check_steps_within(steps, epsilon)
         params = {**self.parameters(), "queries": int(lo.size), "selected": [q for q, _ in history]}
         provenance = data_aware_provenance(
-            self, "discrete_laplace", params, steps, epsilon, 0.0, total if self.neighbours == "replace" else None, rng
+            self, "discrete_laplace", params, steps, epsilon, 0.0, total if public else None, rng
         )
         return DataAwareRelease(average / self.rounds, provenance, domain=domain)
 
