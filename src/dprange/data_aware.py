@@ -503,7 +503,8 @@ class MWEM(Mechanism):
     sampler) and half on its discrete-Laplace answer; the multiplicative-weights update then
     re-applies every measurement so far (the paper's practical variant; ``passes`` times).
     The total is public under replace neighbours or when declared (``release(...,
-    public_total=N)``), else estimated with ``total_share`` of epsilon.  The release is the average of the T approximations (Algorithm 1).
+    public_total=N)``), else estimated with ``total_share`` of epsilon.  The release is the
+    average of the T approximations (Algorithm 1).
     """
 
     name = "mwem"
