@@ -324,16 +324,20 @@ def main() -> None:
     parser.add_argument("--no-speed", action="store_true", help="skip the timings")
     parser.add_argument("--fit", action="store_true", help="fit auto-data's threshold on the training shapes")
     parser.add_argument("--json", help="write the results here")
-    parser.add_argument("--merge", help="comma-separated JSON files of earlier runs: report on their rows together")
+    parser.add_argument(
+        "--merge", help="comma-separated JSON files of earlier runs: report on their rows together (later files win)"
+    )
+    parser.add_argument("--methods", help="comma-separated 1-D methods to run (default: all)")
     args = parser.parse_args()
     out: dict = {}
     if args.merge:
-        rows = []
+        merged: dict = {}
         for path in args.merge.split(","):
             with open(path) as fh:
                 saved = json.load(fh)
-            rows += saved["rows"]
-            out.setdefault("timings_cpu_s", saved.get("timings_cpu_s"))
+            merged.update({(*setting(r), r["method"]): r for r in saved["rows"]})
+            out["timings_cpu_s"] = out.get("timings_cpu_s") or saved.get("timings_cpu_s")
+        rows = list(merged.values())
         report(rows, out, args)
         return
     if not args.no_speed:
@@ -343,7 +347,7 @@ def main() -> None:
     trials = 2 if args.quick and args.trials == 10 else args.trials
     scales = SCALES[:2] if args.quick else SCALES
     domains = (1024,) if args.quick else DOMAINS
-    rows = accuracy_1d(shapes, trials, scales, domains)
+    rows = accuracy_1d(shapes, trials, scales, domains, args.methods.split(",") if args.methods else None)
     if not args.no_2d:
         rows += accuracy_2d(trials, scales)
     report(rows, out, args)
