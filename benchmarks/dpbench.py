@@ -236,6 +236,8 @@ def findings(rows: list[dict]) -> dict:
         winners = []
         for s in settings:
             mine = [r for r in rows if setting(r) == s and r["method"] != "auto-data"]
+            if not mine:
+                continue
             winners.append(min(mine, key=lambda r: r["error"])["method"])
         out[label] = {
             "settings": len(settings),

@@ -15,6 +15,12 @@ hold-out shapes were not used), then picks a mechanism that runs with the rest o
 * otherwise the data-independent mechanism of least exact expected error on the workload
   (:func:`~dprange.analysis.auto_mechanism`, at the remaining epsilon).
 
+Measured (``benchmarks/dpbench.py``, 10 trials, 192 1-D settings, regret = error / best
+method's error): mean regret 1.39 over all settings (DAWA 1.42, the best data-independent
+1.76), 1.24 on the training shapes (DAWA 1.37), but 1.55 on the hold-out shapes, where DAWA
+alone does better (1.46): the two features do not tell NETTRACE and MDSALARY, on which DAWA
+wins at every scale, from the training shapes, on which it loses at large scales.
+
 Error bars: the features' noise is independent of the measurement noise, so given the choice
 a data-independent release keeps its exact error bars (its provenance lists the feature
 steps); a DAWA release has DAWA's noise-only ones.
