@@ -377,3 +377,23 @@ def test_mwem_with_a_declared_public_total_spends_nothing_on_it():
     assert [s["step"] for s in private.parameters["private_steps"]][0] == "total"
     with pytest.raises(ParameterError, match="public_total must be a positive integer"):
         MWEM(rounds=5).release(x, 0.5, rng=1, public_total=0)
+
+
+@pytest.mark.parametrize("values", [[3, 0, 0, 3], [0, 0, 0, 0], [1, 0, 0, 0]])
+def test_dawa_partition_draws_the_exact_output_probabilities(values):
+    """The mechanism's own partition step samples the distribution the privacy test checks."""
+    x = np.array(values)
+    eps_partition, eps_measure = 2.0, 1 / 1.5  # penalty 1 / eps_measure = 1.5, as in the privacy test
+    p = output_probabilities(x, eps_partition, 1 / eps_measure, 1)
+    starts_of = {"root": (0,), (True, True): (0, 2), (True, False): (0, 2, 3), (False, True): (0, 1, 2)}
+    starts_of[(False, False)] = (0, 1, 2, 3)
+    source = np.random.default_rng(5)
+    draws = 4000
+    seen: dict = {}
+    for _ in range(draws):
+        key = tuple(int(s) for s in DAWA().partition(x, eps_partition, eps_measure, source))
+        seen[key] = seen.get(key, 0) + 1
+    assert set(seen) <= set(starts_of.values())
+    for key, prob in p.items():
+        freq = seen.get(starts_of[key], 0) / draws
+        assert abs(freq - prob) <= 4 * math.sqrt(prob * (1 - prob) / draws) + 1e-3
