@@ -103,10 +103,10 @@ def output_probabilities(x, epsilon, penalty, changed):
     # each half: merged cost (c + z) / 2 + penalty against 2 penalty
     half = []
     for c in pairs:
-        merged = (c + k) / 2 + penalty
+        merged = np.maximum((c + k) / 2, 0.0) + penalty  # noisy costs are clamped at 0
         half.append((np.minimum(merged, 2 * penalty), merged <= 2 * penalty))
     probs: dict = {}
-    root_cost = (whole[0] + k) / 4 + penalty
+    root_cost = np.maximum((whole[0] + k) / 4, 0.0) + penalty
     order = np.argsort(root_cost)
     cdf_root = np.cumsum(pmf4[order])
     sorted_cost = root_cost[order]
@@ -363,3 +363,37 @@ def test_mwem_learns_the_workload():
     err = np.abs(range_answers(r.estimate, lo, hi) - range_answers(x, lo, hi)).mean()
     base = np.abs(range_answers(uniform, lo, hi) - range_answers(x, lo, hi)).mean()
     assert err < 0.5 * base
+
+
+def test_mwem_with_a_declared_public_total_spends_nothing_on_it():
+    x = counts_example()
+    r = MWEM(rounds=5).release(x, 0.5, rng=1, public_total=int(x.sum()) + 10)
+    steps = r.parameters["private_steps"]
+    assert [s["step"] for s in steps] == ["select", "measure"]
+    assert float(spent(steps)) == pytest.approx(0.5) and spent(steps) <= Fraction(0.5)
+    assert r.estimate.sum() == pytest.approx(x.sum() + 10)  # every update keeps the declared total
+    assert r.provenance.total == x.sum() + 10
+    private = MWEM(rounds=5).release(x, 0.5, rng=1)
+    assert [s["step"] for s in private.parameters["private_steps"]][0] == "total"
+    with pytest.raises(ParameterError, match="public_total must be a positive integer"):
+        MWEM(rounds=5).release(x, 0.5, rng=1, public_total=0)
+
+
+@pytest.mark.parametrize("values", [[3, 0, 0, 3], [0, 0, 0, 0], [1, 0, 0, 0]])
+def test_dawa_partition_draws_the_exact_output_probabilities(values):
+    """The mechanism's own partition step samples the distribution the privacy test checks."""
+    x = np.array(values)
+    eps_partition, eps_measure = 2.0, 1 / 1.5  # penalty 1 / eps_measure = 1.5, as in the privacy test
+    p = output_probabilities(x, eps_partition, 1 / eps_measure, 1)
+    starts_of = {"root": (0,), (True, True): (0, 2), (True, False): (0, 2, 3), (False, True): (0, 1, 2)}
+    starts_of[(False, False)] = (0, 1, 2, 3)
+    source = np.random.default_rng(5)
+    draws = 4000
+    seen: dict = {}
+    for _ in range(draws):
+        key = tuple(int(s) for s in DAWA().partition(x, eps_partition, eps_measure, source))
+        seen[key] = seen.get(key, 0) + 1
+    assert set(seen) <= set(starts_of.values())
+    for key, prob in p.items():
+        freq = seen.get(starts_of[key], 0) / draws
+        assert abs(freq - prob) <= 4 * math.sqrt(prob * (1 - prob) / draws) + 1e-3

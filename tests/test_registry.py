@@ -136,6 +136,8 @@ def test_cli_choices_are_the_registry():
         "optimized",
         "dawa",
         "mwem",
+        "structure-first",
+        "auto-data",
         *GRID_MECHANISMS.names(nameable=True),
         "auto",
     )

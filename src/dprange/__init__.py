@@ -31,6 +31,9 @@ from .cdf_trees import best_structure
 from .contingency import release_table
 from .data_aware import DAWA, MWEM
 from .data_aware_2d import DAWAHilbert, HybridTree, KDTree
+
+from .structure_first import StructureFirst  # isort: skip (registration order)
+from .auto_data import AutoData  # isort: skip
 from .inference.consistency import consistent_cdf
 from .matrix import Matrix
 from .multidim import KDHierarchy, Kronecker, Quadtree
@@ -42,6 +45,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Answer",
+    "AutoData",
     "BudgetError",
     "DAWA",
     "DAWAHilbert",
@@ -66,6 +70,7 @@ __all__ = [
     "Release",
     "ReportError",
     "Session",
+    "StructureFirst",
     "Wavelet",
     "best_structure",
     "consistent_cdf",

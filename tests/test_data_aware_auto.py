@@ -1,0 +1,125 @@
+"""auto-data (dprange.auto_data): the feature step against the definition of differential
+privacy (exact probabilities of the noisy features on tiny domains, both relations), the
+rule, the accounting, the error bars of each branch, and seeded reproducibility."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+from dprange import AutoData
+from dprange.auto_data import HIGH, LOW, choose
+from dprange.data_aware import laplace_spec, spent
+
+
+def feature_pmf(x, mech: AutoData, epsilon: float, grid: np.ndarray) -> np.ndarray:
+    """P(noisy total = t, noisy non-empty bins = z) on grid x grid (the total is exact under replace)."""
+    eps_total, eps_nonempty, _ = mech.shares(epsilon)
+    nonempty = laplace_spec(eps_nonempty, 1).pmf(grid - np.count_nonzero(x))
+    if mech.neighbours == "replace":
+        total = (grid == int(np.sum(x))).astype(float)
+    else:
+        total = laplace_spec(eps_total, 1).pmf(grid - int(np.sum(x)))
+    return np.outer(total, nonempty)
+
+
+@pytest.mark.parametrize("neighbours", ["add_remove", "replace"])
+def test_feature_step_is_private_to_its_declared_share(neighbours):
+    epsilon = 2.0
+    mech = AutoData(feature_share=0.3, neighbours=neighbours)
+    eps_total, eps_nonempty, _ = mech.shares(epsilon)
+    budget = eps_total + eps_nonempty
+    grid = np.arange(-60, 70)
+    worst = 0.0
+    for x in itertools.product(range(3), repeat=3):
+        x = np.array(x)
+        p = feature_pmf(x, mech, epsilon, grid)
+        for i, j in itertools.product(range(3), repeat=2):
+            y = x.copy()
+            if neighbours == "add_remove":
+                if i != j:
+                    continue
+                y[i] += 1
+            else:
+                if i == j or x[i] == 0:
+                    continue
+                y[i] -= 1
+                y[j] += 1
+            q = feature_pmf(y, mech, epsilon, grid)
+            both = (p > 1e-300) | (q > 1e-300)
+            assert np.all((p > 1e-300) == (q > 1e-300)) or neighbours == "replace"
+            mask = (p > 1e-250) & (q > 1e-250)
+            if neighbours == "replace":  # the public total is the same on both sides
+                assert np.array_equal(p > 0, q > 0)
+            worst = max(worst, float(np.abs(np.log(p[mask] / q[mask])).max()))
+            assert both.any()
+    assert worst <= budget * (1 + 1e-9)
+    assert worst >= 0.99 * budget  # tight: the features do depend on the data
+
+
+def test_sampled_features_follow_their_distribution_and_are_reproducible():
+    x = np.array([0, 4, 0, 1, 0, 0, 7, 0])
+    mech = AutoData(feature_share=0.5)
+    a = mech.features(x, 1.0, np.random.default_rng(4))
+    b = mech.features(x, 1.0, np.random.default_rng(4))
+    assert a == b
+    draws = [mech.features(x, 1.0, np.random.default_rng(s))[:2] for s in range(3000)]
+    totals = np.array([d[0] for d in draws])
+    nonempty = np.array([d[1] for d in draws])
+    eps_total, eps_nonempty, _ = mech.shares(1.0)
+    assert abs(totals.mean() - 12) < 4 * laplace_spec(eps_total, 1).variance ** 0.5 / math.sqrt(3000)
+    assert abs(nonempty.mean() - 3) < 4 * laplace_spec(eps_nonempty, 1).variance ** 0.5 / math.sqrt(3000)
+    assert set(np.unique(totals - 12)) >= {-1, 0, 1}
+
+
+def test_rule_thresholds():
+    assert choose(1000, 100, 0.1 * LOW * 0.99) == "structure-first"  # signal = 1000 eps / 100
+    assert choose(1000, 100, 0.1 * LOW) == "dawa"
+    assert choose(1000, 100, 0.1 * HIGH * 0.99) == "dawa"
+    assert choose(1000, 100, 0.1 * HIGH) == "data-independent"
+    assert choose(10**7, 10, 1.0) == "data-independent"
+    assert choose(-5, -3, 1.0) == "dawa"  # noisy features below 1 are read as 1: signal = epsilon
+
+
+def test_branches_accounting_and_error_bars():
+    rng = np.random.default_rng(0)
+    sparse = np.zeros(256, dtype=np.int64)
+    sparse[[3, 70, 71, 200]] = 1
+    middle = np.zeros(256, dtype=np.int64)
+    middle[:40] = 1
+    dense = rng.integers(5000, 6000, 256)
+    names = {"structure-first": "structure-first", "dawa": "dawa", "data-independent": "hierarchical"}
+    seen = set()
+    # (data, epsilon, share): signals N eps / Z about 0.25 (< LOW), 2 (in [LOW, HIGH)), 5000
+    for x, epsilon, share in ((sparse, 0.5, 0.5), (middle, 4.0, 0.5), (dense, 0.5, 0.05)):
+        mech = AutoData(feature_share=share)
+        r = mech.release(x, epsilon, rng=3)
+        f = r.parameters["features"]
+        expected = names[choose(f["total"], f["nonempty"], f["epsilon_left"])]
+        assert r.parameters["chosen"] == expected and r.mechanism == "auto-data"
+        seen.add(expected)
+        steps = r.parameters["private_steps"]
+        assert [s["step"] for s in steps[:2]] == ["total", "nonempty"]
+        assert spent(steps) <= Fraction(epsilon) and r.epsilon <= epsilon
+        assert float(spent(steps)) == pytest.approx(epsilon)
+        again = mech.release(x, epsilon, rng=3)
+        np.testing.assert_array_equal(r.estimate, again.estimate)
+        if expected != "hierarchical":
+            assert not r.exact_error_bars and r.provenance.data_dependent
+        else:  # given the choice, the data-independent release keeps its exact error bars
+            assert r.exact_error_bars
+            rest = f["epsilon_left"]
+            model = AutoData().independent(256, rest).error_model(256, rest)
+            assert r.range(0, 99).stderr == pytest.approx(math.sqrt(model.range_variance(0, 99)), rel=1e-9)
+    assert seen == {"structure-first", "dawa", "hierarchical"}
+
+
+def test_replace_spends_nothing_on_the_public_total():
+    r = AutoData(neighbours="replace").release(np.arange(16), 1.0, rng=1)
+    names = [s["step"] for s in r.parameters["private_steps"]]
+    assert names[0] == "nonempty" and "total" not in names
+    assert r.parameters["features"]["total"] == float(np.arange(16).sum())
