@@ -70,7 +70,7 @@ def _linear_law(olh, hashed, step):
     }
 
 
-@pytest.mark.parametrize("eps", [2.0**-40, 0.3, 1.0, 1.7, 5.0])
+@pytest.mark.parametrize("eps", [2.0**-40, 0.3, 1.0, 1.7, 3.0])  # g = 3, 3, 3, 7, 23
 def test_linear_olh_exact_privacy_ratio_on_tiny_domains(eps):
     """From the threshold and the pool, in exact rationals: every input's law over (hash, y)
     sums to 1 and the worst ratio is the oracle's privacy_ratio, <= the lower bound of
@@ -218,3 +218,17 @@ def test_split_by_level_has_the_exact_law_on_a_tiny_case():
     for a, b in itertools.product(range(3), range(2)):
         prob = math.comb(2, a) * 0.3**a * 0.7 ** (2 - a) * (0.3 if b else 0.7)
         assert abs(seen[(a, b)] / reps - prob) <= 5 * math.sqrt(prob * (1 - prob) / reps)
+
+
+def test_oue_summary_unpacks_blocks_of_bounded_size(monkeypatch):
+    """At D = 2^16 the server unpacks 128 users (8 MB) at a time; it used to unpack 2^15 users
+    at once (2 GB) whatever D was.  The counts equal the plain bit sums."""
+    oue = OUE(1 << 16, 1.0)
+    reports = oue.randomize(np.random.default_rng(0).integers(0, 1 << 16, 300), np.random.default_rng(1))
+    rows = []
+    unpack = np.unpackbits
+    monkeypatch.setattr(np, "unpackbits", lambda a, **kw: rows.append(a.shape[0]) or unpack(a, **kw))
+    counts = oue.summarize(reports)
+    assert rows == [128, 128, 44]
+    monkeypatch.undo()
+    np.testing.assert_array_equal(counts, np.unpackbits(reports.data["bits"], axis=1).sum(axis=0))
