@@ -68,9 +68,7 @@ def main():
             "secure_cks": cpu(lambda: sample_discrete_laplace(scale, n, _Delegate(secure)), args.repeats),
             "seeded": cpu(lambda: sample_discrete_laplace(scale, n, rng), args.repeats),
             "numpy_laplace": cpu(lambda: rng.laplace(scale=scale, size=n), args.repeats),
-            "numpy_geometric_difference": cpu(
-                lambda: rng.geometric(1 - r, n) - rng.geometric(1 - r, n), args.repeats
-            ),
+            "numpy_geometric_difference": cpu(lambda: rng.geometric(1 - r, n) - rng.geometric(1 - r, n), args.repeats),
         }
         row["secure_over_numpy_laplace"] = row["secure"] / row["numpy_laplace"]
         rows.append(row)
