@@ -22,7 +22,7 @@ law above once every comparison U < T_m is decided exactly:
 A float logarithm only guesses each count (|K| ~ b ln(2^63 c / j)); the integer comparisons
 with the table confirm it, and the few wrong guesses are recounted by binary search.
 
-Cost: 8 bytes of keystream and ~15 vectorised operations per draw (about 3x numpy's own
+Cost: 8 bytes of keystream and ~15 vectorised operations per draw (1.2-2x numpy's own
 ``Generator.laplace`` in CPU, see benchmarks/noise_speed.py), against ~11 uniform draws and
 many rejection rounds for Canonne, Kamath and Steinke's Algorithm 2 ("The Discrete Gaussian
 for Differential Privacy", NeurIPS 2020), which :mod:`dprange.noise` keeps for seeded
@@ -165,7 +165,7 @@ def sample(s: int, t: int, count: int, words) -> np.ndarray:
     of n uniform uint64 words."""
     magnitudes = table(True, s, t)
     out = np.empty(count, dtype=np.int64)
-    for start in range(0, count, _BLOCK):  # cost: ~20 ns per draw
+    for start in range(0, count, _BLOCK):  # cost: ~30 ns per draw (loaded 2-core box)
         w = words(min(_BLOCK, count - start))
         magnitude = counts(magnitudes, w >> np.uint64(1), words)
         tail = np.flatnonzero(magnitude == magnitudes.size)
