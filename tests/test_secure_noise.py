@@ -210,3 +210,16 @@ def test_secure_source_feeds_gaussian_and_float_samplers():
     u = source.random(100_000)
     assert 0 <= u.min() and u.max() < 1 and abs(u.mean() - 0.5) < 0.005
     assert math.isclose(source.standard_normal(100_000).std(), 1.0, rel_tol=0.02)
+
+
+def test_without_cryptography_the_stream_reads_os_urandom(monkeypatch):
+    from dprange import _keystream
+
+    monkeypatch.setattr(_keystream, "_cipher_factory", lambda: None)
+    stream = Keystream()
+    assert stream.backend == "os.urandom"
+    assert stream.read(1000).dtype == np.uint8 and not np.array_equal(stream.read(64), stream.read(64))
+    source = SecureRandom()
+    assert source._stream.backend == "os.urandom"
+    draws = sample_discrete_laplace(2.0, 20_000, source)
+    assert draws.var() == pytest.approx(float(noise_variance("discrete_laplace", 2.0)), rel=0.08)
