@@ -296,3 +296,35 @@ def test_moved_functions_keep_their_old_names():
     assert cdf_trees.optimal_budgets is mechanisms.optimal_budgets
     with pytest.raises(AttributeError, match="no_such_name"):
         mechanisms.no_such_name  # noqa: B018
+
+
+# ------------------------------------------------------------------ what importing costs
+
+
+HEAVY = ("scipy.optimize", "pandas", "pyarrow", "matplotlib", "cryptography", "tqdm")
+
+
+@pytest.mark.parametrize("statement", ["import dprange", "import dprange.cli", "import dprange.ldp.cli"])
+def test_importing_dprange_and_its_cli_loads_no_heavy_optional_module(statement):
+    """`import dprange` and `dprange --help` (which imports dprange.cli) stay cheap: scipy.optimize
+    (~0.3 s, needed only by budget optimisation, Gaussian calibration and isotonic fits),
+    pandas, pyarrow, matplotlib (I/O and plots), cryptography (the first secure draw) and
+    tqdm are imported where they are used, not at import time."""
+    import subprocess
+    import sys
+
+    code = f"{statement}; import sys; print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
+    env = {"PYTHONPATH": str(REPO / "src"), "PATH": ""}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.strip() == ""
+
+
+def test_lazy_modules_import_on_first_use():
+    from dprange import analysis
+    from dprange._lazy import lazy_module
+
+    stand_in = lazy_module("json")
+    assert stand_in.dumps([1]) == "[1]"
+    with pytest.raises(AttributeError):
+        stand_in._private  # noqa: B018
+    assert analysis.optimize.minimize_scalar(lambda x: (x - 2.0) ** 2).x == pytest.approx(2.0)

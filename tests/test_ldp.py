@@ -40,9 +40,13 @@ def oue_distribution(oracle, value):
 
 
 @pytest.mark.parametrize(
-    "oracle", [GRR(4, EPS), OUE(4, EPS), OLH(4, EPS, hash_pool=8), HRR(4, EPS)], ids=lambda o: o.name
+    "oracle",
+    [GRR(4, EPS), OUE(4, EPS, coin_bits=62), OLH(4, EPS, hash_pool=8), HRR(4, EPS)],
+    ids=lambda o: o.name,
 )
 def test_client_privacy_ratio_from_exact_distribution(oracle):
+    """(OUE with 62-bit coins: the default 16-bit coins round q up on purpose, realising an
+    epsilon a relative <= 2^-10 lower; tests/test_ldp_fast.py checks that ratio exactly.)"""
     dist = {
         v: (oue_distribution(oracle, v) if oracle.name == "oue" else oracle.output_distribution(v)) for v in range(4)
     }

@@ -116,7 +116,9 @@ def test_expected_error_equals_dense_average_variance():
     """expected_error (fractions, all ranges) = mean of Q Cov Q' / N^2 from dense GLS with
     N p_l users per level (consistency) or from the canonical range decomposition (without)."""
     D, N, eps = 16, 10**6, 1.0
-    proto = HierarchicalHistogram(D, 4, "oue", epsilon=eps, level_probabilities=[0.3, 0.7])
+    proto = HierarchicalHistogram(  # 62-bit coins realise q = 1/(e^eps + 1) to 2^-62
+        D, 4, "oue", epsilon=eps, level_probabilities=[0.3, 0.7], oracle_options={"coin_bits": 62}
+    )
     tree = proto.tree
     q = 1 / (np.exp(eps) + 1)
     per_user = q * (1 - q) / (0.5 - q) ** 2  # OUE V_F times users

@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from typing import cast
 
 import numpy as np
-from scipy import optimize
 
+from ._lazy import lazy_module
 from ._validation import check_delta, check_epsilon, check_neighbours, fit_budget
 from .errors import ParameterError
 from .inference.covering import direct_range_variance  # noqa: F401 - re-exported (its former home)
@@ -43,6 +43,8 @@ from .optimized import auto_candidate
 from .progress import tracked
 from .registry import MECHANISMS
 from .workloads import AllRange, Explicit, Identity, Prefix, Workload, make_workload
+
+optimize = lazy_module("scipy.optimize")  # imported on first use: ~0.3 s that `import dprange` skips
 
 #: Largest number of queries whose variances are listed one by one (max_error on AllRange).
 MAX_LISTED_QUERIES = 20_000_000

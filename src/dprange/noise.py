@@ -2,15 +2,20 @@
 
 Every function that draws noise takes ``rng``:
 
-* ``None`` (the default): a :class:`SecureRandom`, which reads the operating system's
-  cryptographic random source (``os.urandom``) for every draw.  Use it for real releases.
+* ``None`` (the default): a :class:`SecureRandom`, a ChaCha20 keystream keyed from the
+  operating system's cryptographic source (``os.urandom``; see :mod:`dprange._keystream`).
+  Use it for real releases.
 * an ``int`` or :class:`numpy.random.SeedSequence`: a seeded ``numpy.random.Generator``, for
   tests and reproducible experiments only (a fixed seed makes the noise predictable).
 * a ``numpy.random.Generator`` or a :class:`SecureRandom`: used as given.
 
 The samplers draw only through ``rng.integers(low, high, size)`` (uniform integers with a
 scalar bound), so the secure source and a seeded numpy generator run exactly the same code,
-and the seeded path tests the secure one.
+and the seeded path tests the secure one, with one exception: with the secure source, the
+discrete Laplace (and the discrete Gaussian's Laplace proposals) of scale up to 2^14 is drawn
+by an exact inverse CDF from one 64-bit word per draw (:mod:`dprange._laplace_table`), the
+same distribution at a fraction of the cost; seeded generators keep the algorithm below, so
+seeded results are reproducible as before.
 
 Noise kinds (``scale`` is the requested noise scale, usually sensitivity / epsilon):
 
@@ -34,14 +39,14 @@ noise than that has an epsilon too small to support); see docs/privacy.md, "## S
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import lru_cache
 
 import numpy as np
-from scipy import optimize
 
+from . import _laplace_table
+from ._keystream import Keystream
 from .errors import ParameterError
 
 NOISE_KINDS = ("discrete_laplace", "laplace_float", "gaussian")
@@ -53,15 +58,36 @@ _FAST_DENOMINATOR = 2**56  # Gaussian: keep the Bernoulli denominator below this
 
 
 class SecureRandom:
-    """Random source backed by ``os.urandom`` (the OS cryptographic generator).
+    """Random source backed by a ChaCha20 keystream keyed from ``os.urandom`` (see
+    :mod:`dprange._keystream`; plain ``os.urandom`` when ``cryptography`` is missing).
 
     It implements the subset of the ``numpy.random.Generator`` interface that dprange uses:
     :meth:`integers` (the only primitive of the noise samplers), and :meth:`random` and
-    :meth:`standard_normal` for the local-DP simulations.
+    :meth:`standard_normal` for the local-DP simulations; :meth:`words` gives raw 64-bit words.
     """
 
+    def __init__(self):
+        self._stream = Keystream()
+
+    @classmethod
+    def _with_key(cls, key: bytes) -> SecureRandom:
+        """A reproducible (hence predictable) stream under a fixed 32-byte key: tests only."""
+        source = cls()
+        source._stream = Keystream(key)
+        return source
+
+    def _bytes(self, count: int) -> np.ndarray:
+        stream = self.__dict__.get("_stream")
+        if stream is None:  # a subclass that skipped __init__
+            stream = self._stream = Keystream()
+        return stream.read(count)
+
+    def words(self, count: int) -> np.ndarray:
+        """``count`` uniform 64-bit words (uint64)."""
+        return self._bytes(8 * count).view(np.uint64)
+
     def _uint64(self, count: int) -> np.ndarray:
-        return np.frombuffer(os.urandom(8 * count), dtype=np.uint64).copy()
+        return self.words(count)
 
     def _bits(self, count: int, bits: int) -> np.ndarray:
         """``count`` independent uniform integers of ``bits`` <= 63 bits (int64), reading as
@@ -69,15 +95,15 @@ class SecureRandom:
         if bits == 0:
             return np.zeros(count, dtype=np.int64)
         if bits == 1:
-            raw = np.frombuffer(os.urandom((count + 7) // 8), dtype=np.uint8)
+            raw = self._bytes((count + 7) // 8)
             return np.unpackbits(raw)[:count].astype(np.int64)
         nbytes = (bits + 7) // 8
         if nbytes in (1, 2, 4, 8):
-            value = np.frombuffer(os.urandom(nbytes * count), dtype=f"<u{nbytes}")
+            value = self._bytes(nbytes * count).view(f"<u{nbytes}")
             value = value.view(np.int64) if nbytes == 8 else value.astype(np.int64)
         else:  # 3, 5, 6 or 7 bytes: place them in the low bytes of little-endian int64 words
             padded = np.zeros((count, 8), dtype=np.uint8)
-            padded[:, :nbytes] = np.frombuffer(os.urandom(nbytes * count), dtype=np.uint8).reshape(count, nbytes)
+            padded[:, :nbytes] = self._bytes(nbytes * count).reshape(count, nbytes)
             value = padded.view("<i8").reshape(count)
         return value & ((1 << bits) - 1)
 
@@ -379,6 +405,8 @@ def _discrete_laplace_exact(t: int, s: int, count: int, rng) -> np.ndarray:
     Returns int64, or Python integers (object array) in the astronomically unlikely case that
     a draw does not fit in int64.
     """
+    if isinstance(rng, SecureRandom) and t <= _laplace_table.TABLE_MAX_SCALE * s:
+        return _laplace_table.sample(s, t, count, rng.words)  # same law, one word per draw
     accept_u = -math.expm1(-1.0) / (t * -math.expm1(-1.0 / t))  # P(Bernoulli(exp(-U/t)) = 1)
     accept_sign = 1.0 + 0.5 * math.expm1(-s / t)  # 1 - P(negative sign and Y = 0)
     return _fill(lambda candidates: _discrete_laplace_round(t, s, candidates, rng), count, accept_u * accept_sign)
@@ -604,6 +632,8 @@ def _best_order(epsilon: float, log_delta: float) -> float:
     values = np.where(np.isfinite(values), values, -np.inf)
     best = int(np.argmax(values))
     lo, hi = grid[max(best - 1, 0)], grid[min(best + 1, grid.size - 1)]
+    from scipy import optimize  # noqa: PLC0415 - ~0.3 s of imports, for Gaussian calibration only
+
     result = optimize.minimize_scalar(
         lambda u: -_rho_at_order(epsilon, log_delta, u), bounds=(lo, hi), method="bounded", options={"xatol": 1e-12}
     )

@@ -44,8 +44,8 @@ import time
 from pathlib import Path
 
 import numpy as np
-from scipy import optimize
 
+from ._lazy import lazy_module
 from ._params import Custom, Integer, OneOf, Param
 from ._validation import check_delta, check_positive_int
 from .errors import ParameterError
@@ -55,6 +55,8 @@ from .mechanisms import Mechanism
 from .progress import progress_bar
 from .registry import MECHANISMS, WORKLOADS, Citation
 from .workloads import AllRange, Identity, Prefix, Workload, make_workload
+
+optimize = lazy_module("scipy.optimize")  # imported on first use: ~0.3 s that `import dprange` skips
 
 __all__ = [
     "Gram",

@@ -33,12 +33,14 @@ from decimal import Decimal, localcontext
 from fractions import Fraction
 
 import numpy as np
-from scipy import special
 
+from ._lazy import lazy_module
 from ._validation import check_epsilon
 from .errors import DataError, ParameterError
 from .noise import _open_uniform, resolve_rng
 from .registry import QUANTILE_METHODS, Citation, Entry
+
+special = lazy_module("scipy.special")  # imported on first use: ~0.05 s that `import dprange` skips
 
 NEIGHBOURS = ("add_remove", "replace")
 MAX_GRID = 2**30  # grid points (cells x sub-cells) the exact sampler accepts

@@ -35,9 +35,17 @@ import numbers
 from collections.abc import Callable
 
 import numpy as np
-from scipy.optimize import isotonic_regression
 
+from .._lazy import lazy_module
 from ..errors import ParameterError, excerpt
+
+_optimize = lazy_module("scipy.optimize")  # imported on first use: ~0.3 s that `import dprange` skips
+
+
+def isotonic_regression(*args, **kwargs):
+    """scipy.optimize.isotonic_regression, imported on first call."""
+    return _optimize.isotonic_regression(*args, **kwargs)
+
 
 LOSSES = ("l1", "l2")
 

@@ -11,19 +11,50 @@ returns unbiased estimates of the fraction f_z of users holding each z.
 * ``OUE`` (optimised unary encoding): a D-bit vector; v's bit is 1 w.p. 1/2, every other
   bit w.p. q = 1 / (e^eps + 1).  Estimate (the paper prints a sign typo; corrected):
   f_z = (C_z / N - q) / (1/2 - q).
-* ``OLH`` (optimised local hashing): a random hash h: [D] -> [g], g = round(e^eps) + 1, and
-  GRR of h(v) over [g]; the aggregator counts the users whose report equals h(z).
-  ``hash_pool=k`` is the documented fast variant: users pick one of k public hash functions,
-  so aggregation costs O(k D + N) instead of O(N D).  The estimate is unbiased over the
-  random draw of the pool; for a fixed pool, item z carries the bias
-  g/(g-1) sum_{v != z} f_v (c_vz - 1/g), where c_vz is the pool's collision rate of v and z
-  (standard deviation sqrt((1/g)(1 - 1/g)/k) per pair).  Use k in the thousands: at D = 1024,
-  eps = 1 and uniform data, the exact expected sum of all estimates is 0.92 for our k = 4096
-  pool (per item -8e-5, against a standard deviation of 1.9e-3 at N = 10^6).  Pool indices
-  are mixed by SplitMix64 so that the pool behaves like k independent draws of the family.
+* ``OLH`` (optimised local hashing): a random hash h: [D] -> [g], g ~ e^eps + 1, and GRR of
+  h(v) over [g]; the aggregator counts the users whose report equals h(z).  See "OLH hash
+  families" below: by default the hash is drawn from an exactly pairwise-balanced public
+  pool, so aggregation costs O(N + pool) instead of O(N D) and stays exactly unbiased.
 * ``HRR`` (Hadamard randomised response): the domain is padded to D' = 2^k; a user samples a
   row j of the Hadamard matrix and sends j and the sign (-1)^popcount(j & v), flipped w.p.
   1 / (1 + e^eps).  Frequencies come back by a fast Walsh-Hadamard transform.
+
+OLH hash families.  The estimator f_z = (C_z / N - 1/g) / (p - 1/g) is unbiased exactly when a
+user holding v != z supports z with probability 1/g, i.e. when her hash collides v and z with
+probability exactly 1/g (then P = p/g + (1 - 1/g)(1 - p)/(g - 1) = 1/g); privacy never depends on
+the hash (for a fixed hash the client is GRR over [g]).
+
+* ``hash="linear"`` (the default when g is prime and g^(d+1) <= 2^23): the pool is every
+  a in GF(g)^d, g^d >= D, and h_a(x) = sum_i a_i x_i mod g over the base-g digits of x.  For
+  x != y some digit differs and a . (x - y) = 0 for exactly g^(d-1) of the g^d vectors a: every
+  pair collides with probability exactly 1/g, so the estimator is exactly unbiased and the
+  variance formula below exact (a pool of public hash functions per user is Wang et al.'s own
+  suggestion; this one is balanced for every pair, not only in expectation).  The default g is
+  the prime next to e^eps + 1 (below or above) with the smaller variance factor
+  (e^eps - 1 + g)^2 / ((e^eps - 1)^2 (g - 1)): g = 3 at eps = 1 costs 2% variance against the
+  real optimum 3.72.  Aggregation: a (pool x g) table of report counts, then
+  C_z = sum_a table[a, h_a(z)] by a digit-wise transform in O(d g^(d+2)) (g^2 <= D) or directly
+  in O(g^d D); 10^7 users at D = 1024, eps = 1 (g = 3, pool 2187) take ~0.2 s.
+* ``hash="mod-p"``: h_s(x) = ((a x + b) mod P) mod g, P = 2^31 - 1, (a, b) from a per-user
+  62-bit seed (exact in expectation over the seed; aggregation O(N D)); the default where the
+  linear pool does not fit (g not prime when given, or a large g: eps above ~4.3 at
+  D = 2^16, above ~5.5 at D = 1024), with g = round(e^eps) + 1.  ``hash_pool=k`` is its documented fast
+  variant: users pick one of k public hash functions, so aggregation costs O(k D + N).  The
+  estimate is unbiased over the random draw of the pool; for a fixed pool, item z carries the
+  bias g/(g-1) sum_{v != z} f_v (c_vz - 1/g), where c_vz is the pool's collision rate of v and
+  z (standard deviation sqrt((1/g)(1 - 1/g)/k) per pair).  Use k in the thousands: at D = 1024,
+  eps = 1 and uniform data, the exact expected sum of all estimates is 0.92 for our k = 4096
+  pool (per item -8e-5, against a standard deviation of 1.9e-3 at N = 10^6).  Pool indices
+  are mixed by SplitMix64 so that the pool behaves like k independent draws of the family.
+
+OUE coins.  OUE draws one coin per bit, D per user, so the coin width dominates its cost.  A
+coin of ``coin_bits`` = 16 bits (32 or 62 where 16 bits would lower epsilon by more than a
+relative 2^-10: epsilon below ~0.06 or above ~10; see ``oue_coin_bits``) is compared
+with Q = ceil(2^bits / (1 + L)): q' = Q / 2^bits >= 1/(1 + L) rounds the lie probability up, so
+(1 - q')/q' <= L <= e^eps and epsilon is never exceeded; ``realised_epsilon`` is the exact
+ln((1 - q')/q') (eps = 1: 0.99995).  16-bit coins make secure encoding ~5x faster than 62-bit
+ones.  Reports hold D bits per user (8 GB for 10^6 users at D = 2^16): ``collect`` randomises
+and aggregates in batches of 16 MB of reports.
 
 Exact randomisation.  The clients draw only uniform integers U on [0, 2^62) (``integers``
 with a scalar bound, as the central samplers of :mod:`dprange.noise`) and compare them with
@@ -37,8 +68,9 @@ tie with the threshold's).
   p' >= q' by construction.  T is the largest integer with
   p'/q' = (1 + (k - 1) t)/(1 - t) <= L, where L <= e^epsilon is a rigorous rational lower
   bound (``exp_lower_bound``).
-* OUE sets each bit if U < Q, then redraws the user's own bit as U < 2^61 (exactly 1/2); HRR
-  flips the sign if U < Q.  Q is the smallest integer with (1 - q')/q' <= L, q' = Q / 2^62.
+* OUE sets each bit if its coin is below Q, then redraws the user's own bit as a coin below
+  half its range (exactly 1/2); HRR flips the sign if U < Q.  Q is the smallest integer with
+  (1 - q')/q' <= L, q' = Q / 2^62 (OUE: Q / 2^coin_bits).
 
 Every oracle checks its worst ratio of output probabilities over two inputs,
 ``privacy_ratio()``, against L in exact rational arithmetic when it is built, so its privacy
@@ -88,7 +120,7 @@ import numpy as np
 from .._validation import check_epsilon, check_positive_int
 from ..errors import DomainError, ParameterError, ReportError, private
 from ..io import load_npz
-from ..noise import resolve_rng
+from ..noise import SecureRandom, resolve_rng
 from ..registry import FREQUENCY_ORACLES, Citation
 
 MERSENNE = (1 << 31) - 1  # prime modulus of the universal hash family
@@ -152,6 +184,35 @@ def coins_below(source, shape, threshold: int) -> np.ndarray:
         low = np.asarray(source.integers(0, 1 << _LOW_BITS, size=ties.size), dtype=np.int64)
         np.put(below, ties, low < low_threshold)
     return below
+
+
+COIN_BITS = (16, 32, PROBABILITY_BITS)  # OUE's coin widths
+
+
+@lru_cache(maxsize=1024)
+def oue_coin_bits(epsilon: float) -> int:
+    """OUE's default coin width: the narrowest of 16 and 32 bits whose rounding of q costs at
+    most a relative 2^-10 of epsilon (16 bits from epsilon ~0.06 to ~10), else 62.  Recorded
+    in the reports' parameters, so clients and servers never disagree on it."""
+    bound = exp_lower_bound(epsilon)
+    for bits in (16, 32):
+        lie = math.ceil((1 << bits) / (1 + bound))
+        if 0 < lie < 1 << (bits - 1) and math.log(((1 << bits) - lie) / lie) >= epsilon * (1 - 2.0**-10):
+            return bits
+    return PROBABILITY_BITS
+
+
+def small_coins(source, shape, bits: int) -> np.ndarray:
+    """Uniform integers on [0, 2^bits) for bits = 16 or 32, as uint16 / uint32: raw keystream
+    bytes from the secure source, ``integers(..., dtype=)`` from a numpy Generator, plain
+    ``integers`` from anything else (scripted test sources)."""
+    dtype = np.uint16 if bits == 16 else np.uint32
+    count = int(np.prod(shape))
+    if type(source) is SecureRandom:
+        return source._bytes(count * (bits // 8)).view(dtype).reshape(shape)
+    if isinstance(source, np.random.Generator):
+        return source.integers(0, 1 << bits, size=shape, dtype=dtype)
+    return np.asarray(source.integers(0, 1 << bits, size=shape), dtype=np.int64)
 
 
 def randomised_response(truth: np.ndarray, k: int, threshold: int, source) -> np.ndarray:
@@ -374,6 +435,27 @@ class FrequencyOracle:
     def aggregator(self) -> Aggregator:
         return Aggregator(self)
 
+    def report_bytes(self) -> int:
+        """Bytes of one user's report in memory (about)."""
+        return 16
+
+    def collect(self, values, rng=None, batch_users: int | None = None) -> Aggregator:
+        """Randomise every user's value and aggregate the reports batch by batch: the server
+        state that receiving all reports would give, in memory O(batch x report size) (OUE at
+        D = 2^16 holds 8 KB per report).  ``batch_users`` defaults to 16 MB of reports."""
+        v = check_values(values, self.domain_size)
+        source = resolve_rng(rng)
+        batch = batch_users or max(1, (1 << 24) // self.report_bytes())
+        agg = self.aggregator()
+        for start in range(0, v.size, batch):
+            agg.add(self.randomize(v[start : start + batch], source))
+        return agg
+
+    @property
+    def realised_epsilon(self) -> float:
+        """ln of the exact worst ratio of the client's output probabilities (<= epsilon)."""
+        return math.log(self.privacy_ratio())
+
     def variance(self, n: int, frequencies=None) -> np.ndarray:
         """Exact variance of each frequency estimate from n users (f = 0 part if f is None)."""
         f = np.zeros(self.estimate_size) if frequencies is None else np.asarray(frequencies, dtype=float)
@@ -384,6 +466,9 @@ class FrequencyOracle:
         return self.domain_size
 
     # subclasses: randomize(values, rng) -> Reports ; counts(reports) -> summary array
+    def randomize(self, values, rng=None) -> Reports:
+        raise NotImplementedError
+
     def summarize(self, reports: Reports) -> np.ndarray:
         raise NotImplementedError
 
@@ -479,26 +564,51 @@ class GRR(FrequencyOracle):
 
 
 class OUE(FrequencyOracle):
-    """Optimised unary encoding (see module doc).  Encoding costs O(N D) random draws."""
+    """Optimised unary encoding (see module doc, "OUE coins").  Encoding costs O(N D) coins of
+    ``coin_bits`` bits; reports hold D bits per user (aggregate big collections in batches:
+    :meth:`FrequencyOracle.collect`)."""
 
     name = "oue"
     fields = ("bits",)
     chunk = 1 << 16
 
-    own_threshold = ONE // 2  # one's own bit is set if the coin is below 2^61: exactly 1/2
+    def __init__(self, domain_size, epsilon, coin_bits=None):
+        if coin_bits is not None and coin_bits not in COIN_BITS:
+            raise ParameterError(f"OUE coin_bits must be one of {', '.join(map(str, COIN_BITS))}, got {coin_bits!r}")
+        self._given_bits = coin_bits
+        super().__init__(domain_size, epsilon)
+
+    @property
+    def coin_bits(self) -> int:
+        """Bits per coin: the narrowest of 16, 32 whose rounding of q up to a multiple of
+        2^-bits lowers epsilon by at most a relative 2^-10 (``oue_coin_bits``), else 62."""
+        if self._given_bits is not None:
+            return self._given_bits
+        return oue_coin_bits(self.epsilon)
 
     @property
     def lie_threshold(self) -> int:
-        """Q: the bit of a value one does not hold is set if its coin is below Q."""
-        return lie_threshold(self.epsilon)
+        """Q: the bit of a value one does not hold is set if its coin (on [0, 2^coin_bits)) is
+        below Q = ceil(2^coin_bits / (1 + L)), so (1 - q')/q' <= L <= e^epsilon."""
+        if self.coin_bits == PROBABILITY_BITS:
+            return lie_threshold(self.epsilon)
+        return math.ceil((1 << self.coin_bits) / (1 + exp_lower_bound(self.epsilon)))
+
+    @property
+    def own_threshold(self) -> int:
+        """One's own bit is set if its coin is below 2^(coin_bits - 1): exactly 1/2."""
+        return 1 << (self.coin_bits - 1)
 
     @property
     def exact_p(self) -> Fraction:
-        return Fraction(self.own_threshold, ONE)
+        return Fraction(self.own_threshold, 1 << self.coin_bits)
 
     @property
     def exact_q(self) -> Fraction:
-        return Fraction(self.lie_threshold, ONE)
+        return Fraction(self.lie_threshold, 1 << self.coin_bits)
+
+    def params(self):
+        return {"coin_bits": self.coin_bits}
 
     def privacy_ratio(self) -> Fraction:
         """Inputs a, b differ in two bits' laws: the worst output sets a's bit and clears b's,
@@ -507,6 +617,11 @@ class OUE(FrequencyOracle):
         ratio = p * (1 - q) / (q * (1 - p))
         return max(ratio, 1 / ratio)
 
+    def _coins_below(self, source, shape, threshold: int) -> np.ndarray:
+        if self.coin_bits == PROBABILITY_BITS:
+            return coins_below(source, shape, threshold)
+        return small_coins(source, shape, self.coin_bits) < threshold
+
     def randomize(self, values, rng=None) -> Reports:
         v = check_values(values, self.domain_size)
         source = resolve_rng(rng)
@@ -514,12 +629,15 @@ class OUE(FrequencyOracle):
         packed = []
         for start in range(0, v.size, rows):  # every bit w.p. q', then each user's own bit afresh w.p. 1/2
             part = v[start : start + rows]
-            bits = coins_below(source, (part.size, self.domain_size), self.lie_threshold)
-            bits[np.arange(part.size), part] = coins_below(source, part.size, self.own_threshold)
+            bits = self._coins_below(source, (part.size, self.domain_size), self.lie_threshold)
+            bits[np.arange(part.size), part] = self._coins_below(source, part.size, self.own_threshold)
             packed.append(np.packbits(bits, axis=1))
         width = (self.domain_size + 7) // 8
         data = np.concatenate(packed) if packed else np.zeros((0, width), dtype=np.uint8)
         return self._reports({"bits": data}, v.size)
+
+    def report_bytes(self) -> int:
+        return (self.domain_size + 7) // 8
 
     def summarize(self, reports):
         bits = np.asarray(reports.data["bits"])
@@ -527,29 +645,52 @@ class OUE(FrequencyOracle):
             raise ReportError(f"OUE reports must hold packed bytes (uint8), got {bits.dtype}")
         if bits.ndim != 2 or bits.shape[1] != (self.domain_size + 7) // 8 or bits.shape[0] != reports.n:
             raise ReportError("OUE reports have the wrong shape for this domain")
-        total = np.zeros(self.domain_size)
-        for start in range(0, bits.shape[0], 1 << 15):
-            total += np.unpackbits(bits[start : start + (1 << 15)], axis=1, count=self.domain_size).sum(axis=0)
-        return total
+        total = np.zeros(self.domain_size, dtype=np.int64)
+        rows = max(1, (1 << 23) // self.domain_size)  # unpacked blocks of ~8 MB, whatever D is
+        for start in range(0, bits.shape[0], rows):
+            unpacked = np.unpackbits(bits[start : start + rows], axis=1, count=self.domain_size)
+            total += unpacked.sum(axis=0, dtype=np.int64)
+        return total.astype(float)
 
 
 class OLH(FrequencyOracle):
-    """Optimised local hashing (see module doc)."""
+    """Optimised local hashing (see module doc, "OLH hash families")."""
 
     name = "olh"
     fields = ("seed", "value")
 
-    def __init__(self, domain_size, epsilon, g=None, hash_pool=None):
+    def __init__(self, domain_size, epsilon, g=None, hash_pool=None, hash=None):
         self._given_g = g if isinstance(g, (int, np.integer)) and not isinstance(g, bool) else None
         super().__init__(domain_size, epsilon)
         if self.domain_size >= MERSENNE:  # x and x + P would always collide, and a x could overflow
             raise ParameterError(f"OLH supports domains of fewer than 2^31 - 1 values, got {self.domain_size}")
-        self.g = check_positive_int(g if g is not None else int(round(math.exp(self.epsilon))) + 1, "g", minimum=2)
+        if hash not in (None, "linear", "mod-p"):
+            raise ParameterError(f"OLH hash must be 'linear' or 'mod-p', got {hash!r}")
+        if hash == "linear" and hash_pool is not None:
+            raise ParameterError("OLH's linear hash family has its own pool; leave hash_pool unset or use hash='mod-p'")
+        self.hash_pool = None if hash_pool is None else check_positive_int(hash_pool, "hash_pool")
+        self._given_hash = hash
+        if g is not None:
+            self.g = check_positive_int(g, "g", minimum=2)
+        elif hash != "mod-p" and hash_pool is None:
+            self.g = best_prime_g(self.epsilon)
+            if hash is None and linear_pool_size(self.domain_size, self.g) is None:
+                self.g = int(round(math.exp(self.epsilon))) + 1  # too large for the linear pool
+        else:
+            self.g = int(round(math.exp(self.epsilon))) + 1
         if self.g > OLH_MAX_G:
             raise ParameterError(
                 f"OLH supports a hash range g <= {OLH_MAX_G}, got {self.g}; the hash would no longer be uniform on [g]"
             )
-        self.hash_pool = None if hash_pool is None else check_positive_int(hash_pool, "hash_pool")
+        pool = linear_pool_size(self.domain_size, self.g) if hash_pool is None and hash != "mod-p" else None
+        if hash == "linear" and pool is None:
+            raise ParameterError(
+                f"OLH's linear hash family needs a prime g with g^(d+1) <= 2^23 (g^d >= D = {self.domain_size}), "
+                f"got g = {self.g}; use hash='mod-p'"
+            )
+        self.hash_family = "linear" if pool is not None else "mod-p"
+        if pool is not None:
+            self.hash_pool, self.digits = pool, round(math.log(pool, self.g))
         super()._configure()
 
     def _configure(self) -> None:
@@ -571,6 +712,8 @@ class OLH(FrequencyOracle):
         )
 
     def params(self):
+        if self.hash_family == "linear":
+            return {"g": self.g, "hash": "linear"}
         return {"g": self.g, "hash_pool": self.hash_pool}
 
     @property
@@ -601,7 +744,10 @@ class OLH(FrequencyOracle):
         return a, b
 
     def hash(self, seeds, x):
-        """h_s(x) = ((a_s x + b_s) mod P) mod g, elementwise over broadcast seeds and x."""
+        """h_s(x), elementwise over broadcast seeds and x: ((a_s x + b_s) mod P) mod g, or for
+        the linear family sum_i a_i x_i mod g over the base-g digits of s and x."""
+        if self.hash_family == "linear":
+            return linear_hash(np.asarray(seeds, dtype=np.int64), np.asarray(x, dtype=np.int64), self.g, self.digits)
         a, b = self._hash_params(seeds)
         return ((a * np.asarray(x, dtype=np.int64) + b) % MERSENNE) % self.g
 
@@ -619,6 +765,8 @@ class OLH(FrequencyOracle):
 
         The Mersenne reduction (x mod P = (x & P) + (x >> 31), twice, then one subtraction)
         replaces 64-bit division; the final mod g runs on 32-bit integers."""
+        if self.hash_family == "linear":
+            return self.hash(np.asarray(seeds)[:, None], np.asarray(items)[None, :]).astype(np.uint32)
         a, b = self._hash_params(seeds)
         h = a[:, None] * np.asarray(items, dtype=np.int64)[None, :]
         h += b[:, None]
@@ -642,9 +790,13 @@ class OLH(FrequencyOracle):
         y = _checked(reports.data["value"], self.g)
         items = np.arange(self.domain_size, dtype=np.int64)
         if self.hash_pool is not None:
-            if seeds.size and (seeds.min() < 0 or seeds.max() >= self.hash_pool):
+            if seeds.size and seeds.min() < 0:
+                raise ReportError("OLH hash seeds must be non-negative")
+            if seeds.size and seeds.max() >= self.hash_pool:
                 raise ReportError("OLH report names a hash outside the pool")
             table = np.bincount(seeds * self.g + y, minlength=self.hash_pool * self.g).reshape(self.hash_pool, self.g)
+            if self.hash_family == "linear" and self.g * self.g <= self.domain_size:  # O(d g^(d+2)) < O(d g^d D)
+                return linear_support_counts(table, self.g, self.digits)[: self.domain_size]
             counts = np.zeros(self.domain_size)
             rows = max(1, (1 << 20) // self.domain_size)
             for start in range(0, self.hash_pool, rows):  # blocks of pool entries, not single ones
@@ -739,6 +891,67 @@ class HRR(FrequencyOracle):
             out[j, 0 if s == 1 else 1] = self.p / self.size
             out[j, 1 if s == 1 else 0] = self.q / self.size
         return out.ravel()
+
+
+def _is_prime(n: int) -> bool:
+    return n >= 2 and all(n % d for d in range(2, math.isqrt(n) + 1))
+
+
+@lru_cache(maxsize=256)
+def best_prime_g(epsilon: float) -> int:
+    """The prime g (<= 2^16) nearest e^eps + 1 from below or above with the smaller OLH
+    variance factor (e^eps - 1 + g)^2 / ((e^eps - 1)^2 (g - 1)) (Wang et al. 2017, whose
+    optimum is g = e^eps + 1; e.g. eps = 1: g = 3, 2% more variance than the real optimum)."""
+    x = math.exp(epsilon) + 1.0
+    below = next((n for n in range(min(int(x), OLH_MAX_G), 1, -1) if _is_prime(n)), 2)
+    above = next((n for n in range(max(math.ceil(x), 2), OLH_MAX_G + 1) if _is_prime(n)), below)
+    e1 = math.expm1(epsilon)
+    return min((below, above), key=lambda g: (e1 + g) ** 2 / (g - 1))
+
+
+LINEAR_TABLE_LIMIT = 1 << 23  # largest (pool x g) report-count table of the linear family (64 MB)
+
+
+@lru_cache(maxsize=256)
+def linear_pool_size(domain_size: int, g: int) -> int | None:
+    """g^d for the fewest base-g digits d >= 1 covering the domain, when g is prime and the
+    aggregator's table g^(d+1) stays <= 2^23; else None (the linear family is not offered)."""
+    if not _is_prime(g):
+        return None
+    pool = g
+    while pool < domain_size:
+        pool *= g
+    return pool if pool * g <= LINEAR_TABLE_LIMIT else None
+
+
+def linear_hash(seeds: np.ndarray, x: np.ndarray, g: int, digits: int) -> np.ndarray:
+    """sum_i a_i x_i mod g over the base-g digits a_i of the seed and x_i of x (broadcast)."""
+    seeds, x = np.broadcast_arrays(seeds, x)
+    out = np.zeros(seeds.shape, dtype=np.int64)
+    a, v = seeds.copy(), x.copy()
+    for _ in range(digits):  # cost: O(digits) vectorised passes
+        out += (a % g) * (v % g)
+        a //= g
+        v //= g
+    return out % g
+
+
+def linear_support_counts(table: np.ndarray, g: int, digits: int) -> np.ndarray:
+    """C_z = sum_a table[a, h_a(z)] for every z of [g^d], table[a, y] the number of reports
+    (hash a, value y): one base-g digit at a time, O(d g^(d+2)) instead of O(g^d D).
+
+    After the digits i..d-1 are done, Y[a_0..a_(i-1), z_i..z_(d-1), s] = sum over
+    a_i..a_(d-1) of table[a, s + sum_(l >= i) a_l z_l]; at the end C_z = Y[z, 0]."""
+    shape = [g] * digits  # C order: axis 0 is the most significant digit
+    y = table.reshape(shape + [g]).astype(np.int64)
+    idx = (np.arange(g)[None, None, :] + np.arange(g)[:, None, None] * np.arange(g)[None, :, None]) % g  # [a, z, s]
+    for axis in range(digits):  # replace the digit axis a by z
+        moved = np.moveaxis(y, axis, -2)  # (..., a, s)
+        out = np.zeros_like(moved)
+        for a in range(g):  # out[..., z, s] += moved[..., a, (s + a z) mod g]
+            out += moved[..., a, :][..., idx[a]]
+        y = np.moveaxis(out, -2, axis)
+    return y[..., 0].reshape(-1).astype(float)
 
 
 def _splitmix64(seeds) -> np.ndarray:

@@ -4,9 +4,9 @@
 client on a population with histogram ``counts`` would give, drawn from exactly the same
 distribution:
 
-* users are split across levels exactly: the number per level is multinomial and, given
-  it, which users go where is a sequence of multivariate hypergeometric draws (numpy's
-  ``multivariate_hypergeometric``);
+* users are split across levels exactly: each user picks a level independently, so the
+  users of each bin split as one multinomial per bin (a single vectorised draw; the former
+  total-multinomial-then-hypergeometric split had the same law and cost 2.6x more);
 * OUE: the count of each item is Binomial(n_z, 1/2) + Binomial(N_l - n_z, q) (bits are
   independent across items and users) — **exact**, O(nodes) per level (Cormode et al., PVLDB 2019, section 5);
 * GRR: a GRR report is the mixture "own value w.p. p - q, else uniform over all D values"
@@ -49,19 +49,11 @@ def _generator(rng) -> np.random.Generator:
 
 
 def split_by_level(counts: np.ndarray, probabilities: np.ndarray, gen: np.random.Generator) -> list:
-    """Exact random split of a population (histogram) into level groups."""
-    remaining = counts.astype(np.int64).copy()
-    sizes = gen.multinomial(int(remaining.sum()), probabilities)
-    groups = []
-    for size in sizes[:-1]:
-        if size == 0:
-            groups.append(np.zeros_like(remaining))
-            continue
-        part = gen.multivariate_hypergeometric(remaining, int(size), method="marginals")
-        groups.append(part)
-        remaining -= part
-    groups.append(remaining)
-    return groups
+    """Exact random split of a population (histogram) into level groups: every user picks a
+    level independently, so the users of each bin split as one Multinomial(n_z, p), independent
+    across bins (one vectorised draw, O(D L))."""
+    split = gen.multinomial(counts.astype(np.int64), probabilities)  # (D, levels)
+    return [np.ascontiguousarray(split[:, level]) for level in range(split.shape[1])]
 
 
 def _node_counts(protocol, level, group):
