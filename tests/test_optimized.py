@@ -220,13 +220,17 @@ def test_auto_optimises_only_small_domains_unless_cached():
 
 
 def test_auto_ranks_a_cached_strategy_only_where_its_release_is_fast(monkeypatch, tmp_path):
-    """A cached strategy is ranked up to AUTO_CACHED_MAX_N bins, not beyond (its release goes
-    through the dense covariance: minutes at 4096 bins)."""
+    """A cached eigen-design ((epsilon, delta)) is ranked up to AUTO_CACHED_MAX_N bins, not
+    beyond (its release goes through the dense covariance: minutes at 4096 bins); a cached
+    p-Identity strategy up to 4096 (its release is O(n p^2) by Woodbury)."""
     cached = tmp_path / "cached.npz"
     cached.write_bytes(b"")
     monkeypatch.setattr(dprange.optimized, "cache_path", lambda *args, **kwargs: cached)
-    assert auto_candidate(AllRange(AUTO_CACHED_MAX_N), 0.0, neighbours="add_remove", noise="auto") is not None
-    assert auto_candidate(AllRange(AUTO_CACHED_MAX_N + 1), 0.0, neighbours="add_remove", noise="auto") is None
+    kw = {"neighbours": "add_remove", "noise": "auto"}
+    assert auto_candidate(AllRange(AUTO_CACHED_MAX_N), 1e-6, **kw) is not None
+    assert auto_candidate(AllRange(AUTO_CACHED_MAX_N + 1), 1e-6, **kw) is None
+    assert auto_candidate(AllRange(4096), 0.0, **kw) is not None
+    assert auto_candidate(AllRange(4097), 0.0, **kw) is None
 
 
 def test_release_with_auto_uses_the_optimised_strategy_where_it_is_best():

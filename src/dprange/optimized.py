@@ -50,8 +50,10 @@ from ._params import Custom, Integer, OneOf, Param
 from ._validation import check_delta, check_positive_int
 from .errors import ParameterError
 from .inference.least_squares import DENSE_COVARIANCE_LIMIT
-from .matrix import MatrixStrategy
+from .inference.p_identity import DiagonalPlusRows
+from .matrix import MatrixStrategy, quantisation_factor
 from .mechanisms import Mechanism
+from .operators import Weighted
 from .progress import progress_bar
 from .registry import MECHANISMS, WORKLOADS, Citation
 from .workloads import AllRange, Identity, Prefix, Workload, make_workload
@@ -283,28 +285,77 @@ def _store(path: Path, arrays: dict) -> None:
 
 
 class OptimizedStrategy(MatrixStrategy):
-    """An optimised strategy, quantised to integers like any matrix strategy, with how it was
-    obtained: the template, the optimisation time and whether it came from the cache."""
+    """An optimised dense strategy (the eigen-design), quantised to integers like any matrix
+    strategy, with how it was obtained: the template, the optimisation time and whether it
+    came from the cache."""
 
-    def __init__(self, matrix: np.ndarray, template: str, seconds: float, cached: bool, identity_rows: bool):
+    def __init__(self, matrix: np.ndarray, template: str, seconds: float, cached: bool):
         super().__init__(matrix)
         self.template = template
         self.seconds = seconds
         self.cached = cached
-        self._identity_rows = identity_rows
-
-    def check_rank(self, known_total: bool) -> None:
-        """p-Identity: the first n rows of the measured matrix are a positive diagonal, so the
-        rank is n (checked in O(n)); otherwise the general check."""
-        if self._identity_rows:
-            head = self.explicit()[: self.n]
-            if np.all(np.diag(head) > 0) and np.count_nonzero(head) == self.n:
-                return
-        super().check_rank(known_total)
 
     def describe(self) -> dict:
         return {
             **super().describe(),
+            "template": self.template,
+            "optimisation_seconds": self.seconds,
+            "cached": self.cached,
+        }
+
+
+class PIdentityStrategy:
+    """A p-Identity strategy [I; B] D quantised like a matrix strategy (:mod:`dprange.matrix`:
+    K = 2^k, the smallest making every entry integer or meeting the tolerance) but kept in its
+    shape: the measured block is [diag(round(K D)); round(K B D)], a
+    :class:`~dprange.inference.p_identity.DiagonalPlusRows`, so measuring, calibrating and the
+    exact GLS (Woodbury) cost O(n p^2), with no n x n matrix.  The entries and K are those
+    :class:`~dprange.matrix.MatrixStrategy` gives the dense matrix (same values)."""
+
+    def __init__(self, theta: np.ndarray, template: str, seconds: float, cached: bool):
+        theta = np.atleast_2d(np.asarray(theta, dtype=float))
+        scale = 1.0 + theta.sum(axis=0)  # column L1 norms of [I; B]
+        diagonal, rows = 1.0 / scale, theta / scale
+        self.factor = quantisation_factor(np.concatenate([diagonal, rows.ravel()]))
+        self.block = DiagonalPlusRows(np.round(diagonal * self.factor), np.round(rows * self.factor))
+        self.rows, self.n = self.block.shape
+        self.theta = theta
+        self.template = template
+        self.seconds = seconds
+        self.cached = cached
+
+    def operator(self):
+        return self.block
+
+    def blocks(self) -> list:
+        return [self.block]
+
+    def explicit(self) -> np.ndarray:
+        """The measured integer matrix, dense (small n: tests and checks)."""
+        return self.block.dense()
+
+    def check_rank(self, known_total: bool) -> None:
+        """Full rank when every bin keeps a positive weight after rounding (O(n))."""
+        if not np.all(self.block.diagonal > 0):
+            raise ParameterError(
+                "the optimised strategy gives some bins a weight that rounds to zero; "
+                "optimise with fewer rows (rows=...) or use template='eigen'"
+            )
+
+    def sensitivity_power(self, neighbours: str, p: int, weights=None):
+        if weights is None:
+            return self.block.sensitivity_power(p, neighbours)
+        (w,) = list(weights)
+        return Weighted(self.block, w).sensitivity_power(p, neighbours)
+
+    def sensitivity(self, neighbours: str, p: int, weights=None) -> float:
+        return float(self.sensitivity_power(neighbours, p, weights)) ** (1.0 / p)
+
+    def describe(self) -> dict:
+        return {
+            "bins": self.n,
+            "rows": self.rows,
+            "quantisation_factor": self.factor,
             "template": self.template,
             "optimisation_seconds": self.seconds,
             "cached": self.cached,
@@ -386,7 +437,7 @@ class Optimized(Mechanism):
             return self.workload
         return make_workload(self.workload, n)
 
-    def strategy(self, n: int) -> OptimizedStrategy:
+    def strategy(self, n: int) -> OptimizedStrategy | PIdentityStrategy:
         n = check_positive_int(n, "n")
         if n > DENSE_COVARIANCE_LIMIT:
             raise ParameterError(
@@ -401,24 +452,25 @@ class Optimized(Mechanism):
             self._strategies[key] = strategy
         return self._strategies[key]
 
-    def _build(self, workload: Workload, template: str) -> OptimizedStrategy:
+    def _build(self, workload: Workload, template: str) -> OptimizedStrategy | PIdentityStrategy:
         n = workload.n
         p = self.rows or default_rows(n)
         path = cache_path(workload, template, p, self.restarts)
         saved = _load(path)
         if saved is not None and "seconds" in saved:
-            matrix = p_identity_matrix(saved["theta"]) if template == "p-identity" else saved["strategy"]
-            return OptimizedStrategy(matrix, template, float(saved["seconds"]), True, template == "p-identity")
+            if template == "p-identity":
+                return PIdentityStrategy(saved["theta"], template, float(saved["seconds"]), True)
+            return OptimizedStrategy(saved["strategy"], template, float(saved["seconds"]), True)
         start = time.perf_counter()
         if template == "p-identity":
             theta, _ = optimize_p_identity(Gram(workload), p, restarts=self.restarts)
-            matrix, arrays = p_identity_matrix(theta), {"theta": theta}
-        else:
-            matrix = eigen_design(workload.gram())
-            arrays = {"strategy": matrix}
+            seconds = time.perf_counter() - start
+            _store(path, {"theta": theta, "seconds": np.array(seconds)})
+            return PIdentityStrategy(theta, template, seconds, False)
+        matrix = eigen_design(workload.gram())
         seconds = time.perf_counter() - start
-        _store(path, {**arrays, "seconds": np.array(seconds)})
-        return OptimizedStrategy(matrix, template, seconds, False, template == "p-identity")
+        _store(path, {"strategy": matrix, "seconds": np.array(seconds)})
+        return OptimizedStrategy(matrix, template, seconds, False)
 
     def budget_fractions(self, strategy, epsilon) -> np.ndarray:
         return np.ones(1)
@@ -445,20 +497,24 @@ class Optimized(Mechanism):
 #: n = 256 took 10 s); above it only a cached strategy is ranked.
 AUTO_OPTIMIZE_MAX_N = 128
 
-#: Largest n for which ``auto`` ranks a cached optimised strategy: its release goes through
-#: the dense covariance (10^6 records: 0.98 s at n = 1024 but 130 s at 4096, benchmarks/
-#: optimized.py), so above this ``auto`` keeps to the fast mechanisms.
+#: Largest n for which ``auto`` ranks a cached eigen-design ((epsilon, delta)): its release goes
+#: through the dense covariance (10^6 records: 0.98 s at n = 1024 but 130 s at 4096), so above
+#: this ``auto`` keeps to the fast mechanisms.  A cached p-Identity strategy is ranked up to
+#: DENSE_COVARIANCE_LIMIT: its release is O(n p^2) (Woodbury; 0.03-0.15 s at n = 4096 with
+#: 10^6 records, benchmarks/optimized.py).
 AUTO_CACHED_MAX_N = 1024
 
 
 def auto_candidate(workload: Workload, delta: float, *, neighbours: str, noise: str) -> Optimized | None:
     """The optimised mechanism ``select`` ranks for ``workload``: for n <= AUTO_OPTIMIZE_MAX_N,
-    or up to AUTO_CACHED_MAX_N when its strategy is already in the disk cache; else None."""
+    or, when its strategy is already in the disk cache, up to DENSE_COVARIANCE_LIMIT
+    (p-Identity) or AUTO_CACHED_MAX_N (eigen-design); else None."""
     n = workload.n
-    if n > min(DENSE_COVARIANCE_LIMIT, AUTO_CACHED_MAX_N):
-        return None
     mech = Optimized(workload, neighbours=neighbours, noise=noise)
     template = mech.resolved_template(delta)
+    limit = DENSE_COVARIANCE_LIMIT if template == "p-identity" else min(DENSE_COVARIANCE_LIMIT, AUTO_CACHED_MAX_N)
+    if n > limit:
+        return None
     if n > AUTO_OPTIMIZE_MAX_N:
         if not cache_path(workload, template, default_rows(n), mech.restarts).exists():
             return None
