@@ -16,6 +16,7 @@ from dprange.optimized import (
     Gram,
     Optimized,
     auto_candidate,
+    auto_candidates,
     cache_dir,
     column_norm,
     eigen_design,
@@ -115,9 +116,13 @@ def test_eigen_design_is_near_the_l2_svd_bound_on_all_ranges():
 
 def test_exact_error_is_the_matrix_mechanisms_on_the_measured_strategy():
     """Optimized is the matrix mechanism on its quantised strategy: p-identity when delta = 0,
-    the eigen-design when delta > 0 (template auto)."""
-    mech = Optimized("prefix")
-    for delta, template in ((0.0, "p-identity"), (1e-6, "eigen")):
+    its L2 analogue when delta > 0 (template auto), and the eigen-design when asked."""
+    for delta, given, template in (
+        (0.0, "auto", "p-identity"),
+        (1e-6, "eigen", "eigen"),
+        (1e-6, "auto", "p-identity-l2"),  # its trace is below the eigen-design's on prefixes
+    ):
+        mech = Optimized("prefix", template=given)
         for workload in (Prefix(24), AllRange(24)):
             error = expected_error(mech, workload, 1.0, delta=delta)
             strategy = mech.strategy(24)
@@ -227,10 +232,14 @@ def test_auto_ranks_a_cached_strategy_only_where_its_release_is_fast(monkeypatch
     cached.write_bytes(b"")
     monkeypatch.setattr(dprange.optimized, "cache_path", lambda *args, **kwargs: cached)
     kw = {"neighbours": "add_remove", "noise": "auto"}
-    assert auto_candidate(AllRange(AUTO_CACHED_MAX_N), 1e-6, **kw) is not None
-    assert auto_candidate(AllRange(AUTO_CACHED_MAX_N + 1), 1e-6, **kw) is None
-    assert auto_candidate(AllRange(4096), 0.0, **kw) is not None
-    assert auto_candidate(AllRange(4097), 0.0, **kw) is None
+
+    def templates(n, delta):
+        return [m.template for m in auto_candidates(AllRange(n), delta, **kw)]
+
+    assert templates(AUTO_CACHED_MAX_N, 1e-6) == ["p-identity-l2", "eigen"]
+    assert templates(AUTO_CACHED_MAX_N + 1, 1e-6) == ["p-identity-l2"]
+    assert templates(4096, 0.0) == ["p-identity"] and templates(4096, 1e-6) == ["p-identity-l2"]
+    assert templates(4097, 0.0) == [] and auto_candidate(AllRange(4097), 0.0, **kw) is None
 
 
 def test_release_with_auto_uses_the_optimised_strategy_where_it_is_best():
