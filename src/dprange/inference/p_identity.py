@@ -139,9 +139,10 @@ class PIdentityEstimate:
         self.leaves = np.zeros(n) if values is None else self._solve(np.asarray(values, dtype=float), total)
 
     def apply_inverse_gram(self, u: np.ndarray) -> np.ndarray:
-        """S u = E u - E C^T M^-1 C E u (O(n p))."""
-        eu = self._e * u
-        return eu - self._e * (self.rows.T @ cho_solve((self._lower, True), self.rows @ eu))
+        """S u = E u - E C^T M^-1 C E u for a vector or the columns of an n x r array (O(n p r))."""
+        e = self._e if np.ndim(u) == 1 else self._e[:, None]
+        eu = e * u
+        return eu - e * (self.rows.T @ cho_solve((self._lower, True), self.rows @ eu))
 
     def _solve(self, y: np.ndarray, total) -> np.ndarray:
         n = self.n
