@@ -16,16 +16,30 @@ from dprange.api import choose_grid_mechanism, release_grid
 from dprange.errors import ParameterError
 from dprange.mechanisms import Mechanism
 from dprange.operators import Kron
+from dprange.optimized_kd import OptimizedKronecker, OptimizedMarginals
 from dprange.registry import GRID_MECHANISMS, GRID_WORKLOADS, MECHANISMS, docs_markdown
 from dprange.workloads_kd import all_rectangles, marginals, prefix_rectangles
 
 
 def test_k_d_mechanisms_are_registered_apart_from_the_1_d_ones():
     data_aware = ("kd_tree", "hybrid_tree", "dawa_hilbert")  # dprange.data_aware_2d: never chosen by auto
-    assert GRID_MECHANISMS.names() == ("kronecker", "kd_hierarchy", "quadtree", *data_aware)
+    assert GRID_MECHANISMS.names() == (
+        "kronecker",
+        "kd_hierarchy",
+        "quadtree",
+        *data_aware,
+        "optimized_kronecker",
+        "optimized_marginals",
+    )
     assert GRID_MECHANISMS.names(auto=True) == ("kronecker", "kd_hierarchy")  # quadtree = kd_hierarchy(2) in 2-D
     independent = [n for n in GRID_MECHANISMS if n not in data_aware]
-    assert [GRID_MECHANISMS[n].factory for n in independent] == [Kronecker, KDHierarchy, Quadtree]
+    assert [GRID_MECHANISMS[n].factory for n in independent] == [
+        Kronecker,
+        KDHierarchy,
+        Quadtree,
+        OptimizedKronecker,
+        OptimizedMarginals,
+    ]
     for entry in MECHANISMS.values():  # the 1-D registry (run on 1-D counts by its tests) has none of them
         assert entry.factory is not None and not issubclass(entry.factory, multidim.GridMechanism)
     assert GRID_WORKLOADS.names() == ("all-rectangles", "prefix-rectangles", "marginals")

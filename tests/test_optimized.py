@@ -16,6 +16,7 @@ from dprange.optimized import (
     Gram,
     Optimized,
     auto_candidate,
+    auto_candidates,
     cache_dir,
     column_norm,
     eigen_design,
@@ -115,9 +116,13 @@ def test_eigen_design_is_near_the_l2_svd_bound_on_all_ranges():
 
 def test_exact_error_is_the_matrix_mechanisms_on_the_measured_strategy():
     """Optimized is the matrix mechanism on its quantised strategy: p-identity when delta = 0,
-    the eigen-design when delta > 0 (template auto)."""
-    mech = Optimized("prefix")
-    for delta, template in ((0.0, "p-identity"), (1e-6, "eigen")):
+    its L2 analogue when delta > 0 (template auto), and the eigen-design when asked."""
+    for delta, given, template in (
+        (0.0, "auto", "p-identity"),
+        (1e-6, "eigen", "eigen"),
+        (1e-6, "auto", "p-identity-l2"),  # its trace is below the eigen-design's on prefixes
+    ):
+        mech = Optimized("prefix", template=given)
         for workload in (Prefix(24), AllRange(24)):
             error = expected_error(mech, workload, 1.0, delta=delta)
             strategy = mech.strategy(24)
@@ -220,13 +225,21 @@ def test_auto_optimises_only_small_domains_unless_cached():
 
 
 def test_auto_ranks_a_cached_strategy_only_where_its_release_is_fast(monkeypatch, tmp_path):
-    """A cached strategy is ranked up to AUTO_CACHED_MAX_N bins, not beyond (its release goes
-    through the dense covariance: minutes at 4096 bins)."""
+    """A cached eigen-design ((epsilon, delta)) is ranked up to AUTO_CACHED_MAX_N bins, not
+    beyond (its release goes through the dense covariance: minutes at 4096 bins); a cached
+    p-Identity strategy up to 4096 (its release is O(n p^2) by Woodbury)."""
     cached = tmp_path / "cached.npz"
     cached.write_bytes(b"")
     monkeypatch.setattr(dprange.optimized, "cache_path", lambda *args, **kwargs: cached)
-    assert auto_candidate(AllRange(AUTO_CACHED_MAX_N), 0.0, neighbours="add_remove", noise="auto") is not None
-    assert auto_candidate(AllRange(AUTO_CACHED_MAX_N + 1), 0.0, neighbours="add_remove", noise="auto") is None
+    kw = {"neighbours": "add_remove", "noise": "auto"}
+
+    def templates(n, delta):
+        return [m.template for m in auto_candidates(AllRange(n), delta, **kw)]
+
+    assert templates(AUTO_CACHED_MAX_N, 1e-6) == ["p-identity-l2", "eigen"]
+    assert templates(AUTO_CACHED_MAX_N + 1, 1e-6) == ["p-identity-l2"]
+    assert templates(4096, 0.0) == ["p-identity"] and templates(4096, 1e-6) == ["p-identity-l2"]
+    assert templates(4097, 0.0) == [] and auto_candidate(AllRange(4097), 0.0, **kw) is None
 
 
 def test_release_with_auto_uses_the_optimised_strategy_where_it_is_best():

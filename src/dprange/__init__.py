@@ -37,6 +37,7 @@ from .auto_data import AutoData  # isort: skip
 from .inference.consistency import consistent_cdf
 from .matrix import Matrix
 from .multidim import KDHierarchy, Kronecker, Quadtree
+from .optimized_kd import OptimizedKronecker  # noqa: F401 - registers the grid mechanism
 from .product_domain import ProductDomain
 from .serialisation import load_release
 from .session import BudgetError, Session

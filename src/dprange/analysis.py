@@ -39,7 +39,7 @@ from ._validation import check_delta, check_epsilon, check_neighbours, fit_budge
 from .errors import ParameterError
 from .inference.covering import direct_range_variance  # noqa: F401 - re-exported (its former home)
 from .mechanisms import Hierarchical, Mechanism, hierarchy_candidates, optimal_budgets
-from .optimized import auto_candidate
+from .optimized import auto_candidates
 from .progress import tracked
 from .registry import MECHANISMS
 from .workloads import AllRange, Explicit, Identity, Prefix, Workload, make_workload
@@ -364,10 +364,8 @@ def select(
         if fast is None:
             fast = workload.n > 2**16
         candidates = default_candidates(workload.n, neighbours=neighbours, noise=noise, fast=fast)
-        # The optimised strategy needs the workload, not only n (see dprange.optimized.auto_candidate).
-        optimized = auto_candidate(workload, delta, neighbours=neighbours, noise=noise)
-        if optimized is not None:
-            candidates = [*candidates, optimized]
+        # The optimised strategy needs the workload, not only n (see dprange.optimized.auto_candidates).
+        candidates = [*candidates, *auto_candidates(workload, delta, neighbours=neighbours, noise=noise)]
     excluded: list = []
     ranked = _rank(candidates, workload, epsilon, delta, excluded)
     if optimize_budget:

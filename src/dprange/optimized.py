@@ -1,5 +1,5 @@
-"""Strategies optimised for a workload: the p-Identity template (epsilon-DP) and the
-eigen-design ((epsilon, delta)-DP).
+"""Strategies optimised for a workload: the p-Identity template (epsilon-DP), its L2
+analogue and the eigen-design ((epsilon, delta)-DP).
 
 The matrix mechanism's error on a workload W with strategy A is (noise variance)
 trace(W^T W (A^T A)^-1) (Li, Hay, Rastogi, Miklau and McGregor, PODS 2010; seed 003,
@@ -18,6 +18,10 @@ public, so a strategy can be optimised for it at no privacy cost.
   product, O(p n^2), and a p x p solve; :func:`p_identity_loss` gives the gradient
   analytically (module tests check it against finite differences).  L-BFGS-B with bounds
   B >= 0 from a few random starts (a public seed: the strategy is public).
+* ``p-identity-l2``: the same template with columns of L2 norm 1 (Gaussian noise):
+  s_j = sqrt(1 + ||B_j||^2), B of any sign, the same loss and Woodbury algebra
+  (ds_j / dB_rj = B_rj / s_j).  On all ranges and prefixes at n = 256 its trace is 1.04x and
+  1.07x the SVD bound's, where the eigen-design reaches 1.08x and 1.66x.
 * ``eigen`` (Li and Miklau, "An adaptive mechanism for accurate query answering under
   differential privacy", PVLDB 2012): rows = eigenvectors q_i of G weighted by sqrt(u_i),
   where u minimises sum_i sigma_i / u_i subject to every column having L2 norm at most 1,
@@ -28,8 +32,10 @@ public, so a strategy can be optimised for it at no privacy cost.
   the relaxed optimum has equal column norms.
 
 :class:`Optimized` measures the optimised strategy like :class:`~dprange.matrix.Matrix`
-(quantised to integers, calibrated on the measured matrix, exact GLS and error bars, saved
-as a dense matrix).  Optimised strategies are cached on disk (``DPRANGE_CACHE_DIR``, else
+(quantised to integers, calibrated on the measured matrix, exact GLS and error bars).  The
+eigen-design is dense (saved as a dense matrix, dense covariance); p-Identity strategies keep
+their shape [diag(d); C] (:mod:`dprange.inference.p_identity`: GLS and O(p) range variances
+by Woodbury, no n x n matrix).  Optimised strategies are cached on disk (``DPRANGE_CACHE_DIR``, else
 ``$XDG_CACHE_HOME/dprange``, else ``~/.cache/dprange``): the key is the workload (its name,
 or a hash of its Gram matrix), n, the template and the optimiser's settings.  The strategy
 does not depend on epsilon or delta (the error scales by the same factor for every
@@ -44,14 +50,17 @@ import time
 from pathlib import Path
 
 import numpy as np
+from scipy import linalg
 
 from ._lazy import lazy_module
 from ._params import Custom, Integer, OneOf, Param
 from ._validation import check_delta, check_positive_int
 from .errors import ParameterError
 from .inference.least_squares import DENSE_COVARIANCE_LIMIT
-from .matrix import MatrixStrategy
+from .inference.p_identity import DiagonalPlusRows
+from .matrix import MatrixStrategy, quantisation_factor
 from .mechanisms import Mechanism
+from .operators import Weighted
 from .progress import progress_bar
 from .registry import MECHANISMS, WORKLOADS, Citation
 from .workloads import AllRange, Identity, Prefix, Workload, make_workload
@@ -62,6 +71,8 @@ __all__ = [
     "Gram",
     "Optimized",
     "OptimizedStrategy",
+    "PIdentityStrategy",
+    "auto_candidates",
     "cache_dir",
     "eigen_design",
     "optimize_p_identity",
@@ -70,10 +81,13 @@ __all__ = [
     "strategy_trace",
 ]
 
-TEMPLATES = ("auto", "p-identity", "eigen")
+TEMPLATES = ("auto", "p-identity", "p-identity-l2", "eigen")
+
+#: The column norm each p-Identity template keeps at 1.
+P_IDENTITY_NORMS = {"p-identity": 1, "p-identity-l2": 2}
 
 #: Version of the optimisers: part of the cache key, so that a change recomputes.
-CACHE_VERSION = 1
+CACHE_VERSION = 3
 
 
 # ----------------------------------------------------------------------------- p-Identity
@@ -126,40 +140,58 @@ class Gram:
         return g * upto + f * after
 
 
-def p_identity_loss(theta: np.ndarray, gram) -> tuple[float, np.ndarray]:
+def column_scales(theta: np.ndarray, norm: int = 1) -> np.ndarray:
+    """s_j, the ``norm`` of column j of [I; B]: 1 + sum_r B_rj (L1, B >= 0) or
+    sqrt(1 + sum_r B_rj^2) (L2); D = diag(1 / s) makes every column of A = [I; B] D a unit vector."""
+    if norm == 1:
+        return 1.0 + theta.sum(axis=0)
+    return np.sqrt(1.0 + (theta**2).sum(axis=0))
+
+
+def p_identity_loss(theta: np.ndarray, gram, norm: int = 1) -> tuple[float, np.ndarray]:
     """trace(G (A^T A)^-1) for A = [I; B] D (module doc) and its gradient in B (p x n).
 
-    ``gram``: a :class:`Gram` or the matrix G.  One product B S G (O(p n^2), or O(p n) for
-    all ranges and prefixes), the rest is p x p algebra (Woodbury)."""
+    ``norm`` 1: columns of L1 norm 1 (Laplace noise, B >= 0); 2: columns of L2 norm 1 (the
+    L2 analogue, for Gaussian noise; B of any sign).  ``gram``: a :class:`Gram` or the matrix G.
+    One product B S G (O(p n^2), or O(p n) for all ranges and prefixes), then five p x p by
+    p x n products (Woodbury, a Cholesky factor of M = I + B B^T): O(p^2 n) in all."""
     gram = gram if isinstance(gram, Gram) else Gram(gram)
     p = theta.shape[0]
-    s = 1.0 + theta.sum(axis=0)
-    product = gram.left(theta * s)  # B S G            (p x n)
-    m_matrix = np.eye(p) + theta @ theta.T
-    theta_g = product * s  # B S G S = B G'     (p x n)
-    h = theta_g @ theta.T  # B G' B^T          (p x p)
-    m_inv_theta = np.linalg.solve(m_matrix, theta)  # M^-1 B
-    loss = float(gram.diag @ s**2 - np.trace(np.linalg.solve(m_matrix, h)))
+    s = column_scales(theta, norm)
+    product = gram.left(theta * s)  # B S G                      O(p n) or O(p n^2)
+    factor = linalg.cho_factor(np.eye(p) + theta @ theta.T)  # M = I + B B^T   O(p^2 n)
+    m_inv_product = linalg.cho_solve(factor, product)  # M^-1 B S G   O(p^2 n)
+    m_inv_theta = linalg.cho_solve(factor, theta)  # M^-1 B           O(p^2 n)
+    theta_g = product * s  # B S G S = B G'
+    h = theta_g @ theta.T  # B G' B^T                               O(p^2 n)
+    # trace(M^-1 B G' B^T) = sum((M^-1 B G') o B)
+    loss = float(gram.diag @ s**2 - np.sum(m_inv_product * s * theta))
     # d/dB through X = I + B^T B with G' fixed: -2 B X^-1 G' X^-1 = -2 M^-1 (B G' - H M^-1 B).
-    through_x = -2.0 * np.linalg.solve(m_matrix, theta_g - h @ m_inv_theta)
-    # d/ds_k = 2 [(G o X^-1) s]_k = 2 (G_kk s_k - sum_r B_rk [M^-1 B S G]_rk); ds_k / dB_rk = 1.
-    through_s = 2.0 * (gram.diag * s - np.sum(theta * np.linalg.solve(m_matrix, product), axis=0))
-    return loss, through_x + through_s[None, :]
+    through_x = -2.0 * (m_inv_product * s - linalg.cho_solve(factor, h) @ m_inv_theta)  # O(p^2 n)
+    # d/ds_k = 2 [(G o X^-1) s]_k = 2 (G_kk s_k - sum_r B_rk [M^-1 B S G]_rk);
+    # ds_k / dB_rk = 1 (L1) or B_rk / s_k (L2).
+    through_s = 2.0 * (gram.diag * s - np.sum(theta * m_inv_product, axis=0))
+    if norm == 1:
+        return loss, through_x + through_s[None, :]
+    return loss, through_x + theta * (through_s / s)[None, :]
 
 
-def p_identity_matrix(theta: np.ndarray) -> np.ndarray:
-    """The strategy [I; B] D, every column with L1 norm 1."""
+def p_identity_matrix(theta: np.ndarray, norm: int = 1) -> np.ndarray:
+    """The strategy [I; B] D, every column with ``norm`` 1."""
     n = theta.shape[1]
-    return np.vstack([np.eye(n), theta]) / (1.0 + theta.sum(axis=0))
+    return np.vstack([np.eye(n), theta]) / column_scales(theta, norm)
 
 
-def default_rows(n: int) -> int:
-    """p: n / 16 (HDMM's choice for ranges), between 1 and 64 (the O(p n^2) step stays cheap)."""
-    return max(1, min(64, n // 16))
+def default_rows(n: int, template: str = "p-identity") -> int:
+    """p for the L1 template: n / 16 (HDMM's choice for ranges), at most 128 (n / 32 at 4096
+    bins: 2.49x the SVD bound in RMSE on all ranges where n / 64 stopped at 2.60); for the L2
+    template n / 4 (at n = 256 the trace is 1.04x the bound with p = 64, 1.29x with p = 16),
+    at most 128.  The optimisation costs O(p^2 n) per step."""
+    return max(1, min(128, n // (16 if template == "p-identity" else 4)))
 
 
 def optimize_p_identity(
-    gram, p: int, *, restarts: int = 1, seed: int = 0, maxiter: int = 300
+    gram, p: int, *, restarts: int = 1, seed: int = 0, maxiter: int = 400, norm: int = 1
 ) -> tuple[np.ndarray, float]:
     """The B (p x n) with least trace(G (A^T A)^-1) over ``restarts`` random starts, and that trace.
 
@@ -172,10 +204,11 @@ def optimize_p_identity(
     rng = np.random.default_rng(seed)
 
     def objective(flat):
-        loss, grad = p_identity_loss(flat.reshape(p, n), gram)
+        loss, grad = p_identity_loss(flat.reshape(p, n), gram, norm)
         return loss / scale, grad.ravel() / scale
 
-    best_theta, best_loss = np.zeros((p, n)), p_identity_loss(np.zeros((p, n)), gram)[0]
+    best_theta, best_loss = np.zeros((p, n)), p_identity_loss(np.zeros((p, n)), gram, norm)[0]
+    bounds = [(0.0, None)] * (p * n) if norm == 1 else None  # L2: the sign is free
     with progress_bar("optimising strategy", total=restarts * maxiter) as bar:
         for _ in range(restarts):
             start = rng.uniform(0.0, 1.0, p * n)
@@ -184,8 +217,10 @@ def optimize_p_identity(
                 start,
                 jac=True,
                 method="L-BFGS-B",
-                bounds=[(0.0, None)] * (p * n),
-                options={"maxiter": maxiter},
+                bounds=bounds,
+                # scipy's default gtol (1e-5) stopped the L2 template at n = 1024 after 69 steps at
+                # 1.12x the bound; run to maxiter unless truly converged (1.09x).
+                options={"maxiter": maxiter, "gtol": 1e-10, "ftol": 1e-13},
                 callback=lambda _: bar.update(1),
             )
             loss = float(result.fun) * scale
@@ -258,7 +293,7 @@ def workload_key(workload: Workload) -> str:
 
 def cache_path(workload: Workload, template: str, p: int, restarts: int) -> Path:
     """The cache file of a strategy: workload, n, template and the optimiser's settings."""
-    settings = f"p{p}-r{restarts}" if template == "p-identity" else "dual"
+    settings = f"p{p}-r{restarts}" if template in P_IDENTITY_NORMS else "dual"
     return cache_dir() / f"v{CACHE_VERSION}-{workload_key(workload)}-n{workload.n}-{template}-{settings}.npz"
 
 
@@ -285,28 +320,81 @@ def _store(path: Path, arrays: dict) -> None:
 
 
 class OptimizedStrategy(MatrixStrategy):
-    """An optimised strategy, quantised to integers like any matrix strategy, with how it was
-    obtained: the template, the optimisation time and whether it came from the cache."""
+    """An optimised dense strategy (the eigen-design), quantised to integers like any matrix
+    strategy, with how it was obtained: the template, the optimisation time and whether it
+    came from the cache."""
 
-    def __init__(self, matrix: np.ndarray, template: str, seconds: float, cached: bool, identity_rows: bool):
+    def __init__(self, matrix: np.ndarray, template: str, seconds: float, cached: bool, trace: float = np.nan):
         super().__init__(matrix)
+        #: trace(G (A^T A)^-1) of the unquantised strategy (unit largest column norm).
+        self.trace = trace
         self.template = template
         self.seconds = seconds
         self.cached = cached
-        self._identity_rows = identity_rows
-
-    def check_rank(self, known_total: bool) -> None:
-        """p-Identity: the first n rows of the measured matrix are a positive diagonal, so the
-        rank is n (checked in O(n)); otherwise the general check."""
-        if self._identity_rows:
-            head = self.explicit()[: self.n]
-            if np.all(np.diag(head) > 0) and np.count_nonzero(head) == self.n:
-                return
-        super().check_rank(known_total)
 
     def describe(self) -> dict:
         return {
             **super().describe(),
+            "template": self.template,
+            "optimisation_seconds": self.seconds,
+            "cached": self.cached,
+        }
+
+
+class PIdentityStrategy:
+    """A p-Identity strategy [I; B] D quantised like a matrix strategy (:mod:`dprange.matrix`:
+    K = 2^k, the smallest making every entry integer or meeting the tolerance) but kept in its
+    shape: the measured block is [diag(round(K D)); round(K B D)], a
+    :class:`~dprange.inference.p_identity.DiagonalPlusRows`, so measuring, calibrating and the
+    exact GLS (Woodbury) cost O(n p^2), with no n x n matrix.  The entries and K are those
+    :class:`~dprange.matrix.MatrixStrategy` gives the dense matrix (same values)."""
+
+    def __init__(self, theta: np.ndarray, template: str, seconds: float, cached: bool, trace: float = np.nan):
+        theta = np.atleast_2d(np.asarray(theta, dtype=float))
+        #: trace(G (A^T A)^-1) of the unquantised strategy (unit column norms).
+        self.trace = trace
+        scale = column_scales(theta, P_IDENTITY_NORMS[template])  # column norms of [I; B]
+        diagonal, rows = 1.0 / scale, theta / scale
+        self.factor = quantisation_factor(np.concatenate([diagonal, rows.ravel()]))
+        self.block = DiagonalPlusRows(np.round(diagonal * self.factor), np.round(rows * self.factor))
+        self.rows, self.n = self.block.shape
+        self.theta = theta
+        self.template = template
+        self.seconds = seconds
+        self.cached = cached
+
+    def operator(self):
+        return self.block
+
+    def blocks(self) -> list:
+        return [self.block]
+
+    def explicit(self) -> np.ndarray:
+        """The measured integer matrix, dense (small n: tests and checks)."""
+        return self.block.dense()
+
+    def check_rank(self, known_total: bool) -> None:
+        """Full rank when every bin keeps a positive weight after rounding (O(n))."""
+        if not np.all(self.block.diagonal > 0):
+            raise ParameterError(
+                "the optimised strategy gives some bins a weight that rounds to zero; "
+                "optimise with fewer rows (rows=...) or use template='eigen'"
+            )
+
+    def sensitivity_power(self, neighbours: str, p: int, weights=None):
+        if weights is None:
+            return self.block.sensitivity_power(p, neighbours)
+        (w,) = list(weights)
+        return Weighted(self.block, w).sensitivity_power(p, neighbours)
+
+    def sensitivity(self, neighbours: str, p: int, weights=None) -> float:
+        return float(self.sensitivity_power(neighbours, p, weights)) ** (1.0 / p)
+
+    def describe(self) -> dict:
+        return {
+            "bins": self.n,
+            "rows": self.rows,
+            "quantisation_factor": self.factor,
             "template": self.template,
             "optimisation_seconds": self.seconds,
             "cached": self.cached,
@@ -325,9 +413,10 @@ def _workload_or_name(value, name: str):
 class Optimized(Mechanism):
     """The matrix mechanism with a strategy optimised for ``workload`` (module doc).
 
-    ``template="auto"`` optimises the p-Identity template (L1) when delta = 0 and uses the
-    eigen-design (L2) when delta > 0.  The optimisation reads only the workload and n (public);
-    its result is cached on disk and its time is reported in the release's provenance
+    ``template="auto"`` optimises the p-Identity template with L1 columns when delta = 0 and
+    with L2 columns when delta > 0, there replaced by the eigen-design when its trace is lower
+    (n <= AUTO_CACHED_MAX_N; low-rank workloads); ``eigen`` gives the eigen-design.  The optimisation reads
+    only the workload and n (public); its result is cached on disk and its time is reported in the release's provenance
     (``parameters["strategy"]["optimisation_seconds"]``).
     """
 
@@ -344,11 +433,17 @@ class Optimized(Mechanism):
         Param(
             "template",
             OneOf(TEMPLATES),
-            "p-identity (epsilon-DP, McKenna et al. 2018), eigen ((epsilon, delta), Li and Miklau 2012), "
-            "or auto (by delta)",
+            "p-identity (L1 columns, Laplace: epsilon-DP, McKenna et al. 2018), p-identity-l2 (its L2 "
+            "analogue, Gaussian), eigen ((epsilon, delta), Li and Miklau 2012), or auto (p-identity when "
+            "delta = 0, p-identity-l2 when delta > 0)",
             default="auto",
         ),
-        Param("rows", Integer(0), "p, the extra rows of p-identity (0: n/16, at most 64)", default=0),
+        Param(
+            "rows",
+            Integer(0),
+            "p, the extra rows of p-identity (0: n/16 for L1, n/4 for L2, at most 128)",
+            default=0,
+        ),
         Param(
             "restarts",
             Integer(1),
@@ -379,7 +474,7 @@ class Optimized(Mechanism):
     def resolved_template(self, delta: float | None = None) -> str:
         if self.template != "auto":
             return self.template
-        return "eigen" if (self._delta if delta is None else delta) > 0 else "p-identity"
+        return "p-identity-l2" if (self._delta if delta is None else delta) > 0 else "p-identity"
 
     def workload_on(self, n: int) -> Workload:
         if isinstance(self.workload, Workload):
@@ -388,7 +483,7 @@ class Optimized(Mechanism):
             return self.workload
         return make_workload(self.workload, n)
 
-    def strategy(self, n: int) -> OptimizedStrategy:
+    def strategy(self, n: int) -> OptimizedStrategy | PIdentityStrategy:
         n = check_positive_int(n, "n")
         if n > DENSE_COVARIANCE_LIMIT:
             raise ParameterError(
@@ -398,29 +493,39 @@ class Optimized(Mechanism):
         template = self.resolved_template()
         key = (n, template)
         if key not in self._strategies:
-            strategy = self._build(self.workload_on(n), template)
+            workload = self.workload_on(n)
+            strategy = self._build(workload, template)
+            if self.template == "auto" and template == "p-identity-l2" and n <= AUTO_CACHED_MAX_N:
+                # (epsilon, delta): keep the eigen-design where its trace is lower (low-rank workloads).
+                eigen = self._build(workload, "eigen")
+                strategy = eigen if eigen.trace < strategy.trace else strategy
             strategy.check_rank(known_total=self.neighbours == "replace")
             self._strategies[key] = strategy
         return self._strategies[key]
 
-    def _build(self, workload: Workload, template: str) -> OptimizedStrategy:
+    def _build(self, workload: Workload, template: str) -> OptimizedStrategy | PIdentityStrategy:
         n = workload.n
-        p = self.rows or default_rows(n)
+        p = self.rows or default_rows(n, template)
         path = cache_path(workload, template, p, self.restarts)
         saved = _load(path)
-        if saved is not None and "seconds" in saved:
-            matrix = p_identity_matrix(saved["theta"]) if template == "p-identity" else saved["strategy"]
-            return OptimizedStrategy(matrix, template, float(saved["seconds"]), True, template == "p-identity")
+        if saved is not None and "seconds" in saved and "trace" in saved:
+            seconds, trace = float(saved["seconds"]), float(saved["trace"])
+            if template in P_IDENTITY_NORMS:
+                return PIdentityStrategy(saved["theta"], template, seconds, True, trace)
+            return OptimizedStrategy(saved["strategy"], template, seconds, True, trace)
         start = time.perf_counter()
-        if template == "p-identity":
-            theta, _ = optimize_p_identity(Gram(workload), p, restarts=self.restarts)
-            matrix, arrays = p_identity_matrix(theta), {"theta": theta}
-        else:
-            matrix = eigen_design(workload.gram())
-            arrays = {"strategy": matrix}
+        if template in P_IDENTITY_NORMS:
+            norm = P_IDENTITY_NORMS[template]
+            theta, trace = optimize_p_identity(Gram(workload), p, restarts=self.restarts, norm=norm)
+            seconds = time.perf_counter() - start
+            _store(path, {"theta": theta, "seconds": np.array(seconds), "trace": np.array(trace)})
+            return PIdentityStrategy(theta, template, seconds, False, trace)
+        gram = workload.gram()
+        matrix = eigen_design(gram)
         seconds = time.perf_counter() - start
-        _store(path, {**arrays, "seconds": np.array(seconds)})
-        return OptimizedStrategy(matrix, template, seconds, False, template == "p-identity")
+        trace = strategy_trace(matrix, gram)  # columns of L2 norm <= 1, the largest 1     O(n^3)
+        _store(path, {"strategy": matrix, "seconds": np.array(seconds), "trace": np.array(trace)})
+        return OptimizedStrategy(matrix, template, seconds, False, trace)
 
     def budget_fractions(self, strategy, epsilon) -> np.ndarray:
         return np.ones(1)
@@ -447,36 +552,53 @@ class Optimized(Mechanism):
 #: n = 256 took 10 s); above it only a cached strategy is ranked.
 AUTO_OPTIMIZE_MAX_N = 128
 
-#: Largest n for which ``auto`` ranks a cached optimised strategy: its release goes through
-#: the dense covariance (10^6 records: 0.98 s at n = 1024 but 130 s at 4096, benchmarks/
-#: optimized.py), so above this ``auto`` keeps to the fast mechanisms.
+#: Largest n for which ``auto`` ranks a cached eigen-design ((epsilon, delta)): its release goes
+#: through the dense covariance (10^6 records: 0.98 s at n = 1024 but 130 s at 4096), so above
+#: this ``auto`` keeps to the fast mechanisms.  A cached p-Identity strategy is ranked up to
+#: DENSE_COVARIANCE_LIMIT: its release is O(n p^2) (Woodbury; 0.03-0.15 s at n = 4096 with
+#: 10^6 records, benchmarks/optimized.py).
 AUTO_CACHED_MAX_N = 1024
 
 
-def auto_candidate(workload: Workload, delta: float, *, neighbours: str, noise: str) -> Optimized | None:
-    """The optimised mechanism ``select`` ranks for ``workload``: for n <= AUTO_OPTIMIZE_MAX_N,
-    or up to AUTO_CACHED_MAX_N when its strategy is already in the disk cache; else None."""
+def auto_candidates(workload: Workload, delta: float, *, neighbours: str, noise: str) -> list[Optimized]:
+    """The optimised mechanisms ``select`` ranks for ``workload`` (it keeps the one of least
+    exact error): p-Identity (L1) when delta = 0; its L2 analogue and the eigen-design when
+    delta > 0.  Each for n <= AUTO_OPTIMIZE_MAX_N, or, when its strategy is already in the disk
+    cache, up to DENSE_COVARIANCE_LIMIT (p-Identity) or AUTO_CACHED_MAX_N (eigen-design)."""
     n = workload.n
-    if n > min(DENSE_COVARIANCE_LIMIT, AUTO_CACHED_MAX_N):
-        return None
-    mech = Optimized(workload, neighbours=neighbours, noise=noise)
-    template = mech.resolved_template(delta)
-    if n > AUTO_OPTIMIZE_MAX_N:
-        if not cache_path(workload, template, default_rows(n), mech.restarts).exists():
-            return None
-    return mech
+    templates = ("p-identity",) if delta == 0 else ("p-identity-l2", "eigen")
+    out = []
+    for template in templates:
+        mech = Optimized(workload, template=template, neighbours=neighbours, noise=noise)
+        dense_limit = min(DENSE_COVARIANCE_LIMIT, AUTO_CACHED_MAX_N)
+        limit = DENSE_COVARIANCE_LIMIT if template in P_IDENTITY_NORMS else dense_limit
+        if n > limit:
+            continue
+        if (
+            n > AUTO_OPTIMIZE_MAX_N
+            and not cache_path(workload, template, default_rows(n, template), mech.restarts).exists()
+        ):
+            continue
+        out.append(mech)
+    return out
+
+
+def auto_candidate(workload: Workload, delta: float, *, neighbours: str, noise: str) -> Optimized | None:
+    """The first of :func:`auto_candidates`, or None."""
+    found = auto_candidates(workload, delta, neighbours=neighbours, noise=noise)
+    return found[0] if found else None
 
 
 def _no_candidates(n, *, neighbours, noise, fast) -> list:
-    """``auto`` ranks the optimised mechanism with its workload (:func:`auto_candidate`, added
+    """``auto`` ranks the optimised mechanism with its workload (:func:`auto_candidates`, added
     by :func:`dprange.analysis.select`), not from n alone."""
     return []
 
 
 MECHANISMS.add(
     Optimized,
-    summary="the matrix mechanism with a strategy optimised for the workload (p-Identity for epsilon-DP, "
-    "eigen-design for (epsilon, delta)), cached on disk",
+    summary="the matrix mechanism with a strategy optimised for the workload (p-Identity with L1 columns "
+    "for epsilon-DP, L2 columns or the eigen-design for (epsilon, delta)), cached on disk",
     citation=Citation(
         "McKenna, Miklau, Hay and Machanavajjhala",
         "Optimizing error of high-dimensional statistical queries under differential privacy",

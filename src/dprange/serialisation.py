@@ -54,6 +54,7 @@ import numpy as np
 from ._validation import NEIGHBOURS, check_alpha
 from .domain import Domain
 from .errors import DataError, DPRangeError, ParameterError, excerpt
+from .inference.p_identity import PIdentityEstimate
 from .inference.tree import TreeErrorModel
 from .inference.wavelet import HaarEstimate
 from .io import load_npz
@@ -412,7 +413,12 @@ def error_model_from_dict(data, n: int | None = None):
     """The error model described by ``data`` (its ``kind`` picks the class), or DataError;
     with ``n``, the model must be over n bins (checked before anything is built)."""
 
-    kinds: dict[str, Any] = {"tree": TreeErrorModel, "haar": HaarEstimate, "dense_matrix": DenseErrorModel}
+    kinds: dict[str, Any] = {
+        "tree": TreeErrorModel,
+        "haar": HaarEstimate,
+        "dense_matrix": DenseErrorModel,
+        "p_identity": PIdentityEstimate,
+    }
     if not isinstance(data, dict) or data.get("kind") not in kinds:
         raise DataError(f"the saved error model is not one of {', '.join(kinds)}; the file is corrupt")
     claimed = _model_bins(data)

@@ -12,6 +12,8 @@ The path is chosen by the measured blocks:
   noise variance and no public total: the pseudo-inverse of each factor applied along its
   axis (the least-squares solution of a Kronecker system is the Kronecker product of the
   factors' pseudo-inverses applied to y);
+* one :class:`~dprange.inference.p_identity.DiagonalPlusRows` block (p-Identity strategies)
+  with one noise variance: exact GLS and error model by the Woodbury identity in O(n p^2);
 * anything else: GLS by LSMR on the implicit stacked operator (with the public total), with a
   dense covariance when there are at most
   :data:`~dprange.inference.least_squares.DENSE_COVARIANCE_LIMIT` bins.
@@ -34,6 +36,7 @@ from ..operators import Explicit, HaarLevel, Kron, TreeLevel, VStack
 from ..strategies import TreeStrategy
 from .l1_admm import admm, tree_x_update
 from .least_squares import DENSE_COVARIANCE_LIMIT, DenseGLSEstimate, OperatorEstimate, dense_covariance, gls
+from .p_identity import DiagonalPlusRows, p_identity_estimate
 from .tree import flat_ranges, tree_error_model, tree_gls
 from .wavelet import haar_estimate
 
@@ -133,6 +136,9 @@ def least_squares(measurements: Measurements):
     if haar is not None:
         values, variances = _by_level(measurements, haar.height + 1)
         return haar_estimate(haar, values, variances, total=measurements.total)
+    if len(measurements.measurements) == 1 and isinstance(measurements.blocks[0], DiagonalPlusRows):
+        (m,) = measurements.measurements  # p-Identity: Woodbury, O(n p^2) (inference/p_identity.py)
+        return p_identity_estimate(m.block, m.values, m.variance, measurements.total)
     if kron_applies(measurements):
         return kron_least_squares(measurements)
     return generic_least_squares(measurements)
