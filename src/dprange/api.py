@@ -161,8 +161,8 @@ def release(
     the columns, ``workload`` a k-D workload, default all rectangles).
     """
     if isinstance(domain, ProductDomain):
-        if session is not None or column is not None:
-            raise ParameterError("session= and column= are not supported for a ProductDomain yet; pass the columns")
+        if column is not None:
+            raise ParameterError("column= is not supported for a ProductDomain; pass the columns (one per axis)")
         return release_grid(
             values,
             domain,
@@ -176,6 +176,7 @@ def release(
             workload="all-rectangles" if workload == "all-range" else workload,
             inference=inference,
             noise=noise,
+            session=session,
         )
     mech, epsilon, delta = _prepare(
         domain, epsilon, mechanism, delta, drop_missing, neighbours, workload, inference, noise, session
@@ -320,6 +321,7 @@ def release_grid(
     order: int = 2,
     inference="gls",
     noise="auto",
+    session=None,
     **params,
 ):
     """Bucketize several columns into the product ``domain`` and release the k-D histogram
@@ -333,6 +335,9 @@ def release_grid(
     (e.g. ``mechanism="kronecker", axes=[4, "identity"]``), or a k-D mechanism object.
     ``neighbours``, ``clip``, ``drop_missing`` and ``rng`` as in :func:`release`; every
     parameter is checked, and the noise calibrated, before the columns are read.
+    ``session``: a :class:`dprange.session.Session` that pays for the release, as in
+    :func:`release` (refused before the columns are read if it would overspend; charged once
+    the release is made).
     """
     if not isinstance(domain, ProductDomain):
         raise ParameterError("domain must be a dprange.ProductDomain (one dprange.Domain per column)")
@@ -340,6 +345,8 @@ def release_grid(
         raise ParameterError(REPLACE_DROP_MISSING_MESSAGE)
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
+    if session is not None:
+        epsilon, delta = _session(session).allot(epsilon, delta)
     mech = choose_grid_mechanism(
         mechanism,
         domain.shape,
@@ -354,7 +361,10 @@ def release_grid(
     )
     mech.plan(domain.shape, epsilon)  # the design and its per-axis limits, before any value is read
     counts = domain.histogram(columns, clip=clip, drop_missing=drop_missing)
-    return mech.release(counts, epsilon, delta=delta, rng=rng, domain=domain)
+    result = mech.release(counts, epsilon, delta=delta, rng=rng, domain=domain)
+    if session is not None:
+        session.charge(epsilon, delta, what=f"k-D histogram on {domain!r}", mechanism=repr(mech))
+    return result
 
 
 # ------------------------------------------------------------------ quantiles from raw values
