@@ -179,8 +179,8 @@ def build_product_domain(columns, lo, hi, bins, integers: bool) -> ProductDomain
 
 def grid_mechanism_params(mechanism: str, given: dict, *, explicit: bool) -> dict:
     """--branching, --budget and --root for a k-D mechanism: kronecker takes --branching as its
-    per-axis strategies (4, or 4,identity,haar) and --budget; kd_hierarchy --branching, --budget
-    and --root; quadtree --budget and --root."""
+    per-axis strategies (4, or 4,identity,haar) and --budget; privelet --branching as its axes
+    (haar,identity); kd_hierarchy --branching, --budget and --root; quadtree --budget and --root."""
     if not given:
         return {}
     options = {"branching": "--branching", "budget": "--budget", "measure_root": "--root"}
@@ -191,7 +191,8 @@ def grid_mechanism_params(mechanism: str, given: dict, *, explicit: bool) -> dic
         "kronecker": {"branching": "axes", "budget": "budget"},
         "kd_hierarchy": {"branching": "branching", "budget": "budget", "measure_root": "measure_root"},
         "quadtree": {"budget": "budget", "measure_root": "measure_root"},
-    }[mechanism]
+        "privelet": {"branching": "axes"},
+    }.get(mechanism, {})
     params: dict = {}
     for name, value in given.items():
         if name not in takes:

@@ -83,6 +83,7 @@ __all__ = [
     "KronEstimate",
     "Kronecker",
     "MortonTreeEstimate",
+    "Privelet",
     "Quadtree",
     "check_grid_counts",
     "check_rectangles",
@@ -710,6 +711,52 @@ class Quadtree(KDHierarchy):
         return params
 
 
+def _check_privelet_axes(value, name: str):
+    axes = check_axes(value, name)
+    for spec in axes if isinstance(axes, list) else [axes]:
+        if spec not in AXIS_KINDS:
+            raise ParameterError(f"every axis of privelet must be 'haar' or 'identity', got {spec!r}")
+    return axes
+
+
+class Privelet(Kronecker):
+    """k-D Privelet (Xiao, Wang and Gehrke, "Differential Privacy via Wavelet Transforms",
+    ICDE 2010, section V): the Haar transform applied along every axis (or the identity along
+    the axes listed as ``"identity"``, Privelet*'s choice for small axes).
+
+    A k-D coefficient c is a product of one 1-D Haar coefficient per axis; its weight is the
+    product of the 1-D weights, W(c) = prod_a W_a(c_a) with W_a = 2 m (m leaves per half) for
+    a difference and the axis' padded size for its average, so the generalised sensitivity is
+    prod_a (1 + h_a) (h_a = ceil(log2 n_a); 1 for an identity axis) and Privelet adds Laplace
+    noise of scale lambda / W(c), lambda = prod_a (1 + h_a) / epsilon.  On the integer
+    differences d = W(c) c that is the same scale lambda for every product block, i.e. a
+    :class:`Kronecker` of per-axis Haar levels with uniform budgets: every block gets
+    epsilon / prod_a (1 + h_a).  Estimate: exact least squares by the per-axis factorisation
+    (:class:`KronEstimate`); when every side is a power of two the system is square and this
+    is Privelet's inverse transform, otherwise it also uses that the padding cells are empty.
+    """
+
+    name = "privelet"
+
+    PARAMS = (
+        Param(
+            "axes",
+            Custom(_check_privelet_axes, "'haar' or 'identity', or a list of them (one per axis)"),
+            "per-axis transform: Haar (Privelet) or identity (Privelet*'s untransformed axes)",
+            default="haar",
+            positional=True,
+        ),
+        *Mechanism.PARAMS,
+    )
+
+    budget = "uniform"
+
+    def parameters(self) -> dict:
+        params = super().parameters()
+        params.pop("budget")
+        return params
+
+
 # ----------------------------------------------------------------------------- analysis
 #: The k-D workloads by name (hyphens, as on the command line; underscores are accepted too).
 WORKLOADS_KD = ("all-rectangles", "prefix-rectangles", "marginals")
@@ -931,6 +978,12 @@ GRID_MECHANISMS.add(
     citation=Citation(
         "Cormode, Procopiuc, Srivastava, Shen and Yu", "Differentially Private Spatial Decompositions", "ICDE 2012"
     ),
+)
+GRID_MECHANISMS.add(
+    Privelet,
+    summary="k-D Privelet: the Haar transform on every axis (or identity on chosen axes), Privelet's "
+    "weights, exact least squares per axis",
+    citation=Citation("Xiao, Wang and Gehrke", "Differential Privacy via Wavelet Transforms", "ICDE 2010"),
 )
 for _name, _factory, _summary in (
     ("all-rectangles", all_rectangles, "every rectangle of the grid (products of all ranges per axis)"),
