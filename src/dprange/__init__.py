@@ -30,9 +30,10 @@ from .api import (  # after the submodule dprange.release is loaded: the name is
 from .cdf_trees import best_structure
 from .contingency import release_table
 from .data_aware import DAWA, MWEM
+from .fourier import FourierMarginals
 from .inference.consistency import consistent_cdf
 from .matrix import Matrix
-from .multidim import KDHierarchy, Kronecker, Quadtree
+from .multidim import KDHierarchy, Kronecker, Privelet, Quadtree
 from .product_domain import ProductDomain
 from .serialisation import load_release
 from .session import BudgetError, Session
@@ -49,6 +50,7 @@ __all__ = [
     "DomainError",
     "DPRangeError",
     "Flat",
+    "FourierMarginals",
     "Hierarchical",
     "KDHierarchy",
     "Kronecker",
@@ -56,6 +58,7 @@ __all__ = [
     "MWEM",
     "Mechanism",
     "ParameterError",
+    "Privelet",
     "ProductDomain",
     "Quadtree",
     "quantiles",

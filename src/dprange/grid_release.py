@@ -56,11 +56,19 @@ class GridRelease:
     def _factor(self, alpha: float) -> float:
         return one_sided_factor(alpha, self.noise, self.noise_scales)
 
+    def _check_estimable(self, lows, highs) -> None:
+        """A design that does not identify every cell (the Fourier strategy of a lower order)
+        refuses the rectangles it cannot estimate without bias (ParameterError)."""
+        check = getattr(self.estimate, "check_estimable", None)
+        if check is not None:
+            check(lows, highs)
+
     def rectangle(self, lows, highs) -> Answer:
         """Counts of the rectangles lows[r, a] <= i_a <= highs[r, a] (bin indices, inclusive):
         one rectangle as two length-k sequences, or many as two (R, k) arrays."""
         single = np.ndim(lows) == 1 and np.ndim(highs) == 1
         lows, highs = check_rectangles(self.shape, lows, highs)
+        self._check_estimable(lows, highs)
         table = self.counts
         for a in range(len(self.shape)):
             table = np.cumsum(table, axis=a)
@@ -100,6 +108,7 @@ class GridRelease:
         highs = np.tile(np.asarray(self.shape, dtype=np.int64) - 1, (cells.shape[1], 1))
         for position, a in enumerate(axes):
             lows[:, a] = highs[:, a] = cells[position]
+        self._check_estimable(lows[:1], highs[:1])
         estimate, out_shape = self.estimate, value.shape
 
         def variance():
