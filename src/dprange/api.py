@@ -25,6 +25,7 @@ import numpy as np
 from ._params import find, replaced
 from ._validation import check_delta, check_epsilon, check_positive_int
 from .analysis import auto_mechanism
+from .contingency import MarginalConstraints, constrain, published_marginals
 from .domain import Domain
 from .engines.frames import select_column
 from .engines.local import DEFAULT_BATCH_ROWS, stream_histogram
@@ -322,6 +323,7 @@ def release_grid(
     inference="gls",
     noise="auto",
     session=None,
+    public_marginals=None,
     **params,
 ):
     """Bucketize several columns into the product ``domain`` and release the k-D histogram
@@ -337,7 +339,9 @@ def release_grid(
     parameter is checked, and the noise calibrated, before the columns are read.
     ``session``: a :class:`dprange.session.Session` that pays for the release, as in
     :func:`release` (refused before the columns are read if it would overspend; charged once
-    the release is made).
+    the release is made).  ``public_marginals``: {kept axes: published values} that the
+    release is made to meet exactly, with exact errors (:func:`dprange.contingency.constrain`;
+    values published elsewhere, never computed here from the columns).
     """
     if not isinstance(domain, ProductDomain):
         raise ParameterError("domain must be a dprange.ProductDomain (one dprange.Domain per column)")
@@ -360,8 +364,16 @@ def release_grid(
         **params,
     )
     mech.plan(domain.shape, epsilon)  # the design and its per-axis limits, before any value is read
+    if public_marginals is not None:  # checked (design, shapes, agreement) before any value is read
+        if not getattr(mech, "constrainable", False):
+            raise ParameterError(
+                f"{mech.name} cannot take public marginals; use mechanism='kronecker', 'privelet' or 'fourier'"
+            )
+        MarginalConstraints.build(domain.shape, *published_marginals(public_marginals, domain.shape))
     counts = domain.histogram(columns, clip=clip, drop_missing=drop_missing)
     result = mech.release(counts, epsilon, delta=delta, rng=rng, domain=domain)
+    if public_marginals is not None:
+        result = constrain(result, public_marginals)
     if session is not None:
         session.charge(epsilon, delta, what=f"k-D histogram on {domain!r}", mechanism=repr(mech))
     return result

@@ -29,6 +29,16 @@ lattice-aware factor of the 1-D releases (:func:`dprange.release.one_sided_facto
 and L1 tables have no closed-form error: :meth:`TableRelease.bootstrap` reruns the same
 inference on parametric replicates.
 
+Product-domain releases.  Any k-D release whose estimate can apply its covariance (the
+Kronecker and Fourier designs of :mod:`dprange.multidim` and :mod:`dprange.fourier`) takes
+published marginals as equality constraints too (:func:`constrain`, ``release_grid(...,
+public_marginals=...)``): the constrained GLS estimate is x - S C^T (C S C^T)^+ (C x - d) with
+S = Cov(x), and its covariance S - S C^T (C S C^T)^+ C S gives every rectangle and marginal
+cell its exact variance (:class:`ConstrainedEstimate`).  :func:`release_table` is this
+release on the identity design (``TableRelease.grid``: rectangles, marginals and dominance
+counts with exact errors, saved and loaded as JSON); for the identity, S = s^2 I and the
+estimate is the projection above.
+
 Privacy: add/remove neighbours (one record added or removed), one record changes one cell by 1
 (L1 and L2 sensitivity 1), so the noise scale is 1/epsilon (rounded up so that the loss never
 exceeds epsilon), and the noisy table is epsilon-DP.  The public marginals are *inputs*: the
@@ -62,6 +72,7 @@ from .operators import Identity
 from .registry import INFERENCE, NOISE
 from .release import Answer, one_sided_factor
 from .strategies import Strategy
+from .workloads_kd import Rectangles, check_rectangles
 
 #: The noise kinds a table release samples: a declared subset of the registered ones (the
 #: pure epsilon-DP Laplace samplers; the module doc's accounting is for Laplace noise).
@@ -297,6 +308,96 @@ def infer_table(
     return result.x, result
 
 
+class ConstrainedEstimate:
+    """A k-D least-squares estimate made consistent with published marginals (module doc):
+    the GLS estimate under C x = d, with exact variances.  ``base`` must offer
+    ``covariance_apply`` (cells x m -> cells x m), ``rectangle_variance`` and ``query_variance``."""
+
+    def __init__(self, base, constraints: MarginalConstraints):
+        if not hasattr(base, "covariance_apply"):
+            raise ParameterError(
+                "published marginals need a design whose covariance can be applied: "
+                "use mechanism='kronecker', 'privelet' or 'fourier'"
+            )
+        self.base = base
+        self.grid = tuple(constraints.shape)
+        self.constraints = constraints
+        C = constraints.matrix
+        self._cov_ct = np.asarray(base.covariance_apply(C.T.toarray()), dtype=float)  # cost: k covariance passes
+        self._middle = scipy.linalg.pinvh(np.asarray(C @ self._cov_ct))
+        x = np.asarray(base.leaves, dtype=float)
+        self.leaves = x - self._cov_ct @ (self._middle @ (C @ x - constraints.values))
+        miss = np.abs(C @ self.leaves - constraints.values)
+        if miss.size and miss.max() > 1e-6 * max(1.0, float(np.abs(constraints.values).max())):
+            raise ParameterError(
+                "the published marginals disagree with what the release fixes exactly (its public total, or "
+                "marginals its design does not measure); publish consistent values or use mechanism='kronecker'"
+            )
+
+    def check_estimable(self, lows, highs) -> None:
+        check = getattr(self.base, "check_estimable", None)
+        if check is not None:
+            check(lows, highs)
+
+    def _reduction(self, cross: np.ndarray) -> np.ndarray:
+        """(q^T S C^T) (C S C^T)^+ (C S q) for every row of ``cross`` = q^T S C^T."""
+        return np.einsum("rk,kl,rl->r", cross, self._middle, cross)
+
+    def rectangle_variance(self, lows, highs) -> np.ndarray:
+        """Exact variance of every rectangle's constrained estimate ((R, k) inclusive bounds)."""
+        lows, highs = check_rectangles(self.grid, lows, highs)
+        out = np.asarray(self.base.rectangle_variance(lows, highs), dtype=float).copy()
+        table = self._cov_ct.reshape(self.grid + (-1,))
+        for start in range(0, lows.shape[0], 1 << 14):  # (R, k) temporaries in chunks
+            sl = slice(start, start + (1 << 14))
+            cross = Rectangles(self.grid, lows[sl], highs[sl])._apply(table.reshape(-1, table.shape[-1]))
+            out[sl] -= self._reduction(cross)
+        return np.maximum(out, 0.0)
+
+    def query_variance(self, weights) -> np.ndarray:
+        q = np.atleast_2d(np.asarray(weights, dtype=float))
+        base = np.atleast_1d(self.base.query_variance(q))
+        out = np.maximum(base - self._reduction(q @ self._cov_ct), 0.0)
+        return out if np.ndim(weights) > 1 else out[0]
+
+    def covariance_apply(self, V) -> np.ndarray:
+        V = np.asarray(V, dtype=float).reshape(len(self.leaves), -1)
+        return self.base.covariance_apply(V) - self._cov_ct @ (self._middle @ (self._cov_ct.T @ V))
+
+
+def constrain(release, public_marginals):
+    """The k-D ``release`` (a :class:`~dprange.grid_release.GridRelease`) made consistent with
+    ``public_marginals`` ({kept axes: published values}, as in :func:`release_table`): a
+    GridRelease whose rectangles, marginals and dominance counts meet them, with exact
+    standard errors (published marginals: 0).  Post-processing of the release and of
+    public values; the values must agree with the release's public total, if any."""
+    from .grid_release import GridRelease  # noqa: PLC0415  (grid_release is imported by multidim)
+
+    axes, published = published_marginals(public_marginals, release.shape)
+    total = release.measurements.total
+    if total is not None:
+        for a, v in zip(axes, published):
+            if abs(float(np.sum(v)) - total) > 1e-9 * max(1.0, total):
+                raise ParameterError(
+                    f"the published marginal over axes {a} sums to {float(np.sum(v)):g}, but the release's public "
+                    f"total (replace neighbours) is {total:g}; publish marginals of the same records"
+                )
+        if () not in axes:
+            axes, published = [*axes, ()], [*published, np.asarray(float(total))]
+    constraints = MarginalConstraints.build(release.shape, axes, published)
+    estimate = ConstrainedEstimate(release.estimate, constraints) if axes else release.estimate
+    saved = [(a, np.asarray(v, dtype=float)) for a, v in zip(axes, published)]
+    return GridRelease(
+        release.shape,
+        estimate,
+        release.measurements,
+        mechanism=release.mechanism,
+        parameters=release.parameters,
+        domain=release.domain,
+        public_marginals=saved,
+    )
+
+
 #: What an NNLS / L1 table release says about its error bars.
 NONLINEAR_TABLE_ERROR_BARS = (
     "{inference} inference has no closed-form standard errors; use least-squares inference "
@@ -330,6 +431,9 @@ class TableRelease:
     options: dict = field(default_factory=dict)
     #: Replicates of the last :meth:`bootstrap` whose ADMM stopped at maxiter (0 for GLS).
     bootstrap_unconverged: int = 0
+    #: GLS: the same release as a k-D :class:`~dprange.grid_release.GridRelease` under the
+    #: published marginals (rectangles, marginals, dominance counts with exact errors; JSON).
+    grid: Any = None
 
     @property
     def converged(self) -> bool:
@@ -486,9 +590,14 @@ def release_table(
     constraints = MarginalConstraints.build(counts.shape, marginals, published)
     measurements = measure_table(counts, epsilon, noise, rng)
     options: dict[str, Any] = {"alpha": alpha, "tol": tol, "maxiter": maxiter}
-    estimate, result = infer_table(measurements, constraints, inference, options)
     (measured,) = measurements.measurements
     assert measured.noise is not None  # measure_table always draws central noise
+    grid = None
+    if inference == "gls":  # the product-domain release under the published marginals
+        grid = constrain(table_grid_release(counts.shape, measurements, noise), dict(zip(marginals, published)))
+        estimate, result = np.asarray(grid.estimate.leaves, dtype=float), None
+    else:
+        estimate, result = infer_table(measurements, constraints, inference, options)
     return TableRelease(
         estimate.reshape(counts.shape),
         np.asarray(measured.values).reshape(counts.shape),
@@ -501,4 +610,16 @@ def release_table(
         measurements,
         constraints,
         options,
+        grid=grid,
     )
+
+
+def table_grid_release(shape, measurements: Measurements, noise: str):
+    """The table's measurements as the k-D release of the identity design
+    (``Kronecker("identity")``: per-axis least squares, exact errors)."""
+    from .grid_release import GridRelease  # noqa: PLC0415
+    from .multidim import Kronecker  # noqa: PLC0415  (multidim imports this module's users)
+
+    mech = Kronecker("identity", noise=noise)
+    estimate = mech.estimate(shape, measurements)
+    return GridRelease(shape, estimate, measurements, mechanism=mech.name, parameters=mech.parameters())

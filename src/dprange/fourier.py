@@ -241,6 +241,15 @@ class FourierEstimate:
             for T, v in zip(self.subsets, self.variances)
         )
 
+    def covariance_apply(self, V) -> np.ndarray:
+        """Cov(x) V for the columns of V (cells x m): sum_T v_T F_T^+ F_T^+T V."""
+        V = np.asarray(V, dtype=float).reshape(len(self.leaves), -1)
+        out = np.zeros(V.shape)
+        for T, v in zip(self.subsets, self.variances):
+            pinv = self._pinv(T)
+            out += v * pinv.matmat(pinv.rmatmat(V))  # cost O(cells m) per block
+        return out
+
     def query_variance(self, weights) -> np.ndarray:
         """Exact variance of q . x for every row q of ``weights`` (cells in C order);
         ParameterError for a query with a component outside the measured subspaces."""
@@ -267,6 +276,7 @@ class FourierMarginals(GridMechanism):
     marginals, exact standard errors for every marginal cell and estimable rectangle."""
 
     name = "fourier"
+    constrainable = True
 
     PARAMS = (
         Param(

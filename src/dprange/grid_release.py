@@ -25,7 +25,17 @@ __all__ = ["GridRelease"]
 class GridRelease:
     """Private estimates of a k-D histogram (``counts``, shape ``shape``) with exact error bars."""
 
-    def __init__(self, shape, estimate, measurements: Measurements, *, mechanism: str, parameters=None, domain=None):
+    def __init__(
+        self,
+        shape,
+        estimate,
+        measurements: Measurements,
+        *,
+        mechanism: str,
+        parameters=None,
+        domain=None,
+        public_marginals=None,
+    ):
         self.shape = tuple(int(n) for n in shape)
         self.estimate = estimate
         self.measurements = measurements
@@ -33,6 +43,9 @@ class GridRelease:
         #: The mechanism's parameters (enough to rebuild its design: :func:`dprange.multidim.load_grid_release`).
         self.parameters = dict(parameters or {})
         self.domain = domain
+        #: Published marginals the estimate meets exactly: (kept axes, values) pairs
+        #: (:func:`dprange.contingency.constrain`); empty without.
+        self.public_marginals = [(tuple(a), np.asarray(v, dtype=float)) for a, v in (public_marginals or [])]
         self.noise = measurements.noise_kind
         self.noise_scales = [m.noise.scale for m in measurements.measurements if m.noise is not None]
 
@@ -140,6 +153,11 @@ class GridRelease:
                 for m in meas.measurements
             ],
             "domain": None if self.domain is None else self.domain.to_dict(),
+            **(
+                {"public_marginals": [{"axes": list(a), "values": v.tolist()} for a, v in self.public_marginals]}
+                if self.public_marginals
+                else {}
+            ),
         }
 
     def to_json(self) -> str:

@@ -343,6 +343,15 @@ class KronEstimate:
             acc += self.coefficients[c] * block.rmatvec(block.matvec(z))
         return inverse.matvec(acc)
 
+    def covariance_apply(self, V) -> np.ndarray:
+        """Cov(x) V for the columns of V (cells x m), the public-total correction included."""
+        V = np.asarray(V, dtype=float).reshape(len(self.leaves), -1)
+        out = np.column_stack([self._covariance_apply(V[:, j]) for j in range(V.shape[1])])  # cost m passes
+        if self.known_total:
+            c_ones = self._covariance_apply(np.ones(V.shape[0]))
+            out = out - np.outer(c_ones, c_ones @ V) / self.total_variance
+        return out
+
     def query_variance(self, weights) -> np.ndarray:
         """Exact variance of q . x for every row q of ``weights`` (cells in C order)."""
         q = np.atleast_2d(np.asarray(weights, dtype=float))
@@ -496,6 +505,10 @@ class GridMechanism(Mechanism):
     """Base of the k-D mechanisms: ``plan(shape, epsilon)``, ``measure`` a k-D histogram,
     ``estimate`` (exact least squares), ``release`` a :class:`~dprange.grid_release.GridRelease`."""
 
+    #: Whether its estimate applies its covariance (``covariance_apply``), which published
+    #: marginals need (:func:`dprange.contingency.constrain`).
+    constrainable = False
+
     def plan(self, shape, epsilon: float) -> Strategy:
         raise NotImplementedError
 
@@ -568,6 +581,7 @@ class Kronecker(GridMechanism):
     """
 
     name = "kronecker"
+    constrainable = True
 
     PARAMS = (
         Param(
@@ -1029,4 +1043,15 @@ def load_grid_release(text) -> GridRelease:
     except (KeyError, TypeError) as exc:
         raise DataError(f"the saved grid release is incomplete or malformed ({exc!r})") from None
     estimate = mech.estimate(shape, meas)
-    return GridRelease(shape, estimate, meas, mechanism=cls.name, parameters=mech.parameters(), domain=domain)
+    release = GridRelease(shape, estimate, meas, mechanism=cls.name, parameters=mech.parameters(), domain=domain)
+    if data.get("public_marginals"):
+        from .contingency import constrain  # noqa: PLC0415  (contingency builds on this module)
+
+        try:
+            published = {
+                tuple(item["axes"]): np.asarray(item["values"], dtype=float) for item in data["public_marginals"]
+            }
+        except (KeyError, TypeError) as exc:
+            raise DataError(f"the saved public marginals are malformed ({exc!r})") from None
+        release = constrain(release, published)
+    return release
