@@ -64,6 +64,18 @@ def test_constrained_release_equals_dense_gls_on_the_constraint_set(mech, relati
     assert np.all(constrained.marginal((1, 2)).stderr < 1e-6) and np.all(constrained.marginal(1).stderr < 1e-6)
     assert np.all(constrained.marginal((0, 1)).stderr > 0.1)  # not published: still noisy, but less
     assert np.all(constrained.marginal((0, 1)).variance <= release.marginal((0, 1)).variance + 1e-9)
+    cells = np.indices((3, 4)).reshape(2, -1).T  # the marginal's one-pass variances equal the rectangles'
+    lo = np.column_stack([cells, np.zeros(12, int)])
+    hi = np.column_stack([cells, np.ones(12, int)])
+    np.testing.assert_allclose(
+        constrained.marginal((0, 1)).variance.ravel(),
+        constrained.estimate.rectangle_variance(lo, hi),
+        rtol=1e-9,
+        atol=1e-9,
+    )
+    np.testing.assert_allclose(
+        constrained.marginal((1, 0)).variance, constrained.marginal((0, 1)).variance.T, rtol=1e-12, atol=1e-12
+    )
     back = load_grid_release(constrained.to_json())
     np.testing.assert_allclose(back.counts, constrained.counts, atol=1e-9)
     np.testing.assert_allclose(back.marginal((0, 1)).stderr, constrained.marginal((0, 1)).stderr, rtol=1e-9)

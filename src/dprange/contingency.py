@@ -308,6 +308,18 @@ def infer_table(
     return result.x, result
 
 
+def marginal_row_factors(shape, axes_list) -> list[list[np.ndarray]]:
+    """The rows of :class:`MarginalConstraints`' C as Kronecker products: per published
+    marginal (kept axes, sorted) and per cell of it (C order), e_i on the kept axes and 1 on
+    the others."""
+    out = []
+    for axes in axes_list:
+        for cell in itertools.product(*(range(shape[a]) for a in axes)):
+            index = dict(zip(axes, cell))
+            out.append([np.eye(n)[index[a]] if a in index else np.ones(n) for a, n in enumerate(shape)])
+    return out
+
+
 class ConstrainedEstimate:
     """A k-D least-squares estimate made consistent with published marginals (module doc):
     the GLS estimate under C x = d, with exact variances.  ``base`` must offer
@@ -323,7 +335,15 @@ class ConstrainedEstimate:
         self.grid = tuple(constraints.shape)
         self.constraints = constraints
         C = constraints.matrix
-        self._cov_ct = np.asarray(base.covariance_apply(C.T.toarray()), dtype=float)  # cost: k covariance passes
+        # C S: k x cells (rows contiguous); _cov_ct is its transpose S C^T (a view)
+        if hasattr(base, "covariance_kron_rows"):  # marginal rows are Kronecker products: by axes
+            self._cs = base.covariance_kron_rows(marginal_row_factors(constraints.shape, constraints.axes))
+        else:
+            self._cs = np.empty(C.shape)
+            for start in range(0, C.shape[0], 32):  # 32 rows at a time
+                chunk = C[start : start + 32].toarray().T
+                self._cs[start : start + chunk.shape[1]] = base.covariance_apply(chunk).T  # cost: a few passes
+        self._cov_ct = self._cs.T
         self._middle = scipy.linalg.pinvh(np.asarray(C @ self._cov_ct))
         x = np.asarray(base.leaves, dtype=float)
         self.leaves = x - self._cov_ct @ (self._middle @ (C @ x - constraints.values))
@@ -352,6 +372,18 @@ class ConstrainedEstimate:
             sl = slice(start, start + (1 << 14))
             cross = Rectangles(self.grid, lows[sl], highs[sl])._apply(table.reshape(-1, table.shape[-1]))
             out[sl] -= self._reduction(cross)
+        return np.maximum(out, 0.0)
+
+    def marginal_variance(self, axes, lows, highs) -> np.ndarray:
+        """Exact variance of every cell of the marginal over ``axes`` (cells in C order of the
+        axes as given; ``lows`` / ``highs`` the same cells as rectangles): the cross terms are
+        marginal sums of S C^T, one pass over it instead of a summed-area table."""
+        out = np.asarray(self.base.rectangle_variance(lows, highs), dtype=float).copy()
+        kept = sorted(axes)
+        summed = np.asarray(marginal_matrix(self.grid, kept) @ self._cov_ct)  # cost O(cells k), sparse
+        summed = summed.reshape(tuple(self.grid[a] for a in kept) + (-1,))
+        summed = np.moveaxis(summed, [kept.index(a) for a in axes], range(len(axes)))
+        out -= self._reduction(summed.reshape(-1, summed.shape[-1]))
         return np.maximum(out, 0.0)
 
     def query_variance(self, weights) -> np.ndarray:

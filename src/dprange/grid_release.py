@@ -125,6 +125,9 @@ class GridRelease:
         estimate, out_shape = self.estimate, value.shape
 
         def variance():
+            fast = getattr(estimate, "marginal_variance", None)  # constrained releases: one pass
+            if fast is not None:
+                return fast(axes, lows, highs).reshape(out_shape)
             return estimate.rectangle_variance(lows, highs).reshape(out_shape)
 
         return Answer(value, variance, factor=self._factor)

@@ -334,19 +334,55 @@ class KronEstimate:
         return inverse_gram, table
 
     def _covariance_apply(self, v) -> np.ndarray:
-        """Cov(x) v before the total correction: G^-1 (sum_b c_b A_b^T A_b) G^-1 v."""
+        """Cov(x) v before the total correction: G^-1 (sum_b c_b A_b^T A_b) G^-1 v (v: one
+        vector, or the columns of a matrix)."""
         inverse = Kron([Explicit(g) for g in self._inverse_grams])
-        z = inverse.matvec(v)
+        matrix = np.ndim(v) == 2
+        z = inverse._apply(np.asarray(v, dtype=float).reshape(inverse.shape[1], -1))
         acc = np.zeros_like(z)
         for c in self.combos:
             block = Kron([self.axis_levels[a][level] for a, level in enumerate(c)])
-            acc += self.coefficients[c] * block.rmatvec(block.matvec(z))
-        return inverse.matvec(acc)
+            acc += self.coefficients[c] * block._apply_adjoint(block._apply(z))
+        out = inverse._apply(acc)
+        return out if matrix else out[:, 0]
+
+    def _covariance_kron(self, vectors, out=None) -> np.ndarray:
+        """Cov(x) (v_1 (x) ... (x) v_k) before the total correction, by axes: the covariance is
+        sum_b c_b (x)_a G_a^-1 T_{a,l}^T T_{a,l} G_a^-1, so each axis needs one small product per
+        level and the cells are touched once (cost O(cells x levels))."""
+        factors = []
+        for a, v in enumerate(vectors):
+            g = self._inverse_grams[a]
+            z = g @ np.asarray(v, dtype=float)
+            rows = []
+            for op in self.axis_levels[a]:
+                t = op._apply(z[:, None])
+                rows.append(g @ op._apply_adjoint(t)[:, 0])
+            factors.append(np.array(rows).T)  # n_a x levels
+        letters = string.ascii_letters[: len(factors)]
+        upper = string.ascii_letters[26 : 26 + len(factors)]
+        spec = ",".join(f"{c}{u}" for c, u in zip(upper, letters)) + f",{letters}->{upper}"
+        result = np.einsum(spec, *factors, self.coefficients, optimize=True)
+        if out is None:
+            return result.ravel()
+        out.reshape(self.grid)[...] = result
+        return out
+
+    def covariance_kron_rows(self, vectors_list) -> np.ndarray:
+        """Cov(x) applied to Kronecker-product vectors (each a list of per-axis vectors), as
+        the rows of an m x cells array; the public-total correction included."""
+        out = np.empty((len(vectors_list), math.prod(self.grid)))
+        for row, vectors in zip(out, vectors_list):
+            self._covariance_kron(vectors, out=row)
+        if self.known_total:
+            c_ones = self._covariance_kron([np.ones(n) for n in self.grid])
+            out -= np.outer(out.sum(axis=1), c_ones) / self.total_variance  # 1^T S v = sum of S v
+        return out
 
     def covariance_apply(self, V) -> np.ndarray:
         """Cov(x) V for the columns of V (cells x m), the public-total correction included."""
         V = np.asarray(V, dtype=float).reshape(len(self.leaves), -1)
-        out = np.column_stack([self._covariance_apply(V[:, j]) for j in range(V.shape[1])])  # cost m passes
+        out = self._covariance_apply(V)  # cost: a few passes over cells x m
         if self.known_total:
             c_ones = self._covariance_apply(np.ones(V.shape[0]))
             out = out - np.outer(c_ones, c_ones @ V) / self.total_variance
