@@ -14,7 +14,7 @@ own; times are CPU seconds of that process (``time.process_time``, all threads) 
 seconds, the median of ``--repeats`` runs.  The machine is shared: CPU time is the figure to
 compare; wall time depends on the load, which is reported (1-minute load average).
 
-    python benchmarks/multidim_speed.py [--repeats 3]
+    python benchmarks/multidim_speed.py [--repeats 3] [--quick]
 """
 
 from __future__ import annotations
@@ -135,7 +135,10 @@ def _child(args):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="one run of each case (a smoke test)")
     args = parser.parse_args()
+    if args.quick:
+        args.repeats = 1
     cases = [("grid", label) for label in ("kronecker tree b=4", "kronecker tree b=16", "privelet", "quadtree")]
     cases += [("marginals", label) for label in ("flat", "auto", "fourier", "flat + public 1-way marginals")]
     context = multiprocessing.get_context("spawn")

@@ -336,23 +336,37 @@ class ConstrainedEstimate:
         self.constraints = constraints
         C = constraints.matrix
         # C S: k x cells (rows contiguous); _cov_ct is its transpose S C^T (a view)
-        if hasattr(base, "covariance_kron_rows"):  # marginal rows are Kronecker products: by axes
-            self._cs = base.covariance_kron_rows(marginal_row_factors(constraints.shape, constraints.axes))
+        self._row_factors = None
+        self._cs: np.ndarray | None = None
+        if hasattr(base, "covariance_kron_gram"):  # marginal rows are Kronecker products: by axes
+            self._row_factors = marginal_row_factors(constraints.shape, constraints.axes)
+            middle = base.covariance_kron_gram(self._row_factors)  # C S C^T without a pass over the cells
         else:
-            self._cs = np.empty(C.shape)
-            for start in range(0, C.shape[0], 32):  # 32 rows at a time
-                chunk = C[start : start + 32].toarray().T
-                self._cs[start : start + chunk.shape[1]] = base.covariance_apply(chunk).T  # cost: a few passes
-        self._cov_ct = self._cs.T
-        self._middle = scipy.linalg.pinvh(np.asarray(C @ self._cov_ct))
+            middle = np.asarray(C @ self._cov_ct)
+        self._middle = scipy.linalg.pinvh(middle)
         x = np.asarray(base.leaves, dtype=float)
-        self.leaves = x - self._cov_ct @ (self._middle @ (C @ x - constraints.values))
+        step = C.T @ (self._middle @ (C @ x - constraints.values))
+        self.leaves = x - np.asarray(base.covariance_apply(step)).ravel()
         miss = np.abs(C @ self.leaves - constraints.values)
         if miss.size and miss.max() > 1e-6 * max(1.0, float(np.abs(constraints.values).max())):
             raise ParameterError(
                 "the published marginals disagree with what the release fixes exactly (its public total, or "
                 "marginals its design does not measure); publish consistent values or use mechanism='kronecker'"
             )
+
+    @property
+    def _cov_ct(self) -> np.ndarray:
+        """S C^T (cells x k), built on first use (rectangles, dense queries): C S row by row."""
+        if self._cs is None:
+            C = self.constraints.matrix
+            if self._row_factors is not None:
+                self._cs = self.base.covariance_kron_rows(self._row_factors)
+            else:
+                self._cs = np.empty(C.shape)
+                for start in range(0, C.shape[0], 32):  # 32 rows at a time
+                    chunk = C[start : start + 32].toarray().T
+                    self._cs[start : start + chunk.shape[1]] = self.base.covariance_apply(chunk).T  # a few passes
+        return self._cs.T
 
     def check_estimable(self, lows, highs) -> None:
         check = getattr(self.base, "check_estimable", None)
@@ -380,7 +394,10 @@ class ConstrainedEstimate:
         marginal sums of S C^T, one pass over it instead of a summed-area table."""
         out = np.asarray(self.base.rectangle_variance(lows, highs), dtype=float).copy()
         kept = sorted(axes)
-        summed = np.asarray(marginal_matrix(self.grid, kept) @ self._cov_ct)  # cost O(cells k), sparse
+        if self._row_factors is not None:  # by axes: the marginal of S C^T without its cells
+            summed = self.base.covariance_kron_rows(self._row_factors, kept=kept).T
+        else:
+            summed = np.asarray(marginal_matrix(self.grid, kept) @ self._cov_ct)  # cost O(cells k), sparse
         summed = summed.reshape(tuple(self.grid[a] for a in kept) + (-1,))
         summed = np.moveaxis(summed, [kept.index(a) for a in axes], range(len(axes)))
         out -= self._reduction(summed.reshape(-1, summed.shape[-1]))

@@ -346,37 +346,62 @@ class KronEstimate:
         out = inverse._apply(acc)
         return out if matrix else out[:, 0]
 
-    def _covariance_kron(self, vectors, out=None) -> np.ndarray:
-        """Cov(x) (v_1 (x) ... (x) v_k) before the total correction, by axes: the covariance is
-        sum_b c_b (x)_a G_a^-1 T_{a,l}^T T_{a,l} G_a^-1, so each axis needs one small product per
-        level and the cells are touched once (cost O(cells x levels))."""
-        factors = []
-        for a, v in enumerate(vectors):
+    def _axis_covariance_factors(self, vectors_list) -> list[np.ndarray]:
+        """Per axis a, an (m, n_a, levels) array: G_a^-1 T_{a,l}^T T_{a,l} G_a^-1 v_{r,a} for
+        every Kronecker vector r and level l (the covariance is sum_b c_b (x)_a of these)."""
+        out = []
+        for a in range(len(self.grid)):
+            V = np.array([vectors[a] for vectors in vectors_list], dtype=float).T  # n_a x m
             g = self._inverse_grams[a]
-            z = g @ np.asarray(v, dtype=float)
-            rows = []
-            for op in self.axis_levels[a]:
-                t = op._apply(z[:, None])
-                rows.append(g @ op._apply_adjoint(t)[:, 0])
-            factors.append(np.array(rows).T)  # n_a x levels
-        letters = string.ascii_letters[: len(factors)]
-        upper = string.ascii_letters[26 : 26 + len(factors)]
-        spec = ",".join(f"{c}{u}" for c, u in zip(upper, letters)) + f",{letters}->{upper}"
-        result = np.einsum(spec, *factors, self.coefficients, optimize=True)
-        if out is None:
-            return result.ravel()
-        out.reshape(self.grid)[...] = result
+            Z = g @ V
+            levels = [g @ op._apply_adjoint(op._apply(Z)) for op in self.axis_levels[a]]
+            out.append(np.stack(levels, axis=2).transpose(1, 0, 2))
         return out
 
-    def covariance_kron_rows(self, vectors_list) -> np.ndarray:
-        """Cov(x) applied to Kronecker-product vectors (each a list of per-axis vectors), as
-        the rows of an m x cells array; the public-total correction included."""
-        out = np.empty((len(vectors_list), math.prod(self.grid)))
-        for row, vectors in zip(out, vectors_list):
-            self._covariance_kron(vectors, out=row)
+    def _contract(self, factors, kept) -> np.ndarray:
+        """sum_b c_b prod_a F_a[r, i_a, l_a], summed over the axes not ``kept``: (m, cells kept)."""
+        letters = string.ascii_lowercase[: len(factors)]
+        upper = string.ascii_uppercase[: len(factors)]
+        operands, specs = [], []
+        for a, f in enumerate(factors):
+            if a in kept:
+                operands.append(f)
+                specs.append(f"z{upper[a]}{letters[a]}")
+            else:
+                operands.append(f.sum(axis=1))
+                specs.append(f"z{letters[a]}")
+        target = "z" + "".join(upper[a] for a in sorted(kept))
+        result = np.einsum(",".join(specs) + f",{letters}->{target}", *operands, self.coefficients, optimize=True)
+        return result.reshape(result.shape[0], -1)
+
+    def covariance_kron_gram(self, vectors_list) -> np.ndarray:
+        """V^T Cov(x) V for the Kronecker-product vectors (columns of V), public-total
+        correction included, from per-axis inner products only (no pass over the cells)."""
+        factors = self._axis_covariance_factors(vectors_list)
+        letters = string.ascii_lowercase[: len(factors)]
+        inner = []
+        for a, f in enumerate(factors):
+            V = np.array([vectors[a] for vectors in vectors_list], dtype=float)  # m x n_a
+            inner.append(np.einsum("ril,si->rsl", f, V))  # v_s . (covariance factor of r), per level
+        spec = ",".join(f"rs{letters[a]}" for a in range(len(factors))) + f",{letters}->rs"
+        gram = np.einsum(spec, *inner, self.coefficients, optimize=True)
         if self.known_total:
-            c_ones = self._covariance_kron([np.ones(n) for n in self.grid])
-            out -= np.outer(out.sum(axis=1), c_ones) / self.total_variance  # 1^T S v = sum of S v
+            sums = self._contract(factors, ())[:, 0]  # 1^T S v for every vector
+            gram = gram - np.outer(sums, sums) / self.total_variance
+        return gram
+
+    def covariance_kron_rows(self, vectors_list, kept=None) -> np.ndarray:
+        """Cov(x) applied to Kronecker-product vectors (each a list of per-axis vectors), as
+        the rows of an m x cells array, or of their marginals over the ``kept`` axes (sorted,
+        C order); the public-total correction included.  The cells are touched once per row
+        (cost O(m cells levels)), the per-axis work is small."""
+        kept = tuple(range(len(self.grid))) if kept is None else tuple(sorted(kept))
+        factors = self._axis_covariance_factors(vectors_list)
+        out = self._contract(factors, kept)
+        if self.known_total:
+            ones = self._axis_covariance_factors([[np.ones(n) for n in self.grid]])
+            sums = self._contract(factors, ())[:, 0]  # 1^T S v for every row
+            out -= np.outer(sums, self._contract(ones, kept)[0]) / self.total_variance
         return out
 
     def covariance_apply(self, V) -> np.ndarray:
