@@ -25,11 +25,12 @@ import numpy as np
 from ._params import find, replaced
 from ._validation import check_delta, check_epsilon, check_positive_int
 from .analysis import auto_mechanism
-from .contingency import MarginalConstraints, constrain, published_marginals
+from .constrained import constrain
 from .domain import Domain
 from .engines.frames import select_column
 from .engines.local import DEFAULT_BATCH_ROWS, stream_histogram
 from .errors import ParameterError
+from .marginal_constraints import MarginalConstraints, published_marginals
 from .mechanisms import REPLACE_DROP_MISSING_MESSAGE, Mechanism, make_mechanism, resolve_neighbours
 from .multidim import GridMechanism, select_grid
 from .noise import resolve_rng

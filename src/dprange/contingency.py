@@ -31,10 +31,10 @@ inference on parametric replicates.
 
 Product-domain releases.  Any k-D release whose estimate can apply its covariance (the
 Kronecker and Fourier designs of :mod:`dprange.multidim` and :mod:`dprange.fourier`) takes
-published marginals as equality constraints too (:func:`constrain`, ``release_grid(...,
-public_marginals=...)``): the constrained GLS estimate is x - S C^T (C S C^T)^+ (C x - d) with
+published marginals as equality constraints too (:func:`dprange.constrained.constrain`,
+``release_grid(..., public_marginals=...)``): the constrained GLS estimate is x - S C^T (C S C^T)^+ (C x - d) with
 S = Cov(x), and its covariance S - S C^T (C S C^T)^+ C S gives every rectangle and marginal
-cell its exact variance (:class:`ConstrainedEstimate`).  :func:`release_table` is this
+cell its exact variance (:class:`dprange.constrained.ConstrainedEstimate`).  :func:`release_table` is this
 release on the identity design (``TableRelease.grid``: rectangles, marginals and dominance
 counts with exact errors, saved and loaded as JSON); for the identity, S = s^2 I and the
 estimate is the projection above.
@@ -58,57 +58,48 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
-import scipy.linalg
 import scipy.sparse as sp
 
 from ._validation import check_epsilon
 from .bootstrap import check_reps, redraw
+from .constrained import constrain
 from .errors import ConvergenceWarning, ParameterError
+from .grid_release import GridRelease
 from .inference.l1_admm import ADMMResult, admm
+from .marginal_constraints import (  # the primitives, also reachable here as before
+    MarginalConstraints,
+    _gram_pinv,
+    marginal_matrix,
+    marginal_rows,
+    project_onto_marginals,
+    published_marginals,
+)
 from .measurements import LinearMeasurement, Measurements
 from .mechanisms import calibrate, is_seeded
+from .multidim import Kronecker
 from .noise import NoiseSpec, resolve_rng
 from .operators import Identity
 from .registry import INFERENCE, NOISE
 from .release import Answer, one_sided_factor
 from .strategies import Strategy
-from .workloads_kd import Rectangles, check_rectangles
+
+__all__ = [
+    "MarginalConstraints",
+    "TableRelease",
+    "constrain",
+    "infer_table",
+    "marginal_matrix",
+    "marginal_rows",
+    "marginal_variance_factor",
+    "measure_table",
+    "project_onto_marginals",
+    "published_marginals",
+    "release_table",
+]
 
 #: The noise kinds a table release samples: a declared subset of the registered ones (the
 #: pure epsilon-DP Laplace samplers; the module doc's accounting is for Laplace noise).
 TABLE_NOISE = NOISE.subset(("discrete_laplace", "laplace_float"))
-
-
-def marginal_rows(shape: tuple, axes) -> np.ndarray:
-    """For every cell of the flattened (C-order) table, the index of the marginal cell over
-    the kept ``axes`` (sorted) that contains it.  O(cells)."""
-    shape = tuple(int(s) for s in shape)
-    kept = tuple(sorted(int(a) for a in axes))
-    index = np.indices(shape).reshape(len(shape), -1)
-    if not kept:
-        return np.zeros(index.shape[1], dtype=np.int64)
-    return np.ravel_multi_index(tuple(index[a] for a in kept), tuple(shape[a] for a in kept)).astype(np.int64)
-
-
-def marginal_matrix(shape: tuple, axes) -> sp.csr_matrix:
-    """Sparse 0/1 rows that map the flattened (C-order) table to its marginal over ``axes``
-    (the kept axes, in the order of the marginal array ``table.sum(other axes)``).  O(cells)."""
-    shape = tuple(int(s) for s in shape)
-    kept_size = math.prod(shape[int(a)] for a in axes)
-    rows = marginal_rows(shape, axes)
-    size = rows.size
-    return sp.csr_matrix((np.ones(size), (rows, np.arange(size))), shape=(kept_size, size))
-
-
-def _gram_pinv(C) -> np.ndarray:
-    """Pseudo-inverse of C C^T (k x k, symmetric PSD): marginals sharing their totals make C
-    rank-deficient, and d = C x_true is consistent, so the least-norm multiplier is exact."""
-    return scipy.linalg.pinvh((C @ C.T).toarray())
-
-
-def project_onto_marginals(v: np.ndarray, C, d: np.ndarray, gram_pinv: np.ndarray) -> np.ndarray:
-    """Orthogonal projection of v onto {x : C x = d}: v - C^T (C C^T)^+ (C v - d)."""
-    return v - C.T @ (gram_pinv @ (C @ v - d))
 
 
 def marginal_x_update(C, d, weight: float, gram_pinv: np.ndarray | None = None):
@@ -137,56 +128,6 @@ def check_axes(axes, ndim: int) -> tuple[int, ...]:
     return tuple(sorted(kept))
 
 
-@dataclass(frozen=True)
-class MarginalConstraints:
-    """Published marginals as equality constraints C x = d on the flattened table.
-
-    ``axes``: the kept axes of each published marginal (sorted); ``matrix``: C, their
-    stacked :func:`marginal_matrix` rows; ``values``: d; ``gram_pinv``: (C C^T)^+.  No
-    published marginal: C has no rows and every method is unconstrained.
-    """
-
-    shape: tuple
-    axes: list
-    matrix: sp.csr_matrix
-    values: np.ndarray
-    gram_pinv: np.ndarray
-
-    @classmethod
-    def build(cls, shape: tuple, axes: list, published: list) -> MarginalConstraints:
-        """C, d and (C C^T)^+ for the published marginals; ParameterError when they disagree."""
-        cells = math.prod(shape)
-        if not axes:
-            return cls(tuple(shape), [], sp.csr_matrix((0, cells)), np.zeros(0), np.zeros((0, 0)))
-        C = sp.vstack([marginal_matrix(shape, a) for a in axes]).tocsr()
-        d = np.concatenate([np.ravel(v) for v in published]).astype(float)
-        gram_pinv = _gram_pinv(C)
-        residual = C @ (C.T @ (gram_pinv @ d)) - d
-        if np.max(np.abs(residual)) > 1e-9 * max(1.0, float(np.max(np.abs(d)))):
-            raise ParameterError(
-                "the published marginals disagree with one another (e.g. different totals); no table meets them all"
-            )
-        return cls(tuple(shape), list(axes), C, d, gram_pinv)
-
-    def project(self, v: np.ndarray) -> np.ndarray:
-        """The orthogonal projection of the flattened table ``v`` onto {x : C x = d}."""
-        if not self.axes:
-            return np.array(v, dtype=float)
-        return project_onto_marginals(v, self.matrix, self.values, self.gram_pinv)
-
-    def residual_norms(self, weights: np.ndarray) -> np.ndarray:
-        """||P w||^2 for every row w of ``weights`` (q x cells), P = I - C^T (C C^T)^+ C."""
-        w = np.atleast_2d(np.asarray(weights, dtype=float))
-        if self.axes:
-            cw = self.matrix @ w.T  # k x q
-            w = w - (self.matrix.T @ (self.gram_pinv @ cw)).T
-        return np.sum(w * w, axis=1)
-
-    def determines(self, axes) -> bool:
-        """Whether the marginal over ``axes`` is fixed by a published one (its axes contain them)."""
-        return any(set(axes) <= set(published) for published in self.axes)
-
-
 def marginal_variance_factor(shape: tuple, axes, published_axes) -> float:
     """||P m||^2 for the indicator m of any one cell of the marginal over ``axes``:
     the GLS variance of that marginal cell is s^2 times this (s^2 = cell noise variance).
@@ -213,35 +154,6 @@ def marginal_variance_factor(shape: tuple, axes, published_axes) -> float:
                 term *= Fraction(shape[i] - 1, shape[i]) if i in subset else Fraction(1, shape[i])
             total += term
     return float(total)
-
-
-def published_marginals(public_marginals, shape: tuple) -> tuple[list, list]:
-    """Validate ``{kept axes: published values}``: the axes (sorted) and the values, each
-    transposed to the order of ``marginal_matrix`` (sorted kept axes)."""
-    if not isinstance(public_marginals, dict):
-        raise ParameterError(
-            "public_marginals must map kept axes to their published values, e.g. {(0,): row_totals}; "
-            "dprange never computes them from the table (that would publish them exactly)"
-        )
-    axes_list, values_list = [], []
-    for axes, values in public_marginals.items():
-        axes = tuple(int(a) for a in np.atleast_1d(np.asarray(axes, dtype=int)))
-        if any(a < 0 or a >= len(shape) for a in axes) or len(set(axes)) != len(axes):
-            raise ParameterError(
-                f"marginal axes {axes} do not fit a {len(shape)}-way table; use axes 0..{len(shape) - 1}"
-            )
-        expected = tuple(shape[a] for a in axes)
-        values = np.asarray(values, dtype=float)
-        if values.shape != expected:
-            raise ParameterError(
-                f"the published marginal over axes {axes} has shape {values.shape}; it must have shape {expected}"
-            )
-        if not np.all(np.isfinite(values)) or np.any(values < 0):
-            raise ParameterError(f"the published marginal over axes {axes} must be finite and non-negative")
-        order = np.argsort(axes)
-        axes_list.append(tuple(sorted(axes)))
-        values_list.append(np.transpose(values, order) if values.ndim else values)
-    return axes_list, values_list
 
 
 def measure_table(counts: np.ndarray, epsilon: float, noise: str, rng) -> Measurements:
@@ -306,145 +218,6 @@ def infer_table(
     # ADMM returns its non-negative split w; the x iterate meets C x = d exactly and
     # w - x -> 0, so w meets the marginals to the stopping tolerance.
     return result.x, result
-
-
-def marginal_row_factors(shape, axes_list) -> list[list[np.ndarray]]:
-    """The rows of :class:`MarginalConstraints`' C as Kronecker products: per published
-    marginal (kept axes, sorted) and per cell of it (C order), e_i on the kept axes and 1 on
-    the others."""
-    out = []
-    for axes in axes_list:
-        for cell in itertools.product(*(range(shape[a]) for a in axes)):
-            index = dict(zip(axes, cell))
-            out.append([np.eye(n)[index[a]] if a in index else np.ones(n) for a, n in enumerate(shape)])
-    return out
-
-
-class ConstrainedEstimate:
-    """A k-D least-squares estimate made consistent with published marginals (module doc):
-    the GLS estimate under C x = d, with exact variances.  ``base`` must offer
-    ``covariance_apply`` (cells x m -> cells x m), ``rectangle_variance`` and ``query_variance``."""
-
-    def __init__(self, base, constraints: MarginalConstraints):
-        if not hasattr(base, "covariance_apply"):
-            raise ParameterError(
-                "published marginals need a design whose covariance can be applied: "
-                "use mechanism='kronecker', 'privelet' or 'fourier'"
-            )
-        self.base = base
-        self.grid = tuple(constraints.shape)
-        self.constraints = constraints
-        C = constraints.matrix
-        # C S: k x cells (rows contiguous); _cov_ct is its transpose S C^T (a view)
-        self._row_factors = None
-        self._cs: np.ndarray | None = None
-        if hasattr(base, "covariance_kron_gram"):  # marginal rows are Kronecker products: by axes
-            self._row_factors = marginal_row_factors(constraints.shape, constraints.axes)
-            middle = base.covariance_kron_gram(self._row_factors)  # C S C^T without a pass over the cells
-        else:
-            middle = np.asarray(C @ self._cov_ct)
-        self._middle = scipy.linalg.pinvh(middle)
-        x = np.asarray(base.leaves, dtype=float)
-        step = C.T @ (self._middle @ (C @ x - constraints.values))
-        self.leaves = x - np.asarray(base.covariance_apply(step)).ravel()
-        miss = np.abs(C @ self.leaves - constraints.values)
-        if miss.size and miss.max() > 1e-6 * max(1.0, float(np.abs(constraints.values).max())):
-            raise ParameterError(
-                "the published marginals disagree with what the release fixes exactly (its public total, or "
-                "marginals its design does not measure); publish consistent values or use mechanism='kronecker'"
-            )
-
-    @property
-    def _cov_ct(self) -> np.ndarray:
-        """S C^T (cells x k), built on first use (rectangles, dense queries): C S row by row."""
-        if self._cs is None:
-            C = self.constraints.matrix
-            if self._row_factors is not None:
-                self._cs = self.base.covariance_kron_rows(self._row_factors)
-            else:
-                self._cs = np.empty(C.shape)
-                for start in range(0, C.shape[0], 32):  # 32 rows at a time
-                    chunk = C[start : start + 32].toarray().T
-                    self._cs[start : start + chunk.shape[1]] = self.base.covariance_apply(chunk).T  # a few passes
-        return self._cs.T
-
-    def check_estimable(self, lows, highs) -> None:
-        check = getattr(self.base, "check_estimable", None)
-        if check is not None:
-            check(lows, highs)
-
-    def _reduction(self, cross: np.ndarray) -> np.ndarray:
-        """(q^T S C^T) (C S C^T)^+ (C S q) for every row of ``cross`` = q^T S C^T."""
-        return np.einsum("rk,kl,rl->r", cross, self._middle, cross)
-
-    def rectangle_variance(self, lows, highs) -> np.ndarray:
-        """Exact variance of every rectangle's constrained estimate ((R, k) inclusive bounds)."""
-        lows, highs = check_rectangles(self.grid, lows, highs)
-        out = np.asarray(self.base.rectangle_variance(lows, highs), dtype=float).copy()
-        table = self._cov_ct.reshape(self.grid + (-1,))
-        for start in range(0, lows.shape[0], 1 << 14):  # (R, k) temporaries in chunks
-            sl = slice(start, start + (1 << 14))
-            cross = Rectangles(self.grid, lows[sl], highs[sl])._apply(table.reshape(-1, table.shape[-1]))
-            out[sl] -= self._reduction(cross)
-        return np.maximum(out, 0.0)
-
-    def marginal_variance(self, axes, lows, highs) -> np.ndarray:
-        """Exact variance of every cell of the marginal over ``axes`` (cells in C order of the
-        axes as given; ``lows`` / ``highs`` the same cells as rectangles): the cross terms are
-        marginal sums of S C^T, one pass over it instead of a summed-area table."""
-        out = np.asarray(self.base.rectangle_variance(lows, highs), dtype=float).copy()
-        kept = sorted(axes)
-        if self._row_factors is not None:  # by axes: the marginal of S C^T without its cells
-            summed = self.base.covariance_kron_rows(self._row_factors, kept=kept).T
-        else:
-            summed = np.asarray(marginal_matrix(self.grid, kept) @ self._cov_ct)  # cost O(cells k), sparse
-        summed = summed.reshape(tuple(self.grid[a] for a in kept) + (-1,))
-        summed = np.moveaxis(summed, [kept.index(a) for a in axes], range(len(axes)))
-        out -= self._reduction(summed.reshape(-1, summed.shape[-1]))
-        return np.maximum(out, 0.0)
-
-    def query_variance(self, weights) -> np.ndarray:
-        q = np.atleast_2d(np.asarray(weights, dtype=float))
-        base = np.atleast_1d(self.base.query_variance(q))
-        out = np.maximum(base - self._reduction(q @ self._cov_ct), 0.0)
-        return out if np.ndim(weights) > 1 else out[0]
-
-    def covariance_apply(self, V) -> np.ndarray:
-        V = np.asarray(V, dtype=float).reshape(len(self.leaves), -1)
-        return self.base.covariance_apply(V) - self._cov_ct @ (self._middle @ (self._cov_ct.T @ V))
-
-
-def constrain(release, public_marginals):
-    """The k-D ``release`` (a :class:`~dprange.grid_release.GridRelease`) made consistent with
-    ``public_marginals`` ({kept axes: published values}, as in :func:`release_table`): a
-    GridRelease whose rectangles, marginals and dominance counts meet them, with exact
-    standard errors (published marginals: 0).  Post-processing of the release and of
-    public values; the values must agree with the release's public total, if any."""
-    from .grid_release import GridRelease  # noqa: PLC0415  (grid_release is imported by multidim)
-
-    axes, published = published_marginals(public_marginals, release.shape)
-    total = release.measurements.total
-    if total is not None:
-        for a, v in zip(axes, published):
-            if abs(float(np.sum(v)) - total) > 1e-9 * max(1.0, total):
-                raise ParameterError(
-                    f"the published marginal over axes {a} sums to {float(np.sum(v)):g}, but the release's public "
-                    f"total (replace neighbours) is {total:g}; publish marginals of the same records"
-                )
-        if () not in axes:
-            axes, published = [*axes, ()], [*published, np.asarray(float(total))]
-    constraints = MarginalConstraints.build(release.shape, axes, published)
-    estimate = ConstrainedEstimate(release.estimate, constraints) if axes else release.estimate
-    saved = [(a, np.asarray(v, dtype=float)) for a, v in zip(axes, published)]
-    return GridRelease(
-        release.shape,
-        estimate,
-        release.measurements,
-        mechanism=release.mechanism,
-        parameters=release.parameters,
-        domain=release.domain,
-        public_marginals=saved,
-    )
 
 
 #: What an NNLS / L1 table release says about its error bars.
@@ -666,9 +439,6 @@ def release_table(
 def table_grid_release(shape, measurements: Measurements, noise: str):
     """The table's measurements as the k-D release of the identity design
     (``Kronecker("identity")``: per-axis least squares, exact errors)."""
-    from .grid_release import GridRelease  # noqa: PLC0415
-    from .multidim import Kronecker  # noqa: PLC0415  (multidim imports this module's users)
-
     mech = Kronecker("identity", noise=noise)
     estimate = mech.estimate(shape, measurements)
     return GridRelease(shape, estimate, measurements, mechanism=mech.name, parameters=mech.parameters())

@@ -58,6 +58,7 @@ import numpy as np
 from ._params import Custom, Flag, Integer, OneOf, Param
 from ._validation import check_delta, check_epsilon, fit_budget
 from .analysis import Candidate, Selection
+from .constrained import constrain
 from .errors import DataError, ParameterError
 from .grid_release import GridRelease
 from .inference.tree import tree_gls
@@ -1106,8 +1107,6 @@ def load_grid_release(text) -> GridRelease:
     estimate = mech.estimate(shape, meas)
     release = GridRelease(shape, estimate, meas, mechanism=cls.name, parameters=mech.parameters(), domain=domain)
     if data.get("public_marginals"):
-        from .contingency import constrain  # noqa: PLC0415  (contingency builds on this module)
-
         try:
             published = {
                 tuple(item["axes"]): np.asarray(item["values"], dtype=float) for item in data["public_marginals"]
