@@ -30,14 +30,16 @@ from .api import (  # after the submodule dprange.release is loaded: the name is
 from .cdf_trees import best_structure
 from .contingency import release_table
 from .data_aware import DAWA, MWEM
-from .data_aware_2d import DAWAHilbert, HybridTree, KDTree
+from .fourier import FourierMarginals
 
 from .structure_first import StructureFirst  # isort: skip (registration order)
 from .auto_data import AutoData  # isort: skip
 from .inference.consistency import consistent_cdf
 from .matrix import Matrix
-from .multidim import KDHierarchy, Kronecker, Quadtree
+from .multidim import KDHierarchy, Kronecker, Privelet, Quadtree
 from .optimized_kd import OptimizedKronecker  # noqa: F401 - registers the grid mechanism
+
+from .data_aware_2d import DAWAHilbert, HybridTree, KDTree  # isort: skip (data-aware grid mechanisms listed last)
 from .product_domain import ProductDomain
 from .serialisation import load_release
 from .session import BudgetError, Session
@@ -56,6 +58,7 @@ __all__ = [
     "DomainError",
     "DPRangeError",
     "Flat",
+    "FourierMarginals",
     "Hierarchical",
     "HybridTree",
     "KDHierarchy",
@@ -65,6 +68,7 @@ __all__ = [
     "MWEM",
     "Mechanism",
     "ParameterError",
+    "Privelet",
     "ProductDomain",
     "Quadtree",
     "quantiles",

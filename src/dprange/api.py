@@ -25,10 +25,12 @@ import numpy as np
 from ._params import find, replaced
 from ._validation import check_delta, check_epsilon, check_positive_int
 from .analysis import auto_mechanism
+from .constrained import constrain
 from .domain import Domain
 from .engines.frames import select_column
 from .engines.local import DEFAULT_BATCH_ROWS, stream_histogram
 from .errors import ParameterError
+from .marginal_constraints import MarginalConstraints, published_marginals
 from .mechanisms import REPLACE_DROP_MISSING_MESSAGE, Mechanism, make_mechanism, resolve_neighbours
 from .multidim import GridMechanism, select_grid
 from .noise import resolve_rng
@@ -161,8 +163,8 @@ def release(
     the columns, ``workload`` a k-D workload, default all rectangles).
     """
     if isinstance(domain, ProductDomain):
-        if session is not None or column is not None:
-            raise ParameterError("session= and column= are not supported for a ProductDomain yet; pass the columns")
+        if column is not None:
+            raise ParameterError("column= is not supported for a ProductDomain; pass the columns (one per axis)")
         return release_grid(
             values,
             domain,
@@ -176,6 +178,7 @@ def release(
             workload="all-rectangles" if workload == "all-range" else workload,
             inference=inference,
             noise=noise,
+            session=session,
         )
     mech, epsilon, delta = _prepare(
         domain, epsilon, mechanism, delta, drop_missing, neighbours, workload, inference, noise, session
@@ -320,6 +323,8 @@ def release_grid(
     order: int = 2,
     inference="gls",
     noise="auto",
+    session=None,
+    public_marginals=None,
     **params,
 ):
     """Bucketize several columns into the product ``domain`` and release the k-D histogram
@@ -333,6 +338,11 @@ def release_grid(
     (e.g. ``mechanism="kronecker", axes=[4, "identity"]``), or a k-D mechanism object.
     ``neighbours``, ``clip``, ``drop_missing`` and ``rng`` as in :func:`release`; every
     parameter is checked, and the noise calibrated, before the columns are read.
+    ``session``: a :class:`dprange.session.Session` that pays for the release, as in
+    :func:`release` (refused before the columns are read if it would overspend; charged once
+    the release is made).  ``public_marginals``: {kept axes: published values} that the
+    release is made to meet exactly, with exact errors (:func:`dprange.contingency.constrain`;
+    values published elsewhere, never computed here from the columns).
     """
     if not isinstance(domain, ProductDomain):
         raise ParameterError("domain must be a dprange.ProductDomain (one dprange.Domain per column)")
@@ -340,6 +350,8 @@ def release_grid(
         raise ParameterError(REPLACE_DROP_MISSING_MESSAGE)
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
+    if session is not None:
+        epsilon, delta = _session(session).allot(epsilon, delta)
     mech = choose_grid_mechanism(
         mechanism,
         domain.shape,
@@ -353,8 +365,19 @@ def release_grid(
         **params,
     )
     mech.plan(domain.shape, epsilon)  # the design and its per-axis limits, before any value is read
+    if public_marginals is not None:  # checked (design, shapes, agreement) before any value is read
+        if not getattr(mech, "constrainable", False):
+            raise ParameterError(
+                f"{mech.name} cannot take public marginals; use mechanism='kronecker', 'privelet' or 'fourier'"
+            )
+        MarginalConstraints.build(domain.shape, *published_marginals(public_marginals, domain.shape))
     counts = domain.histogram(columns, clip=clip, drop_missing=drop_missing)
-    return mech.release(counts, epsilon, delta=delta, rng=rng, domain=domain)
+    result = mech.release(counts, epsilon, delta=delta, rng=rng, domain=domain)
+    if public_marginals is not None:
+        result = constrain(result, public_marginals)
+    if session is not None:
+        session.charge(epsilon, delta, what=f"k-D histogram on {domain!r}", mechanism=repr(mech))
+    return result
 
 
 # ------------------------------------------------------------------ quantiles from raw values

@@ -179,8 +179,8 @@ def build_product_domain(columns, lo, hi, bins, integers: bool) -> ProductDomain
 
 def grid_mechanism_params(mechanism: str, given: dict, *, explicit: bool) -> dict:
     """--branching, --budget and --root for a k-D mechanism: kronecker takes --branching as its
-    per-axis strategies (4, or 4,identity,haar) and --budget; kd_hierarchy --branching, --budget
-    and --root; quadtree --budget and --root."""
+    per-axis strategies (4, or 4,identity,haar) and --budget; privelet --branching as its axes
+    (haar,identity); kd_hierarchy --branching, --budget and --root; quadtree --budget and --root."""
     if not given:
         return {}
     options = {"branching": "--branching", "budget": "--budget", "measure_root": "--root"}
@@ -189,6 +189,7 @@ def grid_mechanism_params(mechanism: str, given: dict, *, explicit: bool) -> dic
         "kronecker": {"branching": "axes", "budget": "budget"},
         "kd_hierarchy": {"branching": "branching", "budget": "budget", "measure_root": "measure_root"},
         "quadtree": {"budget": "budget", "measure_root": "measure_root"},
+        "privelet": {"branching": "axes"},
     }
     if not explicit or mechanism == "auto":
         raise ParameterError(f"{named} with several --column: give --mechanism {' or '.join(taking)}")
@@ -234,6 +235,11 @@ def grid_release_command(options: dict) -> None:
         raise ParameterError(f"--plot draws a heatmap of two columns; this release has {len(columns)}")
     check_neighbours_and_missing(o["neighbours"], o["drop_missing"])
     epsilon, delta = check_epsilon(o["epsilon"]), check_delta(o["delta"])
+    session = open_session(
+        o["session_path"], o["session_epsilon"], o["session_delta"], [o["input_path"], o["output"], o["plot"]]
+    )
+    if session is not None:
+        epsilon, delta = session.allot(epsilon, delta)
     if o["inference"] != "gls":
         raise ParameterError("several --column are released with exact least squares only; use --inference gls")
     mechanism = o["mechanism"]
@@ -270,6 +276,7 @@ def grid_release_command(options: dict) -> None:
             rng=o["seed"],
             clip=o["clip"],
             drop_missing=o["drop_missing"],
+            session=session,
         )
     except DomainError as exc:  # the library numbers the axes; the user named the columns
         axis = re.match(r"axis (\d+): ", str(exc))
@@ -305,6 +312,12 @@ def grid_release_command(options: dict) -> None:
         )
     if getattr(result, "exact_error_bars", True):
         lines.append("rectangles, marginals and dominance counts: dprange.multidim.load_grid_release(path)")
+    if session is not None:
+        session.save()  # the spend is on record before anything is published
+        lines.append(
+            f"session {o['session_path']}: spent {float(session.spent_epsilon):.6g} of epsilon {session.epsilon:g} "
+            f"in {len(session.entries)} releases"
+        )
     staged.commit()
     click.echo("\n".join(lines))
     click.echo(f"wrote {o['output']}" + (f" and {o['plot']}" if o["plot"] else ""))
@@ -549,10 +562,11 @@ def release_command(
     errors) and prints the marginals' totals.
     """
     if len(column) > 1:
-        if session_path is not None or session_epsilon is not None:
-            raise ParameterError("--session is not supported with several --column yet; release one column per run")
         grid_release_command(
             dict(
+                session_path=session_path,
+                session_epsilon=session_epsilon,
+                session_delta=session_delta,
                 input_path=input_path,
                 column=column,
                 lo=lo,

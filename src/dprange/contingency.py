@@ -29,6 +29,16 @@ lattice-aware factor of the 1-D releases (:func:`dprange.release.one_sided_facto
 and L1 tables have no closed-form error: :meth:`TableRelease.bootstrap` reruns the same
 inference on parametric replicates.
 
+Product-domain releases.  Any k-D release whose estimate can apply its covariance (the
+Kronecker and Fourier designs of :mod:`dprange.multidim` and :mod:`dprange.fourier`) takes
+published marginals as equality constraints too (:func:`dprange.constrained.constrain`,
+``release_grid(..., public_marginals=...)``): the constrained GLS estimate is x - S C^T (C S C^T)^+ (C x - d) with
+S = Cov(x), and its covariance S - S C^T (C S C^T)^+ C S gives every rectangle and marginal
+cell its exact variance (:class:`dprange.constrained.ConstrainedEstimate`).  :func:`release_table` is this
+release on the identity design (``TableRelease.grid``: rectangles, marginals and dominance
+counts with exact errors, saved and loaded as JSON); for the identity, S = s^2 I and the
+estimate is the projection above.
+
 Privacy: add/remove neighbours (one record added or removed), one record changes one cell by 1
 (L1 and L2 sensitivity 1), so the noise scale is 1/epsilon (rounded up so that the loss never
 exceeds epsilon), and the noisy table is epsilon-DP.  The public marginals are *inputs*: the
@@ -48,56 +58,48 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
-import scipy.linalg
 import scipy.sparse as sp
 
 from ._validation import check_epsilon
 from .bootstrap import check_reps, redraw
+from .constrained import constrain
 from .errors import ConvergenceWarning, ParameterError
+from .grid_release import GridRelease
 from .inference.l1_admm import ADMMResult, admm
+from .marginal_constraints import (  # the primitives, also reachable here as before
+    MarginalConstraints,
+    _gram_pinv,
+    marginal_matrix,
+    marginal_rows,
+    project_onto_marginals,
+    published_marginals,
+)
 from .measurements import LinearMeasurement, Measurements
 from .mechanisms import calibrate, is_seeded
+from .multidim import Kronecker
 from .noise import NoiseSpec, resolve_rng
 from .operators import Identity
 from .registry import INFERENCE, NOISE
 from .release import Answer, one_sided_factor
 from .strategies import Strategy
 
+__all__ = [
+    "MarginalConstraints",
+    "TableRelease",
+    "constrain",
+    "infer_table",
+    "marginal_matrix",
+    "marginal_rows",
+    "marginal_variance_factor",
+    "measure_table",
+    "project_onto_marginals",
+    "published_marginals",
+    "release_table",
+]
+
 #: The noise kinds a table release samples: a declared subset of the registered ones (the
 #: pure epsilon-DP Laplace samplers; the module doc's accounting is for Laplace noise).
 TABLE_NOISE = NOISE.subset(("discrete_laplace", "laplace_float"))
-
-
-def marginal_rows(shape: tuple, axes) -> np.ndarray:
-    """For every cell of the flattened (C-order) table, the index of the marginal cell over
-    the kept ``axes`` (sorted) that contains it.  O(cells)."""
-    shape = tuple(int(s) for s in shape)
-    kept = tuple(sorted(int(a) for a in axes))
-    index = np.indices(shape).reshape(len(shape), -1)
-    if not kept:
-        return np.zeros(index.shape[1], dtype=np.int64)
-    return np.ravel_multi_index(tuple(index[a] for a in kept), tuple(shape[a] for a in kept)).astype(np.int64)
-
-
-def marginal_matrix(shape: tuple, axes) -> sp.csr_matrix:
-    """Sparse 0/1 rows that map the flattened (C-order) table to its marginal over ``axes``
-    (the kept axes, in the order of the marginal array ``table.sum(other axes)``).  O(cells)."""
-    shape = tuple(int(s) for s in shape)
-    kept_size = math.prod(shape[int(a)] for a in axes)
-    rows = marginal_rows(shape, axes)
-    size = rows.size
-    return sp.csr_matrix((np.ones(size), (rows, np.arange(size))), shape=(kept_size, size))
-
-
-def _gram_pinv(C) -> np.ndarray:
-    """Pseudo-inverse of C C^T (k x k, symmetric PSD): marginals sharing their totals make C
-    rank-deficient, and d = C x_true is consistent, so the least-norm multiplier is exact."""
-    return scipy.linalg.pinvh((C @ C.T).toarray())
-
-
-def project_onto_marginals(v: np.ndarray, C, d: np.ndarray, gram_pinv: np.ndarray) -> np.ndarray:
-    """Orthogonal projection of v onto {x : C x = d}: v - C^T (C C^T)^+ (C v - d)."""
-    return v - C.T @ (gram_pinv @ (C @ v - d))
 
 
 def marginal_x_update(C, d, weight: float, gram_pinv: np.ndarray | None = None):
@@ -126,56 +128,6 @@ def check_axes(axes, ndim: int) -> tuple[int, ...]:
     return tuple(sorted(kept))
 
 
-@dataclass(frozen=True)
-class MarginalConstraints:
-    """Published marginals as equality constraints C x = d on the flattened table.
-
-    ``axes``: the kept axes of each published marginal (sorted); ``matrix``: C, their
-    stacked :func:`marginal_matrix` rows; ``values``: d; ``gram_pinv``: (C C^T)^+.  No
-    published marginal: C has no rows and every method is unconstrained.
-    """
-
-    shape: tuple
-    axes: list
-    matrix: sp.csr_matrix
-    values: np.ndarray
-    gram_pinv: np.ndarray
-
-    @classmethod
-    def build(cls, shape: tuple, axes: list, published: list) -> MarginalConstraints:
-        """C, d and (C C^T)^+ for the published marginals; ParameterError when they disagree."""
-        cells = math.prod(shape)
-        if not axes:
-            return cls(tuple(shape), [], sp.csr_matrix((0, cells)), np.zeros(0), np.zeros((0, 0)))
-        C = sp.vstack([marginal_matrix(shape, a) for a in axes]).tocsr()
-        d = np.concatenate([np.ravel(v) for v in published]).astype(float)
-        gram_pinv = _gram_pinv(C)
-        residual = C @ (C.T @ (gram_pinv @ d)) - d
-        if np.max(np.abs(residual)) > 1e-9 * max(1.0, float(np.max(np.abs(d)))):
-            raise ParameterError(
-                "the published marginals disagree with one another (e.g. different totals); no table meets them all"
-            )
-        return cls(tuple(shape), list(axes), C, d, gram_pinv)
-
-    def project(self, v: np.ndarray) -> np.ndarray:
-        """The orthogonal projection of the flattened table ``v`` onto {x : C x = d}."""
-        if not self.axes:
-            return np.array(v, dtype=float)
-        return project_onto_marginals(v, self.matrix, self.values, self.gram_pinv)
-
-    def residual_norms(self, weights: np.ndarray) -> np.ndarray:
-        """||P w||^2 for every row w of ``weights`` (q x cells), P = I - C^T (C C^T)^+ C."""
-        w = np.atleast_2d(np.asarray(weights, dtype=float))
-        if self.axes:
-            cw = self.matrix @ w.T  # k x q
-            w = w - (self.matrix.T @ (self.gram_pinv @ cw)).T
-        return np.sum(w * w, axis=1)
-
-    def determines(self, axes) -> bool:
-        """Whether the marginal over ``axes`` is fixed by a published one (its axes contain them)."""
-        return any(set(axes) <= set(published) for published in self.axes)
-
-
 def marginal_variance_factor(shape: tuple, axes, published_axes) -> float:
     """||P m||^2 for the indicator m of any one cell of the marginal over ``axes``:
     the GLS variance of that marginal cell is s^2 times this (s^2 = cell noise variance).
@@ -202,35 +154,6 @@ def marginal_variance_factor(shape: tuple, axes, published_axes) -> float:
                 term *= Fraction(shape[i] - 1, shape[i]) if i in subset else Fraction(1, shape[i])
             total += term
     return float(total)
-
-
-def published_marginals(public_marginals, shape: tuple) -> tuple[list, list]:
-    """Validate ``{kept axes: published values}``: the axes (sorted) and the values, each
-    transposed to the order of ``marginal_matrix`` (sorted kept axes)."""
-    if not isinstance(public_marginals, dict):
-        raise ParameterError(
-            "public_marginals must map kept axes to their published values, e.g. {(0,): row_totals}; "
-            "dprange never computes them from the table (that would publish them exactly)"
-        )
-    axes_list, values_list = [], []
-    for axes, values in public_marginals.items():
-        axes = tuple(int(a) for a in np.atleast_1d(np.asarray(axes, dtype=int)))
-        if any(a < 0 or a >= len(shape) for a in axes) or len(set(axes)) != len(axes):
-            raise ParameterError(
-                f"marginal axes {axes} do not fit a {len(shape)}-way table; use axes 0..{len(shape) - 1}"
-            )
-        expected = tuple(shape[a] for a in axes)
-        values = np.asarray(values, dtype=float)
-        if values.shape != expected:
-            raise ParameterError(
-                f"the published marginal over axes {axes} has shape {values.shape}; it must have shape {expected}"
-            )
-        if not np.all(np.isfinite(values)) or np.any(values < 0):
-            raise ParameterError(f"the published marginal over axes {axes} must be finite and non-negative")
-        order = np.argsort(axes)
-        axes_list.append(tuple(sorted(axes)))
-        values_list.append(np.transpose(values, order) if values.ndim else values)
-    return axes_list, values_list
 
 
 def measure_table(counts: np.ndarray, epsilon: float, noise: str, rng) -> Measurements:
@@ -330,6 +253,9 @@ class TableRelease:
     options: dict = field(default_factory=dict)
     #: Replicates of the last :meth:`bootstrap` whose ADMM stopped at maxiter (0 for GLS).
     bootstrap_unconverged: int = 0
+    #: GLS: the same release as a k-D :class:`~dprange.grid_release.GridRelease` under the
+    #: published marginals (rectangles, marginals, dominance counts with exact errors; JSON).
+    grid: Any = None
 
     @property
     def converged(self) -> bool:
@@ -486,9 +412,14 @@ def release_table(
     constraints = MarginalConstraints.build(counts.shape, marginals, published)
     measurements = measure_table(counts, epsilon, noise, rng)
     options: dict[str, Any] = {"alpha": alpha, "tol": tol, "maxiter": maxiter}
-    estimate, result = infer_table(measurements, constraints, inference, options)
     (measured,) = measurements.measurements
     assert measured.noise is not None  # measure_table always draws central noise
+    grid = None
+    if inference == "gls":  # the product-domain release under the published marginals
+        grid = constrain(table_grid_release(counts.shape, measurements, noise), dict(zip(marginals, published)))
+        estimate, result = np.asarray(grid.estimate.leaves, dtype=float), None
+    else:
+        estimate, result = infer_table(measurements, constraints, inference, options)
     return TableRelease(
         estimate.reshape(counts.shape),
         np.asarray(measured.values).reshape(counts.shape),
@@ -501,4 +432,13 @@ def release_table(
         measurements,
         constraints,
         options,
+        grid=grid,
     )
+
+
+def table_grid_release(shape, measurements: Measurements, noise: str):
+    """The table's measurements as the k-D release of the identity design
+    (``Kronecker("identity")``: per-axis least squares, exact errors)."""
+    mech = Kronecker("identity", noise=noise)
+    estimate = mech.estimate(shape, measurements)
+    return GridRelease(shape, estimate, measurements, mechanism=mech.name, parameters=mech.parameters())

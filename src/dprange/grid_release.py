@@ -25,7 +25,17 @@ __all__ = ["GridRelease"]
 class GridRelease:
     """Private estimates of a k-D histogram (``counts``, shape ``shape``) with exact error bars."""
 
-    def __init__(self, shape, estimate, measurements: Measurements, *, mechanism: str, parameters=None, domain=None):
+    def __init__(
+        self,
+        shape,
+        estimate,
+        measurements: Measurements,
+        *,
+        mechanism: str,
+        parameters=None,
+        domain=None,
+        public_marginals=None,
+    ):
         self.shape = tuple(int(n) for n in shape)
         self.estimate = estimate
         self.measurements = measurements
@@ -33,6 +43,9 @@ class GridRelease:
         #: The mechanism's parameters (enough to rebuild its design: :func:`dprange.multidim.load_grid_release`).
         self.parameters = dict(parameters or {})
         self.domain = domain
+        #: Published marginals the estimate meets exactly: (kept axes, values) pairs
+        #: (:func:`dprange.contingency.constrain`); empty without.
+        self.public_marginals = [(tuple(a), np.asarray(v, dtype=float)) for a, v in (public_marginals or [])]
         self.noise = measurements.noise_kind
         self.noise_scales = [m.noise.scale for m in measurements.measurements if m.noise is not None]
 
@@ -56,11 +69,19 @@ class GridRelease:
     def _factor(self, alpha: float) -> float:
         return one_sided_factor(alpha, self.noise, self.noise_scales)
 
+    def _check_estimable(self, lows, highs) -> None:
+        """A design that does not identify every cell (the Fourier strategy of a lower order)
+        refuses the rectangles it cannot estimate without bias (ParameterError)."""
+        check = getattr(self.estimate, "check_estimable", None)
+        if check is not None:
+            check(lows, highs)
+
     def rectangle(self, lows, highs) -> Answer:
         """Counts of the rectangles lows[r, a] <= i_a <= highs[r, a] (bin indices, inclusive):
         one rectangle as two length-k sequences, or many as two (R, k) arrays."""
         single = np.ndim(lows) == 1 and np.ndim(highs) == 1
         lows, highs = check_rectangles(self.shape, lows, highs)
+        self._check_estimable(lows, highs)
         table = self.counts
         for a in range(len(self.shape)):
             table = np.cumsum(table, axis=a)
@@ -100,9 +121,13 @@ class GridRelease:
         highs = np.tile(np.asarray(self.shape, dtype=np.int64) - 1, (cells.shape[1], 1))
         for position, a in enumerate(axes):
             lows[:, a] = highs[:, a] = cells[position]
+        self._check_estimable(lows[:1], highs[:1])
         estimate, out_shape = self.estimate, value.shape
 
         def variance():
+            fast = getattr(estimate, "marginal_variance", None)  # constrained releases: one pass
+            if fast is not None:
+                return fast(axes, lows, highs).reshape(out_shape)
             return estimate.rectangle_variance(lows, highs).reshape(out_shape)
 
         return Answer(value, variance, factor=self._factor)
@@ -131,6 +156,11 @@ class GridRelease:
                 for m in meas.measurements
             ],
             "domain": None if self.domain is None else self.domain.to_dict(),
+            **(
+                {"public_marginals": [{"axes": list(a), "values": v.tolist()} for a, v in self.public_marginals]}
+                if self.public_marginals
+                else {}
+            ),
         }
 
     def to_json(self) -> str:

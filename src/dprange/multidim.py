@@ -58,6 +58,7 @@ import numpy as np
 from ._params import Custom, Flag, Integer, OneOf, Param
 from ._validation import check_delta, check_epsilon, fit_budget
 from .analysis import Candidate, Selection
+from .constrained import constrain
 from .errors import DataError, ParameterError
 from .grid_release import GridRelease
 from .inference.tree import tree_gls
@@ -83,6 +84,7 @@ __all__ = [
     "KronEstimate",
     "Kronecker",
     "MortonTreeEstimate",
+    "Privelet",
     "Quadtree",
     "check_grid_counts",
     "check_rectangles",
@@ -333,14 +335,84 @@ class KronEstimate:
         return inverse_gram, table
 
     def _covariance_apply(self, v) -> np.ndarray:
-        """Cov(x) v before the total correction: G^-1 (sum_b c_b A_b^T A_b) G^-1 v."""
+        """Cov(x) v before the total correction: G^-1 (sum_b c_b A_b^T A_b) G^-1 v (v: one
+        vector, or the columns of a matrix)."""
         inverse = Kron([Explicit(g) for g in self._inverse_grams])
-        z = inverse.matvec(v)
+        matrix = np.ndim(v) == 2
+        z = inverse._apply(np.asarray(v, dtype=float).reshape(inverse.shape[1], -1))
         acc = np.zeros_like(z)
         for c in self.combos:
             block = Kron([self.axis_levels[a][level] for a, level in enumerate(c)])
-            acc += self.coefficients[c] * block.rmatvec(block.matvec(z))
-        return inverse.matvec(acc)
+            acc += self.coefficients[c] * block._apply_adjoint(block._apply(z))
+        out = inverse._apply(acc)
+        return out if matrix else out[:, 0]
+
+    def _axis_covariance_factors(self, vectors_list) -> list[np.ndarray]:
+        """Per axis a, an (m, n_a, levels) array: G_a^-1 T_{a,l}^T T_{a,l} G_a^-1 v_{r,a} for
+        every Kronecker vector r and level l (the covariance is sum_b c_b (x)_a of these)."""
+        out = []
+        for a in range(len(self.grid)):
+            V = np.array([vectors[a] for vectors in vectors_list], dtype=float).T  # n_a x m
+            g = self._inverse_grams[a]
+            Z = g @ V
+            levels = [g @ op._apply_adjoint(op._apply(Z)) for op in self.axis_levels[a]]
+            out.append(np.stack(levels, axis=2).transpose(1, 0, 2))
+        return out
+
+    def _contract(self, factors, kept) -> np.ndarray:
+        """sum_b c_b prod_a F_a[r, i_a, l_a], summed over the axes not ``kept``: (m, cells kept)."""
+        letters = string.ascii_lowercase[: len(factors)]
+        upper = string.ascii_uppercase[: len(factors)]
+        operands, specs = [], []
+        for a, f in enumerate(factors):
+            if a in kept:
+                operands.append(f)
+                specs.append(f"z{upper[a]}{letters[a]}")
+            else:
+                operands.append(f.sum(axis=1))
+                specs.append(f"z{letters[a]}")
+        target = "z" + "".join(upper[a] for a in sorted(kept))
+        result = np.einsum(",".join(specs) + f",{letters}->{target}", *operands, self.coefficients, optimize=True)
+        return result.reshape(result.shape[0], -1)
+
+    def covariance_kron_gram(self, vectors_list) -> np.ndarray:
+        """V^T Cov(x) V for the Kronecker-product vectors (columns of V), public-total
+        correction included, from per-axis inner products only (no pass over the cells)."""
+        factors = self._axis_covariance_factors(vectors_list)
+        letters = string.ascii_lowercase[: len(factors)]
+        inner = []
+        for a, f in enumerate(factors):
+            V = np.array([vectors[a] for vectors in vectors_list], dtype=float)  # m x n_a
+            inner.append(np.einsum("ril,si->rsl", f, V))  # v_s . (covariance factor of r), per level
+        spec = ",".join(f"rs{letters[a]}" for a in range(len(factors))) + f",{letters}->rs"
+        gram = np.einsum(spec, *inner, self.coefficients, optimize=True)
+        if self.known_total:
+            sums = self._contract(factors, ())[:, 0]  # 1^T S v for every vector
+            gram = gram - np.outer(sums, sums) / self.total_variance
+        return gram
+
+    def covariance_kron_rows(self, vectors_list, kept=None) -> np.ndarray:
+        """Cov(x) applied to Kronecker-product vectors (each a list of per-axis vectors), as
+        the rows of an m x cells array, or of their marginals over the ``kept`` axes (sorted,
+        C order); the public-total correction included.  The cells are touched once per row
+        (cost O(m cells levels)), the per-axis work is small."""
+        kept = tuple(range(len(self.grid))) if kept is None else tuple(sorted(kept))
+        factors = self._axis_covariance_factors(vectors_list)
+        out = self._contract(factors, kept)
+        if self.known_total:
+            ones = self._axis_covariance_factors([[np.ones(n) for n in self.grid]])
+            sums = self._contract(factors, ())[:, 0]  # 1^T S v for every row
+            out -= np.outer(sums, self._contract(ones, kept)[0]) / self.total_variance
+        return out
+
+    def covariance_apply(self, V) -> np.ndarray:
+        """Cov(x) V for the columns of V (cells x m), the public-total correction included."""
+        V = np.asarray(V, dtype=float).reshape(len(self.leaves), -1)
+        out = self._covariance_apply(V)  # cost: a few passes over cells x m
+        if self.known_total:
+            c_ones = self._covariance_apply(np.ones(V.shape[0]))
+            out = out - np.outer(c_ones, c_ones @ V) / self.total_variance
+        return out
 
     def query_variance(self, weights) -> np.ndarray:
         """Exact variance of q . x for every row q of ``weights`` (cells in C order)."""
@@ -495,6 +567,10 @@ class GridMechanism(Mechanism):
     """Base of the k-D mechanisms: ``plan(shape, epsilon)``, ``measure`` a k-D histogram,
     ``estimate`` (exact least squares), ``release`` a :class:`~dprange.grid_release.GridRelease`."""
 
+    #: Whether its estimate applies its covariance (``covariance_apply``), which published
+    #: marginals need (:func:`dprange.contingency.constrain`).
+    constrainable = False
+
     def plan(self, shape, epsilon: float) -> Strategy:
         raise NotImplementedError
 
@@ -567,6 +643,7 @@ class Kronecker(GridMechanism):
     """
 
     name = "kronecker"
+    constrainable = True
 
     PARAMS = (
         Param(
@@ -707,6 +784,52 @@ class Quadtree(KDHierarchy):
     def parameters(self) -> dict:
         params = super().parameters()
         params.pop("branching")
+        return params
+
+
+def _check_privelet_axes(value, name: str):
+    axes = check_axes(value, name)
+    for spec in axes if isinstance(axes, list) else [axes]:
+        if spec not in AXIS_KINDS:
+            raise ParameterError(f"every axis of privelet must be 'haar' or 'identity', got {spec!r}")
+    return axes
+
+
+class Privelet(Kronecker):
+    """k-D Privelet (Xiao, Wang and Gehrke, "Differential Privacy via Wavelet Transforms",
+    ICDE 2010, section V): the Haar transform applied along every axis (or the identity along
+    the axes listed as ``"identity"``, Privelet*'s choice for small axes).
+
+    A k-D coefficient c is a product of one 1-D Haar coefficient per axis; its weight is the
+    product of the 1-D weights, W(c) = prod_a W_a(c_a) with W_a = 2 m (m leaves per half) for
+    a difference and the axis' padded size for its average, so the generalised sensitivity is
+    prod_a (1 + h_a) (h_a = ceil(log2 n_a); 1 for an identity axis) and Privelet adds Laplace
+    noise of scale lambda / W(c), lambda = prod_a (1 + h_a) / epsilon.  On the integer
+    differences d = W(c) c that is the same scale lambda for every product block, i.e. a
+    :class:`Kronecker` of per-axis Haar levels with uniform budgets: every block gets
+    epsilon / prod_a (1 + h_a).  Estimate: exact least squares by the per-axis factorisation
+    (:class:`KronEstimate`); when every side is a power of two the system is square and this
+    is Privelet's inverse transform, otherwise it also uses that the padding cells are empty.
+    """
+
+    name = "privelet"
+
+    PARAMS = (
+        Param(
+            "axes",
+            Custom(_check_privelet_axes, "'haar' or 'identity', or a list of them (one per axis)"),
+            "per-axis transform: Haar (Privelet) or identity (Privelet*'s untransformed axes)",
+            default="haar",
+            positional=True,
+        ),
+        *Mechanism.PARAMS,
+    )
+
+    budget = "uniform"
+
+    def parameters(self) -> dict:
+        params = super().parameters()
+        params.pop("budget")
         return params
 
 
@@ -932,6 +1055,12 @@ GRID_MECHANISMS.add(
         "Cormode, Procopiuc, Srivastava, Shen and Yu", "Differentially Private Spatial Decompositions", "ICDE 2012"
     ),
 )
+GRID_MECHANISMS.add(
+    Privelet,
+    summary="k-D Privelet: the Haar transform on every axis (or identity on chosen axes), Privelet's "
+    "weights, exact least squares per axis",
+    citation=Citation("Xiao, Wang and Gehrke", "Differential Privacy via Wavelet Transforms", "ICDE 2010"),
+)
 for _name, _factory, _summary in (
     ("all-rectangles", all_rectangles, "every rectangle of the grid (products of all ranges per axis)"),
     ("prefix-rectangles", prefix_rectangles, "dominance counts: the k-D CDF, one per cell"),
@@ -976,4 +1105,13 @@ def load_grid_release(text) -> GridRelease:
     except (KeyError, TypeError) as exc:
         raise DataError(f"the saved grid release is incomplete or malformed ({exc!r})") from None
     estimate = mech.estimate(shape, meas)
-    return GridRelease(shape, estimate, meas, mechanism=cls.name, parameters=mech.parameters(), domain=domain)
+    release = GridRelease(shape, estimate, meas, mechanism=cls.name, parameters=mech.parameters(), domain=domain)
+    if data.get("public_marginals"):
+        try:
+            published = {
+                tuple(item["axes"]): np.asarray(item["values"], dtype=float) for item in data["public_marginals"]
+            }
+        except (KeyError, TypeError) as exc:
+            raise DataError(f"the saved public marginals are malformed ({exc!r})") from None
+        release = constrain(release, published)
+    return release

@@ -1,0 +1,130 @@
+"""k-D Privelet (Xiao, Wang and Gehrke, ICDE 2010): Privelet's weights, its inverse transform
+on powers of two, exact least squares and rectangle variances against dense matrices
+elsewhere, the exact privacy loss on a 2 x 2 domain, and a Monte-Carlo check."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from test_multidim import assert_variances, box_matrix, every_rectangle, grid_neighbours, stacked
+from test_privacy import gaussian_delta, laplace_worst_loss
+
+from conftest import dense_gls
+from dprange import ParameterError
+from dprange.multidim import Kronecker, Privelet, load_grid_release
+from dprange.strategies import HaarStrategy
+
+
+def haar_inverse_2d(shape, blocks):
+    """Privelet's own estimate: the inverse Haar transform along each axis of the noisy
+    coefficients (sides powers of two), written with the 1-D HaarStrategy.reconstruct."""
+    hs = [HaarStrategy(n) for n in shape]
+    levels = [h.height + 1 for h in hs]
+    grid = np.empty((shape[0], shape[1]))
+    coeffs = {}
+    for (l0, l1), values in zip(((a, b) for a in range(levels[0]) for b in range(levels[1])), blocks):
+        rows0 = 1 if l0 == 0 else 2 ** (l0 - 1)
+        coeffs[l0, l1] = np.asarray(values, dtype=float).reshape(rows0, -1)
+    # invert along axis 1 for every level of axis 0, then along axis 0
+    partial = {}
+    for l0 in range(levels[0]):
+        stacked_rows = coeffs[l0, 0].shape[0]
+        out = np.empty((stacked_rows, shape[1]))
+        for r in range(stacked_rows):
+            out[r] = hs[1].reconstruct([coeffs[l0, l1][r] for l1 in range(levels[1])])
+        partial[l0] = out
+    for c in range(shape[1]):
+        grid[:, c] = hs[0].reconstruct([partial[l0][:, c] for l0 in range(levels[0])])
+    return grid
+
+
+def test_privelet_is_haar_on_every_axis_with_privelets_noise_scale():
+    shape = (8, 4)
+    plan = Privelet().plan(shape, 0.5)
+    assert len(plan.blocks) == 4 * 3
+    np.testing.assert_allclose(plan.budget, 0.5 / 12, rtol=1e-12)  # epsilon / prod (1 + h_a)
+    meas = Privelet(noise="laplace_float").measure(np.ones(shape, dtype=int), 0.5, rng=0)
+    lam = (1 + 3) * (1 + 2) / 0.5  # Privelet's lambda on the integer differences
+    for m in meas.measurements:
+        assert m.noise.scale == pytest.approx(lam, rel=1e-12) and m.noise.scale >= lam
+    assert Privelet(["haar", "identity"]).plan((8, 5), 1.0).budget[0] == pytest.approx(1.0 / 4)
+    assert (
+        Privelet().parameters() == {"axes": "haar", **Privelet().parameters()}
+        and "budget" not in Privelet().parameters()
+    )
+    with pytest.raises(ParameterError, match="'haar' or 'identity'"):
+        Privelet([4, "haar"])
+
+
+def test_on_powers_of_two_the_estimate_is_privelets_inverse_transform(rng):
+    shape = (4, 8)
+    counts = rng.integers(0, 30, size=shape)
+    mech = Privelet(noise="laplace_float")
+    meas = mech.measure(counts, 1.0, rng=3)
+    est = mech.estimate(shape, meas)
+    expected = haar_inverse_2d(shape, [m.values for m in meas.measurements])
+    np.testing.assert_allclose(est.leaves.reshape(shape), expected, atol=1e-9)
+    A, y, _ = stacked(meas)
+    assert A.shape[0] == A.shape[1]  # square: no redundancy to average
+    np.testing.assert_allclose(est.leaves, np.linalg.solve(A, y), atol=1e-9)
+
+
+@pytest.mark.parametrize("relation", ["add_remove", "replace"])
+@pytest.mark.parametrize("shape,axes", [((3, 5), "haar"), ((6, 4), ["haar", "identity"]), ((3, 2, 5), "haar")])
+def test_off_powers_of_two_least_squares_and_rectangle_variances_equal_dense_gls(shape, axes, relation, rng):
+    counts = rng.integers(0, 20, size=shape)
+    mech = Privelet(axes, neighbours=relation, noise="laplace_float")
+    meas = mech.measure(counts, 1.0, rng=1)
+    est = mech.estimate(shape, meas)
+    A, y, v = stacked(meas)
+    x, cov = dense_gls(A, y, v, total=meas.total)
+    np.testing.assert_allclose(est.leaves, x, atol=1e-8)
+    lows, highs = every_rectangle(shape)
+    Q = box_matrix(shape, lows, highs)
+    assert_variances(est.rectangle_variance(lows, highs), np.einsum("ri,ij,rj->r", Q, cov, Q))
+    # the same design as the Kronecker of Haar axes with uniform budgets
+    other = Kronecker(axes, neighbours=relation, noise="laplace_float").measure(counts, 1.0, rng=1)
+    assert [m.noise for m in other.measurements] == [m.noise for m in meas.measurements]
+
+
+@pytest.mark.parametrize("noise", ["discrete_laplace", "gaussian"])
+@pytest.mark.parametrize("relation", ["add_remove", "replace"])
+def test_privacy_ratio_on_a_two_by_two_domain(relation, noise):
+    eps, delta = 0.8, 1e-5
+    mech = Privelet(neighbours=relation, noise=noise)
+    x = np.array([[1, 2], [3, 1]])
+    meas = mech.measure(x, eps, delta=delta if noise == "gaussian" else 0.0, rng=0)
+    base = [np.rint(m.block.matvec(x.ravel())) for m in meas.measurements]
+    worst = 0.0
+    for y in grid_neighbours(x, relation):
+        shifts = []
+        for m, rows in zip(meas.measurements, base):
+            diff = np.rint(m.block.matvec(y.ravel())) - rows
+            shifts.extend((m.noise.scale, int(s)) for s in diff[diff != 0])
+        for signed in (shifts, [(scale, -s) for scale, s in shifts]):
+            worst = max(worst, gaussian_delta(signed, eps) if noise == "gaussian" else laplace_worst_loss(signed))
+    if noise == "gaussian":
+        assert worst <= delta
+    else:
+        assert worst <= eps * (1 + 1e-12)
+        assert worst == pytest.approx(eps, rel=1e-6)
+
+
+def test_monte_carlo_unbiased_with_the_exact_variance_and_json_round_trip():
+    shape = (3, 6)
+    counts = np.arange(18).reshape(shape) % 4
+    lows, highs = np.array([[0, 1], [1, 0], [2, 5]]), np.array([[2, 4], [2, 5], [2, 5]])
+    truth = box_matrix(shape, lows, highs) @ counts.ravel()
+    source = np.random.default_rng(7)
+    mech = Privelet()
+    runs = np.array([mech.release(counts, 1.0, rng=source).rectangle(lows, highs).value for _ in range(600)])
+    exact = mech.error_model(shape, 1.0).rectangle_variance(lows, highs)
+    assert np.all(np.abs(runs.mean(axis=0) - truth) < 4 * np.sqrt(exact / runs.shape[0]))
+    np.testing.assert_allclose(runs.var(axis=0, ddof=1), exact, rtol=0.2)  # 3.4 sd of 600 runs
+    rel = mech.release(counts, 1.0, rng=1)
+    back = load_grid_release(rel.to_json())
+    np.testing.assert_allclose(back.counts, rel.counts)
+    assert back.mechanism == "privelet" and back.parameters == {"axes": "haar", **back.parameters}
+    assert math.isclose(back.rectangle(lows[0], highs[0]).stderr, rel.rectangle(lows[0], highs[0]).stderr)
