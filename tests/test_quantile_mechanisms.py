@@ -555,15 +555,22 @@ def test_joint_log_error_bound_formula():
     assert qm.joint_log_error_bound(lengths, m, scale) == pytest.approx(4 * 3 * per_weight, rel=1e-12)
 
 
-def test_auto_rule_by_levels_and_small_integer_ranges():
-    auto = qm.auto_method
-    assert auto(1, 0.1, integer=True, width=100)[0] == "approximate"
-    assert auto(4, 0.1, integer=True, width=100)[0] == "histogram"  # 101 values: one bin each
-    assert auto(4, 0.1, integer=True, width=255)[0] == "histogram"
-    assert auto(4, 0.1, integer=True, width=256)[0] == "joint_exp"  # 257 values
-    assert auto(4, 0.1, integer=False, width=100)[0] == "joint_exp"
-    assert auto(19, 1.0, integer=True, width=1_500_000)[0] == "histogram"
-    values = np.repeat([30.0, 40.0, 45.0], [300, 900, 300])  # an atom at 40 holds levels 0.25..0.75
-    result = dprange.quantiles(values, [0.25, 0.5, 0.75], 1.0, bounds=(0, 100), integer=True, rng=3)
-    assert result.method == "histogram" and "101 integer values" in result.reason
-    assert np.all(result.values == 40.0)
+def test_auto_rule_by_levels_only():
+    """m = 1: the exponential mechanism; 2..9: JointExp; >= 10: the histogram route, whatever
+    the bounds (integer, small or wide, or real) and epsilon."""
+    for integer, width in ((True, 100), (True, 1_500_000), (False, 10.0)):
+        for epsilon in (0.1, 1.0):
+            chosen = [qm.auto_method(m, epsilon, integer=integer, width=width)[0] for m in (1, 2, 9, 10, 99)]
+            assert chosen == ["approximate", "joint_exp", "joint_exp", "histogram", "histogram"]
+
+
+def test_histogram_route_bins_fall_with_epsilon():
+    from dprange.api import histogram_bins
+
+    assert [histogram_bins(e) for e in (0.01, 0.05, 0.1, 0.2, 0.29, 1.0, 8.0)] == [64, 128, 256, 512, 1024, 1024, 1024]
+    values = np.random.default_rng(4).normal(0, 1, 400)
+    for epsilon, bins in ((0.1, 256), (1.0, 1024)):
+        result = dprange.quantiles(values, [0.5], epsilon, bounds=(-5, 5), method="histogram", rng=5)
+        assert result.release.domain.size == bins
+    result = dprange.quantiles(values, [0.5], 0.1, bounds=(-5, 5), method="histogram", bins=32, rng=5)
+    assert result.release.domain.size == 32
