@@ -10,6 +10,7 @@ most e^epsilon.  Chi-square tests fail below p = 1e-4.
 import itertools
 import json
 import math
+import zlib
 from decimal import Decimal
 from fractions import Fraction
 
@@ -574,3 +575,35 @@ def test_histogram_route_bins_fall_with_epsilon():
         assert result.release.domain.size == bins
     result = dprange.quantiles(values, [0.5], 0.1, bounds=(-5, 5), method="histogram", bins=32, rng=5)
     assert result.release.domain.size == 32
+
+
+QUANTILES_COVERAGE_CASES = {
+    # every record on one bin edge of the 256-bin domain at epsilon 0.1: (-5, 5) cut at -5 + 10 k / 256
+    "point-mass-on-edge": (lambda rng: np.full(300, -5 + 10 * 100 / 256), (-5.0, 5.0), False),
+    # integers on a real domain: atoms at every integer
+    "integers-on-real-bounds": (lambda rng: rng.integers(-3, 4, 400).astype(float), (-5.0, 5.0), False),
+    # integer data on integer bounds: one bin per value
+    "integer-bounds": (lambda rng: np.clip(np.round(rng.normal(40, 12, 400)), 0, 100), (0.0, 100.0), True),
+}
+
+
+@pytest.mark.parametrize("case", sorted(QUANTILES_COVERAGE_CASES))
+def test_quantiles_histogram_route_covers_on_awkward_data(case):
+    """dprange.quantiles' intervals (the default bins at epsilon 0.1) hold the true quantile in
+    at least 95% of 100 releases per level, and all three levels at once in 95% (simultaneous),
+    up to Monte-Carlo error (fails when P(Binomial(100, 0.95) <= hits) < 0.001)."""
+    make, bounds, integer = QUANTILES_COVERAGE_CASES[case]
+    rng = np.random.default_rng(zlib.crc32(case.encode()))
+    values = make(rng)
+    levels = np.array([0.1, 0.5, 0.9])
+    ordered = np.sort(values)
+    truth = ordered[np.ceil(levels * ordered.size - 1e-9).astype(int) - 1]
+    trials, pointwise, together = 100, np.zeros(3), 0
+    for _ in range(trials):
+        result = dprange.quantiles(values, levels, 0.1, bounds=bounds, integer=integer, method="histogram", rng=rng)
+        lower, upper = result.confidence_interval(0.05)
+        pointwise += (lower <= truth) & (truth <= upper)
+        lower, upper = result.confidence_interval(0.05, simultaneous=True)
+        together += bool(np.all((lower <= truth) & (truth <= upper)))
+    floor = stats.binom.ppf(1e-3, trials, 0.95)
+    assert np.all(pointwise >= floor) and together >= floor, (pointwise, together)
