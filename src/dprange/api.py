@@ -426,7 +426,8 @@ def quantiles(
     (default) or "replace" (n public).  ``rng``: None (the secure source) or a seed / numpy
     Generator (reproducible experiments only; the result records ``seeded``).  ``integer``: the values are
     integers (outputs and bounds are integers).  ``cells``: grid cells of the recursive split
-    on real bounds (default 2^20); ``bins``: bins of the histogram route on real bounds.
+    on real bounds (default 2^20); ``bins``: bins of the histogram route on real bounds
+    (default :func:`histogram_bins` of epsilon).
     ``session``: a :class:`dprange.session.Session` that pays for all of epsilon (bounds
     included), checked before ``values`` are read (see :func:`release`).  ``column``: the
     column of a table ``values`` (see :func:`release`).
