@@ -10,6 +10,7 @@ most e^epsilon.  Chi-square tests fail below p = 1e-4.
 import itertools
 import json
 import math
+import zlib
 from decimal import Decimal
 from fractions import Fraction
 
@@ -448,3 +449,161 @@ def test_wide_integer_bounds_use_real_cells_and_integer_outputs():
     values = rng.integers(0, 1000, 3000)
     result = dprange.quantiles(values, [0.5], 2.0, bounds=(0, 2**40), integer=True, method="approximate", rng=rng)
     assert result.values[0] == np.floor(result.values[0]) and abs(result.values[0] - np.median(values)) < 2**40 / 2**19
+
+
+# ----------------------------------------------------------------------------- JointExp's floats
+
+
+def test_exact_log_choice_follows_the_float_weights():
+    """Probabilities exp(w_i) / sum exp(w): -inf never, far tails (exp underflows) never seen."""
+    weights = np.array([0.5, -np.inf, 0.0, -1.25, -2000.0, 0.5 - math.log(3.0)])
+    finite = np.isfinite(weights)
+    probs = np.zeros(weights.size)
+    probs[finite] = np.exp(weights[finite] - np.logaddexp.reduce(weights[finite]))
+    rng = np.random.default_rng(31)
+    counts = np.bincount([qm._exact_log_choice(weights, rng) for _ in range(4000)], minlength=weights.size)
+    assert counts[1] == 0 and counts[4] == 0
+    live = probs > 1e-12
+    assert chi_square_p(counts[live], probs[live]) > P_FLOOR
+
+
+def _joint_definition_decimal(lengths, levels, scale):
+    """{interval vector: log probability} of JointExp's discrete part in 60-digit Decimal, with
+    the targets the module computes (float gaps times n, taken exactly)."""
+    from decimal import localcontext
+
+    n, m = len(lengths) - 1, len(levels)
+    gaps = np.diff(np.concatenate([[0.0], levels, [1.0]]))
+    with localcontext() as ctx:
+        ctx.prec = 60
+        targets = [Decimal(float(g)) * n for g in gaps]
+        weights = {}
+        for combo in itertools.combinations_with_replacement(range(n + 1), m):
+            counts = np.diff(np.concatenate([[0], combo, [n]]))
+            score = sum(abs(Decimal(int(c)) - t) for c, t in zip(counts, targets, strict=True))
+            log_w = -Decimal(scale) * score
+            for i, k in zip(*np.unique(combo, return_counts=True), strict=True):
+                if lengths[i] == 0:
+                    log_w = None
+                    break
+                log_w += int(k) * Decimal(float(lengths[i])).ln() - Decimal(math.factorial(int(k))).ln()
+            if log_w is not None:
+                weights[combo] = log_w
+        top = max(weights.values())
+        log_total = sum((w - top).exp() for w in weights.values()).ln() + top
+        return {key: w - log_total for key, w in weights.items()}
+
+
+def _joint_sampler_law(lengths, levels, scale, combo, monkeypatch):
+    """log P(the sampler returns ``combo``): the backward pass replayed with its choices forced,
+    each choice's probability taken exactly from the float weights it is given."""
+    from decimal import localcontext
+
+    total = [Decimal(0)]
+    j_state = {"step": 0, "j": len(levels) - 1}
+
+    def forced(log_weights, rng):
+        w = np.asarray(log_weights, dtype=float)
+        j = j_state["j"]
+        if j_state["step"] % 2 == 0:  # the interval of quantile j
+            choice = combo[j]
+        else:  # how many quantiles before j share its interval
+            choice = 0
+            while j - choice - 1 >= 0 and combo[j - choice - 1] == combo[j]:
+                choice += 1
+            j_state["j"] = j - choice - 1
+        j_state["step"] += 1
+        with localcontext() as ctx:
+            ctx.prec = 60
+            live = [Decimal(float(v)) for v in w if np.isfinite(v)]
+            top = max(live)
+            log_norm = sum((v - top).exp() for v in live).ln() + top
+            total[0] += Decimal(float(w[choice])) - log_norm
+        return choice
+
+    monkeypatch.setattr(qm, "_exact_log_choice", forced)
+    out = qm.joint_exponential_intervals(np.asarray(lengths, dtype=float), np.asarray(levels), scale, None)
+    assert tuple(int(v) for v in out) == combo
+    return total[0]
+
+
+@pytest.mark.parametrize(
+    "lengths, levels, scale",
+    [
+        ([0.5, 0.1, 0.0, 0.3, 0.1], [0.3, 0.6], 0.4),  # a tie: an empty interval
+        ([0.2, 0.5, 0.3], [0.2, 0.5, 0.8], 0.1),  # runs of three outputs in one interval
+        ([1e-3, 0.25, 2.5, 1e-6, 0.04, 7.0], [0.1, 0.5, 0.9], 40.0),  # large exponents, tiny lengths
+    ],
+)
+def test_joint_exp_law_is_within_its_float_error_bound(lengths, levels, scale, monkeypatch):
+    """Every interval vector's probability under the sampler (its float weights, chosen
+    exactly) is within joint_log_error_bound nats of the definition (60-digit Decimal)."""
+    definition = _joint_definition_decimal(lengths, np.asarray(levels), scale)
+    bound = qm.joint_log_error_bound(np.asarray(lengths), len(levels), scale)
+    worst = max(
+        abs(float(_joint_sampler_law(lengths, levels, scale, combo, monkeypatch) - log_p))
+        for combo, log_p in definition.items()
+    )
+    assert worst <= bound
+    assert bound < 1e-9  # tiny inputs: the bound itself is small
+
+
+def test_joint_log_error_bound_formula():
+    lengths = np.array([0.5, 2.0, 0.25])  # n = 2, max |log L| = log 4
+    m, scale = 3, 0.5
+    magnitude = 3 * 0.5 * 3 + 3 * (math.log(4.0) + 1) + math.log(24.0) + 3 * math.log(4.0) + 1
+    per_weight = 3 * (2 + 3 + 12) * 2.0**-52 * (magnitude + 2) + 3 * math.exp(-50.0)
+    assert qm.joint_log_error_bound(lengths, m, scale) == pytest.approx(4 * 3 * per_weight, rel=1e-12)
+
+
+def test_auto_rule_by_levels_only():
+    """m = 1: the exponential mechanism; 2..9: JointExp; >= 10: the histogram route, whatever
+    the bounds (integer, small or wide, or real) and epsilon."""
+    for integer, width in ((True, 100), (True, 1_500_000), (False, 10.0)):
+        for epsilon in (0.1, 1.0):
+            chosen = [qm.auto_method(m, epsilon, integer=integer, width=width)[0] for m in (1, 2, 9, 10, 99)]
+            assert chosen == ["approximate", "joint_exp", "joint_exp", "histogram", "histogram"]
+
+
+def test_histogram_route_bins_fall_with_epsilon():
+    from dprange.api import histogram_bins
+
+    assert [histogram_bins(e) for e in (0.01, 0.05, 0.1, 0.2, 0.29, 1.0, 8.0)] == [64, 128, 256, 512, 1024, 1024, 1024]
+    values = np.random.default_rng(4).normal(0, 1, 400)
+    for epsilon, bins in ((0.1, 256), (1.0, 1024)):
+        result = dprange.quantiles(values, [0.5], epsilon, bounds=(-5, 5), method="histogram", rng=5)
+        assert result.release.domain.size == bins
+    result = dprange.quantiles(values, [0.5], 0.1, bounds=(-5, 5), method="histogram", bins=32, rng=5)
+    assert result.release.domain.size == 32
+
+
+QUANTILES_COVERAGE_CASES = {
+    # every record on one bin edge of the 256-bin domain at epsilon 0.1: (-5, 5) cut at -5 + 10 k / 256
+    "point-mass-on-edge": (lambda rng: np.full(300, -5 + 10 * 100 / 256), (-5.0, 5.0), False),
+    # integers on a real domain: atoms at every integer
+    "integers-on-real-bounds": (lambda rng: rng.integers(-3, 4, 400).astype(float), (-5.0, 5.0), False),
+    # integer data on integer bounds: one bin per value
+    "integer-bounds": (lambda rng: np.clip(np.round(rng.normal(40, 12, 400)), 0, 100), (0.0, 100.0), True),
+}
+
+
+@pytest.mark.parametrize("case", sorted(QUANTILES_COVERAGE_CASES))
+def test_quantiles_histogram_route_covers_on_awkward_data(case):
+    """dprange.quantiles' intervals (the default bins at epsilon 0.1) hold the true quantile in
+    at least 95% of 100 releases per level, and all three levels at once in 95% (simultaneous),
+    up to Monte-Carlo error (fails when P(Binomial(100, 0.95) <= hits) < 0.001)."""
+    make, bounds, integer = QUANTILES_COVERAGE_CASES[case]
+    rng = np.random.default_rng(zlib.crc32(case.encode()))
+    values = make(rng)
+    levels = np.array([0.1, 0.5, 0.9])
+    ordered = np.sort(values)
+    truth = ordered[np.ceil(levels * ordered.size - 1e-9).astype(int) - 1]
+    trials, pointwise, together = 100, np.zeros(3), 0
+    for _ in range(trials):
+        result = dprange.quantiles(values, levels, 0.1, bounds=bounds, integer=integer, method="histogram", rng=rng)
+        lower, upper = result.confidence_interval(0.05)
+        pointwise += (lower <= truth) & (truth <= upper)
+        lower, upper = result.confidence_interval(0.05, simultaneous=True)
+        together += bool(np.all((lower <= truth) & (truth <= upper)))
+    floor = stats.binom.ppf(1e-3, trials, 0.95)
+    assert np.all(pointwise >= floor) and together >= floor, (pointwise, together)
