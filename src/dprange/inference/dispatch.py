@@ -35,7 +35,7 @@ from ..strategies import TreeStrategy
 from .l1_admm import admm, tree_x_update
 from .least_squares import DENSE_COVARIANCE_LIMIT, DenseGLSEstimate, OperatorEstimate, dense_covariance, gls
 from .tree import flat_ranges, tree_error_model, tree_gls
-from .wavelet import haar_estimate
+from .wavelet import haar_error_model, haar_estimate
 
 METHODS = ("gls", "nnls", "l1")
 ADMM_OPTIONS = ("alpha", "tol", "maxiter", "rho", "relax", "split", "adapt")
@@ -268,11 +268,15 @@ def nonlinear(measurements: Measurements, gls_estimate, method: str, options: di
 
 def design_error_model(measurements: Measurements):
     """The exact error model of GLS on this design (values are ignored: zeros are used;
-    trees build their variances alone)."""
+    trees and Haar transforms build it from their variances alone)."""
     tree = tree_of(measurements) if measurements.measurements else None
     if tree is not None:
         _, variances = _by_level(measurements, tree.depth + 1)
         return tree_error_model(tree, variances, known_total=measurements.total is not None)
+    haar = haar_of(measurements) if measurements.measurements else None
+    if haar is not None:
+        _, variances = _by_level(measurements, haar.height + 1)
+        return haar_error_model(haar, variances, known_total=measurements.total is not None)
     zeros = [np.zeros(m.block.shape[0]) for m in measurements.measurements]
     total = None if measurements.total is None else 0.0
     return least_squares(measurements.with_values(zeros, total=total))
