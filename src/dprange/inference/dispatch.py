@@ -35,6 +35,7 @@ from ..strategies import TreeStrategy
 from .l1_admm import admm, tree_x_update
 from .least_squares import DENSE_COVARIANCE_LIMIT, DenseGLSEstimate, OperatorEstimate, dense_covariance, gls
 from .tree import flat_ranges, tree_error_model, tree_gls
+from .tree_admm import TreeStack
 from .wavelet import haar_error_model, haar_estimate
 
 METHODS = ("gls", "nnls", "l1")
@@ -239,7 +240,8 @@ def nonlinear(measurements: Measurements, gls_estimate, method: str, options: di
         for m in ordered:
             level_weights[_level(m)] = 1.0 / m.row_scales()
         x_update = tree_x_update(tree, level_weights, total=measurements.total)
-    op = VStack([m.block for m in ordered])
+    # trees: the stacked levels in O(nodes) per product (no per-level spreading to the bins)
+    op = TreeStack(tree, [_level(m) for m in ordered]) if tree is not None else VStack([m.block for m in ordered])
     y = np.concatenate([np.asarray(m.values, dtype=float) for m in ordered])
     weights = np.concatenate([1.0 / m.row_scales() for m in ordered])
     alpha = 0.0 if method == "nnls" else float(options.get("alpha", 0.9))
