@@ -162,3 +162,10 @@ def test_threaded_ranking_equals_serial(monkeypatch):
     assert [repr(c.mechanism) for c in threaded.table] == [repr(c.mechanism) for c in serial.table]
     assert [c.error for c in threaded.table] == [c.error for c in serial.table]
     assert threaded.excluded == serial.excluded
+
+
+def test_a_model_with_replaced_per_query_methods_is_summed_through_them():
+    model = Hierarchical(4).error_model(64, 1.0)
+    assert error_sums.variance_sums(model) is not None
+    model.range_variance = lambda lo, hi: np.full(np.broadcast(np.asarray(lo), np.asarray(hi)).shape, np.nan)
+    assert error_sums.variance_sums(model) is None

@@ -47,8 +47,17 @@ class VarianceSums:
         return (n + 1) * self.prefix - self.prefix_total
 
 
+#: Methods whose replacement on a model instance sends its sums through them (the listed path).
+_PER_QUERY = ("prefix_variances", "range_variance", "query_variance")
+
+
 def variance_sums(model) -> VarianceSums | None:
-    """The three sums for a tree or Haar error model, else None (use the listed variances)."""
+    """The three sums for a tree or Haar error model, else None (use the listed variances).
+
+    A model whose per-query methods were replaced on the instance is not summed here: its
+    answers are those methods' (e.g. a wrapped or patched model)."""
+    if any(name in getattr(model, "__dict__", {}) for name in _PER_QUERY):
+        return None
     if isinstance(model, TreeErrorModel) and model.strategy.level_sizes[0] == 1:
         return tree_variance_sums(model)
     if isinstance(model, HaarEstimate):
