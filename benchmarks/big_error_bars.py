@@ -127,16 +127,21 @@ SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
 
 
 def child(code: str) -> dict:
-    """CPU seconds and peak resident memory of a fresh Python process running ``code``."""
+    """CPU seconds and peak resident memory of a fresh Python process running ``code``.
+
+    The peak is the child's own VmHWM, read by the child: ``ru_maxrss`` would count the
+    forked copy of this process before ``exec``."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     wall = time.perf_counter()
-    command = [sys.executable, "-c", f"import sys; sys.path.insert(0, {SRC!r}); {code}"]
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    peak = "print(open('/proc/self/status').read().split('VmHWM:')[1].split()[0], file=sys.stderr)"
+    setup = f"import atexit, sys; sys.path.insert(0, {SRC!r}); atexit.register(lambda: {peak})"
+    command = [sys.executable, "-c", f"{setup}; {code}"]
+    done = subprocess.run(command, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return {
         "wall_s": time.perf_counter() - wall,
         "cpu_s": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
-        "rss_mb": after.ru_maxrss / 1024,  # the largest child so far: children run smallest first
+        "rss_mb": int(done.stderr.split()[-1]) / 1024,
     }
 
 
@@ -225,14 +230,16 @@ def main():
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke test")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--old-max-n", type=int, default=2**20, help="largest n at which the old paths run")
+    parser.add_argument("--tasks", default="select,release,bucketize", help="comma-separated subset to run")
     args = parser.parse_args()
     if args.quick:
         sizes, release_n, records = [2**14, 2**16], 2**16, 10**6
     else:
         sizes, release_n, records = [2**20, 2**24], 2**24, 10**8
-    results = select_rows(sizes, args.repeats, args.old_max_n)
-    results += release_rows(release_n, args.repeats)
-    results += bucketize_rows(records, args.repeats)
+    tasks = set(args.tasks.split(","))
+    results = select_rows(sizes, args.repeats, args.old_max_n) if "select" in tasks else []
+    results += release_rows(release_n, args.repeats) if "release" in tasks else []
+    results += bucketize_rows(records, args.repeats) if "bucketize" in tasks else []
     print(
         json.dumps(
             {
