@@ -140,7 +140,7 @@ class TreeLeastSquares:
             flat = np.zeros(size * b)
             flat[: tree.level_sizes[d + 1]] = up_w[d + 1]
             big_w = family_sums(flat, size, b)
-            shares[d] = _safe_div(flat.reshape(size, b), big_w[:, None])
+            shares[d] = _safe_div(flat.reshape(size, b), big_w[:, None]).ravel()
             if d in self.weights:
                 v = 1.0 / self.weights[d] ** 2
                 denom = big_w + v
@@ -192,11 +192,11 @@ class TreeLeastSquares:
                 rows[start : start + tree.level_sizes[d]] = estimate
             if d == h:
                 break
-            size = tree.level_sizes[d]
             residual = estimate - child_sums[d]
-            family = shares[d] * residual[:, None]  # cost: two passes over the level below
-            family += self._buffers[d + 1].reshape(size, -1)
-            estimate = family.ravel()[: tree.level_sizes[d + 1]]
+            family = np.repeat(residual, tree.branching[d])  # cost: three passes over the level below
+            family *= shares[d]  # (the same products as a broadcast, faster for small b)
+            family += self._buffers[d + 1]
+            estimate = family[: tree.level_sizes[d + 1]]
         self._last_rows = rows
         return estimate
 
