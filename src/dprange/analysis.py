@@ -29,6 +29,8 @@ from __future__ import annotations
 
 import copy
 import math
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -38,6 +40,7 @@ from ._lazy import lazy_module
 from ._validation import check_delta, check_epsilon, check_neighbours, fit_budget
 from .errors import ParameterError
 from .inference.covering import direct_range_variance  # noqa: F401 - re-exported (its former home)
+from .inference.error_sums import variance_sums
 from .mechanisms import Hierarchical, Mechanism, hierarchy_candidates, optimal_budgets
 from .optimized import auto_candidates
 from .progress import tracked
@@ -99,10 +102,16 @@ def _prefix_variances(model, n: int) -> np.ndarray:
 def workload_error(model, workload: Workload) -> float:
     """Average variance over the workload's queries, with the all-range identity.
 
-    Prefix, bin and all-range workloads on tree models take their n variances from one
-    top-down pass over the tree (:meth:`~dprange.inference.tree.TreeErrorModel.prefix_variances`).
+    Prefix, bin and all-range workloads on tree and Haar models take the sums of their
+    variances from one blocked pass (:func:`~dprange.inference.error_sums.variance_sums`),
+    in O(depth x block) memory.
     """
     n = workload.n
+    if type(workload) in (AllRange, Prefix, Identity):
+        sums = variance_sums(model)  # trees and Haar: no n-vector of variances (issue 16)
+        if sums is not None:
+            total = {AllRange: sums.all_ranges(n), Prefix: sums.prefix, Identity: sums.bins}[type(workload)]
+            return total / workload.m
     if isinstance(workload, AllRange):
         prefix = _prefix_variances(model, n)
         weights = (n - np.arange(n)).astype(float)
@@ -189,17 +198,46 @@ class Selection:
         }
 
 
+#: Threads that rank candidates at once (numpy releases the GIL in its loops over blocks).
+RANK_WORKERS = 2
+
+#: Smallest n at which candidates are ranked on several threads (below, threads cost more than they save).
+PARALLEL_RANK_MIN_N = 2**18
+
+
+def _candidate_errors(candidates: list, workload, epsilon, delta):
+    """(expected error, None) or (None, reason it is refused) for every candidate, in order.
+
+    From :data:`PARALLEL_RANK_MIN_N` bins the candidates run on :data:`RANK_WORKERS` threads;
+    each error is computed by the same code either way, so the results are identical."""
+
+    def one(mech):
+        try:
+            return expected_error(mech, workload, epsilon, delta=delta), None
+        except ParameterError as exc:
+            return None, str(exc)
+
+    workers = min(RANK_WORKERS, os.cpu_count() or 1, len(candidates))
+    if workers < 2 or workload.n < PARALLEL_RANK_MIN_N:
+        yield from map(one, candidates)
+        return
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="dprange-rank") as pool:
+        yield from pool.map(one, candidates)  # in candidate order, whatever finishes first
+
+
 def _rank(candidates, workload, epsilon, delta, excluded: list | None = None) -> list[Candidate]:
     """Candidates with a finite expected error, lowest first.  The others (an error raised, or
     a NaN / infinite error) are never ranked: they go to ``excluded`` with the reason.  Raises
     ParameterError when no candidate is left."""
     ranked = []
     excluded = [] if excluded is None else excluded
-    for mech in tracked(candidates, "ranking candidates", large=workload.n >= 2**16):
-        try:
-            err = expected_error(mech, workload, epsilon, delta=delta)
-        except ParameterError as exc:
-            excluded.append((mech, str(exc)))
+    candidates = list(candidates)
+    errors = _candidate_errors(candidates, workload, epsilon, delta)
+    for mech, (err, reason) in zip(
+        candidates, tracked(errors, "ranking candidates", total=len(candidates), large=workload.n >= 2**16)
+    ):
+        if reason is not None:
+            excluded.append((mech, reason))
             continue
         if not math.isfinite(err):
             excluded.append((mech, f"its expected error is {err} (not finite)"))

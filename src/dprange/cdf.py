@@ -38,6 +38,7 @@ from .answers import Answer, CDFAnswer, QuantileAnswer, one_sided_factor, quanti
 from .domain import Domain
 from .errors import ParameterError
 from .inference.consistency import consistent_cdf
+from .interval_search import bin_sd, crossing_bins
 from .provenance import Provenance
 
 
@@ -102,12 +103,7 @@ class CumulativeEstimate:
         With a public total T is exact and the variance is Var P_j.
         """
         var_prefix, var_rest, var_total = self._prefix_variance_parts
-        vp, vr = var_prefix[j], var_rest[j]
-        if self.public_total is not None:
-            return np.sqrt(np.maximum(vp, 0.0)) + 0.0 * np.asarray(f)
-        cov = (var_total - vp - vr) / 2.0
-        var = (1 - f) ** 2 * vp + f**2 * vr - 2 * f * (1 - f) * cov
-        return np.sqrt(np.maximum(var, 0.0))
+        return bin_sd(var_prefix[j], var_rest[j], var_total, f, self.public_total is not None)
 
     def _total_value(self) -> float:
         return self.public_total if self.public_total is not None else float(self._prefix_sums[-1])
@@ -300,21 +296,17 @@ class CumulativeEstimate:
         q_arr = self._check_levels(q)
         k = self.factor(check_alpha(alpha) / (q_arr.size if simultaneous else 1))
         total = self._total_value()
-        prefix = self._prefix_sums[1:]
-        idx = np.arange(self.n)
-        first = np.empty(q_arr.size, dtype=np.int64)
-        last = np.empty(q_arr.size, dtype=np.int64)
-        for i, level in enumerate(q_arr):
+        targets = []
+        for level in q_arr:
             target = level * total
             if self.public_total is not None and abs(target - round(target)) < 1e-9 * max(total, 1.0):
                 target = float(round(target))  # q N is an exact count: no rounding residue
-            d_hat = prefix - target
-            half = k * self._linear_sd(idx, level)
-            reach = np.nonzero(d_hat + half >= 0)[0]
-            short = np.nonzero(d_hat - half < 0)[0]
-            first[i] = reach[0] if reach.size else self.n - 1
-            last[i] = min(short[-1] + 1, self.n - 1) if short.size else 0
-        return first, last
+            targets.append(target)
+        var_prefix, var_rest, var_total = self._prefix_variance_parts
+        # Blocks that cannot cross are skipped; the bins are decided exactly (dprange.interval_search).
+        return crossing_bins(
+            self._prefix_sums[1:], var_prefix, var_rest, var_total, self.public_total is not None, targets, q_arr, k
+        )
 
     def _check_levels(self, q) -> np.ndarray:
         q_arr = quantile_levels(q)

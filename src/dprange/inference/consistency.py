@@ -18,9 +18,11 @@ minimising sum_{j<L} f(c_j, y_j) for an additive loss f.  The result is a valid 
   clipped to [0, N] (clipping is optimal for bounded isotonic problems), then rounded,
   floor(x + 1/2): by the threshold theorem for separable convex isotonic problems
   (Hochbaum and Queyranne 2003) c_j >= t iff the real solution's level set at t - 1/2
-  contains j, since f(t) - f(t-1) = 2 (t - 1/2 - y).  L1: pool-adjacent-violators whose
-  blocks take the smallest integer minimiser of sum |v - y_j| (an integer next to the block
-  median), clipped to [0, N].  Its input is first clipped to [0, N]: for y > N and feasible
+  contains j, since f(t) - f(t-1) = 2 (t - 1/2 - y).  L1: the solution of
+  pool-adjacent-violators whose blocks take the smallest integer minimiser of
+  sum |v - y_j| (an integer next to the block median), computed by partitioning on
+  thresholds in O(L log L) vectorised passes (:func:`_isotonic_l1`), clipped to [0, N].
+  Its input is first clipped to [0, N]: for y > N and feasible
   v <= N, |v - y| = |v - N| + (y - N), so the minimisers do not change and every block value
   stays an int64.  Both are checked against the trellis on thousands of cases.
 
@@ -30,7 +32,6 @@ is a finite 1-D numeric array; the trellis has at most 2^25 states.
 
 from __future__ import annotations
 
-import math
 import numbers
 from collections.abc import Callable
 
@@ -162,33 +163,96 @@ def _isotonic_l2(y: np.ndarray, total: int) -> np.ndarray:
     return np.floor(np.clip(real, 0, total) + 0.5).astype(np.int64)
 
 
-def _smallest_integer_median(values: np.ndarray) -> int:
-    """Smallest integer minimising sum |v - y| over v."""
-    s = np.sort(values)
-    k = s.size
-    low, high = s[(k - 1) // 2], s[k // 2]
-    candidate = np.ceil(low)
-    if candidate <= high:
-        return int(candidate)
-    below, above = np.floor(low), np.ceil(high)  # the real minimisers lie strictly between
-    return int(below) if np.abs(below - s).sum() <= np.abs(above - s).sum() else int(above)
-
-
 def _isotonic_l1(y: np.ndarray, total: int) -> np.ndarray:
-    """Pool adjacent violators with integer block medians (O(L) blocks, O(block) per merge)."""
-    starts: list[int] = []
-    values: list[int] = []
-    for j, yj in enumerate(y.tolist()):
-        start = j
-        value = math.ceil(yj - 0.5)  # smallest integer nearest to a single value
-        while values and values[-1] > value:
-            start = starts.pop()
-            values.pop()
-            value = _smallest_integer_median(y[start : j + 1])
-        starts.append(start)
-        values.append(value)
-    out = np.empty(y.size, dtype=np.int64)
-    bounds = starts + [y.size]
-    for i, value in enumerate(values):
-        out[bounds[i] : bounds[i + 1]] = value
+    """The smallest optimal integer L1 isotonic fit of y (already clipped to [0, total]).
+
+    Pool-adjacent-violators with the smallest integer minimiser of every pooled block gives
+    the pointwise smallest optimal solution; this computes that solution without pooling:
+
+    * Regions.  If ceil(max y_<k) <= floor(min y_>=k), no block crosses k (a block's value
+      lies between the floor of its least and the ceiling of its largest value), so the
+      regions between such k are solved apart; a one-bin region is ceil(y - 1/2).
+    * Partitioning (Stout, "Isotonic regression via partitioning", Algorithmica 2013; the
+      threshold theorem of Hochbaum and Queyranne, SIAM J. Computing 2003).  The values are
+      among the floors and ceilings of y.  A segment of bins whose values lie in the
+      candidates lo..hi is split at the middle pair a < b: the bins taking b or more are a
+      suffix {j >= k} minimising sum_{j >= k} (|b - y_j| - |a - y_j|) / (b - a), each term
+      +1 (y <= a), -1 (y >= b) or a + b - 2 y (a < y < b, then b = a + 1), the smallest such
+      suffix for the smallest solution.  Bins before k keep lo..a, the others b..hi.
+
+    Every level is a few vectorised passes over the unfinished bins and a segment's range
+    halves per level: O(L log L) with no per-bin Python work.  The suffix choices compare
+    integers unless a bin lies strictly between a and b, where sums of a + b - 2 y are
+    compared in float64, as the pooled medians' tie-break compared float sums before.
+    """
+    size = y.size
+    out = np.empty(size, dtype=np.int64)
+    if size == 0:
+        return out
+    running_max = np.maximum.accumulate(y)
+    running_min = np.minimum.accumulate(y[::-1])[::-1]
+    apart = np.ceil(running_max[:-1]) <= np.floor(running_min[1:])
+    region_start = np.concatenate([[0], np.flatnonzero(apart) + 1])
+    region_size = np.diff(np.append(region_start, size))
+    single = region_start[region_size == 1]
+    out[single] = np.ceil(y[single] - 0.5)  # the smallest integer nearest to one value
+    pooled = region_size > 1
+    if pooled.any():
+        _partition(y, np.flatnonzero(np.repeat(pooled, region_size)), region_size[pooled], out)
     return np.clip(out, 0, total)
+
+
+def _partition(y: np.ndarray, index: np.ndarray, length: np.ndarray, out: np.ndarray) -> None:
+    """Solve the regions of bins ``index`` (consecutive runs of ``length``) by partitioning,
+    writing the values into ``out`` (see :func:`_isotonic_l1`)."""
+    ya = y[index]
+    start = np.concatenate([[0], np.cumsum(length)[:-1]])
+    values = np.unique(np.concatenate([np.floor(ya), np.ceil(ya)]))  # cost: one sort of 2 x bins
+    lo = np.searchsorted(values, np.floor(np.minimum.reduceat(ya, start)))
+    hi = np.searchsorted(values, np.ceil(np.maximum.reduceat(ya, start)))
+    while True:
+        done = lo == hi
+        if done.any():  # whole segments finish: write them and drop their bins
+            finished = np.repeat(done, length)
+            out[index[finished]] = np.repeat(values[lo[done]], length[done])
+            index, ya = index[~finished], ya[~finished]
+            lo, hi, length = lo[~done], hi[~done], length[~done]
+            if not index.size:
+                return
+            start = np.concatenate([[0], np.cumsum(length)[:-1]])
+        mid = (lo + hi + 1) >> 1
+        a = np.repeat(values[mid - 1], length)  # cost: the passes of one level over the bins
+        b = np.repeat(values[mid], length)
+        k = _smallest_best_suffix(ya, a, b, start, length)
+        stop = start + length
+        new_length = np.stack([k - start, stop - k], axis=1).ravel()  # below k, then from k
+        keep = new_length > 0
+        start = np.stack([start, k], axis=1).ravel()[keep]
+        lo, hi = np.stack([lo, mid], axis=1).ravel()[keep], np.stack([mid - 1, hi], axis=1).ravel()[keep]
+        length = new_length[keep]
+
+
+def _smallest_best_suffix(ya, a, b, start, length) -> np.ndarray:
+    """Per segment, the largest k (start <= k <= start + length) minimising the sum over
+    j >= k of the cost of b over a (+1, -1 or a + b - 2 y): the smallest best suffix."""
+    m = ya.size
+    below = ya <= a
+    above = ya >= b
+    step = below.view(np.int8) - above.view(np.int8)
+    prefix = np.cumsum(step, dtype=np.int64)
+    # The suffix from k costs prefix[end] - prefix[k - 1]: least where prefix[k - 1] is largest.
+    base = prefix[start] - step[start]  # the prefix before each segment (k = start)
+    position = np.arange(m, dtype=np.int64)
+    if np.count_nonzero(below) + np.count_nonzero(above) == m and m < 2**30:
+        key = prefix * (m + 1)  # exact integers: the largest prefix, then the last position
+        key += position
+        top, last = np.divmod(np.maximum.reduceat(key, start), m + 1)
+    else:  # some y strictly between a and b = a + 1: fractional costs a + b - 2 y
+        segment = np.repeat(np.arange(start.size), length)
+        fraction = np.where(below | above, 0.0, (a + b) - 2.0 * ya)
+        fraction_sum = np.cumsum(fraction)
+        gain = (prefix - base[segment]) + (fraction_sum - (fraction_sum[start] - fraction[start])[segment])
+        top = np.maximum.reduceat(gain, start)
+        last = np.maximum.reduceat(np.where(gain == top[segment], position, -1), start)
+        base = np.zeros(start.size)
+    return np.where(top >= base, last + 1, start)

@@ -38,7 +38,8 @@ from .l1_admm import admm, tree_x_update
 from .least_squares import DENSE_COVARIANCE_LIMIT, DenseGLSEstimate, OperatorEstimate, dense_covariance, gls
 from .p_identity import DiagonalPlusRows, p_identity_estimate
 from .tree import flat_ranges, tree_error_model, tree_gls
-from .wavelet import haar_estimate
+from .tree_admm import TreeStack
+from .wavelet import haar_error_model, haar_estimate
 
 METHODS = ("gls", "nnls", "l1")
 ADMM_OPTIONS = ("alpha", "tol", "maxiter", "rho", "relax", "split", "adapt")
@@ -245,7 +246,8 @@ def nonlinear(measurements: Measurements, gls_estimate, method: str, options: di
         for m in ordered:
             level_weights[_level(m)] = 1.0 / m.row_scales()
         x_update = tree_x_update(tree, level_weights, total=measurements.total)
-    op = VStack([m.block for m in ordered])
+    # trees: the stacked levels in O(nodes) per product (no per-level spreading to the bins)
+    op = TreeStack(tree, [_level(m) for m in ordered]) if tree is not None else VStack([m.block for m in ordered])
     y = np.concatenate([np.asarray(m.values, dtype=float) for m in ordered])
     weights = np.concatenate([1.0 / m.row_scales() for m in ordered])
     alpha = 0.0 if method == "nnls" else float(options.get("alpha", 0.9))
@@ -274,11 +276,15 @@ def nonlinear(measurements: Measurements, gls_estimate, method: str, options: di
 
 def design_error_model(measurements: Measurements):
     """The exact error model of GLS on this design (values are ignored: zeros are used;
-    trees build their variances alone)."""
+    trees and Haar transforms build it from their variances alone)."""
     tree = tree_of(measurements) if measurements.measurements else None
     if tree is not None:
         _, variances = _by_level(measurements, tree.depth + 1)
         return tree_error_model(tree, variances, known_total=measurements.total is not None)
+    haar = haar_of(measurements) if measurements.measurements else None
+    if haar is not None:
+        _, variances = _by_level(measurements, haar.height + 1)
+        return haar_error_model(haar, variances, known_total=measurements.total is not None)
     zeros = [np.zeros(m.block.shape[0]) for m in measurements.measurements]
     total = None if measurements.total is None else 0.0
     return least_squares(measurements.with_values(zeros, total=total))

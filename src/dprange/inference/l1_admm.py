@@ -32,6 +32,12 @@ tree GLS (Algorithm 3) — :func:`tree_x_update` does it in O(nodes) with
 sparse LU factorisation (Algorithm 2's "LU <- chol"); for implicit operators, conjugate
 gradients on (A^T D^2 A + c^2 I) x = ..., warm-started, with the public total handled by
 projection (:func:`generic_x_update`).  Any other x-step can be plugged in (``x_update``).
+
+Cost per iteration on trees (issue 12, item 6): the x-step reuses the variance half of tree
+GLS for each split value and hands back A x from its consistent node estimates
+(:mod:`dprange.inference.tree_admm`), the updates run in place (about 25 passes over the
+p + n numbers), and from :data:`CHECK_EVERY_MIN_N` unknowns the stopping rule (two adjoint
+products) is tested every :data:`CHECK_EVERY` iterations and at ``maxiter``.
 """
 
 from __future__ import annotations
@@ -46,9 +52,15 @@ from scipy.sparse.linalg import LinearOperator, aslinearoperator, cg
 from ..errors import ParameterError
 from ..progress import tracked
 from .tree import tree_gls
+from .tree_admm import TreeLeastSquares, TreeStack
 
 #: ADMM shows a progress bar (on a terminal, after a couple of seconds) from this many unknowns.
 PROGRESS_MIN_N = 2**16
+
+#: From this many unknowns ADMM tests its stopping rule every :data:`CHECK_EVERY` iterations
+#: (the test cost a third of an iteration); below, every iteration.
+CHECK_EVERY_MIN_N = 2**14
+CHECK_EVERY = 10
 
 
 @dataclass
@@ -161,7 +173,12 @@ def tree_x_update(strategy, level_weights, *, total=None):
     ``level_weights[d]`` is 1/b for the nodes of depth d (None if unmeasured).  Rows of
     depth d become measurements target/weight with variance 1/weight^2, and the identity
     rows of the w-split become a second measurement of the leaves with variance 1/split.
+    The variance half of tree GLS is computed once per split value
+    (:class:`~dprange.inference.tree_admm.TreeLeastSquares`); a tree of one node runs
+    :func:`~dprange.inference.tree.tree_gls` itself.
     """
+    if strategy.depth > 0:
+        return TreeLeastSquares(strategy, level_weights, total=total)
     depths = [d for d in range(strategy.depth + 1) if level_weights[d] is not None]
     sizes = [strategy.level_sizes[d] for d in depths]
     splits = np.cumsum(sizes)[:-1]
@@ -222,6 +239,7 @@ def admm(
     tol: float = 1e-6,
     maxiter: int = 5000,
     x0=None,
+    check_every: int | None = None,
 ) -> ADMMResult:
     """Solve the constrained elastic-net / L1 / NNLS problem of the module doc by ADMM.
 
@@ -242,7 +260,11 @@ def admm(
         exceeds 10 times its dual residual, halve it in the opposite case (residual balancing,
         Boyd et al. 2011, section 3.4.1, applied to that split only; the scaled dual is
         rescaled so the multiplier is unchanged);
-    tol : eps_abs = eps_rel of the stopping rule; maxiter : iteration cap; x0 : start.
+    tol : eps_abs = eps_rel of the stopping rule; maxiter : iteration cap; x0 : start;
+    check_every : test the stopping rule every k iterations and at ``maxiter`` (it costs two
+        adjoint products and a dozen passes); default :data:`CHECK_EVERY` from
+        :data:`CHECK_EVERY_MIN_N` unknowns, else every iteration.  The residual histories
+        hold the tested iterations.
 
     Cost per iteration: one x-step (tree: O(nodes); CG: a few operator products; KKT: O(n^2))
     plus two operator products.  The objective is convex, so ADMM converges to its minimum
@@ -280,48 +302,87 @@ def admm(
     r = weights * op.matvec(x) - scale_y
     w = np.maximum(x, 0.0) if nonnegative else x.copy()
     u = np.zeros(p)  # scaled dual of D A x - r = D y
-    s = np.zeros(n)  # scaled dual of c (x - w) = 0
+    s_c = np.zeros(n)  # s / c, s the scaled dual of c (x - w) = 0
+    every = check_every if check_every is not None else (CHECK_EVERY if n >= CHECK_EVERY_MIN_N else 1)
+    # A consistent tree x-step knows A x already: its node estimates (Lee et al. 2015, Algorithm 3).
+    rows_of_x = getattr(solve, "rows_of_last", None) if _same_tree(A, solve) else None
+    cut = alpha / rho  # r = soft(rho q, alpha) / (rho + 2 (1 - alpha)) = soft(q, alpha / rho) rho shrink
+    scale_r = rho / (rho + 2.0 * (1.0 - alpha))
     history_p, history_d = [], []
     converged = False
     it = changes = 0
     for it in tracked(range(1, maxiter + 1), "ADMM", large=n >= PROGRESS_MIN_N):
-        x = solve(scale_y + r - u, w - s / c, x, c2)
-        residual = weights * op.matvec(x) - scale_y  # D (A x - y)
-        hat_res = relax * residual + (1.0 - relax) * r
-        hat_x = relax * x + (1.0 - relax) * w
+        # cost: one x-step and about 25 passes over the p + n numbers (no allocation beyond them)
+        target_rows = scale_y + r
+        target_rows -= u
+        x = solve(target_rows, w - s_c, x, c2)
+        residual = rows_of_x() if rows_of_x is not None else op.matvec(x)
+        residual *= weights
+        residual -= scale_y  # D (A x - y)
+        check = it % every == 0 or it == maxiter
+        balance = adapt and it % adapt == 0 and it <= maxiter // 2 and changes < 30
+        if relax != 1.0:
+            q = residual * relax if check else np.multiply(residual, relax, out=residual)
+            q += (1.0 - relax) * r
+            hat_x = relax * x
+            hat_x += (1.0 - relax) * w
+        else:
+            q = residual.copy() if check else residual
+            hat_x = x
+        q += u  # hat_res + u
         r_old, w_old = r, w
-        v = rho * (hat_res + u)
-        r = np.sign(v) * np.maximum(np.abs(v) - alpha, 0.0) / (rho + 2.0 * (1.0 - alpha))
-        w = hat_x + s / c
+        r = np.clip(q, -cut, cut)
+        np.subtract(q, r, out=r)  # soft threshold: sign(q) max(|q| - cut, 0)
+        r *= scale_r
+        u = np.subtract(q, r, out=q)  # u + hat_res - r
+        w = hat_x + s_c
+        s_c = w.copy()
         if nonnegative:
-            w = np.maximum(w, 0.0)
-        u = u + hat_res - r
-        s = s + c * (hat_x - w)
-        # Boyd et al. (2011) section 3.3 for the constraint [DA; cI] x - [r; c w] = [Dy; 0]
-        primal = np.sqrt(np.sum((residual - r) ** 2) + c2 * np.sum((x - w) ** 2))
-        dual = rho * _norm(op.rmatvec(weights * (r - r_old)) + c2 * (w - w_old))
-        history_p.append(float(primal))
-        history_d.append(float(dual))
-        ax_norm = np.sqrt(np.sum((residual + scale_y) ** 2) + c2 * np.sum(x**2))
-        eps_primal = tol * np.sqrt(p + n) + tol * max(ax_norm, np.sqrt(np.sum(r**2) + c2 * np.sum(w**2)), y_norm)
-        eps_dual = tol * np.sqrt(n) + tol * rho * _norm(op.rmatvec(weights * u) + c * s)
-        if primal <= eps_primal and dual <= eps_dual:
-            converged = True
-            break
-        if adapt and it % adapt == 0 and it <= maxiter // 2 and changes < 30:
+            np.maximum(w, 0.0, out=w)
+        s_c -= w  # s / c + hat_x - w
+        if not (check or balance):
+            continue
+        if check:
+            # Boyd et al. (2011) section 3.3 for the constraint [DA; cI] x - [r; c w] = [Dy; 0]
+            primal = np.sqrt(_sq(residual - r) + c2 * _sq(x - w))
+            dual = rho * _norm(op.rmatvec(weights * (r - r_old)) + c2 * (w - w_old))
+            history_p.append(float(primal))
+            history_d.append(float(dual))
+            ax_norm = np.sqrt(_sq(residual + scale_y) + c2 * _sq(x))
+            eps_primal = tol * np.sqrt(p + n) + tol * max(ax_norm, np.sqrt(_sq(r) + c2 * _sq(w)), y_norm)
+            eps_dual = tol * np.sqrt(n) + tol * rho * _norm(op.rmatvec(weights * u) + c2 * s_c)
+            if primal <= eps_primal and dual <= eps_dual:
+                converged = True
+                break
+        if balance:
             split_primal = c * _norm(x - w)
             split_dual = rho * c2 * _norm(w - w_old)
             factor = 2.0 if split_primal > 10 * split_dual else 0.5 if split_dual > 10 * split_primal else 1.0
             if factor != 1.0:
                 c2 *= factor
                 c_new = np.sqrt(c2)
-                s *= c / c_new
+                s_c *= (c / c_new) ** 2  # the multiplier c s stays: s -> s c / c_new
                 c = c_new
                 changes += 1
     solution = w if nonnegative else x
     if total is not None and nonnegative:
         solution = _project_capped_simplex(solution, float(total))
     return ADMMResult(solution, it, converged, objective(op, y, weights, solution, alpha), history_p, history_d)
+
+
+def _same_tree(A, solve) -> bool:
+    """Whether ``A`` is the stacked tree whose least squares ``solve`` runs (same depths)."""
+    return (
+        isinstance(A, TreeStack)
+        and isinstance(solve, TreeLeastSquares)
+        and A.strategy is solve.strategy
+        and list(A.depths) == list(solve.depths)
+    )
+
+
+def _sq(v: np.ndarray) -> float:
+    """Sum of squares (see :func:`_norm`)."""
+    return float(np.sum(v * v))
 
 
 def _norm(v: np.ndarray) -> float:

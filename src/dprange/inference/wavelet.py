@@ -198,6 +198,11 @@ def haar_estimate(strategy: HaarStrategy, level_values: list, level_variances: l
 
 
 def haar_error_model(strategy: HaarStrategy, level_variances: list, *, known_total: bool = False) -> HaarEstimate:
-    """The exact (data-independent) error model of Haar reconstruction, without data."""
-    zeros = [None if v is None else np.zeros(1 if k == 0 else 2 ** (k - 1)) for k, v in enumerate(level_variances)]
-    return haar_estimate(strategy, zeros, level_variances, total=0.0 if known_total else None)
+    """The exact (data-independent) error model of Haar reconstruction, without data: the
+    estimate of zero measurements is zero, so no transform runs (O(levels))."""
+    variances = list(level_variances)
+    if known_total:
+        variances[0] = 0.0
+    elif variances[0] is None:
+        raise ParameterError("the Haar total must be measured or given as the public total")
+    return HaarEstimate(strategy, np.zeros(strategy.size), variances)

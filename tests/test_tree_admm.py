@@ -1,0 +1,183 @@
+"""ADMM on trees in O(nodes) per iteration (issue 12, item 6): the precomputed tree x-step,
+the stacked tree operator, A x from the x-step, and the stopping rule tested every k
+iterations must give the former path's numbers (tree_gls per iteration, per-level
+operators, a test every iteration) within the solver tolerance, and keep the
+ConvergenceWarning behaviour."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+from dprange import ConvergenceWarning, Hierarchical
+from dprange.inference import l1_admm
+from dprange.inference.l1_admm import admm, tree_x_update
+from dprange.inference.tree import family_sums, tree_gls
+from dprange.inference.tree_admm import TreeLeastSquares, TreeStack
+from dprange.operators import VStack
+from dprange.strategies import TreeStrategy
+
+SHAPES = [
+    # (n, branching, measure_root, known_total)
+    (2, 2, True, False),
+    (11, 2, False, False),
+    (30, (2, 3, 5), True, False),
+    (29, (4, 2, 4), False, True),
+    (300, 16, True, False),
+    (40, (64,), False, False),  # Flat: the leaves under one root
+    (37, (40,), False, True),
+    (1000, 4, False, False),
+]
+
+
+def former_tree_x_step(strategy, level_weights, total):
+    """The x-step before: tree_gls on the level values, every call."""
+    depths = [d for d in range(strategy.depth + 1) if level_weights[d] is not None]
+    splits = np.cumsum([strategy.level_sizes[d] for d in depths])[:-1]
+    leaf = strategy.depth
+
+    def solve(target_rows, target_x, x_prev, split=1.0):
+        values: list = [None] * (strategy.depth + 1)
+        variances: list = [None] * (strategy.depth + 1)
+        for d, part in zip(depths, np.split(target_rows, splits)):
+            values[d] = part / level_weights[d]
+            variances[d] = 1.0 / level_weights[d] ** 2
+        if values[leaf] is None:
+            values[leaf], variances[leaf] = target_x, 1.0 / split
+        else:
+            precision = 1.0 / variances[leaf] + split
+            values[leaf] = (values[leaf] / variances[leaf] + split * target_x) / precision
+            variances[leaf] = 1.0 / precision
+        return tree_gls(strategy, values, variances, total=total).leaves
+
+    solve.relax = 1.6
+    return solve
+
+
+def _problem(rng, n, branching, measure_root, known_total):
+    tree = TreeStrategy(n, branching, measure_root=measure_root, known_total=known_total)
+    weights: list = [None] * (tree.depth + 1)
+    for d in tree.measured_depths:
+        size = tree.level_sizes[d]
+        weights[d] = rng.uniform(0.2, 3.0, size) if rng.random() < 0.5 else np.full(size, rng.uniform(0.2, 3.0))
+    return tree, weights, (50.0 if known_total else None)
+
+
+@pytest.mark.parametrize("n,branching,measure_root,known_total", SHAPES)
+def test_precomputed_x_step_equals_tree_gls(n, branching, measure_root, known_total):
+    rng = np.random.default_rng(n)
+    tree, weights, total = _problem(rng, n, branching, measure_root, known_total)
+    fast = tree_x_update(tree, weights, total=total)
+    assert isinstance(fast, TreeLeastSquares) and fast.relax == 1.6
+    slow = former_tree_x_step(tree, weights, total)
+    dense = tree.dense()
+    for split in (0.3, 1.0, 7.0, 0.3, 2.5):  # more split values than the cache holds
+        rows = rng.normal(0, 5, dense.shape[0])
+        target = rng.normal(0, 3, n)
+        x = fast(rows, target, None, split)
+        np.testing.assert_allclose(x, slow(rows, target, None, split), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(fast.rows_of_last(), dense @ x, rtol=1e-12, atol=1e-10)  # A x, consistent
+    with pytest.raises(RuntimeError, match="solve first"):
+        fast.rows_of_last()  # handed out once: ADMM keeps the array it gets
+
+
+@pytest.mark.parametrize("n,branching,measure_root,known_total", SHAPES)
+def test_tree_stack_equals_the_dense_levels(n, branching, measure_root, known_total):
+    rng = np.random.default_rng(n + 1)
+    tree = TreeStrategy(n, branching, measure_root=measure_root, known_total=known_total)
+    dense = tree.dense()
+    op = TreeStack(tree, tree.measured_depths)
+    x, r = rng.normal(size=n), rng.normal(size=dense.shape[0])
+    np.testing.assert_allclose(op.matvec(x), dense @ x, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(op.rmatvec(r), dense.T @ r, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(op.matmat(np.eye(n)), dense, atol=1e-12)
+
+
+@pytest.mark.parametrize("b", [2, 3, 8, 9, 16])
+def test_family_sums_equal_the_reduction(b):
+    values = np.random.default_rng(b).normal(size=7 * b)
+    np.testing.assert_allclose(family_sums(values, 7, b), values.reshape(7, b).sum(axis=1), rtol=1e-14, atol=1e-14)
+
+
+def _former_admm(measurements, method):
+    """ADMM as it ran before: per-level operators, tree_gls x-step, a test every iteration."""
+    from dprange.inference.dispatch import _level, tree_of
+
+    tree = tree_of(measurements)
+    ordered = sorted(measurements.measurements, key=_level)
+    level_weights: list = [None] * (tree.depth + 1)
+    for m in ordered:
+        level_weights[_level(m)] = 1.0 / m.row_scales()
+    y = np.concatenate([np.asarray(m.values, dtype=float) for m in ordered])
+    weights = np.concatenate([1.0 / m.row_scales() for m in ordered])
+    start = np.maximum(Hierarchical(8).least_squares(measurements).leaves, 0.0)
+    return admm(
+        VStack([m.block for m in ordered]),
+        y,
+        weights,
+        alpha=0.0 if method == "nnls" else 0.9,
+        total=measurements.total,
+        x_update=former_tree_x_step(tree, level_weights, measurements.total),
+        tol=1e-5,
+        maxiter=5000,
+        x0=start,
+        check_every=1,
+    )
+
+
+@pytest.mark.parametrize("method", ["l1", "nnls"])
+@pytest.mark.parametrize("neighbours", ["add_remove", "replace"])
+def test_release_equals_the_former_admm_within_tolerance(method, neighbours):
+    n = 2**14  # the stopping rule is tested every CHECK_EVERY iterations from here
+    assert n >= l1_admm.CHECK_EVERY_MIN_N
+    counts = np.random.default_rng(5).poisson(0.5, n)
+    mechanism = Hierarchical(8, noise="laplace_float", inference=method, neighbours=neighbours)
+    measurements = mechanism.measure(counts, 1.0, rng=6)
+    new = mechanism.infer(measurements)
+    old = _former_admm(measurements, method)
+    assert new.converged and old.converged
+    assert len(new.result.primal_residuals) == -(-new.result.iterations // l1_admm.CHECK_EVERY)
+    assert new.result.objective == pytest.approx(old.objective, rel=1e-5)
+    scale = np.abs(old.x).max()
+    np.testing.assert_allclose(new.leaves, old.x, atol=1e-3 * scale)
+    if neighbours == "replace":
+        assert new.leaves.sum() == pytest.approx(measurements.total, rel=1e-12)
+
+
+def test_stopping_rule_every_k_iterations_and_at_maxiter():
+    rng = np.random.default_rng(7)
+    tree, weights, _ = _problem(rng, 300, 4, True, False)
+    y = rng.normal(10, 3, tree.dense().shape[0])
+    w = np.concatenate([weights[d] for d in tree.measured_depths])
+    every = admm(tree.operator(), y, w, x_update=tree_x_update(tree, weights), tol=1e-7, check_every=1)
+    assert every.converged and len(every.primal_residuals) == every.iterations
+    sparse = admm(tree.operator(), y, w, x_update=tree_x_update(tree, weights), tol=1e-7, check_every=10)
+    assert sparse.converged and sparse.iterations % 10 == 0
+    assert sparse.iterations >= every.iterations and len(sparse.primal_residuals) == sparse.iterations // 10
+    # the same iterates: the tests every 10 iterations see the residuals of every-iteration testing
+    tested = every.iterations // 10
+    assert sparse.primal_residuals[:tested] == every.primal_residuals[9 : 10 * tested : 10]
+    assert sparse.dual_residuals[:tested] == every.dual_residuals[9 : 10 * tested : 10]
+    np.testing.assert_allclose(sparse.x, every.x, atol=1e-4 * np.abs(every.x).max())
+    # the rule is always tested at maxiter: a run stopped there sees that it converged
+    capped = admm(
+        tree.operator(),
+        y,
+        w,
+        x_update=tree_x_update(tree, weights),
+        tol=1e-7,
+        check_every=1000,
+        maxiter=every.iterations,
+    )
+    assert capped.converged and capped.iterations == every.iterations and len(capped.primal_residuals) == 1
+
+
+def test_unconverged_large_release_still_warns():
+    counts = np.random.default_rng(8).poisson(2, 2**14)
+    mechanism = Hierarchical(16, inference="l1", inference_options={"maxiter": 7})
+    with pytest.warns(ConvergenceWarning, match="maxiter"):
+        release = mechanism.release(counts, 1.0, rng=1)
+    assert not release.converged and release.estimate.min() >= 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        assert Hierarchical(16, inference="l1").release(counts, 1.0, rng=1).converged
