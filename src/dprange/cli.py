@@ -48,6 +48,7 @@ from ._params import OneOf, find
 from ._validation import NEIGHBOURS, check_delta, check_epsilon
 from .analysis import select
 from .domain import Domain
+from .engines.spark import files_frame
 from .errors import DomainError, DPRangeError, ParameterError
 from .io import read_column
 from .ldp.cli import ldp
@@ -259,8 +260,6 @@ def grid_release_command(options: dict) -> None:
     mech.plan(domain.shape, epsilon)
     check_seed(o["seed"])
     if o["engine"] == "spark":
-        from .engines.spark import files_frame  # noqa: PLC0415 - pyspark only when asked for
-
         values = files_frame(o["input_path"], list(columns), o["spark_master"])
     else:
         values = [read_column(o["input_path"], name) for name in columns]

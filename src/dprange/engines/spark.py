@@ -47,6 +47,8 @@ import numpy as np
 from ..domain import Domain
 from ..errors import DataError, DomainError, DPRangeError, ParameterError, ReportError, excerpt, private
 from ..io import PARQUET_SUFFIXES, _column_missing, file_column_values
+from ..ldp.oracles import Reports, report_fields
+from ..ldp.protocols import Protocol
 from ..product_domain import ProductDomain
 from .local import CSV_SUFFIXES, Batch, _arrow_cells, _quick_cast, batch_counts, expand_inputs
 
@@ -461,8 +463,6 @@ def _aggregate_partition(rows, protocol, fields) -> Iterator:
     (per level: summary bytes and users) and the header lines it saw."""
     import pyarrow as pa  # noqa: PLC0415
 
-    from ..ldp.oracles import Reports, report_fields  # noqa: PLC0415
-
     agg = protocol.aggregator()
     headers: set[str] = set()
     error = None
@@ -509,8 +509,6 @@ def spark_ldp_aggregate(data, protocol, column: str = "value", *, spark=None):
     header lines must describe ``protocol`` and are skipped.  Each partition adds its reports
     to an aggregator; the aggregators merge on the driver (:meth:`ProtocolAggregator.merge`).
     Release with ``.release(domain)``."""
-    from ..ldp.protocols import Protocol  # noqa: PLC0415
-
     if not isinstance(protocol, Protocol):
         raise ParameterError("protocol must be a dprange.ldp protocol (HierarchicalHistogram, HaarHRR, Flat)")
     if not is_spark_frame(data):
