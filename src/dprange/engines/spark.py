@@ -50,7 +50,8 @@ from ..io import PARQUET_SUFFIXES, _column_missing, file_column_values
 from ..ldp.oracles import Reports, report_fields
 from ..ldp.protocols import Protocol
 from ..product_domain import ProductDomain
-from .local import CSV_SUFFIXES, Batch, _arrow_cells, _quick_cast, batch_counts, expand_inputs
+from .counting import batch_histogram, edge_table
+from .local import CSV_SUFFIXES, Batch, _arrow_cells, _quick_cast, batch_counts, expand_inputs, plain_values
 
 #: The master a session created by dprange uses unless told otherwise.
 DEFAULT_MASTER = "local[*]"
@@ -170,9 +171,10 @@ def _cells_values(cells, path: str, column: str, first_row: int):
     if pa.types.is_large_string(cells.type):
         cells = cells.cast(pa.string())
     if pa.types.is_string(cells.type):
-        quick = _quick_cast(cells)
+        quick = _quick_cast(cells)  # plain numbers: one cast (then the exact CSV rules)
         return quick if quick is not None else _arrow_cells(cells, path, column, first_row)
-    return file_column_values(cells, path, column)
+    plain = plain_values(cells)
+    return plain if plain is not None else file_column_values(cells, path, column)
 
 
 def _table_counts(batch, domain, columns: list[str], clip: bool, drop_missing: bool) -> np.ndarray:
@@ -180,7 +182,7 @@ def _table_counts(batch, domain, columns: list[str], clip: bool, drop_missing: b
     arrays = [_cells_values(batch.column(a), "the Spark DataFrame", name, 0) for a, name in enumerate(columns)]
     if isinstance(domain, ProductDomain):
         return domain.histogram(arrays, clip=clip, drop_missing=drop_missing).ravel()
-    return domain.histogram(arrays[0], clip=clip, drop_missing=drop_missing)
+    return batch_histogram(domain, arrays[0], clip=clip, drop_missing=drop_missing, table=edge_table(domain))
 
 
 def _count_partition(batches, domain, columns, clip, drop_missing) -> Iterator:
