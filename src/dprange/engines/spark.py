@@ -91,9 +91,9 @@ def get_session(spark=None):
     if local and shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
         raise ParameterError("the Spark engine needs Java (17 for Spark 4): install it or set JAVA_HOME")
     builder = session_class.builder.master(master).appName("dprange").config("spark.ui.showConsoleProgress", "false")
-    if local and "PYSPARK_PYTHON" not in os.environ:
-        builder = builder.config("spark.pyspark.python", sys.executable)
     fresh = session_class.getActiveSession() is None
+    if fresh and local and "PYSPARK_PYTHON" not in os.environ:  # read when the context starts
+        os.environ["PYSPARK_PYTHON"] = sys.executable
     try:
         session = builder.getOrCreate()
         if fresh:  # a session of our own: Spark's warnings would drown the one-line messages
