@@ -201,6 +201,12 @@ def test_product_domain_error_names_the_column(spark, tmp_path):
         spark_histogram(path, ["x", "y"], grid, spark=spark)
 
 
+def test_callers_dataframe_names_the_file_without_a_row(spark, files):
+    frame = spark.read.parquet(files["pq0"]).filter("x > 10")  # filtered: file rows are unknown
+    with pytest.raises(DomainError, match=r"value \d+ on a row of '.*part-0.parquet' lies outside .*\[0, 40\]"):
+        spark_histogram(frame, "x", Domain.integers(0, 40))
+
+
 def test_dataframe_without_files_names_the_partition(spark):
     frame = spark.createDataFrame([(float(i % 5),) for i in range(50)] + [(None,)], "x double").repartition(1)
     with pytest.raises(DomainError, match=r"missing value .* on record 51 of Spark partition 0"):
@@ -267,7 +273,7 @@ def test_cli_engine_spark_writes_the_same_release(spark, files, tmp_path):
 
 
 # ----------------------------------------------------------------------------- local DP
-@pytest.mark.parametrize("oracle", ["oue", "olh", "hrr"])
+@pytest.mark.parametrize("oracle", ["oue", "hrr"])
 def test_ldp_reports_aggregate_to_the_local_state(spark, tmp_path, oracle):
     from dprange.ldp import HierarchicalHistogram, ProtocolReports
 
@@ -287,8 +293,10 @@ def test_ldp_reports_aggregate_to_the_local_state(spark, tmp_path, oracle):
         assert remote.levels[level].n == agg.n
         np.testing.assert_array_equal(remote.levels[level].summary, agg.summary)
     np.testing.assert_array_equal(remote.release().histogram().value, local.release().histogram().value)
-    from_files = spark_ldp_aggregate(paths, protocol, spark=spark)
-    assert from_files.n == 900
+    if oracle == "oue":  # report files read by the engine itself
+        from_files = spark_ldp_aggregate(paths, protocol, spark=spark)
+        for level, agg in local.levels.items():
+            np.testing.assert_array_equal(from_files.levels[level].summary, agg.summary)
 
 
 def test_ldp_reports_of_another_protocol_are_refused(spark, tmp_path):

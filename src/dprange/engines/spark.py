@@ -19,8 +19,9 @@ or a non-numeric cell stops the count unless ``clip`` / ``drop_missing`` say oth
 first pass only notices that some partition failed; a second pass then finds the first bad
 record of the first file (in input order) and raises the local engine's one-line message
 naming the file, the row (data rows numbered from the file's start: a CSV header is row 1)
-and the value.  For a DataFrame that does not come from files, the message names the Spark
-partition and the record's place in it.  Caveat: Spark's CSV reader skips blank lines, which
+and the value.  For a DataFrame of the caller's, which may have been filtered, it names the
+file without a row number; for one that does not come from files, the Spark partition and
+the record's place in it.  Caveat: Spark's CSV reader skips blank lines, which
 the local engine reads as missing values.
 
 Local-DP reports (:func:`spark_ldp_aggregate`): a text column holding one user's report per
@@ -413,6 +414,13 @@ def _local_path(uri: str) -> str:
     return unquote(parsed.path) if parsed.scheme in ("file", "") else uri
 
 
+class _FileBatch(Batch):
+    """A one-record batch of a DataFrame read from files by the caller (perhaps filtered)."""
+
+    def where(self, index: int) -> str:
+        return f"a row of {self.path!r}"
+
+
 class _PartitionBatch(Batch):
     """A one-record batch of a DataFrame that does not come from files."""
 
@@ -426,10 +434,13 @@ def _raise_for_record(cell, file, kind, offset, start, names, domain, clip, drop
     import pyarrow as pa  # noqa: PLC0415
 
     record = pa.ipc.open_stream(cell).read_next_batch()
-    if with_files:
+    if with_files and kind is None:  # a DataFrame of the caller's: it may be filtered, so no row number
+        path, row = _local_path(file), offset + 1
+
+        def batch_of(values):
+            return _FileBatch(values, path, row, "row")
+    elif with_files:
         path = _local_path(file)
-        if kind is None:
-            kind = "csv" if path.lower().endswith(CSV_SUFFIXES) else "parquet"
         row = offset + (2 if kind == "csv" else 1)
 
         def batch_of(values):
