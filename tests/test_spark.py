@@ -194,6 +194,15 @@ def test_non_numeric_cell_and_missing_column_are_data_errors(spark, tmp_path):
         spark_histogram(path, "z", Domain.integers(0, 9), spark=spark)
 
 
+def test_csv_files_with_different_headers_are_refused_not_read_by_position(spark, tmp_path):
+    first = write_csv(tmp_path / "h-0.csv", ["1", "2"], ["7", "7"], header="x,y")
+    second = write_csv(tmp_path / "h-1.csv", ["7", "7"], ["3", "4"], header="y,x")  # x is the second column here
+    domain = Domain.integers(0, 9)
+    np.testing.assert_array_equal(stream_histogram([first, second], "x", domain), domain.histogram([1, 2, 3, 4]))
+    with pytest.raises(DataError, match="Spark could not read the CSV input: .*same header"):
+        spark_histogram([first, second], "x", domain, spark=spark)
+
+
 def test_product_domain_error_names_the_column(spark, tmp_path):
     path = write_csv(tmp_path / "g.csv", ["1", "2", "3"], ["0", "9", "1"])
     grid = ProductDomain([Domain.integers(0, 4), Domain.integers(0, 5)])

@@ -134,7 +134,9 @@ def read_files(spark, source) -> list:
         reader = spark.read
         try:
             if kind == "csv":
-                frame = reader.options(header=True, inferSchema=False, encoding="UTF-8").csv(paths)
+                # enforceSchema=False: every file's header is checked against the first one's
+                # (Spark would otherwise take columns by position, not by name)
+                frame = reader.options(header=True, inferSchema=False, enforceSchema=False, encoding="UTF-8").csv(paths)
             else:
                 frame = reader.parquet(*paths)
         except Exception as exc:  # noqa: BLE001 - Spark's analysis and IO errors
@@ -359,7 +361,8 @@ def _frame_counts(frame, kind, names, domain, clip, drop_missing, order) -> np.n
         ).rdd.map(lambda row: (None if row[0] is None else np.frombuffer(row[0], dtype=np.int64), row[1]))
         if parts.getNumPartitions() == 0:
             return np.zeros(domain.size, dtype=np.int64)
-        counts, error = parts.treeReduce(_merge_parts, depth=2)  # O(bins) per merge, log-depth tree
+        with SparkFailures(_describe_frame(frame, kind)):
+            counts, error = parts.treeReduce(_merge_parts, depth=2)  # O(bins) per merge, log-depth tree
         if error is None:
             return np.array(counts, dtype=np.int64)
         _raise_located(frame, kind, names, domain, clip, drop_missing, order)
@@ -369,6 +372,31 @@ def _frame_counts(frame, kind, names, domain, clip, drop_missing, order) -> np.n
             spark.conf.unset(_ARROW_BATCH_CONF)
         else:
             spark.conf.set(_ARROW_BATCH_CONF, previous)
+
+
+class SparkFailures:
+    """Turn a failed Spark job (a file Spark cannot read, a CSV header that differs from the
+    first file's) into a one-line DataError; errors of dprange itself pass through."""
+
+    def __init__(self, what: str):
+        self.what = what
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb) -> None:
+        if exc is None or isinstance(exc, DPRangeError):
+            return
+        if type(exc).__module__.startswith(("pyspark", "py4j")):
+            text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise DataError(
+                f"Spark could not read {self.what}: {excerpt(text, 200)}; check that every file is readable "
+                "and that all CSV files have the same header"
+            ) from None
+
+
+def _describe_frame(frame, kind) -> str:
+    return "the Spark DataFrame" if kind is None else f"the {kind.upper()} input"
 
 
 def _merge_parts(a, b):
