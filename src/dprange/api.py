@@ -29,6 +29,7 @@ from .constrained import constrain
 from .domain import Domain
 from .engines.frames import select_column
 from .engines.local import DEFAULT_BATCH_ROWS, stream_histogram
+from .engines.spark import is_spark_frame, spark_histogram
 from .errors import ParameterError
 from .marginal_constraints import MarginalConstraints, published_marginals
 from .mechanisms import REPLACE_DROP_MISSING_MESSAGE, Mechanism, make_mechanism, resolve_neighbours
@@ -150,7 +151,8 @@ def release(
 
     ``values``: a column (numpy array, list, pandas Series, pyarrow array, polars Series),
     or a table (pandas / polars DataFrame, polars LazyFrame, pyarrow Table) with ``column``
-    naming the column to release (only that column is read).
+    naming the column to release (only that column is read); a Spark DataFrame with
+    ``column`` is counted by the Spark engine (:mod:`dprange.engines.spark`).
 
     ``session``: a :class:`dprange.session.Session` that pays for the release: a release
     that would overspend it is refused before ``values`` are read, and the spend is recorded
@@ -183,7 +185,12 @@ def release(
     mech, epsilon, delta = _prepare(
         domain, epsilon, mechanism, delta, drop_missing, neighbours, workload, inference, noise, session
     )
-    counts = domain.histogram(select_column(values, column), clip=clip, drop_missing=drop_missing)
+    if is_spark_frame(values):  # counted where it lies, by the Spark engine
+        if column is None:
+            raise ParameterError("the values are a Spark DataFrame: name the column to release with column='...'")
+        counts = spark_histogram(values, column, domain, clip=clip, drop_missing=drop_missing)
+    else:
+        counts = domain.histogram(select_column(values, column), clip=clip, drop_missing=drop_missing)
     return _measure(mech, counts, domain, epsilon, delta, rng, session)
 
 
@@ -204,15 +211,26 @@ def release_files(
     noise="auto",
     session=None,
     batch_rows: int = DEFAULT_BATCH_ROWS,
+    engine: str = "local",
+    spark=None,
 ) -> Release:
     """:func:`release` of ``column`` in CSV / Parquet files, counted by the local streaming
     engine (:func:`dprange.engines.local.stream_histogram`: ``source`` is a path, a folder, a
     glob pattern or a list of them, read ``batch_rows`` rows at a time in bounded memory).
-    The same checks run before any file is opened, and a bad value stops the release."""
+    The same checks run before any file is opened, and a bad value stops the release.
+
+    ``engine="spark"``: counted by Spark instead (:func:`dprange.engines.spark.spark_histogram`;
+    ``source`` may then also be a Spark DataFrame or URLs); ``spark`` is a SparkSession or a
+    master URL (default ``local[*]``).  The counts, and so the release, are the same."""
+    if engine not in ("local", "spark"):
+        raise ParameterError(f"engine must be 'local' or 'spark', got {engine!r}")
     mech, epsilon, delta = _prepare(
         domain, epsilon, mechanism, delta, drop_missing, neighbours, workload, inference, noise, session
     )
-    counts = stream_histogram(source, column, domain, clip=clip, drop_missing=drop_missing, batch_rows=batch_rows)
+    if engine == "spark":
+        counts = spark_histogram(source, column, domain, clip=clip, drop_missing=drop_missing, spark=spark)
+    else:
+        counts = stream_histogram(source, column, domain, clip=clip, drop_missing=drop_missing, batch_rows=batch_rows)
     what = f"histogram of column {column!r} of {_describe_source(source)} on {domain!r}"
     return _measure(mech, counts, domain, epsilon, delta, rng, session, what)
 
@@ -331,8 +349,9 @@ def release_grid(
     (a :class:`~dprange.grid_release.GridRelease`: rectangles, marginals, dominance counts,
     each with exact standard errors).
 
-    ``columns``: a list of arrays (one per axis), a (records x k) array, a pandas DataFrame or
-    a pyarrow Table.  ``mechanism``: "auto" (default: the least exact expected error on
+    ``columns``: a list of arrays (one per axis), a (records x k) array, a pandas DataFrame,
+    a pyarrow Table or a Spark DataFrame (its columns in order, counted by Spark).
+    ``mechanism``: "auto" (default: the least exact expected error on
     ``workload``, "all-rectangles", "prefix-rectangles" or "marginals" of ``order``, from
     public parameters only), a name of ``dprange.registry.GRID_MECHANISMS`` with ``params``
     (e.g. ``mechanism="kronecker", axes=[4, "identity"]``), or a k-D mechanism object.
@@ -371,7 +390,10 @@ def release_grid(
                 f"{mech.name} cannot take public marginals; use mechanism='kronecker', 'privelet' or 'fourier'"
             )
         MarginalConstraints.build(domain.shape, *published_marginals(public_marginals, domain.shape))
-    counts = domain.histogram(columns, clip=clip, drop_missing=drop_missing)
+    if is_spark_frame(columns):  # its columns in order, counted by the Spark engine
+        counts = spark_histogram(columns, list(columns.columns), domain, clip=clip, drop_missing=drop_missing)
+    else:
+        counts = domain.histogram(columns, clip=clip, drop_missing=drop_missing)
     result = mech.release(counts, epsilon, delta=delta, rng=rng, domain=domain)
     if public_marginals is not None:
         result = constrain(result, public_marginals)

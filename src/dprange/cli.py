@@ -48,6 +48,7 @@ from ._params import OneOf, find
 from ._validation import NEIGHBOURS, check_delta, check_epsilon
 from .analysis import select
 from .domain import Domain
+from .engines.spark import files_frame
 from .errors import DomainError, DPRangeError, ParameterError
 from .io import read_column
 from .ldp.cli import ldp
@@ -265,7 +266,10 @@ def grid_release_command(options: dict) -> None:
     )
     mech.plan(domain.shape, epsilon)
     check_seed(o["seed"])
-    values = [read_column(o["input_path"], name) for name in columns]
+    if o["engine"] == "spark":
+        values = files_frame(o["input_path"], list(columns), o["spark_master"])
+    else:
+        values = [read_column(o["input_path"], name) for name in columns]
     try:
         result = api.release_grid(
             values,
@@ -524,6 +528,18 @@ def cli(quiet):
     help="Also save a PNG of the CDF with its confidence band (two columns: a heatmap of the cell counts).",
 )
 @with_options(session_options)
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "spark"]),
+    default="local",
+    show_default=True,
+    help="Who counts the values: this process (streaming large inputs), or Spark (pip install 'dprange[spark]').",
+)
+@click.option(
+    "--spark-master",
+    default=None,
+    help="Spark master URL for --engine spark (spark://host:7077, yarn, local[4]); default local[*].",
+)
 @redact_option
 def release_command(
     input_path,
@@ -548,6 +564,8 @@ def release_command(
     session_path,
     session_epsilon,
     session_delta,
+    engine,
+    spark_master,
     **mechanism_params,
 ):
     """Release a private histogram of one column (or several) of a CSV or Parquet file.
@@ -559,8 +577,11 @@ def release_command(
     read in batches (bounded memory).  With --session, the release spends from a ledger.
     With several --column (each with its own --lo, --hi and --bins, in order) it releases the
     k-D histogram (GridRelease JSON: rectangles, marginals and dominance counts with exact
-    errors) and prints the marginals' totals.
+    errors) and prints the marginals' totals.  --engine spark counts on a Spark cluster
+    (--spark-master URL; INPUT may then be an hdfs:// or s3a:// URL); the release is the same.
     """
+    if spark_master is not None and engine != "spark":
+        raise ParameterError("--spark-master needs --engine spark")
     if len(column) > 1:
         grid_release_command(
             dict(
@@ -587,6 +608,8 @@ def release_command(
                 output=output,
                 plot=plot,
                 mechanism_params=mechanism_params,
+                engine=engine,
+                spark_master=spark_master,
             )
         )
         return
@@ -632,7 +655,11 @@ def release_command(
     check_privacy(mech, domain.size, epsilon, delta)
     check_seed(seed)
     options = {"mechanism": mech, "delta": delta, "rng": seed, "clip": clip, "drop_missing": drop_missing}
-    if streams(input_path):
+    if engine == "spark":
+        result = api.release_files(
+            input_path, column, domain, epsilon, session=session, engine="spark", spark=spark_master, **options
+        )
+    elif streams(input_path):
         result = api.release_files(input_path, column, domain, epsilon, session=session, **options)
     else:
         result = api.release(read_column(input_path, column), domain, epsilon, session=session, **options)

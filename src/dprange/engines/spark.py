@@ -1,0 +1,611 @@
+"""The Spark engine: the int64 counts of a public domain computed by a Spark cluster.
+
+Each partition of a Spark DataFrame is bucketized where it lies, with numpy and the domain's
+own rules (:meth:`Domain.histogram` / :meth:`ProductDomain.histogram`, reached through
+``DataFrame.mapInArrow``, so values travel as Arrow batches, never as Python rows); the
+partial counts are sums and merge by ``RDD.treeReduce`` (the same merge as
+:func:`dprange.engines.local.merge_counts`).  Only the counts reach the driver, where the
+ordinary measure / infer / answer steps run.  The counts equal those of the local engine
+exactly (``tests/test_spark.py``).
+
+Inputs: a Spark DataFrame (``column`` names the column, or the columns of a
+:class:`~dprange.ProductDomain`), or CSV / Parquet files (a path, a folder, a glob pattern or a
+list, as for the local engine; ``hdfs://`` / ``s3a://`` URLs are passed to ``spark.read``).
+CSV columns are read as text and parsed by the local engine's rules (missing markers,
+integers exact in int64), so a cell means the same on both engines.
+
+Bad values: a missing value, a value outside the bounds, a non-integer on an integer domain
+or a non-numeric cell stops the count unless ``clip`` / ``drop_missing`` say otherwise.  The
+first pass only notices that some partition failed; a second pass then finds the first bad
+record of the first file (in input order) and raises the local engine's one-line message
+naming the file, the row (data rows numbered from the file's start: a CSV header is row 1)
+and the value.  For a DataFrame of the caller's, which may have been filtered, it names the
+file without a row number; for one that does not come from files, the Spark partition and
+the record's place in it.  Caveat: Spark's CSV reader skips blank lines, which
+the local engine reads as missing values.
+
+Local-DP reports (:func:`spark_ldp_aggregate`): a text column holding one user's report per
+row in the JSON-lines form of :meth:`dprange.ldp.ProtocolReports.to_jsonl` (``spark.read.text``
+of report files gives it; header lines are checked against the protocol and skipped), summed
+per partition by the oracles' mergeable aggregators and merged on the driver.
+
+pyspark is imported lazily (``pip install 'dprange[spark]'``; Spark 4 needs Java 17).
+Executors need dprange installed (or shipped with ``--py-files``).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from urllib.parse import unquote, urlparse
+
+import numpy as np
+
+from ..domain import Domain
+from ..errors import DataError, DomainError, DPRangeError, ParameterError, ReportError, excerpt, private
+from ..io import PARQUET_SUFFIXES, _column_missing, file_column_values
+from ..ldp.oracles import Reports, report_fields
+from ..ldp.protocols import Protocol
+from ..product_domain import ProductDomain
+from .counting import batch_histogram, edge_table
+from .local import CSV_SUFFIXES, Batch, _arrow_cells, _quick_cast, batch_counts, expand_inputs, plain_values
+
+#: The master a session created by dprange uses unless told otherwise.
+DEFAULT_MASTER = "local[*]"
+#: Rows per Arrow batch handed to a partition's bucketizer (Spark's default is 10 000).
+ARROW_BATCH_ROWS = 1 << 17
+_ARROW_BATCH_CONF = "spark.sql.execution.arrow.maxRecordsPerBatch"
+_SPARK_EXTRA = "the Spark engine needs pyspark: pip install 'dprange[spark]' (and Java 17 for Spark 4)"
+
+
+# ----------------------------------------------------------------------------- sessions
+def _pyspark():
+    try:
+        import pyspark  # noqa: PLC0415 - optional, imported only when the engine is used
+        from pyspark.sql import SparkSession  # noqa: PLC0415
+    except ImportError:
+        raise ParameterError(_SPARK_EXTRA) from None
+    return pyspark, SparkSession
+
+
+def is_spark_frame(data) -> bool:
+    """Whether ``data`` is a Spark DataFrame (classic or Connect), without importing pyspark."""
+    kind = type(data)
+    return kind.__module__.startswith("pyspark.sql") and kind.__name__ == "DataFrame"
+
+
+def get_session(spark=None):
+    """The SparkSession to use: ``spark`` itself, or one built (or reused: ``getOrCreate``)
+    for the master URL ``spark`` (default ``local[*]``).  Local masters run their Python
+    workers with this interpreter unless ``PYSPARK_PYTHON`` says otherwise."""
+    _, session_class = _pyspark()
+    if spark is not None and not isinstance(spark, str):
+        if not isinstance(spark, session_class) and type(spark).__name__ != "SparkSession":
+            raise ParameterError(f"spark must be a SparkSession or a master URL, got {type(spark).__name__}")
+        return spark
+    master = DEFAULT_MASTER if spark is None else spark
+    local = master.startswith("local")
+    if local and shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        raise ParameterError("the Spark engine needs Java (17 for Spark 4): install it or set JAVA_HOME")
+    builder = session_class.builder.master(master).appName("dprange").config("spark.ui.showConsoleProgress", "false")
+    fresh = session_class.getActiveSession() is None
+    if fresh and local and "PYSPARK_PYTHON" not in os.environ:  # read when the context starts
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+    try:
+        session = builder.getOrCreate()
+        if fresh:  # a session of our own: Spark's warnings would drown the one-line messages
+            session.sparkContext.setLogLevel("ERROR")
+        return session
+    except Exception as exc:  # noqa: BLE001 - pyspark raises several types when the JVM cannot start
+        raise ParameterError(f"cannot start Spark with master {master!r}: {excerpt(exc, 160)}") from None
+
+
+# ----------------------------------------------------------------------------- inputs
+def _is_url(item) -> bool:
+    return isinstance(item, str) and "://" in item and not item.startswith("file://")
+
+
+def _format_of(path: str) -> str:
+    name = path.lower().rstrip("/")
+    if name.endswith(PARQUET_SUFFIXES):
+        return "parquet"
+    if name.endswith(CSV_SUFFIXES):
+        return "csv"
+    raise DataError(f"cannot tell the format of {path!r}: name CSV files .csv and Parquet files .parquet or .pq")
+
+
+def read_files(spark, source) -> list:
+    """(format, DataFrame) for each format among the files of ``source``: local paths,
+    folders and globs expanded as the local engine does, URLs passed to ``spark.read``.
+    CSV is read with a header and every column as text."""
+    items = list(source) if isinstance(source, (list, tuple)) else [source]
+    files: list[str] = []
+    for item in items:
+        files.extend([item] if _is_url(item) else expand_inputs(item))
+    by_format: dict[str, list[str]] = {}
+    for path in files:
+        by_format.setdefault(_format_of(path), []).append(path)
+    frames = []
+    for kind, paths in by_format.items():
+        reader = spark.read
+        try:
+            if kind == "csv":
+                # enforceSchema=False: every file's header is checked against the first one's
+                # (Spark would otherwise take columns by position, not by name)
+                frame = reader.options(header=True, inferSchema=False, enforceSchema=False, encoding="UTF-8").csv(paths)
+            else:
+                frame = reader.parquet(*paths)
+        except Exception as exc:  # noqa: BLE001 - Spark's analysis and IO errors
+            raise DataError(
+                f"Spark cannot read {paths[0]!r}{' and others' if len(paths) > 1 else ''}: {excerpt(exc, 160)}"
+            ) from None
+        frames.append((kind, frame))
+    return frames
+
+
+def files_frame(source, columns: list[str], spark=None):
+    """One Spark DataFrame of ``columns`` of the files of ``source`` (all CSV or all
+    Parquet), for :func:`dprange.release_grid`; ParameterError for mixed formats."""
+    frames = read_files(get_session(spark), source)
+    if len(frames) > 1:
+        raise ParameterError("the input mixes CSV and Parquet files; give files of one format for several columns")
+    frame = frames[0][1]
+    _check_columns(frame, columns, _describe(source))
+    return frame.select(*[frame[name] for name in columns])
+
+
+def _check_columns(frame, columns: list[str], where: str) -> None:
+    names = list(frame.columns)
+    for name in columns:
+        if name not in names:
+            raise _column_missing(where, name, names)
+
+
+# ----------------------------------------------------------------------------- workers
+def _cells_values(cells, path: str, column: str, first_row: int):
+    """A column of an Arrow batch as the local engine reads it: text as CSV cells, other
+    types by :func:`dprange.domain.column_array`."""
+    import pyarrow as pa  # noqa: PLC0415 - present wherever Spark's Arrow path runs
+
+    if pa.types.is_large_string(cells.type):
+        cells = cells.cast(pa.string())
+    if pa.types.is_string(cells.type):
+        quick = _quick_cast(cells)  # plain numbers: one cast (then the exact CSV rules)
+        return quick if quick is not None else _arrow_cells(cells, path, column, first_row)
+    plain = plain_values(cells)
+    return plain if plain is not None else file_column_values(cells, path, column)
+
+
+def _table_counts(batch, domain, columns: list[str], clip: bool, drop_missing: bool) -> np.ndarray:
+    """The (flat) counts of the first ``len(columns)`` columns of an Arrow batch."""
+    arrays = [_cells_values(batch.column(a), "the Spark DataFrame", name, 0) for a, name in enumerate(columns)]
+    if isinstance(domain, ProductDomain):
+        return domain.histogram(arrays, clip=clip, drop_missing=drop_missing).ravel()
+    return batch_histogram(domain, arrays[0], clip=clip, drop_missing=drop_missing, table=edge_table(domain))
+
+
+def _count_partition(batches, domain, columns, clip, drop_missing) -> Iterator:
+    """mapInArrow body of the first pass: one row per partition, its counts (int64 bytes)
+    or the first error's class and text (the second pass then names its row)."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    counts = np.zeros(domain.size, dtype=np.int64)
+    error = None
+    for batch in batches:
+        try:
+            counts += _table_counts(batch, domain, columns, clip, drop_missing)  # O(rows) numpy per batch
+        except DPRangeError as exc:
+            error = f"{type(exc).__name__}:{exc}"
+            break
+    blob = None if error is not None else counts.tobytes()
+    yield pa.RecordBatch.from_pydict({"counts": [blob], "error": [error]}, schema=_count_schema())
+
+
+def _count_schema():
+    import pyarrow as pa  # noqa: PLC0415
+
+    return pa.schema([("counts", pa.binary()), ("error", pa.string())])
+
+
+def _fails(batch, domain, columns, clip, drop_missing) -> bool:
+    try:
+        _table_counts(batch, domain, columns, clip, drop_missing)
+    except DPRangeError:
+        return True
+    return False
+
+
+def _first_failing(batch, domain, columns, clip, drop_missing) -> int:
+    """The index of the first record of a failing batch that fails: bisection on prefixes
+    (a prefix fails once it holds a bad record), O(rows log rows)."""
+    low, high = 1, batch.num_rows  # batch[:high] fails; find the least such length
+    while low < high:
+        middle = (low + high) // 2
+        if _fails(batch.slice(0, middle), domain, columns, clip, drop_missing):
+            high = middle
+        else:
+            low = middle + 1
+    return low - 1
+
+
+def _ipc(batch) -> bytes:
+    import pyarrow as pa  # noqa: PLC0415
+
+    sink = io.BytesIO()
+    with pa.ipc.new_stream(sink, batch.schema) as writer:
+        writer.write_batch(batch)
+    return sink.getvalue()
+
+
+def _locate_partition(batches, domain, columns, clip, drop_missing, with_files: bool) -> Iterator:
+    """mapInArrow body of the second pass: per input split (file, start byte) in this
+    partition, its records and the offset and cells (Arrow IPC) of its first bad record."""
+    import pyarrow as pa  # noqa: PLC0415
+    from pyspark import TaskContext  # noqa: PLC0415
+
+    context = TaskContext.get()
+    partition = context.partitionId() if context is not None else 0
+    k = len(columns)
+    segments: dict[tuple, list] = {}
+    for batch in batches:
+        if with_files:
+            files = np.asarray(batch.column(k).to_numpy(zero_copy_only=False), dtype=object)
+            starts = np.asarray(batch.column(k + 1).to_numpy(zero_copy_only=False), dtype=np.int64)
+            change = np.flatnonzero((files[1:] != files[:-1]) | (starts[1:] != starts[:-1])) + 1
+            bounds = [0, *change.tolist(), batch.num_rows]
+        else:
+            bounds = [0, batch.num_rows]
+        values = batch.select(list(range(k)))
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            if a == b:
+                continue
+            key = (str(files[a]), int(starts[a])) if with_files else ("", partition)
+            entry = segments.setdefault(key, [0, -1, None])
+            part = values.slice(a, b - a)
+            if entry[1] < 0 and _fails(part, domain, columns, clip, drop_missing):
+                i = _first_failing(part, domain, columns, clip, drop_missing)
+                entry[1], entry[2] = entry[0] + i, _ipc(part.slice(i, 1))
+            entry[0] += b - a
+    rows = [(f, s, n, bad, cell) for (f, s), (n, bad, cell) in segments.items()]
+    yield pa.RecordBatch.from_pydict(
+        {name: [r[i] for r in rows] for i, name in enumerate(("file", "start", "rows", "bad", "cell"))},
+        schema=pa.schema(
+            [
+                ("file", pa.string()),
+                ("start", pa.int64()),
+                ("rows", pa.int64()),
+                ("bad", pa.int64()),
+                ("cell", pa.binary()),
+            ]
+        ),
+    )
+
+
+# ----------------------------------------------------------------------------- counting
+def spark_histogram(
+    data,
+    columns,
+    domain,
+    *,
+    clip: bool = False,
+    drop_missing: bool = False,
+    spark=None,
+) -> np.ndarray:
+    """Exact (private!) int64 counts of ``columns`` of ``data`` on ``domain``, counted by Spark.
+
+    ``data``: a Spark DataFrame, or files (a path, folder, glob pattern, URL or a list).
+    ``columns``: one name for a :class:`~dprange.Domain`; one name per axis for a
+    :class:`~dprange.ProductDomain` (the result then has the grid's shape).  ``spark``: a
+    SparkSession or a master URL (default: the active session, else ``local[*]``), used to
+    read files.  Equal to the local engine's counts (and to ``domain.histogram`` of the
+    whole column); the first bad value raises its one-line error naming the file and row."""
+    names = _check_request(columns, domain, clip, drop_missing)
+    if is_spark_frame(data):
+        _check_columns(data, names, "the Spark DataFrame")
+        inputs: list = [(None, data)]
+    else:
+        inputs = read_files(get_session(spark), data)
+    counts = np.zeros(domain.size, dtype=np.int64)
+    for kind, frame in inputs:
+        if kind is not None:
+            _check_columns(frame, names, _describe(data))
+        counts += _frame_counts(frame, kind, names, domain, clip, drop_missing, _order(data))
+    return counts.reshape(domain.shape) if isinstance(domain, ProductDomain) else counts
+
+
+def _check_request(columns, domain, clip, drop_missing) -> list[str]:
+    for name, flag in (("clip", clip), ("drop_missing", drop_missing)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise ParameterError(f"{name} must be True or False, got {flag!r}")
+    if isinstance(domain, ProductDomain):
+        names = [columns] if isinstance(columns, str) else list(columns)
+        if len(names) != domain.ndim or not all(isinstance(c, str) for c in names):
+            raise ParameterError(
+                f"this product domain has {domain.ndim} axes: name {domain.ndim} columns, one per axis"
+            )
+        return names
+    if not isinstance(domain, Domain):
+        raise ParameterError("domain must be a dprange.Domain or a dprange.ProductDomain")
+    if not isinstance(columns, str):
+        raise ParameterError(f"the column name must be a string, got {columns!r}")
+    return [columns]
+
+
+def _describe(source) -> str:
+    if isinstance(source, (list, tuple)):
+        return ", ".join(str(s) for s in source)
+    return os.fspath(source) if isinstance(source, (str, os.PathLike)) else "the input"
+
+
+def _order(source) -> list[str]:
+    """The input's local files in order (for 'the first bad value'); [] for URLs and frames."""
+    if is_spark_frame(source):
+        return []
+    items = list(source) if isinstance(source, (list, tuple)) else [source]
+    return [os.path.abspath(p) for item in items if not _is_url(item) for p in expand_inputs(item)]
+
+
+def _frame_counts(frame, kind, names, domain, clip, drop_missing, order) -> np.ndarray:
+    """Counts of one DataFrame: the first pass, and the second where it failed."""
+    selected = frame.select(*[frame[name] for name in names])
+    spark = frame.sparkSession
+    previous = spark.conf.get(_ARROW_BATCH_CONF, None)
+    spark.conf.set(_ARROW_BATCH_CONF, str(ARROW_BATCH_ROWS))
+    try:
+        parts = selected.mapInArrow(
+            lambda batches: _count_partition(batches, domain, names, clip, drop_missing), "counts binary, error string"
+        ).rdd.map(lambda row: (None if row[0] is None else np.frombuffer(row[0], dtype=np.int64), row[1]))
+        if parts.getNumPartitions() == 0:
+            return np.zeros(domain.size, dtype=np.int64)
+        with SparkFailures(_describe_frame(frame, kind)):
+            counts, error = parts.treeReduce(_merge_parts, depth=2)  # O(bins) per merge, log-depth tree
+        if error is None:
+            return np.array(counts, dtype=np.int64)
+        _raise_located(frame, kind, names, domain, clip, drop_missing, order)
+        raise _error_of(error)
+    finally:
+        if previous is None:
+            spark.conf.unset(_ARROW_BATCH_CONF)
+        else:
+            spark.conf.set(_ARROW_BATCH_CONF, previous)
+
+
+class SparkFailures:
+    """Turn a failed Spark job (a file Spark cannot read, a CSV header that differs from the
+    first file's) into a one-line DataError; errors of dprange itself pass through."""
+
+    def __init__(self, what: str):
+        self.what = what
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb) -> None:
+        if exc is None or isinstance(exc, DPRangeError):
+            return
+        if type(exc).__module__.startswith(("pyspark", "py4j")):
+            text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise DataError(
+                f"Spark could not read {self.what}: {excerpt(text, 200)}; check that every file is readable "
+                "and that all CSV files have the same header"
+            ) from None
+
+
+def _describe_frame(frame, kind) -> str:
+    return "the Spark DataFrame" if kind is None else f"the {kind.upper()} input"
+
+
+def _merge_parts(a, b):
+    """Merge two partial results (counts, error): sums, or the first error."""
+    if a[1] is not None:
+        return a
+    if b[1] is not None:
+        return b
+    return a[0] + b[0], None
+
+
+def _error_of(text: str) -> DPRangeError:
+    kind, _, message = text.partition(":")
+    return {"DataError": DataError, "DomainError": DomainError}.get(kind, DataError)(message)
+
+
+def _raise_located(frame, kind, names, domain, clip, drop_missing, order) -> None:
+    """Find the first bad record (second pass) and raise the local engine's message for it."""
+    try:
+        located = frame.select(*[frame[name] for name in names], "_metadata.file_path", "_metadata.file_block_start")
+        with_files = True
+    except Exception:  # noqa: BLE001 - not from files: Spark has no file names to give
+        located, with_files = frame.select(*[frame[name] for name in names]), False
+    segments = located.mapInArrow(
+        lambda batches: _locate_partition(batches, domain, names, clip, drop_missing, with_files),
+        "file string, start long, rows long, bad long, cell binary",
+    ).collect()
+    if not segments:
+        return
+    rank = {path: i for i, path in enumerate(order)}
+    by_place = sorted(segments, key=lambda s: (rank.get(_local_path(s[0]), len(rank)), s[0], s[1]))
+    before: dict[str, int] = {}
+    for file, start, rows, bad, cell in by_place:
+        if bad >= 0:
+            _raise_for_record(
+                cell, file, kind, before.get(file, 0) + bad, start, names, domain, clip, drop_missing, with_files
+            )
+        before[file] = before.get(file, 0) + rows
+
+
+def _local_path(uri: str) -> str:
+    parsed = urlparse(uri)
+    return unquote(parsed.path) if parsed.scheme in ("file", "") else uri
+
+
+class _FileBatch(Batch):
+    """A one-record batch of a DataFrame read from files by the caller (perhaps filtered)."""
+
+    def where(self, index: int) -> str:
+        return f"a row of {self.path!r}"
+
+
+class _PartitionBatch(Batch):
+    """A one-record batch of a DataFrame that does not come from files."""
+
+    def where(self, index: int) -> str:
+        return f"record {private(self.first_row + int(index))} of Spark partition {self.path}"
+
+
+def _raise_for_record(cell, file, kind, offset, start, names, domain, clip, drop_missing, with_files) -> None:
+    """Raise the local engine's error for the bad record ``cell`` (Arrow IPC, one row) at
+    ``offset`` records into ``file``."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    record = pa.ipc.open_stream(cell).read_next_batch()
+    if with_files and kind is None:  # a DataFrame of the caller's: it may be filtered, so no row number
+        path, row = _local_path(file), offset + 1
+
+        def batch_of(values):
+            return _FileBatch(values, path, row, "row")
+    elif with_files:
+        path = _local_path(file)
+        row = offset + (2 if kind == "csv" else 1)
+
+        def batch_of(values):
+            return Batch(values, path, row, "row")
+    else:
+        path, row = "the Spark DataFrame", offset + 1
+
+        def batch_of(values):
+            return _PartitionBatch(values, str(start), row, "record")
+
+    domains = domain.domains if isinstance(domain, ProductDomain) else [domain]
+    arrays = [_cells_values(record.column(a), path, name, row) for a, name in enumerate(names)]
+    prefix = (lambda a: f"column {excerpt(repr(names[a]))}: ") if isinstance(domain, ProductDomain) else (lambda a: "")
+    order = list(range(len(names)))
+    if isinstance(domain, ProductDomain) and not drop_missing:  # a missing value anywhere is the record's error
+        order.sort(key=lambda a: not _missing(arrays[a]))
+    for a in order:
+        try:
+            batch_counts(domains[a], batch_of(arrays[a]), clip=clip, drop_missing=drop_missing)
+        except DomainError as exc:
+            raise DomainError(prefix(a) + str(exc)) from None
+
+
+def _missing(values) -> bool:
+    if isinstance(values, np.ma.MaskedArray):
+        return bool(np.ma.getmaskarray(values).any())
+    return values.dtype.kind == "f" and bool(np.isnan(values).any())
+
+
+# ----------------------------------------------------------------------------- local DP
+def _aggregate_partition(rows, protocol, fields) -> Iterator:
+    """mapInArrow body for reports: one row per partition with its aggregator's state
+    (per level: summary bytes and users) and the header lines it saw."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    agg = protocol.aggregator()
+    headers: set[str] = set()
+    error = None
+    for batch in rows:
+        lines = batch.column(0).to_pylist()
+        per_level: dict[int, list] = {level: [] for level in agg.levels}
+        try:
+            for line in lines:
+                text = (line or "").strip()
+                if not text:
+                    continue
+                if text.startswith("{"):
+                    headers.add(text)
+                    continue
+                row = json.loads(text)
+                if not isinstance(row, list) or not row or isinstance(row[0], bool) or row[0] not in per_level:
+                    raise ReportError(f"bad report line {excerpt(text, 60)!r}")
+                if len(row) != 1 + len(fields[row[0]]):
+                    raise ReportError(f"report line {excerpt(text, 60)!r} does not hold the fields {fields[row[0]]}")
+                per_level[row[0]].append(row[1:])
+            for level, got in per_level.items():
+                if got:
+                    oracle = agg.levels[level].oracle
+                    data = report_fields(list(fields[level]), got, oracle.domain_size)
+                    agg.levels[level].add(
+                        Reports(oracle.name, oracle.epsilon, oracle.domain_size, data, oracle.params())
+                    )
+        except (ValueError, DPRangeError) as exc:  # json errors are ValueErrors
+            error = f"{excerpt(exc, 160)}"
+            break
+    arrays = {f"n{level}": np.array([a.n]) for level, a in agg.levels.items()}
+    arrays.update({f"s{level}": a.summary for level, a in agg.levels.items() if a.summary is not None})
+    state = io.BytesIO()
+    np.savez(state, **arrays)  # type: ignore[arg-type]  # exact summaries, no pickling
+    yield pa.RecordBatch.from_pydict(
+        {"state": [state.getvalue()], "headers": [json.dumps(sorted(headers))], "error": [error]}
+    )
+
+
+def spark_ldp_aggregate(data, protocol, column: str = "value", *, spark=None):
+    """The :class:`~dprange.ldp.protocols.ProtocolAggregator` of every report in ``column`` of
+    ``data`` (a Spark DataFrame, or report files read with ``spark.read.text``), one JSON
+    line ``[level, fields...]`` per user as :meth:`ProtocolReports.to_jsonl` writes them;
+    header lines must describe ``protocol`` and are skipped.  Each partition adds its reports
+    to an aggregator; the aggregators merge on the driver (:meth:`ProtocolAggregator.merge`).
+    Release with ``.release(domain)``."""
+    if not isinstance(protocol, Protocol):
+        raise ParameterError("protocol must be a dprange.ldp protocol (HierarchicalHistogram, HaarHRR, Flat)")
+    if not is_spark_frame(data):
+        session = get_session(spark)
+        items = list(data) if isinstance(data, (list, tuple)) else [data]
+        paths = [p for item in items for p in ([item] if _is_url(item) else expand_inputs_any(item))]
+        data = session.read.text(paths)
+        column = "value"
+    _check_columns(data, [column], "the Spark DataFrame")
+    fields = {level: tuple(agg.oracle.fields) for level, agg in protocol.aggregator().levels.items()}
+    parts = (
+        data.select(data[column])
+        .mapInArrow(
+            lambda rows: _aggregate_partition(rows, protocol, fields), "state binary, headers string, error string"
+        )
+        .collect()
+    )
+    total = protocol.aggregator()
+    expected = protocol.describe()
+    for state, headers, error in parts:
+        if error is not None:
+            raise ReportError(f"reports in column {column!r}: {error}")
+        for text in json.loads(headers):
+            _check_header(text, expected, fields)
+        part = protocol.aggregator()
+        with np.load(io.BytesIO(state), allow_pickle=False) as saved:
+            for level, level_agg in part.levels.items():
+                if f"s{level}" in saved.files:
+                    level_agg.add_summary(saved[f"s{level}"], int(saved[f"n{level}"][0]))
+        total.merge(part)
+    return total
+
+
+def _check_header(text: str, expected: dict, fields: dict) -> None:
+    try:
+        header = json.loads(text)
+        protocol = header["protocol"]
+    except (ValueError, KeyError, TypeError):
+        raise ReportError(f"malformed report header line {excerpt(text, 60)!r}") from None
+    if protocol != expected:
+        keys = sorted(k for k in set(expected) | set(protocol) if expected.get(k) != protocol.get(k))
+        detail = ", ".join(f"{k}={protocol.get(k)!r} (expected {expected.get(k)!r})" for k in keys)
+        raise ReportError(f"reports do not match this aggregator: {detail}")
+    for level, names in (header.get("fields") or {}).items():
+        if tuple(names) != fields.get(int(level)):
+            raise ReportError(
+                f"report header gives fields {names} for level {level}, expected {list(fields[int(level)])}"
+            )
+
+
+def expand_inputs_any(item) -> list[str]:
+    """Report files: a path, a folder (every file in it, in name order) or a glob pattern."""
+    path = os.fsdecode(os.fspath(item))
+    if os.path.isdir(path):
+        found = sorted(os.path.join(path, n) for n in os.listdir(path) if os.path.isfile(os.path.join(path, n)))
+        if not found:
+            raise DataError(f"the folder {path!r} holds no files")
+        return found
+    return expand_inputs(path)

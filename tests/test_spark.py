@@ -1,0 +1,319 @@
+"""The Spark engine on a real local SparkSession (local[2]): its counts equal the local
+engine's exactly (1-D, product domains, several files, globs, clip, drop), bad values stop
+the count with the local engine's message naming the file and row, and local-DP reports
+aggregate to the same state as the local aggregator."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+
+import numpy as np
+import pytest
+
+import dprange
+from dprange import DataError, Domain, DomainError, ParameterError, ProductDomain
+from dprange.engines import stream_histogram
+
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+    pytest.skip("the Spark engine needs Java (17 for Spark 4): `java` is not on PATH", allow_module_level=True)
+try:
+    import pyspark  # noqa: F401
+except ImportError:
+    pytest.skip("pyspark is not installed (pip install 'dprange[spark]')", allow_module_level=True)
+
+from dprange.engines.spark import get_session, spark_histogram, spark_ldp_aggregate  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def spark():
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("dprange-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.driver.memory", "512m")
+        .config("spark.sql.files.maxPartitionBytes", "8k")  # several partitions even for small files
+        .config("spark.sql.files.openCostInBytes", "1k")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+def write_csv(path, cells, other=None, header="x,y") -> str:
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(header + "\n")
+        for i, v in enumerate(cells):
+            fh.write(f"{'' if v is None else v},{i if other is None else other[i]}\n")
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    """Integer and real columns in CSV and Parquet, split over several files."""
+    folder = tmp_path_factory.mktemp("spark")
+    rng = np.random.default_rng(11)
+    ints = rng.integers(-3, 50, 6000)
+    reals = rng.uniform(0.0, 10.0, 6000).round(3)
+    out = {"ints": ints, "reals": reals, "folder": folder}
+    for k in range(3):
+        part = slice(2000 * k, 2000 * (k + 1))
+        out[f"csv{k}"] = write_csv(folder / f"part-{k}.csv", ints[part], reals[part])
+        table = pa.table({"x": ints[part], "y": reals[part]})
+        out[f"pq{k}"] = str(folder / f"part-{k}.parquet")
+        pq.write_table(table, out[f"pq{k}"], row_group_size=300)
+    return out
+
+
+# ----------------------------------------------------------------------------- equality
+def test_one_csv_file_equals_the_local_engine(spark, files):
+    domain = Domain.integers(-3, 49)
+    local = stream_histogram(files["csv0"], "x", domain)
+    counts = spark_histogram(files["csv0"], "x", domain, spark=spark)
+    assert counts.dtype == np.int64
+    np.testing.assert_array_equal(counts, local)
+    np.testing.assert_array_equal(counts, domain.histogram(files["ints"][:2000]))
+
+
+def test_glob_of_parquet_files_and_a_list_of_csv_equal_local(spark, files):
+    domain = Domain.interval(0.0, 10.0, 37)
+    pattern = str(files["folder"] / "part-*.parquet")
+    np.testing.assert_array_equal(
+        spark_histogram(pattern, "y", domain, spark=spark), stream_histogram(pattern, "y", domain)
+    )
+    csvs = [files["csv0"], files["csv1"], files["csv2"]]
+    counts = spark_histogram(csvs, "y", domain, spark=spark)
+    np.testing.assert_array_equal(counts, stream_histogram(csvs, "y", domain))
+    np.testing.assert_array_equal(counts, domain.histogram(files["reals"]))
+
+
+def test_a_spark_dataframe_and_mixed_formats_equal_local(spark, files):
+    domain = Domain.integers(-3, 49)
+    frame = spark.read.parquet(files["pq1"], files["pq2"])
+    np.testing.assert_array_equal(
+        spark_histogram(frame, "x", domain), stream_histogram([files["pq1"], files["pq2"]], "x", domain)
+    )
+    mixed = [files["csv0"], files["pq1"]]
+    np.testing.assert_array_equal(
+        spark_histogram(mixed, "x", domain, spark=spark), stream_histogram(mixed, "x", domain)
+    )
+
+
+def test_product_domain_equals_the_in_memory_grid(spark, files):
+    grid = ProductDomain([Domain.integers(-3, 49), Domain.interval(0.0, 10.0, 8)])
+    expected = grid.histogram([files["ints"], files["reals"]])
+    pattern = str(files["folder"] / "part-*.csv")
+    counts = spark_histogram(pattern, ["x", "y"], grid, spark=spark)
+    assert counts.shape == (53, 8)
+    np.testing.assert_array_equal(counts, expected)
+    frame = spark.read.parquet(str(files["folder"] / "part-*.parquet"))
+    np.testing.assert_array_equal(spark_histogram(frame, ["x", "y"], grid), expected)
+
+
+def test_clip_and_drop_missing_equal_local(spark, tmp_path):
+    cells: list = [str(v) for v in np.random.default_rng(3).integers(0, 20, 3000)]
+    cells[5], cells[1000], cells[2999] = "NA", None, " null"
+    cells[7], cells[2500] = "25", "-4"
+    path = write_csv(tmp_path / "c.csv", cells)
+    domain = Domain.integers(0, 15)
+    local = stream_histogram(path, "x", domain, clip=True, drop_missing=True)
+    counts = spark_histogram(path, "x", domain, clip=True, drop_missing=True, spark=spark)
+    np.testing.assert_array_equal(counts, local)
+    assert counts.sum() == 3000 - 3
+    assert counts[15] == local[15] >= 1  # clipped from 25 and the values 15..19
+
+
+def test_product_domain_drops_whole_records_like_the_grid(spark, tmp_path):
+    x = np.arange(40) % 5
+    y = (np.arange(40) * 7) % 6
+    xs: list = x.astype(str).tolist()
+    ys: list = y.astype(str).tolist()
+    xs[3], ys[9] = None, "NA"
+    path = write_csv(tmp_path / "g.csv", xs, ys)
+    grid = ProductDomain([Domain.integers(0, 4), Domain.integers(0, 5)])
+    keep = np.ones(40, bool)
+    keep[[3, 9]] = False
+    counts = spark_histogram(path, ["x", "y"], grid, drop_missing=True, spark=spark)
+    np.testing.assert_array_equal(counts, grid.histogram([x[keep], y[keep]]))
+
+
+# ----------------------------------------------------------------------------- errors
+def test_out_of_bounds_names_file_row_and_value_like_local(spark, tmp_path):
+    cells = [str(v % 10) for v in range(3000)]
+    cells[2222] = "99"
+    cells[2900] = "98"
+    path = write_csv(tmp_path / "oob.csv", cells)
+    domain = Domain.integers(0, 9)
+    with pytest.raises(DomainError) as local:
+        stream_histogram(path, "x", domain)
+    with pytest.raises(DomainError) as remote:
+        spark_histogram(path, "x", domain, spark=spark)
+    assert str(remote.value) == str(local.value)
+    assert "value 99 on row 2224 of" in str(remote.value) and "oob.csv" in str(remote.value)
+
+
+def test_first_bad_value_of_the_first_file_in_parquet(spark, tmp_path):
+    values = np.arange(5000, dtype=float) % 7
+    values[4321] = np.nan
+    first = str(tmp_path / "p-0.parquet")
+    pq.write_table(pa.table({"x": values}), first, row_group_size=500)
+    second = str(tmp_path / "p-1.parquet")
+    later = np.zeros(100)
+    later[3] = 50.0
+    pq.write_table(pa.table({"x": later}), second)
+    domain = Domain.interval(0.0, 7.0, 7)
+    with pytest.raises(DomainError) as local:
+        stream_histogram(str(tmp_path / "p-*.parquet"), "x", domain)
+    with pytest.raises(DomainError) as remote:
+        spark_histogram(str(tmp_path / "p-*.parquet"), "x", domain, spark=spark)
+    assert str(remote.value) == str(local.value)
+    assert "missing value (empty/NaN/null) on row 4322 of" in str(remote.value)
+
+
+def test_non_numeric_cell_and_missing_column_are_data_errors(spark, tmp_path):
+    cells = ["1", "2", "x7", "3"]
+    path = write_csv(tmp_path / "t.csv", cells)
+    with pytest.raises(DataError) as local:
+        stream_histogram(path, "x", Domain.integers(0, 9))
+    with pytest.raises(DataError) as remote:
+        spark_histogram(path, "x", Domain.integers(0, 9), spark=spark)
+    assert str(remote.value) == str(local.value)
+    assert "x7" in str(remote.value) and "row 4" in str(remote.value)
+    with pytest.raises(DataError, match="column 'z' not found"):
+        spark_histogram(path, "z", Domain.integers(0, 9), spark=spark)
+
+
+def test_csv_files_with_different_headers_are_refused_not_read_by_position(spark, tmp_path):
+    first = write_csv(tmp_path / "h-0.csv", ["1", "2"], ["7", "7"], header="x,y")
+    second = write_csv(tmp_path / "h-1.csv", ["7", "7"], ["3", "4"], header="y,x")  # x is the second column here
+    domain = Domain.integers(0, 9)
+    np.testing.assert_array_equal(stream_histogram([first, second], "x", domain), domain.histogram([1, 2, 3, 4]))
+    with pytest.raises(DataError, match="Spark could not read the CSV input: .*same header"):
+        spark_histogram([first, second], "x", domain, spark=spark)
+
+
+def test_product_domain_error_names_the_column(spark, tmp_path):
+    path = write_csv(tmp_path / "g.csv", ["1", "2", "3"], ["0", "9", "1"])
+    grid = ProductDomain([Domain.integers(0, 4), Domain.integers(0, 5)])
+    with pytest.raises(DomainError, match=r"column 'y': value 9 on row 3 of .*outside the public bounds \[0, 5\]"):
+        spark_histogram(path, ["x", "y"], grid, spark=spark)
+
+
+def test_callers_dataframe_names_the_file_without_a_row(spark, files):
+    frame = spark.read.parquet(files["pq0"]).filter("x > 10")  # filtered: file rows are unknown
+    with pytest.raises(DomainError, match=r"value \d+ on a row of '.*part-0.parquet' lies outside .*\[0, 40\]"):
+        spark_histogram(frame, "x", Domain.integers(0, 40))
+
+
+def test_dataframe_without_files_names_the_partition(spark):
+    frame = spark.createDataFrame([(float(i % 5),) for i in range(50)] + [(None,)], "x double").repartition(1)
+    with pytest.raises(DomainError, match=r"missing value .* on record 51 of Spark partition 0"):
+        spark_histogram(frame, "x", Domain.interval(0.0, 5.0, 5))
+
+
+def test_bad_requests_are_parameter_errors(spark, files):
+    with pytest.raises(ParameterError, match="2 axes"):
+        spark_histogram(files["csv0"], "x", ProductDomain([Domain.integers(0, 1)] * 2), spark=spark)
+    with pytest.raises(ParameterError, match="clip must be True or False"):
+        spark_histogram(files["csv0"], "x", Domain.integers(0, 1), clip="yes", spark=spark)
+    with pytest.raises(ParameterError, match="SparkSession or a master URL"):
+        get_session(42)
+
+
+# ----------------------------------------------------------------------------- API and CLI
+def test_release_files_with_the_spark_engine_equals_local_with_one_seed(spark, files):
+    domain = Domain.integers(-3, 49)
+    pattern = str(files["folder"] / "part-*.parquet")
+    here = dprange.release_files(pattern, "x", domain, 1.0, mechanism="hierarchical", rng=7)
+    there = dprange.release_files(
+        pattern, "x", domain, 1.0, mechanism="hierarchical", rng=7, engine="spark", spark=spark
+    )
+    np.testing.assert_array_equal(there.histogram().value, here.histogram().value)
+    frame = spark.read.parquet(pattern)
+    direct = dprange.release(frame, domain, 1.0, mechanism="hierarchical", rng=7, column="x")
+    np.testing.assert_array_equal(direct.histogram().value, here.histogram().value)
+    with pytest.raises(ParameterError, match="engine must be 'local' or 'spark'"):
+        dprange.release_files(pattern, "x", domain, 1.0, engine="dask")
+
+
+def test_release_grid_of_a_spark_dataframe_uses_its_columns(spark, files):
+    grid = ProductDomain([Domain.integers(-3, 49), Domain.interval(0.0, 10.0, 8)])
+    frame = spark.read.parquet(str(files["folder"] / "part-*.parquet"))
+    there = dprange.release(frame.select("x", "y"), grid, 1.0, mechanism="kronecker", rng=3)
+    here = dprange.release([files["ints"], files["reals"]], grid, 1.0, mechanism="kronecker", rng=3)
+    np.testing.assert_array_equal(there.counts, here.counts)
+
+
+def run_cli(args) -> int:
+    from dprange.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(args)
+    return exc.value.code
+
+
+def test_cli_engine_spark_writes_the_same_release(spark, files, tmp_path):
+    pattern = str(files["folder"] / "part-*.csv")
+    common = ["release", pattern, "-c", "x", "--lo", "-3", "--hi", "49", "--integers", "-e", "1", "--seed", "5"]
+    common += ["-m", "flat"]
+    assert run_cli([*common, "-o", str(tmp_path / "local.json")]) == 0
+    assert (
+        run_cli([*common, "--engine", "spark", "--spark-master", "local[2]", "-o", str(tmp_path / "spark.json")]) == 0
+    )
+    local = dprange.load_release(str(tmp_path / "local.json"))
+    remote = dprange.load_release(str(tmp_path / "spark.json"))
+    np.testing.assert_array_equal(remote.histogram().value, local.histogram().value)
+    grid = ["release", files["csv0"], "-c", "x", "-c", "y", "--lo", "-3", "--hi", "49", "--bins", "53"]
+    grid += ["--lo", "0", "--hi", "10", "--bins", "8", "-e", "1", "--seed", "5", "-m", "kronecker"]
+    assert run_cli([*grid, "-o", str(tmp_path / "g1.json")]) == 0
+    assert run_cli([*grid, "--engine", "spark", "-o", str(tmp_path / "g2.json")]) == 0
+    assert (tmp_path / "g1.json").read_text() == (tmp_path / "g2.json").read_text()
+
+
+# ----------------------------------------------------------------------------- local DP
+@pytest.mark.parametrize("oracle", ["oue", "hrr"])
+def test_ldp_reports_aggregate_to_the_local_state(spark, tmp_path, oracle):
+    from dprange.ldp import HierarchicalHistogram, ProtocolReports
+
+    values = np.random.default_rng(2).integers(0, 16, 900)
+    protocol = HierarchicalHistogram(16, 4, oracle, epsilon=2.0)
+    paths = []
+    for k in range(2):
+        reports = protocol.randomize(values[450 * k : 450 * (k + 1)], rng=10 + k)
+        paths.append(str(tmp_path / f"r{k}.jsonl"))
+        reports.to_jsonl(paths[-1])
+    local = protocol.aggregator()
+    for path in paths:
+        local.add(ProtocolReports.load(path))
+    remote = spark_ldp_aggregate(spark.read.text(paths).repartition(3), protocol)
+    assert remote.n == local.n == 900
+    for level, agg in local.levels.items():
+        assert remote.levels[level].n == agg.n
+        np.testing.assert_array_equal(remote.levels[level].summary, agg.summary)
+    np.testing.assert_array_equal(remote.release().histogram().value, local.release().histogram().value)
+    if oracle == "oue":  # report files read by the engine itself
+        from_files = spark_ldp_aggregate(paths, protocol, spark=spark)
+        for level, agg in local.levels.items():
+            np.testing.assert_array_equal(from_files.levels[level].summary, agg.summary)
+
+
+def test_ldp_reports_of_another_protocol_are_refused(spark, tmp_path):
+    from dprange.errors import ReportError
+    from dprange.ldp import HierarchicalHistogram
+
+    made = HierarchicalHistogram(16, 4, "oue", epsilon=2.0)
+    made.randomize(np.arange(16), rng=1).to_jsonl(str(tmp_path / "r.jsonl"))
+    other = HierarchicalHistogram(16, 4, "oue", epsilon=1.0)
+    with pytest.raises(ReportError, match="epsilon"):
+        spark_ldp_aggregate(spark.read.text(str(tmp_path / "r.jsonl")), other)
