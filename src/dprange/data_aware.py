@@ -344,7 +344,7 @@ class DAWA(Mechanism):
         Param(
             "bucket_branching",
             Custom(check_branching, "auto or an integer >= 2"),
-            "hierarchy on the buckets: auto (least exact expected error on the buckets' ranges) or a branching factor",
+            "best-hierarchy's tree: auto (least exact expected error on the buckets' ranges) or a branching factor",
             default="auto",
         ),
         Param(
@@ -654,8 +654,8 @@ class MWEM(Mechanism):
 
 MECHANISMS.add(
     DAWA,
-    summary="data-aware: a private partition into near-uniform dyadic buckets, then a hierarchy on the buckets "
-    "(error bars noise-only, not exact)",
+    summary="data-aware: a private partition into near-uniform dyadic buckets, then GreedyH (a workload-weighted "
+    "hierarchy) on the buckets (error bars noise-only, not exact)",
     citation=Citation(
         "Li, Hay, Miklau and Wang",
         "A Data- and Workload-Aware Algorithm for Range Queries Under Differential Privacy",
