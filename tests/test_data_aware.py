@@ -246,16 +246,17 @@ def test_dawa_bootstrap_reruns_public_post_processing_only():
 
 
 def test_dawa_chooses_the_bucket_hierarchy_by_exact_expected_error():
+    """The "best-hierarchy" second stage (GreedyH's: tests/test_data_aware_greedy_h.py)."""
     from dprange.analysis import expected_error
     from dprange.mechanisms import auto_hierarchies
 
     x = counts_example(n=256, seed=1)
-    r = DAWA(ratio=0.2).release(x, 0.5, rng=2)
+    r = DAWA(ratio=0.2, second_stage="best-hierarchy").release(x, 0.5, rng=2)
     k = len(r.parameters["buckets"])
     eps2 = r.parameters["private_steps"][1]["epsilon"]
     errors = {m.branching: expected_error(m, "all-range", eps2, n=k) for m in auto_hierarchies(k, fast=True)}
     assert r.parameters["bucket_hierarchy"] == min(errors, key=errors.get)
-    fixed = DAWA(ratio=0.2, bucket_branching=3).release(x, 0.5, rng=2)
+    fixed = DAWA(ratio=0.2, second_stage="best-hierarchy", bucket_branching=3).release(x, 0.5, rng=2)
     assert fixed.parameters["bucket_hierarchy"] == 3
 
 
