@@ -178,3 +178,34 @@ def test_lone_carriage_returns_fall_back(tmp_path, streaming_calls):
     path = write(tmp_path / "cr.csv", ["1,0", "2,1", "3,2"], end="\r")
     counts = stream_histogram(path, "x", Domain.integers(0, 3), csv_block_bytes=4)
     assert counts.tolist() == [0, 1, 1, 1] and streaming_calls
+
+
+# ----------------------------------------------------------------------------- memory
+MEASURE = r"""
+import json, sys
+import pyarrow as pa
+import dprange
+from dprange.engines.local import stream_histogram
+counts = stream_histogram(sys.argv[1], "x", dprange.Domain.interval(0.0, 1.0, 64), csv_block_bytes=1 << 20)
+print(json.dumps({"rows": int(counts.sum()), "arrow_peak": pa.default_memory_pool().max_memory()}))
+"""
+
+
+def test_arrow_memory_is_a_few_blocks_not_the_file(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    values = np.random.default_rng(4).random(1 << 20)
+    path = tmp_path / "wide.csv"
+    with open(path, "w") as fh:  # about 24 MiB of text: 24 blocks of 1 MiB
+        fh.write("x,y\n")
+        np.savetxt(fh, np.column_stack([values, values]), fmt="%.9f", delimiter=",")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run(
+        [sys.executable, "-c", MEASURE, str(path)], capture_output=True, text=True, check=True, env=env
+    )
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["rows"] == values.size
+    assert result["arrow_peak"] < 8 * (1 << 20), result  # the whole column alone is 8 MiB, the file 24 MiB

@@ -8,8 +8,10 @@ merge (:func:`merge_counts`) like the local-DP aggregators do.
 
 Inputs: a path, a list of paths, a folder (its ``.csv`` / ``.parquet`` / ``.pq`` files, in
 name order) or a glob pattern (``"data/part-*.parquet"``), read as one column in order.
-Parquet is read with ``pyarrow.parquet.ParquetFile.iter_batches``; CSV with pyarrow's
-streaming reader (``pyarrow.csv.open_csv``), or pandas chunks where pyarrow is missing.
+Parquet is read with ``pyarrow.parquet.ParquetFile.iter_batches``; CSV in byte blocks parsed
+by pyarrow on every core (:mod:`.csv_blocks`), with pyarrow's streaming reader
+(``pyarrow.csv.open_csv``) where a block could split a row (quotes, CR line ends) and for
+the exact text path, or pandas chunks where pyarrow is missing.
 
 The rules are those of :mod:`dprange.io` and :mod:`dprange.domain`: a missing value (empty
 cell, the usual markers, null, NaN), a value outside the public bounds, a non-integer on an
