@@ -26,6 +26,7 @@ say how loaded it was when quoting them.
     python benchmarks/engines.py            # 10^7 rows
     python benchmarks/engines.py --quick    # 10^6 rows
     python benchmarks/engines.py --big --spark
+    python benchmarks/engines.py --format csv   # the CSV cases only
 """
 
 from __future__ import annotations
@@ -177,12 +178,15 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="rounds of every case (medians reported)")
     parser.add_argument("--big", action="store_true", help="also a 10^8-row Parquet file (slow to generate)")
     parser.add_argument("--spark", action="store_true", help="also the Spark engine in local mode")
+    parser.add_argument("--format", choices=["csv", "parquet"], default=None, help="only this format's cases")
     args = parser.parse_args()
     rows = args.rows or (10**6 if args.quick else 10**7)
     results = []
     with tempfile.TemporaryDirectory() as folder:
         files = make_files(folder, rows)
         for kind, path in files.items():
+            if args.format not in (None, kind):
+                continue
             results.extend(measure(kind, path, rows, cases_for(kind, args.spark), args.repeat, "small"))
         if args.big:
             big_rows = 10**8

@@ -8,8 +8,10 @@ merge (:func:`merge_counts`) like the local-DP aggregators do.
 
 Inputs: a path, a list of paths, a folder (its ``.csv`` / ``.parquet`` / ``.pq`` files, in
 name order) or a glob pattern (``"data/part-*.parquet"``), read as one column in order.
-Parquet is read with ``pyarrow.parquet.ParquetFile.iter_batches``; CSV with pyarrow's
-streaming reader (``pyarrow.csv.open_csv``), or pandas chunks where pyarrow is missing.
+Parquet is read with ``pyarrow.parquet.ParquetFile.iter_batches``; CSV in byte blocks parsed
+by pyarrow on every core (:mod:`.csv_blocks`), with pyarrow's streaming reader
+(``pyarrow.csv.open_csv``) where a block could split a row (quotes, CR line ends) and for
+the exact text path, or pandas chunks where pyarrow is missing.
 
 The rules are those of :mod:`dprange.io` and :mod:`dprange.domain`: a missing value (empty
 cell, the usual markers, null, NaN), a value outside the public bounds, a non-integer on an
@@ -49,6 +51,7 @@ from ..io import (
 )
 from ..progress import progress_bar
 from .counting import batch_histogram, edge_table
+from .csv_blocks import BlockFallback, default_block_bytes, parse_block, raw_blocks
 
 #: Rows per batch by default: 2^20 rows are 8 MiB of float64.
 DEFAULT_BATCH_ROWS = 1 << 20
@@ -109,20 +112,29 @@ def stream_histogram(
     clip: bool = False,
     drop_missing: bool = False,
     batch_rows: int = DEFAULT_BATCH_ROWS,
+    csv_block_bytes: int | None = None,
 ) -> np.ndarray:
     """Exact (private!) int64 counts of ``column`` over every file of ``source`` on
     ``domain``, read in batches of ``batch_rows`` rows; equal to
-    ``domain.histogram(values, clip=clip, drop_missing=drop_missing)`` of the whole column."""
+    ``domain.histogram(values, clip=clip, drop_missing=drop_missing)`` of the whole column.
+    ``csv_block_bytes``: bytes per CSV block (:mod:`dprange.engines.csv_blocks`; default
+    from ``batch_rows``)."""
     if not isinstance(domain, Domain):
         raise ParameterError("domain must be a dprange.Domain (Domain.integers or Domain.interval)")
     if not isinstance(column, str):
         raise ParameterError(f"the column name must be a string, got {column!r}")
     if isinstance(batch_rows, bool) or not isinstance(batch_rows, int) or batch_rows < 1:
         raise ParameterError(f"batch_rows must be an integer >= 1, got {batch_rows!r}")
+    if csv_block_bytes is not None and (
+        isinstance(csv_block_bytes, bool) or not isinstance(csv_block_bytes, int) or csv_block_bytes < 1
+    ):
+        raise ParameterError(f"csv_block_bytes must be an integer >= 1, got {csv_block_bytes!r}")
     files = expand_inputs(source)
     counts = np.zeros(domain.size, dtype=np.int64)
     for path in files:
-        counts += file_counts(domain, path, column, batch_rows, clip=clip, drop_missing=drop_missing)
+        counts += file_counts(
+            domain, path, column, batch_rows, clip=clip, drop_missing=drop_missing, block_bytes=csv_block_bytes
+        )
     return counts
 
 
@@ -143,10 +155,21 @@ def typed_column(domain: Domain):
     return None
 
 
-def file_counts(domain: Domain, path: str, column: str, batch_rows: int, *, clip: bool, drop_missing: bool):
+def file_counts(
+    domain: Domain,
+    path: str,
+    column: str,
+    batch_rows: int,
+    *,
+    clip: bool,
+    drop_missing: bool,
+    block_bytes: int | None = None,
+):
     """The counts of one file.  CSV with pyarrow is first read with the column converted by
-    the reader itself (fast); a cell it cannot convert (a float on an integer domain, spaces,
-    text) sends the whole file to the exact text path, which decides (and names bad cells)."""
+    the reader itself (fast): in byte blocks parsed on every core (:mod:`.csv_blocks`), or
+    by the streaming reader where a block may split a row (quotes, CR line ends); a cell it
+    cannot convert (a float on an integer domain, spaces, text) sends the whole file to the
+    exact text path, which decides (and names bad cells)."""
     typed = None
     if not path.lower().endswith(PARQUET_SUFFIXES):
         try:
@@ -154,20 +177,29 @@ def file_counts(domain: Domain, path: str, column: str, batch_rows: int, *, clip
         except ImportError:
             typed = None
     if typed is not None:
+        blocks = default_block_bytes(batch_rows) if block_bytes is None else block_bytes
         try:
-            return _count(domain, file_batches(path, column, batch_rows, typed=typed), clip, drop_missing)
+            try:
+                return _count(
+                    domain, file_batches(path, column, batch_rows, typed=typed, blocks=blocks), clip, drop_missing
+                )
+            except BlockFallback:
+                return _count(domain, file_batches(path, column, batch_rows, typed=typed), clip, drop_missing)
         except _TypedReadFailed:
             pass
     return _count(domain, file_batches(path, column, batch_rows), clip, drop_missing)
 
 
-def _count(domain: Domain, batches: Iterator[Batch], clip: bool, drop_missing: bool) -> np.ndarray:
+def _count(
+    domain: Domain, batches: Iterator[Batch] | Iterator[list[Batch]], clip: bool, drop_missing: bool
+) -> np.ndarray:
     counts = np.zeros(domain.size, dtype=np.int64)
     table = edge_table(domain)
     with progress_bar("reading", unit="rows", unit_scale=True) as bar:
-        for batch in prefetched(batches):
-            counts += batch_counts(domain, batch, clip=clip, drop_missing=drop_missing, table=table)
-            bar.update(len(batch.values))
+        for item in prefetched(batches):
+            for batch in item if isinstance(item, list) else (item,):  # a CSV block: its parsed chunks
+                counts += batch_counts(domain, batch, clip=clip, drop_missing=drop_missing, table=table)
+                bar.update(len(batch.values))
     return counts
 
 
@@ -284,9 +316,14 @@ def _first_bad(domain: Domain, batch: Batch, clip: bool, drop_missing: bool, exc
 
 
 # ----------------------------------------------------------------------------- reading
-def file_batches(path: str, column: str, batch_rows: int = DEFAULT_BATCH_ROWS, *, typed=None) -> Iterator[Batch]:
+def file_batches(
+    path: str, column: str, batch_rows: int = DEFAULT_BATCH_ROWS, *, typed=None, blocks: int | None = None
+) -> Iterator[Batch] | Iterator[list[Batch]]:
     """The batches of ``column`` in one CSV or Parquet file (chosen by suffix, as io does).
-    ``typed``: a pyarrow type the CSV reader converts the column to (see :func:`file_counts`)."""
+    ``typed``: a pyarrow type the CSV reader converts the column to (see :func:`file_counts`);
+    ``blocks`` (with ``typed``): read the CSV in blocks of that many bytes, parsed on every
+    core, one list of Batches per block (:class:`~.csv_blocks.BlockFallback` where that is
+    not exact)."""
     head = _read_head(path)
     if path.lower().endswith(PARQUET_SUFFIXES):
         if not head.startswith(b"PAR1"):
@@ -299,6 +336,8 @@ def file_batches(path: str, column: str, batch_rows: int = DEFAULT_BATCH_ROWS, *
         import pyarrow  # noqa: F401, PLC0415 - the fast reader when installed
     except ImportError:
         return _pandas_csv_batches(path, column, batch_rows)
+    if typed is not None and blocks is not None:
+        return _block_csv_batches(path, column, blocks, typed)
     return _arrow_csv_batches(path, column, batch_rows, typed)
 
 
@@ -366,15 +405,19 @@ def _trailing_comma(path: str, width: int) -> bool:
     return first is not None and len(first) == width + 1 and not first[-1].strip()
 
 
-def _arrow_csv_batches(path: str, column: str, batch_rows: int, typed=None) -> Iterator[Batch]:
-    import pyarrow as pa  # noqa: PLC0415
-    import pyarrow.csv as pacsv  # noqa: PLC0415
-
+def _csv_names(path: str, column: str) -> list[str]:
+    """The header's names, plus a placeholder where the rows end with a trailing comma."""
     names = _checked_header(path, column)
     if _trailing_comma(path, len(names)):
         names = [*names, "\x00trailing"]
-    # about 16 bytes a row: blocks of the batch's size in rows
-    read = pacsv.ReadOptions(column_names=names, skip_rows=1, block_size=max(1 << 16, 16 * batch_rows))
+    return names
+
+
+def _csv_options(column: str, typed):
+    """The parse and convert options shared by the streaming and the block readers."""
+    import pyarrow as pa  # noqa: PLC0415
+    import pyarrow.csv as pacsv  # noqa: PLC0415
+
     parse = pacsv.ParseOptions(ignore_empty_lines=False)
     convert = pacsv.ConvertOptions(
         include_columns=[column],
@@ -383,6 +426,42 @@ def _arrow_csv_batches(path: str, column: str, batch_rows: int, typed=None) -> I
         null_values=sorted(MISSING_MARKERS),
         quoted_strings_can_be_null=True,
     )
+    return parse, convert
+
+
+def _block_csv_batches(path: str, column: str, block_bytes: int, typed) -> Iterator[list[Batch]]:
+    """The typed column read in byte blocks parsed on every core: one list of Batches (the
+    parsed chunks, no copy) per block, so that the next block is parsed while this one is
+    counted; rows counted per block from the file's start (header = row 1)."""
+    import pyarrow.csv as pacsv  # noqa: PLC0415
+
+    names = _csv_names(path, column)
+    read = pacsv.ReadOptions(column_names=names, use_threads=True)
+    parse, convert = _csv_options(column, typed)
+    row = 2
+    for block in raw_blocks(path, block_bytes):
+        try:
+            cells = parse_block(block, read, parse, convert).column(0)
+        except Exception:  # noqa: BLE001 - pyarrow's parse errors: the exact text path decides
+            raise _TypedReadFailed() from None
+        del block  # the reader's buffer is reused for the next block
+        batches = []
+        for chunk in cells.chunks:
+            values = plain_values(chunk)
+            if values is None:
+                values = file_column_values(chunk, path, column)
+            batches.append(Batch(values, path, row, "row"))
+            row += len(chunk)
+        yield batches
+
+
+def _arrow_csv_batches(path: str, column: str, batch_rows: int, typed=None) -> Iterator[Batch]:
+    import pyarrow.csv as pacsv  # noqa: PLC0415
+
+    names = _csv_names(path, column)
+    # about 16 bytes a row: blocks of the batch's size in rows
+    read = pacsv.ReadOptions(column_names=names, skip_rows=1, block_size=max(1 << 16, 16 * batch_rows))
+    parse, convert = _csv_options(column, typed)
     try:
         reader = pacsv.open_csv(path, read_options=read, parse_options=parse, convert_options=convert)
     except Exception as exc:  # noqa: BLE001 - pyarrow's parse errors
