@@ -36,11 +36,12 @@ import os
 import resource
 
 import numpy as np
+from dpbench_2d import mechanisms as grid_mechanisms  # the sibling script: benchmarks/ is on sys.path when run
 
 from dprange import DAWA, MWEM, AutoData, Flat, Hierarchical, StructureFirst, Wavelet
 from dprange.analysis import auto_mechanism
 from dprange.auto_data import choose
-from dprange.multidim import Kronecker, Quadtree
+from dprange.multidim import Quadtree
 from dprange.workloads import Prefix, RandomRanges
 from dprange.workloads_kd import random_rectangles
 
@@ -153,8 +154,9 @@ def _ranges(workload):
 
 
 def mechanisms_2d(shape_2d: tuple[int, int], epsilon: float) -> dict:
-    """The 2-D methods (the data-independent ones; the 2-D data-aware ones slot in here)."""
-    return {"kronecker-identity": Kronecker("identity"), "kronecker-haar": Kronecker("haar"), "quadtree": Quadtree()}
+    """The 2-D methods: the data-independent ones and the data-aware ones (kd-tree, hybrid
+    tree, DAWA over a Hilbert order), as in benchmarks/dpbench_2d.py."""
+    return {"quadtree": Quadtree(), **grid_mechanisms()}
 
 
 def accuracy_2d(trials: int, scales=SCALES) -> list[dict]:
