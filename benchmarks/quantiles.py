@@ -106,7 +106,14 @@ def run(quick: bool, trials: int, seed: int, only: tuple[str, ...] = ()) -> dict
                     for method in METHODS:
                         start = time.process_time()
                         result = quantiles(
-                            values, levels, epsilon, bounds=bounds, method=method, integer=integer, rng=rng
+                            values,
+                            levels,
+                            epsilon,
+                            bounds=bounds,
+                            method=method,
+                            integer=integer,
+                            rng=rng,
+                            n_max=values.size,
                         )
                         seconds[method] += time.process_time() - start  # CPU seconds
                         errors[method].append(float(np.mean(rank_error(ordered, result.values, levels))))

@@ -326,7 +326,7 @@ def test_joint_exp_sensitivity_bounds_the_score_change():
 def test_joint_exp_outputs_are_sorted_and_in_bounds_integer_data_floored():
     rng = np.random.default_rng(8)
     values = rng.integers(17, 91, 2000)
-    out = qm.joint_exponential_quantiles(values, [0.25, 0.5, 0.75], 1.0, (0, 100), integer=True, rng=rng)
+    out = qm.joint_exponential_quantiles(values, [0.25, 0.5, 0.75], 1.0, (0, 100), integer=True, rng=rng, n_max=2000)
     assert np.all(np.diff(out) >= 0) and np.all(out == np.floor(out)) and out.min() >= 0 and out.max() <= 100
     assert np.all(np.abs(out - np.quantile(values, [0.25, 0.5, 0.75])) <= 2)
 
@@ -533,6 +533,8 @@ def _joint_sampler_law(lengths, levels, scale, combo, monkeypatch):
         ([0.5, 0.1, 0.0, 0.3, 0.1], [0.3, 0.6], 0.4),  # a tie: an empty interval
         ([0.2, 0.5, 0.3], [0.2, 0.5, 0.8], 0.1),  # runs of three outputs in one interval
         ([1e-3, 0.25, 2.5, 1e-6, 0.04, 7.0], [0.1, 0.5, 0.9], 40.0),  # large exponents, tiny lengths
+        ([1e-200, 3e5, 1e-9, 2.0, 1e-300], [0.2, 0.5, 0.8], 100.0),  # weights thousands of nats apart
+        ([1e-250, 0.5, 1e250, 0.5], [0.4, 0.6], 300.0),  # log lengths of +-575, exponents near 1000
     ],
 )
 def test_joint_exp_law_is_within_its_float_error_bound(lengths, levels, scale, monkeypatch):
@@ -607,3 +609,79 @@ def test_quantiles_histogram_route_covers_on_awkward_data(case):
         together += bool(np.all((lower <= truth) & (truth <= upper)))
     floor = stats.binom.ppf(1e-3, trials, 0.95)
     assert np.all(pointwise >= floor) and together >= floor, (pointwise, together)
+
+
+# ----------------------------------------------------------------------------- JointExp's charge
+
+
+def _captured_scale(monkeypatch):
+    seen = {}
+    real = qm.joint_exponential_intervals
+
+    def spy(lengths, levels, scale, rng):
+        seen["lengths"], seen["scale"] = lengths, scale
+        return real(lengths, levels, scale, rng)
+
+    monkeypatch.setattr(qm, "joint_exponential_intervals", spy)
+    return seen
+
+
+@pytest.mark.parametrize("relation", ["add_remove", "replace"])
+def test_joint_exp_charges_twice_its_public_float_bound(relation, monkeypatch):
+    """The run's scale is that of epsilon - 2 x public bound at n_max, and the privacy loss of
+    the run, epsilon' + 2 x joint_log_error_bound(its lengths), stays within epsilon (the code
+    as it was ran at epsilon itself: the loss exceeded epsilon by twice the bound)."""
+    rng = np.random.default_rng(40)
+    values, levels, epsilon = rng.normal(0, 1, 300), np.array([0.25, 0.5, 0.75]), 0.5
+    seen = _captured_scale(monkeypatch)
+    n_max = 1000 if relation == "add_remove" else None
+    qm.joint_exponential_quantiles(values, levels, epsilon, (-4, 4), neighbours=relation, rng=rng, n_max=n_max)
+    delta = qm.joint_sensitivity(levels, relation)
+    full_scale = epsilon / (2 * delta)
+    declared = 1000 if relation == "add_remove" else 300  # replace: n is public
+    log_l = max(744.5, math.log(8.0))
+    magnitude = 3 * full_scale * (declared + 1) + 3 * (log_l + 1) + math.log(24.0) + 3 * math.log(declared + 2) + 1
+    per_weight = 3 * (declared + 3 + 12) * 2.0**-52 * (magnitude + 2) + 3 * math.exp(-50.0)
+    charged = epsilon - 2 * 4 * 3 * per_weight
+    assert seen["scale"] == pytest.approx(charged / (2 * delta), rel=1e-12)
+    assert seen["scale"] < full_scale
+    loss = 2 * delta * seen["scale"] + 2 * qm.joint_log_error_bound(seen["lengths"], 3, seen["scale"])
+    assert loss <= epsilon
+
+
+def test_joint_public_bound_dominates_every_dataset_bound():
+    """Lengths down to the smallest subnormal and up to the width: the public bound at n_max is
+    at least the data's bound for every n <= n_max."""
+    rng = np.random.default_rng(41)
+    public = qm.joint_public_error_bound(50, 4, 0.3, 10.0)
+    for n in (0, 1, 17, 50):
+        for lengths in (
+            rng.uniform(0, 10.0 / (n + 1), n + 1),
+            np.concatenate([[5e-324, 10.0], np.zeros(n - 1)]) if n else np.array([10.0]),
+        ):
+            assert qm.joint_log_error_bound(lengths, 4, 0.3) <= public
+    assert qm.joint_public_error_bound(51, 4, 0.3, 10.0) > public
+
+
+def test_joint_exp_needs_a_record_bound_under_add_remove():
+    values = np.linspace(0, 1, 40)
+    with pytest.raises(ParameterError, match="n_max"):
+        qm.joint_exponential_quantiles(values, [0.5, 0.7], 1.0, (0, 1), rng=0)
+    with pytest.raises(DataError, match="n_max = 39"):
+        qm.joint_exponential_quantiles(values, [0.5, 0.7], 1.0, (0, 1), rng=0, n_max=39)
+    with pytest.raises(ParameterError, match="n_max must be"):
+        qm.joint_exponential_quantiles(values, [0.5, 0.7], 1.0, (0, 1), rng=0, n_max=0)
+    with pytest.raises(ParameterError, match="would cost"):  # the charge would eat half of epsilon
+        qm.joint_exponential_quantiles(values, list(np.linspace(0.01, 0.99, 99)), 1e-6, (0, 1), rng=0, n_max=10**9)
+    out = qm.joint_exponential_quantiles(values, [0.5, 0.7], 1.0, (0, 1), rng=0, neighbours="replace")
+    assert out.shape == (2,) and out[0] <= out[1]
+
+
+def test_auto_uses_joint_exp_only_with_a_record_bound():
+    values = np.random.default_rng(42).normal(0, 1, 200)
+    plain = dprange.quantiles(values, [0.25, 0.75], 1.0, bounds=(-4, 4), rng=1)
+    assert plain.method == "approximate" and "n_max" in plain.reason
+    bounded = dprange.quantiles(values, [0.25, 0.75], 1.0, bounds=(-4, 4), rng=1, n_max=500)
+    assert bounded.method == "joint_exp"
+    replace = dprange.quantiles(values, [0.25, 0.75], 1.0, bounds=(-4, 4), rng=1, neighbours="replace")
+    assert replace.method == "joint_exp"

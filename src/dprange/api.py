@@ -458,6 +458,7 @@ def quantiles(
     bins: int | None = None,
     session=None,
     column: str | None = None,
+    n_max: int | None = None,
 ) -> QuantilesResult:
     """epsilon-DP quantiles of raw ``values`` at levels ``q`` (strictly increasing, in (0, 1)).
 
@@ -475,7 +476,9 @@ def quantiles(
     (default :func:`histogram_bins` of epsilon).
     ``session``: a :class:`dprange.session.Session` that pays for all of epsilon (bounds
     included), checked before ``values`` are read (see :func:`release`).  ``column``: the
-    column of a table ``values`` (see :func:`release`).
+    column of a table ``values`` (see :func:`release`).  ``n_max``: a public upper bound on the
+    number of records; JointExp needs it under add/remove to charge its float error (without
+    it "auto" picks the exact split for 2..9 levels).
     """
     levels = check_levels(q)
     epsilon = check_epsilon(epsilon)
@@ -506,11 +509,13 @@ def quantiles(
     reason = ""
     chosen = method
     if method == "auto":
-        chosen, reason = auto_method(levels.size, remaining, integer=integer, width=box[1] - box[0])
+        joint_ok = n_max is not None or neighbours == "replace"
+        chosen, reason = auto_method(levels.size, remaining, integer=integer, width=box[1] - box[0], joint_ok=joint_ok)
     run = QUANTILE_METHODS[chosen].factory
     assert run is not None
+    extra = {"n_max": n_max} if chosen == "joint_exp" else {}  # only JointExp reads a record bound
     estimates, release_obj = run(
-        data, levels, remaining, box, integer=integer, neighbours=neighbours, rng=rng, cells=cells, bins=bins
+        data, levels, remaining, box, integer=integer, neighbours=neighbours, rng=rng, cells=cells, bins=bins, **extra
     )
     if session is not None:
         session.charge(epsilon, 0.0, what=f"quantiles at {len(levels)} levels", mechanism=f"quantiles:{chosen}")

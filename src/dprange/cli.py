@@ -993,6 +993,13 @@ def demo_command(output, epsilon, seed):
 @click.option("--seed", type=int, default=None, help="Seed the noise (reproducible, not private); default: OS entropy.")
 @click.option("--alpha", type=float, default=0.05, show_default=True, help="Intervals at level 1 - alpha.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.option(
+    "--n-max",
+    "n_max",
+    type=int,
+    default=None,
+    help="Public upper bound on the number of records (JointExp needs it under add_remove).",
+)
 def quantiles_command(
     input_path,
     column,
@@ -1008,6 +1015,7 @@ def quantiles_command(
     seed,
     alpha,
     as_json,
+    n_max,
 ):
     """Private quantiles of one column of a CSV or Parquet file, from the raw values.
 
@@ -1040,6 +1048,7 @@ def quantiles_command(
         bounds_share=bounds_share,
         neighbours=neighbours,
         integer=integers,
+        n_max=n_max,
     )
     if as_json:
         click.echo(json.dumps(result.to_dict(alpha)))

@@ -556,19 +556,66 @@ def joint_log_error_bound(lengths: np.ndarray, m: int, scale: float) -> float:
     weights (:func:`_exact_log_choice`), and each of its at most 2 m choices is a ratio of
     weights (error 2 E): the bound is 4 m E.  The privacy loss is at most epsilon + 2 x
     this bound.  A worst case: the errors observed on small inputs are far below it.
+    It reads n and the lengths (private): :func:`joint_public_error_bound` is what is charged.
     """
     lengths = np.asarray(lengths, dtype=float)
-    n = lengths.size - 1
     positive = lengths[lengths > 0]
     log_l = float(np.max(np.abs(np.log(positive)))) if positive.size else 0.0
+    return _joint_error_bound(lengths.size - 1, m, scale, log_l)
+
+
+def _joint_error_bound(n: int, m: int, scale: float, log_l: float) -> float:
+    """4 m E of :func:`joint_log_error_bound` for n records and max |log L| <= log_l; increasing
+    in n, m, scale and log_l."""
     magnitude = 3 * scale * (n + 1) + m * (log_l + 1) + float(special.gammaln(m + 2)) + m * math.log(n + 2) + 1
     chain = m * (n + m + 12)
     per_weight = chain * 2.0**-52 * (magnitude + 2) + m * math.exp(-_NEGLIGIBLE)
     return 4 * m * per_weight
 
 
+_LOG_TINY = 744.5  # > -log(2^-1074): the smallest positive difference of two doubles
+
+
+def joint_public_error_bound(n_max: int, m: int, scale: float, width: float) -> float:
+    """:func:`joint_log_error_bound` for any data of at most ``n_max`` records on a range of
+    ``width``, from public facts only: every positive interval length L is a difference of two
+    doubles in the range, so 2^-1074 <= L <= width and |log L| <= max(744.5, |log width|)."""
+    return _joint_error_bound(int(n_max), m, scale, max(_LOG_TINY, abs(math.log(width))))
+
+
+def check_n_max(n_max) -> int | None:
+    if n_max is None:
+        return None
+    if isinstance(n_max, bool) or not isinstance(n_max, int | np.integer) or n_max < 1:
+        raise ParameterError(f"n_max must be a positive whole number of records, got {n_max!r}")
+    return int(n_max)
+
+
+def joint_charged_epsilon(epsilon: float, levels: np.ndarray, neighbours: str, n_max: int, width: float) -> float:
+    """The epsilon' < epsilon JointExp runs at so that its float error is paid for: epsilon' =
+    epsilon - 2 x :func:`joint_public_error_bound` at n_max records, taken at epsilon's scale
+    (the bound increases with the scale, and epsilon' has the smaller one), so the privacy loss
+    epsilon' + 2 x bound is at most epsilon for every dataset of at most n_max records."""
+    scale = epsilon / (2.0 * joint_sensitivity(levels, neighbours))
+    charge = 2.0 * joint_public_error_bound(n_max, levels.size, scale, width)
+    if charge >= epsilon / 2:
+        raise ParameterError(
+            f"JointExp's float error at n_max = {n_max} records and {levels.size} levels would cost {charge:.3g} "
+            f"of epsilon = {epsilon:g}; use fewer levels, a larger epsilon, or method 'approximate' (exact)"
+        )
+    return epsilon - charge
+
+
 def joint_exponential_quantiles(
-    values, q, epsilon: float, bounds, *, integer: bool = False, neighbours="add_remove", rng=None
+    values,
+    q,
+    epsilon: float,
+    bounds,
+    *,
+    integer: bool = False,
+    neighbours="add_remove",
+    rng=None,
+    n_max: int | None = None,
 ) -> np.ndarray:
     """JointExp (Gillenwater, Joseph and Kulesza, ICML 2021): m quantiles in one mechanism.
 
@@ -592,14 +639,34 @@ def joint_exponential_quantiles(
     within :func:`joint_log_error_bound` of the definition (a worst case that grows as
     m^2 n (scale n); e.g. 3e-4 nats at m = 19, n = 32561, epsilon = 1), and the privacy loss
     is at most epsilon plus twice that (docs/privacy.md).
+
+    That excess is charged: the mechanism runs at :func:`joint_charged_epsilon`, epsilon minus
+    twice :func:`joint_public_error_bound` at ``n_max`` records, a public upper bound on the
+    record count (under "replace" n is public and is the default).  Under "add_remove" n_max
+    is required; data with more than n_max records are refused (DataError), which reveals that
+    the declared bound was wrong.
     """
     neighbours = check_neighbours(neighbours)
     levels = check_levels(q)
     epsilon = check_epsilon(epsilon)
+    n_max = check_n_max(n_max)
     rng = resolve_rng(rng)
     a, b = float(bounds[0]), float(bounds[1])
     top = b + 1.0 if integer else b
-    data = np.clip(np.asarray(values, dtype=float), a, b)
+    raw = np.asarray(values, dtype=float).ravel()
+    if n_max is None and neighbours == "add_remove":
+        raise ParameterError(
+            "JointExp under add/remove neighbours needs n_max (CLI: --n-max), a public upper bound on the "
+            "number of records, to charge its float error to epsilon; or use method 'approximate' (exact)"
+        )
+    if n_max is None:
+        n_max = raw.size  # replace: n is public
+    if raw.size > n_max:
+        raise DataError(
+            f"the data have more records than the declared n_max = {n_max}; declare a larger n_max (CLI: --n-max)"
+        )
+    epsilon = joint_charged_epsilon(epsilon, levels, neighbours, n_max, top - a)
+    data = np.clip(raw, a, b)
     if integer:  # spread record k uniformly over [k, k + 1): ties broken, floor(o) = k inside
         data = np.floor(data) + _open_uniform(rng, data.size)
     edges = np.concatenate([[a], np.sort(data), [top]])
@@ -715,7 +782,7 @@ AUTO_JOINT_FROM = 2
 AUTO_HISTOGRAM_FROM = 10
 
 
-def auto_method(m: int, epsilon: float, *, integer: bool, width: float) -> tuple[str, str]:
+def auto_method(m: int, epsilon: float, *, integer: bool, width: float, joint_ok: bool = True) -> tuple[str, str]:
     """(method, reason) from public facts only.  The rule uses the number of levels m; n is
     private under add/remove, so the rule does not use it.  The benchmark
     (benchmarks/quantiles.py, docs/quantiles.md) found no consistent effect of epsilon, integer
@@ -726,12 +793,16 @@ def auto_method(m: int, epsilon: float, *, integer: bool, width: float) -> tuple
 
     * m = 1: the exponential mechanism ("approximate" with one level: exact sampler), as
       accurate as JointExp with one level (the same law up to the grid);
-    * 2 <= m <= 9: JointExp, best or within noise of the best at m = 4;
+    * 2 <= m <= 9: JointExp, best or within noise of the best at m = 4, when ``joint_ok``
+      (a public n_max is declared, or n is public under replace: JointExp charges its float
+      error at n_max); else the recursive split ("approximate", exact);
     * m >= 10: the histogram route, best at m = 19 and 99 on most cells, and the only one
       with intervals.
     """
     if m < AUTO_JOINT_FROM:
         return "approximate", "one level: the exponential mechanism (exact sampler)"
+    if m < AUTO_HISTOGRAM_FROM and not joint_ok:
+        return "approximate", f"m = {m} levels: JointExp needs a declared n_max under add/remove; the exact split"
     if m < AUTO_HISTOGRAM_FROM:
         return "joint_exp", f"m = {m} levels (2..{AUTO_HISTOGRAM_FROM - 1}): JointExp is the most accurate"
     return "histogram", f"m = {m} >= {AUTO_HISTOGRAM_FROM} levels: the histogram route is the most accurate"
@@ -747,9 +818,9 @@ def as_values(values) -> np.ndarray:
     return arr
 
 
-def _run_joint_exp(values, levels, epsilon, bounds, *, integer, neighbours, rng, cells, bins):
+def _run_joint_exp(values, levels, epsilon, bounds, *, integer, neighbours, rng, cells, bins, n_max=None):
     return joint_exponential_quantiles(
-        values, levels, epsilon, bounds, integer=integer, neighbours=neighbours, rng=rng
+        values, levels, epsilon, bounds, integer=integer, neighbours=neighbours, rng=rng, n_max=n_max
     ), None
 
 
@@ -772,7 +843,8 @@ register_quantile_method(
     "joint_exp",
     _run_joint_exp,
     "JointExp: one exponential mechanism over ordered output vectors, sampled by dynamic programming "
-    "(log-space float weights, each choice drawn exactly by them: within joint_log_error_bound); no intervals",
+    "(log-space float weights, each choice drawn exactly by them; the float error, bounded at a declared n_max, "
+    "is charged to epsilon); no intervals",
     Citation("Gillenwater, Joseph and Kulesza", "Differentially Private Quantiles", "ICML 2021"),
 )
 register_quantile_method(
