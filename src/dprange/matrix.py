@@ -113,7 +113,33 @@ def matrix_estimate_model(strategy: MatrixStrategy, variance: float, known_total
     return design_error_model(design)
 
 
-class MatrixStrategy:
+class OneBlockStrategy:
+    """A strategy measured as one integer block ``self.block`` (set by the subclass): its
+    operator, its block list and its sensitivity (computed by the block itself)."""
+
+    block: Operator
+
+    def operator(self) -> LinearOperator:
+        return self.block
+
+    def blocks(self) -> list[Operator]:
+        """The one measured block."""
+        return [self.block]
+
+    def sensitivity_power(self, neighbours: str, p: int, weights=None):
+        """sum |.|^p of the worst change of the measured rows (module doc); ``weights`` (one
+        block) multiplies it by w^p.  Computed by the block (:class:`~dprange.operators.Explicit`
+        for a matrix)."""
+        if weights is None:
+            return self.block.sensitivity_power(p, neighbours)
+        (w,) = list(weights)
+        return Weighted(self.block, w).sensitivity_power(p, neighbours)
+
+    def sensitivity(self, neighbours: str, p: int, weights=None) -> float:
+        return float(self.sensitivity_power(neighbours, p, weights)) ** (1.0 / p)
+
+
+class MatrixStrategy(OneBlockStrategy):
     """An explicit strategy matrix (dense or sparse), quantised to integers (module doc).
 
     ``matrix`` is the strategy as given; ``factor`` is K; :attr:`matrix` is the integer
@@ -149,13 +175,6 @@ class MatrixStrategy:
         self.block = Explicit(self.matrix, pairs_limit=EXACT_PAIRS_LIMIT)
         self.rows, self.n = self.block.shape
 
-    def operator(self) -> LinearOperator:
-        return self.block
-
-    def blocks(self) -> list[Operator]:
-        """The one measured block."""
-        return [self.block]
-
     def explicit(self) -> np.ndarray:
         """The measured integer matrix A_q, dense (small n only)."""
         if sp.issparse(self.matrix):
@@ -183,17 +202,6 @@ class MatrixStrategy:
                 f"the strategy matrix has rank {rank}{extra} but there are {self.n} bins: it does not measure "
                 "every bin, so least squares would be biased; add rows that cover the missing directions"
             )
-
-    def sensitivity_power(self, neighbours: str, p: int, weights=None):
-        """sum |.|^p of the worst change of the measured rows (module doc); ``weights`` (one
-        block) multiplies it by w^p.  Computed by :class:`~dprange.operators.Explicit`."""
-        if weights is None:
-            return self.block.sensitivity_power(p, neighbours)
-        (w,) = list(weights)
-        return Weighted(self.block, w).sensitivity_power(p, neighbours)
-
-    def sensitivity(self, neighbours: str, p: int, weights=None) -> float:
-        return float(self.sensitivity_power(neighbours, p, weights)) ** (1.0 / p)
 
     def describe(self) -> dict:
         return {"bins": self.n, "rows": self.rows, "quantisation_factor": self.factor}

@@ -58,9 +58,8 @@ from ._validation import check_delta, check_positive_int
 from .errors import ParameterError
 from .inference.least_squares import DENSE_COVARIANCE_LIMIT
 from .inference.p_identity import DiagonalPlusRows
-from .matrix import MatrixStrategy, quantisation_factor
+from .matrix import MatrixStrategy, OneBlockStrategy, quantisation_factor
 from .mechanisms import Mechanism
-from .operators import Weighted
 from .progress import progress_bar
 from .registry import MECHANISMS, WORKLOADS, Citation
 from .workloads import AllRange, Identity, Prefix, Workload, make_workload
@@ -341,7 +340,7 @@ class OptimizedStrategy(MatrixStrategy):
         }
 
 
-class PIdentityStrategy:
+class PIdentityStrategy(OneBlockStrategy):
     """A p-Identity strategy [I; B] D quantised like a matrix strategy (:mod:`dprange.matrix`:
     K = 2^k, the smallest making every entry integer or meeting the tolerance) but kept in its
     shape: the measured block is [diag(round(K D)); round(K B D)], a
@@ -363,12 +362,6 @@ class PIdentityStrategy:
         self.seconds = seconds
         self.cached = cached
 
-    def operator(self):
-        return self.block
-
-    def blocks(self) -> list:
-        return [self.block]
-
     def explicit(self) -> np.ndarray:
         """The measured integer matrix, dense (small n: tests and checks)."""
         return self.block.dense()
@@ -380,15 +373,6 @@ class PIdentityStrategy:
                 "the optimised strategy gives some bins a weight that rounds to zero; "
                 "optimise with fewer rows (rows=...) or use template='eigen'"
             )
-
-    def sensitivity_power(self, neighbours: str, p: int, weights=None):
-        if weights is None:
-            return self.block.sensitivity_power(p, neighbours)
-        (w,) = list(weights)
-        return Weighted(self.block, w).sensitivity_power(p, neighbours)
-
-    def sensitivity(self, neighbours: str, p: int, weights=None) -> float:
-        return float(self.sensitivity_power(neighbours, p, weights)) ** (1.0 / p)
 
     def describe(self) -> dict:
         return {
