@@ -317,11 +317,7 @@ def grid_release_command(options: dict) -> None:
     if getattr(result, "exact_error_bars", True):
         lines.append("rectangles, marginals and dominance counts: dprange.multidim.load_grid_release(path)")
     if session is not None:
-        session.save()  # the spend is on record before anything is published
-        lines.append(
-            f"session {o['session_path']}: spent {float(session.spent_epsilon):.6g} of epsilon {session.epsilon:g} "
-            f"in {len(session.entries)} releases"
-        )
+        lines.append(save_session(session, o["session_path"]))
     staged.commit()
     click.echo("\n".join(lines))
     click.echo(f"wrote {o['output']}" + (f" and {o['plot']}" if o["plot"] else ""))
@@ -673,11 +669,7 @@ def release_command(
     )
     lines.append(format_deciles(result, alpha))
     if session is not None:
-        session.save()  # the spend is on record before anything is published
-        lines.append(
-            f"session {session_path}: spent {float(session.spent_epsilon):.6g} of epsilon {session.epsilon:g} "
-            f"in {len(session.entries)} releases"
-        )
+        lines.append(save_session(session, session_path))
     staged.commit()
     click.echo("\n".join(lines))
     click.echo(f"wrote {output}" + (f" and {plot}" if plot else ""))
@@ -689,6 +681,16 @@ def streams(input_path: str) -> bool:
     if not os.path.exists(input_path):
         return any(ch in input_path for ch in "*?[")
     return os.path.isfile(input_path) and os.path.getsize(input_path) >= STREAM_FROM_BYTES
+
+
+def save_session(session: Session, path) -> str:
+    """Save the ledger (the spend is on record before anything is published) and say what
+    the session has spent."""
+    session.save()
+    return (
+        f"session {path}: spent {float(session.spent_epsilon):.6g} of epsilon {session.epsilon:g} "
+        f"in {len(session.entries)} releases"
+    )
 
 
 def open_session(path, epsilon, delta, files) -> Session | None:
