@@ -1,0 +1,411 @@
+"""Privacy of whole 2-D releases against the definition: for every pair of neighbouring datasets
+on tiny grids, the exact probability of every output, and max log P_x(o) / P_y(o) <= epsilon.
+
+* Optimised k-D mechanisms (``optimized_kronecker``, ``optimized_marginals``; McKenna, Miklau,
+  Hay and Machanavajjhala, VLDB 2018): the output is the vector of noisy integer answers of
+  the measured blocks, independent discrete-Laplace (or discrete-Gaussian) rows around the
+  exact answers.  The log-ratio of a product law is the sum of the rows' log-ratios, so its
+  maximum over all outputs is the sum of the per-row maxima (:func:`row_loss`, from the pmf
+  as sampled; delta(epsilon) exactly by ``test_privacy.gaussian_delta``).  A small case is
+  also enumerated output by output.  Not covered: the Kronecker's Gaussian template
+  (p-identity-l2), whose quantised strategy has sigma ~ 2e10, beyond the exact lattice sums.
+* Data-aware trees (``hybrid_tree``, Cormode et al., ICDE 2012; ``kd_tree``, Xiao, Xiong and
+  Yuan, SDM 2010 workshop) release a data-dependent structure (private-median cuts) and then
+  noisy counts of its nodes: an output is (structure S, counts c), P_x(S, c) = P_x(S)
+  P_x(c | S).  The structure law is enumerated by running ``release`` itself once per
+  sequence of cuts, with the exponential mechanism's sampler replaced by a scripted chooser
+  that returns each candidate in turn and records its exact probability from the exponents
+  the code passes (:func:`dprange.quantile_mechanisms.exact_choice`'s law; that the sampler
+  draws it is tested in tests/test_data_aware_2d.py), and the count noise replaced by zeros,
+  so the counts the code measures and the noise specs it uses are read from the release.
+  Then max over (S, c) of log P_x(S, c) / P_y(S, c) = max_S [log P_x(S) / P_y(S) + the
+  worst count loss given S] exactly.
+* ``dawa_hilbert`` (Li, Hay, Miklau and Wang, PVLDB 2014) on a 2 x 2 grid is DAWA on the 4
+  cells in Hilbert order: the partition is not released, only the buckets, so its law sums
+  over the cost noise (``test_data_aware.output_probabilities``, truncated at +-400 with its
+  tail mass accounted for); the bucket counts are read from ``release`` run with each
+  partition in turn.
+
+Every test also shows it can fail: the same code run with twice the budget (or with a
+replace sensitivity under-stated) has a worst loss above epsilon.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from test_data_aware import output_probabilities
+from test_privacy import gaussian_delta, laplace_worst_loss
+
+import dprange.data_aware as data_aware_module
+import dprange.spatial_trees as spatial_trees_module
+from dprange import DAWA, DAWAHilbert, HybridTree, KDTree
+from dprange.hilbert import hilbert_sequence
+from dprange.noise import NoiseSpec
+from dprange.optimized_kd import OptimizedKronecker, OptimizedMarginals
+
+EPS = 0.9
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("DPRANGE_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def grid_neighbours(x, relation):
+    """Every neighbour of the grid ``x``: one record added or removed (add_remove), or one
+    record moved between two cells (replace)."""
+    flat = x.ravel()
+    for i in range(flat.size):
+        if relation == "add_remove":
+            for s in (1, -1):
+                if flat[i] + s >= 0:
+                    y = flat.copy()
+                    y[i] += s
+                    yield y.reshape(x.shape)
+        elif flat[i] > 0:
+            for j in range(flat.size):
+                if j != i:
+                    y = flat.copy()
+                    y[i] -= 1
+                    y[j] += 1
+                    yield y.reshape(x.shape)
+
+
+# ----------------------------------------------------------------------------- linear k-D
+def row_loss(spec, s: int) -> float:
+    """max over integers k of log pmf(k) / pmf(k - s) for one discrete-Laplace row shifted by
+    s, from the pmf as sampled: log pmf is -|k| / b + const, so the ratio is
+    (|k - s| - |k|) / b <= |s| / b (triangle inequality), attained at k = 0."""
+    k = np.array([0, s, -s, 1, -1])
+    return float(np.max(np.log(spec.pmf(k)) - np.log(spec.pmf(k - s))))
+
+
+def measured_rows(mech, counts, epsilon, delta):
+    """(exact integer answers of every measured row, their specs, the measurements), from
+    ``measure`` run with the noise replaced by zeros (the answers the code measures)."""
+    original = NoiseSpec.sample
+    NoiseSpec.sample = lambda self, size, rng: np.zeros(size, dtype=np.int64)  # type: ignore[method-assign]
+    try:
+        meas = mech.measure(counts, epsilon, delta=delta, rng=0)
+    finally:
+        NoiseSpec.sample = original  # type: ignore[method-assign]
+    rows = []
+    for m in meas.measurements:
+        exact = m.block.matvec(mech._vector(np.asarray(counts)).astype(float))
+        np.testing.assert_array_equal(m.values, exact)  # integer answers: no rounding hides a shift
+        rows.append(np.asarray(m.values, dtype=np.int64))
+    return rows, [m.noise for m in meas.measurements], meas
+
+
+def linear_worst(mech, x, epsilon, delta=0.0, *, against=None):
+    """Worst loss (Laplace) or delta(``against``) (Gaussian; default epsilon) over every
+    neighbour y of ``x``, both directions, and the measurements of x.  The neighbours' rows
+    are the same blocks (data-independent operators) applied to y."""
+    rows_x, specs, meas = measured_rows(mech, x, epsilon, delta)
+    worst = 0.0
+    for y in grid_neighbours(x, mech.neighbours):
+        vector = mech._vector(y).astype(float)
+        shifts = []
+        for m, spec, a in zip(meas.measurements, specs, rows_x):
+            b = m.block.matvec(vector)
+            assert np.all(b == np.round(b))
+            diff = b.astype(np.int64) - a
+            shifts.extend((spec, int(s)) for s in diff[diff != 0])
+        assert shifts, "every neighbour moves some measured row"
+        if meas.noise_kind == "gaussian":
+            for signed in (shifts, [(spec, -s) for spec, s in shifts]):
+                worst = max(worst, gaussian_delta([(spec.scale, s) for spec, s in signed], against or epsilon))
+        else:
+            worst = max(worst, math.fsum(row_loss(spec, s) for spec, s in shifts))
+    return worst, meas
+
+
+LINEAR = [
+    ("kron-all", lambda r, z: OptimizedKronecker("all-rectangles", neighbours=r, noise=z)),
+    ("kron-prefix", lambda r, z: OptimizedKronecker("prefix-rectangles", neighbours=r, noise=z)),
+    ("marginals-1", lambda r, z: OptimizedMarginals(1, neighbours=r, noise=z)),
+    ("marginals-2", lambda r, z: OptimizedMarginals(2, neighbours=r, noise=z)),
+]
+LINEAR_CASES = [(name, build, r) for name, build in LINEAR for r in ("add_remove", "replace")]
+#: Tiny grids (1-3 records); 16 x 2: the prefix optimiser's first non-trivial axis (n = 16:
+#: an integer strategy quantised by K = 2^16; on n <= 8 it is the identity).
+LINEAR_GRIDS = [np.array([[1, 0], [0, 0]]), np.array([[0, 2], [1, 0]]), np.array([[1, 0, 1], [0, 1, 0]])]
+LINEAR_GRIDS += [np.array([[1, 0, 1], [0, 1, 0]]).T, np.eye(16, 2, -3, dtype=np.int64) + np.eye(16, 2, dtype=np.int64)]
+
+
+@pytest.mark.parametrize("name,build,relation", LINEAR_CASES, ids=[f"{c[0]}-{c[2]}" for c in LINEAR_CASES])
+def test_optimised_kd_laplace_worst_loss_is_epsilon_on_tiny_grids(name, build, relation):
+    """2 x 2, 2 x 3, 3 x 2 and 16 x 2 grids: the exact worst log-ratio over all outputs and all
+    neighbours is at most the recorded epsilon (<= the budget) and attains it (the calibration
+    is tight); the same code run with twice the budget exceeds epsilon."""
+    mech = build(relation, "discrete_laplace")
+    for x in LINEAR_GRIDS:
+        worst, meas = linear_worst(mech, x, EPS)
+        assert meas.noise_kind == "discrete_laplace"
+        assert meas.epsilon <= EPS
+        assert worst <= meas.epsilon * (1 + 1e-12)
+        assert worst == pytest.approx(meas.epsilon, rel=1e-6)
+    doubled, _ = linear_worst(mech, LINEAR_GRIDS[-1], 2 * EPS)
+    assert doubled > 1.9 * EPS
+
+
+def test_the_prefix_kronecker_strategy_on_16_bins_is_not_the_identity():
+    """The 16 x 2 case above measures a quantised optimised strategy with more than one non-zero
+    per column (else it would repeat the identity's test)."""
+    (strategy, _) = OptimizedKronecker("prefix-rectangles").axis_strategies((16, 2))
+    dense = strategy.block.dense()
+    assert strategy.factor > 1 and np.count_nonzero(dense[16:]) > 0
+
+
+@pytest.mark.parametrize("name,build", LINEAR[2:], ids=[c[0] for c in LINEAR[2:]])
+@pytest.mark.parametrize("relation", ["add_remove", "replace"])
+def test_optimised_marginals_gaussian_delta_is_within_delta(name, build, relation):
+    """delta > 0 (discrete Gaussian): the exact hockey-stick divergence of every neighbour pair
+    on a 2 x 2 and a 2 x 3 grid is at most delta, and positive (not vacuous); calibrated for
+    twice the budget, delta(epsilon) exceeds delta."""
+    delta = 1e-5
+    mech = build(relation, "gaussian")
+    for x in (np.array([[1, 0], [0, 1]]), np.array([[0, 1, 0], [2, 0, 0]])):
+        worst, meas = linear_worst(mech, x, EPS, delta)
+        assert meas.noise_kind == "gaussian" and meas.epsilon <= EPS
+        assert 0.0 < worst <= delta
+    assert linear_worst(mech, np.array([[1, 0], [0, 1]]), 2 * EPS, delta, against=EPS)[0] > delta
+
+
+def test_marginal_output_law_enumerated_output_by_output():
+    """1-way marginals on a 2 x 2 grid: the joint law of the shifted rows enumerated on every
+    output value where a row's log-ratio changes (beyond them each row's ratio is constant),
+    from the pmf of the noise as sampled; its maximum equals the per-row sum and epsilon."""
+    for relation in ("add_remove", "replace"):
+        mech = OptimizedMarginals(1, neighbours=relation, noise="discrete_laplace")
+        x = np.array([[1, 0], [0, 1]])
+        rows_x, specs, meas = measured_rows(mech, x, EPS, 0.0)
+        worst = 0.0
+        for y in grid_neighbours(x, relation):
+            pair = 0.0
+            rows_y, _, _ = measured_rows(mech, y, EPS, 0.0)
+            moved = [(spec, int(a), int(b)) for spec, ra, rb in zip(specs, rows_x, rows_y) for a, b in zip(ra, rb)]
+            moved = [m for m in moved if m[1] != m[2]]
+            assert 1 <= len(moved) <= 4
+            axes = [np.arange(min(a, b) - 1, max(a, b) + 2) for _, a, b in moved]
+            for out in itertools.product(*axes):
+                log_p = sum(math.log(float(spec.pmf(np.array([o - a]))[0])) for (spec, a, _), o in zip(moved, out))
+                log_q = sum(math.log(float(spec.pmf(np.array([o - b]))[0])) for (spec, _, b), o in zip(moved, out))
+                pair = max(pair, log_p - log_q)
+            assert pair <= math.fsum(row_loss(s, b - a) for s, a, b in moved) * (1 + 1e-12)
+            worst = max(worst, pair)
+        assert worst <= meas.epsilon * (1 + 1e-12)
+        assert worst == pytest.approx(meas.epsilon, rel=1e-6)
+
+
+# ----------------------------------------------------------------------------- scripted runs
+class Script:
+    """Enumerates every run of a mechanism: each call of the exponential mechanism's exact
+    sampler becomes a choice point.  ``run`` replays the chosen candidates of ``path`` (the
+    first candidate past its end), records each point's number of candidates and the chosen
+    candidate's exact probability P(r) = exp(-g_r) / sum_s exp(-g_s) from the exact exponents
+    g the code passes; noise draws return zeros and are recorded with their spec."""
+
+    def __init__(self, monkeypatch, modules):
+        self.path: list[int] = []
+        self.options: list[int] = []
+        self.log_p = 0.0
+        self.draws: list = []
+        for module in modules:
+            monkeypatch.setattr(module, "exact_choice", self.choose)
+        monkeypatch.setattr(NoiseSpec, "sample", lambda spec, size, rng: self.zero_noise(spec, size, rng))
+
+    def choose(self, sizes, exponents, slack, exact_exponent, rng):
+        assert np.all(np.asarray(sizes) == 1)
+        g = [exact_exponent(r) for r in range(len(sizes))]
+        low = min(g)
+        weights = [math.exp(-float(e - low)) for e in g]
+        k = len(self.options)
+        r = self.path[k] if k < len(self.path) else 0
+        self.options.append(len(g))
+        self.log_p += math.log(weights[r]) - math.log(math.fsum(weights))
+        return r, 0
+
+    def zero_noise(self, spec, size, rng):
+        self.draws.append((spec, size))
+        return np.zeros(size, dtype=np.int64)
+
+    def enumerate(self, run):
+        """[(log P(choices), result of run())] over every sequence of choices (depth first)."""
+        out = []
+        self.path = []
+        while True:
+            self.options, self.log_p, self.draws = [], 0.0, []
+            result = run()
+            out.append((self.log_p, result))
+            taken = self.path + [0] * (len(self.options) - len(self.path))
+            k = len(taken) - 1
+            while k >= 0 and taken[k] + 1 >= self.options[k]:
+                k -= 1
+            if k < 0:
+                return out
+            self.path = taken[:k] + [taken[k] + 1]
+
+
+def tree_outputs(script, mech, x, epsilon):
+    """{structure: (log P_x(structure), [(spec, exact counts of a measured level)])} of a tree
+    mechanism on ``x``, from its own release."""
+    out = {}
+    for log_p, rel in script.enumerate(lambda: mech.release(x, epsilon, rng=0)):
+        fit = rel._noise
+        key = tuple(tuple(np.concatenate([lv.lo, lv.hi], axis=1).ravel().tolist()) for lv in fit.levels)
+        assert key not in out  # distinct choices give distinct trees
+        counts = [(spec, np.asarray(v, dtype=np.int64)) for spec, v in zip(fit.specs, fit.measured) if spec is not None]
+        out[key] = (log_p, counts)
+    assert math.fsum(math.exp(lp) for lp, _ in out.values()) == pytest.approx(1.0, abs=1e-12)
+    return out
+
+
+def joint_worst(law_x, law_y):
+    """max over every output (S, c) of |log P_x(S, c) / P_y(S, c)|: per structure, its log-ratio
+    plus the worst count loss given it (independent discrete-Laplace rows)."""
+    assert law_x.keys() == law_y.keys()
+    worst = 0.0
+    for key, (lp_x, counts_x) in law_x.items():
+        lp_y, counts_y = law_y[key]
+        shifts = []
+        for (spec, a), (spec_y, b) in zip(counts_x, counts_y):
+            assert spec == spec_y and a.shape == b.shape
+            shifts.extend((spec.scale, int(s)) for s in (b - a)[b != a])
+        loss = laplace_worst_loss(shifts) if shifts else 0.0  # symmetric in the sign of the shifts
+        worst = max(worst, lp_x - lp_y + loss, lp_y - lp_x + loss)
+    return worst
+
+
+def tree_worst(script, mech, bases, epsilon):
+    worst, structure_worst = 0.0, 0.0
+    for x in bases:
+        law_x = tree_outputs(script, mech, x, epsilon)
+        for y in grid_neighbours(x, mech.neighbours):
+            law_y = tree_outputs(script, mech, y, epsilon)
+            worst = max(worst, joint_worst(law_x, law_y))
+            structure_worst = max(structure_worst, max(abs(law_x[k][0] - law_y[k][0]) for k in law_x))
+    return worst, structure_worst
+
+
+TREE_BASES = [np.array([[0, 0, 0], [0, 0, 0], [0, 0, 0]]), np.array([[2, 0, 0], [0, 0, 0], [0, 0, 1]])]
+TREE_BASES += [np.array([[0, 1, 0], [0, 1, 0], [1, 0, 0]]), np.array([[0, 0], [1, 0], [0, 1]])]
+TREES = [
+    ("hybrid-kd1", lambda r: HybridTree(kd_levels=1, split_share=0.4, neighbours=r)),
+    ("hybrid-kd2-uniform", lambda r: HybridTree(kd_levels=2, split_share=0.4, budget="uniform", neighbours=r)),
+    ("hybrid-kd2-height2", lambda r: HybridTree(kd_levels=2, height=2, split_share=0.4, neighbours=r)),
+    ("kd-depth2", lambda r: KDTree(depth=2, split_share=0.4, neighbours=r)),
+    ("kd-depth3", lambda r: KDTree(depth=3, split_share=0.4, neighbours=r)),
+]
+TREE_CASES = [(name, build, r) for name, build in TREES for r in ("add_remove", "replace")]
+
+
+@pytest.mark.parametrize("name,build,relation", TREE_CASES, ids=[f"{c[0]}-{c[2]}" for c in TREE_CASES])
+def test_tree_release_joint_law_of_structure_and_counts_is_epsilon_dp(monkeypatch, name, build, relation):
+    """The whole release (cuts, then counts of every measured node) on 3 x 3 and 3 x 2 grids
+    with 0-3 records, every neighbour: max log-ratio over every output at most the recorded
+    epsilon; the cuts do depend on the data (structure log-ratio > 0), and the count part
+    alone is tight, so the same code run at twice the budget exceeds epsilon."""
+    script = Script(monkeypatch, [spatial_trees_module])
+    mech = build(relation)
+    recorded = mech.release(TREE_BASES[1], EPS, rng=0).epsilon
+    assert recorded <= EPS
+    worst, structure = tree_worst(script, mech, TREE_BASES, EPS)
+    assert worst <= recorded + 1e-12
+    assert structure > 0.05 * EPS
+    assert worst >= (1 - 0.4) * EPS * (1 - 1e-6)  # the counts spend the rest, exactly
+    doubled, _ = tree_worst(script, mech, TREE_BASES[1:2], 2 * EPS)
+    assert doubled > EPS
+
+
+@pytest.mark.parametrize("relation", ["add_remove", "replace"])
+def test_tree_test_detects_a_median_that_spends_twice_its_share(monkeypatch, relation):
+    """The structure part alone can fail the test: a kd-tree spending 0.9 of epsilon on one level
+    of cuts passes, and the same code whose private median uses twice its gamma (spends twice
+    its share) reports a loss above epsilon on 3 x 3 grids."""
+    script = Script(monkeypatch, [spatial_trees_module])
+    mech = KDTree(depth=1, split_share=0.9, neighbours=relation)
+    bases = [np.array([[2, 0, 0], [2, 2, 0], [2, 2, 2]]), np.array([[3, 0, 0], [0, 0, 0], [0, 0, 0]])]
+    honest, structure = tree_worst(script, mech, bases, EPS)
+    assert structure > 0.2 * EPS and honest <= EPS + 1e-12
+    honest_gamma = spatial_trees_module.split_gamma
+    monkeypatch.setattr("dprange.data_aware_2d.split_gamma", lambda e, n: 2 * honest_gamma(e, n))
+    assert tree_worst(script, mech, bases, EPS)[0] > 1.2 * EPS
+
+
+# ----------------------------------------------------------------------------- DAWA, Hilbert order
+STARTS_OF = {"root": (0,), (True, True): (0, 2), (True, False): (0, 2, 3), (False, True): (0, 1, 2)}
+STARTS_OF[(False, False)] = (0, 1, 2, 3)
+
+
+def dawa_tail_mass(n_noise: int, scales) -> float:
+    """Mass of the cost noise outside +-400 (output_probabilities' window): P(|Z| > K) =
+    2 t^(K+1) / (1 + t), t = exp(-1 / b), for each of ``n_noise`` draws at the largest scale."""
+    t = math.exp(-1.0 / max(scales))
+    return n_noise * 2 * t**401 / (1 + t)
+
+
+def dawa_outputs(monkeypatch, mech, x, epsilon, relation):
+    """{partition: (P_x(partition), [(spec, exact bucket-level counts)])} of a 4-cell DAWA (or
+    DAWA on the Hilbert order of a 2 x 2 grid): the partition law summed over the cost noise,
+    the measurement of each partition read from ``release`` run with that partition."""
+    inner = mech.inner() if isinstance(mech, DAWAHilbert) else mech
+    eps_partition, eps_measure = inner.budgets(epsilon)
+    order = hilbert_sequence(x.shape) if isinstance(mech, DAWAHilbert) else np.arange(x.size)
+    seq = np.asarray(x).ravel()[order]
+    probs = output_probabilities(seq, eps_partition, 1 / eps_measure, 2 if relation == "replace" else 1)
+    out = {}
+    for key, p in probs.items():
+        starts = np.array(STARTS_OF[key])
+        with monkeypatch.context() as patch:
+            patch.setattr(DAWA, "partition", lambda self, counts, e1, e2, rng=None, s=starts: s)
+            patch.setattr(NoiseSpec, "sample", lambda self, size, rng: np.zeros(size, dtype=np.int64))
+            rel = mech.release(x, epsilon, rng=0)
+        meas = (rel._noise.inner if isinstance(mech, DAWAHilbert) else rel)._reduced[0]
+        assert rel.parameters["buckets"] == list(STARTS_OF[key])
+        out[STARTS_OF[key]] = (p, [(m.noise, np.asarray(m.values, dtype=np.int64)) for m in meas.measurements])
+    return out
+
+
+def dawa_worst(monkeypatch, build, bases, epsilon, relation):
+    """(worst log-ratio over every output and neighbour, least partition probability seen)."""
+    least, worst = 1.0, 0.0
+    for x in bases:
+        law_x = dawa_outputs(monkeypatch, build(), x, epsilon, relation)
+        flat_neighbours = grid_neighbours(np.asarray(x).reshape(1, -1) if x.ndim == 1 else x, relation)
+        for y in flat_neighbours:
+            y = y.reshape(x.shape)
+            law_y = dawa_outputs(monkeypatch, build(), y, epsilon, relation)
+            for key, (p, counts_x) in law_x.items():
+                q, counts_y = law_y[key]
+                shifts = []
+                for (spec, a), (spec_y, b) in zip(counts_x, counts_y):
+                    assert spec == spec_y
+                    shifts.extend((spec.scale, int(s)) for s in (b - a)[b != a])
+                loss = laplace_worst_loss(shifts) if shifts else 0.0
+                worst = max(worst, abs(math.log(p / q)) + loss)
+                least = min(least, p, q)
+    return worst, least
+
+
+@pytest.mark.parametrize("relation", ["add_remove", "replace"])
+def test_dawa_hilbert_release_joint_law_is_epsilon_dp(monkeypatch, relation):
+    """DAWA on the Hilbert order of 2 x 2 grids (partition at 2, counts at 2 of epsilon 4):
+    the joint law of (buckets, noisy bucket-hierarchy counts), every neighbour, is within
+    epsilon plus the accounted tail of the truncated cost noise; twice the budget exceeds it."""
+    epsilon = 4.0
+    build = lambda: DAWAHilbert(ratio=0.5, neighbours=relation)  # noqa: E731
+    specs = data_aware_module.partition_noise(4, 2.0, 2 if relation == "replace" else 1)
+    tail = dawa_tail_mass(3, [s.effective_scale for s in specs])
+    bases = [np.array([[1, 0], [0, 0]]), np.array([[2, 0], [0, 1]]), np.array([[0, 1], [1, 1]])]
+    worst, least = dawa_worst(monkeypatch, build, bases, epsilon, relation)
+    # P_x <= P_trunc_x + tail and P_y >= P_trunc_y: the log-ratio moves by at most log(1 + tail / least)
+    slack = math.log1p(tail / least)
+    assert least > 1e-6 and tail < 1e-15
+    assert worst <= epsilon + slack + 1e-9
+    assert worst >= 0.5 * epsilon  # the counts spend half, exactly
+    assert dawa_worst(monkeypatch, build, bases[1:2], 2 * epsilon, relation)[0] > epsilon
