@@ -1,0 +1,283 @@
+"""Privacy of whole 1-D data-aware releases against the definition: a private choice (a
+partition, boundaries, features, selected queries) followed by noisy counts, for every pair of
+neighbouring datasets on 3-5 bins, max over every output of log P_x(o) / P_y(o) <= epsilon.
+
+The pieces are tested elsewhere (DAWA's partition, tests/test_data_aware.py; StructureFirst's
+boundaries, tests/test_data_aware_structure_first.py; auto-data's features,
+tests/test_data_aware_auto.py; MWEM's selection, tests/test_data_aware.py); here the whole
+release, with the laws read from the mechanisms' own ``release`` run once per private choice
+(tests/test_privacy_end_to_end_2d.py: :class:`Script`, exact exponential-mechanism
+probabilities from the exponents the code passes, the noise as the code calibrates it):
+
+* ``dawa``: the buckets' law sums over the cost noise (truncated at +-400, its tail mass
+  accounted for), then the bucket hierarchy's noisy counts given the buckets;
+* ``structure-first``: the boundaries' law (sequential exponential mechanism), then noisy
+  bucket counts;
+* ``auto-data``: the released features (noisy total, noisy number of non-empty bins) on a
+  window of values, the rule's choice at each, then the chosen mechanism's whole law;
+* ``mwem``: the transcript (noisy total, selected queries, measured answers) on a window of
+  noise values; outputs are the released (selected queries, estimate).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from test_data_aware import output_probabilities
+from test_privacy_end_to_end_2d import (
+    STARTS_OF,
+    Script,
+    dawa_tail_mass,
+    dawa_worst,
+    grid_neighbours,
+    joint_worst,
+    row_loss,
+)
+
+import dprange.auto_data as auto_data_module
+import dprange.data_aware as data_aware_module
+from dprange import DAWA
+from dprange.auto_data import AutoData
+from dprange.data_aware import MWEM
+from dprange.noise import NoiseSpec
+from dprange.structure_first import StructureFirst
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("DPRANGE_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def neighbours_1d(x, relation):
+    return (y.ravel() for y in grid_neighbours(np.asarray(x).reshape(1, -1), relation))
+
+
+def measured(rel):
+    """[(spec, values)] of the measuring stage of a release run with zero noise (exact values)."""
+    meas = rel._reduced[0] if getattr(rel, "_reduced", None) is not None else rel.measurements
+    return [(m.noise, np.asarray(m.values, dtype=np.int64)) for m in meas.measurements]
+
+
+# ----------------------------------------------------------------------------- DAWA
+@pytest.mark.parametrize("second_stage", ["greedy_h", "best-hierarchy"])
+@pytest.mark.parametrize("relation", ["add_remove", "replace"])
+def test_dawa_release_joint_law_is_epsilon_dp(monkeypatch, relation, second_stage):
+    """DAWA on 4 bins (partition at 2, counts at 2 of epsilon 4): the joint law of (buckets,
+    noisy bucket-hierarchy counts) over every neighbour is within epsilon plus the tail of the
+    truncated cost noise; twice the budget exceeds epsilon."""
+    epsilon = 4.0
+
+    def build():
+        return DAWA(ratio=0.5, second_stage=second_stage, neighbours=relation)
+
+    specs = data_aware_module.partition_noise(4, 2.0, 2 if relation == "replace" else 1)
+    tail = dawa_tail_mass(3, [s.effective_scale for s in specs])
+    bases = [np.array([1, 0, 0, 0]), np.array([2, 0, 0, 1]), np.array([0, 3, 1, 1])]
+    worst, least = dawa_worst(monkeypatch, build, bases, epsilon, relation)
+    assert least > 1e-6 and tail < 1e-15
+    assert worst <= epsilon + math.log1p(tail / least) + 1e-9
+    assert worst >= 0.5 * epsilon
+    assert dawa_worst(monkeypatch, build, bases[1:2], 2 * epsilon, relation)[0] > epsilon
+
+
+# ----------------------------------------------------------------------------- StructureFirst
+def structure_first_outputs(script, mech, x, epsilon):
+    """{starts: (log P_x(starts), [(spec, exact bucket counts)])} from StructureFirst's release."""
+    out = {}
+    for log_p, rel in script.enumerate(lambda: mech.release(x, epsilon, rng=0)):
+        key = tuple(rel.parameters["starts"])
+        assert key not in out
+        out[key] = (log_p, measured(rel))
+    assert math.fsum(math.exp(lp) for lp, _ in out.values()) == pytest.approx(1.0, abs=1e-12)
+    return out
+
+
+def structure_first_worst(script, mech, bases, epsilon):
+    worst, structure = 0.0, 0.0
+    for x in bases:
+        law_x = structure_first_outputs(script, mech, x, epsilon)
+        for y in neighbours_1d(x, mech.neighbours):
+            law_y = structure_first_outputs(script, mech, y, epsilon)
+            worst = max(worst, joint_worst(law_x, law_y))
+            structure = max(structure, max(abs(law_x[k][0] - law_y[k][0]) for k in law_x))
+    return worst, structure
+
+
+@pytest.mark.parametrize("relation", ["add_remove", "replace"])
+def test_structure_first_release_joint_law_is_epsilon_dp(monkeypatch, relation):
+    """StructureFirst, 3 buckets on 5 bins (F = 1, boundaries at 0.5 of epsilon 2): the joint law
+    of (boundaries, noisy bucket counts), every neighbour, is within the recorded epsilon; the
+    boundaries depend on the data; twice the budget exceeds epsilon."""
+    epsilon = 2.0
+    script = Script(monkeypatch, [data_aware_module])
+    mech = StructureFirst(buckets=3, max_count=1, ratio=0.5, grid=1, neighbours=relation)
+    bases = [np.array([1, 0, 0, 0, 1]), np.array([2, 1, 0, 0, 0]), np.array([0, 1, 1, 0, 1])]
+    recorded = mech.release(bases[0], epsilon, rng=0).epsilon
+    worst, structure = structure_first_worst(script, mech, bases, epsilon)
+    assert recorded <= epsilon and worst <= recorded + 1e-12
+    assert structure > 0.01
+    assert worst >= 0.5 * epsilon * (1 - 1e-9)  # the counts spend half, exactly
+    assert structure_first_worst(script, mech, bases[:1], 2 * epsilon)[0] > epsilon
+
+
+def test_enumerated_boundary_law_is_what_the_release_draws(monkeypatch):
+    """StructureFirst's boundaries in 800 seeded releases match the enumerated law (4 sigma)."""
+    mech = StructureFirst(buckets=3, max_count=1, ratio=0.5, grid=1)
+    x = np.array([1, 0, 0, 1, 1])
+    with monkeypatch.context() as patch:
+        law = structure_first_outputs(Script(patch, [data_aware_module]), mech, x, 8.0)
+    source = np.random.default_rng(13)
+    draws = 800
+    seen: dict = {}
+    for _ in range(draws):
+        key = tuple(mech.release(x, 8.0, rng=source).parameters["starts"])
+        seen[key] = seen.get(key, 0) + 1
+    assert set(seen) <= set(law)
+    assert max(math.exp(lp) for lp, _ in law.values()) > 0.2  # the law is far from uniform
+    for key, (log_p, _) in law.items():
+        p = math.exp(log_p)
+        assert abs(seen.get(key, 0) / draws - p) <= 4 * math.sqrt(p * (1 - p) / draws) + 1e-9
+
+
+# ----------------------------------------------------------------------------- auto-data
+CHOICES = ("structure-first", "dawa", "data-independent")
+
+
+def auto_inner_laws(monkeypatch, mech, x, epsilon):
+    """({choice: law of the chosen mechanism's output given it}, feature specs): auto-data's
+    own release run with the rule forced to each choice (DAWA's partition law from
+    output_probabilities, as above; the others enumerated by :class:`Script`)."""
+    rest = mech.shares(epsilon)[2]
+    laws, least = {}, 1.0
+    for choice in CHOICES:
+        with monkeypatch.context() as patch:
+            patch.setattr(auto_data_module, "choose", lambda *args, c=choice: c)
+            script = Script(patch, [data_aware_module])
+            if choice != "dawa":
+                law = {}
+                for log_p, rel in script.enumerate(lambda: mech.release(x, epsilon, rng=0)):
+                    key = tuple(rel.parameters["chosen_parameters"].get("starts", ()))
+                    assert key not in law
+                    law[key] = (log_p, measured(rel))
+                features = [spec for spec, _ in script.draws[: 2 if mech.neighbours == "add_remove" else 1]]
+            else:
+                inner = DAWA(bucket_workload=mech.tuned_for, neighbours=mech.neighbours)
+                eps_partition, eps_measure = inner.budgets(rest)
+                changed = 2 if mech.neighbours == "replace" else 1
+                law = {}
+                for key, p in output_probabilities(np.asarray(x), eps_partition, 1 / eps_measure, changed).items():
+                    starts = np.array(STARTS_OF[key])
+                    patch.setattr(DAWA, "partition", lambda self, counts, e1, e2, rng=None, s=starts: s)
+                    rel = mech.release(x, epsilon, rng=0)
+                    assert rel.parameters["chosen_parameters"]["buckets"] == list(STARTS_OF[key])
+                    law[STARTS_OF[key]] = (math.log(p), measured(rel))
+                    least = min(least, p)
+        laws[choice] = law
+    return laws, features, least
+
+
+def auto_worst(monkeypatch, mech, bases, epsilon, window=40):
+    """(worst over the window of feature values, its upper bound max_features + max_choice,
+    least probability of a DAWA partition seen)."""
+    rest = mech.shares(epsilon)[2]
+    worst, upper, least = 0.0, 0.0, 1.0
+    for x in bases:
+        laws_x, specs, least_x = auto_inner_laws(monkeypatch, mech, x, epsilon)
+        for y in neighbours_1d(x, mech.neighbours):
+            laws_y, _, least_y = auto_inner_laws(monkeypatch, mech, y, epsilon)
+            least = min(least, least_x, least_y)
+            inner = {c: joint_worst(laws_x[c], laws_y[c]) for c in CHOICES}
+            if mech.neighbours == "add_remove":
+                totals = np.arange(min(x.sum(), y.sum()) - window, max(x.sum(), y.sum()) + window + 1)
+                f_total = np.log(specs[0].pmf(totals - x.sum())) - np.log(specs[0].pmf(totals - y.sum()))
+            else:
+                totals, f_total = np.array([x.sum()]), np.zeros(1)
+            zx, zy = np.count_nonzero(x), np.count_nonzero(y)
+            nonempty = np.arange(min(zx, zy) - window, max(zx, zy) + window + 1)
+            f_nonempty = np.log(specs[-1].pmf(nonempty - zx)) - np.log(specs[-1].pmf(nonempty - zy))
+            for t, ft in zip(totals, f_total):
+                for z, fz in zip(nonempty, f_nonempty):
+                    loss = inner[auto_data_module.choose(float(t), float(z), rest)]
+                    worst = max(worst, abs(ft + fz) + loss)
+            upper = max(upper, np.abs(f_total).max() + np.abs(f_nonempty).max() + max(inner.values()))
+    return worst, upper, least
+
+
+@pytest.mark.parametrize("relation", ["add_remove", "replace"])
+def test_auto_data_release_joint_law_is_epsilon_dp(monkeypatch, relation):
+    """auto-data on 4 bins at epsilon 9 (features 0.9, the rest to the chosen mechanism): the
+    worst log-ratio over released features in a window of +-40 around the true values (every
+    choice of the rule is reached) and the chosen mechanism's outputs is at most epsilon, as is
+    its upper bound over all feature values; twice the budget exceeds epsilon."""
+    epsilon = 9.0
+    mech = AutoData(feature_share=0.1, neighbours=relation)
+    bases = [np.array([1, 0, 0, 2]), np.array([0, 1, 1, 1])]
+    worst, upper, least = auto_worst(monkeypatch, mech, bases, epsilon)
+    changed = 2 if relation == "replace" else 1
+    specs = data_aware_module.partition_noise(4, DAWA().budgets(mech.shares(epsilon)[2])[0], changed)
+    tail = dawa_tail_mass(3, [s.effective_scale for s in specs])
+    assert least > 1e-9 and tail < 1e-15
+    assert worst <= upper <= epsilon + math.log1p(tail / least) + 1e-9
+    assert worst >= 0.85 * epsilon
+    assert auto_worst(monkeypatch, mech, bases[:1], 2 * epsilon, window=5)[0] > epsilon
+
+
+def test_auto_data_window_reaches_every_choice():
+    """The window of auto_worst reaches all three choices of the rule at epsilon 9."""
+    rest = AutoData(feature_share=0.1).shares(9.0)[2]
+    seen = {auto_data_module.choose(float(t), float(z), rest) for t in range(-37, 44) for z in range(-38, 43)}
+    assert seen == set(CHOICES)
+
+
+# ----------------------------------------------------------------------------- MWEM
+def mwem_outputs(monkeypatch, mech, x, epsilon, window, public_total=None):
+    """{(selected queries, estimate bytes): log P_x} of MWEM's released output, summed over the
+    transcripts whose noise lies in -window..window (exact probabilities, truncated)."""
+    out: dict = {}
+    with monkeypatch.context() as patch:
+        script = Script(patch, [data_aware_module], noise_window=window)
+        runs = script.enumerate(lambda: mech.release(x, epsilon, rng=0, public_total=public_total))
+    for log_p, rel in runs:
+        key = (tuple(rel.parameters["selected"]), rel.estimate.tobytes())
+        out[key] = np.logaddexp(out[key], log_p) if key in out else log_p
+    return out
+
+
+@pytest.mark.parametrize(
+    "relation,rounds,public", [("add_remove", 1, None), ("add_remove", 2, 4), ("replace", 2, None)]
+)
+def test_mwem_release_ratio_is_at_most_epsilon_on_every_common_output(monkeypatch, relation, rounds, public):
+    """MWEM on 3 bins (prefix ranges): P_x and P_y of every released output (selected queries,
+    averaged estimate) whose transcripts lie in the noise window of both; 1 round with a
+    noisy total, 2 rounds with a declared or replace-public total.  The ratio is at most the
+    recorded epsilon, nearly attained; twice the budget exceeds epsilon."""
+    epsilon, window = 1.5, 3
+    mech = MWEM(rounds=rounds, total_share=0.3, passes=1, neighbours=relation)
+    x = np.array([1, 0, 2])
+    total = None if public is None else int(x.sum()) + 1
+    recorded = mech.release(x, epsilon, rng=0, public_total=total).epsilon
+    law_x = mwem_outputs(monkeypatch, mech, x, epsilon, window, total)
+    worst, common = 0.0, 0
+    for y in neighbours_1d(x, relation):
+        law_y = mwem_outputs(monkeypatch, mech, y, epsilon, window, total)
+        shared = law_x.keys() & law_y.keys()
+        common += len(shared)
+        worst = max([worst] + [abs(law_x[k] - law_y[k]) for k in shared])
+    assert common > 50
+    assert worst <= recorded + 1e-9
+    assert worst >= 0.6 * recorded
+    doubled = mwem_outputs(monkeypatch, mech, x, 2 * epsilon, window, total)
+    y = next(neighbours_1d(x, relation))
+    other = mwem_outputs(monkeypatch, mech, y, 2 * epsilon, window, total)
+    assert max(abs(doubled[k] - other[k]) for k in doubled.keys() & other.keys()) > epsilon
+
+
+def test_row_loss_is_the_definition_on_a_window():
+    """row_loss equals the maximum of log pmf(k) / pmf(k - s) over a wide window of k."""
+    spec = NoiseSpec("discrete_laplace", 1.7)
+    k = np.arange(-60, 61)
+    for s in (-3, -1, 1, 2, 5):
+        brute = float(np.max(np.log(spec.pmf(k)) - np.log(spec.pmf(k - s))))
+        assert row_loss(spec, s) == pytest.approx(brute, rel=1e-12)
