@@ -61,8 +61,9 @@ def measured(rel):
 
 
 # ----------------------------------------------------------------------------- DAWA
-@pytest.mark.parametrize("second_stage", ["greedy_h", "best-hierarchy"])
-@pytest.mark.parametrize("relation", ["add_remove", "replace"])
+@pytest.mark.parametrize(
+    "relation,second_stage", [("add_remove", "greedy_h"), ("replace", "greedy_h"), ("add_remove", "best-hierarchy")]
+)
 def test_dawa_release_joint_law_is_epsilon_dp(monkeypatch, relation, second_stage):
     """DAWA on 4 bins (partition at 2, counts at 2 of epsilon 4): the joint law of (buckets,
     noisy bucket-hierarchy counts) over every neighbour is within epsilon plus the tail of the
@@ -120,6 +121,9 @@ def test_structure_first_release_joint_law_is_epsilon_dp(monkeypatch, relation):
     assert structure > 0.01
     assert worst >= 0.5 * epsilon * (1 - 1e-9)  # the counts spend half, exactly
     assert structure_first_worst(script, mech, bases[:1], 2 * epsilon)[0] > epsilon
+    for small_grid in (0.5, 6.0):  # a small epsilon grid
+        recorded = mech.release(bases[0], small_grid, rng=0).epsilon
+        assert structure_first_worst(script, mech, bases[:2], small_grid)[0] <= recorded + 1e-12
 
 
 def test_enumerated_boundary_law_is_what_the_release_draws(monkeypatch):

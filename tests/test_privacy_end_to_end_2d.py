@@ -151,6 +151,9 @@ def test_optimised_kd_laplace_worst_loss_is_epsilon_on_tiny_grids(name, build, r
         assert worst == pytest.approx(meas.epsilon, rel=1e-6)
     doubled, _ = linear_worst(mech, LINEAR_GRIDS[-1], 2 * EPS)
     assert doubled > 1.9 * EPS
+    for epsilon in (0.2, 3.0):  # a small epsilon grid
+        worst, meas = linear_worst(mech, LINEAR_GRIDS[2], epsilon)
+        assert worst <= meas.epsilon * (1 + 1e-12) and worst == pytest.approx(meas.epsilon, rel=1e-6)
 
 
 def test_the_prefix_kronecker_strategy_on_16_bins_is_not_the_identity():
@@ -336,6 +339,9 @@ def test_tree_release_joint_law_of_structure_and_counts_is_epsilon_dp(monkeypatc
     assert worst >= (1 - 0.4) * EPS * (1 - 1e-6)  # the counts spend the rest, exactly
     doubled, _ = tree_worst(script, mech, TREE_BASES[1:2], 2 * EPS)
     assert doubled > EPS
+    for epsilon in (0.3, 2.5):  # a small epsilon grid, fewer grids
+        recorded = mech.release(TREE_BASES[1], epsilon, rng=0).epsilon
+        assert tree_worst(script, mech, TREE_BASES[1:3], epsilon)[0] <= recorded + 1e-12
 
 
 @pytest.mark.parametrize("relation", ["add_remove", "replace"])
