@@ -135,11 +135,12 @@ LINEAR_CASES = [(name, build, r) for name, build in LINEAR for r in ("add_remove
 #: an integer strategy quantised by K = 2^16; on n <= 8 it is the identity).
 LINEAR_GRIDS = [np.array([[1, 0], [0, 0]]), np.array([[0, 2], [1, 0]]), np.array([[1, 0, 1], [0, 1, 0]])]
 LINEAR_GRIDS += [np.array([[1, 0, 1], [0, 1, 0]]).T, np.eye(16, 2, -3, dtype=np.int64) + np.eye(16, 2, dtype=np.int64)]
+LINEAR_GRIDS += [np.array([[1, 0, 2]])]  # one axis of one bin (the marginals' replace fallback)
 
 
 @pytest.mark.parametrize("name,build,relation", LINEAR_CASES, ids=[f"{c[0]}-{c[2]}" for c in LINEAR_CASES])
 def test_optimised_kd_laplace_worst_loss_is_epsilon_on_tiny_grids(name, build, relation):
-    """2 x 2, 2 x 3, 3 x 2 and 16 x 2 grids: the exact worst log-ratio over all outputs and all
+    """2 x 2, 2 x 3, 3 x 2, 16 x 2 and 1 x 3 grids: the exact worst log-ratio over all outputs and all
     neighbours is at most the recorded epsilon (<= the budget) and attains it (the calibration
     is tight); the same code run with twice the budget exceeds epsilon."""
     mech = build(relation, "discrete_laplace")
