@@ -5,8 +5,10 @@ word, while the local engine reads such a line as a record whose cells are all m
 stops there ("missing value ... on row r of 'f.csv'") unless ``drop_missing`` drops it.  A
 silent skip would change the counts the user thinks were checked, so the Spark engine does as
 the local one: when ``drop_missing`` is off it reads its CSV inputs once more as plain text
-(:func:`first_blank_line`, one pass over the lines, no parsing) and a blank line is the
-local engine's missing-value error at its row; with ``drop_missing`` both engines drop it.
+(:func:`has_blank_line`: one pass over the lines in the JVM, no parsing, no row sent to
+Python) and a blank line is the local engine's missing-value error at its row (found by
+:func:`first_blank_line`, one more pass, only then); with ``drop_missing`` both engines
+drop it.
 Rows are the file's physical lines (the header is row 1), as the local engine numbers them.
 """
 
@@ -18,7 +20,7 @@ import numpy as np
 
 #: The characters a blank line consists of: those Spark's CSV reader trims away before it
 #: skips a line (Java's ``String.trim``: code points up to the space).
-BLANK_CHARACTERS = "".join(chr(c) for c in range(1, 33))
+BLANK_CHARACTERS = "".join(chr(c) for c in range(33))
 
 
 def _split_lines(batches) -> Iterator[tuple[tuple[str, int], np.ndarray]]:
@@ -38,42 +40,64 @@ def _split_lines(batches) -> Iterator[tuple[tuple[str, int], np.ndarray]]:
                 yield (str(files[a]), int(starts[a])), blank[a:b]
 
 
-_SPLIT_SCHEMA = "file string, start long, lines long, filled long, blank long"
+#: A blank line as a Java regular expression (whole line): code points up to the space only.
+_BLANK_REGEX = "^[\\x00-\\x20]*$"
 
 
-def _blank_partition(batches) -> Iterator:
-    """mapInArrow body: per input split (file, start byte) of this partition, its numbers of
-    lines and of non-blank lines, and the offset of its first blank line (-1: none)."""
-    import pyarrow as pa  # noqa: PLC0415
+def _is_blank(value):
+    """The Spark column expression "this line is blank"; the regular expression runs only on
+    lines that are empty or start with a space or control character (a data line nearly
+    always starts with a visible character: one byte compared)."""
+    from pyspark.sql import functions as F  # noqa: PLC0415 - imported only when Spark is used
 
-    segments: dict[tuple[str, int], list[int]] = {}
-    for key, blank in _split_lines(batches):
-        entry = segments.setdefault(key, [0, 0, -1])
-        if entry[2] < 0:
-            hits = np.flatnonzero(blank)
-            if hits.size:
-                entry[2] = entry[0] + int(hits[0])
-        entry[0] += blank.size
-        entry[1] += blank.size - int(blank.sum())
-    rows = [(f, s, *entry) for (f, s), entry in segments.items()]
-    names = ("file", "start", "lines", "filled", "blank")
-    yield pa.RecordBatch.from_pydict(
-        {name: [r[i] for r in rows] for i, name in enumerate(names)},
-        schema=pa.schema([(name, pa.string() if name == "file" else pa.int64()) for name in names]),
-    )
+    return (F.length(value) == 0) | ((F.substring(value, 1, 1) <= " ") & value.rlike(_BLANK_REGEX))
+
+
+def has_blank_line(spark, files: list[str]) -> bool:
+    """Whether some line of ``files`` is blank: one pass over the text that stops at the first
+    (the common case, none, costs about one plain read of the lines)."""
+    from pyspark.sql import functions as F  # noqa: PLC0415
+
+    return bool(files) and not spark.read.text(files).filter(_is_blank(F.col("value"))).isEmpty()
 
 
 def _splits(spark, files: list[str]) -> list:
+    """Per input split of ``files`` read as text: (file, start byte, lines, non-blank lines,
+    offset of the first blank line or -1).  Computed inside Spark (no row reaches Python):
+    a line's offset in its split is its ``monotonically_increasing_id`` (the record number
+    within the partition in the low 33 bits) less the split's least id."""
+    from pyspark.sql import functions as F  # noqa: PLC0415 - imported only when Spark is used
+
     text = spark.read.text(files)  # splits lines as the CSV reader does (\n, \r\n, \r)
-    located = text.select("value", "_metadata.file_path", "_metadata.file_block_start")
-    return located.mapInArrow(_blank_partition, _SPLIT_SCHEMA).collect()
+    lines = text.select(
+        F.col("_metadata.file_path").alias("file"),
+        F.col("_metadata.file_block_start").alias("start"),
+        F.monotonically_increasing_id().alias("id"),
+        _is_blank(F.col("value")).alias("blank"),
+    )
+    per_split = lines.groupBy("file", "start").agg(  # O(lines) in the JVM, one row per split
+        F.count(F.lit(1)).alias("lines"),
+        F.sum(F.when(F.col("blank"), 0).otherwise(1)).alias("filled"),
+        F.min("id").alias("first"),
+        F.min(F.when(F.col("blank"), F.col("id"))).alias("first_blank"),
+    )
+    return [
+        (
+            r["file"],
+            r["start"],
+            r["lines"],
+            r["filled"],
+            -1 if r["first_blank"] is None else r["first_blank"] - r["first"],
+        )
+        for r in per_split.collect()
+    ]
 
 
 def first_blank_line(spark, files: list[str], rank) -> tuple[str, int] | None:
     """(file, row) of the first blank line of ``files`` (CSV, read as text), in input order:
     files by ``rank(file)``, then rows; None when there is none.  ``row`` counts the file's
     lines from 1 (the header)."""
-    if not files:
+    if not has_blank_line(spark, files):  # the common case: no row numbers needed
         return None
     before: dict[str, int] = {}
     for file, _start, lines, _filled, blank in sorted(_splits(spark, files), key=lambda s: (rank(s[0]), s[0], s[1])):
