@@ -6,6 +6,8 @@
   Poisson(5) counts and of a heavy-tailed sample (most bins empty); new (partitioning)
   beside the L2 fit (scipy's pool-adjacent-violators, the floor) and the former
   pool-adjacent-violators with re-sorted medians (``--old``; minutes on the heavy tail).
+  The former paths are those of tests/reference_inference.py, which the tests check the
+  new ones against.
 * L1 inference by ADMM (Lee, Wang and Kifer, KDD 2015) of Hierarchical(b) releases over n
   bins, b = 16 and 2, epsilon 1, continuous Laplace noise, Poisson(0.5) counts (as
   benchmarks/lee2015.py): new beside the GLS inference of the same measurements (the floor)
@@ -22,8 +24,8 @@ CPU seconds (``time.process_time``), medians of ``--repeats``; the machine is sh
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
-import math
 import os
 import platform
 import statistics
@@ -37,10 +39,19 @@ from scipy.optimize import isotonic_regression
 import dprange
 from dprange import Hierarchical
 from dprange.inference import consistency
-from dprange.inference.dispatch import _level, tree_of
-from dprange.inference.l1_admm import admm
-from dprange.inference.tree import tree_gls
-from dprange.operators import VStack
+
+
+def _load_reference():
+    """tests/reference_inference.py, the one copy of the former paths (imported by path: the
+    tests directory is not a package)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "reference_inference.py")
+    spec = importlib.util.spec_from_file_location("reference_inference", path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+reference = _load_reference()
 
 
 def cpu(fn, repeats: int) -> dict:
@@ -54,37 +65,6 @@ def cpu(fn, repeats: int) -> dict:
 
 
 # ----------------------------------------------------------------------------- isotonic L1
-def _smallest_integer_median(values: np.ndarray) -> int:
-    s = np.sort(values)
-    k = s.size
-    low, high = s[(k - 1) // 2], s[k // 2]
-    candidate = np.ceil(low)
-    if candidate <= high:
-        return int(candidate)
-    below, above = np.floor(low), np.ceil(high)
-    return int(below) if np.abs(below - s).sum() <= np.abs(above - s).sum() else int(above)
-
-
-def former_isotonic_l1(y: np.ndarray, total: int) -> np.ndarray:
-    """Pool adjacent violators re-sorting every merged block (the former code)."""
-    starts: list[int] = []
-    values: list[int] = []
-    for j, yj in enumerate(y.tolist()):
-        start = j
-        value = math.ceil(yj - 0.5)
-        while values and values[-1] > value:
-            start = starts.pop()
-            values.pop()
-            value = _smallest_integer_median(y[start : j + 1])
-        starts.append(start)
-        values.append(value)
-    out = np.empty(y.size, dtype=np.int64)
-    bounds = starts + [y.size]
-    for i, value in enumerate(values):
-        out[bounds[i] : bounds[i + 1]] = value
-    return np.clip(out, 0, total)
-
-
 def isotonic_inputs(size: int) -> dict:
     rng = np.random.default_rng(2)
     y = np.cumsum(rng.poisson(1e9 / size, size)).astype(float)
@@ -118,7 +98,7 @@ def isotonic_rows(size: int, repeats: int, old: bool) -> list:
             },
         }
         if old:
-            former = cpu(lambda: former_isotonic_l1(free, total), 1)
+            former = cpu(lambda: reference.former_isotonic_l1(free, total), 1)
             row["old"] = {k: v for k, v in former.items() if k != "result"}
             row["equal_to_old"] = bool(np.array_equal(new["result"][:-1], former["result"]))
             row["speedup_cpu"] = row["old"]["cpu_s"] / max(row["new"]["cpu_s"], 1e-9)
@@ -127,48 +107,6 @@ def isotonic_rows(size: int, repeats: int, old: bool) -> list:
 
 
 # ----------------------------------------------------------------------------- ADMM
-def former_x_step(strategy, level_weights, total):
-    """The x-step before: tree_gls on the level values at every call."""
-    depths = [d for d in range(strategy.depth + 1) if level_weights[d] is not None]
-    splits = np.cumsum([strategy.level_sizes[d] for d in depths])[:-1]
-    leaf = strategy.depth
-
-    def solve(target_rows, target_x, x_prev, split=1.0):
-        values: list = [None] * (strategy.depth + 1)
-        variances: list = [None] * (strategy.depth + 1)
-        for d, part in zip(depths, np.split(target_rows, splits)):
-            values[d] = part / level_weights[d]
-            variances[d] = 1.0 / level_weights[d] ** 2
-        precision = 1.0 / variances[leaf] + split
-        values[leaf] = (values[leaf] / variances[leaf] + split * target_x) / precision
-        variances[leaf] = 1.0 / precision
-        return tree_gls(strategy, values, variances, total=total).leaves
-
-    solve.relax = 1.6  # type: ignore[attr-defined]
-    return solve
-
-
-def former_l1(mechanism, measurements):
-    tree = tree_of(measurements)
-    ordered = sorted(measurements.measurements, key=_level)
-    level_weights: list = [None] * (tree.depth + 1)
-    for m in ordered:
-        level_weights[_level(m)] = 1.0 / m.row_scales()
-    return admm(
-        VStack([m.block for m in ordered]),
-        np.concatenate([np.asarray(m.values, dtype=float) for m in ordered]),
-        np.concatenate([1.0 / m.row_scales() for m in ordered]),
-        alpha=0.9,
-        total=measurements.total,
-        x_update=former_x_step(tree, level_weights, measurements.total),
-        tol=1e-5,
-        maxiter=5000,
-        x0=np.maximum(mechanism.least_squares(measurements).leaves, 0.0),
-        rho=2.0,
-        check_every=1,
-    )
-
-
 def admm_rows(n: int, repeats: int, old_n: int) -> list:
     rows = []
     for b in (16, 2):
@@ -192,7 +130,7 @@ def admm_rows(n: int, repeats: int, old_n: int) -> list:
                 },
             }
             if bins == old_n:
-                former = cpu(lambda: former_l1(l1, measurements), 1)
+                former = cpu(lambda: reference.former_admm(measurements, alpha=0.9, rho=2.0), 1)
                 result = former["result"]
                 row["old"] = {"cpu_s": former["cpu_s"], "wall_s": former["wall_s"], "iterations": result.iterations}
                 row["speedup_cpu"] = former["cpu_s"] / max(new["cpu_s"], 1e-9)

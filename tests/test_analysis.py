@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 import pytest
+from _helpers import gls_covariance
 
 import dprange
 from dprange import Flat, Hierarchical, ParameterError, Wavelet
@@ -46,11 +47,7 @@ def dense_covariance(mech, n, eps, delta=0.0):
     else:
         sizes = {d: strategy.level_sizes[d] for d in strategy.measured_depths}
     v = np.concatenate([np.full(sizes[d], variances[d]) for d in strategy.measured_depths])
-    G = A.T @ np.diag(1 / v) @ A
-    if strategy.known_total:
-        P = np.eye(n) - 1.0 / n
-        return np.linalg.pinv(P @ G @ P, rtol=1e-10, hermitian=True)
-    return np.linalg.inv(G)
+    return gls_covariance(A.T @ np.diag(1 / v) @ A, strategy.known_total)
 
 
 @pytest.mark.parametrize("mech", MECHS, ids=repr)

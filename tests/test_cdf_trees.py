@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from _helpers import gls_covariance, quadratic_forms
 
 from conftest import range_matrix
 from dprange.cdf_trees import (
@@ -55,14 +56,8 @@ def test_gls_prefix_variances_match_dense_covariance(neighbours):
     A = tree.dense()
     delta = 2.0 if neighbours == "replace" else 1.0
     v = np.concatenate([np.full(tree.level_sizes[d], 2 * (delta / budgets[d - 1]) ** 2) for d in tree.measured_depths])
-    G = A.T @ np.diag(1 / v) @ A
-    if neighbours == "replace":
-        P = np.eye(L) - 1.0 / L
-        cov = np.linalg.pinv(P @ G @ P, rtol=1e-10, hermitian=True)
-    else:
-        cov = np.linalg.inv(G)
-    Q = range_matrix(L, np.zeros(L, dtype=int), np.arange(L))
-    exact = np.einsum("ij,jk,ik->i", Q, cov, Q)
+    cov = gls_covariance(A.T @ np.diag(1 / v) @ A, neighbours == "replace")
+    exact = quadratic_forms(range_matrix(L, np.zeros(L, dtype=int), np.arange(L)), cov)
     np.testing.assert_allclose(
         prefix_variances(L, branching, budgets, estimator="gls", neighbours=neighbours), exact, rtol=1e-8, atol=1e-8
     )

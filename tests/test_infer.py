@@ -5,8 +5,10 @@ import warnings
 
 import numpy as np
 import pytest
+from _helpers import gls_covariance, gls_estimate, quadratic_forms
 
 import dprange
+from conftest import range_matrix
 from dprange.bootstrap import bootstrap
 from dprange.errors import ConvergenceWarning, ParameterError
 from dprange.inference import infer
@@ -33,17 +35,8 @@ def measure(blocks, x, variances, rng, *, total=None, noise=None):
 def dense_gls(meas, known_total=False):
     """x-hat and covariance from the explicit stacked matrix (pseudo-inverse on the sum-zero
     subspace with a public total)."""
-    A = meas.operator().dense()
     y, v = meas.stacked()
-    G = A.T @ (A / v[:, None])
-    n = A.shape[1]
-    if known_total:
-        P = np.eye(n) - 1.0 / n
-        cov = np.linalg.pinv(P @ G @ P, rtol=1e-10, hermitian=True)
-        base = np.full(n, meas.total / n)
-        return base + cov @ (A.T @ ((y - A @ base) / v)), cov
-    cov = np.linalg.inv(G)
-    return cov @ (A.T @ (y / v)), cov
+    return gls_estimate(meas.operator().dense(), y, v, meas.total if known_total else None)
 
 
 def check_linear(est, meas, known_total=False):
@@ -241,16 +234,10 @@ def test_error_model_is_the_dense_gls_covariance_of_the_design(mech):
         n_cov = haar.size
     else:
         n_cov = n
-    G = A.T @ (A / v[:, None])
-    if design.total is not None:
-        P = np.eye(n_cov) - 1.0 / n_cov
-        cov = np.linalg.pinv(P @ G @ P, rtol=1e-10, hermitian=True)
-    else:
-        cov = np.linalg.inv(G)
+    cov = gls_covariance(A.T @ (A / v[:, None]), design.total is not None)
     lo, hi = np.triu_indices(n)
-    idx = np.arange(n_cov)
-    Q = ((idx >= lo[:, None]) & (idx <= hi[:, None])).astype(float)
-    np.testing.assert_allclose(model.range_variance(lo, hi), np.einsum("ij,jk,ik->i", Q, cov, Q), rtol=1e-8, atol=1e-9)
+    Q = range_matrix(n_cov, lo, hi)
+    np.testing.assert_allclose(model.range_variance(lo, hi), quadratic_forms(Q, cov), rtol=1e-8, atol=1e-9)
 
 
 def test_a_release_says_when_admm_stopped_early_and_keeps_saying_it_after_loading():

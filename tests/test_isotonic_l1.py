@@ -1,50 +1,20 @@
 """Integer L1 isotonic regression by partitioning equals pool-adjacent-violators (issue 16).
 
 The former implementation (pool-adjacent-violators re-sorting every merged block for its
-smallest integer median) is kept here as the reference: the partitioning path must return
-exactly its solution, which is the pointwise smallest optimal one (checked by brute force).
+smallest integer median, tests/reference_inference.py) is the reference: the partitioning
+path must return exactly its solution, which is the pointwise smallest optimal one (checked
+by brute force).
 """
 
 import itertools
-import math
 
 import numpy as np
 import pytest
+from reference_inference import former_isotonic_l1
 
 from dprange import Hierarchical
 from dprange.inference import consistency
 from dprange.inference.consistency import consistent_cdf
-
-
-def _smallest_integer_median(values: np.ndarray) -> int:
-    s = np.sort(values)
-    k = s.size
-    low, high = s[(k - 1) // 2], s[k // 2]
-    candidate = np.ceil(low)
-    if candidate <= high:
-        return int(candidate)
-    below, above = np.floor(low), np.ceil(high)
-    return int(below) if np.abs(below - s).sum() <= np.abs(above - s).sum() else int(above)
-
-
-def former_isotonic_l1(y: np.ndarray, total: int) -> np.ndarray:
-    """Pool adjacent violators with integer block medians (the code before partitioning)."""
-    starts: list[int] = []
-    values: list[int] = []
-    for j, yj in enumerate(y.tolist()):
-        start = j
-        value = math.ceil(yj - 0.5)
-        while values and values[-1] > value:
-            start = starts.pop()
-            values.pop()
-            value = _smallest_integer_median(y[start : j + 1])
-        starts.append(start)
-        values.append(value)
-    out = np.empty(y.size, dtype=np.int64)
-    bounds = starts + [y.size]
-    for i, value in enumerate(values):
-        out[bounds[i] : bounds[i + 1]] = value
-    return np.clip(out, 0, total)
 
 
 def _random_case(rng):

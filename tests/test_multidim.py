@@ -7,6 +7,7 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 import pytest
+from _helpers import assert_unbiased_with_variance
 from test_privacy import gaussian_delta, laplace_worst_loss
 
 from conftest import dense_gls
@@ -249,10 +250,7 @@ def test_monte_carlo_unbiased_with_the_exact_variance():
     source = np.random.default_rng(2024)
     for mech in (Kronecker([2, "haar"]), Quadtree(neighbours="replace")):
         runs = np.array([mech.release(counts, 1.0, rng=source).rectangle(lows, highs).value for _ in range(600)])
-        exact = mech.error_model(shape, 1.0).rectangle_variance(lows, highs)
-        se_mean = np.sqrt(exact / runs.shape[0])
-        assert np.all(np.abs(runs.mean(axis=0) - truth) < 4 * se_mean)
-        np.testing.assert_allclose(runs.var(axis=0, ddof=1), exact, rtol=0.2)  # 3.4 sd of 600 runs
+        assert_unbiased_with_variance(runs, truth, mech.error_model(shape, 1.0).rectangle_variance(lows, highs))
 
 
 # ----------------------------------------------------------------------------- privacy

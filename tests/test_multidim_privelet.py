@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 import pytest
+from _helpers import assert_unbiased_with_variance
 from test_multidim import assert_variances, box_matrix, every_rectangle, grid_neighbours, stacked
 from test_privacy import gaussian_delta, laplace_worst_loss
 
@@ -120,9 +121,7 @@ def test_monte_carlo_unbiased_with_the_exact_variance_and_json_round_trip():
     source = np.random.default_rng(7)
     mech = Privelet()
     runs = np.array([mech.release(counts, 1.0, rng=source).rectangle(lows, highs).value for _ in range(600)])
-    exact = mech.error_model(shape, 1.0).rectangle_variance(lows, highs)
-    assert np.all(np.abs(runs.mean(axis=0) - truth) < 4 * np.sqrt(exact / runs.shape[0]))
-    np.testing.assert_allclose(runs.var(axis=0, ddof=1), exact, rtol=0.2)  # 3.4 sd of 600 runs
+    assert_unbiased_with_variance(runs, truth, mech.error_model(shape, 1.0).rectangle_variance(lows, highs))
     rel = mech.release(counts, 1.0, rng=1)
     back = load_grid_release(rel.to_json())
     np.testing.assert_allclose(back.counts, rel.counts)

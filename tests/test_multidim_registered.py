@@ -15,6 +15,7 @@ import math
 
 import numpy as np
 import pytest
+from _helpers import gls_covariance, quadratic_forms
 from test_multidim import box_matrix, every_rectangle
 
 from dprange import ParameterError
@@ -93,14 +94,9 @@ def test_blocks_sensitivity_calibration_and_error_model_against_dense(name, shap
     # error model: dense GLS in the strategy's x-space (public total: on the affine space)
     A = np.vstack([b.dense() for b in plan.blocks])
     v = np.concatenate([np.full(b.shape[0], s.variance) for b, s in zip(plan.blocks, specs)])
-    G = A.T @ (A / v[:, None])
     cols = A.shape[1]
     total = neighbours == "replace"
-    if total:
-        P = np.eye(cols) - 1.0 / cols
-        cov = P @ np.linalg.pinv(P @ G @ P, rtol=1e-10, hermitian=True) @ P
-    else:
-        cov = np.linalg.pinv(G, rtol=1e-10, hermitian=True)
+    cov = gls_covariance(A.T @ (A / v[:, None]), total, singular=True)
     M = cell_map(mech, shape)
     lows, highs = every_rectangle(shape)
     Q = box_matrix(shape, lows, highs) @ M.T  # the rectangles on x
@@ -108,7 +104,7 @@ def test_blocks_sensitivity_calibration_and_error_model_against_dense(name, shap
     ok = np.all(np.abs(Q @ np.linalg.pinv(rows) @ rows - Q) < 1e-8, axis=1)
     model = mech.error_model(shape, EPSILON)
     np.testing.assert_allclose(
-        model.rectangle_variance(lows[ok], highs[ok]), np.einsum("ri,ij,rj->r", Q[ok], cov, Q[ok]), rtol=1e-8, atol=1e-9
+        model.rectangle_variance(lows[ok], highs[ok]), quadratic_forms(Q[ok], cov), rtol=1e-8, atol=1e-9
     )
     if not ok.all():
         with pytest.raises(ParameterError):

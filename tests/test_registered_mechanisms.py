@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _helpers import gls_covariance
 
 from dprange.registry import MECHANISMS
 from dprange.strategies import HaarStrategy, dense_sensitivity_power
@@ -104,13 +105,7 @@ def test_operators_sensitivity_and_error_model_against_dense(name, n, neighbours
     if isinstance(shape, HaarStrategy) and shape.size > n:
         padded = HaarStrategy(shape.size, known_total=shape.known_total)
         A = np.vstack([block.dense() for block in padded.blocks()])
-    cols = A.shape[1]
-    G = A.T @ (A / variances[:, None])
-    if design.total is not None:
-        P = np.eye(cols) - 1.0 / cols
-        cov = np.linalg.pinv(P @ G @ P, rtol=1e-10, hermitian=True)
-    else:
-        cov = np.linalg.inv(G)
+    cov = gls_covariance(A.T @ (A / variances[:, None]), design.total is not None)
     cov = cov[:n, :n]  # a padded design (Haar off a power of two): the real bins
     model = mech.error_model(n, EPSILON)
     lo, hi = np.triu_indices(n)

@@ -8,13 +8,13 @@ import warnings
 
 import numpy as np
 import pytest
+from reference_inference import former_admm, former_tree_x_step
 
 from dprange import ConvergenceWarning, Hierarchical
 from dprange.inference import l1_admm
 from dprange.inference.l1_admm import admm, tree_x_update
-from dprange.inference.tree import family_sums, tree_gls
+from dprange.inference.tree import family_sums
 from dprange.inference.tree_admm import TreeLeastSquares, TreeStack
-from dprange.operators import VStack
 from dprange.strategies import TreeStrategy
 
 SHAPES = [
@@ -28,30 +28,6 @@ SHAPES = [
     (37, (40,), False, True),
     (1000, 4, False, False),
 ]
-
-
-def former_tree_x_step(strategy, level_weights, total):
-    """The x-step before: tree_gls on the level values, every call."""
-    depths = [d for d in range(strategy.depth + 1) if level_weights[d] is not None]
-    splits = np.cumsum([strategy.level_sizes[d] for d in depths])[:-1]
-    leaf = strategy.depth
-
-    def solve(target_rows, target_x, x_prev, split=1.0):
-        values: list = [None] * (strategy.depth + 1)
-        variances: list = [None] * (strategy.depth + 1)
-        for d, part in zip(depths, np.split(target_rows, splits)):
-            values[d] = part / level_weights[d]
-            variances[d] = 1.0 / level_weights[d] ** 2
-        if values[leaf] is None:
-            values[leaf], variances[leaf] = target_x, 1.0 / split
-        else:
-            precision = 1.0 / variances[leaf] + split
-            values[leaf] = (values[leaf] / variances[leaf] + split * target_x) / precision
-            variances[leaf] = 1.0 / precision
-        return tree_gls(strategy, values, variances, total=total).leaves
-
-    solve.relax = 1.6
-    return solve
 
 
 def _problem(rng, n, branching, measure_root, known_total):
@@ -99,32 +75,6 @@ def test_family_sums_equal_the_reduction(b):
     np.testing.assert_allclose(family_sums(values, 7, b), values.reshape(7, b).sum(axis=1), rtol=1e-14, atol=1e-14)
 
 
-def _former_admm(measurements, method):
-    """ADMM as it ran before: per-level operators, tree_gls x-step, a test every iteration."""
-    from dprange.inference.dispatch import _level, tree_of
-
-    tree = tree_of(measurements)
-    ordered = sorted(measurements.measurements, key=_level)
-    level_weights: list = [None] * (tree.depth + 1)
-    for m in ordered:
-        level_weights[_level(m)] = 1.0 / m.row_scales()
-    y = np.concatenate([np.asarray(m.values, dtype=float) for m in ordered])
-    weights = np.concatenate([1.0 / m.row_scales() for m in ordered])
-    start = np.maximum(Hierarchical(8).least_squares(measurements).leaves, 0.0)
-    return admm(
-        VStack([m.block for m in ordered]),
-        y,
-        weights,
-        alpha=0.0 if method == "nnls" else 0.9,
-        total=measurements.total,
-        x_update=former_tree_x_step(tree, level_weights, measurements.total),
-        tol=1e-5,
-        maxiter=5000,
-        x0=start,
-        check_every=1,
-    )
-
-
 @pytest.mark.parametrize("method", ["l1", "nnls"])
 @pytest.mark.parametrize("neighbours", ["add_remove", "replace"])
 def test_release_equals_the_former_admm_within_tolerance(method, neighbours):
@@ -134,7 +84,7 @@ def test_release_equals_the_former_admm_within_tolerance(method, neighbours):
     mechanism = Hierarchical(8, noise="laplace_float", inference=method, neighbours=neighbours)
     measurements = mechanism.measure(counts, 1.0, rng=6)
     new = mechanism.infer(measurements)
-    old = _former_admm(measurements, method)
+    old = former_admm(measurements, alpha=0.0 if method == "nnls" else 0.9)
     assert new.converged and old.converged
     assert len(new.result.primal_residuals) == -(-new.result.iterations // l1_admm.CHECK_EVERY)
     assert new.result.objective == pytest.approx(old.objective, rel=1e-5)

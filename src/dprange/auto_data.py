@@ -87,9 +87,6 @@ class AutoData(Mechanism):
     feature_share: float
     tuned_for: str
 
-    def parameters(self) -> dict:
-        return {"feature_share": self.feature_share, "tuned_for": self.tuned_for, **super().parameters()}
-
     def shares(self, epsilon: float) -> tuple[float, float, float]:
         """(total, non-empty bins, rest); the total is free (public) under replace."""
         features = epsilon * self.feature_share

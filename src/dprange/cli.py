@@ -48,6 +48,7 @@ from ._params import OneOf, find
 from ._validation import NEIGHBOURS, check_delta, check_epsilon
 from .analysis import select
 from .domain import Domain
+from .engines.local import expand_inputs
 from .engines.spark import files_frame
 from .errors import DomainError, DPRangeError, ParameterError
 from .io import read_column
@@ -267,9 +268,11 @@ def grid_release_command(options: dict) -> None:
     mech.plan(domain.shape, epsilon)
     check_seed(o["seed"])
     if o["engine"] == "spark":
-        values = files_frame(o["input_path"], list(columns), o["spark_master"])
+        values = files_frame(
+            o["input_path"], list(columns), o["spark_master"], domain=domain, drop_missing=o["drop_missing"]
+        )
     else:
-        values = [read_column(o["input_path"], name) for name in columns]
+        values = read_grid_columns(o["input_path"], columns)
     try:
         result = api.release_grid(
             values,
@@ -321,6 +324,31 @@ def grid_release_command(options: dict) -> None:
     staged.commit()
     click.echo("\n".join(lines))
     click.echo(f"wrote {o['output']}" + (f" and {o['plot']}" if o["plot"] else ""))
+
+
+def read_grid_columns(input_path: str, columns) -> list:
+    """The k-D command's columns of INPUT: one file, or the files a glob pattern matches (in
+    name order, as the 1-D command reads them), each column concatenated over the files."""
+    pattern = not os.path.exists(input_path) and any(ch in input_path for ch in "*?[")
+    files = expand_inputs(input_path) if pattern else [input_path]
+    return [concatenate_columns([read_column(path, name) for path in files]) for name in columns]
+
+
+def concatenate_columns(parts: list):
+    """One column from the same column of several files (read by :func:`dprange.io.read_column`),
+    integers kept exact: int64 (masked where missing) unless some value is fractional."""
+    if len(parts) == 1:
+        return parts[0]
+    integral = all(p.dtype.kind in "iu" or np.all(np.isnan(p) | (p == np.floor(p))) for p in parts)
+    if not integral:
+        return np.concatenate([np.ma.filled(np.ma.asarray(p, dtype=float), np.nan) for p in parts])
+    as_ints = [  # the floats here are integers below 2^53 or missing (NaN): exact as int64
+        p if p.dtype.kind in "iu" else np.ma.masked_array(np.where(np.isnan(p), 0, p).astype(np.int64), np.isnan(p))
+        for p in parts
+    ]
+    if not any(np.ma.is_masked(p) for p in as_ints):
+        return np.concatenate([np.ma.getdata(p) for p in as_ints])
+    return np.ma.concatenate(as_ints)
 
 
 def check_privacy(mech, n: int, epsilon: float, delta: float) -> None:

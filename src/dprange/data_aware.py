@@ -360,15 +360,6 @@ class DAWA(Mechanism):
     bucket_branching: int | str
     bucket_workload: str
 
-    def parameters(self) -> dict:
-        return {
-            "ratio": self.ratio,
-            "second_stage": self.second_stage,
-            "bucket_branching": self.bucket_branching,
-            "bucket_workload": self.bucket_workload,
-            **super().parameters(),
-        }
-
     def budgets(self, epsilon: float) -> tuple[float, float]:
         """(partition, measurement) shares, exact sum at most epsilon."""
         first = epsilon * self.ratio
@@ -559,9 +550,6 @@ class MWEM(Mechanism):
     rounds: int
     total_share: float
     passes: int
-
-    def parameters(self) -> dict:
-        return {"rounds": self.rounds, "total_share": self.total_share, "passes": self.passes, **super().parameters()}
 
     def strategy(self, n: int) -> None:
         """MWEM's measured queries are chosen privately from the data: no data-free shape."""

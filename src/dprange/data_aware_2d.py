@@ -319,9 +319,6 @@ class KDTree(_TreeMechanism):
         out[-1] = 1.0
         return out
 
-    def parameters(self) -> dict:
-        return {"depth": self.depth, "split_share": self.split_share, **super().parameters()}
-
 
 def check_height(value, name: str) -> int | str:
     """ "auto" or an integer >= 1."""
@@ -375,15 +372,6 @@ class HybridTree(_TreeMechanism):
         levels = np.arange(height + 1, dtype=float)
         return 2.0 ** (levels / 3.0) if self.budget == "geometric" else np.ones(levels.size)
 
-    def parameters(self) -> dict:
-        return {
-            "kd_levels": self.kd_levels,
-            "height": self.height,
-            "split_share": self.split_share,
-            "budget": self.budget,
-            **super().parameters(),
-        }
-
 
 # ----------------------------------------------------------------------------- DAWA, Hilbert order
 class HilbertNoise:
@@ -429,9 +417,6 @@ class DAWAHilbert(DataAwareGridMechanism):
         check_2d(shape)
         check_epsilon(epsilon)
         return None
-
-    def parameters(self) -> dict:
-        return self.inner().parameters()
 
     def release(self, counts, epsilon, *, delta=0.0, rng=None, domain=None) -> DataAwareGridRelease:  # type: ignore[override]
         counts = check_grid_counts(counts)

@@ -337,9 +337,6 @@ class FourierMarginals(GridMechanism):
         variances = [m.variance for m in measurements.measurements]
         return FourierEstimate(shape, self.order, subsets, values, variances, total=measurements.total)
 
-    def parameters(self) -> dict:
-        return {"order": self.order, "budget": self.budget, **super().parameters()}
-
 
 def fourier_candidates(shape, *, neighbours="add_remove", noise="auto", fast=False) -> list[Any]:
     """The Fourier strategies ``auto`` ranks: orders 1..3 (at most the number of axes); each

@@ -248,6 +248,8 @@ class Matrix(Mechanism):
         return (self._strategy.sensitivity(self.neighbours, 1), self._strategy.sensitivity(self.neighbours, 2))
 
     def parameters(self) -> dict:
+        # An override (not the base's PARAMS-derived one): the declared strategy is a matrix,
+        # not JSON; provenance records its shape and quantisation factor instead.
         return {
             "strategy_shape": [self._strategy.rows, self._strategy.n],
             "quantisation_factor": self._strategy.factor,

@@ -232,11 +232,25 @@ class Mechanism:
         return epsilon
 
     def parameters(self) -> dict:
-        params: dict[str, Any] = {"neighbours": self.neighbours, "noise": self.noise}
-        if self.inference != "gls":
-            params["inference"] = self.inference
-            if self.inference_options:
-                params["inference_options"] = self.inference_options
+        """{name: value} of the declared parameters (``PARAMS``, in order), as provenance and
+        JSON record them and as the class takes them back (``type(m)(**m.parameters())``).
+
+        ``inference`` is written only when it is not the default GLS, and
+        ``inference_options`` only then and when not empty (the keys releases have always
+        recorded).  A subclass that overrides this method (its declared values are not JSON:
+        :class:`~dprange.matrix.Matrix`'s strategy matrix, ``Optimized``'s workload object)
+        lists its own keys and calls ``super().parameters()`` for the shared ones: for such a
+        class this gives the parameters of :attr:`Mechanism.PARAMS` only."""
+        overridden = type(self).parameters is not Mechanism.parameters
+        declared = Mechanism.PARAMS if overridden else type(self).PARAMS
+        params: dict[str, Any] = {}
+        for param in declared:
+            value = getattr(self, param.key)
+            if param.name == "inference" and value == "gls":
+                continue
+            if param.name == "inference_options" and (self.inference == "gls" or not value):
+                continue
+            params[param.name] = value
         return params
 
     def sensitivity(self, n: int) -> tuple[float, float]:
@@ -430,14 +444,6 @@ class Hierarchical(Mechanism):
     branching: int | list[int]
     budget: str | list[float]
     measure_root: bool
-
-    def parameters(self) -> dict:
-        return {
-            "branching": self.branching,
-            "budget": self.budget,
-            "measure_root": self.measure_root,
-            **super().parameters(),
-        }
 
     def strategy(self, n: int) -> TreeStrategy:
         return TreeStrategy(n, self.branching, measure_root=self.measure_root, known_total=self.neighbours == "replace")

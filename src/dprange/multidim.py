@@ -689,9 +689,6 @@ class Kronecker(GridMechanism):
         variances = [m.variance for m in measurements.measurements]
         return KronEstimate(shape, levels, weights, combos, values, variances, total=measurements.total)
 
-    def parameters(self) -> dict:
-        return {"axes": self.axes, "budget": self.budget, **super().parameters()}
-
 
 class KDHierarchy(GridMechanism):
     """The k-D hierarchy with fan-out b^k over the grid padded to a cube of side b^h (module
@@ -758,14 +755,6 @@ class KDHierarchy(GridMechanism):
         fitted = tree_gls(tree, values, variances, total=measurements.total)
         return MortonTreeEstimate(shape, side, morton_order(side, int(self.branching), len(shape)), fitted)
 
-    def parameters(self) -> dict:
-        return {
-            "branching": self.branching,
-            "budget": self.budget,
-            "measure_root": self.measure_root,
-            **super().parameters(),
-        }
-
 
 class Quadtree(KDHierarchy):
     """The quadtree of Cormode et al. (ICDE 2012): a 2-D hierarchy of branching 2 (fan-out 4)."""
@@ -780,11 +769,6 @@ class Quadtree(KDHierarchy):
         if len(check_shape(shape)) != 2:
             raise ParameterError("a quadtree needs a 2-D grid; use KDHierarchy for k dimensions")
         return super()._tree(shape)
-
-    def parameters(self) -> dict:
-        params = super().parameters()
-        params.pop("branching")
-        return params
 
 
 def _check_privelet_axes(value, name: str):
@@ -826,11 +810,6 @@ class Privelet(Kronecker):
     )
 
     budget = "uniform"
-
-    def parameters(self) -> dict:
-        params = super().parameters()
-        params.pop("budget")
-        return params
 
 
 # ----------------------------------------------------------------------------- analysis

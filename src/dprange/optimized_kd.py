@@ -213,9 +213,6 @@ class OptimizedKronecker(GridMechanism):
         factors = [s.block for s in self.axis_strategies(shape)]
         return KronPIdentityEstimate(shape, factors, float(m.variance), m.values, measurements.total)
 
-    def parameters(self) -> dict:
-        return {"workload": self.workload, "template": self.template, "rows": self.rows, **super().parameters()}
-
 
 GRID_MECHANISMS.add(
     OptimizedKronecker,
@@ -418,9 +415,6 @@ class OptimizedMarginals(GridMechanism):
         values = [m.values for m in measurements.measurements]
         variances = [m.variance for m in measurements.measurements]
         return MarginalEstimate(shape, [sub for sub, _ in chosen], variances, values, measurements.total)
-
-    def parameters(self) -> dict:
-        return {"order": self.order, **super().parameters()}
 
 
 GRID_MECHANISMS.add(

@@ -151,15 +151,6 @@ class StructureFirst(Mechanism):
     ratio: float
     grid: int
 
-    def parameters(self) -> dict:
-        return {
-            "buckets": self.buckets,
-            "max_count": self.max_count,
-            "ratio": self.ratio,
-            "grid": self.grid,
-            **super().parameters(),
-        }
-
     def cell_size(self, n: int) -> int:
         if self.grid:
             return self.grid

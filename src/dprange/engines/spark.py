@@ -21,8 +21,10 @@ record of the first file (in input order) and raises the local engine's one-line
 naming the file, the row (data rows numbered from the file's start: a CSV header is row 1)
 and the value.  For a DataFrame of the caller's, which may have been filtered, it names the
 file without a row number; for one that does not come from files, the Spark partition and
-the record's place in it.  Caveat: Spark's CSV reader skips blank lines, which
-the local engine reads as missing values.
+the record's place in it.  Blank lines of CSV files, which Spark's CSV reader skips, are read
+as the local engine reads them: a record of missing values, an error at its row unless
+``drop_missing`` (:mod:`dprange.engines.spark_blank_lines`: one more pass over the CSV text
+when ``drop_missing`` is off).
 
 Local-DP reports (:func:`spark_ldp_aggregate`): a text column holding one user's report per
 row in the JSON-lines form of :meth:`dprange.ldp.ProtocolReports.to_jsonl` (``spark.read.text``
@@ -53,6 +55,7 @@ from ..ldp.protocols import Protocol
 from ..product_domain import ProductDomain
 from .counting import batch_histogram, edge_table
 from .local import CSV_SUFFIXES, Batch, _arrow_cells, _quick_cast, batch_counts, expand_inputs, plain_values
+from .spark_blank_lines import first_blank_line, row_of_record
 
 #: The master a session created by dprange uses unless told otherwise.
 DEFAULT_MASTER = "local[*]"
@@ -147,15 +150,22 @@ def read_files(spark, source) -> list:
     return frames
 
 
-def files_frame(source, columns: list[str], spark=None):
+def files_frame(source, columns: list[str], spark=None, *, domain=None, drop_missing: bool = True):
     """One Spark DataFrame of ``columns`` of the files of ``source`` (all CSV or all
-    Parquet), for :func:`dprange.release_grid`; ParameterError for mixed formats."""
+    Parquet), for :func:`dprange.release_grid`; ParameterError for mixed formats.  Given the
+    ``domain`` and ``drop_missing=False``, a blank line of a CSV file is the local engine's
+    missing-value error (found here, before counting: the DataFrame no longer knows its lines)."""
     frames = read_files(get_session(spark), source)
     if len(frames) > 1:
         raise ParameterError("the input mixes CSV and Parquet files; give files of one format for several columns")
-    frame = frames[0][1]
+    kind, frame = frames[0]
     _check_columns(frame, columns, _describe(source))
-    return frame.select(*[frame[name] for name in columns])
+    selected = frame.select(*[frame[name] for name in columns])
+    if kind == "csv" and domain is not None and not drop_missing:
+        blank = _first_blank(frame, _order(source))
+        if blank is not None:
+            _raise_blank(blank, columns, domain)
+    return selected
 
 
 def _check_columns(frame, columns: list[str], where: str) -> None:
@@ -363,9 +373,12 @@ def _frame_counts(frame, kind, names, domain, clip, drop_missing, order) -> np.n
             return np.zeros(domain.size, dtype=np.int64)
         with SparkFailures(_describe_frame(frame, kind)):
             counts, error = parts.treeReduce(_merge_parts, depth=2)  # O(bins) per merge, log-depth tree
+        blank = _first_blank(frame, order) if kind == "csv" and not drop_missing else None  # one more text pass
         if error is None:
+            if blank is not None:
+                _raise_blank(blank, names, domain)
             return np.array(counts, dtype=np.int64)
-        _raise_located(frame, kind, names, domain, clip, drop_missing, order)
+        _raise_located(frame, kind, names, domain, clip, drop_missing, order, blank)
         raise _error_of(error)
     finally:
         if previous is None:
@@ -413,8 +426,9 @@ def _error_of(text: str) -> DPRangeError:
     return {"DataError": DataError, "DomainError": DomainError}.get(kind, DataError)(message)
 
 
-def _raise_located(frame, kind, names, domain, clip, drop_missing, order) -> None:
-    """Find the first bad record (second pass) and raise the local engine's message for it."""
+def _raise_located(frame, kind, names, domain, clip, drop_missing, order, blank=None) -> None:
+    """Find the first bad record (second pass) and raise the local engine's message for it,
+    or for the ``blank`` line (file, row) when that comes first."""
     try:
         located = frame.select(*[frame[name] for name in names], "_metadata.file_path", "_metadata.file_block_start")
         with_files = True
@@ -424,17 +438,43 @@ def _raise_located(frame, kind, names, domain, clip, drop_missing, order) -> Non
         lambda batches: _locate_partition(batches, domain, names, clip, drop_missing, with_files),
         "file string, start long, rows long, bad long, cell binary",
     ).collect()
-    if not segments:
-        return
-    rank = {path: i for i, path in enumerate(order)}
-    by_place = sorted(segments, key=lambda s: (rank.get(_local_path(s[0]), len(rank)), s[0], s[1]))
+    rank = _ranking(order)
+    by_place = sorted(segments, key=lambda s: (rank(s[0]), s[0], s[1]))
     before: dict[str, int] = {}
     for file, start, rows, bad, cell in by_place:
         if bad >= 0:
-            _raise_for_record(
-                cell, file, kind, before.get(file, 0) + bad, start, names, domain, clip, drop_missing, with_files
-            )
+            offset = before.get(file, 0) + bad
+            # Records before a file's first blank line are its lines: the row of the record
+            # is exact up to there, and the blank line comes first from there on.
+            if blank is not None and (rank(blank[0]), blank[0]) <= (rank(file), file):
+                if blank[0] != file or blank[1] <= offset + 2:
+                    _raise_blank(blank, names, domain)
+            if kind == "csv" and drop_missing:  # blank lines, dropped, are rows of the file all the same
+                offset = row_of_record(frame.sparkSession, file, offset) - 2
+            _raise_for_record(cell, file, kind, offset, start, names, domain, clip, drop_missing, with_files)
         before[file] = before.get(file, 0) + rows
+    if blank is not None:
+        _raise_blank(blank, names, domain)
+
+
+def _ranking(order: list[str]):
+    """A file's (URI's) place in the input order; files not listed come after."""
+    rank = {path: i for i, path in enumerate(order)}
+    return lambda uri: rank.get(_local_path(uri), len(rank))
+
+
+def _first_blank(frame, order: list[str]) -> tuple[str, int] | None:
+    """(file URI, row) of the first blank line of a DataFrame's CSV files, in input order."""
+    return first_blank_line(frame.sparkSession, frame.inputFiles(), _ranking(order))
+
+
+def _raise_blank(blank: tuple[str, int], names: list[str], domain) -> None:
+    """The local engine's error for a blank line: a record whose every cell is missing."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    file, row = blank
+    record = pa.record_batch({name: pa.array([None], pa.string()) for name in names})
+    _raise_for_record(_ipc(record), file, "csv", row - 2, 0, names, domain, False, False, True)
 
 
 def _local_path(uri: str) -> str:
