@@ -501,7 +501,7 @@ class Optimized(Mechanism):
         Param(
             "restarts",
             Integer(1),
-            "random starts of the p-identity optimisation (a second one gained <= 1.1% at n = 256)",
+            "starts of the p-identity optimisation: a banded one (L1), then uniform random ones",
             default=1,
         ),
         *Mechanism.PARAMS,
