@@ -22,9 +22,15 @@ Exact expected error, average variance per query, epsilon = 1:
 * workloads no fixed strategy is designed for, at n = 256: random ranges of width at most
   32, prefixes plus unit queries, an explicit random 0/1 matrix (both privacy models);
 * CPU seconds: the optimisation (cold cache) and a release of 10^6 records with the cached
-  strategy (median of 5, CPU and wall).
+  strategy (median of 5, CPU and wall);
+* ``--speed [--baseline SRC]``: only the cold p-Identity (L1) optimisation with the default
+  settings, all ranges and prefixes at n = 256, 1024, 4096: CPU seconds (time.process_time)
+  and the RMSE ratio of the unquantised strategy to the SVD bound, sqrt(trace(G (A^T A)^-1) /
+  ((sum sigma)^2 / n)); each case in a fresh process, with ``--baseline`` (another checkout's
+  ``src``, e.g. ``git worktree add /tmp/old <commit>``) interleaved case by case with this one.
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/optimized.py [--full] [--cache-dir DIR]
+    OPENBLAS_NUM_THREADS=1 python benchmarks/optimized.py --speed [--baseline /tmp/old/src] [--repeats 1]
 
 Uses its own cache directory (default: a fresh temporary one) so that the optimisation is
 measured cold.
@@ -37,8 +43,11 @@ import json
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -52,12 +61,70 @@ def cpu_and_wall(fn):
     return out, time.process_time() - cpu, time.perf_counter() - wall
 
 
+SPEED_CASE = """
+import json, sys, time
+import numpy as np
+from dprange.optimized import Gram, default_rows, optimize_p_identity
+from dprange.workloads import AllRange, Prefix
+name, n = sys.argv[1], int(sys.argv[2])
+workload = (AllRange if name == "all-range" else Prefix)(n)
+gram = Gram(workload)
+p = default_rows(n)
+cpu = time.process_time()
+theta, trace = optimize_p_identity(gram, p)
+cpu = time.process_time() - cpu
+singular = float(np.sqrt(np.clip(np.linalg.eigvalsh(workload.gram()), 0, None)).sum())
+print(json.dumps({"rows": p, "cpu_seconds": cpu, "rmse_ratio": (trace / (singular**2 / n)) ** 0.5}))
+"""
+
+
+def speed(baseline: str | None, repeats: int) -> None:
+    """The cold optimisation, this checkout against ``baseline`` (module doc), case by case."""
+    sources = {"new": str(Path(__file__).resolve().parents[1] / "src")}
+    if baseline:
+        sources = {"old": str(Path(baseline).resolve()), **sources}
+    rows = []
+    for n in (256, 1024, 4096):
+        for name in ("all-range", "prefix"):
+            for _ in range(repeats):
+                for label, src in sources.items():
+                    env = {**os.environ, "PYTHONPATH": src, "DPRANGE_PROGRESS": "0"}
+                    out = subprocess.run(
+                        [sys.executable, "-c", SPEED_CASE, name, str(n)],
+                        env=env,
+                        check=True,
+                        capture_output=True,
+                        text=True,
+                    )
+                    row = {"code": label, "workload": name, "n": n, **json.loads(out.stdout)}
+                    print(json.dumps(row), flush=True)
+                    rows.append(row)
+    print(
+        json.dumps(
+            {
+                "machine": platform.platform(),
+                "cpus": os.cpu_count(),
+                "load_average": os.getloadavg(),
+                "openblas_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
+                "speed": rows,
+            },
+            indent=1,
+        )
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="also n = 4096")
+    parser.add_argument("--speed", action="store_true", help="only the cold optimisation's CPU time and ratio")
+    parser.add_argument("--baseline", default=None, help="with --speed: another checkout's src to compare")
+    parser.add_argument("--repeats", type=int, default=1, help="with --speed: runs of each case")
     parser.add_argument("--cache-dir", default=None, help="strategy cache (default: a fresh temporary directory)")
     parser.add_argument("--skip-standard", action="store_true", help="only the unusual workloads and releases")
     args = parser.parse_args()
+    if args.speed:
+        speed(args.baseline, args.repeats)
+        return
     os.environ["DPRANGE_CACHE_DIR"] = args.cache_dir or tempfile.mkdtemp(prefix="dprange-bench-")
 
     import dprange  # noqa: PLC0415 - after the cache directory is set
