@@ -13,7 +13,14 @@ from dprange.errors import ParameterError
 from dprange.matrix import Matrix
 from dprange.operators import definition_sensitivity_power
 from dprange.optimized import Optimized, OptimizedStrategy, PIdentityStrategy, optimize_p_identity, strategy_trace
-from dprange.optimized_dense import DENSE_MAX_N, dense_loss, dense_matrix, optimize_dense, optimize_dense_template
+from dprange.optimized_dense import (
+    DENSE_MAX_N,
+    dense_loss,
+    dense_matrix,
+    optimize_dense,
+    optimize_dense_template,
+    split_loss,
+)
 from dprange.serialisation import load_release
 from dprange.workloads import AllRange, Prefix, Ranges
 
@@ -55,6 +62,20 @@ def test_loss_is_the_dense_trace_with_unit_l1_columns_and_its_gradient_is_exact(
     assert np.max(np.abs(numeric - grad)) <= 1e-6 * np.max(np.abs(grad))
 
 
+def test_the_split_loss_is_the_signed_loss_and_its_gradient_is_exact():
+    """Theta = P - N with disjoint supports: the signed template's loss; the gradient in
+    (P, N) matches finite differences (also where both are positive)."""
+    gram = Prefix(7).gram()
+    rng = np.random.default_rng(2)
+    theta = rng.normal(size=(9, 7))
+    pn = np.vstack([np.maximum(theta, 0), np.maximum(-theta, 0)])
+    assert split_loss(pn, gram)[0] == pytest.approx(dense_loss(theta, gram, signed=True)[0], rel=1e-12)
+    pn = pn + rng.uniform(0.0, 0.2, pn.shape)
+    loss, grad = split_loss(pn, gram)
+    numeric = numeric_gradient(lambda x: split_loss(x, gram)[0], pn)
+    assert np.max(np.abs(numeric - grad)) <= 1e-6 * np.max(np.abs(grad))
+
+
 def test_the_p_identity_loss_is_the_dense_loss_of_its_matrix():
     """[I; B] as a dense Theta gives the p-Identity template's trace."""
     gram = AllRange(16).gram()
@@ -85,6 +106,10 @@ def test_the_template_ends_at_or_below_the_p_identity_optimum_with_unit_l1_colum
     assert trace == pytest.approx(strategy_trace(A, gram), rel=1e-9)
     assert trace <= p_trace * (1 + 1e-12)
     assert trace < 0.97 * np.trace(gram)  # the identity strategy's (measured 0.958)
+    A_signed, signed_trace, _ = optimize_dense_template(gram, theta, restarts=1, signed=True)
+    np.testing.assert_allclose(np.abs(A_signed).sum(axis=0), 1.0, rtol=1e-12)
+    assert signed_trace == pytest.approx(strategy_trace(A_signed, gram), rel=1e-9)
+    assert signed_trace <= trace
 
 
 # ----------------------------------------------------------------------------- the mechanism
@@ -99,6 +124,18 @@ def test_exact_error_is_the_matrix_mechanisms_on_the_measured_strategy():
     assert error == pytest.approx(expected_error(Matrix(strategy.explicit()), workload, 1.0), rel=1e-9)
     # The quantised strategy's error is the unquantised trace's, to the quantisation tolerance.
     assert error == pytest.approx(2.0 * strategy.trace / workload.m, rel=1e-3)
+
+
+def test_the_signed_template_starts_from_the_cached_dense_optimum():
+    workload = AllRange(24)
+    dense = Optimized(workload, template="dense").strategy(24)
+    mech = Optimized(workload, template="dense-signed")
+    signed = mech.strategy(24)
+    # It starts from the quantised dense matrix (entries within 2^-16 of the largest).
+    assert signed.template == "dense-signed" and signed.trace <= dense.trace * (1 + 1e-9)
+    np.testing.assert_allclose(np.abs(signed.explicit()).sum(axis=0) / signed.factor, 1.0, atol=signed.rows * 2.0**-16)
+    error = expected_error(mech, workload, 1.0)
+    assert error == pytest.approx(expected_error(Matrix(signed.explicit()), workload, 1.0), rel=1e-9)
 
 
 @pytest.mark.parametrize("neighbours", ["add_remove", "replace"])

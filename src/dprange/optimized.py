@@ -24,7 +24,7 @@ public, so a strategy can be optimised for it at no privacy cost.
   1.07x the SVD bound's, where the eigen-design reaches 1.08x and 1.66x.
 * ``dense`` (:mod:`dprange.optimized_dense`, epsilon-DP, n <= 512): any non-negative strategy
   with columns of L1 norm 1, from the p-Identity optimum; ``auto`` takes it where its trace is
-  1% lower (small domains, or cached).
+  1% lower (small domains, or cached).  ``dense-signed``: entries of either sign (not in auto).
 * ``eigen`` (Li and Miklau, "An adaptive mechanism for accurate query answering under
   differential privacy", PVLDB 2012): rows = eigenvectors q_i of G weighted by sqrt(u_i),
   where u minimises sum_i sigma_i / u_i subject to every column having L2 norm at most 1,
@@ -83,7 +83,10 @@ __all__ = [
     "strategy_trace",
 ]
 
-TEMPLATES = ("auto", "p-identity", "p-identity-l2", "eigen", "dense")
+TEMPLATES = ("auto", "p-identity", "p-identity-l2", "eigen", "dense", "dense-signed")
+
+#: The dense L1 templates (:mod:`dprange.optimized_dense`) and whether their entries take both signs.
+DENSE_TEMPLATES = {"dense": False, "dense-signed": True}
 
 #: The column norm each p-Identity template keeps at 1.
 P_IDENTITY_NORMS = {"p-identity": 1, "p-identity-l2": 2}
@@ -295,7 +298,7 @@ def workload_key(workload: Workload) -> str:
 
 def cache_path(workload: Workload, template: str, p: int, restarts: int) -> Path:
     """The cache file of a strategy: workload, n, template and the optimiser's settings."""
-    settings = f"p{p}-r{restarts}" if template in (*P_IDENTITY_NORMS, "dense") else "dual"
+    settings = f"p{p}-r{restarts}" if template in (*P_IDENTITY_NORMS, *DENSE_TEMPLATES) else "dual"
     return cache_dir() / f"v{CACHE_VERSION}-{workload_key(workload)}-n{workload.n}-{template}-{settings}.npz"
 
 
@@ -422,7 +425,8 @@ class Optimized(Mechanism):
             OneOf(TEMPLATES),
             "p-identity (L1 columns, Laplace: epsilon-DP, McKenna et al. 2018), p-identity-l2 (its L2 "
             "analogue, Gaussian), eigen ((epsilon, delta), Li and Miklau 2012), dense (any non-negative "
-            "strategy with L1 columns, from the p-identity optimum; n <= 512), or auto (p-identity when "
+            "strategy with L1 columns, from the p-identity optimum; n <= 512), dense-signed (entries of "
+            "either sign, from the dense optimum), or auto (p-identity when "
             "delta = 0, dense where its error is 1% lower, p-identity-l2 when delta > 0)",
             default="auto",
         ),
@@ -496,7 +500,7 @@ class Optimized(Mechanism):
 
     def _build(self, workload: Workload, template: str) -> OptimizedStrategy | PIdentityStrategy:
         n = workload.n
-        p = self.rows or default_rows(n, "p-identity" if template == "dense" else template)
+        p = self.rows or default_rows(n, "p-identity" if template in DENSE_TEMPLATES else template)
         path = cache_path(workload, template, p, self.restarts)
         saved = _load(path)
         if saved is not None and "seconds" in saved and "trace" in saved:
@@ -505,8 +509,8 @@ class Optimized(Mechanism):
                 return PIdentityStrategy(saved["theta"], template, seconds, True, trace)
             return OptimizedStrategy(saved["strategy"], template, seconds, True, trace)
         start = time.perf_counter()
-        if template == "dense":
-            matrix, trace = self._optimize_dense(workload, p)
+        if template in DENSE_TEMPLATES:
+            matrix, trace = self._optimize_dense(workload, DENSE_TEMPLATES[template])
             seconds = time.perf_counter() - start
             _store(path, {"strategy": matrix, "seconds": np.array(seconds), "trace": np.array(trace)})
             return OptimizedStrategy(matrix, template, seconds, False, trace)
@@ -523,17 +527,22 @@ class Optimized(Mechanism):
         _store(path, {"strategy": matrix, "seconds": np.array(seconds), "trace": np.array(trace)})
         return OptimizedStrategy(matrix, template, seconds, False, trace)
 
-    def _optimize_dense(self, workload: Workload, p: int) -> tuple[np.ndarray, float]:
+    def _optimize_dense(self, workload: Workload, signed: bool) -> tuple[np.ndarray, float]:
         """The dense template (:mod:`dprange.optimized_dense`) from the (cached) p-Identity optimum."""
-        from .optimized_dense import DENSE_MAX_N, optimize_dense_template  # noqa: PLC0415 - O(n^3) template
+        from .optimized_dense import DENSE_MAX_N, optimize_dense_template, optimize_signed  # noqa: PLC0415
 
         if workload.n > DENSE_MAX_N:
             raise ParameterError(
                 f"the dense template is built for n <= {DENSE_MAX_N} bins, not {workload.n}; use template='p-identity'"
             )
+        gram = workload.gram()
+        if signed:  # from the (cached) non-negative optimum
+            dense = self._build(workload, "dense")
+            assert isinstance(dense, MatrixStrategy)
+            return optimize_signed(gram, dense.explicit() / dense.factor)
         start = self._build(workload, "p-identity")
         assert isinstance(start, PIdentityStrategy)
-        matrix, trace, _ = optimize_dense_template(workload.gram(), start.theta, restarts=self.restarts)
+        matrix, trace, _ = optimize_dense_template(gram, start.theta, restarts=self.restarts)
         return matrix, trace
 
     def _auto_dense(self, workload: Workload) -> bool:
