@@ -63,6 +63,7 @@ from .inference.least_squares import DENSE_COVARIANCE_LIMIT
 from .inference.p_identity import DiagonalPlusRows
 from .matrix import MatrixStrategy, OneBlockStrategy, quantisation_factor
 from .mechanisms import Mechanism
+from .optimized_dense import DENSE_MAX_N, optimize_dense_template, optimize_signed
 from .progress import progress_bar
 from .registry import MECHANISMS, WORKLOADS, Citation
 from .workloads import AllRange, Identity, Prefix, Workload, make_workload
@@ -529,8 +530,6 @@ class Optimized(Mechanism):
 
     def _optimize_dense(self, workload: Workload, signed: bool) -> tuple[np.ndarray, float]:
         """The dense template (:mod:`dprange.optimized_dense`) from the (cached) p-Identity optimum."""
-        from .optimized_dense import DENSE_MAX_N, optimize_dense_template, optimize_signed  # noqa: PLC0415
-
         if workload.n > DENSE_MAX_N:
             raise ParameterError(
                 f"the dense template is built for n <= {DENSE_MAX_N} bins, not {workload.n}; use template='p-identity'"
@@ -548,8 +547,6 @@ class Optimized(Mechanism):
     def _auto_dense(self, workload: Workload) -> bool:
         """``auto`` (delta = 0) also builds the dense template for n <= AUTO_DENSE_MAX_N, or up
         to DENSE_MAX_N when it is cached (its optimisation is O(n^3) a step)."""
-        from .optimized_dense import DENSE_MAX_N  # noqa: PLC0415
-
         n = workload.n
         p = self.rows or default_rows(n, "p-identity")
         return n <= AUTO_DENSE_MAX_N or (n <= DENSE_MAX_N and cache_path(workload, "dense", p, self.restarts).exists())
