@@ -529,7 +529,8 @@ class Optimized(Mechanism):
         return OptimizedStrategy(matrix, template, seconds, False, trace)
 
     def _optimize_dense(self, workload: Workload, signed: bool) -> tuple[np.ndarray, float]:
-        """The dense template (:mod:`dprange.optimized_dense`) from the (cached) p-Identity optimum."""
+        """The dense template (:mod:`dprange.optimized_dense`) from the (cached) p-Identity
+        optimum, or the signed one from the (cached) dense optimum."""
         if workload.n > DENSE_MAX_N:
             raise ParameterError(
                 f"the dense template is built for n <= {DENSE_MAX_N} bins, not {workload.n}; use template='p-identity'"
@@ -578,7 +579,8 @@ AUTO_OPTIMIZE_MAX_N = 128
 
 #: ``auto`` (delta = 0) keeps the dense template only where its trace is below this fraction of
 #: the p-Identity strategy's: its release goes through the dense covariance (O(n^3)) where
-#: p-Identity's is O(n p^2), and on all ranges and prefixes it gains under 0.1%.
+#: p-Identity's is O(n p^2); measured gains: all ranges under 0.1%, prefixes 0-0.5%, the
+#: unusual workloads of benchmarks/optimized.py under 0.1% at n = 256.
 AUTO_DENSE_GAIN = 0.99
 
 #: Largest n for which ``auto`` (delta = 0) optimises the dense template when it is not cached:
