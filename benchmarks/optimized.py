@@ -20,7 +20,10 @@ Exact expected error, average variance per query, epsilon = 1:
   max-column-L2-norm^2 / ((sum sigma)^2 / n), the issue's criterion), the exact error of
   Optimized (template auto: the better of the two) and the best fixed strategy;
 * workloads no fixed strategy is designed for, at n = 256: random ranges of width at most
-  32, prefixes plus unit queries, an explicit random 0/1 matrix (both privacy models);
+  32, prefixes plus unit queries, an explicit random 0/1 matrix (both privacy models); under
+  pure epsilon-DP also the dense L1 templates (``template="dense"`` and ``"dense-signed"``,
+  :mod:`dprange.optimized_dense`: exact error, gain over the best fixed strategy and over
+  p-Identity, CPU seconds of the optimisation from the cached p-Identity or dense optimum);
 * CPU seconds: the optimisation (cold cache) and a release of 10^6 records with the cached
   strategy (median of 5, CPU and wall);
 * ``--speed [--baseline SRC]``: only the cold p-Identity (L1) optimisation with the default
@@ -217,6 +220,16 @@ def main() -> None:
                 "fixed_over_optimized_variance": fixed / err,
                 "svd_bound": svd_bound(workload, EPSILON, delta),
             }
+            if delta == 0:  # the dense L1 template (epsilon-DP only)
+                for template in ("dense", "dense-signed"):
+                    dense_err, dense_strategy, dense_cpu = optimised(workload, delta, template)
+                    row[template] = {
+                        "optimized": dense_err,
+                        "rows": dense_strategy.rows,
+                        "fixed_over_optimized_variance": fixed / dense_err,
+                        "p_identity_over_dense_variance": err / dense_err,
+                        "optimisation_cpu_seconds": dense_cpu,  # from the cached p-Identity / dense optimum
+                    }
             print(json.dumps(row), flush=True)
             unusual.append(row)
 

@@ -23,6 +23,9 @@ public, so a strategy can be optimised for it at no privacy cost.
   s_j = sqrt(1 + ||B_j||^2), B of any sign, the same loss and Woodbury algebra
   (ds_j / dB_rj = B_rj / s_j).  On all ranges and prefixes at n = 256 its trace is 1.04x and
   1.07x the SVD bound's, where the eigen-design reaches 1.08x and 1.66x.
+* ``dense`` (:mod:`dprange.optimized_dense`, epsilon-DP, n <= 512): any non-negative strategy
+  with columns of L1 norm 1, from the p-Identity optimum; ``auto`` takes it where its trace is
+  1% lower (small domains, or cached).  ``dense-signed``: entries of either sign (not in auto).
 * ``eigen`` (Li and Miklau, "An adaptive mechanism for accurate query answering under
   differential privacy", PVLDB 2012): rows = eigenvectors q_i of G weighted by sqrt(u_i),
   where u minimises sum_i sigma_i / u_i subject to every column having L2 norm at most 1,
@@ -61,6 +64,7 @@ from .inference.least_squares import DENSE_COVARIANCE_LIMIT
 from .inference.p_identity import DiagonalPlusRows
 from .matrix import MatrixStrategy, OneBlockStrategy, quantisation_factor
 from .mechanisms import Mechanism
+from .optimized_dense import DENSE_MAX_N, optimize_dense_template, optimize_signed
 from .progress import progress_bar
 from .registry import MECHANISMS, WORKLOADS, Citation
 from .workloads import AllRange, Identity, Prefix, Workload, make_workload
@@ -82,7 +86,10 @@ __all__ = [
     "strategy_trace",
 ]
 
-TEMPLATES = ("auto", "p-identity", "p-identity-l2", "eigen")
+TEMPLATES = ("auto", "p-identity", "p-identity-l2", "eigen", "dense", "dense-signed")
+
+#: The dense L1 templates (:mod:`dprange.optimized_dense`) and whether their entries take both signs.
+DENSE_TEMPLATES = {"dense": False, "dense-signed": True}
 
 #: The column norm each p-Identity template keeps at 1.
 P_IDENTITY_NORMS = {"p-identity": 1, "p-identity-l2": 2}
@@ -362,7 +369,7 @@ def workload_key(workload: Workload) -> str:
 
 def cache_path(workload: Workload, template: str, p: int, restarts: int) -> Path:
     """The cache file of a strategy: workload, n, template and the optimiser's settings."""
-    settings = f"p{p}-r{restarts}" if template in P_IDENTITY_NORMS else "dual"
+    settings = f"p{p}-r{restarts}" if template in (*P_IDENTITY_NORMS, *DENSE_TEMPLATES) else "dual"
     return cache_dir() / f"v{CACHE_VERSION}-{workload_key(workload)}-n{workload.n}-{template}-{settings}.npz"
 
 
@@ -488,8 +495,10 @@ class Optimized(Mechanism):
             "template",
             OneOf(TEMPLATES),
             "p-identity (L1 columns, Laplace: epsilon-DP, McKenna et al. 2018), p-identity-l2 (its L2 "
-            "analogue, Gaussian), eigen ((epsilon, delta), Li and Miklau 2012), or auto (p-identity when "
-            "delta = 0, p-identity-l2 when delta > 0)",
+            "analogue, Gaussian), eigen ((epsilon, delta), Li and Miklau 2012), dense (any non-negative "
+            "strategy with L1 columns, from the p-identity optimum; n <= 512), dense-signed (entries of "
+            "either sign, from the dense optimum), or auto (p-identity when "
+            "delta = 0, dense where its error is 1% lower, p-identity-l2 when delta > 0)",
             default="auto",
         ),
         Param(
@@ -553,13 +562,16 @@ class Optimized(Mechanism):
                 # (epsilon, delta): keep the eigen-design where its trace is lower (low-rank workloads).
                 eigen = self._build(workload, "eigen")
                 strategy = eigen if eigen.trace < strategy.trace else strategy
+            if self.template == "auto" and template == "p-identity" and self._auto_dense(workload):
+                dense = self._build(workload, "dense")  # epsilon-DP: the dense template where clearly lower
+                strategy = dense if dense.trace < AUTO_DENSE_GAIN * strategy.trace else strategy
             strategy.check_rank(known_total=self.neighbours == "replace")
             self._strategies[key] = strategy
         return self._strategies[key]
 
     def _build(self, workload: Workload, template: str) -> OptimizedStrategy | PIdentityStrategy:
         n = workload.n
-        p = self.rows or default_rows(n, template)
+        p = self.rows or default_rows(n, "p-identity" if template in DENSE_TEMPLATES else template)
         path = cache_path(workload, template, p, self.restarts)
         saved = _load(path)
         if saved is not None and "seconds" in saved and "trace" in saved:
@@ -568,6 +580,11 @@ class Optimized(Mechanism):
                 return PIdentityStrategy(saved["theta"], template, seconds, True, trace)
             return OptimizedStrategy(saved["strategy"], template, seconds, True, trace)
         start = time.perf_counter()
+        if template in DENSE_TEMPLATES:
+            matrix, trace = self._optimize_dense(workload, DENSE_TEMPLATES[template])
+            seconds = time.perf_counter() - start
+            _store(path, {"strategy": matrix, "seconds": np.array(seconds), "trace": np.array(trace)})
+            return OptimizedStrategy(matrix, template, seconds, False, trace)
         if template in P_IDENTITY_NORMS:
             norm = P_IDENTITY_NORMS[template]
             theta, trace = optimize_p_identity(Gram(workload), p, restarts=self.restarts, norm=norm)
@@ -580,6 +597,30 @@ class Optimized(Mechanism):
         trace = strategy_trace(matrix, gram)  # columns of L2 norm <= 1, the largest 1     O(n^3)
         _store(path, {"strategy": matrix, "seconds": np.array(seconds), "trace": np.array(trace)})
         return OptimizedStrategy(matrix, template, seconds, False, trace)
+
+    def _optimize_dense(self, workload: Workload, signed: bool) -> tuple[np.ndarray, float]:
+        """The dense template (:mod:`dprange.optimized_dense`) from the (cached) p-Identity
+        optimum, or the signed one from the (cached) dense optimum."""
+        if workload.n > DENSE_MAX_N:
+            raise ParameterError(
+                f"the dense template is built for n <= {DENSE_MAX_N} bins, not {workload.n}; use template='p-identity'"
+            )
+        gram = workload.gram()
+        if signed:  # from the (cached) non-negative optimum
+            dense = self._build(workload, "dense")
+            assert isinstance(dense, MatrixStrategy)
+            return optimize_signed(gram, dense.explicit() / dense.factor)
+        start = self._build(workload, "p-identity")
+        assert isinstance(start, PIdentityStrategy)
+        matrix, trace, _ = optimize_dense_template(gram, start.theta, restarts=self.restarts)
+        return matrix, trace
+
+    def _auto_dense(self, workload: Workload) -> bool:
+        """``auto`` (delta = 0) also builds the dense template for n <= AUTO_DENSE_MAX_N, or up
+        to DENSE_MAX_N when it is cached (its optimisation is O(n^3) a step)."""
+        n = workload.n
+        p = self.rows or default_rows(n, "p-identity")
+        return n <= AUTO_DENSE_MAX_N or (n <= DENSE_MAX_N and cache_path(workload, "dense", p, self.restarts).exists())
 
     def budget_fractions(self, strategy, epsilon) -> np.ndarray:
         return np.ones(1)
@@ -605,6 +646,16 @@ class Optimized(Mechanism):
 #: n = 128: about a second with the library's default threads on a busy 2-core machine, where
 #: n = 256 took 10 s); above it only a cached strategy is ranked.
 AUTO_OPTIMIZE_MAX_N = 128
+
+#: ``auto`` (delta = 0) keeps the dense template only where its trace is below this fraction of
+#: the p-Identity strategy's: its release goes through the dense covariance (O(n^3)) where
+#: p-Identity's is O(n p^2); measured gains: all ranges under 0.1%, prefixes 0-0.5%, the
+#: unusual workloads of benchmarks/optimized.py under 0.1% at n = 256.
+AUTO_DENSE_GAIN = 0.99
+
+#: Largest n for which ``auto`` (delta = 0) optimises the dense template when it is not cached:
+#: 0.1 s CPU at 64 bins (all ranges), where prefixes at 128 take 3 s for a 0.5% lower trace.
+AUTO_DENSE_MAX_N = 64
 
 #: Largest n for which ``auto`` ranks a cached eigen-design ((epsilon, delta)): its release goes
 #: through the dense covariance (10^6 records: 0.98 s at n = 1024 but 130 s at 4096), so above
