@@ -140,14 +140,14 @@ def test_the_signed_template_starts_from_the_cached_dense_optimum():
 
 @pytest.mark.parametrize("neighbours", ["add_remove", "replace"])
 def test_worst_case_privacy_loss_by_the_definition_is_at_most_epsilon(neighbours):
-    """Prefixes on 8 bins, discrete Laplace: for every pair of neighbouring histograms, the
-    largest log ratio of the output pmfs (summed over the measured rows, each maximised over
-    the outputs around its shift) is at most epsilon and attains it."""
-    n, epsilon = 8, 0.7
+    """Prefixes on 9 bins (on 8 the identity is optimal), discrete Laplace: for every pair of
+    neighbouring histograms, the largest log ratio of the output pmfs (summed over the measured
+    rows, each maximised over the outputs around its shift) is at most epsilon and attains it."""
+    n, epsilon = 9, 0.7
     mech = Optimized(Prefix(n), template="dense", neighbours=neighbours, noise="discrete_laplace")
     strategy = mech.strategy(n)
     A = strategy.explicit()
-    assert np.count_nonzero(A - np.diag(np.diag(A))) > 0  # not a diagonal strategy
+    assert np.count_nonzero(A) > n  # not a diagonal strategy
     assert np.all(A == np.round(A))  # integer queries: integer noise reveals nothing more
     (spec,) = mech.noise_specs(strategy, epsilon, 0.0)
     if neighbours == "add_remove":
