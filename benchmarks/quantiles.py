@@ -11,7 +11,11 @@ from the target rank q n to [#{x < e}, #{x <= e}] (0 exactly when e is a true q-
 whatever the ties), averaged over the m levels and the trials.  Methods: the histogram/CDF
 route (dprange.release with the prefix workload, read by Release.quantile), JointExp, the
 recursive split (ApproxQuantiles), and auto (the method auto_method picks from public facts;
-its error is that method's in the same trials, as auto runs exactly that mechanism).
+its error is that method's in the same trials, as auto runs exactly that mechanism).  Every
+method is given n_max = n (JointExp needs a record bound under add/remove; the histogram
+route's bins and auto then use n x epsilon).  On binned bounds (real, or fnlwgt's wide
+integers) the histogram route also runs without n_max (``histogram_noisy_count``: its bins
+from a noisy count spending 5% of epsilon), to show what the count costs.
 Coverage: how often the histogram route's 95% intervals hold the true quantile (the
 ceil(q n)-th smallest value), pointwise over (trial, level) pairs and simultaneously over all
 m levels of a trial, per dataset.  Each cell also reports the standard error of each mean
@@ -38,6 +42,7 @@ import zlib
 import numpy as np
 
 from dprange import quantiles
+from dprange.api import histogram_binned
 from dprange.quantile_mechanisms import auto_method
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -45,6 +50,7 @@ ADULT = os.path.join(HERE, "..", "..", "shared", "data", "adult", "adult.csv")
 ADULT_FALLBACK = os.path.join(HERE, "..", "..", "..", "shared", "data", "adult", "adult.csv")
 ADULT_COLUMNS = {"age": 100, "hours-per-week": 100, "capital-gain": 100_000, "fnlwgt": 1_500_000}
 METHODS = ("histogram", "joint_exp", "approximate")
+COUNTED = "histogram_noisy_count"  # the histogram route without n_max: bins from a noisy count (5% of epsilon)
 MS = (1, 4, 19, 99)
 EPSILONS = (0.1, 1.0)
 
@@ -87,37 +93,40 @@ def true_quantiles(sorted_values: np.ndarray, levels: np.ndarray) -> np.ndarray:
     return sorted_values[rank - 1]
 
 
-def run(quick: bool, trials: int, seed: int, only: tuple[str, ...] = ()) -> dict:
+def run(quick: bool, trials: int, seed: int, only: tuple[str, ...] = (), ms: tuple[int, ...] = ()) -> dict:
     cells, coverage = [], {}
-    ms = (1, 4, 19) if quick else MS
+    ms = ms or ((1, 4, 19) if quick else MS)
     for name, (draw, bounds, integer) in datasets(quick).items():
         if only and name not in only:
             continue
-        hits = {"pointwise": [0, 0], "simultaneous": [0, 0]}
+        coverage_hits = {key: {"pointwise": [0, 0], "simultaneous": [0, 0]} for key in ("histogram", COUNTED)}
         for m in ms:
             levels = np.arange(1, m + 1) / (m + 1)
             for epsilon in EPSILONS:
-                errors = {method: [] for method in METHODS}
-                seconds = dict.fromkeys(METHODS, 0.0)
+                binned = histogram_binned(bounds, integer)
+                measured = (*METHODS, COUNTED) if binned else METHODS
+                errors: dict[str, list[float]] = {method: [] for method in measured}
+                seconds = dict.fromkeys(measured, 0.0)
                 rng = np.random.default_rng([seed, m, int(epsilon * 1000), zlib.crc32(name.encode())])
                 for _ in range(trials):
                     values = np.asarray(draw(rng), dtype=float)
                     ordered = np.sort(np.clip(values, *bounds))
-                    for method in METHODS:
+                    for method in measured:
                         start = time.process_time()
                         result = quantiles(
                             values,
                             levels,
                             epsilon,
                             bounds=bounds,
-                            method=method,
+                            method="histogram" if method == COUNTED else method,
                             integer=integer,
                             rng=rng,
-                            n_max=values.size,
+                            n_max=None if method == COUNTED else values.size,  # COUNTED: a noisy count
                         )
                         seconds[method] += time.process_time() - start  # CPU seconds
                         errors[method].append(float(np.mean(rank_error(ordered, result.values, levels))))
-                        if method == "histogram":
+                        if method in ("histogram", COUNTED):
+                            hits = coverage_hits[method]
                             truth = true_quantiles(ordered, levels)
                             lower, upper = result.confidence_interval(0.05)
                             inside = (lower <= truth) & (truth <= upper)
@@ -132,14 +141,19 @@ def run(quick: bool, trials: int, seed: int, only: tuple[str, ...] = ()) -> dict
                     "epsilon": epsilon,
                     "integer": integer,
                     "width": bounds[1] - bounds[0],
-                    "error": {method: float(np.mean(errors[method])) for method in METHODS},
+                    "n": int(values.size),
+                    "error": {method: float(np.mean(errors[method])) for method in measured},
                     "stderr": {k: float(np.std(v) / np.sqrt(len(v))) for k, v in errors.items()},
                     "cpu_seconds_per_run": {k: v / trials for k, v in seconds.items()},
                 }
                 cells.append(_with_auto(cell))
                 print(_row(cells[-1]), flush=True)
+        hits = coverage_hits["histogram"]
         coverage[name] = {key: hit / total for key, (hit, total) in hits.items()}
         coverage[name]["pairs"] = hits["pointwise"][1]
+        counted = coverage_hits[COUNTED]
+        if counted["pointwise"][1]:
+            coverage[name][COUNTED] = {key: hit / total for key, (hit, total) in counted.items()}
     return {
         "protocol": "Gillenwater, Joseph, Kulesza (ICML 2021); error = records between estimate and truth",
         "trials": trials,
@@ -157,7 +171,15 @@ def ratio_to_best(error: float, best: float) -> float:
 
 def _with_auto(cell: dict) -> dict:
     """Add auto's choice (from public facts only) and its error, the chosen method's."""
-    chosen, _ = auto_method(cell["m"], cell["epsilon"], integer=cell["integer"], width=cell["width"])
+    bounds = (0.0, cell["width"])
+    chosen, _ = auto_method(
+        cell["m"],
+        cell["epsilon"],
+        integer=cell["integer"],
+        width=cell["width"],
+        n=cell["n"],  # n_max = n is declared in every run
+        binned=histogram_binned(bounds, cell["integer"]),
+    )
     cell["error"]["auto"] = cell["error"][chosen]
     cell["stderr"]["auto"] = cell["stderr"][chosen]
     cell["auto_choice"] = chosen
@@ -174,8 +196,15 @@ def _summary(cells: list) -> dict:
         method: float(np.mean([ratio_to_best(c["error"][method], min(c["error"][k] for k in METHODS)) for c in cells]))
         for method in (*METHODS, "auto")
     }
+    counted = [c for c in cells if COUNTED in c["error"]]
     return {
         "mean_error": average,
+        # binned cells: the histogram route with a noisy count (no n_max) against n_max = n
+        "noisy_count_over_n_max": float(
+            np.mean([ratio_to_best(c["error"][COUNTED], c["error"]["histogram"]) for c in counted])
+        )
+        if counted
+        else None,
         "mean_ratio_to_best": relative,
         "auto_worst_ratio_to_best": max(c["auto_over_best"] for c in cells),
         "auto_within_10pct_everywhere": all(c["auto_over_best"] <= 1.10 for c in cells),
@@ -208,6 +237,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=2021)
     parser.add_argument("--json", default=None, help="write the JSON here instead of printing it")
     parser.add_argument("--datasets", default="", help="comma-separated dataset names (default: all)")
+    parser.add_argument("--ms", default="", help="comma-separated numbers of levels (default: 1,4,19,99)")
     parser.add_argument(
         "--summarize", nargs="+", default=None, help="re-derive auto and the summary from saved JSONs (merged)"
     )
@@ -228,12 +258,17 @@ def main() -> None:
             print(_row(cell))
     else:
         wall, cpu = time.perf_counter(), time.process_time()
-        result = run(args.quick, trials, args.seed, tuple(filter(None, args.datasets.split(","))))
+        ms = tuple(int(m) for m in args.ms.split(",") if m.strip())
+        result = run(args.quick, trials, args.seed, tuple(filter(None, args.datasets.split(","))), ms)
         result["wall_seconds"] = time.perf_counter() - wall
         result["cpu_seconds"] = time.process_time() - cpu
     print("coverage of the histogram route's 95% intervals:")
     for name, value in result["coverage_95"].items():
-        print(f"{name:>20} pointwise {value['pointwise']:.3f} simultaneous {value['simultaneous']:.3f}")
+        counted = value.get(COUNTED)
+        print(
+            f"{name:>20} pointwise {value['pointwise']:.3f} simultaneous {value['simultaneous']:.3f}"
+            + (f"  (noisy count: {counted['pointwise']:.3f} / {counted['simultaneous']:.3f})" if counted else "")
+        )
     print("summary:", json.dumps(result["summary"]))
     text = json.dumps(result, indent=1)
     if args.json:

@@ -559,29 +559,32 @@ def test_joint_log_error_bound_formula():
 
 
 def test_auto_rule_by_levels_only():
-    """m = 1: the exponential mechanism; 2..9: JointExp; >= 10: the histogram route, whatever
-    the bounds (integer, small or wide, or real) and epsilon."""
+    """Without a record count (n=None): m = 1: the exponential mechanism; 2..9: JointExp;
+    >= 10: the histogram route, whatever the bounds (integer, small or wide, or real) and
+    epsilon (with n: tests/test_quantile_bins.py)."""
     for integer, width in ((True, 100), (True, 1_500_000), (False, 10.0)):
         for epsilon in (0.1, 1.0):
             chosen = [qm.auto_method(m, epsilon, integer=integer, width=width)[0] for m in (1, 2, 9, 10, 99)]
             assert chosen == ["approximate", "joint_exp", "joint_exp", "histogram", "histogram"]
 
 
-def test_histogram_route_bins_fall_with_epsilon():
-    from dprange.api import histogram_bins
+def test_histogram_route_bins_follow_n_times_epsilon():
+    """The default bins on real bounds are histogram_bins(n x epsilon) with n public (replace)
+    or declared (n_max); bins= overrides them."""
+    from dprange.quantile_bins import histogram_bins
 
-    assert [histogram_bins(e) for e in (0.01, 0.05, 0.1, 0.2, 0.29, 1.0, 8.0)] == [64, 128, 256, 512, 1024, 1024, 1024]
     values = np.random.default_rng(4).normal(0, 1, 400)
-    for epsilon, bins in ((0.1, 256), (1.0, 1024)):
-        result = dprange.quantiles(values, [0.5], epsilon, bounds=(-5, 5), method="histogram", rng=5)
-        assert result.release.domain.size == bins
+    for epsilon, n_max, bins in ((0.1, 10**5, 256), (1.0, 10**5, 4096), (1.0, 400, 16)):
+        result = dprange.quantiles(values, [0.5], epsilon, bounds=(-5, 5), method="histogram", rng=5, n_max=n_max)
+        assert result.release.domain.size == bins == histogram_bins(n_max * epsilon) == result.bins
     result = dprange.quantiles(values, [0.5], 0.1, bounds=(-5, 5), method="histogram", bins=32, rng=5)
     assert result.release.domain.size == 32
 
 
 QUANTILES_COVERAGE_CASES = {
-    # every record on one bin edge of the 256-bin domain at epsilon 0.1: (-5, 5) cut at -5 + 10 k / 256
-    "point-mass-on-edge": (lambda rng: np.full(300, -5 + 10 * 100 / 256), (-5.0, 5.0), False),
+    # every record on one bin edge of the default domain at epsilon 0.1 (8 bins at n = 300; -1.25 is
+    # an edge of (-5, 5) cut into any 2^k >= 8 bins; the 256 bins of the epsilon-only rule had -1.09)
+    "point-mass-on-edge": (lambda rng: np.full(300, -1.25), (-5.0, 5.0), False),
     # integers on a real domain: atoms at every integer
     "integers-on-real-bounds": (lambda rng: rng.integers(-3, 4, 400).astype(float), (-5.0, 5.0), False),
     # integer data on integer bounds: one bin per value

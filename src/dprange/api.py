@@ -37,12 +37,22 @@ from .multidim import GridMechanism, select_grid
 from .noise import resolve_rng
 from .private_bounds import private_bounds
 from .product_domain import ProductDomain
+from .quantile_bins import (
+    COUNT_SHARE,
+    check_count_share,
+    epsilon_only_bins,
+    histogram_bins,
+    public_count,
+    record_count,
+)
 from .quantile_mechanisms import (
     QuantilesResult,
     as_values,
     auto_method,
+    auto_reads_count,
     check_bounds,
     check_levels,
+    check_n_max,
     check_neighbours,
     register_quantile_method,
 )
@@ -405,29 +415,24 @@ def release_grid(
 # ------------------------------------------------------------------ quantiles from raw values
 
 HISTOGRAM_MAX_INTEGERS = 2**17  # integer ranges up to this size get one bin per integer
-HISTOGRAM_BINS = 1024  # most bins of the histogram route on real (or wide integer) bounds
 
 
-def histogram_bins(epsilon: float) -> int:
-    """Default bins of the histogram route on real (or wide integer) bounds, from epsilon
-    alone: clip(2^round(log2(2560 epsilon)), 64, 1024), so 1024 from epsilon 0.29 up, 256 at
-    0.1.  The noise of every prefix grows as 1 / epsilon while the records of a bin (n / bins)
-    do not, so at a fixed n the bin count that balances noise against the resolution lost by
-    interpolating inside a bin falls in proportion to epsilon (n is private, so the rule does
-    not use it).  Measured (benchmarks/quantiles.py cells, 40 trials, epsilon 0.1): 256 bins
-    against 1024, records between estimate and truth: Adult fnlwgt m = 19 61 against 74,
-    uniform n = 1000 m = 99 43 against 53, Gaussian n = 10^4 m = 99 58 against 70, Gaussian
-    n = 1000 m = 19 55 against 55."""
-    return int(min(HISTOGRAM_BINS, max(64, 2 ** round(math.log2(2560 * epsilon)))))
+def histogram_binned(bounds, integer: bool) -> bool:
+    """Whether the histogram route cuts ``bounds`` into equal bins (real bounds, or integer
+    ranges wider than HISTOGRAM_MAX_INTEGERS) rather than one bin per integer."""
+    return not (integer and bounds[1] - bounds[0] + 1 <= HISTOGRAM_MAX_INTEGERS)
 
 
 def _run_histogram(values, levels, epsilon, bounds, *, integer, neighbours, rng, cells, bins):
-    """The histogram route: (estimates, the Release that has their intervals)."""
+    """The histogram route: (estimates, the Release that has their intervals).  ``bins``:
+    equal bins on binned bounds (:func:`dprange.quantiles` passes
+    :func:`~dprange.quantile_bins.histogram_bins` of n x epsilon); None: the epsilon-only
+    rule :func:`~dprange.quantile_bins.epsilon_only_bins`."""
     a, b = bounds
-    if integer and b - a + 1 <= HISTOGRAM_MAX_INTEGERS:
+    if not histogram_binned(bounds, integer):
         domain = Domain.integers(int(a), int(b))
     else:
-        domain = Domain.interval(a, b, histogram_bins(epsilon) if bins is None else bins)
+        domain = Domain.interval(a, b, epsilon_only_bins(epsilon) if bins is None else bins)
     rel = release(values, domain, epsilon, workload="prefix", neighbours=neighbours, rng=rng, clip=True)
     return np.asarray(rel.quantile(levels).value, dtype=float), rel
 
@@ -459,6 +464,7 @@ def quantiles(
     session=None,
     column: str | None = None,
     n_max: int | None = None,
+    count_share: float = COUNT_SHARE,
 ) -> QuantilesResult:
     """epsilon-DP quantiles of raw ``values`` at levels ``q`` (strictly increasing, in (0, 1)).
 
@@ -468,20 +474,29 @@ def quantiles(
     private histogram for the prefix workload, read by :meth:`Release.quantile`; honest
     intervals), "joint_exp" (JointExp: Gillenwater, Joseph and Kulesza, ICML 2021),
     "approximate" (the recursive split: Kaplan, Schnapp and Stemmer, ICML 2022), or "auto"
-    (chosen from public facts only: :func:`auto_method`).  ``neighbours``: "add_remove"
+    (chosen from public or paid-for facts only: :func:`auto_method`).  ``neighbours``: "add_remove"
     (default) or "replace" (n public).  ``rng``: None (the secure source) or a seed / numpy
     Generator (reproducible experiments only; the result records ``seeded``).  ``integer``: the values are
     integers (outputs and bounds are integers).  ``cells``: grid cells of the recursive split
     on real bounds (default 2^20); ``bins``: bins of the histogram route on real bounds
-    (default :func:`histogram_bins` of epsilon).
+    (default :func:`dprange.quantile_bins.histogram_bins` of n x epsilon).
     ``session``: a :class:`dprange.session.Session` that pays for all of epsilon (bounds
     included), checked before ``values`` are read (see :func:`release`).  ``column``: the
     column of a table ``values`` (see :func:`release`).  ``n_max``: a public upper bound on the
     number of records; JointExp needs it under add/remove to charge its float error (without
-    it "auto" picks the exact split for 2..9 levels).
+    it "auto" picks the exact split for 2..9 levels); the histogram route's bins and "auto"
+    use it as the record count.
+
+    ``count_share``: under add/remove without ``n_max``, the share of epsilon (default 0.05)
+    spent on a noisy record count (:func:`dprange.quantile_bins.record_count`) when the
+    histogram route's default bins or auto's choice need n; 0 spends nothing (the bins then
+    follow epsilon alone and auto uses m alone).  The result records the count, its source
+    and its cost (``count``), and the bins used.
     """
     levels = check_levels(q)
     epsilon = check_epsilon(epsilon)
+    count_share = check_count_share(count_share)
+    n_max = check_n_max(n_max)
     if session is not None:
         epsilon, _ = _session(session).allot(epsilon)
     neighbours = check_neighbours(neighbours)
@@ -494,6 +509,8 @@ def quantiles(
     if isinstance(bounds, str) and bounds == "private":
         if not (isinstance(bounds_share, float | int) and 0 < bounds_share < 1):
             raise ParameterError(f"bounds_share must be a number in (0, 1), got {bounds_share!r}")
+        if bounds_share + count_share >= 1:
+            raise ParameterError("bounds_share + count_share must be below 1 (CLI: --bounds-share, --count-share)")
         spent_on_bounds = epsilon * bounds_share
         found = private_bounds(data, spent_on_bounds, neighbours=neighbours, integer=integer, rng=rng)
         box, source = (found.lower, found.upper), "private"
@@ -503,14 +520,32 @@ def quantiles(
         )
     else:
         box, source = check_bounds(bounds, integer=integer), "public"
-    remaining = epsilon - spent_on_bounds
-    while Fraction(remaining) + Fraction(spent_on_bounds) > Fraction(epsilon):  # never spend more than epsilon
-        remaining = math.nextafter(remaining, 0.0)
+    binned = histogram_binned(box, integer)
+    count = public_count(data.size, neighbours=neighbours, n_max=n_max)
+    wants_count = (method == "histogram" and binned and bins is None) or (
+        method == "auto" and auto_reads_count(levels.size, binned=binned)
+    )
+    spent_on_count = epsilon * count_share if count is None and wants_count else 0.0
+    remaining = epsilon - spent_on_bounds - spent_on_count
+    while Fraction(remaining) + Fraction(spent_on_bounds) + Fraction(spent_on_count) > Fraction(epsilon):
+        remaining = math.nextafter(remaining, 0.0)  # never spend more than epsilon
+    if spent_on_count > 0:
+        count = record_count(data.size, spent_on_count, rng=rng)  # epsilon_count-DP, recorded below
     reason = ""
     chosen = method
     if method == "auto":
         joint_ok = n_max is not None or neighbours == "replace"
-        chosen, reason = auto_method(levels.size, remaining, integer=integer, width=box[1] - box[0], joint_ok=joint_ok)
+        chosen, reason = auto_method(
+            levels.size,
+            remaining,
+            integer=integer,
+            width=box[1] - box[0],
+            joint_ok=joint_ok,
+            n=None if count is None else count.value,
+            binned=binned,
+        )
+    if chosen == "histogram" and binned and bins is None:
+        bins = epsilon_only_bins(remaining) if count is None else histogram_bins(count.value * remaining)
     run = QUANTILE_METHODS[chosen].factory
     assert run is not None
     extra = {"n_max": n_max} if chosen == "joint_exp" else {}  # only JointExp reads a record bound
@@ -531,4 +566,6 @@ def quantiles(
         seeded,
         reason,
         release_obj,
+        count=count,
+        bins=bins if chosen == "histogram" and binned else None,
     )

@@ -1028,7 +1028,16 @@ def demo_command(output, epsilon, seed):
     "n_max",
     type=int,
     default=None,
-    help="Public upper bound on the number of records (JointExp needs it under add_remove).",
+    help="Public upper bound on the number of records (JointExp needs it under add_remove; "
+    "the histogram route's bins and auto use it as the record count).",
+)
+@click.option(
+    "--count-share",
+    type=float,
+    default=0.05,
+    show_default=True,
+    help="Share of epsilon spent on a noisy record count when the histogram route's bins or auto need n "
+    "(add_remove without --n-max); 0 spends none.",
 )
 def quantiles_command(
     input_path,
@@ -1046,6 +1055,7 @@ def quantiles_command(
     alpha,
     as_json,
     n_max,
+    count_share,
 ):
     """Private quantiles of one column of a CSV or Parquet file, from the raw values.
 
@@ -1079,6 +1089,7 @@ def quantiles_command(
         neighbours=neighbours,
         integer=integers,
         n_max=n_max,
+        count_share=count_share,
     )
     if as_json:
         click.echo(json.dumps(result.to_dict(alpha)))
@@ -1089,6 +1100,10 @@ def quantiles_command(
     )
     if result.reason:
         click.echo(f"auto: {result.reason}")
+    if result.count is not None and result.count.epsilon > 0:
+        click.echo(f"record count (noisy, epsilon {result.count.epsilon:g}): {result.count.value}")
+    if result.bins is not None:
+        click.echo(f"histogram bins: {result.bins}")
     if result.has_intervals:
         lower, upper = result.confidence_interval(alpha)
         for level, value, a, b in zip(result.q, result.values, lower, upper, strict=True):

@@ -39,6 +39,7 @@ from ._lazy import lazy_module
 from ._validation import check_epsilon
 from .errors import DataError, ParameterError
 from .noise import _open_uniform, resolve_rng
+from .quantile_bins import RecordCount, histogram_bins
 from .registry import QUANTILE_METHODS, Citation, Entry
 
 special = lazy_module("scipy.special")  # imported on first use: ~0.05 s that `import dprange` skips
@@ -729,6 +730,13 @@ class QuantilesResult:
     seeded: bool
     reason: str = ""
     release: object = None  # the histogram route's Release
+    count: RecordCount | None = None  # the record count used (bins, auto), its source and cost
+    bins: int | None = None  # equal bins of the histogram route on binned bounds
+
+    @property
+    def count_epsilon(self) -> float:
+        """The part of epsilon spent on a noisy record count (0 when none was drawn)."""
+        return 0.0 if self.count is None else self.count.epsilon
 
     @property
     def has_intervals(self) -> bool:
@@ -757,6 +765,8 @@ class QuantilesResult:
                 "source": self.bounds_source,
                 "epsilon": self.bounds_epsilon,
             },
+            "record_count": None if self.count is None else self.count.to_dict(),
+            "bins": self.bins,
             "intervals": None,
         }
         if self.release is not None:
@@ -782,29 +792,62 @@ AUTO_JOINT_FROM = 2
 AUTO_HISTOGRAM_FROM = 10
 
 
-def auto_method(m: int, epsilon: float, *, integer: bool, width: float, joint_ok: bool = True) -> tuple[str, str]:
-    """(method, reason) from public facts only.  The rule uses the number of levels m; n is
-    private under add/remove, so the rule does not use it.  The benchmark
-    (benchmarks/quantiles.py, docs/quantiles.md) found no consistent effect of epsilon, integer
-    or real bounds, or their width, that a rule could use without n.  In particular a small
-    integer range (Adult age and hours-per-week, 101 values) does not favour the histogram
-    route at m = 4 (150 trials, epsilon 0.1: age 3.97 +- 0.59 records against JointExp's
-    0.95 +- 0.30; hours 4.67 +- 0.44 against 3.85 +- 0.19), although its bins hold the atoms.
+def auto_reads_count(m: int, *, binned: bool) -> bool:
+    """Whether :func:`auto_method` uses the record count for m levels: on binned bounds (real,
+    or integer ranges too wide for one bin per value) from two levels on, where the choice
+    compares the histogram route's bins with m^2 (and the route's bins need it anyway)."""
+    return binned and m >= AUTO_JOINT_FROM
+
+
+def auto_method(
+    m: int,
+    epsilon: float,
+    *,
+    integer: bool,
+    width: float,
+    joint_ok: bool = True,
+    n: int | None = None,
+    binned: bool = True,
+) -> tuple[str, str]:
+    """(method, reason) from public or paid-for facts only: m, epsilon, whether the histogram
+    route bins the bounds (``binned``: real bounds or an integer range wider than 2^17; see
+    :func:`dprange.api.histogram_binned`) and n, the record count that is public (replace),
+    declared (n_max) or noisy (a declared share of epsilon), or None when none may be used.
 
     * m = 1: the exponential mechanism ("approximate" with one level: exact sampler), as
       accurate as JointExp with one level (the same law up to the grid);
-    * 2 <= m <= 9: JointExp, best or within noise of the best at m = 4, when ``joint_ok``
-      (a public n_max is declared, or n is public under replace: JointExp charges its float
-      error at n_max); else the recursive split ("approximate", exact);
-    * m >= 10: the histogram route, best at m = 19 and 99 on most cells, and the only one
-      with intervals.
+    * binned bounds with n known: the histogram route while its bins,
+      :func:`dprange.quantile_bins.histogram_bins` (n epsilon), i.e. about n epsilon / 32, are at
+      most m^2; beyond, JointExp for m <= 9 (``joint_ok``: a public n_max or n public under
+      replace; else the exact recursive split) and the recursive split for m >= 10.  The
+      histogram route's error per quantile does not depend on m but grows with its depth
+      (log bins); JointExp's and the split's fall with n epsilon and grow with m (JointExp's
+      quickly, the split's as log m), so the crossing moves to larger n epsilon as m grows.
+      Measured (benchmarks/quantiles.py, seed 7, 20 trials, held out from the seed-2021 run):
+      at m = 4 the histogram route wins at n epsilon = 100 (uniform 15.4 records against
+      JointExp's 31.3; Gaussian 27.2 against 27.8) and loses at 1000 (Gaussian n = 1000,
+      epsilon 1: 5.5 against 2.6); at m = 9 it wins at 1000 (uniform n = 10^4, epsilon 0.1:
+      30.4 against 50.9) and loses at 10^4 (Gaussian: 6.8 against 5.0); at m = 19 it wins at
+      10^4 (Gaussian 6.6 against 7.4) and loses on fnlwgt at 32561 (docs/quantiles.md);
+    * otherwise (integer bounds with one bin per value, or n unknown) by m alone: JointExp
+      (or the split without ``joint_ok``) for 2 <= m <= 9, the histogram route from m = 10.
+      One bin per value has no interpolation error, so there n epsilon does not set the
+      route's error the same way; with n unknown the bins follow epsilon alone.
     """
     if m < AUTO_JOINT_FROM:
         return "approximate", "one level: the exponential mechanism (exact sampler)"
-    if m < AUTO_HISTOGRAM_FROM and not joint_ok:
-        return "approximate", f"m = {m} levels: JointExp needs a declared n_max under add/remove; the exact split"
+    joint = "joint_exp" if joint_ok else "approximate"
+    joint_why = "JointExp" if joint_ok else "the exact split (JointExp needs a declared n_max under add/remove)"
+    if binned and n is not None:
+        bins = histogram_bins(n * epsilon)
+        facts = f"m = {m} levels, n x epsilon = {n * epsilon:.4g}: {bins} bins"
+        if bins <= m * m:
+            return "histogram", f"{facts} <= m^2; the histogram route"
+        if m < AUTO_HISTOGRAM_FROM:
+            return joint, f"{facts} > m^2; {joint_why}"
+        return "approximate", f"{facts} > m^2; the recursive split"
     if m < AUTO_HISTOGRAM_FROM:
-        return "joint_exp", f"m = {m} levels (2..{AUTO_HISTOGRAM_FROM - 1}): JointExp is the most accurate"
+        return joint, f"m = {m} levels (2..{AUTO_HISTOGRAM_FROM - 1}): {joint_why}"
     return "histogram", f"m = {m} >= {AUTO_HISTOGRAM_FROM} levels: the histogram route is the most accurate"
 
 
