@@ -423,6 +423,15 @@ def histogram_binned(bounds, integer: bool) -> bool:
     return not (integer and bounds[1] - bounds[0] + 1 <= HISTOGRAM_MAX_INTEGERS)
 
 
+def quantiles_ledger_what(levels: int, bounds_epsilon: float, count_epsilon: float) -> str:
+    """The session ledger's description of a quantiles release, naming the parts of its
+    epsilon spent on private bounds and on a noisy record count (the entry holds the total)."""
+    parts = [
+        f"{name} epsilon {eps!r}" for name, eps in (("bounds", bounds_epsilon), ("record count", count_epsilon)) if eps
+    ]
+    return f"quantiles at {levels} levels" + (f" (of which {', '.join(parts)})" if parts else "")
+
+
 def _run_histogram(values, levels, epsilon, bounds, *, integer, neighbours, rng, cells, bins):
     """The histogram route: (estimates, the Release that has their intervals).  ``bins``:
     equal bins on binned bounds (:func:`dprange.quantiles` passes
@@ -553,7 +562,8 @@ def quantiles(
         data, levels, remaining, box, integer=integer, neighbours=neighbours, rng=rng, cells=cells, bins=bins, **extra
     )
     if session is not None:
-        session.charge(epsilon, 0.0, what=f"quantiles at {len(levels)} levels", mechanism=f"quantiles:{chosen}")
+        what = quantiles_ledger_what(len(levels), spent_on_bounds, 0.0 if count is None else count.epsilon)
+        session.charge(epsilon, 0.0, what=what, mechanism=f"quantiles:{chosen}")
     return QuantilesResult(
         levels,
         np.asarray(estimates, dtype=float),

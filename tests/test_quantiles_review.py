@@ -1,0 +1,33 @@
+"""Review of the quantiles' record count (dprange.quantile_bins): the parts of epsilon that a
+saved session ledger names, the CLI's text output, and auto's choice without any count."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+import dprange
+from dprange.session import Session
+
+LEVELS_19 = np.arange(1, 20) / 20
+
+
+def test_a_saved_session_names_the_noisy_count_and_bounds_spends(tmp_path):
+    """The ledger's entry holds the total; its description names the parts spent on private
+    bounds and on the noisy record count, so a saved session shows that a count was drawn."""
+    path = tmp_path / "ledger.json"
+    session = Session.open(path, 2.0)
+    values = np.random.default_rng(1).normal(30, 5, 600)
+    result = dprange.quantiles(
+        values, LEVELS_19, 0.5, bounds="private", bounds_share=0.1, method="histogram", rng=2, session=session
+    )
+    assert result.count.source == "noisy count" and result.count_epsilon == 0.5 * 0.05
+    entry = json.loads(path.read_text())["entries"][0]
+    assert entry["epsilon"] == 0.5
+    assert entry["what"] == (
+        f"quantiles at 19 levels (of which bounds epsilon {0.5 * 0.1!r}, record count epsilon {0.5 * 0.05!r})"
+    )
+    # public n (replace), public bounds: nothing but the quantiles is spent, and the entry says so
+    dprange.quantiles(values, LEVELS_19, 0.5, bounds=(0, 60), neighbours="replace", rng=3, session=session)
+    assert Session.open(path).entries[1].what == "quantiles at 19 levels"
