@@ -61,3 +61,18 @@ def test_missing_values_of_any_file_are_dropped_or_stop(tmp_path, capsys, missin
     domain = ProductDomain([Domain.integers(18, 59), Domain.integers(0, 49)])
     same = release_grid([[20, 21, 22], [1, 2, 4]], domain, 1.0, mechanism=Kronecker(), rng=4)
     np.testing.assert_allclose(load_grid_release(out.read_text()).counts, same.counts, rtol=0, atol=1e-9)
+
+
+def test_values_beyond_int64_in_one_file_are_not_wrapped(tmp_path, capsys):
+    """A whole-number float column beyond int64 (1e20) or infinite was cast to int64 and
+    wrapped to -2^63, so that --clip put the record in the lowest bin instead of the highest."""
+    parts = concatenate_columns([np.array([20]), np.array([1e20, -np.inf])])
+    assert parts.dtype == np.float64 and parts.tolist() == [20.0, 1e20, -np.inf]
+    (tmp_path / "a.csv").write_text("age,hours\n20,1\n")
+    (tmp_path / "b.csv").write_text("age,hours\n1e20,3\n")
+    out = tmp_path / "g.json"
+    code, _, err = run_cli(grid_args(tmp_path / "*.csv", out, "-m", "kronecker", "--clip"), capsys)
+    assert code == 0, err
+    domain = ProductDomain([Domain.integers(18, 59), Domain.integers(0, 49)])
+    same = release_grid([[20, 59], [1, 3]], domain, 1.0, mechanism=Kronecker(), rng=4)
+    np.testing.assert_allclose(load_grid_release(out.read_text()).counts, same.counts, rtol=0, atol=1e-9)

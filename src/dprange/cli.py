@@ -339,10 +339,12 @@ def concatenate_columns(parts: list):
     integers kept exact: int64 (masked where missing) unless some value is fractional."""
     if len(parts) == 1:
         return parts[0]
-    integral = all(p.dtype.kind in "iu" or np.all(np.isnan(p) | (p == np.floor(p))) for p in parts)
-    if not integral:
+    integral = all(
+        p.dtype.kind in "iu" or np.all(np.isnan(p) | ((p == np.floor(p)) & (np.abs(p) < 2.0**63))) for p in parts
+    )
+    if not integral:  # fractional, infinite or beyond int64 (1e20 would wrap to -2^63): floats
         return np.concatenate([np.ma.filled(np.ma.asarray(p, dtype=float), np.nan) for p in parts])
-    as_ints = [  # the floats here are integers below 2^53 or missing (NaN): exact as int64
+    as_ints = [  # the floats here are whole numbers below 2^63 or missing (NaN): exact as int64
         p if p.dtype.kind in "iu" else np.ma.masked_array(np.where(np.isnan(p), 0, p).astype(np.int64), np.isnan(p))
         for p in parts
     ]
