@@ -119,8 +119,7 @@ def test_auto_never_reads_n_without_a_paid_or_public_count(monkeypatch):
     assert {(r.method, r.reason, r.bins, r.count) for r in results} == {
         (results[0].method, results[0].reason, results[0].bins, None)
     }
-    if results[0].method == "histogram":
-        assert results[0].bins == qb.epsilon_only_bins(1.0)
+    assert results[0].method == "histogram" and results[0].bins == qb.epsilon_only_bins(1.0)  # m = 19 >= 10
 
 
 def test_no_count_is_drawn_where_nothing_needs_it(monkeypatch):

@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 import dprange
+from dprange import quantile_bins as qb
 from dprange.session import Session
 
 LEVELS_19 = np.arange(1, 20) / 20
@@ -31,3 +33,26 @@ def test_a_saved_session_names_the_noisy_count_and_bounds_spends(tmp_path):
     # public n (replace), public bounds: nothing but the quantiles is spent, and the entry says so
     dprange.quantiles(values, LEVELS_19, 0.5, bounds=(0, 60), neighbours="replace", rng=3, session=session)
     assert Session.open(path).entries[1].what == "quantiles at 19 levels"
+
+
+def test_cli_text_output_names_the_noisy_count_and_the_bins(tmp_path, capsys):
+    """The text output (not only --json) says what the count cost, its value and the bins;
+    with --n-max no budget goes to a count and no count line is printed."""
+    from dprange.cli import main
+
+    path = tmp_path / "data.csv"
+    path.write_text("x\n" + "\n".join(f"{v:.4f}" for v in np.random.default_rng(10).normal(0, 1, 2000)) + "\n")
+    base = ["quantiles", str(path), "-c", "x", "--lo", "-5", "--hi", "5", "-e", "1", "--method", "histogram"]
+    outputs = {}
+    for extra in ([], ["--json"], ["--n-max", "4000"]):
+        with pytest.raises(SystemExit) as done:
+            main([*base, "--seed", "1", *extra])
+        assert done.value.code == 0
+        outputs[tuple(extra)] = capsys.readouterr().out
+    counted = json.loads(outputs[("--json",)])["record_count"]
+    lines = outputs[()].splitlines()
+    assert f"record count (noisy, epsilon 0.05): {counted['value']}" in lines
+    assert f"histogram bins: {qb.histogram_bins(counted['value'] * 0.95)}" in lines
+    declared = outputs[("--n-max", "4000")].splitlines()
+    assert not any(line.startswith("record count") for line in declared)
+    assert f"histogram bins: {qb.histogram_bins(4000 * 1.0)}" in declared
