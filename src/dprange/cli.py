@@ -58,6 +58,7 @@ from .multidim import select_grid, svd_bound
 from .plot import plot_cdf, plot_heatmap
 from .product_domain import ProductDomain
 from .progress import quiet_for_command
+from .quantile_bins import COUNT_SHARE
 from .registry import GRID_MECHANISMS, GRID_WORKLOADS, INFERENCE, MECHANISMS, NOISE, QUANTILE_METHODS, WORKLOADS
 from .session import Session
 from .strategies import TreeStrategy
@@ -1036,7 +1037,7 @@ def demo_command(output, epsilon, seed):
 @click.option(
     "--count-share",
     type=float,
-    default=0.05,
+    default=COUNT_SHARE,
     show_default=True,
     help="Share of epsilon spent on a noisy record count when the histogram route's bins or auto need n "
     "(add_remove without --n-max); 0 spends none.",

@@ -713,9 +713,11 @@ class QuantilesResult:
     """Private quantiles and how they were made.
 
     ``values``: one estimate per level of ``q``.  ``method``: the mechanism used (``auto``
-    names its choice and ``reason``).  ``epsilon``: the total spent, bounds included;
-    ``bounds``: (a, b) used, ``bounds_source``: "public" or "private", ``bounds_epsilon``:
-    the part of epsilon spent finding them.  :meth:`confidence_interval` gives honest
+    names its choice and ``reason``).  ``epsilon``: the total spent, bounds and record count
+    included; ``bounds``: (a, b) used, ``bounds_source``: "public" or "private",
+    ``bounds_epsilon``: the part of epsilon spent finding them; ``count``: the record count
+    the bins and auto used, its source and cost (``count_epsilon``); ``bins``: the histogram
+    route's equal bins on binned bounds.  :meth:`confidence_interval` gives honest
     intervals for the histogram route; JointExp and the recursive split have none and say so.
     """
 
