@@ -56,3 +56,13 @@ def test_cli_text_output_names_the_noisy_count_and_the_bins(tmp_path, capsys):
     declared = outputs[("--n-max", "4000")].splitlines()
     assert not any(line.startswith("record count") for line in declared)
     assert f"histogram bins: {qb.histogram_bins(4000 * 1.0)}" in declared
+
+
+def test_the_former_api_histogram_bins_does_not_silently_change_meaning():
+    """dprange.api.histogram_bins(epsilon) was documented (256 bins at epsilon 0.1); the rule
+    of n x epsilon took over that name in dprange.api and answered 8 to the same call.  The
+    old name is gone (an AttributeError, not a different number)."""
+    import dprange.api
+
+    assert not hasattr(dprange.api, "histogram_bins")
+    assert qb.epsilon_only_bins(0.1) == 256 and qb.histogram_bins(0.1) == 8

@@ -22,6 +22,8 @@ from fractions import Fraction
 
 import numpy as np
 
+# quantile_bins as a module: api.histogram_bins(epsilon) was documented; n x epsilon's rule must not take that name
+from . import quantile_bins
 from ._params import find, replaced
 from ._validation import check_delta, check_epsilon, check_positive_int
 from .analysis import auto_mechanism
@@ -37,14 +39,7 @@ from .multidim import GridMechanism, select_grid
 from .noise import resolve_rng
 from .private_bounds import private_bounds
 from .product_domain import ProductDomain
-from .quantile_bins import (
-    COUNT_SHARE,
-    check_count_share,
-    epsilon_only_bins,
-    histogram_bins,
-    public_count,
-    record_count,
-)
+from .quantile_bins import COUNT_SHARE, check_count_share, epsilon_only_bins, public_count, record_count
 from .quantile_mechanisms import (
     QuantilesResult,
     as_values,
@@ -554,7 +549,7 @@ def quantiles(
             binned=binned,
         )
     if chosen == "histogram" and binned and bins is None:
-        bins = epsilon_only_bins(remaining) if count is None else histogram_bins(count.value * remaining)
+        bins = epsilon_only_bins(remaining) if count is None else quantile_bins.histogram_bins(count.value * remaining)
     run = QUANTILE_METHODS[chosen].factory
     assert run is not None
     extra = {"n_max": n_max} if chosen == "joint_exp" else {}  # only JointExp reads a record bound
