@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+from test_optimized import bounded_ranges
 
 import dprange.optimized as optimized
 from dprange.analysis import expected_error
@@ -22,18 +23,12 @@ from dprange.optimized_dense import (
     split_loss,
 )
 from dprange.serialisation import load_release
-from dprange.workloads import AllRange, Prefix, Ranges
+from dprange.workloads import AllRange, Prefix
 
 
 @pytest.fixture(autouse=True)
 def private_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("DPRANGE_CACHE_DIR", str(tmp_path / "cache"))
-
-
-def bounded_ranges(n, k, width, seed=0):
-    rng = np.random.default_rng(seed)
-    lo = rng.integers(0, n - width + 1, k)
-    return Ranges(lo, lo + rng.integers(0, width, k), n)
 
 
 def numeric_gradient(f, theta, h=1e-6):

@@ -34,6 +34,7 @@ from test_privacy_end_to_end_2d import (
     grid_neighbours,
     joint_worst,
     row_loss,
+    worst_over_neighbours,
 )
 
 import dprange.auto_data as auto_data_module
@@ -96,14 +97,9 @@ def structure_first_outputs(script, mech, x, epsilon):
 
 
 def structure_first_worst(script, mech, bases, epsilon):
-    worst, structure = 0.0, 0.0
-    for x in bases:
-        law_x = structure_first_outputs(script, mech, x, epsilon)
-        for y in neighbours_1d(x, mech.neighbours):
-            law_y = structure_first_outputs(script, mech, y, epsilon)
-            worst = max(worst, joint_worst(law_x, law_y))
-            structure = max(structure, max(abs(law_x[k][0] - law_y[k][0]) for k in law_x))
-    return worst, structure
+    return worst_over_neighbours(
+        lambda x: structure_first_outputs(script, mech, x, epsilon), bases, lambda x: neighbours_1d(x, mech.neighbours)
+    )
 
 
 @pytest.mark.parametrize("relation", ["add_remove", "replace"])

@@ -301,15 +301,23 @@ def joint_worst(law_x, law_y):
     return worst
 
 
-def tree_worst(script, mech, bases, epsilon):
+def worst_over_neighbours(law_of, bases, neighbours_of):
+    """(max of :func:`joint_worst`, max log-ratio of the structure alone) over every base x and
+    each of its neighbours y; ``law_of(x)``: {structure: (log P, measured rows)}."""
     worst, structure_worst = 0.0, 0.0
     for x in bases:
-        law_x = tree_outputs(script, mech, x, epsilon)
-        for y in grid_neighbours(x, mech.neighbours):
-            law_y = tree_outputs(script, mech, y, epsilon)
+        law_x = law_of(x)
+        for y in neighbours_of(x):
+            law_y = law_of(y)
             worst = max(worst, joint_worst(law_x, law_y))
             structure_worst = max(structure_worst, max(abs(law_x[k][0] - law_y[k][0]) for k in law_x))
     return worst, structure_worst
+
+
+def tree_worst(script, mech, bases, epsilon):
+    return worst_over_neighbours(
+        lambda x: tree_outputs(script, mech, x, epsilon), bases, lambda x: grid_neighbours(x, mech.neighbours)
+    )
 
 
 TREE_BASES = [np.array([[0, 0, 0], [0, 0, 0], [0, 0, 0]]), np.array([[2, 0, 0], [0, 0, 0], [0, 0, 1]])]
