@@ -4,6 +4,7 @@ saved session ledger names, the CLI's text output, and auto's choice without any
 from __future__ import annotations
 
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -66,3 +67,16 @@ def test_the_former_api_histogram_bins_does_not_silently_change_meaning():
 
     assert not hasattr(dprange.api, "histogram_bins")
     assert qb.epsilon_only_bins(0.1) == 256 and qb.histogram_bins(0.1) == 8
+
+
+def test_a_histogram_route_release_warns_nothing():
+    """The budget search scores a too-small level budget as inf; its numerical gradient met
+    inf - inf and numpy printed "invalid value encountered in subtract" to the user."""
+    rng = np.random.default_rng(5)
+    values = rng.uniform(-5, 5, 1000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        result = dprange.quantiles(
+            values, np.arange(1, 100) / 100, 0.1, bounds=(-5, 5), method="histogram", rng=rng, bins=128, n_max=1000
+        )
+    assert result.values.shape == (99,)

@@ -284,7 +284,10 @@ def optimized_budget(
         except ParameterError:  # a level's budget too small to sample: never the optimum
             return math.inf
 
-    result = optimize.minimize(error_of, np.log(start), method="L-BFGS-B", options={"maxiter": maxiter})
+    # A split whose level budget is too small scores inf; the numerical gradient then meets
+    # inf - inf, which numpy reported to users as a RuntimeWarning on every such release.
+    with np.errstate(invalid="ignore"):
+        result = optimize.minimize(error_of, np.log(start), method="L-BFGS-B", options={"maxiter": maxiter})
     f = np.exp(result.x - result.x.max())
     f = f / f.sum()
     budget = list(f * epsilon)
