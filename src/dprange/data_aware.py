@@ -296,6 +296,25 @@ def data_aware_provenance(mechanism, noise, parameters: dict, steps: list[dict],
     )
 
 
+def bucket_release(
+    mechanism, estimate, starts, n, measurements, parameters: dict, steps, epsilon, delta, rng, domain
+) -> DataAwareRelease:
+    """The release of counts measured on the buckets starting at ``starts`` (of n bins): each
+    bucket's estimate spread evenly over its bins, the noise-only error model expanded from the
+    buckets' (:class:`ExpandedErrorModel`), the provenance of :func:`data_aware_provenance`."""
+    sizes = np.append(starts[1:], n) - starts
+    provenance = data_aware_provenance(
+        mechanism, measurements.noise_kind, parameters, steps, epsilon, delta, measurements.total, rng
+    )
+    return DataAwareRelease(
+        np.repeat(estimate.leaves / sizes, sizes),
+        provenance,
+        domain=domain,
+        noise_only_error_model=ExpandedErrorModel(estimate, starts, n),
+        reduced=(measurements, mechanism.inference, starts),
+    )
+
+
 class DAWA(Mechanism):
     """DAWA in 1-D (Li, Hay, Miklau and Wang, "A Data- and Workload-Aware Algorithm for Range
     Queries Under Differential Privacy", PVLDB 2014).
@@ -447,7 +466,6 @@ class DAWA(Mechanism):
         inner = self.inner(reduced.size, eps_measure, delta)
         measurements = inner.measure(reduced, eps_measure, delta=delta, rng=source)
         estimate = inner.infer(measurements)
-        sizes = np.append(starts[1:], counts.size) - starts
         steps = [step("partition", eps_partition), step("measure", measurements.epsilon)]
         check_steps_within(steps, epsilon)
         params = {
@@ -458,17 +476,8 @@ class DAWA(Mechanism):
             "measure_root": inner.measure_root,
             "strategy": inner.strategy(reduced.size).describe(),
         }
-        provenance = data_aware_provenance(
-            self, measurements.noise_kind, params, steps, epsilon, delta, measurements.total, rng
-        )
-        model = ExpandedErrorModel(estimate, starts, counts.size)
-        leaves = np.repeat(estimate.leaves / sizes, sizes)
-        return DataAwareRelease(
-            leaves,
-            provenance,
-            domain=domain,
-            noise_only_error_model=model,
-            reduced=(measurements, self.inference, starts),
+        return bucket_release(
+            self, estimate, starts, counts.size, measurements, params, steps, epsilon, delta, rng, domain
         )
 
 

@@ -29,9 +29,8 @@ from ._validation import check_delta, check_epsilon, exact_sum, fit_budget
 from .data_aware import (
     SHARE,
     DataAwareRelease,
-    ExpandedErrorModel,
+    bucket_release,
     check_steps_within,
-    data_aware_provenance,
     select_query,
     step,
 )
@@ -231,7 +230,6 @@ class StructureFirst(Mechanism):
         inner = self.inner()
         measurements = inner.measure(reduced, eps_measure, delta=delta, rng=source)
         estimate = inner.infer(measurements)
-        sizes = np.append(starts[1:], n) - starts
         steps = ([step("boundaries", per, k - 1)] if k > 1 else []) + [step("measure", measurements.epsilon)]
         check_steps_within(steps, epsilon)
         params = {
@@ -240,18 +238,7 @@ class StructureFirst(Mechanism):
             "starts": starts.tolist(),
             "grid_used": self.cell_size(n),
         }
-        provenance = data_aware_provenance(
-            self, measurements.noise_kind, params, steps, epsilon, delta, measurements.total, rng
-        )
-        model = ExpandedErrorModel(estimate, starts, n)
-        leaves = np.repeat(estimate.leaves / sizes, sizes)
-        return DataAwareRelease(
-            leaves,
-            provenance,
-            domain=domain,
-            noise_only_error_model=model,
-            reduced=(measurements, self.inference, starts),
-        )
+        return bucket_release(self, estimate, starts, n, measurements, params, steps, epsilon, delta, rng, domain)
 
 
 MECHANISMS.add(
