@@ -11,8 +11,7 @@ import math
 import numpy as np
 import pytest
 from _helpers import assert_unbiased_with_variance, gls_estimate
-from test_multidim import box_matrix, every_rectangle, grid_neighbours, stacked
-from test_privacy import gaussian_delta, laplace_worst_loss
+from test_multidim import assert_linear_privacy, box_matrix, every_rectangle, stacked
 
 from dprange import ParameterError
 from dprange.fourier import FourierMarginals, fourier_subsets
@@ -150,24 +149,8 @@ def test_fourier_wins_on_two_way_marginals_of_many_binary_attributes_under_repla
 @pytest.mark.parametrize("relation", ["add_remove", "replace"])
 @pytest.mark.parametrize("order", [1, 2])
 def test_privacy_ratio_on_a_two_by_two_domain(order, relation, noise):
-    eps, delta = 0.8, 1e-5
     mech = FourierMarginals(order, neighbours=relation, noise=noise)
-    x = np.array([[1, 2], [3, 1]])
-    meas = mech.measure(x, eps, delta=delta if noise == "gaussian" else 0.0, rng=0)
-    base = [np.rint(m.block.matvec(x.ravel())) for m in meas.measurements]
-    worst = 0.0
-    for y in grid_neighbours(x, relation):
-        shifts = []
-        for m, rows in zip(meas.measurements, base):
-            diff = np.rint(m.block.matvec(y.ravel())) - rows
-            shifts.extend((m.noise.scale, int(s)) for s in diff[diff != 0])
-        for signed in (shifts, [(scale, -s) for scale, s in shifts]):
-            worst = max(worst, gaussian_delta(signed, eps) if noise == "gaussian" else laplace_worst_loss(signed))
-    if noise == "gaussian":
-        assert worst <= delta
-    else:
-        assert worst <= eps * (1 + 1e-12)
-        assert worst == pytest.approx(eps, rel=1e-6)
+    assert_linear_privacy(mech, np.array([[1, 2], [3, 1]]), relation, noise)
 
 
 def test_monte_carlo_marginals_unbiased_with_the_exact_variance():

@@ -26,12 +26,12 @@ import math
 import numpy as np
 import pytest
 from test_data_aware import output_probabilities
+from test_multidim import grid_neighbours
 from test_privacy_end_to_end_2d import (
     STARTS_OF,
     Script,
     dawa_tail_mass,
     dawa_worst,
-    grid_neighbours,
     joint_worst,
     row_loss,
     worst_over_neighbours,

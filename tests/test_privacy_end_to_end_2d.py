@@ -38,6 +38,7 @@ import math
 import numpy as np
 import pytest
 from test_data_aware import output_probabilities
+from test_multidim import grid_neighbours
 from test_privacy import gaussian_delta, laplace_worst_loss
 
 import dprange.data_aware as data_aware_module
@@ -53,26 +54,6 @@ EPS = 0.9
 @pytest.fixture(autouse=True)
 def private_cache(tmp_path, monkeypatch):
     monkeypatch.setenv("DPRANGE_CACHE_DIR", str(tmp_path / "cache"))
-
-
-def grid_neighbours(x, relation):
-    """Every neighbour of the grid ``x``: one record added or removed (add_remove), or one
-    record moved between two cells (replace)."""
-    flat = x.ravel()
-    for i in range(flat.size):
-        if relation == "add_remove":
-            for s in (1, -1):
-                if flat[i] + s >= 0:
-                    y = flat.copy()
-                    y[i] += s
-                    yield y.reshape(x.shape)
-        elif flat[i] > 0:
-            for j in range(flat.size):
-                if j != i:
-                    y = flat.copy()
-                    y[i] -= 1
-                    y[j] += 1
-                    yield y.reshape(x.shape)
 
 
 # ----------------------------------------------------------------------------- linear k-D
