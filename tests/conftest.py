@@ -19,6 +19,13 @@ def strategy_cache(tmp_path_factory):
 
 
 @pytest.fixture
+def private_cache(tmp_path, monkeypatch):
+    """An empty strategy cache of the test's own (modules that measure optimisation or caching
+    use it for every test: ``pytestmark = pytest.mark.usefixtures("private_cache")``)."""
+    monkeypatch.setenv("DPRANGE_CACHE_DIR", str(tmp_path / "cache"))
+
+
+@pytest.fixture
 def rng():
     return np.random.default_rng(12345)
 

@@ -28,11 +28,7 @@ from dprange.optimized import (
 from dprange.serialisation import load_release
 from dprange.workloads import AllRange, Explicit, Prefix, Ranges
 
-
-@pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch):
-    """Every test gets its own empty strategy cache."""
-    monkeypatch.setenv("DPRANGE_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("private_cache")  # every test: an empty strategy cache
 
 
 def bounded_ranges(n, k, width, seed=0):

@@ -25,10 +25,7 @@ from dprange.optimized_dense import (
 from dprange.serialisation import load_release
 from dprange.workloads import AllRange, Prefix
 
-
-@pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("DPRANGE_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("private_cache")  # every test: an empty strategy cache
 
 
 def numeric_gradient(f, theta, h=1e-6):

@@ -25,10 +25,7 @@ from dprange.optimized_kd import (
 )
 from dprange.workloads_kd import marginals
 
-
-@pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("DPRANGE_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("private_cache")  # every test: an empty strategy cache
 
 
 def all_rectangles(shape):

@@ -96,12 +96,11 @@ def test_the_default_optimisation_is_at_least_as_good_as_the_plain_uniform_start
 
 @pytest.mark.parametrize("n", range(2, 17))
 @pytest.mark.parametrize("workload", ["prefix", "all-range"])
-def test_every_small_domain_gets_a_releasable_strategy(n, workload, tmp_path, monkeypatch):
+def test_every_small_domain_gets_a_releasable_strategy(n, workload, private_cache):
     """On prefixes of 6 and 8 bins the optimiser drifted to 1 - 4e-7 of the identity's loss
     through one column of B near 1.5e5, whose identity weight then rounded to zero, so that
     release (and OptimizedKronecker on an axis of 8 bins) refused the strategy.  A gain that
     small now keeps the identity; every strategy releases, never worse than the identity."""
-    monkeypatch.setenv("DPRANGE_CACHE_DIR", str(tmp_path))
     mech = Optimized(workload)
     strategy = mech.strategy(n)
     assert np.all(strategy.block.diagonal > 0)
@@ -112,8 +111,7 @@ def test_every_small_domain_gets_a_releasable_strategy(n, workload, tmp_path, mo
     assert np.isfinite(rel.range(0, n - 1).stderr)
 
 
-def test_optimized_kronecker_takes_an_axis_of_eight_bins(tmp_path, monkeypatch):
-    monkeypatch.setenv("DPRANGE_CACHE_DIR", str(tmp_path))
+def test_optimized_kronecker_takes_an_axis_of_eight_bins(private_cache):
     counts = np.random.default_rng(0).poisson(5, (8, 3))
     release = OptimizedKronecker("prefix-rectangles").release(counts, 1.0, rng=2)
     assert release.rectangle(np.array([[0, 0]]), np.array([[7, 2]])).value.shape == (1,)

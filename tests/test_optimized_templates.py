@@ -16,10 +16,7 @@ from dprange.optimized import (
 )
 from dprange.workloads import AllRange, Prefix
 
-
-@pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("DPRANGE_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("private_cache")  # every test: an empty strategy cache
 
 
 @pytest.mark.parametrize("workload", [AllRange(10), Prefix(10)])

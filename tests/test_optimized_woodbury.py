@@ -16,10 +16,7 @@ from dprange.operators import definition_sensitivity_power
 from dprange.optimized import Optimized, PIdentityStrategy
 from dprange.serialisation import error_model_from_dict, load_release
 
-
-@pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("DPRANGE_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("private_cache")  # every test: an empty strategy cache
 
 
 def integer_block(n=14, p=3, seed=0):

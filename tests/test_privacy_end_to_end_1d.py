@@ -45,10 +45,7 @@ from dprange.data_aware import MWEM
 from dprange.noise import NoiseSpec
 from dprange.structure_first import StructureFirst
 
-
-@pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("DPRANGE_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("private_cache")  # every test: an empty strategy cache
 
 
 def neighbours_1d(x, relation):

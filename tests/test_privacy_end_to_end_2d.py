@@ -51,9 +51,7 @@ from dprange.optimized_kd import OptimizedKronecker, OptimizedMarginals
 EPS = 0.9
 
 
-@pytest.fixture(autouse=True)
-def private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("DPRANGE_CACHE_DIR", str(tmp_path / "cache"))
+pytestmark = pytest.mark.usefixtures("private_cache")  # every test: an empty strategy cache
 
 
 # ----------------------------------------------------------------------------- linear k-D
