@@ -11,6 +11,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from test_multidim import grid_neighbours
 
 from dprange.data_aware import (
     DAWA,
@@ -134,22 +135,11 @@ def test_partition_neighbour_ratio_is_at_most_e_to_its_share(neighbours, changed
     ]
     for x in bases:
         p = output_probabilities(x, epsilon, penalty, changed)
-        for i in range(4):
-            for j in range(4):
-                y = x.copy()
-                if changed == 1:
-                    if j:
-                        continue
-                    y[i] += 1
-                else:
-                    if i == j or x[i] == 0:
-                        continue
-                    y[i] -= 1
-                    y[j] += 1
-                q = output_probabilities(y, epsilon, penalty, changed)
-                for key in p:
-                    if min(p[key], q[key]) > 1e-12:
-                        worst = max(worst, abs(math.log(p[key] / q[key])))
+        for y in grid_neighbours(x, neighbours):
+            q = output_probabilities(y, epsilon, penalty, changed)
+            for key in p:
+                if min(p[key], q[key]) > 1e-12:
+                    worst = max(worst, abs(math.log(p[key] / q[key])))
     assert worst <= epsilon + 1e-9
     assert worst > 0.2 * epsilon  # the test is sensitive: the noise does depend on the data
 

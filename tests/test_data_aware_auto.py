@@ -10,6 +10,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from test_multidim import grid_neighbours
 
 from dprange import AutoData
 from dprange.auto_data import HIGH, LOW, choose
@@ -38,17 +39,7 @@ def test_feature_step_is_private_to_its_declared_share(neighbours):
     for x in itertools.product(range(3), repeat=3):
         x = np.array(x)
         p = feature_pmf(x, mech, epsilon, grid)
-        for i, j in itertools.product(range(3), repeat=2):
-            y = x.copy()
-            if neighbours == "add_remove":
-                if i != j:
-                    continue
-                y[i] += 1
-            else:
-                if i == j or x[i] == 0:
-                    continue
-                y[i] -= 1
-                y[j] += 1
+        for y in grid_neighbours(x, neighbours):
             q = feature_pmf(y, mech, epsilon, grid)
             both = (p > 1e-300) | (q > 1e-300)
             assert np.all((p > 1e-300) == (q > 1e-300)) or neighbours == "replace"
