@@ -6,8 +6,13 @@ strategy's ``rootmse`` = sqrt(trace(W^T W (A^T A)^+) Delta^2 / m) and the bound 
 sqrt((sum of singular values of W)^2 / n / m), both without the noise factor, and compare the
 two; the ratio of RMSEs is the square root of the ratio of average variances printed here
 beside it (``*_variance``).  The noise constants agree: the Laplace variance 2 Delta_1^2 /
-eps^2 of the mechanism and the 2 / eps^2 of ``svd_bound`` (an L2 bound, so Delta_1 >= Delta_2
-makes it a valid, not necessarily reachable, bound under pure epsilon-DP).
+eps^2 of the mechanism and the 2 / eps^2 of ``svd_bound(..., noise="laplace_float")`` (an L2
+bound, so Delta_1 >= Delta_2 makes it a valid, not necessarily reachable, bound under pure
+epsilon-DP; the optimised strategy's discrete Laplace on a finely quantised integer matrix has
+the continuous variance to within 1e-10).  Under (epsilon, delta) the bound is
+``svd_bound(..., delta)`` with dprange's discrete Gaussian (its variance at
+``gaussian_sigma(eps, delta)``, 20.5 at (1, 1e-6), not Li and Miklau's 2 log(2 / delta) / eps^2 =
+29.0, which would sit above dprange's own Gaussian mechanisms).
 
 Exact expected error, average variance per query, epsilon = 1:
 
@@ -154,7 +159,7 @@ def main() -> None:
     standard = []
     for n in () if args.skip_standard else sizes:
         for workload in (AllRange(n), Prefix(n)):
-            bound = svd_bound(workload, EPSILON)
+            bound = svd_bound(workload, EPSILON, noise="laplace_float")
             err, strategy, opt_cpu = optimised(workload, 0.0)
             fixed, fixed_name = best_fixed(workload, 0.0)
             gram = workload.gram()
@@ -218,7 +223,7 @@ def main() -> None:
                 "best_fixed": fixed,
                 "best_fixed_mechanism": fixed_name,
                 "fixed_over_optimized_variance": fixed / err,
-                "svd_bound": svd_bound(workload, EPSILON, delta),
+                "svd_bound": svd_bound(workload, EPSILON, delta, noise="laplace_float" if delta == 0 else "auto"),
             }
             if delta == 0:  # the dense L1 template (epsilon-DP only)
                 for template in ("dense", "dense-signed"):

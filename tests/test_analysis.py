@@ -11,12 +11,14 @@ from dprange import Flat, Hierarchical, ParameterError, Wavelet
 from dprange.analysis import (
     expected_error,
     max_error,
+    noise_variance_floor,
     optimal_hierarchy,
     optimized_budget,
     select,
     svd_bound,
 )
 from dprange.matrix import Matrix
+from dprange.noise import discrete_gaussian_variance, gaussian_sigma
 from dprange.strategies import HaarStrategy
 from dprange.workloads import AllRange, Explicit, Identity, Prefix, RandomRanges, Ranges
 
@@ -166,7 +168,7 @@ def test_rank_deficient_matrix_strategy_is_refused():
 
 def test_svd_bound_is_a_lower_bound():
     n, eps = 64, 1.0
-    bound = svd_bound(AllRange(n), eps)
+    bound = svd_bound(AllRange(n), eps, noise="laplace_float")
     for mech in (
         Flat(noise="laplace_float"),
         Wavelet(noise="laplace_float"),
@@ -176,7 +178,49 @@ def test_svd_bound_is_a_lower_bound():
     ):
         assert expected_error(mech, AllRange(n), eps) >= bound
     # identity workload: bound = 2 n^2 / (eps^2 n) / n = 2/eps^2 = Flat's Laplace error, tight
-    assert svd_bound(Identity(n), eps) == pytest.approx(expected_error(Flat(noise="laplace_float"), Identity(n), eps))
+    flat = expected_error(Flat(noise="laplace_float"), Identity(n), eps)
+    assert svd_bound(Identity(n), eps, noise="laplace_float") == pytest.approx(flat)
+
+
+@pytest.mark.parametrize(
+    ("epsilon", "delta", "noise", "floor"),
+    [
+        (1.0, 0.0, "laplace_float", 2.0),
+        (1.0, 0.0, "discrete_laplace", 0.5 / math.sinh(0.5) ** 2),
+        (3.0, 0.0, "auto", 0.5 / math.sinh(1.5) ** 2),
+        (1.0, 1e-6, "auto", None),
+        (5.0, 1e-3, "gaussian", None),
+        (20.0, 1e-2, "gaussian", None),
+    ],
+)
+def test_svd_bound_holds_for_the_noise_dprange_draws(epsilon, delta, noise, floor):
+    """The bound's factor is the least noise variance per unit of sensitivity of that kind
+    (discrete Laplace 1 / (2 sinh^2(eps / 2)), the discrete Gaussian's variance at
+    gaussian_sigma(eps, delta)); the former 2 / eps^2 and 2 log(2 / delta) / eps^2 lay above
+    Flat's own error (1.84 < 2 at eps = 1; 20.5 < 29.0 at eps = 1, delta = 1e-6).  Flat on the
+    identity workload reaches it; every candidate of select (the optimised strategy included)
+    stays above it on all ranges, prefixes and a 0/1 matrix."""
+    if floor is None:
+        floor = discrete_gaussian_variance(gaussian_sigma(epsilon, delta) ** 2)
+    assert noise_variance_floor(epsilon, delta, noise) == pytest.approx(floor, rel=1e-12)
+    n = 24
+    flat = expected_error(Flat(noise=noise), Identity(n), epsilon, delta=delta)
+    assert svd_bound(Identity(n), epsilon, delta, noise=noise) == pytest.approx(flat, rel=1e-6)
+    matrix = Explicit(np.random.default_rng(5).integers(0, 2, size=(10, n)))
+    for workload in (AllRange(n), Prefix(n), matrix):
+        bound = svd_bound(workload, epsilon, delta, noise=noise)
+        table = select(workload, None, epsilon, delta=delta, noise=noise).table
+        assert len(table) >= 5
+        for candidate in table:
+            assert candidate.error >= bound * (1 - 1e-9), candidate.mechanism
+
+
+def test_discrete_gaussian_variance_ratio_increases_with_sigma():
+    """The gaussian floor rests on Var_DG(s) / s^2 increasing in s: a grid from 0.05 to 80."""
+    sigmas = np.geomspace(0.05, 80.0, 400)
+    ratio = np.array([discrete_gaussian_variance(s * s) / (s * s) for s in sigmas])
+    assert np.all(np.diff(ratio) >= -1e-15)
+    assert ratio[0] < 1e-80 and ratio[-1] == pytest.approx(1.0, abs=1e-12)
 
 
 def test_selection_is_never_worse_and_beats_fixed_choices():

@@ -21,6 +21,7 @@ from dprange import (
     Quadtree,
     multidim,
 )
+from dprange.analysis import noise_variance_floor
 from dprange.analysis import svd_bound as svd_bound_1d
 from dprange.api import choose_grid_mechanism, release_grid
 from dprange.errors import ParameterError
@@ -51,8 +52,7 @@ def test_k_d_mechanisms_are_registered_apart_from_the_1_d_ones():
 
 def _dense_bound(W: np.ndarray, epsilon: float, delta: float = 0.0) -> float:
     singular = np.linalg.svd(W, compute_uv=False).sum()
-    factor = 2.0 / epsilon**2 if delta == 0 else 2.0 * math.log(2.0 / delta) / epsilon**2
-    return factor * singular**2 / W.shape[1] / W.shape[0]
+    return noise_variance_floor(epsilon, delta) * singular**2 / W.shape[1] / W.shape[0]
 
 
 @pytest.mark.parametrize("shape", [(5, 3, 4), (2, 7), (6,), (3, 1, 2)])
@@ -73,18 +73,19 @@ def test_svd_bound_in_one_dimension_is_the_1_d_bound():
     assert multidim.svd_bound((7,), "prefix-rectangles", 0.5) == pytest.approx(svd_bound_1d("prefix", 0.5, n=7))
 
 
-def test_no_mechanism_beats_the_svd_bound():
+@pytest.mark.parametrize(("delta", "noise"), [(0.0, "laplace_float"), (0.0, "auto"), (1e-6, "auto")])
+def test_no_mechanism_beats_the_svd_bound(delta, noise):
     shape = (6, 5)
     for workload in GRID_WORKLOADS:
-        bound = multidim.svd_bound(shape, workload, 1.0)
+        bound = multidim.svd_bound(shape, workload, 1.0, delta, noise=noise)
         checked = 0
-        for mech in multidim.grid_candidates(shape, noise="laplace_float"):
+        for mech in multidim.grid_candidates(shape, noise=noise):
             try:
-                error = multidim.expected_error(mech, shape, workload, 1.0)
+                error = multidim.expected_error(mech, shape, workload, 1.0, delta=delta)
             except ParameterError:  # a design that cannot answer the workload (Fourier of order 1)
                 assert isinstance(mech, FourierMarginals) and mech.order < len(shape)
                 continue
-            assert error >= bound * (1 - 1e-9)
+            assert error >= bound * (1 - 1e-9), (workload, mech)
             checked += 1
         assert checked >= len(multidim.grid_candidates(shape)) - 2
 

@@ -21,8 +21,8 @@ section IV).
   query), so it costs O(n depth) for n = 2^20 in about a second.
 * ``svd_bound``: the lower bound on the total error of any matrix mechanism (Li and Miklau,
   "Optimal Error of Query Sets under the Differentially-Private Matrix Mechanism", ICDT
-  2013): (2/eps^2)(1/n)(sum of singular values of W)^2 for epsilon-DP, 2 log(2/delta)/eps^2
-  instead of 2/eps^2 for (epsilon, delta).
+  2013): v (1/n)(sum of singular values of W)^2, v the least noise variance per unit of
+  sensitivity that dprange's noise of that kind can have (:func:`noise_variance_floor`).
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ from ._validation import check_delta, check_epsilon, check_neighbours, fit_budge
 from .errors import ParameterError
 from .inference.covering import direct_range_variance  # noqa: F401 - re-exported (its former home)
 from .inference.error_sums import variance_sums
-from .mechanisms import Hierarchical, Mechanism, hierarchy_candidates, optimal_budgets
+from .mechanisms import Hierarchical, Mechanism, hierarchy_candidates, optimal_budgets, resolve_noise
+from .noise import discrete_gaussian_variance, gaussian_sigma
 from .optimized import auto_candidates
 from .progress import tracked
 from .registry import MECHANISMS
@@ -147,20 +148,63 @@ def max_error(mechanism: Mechanism, workload, epsilon, *, delta=0.0, n=None) -> 
     return float(query_variances(mechanism.error_model(workload.n, epsilon, delta=delta), workload).max())
 
 
-def svd_bound(workload, epsilon, delta=0.0, *, n=None) -> float:
-    """Lower bound on the average error of any matrix mechanism for ``workload`` (Li and Miklau, ICDT 2013).
+def noise_variance_floor(epsilon, delta=0.0, noise="auto") -> float:
+    """The least variance a noise draw of dprange's ``noise`` kind at (epsilon, delta) can have
+    per unit of sensitivity: the factor v of :func:`svd_bound`.
+
+    Li and Miklau's bound (ICDT 2013) says trace(W (B^T B)^-1 W^T) >= (sum sigma)^2 / (n c^2)
+    for any strategy B whose columns have L2 norm at most c.  Scale every row i of a strategy A
+    by 1 / sqrt(var_i), its noise's standard deviation (GLS does exactly this): the error is
+    then trace(W (B^T B)^-1 W^T), and v is 1 / c^2 for the worst column of B.
+
+    * laplace_float: 2 / eps^2.  Continuous Laplace with L1 sensitivity 1: ||b_j||_2 <=
+      ||b_j||_1 = sum_i |a_ij| / (sqrt(2) b_i) <= eps / sqrt(2).
+    * discrete_laplace: 1 / (2 sinh^2(eps / 2)) (1.84 at eps = 1, against 2; 0.110 against
+      0.222 at eps = 3).  A row with scale b_i has variance 1 / (2 sinh^2(e_i / 2)), e_i = 1 / b_i,
+      and the privacy condition is sum_i |a_ij| e_i <= eps for every column.  The strategy is
+      an integer matrix, so a row with a_ij != 0 has e_i <= eps; as sinh(x) / x increases,
+      sinh(e_i / 2) <= (e_i / eps) sinh(eps / 2), hence ||b_j||_1 = sqrt(2) sum_i |a_ij|
+      sinh(e_i / 2) <= sqrt(2) sinh(eps / 2).  Reached by Flat on the identity workload.
+    * gaussian (the discrete Gaussian, calibrated by :func:`dprange.noise.gaussian_sigma`):
+      Var_DG(sigma), the variance of the discrete Gaussian with parameter sigma =
+      gaussian_sigma(eps, delta) (20.53 at eps = 1, delta = 1e-6; Li and Miklau's classical
+      factor 2 log(2 / delta) / eps^2 = 29.0 would not bound dprange's mechanisms).  The
+      condition is sum_i a_ij^2 / sigma_i^2 <= 1 / sigma^2, so a row with a_ij != 0 has
+      sigma_i >= sigma; Var_DG(s) / s^2 increases with s (checked on a grid in the tests), so
+      Var_DG(sigma_i) >= sigma_i^2 Var_DG(sigma) / sigma^2 and ||b_j||_2^2 <= 1 / Var_DG(sigma).
+      Reached by Flat on the identity workload.
+
+    Sampled scales are never below the requested ones (:func:`dprange.noise.effective_scale`)
+    and every variance above increases with the scale, so the floor holds for the noise as drawn.
+    """
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    kind = resolve_noise(noise, delta)
+    if kind == "laplace_float":
+        return 2.0 / epsilon**2
+    if kind == "discrete_laplace":
+        return 0.5 / math.sinh(epsilon / 2.0) ** 2
+    return discrete_gaussian_variance(gaussian_sigma(epsilon, delta) ** 2)
+
+
+def svd_bound(workload, epsilon, delta=0.0, *, n=None, noise="auto") -> float:
+    """Lower bound on the average error per query of any matrix mechanism for ``workload``
+    (Li and Miklau, ICDT 2013): v (sum of singular values of W)^2 / (n m), v =
+    :func:`noise_variance_floor` for ``noise`` (as the mechanisms take it: "auto" is discrete
+    Laplace when delta = 0, else the discrete Gaussian).  No mechanism of dprange with that
+    noise has a lower expected error on the workload under add/remove neighbours.
+    ``noise="laplace_float"`` gives the textbook epsilon-DP bound (2 / eps^2) that HDMM's
+    experiments compare strategies against.
 
     Computed from the eigenvalues of W^T W (closed-form Gram for the standard workloads);
     O(n^3), meant for n up to a few thousand.
     """
     workload = _resolve(workload, n)
-    epsilon = check_epsilon(epsilon)
-    delta = check_delta(delta)
+    factor = noise_variance_floor(epsilon, delta, noise)
     if workload.n > 8192:
         raise ParameterError("svd_bound needs an eigendecomposition; use n <= 8192")
     eig = np.linalg.eigvalsh(workload.gram())
     singular_sum = float(np.sqrt(np.clip(eig, 0, None)).sum())
-    factor = 2.0 / epsilon**2 if delta == 0 else 2.0 * math.log(2.0 / delta) / epsilon**2
     return factor * singular_sum**2 / workload.n / workload.m
 
 
@@ -475,6 +519,7 @@ __all__ = [
     "auto_mechanism",
     "expected_error",
     "max_error",
+    "noise_variance_floor",
     "optimal_hierarchy",
     "optimized_budget",
     "query_variances",

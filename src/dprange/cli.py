@@ -908,7 +908,7 @@ def grid_error_command(shape, order, workload, epsilon, delta, neighbours, noise
         order=order,
         candidates=candidates,
     )
-    bound = svd_bound(sides, name, epsilon, delta, order=order) if max(sides) <= 4096 else None
+    bound = svd_bound(sides, name, epsilon, delta, order=order, noise=noise) if max(sides) <= 4096 else None
     if as_json:
         out = selection.to_dict()
         out["svd_bound"] = bound

@@ -57,7 +57,7 @@ import numpy as np
 
 from ._params import Custom, Flag, Integer, OneOf, Param
 from ._validation import check_delta, check_epsilon, fit_budget
-from .analysis import Candidate, Selection
+from .analysis import Candidate, Selection, noise_variance_floor
 from .constrained import constrain
 from .errors import DataError, ParameterError
 from .grid_release import GridRelease
@@ -894,14 +894,15 @@ def _marginal_singular_sum(shape, order: int) -> float:
     return total
 
 
-def svd_bound(shape, workload, epsilon, delta=0.0, *, order: int = 2) -> float:
+def svd_bound(shape, workload, epsilon, delta=0.0, *, order: int = 2, noise="auto") -> float:
     """Lower bound on the mean squared error per query of any matrix mechanism on a k-D
     workload (Li and Miklau, "Optimal Error of Query Sets under the Differentially-Private
-    Matrix Mechanism", ICDT 2013): (2 / epsilon^2) (sum of singular values of W)^2 / (cells x
-    queries), 2 log(2 / delta) / epsilon^2 instead of 2 / epsilon^2 when delta > 0, as
-    :func:`dprange.analysis.svd_bound` in 1-D.  The singular values of a Kronecker workload
-    (all or prefix rectangles) are the products of the per-axis ones, so their sum is the
-    product of the per-axis sums; marginals have a closed form (:func:`_marginal_singular_sum`)."""
+    Matrix Mechanism", ICDT 2013): v (sum of singular values of W)^2 / (cells x queries), v =
+    :func:`dprange.analysis.noise_variance_floor` for ``noise`` (the least variance per unit of
+    sensitivity of dprange's noise of that kind), as :func:`dprange.analysis.svd_bound` in 1-D.
+    The singular values of a Kronecker workload (all or prefix rectangles) are the products of
+    the per-axis ones, so their sum is the product of the per-axis sums; marginals have a
+    closed form (:func:`_marginal_singular_sum`)."""
     shape = check_shape(shape)
     workload = check_grid_workload(workload)
     if isinstance(workload, Rectangles):
@@ -918,8 +919,7 @@ def svd_bound(shape, workload, epsilon, delta=0.0, *, order: int = 2) -> float:
         kind = "all" if workload == "all-rectangles" else "prefix"
         singular_sum = math.prod(float(_axis_singular_values(n, kind).sum()) for n in shape)
         queries = math.prod(n * (n + 1) // 2 if kind == "all" else n for n in shape)
-    factor = 2.0 / epsilon**2 if delta == 0 else 2.0 * math.log(2.0 / delta) / epsilon**2
-    return factor * singular_sum**2 / math.prod(shape) / queries
+    return noise_variance_floor(epsilon, delta, noise) * singular_sum**2 / math.prod(shape) / queries
 
 
 #: Largest padded cube (cells) a k-D hierarchy candidate of ``auto`` may have.

@@ -535,6 +535,12 @@ def _discrete_gaussian_moments(sigma2: float) -> tuple[float, float]:
     return z, 2.0 * math.fsum(k * k * weights) / z
 
 
+def discrete_gaussian_variance(sigma2: float) -> float:
+    """Variance of the discrete Gaussian with parameter sigma^2 (below sigma^2; equal to it up
+    to a relative exp(-2 pi^2 sigma^2) from sigma of about 2 on)."""
+    return _discrete_gaussian_moments(float(sigma2))[1]
+
+
 def _gaussian_sigma2(scale: float) -> float:
     p, q, _ = _gaussian_rational(scale)
     return p / q
