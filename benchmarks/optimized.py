@@ -25,7 +25,8 @@ Exact expected error, average variance per query, epsilon = 1:
   max-column-L2-norm^2 / ((sum sigma)^2 / n), the issue's criterion), the exact error of
   Optimized (template auto: the better of the two) and the best fixed strategy;
 * workloads no fixed strategy is designed for, at n = 256: random ranges of width at most
-  32, prefixes plus unit queries, an explicit random 0/1 matrix (both privacy models); under
+  32, prefixes plus unit queries, an explicit random 0/1 matrix, all ranges on a permuted
+  domain (HDMM's "permuted range") (both privacy models); under
   pure epsilon-DP also the dense L1 templates (``template="dense"`` and ``"dense-signed"``,
   :mod:`dprange.optimized_dense`: exact error, gain over the best fixed strategy and over
   p-Identity, CPU seconds of the optimisation from the cached p-Identity or dense optimum);
@@ -208,6 +209,9 @@ def main() -> None:
         "bounded-ranges-width-32": Ranges(lo, lo + rng.integers(0, 32, 2000), n),
         "prefix+identity": Explicit(np.vstack([np.tril(np.ones((n, n))), np.eye(n)])),
         "explicit-0/1": Explicit(np.random.default_rng(1).integers(0, 2, size=(100, n))),
+        # HDMM's "permuted range": all ranges over a domain whose order the queries do not follow
+        # (a categorical column in arbitrary order); the fixed strategies assume the order
+        "permuted-all-ranges": Explicit(AllRange(n).dense()[:, np.random.default_rng(3).permutation(n)]),
     }
     unusual = []
     for name, workload in unusual_workloads.items():

@@ -121,9 +121,9 @@ def dense_covariance(dense_operator: np.ndarray, variances, known_total: bool) -
 
 class DenseGLSEstimate(OperatorEstimate):
     """A GLS estimate on a small operator with its dense covariance: range variances in O(1)
-    per query from 2-D prefix sums of the covariance; query variances by CG through the
-    operator (:class:`OperatorEstimate`).  ``matrix`` (an integer strategy measured with one
-    noise variance) makes it saveable (:meth:`to_dict`, kind "dense_matrix")."""
+    per query from 2-D prefix sums of the covariance; query variances q^T C q in O(n^2).
+    ``matrix`` (an integer strategy measured with one noise variance) makes it saveable
+    (:meth:`to_dict`, kind "dense_matrix")."""
 
     def __init__(self, operator, variances, estimate, known_total: bool, covariance, *, matrix=None, iterations=0):
         super().__init__(operator, variances, estimate, known_total, iterations)
@@ -137,6 +137,19 @@ class DenseGLSEstimate(OperatorEstimate):
         lo, hi = np.broadcast_arrays(np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64))
         c = self._cum
         out = c[hi + 1, hi + 1] - c[lo, hi + 1] - c[hi + 1, lo] + c[lo, lo]
+        return np.maximum(out, 0.0)
+
+    def query_variance(self, queries) -> np.ndarray:
+        """Exact variance q^T C q of each row q of ``queries`` from the dense covariance C, in
+        blocks of rows: O(k n^2) for k queries, where CG per query (the operator path) cost
+        O(k n x iterations x rows of A).  With a public total C = (P G P)^+ has the ones vector
+        in its null space, so q^T C q already equals (P q)^T C (P q)."""
+        Q = np.atleast_2d(np.asarray(queries, dtype=float))
+        out = np.empty(Q.shape[0])
+        step = max(1, 4_000_000 // max(Q.shape[1], 1))  # ~32 MB of Q @ C at a time
+        for start in range(0, Q.shape[0], step):
+            block = Q[start : start + step]
+            out[start : start + step] = np.einsum("ij,ij->i", block @ self.covariance, block)  # O(b n^2)
         return np.maximum(out, 0.0)
 
     def to_dict(self) -> dict:
