@@ -49,6 +49,7 @@ from .quantile_mechanisms import (
     check_levels,
     check_n_max,
     check_neighbours,
+    joint_affordable,
     register_quantile_method,
 )
 from .registry import GRID_MECHANISMS, MECHANISMS, QUANTILE_METHODS, Citation
@@ -538,7 +539,10 @@ def quantiles(
     reason = ""
     chosen = method
     if method == "auto":
-        joint_ok = n_max is not None or neighbours == "replace"
+        joint_width = box[1] - box[0] + (1 if integer else 0)  # JointExp's range: [a, b + 1) on integers
+        joint_ok = (n_max is not None or neighbours == "replace") and joint_affordable(
+            remaining, levels, neighbours, data.size if n_max is None else n_max, joint_width
+        )  # JointExp refuses a float-error charge of half of epsilon or more (a huge n_max)
         chosen, reason = auto_method(
             levels.size,
             remaining,

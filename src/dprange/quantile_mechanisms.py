@@ -607,6 +607,17 @@ def joint_charged_epsilon(epsilon: float, levels: np.ndarray, neighbours: str, n
     return epsilon - charge
 
 
+def joint_affordable(epsilon: float, levels: np.ndarray, neighbours: str, n_max: int, width: float) -> bool:
+    """Whether JointExp runs at ``n_max`` records (public or declared) on a range of ``width``
+    (b - a; b + 1 - a for integers) rather than refusing: :func:`joint_charged_epsilon` refuses a
+    float-error charge of half of epsilon or more, so ``auto`` must not choose it there."""
+    try:
+        joint_charged_epsilon(epsilon, levels, neighbours, n_max, width)
+    except ParameterError:
+        return False
+    return True
+
+
 def joint_exponential_quantiles(
     values,
     q,
@@ -821,7 +832,8 @@ def auto_method(
     * binned bounds with n known: the histogram route while its bins,
       :func:`dprange.quantile_bins.histogram_bins` (n epsilon), i.e. about n epsilon / 32, are at
       most m^2; beyond, JointExp for m <= 9 (``joint_ok``: a public n_max or n public under
-      replace; else the exact recursive split) and the recursive split for m >= 10.  The
+      replace, and :func:`joint_affordable`; else the exact recursive split) and the recursive
+      split for m >= 10.  The
       histogram route's error per quantile does not depend on m but grows with its depth
       (log bins); JointExp's and the split's fall with n epsilon and grow with m (JointExp's
       quickly, the split's as log m), so the crossing moves to larger n epsilon as m grows.
@@ -839,7 +851,12 @@ def auto_method(
     if m < AUTO_JOINT_FROM:
         return "approximate", "one level: the exponential mechanism (exact sampler)"
     joint = "joint_exp" if joint_ok else "approximate"
-    joint_why = "JointExp" if joint_ok else "the exact split (JointExp needs a declared n_max under add/remove)"
+    joint_why = (
+        "JointExp"
+        if joint_ok
+        else "the exact split (JointExp needs a declared n_max under add/remove and a float-error charge below "
+        "half of epsilon)"
+    )
     if binned and n is not None:
         bins = histogram_bins(n * epsilon)
         facts = f"m = {m} levels, n x epsilon = {n * epsilon:.4g}: {bins} bins"
