@@ -9,6 +9,40 @@ from dprange import quantile_mechanisms as qm
 from dprange.errors import ParameterError
 
 
+def pick(m, n, epsilon=1.0, binned=True, joint_ok=True):
+    return qm.auto_method(m, epsilon, integer=False, width=10.0, n=n, binned=binned, joint_ok=joint_ok)[0]
+
+
+def test_binned_bounds_take_jointexp_up_to_11_levels_then_the_split():
+    """More bins than m^2: JointExp for 2..11 levels (the split's depth is 4 from 8 to 15
+    levels while JointExp's error grows with m; measured in docs/quantiles.md), the split from 12."""
+    # n epsilon = 10^4: 256 bins; m^2 = 81, 100, 121, 144, 196 < 256 <= 324
+    assert [pick(m, 10_000) for m in (9, 10, 11)] == ["joint_exp"] * 3
+    assert [pick(m, 10_000) for m in (12, 13, 14, 15)] == ["approximate"] * 4
+    assert pick(18, 10_000) == "histogram"
+    # n epsilon = 32561 (fnlwgt at epsilon 1): 1024 bins, more than m^2 up to 31 levels
+    assert [pick(m, 32_561) for m in (10, 11, 12, 18, 31, 32)] == [
+        "joint_exp",
+        "joint_exp",
+        "approximate",
+        "approximate",
+        "approximate",
+        "histogram",
+    ]
+    # without a record bound under add/remove: the exact split instead of JointExp
+    assert [pick(m, 10_000, joint_ok=False) for m in (10, 11)] == ["approximate"] * 2
+    # one bin per integer, or no n: still by m alone (the histogram route from 10 levels)
+    assert [pick(m, None, binned=False) for m in (9, 10, 11, 14, 18)] == ["joint_exp"] + ["histogram"] * 4
+    assert [pick(m, None) for m in (9, 10, 11)] == ["joint_exp", "histogram", "histogram"]
+
+
+def test_quantiles_auto_runs_jointexp_at_ten_levels_with_n_max():
+    values = np.random.default_rng(3).normal(0, 1, 400)
+    result = dprange.quantiles(values, np.arange(1, 11) / 11, 1.0, bounds=(-5, 5), n_max=10_000, rng=4)
+    assert result.method == "joint_exp" and "256 bins > m^2" in result.reason
+    assert result.values.shape == (10,) and np.all(np.diff(result.values) >= 0)
+
+
 def test_auto_takes_the_split_where_jointexp_would_refuse_its_charge():
     """A huge declared n_max makes JointExp's float-error charge half of epsilon or more, which
     it refuses; auto used to choose it anyway and raise."""

@@ -489,7 +489,7 @@ def quantiles(
     included), checked before ``values`` are read (see :func:`release`).  ``column``: the
     column of a table ``values`` (see :func:`release`).  ``n_max``: a public upper bound on the
     number of records; JointExp needs it under add/remove to charge its float error (without
-    it "auto" picks the exact split for 2..9 levels); the histogram route's bins and "auto"
+    it "auto" picks the exact split where it would pick JointExp); the route's bins and "auto"
     use it as the record count.
 
     ``count_share``: under add/remove without ``n_max``, the share of epsilon (default 0.05)
