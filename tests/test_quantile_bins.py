@@ -171,7 +171,7 @@ def test_cli_count_share(tmp_path, capsys):
 
 def test_auto_compares_the_histogram_bins_with_m_squared():
     """Binned bounds with n known: the histogram route while histogram_bins(n epsilon) <= m^2,
-    else JointExp (2..9 levels; the split without a record bound) or the split (>= 10); one
+    else JointExp (2..11 levels; the split without a record bound) or the split (>= 12); one
     bin per integer, or n unknown: by m alone; one level: the exponential mechanism."""
     from dprange.quantile_mechanisms import auto_method
 

@@ -49,6 +49,7 @@ from .quantile_mechanisms import (
     check_levels,
     check_n_max,
     check_neighbours,
+    joint_affordable,
     register_quantile_method,
 )
 from .registry import GRID_MECHANISMS, MECHANISMS, QUANTILE_METHODS, Citation
@@ -488,7 +489,7 @@ def quantiles(
     included), checked before ``values`` are read (see :func:`release`).  ``column``: the
     column of a table ``values`` (see :func:`release`).  ``n_max``: a public upper bound on the
     number of records; JointExp needs it under add/remove to charge its float error (without
-    it "auto" picks the exact split for 2..9 levels); the histogram route's bins and "auto"
+    it "auto" picks the exact split where it would pick JointExp); the route's bins and "auto"
     use it as the record count.
 
     ``count_share``: under add/remove without ``n_max``, the share of epsilon (default 0.05)
@@ -538,7 +539,10 @@ def quantiles(
     reason = ""
     chosen = method
     if method == "auto":
-        joint_ok = n_max is not None or neighbours == "replace"
+        joint_width = box[1] - box[0] + (1 if integer else 0)  # JointExp's range: [a, b + 1) on integers
+        joint_ok = (n_max is not None or neighbours == "replace") and joint_affordable(
+            remaining, levels, neighbours, data.size if n_max is None else n_max, joint_width
+        )  # JointExp refuses a float-error charge of half of epsilon or more (a huge n_max)
         chosen, reason = auto_method(
             levels.size,
             remaining,

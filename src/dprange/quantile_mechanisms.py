@@ -607,6 +607,17 @@ def joint_charged_epsilon(epsilon: float, levels: np.ndarray, neighbours: str, n
     return epsilon - charge
 
 
+def joint_affordable(epsilon: float, levels: np.ndarray, neighbours: str, n_max: int, width: float) -> bool:
+    """Whether JointExp runs at ``n_max`` records (public or declared) on a range of ``width``
+    (b - a; b + 1 - a for integers) rather than refusing: :func:`joint_charged_epsilon` refuses a
+    float-error charge of half of epsilon or more, so ``auto`` must not choose it there."""
+    try:
+        joint_charged_epsilon(epsilon, levels, neighbours, n_max, width)
+    except ParameterError:
+        return False
+    return True
+
+
 def joint_exponential_quantiles(
     values,
     q,
@@ -792,6 +803,8 @@ class QuantilesResult:
 #: auto's thresholds on the number of levels m (docs/quantiles.md has the numbers behind them).
 AUTO_JOINT_FROM = 2
 AUTO_HISTOGRAM_FROM = 10
+#: binned bounds with more bins than m^2: JointExp below this many levels, the recursive split from it
+AUTO_SPLIT_FROM = 12
 
 
 def auto_reads_count(m: int, *, binned: bool) -> bool:
@@ -820,11 +833,16 @@ def auto_method(
       accurate as JointExp with one level (the same law up to the grid);
     * binned bounds with n known: the histogram route while its bins,
       :func:`dprange.quantile_bins.histogram_bins` (n epsilon), i.e. about n epsilon / 32, are at
-      most m^2; beyond, JointExp for m <= 9 (``joint_ok``: a public n_max or n public under
-      replace; else the exact recursive split) and the recursive split for m >= 10.  The
+      most m^2; beyond, JointExp for m <= 11 (``joint_ok``: a public n_max or n public under
+      replace, and :func:`joint_affordable`; else the exact recursive split) and the recursive
+      split for m >= 12.  The
       histogram route's error per quantile does not depend on m but grows with its depth
       (log bins); JointExp's and the split's fall with n epsilon and grow with m (JointExp's
       quickly, the split's as log m), so the crossing moves to larger n epsilon as m grows.
+      The split's depth floor(log2 m) + 1 (Kaplan, Schnapp and Stemmer, ICML 2022) is 4 from
+      m = 8 to 15 while JointExp's error keeps growing with m: JointExp was ahead in 10 of 12
+      cells at m = 10, 7 of 12 at 11, 5 of 8 at 12 and none of 4 at 14 (40 trials, seeds 7, 8
+      and 2021; docs/quantiles.md, "Between 9 and 18 levels").
       Measured (benchmarks/quantiles.py, seed 7, 20 trials, held out from the seed-2021 run):
       at m = 4 the histogram route wins at n epsilon = 100 (uniform 15.4 records against
       JointExp's 31.3; Gaussian 27.2 against 27.8) and loses at 1000 (Gaussian n = 1000,
@@ -839,13 +857,18 @@ def auto_method(
     if m < AUTO_JOINT_FROM:
         return "approximate", "one level: the exponential mechanism (exact sampler)"
     joint = "joint_exp" if joint_ok else "approximate"
-    joint_why = "JointExp" if joint_ok else "the exact split (JointExp needs a declared n_max under add/remove)"
+    joint_why = (
+        "JointExp"
+        if joint_ok
+        else "the exact split (JointExp needs a declared n_max under add/remove and a float-error charge below "
+        "half of epsilon)"
+    )
     if binned and n is not None:
         bins = histogram_bins(n * epsilon)
         facts = f"m = {m} levels, n x epsilon = {n * epsilon:.4g}: {bins} bins"
         if bins <= m * m:
             return "histogram", f"{facts} <= m^2; the histogram route"
-        if m < AUTO_HISTOGRAM_FROM:
+        if m < AUTO_SPLIT_FROM:
             return joint, f"{facts} > m^2; {joint_why}"
         return "approximate", f"{facts} > m^2; the recursive split"
     if m < AUTO_HISTOGRAM_FROM:

@@ -1,0 +1,72 @@
+"""auto_method between 9 and 18 levels on binned bounds, and auto never choosing a JointExp run
+that would refuse its float-error charge (docs/quantiles.md, "The automatic choice")."""
+
+import numpy as np
+import pytest
+
+import dprange
+from dprange import quantile_mechanisms as qm
+from dprange.errors import ParameterError
+
+
+def pick(m, n, epsilon=1.0, binned=True, joint_ok=True):
+    return qm.auto_method(m, epsilon, integer=False, width=10.0, n=n, binned=binned, joint_ok=joint_ok)[0]
+
+
+def test_binned_bounds_take_jointexp_up_to_11_levels_then_the_split():
+    """More bins than m^2: JointExp for 2..11 levels (the split's depth is 4 from 8 to 15
+    levels while JointExp's error grows with m; measured in docs/quantiles.md), the split from 12."""
+    # n epsilon = 10^4: 256 bins; m^2 = 81, 100, 121, 144, 196 < 256 <= 324
+    assert [pick(m, 10_000) for m in (9, 10, 11)] == ["joint_exp"] * 3
+    assert [pick(m, 10_000) for m in (12, 13, 14, 15)] == ["approximate"] * 4
+    assert pick(18, 10_000) == "histogram"
+    # n epsilon = 32561 (fnlwgt at epsilon 1): 1024 bins, more than m^2 up to 31 levels
+    assert [pick(m, 32_561) for m in (10, 11, 12, 18, 31, 32)] == [
+        "joint_exp",
+        "joint_exp",
+        "approximate",
+        "approximate",
+        "approximate",
+        "histogram",
+    ]
+    # without a record bound under add/remove: the exact split instead of JointExp
+    assert [pick(m, 10_000, joint_ok=False) for m in (10, 11)] == ["approximate"] * 2
+    # one bin per integer, or no n: still by m alone (the histogram route from 10 levels)
+    assert [pick(m, None, binned=False) for m in (9, 10, 11, 14, 18)] == ["joint_exp"] + ["histogram"] * 4
+    assert [pick(m, None) for m in (9, 10, 11)] == ["joint_exp", "histogram", "histogram"]
+
+
+def test_quantiles_auto_runs_jointexp_at_ten_levels_with_n_max():
+    values = np.random.default_rng(3).normal(0, 1, 400)
+    result = dprange.quantiles(values, np.arange(1, 11) / 11, 1.0, bounds=(-5, 5), n_max=10_000, rng=4)
+    assert result.method == "joint_exp" and "256 bins > m^2" in result.reason
+    assert result.values.shape == (10,) and np.all(np.diff(result.values) >= 0)
+
+
+def test_auto_takes_the_split_where_jointexp_would_refuse_its_charge():
+    """A huge declared n_max makes JointExp's float-error charge half of epsilon or more, which
+    it refuses; auto used to choose it anyway and raise."""
+    levels = np.arange(1, 10) / 10
+    values = np.random.default_rng(5).normal(0, 1, 300)
+    with pytest.raises(ParameterError, match="float error"):
+        dprange.quantiles(values, levels, 0.1, bounds=(-5, 5), method="joint_exp", n_max=3_000_000, rng=6)
+    result = dprange.quantiles(values, levels, 0.1, bounds=(-5, 5), n_max=3_000_000, rng=6)
+    assert result.method == "approximate" and "float-error charge" in result.reason
+    # a smaller n_max is affordable, and auto takes JointExp there
+    assert not qm.joint_affordable(0.1, levels, "add_remove", 3_000_000, 10.0)
+    assert qm.joint_affordable(0.1, levels, "add_remove", 1_000_000, 10.0)
+    assert dprange.quantiles(values, levels, 0.1, bounds=(-5, 5), n_max=1_000_000, rng=6).method == "joint_exp"
+
+
+def test_joint_affordable_is_the_refusal_boundary():
+    """joint_affordable is True exactly where joint_charged_epsilon returns (charge < epsilon / 2)."""
+    levels = np.arange(1, 12) / 12
+    for n_max in (10**4, 10**6, 2 * 10**6, 3 * 10**6, 10**7):
+        for epsilon in (0.1, 1.0):
+            try:
+                charged = qm.joint_charged_epsilon(epsilon, levels, "add_remove", n_max, 10.0)
+            except ParameterError:
+                charged = None
+            assert qm.joint_affordable(epsilon, levels, "add_remove", n_max, 10.0) is (charged is not None)
+            if charged is not None:
+                assert epsilon / 2 < charged < epsilon
