@@ -6,6 +6,7 @@ import pytest
 
 from dprange.analysis import expected_error, select
 from dprange.optimized import (
+    Gram,
     Optimized,
     auto_candidates,
     column_norm,
@@ -19,14 +20,18 @@ from dprange.workloads import AllRange, Prefix
 pytestmark = pytest.mark.usefixtures("private_cache")  # every test: an empty strategy cache
 
 
+@pytest.mark.parametrize("structured", [False, True], ids=["dense-gram", "structured-gram"])
 @pytest.mark.parametrize("workload", [AllRange(10), Prefix(10)])
-def test_l2_loss_is_the_dense_trace_with_unit_l2_columns_and_its_gradient_is_exact(workload):
-    gram = workload.gram()
+def test_l2_loss_is_the_dense_trace_with_unit_l2_columns_and_its_gradient_is_exact(workload, structured):
+    """Random B (3 x 10, normal: any sign), on the dense Gram matrix and on the structured one
+    the optimiser uses (cumulative sums): the loss is the dense trace (1e-10) and the gradient
+    equals central differences (h = 1e-6) to 1e-6 of its largest entry."""
+    gram = Gram(workload) if structured else workload.gram()
     theta = np.random.default_rng(4).normal(size=(3, 10))  # any sign
     loss, grad = p_identity_loss(theta, gram, norm=2)
     A = p_identity_matrix(theta, norm=2)
     np.testing.assert_allclose(np.linalg.norm(A, axis=0), 1.0, rtol=1e-14)
-    assert loss == pytest.approx(strategy_trace(A, gram), rel=1e-10)
+    assert loss == pytest.approx(strategy_trace(A, workload.gram()), rel=1e-10)
     h = 1e-6
     numeric = np.zeros_like(theta)
     for idx in np.ndindex(*theta.shape):
