@@ -644,7 +644,8 @@ def test_joint_exp_charges_twice_its_public_float_bound(relation, monkeypatch):
     declared = 1000 if relation == "add_remove" else 300  # replace: n is public
     log_l = max(744.5, math.log(8.0))
     magnitude = 3 * full_scale * (declared + 1) + 3 * (log_l + 1) + math.log(24.0) + 3 * math.log(declared + 2) + 1
-    per_weight = 3 * (declared + 3 + 12) * 2.0**-52 * (magnitude + 2) + 3 * math.exp(-50.0)
+    depth = min(declared, 2 * math.ceil(math.sqrt(declared + 1)))  # the two-level running log-sum's chain
+    per_weight = 3 * (depth + 3 + 12) * 2.0**-52 * (magnitude + 2) + 3 * math.exp(-50.0)
     charged = epsilon - 2 * 4 * 3 * per_weight
     assert seen["scale"] == pytest.approx(charged / (2 * delta), rel=1e-12)
     assert seen["scale"] < full_scale

@@ -405,10 +405,33 @@ def joint_sensitivity(levels: np.ndarray, neighbours: str) -> float:
     return 2.0 * (1.0 - float(gaps.min()))
 
 
+def _prefix_logsumexp(rows: np.ndarray) -> np.ndarray:
+    """Running log-sum-exp along each row of a 2-D array (the inclusive prefixes), in two levels
+    so that every output is a chain of at most min(L - 1, 2 ceil(sqrt L) - 2) log-add-exps, L
+    the row length, instead of numpy's accumulate's L - 1: running sums inside blocks of w =
+    ceil(sqrt L) entries (chains of w - 1), running sums of the block totals (one more per
+    block: at most w + ceil(L / w) - 3 before the last block), and one log-add-exp joining the
+    two.  Rounding errors add along chains (:func:`joint_log_error_bound`), so this cuts the
+    error of a log-sum over n records from n to about 2 sqrt(n) roundings, for about twice
+    the log-add-exps.  Rows of at most 4 entries use the plain accumulate."""
+    count, length = rows.shape
+    if length <= 4:
+        return np.logaddexp.accumulate(rows, axis=1)
+    width = math.isqrt(length - 1) + 1  # ceil(sqrt(length))
+    blocks = -(-length // width)
+    padded = np.full((count, blocks * width), -np.inf, dtype=rows.dtype)
+    padded[:, :length] = rows
+    inner = np.logaddexp.accumulate(padded.reshape(count, blocks, width), axis=2)  # O(L) log-add-exps
+    before = np.logaddexp.accumulate(inner[:, :-1, -1], axis=1)  # totals of blocks 0..b, b < blocks - 1
+    inner[:, 1:, :] = np.logaddexp(inner[:, 1:, :], before[:, :, None])  # O(L) log-add-exps
+    return inner.reshape(count, blocks * width)[:, :length]
+
+
 def _window_logsumexp(z: np.ndarray, width: int) -> np.ndarray:
     """log sum_{i - width <= i' < i} exp(z[i']) for every i (the ``width`` entries before i),
     with additions of positive terms only: each window is a suffix of one block of ``width``
-    entries plus a prefix of the next."""
+    entries plus a prefix of the next (:func:`_prefix_logsumexp` inside the blocks: chains of
+    at most min(width - 1, 2 ceil(sqrt(width)) - 2) + 1 log-add-exps)."""
     n = z.size
     out = np.full(n, -np.inf, dtype=z.dtype)
     if width <= 0 or n <= 1:
@@ -417,8 +440,8 @@ def _window_logsumexp(z: np.ndarray, width: int) -> np.ndarray:
     padded = np.full(blocks * width, -np.inf, dtype=z.dtype)
     padded[:n] = z
     grid = padded.reshape(blocks, width)
-    prefix = np.logaddexp.accumulate(grid, axis=1).ravel()
-    suffix = np.logaddexp.accumulate(grid[:, ::-1], axis=1)[:, ::-1].ravel()
+    prefix = _prefix_logsumexp(grid).ravel()
+    suffix = _prefix_logsumexp(grid[:, ::-1])[:, ::-1].ravel()
     i = np.arange(1, n)
     lo, hi = i - width, i - 1
     inside = lo >= 0
@@ -434,8 +457,9 @@ def _log_toeplitz_strict(scale: float, target, log_x: np.ndarray) -> np.ndarray:
     The kernel is exponential on each side of the target, so the sum splits into the
     distances d = i - i' >= ceil(target) (a running log-sum of log_x[i'] + scale i') and
     1 <= d < ceil(target) (a sliding window of log_x[i'] - scale i'): positive terms added in
-    log space, relative error O(n u) per entry, u the unit roundoff of log_x's dtype (an FFT's
-    error would be absolute).  ``target`` is kept in that dtype (its ceiling taken exactly).
+    log space by :func:`_prefix_logsumexp`, chains of O(sqrt(n)) roundings of u (the unit
+    roundoff of log_x's dtype) per entry (an FFT's error would be absolute).  ``target`` is kept
+    in that dtype (its ceiling taken exactly).
     """
     n = log_x.size
     steps = scale * np.arange(n, dtype=log_x.dtype)
@@ -444,7 +468,8 @@ def _log_toeplitz_strict(scale: float, target, log_x: np.ndarray) -> np.ndarray:
         near = -scale * target + steps + _window_logsumexp(log_x - steps, split - 1)
         far = np.full(n, -np.inf, dtype=log_x.dtype)
         if split < n:
-            far[split:] = scale * target - steps[split:] + np.logaddexp.accumulate(log_x + steps)[: n - split]
+            running = _prefix_logsumexp((log_x + steps)[None, :])[0]
+            far[split:] = scale * target - steps[split:] + running[: n - split]
         out = np.logaddexp(near, far)
     out[np.isnan(out)] = -np.inf
     return out
@@ -621,15 +646,17 @@ def joint_log_error_bound(lengths: np.ndarray, m: int, scale: float, precision: 
     choices (:func:`joint_exponential_intervals`) on n + 1 intervals of ``lengths``, with the
     tables computed in ``precision`` (unit roundoff u: :func:`unit_roundoff`).
 
-    Every table entry is a log weight computed by a chain of at most C = m (n + m + 12)
+    Every table entry is a log weight computed by a chain of at most C = m (S + m + 12)
     floating-point operations (additions and log-add-exps, each 1-Lipschitz in its inputs in
     the sup norm), each rounding by at most 2u (V + 2) with V a bound on every intermediate
     magnitude: V = 3 scale (n + 1) + m (max |log L| + 1) + log((m + 1)!) + m log(n + 2) + 1.
-    Per stage: the Toeplitz step is a running log-sum of at most n terms plus about ten
-    roundings of its inputs (log L and its length, scale x target, the steps), and the sum over
-    run lengths at most m log-add-exps; the constants that enter without a chain (log L, phi,
-    log k and log k!, the sum of phi_t(0) in a run) err by a few roundings of magnitudes that V
-    dominates (scale n <= V / 3, |log L| <= V / m).
+    Per stage (one quantile): the Toeplitz step's running log-sum over the n + 1 intervals and
+    its sliding windows (at most n wide) are chains of at most S = min(n, 2 ceil(sqrt(n + 1)))
+    log-add-exps (:func:`_prefix_logsumexp`; a sequential running sum would be a chain of n),
+    plus about ten roundings of its inputs (log L and its length, scale x target, the steps);
+    the sum over run lengths adds at most m log-add-exps; the constants that enter without a
+    chain (log L, phi, log k and log k!, the sum of phi_t(0) in a run) err by a few roundings
+    of magnitudes that V dominates (scale n <= V / 3, |log L| <= V / m).
     Per operation, given exact inputs: +, - and x are correctly rounded (IEEE 754; x87 in its
     default 64-bit precision control), u |result| <= u V.  numpy's log-add-exp is max(x, y) +
     log1p(exp(-|x - y|)) on the C library's exp / log1p (expl / log1pl for long double):
@@ -656,11 +683,17 @@ def joint_log_error_bound(lengths: np.ndarray, m: int, scale: float, precision: 
     return _joint_error_bound(lengths.size - 1, m, scale, log_l, unit_roundoff(precision))
 
 
+def joint_scan_depth(n: int) -> int:
+    """S = min(n, 2 ceil(sqrt(n + 1))): the longest chain of log-add-exps in one running log-sum
+    or sliding window over n + 1 intervals (:func:`_prefix_logsumexp`); nondecreasing in n."""
+    return min(n, 2 * (math.isqrt(n) + 1))
+
+
 def _joint_error_bound(n: int, m: int, scale: float, log_l: float, unit: float) -> float:
     """4 m E of :func:`joint_log_error_bound` for n records, max |log L| <= log_l and unit
     roundoff ``unit``; increasing in n, m, scale, log_l and unit."""
     magnitude = 3 * scale * (n + 1) + m * (log_l + 1) + float(special.gammaln(m + 2)) + m * math.log(n + 2) + 1
-    chain = m * (n + m + 12)
+    chain = m * (joint_scan_depth(n) + m + 12)
     per_weight = chain * 2 * unit * (magnitude + 2) + m * math.exp(-_NEGLIGIBLE)
     return 4 * m * per_weight
 
@@ -707,9 +740,11 @@ def joint_precision(epsilon: float, levels: np.ndarray, neighbours: str, n_max: 
     platform has it (:func:`extended_precision_available`) and the double-precision charge
     exceeds :data:`JOINT_EXTENDED_FROM` (1%) of epsilon, else "double".  Extended precision
     cuts the charge 2048-fold on x86-64 (2^-63 against 2^-52 per operation) but its log-add-exps
-    run about 6 times slower (long double has no vector units), so it is used only where the
-    charge is worth the time: at n_max = 32561, width 1e5, add/remove, m = 99 (charge 44% of
-    epsilon 0.1, 5.7% of 1) and not m = 19 (0.4%, 0.08%)."""
+    run about 6 times slower (long double has no vector units) and the whole run about 4.5
+    times, so it is used only where the charge is worth the time.  Add/remove, width 1e5, m =
+    99 levels: double charges 0.64% of epsilon 0.1 at n_max = 32561 (double kept), 1.1% at
+    10^5 and 5.6% at 10^6 (extended: 0.0005% and 0.003%); m = 19 stays in double up to
+    n_max = 10^6 (0.12%)."""
     if not extended_precision_available():
         return "double"
     scale = epsilon / (2.0 * joint_sensitivity(levels, neighbours))
