@@ -12,8 +12,10 @@ Three mechanisms, all on public bounds [a, b]:
 * :func:`joint_exponential_quantiles`: JointExp (Gillenwater, Joseph and Kulesza,
   "Differentially Private Quantiles", ICML 2021): one exponential mechanism over ordered
   vectors of m outputs, sampled by its dynamic program.  Continuous outputs.  Its tables are
-  log-space floats; every choice is drawn exactly by those floats (:func:`_exact_log_choice`),
-  so the law is within :func:`joint_log_error_bound` nats of the definition (not exact).
+  log-space floats (double, or long double where the double float-error charge would exceed
+  1% of epsilon: :func:`joint_precision`); every choice is drawn exactly by those numbers
+  (:func:`_exact_log_choice`), so the law is within :func:`joint_log_error_bound` nats of the
+  definition (not exact).
 
 The grid (:class:`QuantileGrid`): integer bounds use the integers a..b; real bounds cut
 [a, b] into ``cells`` equal cells and report a cell's midpoint, so the resolution is
@@ -740,7 +742,7 @@ def joint_precision(epsilon: float, levels: np.ndarray, neighbours: str, n_max: 
     platform has it (:func:`extended_precision_available`) and the double-precision charge
     exceeds :data:`JOINT_EXTENDED_FROM` (1%) of epsilon, else "double".  Extended precision
     cuts the charge 2048-fold on x86-64 (2^-63 against 2^-52 per operation) but its log-add-exps
-    run about 6 times slower (long double has no vector units) and the whole run about 4.5
+    run about 6 times slower (long double has no vector units) and the whole run about 5
     times, so it is used only where the charge is worth the time.  Add/remove, width 1e5, m =
     99 levels: double charges 0.64% of epsilon 0.1 at n_max = 32561 (double kept), 1.1% at
     10^5 and 5.6% at 10^6 (extended: 0.0005% and 0.003%); m = 19 stays in double up to
@@ -805,13 +807,15 @@ def joint_exponential_quantiles(
 
     Not exact: weights are floats in log space.  Each convolution with the kernel
     exp(-scale |d - target|) is a running log-sum plus a sliding-window log-sum of positive
-    terms (:func:`_log_toeplitz_strict`; an FFT's error would be absolute and would lose the
-    small weights that later choices condition on); runs more than 50 nats below a shorter run
+    terms, in two levels (:func:`_log_toeplitz_strict`, :func:`_prefix_logsumexp`; an FFT's
+    error would be absolute and would lose the small weights that later choices condition
+    on); runs more than 50 nats below a shorter run
     in the same interval are dropped (relative m e^-50).  Every choice is then drawn exactly
     by the float weights (:func:`_exact_log_choice`, the exact sampler on the secure source),
     so the only deviation is the weights' rounding: the log-probability of every output is
     within :func:`joint_log_error_bound` of the definition (a worst case that grows as
-    m^2 n (scale n); e.g. 3e-4 nats at m = 19, n = 32561, epsilon = 1), and the privacy loss
+    m^2 sqrt(n) (scale n + 745 m) at a public n_max; at the data's lengths, e.g. 3e-6 nats
+    at m = 19, n = 32561, epsilon = 1 in double, 2e-9 in long double), and the privacy loss
     is at most epsilon plus twice that (docs/privacy.md).
 
     That excess is charged: the mechanism runs at :func:`joint_charged_epsilon`, epsilon minus
@@ -1097,7 +1101,7 @@ register_quantile_method(
     _run_joint_exp,
     "JointExp: one exponential mechanism over ordered output vectors, sampled by dynamic programming "
     "(log-space float weights, each choice drawn exactly by them; the float error, bounded at a declared n_max, "
-    "is charged to epsilon); no intervals",
+    "is charged to epsilon; long double where that charge would exceed 1% of epsilon); no intervals",
     Citation("Gillenwater, Joseph and Kulesza", "Differentially Private Quantiles", "ICML 2021"),
 )
 register_quantile_method(
