@@ -673,10 +673,16 @@ def joint_log_error_bound(lengths: np.ndarray, m: int, scale: float, precision: 
     Dropped runs (:func:`_truncate`) add m e^-50.  So each weight is within
     E = C 2u (V + 2) + m e^-50 of its exact value; the sampler chooses exactly by the weights
     (:func:`_exact_log_choice`: long doubles taken as exact fractions, never rounded to
-    double), and each of its at most 2 m choices is a ratio of weights (error 2 E): the bound
-    is 4 m E.  The privacy loss is at most epsilon + 2 x this bound.  A worst case: the errors
-    observed on small inputs are far below it.  Double: 2u = 2^-52; x87 extended: 2u = 2^-63,
-    2048 times smaller.
+    double), and each of its at most 2 m choices is a ratio of weights (error 2 E), so 4 m E
+    bounds the deviation.  Stage by stage it is smaller, and that is what is returned: the
+    tables of quantiles 0..j hold placements of j + 1 quantiles, so every intermediate of
+    stage s is at most V_s (V with m replaced by s + 1) and the weights of the two choices made
+    at quantile j (the interval of the run ending at j and its length, from totals[j] and
+    first[j - k]) are within E_j = (S + m + 12) 2u sum_{s <= j} (V_s + 2) + (j + 1) e^-50:
+    the bound is 4 sum_{j < m} E_j, about a third of 4 m E when m |log L| dominates V and a
+    half when scale n does.  The privacy loss is at most epsilon + 2 x this bound.  A worst
+    case: the errors observed on small inputs are far below it.  Double: 2u = 2^-52; x87
+    extended: 2u = 2^-63, 2048 times smaller.
     It reads n and the lengths (private): :func:`joint_public_error_bound` is what is charged.
     """
     lengths = np.asarray(lengths, dtype=float)
@@ -692,12 +698,15 @@ def joint_scan_depth(n: int) -> int:
 
 
 def _joint_error_bound(n: int, m: int, scale: float, log_l: float, unit: float) -> float:
-    """4 m E of :func:`joint_log_error_bound` for n records, max |log L| <= log_l and unit
-    roundoff ``unit``; increasing in n, m, scale, log_l and unit."""
-    magnitude = 3 * scale * (n + 1) + m * (log_l + 1) + float(special.gammaln(m + 2)) + m * math.log(n + 2) + 1
-    chain = m * (joint_scan_depth(n) + m + 12)
-    per_weight = chain * 2 * unit * (magnitude + 2) + m * math.exp(-_NEGLIGIBLE)
-    return 4 * m * per_weight
+    """4 sum_{j < m} E_j of :func:`joint_log_error_bound` for n records, max |log L| <= log_l and
+    unit roundoff ``unit`` (at most 4 m E); increasing in n, m, scale, log_l and unit."""
+    per_stage = joint_scan_depth(n) + m + 12  # operations on a chain per stage
+    total, magnitudes = 0.0, 0.0
+    for j in range(m):  # O(m)
+        stage = 3 * scale * (n + 1) + (j + 1) * (log_l + 1) + math.lgamma(j + 3) + (j + 1) * math.log(n + 2) + 1
+        magnitudes += stage + 2  # sum over stages s <= j of V_s + 2
+        total += 4 * (per_stage * 2 * unit * magnitudes + (j + 1) * math.exp(-_NEGLIGIBLE))
+    return total
 
 
 _LOG_TINY = 744.5  # > -log(2^-1074): the smallest positive difference of two doubles
@@ -744,9 +753,9 @@ def joint_precision(epsilon: float, levels: np.ndarray, neighbours: str, n_max: 
     cuts the charge 2048-fold on x86-64 (2^-63 against 2^-52 per operation) but its log-add-exps
     run about 6 times slower (long double has no vector units) and the whole run about 5
     times, so it is used only where the charge is worth the time.  Add/remove, width 1e5, m =
-    99 levels: double charges 0.64% of epsilon 0.1 at n_max = 32561 (double kept), 1.1% at
-    10^5 and 5.6% at 10^6 (extended: 0.0005% and 0.003%); m = 19 stays in double up to
-    n_max = 10^6 (0.12%)."""
+    99 levels, epsilon 0.1: double charges 0.12% of epsilon at n_max = 32561, 0.22% at 10^5
+    (double kept) and 1.9% at 10^6 (extended: 0.0009%); m = 19 stays in double up to
+    n_max = 10^6 (0.06%)."""
     if not extended_precision_available():
         return "double"
     scale = epsilon / (2.0 * joint_sensitivity(levels, neighbours))
@@ -814,8 +823,8 @@ def joint_exponential_quantiles(
     by the float weights (:func:`_exact_log_choice`, the exact sampler on the secure source),
     so the only deviation is the weights' rounding: the log-probability of every output is
     within :func:`joint_log_error_bound` of the definition (a worst case that grows as
-    m^2 sqrt(n) (scale n + 745 m) at a public n_max; at the data's lengths, e.g. 3e-6 nats
-    at m = 19, n = 32561, epsilon = 1 in double, 2e-9 in long double), and the privacy loss
+    m^2 sqrt(n) (scale n + 745 m) at a public n_max; at the data's lengths, e.g. 1.7e-6 nats
+    at m = 19, n = 32561, epsilon = 1 in double, 8e-10 in long double), and the privacy loss
     is at most epsilon plus twice that (docs/privacy.md).
 
     That excess is charged: the mechanism runs at :func:`joint_charged_epsilon`, epsilon minus
