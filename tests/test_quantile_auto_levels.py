@@ -43,30 +43,43 @@ def test_quantiles_auto_runs_jointexp_at_ten_levels_with_n_max():
     assert result.values.shape == (10,) and np.all(np.diff(result.values) >= 0)
 
 
-def test_auto_takes_the_split_where_jointexp_would_refuse_its_charge():
+def test_auto_takes_the_split_where_jointexp_would_refuse_its_charge(monkeypatch):
     """A huge declared n_max makes JointExp's float-error charge half of epsilon or more, which
-    it refuses; auto used to choose it anyway and raise."""
+    it refuses; auto used to choose it anyway and raise.  In double precision (a platform whose
+    long double is double) that happens from about 10^9 records at 9 levels and epsilon 0.1;
+    extended precision moves it past 10^10."""
     levels = np.arange(1, 10) / 10
     values = np.random.default_rng(5).normal(0, 1, 300)
+    monkeypatch.setattr(qm, "extended_precision_available", lambda: False)
     with pytest.raises(ParameterError, match="float error"):
-        dprange.quantiles(values, levels, 0.1, bounds=(-5, 5), method="joint_exp", n_max=3_000_000, rng=6)
-    result = dprange.quantiles(values, levels, 0.1, bounds=(-5, 5), n_max=3_000_000, rng=6)
+        dprange.quantiles(values, levels, 0.1, bounds=(-5, 5), method="joint_exp", n_max=10**9, rng=6)
+    result = dprange.quantiles(values, levels, 0.1, bounds=(-5, 5), n_max=10**9, rng=6)
     assert result.method == "approximate" and "float-error charge" in result.reason
     # a smaller n_max is affordable, and auto takes JointExp there
-    assert not qm.joint_affordable(0.1, levels, "add_remove", 3_000_000, 10.0)
-    assert qm.joint_affordable(0.1, levels, "add_remove", 1_000_000, 10.0)
-    assert dprange.quantiles(values, levels, 0.1, bounds=(-5, 5), n_max=1_000_000, rng=6).method == "joint_exp"
+    assert not qm.joint_affordable(0.1, levels, "add_remove", 10**9, 10.0)
+    assert qm.joint_affordable(0.1, levels, "add_remove", 10**8, 10.0)
+    assert dprange.quantiles(values, levels, 0.1, bounds=(-5, 5), n_max=10**8, rng=6).method == "joint_exp"
 
 
-def test_joint_affordable_is_the_refusal_boundary():
-    """joint_affordable is True exactly where joint_charged_epsilon returns (charge < epsilon / 2)."""
+@pytest.mark.parametrize("extended", [False, True])
+def test_joint_affordable_is_the_refusal_boundary(monkeypatch, extended):
+    """joint_affordable is True exactly where joint_charged_epsilon, at the precision the run
+    would use, returns (charge < epsilon / 2); both outcomes occur."""
+    if extended and not qm.extended_precision_available():
+        pytest.skip("this platform's long double is not wider than double")
+    monkeypatch.setattr(qm, "extended_precision_available", lambda: extended)
     levels = np.arange(1, 12) / 12
-    for n_max in (10**4, 10**6, 2 * 10**6, 3 * 10**6, 10**7):
+    outcomes = set()
+    for n_max in (10**4, 10**6, 10**8, 10**9, 10**10, 10**12):
         for epsilon in (0.1, 1.0):
+            precision = qm.joint_precision(epsilon, levels, "add_remove", n_max, 10.0)
             try:
-                charged = qm.joint_charged_epsilon(epsilon, levels, "add_remove", n_max, 10.0)
+                charged = qm.joint_charged_epsilon(epsilon, levels, "add_remove", n_max, 10.0, precision)
             except ParameterError:
                 charged = None
-            assert qm.joint_affordable(epsilon, levels, "add_remove", n_max, 10.0) is (charged is not None)
+            affordable = qm.joint_affordable(epsilon, levels, "add_remove", n_max, 10.0)
+            assert affordable is (charged is not None)
+            outcomes.add(affordable)
             if charged is not None:
                 assert epsilon / 2 < charged < epsilon
+    assert outcomes == {True, False}

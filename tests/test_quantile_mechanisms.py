@@ -550,12 +550,27 @@ def test_joint_exp_law_is_within_its_float_error_bound(lengths, levels, scale, m
     assert bound < 1e-9  # tiny inputs: the bound itself is small
 
 
+def joint_bound_by_hand(n, m, scale, log_l, unit=2.0**-53):
+    """4 sum_{j < m} E_j, E_j = (S + m + 12) 2u sum_{s <= j} (V_s + 2) + (j + 1) e^-50, V_s the
+    magnitude bound V with m replaced by s + 1, S = min(n, 2 ceil(sqrt(n + 1)))."""
+    depth = min(n, 2 * math.ceil(math.sqrt(n + 1)))
+    total, magnitudes = 0.0, 0.0
+    for j in range(m):
+        s = j + 1  # quantiles placed by stage j
+        magnitudes += 3 * scale * (n + 1) + s * (log_l + 1) + math.log(math.factorial(s + 1)) + s * math.log(n + 2) + 3
+        total += 4 * ((depth + m + 12) * 2 * unit * magnitudes + s * math.exp(-50.0))
+    return total
+
+
 def test_joint_log_error_bound_formula():
+    """The staged bound, and at most the whole-run one 4 m E (the bound as it was)."""
     lengths = np.array([0.5, 2.0, 0.25])  # n = 2, max |log L| = log 4
     m, scale = 3, 0.5
     magnitude = 3 * 0.5 * 3 + 3 * (math.log(4.0) + 1) + math.log(24.0) + 3 * math.log(4.0) + 1
     per_weight = 3 * (2 + 3 + 12) * 2.0**-52 * (magnitude + 2) + 3 * math.exp(-50.0)
-    assert qm.joint_log_error_bound(lengths, m, scale) == pytest.approx(4 * 3 * per_weight, rel=1e-12)
+    bound = qm.joint_log_error_bound(lengths, m, scale)
+    assert bound == pytest.approx(joint_bound_by_hand(2, 3, 0.5, math.log(4.0)), rel=1e-12)
+    assert bound < 4 * 3 * per_weight
 
 
 def test_auto_rule_by_levels_only():
@@ -642,10 +657,7 @@ def test_joint_exp_charges_twice_its_public_float_bound(relation, monkeypatch):
     delta = qm.joint_sensitivity(levels, relation)
     full_scale = epsilon / (2 * delta)
     declared = 1000 if relation == "add_remove" else 300  # replace: n is public
-    log_l = max(744.5, math.log(8.0))
-    magnitude = 3 * full_scale * (declared + 1) + 3 * (log_l + 1) + math.log(24.0) + 3 * math.log(declared + 2) + 1
-    per_weight = 3 * (declared + 3 + 12) * 2.0**-52 * (magnitude + 2) + 3 * math.exp(-50.0)
-    charged = epsilon - 2 * 4 * 3 * per_weight
+    charged = epsilon - 2 * joint_bound_by_hand(declared, 3, full_scale, max(744.5, math.log(8.0)))
     assert seen["scale"] == pytest.approx(charged / (2 * delta), rel=1e-12)
     assert seen["scale"] < full_scale
     loss = 2 * delta * seen["scale"] + 2 * qm.joint_log_error_bound(seen["lengths"], 3, seen["scale"])

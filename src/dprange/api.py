@@ -41,6 +41,7 @@ from .private_bounds import private_bounds
 from .product_domain import ProductDomain
 from .quantile_bins import COUNT_SHARE, check_count_share, epsilon_only_bins, public_count, record_count
 from .quantile_mechanisms import (
+    JointCharge,
     QuantilesResult,
     as_values,
     auto_method,
@@ -560,6 +561,9 @@ def quantiles(
     estimates, release_obj = run(
         data, levels, remaining, box, integer=integer, neighbours=neighbours, rng=rng, cells=cells, bins=bins, **extra
     )
+    float_error = release_obj if isinstance(release_obj, JointCharge) else None  # JointExp's charge, no Release
+    if float_error is not None:
+        release_obj = None
     if session is not None:
         what = quantiles_ledger_what(len(levels), spent_on_bounds, 0.0 if count is None else count.epsilon)
         session.charge(epsilon, 0.0, what=what, mechanism=f"quantiles:{chosen}")
@@ -577,4 +581,5 @@ def quantiles(
         release_obj,
         count=count,
         bins=bins if chosen == "histogram" and binned else None,
+        float_error=float_error,
     )

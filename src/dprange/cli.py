@@ -1107,6 +1107,11 @@ def quantiles_command(
         click.echo(f"record count (noisy, epsilon {result.count.epsilon:g}): {result.count.value}")
     if result.bins is not None:
         click.echo(f"histogram bins: {result.bins}")
+    if result.float_error is not None:  # JointExp: what its float error cost
+        fe = result.float_error
+        click.echo(
+            f"float error: {fe.precision} precision, ran at epsilon {fe.run_epsilon:.10g} (charge {fe.charge:.3g})"
+        )
     if result.has_intervals:
         lower, upper = result.confidence_interval(alpha)
         for level, value, a, b in zip(result.q, result.values, lower, upper, strict=True):
