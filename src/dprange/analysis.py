@@ -192,7 +192,9 @@ def svd_bound(workload, epsilon, delta=0.0, *, n=None, noise="auto") -> float:
     (Li and Miklau, ICDT 2013): v (sum of singular values of W)^2 / (n m), v =
     :func:`noise_variance_floor` for ``noise`` (as the mechanisms take it: "auto" is discrete
     Laplace when delta = 0, else the discrete Gaussian).  No mechanism of dprange with that
-    noise has a lower expected error on the workload under add/remove neighbours.
+    noise has a lower :func:`expected_error` (least-squares inference on a data-independent
+    strategy) on the workload under add/remove neighbours; NNLS / L1 inference and the
+    data-aware mechanisms are not linear, and their error on given data can fall below it.
     ``noise="laplace_float"`` gives the textbook epsilon-DP bound (2 / eps^2) that HDMM's
     experiments compare strategies against.
 

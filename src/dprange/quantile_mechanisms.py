@@ -1126,7 +1126,8 @@ def _run_approximate(values, levels, epsilon, bounds, *, integer, neighbours, rn
 
 def register_quantile_method(name: str, factory, summary: str, citation: Citation) -> None:
     """Register a quantile method: ``factory(values, levels, epsilon, bounds, *, integer,
-    neighbours, rng, cells, bins) -> (estimates, Release or None)``."""
+    neighbours, rng, cells, bins) -> (estimates, Release or None)``; JointExp returns its
+    :class:`JointCharge` in place of the Release (``quantiles`` moves it to ``float_error``)."""
     QUANTILE_METHODS.register(Entry("quantile method", name, summary, citation, factory=factory, auto=True))
 
 
