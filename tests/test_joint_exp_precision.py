@@ -119,7 +119,8 @@ def test_run_pays_its_own_precisions_bound(precision, monkeypatch):
     delta = qm.joint_sensitivity(levels, "add_remove")
     assert charge.precision == precision and charge.unit_roundoff == qm.unit_roundoff(precision)
     assert charge.run_epsilon == qm.joint_charged_epsilon(epsilon, levels, "add_remove", 1000, 8.0, precision)
-    assert seen["scale"] == charge.run_epsilon / (2 * delta)
+    assert seen["scale"] == qm.joint_scale(charge.run_epsilon, delta)  # run_epsilon / (2 delta), rounded down
+    assert 2 * Fraction(seen["scale"]) * Fraction(delta) <= Fraction(charge.run_epsilon)
     assert seen["lengths"].dtype == qm.working_dtype(precision)
     bound = qm.joint_log_error_bound(np.asarray(seen["lengths"], dtype=float), 3, seen["scale"], precision)
     assert 2 * delta * seen["scale"] + 2 * bound <= epsilon

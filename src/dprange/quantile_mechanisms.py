@@ -398,13 +398,26 @@ def approximate_quantiles(
 
 
 def joint_sensitivity(levels: np.ndarray, neighbours: str) -> float:
-    """Sensitivity of the JointExp score -sum_i |n_i - (q_i - q_{i-1}) n| over the m + 1 gaps:
-    2 under replace (two gap counts move by 1), 2 (1 - min gap) under add/remove (one count
-    moves by 1 and every target by its gap times 1)."""
+    """Sensitivity of the JointExp score -sum_i |n_i - g_i n| over the m + 1 gaps g_i (the
+    float differences q_i - q_{i-1} the sampler uses): 2 under replace (two gap counts move by
+    1), 1 + G - 2 min g under add/remove (one count moves by 1 and every target by its gap),
+    G = sum g; as 2 (1 - min g) if G were 1, but the float gaps can sum to 1 + a few ulps and
+    1 - min g can round down, so it is computed exactly and rounded up (O(m) fractions)."""
     if neighbours == "replace":
         return 2.0
-    gaps = np.diff(np.concatenate([[0.0], levels, [1.0]]))
-    return 2.0 * (1.0 - float(gaps.min()))
+    gaps = [Fraction(g) for g in np.diff(np.concatenate([[0.0], levels, [1.0]])).tolist()]
+    exact = 1 + sum(gaps) - 2 * min(gaps)
+    out = float(exact)
+    return out if Fraction(out) >= exact else math.nextafter(out, math.inf)
+
+
+def joint_scale(epsilon: float, sensitivity: float) -> float:
+    """The exponential mechanism's scale epsilon / (2 sensitivity), rounded down if division
+    rounded it up, so that 2 x scale x sensitivity <= epsilon exactly."""
+    scale = epsilon / (2.0 * sensitivity)
+    while 2 * Fraction(scale) * Fraction(sensitivity) > Fraction(epsilon):
+        scale = math.nextafter(scale, 0.0)
+    return scale
 
 
 def _prefix_logsumexp(rows: np.ndarray) -> np.ndarray:
@@ -819,10 +832,10 @@ def joint_exponential_quantiles(
 
     Outputs o_1 <= ... <= o_m in [a, b] have density proportional to exp(-epsilon / (2
     Delta) sum_{i=1}^{m+1} |n_i(o) - (q_i - q_{i-1}) n|), n_i the records in [o_{i-1}, o_i),
-    Delta = :func:`joint_sensitivity` (replace: 2; add/remove: 2 (1 - min gap)).  The
-    dynamic program runs over the n + 1 intervals between sorted records in O(m n) memory
-    and O(m n k) time, k the number of run lengths kept (at most m); outputs are uniform
-    inside the chosen intervals.
+    Delta = :func:`joint_sensitivity` (replace: 2; add/remove: 2 (1 - min gap), exactly for
+    the float gaps, rounded up).  The dynamic program runs over the n + 1 intervals between
+    sorted records in O(m n) memory and O(m n k) time, k the number of run lengths kept (at
+    most m); outputs are uniform inside the chosen intervals.
     Integer data: record k is placed uniformly at random in [k, k + 1) (secure uniforms; a
     per-record randomisation that keeps neighbours neighbours, as the authors' jitter), on
     [a, b + 1), and outputs are floored: an output in [k, k + 1) is k.
@@ -894,7 +907,7 @@ def joint_exponential_run(
     if integer:  # spread record k uniformly over [k, k + 1): ties broken, floor(o) = k inside
         data = np.floor(data) + _open_uniform(rng, data.size)
     edges = np.concatenate([[a], np.sort(data), [top]])
-    scale = run_epsilon / (2.0 * joint_sensitivity(levels, neighbours))
+    scale = joint_scale(run_epsilon, joint_sensitivity(levels, neighbours))  # 2 scale Delta <= run_epsilon, exactly
     lengths = np.diff(edges.astype(working_dtype(precision)))  # differences of doubles, rounded once
     chosen = joint_exponential_intervals(lengths, levels, scale, rng)
     starts = edges[chosen]
