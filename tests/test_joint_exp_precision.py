@@ -14,11 +14,14 @@ from fractions import Fraction
 import numpy as np
 import pytest
 from test_quantile_mechanisms import (
+    JOINT_LAW_CASES,
     P_FLOOR,
     _joint_definition_decimal,
     chi_square_p,
+    exact_decimal,
     joint_bound_by_hand,
     joint_definition,
+    joint_sampler_law,
 )
 
 import dprange
@@ -28,14 +31,6 @@ from dprange import quantile_mechanisms as qm
 EXTENDED = qm.extended_precision_available()
 needs_extended = pytest.mark.skipif(not EXTENDED, reason="this platform's long double is not wider than double")
 PATHS = ["double", pytest.param("extended", marks=needs_extended)]
-
-
-def _decimal(x) -> Decimal:
-    """A float64 or long double as a Decimal, exactly up to 60 digits."""
-    if np.isinf(x):
-        return Decimal("-Infinity") if x < 0 else Decimal("Infinity")
-    num, den = x.as_integer_ratio()
-    return Decimal(num) / Decimal(den)
 
 
 # ----------------------------------------------------------------------------- the charge
@@ -170,49 +165,8 @@ def test_extended_interval_distribution_equals_definition(lengths, levels, scale
     assert chi_square_p([counts[k] for k in live], [definition[k] for k in live]) > P_FLOOR
 
 
-def _sampler_law(lengths, levels, scale, combo, dtype, monkeypatch):
-    """log P(the sampler returns ``combo``) on the path of ``dtype``: the backward pass replayed
-    with its choices forced, each choice's probability taken exactly (60 digits) from the
-    weights it is given, which must be of ``dtype`` (never rounded on the way)."""
-    total = [Decimal(0)]
-    state = {"step": 0, "j": len(levels) - 1}
-
-    def forced(log_weights, rng):
-        assert log_weights.dtype == dtype
-        j = state["j"]
-        if state["step"] % 2 == 0:  # the interval of quantile j
-            choice = combo[j]
-        else:  # how many quantiles before j share its interval
-            choice = 0
-            while j - choice - 1 >= 0 and combo[j - choice - 1] == combo[j]:
-                choice += 1
-            state["j"] = j - choice - 1
-        state["step"] += 1
-        with localcontext() as ctx:
-            ctx.prec = 60
-            live = [_decimal(v) for v in log_weights if np.isfinite(v)]
-            top = max(live)
-            log_norm = sum((v - top).exp() for v in live).ln() + top
-            total[0] += _decimal(log_weights[choice]) - log_norm
-        return choice
-
-    monkeypatch.setattr(qm, "_exact_log_choice", forced)
-    out = qm.joint_exponential_intervals(np.asarray(lengths, dtype=dtype), np.asarray(levels), scale, None)
-    assert tuple(int(v) for v in out) == combo
-    return total[0]
-
-
-LAW_CASES = [
-    ([0.5, 0.1, 0.0, 0.3, 0.1], [0.3, 0.6], 0.4),  # a tie: an empty interval
-    ([0.2, 0.5, 0.3], [0.2, 0.5, 0.8], 0.1),  # runs of three outputs in one interval
-    ([1e-3, 0.25, 2.5, 1e-6, 0.04, 7.0], [0.1, 0.5, 0.9], 40.0),  # large exponents, tiny lengths
-    ([1e-200, 3e5, 1e-9, 2.0, 1e-300], [0.2, 0.5, 0.8], 100.0),  # weights thousands of nats apart
-    ([1e-250, 0.5, 1e250, 0.5], [0.4, 0.6], 300.0),  # log lengths of +-575, exponents near 1000
-]
-
-
 @needs_extended
-@pytest.mark.parametrize("lengths, levels, scale", LAW_CASES)
+@pytest.mark.parametrize("lengths, levels, scale", JOINT_LAW_CASES)
 def test_extended_law_is_within_its_bound(lengths, levels, scale, monkeypatch):
     """Every interval vector's probability under the extended path (long double weights, chosen
     exactly) is within the extended bound (2048 times the double one's smaller on x86-64) of
@@ -220,7 +174,7 @@ def test_extended_law_is_within_its_bound(lengths, levels, scale, monkeypatch):
     definition = _joint_definition_decimal(lengths, np.asarray(levels), scale)
     bound = qm.joint_log_error_bound(np.asarray(lengths), len(levels), scale, "extended")
     worst = max(
-        abs(float(_sampler_law(lengths, levels, scale, combo, np.longdouble, monkeypatch) - log_p))
+        abs(float(joint_sampler_law(lengths, levels, scale, combo, monkeypatch, np.longdouble) - log_p))
         for combo, log_p in definition.items()
     )
     assert worst <= bound
@@ -270,14 +224,14 @@ def test_logaddexp_and_log_obey_the_per_operation_bound(precision):
     with localcontext() as ctx:
         ctx.prec = 60
         for a, b, r in zip(x, y, got, strict=True):
-            da, db = _decimal(a), _decimal(b)
+            da, db = exact_decimal(a), exact_decimal(b)
             exact = da + (1 + (db - da).exp()).ln()
-            worst = max(worst, float(abs(_decimal(r) - exact) / Decimal(u)) - float(abs(exact) / Decimal(u)))
+            worst = max(worst, float(abs(exact_decimal(r) - exact) / Decimal(u)) - float(abs(exact) / Decimal(u)))
         assert worst <= 1 + 1.39 * 2 + 0.37
         lengths = np.concatenate([rng.uniform(0, 10, 50), 10.0 ** rng.uniform(-300, 300, 50), [5e-324, 1e300]])
         for length, log in zip(lengths, np.log(lengths.astype(dtype)), strict=True):
-            exact = _decimal(dtype.type(length)).ln()
-            assert abs(_decimal(log) - exact) <= 2 * Decimal(u) * abs(exact)
+            exact = exact_decimal(dtype.type(length)).ln()
+            assert abs(exact_decimal(log) - exact) <= 2 * Decimal(u) * abs(exact)
 
 
 # ----------------------------------------------------------------------------- the two-level running sum
@@ -303,10 +257,10 @@ def test_two_level_running_logsumexp_equals_the_running_sum(dtype):
             for row, out in zip(rows, got, strict=True):
                 running = Decimal(0)
                 for value, result in zip(row, out, strict=True):
-                    running += _decimal(value).exp() if np.isfinite(value) else 0
+                    running += exact_decimal(value).exp() if np.isfinite(value) else 0
                     if running:
                         exact = running.ln()
-                        assert abs(_decimal(result) - exact) <= (depth + 1) * 2 * u * (abs(exact) + 2)
+                        assert abs(exact_decimal(result) - exact) <= (depth + 1) * 2 * u * (abs(exact) + 2)
 
 
 def test_cli_prints_jointexps_precision_and_charge(tmp_path, capsys):

@@ -494,56 +494,65 @@ def _joint_definition_decimal(lengths, levels, scale):
         return {key: w - log_total for key, w in weights.items()}
 
 
-def _joint_sampler_law(lengths, levels, scale, combo, monkeypatch):
-    """log P(the sampler returns ``combo``): the backward pass replayed with its choices forced,
-    each choice's probability taken exactly from the float weights it is given."""
+def exact_decimal(x) -> Decimal:
+    """A float64 or long double as a Decimal, exactly up to 60 digits."""
+    if np.isinf(x):
+        return Decimal("-Infinity") if x < 0 else Decimal("Infinity")
+    num, den = x.as_integer_ratio()
+    return Decimal(num) / Decimal(den)
+
+
+def joint_sampler_law(lengths, levels, scale, combo, monkeypatch, dtype=np.float64):
+    """log P(the sampler returns ``combo``) on the path of ``dtype``: the backward pass replayed
+    with its choices forced, each choice's probability taken exactly (60 digits) from the
+    weights it is given, which must be of ``dtype`` (never rounded on the way)."""
     from decimal import localcontext
 
     total = [Decimal(0)]
-    j_state = {"step": 0, "j": len(levels) - 1}
+    state = {"step": 0, "j": len(levels) - 1}
 
     def forced(log_weights, rng):
-        w = np.asarray(log_weights, dtype=float)
-        j = j_state["j"]
-        if j_state["step"] % 2 == 0:  # the interval of quantile j
+        assert log_weights.dtype == dtype
+        j = state["j"]
+        if state["step"] % 2 == 0:  # the interval of quantile j
             choice = combo[j]
         else:  # how many quantiles before j share its interval
             choice = 0
             while j - choice - 1 >= 0 and combo[j - choice - 1] == combo[j]:
                 choice += 1
-            j_state["j"] = j - choice - 1
-        j_state["step"] += 1
+            state["j"] = j - choice - 1
+        state["step"] += 1
         with localcontext() as ctx:
             ctx.prec = 60
-            live = [Decimal(float(v)) for v in w if np.isfinite(v)]
+            live = [exact_decimal(v) for v in log_weights if np.isfinite(v)]
             top = max(live)
             log_norm = sum((v - top).exp() for v in live).ln() + top
-            total[0] += Decimal(float(w[choice])) - log_norm
+            total[0] += exact_decimal(log_weights[choice]) - log_norm
         return choice
 
     monkeypatch.setattr(qm, "_exact_log_choice", forced)
-    out = qm.joint_exponential_intervals(np.asarray(lengths, dtype=float), np.asarray(levels), scale, None)
+    out = qm.joint_exponential_intervals(np.asarray(lengths, dtype=dtype), np.asarray(levels), scale, None)
     assert tuple(int(v) for v in out) == combo
     return total[0]
 
 
-@pytest.mark.parametrize(
-    "lengths, levels, scale",
-    [
-        ([0.5, 0.1, 0.0, 0.3, 0.1], [0.3, 0.6], 0.4),  # a tie: an empty interval
-        ([0.2, 0.5, 0.3], [0.2, 0.5, 0.8], 0.1),  # runs of three outputs in one interval
-        ([1e-3, 0.25, 2.5, 1e-6, 0.04, 7.0], [0.1, 0.5, 0.9], 40.0),  # large exponents, tiny lengths
-        ([1e-200, 3e5, 1e-9, 2.0, 1e-300], [0.2, 0.5, 0.8], 100.0),  # weights thousands of nats apart
-        ([1e-250, 0.5, 1e250, 0.5], [0.4, 0.6], 300.0),  # log lengths of +-575, exponents near 1000
-    ],
-)
+JOINT_LAW_CASES = [
+    ([0.5, 0.1, 0.0, 0.3, 0.1], [0.3, 0.6], 0.4),  # a tie: an empty interval
+    ([0.2, 0.5, 0.3], [0.2, 0.5, 0.8], 0.1),  # runs of three outputs in one interval
+    ([1e-3, 0.25, 2.5, 1e-6, 0.04, 7.0], [0.1, 0.5, 0.9], 40.0),  # large exponents, tiny lengths
+    ([1e-200, 3e5, 1e-9, 2.0, 1e-300], [0.2, 0.5, 0.8], 100.0),  # weights thousands of nats apart
+    ([1e-250, 0.5, 1e250, 0.5], [0.4, 0.6], 300.0),  # log lengths of +-575, exponents near 1000
+]
+
+
+@pytest.mark.parametrize("lengths, levels, scale", JOINT_LAW_CASES)
 def test_joint_exp_law_is_within_its_float_error_bound(lengths, levels, scale, monkeypatch):
     """Every interval vector's probability under the sampler (its float weights, chosen
     exactly) is within joint_log_error_bound nats of the definition (60-digit Decimal)."""
     definition = _joint_definition_decimal(lengths, np.asarray(levels), scale)
     bound = qm.joint_log_error_bound(np.asarray(lengths), len(levels), scale)
     worst = max(
-        abs(float(_joint_sampler_law(lengths, levels, scale, combo, monkeypatch) - log_p))
+        abs(float(joint_sampler_law(lengths, levels, scale, combo, monkeypatch) - log_p))
         for combo, log_p in definition.items()
     )
     assert worst <= bound

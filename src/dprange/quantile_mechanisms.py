@@ -754,7 +754,8 @@ def joint_charged_epsilon(
     if charge >= epsilon / 2:
         raise ParameterError(
             f"JointExp's float error at n_max = {n_max} records and {levels.size} levels would cost {charge:.3g} "
-            f"of epsilon = {epsilon:g}; use fewer levels, a larger epsilon, or method 'approximate' (exact)"
+            f"of epsilon = {epsilon:g}; use a smaller n_max (CLI: --n-max) if it holds, fewer levels, a larger "
+            "epsilon, or method 'approximate' (exact)"
         )
     return epsilon - charge
 
