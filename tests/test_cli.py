@@ -232,6 +232,30 @@ def test_error_command_table_and_json(capsys):
     assert code == 2 and "unknown mechanism" in err
 
 
+def test_error_command_prints_the_svd_bound_under_add_remove(capsys):
+    """The 1-D table ends with Li and Miklau's bound for the noise in use (tight for Flat on the
+    identity workload: its RMSE is the bound's); under replace no bound is printed (a public
+    total is free there, so the add/remove bound need not hold)."""
+    from dprange.analysis import svd_bound
+    from dprange.workloads import AllRange, Identity
+
+    code, out, err = run_cli(["error", "--n", "64", "-w", "identity", "-e", "1", "--mechanisms", "flat"], capsys)
+    assert code == 0, err
+    bound = svd_bound(Identity(64), 1.0)
+    assert f"(Li and Miklau, SVD bound): RMSE {bound**0.5:.4f}" in out
+    assert f"{bound**0.5:>12.4f}  Flat(" in out
+    code, out, err = run_cli(["error", "--n", "50", "-e", "1", "--delta", "1e-6", "--json"], capsys)
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["svd_bound"] == pytest.approx(svd_bound(AllRange(50), 1.0, 1e-6))
+    assert min(c["expected_error"] for c in data["candidates"]) >= data["svd_bound"]
+    code, out, err = run_cli(["error", "--n", "50", "-e", "1", "--neighbours", "replace", "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["svd_bound"] is None
+    code, out, _ = run_cli(["error", "--n", "50", "-e", "1", "--neighbours", "replace"], capsys)
+    assert "SVD bound" not in out
+
+
 def test_release_auto_mechanism(csv_file, tmp_path, capsys):
     code, out, err = run_cli(
         [

@@ -47,6 +47,7 @@ from ._cli_helpers import (
 from ._params import OneOf, find
 from ._validation import NEIGHBOURS, check_delta, check_epsilon
 from .analysis import select
+from .analysis import svd_bound as svd_bound_1d
 from .domain import Domain
 from .engines.local import expand_inputs
 from .engines.spark import files_frame
@@ -856,8 +857,12 @@ def error_command(n, shape, order, workload, queries, epsilon, delta, neighbours
                 check_tree_size(strategy, "--mechanisms hB:")
     wl = make_workload(workload, n, k=queries)
     selection = select(wl, None, epsilon, delta=delta, neighbours=neighbours, noise=noise, candidates=candidates)
+    # Li and Miklau's bound holds under add/remove (under replace a public total is free); O(n^3)
+    bound = svd_bound_1d(wl, epsilon, delta, noise=noise) if n <= 4096 and neighbours == "add_remove" else None
     if as_json:
-        click.echo(json.dumps(selection.to_dict(), indent=1))
+        out = selection.to_dict()
+        out["svd_bound"] = bound
+        click.echo(json.dumps(out, indent=1))
         return
     click.echo(
         f"{workload} workload, n={n}, epsilon={epsilon:g}, delta={delta:g}, neighbours={neighbours}, noise={kind}"
@@ -867,6 +872,8 @@ def error_command(n, shape, order, workload, queries, epsilon, delta, neighbours
         click.echo(f"{rank:>4}  {cand.error**0.5:>12.4f}  {cand.mechanism!r}")
     if len(selection.table) > 15:
         click.echo(f"      ... {len(selection.table) - 15} more (use --json)")
+    if bound is not None:
+        click.echo(f"lower bound for any matrix mechanism (Li and Miklau, SVD bound): RMSE {bound**0.5:.4f}")
     click.echo(f"recommended: {selection.mechanism!r}")
 
 
@@ -908,7 +915,11 @@ def grid_error_command(shape, order, workload, epsilon, delta, neighbours, noise
         order=order,
         candidates=candidates,
     )
-    bound = svd_bound(sides, name, epsilon, delta, order=order, noise=noise) if max(sides) <= 4096 else None
+    bound = (
+        svd_bound(sides, name, epsilon, delta, order=order, noise=noise)
+        if max(sides) <= 4096 and neighbours == "add_remove"
+        else None
+    )
     if as_json:
         out = selection.to_dict()
         out["svd_bound"] = bound
