@@ -76,7 +76,7 @@ class OneKronStrategy(Strategy):
     Replace neighbours, L1: the exact pairwise maximum (the dense definition) where cells^2 x
     rows is at most :data:`dprange.matrix.EXACT_PAIRS_LIMIT`, as for ``Matrix``, else the
     triangle bound ||a - b||_1 <= 2 max ||a||_1: on 16 x 16 to 32 x 32, all and prefix
-    rectangles, at most 0.07% above the exact value, where the definition took 4 CPU s at
+    rectangles, at most 0.06% above the exact value, where the definition took 4 CPU s at
     32 x 32 and was refused above 4096 cells.  (L2 stays exact, from the factors' Gram
     matrices: its triangle bound would double the variance.)"""
 
