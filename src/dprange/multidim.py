@@ -963,24 +963,20 @@ def grid_candidates(
     """Every configuration ``auto`` ranks on ``shape``, from the registry's auto entries.
     With ``workload`` (as :func:`select_grid` passes it, with ``delta`` and ``order``) also the
     optimised mechanisms for that workload, whose strategies depend on it and not on the shape
-    alone (:func:`dprange.optimized_kd.kd_auto_candidates`)."""
+    alone (the registry entries' ``workload_candidates``:
+    :func:`dprange.optimized_kd.kd_auto_candidates`)."""
     out = []
     for entry in GRID_MECHANISMS.values():
         if entry.auto:
             out.extend(entry.auto_candidates(shape, neighbours=neighbours, noise=noise, fast=fast))
     if workload is not None and not isinstance(workload, Rectangles):
-        from .optimized_kd import kd_auto_candidates  # noqa: PLC0415  (optimized_kd imports this module)
-
-        out.extend(
-            kd_auto_candidates(
-                shape,
-                workload=check_grid_workload(workload),
-                delta=delta,
-                order=order,
-                neighbours=neighbours,
-                noise=noise,
-            )
-        )
+        name = check_grid_workload(workload)
+        for entry in GRID_MECHANISMS.values():
+            if entry.auto and entry.workload_candidates is not None:
+                found = entry.workload_candidates(
+                    shape, workload=name, delta=delta, order=order, neighbours=neighbours, noise=noise
+                )
+                out.extend(found)
     return out
 
 

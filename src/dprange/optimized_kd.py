@@ -59,6 +59,8 @@ __all__ = [
     "OptimizedKronecker",
     "OptimizedMarginals",
     "kd_auto_candidates",
+    "kronecker_auto_candidates",
+    "marginals_auto_candidates",
     "optimize_marginals",
 ]
 
@@ -259,20 +261,6 @@ class OptimizedKronecker(GridMechanism):
         self.follow_delta(measurements.delta or 0.0)  # template auto follows the measured delta
         factors = [s.block for s in self.axis_strategies(shape)]
         return KronPIdentityEstimate(shape, factors, float(m.variance), m.values, measurements.total)
-
-
-GRID_MECHANISMS.add(
-    OptimizedKronecker,
-    summary="Kronecker product of 1-D p-Identity strategies optimised for all ranges or prefixes on every axis "
-    "(all rectangles, dominance counts), with exact per-axis least squares",
-    citation=Citation(
-        "McKenna, Miklau, Hay and Machanavajjhala",
-        "Optimizing error of high-dimensional statistical queries under differential privacy",
-        "VLDB 2018",
-    ),
-    auto=True,
-    candidates=_no_candidates,
-)
 
 
 # ----------------------------------------------------------------------------- marginals
@@ -521,20 +509,6 @@ class OptimizedMarginals(GridMechanism):
         return MarginalEstimate(shape, [sub for sub, _ in chosen], variances, values, measurements.total)
 
 
-GRID_MECHANISMS.add(
-    OptimizedMarginals,
-    summary="weighted marginals optimised for all k-way marginals (HDMM's marginals template), exact GLS "
-    "through the marginal Gram algebra",
-    citation=Citation(
-        "McKenna, Miklau, Hay and Machanavajjhala",
-        "Optimizing error of high-dimensional statistical queries under differential privacy",
-        "VLDB 2018",
-    ),
-    auto=True,
-    candidates=_no_candidates,
-)
-
-
 # ----------------------------------------------------------------------------- auto
 
 #: Most axes for which ``auto`` ranks :class:`OptimizedMarginals`: its optimisation is over 2^d
@@ -558,31 +532,76 @@ def axis_strategy_ready(n: int, workload: str, template: str) -> bool:
     return cache_path(mech.workload_on(n), template, default_rows(n, template), mech.restarts).exists()
 
 
-def kd_auto_candidates(shape, *, workload, delta=0.0, order=2, neighbours="add_remove", noise="auto") -> list:
-    """The optimised k-D mechanisms ``auto`` ranks for ``workload`` (public parameters only;
-    :func:`dprange.multidim.grid_candidates` adds them when it is given the workload):
-    :class:`OptimizedKronecker` for all or prefix rectangles, its template by the noise the
+def kronecker_auto_candidates(
+    shape, *, workload, delta=0.0, order=2, neighbours="add_remove", noise="auto"
+) -> list[OptimizedKronecker]:
+    """:class:`OptimizedKronecker` for all or prefix rectangles, its template by the noise the
     release will use (p-identity-l2 for Gaussian noise, else p-identity), when every axis'
-    strategy is ready (:func:`axis_strategy_ready`); :class:`OptimizedMarginals` of ``order``
-    for marginals on at most :data:`AUTO_MARGINALS_MAX_AXES` axes.  Neither where its optimum
-    is the identity (then ``Kronecker("identity")`` is the same design).  The strategies are
-    built here (optimised or read from the cache) and kept by the returned instances."""
+    strategy is ready (:func:`axis_strategy_ready`) and is not the identity on every axis (then
+    ``Kronecker("identity")`` is the same design, whose error it would tie up to rounding).
+    The axes' strategies are built here (optimised or read from the cache) and kept by the
+    returned instance."""
     shape = check_shape(shape)
-    mech: OptimizedKronecker | OptimizedMarginals
-    if workload in AXIS_WORKLOADS:
-        template = "p-identity-l2" if resolve_noise(noise, delta) == "gaussian" else "p-identity"
-        if not all(axis_strategy_ready(n, workload, template) for n in set(shape)):
-            return []
-        mech = OptimizedKronecker(workload, template=template, neighbours=neighbours, noise=noise)
-        try:
-            same = all(not np.any(s.theta) for s in mech.axis_strategies(shape))  # optimised (or cached) here
-        except ParameterError:
-            return [mech]  # select_grid lists it as excluded, with the reason
-    elif workload == "marginals" and len(shape) <= AUTO_MARGINALS_MAX_AXES and order <= len(shape):
-        mech = OptimizedMarginals(order, neighbours=neighbours, noise=noise)
-        same = [axes for axes, _ in mech.weights(shape)] == [tuple(range(len(shape)))]
-    else:
+    if workload not in AXIS_WORKLOADS:
         return []
-    # An optimum that is the identity on every axis (the full table alone) is the fixed
-    # Kronecker("identity") candidate again, whose error it would tie up to rounding.
-    return [] if same else [mech]
+    template = "p-identity-l2" if resolve_noise(noise, delta) == "gaussian" else "p-identity"
+    if not all(axis_strategy_ready(n, workload, template) for n in set(shape)):
+        return []
+    mech = OptimizedKronecker(workload, template=template, neighbours=neighbours, noise=noise)
+    try:
+        identity = all(not np.any(s.theta) for s in mech.axis_strategies(shape))
+    except ParameterError:
+        return [mech]  # select_grid lists it as excluded, with the reason
+    return [] if identity else [mech]
+
+
+def marginals_auto_candidates(
+    shape, *, workload, delta=0.0, order=2, neighbours="add_remove", noise="auto"
+) -> list[OptimizedMarginals]:
+    """:class:`OptimizedMarginals` of ``order`` for marginals on at most
+    :data:`AUTO_MARGINALS_MAX_AXES` axes, unless its optimum is the full table alone (the
+    identity, ``Kronecker("identity")``'s design)."""
+    shape = check_shape(shape)
+    if workload != "marginals" or len(shape) > AUTO_MARGINALS_MAX_AXES or not 1 <= order <= len(shape):
+        return []
+    mech = OptimizedMarginals(order, neighbours=neighbours, noise=noise)
+    full_table_only = [axes for axes, _ in mech.weights(shape)] == [tuple(range(len(shape)))]
+    return [] if full_table_only else [mech]
+
+
+def kd_auto_candidates(shape, *, workload, delta=0.0, order=2, neighbours="add_remove", noise="auto") -> list:
+    """The optimised k-D mechanisms ``auto`` ranks for ``workload`` (public parameters only):
+    :func:`kronecker_auto_candidates` and :func:`marginals_auto_candidates`, which the registry
+    entries declare as their ``workload_candidates`` (added by
+    :func:`dprange.multidim.grid_candidates` when it is given the workload)."""
+    kwargs = {"workload": workload, "delta": delta, "order": order, "neighbours": neighbours, "noise": noise}
+    return [*kronecker_auto_candidates(shape, **kwargs), *marginals_auto_candidates(shape, **kwargs)]
+
+
+GRID_MECHANISMS.add(
+    OptimizedKronecker,
+    summary="Kronecker product of 1-D p-Identity strategies optimised for all ranges or prefixes on every axis "
+    "(all rectangles, dominance counts), with exact per-axis least squares",
+    citation=Citation(
+        "McKenna, Miklau, Hay and Machanavajjhala",
+        "Optimizing error of high-dimensional statistical queries under differential privacy",
+        "VLDB 2018",
+    ),
+    auto=True,
+    candidates=_no_candidates,
+    workload_candidates=kronecker_auto_candidates,
+)
+
+GRID_MECHANISMS.add(
+    OptimizedMarginals,
+    summary="weighted marginals optimised for all k-way marginals (HDMM's marginals template), exact GLS "
+    "through the marginal Gram algebra",
+    citation=Citation(
+        "McKenna, Miklau, Hay and Machanavajjhala",
+        "Optimizing error of high-dimensional statistical queries under differential privacy",
+        "VLDB 2018",
+    ),
+    auto=True,
+    candidates=_no_candidates,
+    workload_candidates=marginals_auto_candidates,
+)
