@@ -37,7 +37,7 @@ def test_k_d_mechanisms_are_registered_apart_from_the_1_d_ones():
     independent = ("kronecker", "kd_hierarchy", "quadtree", "privelet", "fourier")
     optimized = ("optimized_kronecker", "optimized_marginals")
     assert GRID_MECHANISMS.names() == (*independent, *optimized, *data_aware)
-    assert GRID_MECHANISMS.names(auto=True) == ("kronecker", "kd_hierarchy", "fourier")
+    assert GRID_MECHANISMS.names(auto=True) == ("kronecker", "kd_hierarchy", "fourier", *optimized)
     # quadtree = kd_hierarchy(2) in 2-D, privelet = kronecker("haar")
     factories = [Kronecker, KDHierarchy, Quadtree, Privelet, FourierMarginals, OptimizedKronecker, OptimizedMarginals]
     assert [GRID_MECHANISMS[n].factory for n in independent + optimized] == factories
@@ -104,9 +104,8 @@ def test_select_grid_ranks_every_candidate_by_its_exact_error(neighbours):
     ):
         selection = multidim.select_grid(shape, 1.0, workload=name, neighbours=neighbours, order=order)
         errors = [c.error for c in selection.table]
-        assert errors == sorted(errors) and len(errors) == len(multidim.grid_candidates(shape)) - len(
-            selection.excluded
-        )
+        pool = multidim.grid_candidates(shape, neighbours=neighbours, workload=name, order=order)
+        assert errors == sorted(errors) and len(errors) == len(pool) - len(selection.excluded)
         for cand in selection.table:
             assert cand.mechanism.neighbours == neighbours
             assert cand.error == pytest.approx(_dense_mean_error(cand.mechanism, shape, W), rel=1e-9)

@@ -313,6 +313,7 @@ def choose_grid_mechanism(
     if isinstance(mechanism, GridMechanism):
         if params:
             raise ParameterError(f"{', '.join(sorted(params))} cannot be given with a mechanism object")
+        mechanism.follow_delta(delta)
         return mechanism
     if mechanism is None or (isinstance(mechanism, str) and mechanism == "auto"):
         if params:
@@ -330,7 +331,9 @@ def choose_grid_mechanism(
             f"{', '.join(GRID_MECHANISMS.names())} or 'auto'"
         )
     entry = GRID_MECHANISMS.lookup(mechanism, also=("auto",))
-    return entry.build(neighbours=relation, noise=noise, **params)
+    mech = entry.build(neighbours=relation, noise=noise, **params)
+    mech.follow_delta(delta)  # a template chosen by delta is planned at the release's delta
+    return mech
 
 
 def release_grid(

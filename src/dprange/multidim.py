@@ -574,6 +574,10 @@ class GridMechanism(Mechanism):
     def plan(self, shape, epsilon: float) -> Strategy:
         raise NotImplementedError
 
+    def follow_delta(self, delta: float) -> None:
+        """Record the delta the release runs at, before :meth:`plan`, for designs chosen by it
+        (:class:`~dprange.optimized_kd.OptimizedKronecker` with template auto); others ignore it."""
+
     def _vector(self, counts: np.ndarray) -> np.ndarray:
         """The x the strategy's blocks act on (C order; k-D trees permute it)."""
         return counts.ravel()
@@ -953,12 +957,26 @@ def hierarchy_candidates_kd(shape, *, neighbours="add_remove", noise="auto", fas
     return out
 
 
-def grid_candidates(shape, *, neighbours="add_remove", noise="auto", fast=False) -> list:
-    """Every configuration ``auto`` ranks on ``shape``, from the registry's auto entries."""
+def grid_candidates(
+    shape, *, neighbours="add_remove", noise="auto", fast=False, workload=None, delta=0.0, order: int = 2
+) -> list:
+    """Every configuration ``auto`` ranks on ``shape``, from the registry's auto entries.
+    With ``workload`` (as :func:`select_grid` passes it, with ``delta`` and ``order``) also the
+    optimised mechanisms for that workload, whose strategies depend on it and not on the shape
+    alone (the registry entries' ``workload_candidates``:
+    :func:`dprange.optimized_kd.kd_auto_candidates`)."""
     out = []
     for entry in GRID_MECHANISMS.values():
         if entry.auto:
             out.extend(entry.auto_candidates(shape, neighbours=neighbours, noise=noise, fast=fast))
+    if workload is not None and not isinstance(workload, Rectangles):
+        name = check_grid_workload(workload)
+        for entry in GRID_MECHANISMS.values():
+            if entry.auto and entry.workload_candidates is not None:
+                found = entry.workload_candidates(
+                    shape, workload=name, delta=delta, order=order, neighbours=neighbours, noise=noise
+                )
+                out.extend(found)
     return out
 
 
@@ -984,7 +1002,10 @@ def select_grid(
     workload = check_grid_workload(workload)
     if workload == "marginals":
         order = check_order(order, shape)
-    pool = grid_candidates(shape, neighbours=neighbours, noise=noise) if candidates is None else list(candidates)
+    if candidates is None:
+        pool = grid_candidates(shape, neighbours=neighbours, noise=noise, workload=workload, delta=delta, order=order)
+    else:
+        pool = list(candidates)
     ranked, excluded = [], []
     for mech in pool:
         try:
@@ -1059,6 +1080,7 @@ def load_grid_release(text) -> GridRelease:
         cls = cast("type[GridMechanism]", GRID_MECHANISMS[data["mechanism"]].factory)
         mech = cls(**data["parameters"])
         shape = check_shape(data["shape"])
+        mech.follow_delta(float(data["delta"]))  # a design chosen by delta is rebuilt at the saved one
         plan = mech.plan(shape, float(data["epsilon"]))
         saved = data["measurements"]
         if len(saved) != len(plan.blocks):

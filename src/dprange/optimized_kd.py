@@ -33,11 +33,20 @@ from ._params import Integer, OneOf, Param
 from ._validation import fit_budget
 from .errors import ParameterError
 from .inference.p_identity import DiagonalPlusRows, PIdentityEstimate
+from .matrix import EXACT_PAIRS_LIMIT
 from .measurements import Measurements
-from .mechanisms import Mechanism
+from .mechanisms import Mechanism, resolve_noise
 from .multidim import GridMechanism
 from .operators import Identity, Kron, Total, Weighted
-from .optimized import Optimized, PIdentityStrategy
+from .optimized import (
+    AUTO_OPTIMIZE_MAX_N,
+    DENSE_COVARIANCE_LIMIT,
+    Optimized,
+    PIdentityStrategy,
+    _no_candidates,
+    cache_path,
+    default_rows,
+)
 from .registry import GRID_MECHANISMS, Citation
 from .strategies import Strategy
 from .workloads_kd import check_rectangles, check_shape
@@ -49,20 +58,37 @@ __all__ = [
     "MarginalEstimate",
     "OptimizedKronecker",
     "OptimizedMarginals",
+    "kd_auto_candidates",
+    "kronecker_auto_candidates",
+    "marginals_auto_candidates",
     "optimize_marginals",
 ]
 
 #: The 1-D workload of every axis for each k-D workload this mechanism optimises for.
 AXIS_WORKLOADS = {"all-rectangles": "all-range", "prefix-rectangles": "prefix"}
 
+#: Ranges per pass of :meth:`KronPIdentityEstimate.mean_variance` (memory p_a x MEAN_CHUNK floats).
+MEAN_CHUNK = 1 << 15
+
 
 class OneKronStrategy(Strategy):
     """One Kron block with the whole budget; its sensitivity is the product's (closed form
-    for add/remove, :meth:`dprange.operators.Kron.sensitivity_power`), not the dense definition."""
+    for add/remove, :meth:`dprange.operators.Kron.sensitivity_power`), not the dense definition.
+
+    Replace neighbours, L1: the exact pairwise maximum (the dense definition) where cells^2 x
+    rows is at most :data:`dprange.matrix.EXACT_PAIRS_LIMIT`, as for ``Matrix``, else the
+    triangle bound ||a - b||_1 <= 2 max ||a||_1: on 16 x 16 to 32 x 32, all and prefix
+    rectangles, at most 0.06% above the exact value, where the definition took 4 CPU s at
+    32 x 32 and was refused above 4096 cells.  (L2 stays exact, from the factors' Gram
+    matrices: its triangle bound would double the variance.)"""
 
     def sensitivity_power(self, norm: int, neighbours: str, weights=None):
         (w,) = [Fraction(e) for e in self.budget] if weights is None else list(weights)
-        return Weighted(self.blocks[0], w).sensitivity_power(norm, neighbours)
+        block = Weighted(self.blocks[0], w)
+        rows, cells = self.blocks[0].shape
+        if neighbours == "replace" and norm == 1 and cells >= 2 and cells**2 * rows > EXACT_PAIRS_LIMIT:
+            return 2 * block.sensitivity_power(1, "add_remove")
+        return block.sensitivity_power(norm, neighbours)
 
 
 class KronPIdentityEstimate:
@@ -116,6 +142,26 @@ class KronPIdentityEstimate:
         if self.known_total:
             product -= weight**2 / self._tau()
         return self.variance * np.maximum(product, 0.0)
+
+    def mean_variance(self, families) -> float:
+        """The exact mean variance over the product of per-axis range families (every
+        combination of one range (lo, hi) per axis, ``families[a] = (lows, highs)``): a
+        rectangle's variance is a product of per-axis factors (less a product for a public
+        total), so the means multiply (:func:`dprange.multidim.expected_error`)."""
+        plain_mean, cross_mean = 1.0, 1.0
+        for axis, (lows, highs) in zip(self.axes, families):
+            lows, highs = np.asarray(lows, dtype=np.int64), np.asarray(highs, dtype=np.int64) + 1
+            plain_sum, cross_sum = 0.0, 0.0
+            for start in range(0, lows.size, MEAN_CHUNK):  # O(p_a) per range, MEAN_CHUNK ranges at a time
+                lo, hi = lows[start : start + MEAN_CHUNK], highs[start : start + MEAN_CHUNK]
+                zq = axis._zcum[:, hi] - axis._zcum[:, lo]
+                plain = axis._ecum[hi] - axis._ecum[lo] - np.einsum("ij,ij->j", zq, zq)
+                plain_sum += float(np.maximum(plain, 0.0).sum())
+                cross_sum += float(((axis._wcum[hi] - axis._wcum[lo]) ** 2).sum())
+            plain_mean *= plain_sum / lows.size
+            cross_mean *= cross_sum / lows.size
+        mean = plain_mean - (cross_mean / self._tau() if self.known_total else 0.0)
+        return self.variance * max(mean, 0.0)
 
     def query_variance(self, weights) -> np.ndarray:
         """Variance of sum_c q_c x_c for each row q of ``weights`` (cells in C order)."""
@@ -173,12 +219,15 @@ class OptimizedKronecker(GridMechanism):
         self._delta = 0.0
         self._axis_cache: dict = {}
 
-    def measure(self, counts, epsilon, *, delta=0.0, rng=None) -> Measurements:
+    def follow_delta(self, delta: float) -> None:
         self._delta = float(delta)
+
+    def measure(self, counts, epsilon, *, delta=0.0, rng=None) -> Measurements:
+        self.follow_delta(delta)
         return super().measure(counts, epsilon, delta=delta, rng=rng)
 
     def error_model(self, shape, epsilon, *, delta=0.0):
-        self._delta = float(delta)
+        self.follow_delta(delta)
         return super().error_model(shape, epsilon, delta=delta)
 
     def _template(self) -> str:
@@ -209,21 +258,9 @@ class OptimizedKronecker(GridMechanism):
 
     def estimate(self, shape, measurements: Measurements) -> KronPIdentityEstimate:
         (m,) = measurements.measurements
-        self._delta = float(measurements.delta or 0.0)  # template auto follows the measured delta
+        self.follow_delta(measurements.delta or 0.0)  # template auto follows the measured delta
         factors = [s.block for s in self.axis_strategies(shape)]
         return KronPIdentityEstimate(shape, factors, float(m.variance), m.values, measurements.total)
-
-
-GRID_MECHANISMS.add(
-    OptimizedKronecker,
-    summary="Kronecker product of 1-D p-Identity strategies optimised for all ranges or prefixes on every axis "
-    "(all rectangles, dominance counts), with exact per-axis least squares",
-    citation=Citation(
-        "McKenna, Miklau, Hay and Machanavajjhala",
-        "Optimizing error of high-dimensional statistical queries under differential privacy",
-        "VLDB 2018",
-    ),
-)
 
 
 # ----------------------------------------------------------------------------- marginals
@@ -275,11 +312,16 @@ def marginal_loss(theta: np.ndarray, algebra: MarginalAlgebra, weights: np.ndarr
 
 def optimize_marginals(shape, order: int, *, restarts: int = 3, seed: int = 0) -> tuple[np.ndarray, float]:
     """Weights theta >= 0 (sum 1) on the 2^d marginals minimising the L1 trace for all
-    ``order``-way marginals (L-BFGS-B from uniform starts; 2^d variables)."""
+    ``order``-way marginals (L-BFGS-B from ``restarts`` uniform starts; 2^d variables).  The
+    full table alone (the identity, theta on the set of all axes) is kept where no end point
+    is lower: on 6 x 5 x 4, all 2-way marginals, the uniform starts stop at 534.3 (the three
+    2-way marginals) where the full table has 360."""
     algebra = MarginalAlgebra(shape)
     weights = algebra.dim * algebra.workload_eigenvalues(order)
     rng = np.random.default_rng(seed)
-    best, best_loss = None, np.inf
+    best = np.zeros(len(algebra.subsets))
+    best[-1] = 1.0  # the full table: every eigenvalue 1, a finite loss
+    best_loss = marginal_loss(best, algebra, weights)[0]
     for _ in range(restarts):
         start = rng.uniform(0.5, 1.0, len(algebra.subsets))
         result = optimize.minimize(
@@ -292,9 +334,7 @@ def optimize_marginals(shape, order: int, *, restarts: int = 3, seed: int = 0) -
         )
         if result.fun < best_loss:
             best, best_loss = result.x / result.x.sum(), float(result.fun)
-    if best is None:
-        raise ParameterError("the marginal weights could not be optimised (no finite start)")
-    return best, best_loss
+    return best, float(best_loss)
 
 
 class MarginalEstimate:
@@ -355,6 +395,52 @@ class MarginalEstimate:
                 out = np.where(norm > 1e-12, np.inf, out)
         return out
 
+    def query_variance(self, weights) -> np.ndarray:
+        """Variance of sum_c q_c x_c for each row q of ``weights`` (cells in C order):
+        sum_T ||E_T q||^2 / lambda_T, infinite where q reaches an unmeasured E_T."""
+        q = np.atleast_2d(np.asarray(weights, dtype=float))
+        cells = int(np.prod(self.shape))
+        if q.shape[-1] != cells:
+            raise ParameterError(f"query weights must have {cells} entries per query")
+        grid = q.reshape((q.shape[0], *self.shape))
+        out = np.zeros(q.shape[0])
+        for mask, lam in enumerate(self.lam):
+            if mask == 0 and self.known_total:
+                continue
+            part = grid
+            for a in range(len(self.shape)):  # E_T q, one axis at a time: O(cells) per query and mask
+                mean = part.mean(axis=a + 1, keepdims=True)
+                part = part - mean if mask >> a & 1 else np.broadcast_to(mean, part.shape)
+            norm = np.einsum("ij,ij->i", part.reshape(q.shape[0], -1), part.reshape(q.shape[0], -1))
+            if lam > 0:
+                out += norm / lam
+            else:
+                out = np.where(norm > 1e-12 * np.einsum("ij,ij->i", q, q), np.inf, out)
+        return out if np.ndim(weights) > 1 else out[0]
+
+    def mean_variance(self, families) -> float:
+        """The exact mean variance over the product of per-axis range families
+        (``families[a] = (lows, highs)``): sum_T mean(||E_T q||^2) / lambda_T, each mean a
+        product of per-axis means; infinite where a query of the family reaches an unmeasured
+        E_T (the largest norm there is the product of the per-axis largest)."""
+        n = np.asarray(self.shape, dtype=float)
+        parts = []
+        for a, (lows, highs) in enumerate(families):
+            lengths = (np.asarray(highs, dtype=np.int64) - np.asarray(lows, dtype=np.int64) + 1).astype(float)
+            q_part = lengths**2 / n[a]
+            p_part = lengths - q_part
+            parts.append(((p_part.mean(), p_part.max()), (q_part.mean(), q_part.max())))
+        out = 0.0
+        for mask, lam in enumerate(self.lam):
+            if mask == 0 and self.known_total:
+                continue
+            picked = [part[0] if mask >> a & 1 else part[1] for a, part in enumerate(parts)]
+            if lam > 0:
+                out += math.prod(m for m, _ in picked) / lam
+            elif math.prod(top for _, top in picked) > 1e-12:
+                return math.inf
+        return float(out)
+
 
 class MarginalStrategy(Strategy):
     """Marginal blocks with their budgets; add/remove: every column has one 1 per block, so
@@ -390,18 +476,24 @@ class OptimizedMarginals(GridMechanism):
     )
     order: int
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._weights: dict = {}
+
     def weights(self, shape) -> list[tuple[tuple[int, ...], float]]:
-        """(axes, theta) of every measured marginal."""
+        """(axes, theta) of every measured marginal (optimised once per shape)."""
         shape = check_shape(shape)
         if self.order > len(shape):
             raise ParameterError(
                 f"{self.order}-way marginals need at least {self.order} axes, the grid has {len(shape)}"
             )
-        theta, _ = optimize_marginals(shape, int(self.order))
-        keep = theta >= 1e-4 * theta.max()
-        subsets = _subsets(len(shape))
-        kept = theta[keep] / theta[keep].sum()
-        return [(subsets[i], float(t)) for i, t in zip(np.flatnonzero(keep), kept)]
+        if shape not in self._weights:
+            theta, _ = optimize_marginals(shape, int(self.order))  # 2^d variables
+            keep = theta >= 1e-4 * theta.max()
+            subsets = _subsets(len(shape))
+            kept = theta[keep] / theta[keep].sum()
+            self._weights[shape] = [(subsets[i], float(t)) for i, t in zip(np.flatnonzero(keep), kept)]
+        return self._weights[shape]
 
     def plan(self, shape, epsilon: float) -> Strategy:
         shape = check_shape(shape)
@@ -417,6 +509,89 @@ class OptimizedMarginals(GridMechanism):
         return MarginalEstimate(shape, [sub for sub, _ in chosen], variances, values, measurements.total)
 
 
+# ----------------------------------------------------------------------------- auto
+
+#: Most axes for which ``auto`` ranks :class:`OptimizedMarginals`: its optimisation is over 2^d
+#: weights through a 2^d x 2^d algebra, run for the plan and again for the estimate (CPU s per
+#: optimisation on the loaded 2-core machine, all 2-way marginals of 4^d: d = 8 0.08 s,
+#: d = 9 0.17 s, d = 10 1.6 s).
+AUTO_MARGINALS_MAX_AXES = 8
+
+
+def axis_strategy_ready(n: int, workload: str, template: str) -> bool:
+    """Whether ``auto`` may use the optimised 1-D strategy of one axis of n bins: optimised
+    cold up to :data:`dprange.optimized.AUTO_OPTIMIZE_MAX_N` bins (about a second), above
+    that only when it is already in the disk cache, and never above the p-Identity release's
+    limit (:data:`dprange.optimized.DENSE_COVARIANCE_LIMIT`), the 1-D rule of
+    :func:`dprange.optimized.auto_candidates`."""
+    if n > DENSE_COVARIANCE_LIMIT:
+        return False
+    if n <= AUTO_OPTIMIZE_MAX_N:
+        return True
+    mech = Optimized(AXIS_WORKLOADS[workload], template=template)
+    return cache_path(mech.workload_on(n), template, default_rows(n, template), mech.restarts).exists()
+
+
+def kronecker_auto_candidates(
+    shape, *, workload, delta=0.0, order=2, neighbours="add_remove", noise="auto"
+) -> list[OptimizedKronecker]:
+    """:class:`OptimizedKronecker` for all or prefix rectangles, its template by the noise the
+    release will use (p-identity-l2 for Gaussian noise, else p-identity), when every axis'
+    strategy is ready (:func:`axis_strategy_ready`) and is not the identity on every axis (then
+    ``Kronecker("identity")`` is the same design, whose error it would tie up to rounding).
+    The axes' strategies are built here (optimised or read from the cache) and kept by the
+    returned instance."""
+    shape = check_shape(shape)
+    if workload not in AXIS_WORKLOADS:
+        return []
+    template = "p-identity-l2" if resolve_noise(noise, delta) == "gaussian" else "p-identity"
+    if not all(axis_strategy_ready(n, workload, template) for n in set(shape)):
+        return []
+    mech = OptimizedKronecker(workload, template=template, neighbours=neighbours, noise=noise)
+    try:
+        identity = all(not np.any(s.theta) for s in mech.axis_strategies(shape))
+    except ParameterError:
+        return [mech]  # select_grid lists it as excluded, with the reason
+    return [] if identity else [mech]
+
+
+def marginals_auto_candidates(
+    shape, *, workload, delta=0.0, order=2, neighbours="add_remove", noise="auto"
+) -> list[OptimizedMarginals]:
+    """:class:`OptimizedMarginals` of ``order`` for marginals on at most
+    :data:`AUTO_MARGINALS_MAX_AXES` axes, unless its optimum is the full table alone (the
+    identity, ``Kronecker("identity")``'s design)."""
+    shape = check_shape(shape)
+    if workload != "marginals" or len(shape) > AUTO_MARGINALS_MAX_AXES or not 1 <= order <= len(shape):
+        return []
+    mech = OptimizedMarginals(order, neighbours=neighbours, noise=noise)
+    full_table_only = [axes for axes, _ in mech.weights(shape)] == [tuple(range(len(shape)))]
+    return [] if full_table_only else [mech]
+
+
+def kd_auto_candidates(shape, *, workload, delta=0.0, order=2, neighbours="add_remove", noise="auto") -> list:
+    """The optimised k-D mechanisms ``auto`` ranks for ``workload`` (public parameters only):
+    :func:`kronecker_auto_candidates` and :func:`marginals_auto_candidates`, which the registry
+    entries declare as their ``workload_candidates`` (added by
+    :func:`dprange.multidim.grid_candidates` when it is given the workload)."""
+    kwargs = {"workload": workload, "delta": delta, "order": order, "neighbours": neighbours, "noise": noise}
+    return [*kronecker_auto_candidates(shape, **kwargs), *marginals_auto_candidates(shape, **kwargs)]
+
+
+GRID_MECHANISMS.add(
+    OptimizedKronecker,
+    summary="Kronecker product of 1-D p-Identity strategies optimised for all ranges or prefixes on every axis "
+    "(all rectangles, dominance counts), with exact per-axis least squares",
+    citation=Citation(
+        "McKenna, Miklau, Hay and Machanavajjhala",
+        "Optimizing error of high-dimensional statistical queries under differential privacy",
+        "VLDB 2018",
+    ),
+    auto=True,
+    candidates=_no_candidates,
+    workload_candidates=kronecker_auto_candidates,
+)
+
 GRID_MECHANISMS.add(
     OptimizedMarginals,
     summary="weighted marginals optimised for all k-way marginals (HDMM's marginals template), exact GLS "
@@ -426,4 +601,7 @@ GRID_MECHANISMS.add(
         "Optimizing error of high-dimensional statistical queries under differential privacy",
         "VLDB 2018",
     ),
+    auto=True,
+    candidates=_no_candidates,
+    workload_candidates=marginals_auto_candidates,
 )

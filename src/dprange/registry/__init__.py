@@ -61,6 +61,10 @@ class Entry:
     #: Mechanisms: the configurations ``auto`` ranks, ``candidates(n, neighbours=, noise=, fast=)``
     #: (default: one instance with default parameters).
     candidates: Callable[..., list] | None = None
+    #: k-D mechanisms optimised for a workload: the configurations ``auto`` ranks for it,
+    #: ``workload_candidates(shape, workload=, delta=, order=, neighbours=, noise=)``
+    #: (dprange.multidim.grid_candidates calls it when given the workload).
+    workload_candidates: Callable[..., list] | None = None
 
     @property
     def nameable(self) -> bool:

@@ -1,0 +1,312 @@
+"""The optimised k-D mechanisms as candidates of the k-D auto (issue 15): exact mean errors of
+their error models against dense formulas, select_grid's choice against every candidate's exact
+error, the optimised Kronecker product chosen where it wins, no cold optimisation above 128 bins
+per axis (the cached strategy is used), optimised marginals, JSON round trips and the CLI."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+import dprange.optimized as optimized_module
+import dprange.optimized_kd as optimized_kd
+from dprange import Domain, ProductDomain
+from dprange.api import release_grid
+from dprange.cli import main
+from dprange.errors import ParameterError
+from dprange.multidim import (
+    Kronecker,
+    axis_ranges,
+    expected_error,
+    grid_candidates,
+    load_grid_release,
+    select_grid,
+)
+from dprange.operators import Identity, Kron, Total, definition_sensitivity_power
+from dprange.optimized import Optimized
+from dprange.optimized_kd import (
+    AUTO_MARGINALS_MAX_AXES,
+    MarginalEstimate,
+    OptimizedKronecker,
+    OptimizedMarginals,
+    kd_auto_candidates,
+    optimize_marginals,
+)
+from dprange.workloads_kd import all_rectangles, marginals, prefix_rectangles
+
+pytestmark = pytest.mark.usefixtures("private_cache")  # every test: an empty strategy cache
+
+OPTIMISED = (OptimizedKronecker, OptimizedMarginals)
+
+
+def optimised_in(pool) -> list:
+    return [m for m in pool if isinstance(m, OPTIMISED)]
+
+
+def product_family(families):
+    """Every combination of one (lo, hi) per axis, as (R, k) lows and highs."""
+    picks = itertools.product(*(range(lo.size) for lo, _ in families))
+    rows = [[(fam[0][i], fam[1][i]) for fam, i in zip(families, pick)] for pick in picks]
+    return np.array([[lo for lo, _ in r] for r in rows]), np.array([[hi for _, hi in r] for r in rows])
+
+
+@pytest.mark.parametrize("neighbours", ["add_remove", "replace"])
+def test_expected_errors_of_the_optimised_mechanisms_are_the_dense_mean_errors(neighbours):
+    """expected_error goes through mean_variance (products of per-axis means); it equals the
+    mean of q^T Cov q over the dense workload matrix, for both templates and with the public
+    total of replace neighbours (the rank-one correction)."""
+    cases = [
+        (OptimizedKronecker("prefix-rectangles", neighbours=neighbours), (10, 9), "prefix-rectangles", 0.0, 2),
+        (OptimizedKronecker("all-rectangles", neighbours=neighbours), (6, 5), "all-rectangles", 1e-6, 2),
+        (OptimizedKronecker("prefix-rectangles", neighbours=neighbours), (10, 9, 3), "prefix-rectangles", 0.0, 2),
+        (OptimizedMarginals(1, neighbours=neighbours), (6, 5, 4), "marginals", 0.0, 1),
+        (OptimizedMarginals(2, neighbours=neighbours), (6, 5, 4), "marginals", 0.0, 2),
+    ]
+    for mech, shape, workload, delta, order in cases:
+        W = {"all-rectangles": all_rectangles, "prefix-rectangles": prefix_rectangles}.get(workload)
+        dense = W(shape).dense() if W else marginals(shape, order).dense()
+        model = mech.error_model(shape, 1.0, delta=delta)
+        if isinstance(mech, OptimizedKronecker):
+            assert any(np.any(s.theta) for s in mech.axis_strategies(shape))  # not the identity
+            want = float(np.mean(model.query_variance(dense)))
+        else:  # marginal cells are rectangles (the other axes whole); rectangle_variance is dense-checked
+            lows, highs = [], []
+            for axes in itertools.combinations(range(len(shape)), order):
+                fams = [axis_ranges(n, "cells" if a in axes else "total") for a, n in enumerate(shape)]
+                lo, hi = product_family(fams)
+                lows.append(lo)
+                highs.append(hi)
+            want = float(np.mean(model.rectangle_variance(np.vstack(lows), np.vstack(highs))))
+        got = expected_error(mech, shape, workload, 1.0, delta=delta, order=order)
+        assert isinstance(got, float) and got == pytest.approx(want, rel=1e-9), (mech, shape)
+
+
+def test_marginal_mean_variance_is_infinite_where_a_query_reaches_an_unmeasured_direction():
+    shape = (3, 4, 2)
+    est = MarginalEstimate(shape, [(0, 1), (1, 2)], [1.0, 2.0])
+    measured = [axis_ranges(3, "cells"), axis_ranges(4, "cells"), axis_ranges(2, "total")]
+    lows, highs = product_family(measured)
+    assert est.mean_variance(measured) == pytest.approx(est.rectangle_variance(lows, highs).mean(), rel=1e-12)
+    assert math.isinf(est.mean_variance([axis_ranges(n, "all") for n in shape]))  # cells need all three axes
+
+
+def test_select_grid_never_chooses_worse_than_any_candidate_and_ranks_the_optimised_ones():
+    """The choice's error is the least exact error of its whole pool (every candidate's error
+    recomputed by expected_error), on rectangles, dominance counts and marginals, both
+    relations, epsilon-DP and (epsilon, delta); the optimised candidate is in each pool."""
+    cases = [
+        ((32, 32), "all-rectangles", 0.0, 2, "add_remove"),
+        ((32, 32), "prefix-rectangles", 0.0, 2, "replace"),
+        ((16, 16), "all-rectangles", 1e-6, 2, "add_remove"),
+        ((12, 10, 3), "prefix-rectangles", 0.0, 2, "replace"),
+        ((8, 8, 8, 8), "marginals", 0.0, 2, "add_remove"),
+        ((6, 5, 4), "marginals", 0.0, 1, "replace"),
+    ]
+    for shape, workload, delta, order, neighbours in cases:
+        pool = grid_candidates(shape, neighbours=neighbours, workload=workload, delta=delta, order=order)
+        assert len(optimised_in(pool)) == 1, (shape, workload)
+        selection = select_grid(shape, 0.5, workload=workload, delta=delta, neighbours=neighbours, order=order)
+        errors = []
+        for mech in pool:
+            try:
+                errors.append(expected_error(mech, shape, workload, 0.5, delta=delta, order=order))
+            except ParameterError:
+                continue  # Fourier of a lower order: listed as excluded
+        finite = [e for e in errors if math.isfinite(e)]
+        assert len(selection.table) == len(finite)
+        assert selection.error == min(finite)
+        assert selection.error == expected_error(selection.mechanism, shape, workload, 0.5, delta=delta, order=order)
+
+
+def test_auto_chooses_the_optimised_kronecker_product_on_all_rectangles_of_32_x_32():
+    """204.83 against 225.03 for the best fixed candidate (the k-D hierarchy, branching 8,
+    geometric budgets) and 236.51 for the best fixed Kronecker product (identity); the error is
+    the product of the axes' mean range variances times the noise variance."""
+    shape = (32, 32)
+    selection = select_grid(shape, 1.0)
+    chosen = selection.mechanism
+    assert isinstance(chosen, OptimizedKronecker)
+    assert (chosen.workload, chosen.template) == ("all-rectangles", "p-identity")
+    assert selection.error == expected_error(OptimizedKronecker("all-rectangles"), shape, "all-rectangles", 1.0)
+    axis = Optimized("all-range", template="p-identity").error_model(32, 1.0)
+    lo, hi = np.triu_indices(32)
+    unit = float(np.mean(axis.range_variance(lo, hi) / axis.variance))
+    model = chosen.error_model(shape, 1.0)
+    assert selection.error == pytest.approx(model.variance * unit**2, rel=1e-9)
+    assert selection.error == pytest.approx(204.83, abs=0.01)
+    fixed = [c.error for c in selection.table if not isinstance(c.mechanism, OPTIMISED)]
+    assert fixed[0] == pytest.approx(225.03, abs=0.01) and fixed[0] >= 1.09 * selection.error
+    identity = expected_error(Kronecker("identity"), shape, "all-rectangles", 1.0)
+    assert identity == pytest.approx(236.51, abs=0.01)
+
+
+def test_auto_under_epsilon_delta_chooses_the_l2_template():
+    selection = select_grid((16, 16), 1.0, delta=1e-6)
+    assert isinstance(selection.mechanism, OptimizedKronecker) and selection.mechanism.template == "p-identity-l2"
+    assert selection.error == pytest.approx(200.61, abs=0.01)
+    assert selection.table[1].error >= 1.4 * selection.error  # Kronecker Haar, 293.30
+
+
+def test_an_identity_optimum_is_not_a_second_identity_candidate():
+    """All ranges on 16 bins: the p-Identity optimum keeps B = 0, the design of
+    Kronecker("identity"), which would tie up to rounding; auto keeps the fixed one."""
+    assert kd_auto_candidates((16, 16), workload="all-rectangles") == []
+    assert select_grid((16, 16), 1.0).mechanism.name == "kronecker"
+    assert kd_auto_candidates((6, 5, 4), workload="marginals", order=2) == []  # the full table alone
+
+
+def test_replace_l1_sensitivity_above_the_exact_limit_is_the_triangle_bound(monkeypatch):
+    """Replace neighbours, L1: the exact pairwise maximum (the dense definition) where
+    affordable; above the limit 2 M for the add/remove power M, never below the exact value
+    (within 0.1% of it here); 64 x 64 (beyond the definition's 4096 columns) now has a
+    finite error.  L2 stays exact."""
+    shape = (16, 12)
+    mech = OptimizedKronecker("prefix-rectangles", neighbours="replace")
+    plan = mech.plan(shape, 1.0)
+    dense = np.kron(*(s.explicit() for s in mech.axis_strategies(shape)))
+    exact = definition_sensitivity_power(dense, 1, "replace")
+    assert plan.sensitivity_power(1, "replace") == exact
+    monkeypatch.setattr(optimized_kd, "EXACT_PAIRS_LIMIT", 0)
+    bound = plan.sensitivity_power(1, "replace")
+    assert bound == 2 * definition_sensitivity_power(dense, 1, "add_remove")
+    assert exact <= bound <= 1.001 * exact
+    l2 = OptimizedKronecker("prefix-rectangles", template="p-identity-l2", neighbours="replace")
+    dense = np.kron(*(s.explicit() for s in l2.axis_strategies(shape)))
+    want = definition_sensitivity_power(dense, 2, "replace")
+    assert float(l2.plan(shape, 1.0).sensitivity_power(2, "replace")) == pytest.approx(want, rel=1e-12)
+    monkeypatch.undo()
+    error = expected_error(OptimizedKronecker("all-rectangles", neighbours="replace"), (64, 64), "all-rectangles", 1.0)
+    assert math.isfinite(error)
+
+
+def test_grid_candidates_without_a_workload_are_the_shape_only_pool():
+    pool = grid_candidates((32, 32))
+    assert optimised_in(pool) == []
+    assert [repr(m) for m in grid_candidates((32, 32), workload="all-rectangles")[: len(pool)]] == [
+        repr(m) for m in pool
+    ]
+
+
+def test_above_128_bins_auto_uses_a_cached_strategy_and_never_optimises_cold(monkeypatch):
+    calls = []
+    real = optimized_module.optimize_p_identity
+
+    def counting(gram, p, **kwargs):
+        calls.append(p)
+        return real(gram, p, **kwargs)
+
+    monkeypatch.setattr(optimized_module, "optimize_p_identity", counting)
+    shape = (130, 130)
+    assert optimised_in(grid_candidates(shape, workload="prefix-rectangles")) == []
+    cold = select_grid(shape, 1.0, workload="prefix-rectangles")
+    assert calls == [] and not isinstance(cold.mechanism, OPTIMISED)
+    Optimized("prefix", template="p-identity").strategy(130)  # optimised once, stored in the cache
+    assert len(calls) == 1
+    warm = select_grid(shape, 1.0, workload="prefix-rectangles")
+    assert len(calls) == 1  # read from the cache
+    chosen = warm.mechanism
+    assert isinstance(chosen, OptimizedKronecker) and all(s.cached for s in chosen.axis_strategies(shape))
+    assert warm.error < cold.error
+    assert warm.error == expected_error(OptimizedKronecker("prefix-rectangles"), shape, "prefix-rectangles", 1.0)
+
+
+def test_optimised_marginals_are_chosen_for_the_marginals_they_serve():
+    """All 2-way marginals of 8^4: the optimised weights (the six 2-way marginals, equal) beat
+    every fixed and Fourier candidate; on 9 axes auto does not optimise the 2^9 weights."""
+    shape = (8, 8, 8, 8)
+    selection = select_grid(shape, 1.0, workload="marginals", order=2)
+    assert isinstance(selection.mechanism, OptimizedMarginals) and selection.mechanism.order == 2
+    assert selection.error == expected_error(OptimizedMarginals(2), shape, "marginals", 1.0, order=2)
+    assert selection.table[1].error >= 1.2 * selection.error
+    assert sorted(axes for axes, _ in selection.mechanism.weights(shape)) == list(itertools.combinations(range(4), 2))
+
+
+def test_auto_skips_optimised_marginals_on_many_axes(monkeypatch):
+    calls = []
+    monkeypatch.setattr(optimized_kd, "optimize_marginals", lambda *a, **k: calls.append(a) or (None, 0.0))
+    shape = (2,) * (AUTO_MARGINALS_MAX_AXES + 1)
+    assert kd_auto_candidates(shape, workload="marginals", order=2) == [] and calls == []
+
+
+def test_optimize_marginals_keeps_the_full_table_where_the_starts_stop_higher():
+    """6 x 5 x 4, all 2-way marginals: the uniform starts stopped at 534.3 (the three 2-way
+    marginals), above the full table's 360 (= trace of the workload's Gram)."""
+    theta, loss = optimize_marginals((6, 5, 4), 2)
+    assert loss == pytest.approx(360.0, rel=1e-12)
+    assert theta[-1] == 1.0 and theta[:-1].sum() == 0.0
+
+
+def test_template_auto_under_delta_round_trips_through_json():
+    """The saved parameters say template 'auto'; the loader plans at the saved delta (it
+    planned the L1 template before: 1000 saved values against 714 rows)."""
+    counts = np.random.default_rng(3).poisson(9, (32, 20))
+    release = OptimizedKronecker().release(counts, 1.0, delta=1e-6, rng=5)
+    loaded = load_grid_release(release.to_json())
+    lows, highs = [[0, 0], [3, 7], [10, 0]], [[31, 19], [20, 8], [10, 19]]
+    np.testing.assert_allclose(loaded.rectangle(lows, highs).value, release.rectangle(lows, highs).value)
+    np.testing.assert_allclose(loaded.rectangle(lows, highs).stderr, release.rectangle(lows, highs).stderr)
+
+
+@pytest.mark.parametrize(("workload", "delta"), [("all-rectangles", 0.0), ("prefix-rectangles", 1e-6)])
+def test_release_grid_auto_with_an_optimised_choice_round_trips(workload, delta):
+    domain = ProductDomain([Domain.integers(0, 31), Domain.integers(0, 31)])
+    rng = np.random.default_rng(7)
+    columns = [rng.integers(0, 32, 500), rng.integers(0, 32, 500)]
+    release = release_grid(columns, domain, 1.0, delta=delta, workload=workload, rng=2)
+    chosen = select_grid((32, 32), 1.0, workload=workload, delta=delta).mechanism
+    assert release.mechanism == "optimized_kronecker" and release.parameters == chosen.parameters()
+    loaded = load_grid_release(release.to_json())
+    lows, highs = [[0, 0], [5, 9], [31, 0]], [[31, 31], [17, 12], [31, 31]]
+    np.testing.assert_allclose(loaded.rectangle(lows, highs).value, release.rectangle(lows, highs).value)
+    np.testing.assert_allclose(loaded.rectangle(lows, highs).stderr, release.rectangle(lows, highs).stderr)
+    assert loaded.domain == domain
+
+
+def run_cli(args, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main([str(a) for a in args])
+    out = capsys.readouterr()
+    return exc.value.code, out.out, out.err
+
+
+def test_cli_error_and_release_choose_the_optimised_product(tmp_path, capsys):
+    code, stdout, err = run_cli(["error", "--shape", "32x32", "-e", 1], capsys)
+    assert code == 0 and err == ""
+    selection = select_grid((32, 32), 1.0)
+    assert f"recommended: {selection.mechanism!r}" in stdout and "OptimizedKronecker" in stdout
+    assert f"{math.sqrt(selection.error):>12.4f}  {selection.mechanism!r}" in stdout
+    rng = np.random.default_rng(1)
+    a, b = rng.integers(0, 32, 400), rng.integers(0, 32, 400)
+    path, out = tmp_path / "two.csv", tmp_path / "grid.json"
+    path.write_text("a,b\n" + "".join(f"{x},{y}\n" for x, y in zip(a, b)))
+    args = ["release", path, "-c", "a", "-c", "b", "--lo", 0, "--hi", 31, "--lo", 0, "--hi", 31, "--integers"]
+    code, stdout, err = run_cli([*args, "-e", 1, "--seed", 3, "-o", out], capsys)
+    assert code == 0 and err == ""
+    assert f"auto: chose {selection.mechanism!r} for the all-rectangles workload" in stdout
+    saved = load_grid_release(out.read_text())
+    domain = ProductDomain([Domain.integers(0, 31), Domain.integers(0, 31)])
+    same = release_grid([a, b], domain, 1.0, rng=3)
+    np.testing.assert_allclose(saved.counts, same.counts, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize("neighbours", ["add_remove", "replace"])
+def test_marginal_query_variance_is_the_dense_covariance(neighbours):
+    """q^T Cov q for arbitrary weights against the dense GLS covariance (pseudo-inverse on the
+    measured span), and infinite for a query outside it."""
+    shape = (3, 4, 2)
+    subsets, variances = [(0, 1), (1, 2), (0, 2), ()], [2.0, 3.0, 5.0, 7.0]
+    blocks = [Kron([Identity(n) if a in s else Total(n) for a, n in enumerate(shape)]).dense() for s in subsets]
+    est = MarginalEstimate(shape, subsets, variances, total=0.0 if neighbours == "replace" else None)
+    Aw = np.vstack([b / np.sqrt(v) for b, v in zip(blocks, variances)])
+    cov = np.linalg.pinv(Aw.T @ Aw)
+    if neighbours == "replace":
+        w = cov.sum(axis=1)
+        cov = cov - np.outer(w, w) / w.sum()
+    rng = np.random.default_rng(5)
+    A = np.vstack(blocks)
+    Q = np.vstack([A[:5], rng.normal(size=(4, A.shape[0])) @ A])  # rows and combinations of the measured span
+    np.testing.assert_allclose(est.query_variance(Q), np.einsum("ij,jk,ik->i", Q, cov, Q), rtol=1e-9, atol=1e-9)
+    assert np.isinf(est.query_variance(np.eye(24)[0]))  # one cell: needs all three axes
