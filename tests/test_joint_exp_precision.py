@@ -16,6 +16,7 @@ import pytest
 from test_quantile_mechanisms import (
     JOINT_LAW_CASES,
     P_FLOOR,
+    _captured_scale,
     _joint_definition_decimal,
     chi_square_p,
     exact_decimal,
@@ -100,14 +101,7 @@ def test_precision_rule_uses_extended_only_above_one_percent(monkeypatch):
 def test_run_pays_its_own_precisions_bound(precision, monkeypatch):
     """The run's scale is that of epsilon minus twice the public bound of the precision used, its
     lengths are in that precision, and epsilon' + 2 x the run's own bound is at most epsilon."""
-    seen = {}
-    real = qm.joint_exponential_intervals
-
-    def spy(lengths, levels, scale, rng):
-        seen["lengths"], seen["scale"] = lengths, scale
-        return real(lengths, levels, scale, rng)
-
-    monkeypatch.setattr(qm, "joint_exponential_intervals", spy)
+    seen = _captured_scale(monkeypatch)
     rng = np.random.default_rng(40)
     values, levels, epsilon = rng.normal(0, 1, 300), np.array([0.25, 0.5, 0.75]), 0.5
     _, charge = qm.joint_exponential_run(values, levels, epsilon, (-4, 4), rng=rng, n_max=1000, _precision=precision)
