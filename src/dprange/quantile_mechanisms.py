@@ -741,6 +741,12 @@ def check_n_max(n_max) -> int | None:
     return int(n_max)
 
 
+def _joint_charge(epsilon: float, levels: np.ndarray, neighbours: str, n_max: int, width: float, precision: str):
+    """Twice :func:`joint_public_error_bound` at n_max records in ``precision``, at epsilon's scale."""
+    scale = epsilon / (2.0 * joint_sensitivity(levels, neighbours))
+    return 2.0 * joint_public_error_bound(n_max, levels.size, scale, width, precision)
+
+
 def joint_charged_epsilon(
     epsilon: float, levels: np.ndarray, neighbours: str, n_max: int, width: float, precision: str = "double"
 ) -> float:
@@ -749,8 +755,7 @@ def joint_charged_epsilon(
     epsilon's scale (the bound increases with the scale, and epsilon' has the smaller one), so
     the privacy loss epsilon' + 2 x bound is at most epsilon for every dataset of at most n_max
     records."""
-    scale = epsilon / (2.0 * joint_sensitivity(levels, neighbours))
-    charge = 2.0 * joint_public_error_bound(n_max, levels.size, scale, width, precision)
+    charge = _joint_charge(epsilon, levels, neighbours, n_max, width, precision)
     if charge >= epsilon / 2:
         raise ParameterError(
             f"JointExp's float error at n_max = {n_max} records and {levels.size} levels would cost {charge:.3g} "
@@ -772,8 +777,7 @@ def joint_precision(epsilon: float, levels: np.ndarray, neighbours: str, n_max: 
     n_max = 10^6 (0.06%)."""
     if not extended_precision_available():
         return "double"
-    scale = epsilon / (2.0 * joint_sensitivity(levels, neighbours))
-    charge = 2.0 * joint_public_error_bound(n_max, levels.size, scale, width, "double")
+    charge = _joint_charge(epsilon, levels, neighbours, n_max, width, "double")
     return "extended" if charge > JOINT_EXTENDED_FROM * epsilon else "double"
 
 
