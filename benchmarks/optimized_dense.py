@@ -27,12 +27,12 @@ def main() -> None:
     from dprange.analysis import select  # noqa: PLC0415
     from dprange.optimized import Gram, Optimized, optimize_p_identity  # noqa: PLC0415
     from dprange.optimized_dense import dense_loss, optimize_dense  # noqa: PLC0415
-    from dprange.workloads import AllRange, Prefix  # noqa: PLC0415
+    from dprange.workloads import AllRange, Prefix, singular_value_sum  # noqa: PLC0415
 
     n = args.n
     for workload in (AllRange(n), Prefix(n)):
         gram = workload.gram()
-        bound = float(np.sqrt(np.clip(np.linalg.eigvalsh(gram), 0, None)).sum()) ** 2 / n
+        bound = singular_value_sum(workload.singular_values()) ** 2 / n
 
         def report(start, trace, cpu, **extra):
             row = {"workload": workload.name, "n": n, "start": start, "rmse_over_bound": (trace / bound) ** 0.5}

@@ -46,7 +46,7 @@ from .noise import discrete_gaussian_variance, gaussian_sigma
 from .optimized import auto_candidates
 from .progress import tracked
 from .registry import MECHANISMS
-from .workloads import AllRange, Explicit, Identity, Prefix, Workload, make_workload
+from .workloads import AllRange, Explicit, Identity, Prefix, Workload, make_workload, singular_value_sum
 
 optimize = lazy_module("scipy.optimize")  # imported on first use: ~0.3 s that `import dprange` skips
 
@@ -198,15 +198,13 @@ def svd_bound(workload, epsilon, delta=0.0, *, n=None, noise="auto") -> float:
     ``noise="laplace_float"`` gives the textbook epsilon-DP bound (2 / eps^2) that HDMM's
     experiments compare strategies against.
 
-    Computed from the eigenvalues of W^T W (closed-form Gram for the standard workloads);
-    O(n^3), meant for n up to a few thousand.
+    The singular values have closed forms for all ranges, prefixes and the identity
+    (:meth:`dprange.workloads.Workload.singular_values`: O(n), any n); other workloads
+    eigendecompose W^T W, O(n^3), n <= 8192.
     """
     workload = _resolve(workload, n)
     factor = noise_variance_floor(epsilon, delta, noise)
-    if workload.n > 8192:
-        raise ParameterError("svd_bound needs an eigendecomposition; use n <= 8192")
-    eig = np.linalg.eigvalsh(workload.gram())
-    singular_sum = float(np.sqrt(np.clip(eig, 0, None)).sum())
+    singular_sum = singular_value_sum(workload.singular_values())
     return factor * singular_sum**2 / workload.n / workload.m
 
 

@@ -69,9 +69,9 @@ from .operators import Explicit, HaarLevel, Identity, Kron, Operator, TreeLevel,
 from .product_domain import ProductDomain
 from .registry import GRID_MECHANISMS, GRID_WORKLOADS, Citation, Entry
 from .strategies import HaarStrategy, Strategy, TreeStrategy
+from .workloads import all_range_singular_values, prefix_singular_values, singular_value_sum
 from .workloads_kd import (
     Rectangles,
-    all_range_gram,
     all_rectangles,
     check_rectangles,
     check_shape,
@@ -876,10 +876,10 @@ def expected_error(mechanism: GridMechanism, shape, workload, epsilon, *, delta=
     return total / count
 
 
-def _axis_singular_values(n: int, kind: str) -> np.ndarray:
-    """Singular values of one axis' 1-D workload: all ranges or prefixes (from the Gram)."""
-    gram = all_range_gram(n) if kind == "all" else (n - np.maximum.outer(np.arange(n), np.arange(n))).astype(float)
-    return np.sqrt(np.clip(np.linalg.eigvalsh(gram), 0.0, None))
+def _axis_singular_sum(n: int, kind: str) -> float:
+    """Sum of the singular values of one axis' 1-D workload, all ranges or prefixes (closed
+    forms, O(n))."""
+    return singular_value_sum(all_range_singular_values(n) if kind == "all" else prefix_singular_values(n))
 
 
 def _marginal_singular_sum(shape, order: int) -> float:
@@ -905,23 +905,23 @@ def svd_bound(shape, workload, epsilon, delta=0.0, *, order: int = 2, noise="aut
     :func:`dprange.analysis.noise_variance_floor` for ``noise`` (the least variance per unit of
     sensitivity of dprange's noise of that kind), as :func:`dprange.analysis.svd_bound` in 1-D.
     The singular values of a Kronecker workload (all or prefix rectangles) are the products of
-    the per-axis ones, so their sum is the product of the per-axis sums; marginals have a
-    closed form (:func:`_marginal_singular_sum`)."""
+    the per-axis ones, so their sum is the product of the per-axis sums (closed forms,
+    :func:`dprange.workloads.all_range_singular_values` and
+    :func:`~dprange.workloads.prefix_singular_values`: O(n) per axis, any side); marginals have
+    a closed form too (:func:`_marginal_singular_sum`)."""
     shape = check_shape(shape)
     workload = check_grid_workload(workload)
     if isinstance(workload, Rectangles):
         raise ParameterError("svd_bound covers all-rectangles, prefix-rectangles and marginals")
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
-    if max(shape) > 8192:
-        raise ParameterError("svd_bound needs an eigendecomposition per axis; use sides <= 8192")
     if workload == "marginals":
         order = check_order(order, shape)
         singular_sum = _marginal_singular_sum(shape, order)
         queries = sum(math.prod(shape[a] for a in m) for m in itertools.combinations(range(len(shape)), order))
     else:
         kind = "all" if workload == "all-rectangles" else "prefix"
-        singular_sum = math.prod(float(_axis_singular_values(n, kind).sum()) for n in shape)
+        singular_sum = math.prod(_axis_singular_sum(n, kind) for n in shape)
         queries = math.prod(n * (n + 1) // 2 if kind == "all" else n for n in shape)
     return noise_variance_floor(epsilon, delta, noise) * singular_sum**2 / math.prod(shape) / queries
 

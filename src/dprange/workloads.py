@@ -9,6 +9,8 @@ range variances of trees and wavelets; every workload is also a
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from scipy.sparse.linalg import LinearOperator
 
@@ -19,6 +21,50 @@ from .registry import WORKLOADS, Citation
 
 #: Above this many queries a workload refuses to materialise dense matrices.
 DENSE_LIMIT = 50_000_000
+
+#: Above this many bins the singular values of a workload without a closed form (an
+#: eigendecomposition of its n x n Gram, O(n^3)) are refused.
+DENSE_SPECTRUM_LIMIT = 8192
+
+
+def all_range_singular_values(n: int) -> np.ndarray:
+    """Singular values of the all-ranges workload on n bins, in O(n):
+    sqrt(n + 1) / (2 sin(k pi / (2 (n + 1)))), k = 1..n (descending).
+
+    The Gram G_ij = (min(i, j) + 1)(n - max(i, j)) (0-indexed) is n + 1 times the inverse of
+    L = tridiag(-1, 2, -1), the n x n second-difference matrix with zero (Dirichlet) ends: in
+    column j, G is linear in i on each side of the diagonal, with slopes n - j and -(j + 1) and
+    ghost entries G_{-1, j} = G_{n, j} = 0, so -G_{i-1, j} + 2 G_{ij} - G_{i+1, j} is 0 off the
+    diagonal and (n - j) + (j + 1) = n + 1 on it: L G = (n + 1) I.  L's eigenvectors are
+    sin((i + 1) theta) with theta = k pi / (n + 1) (the ghost entries vanish) and eigenvalues
+    2 - 2 cos(theta) = 4 sin^2(theta / 2);
+    G's eigenvalues are (n + 1) / (4 sin^2(k pi / (2 (n + 1)))), their square roots W's
+    singular values.
+    """
+    k = np.arange(1, n + 1, dtype=float)
+    return math.sqrt(n + 1) / (2.0 * np.sin(k * np.pi / (2.0 * (n + 1))))
+
+
+def prefix_singular_values(n: int) -> np.ndarray:
+    """Singular values of the n prefixes [0, j] (W the lower-triangular ones matrix), in O(n):
+    1 / (2 sin((2k - 1) pi / (2 (2n + 1)))), k = 1..n (descending).
+
+    W's inverse is the difference matrix D (1 on the diagonal, -1 below), so (W^T W)^-1 =
+    D D^T: tridiag(-1, 2, -1) except a 1 in its first corner (row 0 of D is e_0).  Its
+    eigenvectors are cos((i + 1/2) theta): the interior rows hold for any theta with eigenvalue
+    2 - 2 cos(theta), the first row because cos(-theta / 2) = cos(theta / 2) (a mirrored ghost
+    entry), the last row if the ghost entry i = n vanishes, cos((n + 1/2) theta) = 0, that is
+    theta = (2k - 1) pi / (2n + 1), k = 1..n, all distinct in (0, pi).  So W^T W has
+    eigenvalues 1 / (4 sin^2((2k - 1) pi / (2 (2n + 1)))), their square roots W's singular
+    values.
+    """
+    k = np.arange(1, n + 1, dtype=float)
+    return 1.0 / (2.0 * np.sin((2.0 * k - 1.0) * np.pi / (2.0 * (2 * n + 1))))
+
+
+def singular_value_sum(values) -> float:
+    """Sum of singular values, exactly rounded (math.fsum; n up to 10^7 in about a second)."""
+    return math.fsum(np.asarray(values, dtype=float))
 
 
 class Workload:
@@ -52,6 +98,19 @@ class Workload:
         """W^T W (n x n)."""
         W = self.dense()
         return W.T @ W
+
+    #: Whether :meth:`singular_values` has a closed form, O(n) at any n (all ranges, prefixes,
+    #: identity); otherwise it eigendecomposes the Gram, O(n^3) and n <= DENSE_SPECTRUM_LIMIT.
+    closed_form_spectrum = False
+
+    def singular_values(self) -> np.ndarray:
+        """Singular values of W (n of them, zeros included): square roots of W^T W's eigenvalues."""
+        if self.n > DENSE_SPECTRUM_LIMIT:
+            raise ParameterError(
+                f"the singular values of a {self.name} workload need an eigendecomposition of its "
+                f"n x n Gram matrix; use n <= {DENSE_SPECTRUM_LIMIT} (got n = {self.n})"
+            )
+        return np.sqrt(np.clip(np.linalg.eigvalsh(self.gram()), 0.0, None))
 
     def operator(self) -> LinearOperator:
         """W as a LinearOperator; range workloads use prefix sums (O(n + m) per product)."""
@@ -101,6 +160,11 @@ class AllRange(Workload):
         i = np.arange(self.n)
         return (np.minimum.outer(i, i) + 1.0) * (self.n - np.maximum.outer(i, i))
 
+    closed_form_spectrum = True
+
+    def singular_values(self) -> np.ndarray:
+        return all_range_singular_values(self.n)
+
 
 class Prefix(Workload):
     """The n prefixes [0, j] (the CDF workload).  Gram: n - max(i, j)."""
@@ -118,6 +182,11 @@ class Prefix(Workload):
         i = np.arange(self.n)
         return (self.n - np.maximum.outer(i, i)).astype(float)
 
+    closed_form_spectrum = True
+
+    def singular_values(self) -> np.ndarray:
+        return prefix_singular_values(self.n)
+
 
 class Identity(Workload):
     """The n single bins.  Gram: I."""
@@ -134,6 +203,11 @@ class Identity(Workload):
 
     def gram(self) -> np.ndarray:
         return np.eye(self.n)
+
+    closed_form_spectrum = True
+
+    def singular_values(self) -> np.ndarray:
+        return np.ones(self.n)
 
 
 class Ranges(Workload):
