@@ -256,6 +256,65 @@ def test_error_command_prints_the_svd_bound_under_add_remove(capsys):
     assert "SVD bound" not in out
 
 
+BOUND_LINE = "lower bound for any matrix mechanism (Li and Miklau, SVD bound): RMSE"
+
+
+def _expected_svd_bound(size: list, epsilon: float, delta: float) -> float:
+    """The bound the error command should report: 1-D all ranges (--n) or k-D all rectangles (--shape)."""
+    from dprange import multidim
+    from dprange.analysis import svd_bound
+    from dprange.workloads import AllRange
+
+    if size[0] == "--n":
+        return svd_bound(AllRange(int(size[1])), epsilon, delta)
+    return multidim.svd_bound(tuple(int(s) for s in size[1].split("x")), "all-rectangles", epsilon, delta)
+
+
+@pytest.mark.parametrize("size", [["--n", "40"], ["--shape", "6x5"], ["--shape", "4x3x2"]])
+@pytest.mark.parametrize("delta", [0.0, 1e-6])
+def test_error_command_gives_the_svd_bound_only_under_add_remove(size, delta, capsys):
+    """Li and Miklau's bound holds under add/remove; under replace a public total is free and a
+    mechanism may go below it, so neither the table nor the JSON may carry it there (1-D and k-D)."""
+    base = ["error", *size, "-e", "1", "--delta", str(delta)]
+    bound = _expected_svd_bound(size, 1.0, delta)
+    code, out, err = run_cli([*base, "--neighbours", "add_remove"], capsys)
+    assert code == 0, err
+    assert f"{BOUND_LINE} {bound**0.5:.4f}" in out
+    code, out, err = run_cli([*base, "--neighbours", "add_remove", "--json"], capsys)
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["svd_bound"] == pytest.approx(bound, rel=1e-12)
+    assert min(c["expected_error"] for c in data["candidates"]) >= bound * (1 - 1e-9)
+    code, out, err = run_cli([*base, "--neighbours", "replace"], capsys)
+    assert code == 0, err
+    assert "SVD bound" not in out and "lower bound" not in out
+    code, out, err = run_cli([*base, "--neighbours", "replace", "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["svd_bound"] is None
+
+
+def test_error_command_gives_the_closed_form_svd_bound_above_4096_bins(capsys):
+    """All ranges, prefixes and the identity have closed-form singular values: the bound at any
+    n; a workload without one (random ranges) still stops at 4096 bins (an O(n^3) eigendecomposition)."""
+    from dprange.analysis import svd_bound
+    from dprange.workloads import make_workload
+
+    for workload in ("all-range", "prefix", "identity"):
+        code, out, err = run_cli(
+            ["error", "--n", "5000", "-w", workload, "-e", "1", "--mechanisms", "flat", "--json"], capsys
+        )
+        assert code == 0, err
+        assert json.loads(out)["svd_bound"] == pytest.approx(svd_bound(make_workload(workload, 5000), 1.0), rel=1e-12)
+    code, out, err = run_cli(["error", "--n", "5000", "-w", "prefix", "-e", "1", "--mechanisms", "flat"], capsys)
+    assert f"{BOUND_LINE} {svd_bound(make_workload('prefix', 5000), 1.0) ** 0.5:.4f}" in out
+    args = ["error", "--n", "5000", "-w", "random-ranges", "--queries", "50", "-e", "1", "--mechanisms", "flat"]
+    code, out, err = run_cli([*args, "--json"], capsys)
+    assert code == 0, err
+    assert json.loads(out)["svd_bound"] is None
+    code, out, err = run_cli(args, capsys)
+    assert code == 0 and "SVD bound" not in out
+
+
 def test_release_auto_mechanism(csv_file, tmp_path, capsys):
     code, out, err = run_cli(
         [

@@ -857,8 +857,14 @@ def error_command(n, shape, order, workload, queries, epsilon, delta, neighbours
                 check_tree_size(strategy, "--mechanisms hB:")
     wl = make_workload(workload, n, k=queries)
     selection = select(wl, None, epsilon, delta=delta, neighbours=neighbours, noise=noise, candidates=candidates)
-    # Li and Miklau's bound holds under add/remove (under replace a public total is free); O(n^3)
-    bound = svd_bound_1d(wl, epsilon, delta, noise=noise) if n <= 4096 and neighbours == "add_remove" else None
+    # Li and Miklau's bound holds under add/remove (under replace a public total is free).  All
+    # ranges, prefixes and the identity have closed-form singular values (any n); other workloads
+    # eigendecompose the n x n Gram, O(n^3), so only up to 4096 bins.
+    bound = (
+        svd_bound_1d(wl, epsilon, delta, noise=noise)
+        if neighbours == "add_remove" and (wl.closed_form_spectrum or n <= 4096)
+        else None
+    )
     if as_json:
         out = selection.to_dict()
         out["svd_bound"] = bound
@@ -915,11 +921,9 @@ def grid_error_command(shape, order, workload, epsilon, delta, neighbours, noise
         order=order,
         candidates=candidates,
     )
-    bound = (
-        svd_bound(sides, name, epsilon, delta, order=order, noise=noise)
-        if max(sides) <= 4096 and neighbours == "add_remove"
-        else None
-    )
+    # Under replace a public total is free and the add/remove bound need not hold; the bound
+    # has closed forms for the three grid workloads (any side).
+    bound = svd_bound(sides, name, epsilon, delta, order=order, noise=noise) if neighbours == "add_remove" else None
     if as_json:
         out = selection.to_dict()
         out["svd_bound"] = bound
