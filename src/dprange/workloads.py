@@ -37,9 +37,8 @@ def all_range_singular_values(n: int) -> np.ndarray:
     ghost entries G_{-1, j} = G_{n, j} = 0, so -G_{i-1, j} + 2 G_{ij} - G_{i+1, j} is 0 off the
     diagonal and (n - j) + (j + 1) = n + 1 on it: L G = (n + 1) I.  L's eigenvectors are
     sin((i + 1) theta) with theta = k pi / (n + 1) (the ghost entries vanish) and eigenvalues
-    2 - 2 cos(theta) = 4 sin^2(theta / 2);
-    G's eigenvalues are (n + 1) / (4 sin^2(k pi / (2 (n + 1)))), their square roots W's
-    singular values.
+    2 - 2 cos(theta) = 4 sin^2(theta / 2); G's eigenvalues are (n + 1) / (4 sin^2(k pi /
+    (2 (n + 1)))), their square roots W's singular values.
     """
     k = np.arange(1, n + 1, dtype=float)
     return math.sqrt(n + 1) / (2.0 * np.sin(k * np.pi / (2.0 * (n + 1))))
