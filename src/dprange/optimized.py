@@ -63,7 +63,7 @@ from ._validation import check_delta, check_positive_int
 from .errors import ParameterError
 from .inference.least_squares import DENSE_COVARIANCE_LIMIT
 from .inference.p_identity import DiagonalPlusRows
-from .matrix import MatrixStrategy, OneBlockStrategy, quantisation_factor
+from .matrix import QUANTISATION_TOLERANCE, MatrixStrategy, OneBlockStrategy, quantisation_factor
 from .mechanisms import Mechanism
 from .optimized_dense import DENSE_MAX_N, optimize_dense_template, optimize_signed
 from .progress import progress_bar
@@ -451,15 +451,22 @@ class PIdentityStrategy(OneBlockStrategy):
         theta = np.atleast_2d(np.asarray(theta, dtype=float))
         #: trace(G (A^T A)^-1) of the unquantised strategy (unit column norms).
         self.trace = trace
-        scale = column_scales(theta, P_IDENTITY_NORMS[template])  # column norms of [I; B]
-        diagonal, rows = 1.0 / scale, theta / scale
-        self.factor = quantisation_factor(np.concatenate([diagonal, rows.ravel()]))
-        self.block = DiagonalPlusRows(np.round(diagonal * self.factor), np.round(rows * self.factor))
-        self.rows, self.n = self.block.shape
         self.theta = theta
         self.template = template
+        self.factor, self.block = self.quantised(QUANTISATION_TOLERANCE)
+        self.rows, self.n = self.block.shape
         self.seconds = seconds
         self.cached = cached
+
+    def quantised(self, tolerance: float) -> tuple[float, DiagonalPlusRows]:
+        """(K, [diag(round(K D)); round(K B D)]) with K = 2^k the smallest making every entry
+        integer, else the one for which rounding moves no entry by more than ``tolerance``
+        times the largest (:func:`dprange.matrix.quantisation_factor`).  The identity (B = 0)
+        is the identity at K = 1 whatever the tolerance."""
+        scale = column_scales(self.theta, P_IDENTITY_NORMS[self.template])  # column norms of [I; B]
+        diagonal, rows = 1.0 / scale, self.theta / scale
+        factor = quantisation_factor(np.concatenate([diagonal, rows.ravel()]), tolerance)
+        return factor, DiagonalPlusRows(np.round(diagonal * factor), np.round(rows * factor))
 
     def explicit(self) -> np.ndarray:
         """The measured integer matrix, dense (small n: tests and checks)."""
