@@ -11,7 +11,7 @@ import pytest
 
 from dprange.errors import ParameterError
 from dprange.multidim import Kronecker, expected_error, load_grid_release
-from dprange.noise import gaussian_sigma
+from dprange.noise import gaussian_sigma, resolve_rng
 from dprange.operators import Identity, Kron, Total, definition_sensitivity_power
 from dprange.optimized import P_IDENTITY_NORMS, Optimized, PIdentityStrategy, column_scales
 from dprange.optimized_kd import (
@@ -414,3 +414,25 @@ def test_a_bin_whose_weight_rounds_to_zero_at_the_coarser_quantisation_is_refuse
     assert np.all(mech.axis_strategies((3, 3, 3))[0].block.diagonal > 0)
     with pytest.raises(ParameterError, match="rounds to zero"):
         mech.error_model((3, 3, 3), 1.0, delta=1e-6)
+
+
+@pytest.mark.parametrize(("total", "exact_dtype"), [(2**23, np.int64), (2**44, object)])
+def test_measured_answers_are_the_exact_integers_of_the_product(total, exact_dtype):
+    """On 6 x 5 x 4 (L2 axes at 2^-12) with 2^23 records the float product rounded 8 answers (by
+    up to 6); the measurement adds the noise to the exact integer answers, in int64 below 2^62
+    and in Python integers above (2^44 records: answers near 2^80, noisy values then rounded to
+    floats)."""
+    shape = (6, 5, 4)
+    mech = OptimizedKronecker("prefix-rectangles", template="p-identity-l2")
+    counts = np.random.default_rng(0).multinomial(total, np.full(120, 1 / 120)).reshape(shape)
+    measurements = mech.measure(counts, 1.0, delta=1e-6, rng=11)
+    (m,) = measurements.measurements
+    A = m.block.dense().astype(np.int64).astype(object)
+    exact = A.dot(counts.ravel().astype(object))
+    answers = m.block.answers(counts.ravel())
+    assert answers.dtype == exact_dtype and [int(v) for v in answers] == list(exact)
+    if exact_dtype is np.int64:
+        assert np.any(np.rint(m.block.matvec(counts.ravel())).astype(np.int64) != answers)  # float rounds
+    noise = m.noise.sample(exact.shape, resolve_rng(11))
+    want = exact + noise
+    np.testing.assert_array_equal(m.values, want.astype(float) if exact_dtype is object else want.astype(np.int64))
