@@ -37,7 +37,7 @@ from dprange.optimized import P_IDENTITY_NORMS, column_scales
 from dprange.optimized_kd import OptimizedKronecker
 
 WORKLOADS = {"all-rectangles": "all", "prefix-rectangles": "prefix"}
-SHAPES = "8x8x8,16x16x16,32x32x32,64x64x64,16x16x16x16,32x32"
+SHAPES = "8x8x8,16x16x16,32x32x32,64x64x64,8x8x8x8,16x16x16x16,32x32x32x32,8x8x8x8x8,32x32"
 
 
 def mean_range_variance(A: np.ndarray, family) -> float:

@@ -2,6 +2,7 @@
 rectangle variances against the dense formulas, the product identity of the error, a gain
 over the fixed Kronecker strategies, Monte-Carlo, and the saved release."""
 
+import functools
 import itertools
 import math
 from fractions import Fraction
@@ -13,7 +14,13 @@ from dprange.errors import ParameterError
 from dprange.multidim import Kronecker, expected_error, load_grid_release
 from dprange.noise import gaussian_sigma, resolve_rng
 from dprange.operators import Identity, Kron, Total, definition_sensitivity_power
-from dprange.optimized import P_IDENTITY_NORMS, Optimized, PIdentityStrategy, column_scales
+from dprange.optimized import (
+    P_IDENTITY_NORMS,
+    Optimized,
+    PIdentityStrategy,
+    column_scales,
+    round_keeping_norms,
+)
 from dprange.optimized_kd import (
     KronPIdentityEstimate,
     MarginalAlgebra,
@@ -310,7 +317,7 @@ def test_three_l2_axes_are_quantised_coarser_and_the_noise_is_calibrated_on_the_
     bits = mech.quantisation_bits(shape, epsilon)
     assert bits == 12
     for factor, strategy in zip(m.block.factors, mech.axis_strategies(shape)):
-        np.testing.assert_array_equal(factor.dense(), strategy.quantised(2.0**-bits)[1].dense())
+        np.testing.assert_array_equal(factor.dense(), strategy.quantised(2.0**-bits, keep_norms=True)[1].dense())
     A = m.block.dense()
     square = exact_l2_sensitivity_squared(A, neighbours)
     assert m.noise.kind == "gaussian" and m.noise.scale <= 2.0**40
@@ -334,57 +341,66 @@ def test_three_l1_axes_are_quantised_coarser_and_the_laplace_scale_is_the_measur
     A = Kron(mech.axis_blocks(shape, 12)).dense()
     assert spec.kind == "discrete_laplace" and spec.scale <= 2.0**40
     assert spec.scale == pytest.approx(definition_sensitivity_power(A, 1, "add_remove") / 0.5, rel=1e-12)
+    # The norm-keeping rounding: every column of the product sums to exactly prod_a K_a.
+    factors = [s.quantised(2.0**-12)[0] for s in mech.axis_strategies(shape)]
+    assert definition_sensitivity_power(A, 1, "add_remove") == math.prod(factors)
 
 
 @pytest.mark.parametrize("workload", ["all-rectangles", "prefix-rectangles"])
-def test_exact_error_of_the_coarse_quantisation_is_the_dense_one_and_within_half_a_percent_of_unquantised(workload):
-    """On 6 x 5 x 4 (L2 template, epsilon 1, delta 1e-6) the error model's variances are those
-    of the dense least squares on the measured integer product, and the mean error over the
-    workload is within 0.5% of the unquantised product's (unit column norms, sensitivity 1)."""
-    shape, epsilon, delta = (6, 5, 4), 1.0, 1e-6
+@pytest.mark.parametrize(("shape", "bits"), [((6, 5, 4), 12), ((4, 3, 3, 2), 9)])
+def test_exact_error_of_the_coarse_quantisation_is_the_dense_one_and_within_half_a_percent_of_unquantised(
+    workload, shape, bits
+):
+    """On 6 x 5 x 4 and 4 x 3 x 3 x 2 (L2 template, epsilon 1, delta 1e-6; 2^-12 and 2^-9 per
+    axis) the error model's variances are those of the dense least squares on the measured
+    integer product, and the mean error over the workload is within 0.5% of the unquantised
+    product's (unit column norms, sensitivity 1)."""
+    epsilon, delta = 1.0, 1e-6
     mech = OptimizedKronecker(workload, template="p-identity-l2")
     model = mech.error_model(shape, epsilon, delta=delta)
-    assert mech.quantisation_bits(shape, epsilon) < 16
+    assert mech.quantisation_bits(shape, epsilon) == bits
     A = mech.plan(shape, epsilon).blocks[0].dense()
     W = {"all-rectangles": all_rectangles_kd, "prefix-rectangles": prefix_rectangles_kd}[workload](shape).dense()
     dense = model.variance * np.einsum("ij,jk,ik->i", W, np.linalg.inv(A.T @ A), W)
     np.testing.assert_allclose(model.query_variance(W), dense, rtol=1e-8)
     assert expected_error(mech, shape, workload, epsilon, delta=delta) == pytest.approx(dense.mean(), rel=1e-8)
     axes = [unit_norm_axis(s) for s in mech.axis_strategies(shape)]
-    U = np.kron(np.kron(axes[0], axes[1]), axes[2])
+    U = functools.reduce(np.kron, axes)
     unquantised = gaussian_sigma(epsilon, delta, 1.0) ** 2 * np.mean(
         np.einsum("ij,jk,ik->i", W, np.linalg.inv(U.T @ U), W)
     )
     assert dense.mean() == pytest.approx(unquantised, rel=0.005)
 
 
-def test_four_optimised_axes_are_refused_with_the_quantisation_as_the_reason():
-    """Four L2 axes need 2^44 at 2^-11 per axis (the coarsest kept): the refusal names the
-    quantisation and the remedies that apply, not "epsilon is too small"."""
+def test_five_optimised_l2_axes_are_refused_with_the_quantisation_as_the_reason():
+    """Five L2 axes need about 2^45 at 2^-9 per axis (the coarsest kept for the L2 template):
+    the refusal names the quantisation and the remedies that apply, not "epsilon is too
+    small"."""
     mech = OptimizedKronecker(template="p-identity-l2")
+    shape = (3, 3, 3, 2, 2)
     for call in (
-        lambda: mech.error_model((3, 3, 3, 2), 1.0, delta=1e-6),
-        lambda: mech.release(np.ones((3, 3, 3, 2), dtype=np.int64), 1.0, delta=1e-6, rng=0),
+        lambda: mech.error_model(shape, 1.0, delta=1e-6),
+        lambda: mech.release(np.ones(shape, dtype=np.int64), 1.0, delta=1e-6, rng=0),
     ):
         with pytest.raises(ParameterError) as info:
             call()
         message = str(info.value)
+        assert "cannot measure this 5-axis grid" in message
         assert "quantised to integers and the factors multiply" in message
-        assert "2^11 x 2^11 x 2^11 x 2^11" in message and "above the supported 2^40" in message
+        assert "2^9 x 2^9 x 2^9 x 2^9 x 2^9" in message and "above the supported 2^40" in message
         assert "use fewer axes" in message and "kd_hierarchy" in message
-        assert "Laplace template" not in message  # four Laplace axes need 2^44 as well
-        assert "larger epsilon" not in message  # the product's sensitivity alone, 1.8e13, is above 2^40
+        assert "Laplace template" not in message and "larger epsilon" not in message  # 2^45 alone is above 2^40
         assert "epsilon is too small" not in message
 
 
-def test_three_l2_axes_at_a_small_epsilon_suggest_the_laplace_template():
-    """At epsilon 0.01 the Gaussian needs 339 per unit of sensitivity, the product at 2^-11 per
-    axis has sensitivity 8.6e9, so 128 per unit would fit: Laplace needs 100."""
+def test_four_l2_axes_at_a_small_epsilon_suggest_a_larger_one_or_the_laplace_template():
+    """At epsilon 0.1 the Gaussian needs 39.5 per unit of sensitivity, the product at 2^-9 per
+    axis has sensitivity 6.9e10 (below 2^40), so 16 per unit would fit: Laplace needs 10."""
     with pytest.raises(ParameterError) as info:
-        OptimizedKronecker(template="p-identity-l2").error_model((3, 3, 2), 0.01, delta=1e-6)
+        OptimizedKronecker(template="p-identity-l2").error_model((3, 3, 3, 2), 0.1, delta=1e-6)
     message = str(info.value)
-    assert "a larger epsilon or delta (the noise per unit of sensitivity must fall from 339 to 128)" in message
-    assert "the Laplace template (pure epsilon-DP, 100 per unit of sensitivity: template='p-identity'" in message
+    assert "a larger epsilon or delta (the noise per unit of sensitivity must fall from 39.5 to 16)" in message
+    assert "the Laplace template (pure epsilon-DP, 10 per unit of sensitivity: template='p-identity'" in message
     assert "epsilon is too small" not in message
 
 
@@ -436,3 +452,24 @@ def test_measured_answers_are_the_exact_integers_of_the_product(total, exact_dty
     noise = m.noise.sample(exact.shape, resolve_rng(11))
     want = exact + noise
     np.testing.assert_array_equal(m.values, want.astype(float) if exact_dtype is object else want.astype(np.int64))
+
+
+@pytest.mark.parametrize("norm", [1, 2])
+def test_rounding_keeping_norms_moves_entries_by_under_a_unit_and_no_column_norm_passes_k(norm):
+    """Random unit-norm columns (non-negative for L1) scaled by K = 2^7: the integers differ
+    from K A by less than 1 per entry; every L1 column sums to exactly K, every L2 column has
+    norm at most K; rounding to nearest passes K on some columns of the same matrices."""
+    rng = np.random.default_rng(3)
+    raw = rng.exponential(size=(9, 200)) if norm == 1 else rng.normal(size=(9, 200))
+    A = raw / np.linalg.norm(raw, ord=norm, axis=0)
+    K = 2.0**7
+    out = round_keeping_norms(K * A, K, norm)
+    assert np.all(out == np.round(out)) and np.all(np.abs(out - K * A) < 1)
+    norms = np.linalg.norm(out, ord=norm, axis=0)
+    if norm == 1:
+        np.testing.assert_array_equal(norms, K)
+    else:
+        assert np.all((out**2).sum(axis=0) <= K * K)
+        untouched = (np.rint(K * A) ** 2).sum(axis=0) <= K * K
+        np.testing.assert_array_equal(out[:, untouched], np.rint(K * A)[:, untouched])
+    assert np.any(np.linalg.norm(np.rint(K * A), ord=norm, axis=0) > K)

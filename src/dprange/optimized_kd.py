@@ -25,16 +25,16 @@ with K_a = 2^k the 1-D quantisation (rounding moves no entry by more than 2^-16 
 :mod:`dprange.matrix`), so the product's sensitivity, and its noise scale, carry prod_a K_a:
 about 2^16 per optimised axis, 2^48 on three, above the samplers' 2^40.  Where the product's
 noise at the 1-D quantisation would exceed 2^40, every axis is quantised coarser, at the
-finest tolerance 2^-b (b < 16, the same on every axis) whose noise fits, down to 2^-11
-(:data:`COARSEST_AXIS_BITS`); below that the mechanism refuses and says why.  The choice reads
-public facts only (shape, template, noise, relation, epsilon, delta); the noise is calibrated
-on the integer product as measured and the least squares use it, so privacy and the error
-model stay exact.  Cost in exact mean error against the unquantised product (docs/optimized.md):
-at most 0.10% on three axes of 8 to 64 bins (b = 12 for the L2 template at epsilon 1, delta
-1e-6; b = 13 for the Laplace one at epsilon 1).  Per axis (8 to 128 bins, both templates and
-workloads) 2^-11 costs at most 0.11% and 2^-10 up to 0.20%; four optimised axes would need
-b = 9 at epsilon 1 (up to 1.8% there) and are refused.  Two axes keep the
-1-D quantisation wherever it fits (releases as before).
+finest tolerance 2^-b (b < 16, the same on every axis) whose noise fits, down to 2^-8 for the
+Laplace template and 2^-9 for the L2 one (:data:`COARSEST_AXIS_BITS`); below that the mechanism
+refuses and says why.  The coarser blocks are rounded so that no column's norm exceeds K_a
+(:func:`dprange.optimized.round_keeping_norms`): rounding to nearest let the largest column
+pass K_a by a unit, which at 2^-9 was 0.39% of the L1 variance, where the rounding itself
+costs at most 0.008%.  The choice reads public facts only (shape, template, noise, relation,
+epsilon, delta); the noise is calibrated on the integer product as measured and the least
+squares use it, so privacy and the error model stay exact.  Cost in exact mean error against
+the unquantised product: see docs/optimized.md, "Quantisation on three or more axes".  Two
+axes keep the 1-D quantisation wherever it fits (releases as before).
 """
 
 from __future__ import annotations
@@ -91,10 +91,12 @@ MEAN_CHUNK = 1 << 15
 #: :data:`dprange.matrix.QUANTISATION_TOLERANCE`), kept wherever the product's noise fits.
 FINEST_AXIS_BITS = -int(math.log2(QUANTISATION_TOLERANCE))
 
-#: The coarsest per-axis quantisation (tolerance 2^-11) used to bring the product's noise
-#: below 2^40 on three or more optimised axes: it costs at most 0.11% of the exact error per
-#: axis on the measured strategies (module doc, "Quantisation").
-COARSEST_AXIS_BITS = 11
+#: The coarsest per-axis quantisation (tolerance 2^-bits) used, per template, to bring the
+#: product's noise below 2^40 on three or more optimised axes, with norm-keeping rounding: it
+#: costs at most 0.031% (L1, 2^-8) and 0.13% (L2, 2^-9) of the exact error per axis on the
+#: strategies measured, 8 to 256 bins (module doc, "Quantisation"); 2^-7 would cost up to
+#: 0.125% and 2^-8 0.32%.
+COARSEST_AXIS_BITS = {"p-identity": 8, "p-identity-l2": 9}
 
 #: A product fits where its noise scale is at most this (2^40 less a margin for the
 #: calibration's own rounding up: gaussian_sigma's factors 1 + 1e-9 and 1 + 1e-6, ulps).
@@ -311,15 +313,17 @@ class OptimizedKronecker(GridMechanism):
         return out
 
     def axis_blocks(self, shape, bits: int = FINEST_AXIS_BITS) -> list[DiagonalPlusRows]:
-        """Every axis' integer block quantised at tolerance 2^-``bits`` (the default 16: the
-        strategies' own blocks); refused where a bin's weight rounds to zero (rank)."""
+        """Every axis' integer block quantised at tolerance 2^-``bits``: the strategies' own
+        blocks at the default 16, below it rounded so that no column's norm exceeds K
+        (:func:`dprange.optimized.round_keeping_norms`); refused where a bin's weight rounds
+        to zero (rank)."""
         if bits == FINEST_AXIS_BITS:
             return [s.block for s in self.axis_strategies(shape)]
         out = []
         for n, strategy in zip(shape, self.axis_strategies(shape)):
             key = (n, strategy.template, bits)
             if key not in self._coarse:
-                block = strategy.quantised(2.0**-bits)[1]
+                block = strategy.quantised(2.0**-bits, keep_norms=True)[1]
                 if not np.all(block.diagonal > 0):
                     raise ParameterError(
                         f"optimized_kronecker on {len(shape)} axes quantises each axis at 2^-{bits} of its largest "
@@ -350,11 +354,12 @@ class OptimizedKronecker(GridMechanism):
             return FINEST_AXIS_BITS
         # Each optimised axis' factor is about 2^bits: drop the excess evenly, then check.
         bits = FINEST_AXIS_BITS - math.ceil(math.log2(scale / FITTING_SCALE) / optimised)
-        while bits >= COARSEST_AXIS_BITS:
+        coarsest_bits = COARSEST_AXIS_BITS[self._template()]
+        while bits >= coarsest_bits:
             if self._noise_scale(shape, bits, unit) <= FITTING_SCALE:
                 return bits
             bits -= 1
-        coarsest = self._noise_scale(shape, COARSEST_AXIS_BITS, unit)
+        coarsest = self._noise_scale(shape, coarsest_bits, unit)
         raise ParameterError(self._too_many_axes(shape, optimised, epsilon, unit, coarsest))
 
     def _noise_scale(self, shape, bits: int, unit: float) -> float:
@@ -389,9 +394,8 @@ class OptimizedKronecker(GridMechanism):
         and the remedies that apply (a larger epsilon only where the product's sensitivity is
         below 2^40, so that noise of at least 1 per unit of it would fit; the Laplace template
         only where 1 / epsilon would fit)."""
-        factors = " x ".join(
-            f"2^{math.log2(s.quantised(2.0**-COARSEST_AXIS_BITS)[0]):g}" for s in self.axis_strategies(shape)
-        )
+        coarsest = COARSEST_AXIS_BITS[self._template()]
+        factors = " x ".join(f"2^{math.log2(s.quantised(2.0**-coarsest)[0]):g}" for s in self.axis_strategies(shape))
         gaussian = self._noise_kind() == "gaussian"
         privacy = f"epsilon={epsilon:g}" + (f", delta={self._delta:g}" if gaussian else "")
         sensitivity = scale / unit
@@ -411,7 +415,7 @@ class OptimizedKronecker(GridMechanism):
         return (
             f"optimized_kronecker cannot measure this {len(shape)}-axis grid: each of its {optimised} optimised axes "
             f"is quantised to integers and the factors multiply ({factors} at the coarsest quantisation allowed, "
-            f"2^-{COARSEST_AXIS_BITS} of each axis' largest entry), so the noise would need scale {scale:.3g} "
+            f"2^-{coarsest} of each axis' largest entry), so the noise would need scale {scale:.3g} "
             f"({unit:.3g} for {privacy} times the product's sensitivity {sensitivity:.3g}), above the supported "
             f"2^40; use {', '.join(remedies[:-1])} or {remedies[-1]}"
         )
