@@ -328,7 +328,8 @@ class OptimizedKronecker(GridMechanism):
                     raise ParameterError(
                         f"optimized_kronecker on {len(shape)} axes quantises each axis at 2^-{bits} of its largest "
                         "entry (so that the product's noise stays below 2^40), where some bins' weight rounds to "
-                        "zero; use fewer rows (rows=..., --rows), fewer axes or a fixed k-D mechanism"
+                        "zero; use fewer rows per axis (rows=...), fewer axes or a fixed k-D mechanism "
+                        "(kronecker, kd_hierarchy)"
                     )
                 self._coarse[key] = block
             out.append(self._coarse[key])
