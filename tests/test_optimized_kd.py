@@ -2,16 +2,25 @@
 rectangle variances against the dense formulas, the product identity of the error, a gain
 over the fixed Kronecker strategies, Monte-Carlo, and the saved release."""
 
+import functools
 import itertools
+import math
 from fractions import Fraction
 
 import numpy as np
 import pytest
 
 from dprange.errors import ParameterError
-from dprange.multidim import Kronecker, load_grid_release
+from dprange.multidim import Kronecker, expected_error, load_grid_release
+from dprange.noise import gaussian_sigma, resolve_rng
 from dprange.operators import Identity, Kron, Total, definition_sensitivity_power
-from dprange.optimized import Optimized
+from dprange.optimized import (
+    P_IDENTITY_NORMS,
+    Optimized,
+    PIdentityStrategy,
+    column_scales,
+    round_keeping_norms,
+)
 from dprange.optimized_kd import (
     KronPIdentityEstimate,
     MarginalAlgebra,
@@ -23,7 +32,9 @@ from dprange.optimized_kd import (
     marginal_loss,
     optimize_marginals,
 )
+from dprange.workloads_kd import all_rectangles as all_rectangles_kd
 from dprange.workloads_kd import marginals
+from dprange.workloads_kd import prefix_rectangles as prefix_rectangles_kd
 
 pytestmark = pytest.mark.usefixtures("private_cache")  # every test: an empty strategy cache
 
@@ -260,3 +271,205 @@ def test_marginal_release_round_trips():
         np.testing.assert_allclose(loaded.marginal(axes).value, release.marginal(axes).value)
         np.testing.assert_allclose(loaded.marginal(axes).stderr, release.marginal(axes).stderr)
         assert np.all(np.isfinite(release.marginal(axes).stderr))
+
+
+# ----------------------------------------------------------------------------- quantisation on three or more axes
+
+
+def exact_l2_sensitivity_squared(A: np.ndarray, neighbours: str) -> int:
+    """Delta_2^2 of an integer matrix by the definition in Python integers (its entries reach
+    2^36 on three axes, whose squares float sums would round)."""
+    columns = [[int(v) for v in col] for col in np.asarray(A, dtype=np.int64).T]
+    if neighbours == "add_remove":
+        return max(sum(v * v for v in col) for col in columns)
+    return max(sum((u - v) ** 2 for u, v in zip(a, b)) for a, b in itertools.combinations(columns, 2))
+
+
+def smallest_float_root(square: int) -> float:
+    root = math.sqrt(square)
+    while Fraction(root) ** 2 < square:
+        root = math.nextafter(root, math.inf)
+    return root
+
+
+def unit_norm_axis(strategy) -> np.ndarray:
+    """The unquantised axis strategy [I; B] D (unit column norms)."""
+    scale = column_scales(strategy.theta, P_IDENTITY_NORMS[strategy.template])
+    return np.vstack([np.diag(1.0 / scale), strategy.theta / scale])
+
+
+@pytest.mark.parametrize("neighbours", ["add_remove", "replace"])
+def test_three_l2_axes_are_quantised_coarser_and_the_noise_is_calibrated_on_the_measured_matrix(neighbours):
+    """At the 1-D quantisation (2^16 per axis) three L2 axes need sigma 1.3e15 > 2^40 (the
+    release failed with "epsilon is too small"); each axis is now quantised at 2^-12 of its
+    largest entry, and the discrete Gaussian's sigma is the one for the exact L2 sensitivity of
+    the integer product as measured (the definition, in integers)."""
+    shape, epsilon, delta = (3, 3, 2), 1.0, 1e-6
+    mech = OptimizedKronecker(template="p-identity-l2", neighbours=neighbours)
+    default = np.kron(
+        np.kron(*[s.explicit() for s in mech.axis_strategies(shape)[:2]]), mech.axis_strategies(shape)[2].explicit()
+    )
+    too_fine = exact_l2_sensitivity_squared(default, neighbours)
+    assert math.sqrt(too_fine) * gaussian_sigma(epsilon, delta, 1.0) > 2.0**40  # 1.3e15
+    counts = np.random.default_rng(4).poisson(20, shape)
+    release = mech.release(counts, epsilon, delta=delta, rng=1)
+    (m,) = release.measurements.measurements
+    bits = mech.quantisation_bits(shape, epsilon)
+    assert bits == 12
+    for factor, strategy in zip(m.block.factors, mech.axis_strategies(shape)):
+        np.testing.assert_array_equal(factor.dense(), strategy.quantised(2.0**-bits, keep_norms=True)[1].dense())
+    A = m.block.dense()
+    square = exact_l2_sensitivity_squared(A, neighbours)
+    assert m.noise.kind == "gaussian" and m.noise.scale <= 2.0**40
+    assert m.noise.scale >= gaussian_sigma(epsilon, delta, smallest_float_root(square))
+    assert m.noise.scale == pytest.approx(gaussian_sigma(epsilon, delta, math.sqrt(square)), rel=1e-9)
+    loaded = load_grid_release(release.to_json())
+    lows, highs = [[0, 0, 0], [1, 0, 1]], [[2, 2, 1], [2, 1, 1]]
+    np.testing.assert_allclose(loaded.rectangle(lows, highs).value, release.rectangle(lows, highs).value)
+    np.testing.assert_allclose(loaded.rectangle(lows, highs).stderr, release.rectangle(lows, highs).stderr)
+
+
+def test_three_l1_axes_are_quantised_coarser_and_the_laplace_scale_is_the_measured_sensitivity():
+    """Prefixes on 10 x 10 x 10 (epsilon-DP, epsilon 0.5): 2^48 x 2 at the 1-D quantisation;
+    at 2^-12 per axis the discrete Laplace scale is the exact L1 sensitivity of the measured
+    product / epsilon."""
+    shape = (10, 10, 10)
+    mech = OptimizedKronecker("prefix-rectangles", template="p-identity")
+    assert all(np.any(s.theta) for s in mech.axis_strategies(shape))
+    spec = mech.measure(np.zeros(shape, dtype=np.int64), 0.5, rng=0).measurements[0].noise
+    assert mech.quantisation_bits(shape, 0.5) == 12
+    A = Kron(mech.axis_blocks(shape, 12)).dense()
+    assert spec.kind == "discrete_laplace" and spec.scale <= 2.0**40
+    assert spec.scale == pytest.approx(definition_sensitivity_power(A, 1, "add_remove") / 0.5, rel=1e-12)
+    # The norm-keeping rounding: every column of the product sums to exactly prod_a K_a.
+    factors = [s.quantised(2.0**-12)[0] for s in mech.axis_strategies(shape)]
+    assert definition_sensitivity_power(A, 1, "add_remove") == math.prod(factors)
+
+
+@pytest.mark.parametrize("workload", ["all-rectangles", "prefix-rectangles"])
+@pytest.mark.parametrize(("shape", "bits"), [((6, 5, 4), 12), ((4, 3, 3, 2), 9)])
+def test_exact_error_of_the_coarse_quantisation_is_the_dense_one_and_within_half_a_percent_of_unquantised(
+    workload, shape, bits
+):
+    """On 6 x 5 x 4 and 4 x 3 x 3 x 2 (L2 template, epsilon 1, delta 1e-6; 2^-12 and 2^-9 per
+    axis) the error model's variances are those of the dense least squares on the measured
+    integer product, and the mean error over the workload is within 0.5% of the unquantised
+    product's (unit column norms, sensitivity 1)."""
+    epsilon, delta = 1.0, 1e-6
+    mech = OptimizedKronecker(workload, template="p-identity-l2")
+    model = mech.error_model(shape, epsilon, delta=delta)
+    assert mech.quantisation_bits(shape, epsilon) == bits
+    A = mech.plan(shape, epsilon).blocks[0].dense()
+    W = {"all-rectangles": all_rectangles_kd, "prefix-rectangles": prefix_rectangles_kd}[workload](shape).dense()
+    dense = model.variance * np.einsum("ij,jk,ik->i", W, np.linalg.inv(A.T @ A), W)
+    np.testing.assert_allclose(model.query_variance(W), dense, rtol=1e-8)
+    assert expected_error(mech, shape, workload, epsilon, delta=delta) == pytest.approx(dense.mean(), rel=1e-8)
+    axes = [unit_norm_axis(s) for s in mech.axis_strategies(shape)]
+    U = functools.reduce(np.kron, axes)
+    unquantised = gaussian_sigma(epsilon, delta, 1.0) ** 2 * np.mean(
+        np.einsum("ij,jk,ik->i", W, np.linalg.inv(U.T @ U), W)
+    )
+    assert dense.mean() == pytest.approx(unquantised, rel=0.005)
+
+
+def test_five_optimised_l2_axes_are_refused_with_the_quantisation_as_the_reason():
+    """Five L2 axes need about 2^45 at 2^-9 per axis (the coarsest kept for the L2 template):
+    the refusal names the quantisation and the remedies that apply, not "epsilon is too
+    small"."""
+    mech = OptimizedKronecker(template="p-identity-l2")
+    shape = (3, 3, 3, 2, 2)
+    for call in (
+        lambda: mech.error_model(shape, 1.0, delta=1e-6),
+        lambda: mech.release(np.ones(shape, dtype=np.int64), 1.0, delta=1e-6, rng=0),
+    ):
+        with pytest.raises(ParameterError) as info:
+            call()
+        message = str(info.value)
+        assert "cannot measure this 5-axis grid" in message
+        assert "quantised to integers and the factors multiply" in message
+        assert "2^9 x 2^9 x 2^9 x 2^9 x 2^9" in message and "above the supported 2^40" in message
+        assert "use fewer axes" in message and "kd_hierarchy" in message
+        assert "Laplace template" not in message and "larger epsilon" not in message  # 2^45 alone is above 2^40
+        assert "epsilon is too small" not in message
+
+
+def test_four_l2_axes_at_a_small_epsilon_suggest_a_larger_one_or_the_laplace_template():
+    """At epsilon 0.1 the Gaussian needs 39.5 per unit of sensitivity, the product at 2^-9 per
+    axis has sensitivity 6.9e10 (below 2^40), so 16 per unit would fit: Laplace needs 10."""
+    with pytest.raises(ParameterError) as info:
+        OptimizedKronecker(template="p-identity-l2").error_model((3, 3, 3, 2), 0.1, delta=1e-6)
+    message = str(info.value)
+    assert "a larger epsilon or delta (the noise per unit of sensitivity must fall from 39.5 to 16)" in message
+    assert "the Laplace template (pure epsilon-DP, 10 per unit of sensitivity: template='p-identity'" in message
+    assert "epsilon is too small" not in message
+
+
+def test_an_epsilon_too_small_for_any_strategy_keeps_the_epsilon_message():
+    """Laplace noise at epsilon 1e-13 needs scale 1e13 > 2^40 per unit of sensitivity: no
+    quantisation is the cause there."""
+    with pytest.raises(ParameterError, match="epsilon is too small"):
+        OptimizedKronecker("prefix-rectangles", template="p-identity").error_model((10, 10, 10), 1e-13)
+
+
+def test_two_axes_keep_the_one_dimensional_quantisation():
+    mech = OptimizedKronecker("prefix-rectangles", template="p-identity-l2")
+    mech.follow_delta(1e-6)
+    assert mech.quantisation_bits((16, 16), 1.0) == 16
+    plan = mech.plan((16, 16), 1.0)
+    for factor, strategy in zip(plan.blocks[0].factors, mech.axis_strategies((16, 16))):
+        assert factor is strategy.block
+
+
+def test_a_bin_whose_weight_rounds_to_zero_at_the_coarser_quantisation_is_refused():
+    """An axis strategy with a column of B near 1e4 (L2 norm s = 1e4): its identity weight
+    1 / s is 6.6 at 2^16 but rounds to 0 at the 2^-12 three axes need; the product would be
+    rank deficient, so it is refused rather than measured."""
+    mech = OptimizedKronecker(template="p-identity-l2")
+    theta = np.array([[1e4, 0.3, 0.2]])
+    mech._axis_cache[3, "p-identity-l2"] = PIdentityStrategy(theta, "p-identity-l2", 0.0, True)
+    assert np.all(mech.axis_strategies((3, 3, 3))[0].block.diagonal > 0)
+    with pytest.raises(ParameterError, match="rounds to zero"):
+        mech.error_model((3, 3, 3), 1.0, delta=1e-6)
+
+
+@pytest.mark.parametrize(("total", "exact_dtype"), [(2**23, np.int64), (2**44, object)])
+def test_measured_answers_are_the_exact_integers_of_the_product(total, exact_dtype):
+    """On 6 x 5 x 4 (L2 axes at 2^-12) with 2^23 records the float product rounded 8 answers (by
+    up to 6); the measurement adds the noise to the exact integer answers, in int64 below 2^62
+    and in Python integers above (2^44 records: answers near 2^80, noisy values then rounded to
+    floats)."""
+    shape = (6, 5, 4)
+    mech = OptimizedKronecker("prefix-rectangles", template="p-identity-l2")
+    counts = np.random.default_rng(0).multinomial(total, np.full(120, 1 / 120)).reshape(shape)
+    measurements = mech.measure(counts, 1.0, delta=1e-6, rng=11)
+    (m,) = measurements.measurements
+    A = m.block.dense().astype(np.int64).astype(object)
+    exact = A.dot(counts.ravel().astype(object))
+    answers = m.block.answers(counts.ravel())
+    assert answers.dtype == exact_dtype and [int(v) for v in answers] == list(exact)
+    if exact_dtype is np.int64:
+        assert np.any(np.rint(m.block.matvec(counts.ravel())).astype(np.int64) != answers)  # float rounds
+    noise = m.noise.sample(exact.shape, resolve_rng(11))
+    want = exact + noise
+    np.testing.assert_array_equal(m.values, want.astype(float) if exact_dtype is object else want.astype(np.int64))
+
+
+@pytest.mark.parametrize("norm", [1, 2])
+def test_rounding_keeping_norms_moves_entries_by_under_a_unit_and_no_column_norm_passes_k(norm):
+    """Random unit-norm columns (non-negative for L1) scaled by K = 2^7: the integers differ
+    from K A by less than 1 per entry; every L1 column sums to exactly K, every L2 column has
+    norm at most K; rounding to nearest passes K on some columns of the same matrices."""
+    rng = np.random.default_rng(3)
+    raw = rng.exponential(size=(9, 200)) if norm == 1 else rng.normal(size=(9, 200))
+    A = raw / np.linalg.norm(raw, ord=norm, axis=0)
+    K = 2.0**7
+    out = round_keeping_norms(K * A, K, norm)
+    assert np.all(out == np.round(out)) and np.all(np.abs(out - K * A) < 1)
+    norms = np.linalg.norm(out, ord=norm, axis=0)
+    if norm == 1:
+        np.testing.assert_array_equal(norms, K)
+    else:
+        assert np.all((out**2).sum(axis=0) <= K * K)
+        untouched = (np.rint(K * A) ** 2).sum(axis=0) <= K * K
+        np.testing.assert_array_equal(out[:, untouched], np.rint(K * A)[:, untouched])
+    assert np.any(np.linalg.norm(np.rint(K * A), ord=norm, axis=0) > K)

@@ -310,3 +310,33 @@ def test_marginal_query_variance_is_the_dense_covariance(neighbours):
     Q = np.vstack([A[:5], rng.normal(size=(4, A.shape[0])) @ A])  # rows and combinations of the measured span
     np.testing.assert_allclose(est.query_variance(Q), np.einsum("ij,jk,ik->i", Q, cov, Q), rtol=1e-9, atol=1e-9)
     assert np.isinf(est.query_variance(np.eye(24)[0]))  # one cell: needs all three axes
+
+
+@pytest.mark.parametrize("shape", [(6, 5, 4), (4, 3, 3, 2)])
+def test_auto_ranks_the_l2_product_on_three_and_four_axes(shape):
+    """Three or four L2 axes ((1, 1e-6)) were excluded as "epsilon is too small"; the coarser
+    per-axis quantisation makes them a ranked candidate at their exact error."""
+    selection = select_grid(shape, 1.0, delta=1e-6)
+    ranked = [c for c in selection.table if isinstance(c.mechanism, OptimizedKronecker)]
+    assert len(ranked) == 1 and ranked[0].mechanism.template == "p-identity-l2"
+    mech = OptimizedKronecker(template="p-identity-l2")
+    assert ranked[0].error == expected_error(mech, shape, "all-rectangles", 1.0, delta=1e-6)
+    assert not [m for m, _ in selection.excluded if isinstance(m, OptimizedKronecker)]
+
+
+def test_auto_says_why_it_skips_the_l2_product_on_five_axes():
+    """On five L2 axes (3 x 3 x 3 x 2 x 2) the exclusion names the quantisation."""
+    selection = select_grid((3, 3, 3, 2, 2), 1.0, delta=1e-6)
+    reasons = [reason for m, reason in selection.excluded if isinstance(m, OptimizedKronecker)]
+    assert len(reasons) == 1 and "quantised to integers and the factors multiply" in reasons[0]
+    assert "epsilon is too small" not in reasons[0]
+    assert {"mechanism": repr(OptimizedKronecker(template="p-identity-l2")), "reason": reasons[0]} in (
+        selection.to_dict()["excluded"]
+    )
+
+
+def test_cli_error_lists_the_five_axis_product_as_excluded_with_the_quantisation_reason(capsys):
+    code, stdout, err = run_cli(["error", "--shape", "3x3x3x2x2", "-e", 1, "--delta", 1e-6], capsys)
+    assert code == 0 and err == ""
+    (line,) = [row for row in stdout.splitlines() if row.startswith("excluded OptimizedKronecker")]
+    assert "quantised to integers and the factors multiply" in line and "kd_hierarchy" in line

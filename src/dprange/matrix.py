@@ -55,14 +55,15 @@ QUANTISATION_TOLERANCE = 2.0**-16
 EXACT_PAIRS_LIMIT = 2 * 10**7
 
 
-def quantisation_factor(values: np.ndarray) -> float:
-    """K = 2^k: the smallest making ``values`` * K integer, else the one meeting the tolerance."""
+def quantisation_factor(values: np.ndarray, tolerance: float = QUANTISATION_TOLERANCE) -> float:
+    """K = 2^k: the smallest making ``values`` * K integer, else the one for which rounding
+    moves no entry by more than ``tolerance`` times the largest entry."""
     largest = float(np.max(np.abs(values))) if values.size else 0.0
     if largest == 0.0:
         return 1.0
     if not np.all(np.isfinite(values)):
         raise ParameterError("the strategy matrix has non-finite entries")
-    limit = max(0, math.ceil(math.log2(0.5 / (QUANTISATION_TOLERANCE * largest))))
+    limit = max(0, math.ceil(math.log2(0.5 / (tolerance * largest))))
     for k in range(limit + 1):
         scaled = values * 2.0**k
         if np.all(scaled == np.round(scaled)):

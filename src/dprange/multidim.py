@@ -598,11 +598,15 @@ class GridMechanism(Mechanism):
         if isinstance(plan, KronStrategy):  # shared partial products instead of one pass per block
             answers = kron_block_answers(plan.axis_levels, plan.combos, counts)
         else:
-            answers = [block.matvec(x) for block in plan.blocks]
+            answers = [block.answers(x) for block in plan.blocks]  # exact for integer blocks
         measured = []
         for block, spec, answer in zip(plan.blocks, specs, answers):
-            exact = np.rint(answer).astype(np.int64)
-            measured.append(LinearMeasurement(block, exact + spec.sample(exact.shape, source), spec.variance, spec))
+            # Integer answers stay exact (np.rint would pass them through float64).
+            exact = answer if answer.dtype.kind in "iuO" else np.rint(answer).astype(np.int64)
+            noisy = exact + spec.sample(exact.shape, source)
+            if noisy.dtype == object:  # exact integers beyond int64: rounding the noisy answers is post-processing
+                noisy = noisy.astype(float)
+            measured.append(LinearMeasurement(block, noisy, spec.variance, spec))
         total = float(counts.sum()) if self.neighbours == "replace" else None
         return Measurements(
             measured, x.size, epsilon, delta, self.neighbours, total, seeded=is_seeded(rng), source="central"

@@ -63,7 +63,7 @@ from ._validation import check_delta, check_positive_int
 from .errors import ParameterError
 from .inference.least_squares import DENSE_COVARIANCE_LIMIT
 from .inference.p_identity import DiagonalPlusRows
-from .matrix import MatrixStrategy, OneBlockStrategy, quantisation_factor
+from .matrix import QUANTISATION_TOLERANCE, MatrixStrategy, OneBlockStrategy, quantisation_factor
 from .mechanisms import Mechanism
 from .optimized_dense import DENSE_MAX_N, optimize_dense_template, optimize_signed
 from .progress import progress_bar
@@ -439,6 +439,34 @@ class OptimizedStrategy(MatrixStrategy):
         }
 
 
+def round_keeping_norms(scaled: np.ndarray, factor: float, norm: int) -> np.ndarray:
+    """Integers near ``scaled`` (K A, the columns of A of unit ``norm``) whose every column has
+    norm at most K = ``factor``: rounding to nearest lets a column's norm pass K (by one unit
+    in L1 on the strategies measured), and the sensitivity, the largest column norm, with it.
+
+    L1 (entries >= 0): every entry rounded down, then the units the column lacks to K given
+    to its entries with the largest fractional parts (largest remainders): each column sums to
+    exactly K.  L2: rounded to nearest, then, while a column's squared norm exceeds K^2, the
+    entry rounded furthest away from zero moves one unit towards it (at most one entry per
+    column a pass, every column at once)."""
+    scaled = np.asarray(scaled, dtype=float)
+    cols = np.arange(scaled.shape[1])
+    if norm == 1:
+        out = np.floor(scaled)
+        short = np.rint(factor - out.sum(axis=0)).astype(np.int64)  # < the column's entries
+        rank = np.argsort(np.argsort(out - scaled, axis=0, kind="stable"), axis=0, kind="stable")
+        return out + (rank < short[None, :])
+    out = np.rint(scaled)
+    limit = float(factor) ** 2
+    over = (out**2).sum(axis=0) > limit
+    while np.any(over):
+        away = np.where(out != 0, np.abs(out) - np.abs(scaled), -np.inf)
+        rows = np.argmax(away, axis=0)[over]
+        out[rows, cols[over]] -= np.sign(out[rows, cols[over]])
+        over = (out**2).sum(axis=0) > limit
+    return out
+
+
 class PIdentityStrategy(OneBlockStrategy):
     """A p-Identity strategy [I; B] D quantised like a matrix strategy (:mod:`dprange.matrix`:
     K = 2^k, the smallest making every entry integer or meeting the tolerance) but kept in its
@@ -451,15 +479,28 @@ class PIdentityStrategy(OneBlockStrategy):
         theta = np.atleast_2d(np.asarray(theta, dtype=float))
         #: trace(G (A^T A)^-1) of the unquantised strategy (unit column norms).
         self.trace = trace
-        scale = column_scales(theta, P_IDENTITY_NORMS[template])  # column norms of [I; B]
-        diagonal, rows = 1.0 / scale, theta / scale
-        self.factor = quantisation_factor(np.concatenate([diagonal, rows.ravel()]))
-        self.block = DiagonalPlusRows(np.round(diagonal * self.factor), np.round(rows * self.factor))
-        self.rows, self.n = self.block.shape
         self.theta = theta
         self.template = template
+        self.factor, self.block = self.quantised(QUANTISATION_TOLERANCE)
+        self.rows, self.n = self.block.shape
         self.seconds = seconds
         self.cached = cached
+
+    def quantised(self, tolerance: float, *, keep_norms: bool = False) -> tuple[float, DiagonalPlusRows]:
+        """(K, [diag(round(K D)); round(K B D)]) with K = 2^k the smallest making every entry
+        integer, else the one for which rounding moves no entry by more than ``tolerance``
+        times the largest (:func:`dprange.matrix.quantisation_factor`).  The identity (B = 0)
+        is the identity at K = 1 whatever the tolerance.  ``keep_norms``: round so that no
+        column's norm exceeds K (:func:`round_keeping_norms`; entries then move by less than 1
+        unit instead of at most 1/2)."""
+        norm = P_IDENTITY_NORMS[self.template]
+        scale = column_scales(self.theta, norm)  # column norms of [I; B]
+        diagonal, rows = 1.0 / scale, self.theta / scale
+        factor = quantisation_factor(np.concatenate([diagonal, rows.ravel()]), tolerance)
+        if not keep_norms:
+            return factor, DiagonalPlusRows(np.round(diagonal * factor), np.round(rows * factor))
+        rounded = round_keeping_norms(np.vstack([diagonal, rows]) * factor, factor, norm)
+        return factor, DiagonalPlusRows(rounded[0], rounded[1:])
 
     def explicit(self) -> np.ndarray:
         """The measured integer matrix, dense (small n: tests and checks)."""

@@ -19,6 +19,22 @@ time (O(cells sum_a p_a)); Cov = v S_1 (x) ... (x) S_k, so a rectangle's varianc
 v prod_a q_a^T S_a q_a, each factor an O(p_a) range variance.  With a public total t
 (replace), w = S 1 = w_1 (x) ... (x) w_k and tau = prod_a 1^T w_a: x_c = x + w (t - 1^T x) / tau
 and Var = v (prod_a q_a^T S_a q_a - prod_a (q_a^T w_a)^2 / tau).
+
+Quantisation.  Every axis' strategy is measured as integers, [diag(round(K_a D)); round(K_a B D)]
+with K_a = 2^k the 1-D quantisation (rounding moves no entry by more than 2^-16 of the largest,
+:mod:`dprange.matrix`), so the product's sensitivity, and its noise scale, carry prod_a K_a:
+about 2^16 per optimised axis, 2^48 on three, above the samplers' 2^40.  Where the product's
+noise at the 1-D quantisation would exceed 2^40, every axis is quantised coarser, at the
+finest tolerance 2^-b (b < 16, the same on every axis) whose noise fits, down to 2^-8 for the
+Laplace template and 2^-9 for the L2 one (:data:`COARSEST_AXIS_BITS`); below that the mechanism
+refuses and says why.  The coarser blocks are rounded so that no column's norm exceeds K_a
+(:func:`dprange.optimized.round_keeping_norms`): rounding to nearest let the largest column
+pass K_a by a unit, which at 2^-9 was 0.39% of the L1 variance, where the rounding itself
+costs at most 0.008%.  The choice reads public facts only (shape, template, noise, relation,
+epsilon, delta); the noise is calibrated on the integer product as measured and the least
+squares use it, so privacy and the error model stay exact.  Cost in exact mean error against
+the unquantised product: see docs/optimized.md, "Quantisation on three or more axes".  Two
+axes keep the 1-D quantisation wherever it fits (releases as before).
 """
 
 from __future__ import annotations
@@ -30,13 +46,14 @@ import numpy as np
 
 from ._lazy import lazy_module
 from ._params import Integer, OneOf, Param
-from ._validation import fit_budget
+from ._validation import MAX_NOISE_SCALE, check_noise_scale, fit_budget
 from .errors import ParameterError
 from .inference.p_identity import DiagonalPlusRows, PIdentityEstimate
-from .matrix import EXACT_PAIRS_LIMIT
+from .matrix import EXACT_PAIRS_LIMIT, QUANTISATION_TOLERANCE
 from .measurements import Measurements
 from .mechanisms import Mechanism, resolve_noise
 from .multidim import GridMechanism
+from .noise import gaussian_sigma
 from .operators import Identity, Kron, Total, Weighted
 from .optimized import (
     AUTO_OPTIMIZE_MAX_N,
@@ -69,6 +86,47 @@ AXIS_WORKLOADS = {"all-rectangles": "all-range", "prefix-rectangles": "prefix"}
 
 #: Ranges per pass of :meth:`KronPIdentityEstimate.mean_variance` (memory p_a x MEAN_CHUNK floats).
 MEAN_CHUNK = 1 << 15
+
+#: The 1-D quantisation of every axis (tolerance 2^-16 of its largest entry,
+#: :data:`dprange.matrix.QUANTISATION_TOLERANCE`), kept wherever the product's noise fits.
+FINEST_AXIS_BITS = -int(math.log2(QUANTISATION_TOLERANCE))
+
+#: The coarsest per-axis quantisation (tolerance 2^-bits) used, per template, to bring the
+#: product's noise below 2^40 on three or more optimised axes, with norm-keeping rounding: it
+#: costs at most 0.031% (L1, 2^-8) and 0.13% (L2, 2^-9) of the exact error per axis on the
+#: strategies measured, 8 to 256 bins (module doc, "Quantisation"); 2^-7 would cost up to
+#: 0.125% and 2^-8 0.32%.
+COARSEST_AXIS_BITS = {"p-identity": 8, "p-identity-l2": 9}
+
+#: A product fits where its noise scale is at most this (2^40 less a margin for the
+#: calibration's own rounding up: gaussian_sigma's factors 1 + 1e-9 and 1 + 1e-6, ulps).
+FITTING_SCALE = MAX_NOISE_SCALE * (1.0 - 1e-6)
+
+
+class IntegerKron(Kron):
+    """The Kronecker product of integer p-Identity factors (:class:`DiagonalPlusRows`) whose
+    answers on integer counts are exact: one axis at a time in int64 where every partial value
+    stays below 2^62 (bounded by prod_a max_j ||a_j||_1 x sum x: the factors' columns have L1
+    norm >= 1), in Python integers above (the measurement then rounds the noisy answers to
+    floats, which is post-processing).  In floating point (``matvec``) the answers exceed 2^53
+    from a few million records on three axes quantised at 2^-12 (a few hundred million on two
+    at 2^-16) and were rounded, by an amount the sensitivity does not cover."""
+
+    def answers(self, x) -> np.ndarray:
+        x = np.asarray(x)
+        if not np.issubdtype(x.dtype, np.integer) or not all(f.integer for f in self.factors):
+            return self.matvec(x)
+        bound = math.prod(int(f.sensitivity_power(1, "add_remove")) for f in self.factors) * int(np.abs(x).sum())
+        dtype = np.int64 if bound < 2**62 else object
+        current = x.astype(dtype).reshape([f.shape[1] for f in self.factors])
+        for axis, factor in enumerate(self.factors):
+            moved = np.moveaxis(current, axis, 0)
+            flat = moved.reshape(moved.shape[0], -1)
+            diagonal = factor.diagonal.astype(np.int64).astype(dtype)[:, None]
+            rows = factor.rows.astype(np.int64).astype(dtype)
+            out = np.vstack([diagonal * flat, rows @ flat])
+            current = np.moveaxis(out.reshape((out.shape[0],) + moved.shape[1:]), 0, axis)
+        return current.reshape(-1)
 
 
 class OneKronStrategy(Strategy):
@@ -218,6 +276,8 @@ class OptimizedKronecker(GridMechanism):
         super().__init__(*args, **kwargs)
         self._delta = 0.0
         self._axis_cache: dict = {}
+        self._bits: dict = {}
+        self._coarse: dict = {}
 
     def follow_delta(self, delta: float) -> None:
         self._delta = float(delta)
@@ -252,14 +312,126 @@ class OptimizedKronecker(GridMechanism):
             out.append(self._axis_cache[n, template])
         return out
 
+    def axis_blocks(self, shape, bits: int = FINEST_AXIS_BITS) -> list[DiagonalPlusRows]:
+        """Every axis' integer block quantised at tolerance 2^-``bits``: the strategies' own
+        blocks at the default 16, below it rounded so that no column's norm exceeds K
+        (:func:`dprange.optimized.round_keeping_norms`); refused where a bin's weight rounds
+        to zero (rank)."""
+        if bits == FINEST_AXIS_BITS:
+            return [s.block for s in self.axis_strategies(shape)]
+        out = []
+        for n, strategy in zip(shape, self.axis_strategies(shape)):
+            key = (n, strategy.template, bits)
+            if key not in self._coarse:
+                block = strategy.quantised(2.0**-bits, keep_norms=True)[1]
+                if not np.all(block.diagonal > 0):
+                    raise ParameterError(
+                        f"optimized_kronecker on {len(shape)} axes quantises each axis at 2^-{bits} of its largest "
+                        "entry (so that the product's noise stays below 2^40), where some bins' weight rounds to "
+                        "zero; use fewer rows per axis (rows=...), fewer axes or a fixed k-D mechanism "
+                        "(kronecker, kd_hierarchy)"
+                    )
+                self._coarse[key] = block
+            out.append(self._coarse[key])
+        return out
+
+    def quantisation_bits(self, shape, epsilon: float) -> int:
+        """The per-axis quantisation (tolerance 2^-bits of each axis' largest entry) of the
+        product measured at this epsilon and the delta followed: the default 16 bits where the
+        noise of the product fits below 2^40, else the finest that fits, down to
+        :data:`COARSEST_AXIS_BITS` (module doc, "Quantisation"); from public facts only (the
+        shape, template, noise, relation, epsilon and delta)."""
+        shape = tuple(check_shape(shape))
+        key = (shape, self._template(), float(epsilon), self._delta)
+        if key not in self._bits:
+            self._bits[key] = self._fitting_bits(shape, float(epsilon))
+        return self._bits[key]
+
+    def _fitting_bits(self, shape, epsilon: float) -> int:
+        unit = self._unit_noise_scale(epsilon)
+        scale = self._noise_scale(shape, FINEST_AXIS_BITS, unit)
+        optimised = sum(1 for s in self.axis_strategies(shape) if np.any(s.theta))
+        if scale <= FITTING_SCALE or optimised == 0:
+            return FINEST_AXIS_BITS
+        # Each optimised axis' factor is about 2^bits: drop the excess evenly, then check.
+        bits = FINEST_AXIS_BITS - math.ceil(math.log2(scale / FITTING_SCALE) / optimised)
+        coarsest_bits = COARSEST_AXIS_BITS[self._template()]
+        while bits >= coarsest_bits:
+            if self._noise_scale(shape, bits, unit) <= FITTING_SCALE:
+                return bits
+            bits -= 1
+        coarsest = self._noise_scale(shape, coarsest_bits, unit)
+        raise ParameterError(self._too_many_axes(shape, optimised, epsilon, unit, coarsest))
+
+    def _noise_scale(self, shape, bits: int, unit: float) -> float:
+        """``unit`` times the sensitivity of the integer product at ``bits``; under replace
+        the bound 2 x add/remove's (triangle inequality) where that already fits, since the
+        exact value is the definition on small grids (seconds)."""
+        scale = unit * self._sensitivity(shape, bits, "add_remove")
+        if self.neighbours == "add_remove":
+            return scale
+        if 2 * scale <= FITTING_SCALE:
+            return 2 * scale
+        return unit * self._sensitivity(shape, bits, "replace")
+
+    def _noise_kind(self) -> str:
+        return resolve_noise(self.noise, self._delta)
+
+    def _unit_noise_scale(self, epsilon: float) -> float:
+        """The noise scale per unit of sensitivity (1 / epsilon, or the Gaussian sigma of
+        sensitivity 1); refused as usual where epsilon alone is too small."""
+        if self._noise_kind() == "gaussian":
+            return gaussian_sigma(epsilon, self._delta, 1.0)
+        return check_noise_scale(1.0 / epsilon, epsilon)
+
+    def _sensitivity(self, shape, bits: int, neighbours: str) -> float:
+        """The L1 (L2 for Gaussian noise) sensitivity of the integer product at ``bits``."""
+        norm = 2 if self._noise_kind() == "gaussian" else 1
+        strategy = OneKronStrategy([Kron(self.axis_blocks(shape, bits))], [1.0], shape=shape)
+        return float(strategy.sensitivity_power(norm, neighbours, [Fraction(1)])) ** (1.0 / norm)
+
+    def _too_many_axes(self, shape, optimised: int, epsilon: float, unit: float, scale: float) -> str:
+        """The refusal where even the coarsest quantisation needs noise above 2^40: its cause
+        and the remedies that apply (a larger epsilon only where the product's sensitivity is
+        below 2^40, so that noise of at least 1 per unit of it would fit; the Laplace template
+        only where 1 / epsilon would fit)."""
+        coarsest = COARSEST_AXIS_BITS[self._template()]
+        factors = " x ".join(f"2^{math.log2(s.quantised(2.0**-coarsest)[0]):g}" for s in self.axis_strategies(shape))
+        gaussian = self._noise_kind() == "gaussian"
+        privacy = f"epsilon={epsilon:g}" + (f", delta={self._delta:g}" if gaussian else "")
+        sensitivity = scale / unit
+        remedies = ["fewer axes"]
+        if sensitivity < MAX_NOISE_SCALE:
+            target = MAX_NOISE_SCALE / sensitivity
+            remedies.append(
+                f"a larger epsilon{' or delta' if gaussian else ''} (the noise per unit of sensitivity "
+                f"must fall from {unit:.3g} to {target:.3g})"
+            )
+            if self._template() == "p-identity-l2" and 1.0 / epsilon <= target:
+                remedies.append(
+                    f"the Laplace template (pure epsilon-DP, {1.0 / epsilon:.3g} per unit of sensitivity: "
+                    "template='p-identity', or delta 0 with template auto, as from the command line)"
+                )
+        remedies.append("a fixed k-D mechanism (kronecker, kd_hierarchy; mechanism auto ranks them)")
+        return (
+            f"optimized_kronecker cannot measure this {len(shape)}-axis grid: each of its {optimised} optimised axes "
+            f"is quantised to integers and the factors multiply ({factors} at the coarsest quantisation allowed, "
+            f"2^-{coarsest} of each axis' largest entry), so the noise would need scale {scale:.3g} "
+            f"({unit:.3g} for {privacy} times the product's sensitivity {sensitivity:.3g}), above the supported "
+            f"2^40; use {', '.join(remedies[:-1])} or {remedies[-1]}"
+        )
+
     def plan(self, shape, epsilon: float) -> Strategy:
-        block = Kron([s.block for s in self.axis_strategies(shape)])
-        return OneKronStrategy([block], [epsilon], shape=tuple(check_shape(shape)))
+        shape = tuple(check_shape(shape))
+        block = IntegerKron(self.axis_blocks(shape, self.quantisation_bits(shape, epsilon)))
+        return OneKronStrategy([block], [epsilon], shape=shape)
 
     def estimate(self, shape, measurements: Measurements) -> KronPIdentityEstimate:
         (m,) = measurements.measurements
         self.follow_delta(measurements.delta or 0.0)  # template auto follows the measured delta
-        factors = [s.block for s in self.axis_strategies(shape)]
+        factors = list(m.block.factors) if isinstance(m.block, Kron) else None
+        if factors is None or not all(isinstance(f, DiagonalPlusRows) for f in factors):
+            raise ParameterError("optimized_kronecker estimates from its own measured Kronecker block")
         return KronPIdentityEstimate(shape, factors, float(m.variance), m.values, measurements.total)
 
 
