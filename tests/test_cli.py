@@ -232,6 +232,21 @@ def test_error_command_table_and_json(capsys):
     assert code == 2 and "unknown mechanism" in err
 
 
+def test_error_command_ranks_the_optimised_mechanism_on_the_chosen_workload(capsys):
+    """--mechanisms optimized ranks the strategy optimised for --workload (it was the one for
+    all ranges), with the error expected_error gives it."""
+    from dprange.analysis import expected_error
+    from dprange.optimized import Optimized
+
+    code, out, err = run_cli(
+        ["error", "--n", "32", "-w", "prefix", "-e", "1", "--mechanisms", "optimized", "--json"], capsys
+    )
+    assert code == 0, err
+    (row,) = json.loads(out)["candidates"]
+    assert "workload='prefix'" in row["mechanism"]
+    assert row["expected_error"] == pytest.approx(expected_error(Optimized("prefix"), "prefix", 1.0, n=32), rel=1e-12)
+
+
 def test_error_command_prints_the_svd_bound_under_add_remove(capsys):
     """The 1-D table ends with Li and Miklau's bound for the noise in use (tight for Flat on the
     identity workload: its RMSE is the bound's); under replace no bound is printed (a public

@@ -154,6 +154,23 @@ def test_error_shape_ranks_the_k_d_mechanisms_exactly(capsys):
     assert table["svd_bound"] == pytest.approx(svd_bound((4, 3, 2), "marginals", 0.5, order=1))
 
 
+def test_error_shape_ranks_named_optimised_mechanisms_on_the_chosen_workload(capsys):
+    """--mechanisms optimized_kronecker / optimized_marginals are ranked as optimised for
+    --workload and --order (they were ranked as made for all rectangles and 2-way marginals)."""
+    from dprange.optimized_kd import OptimizedKronecker, OptimizedMarginals
+
+    args = ["error", "--shape", "6x5", "-e", 1, "--json", "-w", "prefix-rectangles", "--mechanisms"]
+    code, stdout, err = run_cli([*args, "optimized_kronecker"], capsys)
+    assert code == 0, err
+    expected = expected_error(OptimizedKronecker("prefix-rectangles"), (6, 5), "prefix-rectangles", 1.0)
+    assert json.loads(stdout)["expected_error"] == pytest.approx(expected, rel=1e-12)
+    args = ["error", "--shape", "4x3x2", "-e", 1, "--json", "-w", "marginals", "--order", 1, "--mechanisms"]
+    code, stdout, err = run_cli([*args, "optimized_marginals"], capsys)
+    assert code == 0, err
+    expected = expected_error(OptimizedMarginals(1), (4, 3, 2), "marginals", 1.0, order=1)
+    assert json.loads(stdout)["expected_error"] == pytest.approx(expected, rel=1e-12)
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -244,6 +244,21 @@ def test_release_with_auto_uses_the_optimised_strategy_where_it_is_best():
     assert release.mechanism == "optimized"
 
 
+@pytest.mark.parametrize("workload", ["prefix", Ranges([0, 5, 20], [9, 30, 31], 32)])
+def test_a_named_optimised_mechanism_is_optimised_for_the_release_workload(workload):
+    """mechanism="optimized" with workload= optimises for that workload (it was optimised for
+    all ranges whatever the workload), with the error of Optimized(workload)."""
+    chosen = dprange.api.choose_mechanism("optimized", 32, 1.0, workload=workload)
+    assert chosen.workload is workload or chosen.workload == workload
+    counts = np.random.default_rng(3).integers(0, 9, 32)
+    release = dprange.release(counts, dprange.Domain.integers(0, 31), 1.0, mechanism="optimized", workload=workload)
+    expected = Optimized(workload).error_model(32, 1.0)
+    lo, hi = np.triu_indices(32)
+    np.testing.assert_allclose(release.range(lo, hi).stderr, np.sqrt(expected.range_variance(lo, hi)), rtol=1e-12)
+    with pytest.raises(ParameterError, match="unknown workload"):
+        dprange.release(counts, dprange.Domain.integers(0, 31), 1.0, mechanism="optimized", workload="no-such")
+
+
 def test_svd_bound_is_below_the_optimised_error():
     for workload in (AllRange(32), Prefix(32)):
         assert svd_bound(workload, 1.0) <= expected_error(Optimized(workload), workload, 1.0)

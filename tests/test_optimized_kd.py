@@ -10,6 +10,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
+from dprange import Domain, ProductDomain
+from dprange.api import choose_grid_mechanism, release_grid
 from dprange.errors import ParameterError
 from dprange.multidim import Kronecker, expected_error, load_grid_release
 from dprange.noise import gaussian_sigma, resolve_rng
@@ -147,6 +149,24 @@ def test_release_round_trips_and_follows_delta(delta):
 def test_bad_parameters_are_refused():
     with pytest.raises(ParameterError, match="workload"):
         OptimizedKronecker("marginals")
+
+
+def test_named_optimised_grid_mechanisms_take_the_release_workload_and_order():
+    """mechanism="optimized_kronecker" / "optimized_marginals" by name are optimised for the
+    release's workload and order (they kept all rectangles and 2-way marginals whatever was
+    asked); a workload the mechanism is not made for is refused, not ignored."""
+    shape = (6, 5, 4)
+    prefix = choose_grid_mechanism("optimized_kronecker", shape, 1.0, workload="prefix-rectangles")
+    assert prefix.workload == "prefix-rectangles"
+    one_way = choose_grid_mechanism("optimized_marginals", shape, 1.0, workload="marginals", order=1)
+    assert one_way.order == 1
+    counts = np.random.default_rng(2).poisson(4, shape)
+    domain = ProductDomain([Domain.integers(0, n - 1) for n in shape])
+    columns = [np.repeat(axis.ravel(), counts.ravel()) for axis in np.indices(shape)]
+    release = release_grid(columns, domain, 1.0, mechanism="optimized_marginals", workload="marginals", order=1)
+    assert release.parameters["order"] == 1
+    with pytest.raises(ParameterError, match="workload must be one of"):
+        choose_grid_mechanism("optimized_kronecker", shape, 1.0, workload="marginals")
 
 
 # ----------------------------------------------------------------------------- marginals

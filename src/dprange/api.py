@@ -101,8 +101,10 @@ def choose_mechanism(
         options = {
             name: value
             for name, value in chosen_options.items()
-            if any(p.name == name for p in entry.params) or value != find(declared, name).default
+            if name in entry.declared(**chosen_options) or value != find(declared, name).default
         }
+        # a mechanism optimised for a workload (Optimized) is optimised for the release's
+        options.update(entry.declared(workload=workload))
         return make_mechanism(mechanism, neighbours=relation, **options, **params)
     return make_mechanism(mechanism, neighbours=relation, **params)
 
@@ -148,7 +150,8 @@ def release(
     chosen from public parameters only and cached on them.  A registered name ("flat",
     "hierarchical", "wavelet": ``dprange.registry.MECHANISMS``) or a configured mechanism
     object is used as given.  ``inference`` ("gls", "nnls", "l1") and ``noise`` apply to
-    the automatic choice and to named mechanisms; a mechanism object keeps its own.
+    the automatic choice and to named mechanisms, ``workload`` also to the named mechanism
+    optimised for one ("optimized"); a mechanism object keeps its own.
 
     ``neighbours``: None (the default) means the mechanism object's relation ("add_remove"
     for names, None and "auto"); a relation given here builds named mechanisms with it and
@@ -331,7 +334,9 @@ def choose_grid_mechanism(
             f"{', '.join(GRID_MECHANISMS.names())} or 'auto'"
         )
     entry = GRID_MECHANISMS.lookup(mechanism, also=("auto",))
-    mech = entry.build(neighbours=relation, noise=noise, **params)
+    # mechanisms optimised for a workload or an order (optimized_kronecker, optimized_marginals,
+    # fourier) take the release's unless given in params
+    mech = entry.build(neighbours=relation, noise=noise, **{**entry.declared(workload=workload, order=order), **params})
     mech.follow_delta(delta)  # a template chosen by delta is planned at the release's delta
     return mech
 
@@ -364,7 +369,9 @@ def release_grid(
     ``mechanism``: "auto" (default: the least exact expected error on
     ``workload``, "all-rectangles", "prefix-rectangles" or "marginals" of ``order``, from
     public parameters only), a name of ``dprange.registry.GRID_MECHANISMS`` with ``params``
-    (e.g. ``mechanism="kronecker", axes=[4, "identity"]``), or a k-D mechanism object.
+    (e.g. ``mechanism="kronecker", axes=[4, "identity"]``; the named mechanisms optimised for
+    a workload or an order, "optimized_kronecker", "optimized_marginals" and "fourier", take
+    ``workload`` and ``order``), or a k-D mechanism object.
     ``neighbours``, ``clip``, ``drop_missing`` and ``rng`` as in :func:`release`; every
     parameter is checked, and the noise calibrated, before the columns are read.
     ``session``: a :class:`dprange.session.Session` that pays for the release, as in

@@ -63,7 +63,7 @@ from .quantile_bins import COUNT_SHARE
 from .registry import GRID_MECHANISMS, GRID_WORKLOADS, INFERENCE, MECHANISMS, NOISE, QUANTILE_METHODS, WORKLOADS
 from .session import Session
 from .strategies import TreeStrategy
-from .workloads import make_workload
+from .workloads import Workload, make_workload
 
 EXIT_USAGE = 2
 
@@ -102,7 +102,8 @@ def _noise_help() -> str:
 
 def _release_workload_help() -> str:
     return (
-        "With --mechanism auto: the queries to optimise for (no privacy cost: the error is data-independent): "
+        "With --mechanism auto, optimized, optimized_kronecker or optimized_marginals: the queries to "
+        "optimise for (no privacy cost: the error is data-independent): "
         + summaries(WORKLOADS, WORKLOADS.names(auto=True))
         + "; with several --column (all-range means all-rectangles, prefix means prefix-rectangles): "
         + summaries(GRID_WORKLOADS, GRID_WORKLOADS.names(auto=True))
@@ -844,10 +845,11 @@ def error_command(n, shape, order, workload, queries, epsilon, delta, neighbours
     if workload == "random-ranges" and not 1 <= queries <= MAX_QUERIES:
         raise ParameterError(f"--queries must be between 1 and {MAX_QUERIES}, got {queries}")
     kind = resolve_noise(noise, delta)  # the noise the table's mechanisms use (gaussian needs delta > 0)
+    wl = make_workload(workload, n, k=queries)
     candidates = None
     if mechanisms is not None:
         candidates = [
-            _parse_candidate(name.strip(), neighbours, noise) for name in mechanisms.split(",") if name.strip()
+            _parse_candidate(name.strip(), neighbours, noise, wl) for name in mechanisms.split(",") if name.strip()
         ]
         if not candidates:
             raise ParameterError("--mechanisms is empty; name candidates such as flat,wavelet,h16")
@@ -855,7 +857,6 @@ def error_command(n, shape, order, workload, queries, epsilon, delta, neighbours
             strategy = cand.strategy(n)
             if isinstance(strategy, TreeStrategy):
                 check_tree_size(strategy, "--mechanisms hB:")
-    wl = make_workload(workload, n, k=queries)
     selection = select(wl, None, epsilon, delta=delta, neighbours=neighbours, noise=noise, candidates=candidates)
     # Li and Miklau's bound holds under add/remove (under replace a public total is free).  All
     # ranges, prefixes and the identity have closed-form singular values (any n); other workloads
@@ -910,7 +911,12 @@ def grid_error_command(shape, order, workload, epsilon, delta, neighbours, noise
                 raise ParameterError(
                     f"unknown k-D mechanism {m!r} in --mechanisms; use {', '.join(GRID_MECHANISMS.names())}"
                 )
-        candidates = [GRID_MECHANISMS[m].build(neighbours=neighbours, noise=noise) for m in names]
+        candidates = [
+            GRID_MECHANISMS[m].build(
+                neighbours=neighbours, noise=noise, **GRID_MECHANISMS[m].declared(workload=name, order=order)
+            )
+            for m in names
+        ]
     selection = select_grid(
         sides,
         epsilon,
@@ -945,12 +951,15 @@ def grid_error_command(shape, order, workload, epsilon, delta, neighbours, noise
     click.echo(f"recommended: {selection.mechanism!r}")
 
 
-def _parse_candidate(name: str, neighbours: str, noise: str):
-    """One --mechanisms entry: a registered name (any case), or hB for hierarchical with branching B."""
+def _parse_candidate(name: str, neighbours: str, noise: str, workload: Workload):
+    """One --mechanisms entry: a registered name (any case; optimized is optimised for
+    ``workload``), or hB for hierarchical with branching B."""
     lowered = name.lower()
     names = MECHANISMS.names(nameable=True)
     if lowered in names:
-        return make_mechanism(lowered, neighbours=neighbours, noise=noise)
+        return make_mechanism(
+            lowered, neighbours=neighbours, noise=noise, **MECHANISMS[lowered].declared(workload=workload)
+        )
     if lowered.startswith("h") and lowered[1:].isascii() and lowered[1:].isdigit():
         return make_mechanism("hierarchical", neighbours=neighbours, noise=noise, branching=int(lowered[1:]))
     raise ParameterError(f"unknown mechanism {name!r} in --mechanisms; use {', '.join(names)} or hB (e.g. h16)")

@@ -71,6 +71,12 @@ class Entry:
         """Whether the name alone builds it (every parameter has a default)."""
         return self.factory is not None and not any(p.required for p in self.params)
 
+    def declared(self, **values) -> dict:
+        """Those of ``values`` whose names this entry declares as parameters (a release's
+        workload and order go to the mechanisms optimised for them, and to no other)."""
+        names = {p.name for p in self.params}
+        return {name: value for name, value in values.items() if name in names}
+
     def build(self, *args, **params):
         """An instance with ``params`` (checked by the class's declarations)."""
         if self.factory is None:
