@@ -219,6 +219,31 @@ def test_console_script_help_and_demo(tmp_path):
     assert result.returncode == 2 and "Traceback" not in result.stderr
 
 
+def test_release_reports_the_optimisation_time_and_the_strategy_cache(csv_file, tmp_path, capsys, monkeypatch):
+    """-m optimized says how long the strategy took and whether it was read from, stored in or
+    could not be stored in the strategy cache (a cold optimisation at 4096 bins takes ~16 s)."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("DPRANGE_CACHE_DIR", str(cache))
+    args = ["release", str(csv_file), "-c", "age", "--lo", "0", "--hi", "120", "--integers", "-e", "1"]
+    args += ["-m", "optimized", "--workload", "prefix", "-o", str(tmp_path / "r.json")]
+    code, out, err = run_cli(args, capsys)
+    assert code == 0, err
+    strategy = json.loads((tmp_path / "r.json").read_text())["parameters"]["strategy"]
+    seconds = f"{strategy['optimisation_seconds']:.2f}"
+    assert strategy["stored"] and not strategy["cached"]
+    assert f"strategy: p-identity, {strategy['rows']} x 121, optimised in {seconds} s" in out
+    assert f"stored in the strategy cache {cache}" in out
+    code, out, err = run_cli(args, capsys)
+    assert code == 0, err
+    assert f"read from the strategy cache {cache} (optimised in {seconds} s when first built)" in out
+    (tmp_path / "a-file").write_text("")
+    monkeypatch.setenv("DPRANGE_CACHE_DIR", str(tmp_path / "a-file" / "cache"))
+    code, out, err = run_cli(args, capsys)
+    assert code == 0, err
+    assert "not stored: the strategy cache" in out and "DPRANGE_CACHE_DIR" in out
+    assert not json.loads((tmp_path / "r.json").read_text())["parameters"]["strategy"]["stored"]
+
+
 def test_error_command_table_and_json(capsys):
     code, out, err = run_cli(["error", "--n", "1000", "--workload", "all-range", "--epsilon", "1"], capsys)
     assert code == 0, err

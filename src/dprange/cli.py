@@ -56,6 +56,7 @@ from .io import read_column
 from .ldp.cli import ldp
 from .mechanisms import Mechanism, make_mechanism, resolve_noise
 from .multidim import select_grid, svd_bound
+from .optimized import cache_dir
 from .plot import plot_cdf, plot_heatmap
 from .product_domain import ProductDomain
 from .progress import quiet_for_command
@@ -411,6 +412,24 @@ def format_deciles(release, alpha: float) -> str:
     return "\n".join(lines)
 
 
+def strategy_note(strategy: dict | None) -> str | None:
+    """How an optimised strategy (``-m optimized``, :mod:`dprange.optimized`) was obtained: its
+    optimisation time and whether it was read from, stored in or could not be stored in the
+    disk cache; None for other mechanisms."""
+    if not strategy or "optimisation_seconds" not in strategy:
+        return None
+    head = f"strategy: {strategy['template']}, {strategy['rows']} x {strategy['bins']}"
+    seconds, where = f"{strategy['optimisation_seconds']:.2f}", cache_dir()
+    if strategy["cached"]:
+        return f"{head}, read from the strategy cache {where} (optimised in {seconds} s when first built)"
+    if strategy.get("stored"):
+        return f"{head}, optimised in {seconds} s and stored in the strategy cache {where} for the next release"
+    return (
+        f"{head}, optimised in {seconds} s; not stored: the strategy cache {where} cannot be written "
+        "(set DPRANGE_CACHE_DIR to a writable folder)"
+    )
+
+
 def render_plot(release, alpha) -> bytes:
     """The CDF plot as PNG bytes (rendered in memory: nothing is written yet)."""
     import io  # noqa: PLC0415
@@ -700,6 +719,9 @@ def release_command(
         f"{result.mechanism} release of {column!r}: {domain!r}, epsilon={epsilon:g}, delta={delta:g}, "
         f"neighbours={neighbours}"
     )
+    note = strategy_note(result.parameters.get("strategy"))
+    if note is not None:
+        lines.append(note)
     lines.append(format_deciles(result, alpha))
     if session is not None:
         lines.append(save_session(session, session_path))

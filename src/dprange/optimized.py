@@ -403,15 +403,17 @@ def _load(path: Path) -> dict | None:
         return None  # absent or unreadable: recompute
 
 
-def _store(path: Path, arrays: dict) -> None:
-    """Write atomically; a cache that cannot be written is skipped (it only saves time)."""
+def _store(path: Path, arrays: dict) -> bool:
+    """Write atomically; whether it was written (a cache that cannot be written is skipped:
+    it only saves time, and the release says so)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(f".{os.getpid()}.tmp.npz")
         np.savez(partial, **arrays)
         os.replace(partial, path)
     except OSError:
-        pass
+        return False
+    return True
 
 
 # ----------------------------------------------------------------------------- mechanism
@@ -429,6 +431,8 @@ class OptimizedStrategy(MatrixStrategy):
         self.template = template
         self.seconds = seconds
         self.cached = cached
+        #: Whether this optimisation was written into the disk cache (False when read from it).
+        self.stored = False
 
     def describe(self) -> dict:
         return {
@@ -436,6 +440,7 @@ class OptimizedStrategy(MatrixStrategy):
             "template": self.template,
             "optimisation_seconds": self.seconds,
             "cached": self.cached,
+            "stored": self.stored,
         }
 
 
@@ -485,6 +490,8 @@ class PIdentityStrategy(OneBlockStrategy):
         self.rows, self.n = self.block.shape
         self.seconds = seconds
         self.cached = cached
+        #: Whether this optimisation was written into the disk cache (False when read from it).
+        self.stored = False
 
     def quantised(self, tolerance: float, *, keep_norms: bool = False) -> tuple[float, DiagonalPlusRows]:
         """(K, [diag(round(K D)); round(K B D)]) with K = 2^k the smallest making every entry
@@ -522,6 +529,7 @@ class PIdentityStrategy(OneBlockStrategy):
             "template": self.template,
             "optimisation_seconds": self.seconds,
             "cached": self.cached,
+            "stored": self.stored,
         }
 
 
@@ -643,23 +651,24 @@ class Optimized(Mechanism):
                 return PIdentityStrategy(saved["theta"], template, seconds, True, trace)
             return OptimizedStrategy(saved["strategy"], template, seconds, True, trace)
         start = time.perf_counter()
+        strategy: OptimizedStrategy | PIdentityStrategy
         if template in DENSE_TEMPLATES:
             matrix, trace = self._optimize_dense(workload, DENSE_TEMPLATES[template])
             seconds = time.perf_counter() - start
-            _store(path, {"strategy": matrix, "seconds": np.array(seconds), "trace": np.array(trace)})
-            return OptimizedStrategy(matrix, template, seconds, False, trace)
-        if template in P_IDENTITY_NORMS:
+            strategy, arrays = OptimizedStrategy(matrix, template, seconds, False, trace), {"strategy": matrix}
+        elif template in P_IDENTITY_NORMS:
             norm = P_IDENTITY_NORMS[template]
             theta, trace = optimize_p_identity(Gram(workload), p, restarts=self.restarts, norm=norm)
             seconds = time.perf_counter() - start
-            _store(path, {"theta": theta, "seconds": np.array(seconds), "trace": np.array(trace)})
-            return PIdentityStrategy(theta, template, seconds, False, trace)
-        gram = workload.gram()
-        matrix = eigen_design(gram)
-        seconds = time.perf_counter() - start
-        trace = strategy_trace(matrix, gram)  # columns of L2 norm <= 1, the largest 1     O(n^3)
-        _store(path, {"strategy": matrix, "seconds": np.array(seconds), "trace": np.array(trace)})
-        return OptimizedStrategy(matrix, template, seconds, False, trace)
+            strategy, arrays = PIdentityStrategy(theta, template, seconds, False, trace), {"theta": theta}
+        else:
+            gram = workload.gram()
+            matrix = eigen_design(gram)
+            seconds = time.perf_counter() - start
+            trace = strategy_trace(matrix, gram)  # columns of L2 norm <= 1, the largest 1     O(n^3)
+            strategy, arrays = OptimizedStrategy(matrix, template, seconds, False, trace), {"strategy": matrix}
+        strategy.stored = _store(path, {**arrays, "seconds": np.array(seconds), "trace": np.array(trace)})
+        return strategy
 
     def _optimize_dense(self, workload: Workload, signed: bool) -> tuple[np.ndarray, float]:
         """The dense template (:mod:`dprange.optimized_dense`) from the (cached) p-Identity
