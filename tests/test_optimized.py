@@ -259,6 +259,17 @@ def test_a_named_optimised_mechanism_is_optimised_for_the_release_workload(workl
         dprange.release(counts, dprange.Domain.integers(0, 31), 1.0, mechanism="optimized", workload="no-such")
 
 
+def test_the_optimised_mechanisms_are_exported_like_the_others():
+    """The README's mechanism table names Optimized beside Flat and Matrix: dprange.Optimized
+    (and the k-D OptimizedKronecker, OptimizedMarginals) work as dprange.Flat does."""
+    import dprange.optimized_kd as optimized_kd
+
+    assert dprange.Optimized is Optimized
+    assert dprange.OptimizedKronecker is optimized_kd.OptimizedKronecker
+    assert dprange.OptimizedMarginals is optimized_kd.OptimizedMarginals
+    assert {"Optimized", "OptimizedKronecker", "OptimizedMarginals"} <= set(dprange.__all__)
+
+
 def test_svd_bound_is_below_the_optimised_error():
     for workload in (AllRange(32), Prefix(32)):
         assert svd_bound(workload, 1.0) <= expected_error(Optimized(workload), workload, 1.0)

@@ -37,7 +37,8 @@ from .auto_data import AutoData  # isort: skip
 from .inference.consistency import consistent_cdf
 from .matrix import Matrix
 from .multidim import KDHierarchy, Kronecker, Privelet, Quadtree
-from .optimized_kd import OptimizedKronecker  # noqa: F401 - registers the grid mechanism
+from .optimized import Optimized
+from .optimized_kd import OptimizedKronecker, OptimizedMarginals
 
 from .data_aware_2d import DAWAHilbert, HybridTree, KDTree  # isort: skip (data-aware grid mechanisms listed last)
 from .product_domain import ProductDomain
@@ -67,6 +68,9 @@ __all__ = [
     "Matrix",
     "MWEM",
     "Mechanism",
+    "Optimized",
+    "OptimizedKronecker",
+    "OptimizedMarginals",
     "ParameterError",
     "Privelet",
     "ProductDomain",
