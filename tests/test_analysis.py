@@ -270,6 +270,31 @@ def test_bad_workloads():
         expected_error(Flat(), AllRange(5), 1.0, n=6)
 
 
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_an_explicit_workload_with_a_non_finite_entry_is_refused_when_built(bad):
+    """It failed deep inside the optimiser with scipy's 'array must not contain infs or NaNs'."""
+    matrix = np.ones((3, 8))
+    matrix[1, 2] = bad
+    with pytest.raises(ParameterError, match="explicit workload's matrix has a non-finite entry"):
+        Explicit(matrix)
+
+
+def test_a_query_matrix_or_a_list_of_ranges_as_workload_names_the_wrappers():
+    """A bare matrix or list of (lo, hi) pairs is not a workload: the message says how to wrap it
+    and does not print the whole matrix."""
+    matrix = np.ones((300, 64))
+    values = np.zeros(10, dtype=int)
+    for workload in (matrix, [(0, 9), (10, 29)]):
+        with pytest.raises(ParameterError, match=r"Explicit\(matrix\).*Ranges\(lo, hi, n\)") as info:
+            dprange.release(values, dprange.Domain.integers(0, 63), 1.0, workload=workload)
+        assert len(str(info.value)) < 400
+    from dprange.optimized import Optimized
+
+    with pytest.raises(ParameterError, match=r"Explicit\(matrix\)") as info:
+        Optimized(matrix)
+    assert len(str(info.value)) < 400
+
+
 @pytest.mark.parametrize("n,branching,root", [(16, 2, False), (27, 3, True), (20, 4, False), (30, [2, 4, 4], True)])
 def test_direct_range_variance_matches_explicit_decomposition(n, branching, root):
     """Without inference, a range's variance is the sum of the variances of the fewest nodes

@@ -46,7 +46,7 @@ from .noise import discrete_gaussian_variance, gaussian_sigma
 from .optimized import auto_candidates
 from .progress import tracked
 from .registry import MECHANISMS
-from .workloads import AllRange, Explicit, Identity, Prefix, Workload, make_workload, singular_value_sum
+from .workloads import AllRange, Explicit, Identity, Prefix, Workload, make_workload, not_a_workload, singular_value_sum
 
 optimize = lazy_module("scipy.optimize")  # imported on first use: ~0.3 s that `import dprange` skips
 
@@ -60,7 +60,7 @@ def _resolve(workload, n):
             raise ParameterError("give n when the workload is named")
         return make_workload(workload, n)
     if not isinstance(workload, Workload):
-        raise ParameterError("workload must be a dprange.workloads.Workload or a name")
+        raise not_a_workload(workload)
     if n is not None and n != workload.n:
         raise ParameterError(f"n = {n} but the workload is over {workload.n} bins")
     return workload

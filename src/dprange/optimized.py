@@ -68,7 +68,7 @@ from .mechanisms import Mechanism
 from .optimized_dense import DENSE_MAX_N, optimize_dense_template, optimize_signed
 from .progress import progress_bar
 from .registry import MECHANISMS, WORKLOADS, Citation
-from .workloads import AllRange, Identity, Prefix, Workload, make_workload
+from .workloads import AllRange, Identity, Prefix, Workload, make_workload, not_a_workload
 
 optimize = lazy_module("scipy.optimize")  # imported on first use: ~0.3 s that `import dprange` skips
 
@@ -539,7 +539,7 @@ def _workload_or_name(value, name: str):
     if isinstance(value, str):
         WORKLOADS.lookup(value)
         return value
-    raise ParameterError(f"{name} must be a dprange.workloads.Workload or a workload name, got {value!r}")
+    raise not_a_workload(value, name)
 
 
 class Optimized(Mechanism):

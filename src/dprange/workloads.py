@@ -268,6 +268,8 @@ class Explicit(Workload):
         self.matrix = matrix.tocsr() if sp.issparse(matrix) else np.atleast_2d(np.asarray(matrix, dtype=float))
         if self.matrix.ndim != 2 or 0 in self.matrix.shape:
             raise ParameterError("an explicit workload needs a non-empty 2-D matrix")
+        if not np.all(np.isfinite(self.matrix.data if sp.issparse(self.matrix) else self.matrix)):
+            raise ParameterError("the explicit workload's matrix has a non-finite entry (NaN or infinity)")
         super().__init__(self.matrix.shape[1])
 
     @property
@@ -276,6 +278,16 @@ class Explicit(Workload):
 
     def dense(self) -> np.ndarray:
         return self.matrix.toarray() if hasattr(self.matrix, "toarray") else self.matrix
+
+
+def not_a_workload(value, name: str = "workload") -> ParameterError:
+    """The error for a ``name`` that is neither a workload name nor a :class:`Workload`: it says
+    how to wrap a query matrix or a list of ranges (and does not print the value)."""
+    return ParameterError(
+        f"{name} must be a workload name or a dprange.workloads.Workload, not a value of type {type(value).__name__}; "
+        "wrap a query matrix as dprange.workloads.Explicit(matrix) and inclusive bin ranges as "
+        "dprange.workloads.Ranges(lo, hi, n)"
+    )
 
 
 QARDAJI_2013 = Citation(
