@@ -161,7 +161,7 @@ def test_threaded_ranking_equals_serial(monkeypatch):
     assert calls == [2]
     assert [repr(c.mechanism) for c in threaded.table] == [repr(c.mechanism) for c in serial.table]
     assert [c.error for c in threaded.table] == [c.error for c in serial.table]
-    assert threaded.excluded == serial.excluded
+    assert [(repr(m), reason) for m, reason in threaded.excluded] == [(repr(m), r) for m, r in serial.excluded]
 
 
 def test_a_model_with_replaced_per_query_methods_is_summed_through_them():

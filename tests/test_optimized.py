@@ -220,6 +220,25 @@ def test_auto_optimises_only_small_domains_unless_cached():
     assert auto_candidate(Prefix(8), 0.0, neighbours="add_remove", noise="auto") is not None
 
 
+def test_auto_says_when_it_leaves_out_an_optimised_strategy_that_is_not_cached(capsys):
+    """Above AUTO_OPTIMIZE_MAX_N bins auto ranks the optimised strategy only once it is cached;
+    the selection (and dprange error) says so instead of leaving it out silently."""
+    from dprange.cli import main
+
+    n = AUTO_OPTIMIZE_MAX_N + 1
+    selection = select("prefix", n, 1.0)
+    assert not any(isinstance(c.mechanism, Optimized) for c in selection.table)
+    ((left_out, reason),) = [(m, r) for m, r in selection.excluded if isinstance(m, Optimized)]
+    assert isinstance(left_out.workload, Prefix) and left_out.template == "p-identity"
+    assert f"no cached strategy for {n} bins" in reason and "mechanism='optimized'" in reason
+    with pytest.raises(SystemExit):
+        main(["error", "--n", str(n), "-w", "prefix", "-e", "1"])
+    assert f"excluded {left_out!r}: {reason}" in capsys.readouterr().out
+    Optimized("prefix").strategy(n)  # cached now: ranked, nothing left out
+    selection = select("prefix", n, 1.0)
+    assert any(isinstance(c.mechanism, Optimized) for c in selection.table) and not selection.excluded
+
+
 def test_auto_ranks_a_cached_strategy_only_where_its_release_is_fast(monkeypatch, tmp_path):
     """A cached eigen-design ((epsilon, delta)) is ranked up to AUTO_CACHED_MAX_N bins, not
     beyond (its release goes through the dense covariance: minutes at 4096 bins); a cached

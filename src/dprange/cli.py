@@ -901,6 +901,8 @@ def error_command(n, shape, order, workload, queries, epsilon, delta, neighbours
         click.echo(f"{rank:>4}  {cand.error**0.5:>12.4f}  {cand.mechanism!r}")
     if len(selection.table) > 15:
         click.echo(f"      ... {len(selection.table) - 15} more (use --json)")
+    for mech, reason in selection.excluded:
+        click.echo(f"excluded {mech!r}: {reason}")
     if bound is not None:
         click.echo(f"lower bound for any matrix mechanism (Li and Miklau, SVD bound): RMSE {bound**0.5:.4f}")
     click.echo(f"recommended: {selection.mechanism!r}")
