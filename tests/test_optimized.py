@@ -18,6 +18,7 @@ from dprange.optimized import (
     auto_candidate,
     auto_candidates,
     cache_dir,
+    cache_path,
     column_norm,
     eigen_design,
     optimize_p_identity,
@@ -188,6 +189,31 @@ def test_the_strategy_is_cached_on_disk_and_read_back(monkeypatch, tmp_path):
     monkeypatch.delenv("DPRANGE_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert cache_dir() == tmp_path / "xdg" / "dprange"
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"", b"PK\x03\x04not a zip", "truncated", "no theta", "wrong shape"],
+    ids=["empty", "bad-zip", "truncated", "no-theta", "wrong-shape"],
+)
+def test_an_unreadable_or_unfitting_cache_file_is_recomputed(content):
+    """The cache only saves time: an empty, corrupt or truncated file (a full disk, a copy
+    cut short) raised EOFError / BadZipFile, one without the strategy a KeyError, and one of
+    another shape was used for the wrong number of bins.  Each is now recomputed and replaced."""
+    fresh = Optimized("all-range").strategy(20)
+    path = cache_path(AllRange(20), "p-identity", fresh.theta.shape[0], 1)
+    if content == "truncated":
+        content = path.read_bytes()[:200]
+    elif content == "no theta":
+        np.savez(path, seconds=np.array(1.0), trace=np.array(2.0))
+    elif content == "wrong shape":
+        np.savez(path, theta=np.zeros((1, 7)), seconds=np.array(1.0), trace=np.array(2.0))
+    if isinstance(content, bytes):
+        path.write_bytes(content)
+    again = Optimized("all-range").strategy(20)
+    assert not again.cached and again.stored and again.n == 20
+    np.testing.assert_array_equal(again.theta, fresh.theta)
+    assert Optimized("all-range").strategy(20).cached  # replaced by a good file
 
 
 def test_bad_parameters_are_refused():

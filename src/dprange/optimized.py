@@ -51,6 +51,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -396,12 +397,17 @@ def cache_path(workload: Workload, template: str, p: int, restarts: int) -> Path
     return cache_dir() / f"v{CACHE_VERSION}-{workload_key(workload)}-n{workload.n}-{template}-{settings}.npz"
 
 
-def _load(path: Path) -> dict | None:
+def _load(path: Path, matrix: str, n: int) -> dict | None:
+    """The cached arrays, if the file holds ``matrix`` (theta or strategy) over n bins with the
+    optimisation time and trace; None when it is absent, unreadable (empty, a corrupt or
+    truncated zip) or does not fit: the strategy is then recomputed and the file replaced."""
     try:
         with np.load(path) as saved:
-            return {key: saved[key] for key in saved.files}
-    except (OSError, ValueError, KeyError):
-        return None  # absent or unreadable: recompute
+            arrays = {key: saved[key] for key in saved.files}
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
+        return None
+    fits = {matrix, "seconds", "trace"} <= arrays.keys() and arrays[matrix].ndim == 2
+    return arrays if fits and arrays[matrix].shape[1] == n else None
 
 
 def _store(path: Path, arrays: dict) -> bool:
@@ -645,8 +651,8 @@ class Optimized(Mechanism):
         n = workload.n
         p = self.rows or default_rows(n, "p-identity" if template in DENSE_TEMPLATES else template)
         path = cache_path(workload, template, p, self.restarts)
-        saved = _load(path)
-        if saved is not None and "seconds" in saved and "trace" in saved:
+        saved = _load(path, "theta" if template in P_IDENTITY_NORMS else "strategy", n)
+        if saved is not None:
             seconds, trace = float(saved["seconds"]), float(saved["trace"])
             if template in P_IDENTITY_NORMS:
                 return PIdentityStrategy(saved["theta"], template, seconds, True, trace)
