@@ -122,6 +122,24 @@ def test_k_d_names_are_refused_with_one_column(two_columns, tmp_path, capsys):
     assert code == 0 and "deciles" not in err and "total" in stdout
 
 
+def test_optimised_kronecker_reports_each_axis_strategy_and_the_cache(two_columns, tmp_path, capsys, monkeypatch):
+    """-m optimized_kronecker says, per column, how long its 1-D strategy took and whether it
+    was stored in or read from the strategy cache, as the 1-D release does."""
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("DPRANGE_CACHE_DIR", str(cache))
+    path, _, _ = two_columns
+    args = grid_args(path, tmp_path / "grid.json", "-m", "optimized_kronecker", "--workload", "prefix")
+    code, stdout, err = run_cli(args, capsys)
+    assert code == 0, err
+    for column, bins in (("age", 42), ("hours", 50)):
+        assert f"--column {column}: strategy: p-identity, " in stdout
+        assert f" x {bins}, optimised in " in stdout
+    assert stdout.count(f"stored in the strategy cache {cache}") == 2
+    code, stdout, err = run_cli(args, capsys)
+    assert code == 0, err
+    assert stdout.count(f"read from the strategy cache {cache}") == 2
+
+
 def test_error_shape_ranks_the_k_d_mechanisms_exactly(capsys):
     code, stdout, err = run_cli(["error", "--shape", "6x5", "-e", 1], capsys)
     assert code == 0 and err == ""

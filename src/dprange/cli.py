@@ -57,6 +57,7 @@ from .ldp.cli import ldp
 from .mechanisms import Mechanism, make_mechanism, resolve_noise
 from .multidim import select_grid, svd_bound
 from .optimized import cache_dir
+from .optimized_kd import OptimizedKronecker
 from .plot import plot_cdf, plot_heatmap
 from .product_domain import ProductDomain
 from .progress import quiet_for_command
@@ -310,6 +311,9 @@ def grid_release_command(options: dict) -> None:
         f"{result.mechanism} release of {' x '.join(repr(c) for c in columns)}: {shape} cells, "
         f"epsilon={epsilon:g}, delta={delta:g}, neighbours={o['neighbours']}"
     )
+    if isinstance(mech, OptimizedKronecker):  # each axis' optimised 1-D strategy: time and cache
+        for column, strategy in zip(columns, mech.axis_strategies(domain.shape)):
+            lines.append(f"--column {column}: {strategy_note(strategy.describe())}")
     total = result.rectangle([0] * len(columns), [n - 1 for n in domain.shape])
     if not getattr(result, "exact_error_bars", True):  # data-aware (dprange.data_aware_2d)
         lines.append(f"total: {total.value:.1f} (no error bars: private data-dependent choices bias the estimate)")
