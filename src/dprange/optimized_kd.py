@@ -426,23 +426,6 @@ class OptimizedKronecker(GridMechanism):
         block = IntegerKron(self.axis_blocks(shape, self.quantisation_bits(shape, epsilon)))
         return OneKronStrategy([block], [epsilon], shape=shape)
 
-    def _noise(self, plan: Strategy, epsilon: float, delta: float):
-        """The calibrated noise; where it is above dprange's cap because the axes' quantisation
-        factors multiply (three or more optimised axes: the L2 template from ten-odd bins, the L1
-        template from 20), the error says so: raising epsilon would not help in practice."""
-        try:
-            return super()._noise(plan, epsilon, delta)
-        except ParameterError as exc:
-            factors = [s.factor for s in self.axis_strategies(plan.shape)]
-            if sum(f > 1 for f in factors) < 2:
-                raise
-            raise ParameterError(
-                f"the optimised product cannot be calibrated: the axes' quantised {self._template()} strategies "
-                f"(quantisation factors {' x '.join(f'{f:g}' for f in factors)}) multiply, so its noise would exceed "
-                f"dprange's largest supported scale, 2^40, at any usable epsilon ({exc}); use the kronecker "
-                "mechanism (auto leaves this one out) or fewer axes"
-            ) from None
-
     def estimate(self, shape, measurements: Measurements) -> KronPIdentityEstimate:
         (m,) = measurements.measurements
         self.follow_delta(measurements.delta or 0.0)  # template auto follows the measured delta
