@@ -166,6 +166,7 @@ class PIdentityEstimate:
             out[sl] -= np.einsum("ij,ij->j", zq, zq)
         if self.known_total:
             out -= (self._wcum[hi + 1] - self._wcum[lo]) ** 2 / self._tau
+            out[(lo == 0) & (hi == self.n - 1)] = 0.0  # the public total: exactly, not by cancellation
         return (self.variance * np.maximum(out, 0.0)).reshape(shape)
 
     def query_variance(self, weights) -> np.ndarray:
@@ -176,6 +177,7 @@ class PIdentityEstimate:
         out = (q**2) @ self._e - np.einsum("ij,ij->j", zq, zq)
         if self.known_total:
             out -= (q @ self._w) ** 2 / self._tau
+            out[np.ptp(q, axis=1) == 0] = 0.0  # multiples of the public total: exactly
         out = self.variance * np.maximum(out, 0.0)
         return out if np.ndim(weights) > 1 else out[0]
 
