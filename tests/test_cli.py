@@ -1003,3 +1003,14 @@ def test_empty_dataset_and_trailing_commas_are_valid_input(tmp_path, capsys):
     assert code == 0, err
     hist = json.loads((tmp_path / "c.json").read_text())["histogram"]["value"]
     assert [round(v) for v in hist] == [0, 1, 1, 1]
+
+
+def test_optimized_above_its_limit_names_mechanisms_the_cli_knows(capsys):
+    """Above the optimised strategies' bin limit the refusal names registered mechanisms
+    ('hierarchical', 'wavelet'), which both --mechanisms and mechanism= accept."""
+    from dprange.matrix import DENSE_COVARIANCE_LIMIT
+
+    code, _, err = run_cli(
+        ["error", "--n", str(DENSE_COVARIANCE_LIMIT + 1), "-e", "1", "--mechanisms", "optimized"], capsys
+    )
+    assert code == 2 and "hierarchical or wavelet mechanism" in err and "Hierarchical" not in err

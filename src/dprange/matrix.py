@@ -191,7 +191,7 @@ class MatrixStrategy(OneBlockStrategy):
         if self.n > DENSE_COVARIANCE_LIMIT:
             raise ParameterError(
                 f"matrix strategies over more than {DENSE_COVARIANCE_LIMIT} bins are not supported "
-                "(their rank cannot be checked); use Hierarchical or Wavelet"
+                "(their rank cannot be checked); use the hierarchical or wavelet mechanism"
             )
         A = self.explicit()
         if known_total:

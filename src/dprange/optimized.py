@@ -629,7 +629,7 @@ class Optimized(Mechanism):
         if n > DENSE_COVARIANCE_LIMIT:
             raise ParameterError(
                 f"optimised strategies are built for n <= {DENSE_COVARIANCE_LIMIT} bins, not {n}; "
-                "use Hierarchical or Wavelet"
+                "use the hierarchical or wavelet mechanism"
             )
         template = self.resolved_template()
         key = (n, template)
