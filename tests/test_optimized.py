@@ -247,3 +247,21 @@ def test_release_with_auto_uses_the_optimised_strategy_where_it_is_best():
 def test_svd_bound_is_below_the_optimised_error():
     for workload in (AllRange(32), Prefix(32)):
         assert svd_bound(workload, 1.0) <= expected_error(Optimized(workload), workload, 1.0)
+
+
+def test_p_identity_measures_the_exact_integer_answers_of_a_large_total():
+    """64 bins of 2^47 records (2^53 in all) under the L1 p-Identity strategy (entries near
+    2^16): the extra rows' answers reach 2^69, which int64 wrapped modulo 2^64 (an error of
+    about 2^65 that the sensitivity does not cover); the measurement adds the noise to the exact
+    integers (Python integers past 2^62) and rounds the noisy values to floats."""
+    from dprange.noise import resolve_rng
+
+    mech = Optimized("all-range", template="p-identity")
+    counts = np.full(64, 2**47, dtype=np.int64)
+    measurements = mech.measure(counts, 1.0, rng=5)
+    (m,) = measurements.measurements
+    exact = m.block.dense().astype(np.int64).astype(object).dot(counts.astype(object))
+    assert max(exact) > 2**63
+    assert [int(v) for v in m.block.answers(counts)] == list(exact)
+    want = exact + m.noise.sample(exact.shape, resolve_rng(5))
+    np.testing.assert_array_equal(m.values, want.astype(float))

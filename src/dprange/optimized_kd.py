@@ -48,7 +48,7 @@ from ._lazy import lazy_module
 from ._params import Integer, OneOf, Param
 from ._validation import MAX_NOISE_SCALE, check_noise_scale, fit_budget
 from .errors import ParameterError
-from .inference.p_identity import DiagonalPlusRows, PIdentityEstimate
+from .inference.p_identity import DiagonalPlusRows, PIdentityEstimate, exact_integer_dtype
 from .matrix import EXACT_PAIRS_LIMIT, QUANTISATION_TOLERANCE
 from .measurements import Measurements
 from .mechanisms import Mechanism, resolve_noise
@@ -117,14 +117,10 @@ class IntegerKron(Kron):
         if not np.issubdtype(x.dtype, np.integer) or not all(f.integer for f in self.factors):
             return self.matvec(x)
         bound = math.prod(int(f.sensitivity_power(1, "add_remove")) for f in self.factors) * int(np.abs(x).sum())
-        dtype = np.int64 if bound < 2**62 else object
-        current = x.astype(dtype).reshape([f.shape[1] for f in self.factors])
+        current = x.astype(exact_integer_dtype(bound)).reshape([f.shape[1] for f in self.factors])
         for axis, factor in enumerate(self.factors):
             moved = np.moveaxis(current, axis, 0)
-            flat = moved.reshape(moved.shape[0], -1)
-            diagonal = factor.diagonal.astype(np.int64).astype(dtype)[:, None]
-            rows = factor.rows.astype(np.int64).astype(dtype)
-            out = np.vstack([diagonal * flat, rows @ flat])
+            out = factor.integer_product(moved.reshape(moved.shape[0], -1))
             current = np.moveaxis(out.reshape((out.shape[0],) + moved.shape[1:]), 0, axis)
         return current.reshape(-1)
 
