@@ -48,13 +48,13 @@ from ._lazy import lazy_module
 from ._params import Integer, OneOf, Param
 from ._validation import MAX_NOISE_SCALE, check_noise_scale, fit_budget
 from .errors import ParameterError
-from .inference.p_identity import DiagonalPlusRows, PIdentityEstimate, exact_integer_dtype
+from .inference.p_identity import DiagonalPlusRows, PIdentityEstimate
 from .matrix import EXACT_PAIRS_LIMIT, QUANTISATION_TOLERANCE
 from .measurements import Measurements
 from .mechanisms import Mechanism, resolve_noise
 from .multidim import GridMechanism
 from .noise import gaussian_sigma
-from .operators import Identity, Kron, Total, Weighted
+from .operators import Identity, Kron, Total, Weighted, exact_integer_dtype
 from .optimized import (
     AUTO_OPTIMIZE_MAX_N,
     DENSE_COVARIANCE_LIMIT,

@@ -27,23 +27,20 @@ import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
 
 from ..errors import ParameterError
-from ..operators import Operator, _exact_number, check_norm, check_relation, definition_sensitivity_power
+from ..operators import (
+    Operator,
+    _exact_number,
+    check_norm,
+    check_relation,
+    definition_sensitivity_power,
+    exact_integer_dtype,
+)
 
 __all__ = ["DiagonalPlusRows", "PIdentityEstimate", "p_identity_estimate"]
 
 #: Above this many (pairs x rows) the replace-model L1 sensitivity is the triangle bound
 #: 2 max_j ||a_j||_1 (as for :class:`~dprange.operators.Explicit`).
 PAIRS_LIMIT = 2 * 10**7
-
-#: Integer answers stay in int64 while every partial value is below this bound (2^63 less a
-#: factor of 2 of margin); above, they are computed in Python integers.
-INT64_EXACT_LIMIT = 2**62
-
-
-def exact_integer_dtype(bound: int):
-    """int64 where every partial value of an integer product is at most ``bound`` < 2^62, else
-    object (Python integers, exact at any size)."""
-    return np.int64 if bound < INT64_EXACT_LIMIT else object
 
 
 class DiagonalPlusRows(Operator):
