@@ -159,3 +159,21 @@ def test_bad_arguments_are_parameter_errors():
         VStack([Identity(3), Identity(4)])
     with pytest.raises(ParameterError, match="row weights"):
         Weighted(Identity(3), [1.0, 2.0])
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("total", [2**40, 2**53])
+def test_explicit_integer_answers_are_exact_beyond_float_precision(sparse, total):
+    """An integer matrix with entries near 2^16 on counts totalling 2^40 (answers near 2^56)
+    and 2^53 (near 2^69, past int64): the float product rounds them, by an amount the
+    sensitivity does not cover; answers() gives the exact integers (int64 below 2^62, Python
+    integers above)."""
+    rng = np.random.default_rng(4)
+    A = rng.integers(0, 2**16, size=(7, 5)).astype(float)
+    counts = rng.multinomial(total, np.full(5, 0.2)).astype(np.int64)
+    exact = A.astype(np.int64).astype(object).dot(counts.astype(object))
+    op = Explicit(sp.csr_matrix(A) if sparse else A)
+    answers = op.answers(counts)
+    assert answers.dtype == (np.int64 if total < 2**45 else object)
+    assert [int(v) for v in answers] == list(exact)
+    assert any(int(v) != e for v, e in zip(op.matvec(counts), exact))  # the float product rounds

@@ -159,6 +159,14 @@ def calibrate(
     return [NoiseSpec(kind, scale) for scale in scales]
 
 
+def noisy_answers(exact: np.ndarray, spec: NoiseSpec, source) -> np.ndarray:
+    """The exact answers plus the calibrated noise.  Exact integers beyond int64 (Python
+    integers, object dtype) take the noise exactly; only the noisy values are then rounded to
+    floats, which is post-processing."""
+    noisy = exact + spec.sample(exact.shape, source)
+    return noisy.astype(float) if noisy.dtype == object else noisy
+
+
 def is_seeded(rng) -> bool:
     """Whether noise comes from a seeded (predictable) generator rather than os.urandom."""
     return rng is not None and not isinstance(rng, SecureRandom)
@@ -301,7 +309,7 @@ class Mechanism:
         blocks = shape.blocks()
         specs = self.noise_specs(shape, epsilon, delta)
         measured = [
-            LinearMeasurement(block, exact + spec.sample(exact.shape, source), spec.variance, spec)
+            LinearMeasurement(block, noisy_answers(exact, spec, source), spec.variance, spec)
             for block, spec, exact in zip(blocks, specs, block_answers(blocks, counts))
         ]
         total = float(counts.sum()) if self.neighbours == "replace" else None

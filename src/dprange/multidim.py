@@ -63,7 +63,7 @@ from .errors import DataError, ParameterError
 from .grid_release import GridRelease
 from .inference.tree import tree_gls
 from .measurements import LinearMeasurement, Measurements
-from .mechanisms import Mechanism, calibrate, is_seeded, resolve_noise
+from .mechanisms import Mechanism, calibrate, is_seeded, noisy_answers, resolve_noise
 from .noise import NoiseSpec, resolve_rng
 from .operators import Explicit, HaarLevel, Identity, Kron, Operator, TreeLevel, check_norm, check_relation
 from .product_domain import ProductDomain
@@ -603,10 +603,7 @@ class GridMechanism(Mechanism):
         for block, spec, answer in zip(plan.blocks, specs, answers):
             # Integer answers stay exact (np.rint would pass them through float64).
             exact = answer if answer.dtype.kind in "iuO" else np.rint(answer).astype(np.int64)
-            noisy = exact + spec.sample(exact.shape, source)
-            if noisy.dtype == object:  # exact integers beyond int64: rounding the noisy answers is post-processing
-                noisy = noisy.astype(float)
-            measured.append(LinearMeasurement(block, noisy, spec.variance, spec))
+            measured.append(LinearMeasurement(block, noisy_answers(exact, spec, source), spec.variance, spec))
         total = float(counts.sum()) if self.neighbours == "replace" else None
         return Measurements(
             measured, x.size, epsilon, delta, self.neighbours, total, seeded=is_seeded(rng), source="central"

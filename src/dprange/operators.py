@@ -294,6 +294,17 @@ class Total(Operator):
         return 1 if check_relation(neighbours) == "add_remove" else 0
 
 
+#: Integer answers stay in int64 while every partial value is below this bound (2^63 less a
+#: factor of 2 of margin); above, they are computed in Python integers.
+INT64_EXACT_LIMIT = 2**62
+
+
+def exact_integer_dtype(bound: int):
+    """int64 where every partial value of an integer product is at most ``bound`` < 2^62, else
+    object (Python integers, exact at any size)."""
+    return np.int64 if bound < INT64_EXACT_LIMIT else object
+
+
 class Explicit(Operator):
     """An explicit matrix (dense or scipy sparse).  Sensitivity by the definition, cached;
     for replace with p = 1 above ``pairs_limit`` (pairs x rows) the upper bound
@@ -319,6 +330,25 @@ class Explicit(Operator):
 
     def dense(self) -> np.ndarray:
         return self.matrix.toarray() if sp.issparse(self.matrix) else np.array(self.matrix)
+
+    def answers(self, x) -> np.ndarray:
+        """Exact integer answers of an integer matrix on integer counts: in int64 where every
+        partial sum is below 2^62 (at most the largest column's L1 norm times sum |x|), in
+        Python integers above; the float product (exact only below 2^53) otherwise."""
+        x = np.asarray(x)
+        values = self.matrix.data if sp.issparse(self.matrix) else self.matrix
+        if not np.issubdtype(x.dtype, np.integer) or not np.all(values == np.round(values)):
+            return self.matvec(x)
+        bound = int(self.sensitivity_power(1, "add_remove")) * int(np.abs(x).sum())
+        dtype = exact_integer_dtype(bound)
+        if not sp.issparse(self.matrix):
+            return self.matrix.astype(np.int64).astype(dtype) @ x.astype(dtype)
+        if dtype is np.int64:
+            return np.asarray(self.matrix.astype(np.int64) @ x.astype(np.int64))
+        entries = self.matrix.tocoo()
+        out = np.zeros(self.shape[0], dtype=object)
+        np.add.at(out, entries.row, entries.data.astype(np.int64).astype(object) * x[entries.col].astype(object))
+        return out
 
     def gram(self) -> Operator:
         return Explicit(self.matrix.T @ self.matrix)

@@ -54,7 +54,7 @@ from .measurements import Measurements
 from .mechanisms import Mechanism, resolve_noise
 from .multidim import GridMechanism
 from .noise import gaussian_sigma
-from .operators import Identity, Kron, Total, Weighted
+from .operators import Identity, Kron, Total, Weighted, exact_integer_dtype
 from .optimized import (
     AUTO_OPTIMIZE_MAX_N,
     DENSE_COVARIANCE_LIMIT,
@@ -117,14 +117,10 @@ class IntegerKron(Kron):
         if not np.issubdtype(x.dtype, np.integer) or not all(f.integer for f in self.factors):
             return self.matvec(x)
         bound = math.prod(int(f.sensitivity_power(1, "add_remove")) for f in self.factors) * int(np.abs(x).sum())
-        dtype = np.int64 if bound < 2**62 else object
-        current = x.astype(dtype).reshape([f.shape[1] for f in self.factors])
+        current = x.astype(exact_integer_dtype(bound)).reshape([f.shape[1] for f in self.factors])
         for axis, factor in enumerate(self.factors):
             moved = np.moveaxis(current, axis, 0)
-            flat = moved.reshape(moved.shape[0], -1)
-            diagonal = factor.diagonal.astype(np.int64).astype(dtype)[:, None]
-            rows = factor.rows.astype(np.int64).astype(dtype)
-            out = np.vstack([diagonal * flat, rows @ flat])
+            out = factor.integer_product(moved.reshape(moved.shape[0], -1))
             current = np.moveaxis(out.reshape((out.shape[0],) + moved.shape[1:]), 0, axis)
         return current.reshape(-1)
 

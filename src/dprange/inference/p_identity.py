@@ -27,7 +27,14 @@ import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
 
 from ..errors import ParameterError
-from ..operators import Operator, _exact_number, check_norm, check_relation, definition_sensitivity_power
+from ..operators import (
+    Operator,
+    _exact_number,
+    check_norm,
+    check_relation,
+    definition_sensitivity_power,
+    exact_integer_dtype,
+)
 
 __all__ = ["DiagonalPlusRows", "PIdentityEstimate", "p_identity_estimate"]
 
@@ -63,12 +70,21 @@ class DiagonalPlusRows(Operator):
         return self.diagonal[:, None] * Y[:n] + self.rows.T @ Y[n:]
 
     def answers(self, x):
+        """Exact integer answers on integer counts (:meth:`integer_product` in the dtype of
+        :func:`exact_integer_dtype`: every answer is at most the largest column's L1 norm times
+        sum |x|); the float product otherwise."""
         x = np.asarray(x)
         if np.issubdtype(x.dtype, np.integer) and self.integer:
-            # Exact integer answers (int64: entries below 2^16 times counts below 2^47).
-            d, c = self.diagonal.astype(np.int64), self.rows.astype(np.int64)
-            return np.concatenate([d * x, c @ x.astype(np.int64)])
+            bound = int(self.sensitivity_power(1, "add_remove")) * int(np.abs(x).sum())
+            return self.integer_product(x.astype(exact_integer_dtype(bound)))
         return self.matvec(x)
+
+    def integer_product(self, X: np.ndarray) -> np.ndarray:
+        """[diag(d); C] X for an integer block, in X's dtype (int64, or object for Python
+        integers): exact where no partial value passes the dtype (the caller's bound)."""
+        d = self.diagonal.astype(np.int64).astype(X.dtype)
+        c = self.rows.astype(np.int64).astype(X.dtype)
+        return np.concatenate([d.reshape((-1,) + (1,) * (X.ndim - 1)) * X, c @ X])
 
     @property
     def integer(self) -> bool:
