@@ -146,6 +146,27 @@ def test_release_round_trips_and_follows_delta(delta):
     np.testing.assert_allclose(loaded.rectangle(lows, highs).stderr, release.rectangle(lows, highs).stderr)
 
 
+def test_a_release_made_with_another_quantisation_is_refused_on_load(monkeypatch):
+    """A saved grid release is read against its design rebuilt from its parameters; where the
+    rebuilt calibration differs (here: a coarser default quantisation, as a later version might
+    choose) the load is refused instead of reading the values against other integers."""
+    import json
+
+    import dprange.optimized_kd as okd
+    from dprange.errors import DataError
+
+    counts = np.random.default_rng(3).poisson(9, (7, 4))
+    saved = OptimizedKronecker("all-rectangles").release(counts, 1.0, delta=1e-6, rng=5).to_json()
+    assert load_grid_release(saved).shape == (7, 4)
+    tampered = json.loads(saved)
+    tampered["measurements"][0]["noise"]["scale"] *= 2
+    with pytest.raises(DataError, match="does not match its design"):
+        load_grid_release(tampered)
+    monkeypatch.setattr(okd.OptimizedKronecker, "_fitting_bits", lambda self, shape, eps: 10)  # coarser
+    with pytest.raises(DataError, match="does not match its design"):
+        load_grid_release(saved)
+
+
 def test_bad_parameters_are_refused():
     with pytest.raises(ParameterError, match="workload"):
         OptimizedKronecker("marginals")

@@ -1070,6 +1070,18 @@ for _name, _factory, _summary in (
     GRID_WORKLOADS.register(Entry("k-D workload", _name, _summary, QARDAJI_2013, factory=_factory, auto=True))
 
 
+def _check_rebuilt_noise(saved: NoiseSpec, rebuilt: NoiseSpec) -> None:
+    """Refuse a saved block whose noise differs from its design's calibration as rebuilt here:
+    the release was made with another design (e.g. another quantisation of an optimised
+    strategy), and its values would be read against the wrong matrix and variance."""
+    if saved.kind != rebuilt.kind or not math.isclose(saved.scale, rebuilt.scale, rel_tol=1e-9):
+        raise DataError(
+            f"the saved release's noise ({saved.kind}, scale {saved.scale:.6g}) does not match its design as "
+            f"rebuilt by this version of dprange ({rebuilt.kind}, scale {rebuilt.scale:.6g}): it was made with "
+            "another design and cannot be loaded here"
+        )
+
+
 def load_grid_release(text) -> GridRelease:
     """A :class:`~dprange.grid_release.GridRelease` from :meth:`GridRelease.to_json` (text or
     dict): the mechanism's design is rebuilt from its parameters, the saved noisy values are
@@ -1086,9 +1098,11 @@ def load_grid_release(text) -> GridRelease:
         saved = data["measurements"]
         if len(saved) != len(plan.blocks):
             raise DataError(f"the saved release has {len(saved)} measured blocks, its design has {len(plan.blocks)}")
+        rebuilt = mech._noise(plan, float(data["epsilon"]), float(data["delta"]))
         measured = []
-        for block, item in zip(plan.blocks, saved):
+        for block, item, expected in zip(plan.blocks, saved, rebuilt):
             spec = NoiseSpec(item["noise"]["kind"], float(item["noise"]["scale"]))
+            _check_rebuilt_noise(spec, expected)
             values = np.asarray(item["values"], dtype=float)
             if values.shape != (block.shape[0],):
                 raise DataError(f"a saved block has {values.size} values, its design {block.shape[0]} rows")
