@@ -140,6 +140,20 @@ def test_optimised_kronecker_reports_each_axis_strategy_and_the_cache(two_column
     assert stdout.count(f"read from the strategy cache {cache}") == 2
 
 
+def test_optimised_kronecker_reports_a_strategy_shared_by_columns_of_one_size_once(two_columns, tmp_path, capsys):
+    """Columns with as many bins share one 1-D strategy, optimised once: the second column
+    names the first's instead of repeating 'optimised in ... s and stored'."""
+    path, _, _ = two_columns
+    args = [
+        "release", path, "-c", "age", "-c", "hours", "--lo", 18, "--hi", 67, "--lo", 0, "--hi", 49,
+        "--integers", "--clip", "-e", 1, "--seed", 4, "-o", tmp_path / "grid.json", "-m", "optimized_kronecker",
+    ]  # fmt: skip
+    code, stdout, err = run_cli(args, capsys)
+    assert code == 0, err
+    assert stdout.count("optimised in") == 1 and "--column age: strategy: p-identity, " in stdout
+    assert "--column hours: the strategy of --column age (the same 50 bins)" in stdout
+
+
 def test_error_shape_ranks_the_k_d_mechanisms_exactly(capsys):
     code, stdout, err = run_cli(["error", "--shape", "6x5", "-e", 1], capsys)
     assert code == 0 and err == ""

@@ -312,8 +312,7 @@ def grid_release_command(options: dict) -> None:
         f"epsilon={epsilon:g}, delta={delta:g}, neighbours={o['neighbours']}"
     )
     if isinstance(mech, OptimizedKronecker):  # each axis' optimised 1-D strategy: time and cache
-        for column, strategy in zip(columns, mech.axis_strategies(domain.shape)):
-            lines.append(f"--column {column}: {strategy_note(strategy.describe())}")
+        lines.extend(axis_strategy_notes(columns, mech.axis_strategies(domain.shape)))
     total = result.rectangle([0] * len(columns), [n - 1 for n in domain.shape])
     if not getattr(result, "exact_error_bars", True):  # data-aware (dprange.data_aware_2d)
         lines.append(f"total: {total.value:.1f} (no error bars: private data-dependent choices bias the estimate)")
@@ -432,6 +431,22 @@ def strategy_note(strategy: dict | None) -> str | None:
         f"{head}, optimised in {seconds} s; not stored: the strategy cache {where} cannot be written "
         "(set DPRANGE_CACHE_DIR to a writable folder)"
     )
+
+
+def axis_strategy_notes(columns, strategies) -> list[str]:
+    """One :func:`strategy_note` per column of a k-D optimised release; columns with as many
+    bins share one strategy (optimised once), named after the first column that uses it."""
+    lines: list[str] = []
+    first: dict[int, str] = {}
+    for column, strategy in zip(columns, strategies):
+        if id(strategy) in first:
+            lines.append(
+                f"--column {column}: the strategy of --column {first[id(strategy)]} (the same {strategy.n} bins)"
+            )
+            continue
+        first[id(strategy)] = column
+        lines.append(f"--column {column}: {strategy_note(strategy.describe())}")
+    return lines
 
 
 def render_plot(release, alpha) -> bytes:
