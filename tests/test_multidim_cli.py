@@ -203,6 +203,22 @@ def test_error_shape_ranks_named_optimised_mechanisms_on_the_chosen_workload(cap
     assert json.loads(stdout)["expected_error"] == pytest.approx(expected, rel=1e-12)
 
 
+def test_a_named_mechanism_not_made_for_the_workload_is_refused_naming_it(two_columns, tmp_path, capsys):
+    """optimized_kronecker is optimised for rectangles, not marginals: the refusal names the
+    mechanism and --workload (it said only "workload must be one of all-rectangles,
+    prefix-rectangles, got 'marginals'", which the user had not given to any mechanism)."""
+    code, _, err = run_cli(
+        ["error", "--shape", "6x5", "-e", 1, "-w", "marginals", "--mechanisms", "kronecker,optimized_kronecker"], capsys
+    )
+    assert code == 2 and "--mechanisms optimized_kronecker is not made for --workload marginals" in err
+    path, _, _ = two_columns
+    code, _, err = run_cli(
+        grid_args(path, tmp_path / "grid.json", "-m", "optimized_kronecker", "--workload", "marginals"), capsys
+    )
+    assert code == 2 and "--mechanism optimized_kronecker is not made for --workload marginals" in err
+    assert not (tmp_path / "grid.json").exists()
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
