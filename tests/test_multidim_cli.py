@@ -140,6 +140,20 @@ def test_optimised_kronecker_reports_each_axis_strategy_and_the_cache(two_column
     assert stdout.count(f"read from the strategy cache {cache}") == 2
 
 
+def test_optimised_kronecker_reports_a_strategy_shared_by_columns_of_one_size_once(two_columns, tmp_path, capsys):
+    """Columns with as many bins share one 1-D strategy, optimised once: the second column
+    names the first's instead of repeating 'optimised in ... s and stored'."""
+    path, _, _ = two_columns
+    args = [
+        "release", path, "-c", "age", "-c", "hours", "--lo", 18, "--hi", 67, "--lo", 0, "--hi", 49,
+        "--integers", "--clip", "-e", 1, "--seed", 4, "-o", tmp_path / "grid.json", "-m", "optimized_kronecker",
+    ]  # fmt: skip
+    code, stdout, err = run_cli(args, capsys)
+    assert code == 0, err
+    assert stdout.count("optimised in") == 1 and "--column age: strategy: p-identity, " in stdout
+    assert "--column hours: the strategy of --column age (the same 50 bins)" in stdout
+
+
 def test_error_shape_ranks_the_k_d_mechanisms_exactly(capsys):
     code, stdout, err = run_cli(["error", "--shape", "6x5", "-e", 1], capsys)
     assert code == 0 and err == ""
@@ -187,6 +201,22 @@ def test_error_shape_ranks_named_optimised_mechanisms_on_the_chosen_workload(cap
     assert code == 0, err
     expected = expected_error(OptimizedMarginals(1), (4, 3, 2), "marginals", 1.0, order=1)
     assert json.loads(stdout)["expected_error"] == pytest.approx(expected, rel=1e-12)
+
+
+def test_a_named_mechanism_not_made_for_the_workload_is_refused_naming_it(two_columns, tmp_path, capsys):
+    """optimized_kronecker is optimised for rectangles, not marginals: the refusal names the
+    mechanism and --workload (it said only "workload must be one of all-rectangles,
+    prefix-rectangles, got 'marginals'", which the user had not given to any mechanism)."""
+    code, _, err = run_cli(
+        ["error", "--shape", "6x5", "-e", 1, "-w", "marginals", "--mechanisms", "kronecker,optimized_kronecker"], capsys
+    )
+    assert code == 2 and "--mechanisms optimized_kronecker is not made for --workload marginals" in err
+    path, _, _ = two_columns
+    code, _, err = run_cli(
+        grid_args(path, tmp_path / "grid.json", "-m", "optimized_kronecker", "--workload", "marginals"), capsys
+    )
+    assert code == 2 and "--mechanism optimized_kronecker is not made for --workload marginals" in err
+    assert not (tmp_path / "grid.json").exists()
 
 
 @pytest.mark.parametrize(

@@ -216,6 +216,46 @@ def test_an_unreadable_or_unfitting_cache_file_is_recomputed(content):
     assert Optimized("all-range").strategy(20).cached  # replaced by a good file
 
 
+@pytest.mark.parametrize(
+    "arrays",
+    [
+        {"theta": np.full((2, 20), np.nan)},
+        {"theta": np.full((2, 20), np.inf)},
+        {"theta": np.full((2, 20), "a")},
+        {"theta": np.full((2, 20), 1 + 1j)},
+        {"theta": -np.ones((2, 20))},
+        {"theta": np.ones((2, 20)), "seconds": np.ones(3)},
+        {"theta": np.ones((2, 20)), "trace": np.array(np.nan)},
+    ],
+    ids=["nan", "inf", "text", "complex", "negative-l1", "seconds-not-a-number", "trace-nan"],
+)
+def test_a_cache_file_with_values_no_optimisation_gives_is_recomputed(arrays):
+    """A zip that reads but holds values no optimisation writes (non-finite, text, complex,
+    negative L1 weights, a time that is not one number) made the release fail ('the strategy
+    matrix has non-finite entries', 'could not convert string to float', a weight rounding to
+    zero) or dropped the imaginary part; like an unreadable file it is recomputed and replaced."""
+    fresh = Optimized("all-range").strategy(20)
+    path = cache_path(AllRange(20), "p-identity", fresh.theta.shape[0], 1)
+    np.savez(path, **{"seconds": np.array(1.0), "trace": np.array(2.0), **arrays})
+    again = Optimized("all-range").strategy(20)
+    assert not again.cached and again.stored
+    np.testing.assert_array_equal(again.theta, fresh.theta)
+    assert again.trace == fresh.trace
+    assert Optimized("all-range").strategy(20).cached  # replaced by a good file
+
+
+def test_a_cached_dense_strategy_with_a_non_finite_entry_is_recomputed():
+    """The same for the dense strategies (eigen-design) stored as a matrix."""
+    fresh = Optimized(Prefix(12), template="eigen").strategy(12)
+    path = cache_path(Prefix(12), "eigen", 0, 1)
+    matrix = np.array(fresh.matrix, dtype=float)
+    matrix[0, 0] = np.nan
+    np.savez(path, strategy=matrix, seconds=np.array(1.0), trace=np.array(2.0))
+    again = Optimized(Prefix(12), template="eigen").strategy(12)
+    assert not again.cached and again.stored
+    np.testing.assert_array_equal(again.matrix, fresh.matrix)
+
+
 def test_bad_parameters_are_refused():
     with pytest.raises(ParameterError, match="workload"):
         Optimized(42)

@@ -328,12 +328,16 @@ def test_auto_accepts_inference_and_noise_and_caches(monkeypatch):
 
     # the same mechanism (Optimized since it is ranked on 50 bins; a hierarchy before), up to
     # post-processing and whether an optimised strategy was read from or stored in the disk cache
+    obtained = ("cached", "stored")
+
     def chosen(params):
         kept = {k: v for k, v in params.items() if k not in ("inference", "inference_options")}
-        return {**kept, "strategy": {k: v for k, v in params["strategy"].items() if k not in ("cached", "stored")}}
+        return {**kept, "strategy": {k: v for k, v in params["strategy"].items() if k not in obtained}}
 
     assert rel2.mechanism == rel.mechanism
     assert chosen(rel2.parameters) == chosen(rel.parameters)
+    for release in (rel, rel2):  # either optimised and stored, or read from the cache
+        assert tuple(release.parameters["strategy"][k] for k in obtained) in ((True, False), (False, True))
     dprange.release(values, dom, 0.7, mechanism="auto", workload="prefix", noise="discrete_laplace", rng=1)
     assert len(calls) == 2  # a different public parameter is a different selection
     with pytest.raises(ParameterError):

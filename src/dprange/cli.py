@@ -260,6 +260,8 @@ def grid_release_command(options: dict) -> None:
     explicit = click.get_current_context().get_parameter_source("mechanism") != click.core.ParameterSource.DEFAULT
     given = {name: value for name, value in o["mechanism_params"].items() if value is not None}
     params = grid_mechanism_params(mechanism, given, explicit=explicit)
+    if mechanism in GRID_MECHANISMS:
+        check_made_for_workload("--mechanism", mechanism, workload)
     mech = api.choose_grid_mechanism(
         mechanism,
         domain.shape,
@@ -312,8 +314,7 @@ def grid_release_command(options: dict) -> None:
         f"epsilon={epsilon:g}, delta={delta:g}, neighbours={o['neighbours']}"
     )
     if isinstance(mech, OptimizedKronecker):  # each axis' optimised 1-D strategy: time and cache
-        for column, strategy in zip(columns, mech.axis_strategies(domain.shape)):
-            lines.append(f"--column {column}: {strategy_note(strategy.describe())}")
+        lines.extend(axis_strategy_notes(columns, mech.axis_strategies(domain.shape)))
     total = result.rectangle([0] * len(columns), [n - 1 for n in domain.shape])
     if not getattr(result, "exact_error_bars", True):  # data-aware (dprange.data_aware_2d)
         lines.append(f"total: {total.value:.1f} (no error bars: private data-dependent choices bias the estimate)")
@@ -432,6 +433,22 @@ def strategy_note(strategy: dict | None) -> str | None:
         f"{head}, optimised in {seconds} s; not stored: the strategy cache {where} cannot be written "
         "(set DPRANGE_CACHE_DIR to a writable folder)"
     )
+
+
+def axis_strategy_notes(columns, strategies) -> list[str]:
+    """One :func:`strategy_note` per column of a k-D optimised release; columns with as many
+    bins share one strategy (optimised once), named after the first column that uses it."""
+    lines: list[str] = []
+    first: dict[int, str] = {}
+    for column, strategy in zip(columns, strategies):
+        if id(strategy) in first:
+            lines.append(
+                f"--column {column}: the strategy of --column {first[id(strategy)]} (the same {strategy.n} bins)"
+            )
+            continue
+        first[id(strategy)] = column
+        lines.append(f"--column {column}: {strategy_note(strategy.describe())}")
+    return lines
 
 
 def render_plot(release, alpha) -> bytes:
@@ -912,6 +929,18 @@ def error_command(n, shape, order, workload, queries, epsilon, delta, neighbours
     click.echo(f"recommended: {selection.mechanism!r}")
 
 
+def check_made_for_workload(option: str, mechanism: str, workload: str) -> None:
+    """Refuse a k-D mechanism optimised for other workloads than --workload (it takes the
+    release's, :meth:`dprange.registry.Entry.declared`), naming the mechanism and the option."""
+    declared = {p.name: p for p in GRID_MECHANISMS[mechanism].params}
+    if "workload" not in declared:
+        return
+    try:
+        declared["workload"].constraint.check(workload, "workload")
+    except ParameterError as exc:
+        raise ParameterError(f"{option} {mechanism} is not made for --workload {workload} ({exc})") from None
+
+
 def parse_shape(text: str) -> tuple[int, ...]:
     """--shape: sides joined by x (64x64, 50x100x7)."""
     parts = str(text).lower().split("x")
@@ -939,6 +968,8 @@ def grid_error_command(shape, order, workload, epsilon, delta, neighbours, noise
                 raise ParameterError(
                     f"unknown k-D mechanism {m!r} in --mechanisms; use {', '.join(GRID_MECHANISMS.names())}"
                 )
+        for m in names:
+            check_made_for_workload("--mechanisms", m, name)
         candidates = [
             GRID_MECHANISMS[m].build(
                 neighbours=neighbours, noise=noise, **GRID_MECHANISMS[m].declared(workload=name, order=order)

@@ -397,17 +397,33 @@ def cache_path(workload: Workload, template: str, p: int, restarts: int) -> Path
     return cache_dir() / f"v{CACHE_VERSION}-{workload_key(workload)}-n{workload.n}-{template}-{settings}.npz"
 
 
-def _load(path: Path, matrix: str, n: int) -> dict | None:
+def _load(path: Path, matrix: str, n: int, *, nonnegative: bool = False) -> dict | None:
     """The cached arrays, if the file holds ``matrix`` (theta or strategy) over n bins with the
     optimisation time and trace; None when it is absent, unreadable (empty, a corrupt or
-    truncated zip) or does not fit: the strategy is then recomputed and the file replaced."""
+    truncated zip) or holds what no optimisation writes: the strategy is then recomputed and
+    the file replaced.  ``nonnegative``: the matrix has no negative entry (L1 p-Identity)."""
     try:
         with np.load(path) as saved:
             arrays = {key: saved[key] for key in saved.files}
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
         return None
-    fits = {matrix, "seconds", "trace"} <= arrays.keys() and arrays[matrix].ndim == 2
-    return arrays if fits and arrays[matrix].shape[1] == n else None
+    return arrays if _fits(arrays, matrix, n, nonnegative) else None
+
+
+def _fits(arrays: dict, matrix: str, n: int, nonnegative: bool) -> bool:
+    """Whether cached arrays are what an optimisation writes: the matrix finite and real with n
+    columns (non-negative if asked), the time and the trace one finite number each.  The
+    sensitivity is computed from the measured strategy whatever the file holds; this keeps a
+    damaged file from failing a release or being used in a lossy conversion."""
+    if not {matrix, "seconds", "trace"} <= arrays.keys():
+        return False
+    values = [arrays[matrix], arrays["seconds"], arrays["trace"]]
+    if not all(np.issubdtype(v.dtype, np.integer) or np.issubdtype(v.dtype, np.floating) for v in values):
+        return False
+    if not all(np.all(np.isfinite(v)) for v in values) or arrays["seconds"].size != 1 or arrays["trace"].size != 1:
+        return False
+    theta = arrays[matrix]
+    return theta.ndim == 2 and theta.shape[1] == n and not (nonnegative and np.any(theta < 0))
 
 
 def _store(path: Path, arrays: dict) -> bool:
@@ -651,7 +667,8 @@ class Optimized(Mechanism):
         n = workload.n
         p = self.rows or default_rows(n, "p-identity" if template in DENSE_TEMPLATES else template)
         path = cache_path(workload, template, p, self.restarts)
-        saved = _load(path, "theta" if template in P_IDENTITY_NORMS else "strategy", n)
+        nonnegative = P_IDENTITY_NORMS.get(template) == 1  # L1 p-Identity: B >= 0
+        saved = _load(path, "theta" if template in P_IDENTITY_NORMS else "strategy", n, nonnegative=nonnegative)
         if saved is not None:
             seconds, trace = float(saved["seconds"]), float(saved["trace"])
             if template in P_IDENTITY_NORMS:
