@@ -43,7 +43,7 @@ from .inference.covering import direct_range_variance  # noqa: F401 - re-exporte
 from .inference.error_sums import variance_sums
 from .mechanisms import Hierarchical, Mechanism, hierarchy_candidates, optimal_budgets, resolve_noise
 from .noise import discrete_gaussian_variance, gaussian_sigma
-from .optimized import auto_candidates, auto_not_cached
+from .optimized import auto_pool
 from .progress import tracked
 from .registry import MECHANISMS
 from .workloads import AllRange, Explicit, Identity, Prefix, Workload, make_workload, not_a_workload, singular_value_sum
@@ -445,17 +445,17 @@ def select(
     check_neighbours(neighbours)
     if optimize_budget is None:
         optimize_budget = candidates is None and workload.n <= OPTIMIZE_BUDGET_MAX_N
-    default_pool = candidates is None
+    not_cached: list = []
     if candidates is None:
         if fast is None:
             fast = workload.n > 2**16
         candidates = default_candidates(workload.n, neighbours=neighbours, noise=noise, fast=fast)
         # The optimised strategy needs the workload, not only n (see dprange.optimized.auto_candidates).
-        candidates = [*candidates, *auto_candidates(workload, delta, neighbours=neighbours, noise=noise)]
+        optimised, not_cached = auto_pool(workload, delta, neighbours=neighbours, noise=noise)
+        candidates = [*candidates, *optimised]
     excluded: list = []
     ranked = _rank(candidates, workload, epsilon, delta, excluded)
-    if default_pool:  # say which optimised strategies auto could rank once they are cached
-        excluded.extend(auto_not_cached(workload, delta, neighbours=neighbours, noise=noise))
+    excluded.extend(not_cached)  # the optimised strategies auto could rank once they are cached
     if optimize_budget:
         ranked = _with_optimized_split(ranked, workload, epsilon, delta, neighbours, noise)
     return Selection(ranked[0].mechanism, ranked[0].error, ranked, workload.describe(), excluded)

@@ -98,10 +98,11 @@ def choose_mechanism(
         entry = MECHANISMS.lookup(mechanism, also=("auto",))
         # noise and inference go to the classes that declare them; to others only if not the default
         chosen_options = {"noise": noise, "inference": inference}
+        own = entry.declared(**chosen_options)
         options = {
             name: value
             for name, value in chosen_options.items()
-            if name in entry.declared(**chosen_options) or value != find(declared, name).default
+            if name in own or value != find(declared, name).default
         }
         # a mechanism optimised for a workload (Optimized) is optimised for the release's
         options.update(entry.declared(workload=workload))

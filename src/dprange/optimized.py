@@ -79,7 +79,7 @@ __all__ = [
     "OptimizedStrategy",
     "PIdentityStrategy",
     "auto_candidates",
-    "auto_not_cached",
+    "auto_pool",
     "banded_start",
     "cache_dir",
     "eigen_design",
@@ -766,18 +766,12 @@ def auto_candidates(workload: Workload, delta: float, *, neighbours: str, noise:
     exact error): p-Identity (L1) when delta = 0; its L2 analogue and the eigen-design when
     delta > 0.  Each for n <= AUTO_OPTIMIZE_MAX_N, or, when its strategy is already in the disk
     cache, up to DENSE_COVARIANCE_LIMIT (p-Identity) or AUTO_CACHED_MAX_N (eigen-design)."""
-    return _auto_pool(workload, delta, neighbours=neighbours, noise=noise)[0]
+    return auto_pool(workload, delta, neighbours=neighbours, noise=noise)[0]
 
 
-def auto_not_cached(workload: Workload, delta: float, *, neighbours: str, noise: str) -> list[tuple[Optimized, str]]:
-    """(mechanism, reason) for the optimised mechanisms :func:`auto_candidates` leaves out only
-    because their strategy is not in the disk cache yet (``select`` lists them as excluded)."""
-    return _auto_pool(workload, delta, neighbours=neighbours, noise=noise)[1]
-
-
-def _auto_pool(workload: Workload, delta: float, *, neighbours: str, noise: str):
-    """(the candidates of :func:`auto_candidates`, those left out for want of a cached strategy
-    with the reason)."""
+def auto_pool(workload: Workload, delta: float, *, neighbours: str, noise: str):
+    """(the candidates of :func:`auto_candidates`, [(mechanism, reason)] for those it leaves out
+    only because their strategy is not in the disk cache yet: ``select`` lists them as excluded)."""
     n = workload.n
     templates = ("p-identity",) if delta == 0 else ("p-identity-l2", "eigen")
     ranked, not_cached = [], []
@@ -797,7 +791,7 @@ def _auto_pool(workload: Workload, delta: float, *, neighbours: str, noise: str)
     return ranked, not_cached
 
 
-#: Why ``auto`` did not rank an optimised strategy (:func:`auto_not_cached`).
+#: Why ``auto`` did not rank an optimised strategy (:func:`auto_pool`).
 NOT_CACHED_REASON = (
     "no cached strategy for {n} bins (auto optimises only up to {limit} bins; about 16 s at 4096); "
     "name it (mechanism='optimized', --mechanisms optimized) to optimise and cache it, then auto ranks it"
