@@ -131,3 +131,10 @@ def test_k_d_bound_has_no_side_limit():
         / (n * (n + 1) // 2 * 6)
     )
     assert multidim.svd_bound((n, 3), "all-rectangles", 1.0) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("bad", [0, -3, 2.5, True, "8"])
+def test_closed_forms_refuse_a_bad_number_of_bins(bad):
+    for closed_form in (all_range_singular_values, prefix_singular_values):
+        with pytest.raises(ParameterError, match="n"):
+            closed_form(bad)

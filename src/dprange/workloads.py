@@ -40,6 +40,7 @@ def all_range_singular_values(n: int) -> np.ndarray:
     2 - 2 cos(theta) = 4 sin^2(theta / 2); G's eigenvalues are (n + 1) / (4 sin^2(k pi /
     (2 (n + 1)))), their square roots W's singular values.
     """
+    n = check_positive_int(n, "n")
     k = np.arange(1, n + 1, dtype=float)
     return math.sqrt(n + 1) / (2.0 * np.sin(k * np.pi / (2.0 * (n + 1))))
 
@@ -57,6 +58,7 @@ def prefix_singular_values(n: int) -> np.ndarray:
     eigenvalues 1 / (4 sin^2((2k - 1) pi / (2 (2n + 1)))), their square roots W's singular
     values.
     """
+    n = check_positive_int(n, "n")
     k = np.arange(1, n + 1, dtype=float)
     return 1.0 / (2.0 * np.sin((2.0 * k - 1.0) * np.pi / (2.0 * (2 * n + 1))))
 
