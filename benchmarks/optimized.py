@@ -45,6 +45,15 @@ Exact expected error, average variance per query, epsilon = 1:
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/optimized.py [--full] [--cache-dir DIR]
     OPENBLAS_NUM_THREADS=1 python benchmarks/optimized.py --speed [--baseline /tmp/old/src] [--repeats 1]
+    OPENBLAS_NUM_THREADS=1 python benchmarks/optimized.py --sweep [--n 256]
+
+``--sweep``: how the gain over the best fixed strategy depends on the workload's shape, n = 256
+(``--n``), both privacy models: random ranges of width at most w (w = 2 ... n; 2000 ranges,
+public seed 0), every range of width exactly w (sliding windows, w = 16, 32, 64), and all
+prefixes plus c times the unit queries (c = 0.25 ... 16).  Each row has the gain
+(best fixed / Optimized with template auto, exact errors as released) and the cap (best fixed
+/ the SVD bound with the noise floor of the noise drawn: no matrix mechanism with that noise
+gains more).
 
 Uses its own cache directory (default: a fresh temporary one) so that the optimisation is
 measured cold.
@@ -132,6 +141,72 @@ def speed(baseline: str | None, repeats: int) -> None:
     )
 
 
+def sweep_workloads(n: int) -> dict:
+    """The ``--sweep`` workloads on ``n`` bins (module doc), by name."""
+    from dprange.workloads import Explicit, Ranges  # noqa: PLC0415
+
+    workloads = {}
+    for width in (2, 4, 8, 16, 32, 64, 128, 256):
+        if width <= n:
+            rng = np.random.default_rng(0)
+            lo = rng.integers(0, n - width + 1, 2000)
+            workloads[f"ranges-width-at-most-{width}"] = Ranges(lo, lo + rng.integers(0, width, 2000), n)
+    for width in (16, 32, 64):
+        if width <= n:
+            lo = np.arange(n - width + 1)
+            workloads[f"ranges-width-{width}"] = Ranges(lo, lo + width - 1, n)
+    prefixes = np.tril(np.ones((n, n)))
+    for weight in (0.25, 0.5, 1, 2, 4, 8, 16):
+        workloads[f"prefixes+{weight}x-units"] = Explicit(np.vstack([prefixes, weight * np.eye(n)]))
+    return workloads
+
+
+def sweep(n: int) -> None:
+    """Gain of the optimised strategy over the best fixed one and its cap (``--sweep``)."""
+    from dprange.analysis import expected_error, select, svd_bound  # noqa: PLC0415
+    from dprange.optimized import Optimized  # noqa: PLC0415
+
+    rows = []
+    for name, workload in sweep_workloads(n).items():
+        for delta in (0.0, DELTA):
+            mechanism = Optimized(workload, neighbours=NEIGHBOURS, noise=NOISE)
+            optimized, cpu, _ = cpu_and_wall(
+                lambda m=mechanism, w=workload, d=delta: expected_error(m, w, EPSILON, delta=d)
+            )
+            # after the optimisation, so that its CPU time is measured with a cold cache
+            table = select(workload, None, EPSILON, delta=delta, neighbours=NEIGHBOURS, noise=NOISE).table
+            fixed = min((c for c in table if not isinstance(c.mechanism, Optimized)), key=lambda c: c.error)
+            bound = svd_bound(workload, EPSILON, delta, noise=NOISE)
+            row = {
+                "workload": name,
+                "n": n,
+                "delta": delta,
+                "optimized": optimized,
+                "template": mechanism.strategy(n).template,
+                "best_fixed": fixed.error,
+                "best_fixed_mechanism": fixed.mechanism.name,
+                "gain": fixed.error / optimized,
+                "cap": fixed.error / bound,
+                "cpu_seconds": cpu,  # the optimisation (cold cache) and the exact error
+            }
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    print(
+        json.dumps(
+            {
+                "machine": platform.platform(),
+                "cpus": os.cpu_count(),
+                "load_average": os.getloadavg(),
+                "epsilon": EPSILON,
+                "delta": DELTA,
+                "neighbours": NEIGHBOURS,
+                "sweep": rows,
+            },
+            indent=1,
+        )
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="also n = 4096")
@@ -140,11 +215,16 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1, help="with --speed: runs of each case")
     parser.add_argument("--cache-dir", default=None, help="strategy cache (default: a fresh temporary directory)")
     parser.add_argument("--skip-standard", action="store_true", help="only the unusual workloads and releases")
+    parser.add_argument("--sweep", action="store_true", help="only the gain and its cap across workload shapes")
+    parser.add_argument("--n", type=int, default=256, help="with --sweep: the number of bins")
     args = parser.parse_args()
     if args.speed:
         speed(args.baseline, args.repeats)
         return
     os.environ["DPRANGE_CACHE_DIR"] = args.cache_dir or tempfile.mkdtemp(prefix="dprange-bench-")
+    if args.sweep:
+        sweep(args.n)
+        return
 
     import dprange  # noqa: PLC0415 - after the cache directory is set
     from dprange.analysis import expected_error, select, svd_bound  # noqa: PLC0415
