@@ -167,17 +167,30 @@ def test_monte_carlo_variance_agrees_with_the_exact_error():
     assert np.all(np.abs(answers.mean(axis=0) - truth) <= 4 * np.sqrt(exact / reps))
 
 
-def test_release_round_trips_through_json(tmp_path):
+@pytest.mark.parametrize(("epsilon", "measured"), [(0.5, "optimised"), (5.0, "identity")])
+def test_release_round_trips_through_json(tmp_path, epsilon, measured):
+    """The saved strategy says what was measured (at epsilon 5 the identity: lower error as
+    released, tests/test_optimized_identity.py); the mechanism rebuilt from the saved
+    parameters at the saved privacy measures the same strategy."""
     counts = np.random.default_rng(2).poisson(20, 30)
-    release = Optimized("all-range").release(counts, 0.5, rng=4)
+    release = Optimized("all-range").release(counts, epsilon, rng=4)
     path = tmp_path / "r.json"
     release.to_json(path)
     loaded = load_release(path)
     np.testing.assert_array_equal(loaded.estimate, release.estimate)
     lo, hi = np.triu_indices(30)
     np.testing.assert_array_equal(loaded.range(lo, hi).stderr, release.range(lo, hi).stderr)
-    strategy = json.loads(path.read_text())["parameters"]["strategy"]
+    saved = json.loads(path.read_text())
+    strategy = saved["parameters"]["strategy"]
     assert strategy["template"] == "p-identity" and strategy["optimisation_seconds"] >= 0
+    assert strategy["measured"] == measured and (strategy["quantisation_factor"] == 1) == (measured == "identity")
+    rebuilt = Optimized(**{k: v for k, v in saved["parameters"].items() if k != "strategy"})
+    design = rebuilt.design(30, saved["privacy"]["epsilon"], delta=saved["privacy"]["delta"])
+    cache_state = ("cached", "stored")  # the rebuilt mechanism reads the strategy from the cache
+    assert {k: v for k, v in rebuilt.strategy(30).describe().items() if k not in cache_state} == {
+        k: v for k, v in strategy.items() if k not in cache_state
+    }
+    assert design.blocks[0].shape == (strategy["rows"], 30)
 
 
 def test_the_strategy_is_cached_on_disk_and_read_back(monkeypatch, tmp_path):

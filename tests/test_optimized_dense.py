@@ -108,10 +108,10 @@ def test_the_template_ends_at_or_below_the_p_identity_optimum_with_unit_l1_colum
 
 
 def test_exact_error_is_the_matrix_mechanisms_on_the_measured_strategy():
-    workload = AllRange(24)
+    workload = AllRange(32)  # (on 24 bins the identity has the lower error as released)
     mech = Optimized(workload, template="dense")
     error = expected_error(mech, workload, 1.0)
-    strategy = mech.strategy(24)
+    strategy = mech.strategy(32)
     assert isinstance(strategy, OptimizedStrategy) and strategy.template == "dense"
     assert error == pytest.approx(expected_error(Matrix(strategy.explicit()), workload, 1.0), rel=1e-9)
     # The quantised strategy's error is the unquantised trace's, to the quantisation tolerance.
@@ -119,10 +119,10 @@ def test_exact_error_is_the_matrix_mechanisms_on_the_measured_strategy():
 
 
 def test_the_signed_template_starts_from_the_cached_dense_optimum():
-    workload = AllRange(24)
-    dense = Optimized(workload, template="dense").strategy(24)
+    workload = AllRange(32)  # (on 24 bins the identity has the lower error as released)
+    dense = Optimized(workload, template="dense").strategy(32)
     mech = Optimized(workload, template="dense-signed")
-    signed = mech.strategy(24)
+    signed = mech.strategy(32)
     # It starts from the quantised dense matrix (entries within 2^-16 of the largest).
     assert signed.template == "dense-signed" and signed.trace <= dense.trace * (1 + 1e-9)
     np.testing.assert_allclose(np.abs(signed.explicit()).sum(axis=0) / signed.factor, 1.0, atol=signed.rows * 2.0**-16)

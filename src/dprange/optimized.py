@@ -43,16 +43,23 @@ by Woodbury, no n x n matrix).  Optimised strategies are cached on disk (``DPRAN
 ``$XDG_CACHE_HOME/dprange``, else ``~/.cache/dprange``): the key is the workload (its name,
 or a hash of its Gram matrix), n, the template and the optimiser's settings.  The strategy
 does not depend on epsilon or delta (the error scales by the same factor for every
-strategy), only on the norm the template targets.
+strategy), only on the norm the template targets.  What is measured does: the optimised
+strategy is quantised (K about 2^16, noise per unit of sensitivity about the continuous one)
+where the identity is measured at K = 1 with the discrete noise of sensitivity 1 (discrete
+Laplace: 1.84 against 2 at epsilon 1), so :class:`Optimized` measures the identity wherever its
+exact error as released is lower (:meth:`Optimized.released_strategy`).
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
+import math
 import os
 import time
 import zipfile
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from scipy import linalg
@@ -60,10 +67,10 @@ from threadpoolctl import threadpool_limits
 
 from ._lazy import lazy_module
 from ._params import Custom, Integer, OneOf, Param
-from ._validation import check_delta, check_positive_int
+from ._validation import check_delta, check_epsilon, check_positive_int
 from .errors import ParameterError
 from .inference.least_squares import DENSE_COVARIANCE_LIMIT
-from .inference.p_identity import DiagonalPlusRows
+from .inference.p_identity import DiagonalPlusRows, PIdentityEstimate
 from .matrix import QUANTISATION_TOLERANCE, MatrixStrategy, OneBlockStrategy, quantisation_factor
 from .mechanisms import Mechanism
 from .optimized_dense import DENSE_MAX_N, optimize_dense_template, optimize_signed
@@ -78,15 +85,20 @@ __all__ = [
     "Optimized",
     "OptimizedStrategy",
     "PIdentityStrategy",
+    "VarianceTerms",
     "auto_candidates",
     "auto_pool",
     "banded_start",
+    "block_variance_terms",
     "cache_dir",
     "eigen_design",
+    "identity_strategy",
+    "mean_error_as_released",
     "optimize_p_identity",
     "p_identity_loss",
     "p_identity_matrix",
     "strategy_trace",
+    "strategy_variance_terms",
 ]
 
 TEMPLATES = ("auto", "p-identity", "p-identity-l2", "eigen", "dense", "dense-signed")
@@ -370,6 +382,60 @@ def column_norm(strategy: np.ndarray, p: int) -> float:
     return float(np.max(np.linalg.norm(strategy, ord=p, axis=0)))
 
 
+# ----------------------------------------------------------------------------- error as released
+
+
+class VarianceTerms(NamedTuple):
+    """What the exact error of an integer strategy A on a workload with Gram matrix G needs,
+    with S = (A^T A)^-1 and w = S 1: ``trace`` = trace(G S) (the sum over the queries of
+    q^T S q), ``cross`` = w^T G w (the sum of (q^T w)^2) and ``tau`` = 1^T w (both for a public
+    total, whose least squares subtract (q^T w)^2 / tau from every query's q^T S q)."""
+
+    trace: float
+    cross: float
+    tau: float
+
+
+def strategy_variance_terms(strategy, gram: Gram) -> VarianceTerms:
+    """:class:`VarianceTerms` of the measured (integer) strategy: by Woodbury for a p-Identity
+    block (O(n p^2), one product of p + 1 rows by G), densely for a matrix (O(n^3))."""
+    if isinstance(strategy, PIdentityStrategy):
+        return block_variance_terms(strategy.block, gram)
+    matrix = strategy.explicit()
+    covariance = linalg.cho_solve(linalg.cho_factor(matrix.T @ matrix), np.eye(matrix.shape[1]))
+    g, w = gram.dense(), covariance.sum(axis=1)
+    return VarianceTerms(float(np.vdot(g, covariance)), float(w @ g @ w), float(w.sum()))
+
+
+def block_variance_terms(block: DiagonalPlusRows, gram: Gram) -> VarianceTerms:
+    """:class:`VarianceTerms` of an integer p-Identity block [diag(d); C] by Woodbury."""
+    return VarianceTerms(*PIdentityEstimate(block.diagonal, block.rows, 1.0, total=0.0).workload_sums(gram))
+
+
+def mean_error_as_released(variance: float, terms, queries, known_total: bool) -> float:
+    """The exact mean variance over a workload of one noise ``variance`` on a Kronecker product
+    of strategies (one axis: the 1-D case), each axis with its :class:`VarianceTerms` and the
+    number of its workload's ``queries``: the means over the axes multiply, so the mean is
+    v (prod_a trace_a / m_a - [public total] prod_a (cross_a / m_a) / prod_a tau_a)."""
+    terms, queries = list(terms), list(queries)
+    plain = math.prod(t.trace / m for t, m in zip(terms, queries))
+    if known_total:
+        plain -= math.prod(t.cross / m for t, m in zip(terms, queries)) / math.prod(t.tau for t in terms)
+    return variance * max(plain, 0.0)
+
+
+def identity_strategy(n: int, template: str, seconds: float = 0.0, cached: bool = False) -> PIdentityStrategy:
+    """The identity (one count per bin, K = 1) in the p-Identity shape, B with no rows, named
+    after the ``template`` it stands in for (its quantisation needs no norm: every column is e_j)."""
+    identity = PIdentityStrategy(np.zeros((0, n)), "p-identity", seconds, cached, float(n))
+    identity.template = template
+    return identity
+
+
+#: Why :class:`Optimized` measured the identity (the strategy's ``describe()["measured"]``).
+IDENTITY_CHOICE = "identity"
+
+
 # ----------------------------------------------------------------------------- cache
 
 
@@ -456,6 +522,8 @@ class OptimizedStrategy(MatrixStrategy):
         self.cached = cached
         #: Whether this optimisation was written into the disk cache (False when read from it).
         self.stored = False
+        #: What a design at given (epsilon, delta) measured and why (:meth:`Optimized.strategy`).
+        self.choice: dict = {}
 
     def describe(self) -> dict:
         return {
@@ -464,6 +532,7 @@ class OptimizedStrategy(MatrixStrategy):
             "optimisation_seconds": self.seconds,
             "cached": self.cached,
             "stored": self.stored,
+            **self.choice,
         }
 
 
@@ -515,6 +584,8 @@ class PIdentityStrategy(OneBlockStrategy):
         self.cached = cached
         #: Whether this optimisation was written into the disk cache (False when read from it).
         self.stored = False
+        #: What a design at given (epsilon, delta) measured and why (:meth:`Optimized.strategy`).
+        self.choice: dict = {}
 
     def quantised(self, tolerance: float, *, keep_norms: bool = False) -> tuple[float, DiagonalPlusRows]:
         """(K, [diag(round(K D)); round(K B D)]) with K = 2^k the smallest making every entry
@@ -553,6 +624,7 @@ class PIdentityStrategy(OneBlockStrategy):
             "optimisation_seconds": self.seconds,
             "cached": self.cached,
             "stored": self.stored,
+            **self.choice,
         }
 
 
@@ -572,7 +644,9 @@ class Optimized(Mechanism):
     with L2 columns when delta > 0, there replaced by the eigen-design when its trace is lower
     (n <= AUTO_CACHED_MAX_N; low-rank workloads); ``eigen`` gives the eigen-design.  The optimisation reads
     only the workload and n (public); its result is cached on disk and its time is reported in the release's provenance
-    (``parameters["strategy"]["optimisation_seconds"]``).
+    (``parameters["strategy"]["optimisation_seconds"]``).  At every template the identity is measured instead
+    where its exact error as released at the release's epsilon, delta, relation and noise is at most the
+    optimised strategy's (:meth:`released_strategy`; ``parameters["strategy"]["measured"]``).
     """
 
     name = "optimized"
@@ -617,16 +691,22 @@ class Optimized(Mechanism):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self._delta = 0.0
+        self._epsilon: float | None = None
         self._strategies: dict = {}
+        self._released: dict = {}
 
-    # The template "auto" follows delta: remember the one of the current design / measurement.
+    # The template "auto" follows delta, and the choice between the optimised strategy and the
+    # identity follows epsilon and delta: remember those of the current design / measurement.
     def design(self, n: int, epsilon, *, delta=0.0):
-        self._delta = check_delta(delta)
+        self._follow(epsilon, delta)
         return super().design(n, epsilon, delta=delta)
 
     def measure(self, counts, epsilon, *, delta=0.0, rng=None):
-        self._delta = check_delta(delta)
+        self._follow(epsilon, delta)
         return super().measure(counts, epsilon, delta=delta, rng=rng)
+
+    def _follow(self, epsilon, delta) -> None:
+        self._epsilon, self._delta = check_epsilon(epsilon), check_delta(delta)
 
     def resolved_template(self, delta: float | None = None) -> str:
         if self.template != "auto":
@@ -641,6 +721,54 @@ class Optimized(Mechanism):
         return make_workload(self.workload, n)
 
     def strategy(self, n: int) -> OptimizedStrategy | PIdentityStrategy:
+        """The strategy measured on n bins: after a design or measurement at (epsilon, delta),
+        the optimised strategy or the identity, whichever has the lower exact error as
+        released (:meth:`released_strategy`); before any, the optimised strategy."""
+        optimised = self.optimised_strategy(n)
+        if self._epsilon is None:
+            return optimised
+        return self.released_strategy(optimised, self._epsilon, self._delta)
+
+    def released_strategy(self, optimised, epsilon: float, delta: float) -> OptimizedStrategy | PIdentityStrategy:
+        """``optimised`` or the identity, whichever has the lower exact mean error on the
+        workload as released at (epsilon, delta) under this relation and noise; a tie (an
+        optimum B = 0) measures the identity without B's empty rows.  The comparison is in the
+        strategies as measured: an optimised strategy is quantised with K = 2^k (about 2^16),
+        its noise per unit of sensitivity about the continuous one (2 / epsilon^2 for Laplace),
+        where the identity is measured at K = 1 with the discrete noise of sensitivity 1
+        (discrete Laplace: 1.84 at epsilon 1, 0.0137 at 5); an optimum whose trace is only
+        slightly below the identity's then has the higher error.  Each error is
+        v (trace(G S) - [public total] w^T G w / 1^T w) / m (:func:`mean_error_as_released`),
+        v from the mechanism's own calibration.  Reads only public facts (the workload's Gram
+        matrix, epsilon, delta, the relation, the noise); the epsilon-free optimisation and its
+        cache are unchanged.  The strategy returned says what was measured in ``describe()``:
+        ``measured`` ("optimised" or "identity") and ``mean_error_as_released`` of both."""
+        key = (optimised.n, optimised.template, float(epsilon), float(delta))
+        if key not in self._released:
+            workload = self.workload_on(optimised.n)
+            gram = Gram(workload)
+            identity = identity_strategy(optimised.n, optimised.template, optimised.seconds, optimised.cached)
+            identity.stored = optimised.stored
+            errors = {
+                label: self._error_as_released(strategy, gram, workload.m, epsilon, delta)
+                for label, strategy in (("optimised", optimised), (IDENTITY_CHOICE, identity))
+            }
+            chosen = identity if errors[IDENTITY_CHOICE] <= errors["optimised"] else copy.copy(optimised)
+            chosen.choice = {
+                "measured": IDENTITY_CHOICE if chosen is identity else "optimised",
+                "mean_error_as_released": errors,
+            }
+            self._released[key] = chosen
+        return self._released[key]
+
+    def _error_as_released(self, strategy, gram: Gram, queries: int, epsilon: float, delta: float) -> float:
+        (spec,) = self.noise_specs(strategy, epsilon, delta)
+        known_total = self.neighbours == "replace"
+        return mean_error_as_released(spec.variance, [strategy_variance_terms(strategy, gram)], [queries], known_total)
+
+    def optimised_strategy(self, n: int) -> OptimizedStrategy | PIdentityStrategy:
+        """The strategy optimised for the workload on n bins (epsilon-free; cached in memory
+        and on disk), as quantised for measurement."""
         n = check_positive_int(n, "n")
         if n > DENSE_COVARIANCE_LIMIT:
             raise ParameterError(

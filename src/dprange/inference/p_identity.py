@@ -169,6 +169,16 @@ class PIdentityEstimate:
             x = x + self._w * (float(total) - x.sum()) / self._tau
         return x
 
+    def workload_sums(self, gram) -> tuple[float, float, float]:
+        """(trace(G S), w^T G w, tau) for a workload with Gram matrix G = sum_q q q^T (``gram``
+        gives its diagonal ``diag`` and products ``left(X)`` = X G, e.g.
+        :class:`dprange.optimized.Gram`): the sums over the queries of q^T S q and (q^T w)^2,
+        and tau = 1^T w (the public-total model needs them; this one must be built with a total).
+        trace(G S) = sum_j G_jj e_j - trace(Z G Z^T): O(n p) plus one product of p + 1 rows by G."""
+        trace = float(gram.diag @ self._e - np.vdot(self._z, gram.left(self._z)))
+        cross = float(self._w @ gram.left(self._w[None, :])[0])
+        return trace, cross, self._tau
+
     def range_variance(self, lo, hi) -> np.ndarray:
         lo, hi = np.broadcast_arrays(np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64))
         if lo.size and (lo.min() < 0 or hi.max() >= self.n or np.any(lo > hi)):
