@@ -8,6 +8,7 @@ import pytest
 
 from dprange.analysis import expected_error, workload_error
 from dprange.cli import main, strategy_note
+from dprange.errors import DataError
 from dprange.inference.dispatch import design_error_model
 from dprange.measurements import LinearMeasurement, Measurements
 from dprange.mechanisms import Flat
@@ -178,6 +179,26 @@ def test_an_identity_product_release_round_trips(neighbours):
     assert not any(f.rows.shape[0] for f in release.measurements.blocks[0].factors)
     loaded = load_grid_release(release.to_json())
     np.testing.assert_array_equal(loaded.estimate.leaves, release.estimate.leaves)
+
+
+def test_a_release_saved_with_the_optimised_product_still_loads(monkeypatch):
+    """Releases saved before the identity comparison measured the optimised product on 20 x 20
+    at epsilon 1; they load as measured (the current design, the identity product, does not fit
+    their blocks), and a tampered noise scale is still refused."""
+    counts = np.random.default_rng(1).poisson(5, (20, 20))
+    with monkeypatch.context() as patch:  # the design as it was: the optimised product whatever its error
+        patch.setattr(OptimizedKronecker, "identity_is_lower", lambda *args: False)
+        old = OptimizedKronecker("all-rectangles").release(counts, 1.0, rng=3)
+    assert any(f.rows.shape[0] for f in old.measurements.blocks[0].factors)
+    assert OptimizedKronecker("all-rectangles").measures_identity((20, 20), 1.0)
+    loaded = load_grid_release(old.to_json())
+    np.testing.assert_array_equal(loaded.estimate.leaves, old.estimate.leaves)
+    lows, highs = np.array([[0, 0], [3, 5]]), np.array([[19, 19], [10, 7]])
+    np.testing.assert_array_equal(loaded.rectangle(lows, highs).stderr, old.rectangle(lows, highs).stderr)
+    tampered = old.to_dict()
+    tampered["measurements"][0]["noise"]["scale"] *= 0.5
+    with pytest.raises(DataError, match="does not match its design"):
+        load_grid_release(tampered)
 
 
 def run_cli(args, capsys):

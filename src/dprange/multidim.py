@@ -574,6 +574,12 @@ class GridMechanism(Mechanism):
     def plan(self, shape, epsilon: float) -> Strategy:
         raise NotImplementedError
 
+    def saved_plans(self, shape, epsilon: float) -> list[Strategy]:
+        """The designs a saved release of this mechanism may have been measured with, the
+        current one (:meth:`plan`) first; :func:`load_grid_release` takes the first whose
+        blocks and noise match the saved ones."""
+        return [self.plan(shape, epsilon)]
+
     def follow_delta(self, delta: float) -> None:
         """Record the delta the release runs at, before :meth:`plan`, for designs chosen by it
         (:class:`~dprange.optimized_kd.OptimizedKronecker` with template auto); others ignore it."""
@@ -1082,6 +1088,36 @@ def _check_rebuilt_noise(saved: NoiseSpec, rebuilt: NoiseSpec) -> None:
         )
 
 
+def _measured_with(mech: GridMechanism, plan: Strategy, epsilon: float, delta: float, saved) -> list:
+    """The saved blocks as measurements of ``plan``; DataError where they do not fit it."""
+    if len(saved) != len(plan.blocks):
+        raise DataError(f"the saved release has {len(saved)} measured blocks, its design has {len(plan.blocks)}")
+    measured = []
+    for block, item, expected in zip(plan.blocks, saved, mech._noise(plan, epsilon, delta)):
+        spec = NoiseSpec(item["noise"]["kind"], float(item["noise"]["scale"]))
+        _check_rebuilt_noise(spec, expected)
+        values = np.asarray(item["values"], dtype=float)
+        if values.shape != (block.shape[0],):
+            raise DataError(f"a saved block has {values.size} values, its design {block.shape[0]} rows")
+        measured.append(LinearMeasurement(block, values, spec.variance, spec))
+    return measured
+
+
+def _matching_design(mech: GridMechanism, shape, epsilon: float, delta: float, saved) -> list:
+    """The saved blocks measured with the first of :meth:`GridMechanism.saved_plans` they fit
+    (blocks, rows and noise); the current design's refusal where none does."""
+    plans = mech.saved_plans(shape, epsilon)
+    try:
+        return _measured_with(mech, plans[0], epsilon, delta, saved)
+    except DataError:
+        for plan in plans[1:]:  # an earlier design, where the current one does not fit
+            try:
+                return _measured_with(mech, plan, epsilon, delta, saved)
+            except DataError:
+                continue
+        raise
+
+
 def load_grid_release(text) -> GridRelease:
     """A :class:`~dprange.grid_release.GridRelease` from :meth:`GridRelease.to_json` (text or
     dict): the mechanism's design is rebuilt from its parameters, the saved noisy values are
@@ -1094,23 +1130,12 @@ def load_grid_release(text) -> GridRelease:
         mech = cls(**data["parameters"])
         shape = check_shape(data["shape"])
         mech.follow_delta(float(data["delta"]))  # a design chosen by delta is rebuilt at the saved one
-        plan = mech.plan(shape, float(data["epsilon"]))
         saved = data["measurements"]
-        if len(saved) != len(plan.blocks):
-            raise DataError(f"the saved release has {len(saved)} measured blocks, its design has {len(plan.blocks)}")
-        rebuilt = mech._noise(plan, float(data["epsilon"]), float(data["delta"]))
-        measured = []
-        for block, item, expected in zip(plan.blocks, saved, rebuilt):
-            spec = NoiseSpec(item["noise"]["kind"], float(item["noise"]["scale"]))
-            _check_rebuilt_noise(spec, expected)
-            values = np.asarray(item["values"], dtype=float)
-            if values.shape != (block.shape[0],):
-                raise DataError(f"a saved block has {values.size} values, its design {block.shape[0]} rows")
-            measured.append(LinearMeasurement(block, values, spec.variance, spec))
+        measured = _matching_design(mech, shape, float(data["epsilon"]), float(data["delta"]), saved)
         total = None if data["total"] is None else float(data["total"])
         meas = Measurements(
             measured,
-            plan.blocks[0].shape[1],
+            measured[0].block.shape[1],
             float(data["epsilon"]),
             float(data["delta"]),
             data["neighbours"],
