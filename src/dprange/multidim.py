@@ -60,7 +60,7 @@ from ._validation import check_delta, check_epsilon, fit_budget
 from .analysis import Candidate, Selection, noise_variance_floor
 from .constrained import constrain
 from .errors import DataError, ParameterError
-from .grid_release import GridRelease
+from .grid_release import GridRelease, design_digest
 from .inference.tree import tree_gls
 from .measurements import LinearMeasurement, Measurements
 from .mechanisms import Mechanism, calibrate, is_seeded, noisy_answers, resolve_noise
@@ -1082,6 +1082,21 @@ def _check_rebuilt_noise(saved: NoiseSpec, rebuilt: NoiseSpec) -> None:
         )
 
 
+def _check_rebuilt_design(saved, block) -> None:
+    """Refuse a saved block whose recorded design digest differs from the block rebuilt here:
+    an optimised strategy is rebuilt from the disk cache or optimised again, and another
+    strategy (another cache file at the key, another machine's optimisation) can have the
+    same noise scale (norm-keeping quantisation gives every such product the same
+    sensitivity); its values would be read against the wrong matrix.  Releases saved before
+    the digest was recorded have none and are checked by their noise only."""
+    if saved is not None and saved != design_digest(block):
+        raise DataError(
+            "the saved release's measured strategy differs from the one rebuilt here (from the strategy "
+            "cache or a new optimisation): its values would be read against the wrong matrix; load it "
+            "where its strategy is cached, or with an empty strategy cache (DPRANGE_CACHE_DIR)"
+        )
+
+
 def load_grid_release(text) -> GridRelease:
     """A :class:`~dprange.grid_release.GridRelease` from :meth:`GridRelease.to_json` (text or
     dict): the mechanism's design is rebuilt from its parameters, the saved noisy values are
@@ -1103,6 +1118,7 @@ def load_grid_release(text) -> GridRelease:
         for block, item, expected in zip(plan.blocks, saved, rebuilt):
             spec = NoiseSpec(item["noise"]["kind"], float(item["noise"]["scale"]))
             _check_rebuilt_noise(spec, expected)
+            _check_rebuilt_design(item.get("design"), block)
             values = np.asarray(item["values"], dtype=float)
             if values.shape != (block.shape[0],):
                 raise DataError(f"a saved block has {values.size} values, its design {block.shape[0]} rows")

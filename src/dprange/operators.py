@@ -27,6 +27,7 @@ tests.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import math
 from fractions import Fraction
@@ -178,6 +179,13 @@ class Operator(LinearOperator):
     def answers(self, x) -> np.ndarray:
         """A x, keeping integer dtypes exact where the operator is integer (measurement)."""
         return self.matvec(x)
+
+    def design_digest(self) -> str | None:
+        """A hash of the entries of a block whose entries do not follow from its mechanism's
+        parameters alone (an optimised strategy, read from a cache or optimised again), which a
+        saved release records so that loading can refuse a different rebuilt design; None for
+        the others."""
+        return None
 
     # -- sensitivity ------------------------------------------------------------------
     def column_power(self, norm: int):
@@ -656,6 +664,15 @@ class Kron(Operator):
 
     def gram(self) -> Operator:
         return Kron([f.gram() for f in self.factors])
+
+    def design_digest(self) -> str | None:
+        """The factors' digests combined, where every factor has one."""
+        parts = [f.design_digest() for f in self.factors]
+        if any(part is None for part in parts):
+            return None
+        return hashlib.sha256(
+            " ".join(f"{f.shape}:{part}" for f, part in zip(self.factors, parts)).encode()
+        ).hexdigest()
 
     def column_power(self, norm):
         powers = [f.column_power(norm) for f in self.factors]
