@@ -22,6 +22,13 @@ from .workloads_kd import check_rectangles
 __all__ = ["GridRelease"]
 
 
+def design_digest(block) -> str | None:
+    """The block's :meth:`~dprange.operators.Operator.design_digest` (None for a block without
+    one): saved with its values so that loading refuses a different rebuilt design."""
+    digest = getattr(block, "design_digest", None)
+    return digest() if digest is not None else None
+
+
 class GridRelease:
     """Private estimates of a k-D histogram (``counts``, shape ``shape``) with exact error bars."""
 
@@ -152,6 +159,7 @@ class GridRelease:
                 {
                     "values": np.asarray(m.values, dtype=float).tolist(),
                     "noise": None if m.noise is None else {"kind": m.noise.kind, "scale": m.noise.scale},
+                    **({"design": digest} if (digest := design_digest(m.block)) else {}),
                 }
                 for m in meas.measurements
             ],

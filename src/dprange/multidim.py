@@ -60,7 +60,7 @@ from ._validation import check_delta, check_epsilon, fit_budget
 from .analysis import Candidate, Selection, noise_variance_floor
 from .constrained import constrain
 from .errors import DataError, ParameterError
-from .grid_release import GridRelease
+from .grid_release import GridRelease, design_digest
 from .inference.tree import tree_gls
 from .measurements import LinearMeasurement, Measurements
 from .mechanisms import Mechanism, calibrate, is_seeded, noisy_answers, resolve_noise
@@ -1088,6 +1088,21 @@ def _check_rebuilt_noise(saved: NoiseSpec, rebuilt: NoiseSpec) -> None:
         )
 
 
+def _check_rebuilt_design(saved, block) -> None:
+    """Refuse a saved block whose recorded design digest differs from the block rebuilt here:
+    an optimised strategy is rebuilt from the disk cache or optimised again, and another
+    strategy (another cache file at the key, another machine's optimisation) can have the
+    same noise scale (norm-keeping quantisation gives every such product the same
+    sensitivity); its values would be read against the wrong matrix.  Releases saved before
+    the digest was recorded have none and are checked by their noise only."""
+    if saved is not None and saved != design_digest(block):
+        raise DataError(
+            "the saved release's measured strategy differs from the one rebuilt here (from the strategy "
+            "cache or a new optimisation): its values would be read against the wrong matrix; load it "
+            "where its strategy is cached, or with an empty strategy cache (DPRANGE_CACHE_DIR)"
+        )
+
+
 def _measured_with(mech: GridMechanism, plan: Strategy, epsilon: float, delta: float, saved) -> list:
     """The saved blocks as measurements of ``plan``; DataError where they do not fit it."""
     if len(saved) != len(plan.blocks):
@@ -1096,6 +1111,7 @@ def _measured_with(mech: GridMechanism, plan: Strategy, epsilon: float, delta: f
     for block, item, expected in zip(plan.blocks, saved, mech._noise(plan, epsilon, delta)):
         spec = NoiseSpec(item["noise"]["kind"], float(item["noise"]["scale"]))
         _check_rebuilt_noise(spec, expected)
+        _check_rebuilt_design(item.get("design"), block)
         values = np.asarray(item["values"], dtype=float)
         if values.shape != (block.shape[0],):
             raise DataError(f"a saved block has {values.size} values, its design {block.shape[0]} rows")
@@ -1105,7 +1121,8 @@ def _measured_with(mech: GridMechanism, plan: Strategy, epsilon: float, delta: f
 
 def _matching_design(mech: GridMechanism, shape, epsilon: float, delta: float, saved) -> list:
     """The saved blocks measured with the first of :meth:`GridMechanism.saved_plans` they fit
-    (blocks, rows and noise); the current design's refusal where none does."""
+    (blocks, rows, noise and the design digest where saved); the current design's refusal where
+    none does."""
     plans = mech.saved_plans(shape, epsilon)
     try:
         return _measured_with(mech, plans[0], epsilon, delta, saved)

@@ -27,6 +27,8 @@ tests.
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import math
 from fractions import Fraction
 from typing import Any
@@ -39,6 +41,10 @@ from .errors import ParameterError
 
 SENSITIVITY_NORMS = (1, 2)
 NEIGHBOURS = ("add_remove", "replace")
+
+#: Most pairs of columns of a Kronecker product evaluated again in integers for its exact replace
+#: L2 sensitivity (:meth:`Kron._exact_replace_l2_power`); beyond, an integer upper bound.
+EXACT_CANDIDATES_LIMIT = 100_000
 
 #: Largest number of columns for which a sensitivity falls back to the definition on the
 #: dense matrix (O(n^2 rows) for replace).
@@ -67,7 +73,8 @@ def definition_sensitivity_power(matrix, norm: int, neighbours: str):
     """Delta_p^p by the definition on an explicit matrix (rows = queries, columns = bins).
 
     add/remove: max_i sum_r |A_ri|^p; replace: max_{i != j} sum_r |A_ri - A_rj|^p (0 for one
-    bin).  Exact (an ``int``) for integer matrices whose sums stay below 2^53.  Cost O(n rows)
+    bin).  Exact (an ``int``) for integer matrices (in Python integers where float sums could
+    pass 2^53).  Cost O(n rows)
     for add/remove, O(n^2) from the Gram matrix for replace with p = 2, O(n^2 rows) for p = 1.
     """
     p = check_norm(norm)
@@ -76,6 +83,8 @@ def definition_sensitivity_power(matrix, norm: int, neighbours: str):
     A = A.reshape(A.shape[0], -1) if A.ndim == 2 else np.atleast_2d(A)
     if A.size == 0:
         return 0
+    if np.all(A == np.round(A)) and not _float_sums_exact(A, p, neighbours):
+        return _integer_definition_power(A, p, neighbours)
     if neighbours == "add_remove":
         value = float((np.abs(A) ** p).sum(axis=0).max())
     elif A.shape[1] < 2:
@@ -92,6 +101,30 @@ def definition_sensitivity_power(matrix, norm: int, neighbours: str):
             diff = np.abs(A[:, i + 1 :] - A[:, [i]])
             value = max(value, float(diff.sum(axis=0).max()))
     return _exact_number(value) if np.all(A == np.round(A)) else value
+
+
+#: Integers up to this are exact in float64: sums and products of integers that stay below it
+#: are exact, above it they are rounded (possibly down, understating a sensitivity).
+FLOAT_EXACT_LIMIT = 2**53
+
+
+def _float_sums_exact(A: np.ndarray, p: int, neighbours: str) -> bool:
+    """Whether every sum (and Gram entry) of the definition on the integer matrix ``A`` stays
+    below 2^53, so that its float evaluation is exact: each is at most rows x (2 max |A|)^p
+    (replace) or rows x max |A|^p (add/remove)."""
+    largest = int(np.abs(A).max()) * (2 if neighbours == "replace" else 1)
+    return A.shape[0] * largest**p < FLOAT_EXACT_LIMIT
+
+
+def _integer_definition_power(A: np.ndarray, p: int, neighbours: str) -> int:
+    """The definition on an integer matrix in Python integers (exact at any size): used where
+    float sums could pass 2^53 (entries above about 2^26 under L2) and would be rounded."""
+    exact = np.array([[int(v) for v in row] for row in A], dtype=object)
+    if neighbours == "add_remove":
+        return int((abs(exact) ** p).sum(axis=0).max())
+    if A.shape[1] < 2:
+        return 0
+    return int(max((abs(exact[:, i + 1 :] - exact[:, [i]]) ** p).sum(axis=0).max() for i in range(A.shape[1] - 1)))
 
 
 def _as_2d(x) -> tuple[np.ndarray, bool]:
@@ -146,6 +179,13 @@ class Operator(LinearOperator):
     def answers(self, x) -> np.ndarray:
         """A x, keeping integer dtypes exact where the operator is integer (measurement)."""
         return self.matvec(x)
+
+    def design_digest(self) -> str | None:
+        """A hash of the entries of a block whose entries do not follow from its mechanism's
+        parameters alone (an optimised strategy, read from a cache or optimised again), which a
+        saved release records so that loading can refuse a different rebuilt design; None for
+        the others."""
+        return None
 
     # -- sensitivity ------------------------------------------------------------------
     def column_power(self, norm: int):
@@ -625,6 +665,15 @@ class Kron(Operator):
     def gram(self) -> Operator:
         return Kron([f.gram() for f in self.factors])
 
+    def design_digest(self) -> str | None:
+        """The factors' digests combined, where every factor has one."""
+        parts = [f.design_digest() for f in self.factors]
+        if any(part is None for part in parts):
+            return None
+        return hashlib.sha256(
+            " ".join(f"{f.shape}:{part}" for f, part in zip(self.factors, parts)).encode()
+        ).hexdigest()
+
     def column_power(self, norm):
         powers = [f.column_power(norm) for f in self.factors]
         return None if any(v is None for v in powers) else math.prod(powers)
@@ -660,8 +709,52 @@ class Kron(Operator):
                 - 2.0 * first[i][:, None, None] * other[None, :, :]
             )
             best = max(best, float(dist.max()))
-        integer = all(np.all(g == np.round(g)) for g in grams)
-        return _exact_number(best) if integer else best
+        if not all(np.all(g == np.round(g)) for g in grams):
+            return best
+        # Integer factors: every value above is at most 4 D (D the largest squared column norm
+        # of the product; |a_i . a_j| <= |a_i| |a_j|), exact in floats below 2^53.  Above it
+        # (L2 strategies quantised at 2^16 on two axes) the float maximum can be rounded down,
+        # so the pairs within the rounding error of it are evaluated again in integers.
+        largest = math.prod(int(np.diag(g).max()) for g in grams)
+        if 4 * largest < FLOAT_EXACT_LIMIT:
+            return _exact_number(best)
+        return self._exact_replace_l2_power(grams, best, largest)
+
+    def _exact_replace_l2_power(self, grams, best: float, largest: int) -> int:
+        """The exact maximum of ||a_i (x) b_k - a_j (x) b_l||^2 (Python integers) over the pairs
+        whose float value is within twice the rounding error of the float maximum ``best``
+        (one of them attains the exact maximum); an integer upper bound where there are too
+        many such pairs to evaluate."""
+        # Each value is a sum of three products of len(grams) integers: relative error at most
+        # (len(grams) + 2) 2^-53 of each product, whose absolute values sum to at most 4 D.
+        error = (len(grams) + 3) * 4.0 * largest * 2.0**-52
+        first, rest = grams[0], grams[1:]
+        other = np.ones((1, 1))
+        for g in rest:
+            other = np.kron(other, g)
+        d_first, d_other = np.diag(first), np.diag(other)
+        candidates: list[tuple[int, int, int, int]] = []
+        for i in range(first.shape[0]):
+            dist = (
+                d_first[i] * d_other[None, :, None]
+                + d_first[:, None, None] * d_other[None, None, :]
+                - 2.0 * first[i][:, None, None] * other[None, :, :]
+            )
+            j, k, m = np.nonzero(dist >= best - 2.0 * error)
+            candidates.extend(zip(itertools.repeat(i), j.tolist(), k.tolist(), m.tolist()))
+            if len(candidates) > EXACT_CANDIDATES_LIMIT:
+                return math.ceil(Fraction(best) + Fraction(error))
+        exact_grams = [[[int(v) for v in row] for row in g] for g in grams]
+        shape = [g.shape[0] for g in rest]
+
+        def entry(k: int, m: int) -> int:  # (G_2 (x) ... (x) G_d)_{km} in integers
+            ks, ms = np.unravel_index(k, shape), np.unravel_index(m, shape)
+            return math.prod(g[a][b] for g, a, b in zip(exact_grams[1:], ks, ms))
+
+        g1 = exact_grams[0]
+        return max(
+            g1[i][i] * entry(k, k) + g1[j][j] * entry(m, m) - 2 * g1[i][j] * entry(k, m) for i, j, k, m in candidates
+        )
 
 
 def block_answers(blocks, x) -> list[np.ndarray]:

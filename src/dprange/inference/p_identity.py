@@ -21,6 +21,7 @@ correction (the equality-constrained GLS).  Set-up O(n p^2 + p^3); memory O(n p)
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 import numpy as np
@@ -85,6 +86,13 @@ class DiagonalPlusRows(Operator):
         d = self.diagonal.astype(np.int64).astype(X.dtype)
         c = self.rows.astype(np.int64).astype(X.dtype)
         return np.concatenate([d.reshape((-1,) + (1,) * (X.ndim - 1)) * X, c @ X])
+
+    def design_digest(self) -> str:
+        """SHA-256 of the diagonal and the extra rows (float64), with their shapes."""
+        digest = hashlib.sha256(f"{self.diagonal.shape}{self.rows.shape}".encode())
+        digest.update(np.ascontiguousarray(self.diagonal, dtype=float).tobytes())
+        digest.update(np.ascontiguousarray(self.rows, dtype=float).tobytes())
+        return digest.hexdigest()
 
     @property
     def integer(self) -> bool:
