@@ -219,6 +219,28 @@ def test_a_named_mechanism_not_made_for_the_workload_is_refused_naming_it(two_co
     assert not (tmp_path / "grid.json").exists()
 
 
+def test_a_named_marginals_mechanism_is_refused_for_rectangles_in_option_names(two_columns, tmp_path, capsys):
+    """fourier (order 2) on three columns and optimized_marginals on 10x10x10 answer no
+    rectangle restricted on three axes: refused, in the command line's terms, no traceback."""
+    path, _, _ = two_columns
+    args = [*grid_args(path, tmp_path / "grid.json", "-m", "fourier", "--workload", "prefix"), "-c", "third"]
+    args += ["--lo", 0, "--hi", 2]
+    code, _, err = run_cli(args, capsys)
+    assert code == 2 and "Traceback" not in err
+    assert "--mechanism fourier answers marginals of up to 2 axes (--workload marginals), not every query of " in err
+    assert "--workload prefix-rectangles on this 3-axis grid" in err
+    assert "use --mechanism optimized_kronecker, kronecker or kd_hierarchy (or auto)" in err
+    assert not (tmp_path / "grid.json").exists()
+    code, _, err = run_cli(
+        ["error", "--shape", "10x10x10", "-e", 1, "--mechanisms", "kronecker,optimized_marginals"], capsys
+    )
+    assert code == 2 and "Traceback" not in err
+    assert "--mechanisms optimized_marginals answers marginals of up to 2 axes (--workload marginals)" in err
+    assert (
+        "--workload all-rectangles" in err and "use --mechanisms optimized_kronecker, kronecker or kd_hierarchy" in err
+    )
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

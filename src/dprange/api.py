@@ -35,7 +35,7 @@ from .engines.spark import is_spark_frame, spark_histogram
 from .errors import ParameterError
 from .marginal_constraints import MarginalConstraints, published_marginals
 from .mechanisms import REPLACE_DROP_MISSING_MESSAGE, Mechanism, make_mechanism, resolve_neighbours
-from .multidim import GridMechanism, select_grid
+from .multidim import GridMechanism, check_answers_workload, select_grid
 from .noise import resolve_rng
 from .private_bounds import private_bounds
 from .product_domain import ProductDomain
@@ -339,6 +339,7 @@ def choose_grid_mechanism(
     # fourier) take the release's unless given in params
     mech = entry.build(neighbours=relation, noise=noise, **{**entry.declared(workload=workload, order=order), **params})
     mech.follow_delta(delta)  # a template chosen by delta is planned at the release's delta
+    check_answers_workload(mech, shape, workload, epsilon, delta=delta, order=order)  # marginals ones
     return mech
 
 

@@ -55,7 +55,7 @@ from .errors import DomainError, DPRangeError, ParameterError
 from .io import read_column
 from .ldp.cli import ldp
 from .mechanisms import Mechanism, make_mechanism, resolve_noise
-from .multidim import select_grid, svd_bound
+from .multidim import check_answers_workload, select_grid, svd_bound
 from .optimized import cache_dir
 from .optimized_kd import OptimizedKronecker
 from .plot import plot_cdf, plot_heatmap
@@ -262,6 +262,11 @@ def grid_release_command(options: dict) -> None:
     params = grid_mechanism_params(mechanism, given, explicit=explicit)
     if mechanism in GRID_MECHANISMS:
         check_made_for_workload("--mechanism", mechanism, workload)
+        entry = GRID_MECHANISMS[mechanism]  # built as the library builds it, to word a refusal in options
+        named = entry.build(
+            neighbours=o["neighbours"], noise=o["noise"], **{**entry.declared(workload=workload), **params}
+        )
+        check_answers_workload(named, domain.shape, workload, epsilon, delta=delta, option="--mechanism")
     mech = api.choose_grid_mechanism(
         mechanism,
         domain.shape,
@@ -976,6 +981,8 @@ def grid_error_command(shape, order, workload, epsilon, delta, neighbours, noise
             )
             for m in names
         ]
+        for cand in candidates:
+            check_answers_workload(cand, sides, name, epsilon, delta=delta, order=order, option="--mechanisms")
     selection = select_grid(
         sides,
         epsilon,

@@ -637,6 +637,7 @@ class OptimizedMarginals(GridMechanism):
     estimate is GLS.  Marginals with weight below 1e-4 of the largest are not measured."""
 
     name = "optimized_marginals"
+    made_for_marginals = True
 
     PARAMS = (
         Param("order", Integer(1), "the workload: all order-way marginals", default=2, positional=True),
