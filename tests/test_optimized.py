@@ -267,6 +267,32 @@ def test_bad_parameters_are_refused():
         Optimized().strategy(5000)
 
 
+def test_more_extra_rows_than_bins_are_refused_before_optimising(monkeypatch):
+    """rows = p above n was accepted and cost O(n p^2) a step (100 bins, p = 1000: 22 s), for
+    a template with at most n useful extra rows; refused at strategy time, with the default."""
+
+    def no_optimisation(*args, **kwargs):
+        raise AssertionError("optimised")
+
+    monkeypatch.setattr(dprange.optimized, "optimize_p_identity", no_optimisation)
+    for template, default in (("p-identity", 6), ("p-identity-l2", 25), ("dense", 6), ("auto", 6)):
+        with pytest.raises(ParameterError) as exc:
+            Optimized(rows=101, template=template).strategy(100)
+        assert str(exc.value).startswith("rows=101 is more than the 100 bins the strategy is optimised for")
+        assert f"give rows <= 100, or rows=0 for the default ({default} here" in str(exc.value)
+    counts = np.ones(100, dtype=int)
+    with pytest.raises(ParameterError, match="rows=1000 is more than the 100 bins"):
+        dprange.release(counts, dprange.Domain.integers(0, 99), 1.0, mechanism=Optimized(rows=1000))
+    assert Optimized(rows=1000, template="eigen").strategy(12).template == "eigen"  # rows unused there
+
+
+def test_more_extra_rows_than_an_axis_bins_are_refused_naming_the_axis():
+    from dprange.optimized_kd import OptimizedKronecker
+
+    with pytest.raises(ParameterError, match=r"optimized_kronecker, axis 1 \(5 bins\): rows=6 is more than the 5"):
+        OptimizedKronecker(rows=6).plan((6, 5), 1.0)
+
+
 # ----------------------------------------------------------------------------- auto
 
 

@@ -598,7 +598,7 @@ class Optimized(Mechanism):
         Param(
             "rows",
             Integer(0),
-            "p, the extra rows of p-identity (0: n/16 for L1, n/4 for L2, at most 128)",
+            "p, the extra rows of p-identity, at most n (0: n/16 for L1, n/4 for L2, at most 128)",
             default=0,
         ),
         Param(
@@ -663,9 +663,24 @@ class Optimized(Mechanism):
             self._strategies[key] = strategy
         return self._strategies[key]
 
+    def extra_rows(self, n: int, template: str) -> int:
+        """p of the p-Identity template (and of the dense template's p-Identity start) on n
+        bins: ``rows``, or the default where it is 0.  ``rows`` above n is refused: [I; B] has
+        at most n useful extra rows (B B^T of rank <= n), and a step costs O(n p^2) (p = 1000
+        on 100 bins: 22 s)."""
+        base = "p-identity" if template in DENSE_TEMPLATES else template
+        if self.rows > n and base in P_IDENTITY_NORMS:
+            raise ParameterError(
+                f"rows={self.rows} is more than the {n} bins the strategy is optimised for: the p-Identity "
+                f"template has at most {n} useful extra rows, and each optimisation step costs O(n rows^2); "
+                f"give rows <= {n}, or rows=0 for the default ({default_rows(n, base)} here: n/16 with L1 "
+                "columns, n/4 with L2 columns, at most 128)"
+            )
+        return self.rows or default_rows(n, base)
+
     def _build(self, workload: Workload, template: str) -> OptimizedStrategy | PIdentityStrategy:
         n = workload.n
-        p = self.rows or default_rows(n, "p-identity" if template in DENSE_TEMPLATES else template)
+        p = self.extra_rows(n, template)
         path = cache_path(workload, template, p, self.restarts)
         nonnegative = P_IDENTITY_NORMS.get(template) == 1  # L1 p-Identity: B >= 0
         saved = _load(path, "theta" if template in P_IDENTITY_NORMS else "strategy", n, nonnegative=nonnegative)
@@ -715,7 +730,7 @@ class Optimized(Mechanism):
         """``auto`` (delta = 0) also builds the dense template for n <= AUTO_DENSE_MAX_N, or up
         to DENSE_MAX_N when it is cached (its optimisation is O(n^3) a step)."""
         n = workload.n
-        p = self.rows or default_rows(n, "p-identity")
+        p = self.extra_rows(n, "p-identity")
         return n <= AUTO_DENSE_MAX_N or (n <= DENSE_MAX_N and cache_path(workload, "dense", p, self.restarts).exists())
 
     def budget_fractions(self, strategy, epsilon) -> np.ndarray:

@@ -261,7 +261,7 @@ class OptimizedKronecker(GridMechanism):
             "or auto (by delta)",
             default="auto",
         ),
-        Param("rows", Integer(0), "p of every axis (0: the 1-D default)", default=0),
+        Param("rows", Integer(0), "p of every axis, at most its bins (0: the 1-D default)", default=0),
         *Mechanism.PARAMS,
     )
     workload: str
@@ -296,11 +296,15 @@ class OptimizedKronecker(GridMechanism):
         shape = check_shape(shape)
         template = self._template()
         out = []
-        for n in shape:
+        for axis, n in enumerate(shape):
             if (n, template) not in self._axis_cache:
                 mech = Optimized(
                     AXIS_WORKLOADS[self.workload], template=template, rows=self.rows, neighbours=self.neighbours
                 )
+                try:
+                    mech.extra_rows(n, template)  # rows above an axis' bins: refused, naming the axis
+                except ParameterError as exc:
+                    raise ParameterError(f"optimized_kronecker, axis {axis} ({n} bins): {exc}") from None
                 strategy = mech.strategy(n)
                 if not isinstance(strategy, PIdentityStrategy):
                     raise ParameterError("every axis needs a p-identity strategy")
