@@ -618,6 +618,7 @@ class Optimized(Mechanism):
         super().__init__(*args, **kwargs)
         self._delta = 0.0
         self._strategies: dict = {}
+        self._loaded: dict = {}  # (n, template): (cache file, arrays) read by cache_state, for _build
 
     # The template "auto" follows delta: remember the one of the current design / measurement.
     def design(self, n: int, epsilon, *, delta=0.0):
@@ -678,12 +679,32 @@ class Optimized(Mechanism):
             )
         return self.rows or default_rows(n, base)
 
+    def _cached_arrays(self, workload: Workload, template: str) -> tuple[Path, dict | None]:
+        """(the cache file of ``template`` for ``workload`` (this mechanism's on its n bins), its
+        arrays if it loads and fits, :func:`_load`); a file read by :meth:`cache_state` is not
+        read again, nor an explicit workload's Gram matrix hashed again for its name."""
+        if (workload.n, template) in self._loaded:
+            return self._loaded.pop((workload.n, template))
+        path = cache_path(workload, template, self.extra_rows(workload.n, template), self.restarts)
+        nonnegative = P_IDENTITY_NORMS.get(template) == 1  # L1 p-Identity: B >= 0
+        matrix = "theta" if template in P_IDENTITY_NORMS else "strategy"
+        return path, _load(path, matrix, workload.n, nonnegative=nonnegative)
+
+    def cache_state(self, workload: Workload, template: str) -> str:
+        """Whether the strategy of ``template`` for ``workload`` is in the disk cache:
+        "cached" (the file loads and fits, :func:`_load`; its arrays are kept, so that building
+        the strategy reads it once), "damaged" (a file that does not: it would be optimised
+        again) or "absent"."""
+        path, saved = self._cached_arrays(workload, template)
+        if saved is None:
+            return "damaged" if path.exists() else "absent"
+        self._loaded[workload.n, template] = (path, saved)
+        return "cached"
+
     def _build(self, workload: Workload, template: str) -> OptimizedStrategy | PIdentityStrategy:
         n = workload.n
         p = self.extra_rows(n, template)
-        path = cache_path(workload, template, p, self.restarts)
-        nonnegative = P_IDENTITY_NORMS.get(template) == 1  # L1 p-Identity: B >= 0
-        saved = _load(path, "theta" if template in P_IDENTITY_NORMS else "strategy", n, nonnegative=nonnegative)
+        path, saved = self._cached_arrays(workload, template)
         if saved is not None:
             seconds, trace = float(saved["seconds"]), float(saved["trace"])
             if template in P_IDENTITY_NORMS:
@@ -730,8 +751,7 @@ class Optimized(Mechanism):
         """``auto`` (delta = 0) also builds the dense template for n <= AUTO_DENSE_MAX_N, or up
         to DENSE_MAX_N when it is cached (its optimisation is O(n^3) a step)."""
         n = workload.n
-        p = self.extra_rows(n, "p-identity")
-        return n <= AUTO_DENSE_MAX_N or (n <= DENSE_MAX_N and cache_path(workload, "dense", p, self.restarts).exists())
+        return n <= AUTO_DENSE_MAX_N or (n <= DENSE_MAX_N and self.cache_state(workload, "dense") == "cached")
 
     def budget_fractions(self, strategy, epsilon) -> np.ndarray:
         return np.ones(1)
@@ -796,11 +816,10 @@ def auto_pool(workload: Workload, delta: float, *, neighbours: str, noise: str):
         limit = DENSE_COVARIANCE_LIMIT if template in P_IDENTITY_NORMS else dense_limit
         if n > limit:
             continue
-        if (
-            n > AUTO_OPTIMIZE_MAX_N
-            and not cache_path(workload, template, default_rows(n, template), mech.restarts).exists()
-        ):
-            not_cached.append((mech, NOT_CACHED_REASON.format(n=n, limit=AUTO_OPTIMIZE_MAX_N)))
+        state = mech.cache_state(workload, template) if n > AUTO_OPTIMIZE_MAX_N else "cached"
+        if state != "cached":  # a damaged file is not cached: ranking it would optimise here
+            reason = NOT_CACHED_REASON if state == "absent" else DAMAGED_CACHE_REASON
+            not_cached.append((mech, reason.format(n=n, limit=AUTO_OPTIMIZE_MAX_N)))
             continue
         ranked.append(mech)
     return ranked, not_cached
@@ -810,6 +829,13 @@ def auto_pool(workload: Workload, delta: float, *, neighbours: str, noise: str):
 NOT_CACHED_REASON = (
     "no cached strategy for {n} bins (auto optimises only up to {limit} bins; about 16 s at 4096); "
     "name it (mechanism='optimized', --mechanisms optimized) to optimise and cache it, then auto ranks it"
+)
+
+#: Why ``auto`` did not rank an optimised strategy whose cache file does not load or fit.
+DAMAGED_CACHE_REASON = (
+    "the cached strategy for {n} bins is damaged (unreadable, or not what an optimisation writes) and auto "
+    "optimises only up to {limit} bins; name it (mechanism='optimized', --mechanisms optimized) to optimise "
+    "it again and replace the file, then auto ranks it"
 )
 
 

@@ -61,8 +61,6 @@ from .optimized import (
     Optimized,
     PIdentityStrategy,
     _no_candidates,
-    cache_path,
-    default_rows,
 )
 from .registry import GRID_MECHANISMS, Citation
 from .strategies import Strategy
@@ -272,6 +270,7 @@ class OptimizedKronecker(GridMechanism):
         super().__init__(*args, **kwargs)
         self._delta = 0.0
         self._axis_cache: dict = {}
+        self._axis_mechanisms: dict = {}
         self._bits: dict = {}
         self._coarse: dict = {}
 
@@ -298,9 +297,7 @@ class OptimizedKronecker(GridMechanism):
         out = []
         for axis, n in enumerate(shape):
             if (n, template) not in self._axis_cache:
-                mech = Optimized(
-                    AXIS_WORKLOADS[self.workload], template=template, rows=self.rows, neighbours=self.neighbours
-                )
+                mech = self._axis_mechanism(n, template)
                 try:
                     mech.extra_rows(n, template)  # rows above an axis' bins: refused, naming the axis
                 except ParameterError as exc:
@@ -311,6 +308,29 @@ class OptimizedKronecker(GridMechanism):
                 self._axis_cache[n, template] = strategy
             out.append(self._axis_cache[n, template])
         return out
+
+    def _axis_mechanism(self, n: int, template: str) -> Optimized:
+        """The 1-D mechanism that optimises (or reads from the disk cache) the axes of n bins,
+        kept: a cache file :meth:`axis_ready` has read is not read again."""
+        if (n, template) not in self._axis_mechanisms:
+            self._axis_mechanisms[n, template] = Optimized(
+                AXIS_WORKLOADS[self.workload], template=template, rows=self.rows, neighbours=self.neighbours
+            )
+        return self._axis_mechanisms[n, template]
+
+    def axis_ready(self, n: int) -> bool:
+        """Whether ``auto`` may use the optimised 1-D strategy of an axis of n bins: optimised
+        cold up to :data:`dprange.optimized.AUTO_OPTIMIZE_MAX_N` bins (about a second), above
+        that only when the disk cache holds it and it loads and fits (a damaged file would be
+        optimised again), never above the p-Identity release's limit
+        (:data:`dprange.optimized.DENSE_COVARIANCE_LIMIT`): the 1-D rule of
+        :func:`dprange.optimized.auto_pool`."""
+        if n > DENSE_COVARIANCE_LIMIT:
+            return False
+        if n <= AUTO_OPTIMIZE_MAX_N:
+            return True
+        mech = self._axis_mechanism(n, self._template())
+        return mech.cache_state(mech.workload_on(n), self._template()) == "cached"
 
     def axis_blocks(self, shape, bits: int = FINEST_AXIS_BITS) -> list[DiagonalPlusRows]:
         """Every axis' integer block quantised at tolerance 2^-``bits``: the strategies' own
@@ -691,26 +711,12 @@ class OptimizedMarginals(GridMechanism):
 AUTO_MARGINALS_MAX_AXES = 8
 
 
-def axis_strategy_ready(n: int, workload: str, template: str) -> bool:
-    """Whether ``auto`` may use the optimised 1-D strategy of one axis of n bins: optimised
-    cold up to :data:`dprange.optimized.AUTO_OPTIMIZE_MAX_N` bins (about a second), above
-    that only when it is already in the disk cache, and never above the p-Identity release's
-    limit (:data:`dprange.optimized.DENSE_COVARIANCE_LIMIT`), the 1-D rule of
-    :func:`dprange.optimized.auto_candidates`."""
-    if n > DENSE_COVARIANCE_LIMIT:
-        return False
-    if n <= AUTO_OPTIMIZE_MAX_N:
-        return True
-    mech = Optimized(AXIS_WORKLOADS[workload], template=template)
-    return cache_path(mech.workload_on(n), template, default_rows(n, template), mech.restarts).exists()
-
-
 def kronecker_auto_candidates(
     shape, *, workload, delta=0.0, order=2, neighbours="add_remove", noise="auto"
 ) -> list[OptimizedKronecker]:
     """:class:`OptimizedKronecker` for all or prefix rectangles, its template by the noise the
     release will use (p-identity-l2 for Gaussian noise, else p-identity), when every axis'
-    strategy is ready (:func:`axis_strategy_ready`) and is not the identity on every axis (then
+    strategy is ready (:meth:`OptimizedKronecker.axis_ready`) and is not the identity on every axis (then
     ``Kronecker("identity")`` is the same design, whose error it would tie up to rounding).
     The axes' strategies are built here (optimised or read from the cache) and kept by the
     returned instance."""
@@ -718,9 +724,9 @@ def kronecker_auto_candidates(
     if workload not in AXIS_WORKLOADS:
         return []
     template = "p-identity-l2" if resolve_noise(noise, delta) == "gaussian" else "p-identity"
-    if not all(axis_strategy_ready(n, workload, template) for n in set(shape)):
-        return []
     mech = OptimizedKronecker(workload, template=template, neighbours=neighbours, noise=noise)
+    if not all(mech.axis_ready(n) for n in set(shape)):
+        return []
     try:
         identity = all(not np.any(s.theta) for s in mech.axis_strategies(shape))
     except ParameterError:
