@@ -431,13 +431,34 @@ def strategy_note(strategy: dict | None) -> str | None:
     head = f"strategy: {strategy['template']}, {strategy['rows']} x {strategy['bins']}"
     seconds, where = f"{strategy['optimisation_seconds']:.2f}", cache_dir()
     if strategy["cached"]:
-        return f"{head}, read from the strategy cache {where} (optimised in {seconds} s when first built)"
-    if strategy.get("stored"):
-        return f"{head}, optimised in {seconds} s and stored in the strategy cache {where} for the next release"
-    return (
-        f"{head}, optimised in {seconds} s; not stored: the strategy cache {where} cannot be written "
-        "(set DPRANGE_CACHE_DIR to a writable folder)"
-    )
+        note = f"{head}, read from the strategy cache {where} (optimised in {seconds} s when first built)"
+    elif strategy.get("stored"):
+        note = f"{head}, optimised in {seconds} s and stored in the strategy cache {where} for the next release"
+    else:
+        note = (
+            f"{head}, optimised in {seconds} s; not stored: the strategy cache {where} cannot be written "
+            "(set DPRANGE_CACHE_DIR to a writable folder)"
+        )
+    return note + also_built_note(strategy)
+
+
+def also_built_note(strategy: dict) -> str:
+    """The other strategies built for the choice (``also_built``: template auto compares two,
+    the dense templates start from others) and the optimisation time spent on all of them."""
+    others = strategy.get("also_built") or []
+    if not others:
+        return ""
+    parts = [
+        f"{o['template']} "
+        + (
+            f"(read from the cache, optimised in {o['optimisation_seconds']:.2f} s when first built)"
+            if o["cached"]
+            else f"(optimised in {o['optimisation_seconds']:.2f} s)"
+        )
+        for o in others
+    ]
+    spent = sum(s["optimisation_seconds"] for s in (strategy, *others) if not s["cached"])
+    return f"; also built: {', '.join(parts)}; {spent:.2f} s of optimisation in all"
 
 
 def axis_strategy_notes(columns, strategies) -> list[str]:

@@ -442,6 +442,19 @@ def _store(path: Path, arrays: dict) -> bool:
 # ----------------------------------------------------------------------------- mechanism
 
 
+def also_built(strategy) -> dict:
+    """``{"also_built": [...]}``: the other strategies built with ``strategy`` for the same
+    choice (template auto: the p-Identity and eigen or dense templates it compared; the dense
+    templates: their starts), each with its template, optimisation time and whether it was
+    read from the cache; {} where there were none.  The time spent is theirs and the chosen
+    strategy's together."""
+    others = [s for s in strategy.built_with if s is not strategy]
+    if not others:
+        return {}
+    described = [{"template": s.template, "optimisation_seconds": s.seconds, "cached": s.cached} for s in others]
+    return {"also_built": described}
+
+
 class OptimizedStrategy(MatrixStrategy):
     """An optimised dense strategy (the eigen-design), quantised to integers like any matrix
     strategy, with how it was obtained: the template, the optimisation time and whether it
@@ -456,6 +469,8 @@ class OptimizedStrategy(MatrixStrategy):
         self.cached = cached
         #: Whether this optimisation was written into the disk cache (False when read from it).
         self.stored = False
+        #: The strategies built for the same choice, this one included (:func:`also_built`).
+        self.built_with: list = []
 
     def describe(self) -> dict:
         return {
@@ -464,6 +479,7 @@ class OptimizedStrategy(MatrixStrategy):
             "optimisation_seconds": self.seconds,
             "cached": self.cached,
             "stored": self.stored,
+            **also_built(self),
         }
 
 
@@ -515,6 +531,8 @@ class PIdentityStrategy(OneBlockStrategy):
         self.cached = cached
         #: Whether this optimisation was written into the disk cache (False when read from it).
         self.stored = False
+        #: The strategies built for the same choice, this one included (:func:`also_built`).
+        self.built_with: list = []
 
     def quantised(self, tolerance: float, *, keep_norms: bool = False) -> tuple[float, DiagonalPlusRows]:
         """(K, [diag(round(K D)); round(K B D)]) with K = 2^k the smallest making every entry
@@ -553,6 +571,7 @@ class PIdentityStrategy(OneBlockStrategy):
             "optimisation_seconds": self.seconds,
             "cached": self.cached,
             "stored": self.stored,
+            **also_built(self),
         }
 
 
@@ -619,6 +638,7 @@ class Optimized(Mechanism):
         self._delta = 0.0
         self._strategies: dict = {}
         self._loaded: dict = {}  # (n, template): (cache file, arrays) read by cache_state, for _build
+        self._built: dict = {}  # (n, resolved template): the strategies built for that choice
 
     # The template "auto" follows delta: remember the one of the current design / measurement.
     def design(self, n: int, epsilon, *, delta=0.0):
@@ -702,6 +722,17 @@ class Optimized(Mechanism):
         return "cached"
 
     def _build(self, workload: Workload, template: str) -> OptimizedStrategy | PIdentityStrategy:
+        """The strategy of ``template`` (read from the disk cache or optimised), kept with the
+        others built for the same choice (template auto compares two; the dense templates
+        start from others), which its ``describe()`` reports (``also_built``)."""
+        strategy = self._obtain(workload, template)
+        built = self._built.setdefault((workload.n, self.resolved_template()), [])
+        if all(other.template != template for other in built):
+            built.append(strategy)
+        strategy.built_with = built
+        return strategy
+
+    def _obtain(self, workload: Workload, template: str) -> OptimizedStrategy | PIdentityStrategy:
         n = workload.n
         p = self.extra_rows(n, template)
         path, saved = self._cached_arrays(workload, template)
