@@ -57,7 +57,6 @@ from .ldp.cli import ldp
 from .mechanisms import Mechanism, make_mechanism, resolve_noise
 from .multidim import check_answers_workload, select_grid, svd_bound
 from .optimized import cache_dir
-from .optimized_kd import OptimizedKronecker
 from .plot import plot_cdf, plot_heatmap
 from .product_domain import ProductDomain
 from .progress import quiet_for_command
@@ -318,8 +317,9 @@ def grid_release_command(options: dict) -> None:
         f"{result.mechanism} release of {' x '.join(repr(c) for c in columns)}: {shape} cells, "
         f"epsilon={epsilon:g}, delta={delta:g}, neighbours={o['neighbours']}"
     )
-    if isinstance(mech, OptimizedKronecker):  # each axis' optimised 1-D strategy: time and cache
-        lines.extend(axis_strategy_notes(columns, mech.axis_strategies(domain.shape)))
+    described = result.parameters.get("strategy")
+    if described:  # each axis' optimised 1-D strategy as the release records it: time and cache
+        lines.extend(axis_strategy_notes(columns, described["axes"]))
     total = result.rectangle([0] * len(columns), [n - 1 for n in domain.shape])
     if not getattr(result, "exact_error_bars", True):  # data-aware (dprange.data_aware_2d)
         lines.append(f"total: {total.value:.1f} (no error bars: private data-dependent choices bias the estimate)")
@@ -462,18 +462,18 @@ def also_built_note(strategy: dict) -> str:
 
 
 def axis_strategy_notes(columns, strategies) -> list[str]:
-    """One :func:`strategy_note` per column of a k-D optimised release; columns with as many
-    bins share one strategy (optimised once), named after the first column that uses it."""
+    """One :func:`strategy_note` per column of a k-D optimised release (its saved per-axis
+    descriptions); columns with as many bins share one strategy (optimised once), named after
+    the first column that uses it."""
     lines: list[str] = []
     first: dict[int, str] = {}
     for column, strategy in zip(columns, strategies):
-        if id(strategy) in first:
-            lines.append(
-                f"--column {column}: the strategy of --column {first[id(strategy)]} (the same {strategy.n} bins)"
-            )
+        bins = strategy["bins"]
+        if bins in first:
+            lines.append(f"--column {column}: the strategy of --column {first[bins]} (the same {bins} bins)")
             continue
-        first[id(strategy)] = column
-        lines.append(f"--column {column}: {strategy_note(strategy.describe())}")
+        first[bins] = column
+        lines.append(f"--column {column}: {strategy_note(strategy)}")
     return lines
 
 

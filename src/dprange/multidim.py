@@ -578,6 +578,11 @@ class GridMechanism(Mechanism):
     def plan(self, shape, epsilon: float) -> Strategy:
         raise NotImplementedError
 
+    def describe_strategy(self, shape, epsilon: float) -> dict | None:
+        """How an optimised design was obtained, recorded in the release's
+        ``parameters["strategy"]`` (not used to rebuild it); None for fixed designs."""
+        return None
+
     def follow_delta(self, delta: float) -> None:
         """Record the delta the release runs at, before :meth:`plan`, for designs chosen by it
         (:class:`~dprange.optimized_kd.OptimizedKronecker` with template auto); others ignore it."""
@@ -635,8 +640,12 @@ class GridMechanism(Mechanism):
         counts = check_grid_counts(counts)
         measurements = self.measure(counts, epsilon, delta=delta, rng=rng)
         estimate = self.estimate(counts.shape, measurements)
+        parameters = self.parameters()
+        described = self.describe_strategy(counts.shape, measurements.epsilon)
+        if described is not None:
+            parameters["strategy"] = described
         return GridRelease(
-            counts.shape, estimate, measurements, mechanism=self.name, parameters=self.parameters(), domain=domain
+            counts.shape, estimate, measurements, mechanism=self.name, parameters=parameters, domain=domain
         )
 
 
@@ -1142,7 +1151,9 @@ def load_grid_release(text) -> GridRelease:
         raise DataError("not a saved grid release (kind 'grid_release')")
     try:
         cls = cast("type[GridMechanism]", GRID_MECHANISMS[data["mechanism"]].factory)
-        mech = cls(**data["parameters"])
+        parameters = dict(data["parameters"])
+        described = parameters.pop("strategy", None)  # how the design was obtained: kept, not rebuilt from
+        mech = cls(**parameters)
         shape = check_shape(data["shape"])
         mech.follow_delta(float(data["delta"]))  # a design chosen by delta is rebuilt at the saved one
         plan = mech.plan(shape, float(data["epsilon"]))
@@ -1172,7 +1183,8 @@ def load_grid_release(text) -> GridRelease:
     except (KeyError, TypeError) as exc:
         raise DataError(f"the saved grid release is incomplete or malformed ({exc!r})") from None
     estimate = mech.estimate(shape, meas)
-    release = GridRelease(shape, estimate, meas, mechanism=cls.name, parameters=mech.parameters(), domain=domain)
+    kept = mech.parameters() | ({} if described is None else {"strategy": described})
+    release = GridRelease(shape, estimate, meas, mechanism=cls.name, parameters=kept, domain=domain)
     if data.get("public_marginals"):
         try:
             published = {

@@ -441,6 +441,15 @@ class OptimizedKronecker(GridMechanism):
             f"2^40; use {', '.join(remedies[:-1])} or {remedies[-1]}"
         )
 
+    def describe_strategy(self, shape, epsilon: float) -> dict:
+        """Every axis' 1-D strategy as a 1-D release describes it (template, rows, bins,
+        optimisation seconds, read from or stored in the cache) and the per-axis quantisation
+        (tolerance 2^-bits)."""
+        return {
+            "axes": [s.describe() for s in self.axis_strategies(shape)],
+            "quantisation_bits": self.quantisation_bits(shape, epsilon),
+        }
+
     def plan(self, shape, epsilon: float) -> Strategy:
         shape = tuple(check_shape(shape))
         block = IntegerKron(self.axis_blocks(shape, self.quantisation_bits(shape, epsilon)))
