@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from dprange.cli import main
+from dprange.serialisation import load_release
 
 
 def run_cli(args, capsys):
@@ -242,6 +243,30 @@ def test_release_reports_the_optimisation_time_and_the_strategy_cache(csv_file, 
     assert code == 0, err
     assert "not stored: the strategy cache" in out and "DPRANGE_CACHE_DIR" in out
     assert not json.loads((tmp_path / "r.json").read_text())["parameters"]["strategy"]["stored"]
+
+
+def test_release_reports_the_time_of_every_strategy_template_auto_built(csv_file, tmp_path, capsys, monkeypatch):
+    """With delta > 0, template auto builds the L2 p-Identity strategy and the eigen-design
+    and keeps the one of lower trace; only the chosen one's optimisation time was reported.
+    Every strategy built is now in the release (``also_built``, kept by the JSON round trip)
+    and in the command line's line, with the time spent on all of them."""
+    monkeypatch.setenv("DPRANGE_CACHE_DIR", str(tmp_path / "cache"))
+    args = ["release", str(csv_file), "-c", "age", "--lo", "0", "--hi", "120", "--integers", "-e", "1"]
+    args += ["--delta", "1e-6", "-m", "optimized", "-o", str(tmp_path / "r.json")]
+    code, out, err = run_cli(args, capsys)
+    assert code == 0, err
+    strategy = json.loads((tmp_path / "r.json").read_text())["parameters"]["strategy"]
+    (other,) = strategy["also_built"]
+    assert {strategy["template"], other["template"]} == {"p-identity-l2", "eigen"}
+    assert other["optimisation_seconds"] > 0 and not other["cached"]
+    spent = strategy["optimisation_seconds"] + other["optimisation_seconds"]
+    assert f"also built: {other['template']} (optimised in {other['optimisation_seconds']:.2f} s)" in out
+    assert f"; {spent:.2f} s of optimisation in all" in out
+    assert load_release(tmp_path / "r.json").parameters["strategy"] == strategy
+    code, out, err = run_cli(args, capsys)
+    assert code == 0, err
+    assert f"also built: {other['template']} (read from the cache, optimised in " in out
+    assert "; 0.00 s of optimisation in all" in out
 
 
 def test_error_command_table_and_json(capsys):

@@ -140,6 +140,31 @@ def test_optimised_kronecker_reports_each_axis_strategy_and_the_cache(two_column
     assert stdout.count(f"read from the strategy cache {cache}") == 2
 
 
+def test_optimised_kronecker_records_each_axis_optimisation_time_in_the_json(two_columns, tmp_path, capsys):
+    """A k-D release's JSON did not record its axes' optimisation time (a 1-D release records
+    parameters["strategy"]["optimisation_seconds"]): it records every axis' description now,
+    loading keeps it (the design is rebuilt from the other parameters), and the command line
+    prints the times the release records."""
+    path, _, _ = two_columns
+    out = tmp_path / "grid.json"
+    code, stdout, err = run_cli(grid_args(path, out, "-m", "optimized_kronecker", "--workload", "prefix"), capsys)
+    assert code == 0, err
+    saved = json.loads(out.read_text())
+    described = saved["parameters"]["strategy"]
+    assert [axis["bins"] for axis in described["axes"]] == [42, 50] and described["quantisation_bits"] == 16
+    for column, axis in zip(("age", "hours"), described["axes"]):
+        assert axis["template"] == "p-identity" and axis["optimisation_seconds"] > 0 and not axis["cached"]
+        seconds = f"{axis['optimisation_seconds']:.2f}"
+        assert (
+            f"--column {column}: strategy: p-identity, {axis['rows']} x {axis['bins']}, optimised in {seconds} s"
+            in (stdout)
+        )
+    loaded = load_grid_release(out.read_text())
+    assert loaded.parameters["strategy"] == described
+    assert load_grid_release(loaded.to_json()).parameters == loaded.parameters
+    np.testing.assert_array_equal(loaded.counts, load_grid_release(saved).counts)
+
+
 def test_optimised_kronecker_reports_a_strategy_shared_by_columns_of_one_size_once(two_columns, tmp_path, capsys):
     """Columns with as many bins share one 1-D strategy, optimised once: the second column
     names the first's instead of repeating 'optimised in ... s and stored'."""
@@ -217,6 +242,28 @@ def test_a_named_mechanism_not_made_for_the_workload_is_refused_naming_it(two_co
     )
     assert code == 2 and "--mechanism optimized_kronecker is not made for --workload marginals" in err
     assert not (tmp_path / "grid.json").exists()
+
+
+def test_a_named_marginals_mechanism_is_refused_for_rectangles_in_option_names(two_columns, tmp_path, capsys):
+    """fourier (order 2) on three columns and optimized_marginals on 10x10x10 answer no
+    rectangle restricted on three axes: refused, in the command line's terms, no traceback."""
+    path, _, _ = two_columns
+    args = [*grid_args(path, tmp_path / "grid.json", "-m", "fourier", "--workload", "prefix"), "-c", "third"]
+    args += ["--lo", 0, "--hi", 2]
+    code, _, err = run_cli(args, capsys)
+    assert code == 2 and "Traceback" not in err
+    assert "--mechanism fourier answers marginals of up to 2 axes (--workload marginals), not every query of " in err
+    assert "--workload prefix-rectangles on this 3-axis grid" in err
+    assert "use --mechanism optimized_kronecker, kronecker or kd_hierarchy (or auto)" in err
+    assert not (tmp_path / "grid.json").exists()
+    code, _, err = run_cli(
+        ["error", "--shape", "10x10x10", "-e", 1, "--mechanisms", "kronecker,optimized_marginals"], capsys
+    )
+    assert code == 2 and "Traceback" not in err
+    assert "--mechanisms optimized_marginals answers marginals of up to 2 axes (--workload marginals)" in err
+    assert (
+        "--workload all-rectangles" in err and "use --mechanisms optimized_kronecker, kronecker or kd_hierarchy" in err
+    )
 
 
 @pytest.mark.parametrize(

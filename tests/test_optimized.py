@@ -12,6 +12,7 @@ from dprange.errors import ParameterError
 from dprange.matrix import Matrix
 from dprange.optimized import (
     AUTO_CACHED_MAX_N,
+    AUTO_DENSE_MAX_N,
     AUTO_OPTIMIZE_MAX_N,
     Gram,
     Optimized,
@@ -20,6 +21,7 @@ from dprange.optimized import (
     cache_dir,
     cache_path,
     column_norm,
+    default_rows,
     eigen_design,
     optimize_p_identity,
     p_identity_loss,
@@ -280,6 +282,32 @@ def test_bad_parameters_are_refused():
         Optimized().strategy(5000)
 
 
+def test_more_extra_rows_than_bins_are_refused_before_optimising(monkeypatch):
+    """rows = p above n was accepted and cost O(n p^2) a step (100 bins, p = 1000: 22 s), for
+    a template with at most n useful extra rows; refused at strategy time, with the default."""
+
+    def no_optimisation(*args, **kwargs):
+        raise AssertionError("optimised")
+
+    monkeypatch.setattr(dprange.optimized, "optimize_p_identity", no_optimisation)
+    for template, default in (("p-identity", 6), ("p-identity-l2", 25), ("dense", 6), ("auto", 6)):
+        with pytest.raises(ParameterError) as exc:
+            Optimized(rows=101, template=template).strategy(100)
+        assert str(exc.value).startswith("rows=101 is more than the 100 bins the strategy is optimised for")
+        assert f"give rows <= 100, or rows=0 for the default ({default} here" in str(exc.value)
+    counts = np.ones(100, dtype=int)
+    with pytest.raises(ParameterError, match="rows=1000 is more than the 100 bins"):
+        dprange.release(counts, dprange.Domain.integers(0, 99), 1.0, mechanism=Optimized(rows=1000))
+    assert Optimized(rows=1000, template="eigen").strategy(12).template == "eigen"  # rows unused there
+
+
+def test_more_extra_rows_than_an_axis_bins_are_refused_naming_the_axis():
+    from dprange.optimized_kd import OptimizedKronecker
+
+    with pytest.raises(ParameterError, match=r"optimized_kronecker, axis 1 \(5 bins\): rows=6 is more than the 5"):
+        OptimizedKronecker(rows=6).plan((6, 5), 1.0)
+
+
 # ----------------------------------------------------------------------------- auto
 
 
@@ -322,9 +350,7 @@ def test_auto_ranks_a_cached_strategy_only_where_its_release_is_fast(monkeypatch
     """A cached eigen-design ((epsilon, delta)) is ranked up to AUTO_CACHED_MAX_N bins, not
     beyond (its release goes through the dense covariance: minutes at 4096 bins); a cached
     p-Identity strategy up to 4096 (its release is O(n p^2) by Woodbury)."""
-    cached = tmp_path / "cached.npz"
-    cached.write_bytes(b"")
-    monkeypatch.setattr(dprange.optimized, "cache_path", lambda *args, **kwargs: cached)
+    monkeypatch.setattr(Optimized, "cache_state", lambda *args, **kwargs: "cached")  # every size "cached"
     kw = {"neighbours": "add_remove", "noise": "auto"}
 
     def templates(n, delta):
@@ -334,6 +360,65 @@ def test_auto_ranks_a_cached_strategy_only_where_its_release_is_fast(monkeypatch
     assert templates(AUTO_CACHED_MAX_N + 1, 1e-6) == ["p-identity-l2"]
     assert templates(4096, 0.0) == ["p-identity"] and templates(4096, 1e-6) == ["p-identity-l2"]
     assert templates(4097, 0.0) == [] and auto_candidate(AllRange(4097), 0.0, **kw) is None
+
+
+def damage(path, how: str) -> None:
+    """Replace a cache file by one that does not load (empty) or does not fit (a NaN)."""
+    if how == "empty":
+        path.write_bytes(b"")
+    else:
+        np.savez(path, theta=np.full((2, 3), np.nan), seconds=np.array(1.0), trace=np.array(2.0))
+
+
+@pytest.mark.parametrize("how", ["empty", "nan"])
+def test_auto_lists_a_damaged_cache_file_as_not_cached_and_never_optimises(monkeypatch, how):
+    """auto took a cache file's existence for a cached strategy: a damaged one was ranked as
+    cached, then optimised again inside select (about 16 s at 4096 bins), which promised to
+    use only cached strategies.  It is now excluded with its reason, nothing optimised."""
+    n = AUTO_OPTIMIZE_MAX_N + 1
+    Optimized("prefix").strategy(n)
+    path = cache_path(Prefix(n), "p-identity", n // 16, 1)
+    assert path.exists()
+    damage(path, how)
+
+    def no_optimisation(*args, **kwargs):
+        raise AssertionError("optimised inside auto")
+
+    monkeypatch.setattr(dprange.optimized, "optimize_p_identity", no_optimisation)
+    selection = select("prefix", n, 1.0)
+    assert not any(isinstance(c.mechanism, Optimized) for c in selection.table)
+    ((left_out, reason),) = [(m, r) for m, r in selection.excluded if isinstance(m, Optimized)]
+    assert left_out.template == "p-identity"
+    assert f"the cached strategy for {n} bins is damaged" in reason and "mechanism='optimized'" in reason
+
+
+def test_auto_reads_a_cached_strategy_once(monkeypatch):
+    """'Cached' means the file loads and fits; auto reads it once per call (the check keeps
+    the arrays for the strategy it then builds)."""
+    n = AUTO_OPTIMIZE_MAX_N + 1
+    Optimized("prefix").strategy(n)
+    reads = []
+    real = dprange.optimized._load
+    monkeypatch.setattr(dprange.optimized, "_load", lambda path, *a, **k: reads.append(path) or real(path, *a, **k))
+    selection = select("prefix", n, 1.0)
+    assert isinstance(selection.mechanism, Optimized) and selection.mechanism.strategy(n).cached
+    assert len(reads) == 1
+
+
+def test_auto_builds_the_dense_template_only_from_a_cache_file_that_loads(monkeypatch):
+    """template auto (delta = 0) builds the dense template above AUTO_DENSE_MAX_N bins only
+    when it is cached: a damaged file counted as cached and the dense template (O(n^3) a
+    step) was optimised."""
+    n = AUTO_DENSE_MAX_N + 1
+    path = cache_path(Prefix(n), "dense", default_rows(n), 1)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"")
+
+    def no_dense(*args, **kwargs):
+        raise AssertionError("dense template optimised")
+
+    monkeypatch.setattr(dprange.optimized, "optimize_dense_template", no_dense)
+    assert Optimized("prefix").strategy(n).template == "p-identity"
 
 
 def test_release_with_auto_uses_the_optimised_strategy_where_it_is_best():

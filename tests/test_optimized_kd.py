@@ -37,9 +37,10 @@ from dprange.optimized_kd import (
     marginal_loss,
     optimize_marginals,
 )
+from dprange.registry import GRID_MECHANISMS
 from dprange.workloads import make_workload
+from dprange.workloads_kd import Rectangles, marginals
 from dprange.workloads_kd import all_rectangles as all_rectangles_kd
-from dprange.workloads_kd import marginals
 from dprange.workloads_kd import prefix_rectangles as prefix_rectangles_kd
 
 pytestmark = pytest.mark.usefixtures("private_cache")  # every test: an empty strategy cache
@@ -192,6 +193,41 @@ def test_named_optimised_grid_mechanisms_take_the_release_workload_and_order():
     assert release.parameters["order"] == 1
     with pytest.raises(ParameterError, match="workload must be one of"):
         choose_grid_mechanism("optimized_kronecker", shape, 1.0, workload="marginals")
+
+
+@pytest.mark.parametrize("workload", ["all-rectangles", "prefix-rectangles"])
+@pytest.mark.parametrize(("name", "shape"), [("optimized_marginals", (10, 10, 10)), ("fourier", (6, 5, 4))])
+def test_a_named_marginals_mechanism_is_refused_for_rectangles_it_does_not_answer(name, shape, workload):
+    """optimized_marginals (2-way marginals of 10^3: the three 2-way tables, no full table) and
+    fourier of order 2 on three axes answer no rectangle restricted on all three axes: named
+    with a rectangle workload they were accepted and most rectangles had infinite error."""
+    with pytest.raises(ParameterError) as exc:
+        choose_grid_mechanism(name, shape, 1.0, workload=workload)
+    message = str(exc.value)
+    assert f"mechanism={name!r} answers marginals of up to 2 axes (workload='marginals', order=2)" in message
+    assert f"not every query of workload={workload!r} on this 3-axis grid" in message
+    assert "'optimized_kronecker', 'kronecker', 'kd_hierarchy' or 'auto'" in message
+    error = expected_error(GRID_MECHANISMS[name].build(), shape, workload, 1.0) if name != "fourier" else math.inf
+    assert error == math.inf  # (fourier refuses the family in its error model)
+    domain = ProductDomain([Domain.integers(0, n - 1) for n in shape])
+    columns = [np.zeros(3, dtype=int)] * 3
+    with pytest.raises(ParameterError, match="answers marginals"):
+        release_grid(columns, domain, 1.0, mechanism=name, workload=workload)
+    assert choose_grid_mechanism(name, shape, 1.0, workload="marginals").name == name
+
+
+def test_a_named_marginals_mechanism_answering_every_rectangle_is_accepted():
+    """Where the design answers every rectangle of the workload it is kept: fourier of order 2
+    on two axes, optimized_marginals whose optimum is the full table (6 x 5 x 4), explicit
+    rectangles restricted on at most the order's axes; others of the Rectangles refuse."""
+    assert choose_grid_mechanism("fourier", (6, 5), 1.0, workload="all-rectangles").order == 2
+    kept = choose_grid_mechanism("optimized_marginals", (6, 5, 4), 1.0, workload="all-rectangles")
+    assert math.isfinite(expected_error(kept, (6, 5, 4), "all-rectangles", 1.0))
+    two_axes = Rectangles((6, 5, 4), [[0, 1, 0], [2, 0, 0]], [[5, 3, 3], [4, 4, 3]])
+    assert choose_grid_mechanism("fourier", (6, 5, 4), 1.0, workload=two_axes).name == "fourier"
+    three_axes = Rectangles((6, 5, 4), [[0, 1, 1]], [[4, 3, 3]])
+    with pytest.raises(ParameterError, match="not every query of the Rectangles given as workload"):
+        choose_grid_mechanism("fourier", (6, 5, 4), 1.0, workload=three_axes)
 
 
 # ----------------------------------------------------------------------------- marginals

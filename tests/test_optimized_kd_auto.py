@@ -26,7 +26,7 @@ from dprange.multidim import (
     select_grid,
 )
 from dprange.operators import Identity, Kron, Total, definition_sensitivity_power
-from dprange.optimized import Optimized
+from dprange.optimized import Optimized, cache_path
 from dprange.optimized_kd import (
     AUTO_MARGINALS_MAX_AXES,
     MarginalEstimate,
@@ -35,6 +35,7 @@ from dprange.optimized_kd import (
     kd_auto_candidates,
     optimize_marginals,
 )
+from dprange.workloads import Prefix
 from dprange.workloads_kd import all_rectangles, marginals, prefix_rectangles
 
 pytestmark = pytest.mark.usefixtures("private_cache")  # every test: an empty strategy cache
@@ -211,6 +212,21 @@ def test_above_128_bins_auto_uses_a_cached_strategy_and_never_optimises_cold(mon
     assert isinstance(chosen, OptimizedKronecker) and all(s.cached for s in chosen.axis_strategies(shape))
     assert warm.error < cold.error
     assert warm.error == expected_error(OptimizedKronecker("prefix-rectangles"), shape, "prefix-rectangles", 1.0)
+
+
+def test_above_128_bins_a_damaged_axis_strategy_file_is_not_cached(monkeypatch):
+    """An axis strategy's cache file that does not load counted as cached (it existed): auto
+    then optimised the axis inside select_grid.  It is now not ready: nothing optimised."""
+    Optimized("prefix", template="p-identity").strategy(130)
+    path = cache_path(Prefix(130), "p-identity", 130 // 16, 1)
+    path.write_bytes(b"PK\x03\x04not a zip")
+
+    def no_optimisation(*args, **kwargs):
+        raise AssertionError("optimised inside auto")
+
+    monkeypatch.setattr(optimized_module, "optimize_p_identity", no_optimisation)
+    assert optimised_in(grid_candidates((130, 130), workload="prefix-rectangles")) == []
+    assert not isinstance(select_grid((130, 130), 1.0, workload="prefix-rectangles").mechanism, OPTIMISED)
 
 
 def test_optimised_marginals_are_chosen_for_the_marginals_they_serve():

@@ -35,7 +35,7 @@ from .engines.spark import is_spark_frame, spark_histogram
 from .errors import ParameterError
 from .marginal_constraints import MarginalConstraints, published_marginals
 from .mechanisms import REPLACE_DROP_MISSING_MESSAGE, Mechanism, make_mechanism, resolve_neighbours
-from .multidim import GridMechanism, select_grid
+from .multidim import GridMechanism, check_answers_workload, select_grid
 from .noise import resolve_rng
 from .private_bounds import private_bounds
 from .product_domain import ProductDomain
@@ -56,6 +56,7 @@ from .quantile_mechanisms import (
 from .registry import GRID_MECHANISMS, MECHANISMS, QUANTILE_METHODS, Citation
 from .release import Release
 from .session import Session
+from .workloads import Workload
 
 
 def choose_mechanism(
@@ -82,6 +83,7 @@ def choose_mechanism(
     declared = Mechanism.PARAMS
     find(declared, "inference").constraint.check(inference, "inference")
     find(declared, "noise").constraint.check(noise, "noise")
+    check_workload_bins(workload, n)
     relation = resolve_neighbours(mechanism, neighbours)
     if mechanism is None or (isinstance(mechanism, str) and mechanism == "auto"):
         if params:
@@ -108,6 +110,17 @@ def choose_mechanism(
         options.update(entry.declared(workload=workload))
         return make_mechanism(mechanism, neighbours=relation, **options, **params)
     return make_mechanism(mechanism, neighbours=relation, **params)
+
+
+def check_workload_bins(workload, n) -> None:
+    """Refuse an explicit workload (``Ranges``, ``Explicit``, ...) defined on another number of
+    bins than the release's domain, whatever the mechanism: a named or given one ignored it,
+    and the error it was chosen or reported for described queries on another domain."""
+    if isinstance(workload, Workload) and n is not None and workload.n != n:
+        raise ParameterError(
+            f"the workload is defined on {workload.n} bins but the domain has {n}; give a workload over {n} bins "
+            "(or a workload name, built on the domain's bins)"
+        )
 
 
 def check_release(mech: Mechanism, n: int, epsilon, delta=0.0) -> None:
@@ -339,6 +352,7 @@ def choose_grid_mechanism(
     # fourier) take the release's unless given in params
     mech = entry.build(neighbours=relation, noise=noise, **{**entry.declared(workload=workload, order=order), **params})
     mech.follow_delta(delta)  # a template chosen by delta is planned at the release's delta
+    check_answers_workload(mech, shape, workload, epsilon, delta=delta, order=order)  # marginals ones
     return mech
 
 

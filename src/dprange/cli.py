@@ -55,9 +55,8 @@ from .errors import DomainError, DPRangeError, ParameterError
 from .io import read_column
 from .ldp.cli import ldp
 from .mechanisms import Mechanism, make_mechanism, resolve_noise
-from .multidim import select_grid, svd_bound
+from .multidim import check_answers_workload, select_grid, svd_bound
 from .optimized import cache_dir
-from .optimized_kd import OptimizedKronecker
 from .plot import plot_cdf, plot_heatmap
 from .product_domain import ProductDomain
 from .progress import quiet_for_command
@@ -262,6 +261,11 @@ def grid_release_command(options: dict) -> None:
     params = grid_mechanism_params(mechanism, given, explicit=explicit)
     if mechanism in GRID_MECHANISMS:
         check_made_for_workload("--mechanism", mechanism, workload)
+        entry = GRID_MECHANISMS[mechanism]  # built as the library builds it, to word a refusal in options
+        named = entry.build(
+            neighbours=o["neighbours"], noise=o["noise"], **{**entry.declared(workload=workload), **params}
+        )
+        check_answers_workload(named, domain.shape, workload, epsilon, delta=delta, option="--mechanism")
     mech = api.choose_grid_mechanism(
         mechanism,
         domain.shape,
@@ -313,13 +317,14 @@ def grid_release_command(options: dict) -> None:
         f"{result.mechanism} release of {' x '.join(repr(c) for c in columns)}: {shape} cells, "
         f"epsilon={epsilon:g}, delta={delta:g}, neighbours={o['neighbours']}"
     )
-    if isinstance(mech, OptimizedKronecker):  # each axis' optimised 1-D strategy: time and cache
-        if mech.measures_identity(domain.shape, epsilon):
-            lines.append(
-                "measured the identity on every axis (one count per cell): its exact error as released is lower "
-                "than that of the product of the optimised axes"
-            )
-        lines.extend(axis_strategy_notes(columns, mech.axis_strategies(domain.shape)))
+    described = result.parameters.get("strategy")
+    if described and described.get("measured") == "identity":
+        lines.append(
+            "measured the identity on every axis (one count per cell): its exact error as released is lower "
+            "than that of the product of the optimised axes"
+        )
+    if described:  # each axis' optimised 1-D strategy as the release records it: time and cache
+        lines.extend(axis_strategy_notes(columns, described["axes"]))
     total = result.rectangle([0] * len(columns), [n - 1 for n in domain.shape])
     if not getattr(result, "exact_error_bars", True):  # data-aware (dprange.data_aware_2d)
         lines.append(f"total: {total.value:.1f} (no error bars: private data-dependent choices bias the estimate)")
@@ -438,28 +443,49 @@ def strategy_note(strategy: dict | None) -> str | None:
         )
     seconds, where = f"{strategy['optimisation_seconds']:.2f}", cache_dir()
     if strategy["cached"]:
-        return f"{head}, read from the strategy cache {where} (optimised in {seconds} s when first built)"
-    if strategy.get("stored"):
-        return f"{head}, optimised in {seconds} s and stored in the strategy cache {where} for the next release"
-    return (
-        f"{head}, optimised in {seconds} s; not stored: the strategy cache {where} cannot be written "
-        "(set DPRANGE_CACHE_DIR to a writable folder)"
-    )
+        note = f"{head}, read from the strategy cache {where} (optimised in {seconds} s when first built)"
+    elif strategy.get("stored"):
+        note = f"{head}, optimised in {seconds} s and stored in the strategy cache {where} for the next release"
+    else:
+        note = (
+            f"{head}, optimised in {seconds} s; not stored: the strategy cache {where} cannot be written "
+            "(set DPRANGE_CACHE_DIR to a writable folder)"
+        )
+    return note + also_built_note(strategy)
+
+
+def also_built_note(strategy: dict) -> str:
+    """The other strategies built for the choice (``also_built``: template auto compares two,
+    the dense templates start from others) and the optimisation time spent on all of them."""
+    others = strategy.get("also_built") or []
+    if not others:
+        return ""
+    parts = [
+        f"{o['template']} "
+        + (
+            f"(read from the cache, optimised in {o['optimisation_seconds']:.2f} s when first built)"
+            if o["cached"]
+            else f"(optimised in {o['optimisation_seconds']:.2f} s)"
+        )
+        for o in others
+    ]
+    spent = sum(s["optimisation_seconds"] for s in (strategy, *others) if not s["cached"])
+    return f"; also built: {', '.join(parts)}; {spent:.2f} s of optimisation in all"
 
 
 def axis_strategy_notes(columns, strategies) -> list[str]:
-    """One :func:`strategy_note` per column of a k-D optimised release; columns with as many
-    bins share one strategy (optimised once), named after the first column that uses it."""
+    """One :func:`strategy_note` per column of a k-D optimised release (its saved per-axis
+    descriptions); columns with as many bins share one strategy (optimised once), named after
+    the first column that uses it."""
     lines: list[str] = []
     first: dict[int, str] = {}
     for column, strategy in zip(columns, strategies):
-        if id(strategy) in first:
-            lines.append(
-                f"--column {column}: the strategy of --column {first[id(strategy)]} (the same {strategy.n} bins)"
-            )
+        bins = strategy["bins"]
+        if bins in first:
+            lines.append(f"--column {column}: the strategy of --column {first[bins]} (the same {bins} bins)")
             continue
-        first[id(strategy)] = column
-        lines.append(f"--column {column}: {strategy_note(strategy.describe())}")
+        first[bins] = column
+        lines.append(f"--column {column}: {strategy_note(strategy)}")
     return lines
 
 
@@ -988,6 +1014,8 @@ def grid_error_command(shape, order, workload, epsilon, delta, neighbours, noise
             )
             for m in names
         ]
+        for cand in candidates:
+            check_answers_workload(cand, sides, name, epsilon, delta=delta, order=order, option="--mechanisms")
     selection = select_grid(
         sides,
         epsilon,

@@ -277,6 +277,7 @@ class FourierMarginals(GridMechanism):
 
     name = "fourier"
     constrainable = True
+    made_for_marginals = True
 
     PARAMS = (
         Param(

@@ -86,6 +86,7 @@ __all__ = [
     "MortonTreeEstimate",
     "Privelet",
     "Quadtree",
+    "check_answers_workload",
     "check_grid_counts",
     "check_rectangles",
     "expected_error",
@@ -570,6 +571,9 @@ class GridMechanism(Mechanism):
     #: Whether its estimate applies its covariance (``covariance_apply``), which published
     #: marginals need (:func:`dprange.contingency.constrain`).
     constrainable = False
+    #: Whether it is made for marginals only (:func:`check_answers_workload` refuses it, named,
+    #: for a rectangle workload it does not answer).
+    made_for_marginals = False
 
     def plan(self, shape, epsilon: float) -> Strategy:
         raise NotImplementedError
@@ -579,6 +583,11 @@ class GridMechanism(Mechanism):
         current one (:meth:`plan`) first; :func:`load_grid_release` takes the first whose
         blocks and noise match the saved ones."""
         return [self.plan(shape, epsilon)]
+
+    def describe_strategy(self, shape, epsilon: float) -> dict | None:
+        """How an optimised design was obtained, recorded in the release's
+        ``parameters["strategy"]`` (not used to rebuild it); None for fixed designs."""
+        return None
 
     def follow_delta(self, delta: float) -> None:
         """Record the delta the release runs at, before :meth:`plan`, for designs chosen by it
@@ -637,8 +646,12 @@ class GridMechanism(Mechanism):
         counts = check_grid_counts(counts)
         measurements = self.measure(counts, epsilon, delta=delta, rng=rng)
         estimate = self.estimate(counts.shape, measurements)
+        parameters = self.parameters()
+        described = self.describe_strategy(counts.shape, measurements.epsilon)
+        if described is not None:
+            parameters["strategy"] = described
         return GridRelease(
-            counts.shape, estimate, measurements, mechanism=self.name, parameters=self.parameters(), domain=domain
+            counts.shape, estimate, measurements, mechanism=self.name, parameters=parameters, domain=domain
         )
 
 
@@ -867,7 +880,12 @@ def expected_error(mechanism: GridMechanism, shape, workload, epsilon, *, delta=
     workload = check_grid_workload(workload)
     if workload == "marginals":
         order = check_order(order, shape)
-    model = mechanism.error_model(shape, epsilon, delta=delta)
+    return workload_error(mechanism.error_model(shape, epsilon, delta=delta), shape, workload, order)
+
+
+def workload_error(model, shape, workload, order: int = 2) -> float:
+    """The mean variance of ``model`` (an error model on ``shape``) over a checked k-D
+    ``workload`` (:func:`expected_error`)."""
     if isinstance(workload, Rectangles):
         return float(np.mean(model.rectangle_variance(workload.lows, workload.highs)))
     if workload == "all-rectangles":
@@ -881,6 +899,48 @@ def expected_error(mechanism: GridMechanism, shape, workload, epsilon, *, delta=
         total += cells * model.mean_variance(families)
         count += cells
     return total / count
+
+
+#: The k-D mechanisms a refusal of a marginals mechanism on rectangles suggests.
+RECTANGLE_MECHANISMS = ("optimized_kronecker", "kronecker", "kd_hierarchy")
+
+
+def check_answers_workload(mechanism, shape, workload, epsilon, *, delta=0.0, order: int = 2, option=None) -> None:
+    """Refuse a mechanism made for marginals (``made_for_marginals``: ``fourier``,
+    ``optimized_marginals``) named for a rectangle workload it does not answer: some of its
+    rectangles reach what the design does not measure (infinite error, or not estimable),
+    so the release would state infinite errors.  Reads the design only (public).  Where every
+    rectangle is answered (e.g. ``fourier`` of order 2 on two axes) it is accepted.
+    ``option``: the command-line option that named it (``--mechanism``, ``--mechanisms``),
+    for a message in its terms; None: Python's names."""
+    if not getattr(mechanism, "made_for_marginals", False):
+        return
+    shape = check_shape(shape)
+    workload = check_grid_workload(workload)
+    if workload == "marginals":
+        return
+    model = mechanism.error_model(shape, epsilon, delta=delta)
+    try:
+        error = workload_error(model, shape, workload, order)
+    except ParameterError:  # the Fourier estimate refuses rectangles restricted on more axes than its order
+        error = math.inf
+    if math.isfinite(error):
+        return
+    order = int(mechanism.order)
+    if option is None:
+        named, made_for = f"mechanism={mechanism.name!r}", f"workload='marginals', order={order}"
+        asked = f"workload={workload!r}" if isinstance(workload, str) else "the Rectangles given as workload"
+        suited = ", ".join(repr(m) for m in RECTANGLE_MECHANISMS) + " or 'auto'"
+        suggestion = f"mechanism={suited}"
+    else:
+        named, made_for = f"{option} {mechanism.name}", "--workload marginals"
+        asked = f"--workload {workload}"
+        suited = ", ".join(RECTANGLE_MECHANISMS[:-1]) + f" or {RECTANGLE_MECHANISMS[-1]}"
+        suggestion = f"{option} {suited}" + (" (or auto)" if option == "--mechanism" else "")
+    raise ParameterError(
+        f"{named} answers marginals of up to {order} axes ({made_for}), not every query of {asked} on this "
+        f"{len(shape)}-axis grid (some would have no finite error); for rectangles use {suggestion}"
+    )
 
 
 def _axis_singular_sum(n: int, kind: str) -> float:
@@ -1144,7 +1204,9 @@ def load_grid_release(text) -> GridRelease:
         raise DataError("not a saved grid release (kind 'grid_release')")
     try:
         cls = cast("type[GridMechanism]", GRID_MECHANISMS[data["mechanism"]].factory)
-        mech = cls(**data["parameters"])
+        parameters = dict(data["parameters"])
+        described = parameters.pop("strategy", None)  # how the design was obtained: kept, not rebuilt from
+        mech = cls(**parameters)
         shape = check_shape(data["shape"])
         mech.follow_delta(float(data["delta"]))  # a design chosen by delta is rebuilt at the saved one
         saved = data["measurements"]
@@ -1163,7 +1225,8 @@ def load_grid_release(text) -> GridRelease:
     except (KeyError, TypeError) as exc:
         raise DataError(f"the saved grid release is incomplete or malformed ({exc!r})") from None
     estimate = mech.estimate(shape, meas)
-    release = GridRelease(shape, estimate, meas, mechanism=cls.name, parameters=mech.parameters(), domain=domain)
+    kept = mech.parameters() | ({} if described is None else {"strategy": described})
+    release = GridRelease(shape, estimate, meas, mechanism=cls.name, parameters=kept, domain=domain)
     if data.get("public_marginals"):
         try:
             published = {

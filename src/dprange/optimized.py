@@ -508,6 +508,19 @@ def _store(path: Path, arrays: dict) -> bool:
 # ----------------------------------------------------------------------------- mechanism
 
 
+def also_built(strategy) -> dict:
+    """``{"also_built": [...]}``: the other strategies built with ``strategy`` for the same
+    choice (template auto: the p-Identity and eigen or dense templates it compared; the dense
+    templates: their starts), each with its template, optimisation time and whether it was
+    read from the cache; {} where there were none.  The time spent is theirs and the chosen
+    strategy's together."""
+    others = [s for s in strategy.built_with if s is not strategy]
+    if not others:
+        return {}
+    described = [{"template": s.template, "optimisation_seconds": s.seconds, "cached": s.cached} for s in others]
+    return {"also_built": described}
+
+
 class OptimizedStrategy(MatrixStrategy):
     """An optimised dense strategy (the eigen-design), quantised to integers like any matrix
     strategy, with how it was obtained: the template, the optimisation time and whether it
@@ -524,6 +537,8 @@ class OptimizedStrategy(MatrixStrategy):
         self.stored = False
         #: What a design at given (epsilon, delta) measured and why (:meth:`Optimized.strategy`).
         self.choice: dict = {}
+        #: The strategies built for the same choice, this one included (:func:`also_built`).
+        self.built_with: list = []
 
     def describe(self) -> dict:
         return {
@@ -533,6 +548,7 @@ class OptimizedStrategy(MatrixStrategy):
             "cached": self.cached,
             "stored": self.stored,
             **self.choice,
+            **also_built(self),
         }
 
 
@@ -586,6 +602,8 @@ class PIdentityStrategy(OneBlockStrategy):
         self.stored = False
         #: What a design at given (epsilon, delta) measured and why (:meth:`Optimized.strategy`).
         self.choice: dict = {}
+        #: The strategies built for the same choice, this one included (:func:`also_built`).
+        self.built_with: list = []
 
     def quantised(self, tolerance: float, *, keep_norms: bool = False) -> tuple[float, DiagonalPlusRows]:
         """(K, [diag(round(K D)); round(K B D)]) with K = 2^k the smallest making every entry
@@ -625,6 +643,7 @@ class PIdentityStrategy(OneBlockStrategy):
             "cached": self.cached,
             "stored": self.stored,
             **self.choice,
+            **also_built(self),
         }
 
 
@@ -672,7 +691,7 @@ class Optimized(Mechanism):
         Param(
             "rows",
             Integer(0),
-            "p, the extra rows of p-identity (0: n/16 for L1, n/4 for L2, at most 128)",
+            "p, the extra rows of p-identity, at most n (0: n/16 for L1, n/4 for L2, at most 128)",
             default=0,
         ),
         Param(
@@ -694,6 +713,8 @@ class Optimized(Mechanism):
         self._epsilon: float | None = None
         self._strategies: dict = {}
         self._released: dict = {}
+        self._loaded: dict = {}  # (n, template): (cache file, arrays) read by cache_state, for _build
+        self._built: dict = {}  # (n, resolved template): the strategies built for that choice
 
     # The template "auto" follows delta, and the choice between the optimised strategy and the
     # identity follows epsilon and delta: remember those of the current design / measurement.
@@ -749,6 +770,7 @@ class Optimized(Mechanism):
             gram = Gram(workload)
             identity = identity_strategy(optimised.n, optimised.template, optimised.seconds, optimised.cached)
             identity.stored = optimised.stored
+            identity.built_with = optimised.built_with  # the optimised strategies it was compared with
             errors = {
                 label: self._error_as_released(strategy, gram, workload.m, epsilon, delta)
                 for label, strategy in (("optimised", optimised), (IDENTITY_CHOICE, identity))
@@ -791,12 +813,58 @@ class Optimized(Mechanism):
             self._strategies[key] = strategy
         return self._strategies[key]
 
-    def _build(self, workload: Workload, template: str) -> OptimizedStrategy | PIdentityStrategy:
-        n = workload.n
-        p = self.rows or default_rows(n, "p-identity" if template in DENSE_TEMPLATES else template)
-        path = cache_path(workload, template, p, self.restarts)
+    def extra_rows(self, n: int, template: str) -> int:
+        """p of the p-Identity template (and of the dense template's p-Identity start) on n
+        bins: ``rows``, or the default where it is 0.  ``rows`` above n is refused: [I; B] has
+        at most n useful extra rows (B B^T of rank <= n), and a step costs O(n p^2) (p = 1000
+        on 100 bins: 22 s)."""
+        base = "p-identity" if template in DENSE_TEMPLATES else template
+        if self.rows > n and base in P_IDENTITY_NORMS:
+            raise ParameterError(
+                f"rows={self.rows} is more than the {n} bins the strategy is optimised for: the p-Identity "
+                f"template has at most {n} useful extra rows, and each optimisation step costs O(n rows^2); "
+                f"give rows <= {n}, or rows=0 for the default ({default_rows(n, base)} here: n/16 with L1 "
+                "columns, n/4 with L2 columns, at most 128)"
+            )
+        return self.rows or default_rows(n, base)
+
+    def _cached_arrays(self, workload: Workload, template: str) -> tuple[Path, dict | None]:
+        """(the cache file of ``template`` for ``workload`` (this mechanism's on its n bins), its
+        arrays if it loads and fits, :func:`_load`); a file read by :meth:`cache_state` is not
+        read again, nor an explicit workload's Gram matrix hashed again for its name."""
+        if (workload.n, template) in self._loaded:
+            return self._loaded.pop((workload.n, template))
+        path = cache_path(workload, template, self.extra_rows(workload.n, template), self.restarts)
         nonnegative = P_IDENTITY_NORMS.get(template) == 1  # L1 p-Identity: B >= 0
-        saved = _load(path, "theta" if template in P_IDENTITY_NORMS else "strategy", n, nonnegative=nonnegative)
+        matrix = "theta" if template in P_IDENTITY_NORMS else "strategy"
+        return path, _load(path, matrix, workload.n, nonnegative=nonnegative)
+
+    def cache_state(self, workload: Workload, template: str) -> str:
+        """Whether the strategy of ``template`` for ``workload`` is in the disk cache:
+        "cached" (the file loads and fits, :func:`_load`; its arrays are kept, so that building
+        the strategy reads it once), "damaged" (a file that does not: it would be optimised
+        again) or "absent"."""
+        path, saved = self._cached_arrays(workload, template)
+        if saved is None:
+            return "damaged" if path.exists() else "absent"
+        self._loaded[workload.n, template] = (path, saved)
+        return "cached"
+
+    def _build(self, workload: Workload, template: str) -> OptimizedStrategy | PIdentityStrategy:
+        """The strategy of ``template`` (read from the disk cache or optimised), kept with the
+        others built for the same choice (template auto compares two; the dense templates
+        start from others), which its ``describe()`` reports (``also_built``)."""
+        strategy = self._obtain(workload, template)
+        built = self._built.setdefault((workload.n, self.resolved_template()), [])
+        if all(other.template != template for other in built):
+            built.append(strategy)
+        strategy.built_with = built
+        return strategy
+
+    def _obtain(self, workload: Workload, template: str) -> OptimizedStrategy | PIdentityStrategy:
+        n = workload.n
+        p = self.extra_rows(n, template)
+        path, saved = self._cached_arrays(workload, template)
         if saved is not None:
             seconds, trace = float(saved["seconds"]), float(saved["trace"])
             if template in P_IDENTITY_NORMS:
@@ -843,8 +911,7 @@ class Optimized(Mechanism):
         """``auto`` (delta = 0) also builds the dense template for n <= AUTO_DENSE_MAX_N, or up
         to DENSE_MAX_N when it is cached (its optimisation is O(n^3) a step)."""
         n = workload.n
-        p = self.rows or default_rows(n, "p-identity")
-        return n <= AUTO_DENSE_MAX_N or (n <= DENSE_MAX_N and cache_path(workload, "dense", p, self.restarts).exists())
+        return n <= AUTO_DENSE_MAX_N or (n <= DENSE_MAX_N and self.cache_state(workload, "dense") == "cached")
 
     def budget_fractions(self, strategy, epsilon) -> np.ndarray:
         return np.ones(1)
@@ -909,11 +976,10 @@ def auto_pool(workload: Workload, delta: float, *, neighbours: str, noise: str):
         limit = DENSE_COVARIANCE_LIMIT if template in P_IDENTITY_NORMS else dense_limit
         if n > limit:
             continue
-        if (
-            n > AUTO_OPTIMIZE_MAX_N
-            and not cache_path(workload, template, default_rows(n, template), mech.restarts).exists()
-        ):
-            not_cached.append((mech, NOT_CACHED_REASON.format(n=n, limit=AUTO_OPTIMIZE_MAX_N)))
+        state = mech.cache_state(workload, template) if n > AUTO_OPTIMIZE_MAX_N else "cached"
+        if state != "cached":  # a damaged file is not cached: ranking it would optimise here
+            reason = NOT_CACHED_REASON if state == "absent" else DAMAGED_CACHE_REASON
+            not_cached.append((mech, reason.format(n=n, limit=AUTO_OPTIMIZE_MAX_N)))
             continue
         ranked.append(mech)
     return ranked, not_cached
@@ -923,6 +989,13 @@ def auto_pool(workload: Workload, delta: float, *, neighbours: str, noise: str):
 NOT_CACHED_REASON = (
     "no cached strategy for {n} bins (auto optimises only up to {limit} bins; about 16 s at 4096); "
     "name it (mechanism='optimized', --mechanisms optimized) to optimise and cache it, then auto ranks it"
+)
+
+#: Why ``auto`` did not rank an optimised strategy whose cache file does not load or fit.
+DAMAGED_CACHE_REASON = (
+    "the cached strategy for {n} bins is damaged (unreadable, or not what an optimisation writes) and auto "
+    "optimises only up to {limit} bins; name it (mechanism='optimized', --mechanisms optimized) to optimise "
+    "it again and replace the file, then auto ranks it"
 )
 
 

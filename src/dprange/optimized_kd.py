@@ -63,8 +63,6 @@ from .optimized import (
     PIdentityStrategy,
     _no_candidates,
     block_variance_terms,
-    cache_path,
-    default_rows,
     identity_strategy,
     mean_error_as_released,
 )
@@ -266,7 +264,7 @@ class OptimizedKronecker(GridMechanism):
             "or auto (by delta)",
             default="auto",
         ),
-        Param("rows", Integer(0), "p of every axis (0: the 1-D default)", default=0),
+        Param("rows", Integer(0), "p of every axis, at most its bins (0: the 1-D default)", default=0),
         *Mechanism.PARAMS,
     )
     workload: str
@@ -277,6 +275,7 @@ class OptimizedKronecker(GridMechanism):
         super().__init__(*args, **kwargs)
         self._delta = 0.0
         self._axis_cache: dict = {}
+        self._axis_mechanisms: dict = {}
         self._bits: dict = {}
         self._coarse: dict = {}
         self._identity_lower: dict = {}
@@ -303,17 +302,42 @@ class OptimizedKronecker(GridMechanism):
         shape = check_shape(shape)
         template = self._template()
         out = []
-        for n in shape:
+        for axis, n in enumerate(shape):
             if (n, template) not in self._axis_cache:
-                mech = Optimized(
-                    AXIS_WORKLOADS[self.workload], template=template, rows=self.rows, neighbours=self.neighbours
-                )
+                mech = self._axis_mechanism(n, template)
+                try:
+                    mech.extra_rows(n, template)  # rows above an axis' bins: refused, naming the axis
+                except ParameterError as exc:
+                    raise ParameterError(f"optimized_kronecker, axis {axis} ({n} bins): {exc}") from None
                 strategy = mech.strategy(n)
                 if not isinstance(strategy, PIdentityStrategy):
                     raise ParameterError("every axis needs a p-identity strategy")
                 self._axis_cache[n, template] = strategy
             out.append(self._axis_cache[n, template])
         return out
+
+    def _axis_mechanism(self, n: int, template: str) -> Optimized:
+        """The 1-D mechanism that optimises (or reads from the disk cache) the axes of n bins,
+        kept: a cache file :meth:`axis_ready` has read is not read again."""
+        if (n, template) not in self._axis_mechanisms:
+            self._axis_mechanisms[n, template] = Optimized(
+                AXIS_WORKLOADS[self.workload], template=template, rows=self.rows, neighbours=self.neighbours
+            )
+        return self._axis_mechanisms[n, template]
+
+    def axis_ready(self, n: int) -> bool:
+        """Whether ``auto`` may use the optimised 1-D strategy of an axis of n bins: optimised
+        cold up to :data:`dprange.optimized.AUTO_OPTIMIZE_MAX_N` bins (about a second), above
+        that only when the disk cache holds it and it loads and fits (a damaged file would be
+        optimised again), never above the p-Identity release's limit
+        (:data:`dprange.optimized.DENSE_COVARIANCE_LIMIT`): the 1-D rule of
+        :func:`dprange.optimized.auto_pool`."""
+        if n > DENSE_COVARIANCE_LIMIT:
+            return False
+        if n <= AUTO_OPTIMIZE_MAX_N:
+            return True
+        mech = self._axis_mechanism(n, self._template())
+        return mech.cache_state(mech.workload_on(n), self._template()) == "cached"
 
     def axis_blocks(self, shape, bits: int = FINEST_AXIS_BITS) -> list[DiagonalPlusRows]:
         """Every axis' integer block quantised at tolerance 2^-``bits``: the strategies' own
@@ -423,6 +447,17 @@ class OptimizedKronecker(GridMechanism):
             f"({unit:.3g} for {privacy} times the product's sensitivity {sensitivity:.3g}), above the supported "
             f"2^40; use {', '.join(remedies[:-1])} or {remedies[-1]}"
         )
+
+    def describe_strategy(self, shape, epsilon: float) -> dict:
+        """Every axis' 1-D strategy as a 1-D release describes it (template, rows, bins,
+        optimisation seconds, read from or stored in the cache), the per-axis quantisation
+        (tolerance 2^-bits) and what was measured: "optimised", or "identity" where the
+        identity product has the lower error as released (:meth:`identity_is_lower`)."""
+        return {
+            "axes": [s.describe() for s in self.axis_strategies(shape)],
+            "quantisation_bits": self.quantisation_bits(shape, epsilon),
+            "measured": "identity" if self.measures_identity(shape, epsilon) else "optimised",
+        }
 
     def plan(self, shape, epsilon: float) -> Strategy:
         """The product of the axes' optimised blocks (at :meth:`quantisation_bits`), or the
@@ -702,6 +737,7 @@ class OptimizedMarginals(GridMechanism):
     estimate is GLS.  Marginals with weight below 1e-4 of the largest are not measured."""
 
     name = "optimized_marginals"
+    made_for_marginals = True
 
     PARAMS = (
         Param("order", Integer(1), "the workload: all order-way marginals", default=2, positional=True),
@@ -751,26 +787,12 @@ class OptimizedMarginals(GridMechanism):
 AUTO_MARGINALS_MAX_AXES = 8
 
 
-def axis_strategy_ready(n: int, workload: str, template: str) -> bool:
-    """Whether ``auto`` may use the optimised 1-D strategy of one axis of n bins: optimised
-    cold up to :data:`dprange.optimized.AUTO_OPTIMIZE_MAX_N` bins (about a second), above
-    that only when it is already in the disk cache, and never above the p-Identity release's
-    limit (:data:`dprange.optimized.DENSE_COVARIANCE_LIMIT`), the 1-D rule of
-    :func:`dprange.optimized.auto_candidates`."""
-    if n > DENSE_COVARIANCE_LIMIT:
-        return False
-    if n <= AUTO_OPTIMIZE_MAX_N:
-        return True
-    mech = Optimized(AXIS_WORKLOADS[workload], template=template)
-    return cache_path(mech.workload_on(n), template, default_rows(n, template), mech.restarts).exists()
-
-
 def kronecker_auto_candidates(
     shape, *, workload, delta=0.0, order=2, neighbours="add_remove", noise="auto"
 ) -> list[OptimizedKronecker]:
     """:class:`OptimizedKronecker` for all or prefix rectangles, its template by the noise the
     release will use (p-identity-l2 for Gaussian noise, else p-identity), when every axis'
-    strategy is ready (:func:`axis_strategy_ready`) and is not the identity on every axis (then
+    strategy is ready (:meth:`OptimizedKronecker.axis_ready`) and is not the identity on every axis (then
     ``Kronecker("identity")`` is the same design, whose error it would tie up to rounding).
     The axes' strategies are built here (optimised or read from the cache) and kept by the
     returned instance."""
@@ -778,9 +800,9 @@ def kronecker_auto_candidates(
     if workload not in AXIS_WORKLOADS:
         return []
     template = "p-identity-l2" if resolve_noise(noise, delta) == "gaussian" else "p-identity"
-    if not all(axis_strategy_ready(n, workload, template) for n in set(shape)):
-        return []
     mech = OptimizedKronecker(workload, template=template, neighbours=neighbours, noise=noise)
+    if not all(mech.axis_ready(n) for n in set(shape)):
+        return []
     try:
         identity = all(not np.any(s.theta) for s in mech.axis_strategies(shape))
     except ParameterError:
