@@ -155,6 +155,17 @@ def test_the_command_line_note_names_the_identity():
     assert note.startswith("strategy: the identity (64 bins), measured in place of the optimised p-identity strategy")
 
 
+@pytest.mark.parametrize("epsilon", [1.0, 20.0])
+def test_also_built_lists_each_other_template_once(epsilon):
+    """Template auto with delta > 0 builds the L2 p-Identity strategy and the eigen-design; the
+    strategy measured (a copy of the chosen one, or the identity standing in for it) lists the
+    other template only, so the time spent is not counted twice."""
+    described = measured(Optimized("all-range"), 64, epsilon, 1e-6).describe()
+    assert described["measured"] == ("optimised" if epsilon == 1.0 else "identity")
+    (other,) = described["also_built"]
+    assert {described["template"], other["template"]} == {"p-identity-l2", "eigen"}
+
+
 @pytest.mark.parametrize(("shape", "epsilon"), [((20, 20), 1.0), ((24, 24), 5.0)])
 def test_the_optimised_product_falls_back_to_the_identity_product(shape, epsilon):
     """All rectangles of 20 x 20 at epsilon 1: the product of the optimised axes had 106.70

@@ -514,7 +514,9 @@ def also_built(strategy) -> dict:
     templates: their starts), each with its template, optimisation time and whether it was
     read from the cache; {} where there were none.  The time spent is theirs and the chosen
     strategy's together."""
-    others = [s for s in strategy.built_with if s is not strategy]
+    # by template (one strategy per template in a choice): the strategy measured may be a copy,
+    # or the identity standing in for the optimised strategy of its template
+    others = [s for s in strategy.built_with if s.template != strategy.template]
     if not others:
         return {}
     described = [{"template": s.template, "optimisation_seconds": s.seconds, "cached": s.cached} for s in others]
