@@ -155,6 +155,19 @@ def test_the_command_line_note_names_the_identity():
     assert note.startswith("strategy: the identity (64 bins), measured in place of the optimised p-identity strategy")
 
 
+@pytest.mark.parametrize(("n", "epsilon", "measured_choice"), [(64, 5.0, "identity"), (64, 1.0, "optimised")])
+def test_the_strategy_measured_is_not_listed_as_also_built(n, epsilon, measured_choice):
+    """One template (p-identity) builds one strategy: the release names it (or the identity
+    measured in its place) and lists nothing else, nor counts its time twice."""
+    mech = Optimized("all-range", template="p-identity")
+    mech.design(n, epsilon)
+    described = mech.strategy(n).describe()
+    assert described["measured"] == measured_choice
+    assert "also_built" not in described
+    note = strategy_note(described)
+    assert "also built" not in note and f"optimised in {described['optimisation_seconds']:.2f} s" in note
+
+
 @pytest.mark.parametrize(("shape", "epsilon"), [((20, 20), 1.0), ((24, 24), 5.0)])
 def test_the_optimised_product_falls_back_to_the_identity_product(shape, epsilon):
     """All rectangles of 20 x 20 at epsilon 1: the product of the optimised axes had 106.70
