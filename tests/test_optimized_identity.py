@@ -214,6 +214,26 @@ def test_a_release_saved_with_the_optimised_product_still_loads(monkeypatch):
         load_grid_release(tampered)
 
 
+def test_a_release_that_measured_the_identity_product_loads_where_the_optimised_one_is_now_lower(monkeypatch):
+    """The choice depends on the optimised axes (the disk cache, another optimisation, a later
+    version): a release that measured the identity product still loads as measured where the
+    comparison now keeps the optimised product, and a tampered noise scale is still refused."""
+    counts = np.random.default_rng(1).poisson(5, (32, 32))
+    with monkeypatch.context() as patch:  # the identity product was the lower when it was saved
+        patch.setattr(OptimizedKronecker, "identity_is_lower", lambda *args: True)
+        saved = OptimizedKronecker("all-rectangles").release(counts, 1.0, rng=3)
+    assert not any(f.rows.shape[0] for f in saved.measurements.blocks[0].factors)
+    assert not OptimizedKronecker("all-rectangles").measures_identity((32, 32), 1.0)
+    loaded = load_grid_release(saved.to_json())
+    np.testing.assert_array_equal(loaded.estimate.leaves, saved.estimate.leaves)
+    lows, highs = np.array([[0, 0], [3, 5]]), np.array([[31, 31], [10, 7]])
+    np.testing.assert_array_equal(loaded.rectangle(lows, highs).stderr, saved.rectangle(lows, highs).stderr)
+    tampered = saved.to_dict()
+    tampered["measurements"][0]["noise"]["scale"] *= 0.5
+    with pytest.raises(DataError, match="does not match its design"):
+        load_grid_release(tampered)
+
+
 def run_cli(args, capsys):
     with pytest.raises(SystemExit) as exc:
         main([str(a) for a in args])
