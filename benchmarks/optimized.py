@@ -127,18 +127,13 @@ def speed(baseline: str | None, repeats: int) -> None:
                     row = {"code": label, "workload": name, "n": n, **json.loads(out.stdout)}
                     print(json.dumps(row), flush=True)
                     rows.append(row)
-    print(
-        json.dumps(
-            {
-                "machine": platform.platform(),
-                "cpus": os.cpu_count(),
-                "load_average": os.getloadavg(),
-                "openblas_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
-                "speed": rows,
-            },
-            indent=1,
-        )
-    )
+    print_summary(openblas_threads=os.environ.get("OPENBLAS_NUM_THREADS"), speed=rows)
+
+
+def print_summary(**fields) -> None:
+    """The run's JSON summary: the machine, its CPUs and load average, then ``fields``."""
+    machine = {"machine": platform.platform(), "cpus": os.cpu_count(), "load_average": os.getloadavg()}
+    print(json.dumps({**machine, **fields}, indent=1))
 
 
 def sweep_workloads(n: int) -> dict:
@@ -191,20 +186,7 @@ def sweep(n: int) -> None:
             }
             print(json.dumps(row), flush=True)
             rows.append(row)
-    print(
-        json.dumps(
-            {
-                "machine": platform.platform(),
-                "cpus": os.cpu_count(),
-                "load_average": os.getloadavg(),
-                "epsilon": EPSILON,
-                "delta": DELTA,
-                "neighbours": NEIGHBOURS,
-                "sweep": rows,
-            },
-            indent=1,
-        )
-    )
+    print_summary(epsilon=EPSILON, delta=DELTA, neighbours=NEIGHBOURS, sweep=rows)
 
 
 def main() -> None:

@@ -151,7 +151,10 @@ def test_release_grid_auto_uses_the_selection_and_dprange_release_dispatches_to_
     columns = _columns()
     chosen = multidim.select_grid(DOMAIN.shape, 0.7, workload="prefix-rectangles").mechanism
     rel = release_grid(columns, DOMAIN, 0.7, workload="prefix-rectangles", rng=5)
-    assert rel.mechanism == chosen.name and rel.parameters == chosen.parameters()
+    assert rel.mechanism == chosen.name
+    assert {k: v for k, v in rel.parameters.items() if k != "strategy"} == chosen.parameters()
+    described = chosen.describe_strategy(DOMAIN.shape, 0.7)  # an optimised design's record, None for fixed ones
+    assert rel.parameters.get("strategy", {}).get("measured") == (described or {}).get("measured")
     again = dprange.release(columns, DOMAIN, 0.7, workload="prefix-rectangles", rng=5)
     np.testing.assert_array_equal(again.counts, rel.counts)
     named = dprange.release_grid(columns, DOMAIN, 0.7, mechanism="kd_hierarchy", branching=3, rng=5)

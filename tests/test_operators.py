@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+import dprange.operators as operators
 from dprange.errors import ParameterError
 from dprange.operators import (
     Explicit,
@@ -177,3 +178,27 @@ def test_explicit_integer_answers_are_exact_beyond_float_precision(sparse, total
     assert answers.dtype == (np.int64 if total < 2**45 else object)
     assert [int(v) for v in answers] == list(exact)
     assert any(int(v) != e for v, e in zip(op.matvec(counts), exact))  # the float product rounds
+
+
+def exact_replace_l2_power(A: np.ndarray) -> int:
+    """max over columns i != j of ||a_i - a_j||^2 in Python integers (the definition)."""
+    exact = np.array([[int(v) for v in row] for row in A], dtype=object)
+    return max(int(((exact[:, i + 1 :] - exact[:, [i]]) ** 2).sum(axis=0).max()) for i in range(A.shape[1] - 1))
+
+
+def test_kron_replace_l2_past_2_53_is_exact_or_an_integer_upper_bound(monkeypatch):
+    """Integer factors with entries near 2^16 (an L2 axis at the 1-D quantisation): the
+    product's squared distances pass 2^53, where floats round.  The value is the definition's
+    in integers; past the limit of pairs evaluated again it is an integer upper bound within
+    the float rounding error of it."""
+    rng = np.random.default_rng(4)
+    for _ in range(3):
+        op = Kron([Explicit(rng.integers(-(2**16), 2**16, (3, 3))), Explicit(rng.integers(-(2**16), 2**16, (4, 3)))])
+        exact = exact_replace_l2_power(np.kron(op.factors[0].dense(), op.factors[1].dense()))
+        assert exact > 2**53
+        got = op.sensitivity_power(2, "replace")
+        assert isinstance(got, int) and got == exact
+        monkeypatch.setattr(operators, "EXACT_CANDIDATES_LIMIT", 0)
+        bound = Kron(op.factors).sensitivity_power(2, "replace")
+        monkeypatch.undo()
+        assert isinstance(bound, int) and exact <= bound <= exact * (1 + 2.0**-40)

@@ -169,6 +169,15 @@ def test_monte_carlo_variance_agrees_with_the_exact_error():
     assert np.all(np.abs(answers.mean(axis=0) - truth) <= 4 * np.sqrt(exact / reps))
 
 
+def without_cache_state(described: dict) -> dict:
+    """A strategy's description without whether it (or a strategy built with it) was read from
+    or stored in the disk cache: a mechanism rebuilt after a release reads them from it."""
+    kept = {k: v for k, v in described.items() if k not in ("cached", "stored")}
+    if "also_built" in kept:
+        kept["also_built"] = [{k: v for k, v in other.items() if k != "cached"} for other in kept["also_built"]]
+    return kept
+
+
 @pytest.mark.parametrize(("epsilon", "measured"), [(0.5, "optimised"), (5.0, "identity")])
 def test_release_round_trips_through_json(tmp_path, epsilon, measured):
     """The saved strategy says what was measured (at epsilon 5 the identity: lower error as
@@ -188,10 +197,7 @@ def test_release_round_trips_through_json(tmp_path, epsilon, measured):
     assert strategy["measured"] == measured and (strategy["quantisation_factor"] == 1) == (measured == "identity")
     rebuilt = Optimized(**{k: v for k, v in saved["parameters"].items() if k != "strategy"})
     design = rebuilt.design(30, saved["privacy"]["epsilon"], delta=saved["privacy"]["delta"])
-    cache_state = ("cached", "stored")  # the rebuilt mechanism reads the strategy from the cache
-    assert {k: v for k, v in rebuilt.strategy(30).describe().items() if k not in cache_state} == {
-        k: v for k, v in strategy.items() if k not in cache_state
-    }
+    assert without_cache_state(rebuilt.strategy(30).describe()) == without_cache_state(strategy)
     assert design.blocks[0].shape == (strategy["rows"], 30)
 
 

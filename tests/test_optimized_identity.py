@@ -166,6 +166,19 @@ def test_also_built_lists_each_other_template_once(epsilon):
     assert {described["template"], other["template"]} == {"p-identity-l2", "eigen"}
 
 
+@pytest.mark.parametrize(("n", "epsilon", "measured_choice"), [(64, 5.0, "identity"), (64, 1.0, "optimised")])
+def test_the_strategy_measured_is_not_listed_as_also_built(n, epsilon, measured_choice):
+    """One template (p-identity) builds one strategy: the release names it (or the identity
+    measured in its place) and lists nothing else, nor counts its time twice."""
+    mech = Optimized("all-range", template="p-identity")
+    mech.design(n, epsilon)
+    described = mech.strategy(n).describe()
+    assert described["measured"] == measured_choice
+    assert "also_built" not in described
+    note = strategy_note(described)
+    assert "also built" not in note and f"optimised in {described['optimisation_seconds']:.2f} s" in note
+
+
 @pytest.mark.parametrize(("shape", "epsilon"), [((20, 20), 1.0), ((24, 24), 5.0)])
 def test_the_optimised_product_falls_back_to_the_identity_product(shape, epsilon):
     """All rectangles of 20 x 20 at epsilon 1: the product of the optimised axes had 106.70
@@ -192,21 +205,24 @@ def test_an_identity_product_release_round_trips(neighbours):
     np.testing.assert_array_equal(loaded.estimate.leaves, release.estimate.leaves)
 
 
-def test_a_release_saved_with_the_optimised_product_still_loads(monkeypatch):
+@pytest.mark.parametrize(("n", "saved_identity"), [(20, False), (32, True)])
+def test_a_release_measured_with_the_other_product_still_loads(monkeypatch, n, saved_identity):
     """Releases saved before the identity comparison measured the optimised product on 20 x 20
-    at epsilon 1; they load as measured (the current design, the identity product, does not fit
-    their blocks), and a tampered noise scale is still refused."""
-    counts = np.random.default_rng(1).poisson(5, (20, 20))
-    with monkeypatch.context() as patch:  # the design as it was: the optimised product whatever its error
-        patch.setattr(OptimizedKronecker, "identity_is_lower", lambda *args: False)
-        old = OptimizedKronecker("all-rectangles").release(counts, 1.0, rng=3)
-    assert any(f.rows.shape[0] for f in old.measurements.blocks[0].factors)
-    assert OptimizedKronecker("all-rectangles").measures_identity((20, 20), 1.0)
-    loaded = load_grid_release(old.to_json())
-    np.testing.assert_array_equal(loaded.estimate.leaves, old.estimate.leaves)
-    lows, highs = np.array([[0, 0], [3, 5]]), np.array([[19, 19], [10, 7]])
-    np.testing.assert_array_equal(loaded.rectangle(lows, highs).stderr, old.rectangle(lows, highs).stderr)
-    tampered = old.to_dict()
+    at epsilon 1 (the current design is the identity product); a release that measured the
+    identity product was compared with the optimised axes of its time (the disk cache, another
+    optimisation, a later version), where 32 x 32 now keeps the optimised product.  Both load
+    as measured, and a tampered noise scale is still refused."""
+    counts = np.random.default_rng(1).poisson(5, (n, n))
+    with monkeypatch.context() as patch:  # the choice as it was when the release was saved
+        patch.setattr(OptimizedKronecker, "identity_is_lower", lambda *args: saved_identity)
+        saved = OptimizedKronecker("all-rectangles").release(counts, 1.0, rng=3)
+    assert any(f.rows.shape[0] for f in saved.measurements.blocks[0].factors) is not saved_identity
+    assert OptimizedKronecker("all-rectangles").measures_identity((n, n), 1.0) is not saved_identity
+    loaded = load_grid_release(saved.to_json())
+    np.testing.assert_array_equal(loaded.estimate.leaves, saved.estimate.leaves)
+    lows, highs = np.array([[0, 0], [3, 5]]), np.array([[n - 1, n - 1], [10, 7]])
+    np.testing.assert_array_equal(loaded.rectangle(lows, highs).stderr, saved.rectangle(lows, highs).stderr)
+    tampered = saved.to_dict()
     tampered["measurements"][0]["noise"]["scale"] *= 0.5
     with pytest.raises(DataError, match="does not match its design"):
         load_grid_release(tampered)

@@ -38,6 +38,9 @@ from dprange.inference.p_identity import DiagonalPlusRows
 from dprange.optimized import Optimized
 from dprange.optimized_kd import FINEST_AXIS_BITS, OptimizedKronecker, OptimizedMarginals
 
+#: The choices as made, before the fixture below replaces them for the optimised strategies' tests.
+RELEASED_STRATEGY, IDENTITY_IS_LOWER = Optimized.released_strategy, OptimizedKronecker.identity_is_lower
+
 pytestmark = pytest.mark.usefixtures("private_cache")  # every test: an empty strategy cache
 
 
@@ -242,6 +245,36 @@ def test_matrix_with_large_integer_entries_calibrates_on_the_exact_sensitivity()
             mech = Matrix(A, neighbours=relation, noise=noise)
             library, exact = check_definition(mech, (2,), 1.0, DELTA if noise == "gaussian" else 0.0)
             assert library == exact
+
+
+# ----------------------------------------------------------------------------- the identity measured
+IDENTITY_CASES = [
+    ((24,), "add_remove", "discrete_laplace"),
+    ((24,), "replace", "discrete_laplace"),
+    ((24,), "replace", "gaussian"),
+    ((20, 20), "add_remove", "discrete_laplace"),
+    ((20, 20), "replace", "discrete_laplace"),
+]
+
+
+@pytest.mark.parametrize(
+    "shape,relation,noise", IDENTITY_CASES, ids=["x".join(map(str, c[0])) + f"-{c[1]}-{c[2]}" for c in IDENTITY_CASES]
+)
+def test_the_identity_measured_in_place_of_the_optimum_meets_the_definition(monkeypatch, shape, relation, noise):
+    """Where the identity has the lower error as released (all ranges of 24 bins, all
+    rectangles of 20 x 20, epsilon 1), what is measured is one count per bin or cell (K = 1),
+    calibrated on it: sensitivity 1 (add/remove) or 2 / sqrt(2) (replace), as the definition."""
+    monkeypatch.setattr(Optimized, "released_strategy", RELEASED_STRATEGY)
+    monkeypatch.setattr(OptimizedKronecker, "identity_is_lower", IDENTITY_IS_LOWER)
+    delta = DELTA if noise == "gaussian" else 0.0
+    if len(shape) == 1:
+        mech = Optimized("all-range", template="p-identity", neighbours=relation, noise=noise)
+    else:
+        mech = OptimizedKronecker("all-rectangles", template="p-identity", neighbours=relation, noise=noise)
+    ((A, _),) = measured(mech, shape, 1.0, delta)[2]
+    np.testing.assert_array_equal(A, np.eye(math.prod(shape)))
+    library, exact = check_definition(mech, shape, 1.0, delta)
+    assert library == exact == (2 if relation == "replace" else 1)
 
 
 # ----------------------------------------------------------------------------- the checks can fail

@@ -513,9 +513,10 @@ def also_built(strategy) -> dict:
     choice (template auto: the p-Identity and eigen or dense templates it compared; the dense
     templates: their starts), each with its template, optimisation time and whether it was
     read from the cache; {} where there were none.  The time spent is theirs and the chosen
-    strategy's together."""
-    # by template (one strategy per template in a choice): the strategy measured may be a copy,
-    # or the identity standing in for the optimised strategy of its template
+    strategy's together.  Told apart by template (one strategy per template is built for a
+    choice): the strategy measured is a copy of the one built, and the identity measured in
+    place of an optimised strategy carries that strategy's template and time, so neither is
+    listed (nor its time counted) twice."""
     others = [s for s in strategy.built_with if s.template != strategy.template]
     if not others:
         return {}

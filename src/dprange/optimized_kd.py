@@ -465,20 +465,27 @@ class OptimizedKronecker(GridMechanism):
         (:meth:`identity_is_lower`)."""
         shape = tuple(check_shape(shape))
         optimised = self.optimised_plan(shape, epsilon)
-        identity = OneKronStrategy([IntegerKron([self._identity_block(n) for n in shape])], [epsilon], shape=shape)
+        identity = self.identity_plan(shape, epsilon)
         key = (shape, self._template(), float(epsilon), self._delta)
         if key not in self._identity_lower:
             self._identity_lower[key] = self.identity_is_lower(shape, optimised, identity, epsilon)
         return identity if self._identity_lower[key] else optimised
 
     def saved_plans(self, shape, epsilon: float) -> list[Strategy]:
-        """:meth:`plan`, then the optimised product where the plan is the identity: releases
+        """:meth:`plan`, then the other of the optimised and the identity products: releases
         saved before the identity comparison measured the optimised product whatever its error
-        (all rectangles of 20 x 20 at epsilon 1), and still load."""
-        plans = [self.plan(shape, epsilon)]
-        if self.measures_identity(shape, epsilon):
-            plans.append(self.optimised_plan(shape, epsilon))
-        return plans
+        (all rectangles of 20 x 20 at epsilon 1), and a release that measured the identity
+        product was compared with the optimised axes of its time (another cache, another
+        optimisation, another version); both still load.  Each is a design from public
+        parameters, and the saved blocks must fit it (rows, noise, design digest)."""
+        shape = tuple(check_shape(shape))
+        optimised, identity = self.optimised_plan(shape, epsilon), self.identity_plan(shape, epsilon)
+        return [identity, optimised] if self.measures_identity(shape, epsilon) else [optimised, identity]
+
+    def identity_plan(self, shape, epsilon: float) -> OneKronStrategy:
+        """The identity on every axis (one count per cell, K = 1) in the optimised product's form."""
+        shape = tuple(check_shape(shape))
+        return OneKronStrategy([IntegerKron([self._identity_block(n) for n in shape])], [epsilon], shape=shape)
 
     def measures_identity(self, shape, epsilon: float) -> bool:
         """Whether :meth:`plan` at this epsilon (and the delta followed) measures the identity
