@@ -184,9 +184,9 @@ def test_a_workload_on_another_number_of_bins_is_refused_for_every_mechanism(wor
             choose_mechanism(mechanism, 100, 1.0, workload=workload)
         with pytest.raises(ParameterError, match=message):
             dprange.release(counts, domain, 1.0, mechanism=mechanism, workload=workload)
-    with pytest.raises(ParameterError, match="n = 100 but the workload is over 50 bins"):
+    with pytest.raises(ParameterError, match="the workload is defined on 50 bins but n = 100"):
         select(workload, 100, 1.0)
-    with pytest.raises(ParameterError, match="n = 100 but the workload is over 50 bins"):
+    with pytest.raises(ParameterError, match="the workload is defined on 50 bins but n = 100"):
         expected_error(Hierarchical(4), workload, 1.0, n=100)
     on_domain = Ranges([0, 5], [9, 30], 100)
     release = dprange.release(counts, domain, 1.0, mechanism="hierarchical", workload=on_domain, rng=0)

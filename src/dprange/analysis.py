@@ -62,7 +62,10 @@ def _resolve(workload, n):
     if not isinstance(workload, Workload):
         raise not_a_workload(workload)
     if n is not None and n != workload.n:
-        raise ParameterError(f"n = {n} but the workload is over {workload.n} bins")
+        raise ParameterError(
+            f"the workload is defined on {workload.n} bins but n = {n}; give a workload over {n} bins "
+            "(or a workload name, built on n bins)"
+        )
     return workload
 
 

@@ -469,8 +469,10 @@ def also_built_note(strategy: dict) -> str:
         )
         for o in others
     ]
-    spent = sum(s["optimisation_seconds"] for s in (strategy, *others) if not s["cached"])
-    return f"; also built: {', '.join(parts)}; {spent:.2f} s of optimisation in all"
+    optimised_now = [s["optimisation_seconds"] for s in (strategy, *others) if not s["cached"]]
+    if not optimised_now:
+        return f"; also built: {', '.join(parts)}; none optimised now (all read from the cache)"
+    return f"; also built: {', '.join(parts)}; {sum(optimised_now):.2f} s of optimisation in all"
 
 
 def axis_strategy_notes(columns, strategies) -> list[str]:
