@@ -278,7 +278,7 @@ class OptimizedKronecker(GridMechanism):
         self._axis_mechanisms: dict = {}
         self._bits: dict = {}
         self._coarse: dict = {}
-        self._identity_lower: dict = {}
+        self._plans: dict = {}  # (shape, template, epsilon, delta): see _compared_plans
         self._identity_blocks: dict = {}
 
     def follow_delta(self, delta: float) -> None:
@@ -463,13 +463,8 @@ class OptimizedKronecker(GridMechanism):
         """The product of the axes' optimised blocks (at :meth:`quantisation_bits`), or the
         identity on every axis where that has the lower exact error as released
         (:meth:`identity_is_lower`)."""
-        shape = tuple(check_shape(shape))
-        optimised = self.optimised_plan(shape, epsilon)
-        identity = self.identity_plan(shape, epsilon)
-        key = (shape, self._template(), float(epsilon), self._delta)
-        if key not in self._identity_lower:
-            self._identity_lower[key] = self.identity_is_lower(shape, optimised, identity, epsilon)
-        return identity if self._identity_lower[key] else optimised
+        optimised, identity, identity_lower = self._compared_plans(shape, epsilon)
+        return identity if identity_lower else optimised
 
     def saved_plans(self, shape, epsilon: float) -> list[Strategy]:
         """:meth:`plan`, then the other of the optimised and the identity products: releases
@@ -478,9 +473,20 @@ class OptimizedKronecker(GridMechanism):
         product was compared with the optimised axes of its time (another cache, another
         optimisation, another version); both still load.  Each is a design from public
         parameters, and the saved blocks must fit it (rows, noise, design digest)."""
+        optimised, identity, identity_lower = self._compared_plans(shape, epsilon)
+        return [identity, optimised] if identity_lower else [optimised, identity]
+
+    def _compared_plans(self, shape, epsilon: float) -> tuple[OneKronStrategy, OneKronStrategy, bool]:
+        """(the optimised product, the identity product, whether the identity's error as released
+        is lower), kept per shape, template, epsilon and delta: the same plan objects serve the
+        comparison, the measurement and a load, so that their sensitivities (the exact pairwise
+        maximum under replace: 0.5 CPU s on 64 x 64 prefix rectangles, L2) are computed once."""
         shape = tuple(check_shape(shape))
-        optimised, identity = self.optimised_plan(shape, epsilon), self.identity_plan(shape, epsilon)
-        return [identity, optimised] if self.measures_identity(shape, epsilon) else [optimised, identity]
+        key = (shape, self._template(), float(epsilon), self._delta)
+        if key not in self._plans:
+            optimised, identity = self.optimised_plan(shape, epsilon), self.identity_plan(shape, epsilon)
+            self._plans[key] = (optimised, identity, self.identity_is_lower(shape, optimised, identity, epsilon))
+        return self._plans[key]
 
     def identity_plan(self, shape, epsilon: float) -> OneKronStrategy:
         """The identity on every axis (one count per cell, K = 1) in the optimised product's form."""
@@ -490,9 +496,7 @@ class OptimizedKronecker(GridMechanism):
     def measures_identity(self, shape, epsilon: float) -> bool:
         """Whether :meth:`plan` at this epsilon (and the delta followed) measures the identity
         product in place of the optimised one."""
-        shape = tuple(check_shape(shape))
-        self.plan(shape, epsilon)
-        return self._identity_lower[shape, self._template(), float(epsilon), self._delta]
+        return self._compared_plans(shape, epsilon)[2]
 
     def optimised_plan(self, shape, epsilon: float) -> OneKronStrategy:
         """The product of the axes' optimised blocks at :meth:`quantisation_bits`."""
