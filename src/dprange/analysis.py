@@ -46,7 +46,17 @@ from .noise import discrete_gaussian_variance, gaussian_sigma
 from .optimized import auto_pool
 from .progress import tracked
 from .registry import MECHANISMS
-from .workloads import AllRange, Explicit, Identity, Prefix, Workload, make_workload, not_a_workload, singular_value_sum
+from .workloads import (
+    AllRange,
+    Explicit,
+    Identity,
+    Prefix,
+    Workload,
+    check_workload_bins,
+    make_workload,
+    not_a_workload,
+    singular_value_sum,
+)
 
 optimize = lazy_module("scipy.optimize")  # imported on first use: ~0.3 s that `import dprange` skips
 
@@ -61,11 +71,7 @@ def _resolve(workload, n):
         return make_workload(workload, n)
     if not isinstance(workload, Workload):
         raise not_a_workload(workload)
-    if n is not None and n != workload.n:
-        raise ParameterError(
-            f"the workload is defined on {workload.n} bins but n = {n}; give a workload over {n} bins "
-            "(or a workload name, built on n bins)"
-        )
+    check_workload_bins(workload, n)
     return workload
 
 

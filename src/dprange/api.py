@@ -56,7 +56,7 @@ from .quantile_mechanisms import (
 from .registry import GRID_MECHANISMS, MECHANISMS, QUANTILE_METHODS, Citation
 from .release import Release
 from .session import Session
-from .workloads import Workload
+from .workloads import check_workload_bins
 
 
 def choose_mechanism(
@@ -83,7 +83,7 @@ def choose_mechanism(
     declared = Mechanism.PARAMS
     find(declared, "inference").constraint.check(inference, "inference")
     find(declared, "noise").constraint.check(noise, "noise")
-    check_workload_bins(workload, n)
+    check_workload_bins(workload, n, of_domain=True)
     relation = resolve_neighbours(mechanism, neighbours)
     if mechanism is None or (isinstance(mechanism, str) and mechanism == "auto"):
         if params:
@@ -110,17 +110,6 @@ def choose_mechanism(
         options.update(entry.declared(workload=workload))
         return make_mechanism(mechanism, neighbours=relation, **options, **params)
     return make_mechanism(mechanism, neighbours=relation, **params)
-
-
-def check_workload_bins(workload, n) -> None:
-    """Refuse an explicit workload (``Ranges``, ``Explicit``, ...) defined on another number of
-    bins than the release's domain, whatever the mechanism: a named or given one ignored it,
-    and the error it was chosen or reported for described queries on another domain."""
-    if isinstance(workload, Workload) and n is not None and workload.n != n:
-        raise ParameterError(
-            f"the workload is defined on {workload.n} bins but the domain has {n}; give a workload over {n} bins "
-            "(or a workload name, built on the domain's bins)"
-        )
 
 
 def check_release(mech: Mechanism, n: int, epsilon, delta=0.0) -> None:

@@ -292,6 +292,18 @@ def not_a_workload(value, name: str = "workload") -> ParameterError:
     )
 
 
+def check_workload_bins(workload, n, *, of_domain: bool = False) -> None:
+    """Refuse a :class:`Workload` defined on another number of bins than n (``of_domain``: the
+    release's domain, whatever the mechanism: its error would describe queries on another
+    domain).  Names and n = None pass: a name is built on the bins."""
+    if isinstance(workload, Workload) and n is not None and workload.n != n:
+        where, built = (f"the domain has {n}", "the domain's bins") if of_domain else (f"n = {n}", "n bins")
+        raise ParameterError(
+            f"the workload is defined on {workload.n} bins but {where}; give a workload over {n} bins "
+            f"(or a workload name, built on {built})"
+        )
+
+
 QARDAJI_2013 = Citation(
     "Qardaji, Yang and Li", "Understanding Hierarchical Methods for Differentially Private Histograms", "PVLDB 2013"
 )
