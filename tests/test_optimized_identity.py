@@ -8,7 +8,7 @@ import pytest
 
 from dprange.analysis import expected_error, workload_error
 from dprange.cli import main, strategy_note
-from dprange.errors import DataError
+from dprange.errors import DataError, ParameterError
 from dprange.inference.dispatch import design_error_model
 from dprange.measurements import LinearMeasurement, Measurements
 from dprange.mechanisms import Flat
@@ -249,3 +249,18 @@ def test_the_command_line_says_when_the_identity_was_measured(tmp_path, capsys, 
     assert code == 0, err
     message = "measured the identity on every axis" if columns == 2 else "strategy: the identity (40 bins)"
     assert (message in stdout) is said
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: identity_strategy(0, "p-identity"), "n must be"),
+        (lambda: identity_strategy(4, "auto"), "template must be one of"),
+        (lambda: mean_error_as_released(-1.0, [VarianceTerms(1.0, 1.0, 1.0)], [1], False), "noise variance"),
+        (lambda: mean_error_as_released(1.0, [VarianceTerms(1.0, 1.0, 1.0)], [1, 2], False), "one number of queries"),
+        (lambda: mean_error_as_released(1.0, [VarianceTerms(1.0, 1.0, 1.0)], [0], False), "queries"),
+    ],
+)
+def test_the_error_helpers_refuse_bad_input(call, message):
+    with pytest.raises(ParameterError, match=message):
+        call()

@@ -417,7 +417,11 @@ def mean_error_as_released(variance: float, terms, queries, known_total: bool) -
     of strategies (one axis: the 1-D case), each axis with its :class:`VarianceTerms` and the
     number of its workload's ``queries``: the means over the axes multiply, so the mean is
     v (prod_a trace_a / m_a - [public total] prod_a (cross_a / m_a) / prod_a tau_a)."""
-    terms, queries = list(terms), list(queries)
+    terms, queries = list(terms), [check_positive_int(m, "queries") for m in queries]
+    if not terms or len(terms) != len(queries):
+        raise ParameterError(f"give one number of queries per axis' terms, not {len(queries)} for {len(terms)}")
+    if not (math.isfinite(variance) and variance >= 0):
+        raise ParameterError(f"the noise variance must be finite and non-negative, not {variance!r}")
     plain = math.prod(t.trace / m for t, m in zip(terms, queries))
     if known_total:
         plain -= math.prod(t.cross / m for t, m in zip(terms, queries)) / math.prod(t.tau for t in terms)
@@ -427,6 +431,11 @@ def mean_error_as_released(variance: float, terms, queries, known_total: bool) -
 def identity_strategy(n: int, template: str, seconds: float = 0.0, cached: bool = False) -> PIdentityStrategy:
     """The identity (one count per bin, K = 1) in the p-Identity shape, B with no rows, named
     after the ``template`` it stands in for (its quantisation needs no norm: every column is e_j)."""
+    n = check_positive_int(n, "n")
+    if template not in TEMPLATES or template == "auto":
+        raise ParameterError(
+            f"template must be one of {', '.join(t for t in TEMPLATES if t != 'auto')}, not {template!r}"
+        )
     identity = PIdentityStrategy(np.zeros((0, n)), "p-identity", seconds, cached, float(n))
     identity.template = template
     return identity
