@@ -20,10 +20,12 @@ Exact expected error, average variance per query, epsilon = 1:
   (p-Identity with L1 columns, discrete Laplace, quantised: the mechanism as released), the
   best candidate ``select`` ranks without it, the SVD bound, and the eigen-design's L1 score
   (its strategy charged its L1 sensitivity, Laplace noise) as a reference point;
-* (epsilon, delta) = (1, 1e-6): the trace of the eigen-design and of the L2 p-Identity
-  template against the bound with the same noise factor (``strategy_ratio``: trace(G (A^T A)^-1)
+* (epsilon, delta) = (1, 1e-6): the trace of the eigen-design, of the L2 p-Identity
+  template and of the exact L2 optimum (``template="l2-optimal"``, :mod:`dprange.optimal_l2`)
+  against the bound with the same noise factor (``strategy_ratio``: trace(G (A^T A)^-1)
   max-column-L2-norm^2 / ((sum sigma)^2 / n), the issue's criterion), the exact error of
-  Optimized (template auto: the better of the two) and the best fixed strategy;
+  Optimized (template auto: the L2 template, or the L2 optimum where its trace is lower, up to
+  1024 bins) and the best fixed strategy;
 * workloads no fixed strategy is designed for, at n = 256: random ranges of width at most
   32, prefixes plus unit queries, an explicit random 0/1 matrix, all ranges on a permuted
   domain (HDMM's "permuted range") (both privacy models), with ``best_fixed_over_bound_variance``:
@@ -31,7 +33,9 @@ Exact expected error, average variance per query, epsilon = 1:
   Laplace under epsilon-DP, the discrete Gaussian under (epsilon, delta); add/remove
   neighbours), both for the noise the mechanisms draw as released.  No matrix mechanism with
   that noise has a least-squares error below the bound, so the ratio caps the gain any
-  optimised strategy can show over the best fixed one; under
+  optimised strategy can show over the best fixed one; ``best_fixed_over_l2_optimum_variance``
+  the same with ``l2_optimum_bound`` (the exact optimum of the L2 program: the least error of
+  any matrix mechanism with that noise under (epsilon, delta), a tighter cap); under
   pure epsilon-DP also the dense L1 templates (``template="dense"`` and ``"dense-signed"``,
   :mod:`dprange.optimized_dense`: exact error, gain over the best fixed strategy and over
   p-Identity, CPU seconds of the optimisation from the cached p-Identity or dense optimum);
@@ -45,15 +49,16 @@ Exact expected error, average variance per query, epsilon = 1:
 
     OPENBLAS_NUM_THREADS=1 python benchmarks/optimized.py [--full] [--cache-dir DIR]
     OPENBLAS_NUM_THREADS=1 python benchmarks/optimized.py --speed [--baseline /tmp/old/src] [--repeats 1]
-    OPENBLAS_NUM_THREADS=1 python benchmarks/optimized.py --sweep [--n 256]
+    OPENBLAS_NUM_THREADS=1 python benchmarks/optimized.py --sweep [--n 256] [--match width-at-most]
 
 ``--sweep``: how the gain over the best fixed strategy depends on the workload's shape, n = 256
 (``--n``), both privacy models: random ranges of width at most w (w = 2 ... n; 2000 ranges,
 public seed 0), every range of width exactly w (sliding windows, w = 16, 32, 64), and all
 prefixes plus c times the unit queries (c = 0.25 ... 16).  Each row has the gain
-(best fixed / Optimized with template auto, exact errors as released) and the cap (best fixed
+(best fixed / Optimized with template auto, exact errors as released), the cap (best fixed
 / the SVD bound with the noise floor of the noise drawn: no matrix mechanism with that noise
-gains more).
+gains more) and, for n <= 1024, the exact cap (best fixed / ``l2_optimum_bound``: under
+(epsilon, delta) exactly the most a matrix mechanism with that noise gains).
 
 Uses its own cache directory (default: a fresh temporary one) so that the optimisation is
 measured cold.
@@ -156,13 +161,15 @@ def sweep_workloads(n: int) -> dict:
     return workloads
 
 
-def sweep(n: int) -> None:
+def sweep(n: int, match: str = "") -> None:
     """Gain of the optimised strategy over the best fixed one and its cap (``--sweep``)."""
-    from dprange.analysis import expected_error, select, svd_bound  # noqa: PLC0415
+    from dprange.analysis import expected_error, l2_optimum_bound, select, svd_bound  # noqa: PLC0415
     from dprange.optimized import Optimized  # noqa: PLC0415
 
     rows = []
     for name, workload in sweep_workloads(n).items():
+        if match not in name:
+            continue
         for delta in (0.0, DELTA):
             mechanism = Optimized(workload, neighbours=NEIGHBOURS, noise=NOISE)
             optimized, cpu, _ = cpu_and_wall(
@@ -182,6 +189,9 @@ def sweep(n: int) -> None:
                 "best_fixed_mechanism": fixed.mechanism.name,
                 "gain": fixed.error / optimized,
                 "cap": fixed.error / bound,
+                "exact_cap": fixed.error / l2_optimum_bound(workload, EPSILON, delta, noise=NOISE)
+                if n <= 1024
+                else None,
                 "cpu_seconds": cpu,  # the optimisation (cold cache) and the exact error
             }
             print(json.dumps(row), flush=True)
@@ -199,17 +209,18 @@ def main() -> None:
     parser.add_argument("--skip-standard", action="store_true", help="only the unusual workloads and releases")
     parser.add_argument("--sweep", action="store_true", help="only the gain and its cap across workload shapes")
     parser.add_argument("--n", type=int, default=256, help="with --sweep: the number of bins")
+    parser.add_argument("--match", default="", help="with --sweep: only the workloads whose name contains this")
     args = parser.parse_args()
     if args.speed:
         speed(args.baseline, args.repeats)
         return
     os.environ["DPRANGE_CACHE_DIR"] = args.cache_dir or tempfile.mkdtemp(prefix="dprange-bench-")
     if args.sweep:
-        sweep(args.n)
+        sweep(args.n, args.match)
         return
 
     import dprange  # noqa: PLC0415 - after the cache directory is set
-    from dprange.analysis import expected_error, select, svd_bound  # noqa: PLC0415
+    from dprange.analysis import expected_error, l2_optimum_bound, select, svd_bound  # noqa: PLC0415
     from dprange.optimized import Optimized, column_norm, eigen_design, strategy_trace  # noqa: PLC0415
     from dprange.workloads import AllRange, Explicit, Prefix, Ranges, singular_value_sum  # noqa: PLC0415
 
@@ -239,6 +250,8 @@ def main() -> None:
             eigen_l1 = 2 / EPSILON**2 * column_norm(eigen, 1) ** 2 * eigen_trace / workload.m
             l2 = Optimized(workload, template="p-identity-l2")
             _, l2_cpu, _ = cpu_and_wall(lambda w=workload, m=l2: m.strategy(w.n))
+            optimum = Optimized(workload, template="l2-optimal")
+            _, optimum_cpu, _ = cpu_and_wall(lambda w=workload, m=optimum: m.strategy(w.n))
             d_err, d_strategy, _ = optimised(workload, DELTA)
             d_fixed, d_fixed_name = best_fixed(workload, DELTA)
             row = {
@@ -258,6 +271,7 @@ def main() -> None:
                 "eps_delta": {
                     "eigen_strategy_ratio": eigen_trace * column_norm(eigen, 2) ** 2 / relaxed,
                     "p_identity_l2_strategy_ratio": l2.strategy(n).trace / relaxed,
+                    "l2_optimal_strategy_ratio": optimum.strategy(n).trace / relaxed,
                     "chosen_template": d_strategy.template,
                     "optimized": d_err,
                     "svd_bound": svd_bound(workload, EPSILON, DELTA),
@@ -266,6 +280,7 @@ def main() -> None:
                     "fixed_over_optimized_variance": d_fixed / d_err,
                     "eigen_cpu_seconds": eigen_cpu,
                     "p_identity_l2_cpu_seconds": l2_cpu,
+                    "l2_optimal_cpu_seconds": optimum_cpu,
                 },
             }
             print(json.dumps(row), flush=True)
@@ -301,6 +316,8 @@ def main() -> None:
             released_bound = svd_bound(workload, EPSILON, delta, noise=NOISE)
             row["svd_bound_as_released"] = released_bound
             row["best_fixed_over_bound_variance"] = fixed / released_bound  # the most any strategy can gain
+            exact = l2_optimum_bound(workload, EPSILON, delta, noise=NOISE)
+            row["best_fixed_over_l2_optimum_variance"] = fixed / exact  # tighter; exact under (epsilon, delta)
             if delta == 0:  # the dense L1 template (epsilon-DP only)
                 for template in ("dense", "dense-signed"):
                     dense_err, dense_strategy, dense_cpu = optimised(workload, delta, template)

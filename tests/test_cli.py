@@ -246,8 +246,8 @@ def test_release_reports_the_optimisation_time_and_the_strategy_cache(csv_file, 
 
 
 def test_release_reports_the_time_of_every_strategy_template_auto_built(csv_file, tmp_path, capsys, monkeypatch):
-    """With delta > 0, template auto builds the L2 p-Identity strategy and the eigen-design
-    and keeps the one of lower trace; only the chosen one's optimisation time was reported.
+    """With delta > 0, template auto builds the L2 p-Identity strategy and the exact L2
+    optimum and keeps the one of lower trace; only the chosen one's optimisation time was reported.
     Every strategy built is now in the release (``also_built``, kept by the JSON round trip)
     and in the command line's line, with the time spent on all of them."""
     monkeypatch.setenv("DPRANGE_CACHE_DIR", str(tmp_path / "cache"))
@@ -257,7 +257,7 @@ def test_release_reports_the_time_of_every_strategy_template_auto_built(csv_file
     assert code == 0, err
     strategy = json.loads((tmp_path / "r.json").read_text())["parameters"]["strategy"]
     (other,) = strategy["also_built"]
-    assert {strategy["template"], other["template"]} == {"p-identity-l2", "eigen"}
+    assert {strategy["template"], other["template"]} == {"p-identity-l2", "l2-optimal"}
     assert other["optimisation_seconds"] > 0 and not other["cached"]
     spent = strategy["optimisation_seconds"] + other["optimisation_seconds"]
     assert f"also built: {other['template']} (optimised in {other['optimisation_seconds']:.2f} s)" in out
@@ -319,6 +319,34 @@ def test_error_command_prints_the_svd_bound_under_add_remove(capsys):
     assert json.loads(out)["svd_bound"] is None
     code, out, _ = run_cli(["error", "--n", "50", "-e", "1", "--neighbours", "replace"], capsys)
     assert "SVD bound" not in out
+
+
+@pytest.mark.parametrize("delta", [0.0, 1e-6])
+def test_error_command_prints_the_exact_l2_optimum_on_small_domains(delta, capsys):
+    """Up to 256 bins under add/remove the 1-D table also gives the exact optimum of the L2
+    program (dprange.analysis.l2_optimum_bound): between the SVD bound and every candidate,
+    reached by the optimised candidate under (epsilon, delta); none above 256 bins or under
+    replace."""
+    from dprange.analysis import l2_optimum_bound
+    from dprange.workloads import Prefix
+
+    base = ["error", "--n", "48", "-w", "prefix", "-e", "1", "--delta", str(delta)]
+    code, out, err = run_cli([*base, "--json"], capsys)
+    assert code == 0, err
+    data = json.loads(out)
+    optimum = l2_optimum_bound(Prefix(48), 1.0, delta)
+    assert data["l2_optimum_bound"] == pytest.approx(optimum, rel=1e-9)
+    assert data["svd_bound"] < optimum <= min(c["expected_error"] for c in data["candidates"])
+    if delta > 0:
+        assert data["expected_error"] <= 1.001 * optimum and "l2-optimal" in data["recommended"]
+    code, out, err = run_cli(base, capsys)
+    assert code == 0, err
+    label = "least error of any matrix mechanism with this noise" if delta else "tighter lower bound"
+    assert label in out and f"RMSE {optimum**0.5:.4f}" in out
+    for other in (["--n", "257"], ["--n", "48", "--neighbours", "replace"]):
+        code, out, err = run_cli(["error", *other, "-w", "prefix", "-e", "1", "--json"], capsys)
+        assert code == 0, err
+        assert json.loads(out)["l2_optimum_bound"] is None
 
 
 BOUND_LINE = "lower bound for any matrix mechanism (Li and Miklau, SVD bound): RMSE"

@@ -95,11 +95,13 @@ def test_epsilon_delta_keeps_the_l2_template_at_epsilon_1_and_measures_the_ident
     fallback = Optimized("all-range")
     error = expected_error(fallback, w, 20.0, delta=1e-6)
     assert error == pytest.approx(expected_error(Flat(), w, 20.0, delta=1e-6), rel=1e-12)
-    assert fallback.strategy(64).describe()["template"] == "p-identity-l2"
+    assert fallback.strategy(64).describe()["template"] == "l2-optimal"  # the identity carries it
 
 
 @pytest.mark.parametrize("neighbours", ["add_remove", "replace"])
-@pytest.mark.parametrize(("template", "delta"), [("p-identity", 0.0), ("p-identity-l2", 1e-6), ("eigen", 1e-6)])
+@pytest.mark.parametrize(
+    ("template", "delta"), [("p-identity", 0.0), ("p-identity-l2", 1e-6), ("eigen", 1e-6), ("l2-optimal", 1e-6)]
+)
 def test_the_closed_form_is_the_exact_expected_error(template, delta, neighbours):
     """variance x (trace(G S) - [public total] w^T G w / 1^T w) / m, S = (A^T A)^-1 of the
     integer strategy, w = S 1, against the error model's mean over the queries."""
@@ -157,13 +159,13 @@ def test_the_command_line_note_names_the_identity():
 
 @pytest.mark.parametrize("epsilon", [1.0, 20.0])
 def test_also_built_lists_each_other_template_once(epsilon):
-    """Template auto with delta > 0 builds the L2 p-Identity strategy and the eigen-design; the
+    """Template auto with delta > 0 builds the L2 p-Identity strategy and the exact L2 optimum; the
     strategy measured (a copy of the chosen one, or the identity standing in for it) lists the
     other template only, so the time spent is not counted twice."""
     described = measured(Optimized("all-range"), 64, epsilon, 1e-6).describe()
     assert described["measured"] == ("optimised" if epsilon == 1.0 else "identity")
     (other,) = described["also_built"]
-    assert {described["template"], other["template"]} == {"p-identity-l2", "eigen"}
+    assert {described["template"], other["template"]} == {"p-identity-l2", "l2-optimal"}
 
 
 @pytest.mark.parametrize(("n", "epsilon", "measured_choice"), [(64, 5.0, "identity"), (64, 1.0, "optimised")])

@@ -133,12 +133,13 @@ def is_identity(A: np.ndarray) -> bool:
 
 # ----------------------------------------------------------------------------- 1-D
 #: (workload, n, template): domains where the optimum is not the identity (all ranges from 20
-#: bins, prefixes from 9 for the L1 templates; the L2 ones and the eigen-design on any).
+#: bins, prefixes from 9 for the L1 templates; the L2 ones, the eigen-design and the L2 optimum on any).
 ONE_D = [
     ("all-range", 24, "p-identity"),
     ("prefix", 12, "p-identity"),
     ("all-range", 8, "p-identity-l2"),
     ("prefix", 6, "eigen"),
+    ("all-range", 6, "l2-optimal"),
     ("all-range", 20, "dense"),
     ("prefix", 10, "dense-signed"),
 ]

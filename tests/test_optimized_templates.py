@@ -58,11 +58,12 @@ def test_l2_template_beats_the_eigen_design_on_prefixes():
 @pytest.mark.parametrize("workload", [AllRange(32), Prefix(32)])
 def test_auto_under_eps_delta_ranks_both_l2_templates_and_keeps_the_least_error(workload):
     kw = {"neighbours": "add_remove", "noise": "auto"}
-    assert [m.template for m in auto_candidates(workload, 1e-6, **kw)] == ["p-identity-l2", "eigen"]
+    assert [m.template for m in auto_candidates(workload, 1e-6, **kw)] == ["p-identity-l2", "l2-optimal"]
     assert [m.template for m in auto_candidates(workload, 0.0, **kw)] == ["p-identity"]
     selection = select(workload, None, 1.0, delta=1e-6)
     optimised = {c.mechanism.template: c.error for c in selection.table if isinstance(c.mechanism, Optimized)}
-    assert set(optimised) == {"p-identity-l2", "eigen"}
+    assert set(optimised) == {"p-identity-l2", "l2-optimal"}
+    assert optimised["l2-optimal"] < optimised["p-identity-l2"]  # the exact optimum (as released)
     assert selection.error == min(c.error for c in selection.table)
     assert selection.error <= min(optimised.values())
 
@@ -71,7 +72,7 @@ def test_gaussian_release_with_the_l2_template_uses_the_woodbury_path():
     from dprange.inference.p_identity import PIdentityEstimate
 
     counts = np.random.default_rng(3).poisson(20, 32)
-    release = Optimized("prefix").release(counts, 1.0, delta=1e-6, rng=2)
+    release = Optimized("prefix", template="p-identity-l2").release(counts, 1.0, delta=1e-6, rng=2)
     assert isinstance(release.error_model, PIdentityEstimate)
     assert release.measurements.measurements[0].noise.kind == "gaussian"
     strategy = Optimized("prefix", template="p-identity-l2").strategy(32)

@@ -23,6 +23,8 @@ section IV).
   "Optimal Error of Query Sets under the Differentially-Private Matrix Mechanism", ICDT
   2013): v (1/n)(sum of singular values of W)^2, v the least noise variance per unit of
   sensitivity that dprange's noise of that kind can have (:func:`noise_variance_floor`).
+  ``l2_optimum_bound``: the tighter bound v OPT, OPT the exact optimum of the matrix mechanism
+  with L2 sensitivity (:mod:`dprange.optimal_l2`; Yuan, Yang, Zhang and Hao, KDD 2016).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from .inference.covering import direct_range_variance  # noqa: F401 - re-exporte
 from .inference.error_sums import variance_sums
 from .mechanisms import Hierarchical, Mechanism, hierarchy_candidates, optimal_budgets, resolve_noise
 from .noise import discrete_gaussian_variance, gaussian_sigma
+from .optimal_l2 import l2_optimum
 from .optimized import auto_pool
 from .progress import tracked
 from .registry import MECHANISMS
@@ -215,6 +218,23 @@ def svd_bound(workload, epsilon, delta=0.0, *, n=None, noise="auto") -> float:
     factor = noise_variance_floor(epsilon, delta, noise)
     singular_sum = singular_value_sum(workload.singular_values())
     return factor * singular_sum**2 / workload.n / workload.m
+
+
+def l2_optimum_bound(workload, epsilon, delta=0.0, *, n=None, noise="auto") -> float:
+    """Lower bound on the average error per query of any matrix mechanism for ``workload``,
+    at least :func:`svd_bound`: v OPT / m, where OPT is the least trace(G (A^T A)^-1) over all
+    strategies A with columns of L2 norm at most 1 (a convex program in A^T A: Yuan, Yang,
+    Zhang and Hao, KDD 2016; :mod:`dprange.optimal_l2`) and v = :func:`noise_variance_floor`.
+    OPT is taken as the dual value the solver reached, a lower bound at every step of it,
+    within a relative 1e-6 of the optimum.  Under (epsilon, delta) it is the least error of any
+    matrix mechanism with dprange's Gaussian noise (add/remove neighbours), reached up to
+    quantisation by ``Optimized(template="l2-optimal")``; the SVD bound is this program with
+    every column weight equal, so it lies below.  Under epsilon-DP it is a valid bound (an L1
+    column norm is at least its L2 norm) that need not be reachable.  O(n^3) a step, 20 to 100
+    steps: n <= 1024 (about 20-35 CPU s there)."""
+    workload = _resolve(workload, n)
+    factor = noise_variance_floor(epsilon, delta, noise)
+    return factor * l2_optimum(workload.gram()).bound / workload.m
 
 
 # ----------------------------------------------------------------------------- choice
@@ -530,6 +550,7 @@ __all__ = [
     "Selection",
     "auto_mechanism",
     "expected_error",
+    "l2_optimum_bound",
     "max_error",
     "noise_variance_floor",
     "optimal_hierarchy",

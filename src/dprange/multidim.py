@@ -66,10 +66,11 @@ from .measurements import LinearMeasurement, Measurements
 from .mechanisms import Mechanism, calibrate, is_seeded, noisy_answers, resolve_noise
 from .noise import NoiseSpec, resolve_rng
 from .operators import Explicit, HaarLevel, Identity, Kron, Operator, TreeLevel, check_norm, check_relation
+from .optimal_l2 import l2_optimum
 from .product_domain import ProductDomain
 from .registry import GRID_MECHANISMS, GRID_WORKLOADS, Citation, Entry
 from .strategies import HaarStrategy, Strategy, TreeStrategy
-from .workloads import all_range_singular_values, prefix_singular_values, singular_value_sum
+from .workloads import AllRange, Prefix, all_range_singular_values, prefix_singular_values, singular_value_sum
 from .workloads_kd import (
     Rectangles,
     all_rectangles,
@@ -95,6 +96,7 @@ __all__ = [
     "load_grid_release",
     "select_grid",
     "svd_bound",
+    "l2_optimum_bound",
 ]
 
 AXIS_KINDS = ("identity", "haar")
@@ -991,6 +993,41 @@ def svd_bound(shape, workload, epsilon, delta=0.0, *, order: int = 2, noise="aut
         singular_sum = math.prod(_axis_singular_sum(n, kind) for n in shape)
         queries = math.prod(n * (n + 1) // 2 if kind == "all" else n for n in shape)
     return noise_variance_floor(epsilon, delta, noise) * singular_sum**2 / math.prod(shape) / queries
+
+
+@functools.lru_cache(maxsize=64)
+def _axis_l2_optimum(n: int, kind: str) -> float:
+    """The dual value of :func:`dprange.optimal_l2.l2_optimum` for one axis' all ranges or
+    prefixes (a lower bound within 1e-6 of that axis' optimum)."""
+    return l2_optimum((AllRange(n) if kind == "all" else Prefix(n)).gram()).bound
+
+
+def l2_optimum_bound(shape, workload, epsilon, delta=0.0, *, noise="auto") -> float:
+    """Lower bound on the mean squared error per query of any matrix mechanism on all or prefix
+    rectangles, at least :func:`svd_bound`: v prod_a OPT_a / queries, OPT_a the least
+    trace(G_a X_a^-1) over strategies with unit L2 columns on axis a
+    (:func:`dprange.analysis.l2_optimum_bound` in 1-D), v the noise floor.
+
+    For a Kronecker workload the L2 program's optimum is the Kronecker product of the axes'
+    optima: at each axis' optimal dual weights mu_a, trace((M_a^1/2 G_a M_a^1/2)^1/2) =
+    sum mu_a = OPT_a (the dual is stationary in the scale of mu_a), so the product weights give
+    the product G_a's dual the value 2 prod OPT_a - prod OPT_a = prod OPT_a, which the product
+    of the optimal strategies reaches (its columns have unit norm, its trace is the product).
+    Under (epsilon, delta) it is the least error of any matrix mechanism with dprange's Gaussian
+    (add/remove); under epsilon-DP a valid bound.  Each axis n <= 1024 (its own O(n^3) steps;
+    kept per side and kind for the process).  Marginals are not Kronecker workloads: use
+    :func:`svd_bound`."""
+    shape = check_shape(shape)
+    workload = check_grid_workload(workload)
+    if workload not in ("all-rectangles", "prefix-rectangles"):
+        raise ParameterError(
+            "l2_optimum_bound covers all-rectangles and prefix-rectangles (for marginals use svd_bound)"
+        )
+    factor = noise_variance_floor(check_epsilon(epsilon), check_delta(delta), noise)
+    kind = "all" if workload == "all-rectangles" else "prefix"
+    optimum = math.prod(_axis_l2_optimum(n, kind) for n in shape)
+    queries = math.prod(n * (n + 1) // 2 if kind == "all" else n for n in shape)
+    return factor * optimum / queries
 
 
 #: Largest padded cube (cells) a k-D hierarchy candidate of ``auto`` may have.

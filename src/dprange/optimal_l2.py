@@ -1,0 +1,160 @@
+"""The exact optimum of the matrix mechanism with L2 sensitivity ((epsilon, delta)-DP).
+
+For a workload with Gram matrix G = W^T W (n x n) and a strategy A whose columns have L2
+norm at most 1, the matrix mechanism's total error per unit of noise variance is
+trace(G (A^T A)^-1); it depends on A only through X = A^T A, and the problem
+
+    minimise trace(G X^-1)  subject to  X positive definite,  X_jj <= 1 for every j
+
+is convex (Yuan, Yang, Zhang and Hao, "Convex optimization for linear query processing under
+approximate differential privacy", KDD 2016; Li and Miklau, ICDT 2013, characterise its value).
+This module solves it through its dual over one weight mu_j >= 0 per column.  For fixed mu
+(M = diag(mu)) the Lagrangian trace(G X^-1) + trace(M X) - sum mu is least at
+X = M^-1/2 (M^1/2 G M^1/2)^1/2 M^-1/2 (from X M X = G), so the dual function is
+
+    g(mu) = 2 trace((M^1/2 G M^1/2)^1/2) - sum_j mu_j,   dg / dmu_j = X_jj - 1,
+
+concave, and max g = min trace(G X^-1) (Slater's condition holds: X = I / 2).  Every mu gives a
+lower bound g(mu) on the error of every strategy with unit L2 columns; with mu constant, g is
+the SVD bound (sum of singular values)^2 / n of Li and Miklau, so the optimum starts there and
+only rises.  The primal X(mu), scaled so that its largest diagonal entry is 1, is a feasible
+strategy Gram matrix; the strategy is its symmetric square root.  Each step is one
+eigendecomposition of an n x n matrix (O(n^3)); L-BFGS-B over log mu reached a duality gap
+of 1e-6 of the value in 18 to 30 steps on all ranges, prefixes and random ranges at n = 256
+(about 1 CPU s on the loaded 2-core machine) and 33 to 59 at n = 1024 (20-50 CPU s).
+
+Where G is singular (a workload of rank r < n) the dual is degenerate: its optimum is
+reached, but X(mu) there is not feasible (on an explicit 0/1 workload of rank 20 on 48 bins
+its diagonal ran from 0.89 to 1.01, and scaling it cost 0.6%), and the least squares need a
+full-rank strategy anyway.  The solver therefore works on G + rho (trace G / n) I with
+rho = ``RIDGE`` (1e-8), whose X has full rank, and evaluates the dual of G itself at the mu
+reached, so ``bound`` stays a lower bound for G; measured trace / bound on explicit 0/1
+workloads of rank 20, 30, 100 on 48, 64, 256 bins: 1.00013, 1.00011, 1.00013 (136, 95 and
+21 steps; with rho = 1e-6 about 1.001).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ._lazy import lazy_module
+from .errors import ParameterError
+from .progress import progress_bar
+
+optimize = lazy_module("scipy.optimize")
+
+__all__ = ["L2Optimum", "l2_dual", "l2_optimum"]
+
+#: Largest n solved (one n x n eigendecomposition a step: about 0.3 s at 1024 on one thread).
+L2_OPTIMUM_MAX_N = 1024
+
+#: The ridge added to G, relative to its mean diagonal (module doc).
+RIDGE = 1e-8
+
+#: Relative duality gap at which the solver stops; L-BFGS-B stops earlier only at its step limit.
+GAP_TOLERANCE = 1e-6
+
+
+class L2Optimum(NamedTuple):
+    """The solved program: ``strategy`` (n x n, largest column L2 norm 1), ``trace`` =
+    trace(G (A^T A)^-1) of that strategy (an upper bound on the optimum), ``bound`` the dual
+    value reached (a lower bound on trace(G (B^T B)^-1) for every B with columns of L2 norm at
+    most 1, at least the SVD bound), ``steps`` the dual evaluations."""
+
+    strategy: np.ndarray
+    trace: float
+    bound: float
+    steps: int
+
+
+def _psd_sqrt(matrix: np.ndarray) -> np.ndarray:
+    values, vectors = np.linalg.eigh(matrix)  # O(n^3)
+    return (vectors * np.sqrt(np.maximum(values, 0.0))) @ vectors.T
+
+
+def l2_dual(gram: np.ndarray, mu: np.ndarray) -> tuple[float, np.ndarray, np.ndarray, float]:
+    """(g(mu), its gradient X_jj - 1, X(mu), the primal value) for the Gram matrix ``gram``
+    (module doc).  trace(G X(mu)^-1) = trace((M^1/2 G M^1/2)^1/2), so X(mu) scaled to largest
+    diagonal 1, a feasible point, has error max_j X_jj times that: an upper bound on the
+    optimum at no extra cost."""
+    root = np.sqrt(mu)
+    z_root = _psd_sqrt(root[:, None] * gram * root[None, :])  # (M^1/2 G M^1/2)^1/2      O(n^3)
+    z_trace = float(np.trace(z_root))
+    x = z_root / root[:, None] / root[None, :]
+    diagonal = np.diag(x)
+    return 2.0 * z_trace - float(mu.sum()), diagonal - 1.0, x, float(diagonal.max()) * z_trace
+
+
+def _check_gram(gram) -> np.ndarray:
+    gram = np.asarray(gram, dtype=float)
+    if gram.ndim != 2 or gram.shape[0] != gram.shape[1] or gram.shape[0] == 0:
+        raise ParameterError(f"a Gram matrix W^T W must be square and non-empty, not of shape {gram.shape}")
+    if not np.all(np.isfinite(gram)):
+        raise ParameterError("the Gram matrix W^T W has entries that are not finite")
+    if gram.shape[0] > L2_OPTIMUM_MAX_N:
+        raise ParameterError(
+            f"the L2 optimum is solved for n <= {L2_OPTIMUM_MAX_N} bins (an n x n eigendecomposition a step), "
+            f"not {gram.shape[0]}; use the svd bound or the p-identity-l2 template"
+        )
+    if not np.any(np.diag(gram) > 0):
+        raise ParameterError("the workload asks no query (W^T W = 0)")
+    return (gram + gram.T) / 2.0
+
+
+class _Best:
+    """The solver's progress: the best dual value, the least primal error and its mu, steps."""
+
+    def __init__(self, mu: np.ndarray):
+        self.bound, self.primal, self.mu, self.steps = -np.inf, np.inf, mu, 0
+
+
+def l2_optimum(gram, *, maxiter: int = 200) -> L2Optimum:
+    """Solve the program of the module doc for the Gram matrix ``gram`` (n <= L2_OPTIMUM_MAX_N).
+
+    L-BFGS-B maximises the dual of the ridged G (module doc) over log mu (mu > 0 throughout)
+    from the constant mu of the SVD bound, stopping when the duality gap between the best dual
+    value and the least error of a scaled primal X(mu) is below GAP_TOLERANCE of it, or after
+    ``maxiter`` steps; the strategy comes from the mu of that least primal error, the bound is
+    G's own dual there (or the SVD bound, if higher)."""
+    gram = _check_gram(gram)
+    n = gram.shape[0]
+    spectrum = np.sqrt(np.maximum(np.linalg.eigvalsh(gram), 0.0))
+    svd_bound = float(spectrum.sum()) ** 2 / n
+    start = np.full(n, svd_bound / n)  # g(start) is the SVD bound
+    ridged = gram + RIDGE * float(np.trace(gram)) / n * np.eye(n)
+    best = _Best(start)
+
+    class Converged(Exception):
+        pass
+
+    def negative_dual(log_mu):
+        mu = np.exp(log_mu)
+        value, grad, _, primal = l2_dual(ridged, mu)
+        best.steps += 1
+        best.bound = max(best.bound, value)
+        if primal < best.primal:
+            best.primal, best.mu = primal, mu
+        if best.primal - best.bound <= GAP_TOLERANCE * best.primal:
+            raise Converged
+        return -value, -grad * mu  # d / d log mu_j
+
+    with progress_bar("optimising strategy (L2 optimum)", total=maxiter, large=n >= 256) as bar:
+        try:
+            optimize.minimize(
+                negative_dual,
+                np.log(start),
+                jac=True,
+                method="L-BFGS-B",
+                callback=lambda _: bar.update(1),
+                options={"maxiter": maxiter, "ftol": 1e-15, "gtol": 1e-12},
+            )
+        except Converged:
+            pass
+    bound = max(svd_bound, l2_dual(gram, best.mu)[0])  # G's own dual: a lower bound for G
+    _, _, x, _ = l2_dual(ridged, best.mu)
+    strategy = _psd_sqrt(x / float(np.max(np.diag(x))))  # columns of L2 norm sqrt(X_jj) <= 1
+    strategy /= float(np.max(np.linalg.norm(strategy, axis=0)))
+    trace = float(np.trace(np.linalg.solve(strategy.T @ strategy, gram)))  # O(n^3)
+    return L2Optimum(strategy, trace, bound, best.steps)
