@@ -176,6 +176,8 @@ KD = [
     ("prefix-rectangles", "p-identity", (10, 10), 2.0**-10, BOTH, None),
     ("all-rectangles", "p-identity-l2", (3, 2), 0.01, ("gaussian",), None),
     ("prefix-rectangles", "p-identity-l2", (2, 2, 2), 1.0, ("gaussian",), None),
+    ("all-rectangles", "l2-optimal", (3, 2), 1.0, BOTH, FINEST_AXIS_BITS),
+    ("prefix-rectangles", "l2-optimal", (2, 2, 2), 1.0, ("gaussian",), None),
 ]
 KD_CASES = [
     (workload, template, shape, epsilon, bits, relation, noise)

@@ -45,7 +45,7 @@ from .progress import progress_bar
 
 optimize = lazy_module("scipy.optimize")
 
-__all__ = ["L2Optimum", "l2_dual", "l2_optimum"]
+__all__ = ["L2Optimum", "as_p_identity_l2", "l2_dual", "l2_optimum"]
 
 #: Largest n solved (one n x n eigendecomposition a step: about 0.3 s at 1024 on one thread).
 L2_OPTIMUM_MAX_N = 1024
@@ -158,3 +158,30 @@ def l2_optimum(gram, *, maxiter: int = 200) -> L2Optimum:
     strategy /= float(np.max(np.linalg.norm(strategy, axis=0)))
     trace = float(np.trace(np.linalg.solve(strategy.T @ strategy, gram)))  # O(n^3)
     return L2Optimum(strategy, trace, bound, best.steps)
+
+
+def as_p_identity_l2(strategy: np.ndarray) -> np.ndarray:
+    """B (n x n) such that the L2 p-Identity template [I; B] D (D scaling every column to L2
+    norm 1, :func:`dprange.optimized.p_identity_matrix` with norm 2) has the Gram matrix
+    X' = A^T A + diag(1 - diag(A^T A)) of ``strategy`` A (columns of L2 norm at most 1), whose
+    error on every workload is at most A's (X' >= A^T A) at the same sensitivity 1.
+
+    With lambda the least eigenvalue of X' and s^2 = 1 / lambda, B = (s^2 X' - I)^1/2: then
+    B^T B = s^2 X' - I has diagonal s^2 - 1, every column of [I; B] has norm s, and
+    [I; B]^T [I; B] / s^2 = X'.  So the exact L2 optimum is a point of the L2 template with
+    p = n rows, and the Kronecker machinery built on that shape (:mod:`dprange.optimized_kd`)
+    can measure it.  The identity rows keep weight sqrt(lambda) (0.14-0.44 on all ranges and
+    prefixes of 8 to 512 bins), ample for the quantisation."""
+    strategy = np.asarray(strategy, dtype=float)
+    gram = strategy.T @ strategy
+    diagonal = np.diag(gram)
+    if diagonal.max() > 1.0 + 1e-9:
+        raise ParameterError("the strategy's columns must have L2 norm at most 1")
+    gram = gram + np.diag(np.clip(1.0 - diagonal, 0.0, None))
+    least = float(np.linalg.eigvalsh(gram)[0])  # O(n^3)
+    if least <= 1e-6:
+        raise ParameterError(
+            f"the strategy's Gram matrix is nearly singular (least eigenvalue {least:.3g}): its identity rows "
+            "would round to zero"
+        )
+    return _psd_sqrt(gram / least - np.eye(gram.shape[0]))

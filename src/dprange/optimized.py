@@ -117,6 +117,10 @@ DENSE_TEMPLATES = {"dense": False, "dense-signed": True}
 #: The column norm each p-Identity template keeps at 1.
 P_IDENTITY_NORMS = {"p-identity": 1, "p-identity-l2": 2}
 
+#: The column norm of every strategy kept in the p-Identity shape: the templates above, and the
+#: L2 optimum written in that shape for the Kronecker product (:func:`dprange.optimal_l2.as_p_identity_l2`).
+P_IDENTITY_FORM_NORMS = {**P_IDENTITY_NORMS, "l2-optimal": 2}
+
 #: Version of the optimisers: part of the cache key, so that a change recomputes.
 CACHE_VERSION = 5
 
@@ -548,6 +552,8 @@ class OptimizedStrategy(MatrixStrategy):
 
     def __init__(self, matrix: np.ndarray, template: str, seconds: float, cached: bool, trace: float = np.nan):
         super().__init__(matrix)
+        #: The strategy as optimised, before quantisation (largest column norm 1).
+        self.unquantised = np.asarray(matrix, dtype=float)
         #: trace(G (A^T A)^-1) of the unquantised strategy (unit largest column norm).
         self.trace = trace
         self.template = template
@@ -632,7 +638,7 @@ class PIdentityStrategy(OneBlockStrategy):
         is the identity at K = 1 whatever the tolerance.  ``keep_norms``: round so that no
         column's norm exceeds K (:func:`round_keeping_norms`; entries then move by less than 1
         unit instead of at most 1/2)."""
-        norm = P_IDENTITY_NORMS[self.template]
+        norm = P_IDENTITY_FORM_NORMS[self.template]
         scale = column_scales(self.theta, norm)  # column norms of [I; B]
         diagonal, rows = 1.0 / scale, self.theta / scale
         factor = quantisation_factor(np.concatenate([diagonal, rows.ravel()]), tolerance)

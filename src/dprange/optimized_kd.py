@@ -12,6 +12,10 @@ and a strategy A = A_1 (x) ... (x) A_k has
 a product of per-axis errors, each minimised by the 1-D optimiser on its own axis:
 :class:`OptimizedKronecker` measures the product of the axes' optimised (quantised) 1-D
 strategies :class:`~dprange.optimized.PIdentityStrategy` as one block with the whole budget.
+Template ``l2-optimal`` puts the exact 1-D L2 optimum on every axis (:mod:`dprange.optimal_l2`,
+written in the L2 template's shape with p = n rows by
+:func:`~dprange.optimal_l2.as_p_identity_l2`); for a Kronecker workload the product of the axes'
+optima is the exact k-D optimum (:func:`dprange.multidim.l2_optimum_bound`).
 
 Least squares.  With one noise variance v, x = (A_1^+ (x) ... (x) A_k^+) y, A_a^+ = S_a A_a^T,
 S_a = (A_a^T A_a)^-1 applied by Woodbury (:mod:`dprange.inference.p_identity`), one axis at a
@@ -55,11 +59,13 @@ from .mechanisms import Mechanism, resolve_noise
 from .multidim import GridMechanism
 from .noise import gaussian_sigma
 from .operators import Identity, Kron, Total, Weighted, exact_integer_dtype
+from .optimal_l2 import L2_OPTIMUM_MAX_N, as_p_identity_l2
 from .optimized import (
     AUTO_OPTIMIZE_MAX_N,
     DENSE_COVARIANCE_LIMIT,
     Gram,
     Optimized,
+    OptimizedStrategy,
     PIdentityStrategy,
     _no_candidates,
     block_variance_terms,
@@ -99,7 +105,10 @@ FINEST_AXIS_BITS = -int(math.log2(QUANTISATION_TOLERANCE))
 #: costs at most 0.031% (L1, 2^-8) and 0.13% (L2, 2^-9) of the exact error per axis on the
 #: strategies measured, 8 to 256 bins (module doc, "Quantisation"); 2^-7 would cost up to
 #: 0.125% and 2^-8 0.32%.
-COARSEST_AXIS_BITS = {"p-identity": 8, "p-identity-l2": 9}
+COARSEST_AXIS_BITS = {"p-identity": 8, "p-identity-l2": 9, "l2-optimal": 9}
+
+#: The templates with L2 columns (Gaussian noise).
+L2_TEMPLATES = ("p-identity-l2", "l2-optimal")
 
 #: A product fits where its noise scale is at most this (2^40 less a margin for the
 #: calibration's own rounding up: gaussian_sigma's factors 1 + 1e-9 and 1 + 1e-6, ulps).
@@ -243,8 +252,10 @@ class OptimizedKronecker(GridMechanism):
 
     ``workload``: "all-rectangles" (all ranges on every axis) or "prefix-rectangles" (prefixes:
     dominance counts).  ``template``: "p-identity" (L1 columns: epsilon-DP), "p-identity-l2"
-    (L2 columns: Gaussian), or "auto" (by delta).  Each axis' 1-D strategy is optimised once
-    and kept in the disk cache of :mod:`dprange.optimized`.
+    (L2 columns: Gaussian), "l2-optimal" (the exact L2 optimum on every axis of at most 1024
+    bins: Gaussian, the least error of any matrix mechanism on the workload), or "auto" (by
+    delta: p-identity or p-identity-l2).  Each axis' 1-D strategy is optimised once and kept in
+    the disk cache of :mod:`dprange.optimized`.
     """
 
     name = "optimized_kronecker"
@@ -259,12 +270,18 @@ class OptimizedKronecker(GridMechanism):
         ),
         Param(
             "template",
-            OneOf(("auto", "p-identity", "p-identity-l2")),
+            OneOf(("auto", "p-identity", *L2_TEMPLATES)),
             "the 1-D template of every axis: p-identity (L1, Laplace), p-identity-l2 (L2, Gaussian), "
-            "or auto (by delta)",
+            "l2-optimal (the exact L2 optimum, Gaussian; axes of at most 1024 bins), or auto (by delta: "
+            "p-identity or p-identity-l2)",
             default="auto",
         ),
-        Param("rows", Integer(0), "p of every axis, at most its bins (0: the 1-D default)", default=0),
+        Param(
+            "rows",
+            Integer(0),
+            "p of every axis, at most its bins (0: the 1-D default; l2-optimal: always the axis' bins)",
+            default=0,
+        ),
         *Mechanism.PARAMS,
     )
     workload: str
@@ -309,12 +326,29 @@ class OptimizedKronecker(GridMechanism):
                     mech.extra_rows(n, template)  # rows above an axis' bins: refused, naming the axis
                 except ParameterError as exc:
                     raise ParameterError(f"optimized_kronecker, axis {axis} ({n} bins): {exc}") from None
-                strategy = mech.strategy(n)
+                strategy = self._l2_optimum_axis(mech, n, axis) if template == "l2-optimal" else mech.strategy(n)
                 if not isinstance(strategy, PIdentityStrategy):
                     raise ParameterError("every axis needs a p-identity strategy")
                 self._axis_cache[n, template] = strategy
             out.append(self._axis_cache[n, template])
         return out
+
+    @staticmethod
+    def _l2_optimum_axis(mech: Optimized, n: int, axis: int) -> PIdentityStrategy:
+        """The 1-D L2 optimum of an axis (optimised or read from the disk cache as a dense
+        strategy) in the L2 template's shape with p = n (:func:`as_p_identity_l2`: the same
+        Gram matrix, diagonal raised to 1), whose integer block the Kronecker least squares
+        use."""
+        if n > L2_OPTIMUM_MAX_N:
+            raise ParameterError(
+                f"optimized_kronecker, axis {axis} ({n} bins): template l2-optimal solves axes of at most "
+                f"{L2_OPTIMUM_MAX_N} bins; use template='p-identity-l2'"
+            )
+        dense = mech.optimised_strategy(n)
+        assert isinstance(dense, OptimizedStrategy)
+        strategy = PIdentityStrategy(as_p_identity_l2(dense.unquantised), "l2-optimal", dense.seconds, dense.cached)
+        strategy.trace, strategy.stored = dense.trace, dense.stored
+        return strategy
 
     def _axis_mechanism(self, n: int, template: str) -> Optimized:
         """The 1-D mechanism that optimises (or reads from the disk cache) the axes of n bins,
@@ -332,7 +366,7 @@ class OptimizedKronecker(GridMechanism):
         optimised again), never above the p-Identity release's limit
         (:data:`dprange.optimized.DENSE_COVARIANCE_LIMIT`): the 1-D rule of
         :func:`dprange.optimized.auto_pool`."""
-        if n > DENSE_COVARIANCE_LIMIT:
+        if n > (L2_OPTIMUM_MAX_N if self._template() == "l2-optimal" else DENSE_COVARIANCE_LIMIT):
             return False
         if n <= AUTO_OPTIMIZE_MAX_N:
             return True
@@ -434,7 +468,7 @@ class OptimizedKronecker(GridMechanism):
                 f"a larger epsilon{' or delta' if gaussian else ''} (the noise per unit of sensitivity "
                 f"must fall from {unit:.3g} to {target:.3g})"
             )
-            if self._template() == "p-identity-l2" and 1.0 / epsilon <= target:
+            if self._template() in L2_TEMPLATES and 1.0 / epsilon <= target:
                 remedies.append(
                     f"the Laplace template (pure epsilon-DP, {1.0 / epsilon:.3g} per unit of sensitivity: "
                     "template='p-identity', or delta 0 with template auto, as from the command line)"
@@ -801,24 +835,29 @@ AUTO_MARGINALS_MAX_AXES = 8
 def kronecker_auto_candidates(
     shape, *, workload, delta=0.0, order=2, neighbours="add_remove", noise="auto"
 ) -> list[OptimizedKronecker]:
-    """:class:`OptimizedKronecker` for all or prefix rectangles, its template by the noise the
-    release will use (p-identity-l2 for Gaussian noise, else p-identity), when every axis'
-    strategy is ready (:meth:`OptimizedKronecker.axis_ready`) and is not the identity on every axis (then
-    ``Kronecker("identity")`` is the same design, whose error it would tie up to rounding).
-    The axes' strategies are built here (optimised or read from the cache) and kept by the
-    returned instance."""
+    """:class:`OptimizedKronecker` for all or prefix rectangles, its templates by the noise the
+    release will use (p-identity-l2 and l2-optimal for Gaussian noise, else p-identity), each
+    when every axis' strategy is ready (:meth:`OptimizedKronecker.axis_ready`) and is not the
+    identity on every axis (then ``Kronecker("identity")`` is the same design, whose error it
+    would tie up to rounding).  The axes' strategies are built here (optimised or read from
+    the cache) and kept by the returned instances."""
     shape = check_shape(shape)
     if workload not in AXIS_WORKLOADS:
         return []
-    template = "p-identity-l2" if resolve_noise(noise, delta) == "gaussian" else "p-identity"
-    mech = OptimizedKronecker(workload, template=template, neighbours=neighbours, noise=noise)
-    if not all(mech.axis_ready(n) for n in set(shape)):
-        return []
-    try:
-        identity = all(not np.any(s.theta) for s in mech.axis_strategies(shape))
-    except ParameterError:
-        return [mech]  # select_grid lists it as excluded, with the reason
-    return [] if identity else [mech]
+    templates = L2_TEMPLATES if resolve_noise(noise, delta) == "gaussian" else ("p-identity",)
+    found = []
+    for template in templates:
+        mech = OptimizedKronecker(workload, template=template, neighbours=neighbours, noise=noise)
+        if not all(mech.axis_ready(n) for n in set(shape)):
+            continue
+        try:
+            identity = all(not np.any(s.theta) for s in mech.axis_strategies(shape))
+        except ParameterError:
+            found.append(mech)  # select_grid lists it as excluded, with the reason
+            continue
+        if not identity:
+            found.append(mech)
+    return found
 
 
 def marginals_auto_candidates(
