@@ -3,6 +3,8 @@ against finite differences, weak and strong duality, closed forms (diagonal Gram
 optimality against a generic optimiser on tiny domains, the bound under every candidate of
 ``select``, and the ``l2-optimal`` template as released (exact error, Monte-Carlo)."""
 
+import itertools
+
 import numpy as np
 import pytest
 from scipy import optimize
@@ -21,6 +23,7 @@ from dprange.optimized import (
     strategy_trace,
 )
 from dprange.workloads import AllRange, Explicit, Prefix
+from dprange.workloads_kd import Rectangles
 
 
 def random_gram(n: int, m: int, seed: int) -> np.ndarray:
@@ -235,5 +238,28 @@ def test_kd_bound_lies_under_every_grid_candidate(workload, delta):
     assert bound >= multidim.svd_bound((24, 20), workload, 1.0, delta)
     table = multidim.select_grid((24, 20), 1.0, delta=delta, workload=workload).table
     assert min(c.error for c in table) >= bound
-    with pytest.raises(ParameterError, match="marginals use svd_bound"):
-        multidim.l2_optimum_bound((24, 20), "marginals", 1.0, delta)
+    with pytest.raises(ParameterError, match="covers all-rectangles, prefix-rectangles and marginals"):
+        multidim.l2_optimum_bound((24, 20), Rectangles((24, 20), [[0, 0]], [[3, 3]]), 1.0, delta)
+
+
+def marginal_matrix(shape, order: int) -> np.ndarray:
+    """W of all ``order``-way marginals on ``shape`` (one row per cell of every marginal table)."""
+    cells = np.array(list(itertools.product(*[range(n) for n in shape])))
+    rows = []
+    for axes in itertools.combinations(range(len(shape)), order):
+        for values in itertools.product(*[range(shape[a]) for a in axes]):
+            rows.append(np.all(cells[:, list(axes)] == values, axis=1).astype(float))
+    return np.array(rows)
+
+
+@pytest.mark.parametrize(("shape", "order"), [((3, 3, 2), 1), ((3, 3, 2), 2), ((4, 3, 2, 2), 2)])
+def test_marginals_svd_bound_is_their_exact_l2_optimum(shape, order):
+    """The symmetry argument of multidim.l2_optimum_bound: the dense solve on the marginals'
+    Gram matrix meets the SVD bound (its dual never rises above the start)."""
+    W = marginal_matrix(shape, order)
+    dense = l2_optimum(W.T @ W)
+    factor = noise_variance_floor(1.0, 1e-6)
+    bound = multidim.l2_optimum_bound(shape, "marginals", 1.0, 1e-6, order=order)
+    assert bound == multidim.svd_bound(shape, "marginals", 1.0, 1e-6, order=order)
+    assert dense.bound * factor / W.shape[0] == pytest.approx(bound, rel=1e-9)
+    assert dense.trace * factor / W.shape[0] == pytest.approx(bound, rel=2e-4)

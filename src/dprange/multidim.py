@@ -1002,7 +1002,7 @@ def _axis_l2_optimum(n: int, kind: str) -> float:
     return l2_optimum((AllRange(n) if kind == "all" else Prefix(n)).gram()).bound
 
 
-def l2_optimum_bound(shape, workload, epsilon, delta=0.0, *, noise="auto") -> float:
+def l2_optimum_bound(shape, workload, epsilon, delta=0.0, *, order: int = 2, noise="auto") -> float:
     """Lower bound on the mean squared error per query of any matrix mechanism on all or prefix
     rectangles, at least :func:`svd_bound`: v prod_a OPT_a / queries, OPT_a the least
     trace(G_a X_a^-1) over strategies with unit L2 columns on axis a
@@ -1015,14 +1015,20 @@ def l2_optimum_bound(shape, workload, epsilon, delta=0.0, *, noise="auto") -> fl
     of the optimal strategies reaches (its columns have unit norm, its trace is the product).
     Under (epsilon, delta) it is the least error of any matrix mechanism with dprange's Gaussian
     (add/remove); under epsilon-DP a valid bound.  Each axis n <= 1024 (its own O(n^3) steps;
-    kept per side and kind for the process).  Marginals are not Kronecker workloads: use
-    :func:`svd_bound`."""
+    kept per side and kind for the process).
+
+    Marginals (``order``-way): the SVD bound is their exact L2 optimum.  Permuting the values
+    of any axis maps the set of marginal queries onto itself, so the program (convex, and
+    invariant under those permutations) has an optimum averaged over them, whose diagonal is
+    constant (the permutations reach every cell from every other); with a constant diagonal
+    the column constraints are their average, the SVD bound's relaxation, so both agree
+    (checked against the dense solve in tests/test_optimal_l2.py)."""
     shape = check_shape(shape)
     workload = check_grid_workload(workload)
+    if workload == "marginals":
+        return svd_bound(shape, workload, epsilon, delta, order=order, noise=noise)
     if workload not in ("all-rectangles", "prefix-rectangles"):
-        raise ParameterError(
-            "l2_optimum_bound covers all-rectangles and prefix-rectangles (for marginals use svd_bound)"
-        )
+        raise ParameterError("l2_optimum_bound covers all-rectangles, prefix-rectangles and marginals")
     factor = noise_variance_floor(check_epsilon(epsilon), check_delta(delta), noise)
     kind = "all" if workload == "all-rectangles" else "prefix"
     optimum = math.prod(_axis_l2_optimum(n, kind) for n in shape)

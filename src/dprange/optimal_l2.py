@@ -69,18 +69,31 @@ class L2Optimum(NamedTuple):
     steps: int
 
 
-def _psd_sqrt(matrix: np.ndarray) -> np.ndarray:
+def _clip_spectrum(values: np.ndarray) -> np.ndarray:
+    """Eigenvalues of a PSD matrix with those below its rounding level (n ulps of the largest)
+    set to 0: eigh returns them as +-1e-13 of the largest, whose square roots (3e-7) would
+    inflate sums of square roots, and so the bounds, on singular matrices."""
+    floor = values.size * np.finfo(float).eps * max(float(values.max()), 0.0)
+    return np.where(values > floor, values, 0.0)
+
+
+def _psd_sqrt(matrix: np.ndarray, *, clip: bool = False) -> np.ndarray:
+    """The PSD square root; ``clip``: with the eigenvalues at rounding level set to 0
+    (:func:`_clip_spectrum`: for bounds on singular matrices, never for the strategy, whose
+    rank it would cut), else only the negative ones."""
     values, vectors = np.linalg.eigh(matrix)  # O(n^3)
-    return (vectors * np.sqrt(np.maximum(values, 0.0))) @ vectors.T
+    values = _clip_spectrum(values) if clip else np.maximum(values, 0.0)
+    return (vectors * np.sqrt(values)) @ vectors.T
 
 
-def l2_dual(gram: np.ndarray, mu: np.ndarray) -> tuple[float, np.ndarray, np.ndarray, float]:
+def l2_dual(gram: np.ndarray, mu: np.ndarray, *, clip: bool = False) -> tuple[float, np.ndarray, np.ndarray, float]:
     """(g(mu), its gradient X_jj - 1, X(mu), the primal value) for the Gram matrix ``gram``
     (module doc).  trace(G X(mu)^-1) = trace((M^1/2 G M^1/2)^1/2), so X(mu) scaled to largest
     diagonal 1, a feasible point, has error max_j X_jj times that: an upper bound on the
-    optimum at no extra cost."""
+    optimum at no extra cost.  ``clip``: square roots of the eigenvalues at rounding level
+    taken as 0 (a bound on a singular G: never above the value in exact arithmetic)."""
     root = np.sqrt(mu)
-    z_root = _psd_sqrt(root[:, None] * gram * root[None, :])  # (M^1/2 G M^1/2)^1/2      O(n^3)
+    z_root = _psd_sqrt(root[:, None] * gram * root[None, :], clip=clip)  # (M^1/2 G M^1/2)^1/2   O(n^3)
     z_trace = float(np.trace(z_root))
     x = z_root / root[:, None] / root[None, :]
     diagonal = np.diag(x)
@@ -120,7 +133,7 @@ def l2_optimum(gram, *, maxiter: int = 200) -> L2Optimum:
     G's own dual there (or the SVD bound, if higher)."""
     gram = _check_gram(gram)
     n = gram.shape[0]
-    spectrum = np.sqrt(np.maximum(np.linalg.eigvalsh(gram), 0.0))
+    spectrum = np.sqrt(_clip_spectrum(np.linalg.eigvalsh(gram)))
     svd_bound = float(spectrum.sum()) ** 2 / n
     start = np.full(n, svd_bound / n)  # g(start) is the SVD bound
     ridged = gram + RIDGE * float(np.trace(gram)) / n * np.eye(n)
@@ -152,7 +165,7 @@ def l2_optimum(gram, *, maxiter: int = 200) -> L2Optimum:
             )
         except Converged:
             pass
-    bound = max(svd_bound, l2_dual(gram, best.mu)[0])  # G's own dual: a lower bound for G
+    bound = max(svd_bound, l2_dual(gram, best.mu, clip=True)[0])  # G's own dual: a lower bound for G
     _, _, x, _ = l2_dual(ridged, best.mu)
     strategy = _psd_sqrt(x / float(np.max(np.diag(x))))  # columns of L2 norm sqrt(X_jj) <= 1
     strategy /= float(np.max(np.linalg.norm(strategy, axis=0)))
