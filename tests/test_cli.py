@@ -349,6 +349,34 @@ def test_error_command_prints_the_exact_l2_optimum_on_small_domains(delta, capsy
         assert json.loads(out)["l2_optimum_bound"] is None
 
 
+@pytest.mark.parametrize("delta", [0.0, 1e-6])
+def test_error_command_prints_the_exact_kd_optimum(delta, capsys):
+    """k-D: rectangles with sides up to 256 get the product of the axes' L2 optima (a line and
+    JSON l2_optimum_bound, between the SVD bound and every candidate); marginals get the SVD
+    bound as their exact optimum (JSON only: the line above says it); none with a side above
+    256 or under replace."""
+    from dprange import multidim
+
+    base = ["error", "--shape", "12x10", "-e", "1", "--delta", str(delta)]
+    code, out, err = run_cli([*base, "--json"], capsys)
+    assert code == 0, err
+    data = json.loads(out)
+    optimum = multidim.l2_optimum_bound((12, 10), "all-rectangles", 1.0, delta)
+    assert data["l2_optimum_bound"] == pytest.approx(optimum, rel=1e-12)
+    assert data["svd_bound"] < optimum <= min(c["expected_error"] for c in data["candidates"])
+    code, out, err = run_cli(base, capsys)
+    assert code == 0, err
+    assert f"RMSE {optimum**0.5:.4f}" in out and ("optimized_kronecker" in out) == (delta > 0)
+    code, out, err = run_cli([*base, "-w", "marginals", "--json"], capsys)
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["l2_optimum_bound"] == data["svd_bound"]
+    for other in (["--shape", "257x2"], ["--shape", "12x10", "--neighbours", "replace"]):
+        code, out, err = run_cli(["error", *other, "-e", "1", "--json"], capsys)
+        assert code == 0, err
+        assert json.loads(out)["l2_optimum_bound"] is None
+
+
 BOUND_LINE = "lower bound for any matrix mechanism (Li and Miklau, SVD bound): RMSE"
 
 

@@ -56,6 +56,7 @@ from .io import read_column
 from .ldp.cli import ldp
 from .mechanisms import Mechanism, make_mechanism, resolve_noise
 from .multidim import check_answers_workload, select_grid, svd_bound
+from .multidim import l2_optimum_bound as l2_optimum_bound_kd
 from .optimized import cache_dir
 from .plot import plot_cdf, plot_heatmap
 from .product_domain import ProductDomain
@@ -978,17 +979,22 @@ def error_command(n, shape, order, workload, queries, epsilon, delta, neighbours
     if bound is not None:
         click.echo(f"lower bound for any matrix mechanism (Li and Miklau, SVD bound): RMSE {bound**0.5:.4f}")
     if optimum is not None:
-        if delta > 0:
-            click.echo(
-                "least error of any matrix mechanism with this noise (the exact optimum, Yuan et al. 2016; "
-                f"reached by optimized): RMSE {optimum**0.5:.4f}"
-            )
-        else:
-            click.echo(
-                "tighter lower bound (the exact optimum with L2 columns, Yuan et al. 2016; epsilon-DP's L1 "
-                f"columns cost more): RMSE {optimum**0.5:.4f}"
-            )
+        echo_l2_optimum(optimum, delta, "optimized")
     click.echo(f"recommended: {selection.mechanism!r}")
+
+
+def echo_l2_optimum(optimum: float, delta: float, reached_by: str) -> None:
+    """The line of ``dprange error`` with the exact L2 optimum (dprange.optimal_l2)."""
+    if delta > 0:
+        click.echo(
+            "least error of any matrix mechanism with this noise (the exact optimum, Yuan et al. 2016; "
+            f"reached by {reached_by}): RMSE {optimum**0.5:.4f}"
+        )
+    else:
+        click.echo(
+            "tighter lower bound (the exact optimum with L2 columns, Yuan et al. 2016; epsilon-DP's L1 "
+            f"columns cost more): RMSE {optimum**0.5:.4f}"
+        )
 
 
 def check_made_for_workload(option: str, mechanism: str, workload: str) -> None:
@@ -1053,9 +1059,18 @@ def grid_error_command(shape, order, workload, epsilon, delta, neighbours, noise
     # Under replace a public total is free and the add/remove bound need not hold; the bound
     # has closed forms for the three grid workloads (any side).
     bound = svd_bound(sides, name, epsilon, delta, order=order, noise=noise) if neighbours == "add_remove" else None
+    # The exact L2 optimum: of rectangles, the product of the axes' (each axis' O(n^3) steps, so
+    # sides up to CLI_L2_OPTIMUM_MAX_N); of marginals, the SVD bound itself (multidim.l2_optimum_bound).
+    rectangles = name in ("all-rectangles", "prefix-rectangles")
+    optimum = (
+        l2_optimum_bound_kd(sides, name, epsilon, delta, order=order, noise=noise)
+        if neighbours == "add_remove" and (not rectangles or max(sides) <= CLI_L2_OPTIMUM_MAX_N)
+        else None
+    )
     if as_json:
         out = selection.to_dict()
         out["svd_bound"] = bound
+        out["l2_optimum_bound"] = optimum
         click.echo(json.dumps(out, indent=1))
         return
     label = "x".join(str(n) for n in sides)
@@ -1071,6 +1086,8 @@ def grid_error_command(shape, order, workload, epsilon, delta, neighbours, noise
         click.echo(f"excluded {mech!r}: {reason}")
     if bound is not None:
         click.echo(f"lower bound for any matrix mechanism (Li and Miklau, SVD bound): RMSE {bound**0.5:.4f}")
+    if optimum is not None and rectangles:  # for marginals it is the SVD bound above
+        echo_l2_optimum(optimum, delta, "optimized_kronecker")
     click.echo(f"recommended: {selection.mechanism!r}")
 
 
