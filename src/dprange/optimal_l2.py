@@ -21,7 +21,7 @@ only rises.  The primal X(mu), scaled so that its largest diagonal entry is 1, i
 strategy Gram matrix; the strategy is its symmetric square root.  Each step is one
 eigendecomposition of an n x n matrix (O(n^3)); L-BFGS-B over log mu reached a duality gap
 of 1e-6 of the value in 18 to 30 steps on all ranges, prefixes and random ranges at n = 256
-(about 1 CPU s on the loaded 2-core machine) and 33 to 59 at n = 1024 (20-50 CPU s).
+(0.17-0.25 CPU s on one thread of the 2-core machine) and 33 to 59 at n = 1024 (30-33 s).
 
 Where G is singular (a workload of rank r < n) the dual is degenerate: its optimum is
 reached, but X(mu) there is not feasible (on an explicit 0/1 workload of rank 20 on 48 bins
@@ -47,7 +47,7 @@ optimize = lazy_module("scipy.optimize")
 
 __all__ = ["L2Optimum", "as_p_identity_l2", "l2_dual", "l2_optimum"]
 
-#: Largest n solved (one n x n eigendecomposition a step: about 0.3 s at 1024 on one thread).
+#: Largest n solved (one n x n eigendecomposition a step: about 0.5 s at 1024 on one thread).
 L2_OPTIMUM_MAX_N = 1024
 
 #: The ridge added to G, relative to its mean diagonal (module doc).
