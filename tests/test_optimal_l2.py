@@ -263,3 +263,19 @@ def test_marginals_svd_bound_is_their_exact_l2_optimum(shape, order):
     assert bound == multidim.svd_bound(shape, "marginals", 1.0, 1e-6, order=order)
     assert dense.bound * factor / W.shape[0] == pytest.approx(bound, rel=1e-9)
     assert dense.trace * factor / W.shape[0] == pytest.approx(bound, rel=2e-4)
+
+
+def test_too_many_bins_are_refused_before_any_n_x_n_work(monkeypatch):
+    """Above 1024 bins the template, the 1-D and the k-D bounds refuse at once (the Gram matrix
+    of 4096 bins alone is 128 MB)."""
+
+    def no_gram(self):
+        raise AssertionError("the Gram matrix was built")
+
+    monkeypatch.setattr(Prefix, "gram", no_gram)
+    with pytest.raises(ParameterError, match="n <= 1024 bins"):
+        Optimized("prefix", template="l2-optimal").strategy(2048)
+    with pytest.raises(ParameterError, match="n <= 1024 bins"):
+        l2_optimum_bound(Prefix(2048), 1.0, 1e-6)
+    with pytest.raises(ParameterError, match="n <= 1024 bins"):
+        multidim.l2_optimum_bound((4, 2048), "prefix-rectangles", 1.0, 1e-6)

@@ -45,7 +45,7 @@ from .inference.covering import direct_range_variance  # noqa: F401 - re-exporte
 from .inference.error_sums import variance_sums
 from .mechanisms import Hierarchical, Mechanism, hierarchy_candidates, optimal_budgets, resolve_noise
 from .noise import discrete_gaussian_variance, gaussian_sigma
-from .optimal_l2 import l2_optimum
+from .optimal_l2 import check_l2_optimum_bins, l2_optimum
 from .optimized import auto_pool
 from .progress import tracked
 from .registry import MECHANISMS
@@ -234,6 +234,7 @@ def l2_optimum_bound(workload, epsilon, delta=0.0, *, n=None, noise="auto") -> f
     steps: n <= 1024 (about 20-35 CPU s there)."""
     workload = _resolve(workload, n)
     factor = noise_variance_floor(epsilon, delta, noise)
+    check_l2_optimum_bins(workload.n)
     return factor * l2_optimum(workload.gram()).bound / workload.m
 
 

@@ -66,7 +66,7 @@ from .measurements import LinearMeasurement, Measurements
 from .mechanisms import Mechanism, calibrate, is_seeded, noisy_answers, resolve_noise
 from .noise import NoiseSpec, resolve_rng
 from .operators import Explicit, HaarLevel, Identity, Kron, Operator, TreeLevel, check_norm, check_relation
-from .optimal_l2 import l2_optimum
+from .optimal_l2 import check_l2_optimum_bins, l2_optimum
 from .product_domain import ProductDomain
 from .registry import GRID_MECHANISMS, GRID_WORKLOADS, Citation, Entry
 from .strategies import HaarStrategy, Strategy, TreeStrategy
@@ -1031,6 +1031,8 @@ def l2_optimum_bound(shape, workload, epsilon, delta=0.0, *, order: int = 2, noi
         raise ParameterError("l2_optimum_bound covers all-rectangles, prefix-rectangles and marginals")
     factor = noise_variance_floor(check_epsilon(epsilon), check_delta(delta), noise)
     kind = "all" if workload == "all-rectangles" else "prefix"
+    for n in shape:
+        check_l2_optimum_bins(n)
     optimum = math.prod(_axis_l2_optimum(n, kind) for n in shape)
     queries = math.prod(n * (n + 1) // 2 if kind == "all" else n for n in shape)
     return factor * optimum / queries

@@ -45,7 +45,7 @@ from .progress import progress_bar
 
 optimize = lazy_module("scipy.optimize")
 
-__all__ = ["L2Optimum", "as_p_identity_l2", "l2_dual", "l2_optimum"]
+__all__ = ["L2Optimum", "as_p_identity_l2", "check_l2_optimum_bins", "l2_dual", "l2_optimum"]
 
 #: Largest n solved (one n x n eigendecomposition a step: about 0.5 s at 1024 on one thread).
 L2_OPTIMUM_MAX_N = 1024
@@ -100,17 +100,22 @@ def l2_dual(gram: np.ndarray, mu: np.ndarray, *, clip: bool = False) -> tuple[fl
     return 2.0 * z_trace - float(mu.sum()), diagonal - 1.0, x, float(diagonal.max()) * z_trace
 
 
+def check_l2_optimum_bins(n: int) -> None:
+    """Refuse n above L2_OPTIMUM_MAX_N (before any n x n work)."""
+    if n > L2_OPTIMUM_MAX_N:
+        raise ParameterError(
+            f"the L2 optimum is solved for n <= {L2_OPTIMUM_MAX_N} bins (an n x n eigendecomposition a step), "
+            f"not {n}; for a strategy use template='p-identity-l2', for a bound svd_bound"
+        )
+
+
 def _check_gram(gram) -> np.ndarray:
     gram = np.asarray(gram, dtype=float)
     if gram.ndim != 2 or gram.shape[0] != gram.shape[1] or gram.shape[0] == 0:
         raise ParameterError(f"a Gram matrix W^T W must be square and non-empty, not of shape {gram.shape}")
     if not np.all(np.isfinite(gram)):
         raise ParameterError("the Gram matrix W^T W has entries that are not finite")
-    if gram.shape[0] > L2_OPTIMUM_MAX_N:
-        raise ParameterError(
-            f"the L2 optimum is solved for n <= {L2_OPTIMUM_MAX_N} bins (an n x n eigendecomposition a step), "
-            f"not {gram.shape[0]}; use the svd bound or the p-identity-l2 template"
-        )
+    check_l2_optimum_bins(gram.shape[0])
     if not np.any(np.diag(gram) > 0):
         raise ParameterError("the workload asks no query (W^T W = 0)")
     return (gram + gram.T) / 2.0

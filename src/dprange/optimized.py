@@ -80,7 +80,7 @@ from .inference.least_squares import DENSE_COVARIANCE_LIMIT
 from .inference.p_identity import DiagonalPlusRows, PIdentityEstimate
 from .matrix import QUANTISATION_TOLERANCE, MatrixStrategy, OneBlockStrategy, quantisation_factor
 from .mechanisms import Mechanism
-from .optimal_l2 import l2_optimum
+from .optimal_l2 import check_l2_optimum_bins, l2_optimum
 from .optimized_dense import DENSE_MAX_N, optimize_dense_template, optimize_signed
 from .progress import progress_bar
 from .registry import MECHANISMS, WORKLOADS, Citation
@@ -910,6 +910,7 @@ class Optimized(Mechanism):
             seconds = time.perf_counter() - start
             strategy, arrays = PIdentityStrategy(theta, template, seconds, False, trace), {"theta": theta}
         elif template == "l2-optimal":
+            check_l2_optimum_bins(n)
             matrix, trace = l2_optimum(workload.gram())[:2]  # an n x n eigendecomposition a step, O(n^3)
             seconds = time.perf_counter() - start
             strategy, arrays = OptimizedStrategy(matrix, template, seconds, False, trace), {"strategy": matrix}
