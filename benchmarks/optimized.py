@@ -50,6 +50,7 @@ Exact expected error, average variance per query, epsilon = 1:
     OPENBLAS_NUM_THREADS=1 python benchmarks/optimized.py [--full] [--cache-dir DIR]
     OPENBLAS_NUM_THREADS=1 python benchmarks/optimized.py --speed [--baseline /tmp/old/src] [--repeats 1]
     OPENBLAS_NUM_THREADS=1 python benchmarks/optimized.py --sweep [--n 256] [--match width-at-most]
+    OPENBLAS_NUM_THREADS=1 python benchmarks/optimized.py --replace
 
 ``--sweep``: how the gain over the best fixed strategy depends on the workload's shape, n = 256
 (``--n``), both privacy models: random ranges of width at most w (w = 2 ... n; 2000 ranges,
@@ -59,6 +60,11 @@ prefixes plus c times the unit queries (c = 0.25 ... 16).  Each row has the gain
 / the SVD bound with the noise floor of the noise drawn: no matrix mechanism with that noise
 gains more) and, for n <= 1024, the exact cap (best fixed / ``l2_optimum_bound``: under
 (epsilon, delta) exactly the most a matrix mechanism with that noise gains).
+
+``--replace``: replace neighbours at (1, 1e-6), all ranges and prefixes on 64 and 256 bins:
+the L2 optimum of the replace program (``template="l2-optimal"``, pairwise sensitivity and
+public total), the L2 template optimised for the add/remove loss, the best fixed strategy and
+the replace bound, exact errors as released.
 
 Uses its own cache directory (default: a fresh temporary one) so that the optimisation is
 measured cold.
@@ -199,6 +205,46 @@ def sweep(n: int, match: str = "") -> None:
     print_summary(epsilon=EPSILON, delta=DELTA, neighbours=NEIGHBOURS, sweep=rows)
 
 
+def replace_neighbours(sizes) -> None:
+    """``--replace``: under replace neighbours at (1, 1e-6), all ranges and prefixes: the L2
+    optimum of the replace program (template l2-optimal), the L2 template (optimised for the
+    add/remove loss), the best fixed strategy and the replace bound (``l2_optimum_bound(...,
+    neighbours="replace")``), exact errors per query as released, and the replace program's CPU."""
+    from dprange.analysis import expected_error, l2_optimum_bound, select  # noqa: PLC0415
+    from dprange.optimized import Optimized  # noqa: PLC0415
+    from dprange.workloads import AllRange, Prefix  # noqa: PLC0415
+
+    rows = []
+    for n in sizes:
+        for workload in (AllRange(n), Prefix(n)):
+            optimum = Optimized(workload, template="l2-optimal", neighbours="replace")
+            _, cpu, _ = cpu_and_wall(lambda m=optimum, w=workload: m.strategy(w.n))
+            errors = {
+                template: expected_error(
+                    Optimized(workload, template=template, neighbours="replace"), workload, EPSILON, delta=DELTA
+                )
+                for template in ("l2-optimal", "p-identity-l2")
+            }
+            table = select(workload, None, EPSILON, delta=DELTA, neighbours="replace").table
+            fixed = min((c for c in table if not isinstance(c.mechanism, Optimized)), key=lambda c: c.error)
+            bound = l2_optimum_bound(workload, EPSILON, DELTA, neighbours="replace")
+            row = {
+                "workload": workload.name,
+                "n": n,
+                "l2_optimal": errors["l2-optimal"],
+                "p_identity_l2": errors["p-identity-l2"],
+                "best_fixed": fixed.error,
+                "best_fixed_mechanism": fixed.mechanism.name,
+                "replace_bound": bound,
+                "l2_optimal_over_bound": errors["l2-optimal"] / bound,
+                "fixed_over_l2_optimal": fixed.error / errors["l2-optimal"],
+                "replace_program_cpu_seconds": cpu,
+            }
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    print_summary(epsilon=EPSILON, delta=DELTA, neighbours="replace", replace=rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="also n = 4096")
@@ -210,6 +256,7 @@ def main() -> None:
     parser.add_argument("--sweep", action="store_true", help="only the gain and its cap across workload shapes")
     parser.add_argument("--n", type=int, default=256, help="with --sweep: the number of bins")
     parser.add_argument("--match", default="", help="with --sweep: only the workloads whose name contains this")
+    parser.add_argument("--replace", action="store_true", help="only the replace-neighbour comparison (64, 256 bins)")
     args = parser.parse_args()
     if args.speed:
         speed(args.baseline, args.repeats)
@@ -217,6 +264,9 @@ def main() -> None:
     os.environ["DPRANGE_CACHE_DIR"] = args.cache_dir or tempfile.mkdtemp(prefix="dprange-bench-")
     if args.sweep:
         sweep(args.n, args.match)
+        return
+    if args.replace:
+        replace_neighbours((64, 256))
         return
 
     import dprange  # noqa: PLC0415 - after the cache directory is set

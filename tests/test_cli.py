@@ -325,8 +325,8 @@ def test_error_command_prints_the_svd_bound_under_add_remove(capsys):
 def test_error_command_prints_the_exact_l2_optimum_on_small_domains(delta, capsys):
     """Up to 256 bins under add/remove the 1-D table also gives the exact optimum of the L2
     program (dprange.analysis.l2_optimum_bound): between the SVD bound and every candidate,
-    reached by the optimised candidate under (epsilon, delta); none above 256 bins or under
-    replace."""
+    reached by the optimised candidate under (epsilon, delta); under replace up to 128 bins the
+    replace program's (below every candidate; no SVD bound there); none above."""
     from dprange.analysis import l2_optimum_bound
     from dprange.workloads import Prefix
 
@@ -343,7 +343,13 @@ def test_error_command_prints_the_exact_l2_optimum_on_small_domains(delta, capsy
     assert code == 0, err
     label = "least error of any matrix mechanism with this noise" if delta else "tighter lower bound"
     assert label in out and f"RMSE {optimum**0.5:.4f}" in out
-    for other in (["--n", "257"], ["--n", "48", "--neighbours", "replace"]):
+    code, out, err = run_cli([*base, "--neighbours", "replace", "--json"], capsys)
+    assert code == 0, err
+    data = json.loads(out)
+    replace = l2_optimum_bound(Prefix(48), 1.0, delta, neighbours="replace")
+    assert data["l2_optimum_bound"] == pytest.approx(replace, rel=1e-9) and data["svd_bound"] is None
+    assert replace <= min(c["expected_error"] for c in data["candidates"])
+    for other in (["--n", "257"], ["--n", "129", "--neighbours", "replace"]):
         code, out, err = run_cli(["error", *other, "-w", "prefix", "-e", "1", "--json"], capsys)
         assert code == 0, err
         assert json.loads(out)["l2_optimum_bound"] is None
@@ -395,7 +401,8 @@ def _expected_svd_bound(size: list, epsilon: float, delta: float) -> float:
 @pytest.mark.parametrize("delta", [0.0, 1e-6])
 def test_error_command_gives_the_svd_bound_only_under_add_remove(size, delta, capsys):
     """Li and Miklau's bound holds under add/remove; under replace a public total is free and a
-    mechanism may go below it, so neither the table nor the JSON may carry it there (1-D and k-D)."""
+    mechanism may go below it, so neither the table nor the JSON may carry it there (1-D and k-D;
+    the 1-D table gives the replace program's exact optimum instead, tested above)."""
     base = ["error", *size, "-e", "1", "--delta", str(delta)]
     bound = _expected_svd_bound(size, 1.0, delta)
     code, out, err = run_cli([*base, "--neighbours", "add_remove"], capsys)
@@ -408,7 +415,7 @@ def test_error_command_gives_the_svd_bound_only_under_add_remove(size, delta, ca
     assert min(c["expected_error"] for c in data["candidates"]) >= bound * (1 - 1e-9)
     code, out, err = run_cli([*base, "--neighbours", "replace"], capsys)
     assert code == 0, err
-    assert "SVD bound" not in out and "lower bound" not in out
+    assert "SVD bound" not in out and BOUND_LINE not in out
     code, out, err = run_cli([*base, "--neighbours", "replace", "--json"], capsys)
     assert code == 0, err
     assert json.loads(out)["svd_bound"] is None

@@ -13,7 +13,15 @@ from dprange import multidim
 from dprange.analysis import expected_error, l2_optimum_bound, noise_variance_floor, select, svd_bound
 from dprange.errors import ParameterError
 from dprange.matrix import Matrix
-from dprange.optimal_l2 import GAP_TOLERANCE, L2_OPTIMUM_MAX_N, l2_dual, l2_optimum
+from dprange.optimal_l2 import (
+    GAP_TOLERANCE,
+    L2_OPTIMUM_MAX_N,
+    _complement_basis,
+    l2_dual,
+    l2_optimum,
+    l2_replace_dual,
+    l2_replace_optimum,
+)
 from dprange.optimized import (
     Optimized,
     column_norm,
@@ -279,3 +287,116 @@ def test_too_many_bins_are_refused_before_any_n_x_n_work(monkeypatch):
         l2_optimum_bound(Prefix(2048), 1.0, 1e-6)
     with pytest.raises(ParameterError, match="n <= 1024 bins"):
         multidim.l2_optimum_bound((4, 2048), "prefix-rectangles", 1.0, 1e-6)
+
+
+# ----------------------------------------------------------------------------- replace neighbours
+
+
+def replace_error(strategy: np.ndarray, gram: np.ndarray) -> float:
+    """trace(G (S - w w^T / tau)) with S = (A^T A)^-1, w = S 1, tau = 1^T w (least squares with
+    a public total), times the largest squared pairwise column distance (the replace L2
+    sensitivity): the replace program's objective for any full-rank A."""
+    s = np.linalg.inv(strategy.T @ strategy)
+    w = s.sum(axis=1)
+    covariance = s - np.outer(w, w) / w.sum()
+    product = strategy.T @ strategy
+    upper = np.triu_indices(gram.shape[0], 1)
+    distances = product[upper[0], upper[0]] + product[upper[1], upper[1]] - 2 * product[upper]
+    return float(np.trace(gram @ covariance)) * float(distances.max())
+
+
+@pytest.mark.parametrize("name", ["prefix", "random-30"])
+def test_replace_dual_gradient_matches_central_differences(name):
+    gram = GRAMS[name][:8, :8]
+    n = gram.shape[0]
+    basis = _complement_basis(n)
+    gram_n = basis.T @ gram @ basis
+    rng = np.random.default_rng(4)
+    weights = rng.uniform(0.2, 2.0, n * (n - 1) // 2)
+    _, grad, _, _ = l2_replace_dual(gram_n, basis, weights)
+    numeric = []
+    for k in range(weights.size):
+        step = np.zeros_like(weights)
+        step[k] = 1e-6 * weights[k]
+        up, down = l2_replace_dual(gram_n, basis, weights + step)[0], l2_replace_dual(gram_n, basis, weights - step)[0]
+        numeric.append((up - down) / (2 * step[k]))
+    np.testing.assert_allclose(numeric, grad, atol=1e-6 * np.max(np.abs(grad)), rtol=0)
+
+
+@pytest.mark.parametrize("name", ["all-range", "prefix", "random-30"])
+def test_replace_weak_and_strong_duality(name):
+    """The replace objective of random strategies, the identity and the add/remove L2 optimum
+    is never below the bound; the solver's strategy has largest pairwise distance 1, full
+    rank, and its objective meets the bound within the stated gap."""
+    gram = GRAMS[name]
+    n = gram.shape[0]
+    result = l2_replace_optimum(gram)
+    assert replace_error(result.strategy, gram) == pytest.approx(result.trace, rel=1e-9)
+    assert result.bound <= result.trace <= result.bound * (1 + 2 * GAP_TOLERANCE)
+    assert np.linalg.matrix_rank(result.strategy) == n
+    rng = np.random.default_rng(6)
+    others = [np.eye(n), l2_optimum(gram).strategy] + [rng.normal(size=(n + 3, n)) for _ in range(20)]
+    for strategy in others:
+        assert replace_error(strategy, gram) >= result.bound * (1 - 1e-12)
+
+
+def test_the_total_direction_changes_neither_error_nor_sensitivity():
+    """Adding c 1 1^T to X (the solver's choice of c) leaves the replace objective unchanged."""
+    gram = GRAMS["prefix"]
+    strategy = l2_replace_optimum(gram).strategy
+    x = strategy.T @ strategy
+    for c in (0.1, 10.0):
+        shifted = np.linalg.cholesky(x + c * np.ones_like(x)).T
+        assert replace_error(shifted, gram) == pytest.approx(replace_error(strategy, gram), rel=1e-8)
+
+
+@pytest.mark.parametrize("delta", [0.0, 1e-6])
+@pytest.mark.parametrize("workload", [AllRange(24), Prefix(24)], ids=["all-range", "prefix"])
+def test_replace_bound_lies_under_every_candidate_and_is_reached(workload, delta):
+    """Under replace every candidate of select has at least the replace bound's error; under
+    (epsilon, delta) template l2-optimal (the replace program) is within 0.1% of it and auto
+    picks it, below today's add/remove-optimised strategies."""
+    bound = l2_optimum_bound(workload, 1.0, delta, neighbours="replace")
+    selection = select(workload, None, 1.0, delta=delta, neighbours="replace")
+    assert min(c.error for c in selection.table) >= bound
+    if delta > 0:
+        mech = Optimized(workload, template="l2-optimal", neighbours="replace")
+        optimum = expected_error(mech, workload, 1.0, delta=delta)
+        assert bound <= optimum <= 1.001 * bound
+        assert selection.error == pytest.approx(optimum, rel=1e-12)
+        l2 = expected_error(
+            Optimized(workload, template="p-identity-l2", neighbours="replace"), workload, 1.0, delta=delta
+        )
+        assert optimum < l2
+
+
+def test_replace_program_has_its_own_cache_entry_and_the_kd_axes_keep_add_remove():
+    """The replace strategy is cached apart from the add/remove one (the strategy depends on
+    the relation); the k-D product's axes keep the add/remove optimum under replace."""
+    from dprange.optimized_kd import OptimizedKronecker
+
+    replace = Optimized("prefix", template="l2-optimal", neighbours="replace").strategy(20)
+    add_remove = Optimized("prefix", template="l2-optimal").strategy(20)
+    assert not np.allclose(replace.unquantised, add_remove.unquantised)
+    again = Optimized("prefix", template="l2-optimal", neighbours="replace").strategy(20)
+    assert again.cached and np.array_equal(again.unquantised, replace.unquantised)
+    kd = OptimizedKronecker("prefix-rectangles", template="l2-optimal", neighbours="replace")
+    kd.follow_delta(1e-6)
+    plain = OptimizedKronecker("prefix-rectangles", template="l2-optimal")
+    plain.follow_delta(1e-6)
+    np.testing.assert_array_equal(kd.axis_strategies((20, 4))[0].theta, plain.axis_strategies((20, 4))[0].theta)
+
+
+def test_replace_monte_carlo_variance_agrees_with_the_exact_error():
+    """400 seeded Gaussian releases under replace (public total): every prefix's empirical
+    variance within 25% of the exact one, the mean within 4 standard errors."""
+    n, reps = 16, 400
+    mech = Optimized("prefix", template="l2-optimal", neighbours="replace")
+    counts = np.random.default_rng(1).integers(0, 40, n)
+    truth = np.cumsum(counts)
+    answers = np.array(
+        [mech.release(counts, 1.0, delta=1e-6, rng=seed).prefix(np.arange(n - 1)).value for seed in range(reps)]
+    )
+    exact = mech.error_model(n, 1.0, delta=1e-6).range_variance(np.zeros(n - 1, dtype=int), np.arange(n - 1))
+    assert np.var(answers, axis=0) == pytest.approx(exact, rel=0.25)
+    assert np.all(np.abs(answers.mean(axis=0) - truth[:-1]) <= 4 * np.sqrt(exact / reps))

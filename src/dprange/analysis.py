@@ -45,7 +45,7 @@ from .inference.covering import direct_range_variance  # noqa: F401 - re-exporte
 from .inference.error_sums import variance_sums
 from .mechanisms import Hierarchical, Mechanism, hierarchy_candidates, optimal_budgets, resolve_noise
 from .noise import discrete_gaussian_variance, gaussian_sigma
-from .optimal_l2 import check_l2_optimum_bins, l2_optimum
+from .optimal_l2 import L2_REPLACE_MAX_N, check_l2_optimum_bins, l2_optimum, l2_replace_optimum
 from .optimized import auto_pool
 from .progress import tracked
 from .registry import MECHANISMS
@@ -220,7 +220,7 @@ def svd_bound(workload, epsilon, delta=0.0, *, n=None, noise="auto") -> float:
     return factor * singular_sum**2 / workload.n / workload.m
 
 
-def l2_optimum_bound(workload, epsilon, delta=0.0, *, n=None, noise="auto") -> float:
+def l2_optimum_bound(workload, epsilon, delta=0.0, *, n=None, noise="auto", neighbours="add_remove") -> float:
     """Lower bound on the average error per query of any matrix mechanism for ``workload``,
     at least :func:`svd_bound`: v OPT / m, where OPT is the least trace(G (A^T A)^-1) over all
     strategies A with columns of L2 norm at most 1 (a convex program in A^T A: Yuan, Yang,
@@ -231,9 +231,21 @@ def l2_optimum_bound(workload, epsilon, delta=0.0, *, n=None, noise="auto") -> f
     quantisation by ``Optimized(template="l2-optimal")``; the SVD bound is this program with
     every column weight equal, so it lies below.  Under epsilon-DP it is a valid bound (an L1
     column norm is at least its L2 norm) that need not be reachable.  O(n^3) a step, 20 to 100
-    steps: n <= 1024 (about 20-35 CPU s there)."""
+    steps: n <= 1024 (about 20-35 CPU s there).
+
+    ``neighbours="replace"``: the same for replace neighbours, whose least squares use the
+    public total and whose sensitivity is the largest pairwise column distance
+    (:func:`dprange.optimal_l2.l2_replace_optimum`, n <= 256): the least error of any matrix
+    mechanism with dprange's Gaussian under replace, reached up to quantisation by
+    ``Optimized(template="l2-optimal", neighbours="replace")``."""
     workload = _resolve(workload, n)
     factor = noise_variance_floor(epsilon, delta, noise)
+    if check_neighbours(neighbours) == "replace":
+        if workload.n > L2_REPLACE_MAX_N:
+            raise ParameterError(
+                f"the L2 optimum under replace neighbours is solved for n <= {L2_REPLACE_MAX_N} bins, not {workload.n}"
+            )
+        return factor * l2_replace_optimum(workload.gram()).bound / workload.m
     check_l2_optimum_bins(workload.n)
     return factor * l2_optimum(workload.gram()).bound / workload.m
 

@@ -73,6 +73,10 @@ EXIT_USAGE = 2
 #: (about a second at 256 bins; O(n^3) a step).
 CLI_L2_OPTIMUM_MAX_N = 256
 
+#: The same under replace neighbours (the pair-weight program: about a second at 128 bins,
+#: 3-8 s at 256).
+CLI_L2_REPLACE_MAX_N = 128
+
 
 def _mechanism_choices() -> tuple[str, ...]:
     """--mechanism: the mechanisms a name builds (1-D, then k-D for several columns), and auto."""
@@ -956,8 +960,8 @@ def error_command(n, shape, order, workload, queries, epsilon, delta, neighbours
     )
     # The exact optimum of the L2 program (an n x n eigendecomposition a step): small n only.
     optimum = (
-        l2_optimum_bound(wl, epsilon, delta, noise=noise)
-        if neighbours == "add_remove" and n <= CLI_L2_OPTIMUM_MAX_N
+        l2_optimum_bound(wl, epsilon, delta, noise=noise, neighbours=neighbours)
+        if n <= (CLI_L2_OPTIMUM_MAX_N if neighbours == "add_remove" else CLI_L2_REPLACE_MAX_N)
         else None
     )
     if as_json:
@@ -979,21 +983,22 @@ def error_command(n, shape, order, workload, queries, epsilon, delta, neighbours
     if bound is not None:
         click.echo(f"lower bound for any matrix mechanism (Li and Miklau, SVD bound): RMSE {bound**0.5:.4f}")
     if optimum is not None:
-        echo_l2_optimum(optimum, delta, "optimized")
+        echo_l2_optimum(optimum, delta, "optimized", neighbours)
     click.echo(f"recommended: {selection.mechanism!r}")
 
 
-def echo_l2_optimum(optimum: float, delta: float, reached_by: str) -> None:
+def echo_l2_optimum(optimum: float, delta: float, reached_by: str, neighbours: str = "add_remove") -> None:
     """The line of ``dprange error`` with the exact L2 optimum (dprange.optimal_l2)."""
+    relation = " under replace, with the public total" if neighbours == "replace" else ""
     if delta > 0:
         click.echo(
-            "least error of any matrix mechanism with this noise (the exact optimum, Yuan et al. 2016; "
-            f"reached by {reached_by}): RMSE {optimum**0.5:.4f}"
+            f"least error of any matrix mechanism with this noise{relation} (the exact optimum, Yuan et al. "
+            f"2016; reached by {reached_by}): RMSE {optimum**0.5:.4f}"
         )
     else:
         click.echo(
-            "tighter lower bound (the exact optimum with L2 columns, Yuan et al. 2016; epsilon-DP's L1 "
-            f"columns cost more): RMSE {optimum**0.5:.4f}"
+            f"tighter lower bound{relation} (the exact optimum with L2 columns, Yuan et al. 2016; epsilon-DP's "
+            f"L1 columns cost more): RMSE {optimum**0.5:.4f}"
         )
 
 

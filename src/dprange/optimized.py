@@ -40,7 +40,9 @@ public, so a strategy can be optimised for it at no privacy cost.
   lower bound beside it.  On all ranges and prefixes at n = 256 its trace is 1.0175x and
   1.043x the SVD bound's (the bound is not reachable: this is the optimum), where the L2
   template reaches 1.04x and 1.07x.  ``auto`` takes it when delta > 0 up to 1024 bins where
-  its trace is below the L2 template's (every workload measured).
+  its trace is below the L2 template's (every workload measured).  Under replace neighbours up
+  to 256 bins it solves the replace program instead (pairwise sensitivity, public total:
+  :func:`dprange.optimal_l2.l2_replace_optimum`), which auto takes as it is.
 
 :class:`Optimized` measures the optimised strategy like :class:`~dprange.matrix.Matrix`
 (quantised to integers, calibrated on the measured matrix, exact GLS and error bars).  The
@@ -80,7 +82,7 @@ from .inference.least_squares import DENSE_COVARIANCE_LIMIT
 from .inference.p_identity import DiagonalPlusRows, PIdentityEstimate
 from .matrix import QUANTISATION_TOLERANCE, MatrixStrategy, OneBlockStrategy, quantisation_factor
 from .mechanisms import Mechanism
-from .optimal_l2 import check_l2_optimum_bins, l2_optimum
+from .optimal_l2 import L2_REPLACE_MAX_N, check_l2_optimum_bins, l2_optimum, l2_replace_optimum
 from .optimized_dense import DENSE_MAX_N, optimize_dense_template, optimize_signed
 from .progress import progress_bar
 from .registry import MECHANISMS, WORKLOADS, Citation
@@ -709,7 +711,8 @@ class Optimized(Mechanism):
             OneOf(TEMPLATES),
             "p-identity (L1 columns, Laplace: epsilon-DP, McKenna et al. 2018), p-identity-l2 (its L2 "
             "analogue, Gaussian), eigen ((epsilon, delta), Li and Miklau 2012), l2-optimal (the exact "
-            "optimum over strategies with L2 columns, (epsilon, delta); n <= 1024), dense (any non-negative "
+            "optimum over strategies with L2 columns, (epsilon, delta); n <= 1024; under replace the "
+            "optimum for the pairwise sensitivity and the public total up to 256 bins), dense (any non-negative "
             "strategy with L1 columns, from the p-identity optimum; n <= 512), dense-signed (entries of "
             "either sign, from the dense optimum), or auto (p-identity when "
             "delta = 0, dense where its error is 1% lower; when delta > 0 p-identity-l2, or l2-optimal "
@@ -831,9 +834,12 @@ class Optimized(Mechanism):
             workload = self.workload_on(n)
             strategy = self._build(workload, template)
             if self.template == "auto" and template == "p-identity-l2" and n <= AUTO_CACHED_MAX_N:
-                # (epsilon, delta): keep the exact L2 optimum where its trace is lower (all but ties).
+                # (epsilon, delta): keep the exact L2 optimum where its trace is lower (all but ties);
+                # the replace program's optimum is the least error as released under replace (its
+                # trace is of another loss, not comparable with the L2 template's).
                 optimum = self._build(workload, "l2-optimal")
-                strategy = optimum if optimum.trace < strategy.trace else strategy
+                if self.replace_program(n, "l2-optimal") or optimum.trace < strategy.trace:
+                    strategy = optimum
             if self.template == "auto" and template == "p-identity" and self._auto_dense(workload):
                 dense = self._build(workload, "dense")  # epsilon-DP: the dense template where clearly lower
                 strategy = dense if dense.trace < AUTO_DENSE_GAIN * strategy.trace else strategy
@@ -862,10 +868,19 @@ class Optimized(Mechanism):
         read again, nor an explicit workload's Gram matrix hashed again for its name."""
         if (workload.n, template) in self._loaded:
             return self._loaded.pop((workload.n, template))
-        path = cache_path(workload, template, self.extra_rows(workload.n, template), self.restarts)
+        key = f"{template}-replace" if self.replace_program(workload.n, template) else template
+        path = cache_path(workload, key, self.extra_rows(workload.n, template), self.restarts)
         nonnegative = P_IDENTITY_NORMS.get(template) == 1  # L1 p-Identity: B >= 0
         matrix = "theta" if template in P_IDENTITY_NORMS else "strategy"
         return path, _load(path, matrix, workload.n, nonnegative=nonnegative)
+
+    def replace_program(self, n: int, template: str) -> bool:
+        """Whether ``template`` on n bins solves the replace program
+        (:func:`dprange.optimal_l2.l2_replace_optimum`: the L2 optimum for the pairwise
+        sensitivity and the public total of replace neighbours): l2-optimal under replace up
+        to L2_REPLACE_MAX_N bins; above, and for every other template, the add/remove loss.
+        Its own cache key (the strategy depends on the relation)."""
+        return template == "l2-optimal" and self.neighbours == "replace" and n <= L2_REPLACE_MAX_N
 
     def cache_state(self, workload: Workload, template: str) -> str:
         """Whether the strategy of ``template`` for ``workload`` is in the disk cache:
@@ -911,7 +926,8 @@ class Optimized(Mechanism):
             strategy, arrays = PIdentityStrategy(theta, template, seconds, False, trace), {"theta": theta}
         elif template == "l2-optimal":
             check_l2_optimum_bins(n)
-            matrix, trace = l2_optimum(workload.gram())[:2]  # an n x n eigendecomposition a step, O(n^3)
+            solve = l2_replace_optimum if self.replace_program(n, template) else l2_optimum
+            matrix, trace = solve(workload.gram())[:2]  # an n x n eigendecomposition a step, O(n^3)
             seconds = time.perf_counter() - start
             strategy, arrays = OptimizedStrategy(matrix, template, seconds, False, trace), {"strategy": matrix}
         else:
