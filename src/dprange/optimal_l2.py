@@ -31,6 +31,11 @@ rho = ``RIDGE`` (1e-8), whose X has full rank, and evaluates the dual of G itsel
 reached, so ``bound`` stays a lower bound for G; measured trace / bound on explicit 0/1
 workloads of rank 20, 30, 100 on 48, 64, 256 bins: 1.00013, 1.00011, 1.00013 (136, 95 and
 21 steps; with rho = 1e-6 about 1.001).
+
+Also here: :func:`as_p_identity_l2` writes an L2 strategy in the L2 p-Identity template's shape
+(for the Kronecker products of :mod:`dprange.optimized_kd`), and :func:`l2_replace_optimum`
+solves the program of replace neighbours (pairwise sensitivity, public total), whose dual has
+one weight per pair of bins.
 """
 
 from __future__ import annotations
