@@ -45,7 +45,7 @@ from .inference.covering import direct_range_variance  # noqa: F401 - re-exporte
 from .inference.error_sums import variance_sums
 from .mechanisms import Hierarchical, Mechanism, hierarchy_candidates, optimal_budgets, resolve_noise
 from .noise import discrete_gaussian_variance, gaussian_sigma
-from .optimal_l2 import L2_REPLACE_MAX_N, check_l2_optimum_bins, l2_optimum, l2_replace_optimum
+from .optimal_l2 import check_l2_optimum_bins, l2_optimum, l2_replace_optimum
 from .optimized import auto_pool
 from .progress import tracked
 from .registry import MECHANISMS
@@ -240,14 +240,10 @@ def l2_optimum_bound(workload, epsilon, delta=0.0, *, n=None, noise="auto", neig
     ``Optimized(template="l2-optimal", neighbours="replace")``."""
     workload = _resolve(workload, n)
     factor = noise_variance_floor(epsilon, delta, noise)
-    if check_neighbours(neighbours) == "replace":
-        if workload.n > L2_REPLACE_MAX_N:
-            raise ParameterError(
-                f"the L2 optimum under replace neighbours is solved for n <= {L2_REPLACE_MAX_N} bins, not {workload.n}"
-            )
-        return factor * l2_replace_optimum(workload.gram()).bound / workload.m
-    check_l2_optimum_bins(workload.n)
-    return factor * l2_optimum(workload.gram()).bound / workload.m
+    replace = check_neighbours(neighbours) == "replace"
+    check_l2_optimum_bins(workload.n, replace=replace)
+    solve = l2_replace_optimum if replace else l2_optimum
+    return factor * solve(workload.gram()).bound / workload.m
 
 
 # ----------------------------------------------------------------------------- choice

@@ -40,12 +40,14 @@ one weight per pair of bins.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
 
 from ._lazy import lazy_module
 from .errors import ParameterError
+from .operators import definition_sensitivity_power
 from .progress import progress_bar
 
 optimize = lazy_module("scipy.optimize")
@@ -117,12 +119,18 @@ def l2_dual(gram: np.ndarray, mu: np.ndarray, *, clip: bool = False) -> tuple[fl
     return 2.0 * z_trace - float(mu.sum()), diagonal - 1.0, x, float(diagonal.max()) * z_trace
 
 
-def check_l2_optimum_bins(n: int) -> None:
-    """Refuse n above L2_OPTIMUM_MAX_N (before any n x n work)."""
+def check_l2_optimum_bins(n: int, *, replace: bool = False) -> None:
+    """Refuse n above L2_OPTIMUM_MAX_N, or above L2_REPLACE_MAX_N for the replace program
+    (before any n x n work)."""
     if n > L2_OPTIMUM_MAX_N:
         raise ParameterError(
             f"the L2 optimum is solved for n <= {L2_OPTIMUM_MAX_N} bins (an n x n eigendecomposition a step), "
             f"not {n}; for a strategy use template='p-identity-l2', for a bound svd_bound"
+        )
+    if replace and n > L2_REPLACE_MAX_N:
+        raise ParameterError(
+            f"the L2 optimum under replace neighbours is solved for n <= {L2_REPLACE_MAX_N} bins "
+            f"(n (n - 1) / 2 pair weights), not {n}"
         )
 
 
@@ -139,10 +147,46 @@ def _check_gram(gram) -> np.ndarray:
 
 
 class _Best:
-    """The solver's progress: the best dual value, the least primal error and its mu, steps."""
+    """The solver's progress: the best dual value, the least primal error and the point (the
+    optimiser's variables) where it was reached, the evaluations."""
 
-    def __init__(self, mu: np.ndarray):
-        self.bound, self.primal, self.mu, self.steps = -np.inf, np.inf, mu, 0
+    def __init__(self, point: np.ndarray):
+        self.bound, self.primal, self.point, self.steps = -np.inf, np.inf, point, 0
+
+
+def _maximise_dual(evaluate, start: np.ndarray, *, maxiter: int, description: str, large: bool, bounds=None) -> _Best:
+    """L-BFGS-B on ``evaluate(point) -> (dual value, its gradient, primal value)`` from
+    ``start``, stopping at a relative duality gap of GAP_TOLERANCE between the best dual value
+    and the least primal value seen, or after ``maxiter`` steps (with a progress bar)."""
+    best = _Best(start)
+
+    class Converged(Exception):
+        pass
+
+    def negative_dual(point):
+        value, grad, primal = evaluate(point)
+        best.steps += 1
+        best.bound = max(best.bound, value)
+        if primal < best.primal:
+            best.primal, best.point = primal, point.copy()
+        if best.primal - best.bound <= GAP_TOLERANCE * best.primal:
+            raise Converged
+        return -value, -grad
+
+    with progress_bar(description, total=maxiter, large=large) as bar:
+        try:
+            optimize.minimize(
+                negative_dual,
+                start,
+                jac=True,
+                method="L-BFGS-B",
+                bounds=bounds,
+                callback=lambda _: bar.update(1),
+                options={"maxiter": maxiter, "ftol": 1e-15, "gtol": 1e-12},
+            )
+        except Converged:
+            pass
+    return best
 
 
 def l2_optimum(gram, *, maxiter: int = 200) -> L2Optimum:
@@ -159,36 +203,18 @@ def l2_optimum(gram, *, maxiter: int = 200) -> L2Optimum:
     svd_bound = float(spectrum.sum()) ** 2 / n
     start = np.full(n, svd_bound / n)  # g(start) is the SVD bound
     ridged = gram + RIDGE * float(np.trace(gram)) / n * np.eye(n)
-    best = _Best(start)
 
-    class Converged(Exception):
-        pass
-
-    def negative_dual(log_mu):
+    def evaluate(log_mu):
         mu = np.exp(log_mu)
         value, grad, _, primal = l2_dual(ridged, mu)
-        best.steps += 1
-        best.bound = max(best.bound, value)
-        if primal < best.primal:
-            best.primal, best.mu = primal, mu
-        if best.primal - best.bound <= GAP_TOLERANCE * best.primal:
-            raise Converged
-        return -value, -grad * mu  # d / d log mu_j
+        return value, grad * mu, primal  # d / d log mu_j
 
-    with progress_bar("optimising strategy (L2 optimum)", total=maxiter, large=n >= 256) as bar:
-        try:
-            optimize.minimize(
-                negative_dual,
-                np.log(start),
-                jac=True,
-                method="L-BFGS-B",
-                callback=lambda _: bar.update(1),
-                options={"maxiter": maxiter, "ftol": 1e-15, "gtol": 1e-12},
-            )
-        except Converged:
-            pass
-    bound = max(svd_bound, l2_dual(gram, best.mu, clip=True)[0])  # G's own dual: a lower bound for G
-    _, _, x, _ = l2_dual(ridged, best.mu)
+    best = _maximise_dual(
+        evaluate, np.log(start), maxiter=maxiter, description="optimising strategy (L2 optimum)", large=n >= 256
+    )
+    mu = np.exp(best.point)
+    bound = max(svd_bound, l2_dual(gram, mu, clip=True)[0])  # G's own dual: a lower bound for G
+    _, _, x, _ = l2_dual(ridged, mu)
     strategy = _psd_sqrt(x / float(np.max(np.diag(x))))  # columns of L2 norm sqrt(X_jj) <= 1
     strategy /= float(np.max(np.linalg.norm(strategy, axis=0)))
     trace = float(np.trace(np.linalg.solve(strategy.T @ strategy, gram)))  # O(n^3)
@@ -276,11 +302,7 @@ def l2_replace_optimum(gram, *, maxiter: int = 2000) -> L2Optimum:
     as in :func:`l2_optimum`)."""
     gram = _check_gram(gram)
     n = gram.shape[0]
-    if n > L2_REPLACE_MAX_N:
-        raise ParameterError(
-            f"the L2 optimum under replace neighbours is solved for n <= {L2_REPLACE_MAX_N} bins "
-            f"(n (n - 1) / 2 pair weights), not {n}"
-        )
+    check_l2_optimum_bins(n, replace=True)
     if n < 2:
         raise ParameterError("the replace program needs at least 2 bins")
     basis = _complement_basis(n)
@@ -290,43 +312,25 @@ def l2_replace_optimum(gram, *, maxiter: int = 2000) -> L2Optimum:
     spectrum_sum = float(np.sqrt(_clip_spectrum(np.linalg.eigvalsh(gram_n))).sum())
     # Equal weights c: M = c n I on the complement, g = 2 sqrt(c n) sum sqrt(sigma) - c pairs.
     start = np.full(pairs, (spectrum_sum * np.sqrt(n) / pairs) ** 2)
-    best = _Best(start)
 
-    class Converged(Exception):
-        pass
-
-    def negative_dual(weights):
+    def evaluate(weights):
         value, grad, _, primal = l2_replace_dual(ridged, basis, weights)
-        best.steps += 1
-        best.bound = max(best.bound, value)
-        if primal < best.primal:
-            best.primal, best.mu = primal, weights.copy()
-        if best.primal - best.bound <= GAP_TOLERANCE * best.primal:
-            raise Converged
-        return -value, -grad
+        return value, grad, primal
 
-    with progress_bar("optimising strategy (L2 optimum, replace)", total=maxiter, large=n >= 128) as bar:
-        try:
-            optimize.minimize(
-                negative_dual,
-                start,
-                jac=True,
-                method="L-BFGS-B",
-                bounds=optimize.Bounds(0.0, np.inf),
-                callback=lambda _: bar.update(1),
-                options={"maxiter": maxiter, "ftol": 1e-15, "gtol": 1e-12},
-            )
-        except Converged:
-            pass
-    bound = l2_replace_dual(gram_n, basis, best.mu, clip=True)[0]
-    _, _, x, _ = l2_replace_dual(ridged, basis, best.mu)
+    best = _maximise_dual(
+        evaluate,
+        start,
+        maxiter=maxiter,
+        description="optimising strategy (L2 optimum, replace)",
+        large=n >= 128,
+        bounds=optimize.Bounds(0.0, np.inf),
+    )
+    bound = l2_replace_dual(gram_n, basis, best.point, clip=True)[0]
+    _, _, x, _ = l2_replace_dual(ridged, basis, best.point)
     complement = basis.T @ x @ basis
     ones = np.full((n, n), float(np.trace(complement)) / (n - 1) / n)
     strategy = _psd_sqrt(x + ones)
-    upper = np.triu_indices(n, 1)
-    product = strategy.T @ strategy
-    distances = product[upper[0], upper[0]] + product[upper[1], upper[1]] - 2.0 * product[upper]
-    strategy /= float(np.sqrt(distances.max()))
+    strategy /= math.sqrt(definition_sensitivity_power(strategy, 2, "replace"))  # largest pairwise distance 1
     product = strategy.T @ strategy
     trace = float(np.trace(np.linalg.solve(basis.T @ product @ basis, gram_n)))  # O(n^3)
     return L2Optimum(strategy, trace, float(bound), best.steps)
