@@ -967,6 +967,17 @@ def _marginal_singular_sum(shape, order: int) -> float:
     return total
 
 
+def _axis_kind(workload: str) -> str:
+    """The 1-D workload on every axis of all rectangles ("all" ranges) or dominance ("prefix")."""
+    return "all" if workload == "all-rectangles" else "prefix"
+
+
+def _rectangle_queries(shape, kind: str) -> int:
+    """The queries of all rectangles (n (n + 1) / 2 ranges per axis) or of dominance counts (n
+    prefixes per axis) on ``shape``."""
+    return math.prod(n * (n + 1) // 2 if kind == "all" else n for n in shape)
+
+
 def svd_bound(shape, workload, epsilon, delta=0.0, *, order: int = 2, noise="auto") -> float:
     """Lower bound on the mean squared error per query of any matrix mechanism on a k-D
     workload (Li and Miklau, "Optimal Error of Query Sets under the Differentially-Private
@@ -989,9 +1000,9 @@ def svd_bound(shape, workload, epsilon, delta=0.0, *, order: int = 2, noise="aut
         singular_sum = _marginal_singular_sum(shape, order)
         queries = sum(math.prod(shape[a] for a in m) for m in itertools.combinations(range(len(shape)), order))
     else:
-        kind = "all" if workload == "all-rectangles" else "prefix"
+        kind = _axis_kind(workload)
         singular_sum = math.prod(_axis_singular_sum(n, kind) for n in shape)
-        queries = math.prod(n * (n + 1) // 2 if kind == "all" else n for n in shape)
+        queries = _rectangle_queries(shape, kind)
     return noise_variance_floor(epsilon, delta, noise) * singular_sum**2 / math.prod(shape) / queries
 
 
@@ -1030,12 +1041,11 @@ def l2_optimum_bound(shape, workload, epsilon, delta=0.0, *, order: int = 2, noi
     if workload not in ("all-rectangles", "prefix-rectangles"):
         raise ParameterError("l2_optimum_bound covers all-rectangles, prefix-rectangles and marginals")
     factor = noise_variance_floor(check_epsilon(epsilon), check_delta(delta), noise)
-    kind = "all" if workload == "all-rectangles" else "prefix"
+    kind = _axis_kind(workload)
     for n in shape:
         check_l2_optimum_bins(n)
     optimum = math.prod(_axis_l2_optimum(n, kind) for n in shape)
-    queries = math.prod(n * (n + 1) // 2 if kind == "all" else n for n in shape)
-    return factor * optimum / queries
+    return factor * optimum / _rectangle_queries(shape, kind)
 
 
 #: Largest padded cube (cells) a k-D hierarchy candidate of ``auto`` may have.
