@@ -698,21 +698,9 @@ class Kron(Operator):
 
     def _replace_l2_power(self):
         grams = [np.asarray(f.gram().dense(), dtype=float) for f in self.factors]
-        first = grams[0]
-        rest = grams[1:]
-        other = np.ones((1, 1))
-        for g in rest:
-            other = np.kron(other, g)
-        d_first, d_other = np.diag(first), np.diag(other)
-        best = 0.0
-        for i in range(first.shape[0]):
-            # rows j of the first factor, columns (k, l) of the other factors
-            dist = (
-                d_first[i] * d_other[None, :, None]
-                + d_first[:, None, None] * d_other[None, None, :]
-                - 2.0 * first[i][:, None, None] * other[None, :, :]
-            )
-            best = max(best, float(dist.max()))
+        count, block = _pair_distance_blocks(grams)
+        maxima = [float(block(i).max()) for i in range(count)]  # O(N^2) in all
+        best = max([0.0, *maxima])
         if not all(np.all(g == np.round(g)) for g in grams):
             return best
         # Integer factors: every value above is at most 4 D (D the largest squared column norm
@@ -722,34 +710,27 @@ class Kron(Operator):
         largest = math.prod(int(np.diag(g).max()) for g in grams)
         if 4 * largest < FLOAT_EXACT_LIMIT:
             return _exact_number(best)
-        return self._exact_replace_l2_power(grams, best, largest)
+        return self._exact_replace_l2_power(grams, block, maxima, best, largest)
 
-    def _exact_replace_l2_power(self, grams, best: float, largest: int) -> int:
+    def _exact_replace_l2_power(self, grams, block, maxima: list[float], best: float, largest: int) -> int:
         """The exact maximum of ||a_i (x) b_k - a_j (x) b_l||^2 (Python integers) over the pairs
-        whose float value is within twice the rounding error of the float maximum ``best``
-        (one of them attains the exact maximum); an integer upper bound where there are too
-        many such pairs to evaluate."""
+        whose float value is within twice the rounding error of the float maximum ``best`` (one of them
+        attains the exact maximum); an integer upper bound where there are too many such pairs
+        to evaluate.  ``block(i)`` and ``maxima`` are the float pass's (:func:`_pair_distance_blocks`):
+        only the blocks whose maximum reaches the threshold are computed again."""
         # Each value is a sum of three products of len(grams) integers: relative error at most
         # (len(grams) + 2) 2^-53 of each product, whose absolute values sum to at most 4 D.
         error = (len(grams) + 3) * 4.0 * largest * 2.0**-52
-        first, rest = grams[0], grams[1:]
-        other = np.ones((1, 1))
-        for g in rest:
-            other = np.kron(other, g)
-        d_first, d_other = np.diag(first), np.diag(other)
         candidates: list[tuple[int, int, int, int]] = []
-        for i in range(first.shape[0]):
-            dist = (
-                d_first[i] * d_other[None, :, None]
-                + d_first[:, None, None] * d_other[None, None, :]
-                - 2.0 * first[i][:, None, None] * other[None, :, :]
-            )
-            j, k, m = np.nonzero(dist >= best - 2.0 * error)
+        for i, block_max in enumerate(maxima):
+            if block_max < best - 2.0 * error:
+                continue
+            j, k, m = np.nonzero(block(i) >= best - 2.0 * error)
             candidates.extend(zip(itertools.repeat(i), j.tolist(), k.tolist(), m.tolist()))
             if len(candidates) > EXACT_CANDIDATES_LIMIT:
                 return math.ceil(Fraction(best) + Fraction(error))
         exact_grams = [[[int(v) for v in row] for row in g] for g in grams]
-        shape = [g.shape[0] for g in rest]
+        shape = [g.shape[0] for g in grams[1:]]
 
         def entry(k: int, m: int) -> int:  # (G_2 (x) ... (x) G_d)_{km} in integers
             ks, ms = np.unravel_index(k, shape), np.unravel_index(m, shape)
@@ -759,6 +740,27 @@ class Kron(Operator):
         return max(
             g1[i][i] * entry(k, k) + g1[j][j] * entry(m, m) - 2 * g1[i][j] * entry(k, m) for i, j, k, m in candidates
         )
+
+
+def _pair_distance_blocks(grams):
+    """(rows of the first factor, ``block(i)``): the squared distances between column (i, k)
+    and every column (j, l) of the Kronecker product whose factors have Gram matrices
+    ``grams``, as an array [j, k, l], from the factors' Gram matrices (O(N^2) over all i)."""
+    first, rest = grams[0], grams[1:]
+    other = np.ones((1, 1))
+    for g in rest:
+        other = np.kron(other, g)
+    d_first, d_other = np.diag(first), np.diag(other)
+
+    def block(i: int) -> np.ndarray:
+        # rows j of the first factor, columns (k, l) of the other factors
+        return (
+            d_first[i] * d_other[None, :, None]
+            + d_first[:, None, None] * d_other[None, None, :]
+            - 2.0 * first[i][:, None, None] * other[None, :, :]
+        )
+
+    return first.shape[0], block
 
 
 def block_answers(blocks, x) -> list[np.ndarray]:
