@@ -16,7 +16,8 @@ from dprange.matrix import Matrix
 from dprange.optimal_l2 import (
     GAP_TOLERANCE,
     L2_OPTIMUM_MAX_N,
-    _complement_basis,
+    as_p_identity_l2,
+    check_l2_optimum_bins,
     l2_dual,
     l2_optimum,
     l2_replace_dual,
@@ -309,16 +310,14 @@ def replace_error(strategy: np.ndarray, gram: np.ndarray) -> float:
 def test_replace_dual_gradient_matches_central_differences(name):
     gram = GRAMS[name][:8, :8]
     n = gram.shape[0]
-    basis = _complement_basis(n)
-    gram_n = basis.T @ gram @ basis
     rng = np.random.default_rng(4)
     weights = rng.uniform(0.2, 2.0, n * (n - 1) // 2)
-    _, grad, _, _ = l2_replace_dual(gram_n, basis, weights)
+    _, grad, _, _ = l2_replace_dual(gram, weights)
     numeric = []
     for k in range(weights.size):
         step = np.zeros_like(weights)
         step[k] = 1e-6 * weights[k]
-        up, down = l2_replace_dual(gram_n, basis, weights + step)[0], l2_replace_dual(gram_n, basis, weights - step)[0]
+        up, down = l2_replace_dual(gram, weights + step)[0], l2_replace_dual(gram, weights - step)[0]
         numeric.append((up - down) / (2 * step[k]))
     np.testing.assert_allclose(numeric, grad, atol=1e-6 * np.max(np.abs(grad)), rtol=0)
 
@@ -400,3 +399,23 @@ def test_replace_monte_carlo_variance_agrees_with_the_exact_error():
     exact = mech.error_model(n, 1.0, delta=1e-6).range_variance(np.zeros(n - 1, dtype=int), np.arange(n - 1))
     assert np.var(answers, axis=0) == pytest.approx(exact, rel=0.25)
     assert np.all(np.abs(answers.mean(axis=0) - truth[:-1]) <= 4 * np.sqrt(exact / reps))
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: l2_dual(np.eye(3), np.array([1.0, -1.0, 1.0])), "mu must be finite and positive"),
+        (lambda: l2_dual(np.eye(3), np.ones(2)), "mu must be a vector of 3 weights"),
+        (lambda: l2_dual(np.ones((2, 3)), np.ones(2)), "square"),
+        (lambda: l2_replace_dual(np.eye(4), np.ones(5)), "the pair weights must be a vector of 6 weights"),
+        (lambda: l2_replace_dual(np.eye(4), -np.ones(6)), "finite and non-negative"),
+        (lambda: l2_replace_dual(np.eye(300), np.ones(300 * 299 // 2)), "n <= 256 bins"),
+        (lambda: as_p_identity_l2(np.ones(3)), "non-empty 2-D matrix of finite entries"),
+        (lambda: as_p_identity_l2(np.full((2, 2), np.nan)), "non-empty 2-D matrix of finite entries"),
+        (lambda: as_p_identity_l2(2.0 * np.eye(3)), "L2 norm at most 1"),
+        (lambda: check_l2_optimum_bins("x"), "n must be"),
+    ],
+)
+def test_the_exported_functions_refuse_bad_input(call, message):
+    with pytest.raises(ParameterError, match=message):
+        call()

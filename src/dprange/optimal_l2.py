@@ -46,6 +46,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ._lazy import lazy_module
+from ._validation import check_positive_int
 from .errors import ParameterError
 from .operators import definition_sensitivity_power
 from .progress import progress_bar
@@ -105,7 +106,26 @@ def _psd_sqrt(matrix: np.ndarray, *, clip: bool = False) -> np.ndarray:
     return (vectors * np.sqrt(values)) @ vectors.T
 
 
-def l2_dual(gram: np.ndarray, mu: np.ndarray, *, clip: bool = False) -> tuple[float, np.ndarray, np.ndarray, float]:
+def l2_dual(gram, mu, *, clip: bool = False) -> tuple[float, np.ndarray, np.ndarray, float]:
+    """(g(mu), its gradient X_jj - 1, X(mu), the primal value) for the Gram matrix ``gram`` and
+    column weights ``mu`` (n of them, finite and positive): :func:`_dual` with its input
+    checked."""
+    gram = _check_gram(gram)
+    mu = _check_weights(mu, gram.shape[0], "mu", positive=True)
+    return _dual(gram, mu, clip=clip)
+
+
+def _check_weights(weights, count: int, name: str, *, positive: bool) -> np.ndarray:
+    """``weights`` as a float vector of ``count`` finite entries, > 0 (``positive``) or >= 0."""
+    weights = np.asarray(weights, dtype=float)
+    if weights.shape != (count,):
+        raise ParameterError(f"{name} must be a vector of {count} weights, not of shape {weights.shape}")
+    if not np.all(np.isfinite(weights)) or np.any(weights <= 0 if positive else weights < 0):
+        raise ParameterError(f"{name} must be finite and {'positive' if positive else 'non-negative'}")
+    return weights
+
+
+def _dual(gram: np.ndarray, mu: np.ndarray, *, clip: bool = False) -> tuple[float, np.ndarray, np.ndarray, float]:
     """(g(mu), its gradient X_jj - 1, X(mu), the primal value) for the Gram matrix ``gram``
     (module doc).  trace(G X(mu)^-1) = trace((M^1/2 G M^1/2)^1/2), so X(mu) scaled to largest
     diagonal 1, a feasible point, has error max_j X_jj times that: an upper bound on the
@@ -121,7 +141,8 @@ def l2_dual(gram: np.ndarray, mu: np.ndarray, *, clip: bool = False) -> tuple[fl
 
 def check_l2_optimum_bins(n: int, *, replace: bool = False) -> None:
     """Refuse n above L2_OPTIMUM_MAX_N, or above L2_REPLACE_MAX_N for the replace program
-    (before any n x n work)."""
+    (before any n x n work); n must be a positive integer."""
+    n = check_positive_int(n, "n")
     if n > L2_OPTIMUM_MAX_N:
         raise ParameterError(
             f"the L2 optimum is solved for n <= {L2_OPTIMUM_MAX_N} bins (an n x n eigendecomposition a step), "
@@ -206,15 +227,15 @@ def l2_optimum(gram, *, maxiter: int = 200) -> L2Optimum:
 
     def evaluate(log_mu):
         mu = np.exp(log_mu)
-        value, grad, _, primal = l2_dual(ridged, mu)
+        value, grad, _, primal = _dual(ridged, mu)
         return value, grad * mu, primal  # d / d log mu_j
 
     best = _maximise_dual(
         evaluate, np.log(start), maxiter=maxiter, description="optimising strategy (L2 optimum)", large=n >= 256
     )
     mu = np.exp(best.point)
-    bound = max(svd_bound, l2_dual(gram, mu, clip=True)[0])  # G's own dual: a lower bound for G
-    _, _, x, _ = l2_dual(ridged, mu)
+    bound = max(svd_bound, _dual(gram, mu, clip=True)[0])  # G's own dual: a lower bound for G
+    _, _, x, _ = _dual(ridged, mu)
     strategy = _psd_sqrt(x / float(np.max(np.diag(x))))  # columns of L2 norm sqrt(X_jj) <= 1
     strategy /= float(np.max(np.linalg.norm(strategy, axis=0)))
     trace = float(np.trace(np.linalg.solve(strategy.T @ strategy, gram)))  # O(n^3)
@@ -234,6 +255,10 @@ def as_p_identity_l2(strategy: np.ndarray) -> np.ndarray:
     can measure it.  The identity rows keep weight sqrt(lambda) (0.14-0.44 on all ranges and
     prefixes of 8 to 512 bins), ample for the quantisation."""
     strategy = np.asarray(strategy, dtype=float)
+    if strategy.ndim != 2 or 0 in strategy.shape or not np.all(np.isfinite(strategy)):
+        raise ParameterError(
+            f"the strategy must be a non-empty 2-D matrix of finite entries, not of shape {strategy.shape}"
+        )
     gram = strategy.T @ strategy
     diagonal = np.diag(gram)
     if diagonal.max() > 1.0 + 1e-9:
@@ -257,7 +282,20 @@ def _complement_basis(n: int) -> np.ndarray:
     return np.linalg.qr(differences)[0]
 
 
-def l2_replace_dual(
+def l2_replace_dual(gram, weights, *, clip: bool = False) -> tuple[float, np.ndarray, np.ndarray, float]:
+    """(g(lambda), its gradient over the pairs i < j, X = N Y(lambda) N^T, the primal value) of
+    the replace program for the Gram matrix ``gram`` (n x n) and pair weights ``weights``
+    (n (n - 1) / 2 of them, finite and non-negative, in :func:`numpy.triu_indices` order):
+    :func:`_replace_dual` with its input checked, N from :func:`_complement_basis`."""
+    gram = _check_gram(gram)
+    n = gram.shape[0]
+    check_l2_optimum_bins(n, replace=True)
+    weights = _check_weights(weights, n * (n - 1) // 2, "the pair weights", positive=False)
+    basis = _complement_basis(n)
+    return _replace_dual(basis.T @ gram @ basis, basis, weights, clip=clip)
+
+
+def _replace_dual(
     gram_n: np.ndarray, basis: np.ndarray, weights: np.ndarray, *, clip: bool = False
 ) -> tuple[float, np.ndarray, np.ndarray, float]:
     """(g(lambda), its gradient d_ij^T Y d_ij - 1 over the pairs i < j, X = N Y(lambda) N^T, the
@@ -317,7 +355,7 @@ def l2_replace_optimum(gram, *, maxiter: int = 2000) -> L2Optimum:
     start = np.full(pairs, (spectrum_sum * np.sqrt(n) / pairs) ** 2)
 
     def evaluate(weights):
-        value, grad, _, primal = l2_replace_dual(ridged, basis, weights)
+        value, grad, _, primal = _replace_dual(ridged, basis, weights)
         return value, grad, primal
 
     best = _maximise_dual(
@@ -328,8 +366,8 @@ def l2_replace_optimum(gram, *, maxiter: int = 2000) -> L2Optimum:
         large=n >= 128,
         bounds=optimize.Bounds(0.0, np.inf),
     )
-    bound = l2_replace_dual(gram_n, basis, best.point, clip=True)[0]
-    _, _, x, _ = l2_replace_dual(ridged, basis, best.point)
+    bound = _replace_dual(gram_n, basis, best.point, clip=True)[0]
+    _, _, x, _ = _replace_dual(ridged, basis, best.point)
     complement = basis.T @ x @ basis
     ones = np.full((n, n), float(np.trace(complement)) / (n - 1) / n)
     strategy = _psd_sqrt(x + ones)
