@@ -50,7 +50,7 @@ Exact expected error, average variance per query, epsilon = 1:
     OPENBLAS_NUM_THREADS=1 python benchmarks/optimized.py [--full] [--cache-dir DIR]
     OPENBLAS_NUM_THREADS=1 python benchmarks/optimized.py --speed [--baseline /tmp/old/src] [--repeats 1]
     OPENBLAS_NUM_THREADS=1 python benchmarks/optimized.py --sweep [--n 256] [--match width-at-most]
-    OPENBLAS_NUM_THREADS=1 python benchmarks/optimized.py --replace
+    OPENBLAS_NUM_THREADS=1 python benchmarks/optimized.py --replace [--full]
 
 ``--sweep``: how the gain over the best fixed strategy depends on the workload's shape, n = 256
 (``--n``), both privacy models: random ranges of width at most w (w = 2 ... n; 2000 ranges,
@@ -64,7 +64,11 @@ gains more) and, for n <= 1024, the exact cap (best fixed / ``l2_optimum_bound``
 ``--replace``: replace neighbours at (1, 1e-6), all ranges and prefixes on 64 and 256 bins:
 the L2 optimum of the replace program (``template="l2-optimal"``, pairwise sensitivity and
 public total), the L2 template optimised for the add/remove loss, the best fixed strategy and
-the replace bound, exact errors as released.
+the replace bound, exact errors as released; then epsilon = 1 (delta = 0) on 64, 256 and 1024
+bins (``--full``: also 4096): the p-Identity template optimised with the public total
+(``Optimized(neighbours="replace")``; its CPU), what ``Optimized`` measured under replace
+before (the add/remove p-Identity optimum, or the identity where its exact error as released
+is lower), and the best fixed strategy.
 
 Uses its own cache directory (default: a fresh temporary one) so that the optimisation is
 measured cold.
@@ -245,6 +249,43 @@ def replace_neighbours(sizes) -> None:
     print_summary(epsilon=EPSILON, delta=DELTA, neighbours="replace", replace=rows)
 
 
+def replace_neighbours_pure(sizes) -> None:
+    """``--replace``, epsilon-DP: the p-Identity template optimised for replace neighbours (the
+    loss with the public total) against the add/remove optimum measured under replace and the
+    best fixed strategy, exact errors per query as released (module doc)."""
+    from dprange.analysis import expected_error, select  # noqa: PLC0415
+    from dprange.optimized import Optimized  # noqa: PLC0415
+    from dprange.workloads import AllRange, Prefix  # noqa: PLC0415
+
+    rows = []
+    for n in sizes:
+        for workload in (AllRange(n), Prefix(n)):
+            mech = Optimized(workload, neighbours="replace")
+            _, cpu, _ = cpu_and_wall(lambda m=mech, w=workload: m.strategy(w.n))
+            optimised = expected_error(mech, workload, EPSILON)
+            previous = Optimized(workload, neighbours="replace")  # as measured before: the add/remove optimum
+            previous.replace_program = lambda n, template: False  # type: ignore[method-assign]
+            before = expected_error(previous, workload, EPSILON)
+            table = select(workload, None, EPSILON, neighbours="replace").table
+            fixed = min((c for c in table if not isinstance(c.mechanism, Optimized)), key=lambda c: c.error)
+            row = {
+                "workload": workload.name,
+                "n": n,
+                "replace_optimised": optimised,
+                "measured": mech.strategy(n).describe()["measured"],
+                "before": before,  # the add/remove optimum, or the identity where lower as released
+                "measured_before": previous.strategy(n).describe()["measured"],
+                "best_fixed": fixed.error,
+                "best_fixed_mechanism": fixed.mechanism.name,
+                "fixed_over_replace_optimised": fixed.error / optimised,
+                "fixed_over_before": fixed.error / before,
+                "optimisation_cpu_seconds": cpu,
+            }
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    print_summary(epsilon=EPSILON, delta=0.0, neighbours="replace", replace_pure=rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="also n = 4096")
@@ -256,7 +297,9 @@ def main() -> None:
     parser.add_argument("--sweep", action="store_true", help="only the gain and its cap across workload shapes")
     parser.add_argument("--n", type=int, default=256, help="with --sweep: the number of bins")
     parser.add_argument("--match", default="", help="with --sweep: only the workloads whose name contains this")
-    parser.add_argument("--replace", action="store_true", help="only the replace-neighbour comparison (64, 256 bins)")
+    parser.add_argument(
+        "--replace", action="store_true", help="only the replace-neighbour comparisons (64 to 1024 bins; --full: 4096)"
+    )
     args = parser.parse_args()
     if args.speed:
         speed(args.baseline, args.repeats)
@@ -267,6 +310,7 @@ def main() -> None:
         return
     if args.replace:
         replace_neighbours((64, 256))
+        replace_neighbours_pure((64, 256, 1024, 4096) if args.full else (64, 256, 1024))
         return
 
     import dprange  # noqa: PLC0415 - after the cache directory is set

@@ -220,6 +220,19 @@ def test_console_script_help_and_demo(tmp_path):
     assert result.returncode == 2 and "Traceback" not in result.stderr
 
 
+def test_release_says_when_the_strategy_is_optimised_for_replace_neighbours(csv_file, tmp_path, capsys, monkeypatch):
+    """Under --neighbours replace (epsilon-DP) the p-Identity strategy is optimised with the
+    public total (Optimized.replace_program), and the release says so and saves it."""
+    monkeypatch.setenv("DPRANGE_CACHE_DIR", str(tmp_path / "cache"))
+    args = ["release", str(csv_file), "-c", "age", "--lo", "0", "--hi", "120", "--integers", "-e", "1"]
+    args += ["-m", "optimized", "--workload", "prefix", "--neighbours", "replace", "-o", str(tmp_path / "r.json")]
+    code, out, err = run_cli(args, capsys)
+    assert code == 0, err
+    strategy = json.loads((tmp_path / "r.json").read_text())["parameters"]["strategy"]
+    assert strategy["optimised_for"] == "replace" and strategy["measured"] == "optimised"
+    assert f"strategy: p-identity, {strategy['rows']} x 121 (optimised for replace neighbours), optimised in" in out
+
+
 def test_release_reports_the_optimisation_time_and_the_strategy_cache(csv_file, tmp_path, capsys, monkeypatch):
     """-m optimized says how long the strategy took and whether it was read from, stored in or
     could not be stored in the strategy cache (a cold optimisation at 4096 bins takes ~16 s)."""

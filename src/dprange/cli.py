@@ -443,6 +443,8 @@ def strategy_note(strategy: dict | None) -> str | None:
     if not strategy or "optimisation_seconds" not in strategy:
         return None
     head = f"strategy: {strategy['template']}, {strategy['rows']} x {strategy['bins']}"
+    if strategy.get("optimised_for") == "replace":  # Optimized.replace_program
+        head += " (optimised for replace neighbours)"
     if strategy.get("measured") == "identity":  # Optimized.released_strategy
         errors = strategy["mean_error_as_released"]
         head = (

@@ -18,7 +18,13 @@ public, so a strategy can be optimised for it at no privacy cost.
   product, O(p n^2), and a p x p inverse; :func:`p_identity_loss` gives the gradient
   analytically (module tests check it against finite differences).  L-BFGS-B with bounds
   B >= 0 from a banded start (:func:`banded_start`: overlapping bands, the shape optima take),
-  further starts uniform random (a public seed: the strategy is public).
+  further starts uniform random (a public seed: the strategy is public).  Under replace
+  neighbours the total is public and the least squares use it, so the loss is
+  trace(G X^-1) - u^T G u / 1^T u with u = X^-1 1 (``known_total``: O(p n) more by the same
+  Woodbury algebra); the replace sensitivity of the unit non-negative columns is 2 for every
+  pair of bins that share no row, so it is not in the loss.  Optimised with that loss the
+  strategy gains 1.06-1.30x over the best fixed one under replace (64 to 4096 bins), where the
+  add/remove optimum measured under replace was behind it (docs/optimized.md).
 * ``p-identity-l2``: the same template with columns of L2 norm 1 (Gaussian noise):
   s_j = sqrt(1 + ||B_j||^2), B of any sign, the same loss and Woodbury algebra
   (ds_j / dB_rj = B_rj / s_j).  On all ranges and prefixes at n = 256 its trace is 1.04x and
@@ -185,7 +191,7 @@ def column_scales(theta: np.ndarray, norm: int = 1) -> np.ndarray:
     return np.sqrt(1.0 + (theta**2).sum(axis=0))
 
 
-def p_identity_loss(theta: np.ndarray, gram, norm: int = 1) -> tuple[float, np.ndarray]:
+def p_identity_loss(theta: np.ndarray, gram, norm: int = 1, *, known_total: bool = False) -> tuple[float, np.ndarray]:
     """trace(G (A^T A)^-1) for A = [I; B] D (module doc) and its gradient in B (p x n).
 
     ``norm`` 1: columns of L1 norm 1 (Laplace noise, B >= 0); 2: columns of L2 norm 1 (the
@@ -193,7 +199,11 @@ def p_identity_loss(theta: np.ndarray, gram, norm: int = 1) -> tuple[float, np.n
     With Y = M^-1 B (M = I + B B^T, inverted once: p x p) and Z = Y S G S = M^-1 B G'
     (G' = S G S), the loss is sum_j G_jj s_j^2 - sum(Z o B), and M^-1 H = Z B^T
     (H = B G' B^T); one product Y S G (O(p n^2), or O(p n) for all ranges and prefixes) and
-    four p x p by p x n products: O(p^2 n) in all (at n = 4096, p = 128: about 25 ms)."""
+    four p x p by p x n products: O(p^2 n) in all (at n = 4096, p = 128: about 25 ms).
+
+    ``known_total``: the loss of replace neighbours, whose least squares use the public total:
+    trace(G X^-1) - u^T G u / 1^T u with u = X^-1 1 (:func:`_known_total_correction`, O(p n)
+    more)."""
     gram = gram if isinstance(gram, Gram) else Gram(gram)
     p = theta.shape[0]
     s = column_scales(theta, norm)
@@ -211,11 +221,46 @@ def p_identity_loss(theta: np.ndarray, gram, norm: int = 1) -> tuple[float, np.n
     # d/ds_k = 2 [(G o X^-1) s]_k = 2 (G_kk s_k - sum_r B_rk [M^-1 B S G]_rk);
     # ds_k / dB_rk = 1 (L1) or B_rk / s_k (L2).
     through_s = 2.0 * (gram.diag * s - np.einsum("rk,rk->k", theta, z) / s)
+    if known_total:
+        correction, through_b, through_scales = _known_total_correction(theta, s, m_inv, gram)
+        loss -= correction
+        grad -= through_b
+        through_s -= through_scales
     if norm == 1:
         grad += through_s
     else:
         grad += theta * (through_s / s)
     return loss, grad
+
+
+def _known_total_correction(
+    theta: np.ndarray, s: np.ndarray, m_inv: np.ndarray, gram: Gram
+) -> tuple[float, np.ndarray, np.ndarray]:
+    """(c, dc / dB at fixed column scales, dc / ds) for c = t / q, t = u^T G u, q = 1^T u,
+    u = X^-1 1 and X = A^T A = D (I + B^T B) D, D = diag(1 / s): what a public total takes off
+    trace(G X^-1) (replace neighbours: the constrained least squares' covariance is
+    X^-1 - u u^T / q).
+
+    X^-1 = S (I - B^T M^-1 B) S by Woodbury, so u, v = X^-1 G u and G u cost O(p n) (one
+    product of a vector by G).  With E = dc / dX = -(v u^T + u v^T) / q + t u u^T / q^2 and
+    X = D P^T P D (P = [I; B]): dc / dB = 2 B D E D at fixed D, and
+    dc / ds_j = -2 (P^T P D E)_jj / s_j^2 (module tests check both against finite differences)."""
+
+    def inverse_times(vector):  # X^-1 vector = S (I - B^T M^-1 B) S vector       O(p n)
+        scaled = s * vector
+        return s * (scaled - theta.T @ (m_inv @ (theta @ scaled)))
+
+    u = inverse_times(np.ones(s.size))
+    gu = gram.left(u[None, :])[0]  # G u (G symmetric)                          O(n) or O(n^2)
+    v = inverse_times(gu)
+    q, t = float(u.sum()), float(u @ gu)
+    a, b = -1.0 / q, t / q**2  # E = a (v u^T + u v^T) + b u u^T
+    u_d, v_d = u / s, v / s  # D u, D v
+    bu, bv = theta @ u_d, theta @ v_d
+    through_b = 2.0 * (a * (np.outer(bv, u_d) + np.outer(bu, v_d)) + b * np.outer(bu, u_d))
+    qu, qv = u_d + theta.T @ bu, v_d + theta.T @ bv  # P^T P D u, P^T P D v
+    diagonal = a * (qv * u + qu * v) + b * qu * u  # (P^T P D E)_jj
+    return t / q, through_b, -2.0 * diagonal / s**2
 
 
 def p_identity_matrix(theta: np.ndarray, norm: int = 1) -> np.ndarray:
@@ -287,8 +332,10 @@ def optimize_p_identity(
     maxiter: int | None = None,
     norm: int = 1,
     start: np.ndarray | None = None,
+    known_total: bool = False,
 ) -> tuple[np.ndarray, float]:
-    """The B (p x n) with least trace(G (A^T A)^-1) over ``restarts`` starts, and that trace.
+    """The B (p x n) with least trace(G (A^T A)^-1) over ``restarts`` starts, and that trace
+    (``known_total``: the loss with a public total, :func:`p_identity_loss`).
 
     L-BFGS-B on B >= 0 (L1) or free B (L2); the loss is divided by trace(G) (the identity
     strategy's) for scale.  The first start is ``start`` if given, else for L1
@@ -306,7 +353,7 @@ def optimize_p_identity(
         maxiter = 200 if norm == 1 else 400
 
     def objective(flat):
-        loss, grad = p_identity_loss(flat.reshape(p, n), gram, norm)
+        loss, grad = p_identity_loss(flat.reshape(p, n), gram, norm, known_total=known_total)
         return loss / scale, grad.ravel() / scale
 
     uniform_too = start is None and norm == 1 and p * n <= UNIFORM_TOO_MAX_SIZE
@@ -321,7 +368,7 @@ def optimize_p_identity(
         for _ in range(restarts - 1 + uniform_too):
             yield rng.uniform(0.0, 1.0, p * n)
 
-    best_theta, best_loss = np.zeros((p, n)), p_identity_loss(np.zeros((p, n)), gram, norm)[0]
+    best_theta, best_loss = np.zeros((p, n)), p_identity_loss(np.zeros((p, n)), gram, norm, known_total=known_total)[0]
     # One Bounds object, not p n tuples (converting 524288 tuples took 1.7 s at n = 4096).
     # B <= B_MAX: on prefixes of 6 bins the optimiser otherwise sent one entry of B to 8.6e5
     # (a row that takes over one bin's count, for a gain of 5e-5), so that the bin's identity
@@ -556,13 +603,17 @@ class OptimizedStrategy(MatrixStrategy):
         super().__init__(matrix)
         #: The strategy as optimised, before quantisation (largest column norm 1).
         self.unquantised = np.asarray(matrix, dtype=float)
-        #: trace(G (A^T A)^-1) of the unquantised strategy (unit largest column norm).
+        #: trace(G (A^T A)^-1) of the unquantised strategy (unit largest column norm); for the
+        #: replace program's strategy, its loss with the public total (:meth:`Optimized.replace_program`).
         self.trace = trace
         self.template = template
         self.seconds = seconds
         self.cached = cached
         #: Whether this optimisation was written into the disk cache (False when read from it).
         self.stored = False
+        #: The relation whose loss it minimises: "add_remove", or "replace" (public total;
+        #: :meth:`Optimized.replace_program`).
+        self.optimised_for = "add_remove"
         #: What a design at given (epsilon, delta) measured and why (:meth:`Optimized.strategy`).
         self.choice: dict = {}
         #: The strategies built for the same choice, this one included (:func:`also_built`).
@@ -575,6 +626,7 @@ class OptimizedStrategy(MatrixStrategy):
             "optimisation_seconds": self.seconds,
             "cached": self.cached,
             "stored": self.stored,
+            "optimised_for": self.optimised_for,
             **self.choice,
             **also_built(self),
         }
@@ -618,7 +670,8 @@ class PIdentityStrategy(OneBlockStrategy):
 
     def __init__(self, theta: np.ndarray, template: str, seconds: float, cached: bool, trace: float = np.nan):
         theta = np.atleast_2d(np.asarray(theta, dtype=float))
-        #: trace(G (A^T A)^-1) of the unquantised strategy (unit column norms).
+        #: trace(G (A^T A)^-1) of the unquantised strategy (unit column norms); optimised for
+        #: replace neighbours, trace(G (A^T A)^-1) less the public total's term (:func:`p_identity_loss`).
         self.trace = trace
         self.theta = theta
         self.template = template
@@ -628,6 +681,9 @@ class PIdentityStrategy(OneBlockStrategy):
         self.cached = cached
         #: Whether this optimisation was written into the disk cache (False when read from it).
         self.stored = False
+        #: The relation whose loss it minimises: "add_remove", or "replace" (public total;
+        #: :meth:`Optimized.replace_program`).
+        self.optimised_for = "add_remove"
         #: What a design at given (epsilon, delta) measured and why (:meth:`Optimized.strategy`).
         self.choice: dict = {}
         #: The strategies built for the same choice, this one included (:func:`also_built`).
@@ -670,6 +726,7 @@ class PIdentityStrategy(OneBlockStrategy):
             "optimisation_seconds": self.seconds,
             "cached": self.cached,
             "stored": self.stored,
+            "optimised_for": self.optimised_for,
             **self.choice,
             **also_built(self),
         }
@@ -709,7 +766,8 @@ class Optimized(Mechanism):
         Param(
             "template",
             OneOf(TEMPLATES),
-            "p-identity (L1 columns, Laplace: epsilon-DP, McKenna et al. 2018), p-identity-l2 (its L2 "
+            "p-identity (L1 columns, Laplace: epsilon-DP, McKenna et al. 2018; under replace optimised with the "
+            "public total), p-identity-l2 (its L2 "
             "analogue, Gaussian), eigen ((epsilon, delta), Li and Miklau 2012), l2-optimal (the exact "
             "optimum over strategies with L2 columns, (epsilon, delta); n <= 1024; under replace the "
             "optimum for the pairwise sensitivity and the public total up to 256 bins), dense (any non-negative "
@@ -744,7 +802,7 @@ class Optimized(Mechanism):
         self._epsilon: float | None = None
         self._strategies: dict = {}
         self._released: dict = {}
-        self._loaded: dict = {}  # (n, template): (cache file, arrays) read by cache_state, for _build
+        self._loaded: dict = {}  # (n, template, replace): (cache file, arrays) read by cache_state, for _build
         self._built: dict = {}  # (n, resolved template): the strategies built for that choice
 
     # The template "auto" follows delta, and the choice between the optimised strategy and the
@@ -802,6 +860,7 @@ class Optimized(Mechanism):
             identity = identity_strategy(optimised.n, optimised.template, optimised.seconds, optimised.cached)
             identity.stored = optimised.stored
             identity.built_with = optimised.built_with  # the optimised strategies it was compared with
+            identity.optimised_for = optimised.optimised_for
             errors = {
                 label: self._error_as_released(strategy, gram, workload.m, epsilon, delta)
                 for label, strategy in (("optimised", optimised), (IDENTITY_CHOICE, identity))
@@ -840,7 +899,7 @@ class Optimized(Mechanism):
                 optimum = self._build(workload, "l2-optimal")
                 if self.replace_program(n, "l2-optimal") or optimum.trace < strategy.trace:
                     strategy = optimum
-            if self.template == "auto" and template == "p-identity" and self._auto_dense(workload):
+            if self.template == "auto" and template == "p-identity" and self._auto_dense(workload, template):
                 dense = self._build(workload, "dense")  # epsilon-DP: the dense template where clearly lower
                 strategy = dense if dense.trace < AUTO_DENSE_GAIN * strategy.trace else strategy
             strategy.check_rank(known_total=self.neighbours == "replace")
@@ -862,57 +921,73 @@ class Optimized(Mechanism):
             )
         return self.rows or default_rows(n, base)
 
-    def _cached_arrays(self, workload: Workload, template: str) -> tuple[Path, dict | None]:
-        """(the cache file of ``template`` for ``workload`` (this mechanism's on its n bins), its
-        arrays if it loads and fits, :func:`_load`); a file read by :meth:`cache_state` is not
-        read again, nor an explicit workload's Gram matrix hashed again for its name."""
-        if (workload.n, template) in self._loaded:
-            return self._loaded.pop((workload.n, template))
-        key = f"{template}-replace" if self.replace_program(workload.n, template) else template
+    def _cached_arrays(self, workload: Workload, template: str, replace: bool) -> tuple[Path, dict | None]:
+        """(the cache file of ``template`` for ``workload`` (this mechanism's on its n bins),
+        optimised for replace neighbours or not (:meth:`replace_program`), its arrays if it
+        loads and fits, :func:`_load`); a file read by :meth:`cache_state` is not read again,
+        nor an explicit workload's Gram matrix hashed again for its name."""
+        if (workload.n, template, replace) in self._loaded:
+            return self._loaded.pop((workload.n, template, replace))
+        key = f"{template}-replace" if replace else template
         path = cache_path(workload, key, self.extra_rows(workload.n, template), self.restarts)
         nonnegative = P_IDENTITY_NORMS.get(template) == 1  # L1 p-Identity: B >= 0
         matrix = "theta" if template in P_IDENTITY_NORMS else "strategy"
         return path, _load(path, matrix, workload.n, nonnegative=nonnegative)
 
     def replace_program(self, n: int, template: str) -> bool:
-        """Whether ``template`` on n bins solves the replace program
+        """Whether ``template`` on n bins is optimised for replace neighbours: l2-optimal up to
+        L2_REPLACE_MAX_N bins solves the replace program
         (:func:`dprange.optimal_l2.l2_replace_optimum`: the L2 optimum for the pairwise
-        sensitivity and the public total of replace neighbours): l2-optimal under replace up
-        to L2_REPLACE_MAX_N bins; above, and for every other template, the add/remove loss.
-        Its own cache key (the strategy depends on the relation)."""
-        return template == "l2-optimal" and self.neighbours == "replace" and n <= L2_REPLACE_MAX_N
+        sensitivity and the public total), p-identity (L1 columns, any n) minimises the loss
+        with the public total (:func:`p_identity_loss` with ``known_total``; the replace
+        sensitivity of its non-negative unit columns, 2 - 2 min_ij sum_r min(a_ri, a_rj), is 2
+        wherever two bins share no row, as far-apart bins do).  Above, and for every other
+        template, the add/remove loss.  Its own cache key (the strategy depends on the relation)."""
+        if self.neighbours != "replace":
+            return False
+        return template == "p-identity" or (template == "l2-optimal" and n <= L2_REPLACE_MAX_N)
 
     def cache_state(self, workload: Workload, template: str) -> str:
         """Whether the strategy of ``template`` for ``workload`` is in the disk cache:
         "cached" (the file loads and fits, :func:`_load`; its arrays are kept, so that building
         the strategy reads it once), "damaged" (a file that does not: it would be optimised
         again) or "absent"."""
-        path, saved = self._cached_arrays(workload, template)
+        replace = self.replace_program(workload.n, template)
+        path, saved = self._cached_arrays(workload, template, replace)
         if saved is None:
             return "damaged" if path.exists() else "absent"
-        self._loaded[workload.n, template] = (path, saved)
+        self._loaded[workload.n, template, replace] = (path, saved)
         return "cached"
 
-    def _build(self, workload: Workload, template: str) -> OptimizedStrategy | PIdentityStrategy:
+    def _build(
+        self, workload: Workload, template: str, *, replace: bool | None = None
+    ) -> OptimizedStrategy | PIdentityStrategy:
         """The strategy of ``template`` (read from the disk cache or optimised), kept with the
         others built for the same choice (template auto compares two; the dense templates
-        start from others), which its ``describe()`` reports (``also_built``)."""
-        strategy = self._obtain(workload, template)
+        start from others), which its ``describe()`` reports (``also_built``).  ``replace``:
+        optimised for replace neighbours (default :meth:`replace_program`)."""
+        if replace is None:
+            replace = self.replace_program(workload.n, template)
+        strategy = self._obtain(workload, template, replace)
         built = self._built.setdefault((workload.n, self.resolved_template()), [])
         if all(other.template != template for other in built):
             built.append(strategy)
         strategy.built_with = built
         return strategy
 
-    def _obtain(self, workload: Workload, template: str) -> OptimizedStrategy | PIdentityStrategy:
+    def _obtain(self, workload: Workload, template: str, replace: bool) -> OptimizedStrategy | PIdentityStrategy:
         n = workload.n
         p = self.extra_rows(n, template)
-        path, saved = self._cached_arrays(workload, template)
+        path, saved = self._cached_arrays(workload, template, replace)
         if saved is not None:
             seconds, trace = float(saved["seconds"]), float(saved["trace"])
+            cached: OptimizedStrategy | PIdentityStrategy
             if template in P_IDENTITY_NORMS:
-                return PIdentityStrategy(saved["theta"], template, seconds, True, trace)
-            return OptimizedStrategy(saved["strategy"], template, seconds, True, trace)
+                cached = PIdentityStrategy(saved["theta"], template, seconds, True, trace)
+            else:
+                cached = OptimizedStrategy(saved["strategy"], template, seconds, True, trace)
+            cached.optimised_for = "replace" if replace else "add_remove"
+            return cached
         start = time.perf_counter()
         strategy: OptimizedStrategy | PIdentityStrategy
         if template in DENSE_TEMPLATES:
@@ -921,12 +996,14 @@ class Optimized(Mechanism):
             strategy, arrays = OptimizedStrategy(matrix, template, seconds, False, trace), {"strategy": matrix}
         elif template in P_IDENTITY_NORMS:
             norm = P_IDENTITY_NORMS[template]
-            theta, trace = optimize_p_identity(Gram(workload), p, restarts=self.restarts, norm=norm)
+            theta, trace = optimize_p_identity(
+                Gram(workload), p, restarts=self.restarts, norm=norm, known_total=replace and norm == 1
+            )
             seconds = time.perf_counter() - start
             strategy, arrays = PIdentityStrategy(theta, template, seconds, False, trace), {"theta": theta}
         elif template == "l2-optimal":
             check_l2_optimum_bins(n)
-            solve = l2_replace_optimum if self.replace_program(n, template) else l2_optimum
+            solve = l2_replace_optimum if replace else l2_optimum
             matrix, trace = solve(workload.gram())[:2]  # an n x n eigendecomposition a step, O(n^3)
             seconds = time.perf_counter() - start
             strategy, arrays = OptimizedStrategy(matrix, template, seconds, False, trace), {"strategy": matrix}
@@ -937,6 +1014,7 @@ class Optimized(Mechanism):
             trace = strategy_trace(matrix, gram)  # columns of L2 norm <= 1, the largest 1     O(n^3)
             strategy, arrays = OptimizedStrategy(matrix, template, seconds, False, trace), {"strategy": matrix}
         strategy.stored = _store(path, {**arrays, "seconds": np.array(seconds), "trace": np.array(trace)})
+        strategy.optimised_for = "replace" if replace else "add_remove"
         return strategy
 
     def _optimize_dense(self, workload: Workload, signed: bool) -> tuple[np.ndarray, float]:
@@ -951,15 +1029,19 @@ class Optimized(Mechanism):
             dense = self._build(workload, "dense")
             assert isinstance(dense, MatrixStrategy)
             return optimize_signed(gram, dense.explicit() / dense.factor)
-        start = self._build(workload, "p-identity")
+        start = self._build(workload, "p-identity", replace=False)  # the dense templates' loss is add/remove's
         assert isinstance(start, PIdentityStrategy)
         matrix, trace, _ = optimize_dense_template(gram, start.theta, restarts=self.restarts)
         return matrix, trace
 
-    def _auto_dense(self, workload: Workload) -> bool:
+    def _auto_dense(self, workload: Workload, template: str) -> bool:
         """``auto`` (delta = 0) also builds the dense template for n <= AUTO_DENSE_MAX_N, or up
-        to DENSE_MAX_N when it is cached (its optimisation is O(n^3) a step)."""
+        to DENSE_MAX_N when it is cached (its optimisation is O(n^3) a step); not where the
+        p-Identity strategy is optimised for replace neighbours (the dense template's loss is
+        add/remove's: their traces are not comparable)."""
         n = workload.n
+        if self.replace_program(n, template):
+            return False
         return n <= AUTO_DENSE_MAX_N or (n <= DENSE_MAX_N and self.cache_state(workload, "dense") == "cached")
 
     def budget_fractions(self, strategy, epsilon) -> np.ndarray:

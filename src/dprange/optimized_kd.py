@@ -354,11 +354,11 @@ class OptimizedKronecker(GridMechanism):
         """The 1-D mechanism that optimises (or reads from the disk cache) the axes of n bins,
         kept: a cache file :meth:`axis_ready` has read is not read again."""
         if (n, template) not in self._axis_mechanisms:
-            # The axes' L2 optima are those of the add/remove program: the product's replace
-            # sensitivity is not a product of the axes' (the 1-D replace program is not used).
-            neighbours = "add_remove" if template == "l2-optimal" else self.neighbours
+            # The axes are optimised for the add/remove loss under either relation: the product's
+            # replace sensitivity and public-total term are not products of the axes' (the 1-D
+            # replace program and replace loss are not used).
             self._axis_mechanisms[n, template] = Optimized(
-                AXIS_WORKLOADS[self.workload], template=template, rows=self.rows, neighbours=neighbours
+                AXIS_WORKLOADS[self.workload], template=template, rows=self.rows, neighbours="add_remove"
             )
         return self._axis_mechanisms[n, template]
 
