@@ -61,10 +61,11 @@ prefixes plus c times the unit queries (c = 0.25 ... 16).  Each row has the gain
 gains more) and, for n <= 1024, the exact cap (best fixed / ``l2_optimum_bound``: under
 (epsilon, delta) exactly the most a matrix mechanism with that noise gains).
 
-``--replace``: replace neighbours at (1, 1e-6), all ranges and prefixes on 64 and 256 bins:
-the L2 optimum of the replace program (``template="l2-optimal"``, pairwise sensitivity and
-public total), the L2 template optimised for the add/remove loss, the best fixed strategy and
-the replace bound, exact errors as released; then epsilon = 1 (delta = 0) on 64, 256 and 1024
+``--replace``: replace neighbours at (1, 1e-6), all ranges and prefixes on 64, 256 and 1024
+bins: the L2 optimum of the replace program (``template="l2-optimal"``, pairwise sensitivity
+and public total; up to 256 bins), the L2 template optimised for replace and for the add/remove
+loss (as measured before), template auto, the best fixed strategy and the replace bound (up to
+256 bins), exact errors as released; then epsilon = 1 (delta = 0) on 64, 256 and 1024
 bins (``--full``: also 4096): the p-Identity template optimised with the public total
 (``Optimized(neighbours="replace")``; its CPU), what ``Optimized`` measured under replace
 before (the add/remove p-Identity optimum, or the identity where its exact error as released
@@ -211,39 +212,46 @@ def sweep(n: int, match: str = "") -> None:
 
 def replace_neighbours(sizes) -> None:
     """``--replace``: under replace neighbours at (1, 1e-6), all ranges and prefixes: the L2
-    optimum of the replace program (template l2-optimal), the L2 template (optimised for the
-    add/remove loss), the best fixed strategy and the replace bound (``l2_optimum_bound(...,
-    neighbours="replace")``), exact errors per query as released, and the replace program's CPU."""
+    optimum of the replace program (template l2-optimal, up to 256 bins), the L2 template
+    optimised for replace and, "before", the L2 template optimised for the add/remove loss
+    measured under replace, template auto, the best fixed strategy and the replace bound
+    (``l2_optimum_bound(..., neighbours="replace")``, up to 256 bins), exact errors per query as
+    released, and the CPU of the replace program and of the L2 template."""
     from dprange.analysis import expected_error, l2_optimum_bound, select  # noqa: PLC0415
+    from dprange.optimal_l2 import L2_REPLACE_MAX_N  # noqa: PLC0415
     from dprange.optimized import Optimized  # noqa: PLC0415
     from dprange.workloads import AllRange, Prefix  # noqa: PLC0415
+
+    def error(mech, workload):
+        return expected_error(mech, workload, EPSILON, delta=DELTA)
 
     rows = []
     for n in sizes:
         for workload in (AllRange(n), Prefix(n)):
+            row: dict = {"workload": workload.name, "n": n}
             optimum = Optimized(workload, template="l2-optimal", neighbours="replace")
-            _, cpu, _ = cpu_and_wall(lambda m=optimum, w=workload: m.strategy(w.n))
-            errors = {
-                template: expected_error(
-                    Optimized(workload, template=template, neighbours="replace"), workload, EPSILON, delta=DELTA
-                )
-                for template in ("l2-optimal", "p-identity-l2")
-            }
+            if n <= L2_REPLACE_MAX_N:  # first: auto builds it too (and would leave it in the cache)
+                _, row["replace_program_cpu_seconds"], _ = cpu_and_wall(lambda m=optimum, w=workload: m.strategy(w.n))
+            template = Optimized(workload, template="p-identity-l2", neighbours="replace")
+            _, row["l2_template_cpu_seconds"], _ = cpu_and_wall(lambda m=template, w=workload: m.strategy(w.n))
+            row["p_identity_l2"] = error(template, workload)
+            previous = Optimized(workload, template="p-identity-l2", neighbours="replace")
+            previous.replace_program = lambda n, template: False  # type: ignore[method-assign]
+            row["p_identity_l2_add_remove_loss"] = error(previous, workload)  # as measured before
+            auto = Optimized(workload, neighbours="replace")
+            row["auto"] = error(auto, workload)
+            row["auto_template"] = auto.strategy(n).describe()["template"]
             table = select(workload, None, EPSILON, delta=DELTA, neighbours="replace").table
             fixed = min((c for c in table if not isinstance(c.mechanism, Optimized)), key=lambda c: c.error)
-            bound = l2_optimum_bound(workload, EPSILON, DELTA, neighbours="replace")
-            row = {
-                "workload": workload.name,
-                "n": n,
-                "l2_optimal": errors["l2-optimal"],
-                "p_identity_l2": errors["p-identity-l2"],
-                "best_fixed": fixed.error,
-                "best_fixed_mechanism": fixed.mechanism.name,
-                "replace_bound": bound,
-                "l2_optimal_over_bound": errors["l2-optimal"] / bound,
-                "fixed_over_l2_optimal": fixed.error / errors["l2-optimal"],
-                "replace_program_cpu_seconds": cpu,
-            }
+            row |= {"best_fixed": fixed.error, "best_fixed_mechanism": fixed.mechanism.name}
+            row["fixed_over_l2_template"] = fixed.error / row["p_identity_l2"]
+            row["fixed_over_auto"] = fixed.error / row["auto"]
+            if n <= L2_REPLACE_MAX_N:
+                row["l2_optimal"] = error(optimum, workload)
+                row["replace_bound"] = bound = l2_optimum_bound(workload, EPSILON, DELTA, neighbours="replace")
+                row["l2_optimal_over_bound"] = row["l2_optimal"] / bound
+                row["l2_template_over_bound"] = row["p_identity_l2"] / bound
+                row["fixed_over_l2_optimal"] = fixed.error / row["l2_optimal"]
             print(json.dumps(row), flush=True)
             rows.append(row)
     print_summary(epsilon=EPSILON, delta=DELTA, neighbours="replace", replace=rows)
@@ -309,7 +317,7 @@ def main() -> None:
         sweep(args.n, args.match)
         return
     if args.replace:
-        replace_neighbours((64, 256))
+        replace_neighbours((64, 256, 1024))
         replace_neighbours_pure((64, 256, 1024, 4096) if args.full else (64, 256, 1024))
         return
 

@@ -23,11 +23,14 @@ public, so a strategy can be optimised for it at no privacy cost.
   trace(G X^-1) - u^T G u / 1^T u with u = X^-1 1 (``known_total``: O(p n) more by the same
   Woodbury algebra); the replace sensitivity of the unit non-negative columns is 2 for every
   pair of bins that share no row, so it is not in the loss.  Optimised with that loss the
-  strategy gains 1.06-1.30x over the best fixed one under replace (64 to 4096 bins), where the
-  add/remove optimum measured under replace was behind it (docs/optimized.md).
+  strategy gains 1.11-1.30x over the best fixed one under replace (prefixes of 64 to 4096 bins,
+  all ranges of 256 to 4096), where the add/remove optimum measured under replace was behind
+  it or level (docs/optimized.md).
 * ``p-identity-l2``: the same template with columns of L2 norm 1 (Gaussian noise):
   s_j = sqrt(1 + ||B_j||^2), B of any sign, the same loss and Woodbury algebra
-  (ds_j / dB_rj = B_rj / s_j).  On all ranges and prefixes at n = 256 its trace is 1.04x and
+  (ds_j / dB_rj = B_rj / s_j); under replace B >= 0 and the loss with the public total, as
+  above (every pair of columns then moves the answers by at most sqrt(2)).  On all ranges and
+  prefixes at n = 256 its trace is 1.04x and
   1.07x the SVD bound's, where the eigen-design reaches 1.08x and 1.66x.
 * ``dense`` (:mod:`dprange.optimized_dense`, epsilon-DP, n <= 512): any non-negative strategy
   with columns of L1 norm 1, from the p-Identity optimum; ``auto`` takes it where its trace is
@@ -335,7 +338,8 @@ def optimize_p_identity(
     known_total: bool = False,
 ) -> tuple[np.ndarray, float]:
     """The B (p x n) with least trace(G (A^T A)^-1) over ``restarts`` starts, and that trace
-    (``known_total``: the loss with a public total, :func:`p_identity_loss`).
+    (``known_total``: the loss with a public total, :func:`p_identity_loss`, and B >= 0 with
+    either norm).
 
     L-BFGS-B on B >= 0 (L1) or free B (L2); the loss is divided by trace(G) (the identity
     strategy's) for scale.  The first start is ``start`` if given, else for L1
@@ -373,7 +377,10 @@ def optimize_p_identity(
     # B <= B_MAX: on prefixes of 6 bins the optimiser otherwise sent one entry of B to 8.6e5
     # (a row that takes over one bin's count, for a gain of 5e-5), so that the bin's identity
     # weight 1 / s_j rounded to zero when quantised; with the cap every 1 / s_j >= 1 / (1 + p B_MAX).
-    bounds = optimize.Bounds(0.0, B_MAX) if norm == 1 else None  # L2: the sign is free
+    # L2: the sign is free, except with a known total (replace neighbours): with B >= 0 every
+    # pair of unit columns has a_i^T a_j >= 0, so a replace moves the answers by at most sqrt(2),
+    # the value the loss assumes (signed columns could reach 2).
+    bounds = optimize.Bounds(0.0, B_MAX) if norm == 1 or known_total else None
     # One BLAS thread: the products of a step are p x n, too small to gain from threads, and
     # OpenBLAS's threads spun on a loaded 2-core box (prefixes, 128 bins, p = 8: 3.3 CPU s with
     # the default threads, 0.3 s with one).
@@ -436,6 +443,19 @@ def eigen_design(gram: np.ndarray, *, maxiter: int = 500) -> np.ndarray:
 def strategy_trace(strategy: np.ndarray, gram: np.ndarray) -> float:
     """trace(G (A^T A)^-1) (dense, for checks and benchmarks)."""
     return float(np.trace(np.linalg.solve(strategy.T @ strategy, gram)))
+
+
+def replace_objective(strategy: np.ndarray, gram: np.ndarray) -> float:
+    """The epsilon-free error of ``strategy`` (dense, unquantised) under replace neighbours with
+    L2 sensitivity: (trace(G X^-1) - u^T G u / 1^T u) max_ij ||a_i - a_j||_2^2, X = A^T A,
+    u = X^-1 1 (the least squares with the public total, times the squared replace
+    sensitivity, to which the Gaussian's variance is proportional).  O(n^3)."""
+    x = strategy.T @ strategy
+    covariance = linalg.cho_solve(linalg.cho_factor(x), np.eye(x.shape[0]))  # O(n^3)
+    u = covariance.sum(axis=1)
+    diagonal = np.diag(x)
+    distance = float((diagonal[:, None] + diagonal[None, :] - 2.0 * x).max())
+    return (float(np.vdot(gram, covariance)) - float(u @ gram @ u) / float(u.sum())) * distance
 
 
 def column_norm(strategy: np.ndarray, p: int) -> float:
@@ -767,8 +787,8 @@ class Optimized(Mechanism):
             "template",
             OneOf(TEMPLATES),
             "p-identity (L1 columns, Laplace: epsilon-DP, McKenna et al. 2018; under replace optimised with the "
-            "public total), p-identity-l2 (its L2 "
-            "analogue, Gaussian), eigen ((epsilon, delta), Li and Miklau 2012), l2-optimal (the exact "
+            "public total), p-identity-l2 (its L2 analogue, Gaussian; under replace optimised with the "
+            "public total, B >= 0), eigen ((epsilon, delta), Li and Miklau 2012), l2-optimal (the exact "
             "optimum over strategies with L2 columns, (epsilon, delta); n <= 1024; under replace the "
             "optimum for the pairwise sensitivity and the public total up to 256 bins), dense (any non-negative "
             "strategy with L1 columns, from the p-identity optimum; n <= 512), dense-signed (entries of "
@@ -893,18 +913,37 @@ class Optimized(Mechanism):
             workload = self.workload_on(n)
             strategy = self._build(workload, template)
             if self.template == "auto" and template == "p-identity-l2" and n <= AUTO_CACHED_MAX_N:
-                # (epsilon, delta): keep the exact L2 optimum where its trace is lower (all but ties);
-                # the replace program's optimum is the least error as released under replace (its
-                # trace is of another loss, not comparable with the L2 template's).
-                optimum = self._build(workload, "l2-optimal")
-                if self.replace_program(n, "l2-optimal") or optimum.trace < strategy.trace:
-                    strategy = optimum
+                assert isinstance(strategy, PIdentityStrategy)
+                strategy = self._auto_l2(workload, strategy)
             if self.template == "auto" and template == "p-identity" and self._auto_dense(workload, template):
                 dense = self._build(workload, "dense")  # epsilon-DP: the dense template where clearly lower
                 strategy = dense if dense.trace < AUTO_DENSE_GAIN * strategy.trace else strategy
             strategy.check_rank(known_total=self.neighbours == "replace")
             self._strategies[key] = strategy
         return self._strategies[key]
+
+    def _auto_l2(
+        self, workload: Workload, template_strategy: PIdentityStrategy
+    ) -> OptimizedStrategy | PIdentityStrategy:
+        """Template auto with delta > 0 (n <= AUTO_CACHED_MAX_N): the exact L2 optimum where its
+        error is lower than the L2 template's, else the template.  Add/remove: by their traces
+        (the optimum's is lower on every workload measured).  Replace up to L2_REPLACE_MAX_N: the
+        replace program's optimum, the least error under replace, as it is.  Replace above: the
+        L2 template is optimised for replace, the optimum for add/remove; compared by
+        :func:`replace_objective` (their traces are of different losses, and the optimum's
+        replace sensitivity can lie below sqrt(2) times its column norm: all ranges of 1024 bins
+        477.5 against the template's 483.9 at (1, 1e-6), prefixes 323.4 against 301.8)."""
+        n = workload.n
+        optimum = self._build(workload, "l2-optimal")
+        if self.replace_program(n, "l2-optimal"):
+            return optimum
+        if self.neighbours == "replace":
+            assert isinstance(optimum, OptimizedStrategy)
+            gram = workload.gram()
+            template_matrix = p_identity_matrix(template_strategy.theta, 2)
+            lower = replace_objective(optimum.unquantised, gram) < replace_objective(template_matrix, gram)
+            return optimum if lower else template_strategy
+        return optimum if optimum.trace < template_strategy.trace else template_strategy
 
     def extra_rows(self, n: int, template: str) -> int:
         """p of the p-Identity template (and of the dense template's p-Identity start) on n
@@ -930,7 +969,8 @@ class Optimized(Mechanism):
             return self._loaded.pop((workload.n, template, replace))
         key = f"{template}-replace" if replace else template
         path = cache_path(workload, key, self.extra_rows(workload.n, template), self.restarts)
-        nonnegative = P_IDENTITY_NORMS.get(template) == 1  # L1 p-Identity: B >= 0
+        # B >= 0: the L1 p-Identity template, and both p-Identity templates under replace
+        nonnegative = template in P_IDENTITY_NORMS and (P_IDENTITY_NORMS[template] == 1 or replace)
         matrix = "theta" if template in P_IDENTITY_NORMS else "strategy"
         return path, _load(path, matrix, workload.n, nonnegative=nonnegative)
 
@@ -938,14 +978,15 @@ class Optimized(Mechanism):
         """Whether ``template`` on n bins is optimised for replace neighbours: l2-optimal up to
         L2_REPLACE_MAX_N bins solves the replace program
         (:func:`dprange.optimal_l2.l2_replace_optimum`: the L2 optimum for the pairwise
-        sensitivity and the public total), p-identity (L1 columns, any n) minimises the loss
-        with the public total (:func:`p_identity_loss` with ``known_total``; the replace
-        sensitivity of its non-negative unit columns, 2 - 2 min_ij sum_r min(a_ri, a_rj), is 2
-        wherever two bins share no row, as far-apart bins do).  Above, and for every other
+        sensitivity and the public total), p-identity and p-identity-l2 (any n) minimise the
+        loss with the public total (:func:`p_identity_loss` with ``known_total``) over B >= 0:
+        the replace sensitivity of non-negative unit columns is 2 - 2 min_ij sum_r min(a_ri,
+        a_rj) (L1) or sqrt(2 - 2 min_ij a_i^T a_j) (L2), 2 or sqrt(2) wherever two bins share
+        no row, as far-apart bins do, so it is not in the loss.  Above, and for every other
         template, the add/remove loss.  Its own cache key (the strategy depends on the relation)."""
         if self.neighbours != "replace":
             return False
-        return template == "p-identity" or (template == "l2-optimal" and n <= L2_REPLACE_MAX_N)
+        return template in P_IDENTITY_NORMS or (template == "l2-optimal" and n <= L2_REPLACE_MAX_N)
 
     def cache_state(self, workload: Workload, template: str) -> str:
         """Whether the strategy of ``template`` for ``workload`` is in the disk cache:
@@ -997,7 +1038,7 @@ class Optimized(Mechanism):
         elif template in P_IDENTITY_NORMS:
             norm = P_IDENTITY_NORMS[template]
             theta, trace = optimize_p_identity(
-                Gram(workload), p, restarts=self.restarts, norm=norm, known_total=replace and norm == 1
+                Gram(workload), p, restarts=self.restarts, norm=norm, known_total=replace
             )
             seconds = time.perf_counter() - start
             strategy, arrays = PIdentityStrategy(theta, template, seconds, False, trace), {"theta": theta}
