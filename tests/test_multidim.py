@@ -121,6 +121,49 @@ def test_marginals_sum_the_other_axes():
 
 
 # ----------------------------------------------------------------------------- sensitivity
+
+
+def reference_kron_replace_power(axis_levels, combos, weights, p):
+    """The replace Delta_p^p by enumerating every combination of the axes' patterns in exact
+    arithmetic (the implementation before the float pre-pass)."""
+    powers = [abs(w) ** p for w in weights]
+    from dprange.multidim import axis_patterns
+
+    patterns = [axis_patterns(tuple(levels)) for levels in axis_levels]
+    change = {0: 0, 1: 2**p, 2: 2}
+    best = 0
+    for choice in itertools.product(*patterns):
+        total = 0
+        for combo, power in zip(combos, powers):
+            cases = [int(choice[a][level]) for a, level in enumerate(combo)]
+            case = 2 if 2 in cases else cases.count(1) % 2
+            total += power * change[case]
+        best = max(best, total)
+    return best
+
+
+@pytest.mark.parametrize("block", [1 << 20, 1, 7])
+@pytest.mark.parametrize(
+    "shape,axes",
+    [((2,) * 6, [2] * 6), ((5, 6, 4), [3, "haar", 2]), ((4, 4), ["haar", 2]), ((2, 4, 4), [2, "haar", "haar"])],
+)
+def test_kronecker_replace_sensitivity_is_exact_with_ties_and_blocks(monkeypatch, shape, axes, block):
+    """The float pre-pass and the exact pass over the near-maximal combinations give exactly
+    the full enumeration's value (many tied maxima on six binary axes; weights in Fractions and
+    in ints), whether the combinations are totalled in one block or looped (REPLACE_BLOCK)."""
+    import dprange.multidim as multidim
+
+    monkeypatch.setattr(multidim, "REPLACE_BLOCK", block)
+    plan = Kronecker(axes, budget="geometric", neighbours="replace").plan(shape, 1.0)
+    axis_levels, combos = plan.axis_levels, plan.combos
+    rng = np.random.default_rng(len(shape) + block)
+    for weights in ([Fraction(int(k), 7) for k in rng.integers(1, 9, len(combos))], [1] * len(combos)):
+        for p in (1, 2):
+            got = multidim.kron_sensitivity_power(axis_levels, combos, weights, p, "replace")
+            assert got == reference_kron_replace_power(axis_levels, combos, weights, p)
+            assert isinstance(got, Fraction if isinstance(weights[0], Fraction) else int)
+
+
 KRON_CASES = [((3, 5), [2, "identity"]), ((5, 6), [3, "haar"]), ((4, 3), ["haar", "haar"]), ((2, 3, 2), [2, 2, 2])]
 
 
