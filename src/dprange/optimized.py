@@ -930,9 +930,8 @@ class Optimized(Mechanism):
         (the optimum's is lower on every workload measured).  Replace up to L2_REPLACE_MAX_N: the
         replace program's optimum, the least error under replace, as it is.  Replace above: the
         L2 template is optimised for replace, the optimum for add/remove; compared by
-        :func:`replace_objective` (their traces are of different losses, and the optimum's
-        replace sensitivity can lie below sqrt(2) times its column norm: all ranges of 1024 bins
-        477.5 against the template's 483.9 at (1, 1e-6), prefixes 323.4 against 301.8)."""
+        :func:`replace_objective` (their traces are of different losses: all ranges of 1024 bins
+        477.5 against the template's 483.9 per query at (1, 1e-6), prefixes 323.4 against 301.8)."""
         n = workload.n
         optimum = self._build(workload, "l2-optimal")
         if self.replace_program(n, "l2-optimal"):
