@@ -113,21 +113,30 @@ def _classes(n: int, moved: bool) -> list[tuple[int, int, int]]:
 @functools.lru_cache(maxsize=64)
 def replace_change(shape: tuple[int, ...], subsets: tuple[tuple[int, ...], ...], p: int) -> np.ndarray:
     """R[d, t] = ||F_T (e_j - e_i)||_p^p for the t-th set T and the d-th non-empty set D of
-    axes (of two or more bins) along which cells i and j differ (module doc): exact integers."""
+    axes (of two or more bins) along which cells i and j differ (module doc): exact integers.
+
+    R[d, t] depends on D only through D n T, so each T's value is computed once per subset of
+    T (2^|T| of them) and spread over the moves by their bits on T's axes: on 12 binary axes
+    with 2-way marginals (4095 moves, 79 sets) 0.01 s where every (D, T) pair took 3.8 s."""
     axes = [a for a, n in enumerate(shape) if n >= 2]
+    position = {a: k for k, a in enumerate(axes)}
     moves = [D for size in range(1, len(axes) + 1) for D in itertools.combinations(axes, size)]
+    masks = np.array([sum(1 << position[a] for a in D) for D in moves], dtype=np.int64)
     out = np.zeros((len(moves), len(subsets)), dtype=object)
-    for d, D in enumerate(moves):
-        moved = set(D)
-        for t, T in enumerate(subsets):
-            if not moved.intersection(T):
-                continue
+    for t, T in enumerate(subsets):
+        values = np.zeros(1 << len(T), dtype=object)  # by the bits of D n T, in T's order
+        for key in range(1, 1 << len(T)):
+            moved = {a for bit, a in enumerate(T) if key >> bit & 1}
             total = 0
             for rows in itertools.product(*(_classes(shape[a], a in moved) for a in T)):
                 u = math.prod(r[0] for r in rows)
                 v = math.prod(r[1] for r in rows)
                 total += math.prod(r[2] for r in rows) * abs(u - v) ** p
-            out[d, t] = total
+            values[key] = total
+        keys = np.zeros(len(moves), dtype=np.int64)
+        for bit, a in enumerate(T):
+            keys |= ((masks >> position[a]) & 1) << bit
+        out[:, t] = values[keys]
     return out
 
 
