@@ -210,6 +210,14 @@ def sweep(n: int, match: str = "") -> None:
     print_summary(epsilon=EPSILON, delta=DELTA, neighbours=NEIGHBOURS, sweep=rows)
 
 
+def optimised_for_add_remove(mech):
+    """``mech`` (an ``Optimized`` under replace) measuring the strategies optimised for the
+    add/remove loss, as ``Optimized`` did under replace before the replace losses: the "before"
+    columns of ``--replace``."""
+    mech.replace_program = lambda n, template: False
+    return mech
+
+
 def replace_neighbours(sizes) -> None:
     """``--replace``: under replace neighbours at (1, 1e-6), all ranges and prefixes: the L2
     optimum of the replace program (template l2-optimal, up to 256 bins), the L2 template
@@ -235,9 +243,8 @@ def replace_neighbours(sizes) -> None:
             template = Optimized(workload, template="p-identity-l2", neighbours="replace")
             _, row["l2_template_cpu_seconds"], _ = cpu_and_wall(lambda m=template, w=workload: m.strategy(w.n))
             row["p_identity_l2"] = error(template, workload)
-            previous = Optimized(workload, template="p-identity-l2", neighbours="replace")
-            previous.replace_program = lambda n, template: False  # type: ignore[method-assign]
-            row["p_identity_l2_add_remove_loss"] = error(previous, workload)  # as measured before
+            previous = optimised_for_add_remove(Optimized(workload, template="p-identity-l2", neighbours="replace"))
+            row["p_identity_l2_add_remove_loss"] = error(previous, workload)
             auto = Optimized(workload, neighbours="replace")
             row["auto"] = error(auto, workload)
             row["auto_template"] = auto.strategy(n).describe()["template"]
@@ -271,8 +278,7 @@ def replace_neighbours_pure(sizes) -> None:
             mech = Optimized(workload, neighbours="replace")
             _, cpu, _ = cpu_and_wall(lambda m=mech, w=workload: m.strategy(w.n))
             optimised = expected_error(mech, workload, EPSILON)
-            previous = Optimized(workload, neighbours="replace")  # as measured before: the add/remove optimum
-            previous.replace_program = lambda n, template: False  # type: ignore[method-assign]
+            previous = optimised_for_add_remove(Optimized(workload, neighbours="replace"))
             before = expected_error(previous, workload, EPSILON)
             table = select(workload, None, EPSILON, neighbours="replace").table
             fixed = min((c for c in table if not isinstance(c.mechanism, Optimized)), key=lambda c: c.error)

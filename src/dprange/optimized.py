@@ -91,6 +91,7 @@ from .inference.least_squares import DENSE_COVARIANCE_LIMIT
 from .inference.p_identity import DiagonalPlusRows, PIdentityEstimate
 from .matrix import QUANTISATION_TOLERANCE, MatrixStrategy, OneBlockStrategy, quantisation_factor
 from .mechanisms import Mechanism
+from .operators import definition_sensitivity_power
 from .optimal_l2 import L2_REPLACE_MAX_N, check_l2_optimum_bins, l2_optimum, l2_replace_optimum
 from .optimized_dense import DENSE_MAX_N, optimize_dense_template, optimize_signed
 from .progress import progress_bar
@@ -450,12 +451,8 @@ def replace_objective(strategy: np.ndarray, gram: np.ndarray) -> float:
     L2 sensitivity: (trace(G X^-1) - u^T G u / 1^T u) max_ij ||a_i - a_j||_2^2, X = A^T A,
     u = X^-1 1 (the least squares with the public total, times the squared replace
     sensitivity, to which the Gaussian's variance is proportional).  O(n^3)."""
-    x = strategy.T @ strategy
-    covariance = linalg.cho_solve(linalg.cho_factor(x), np.eye(x.shape[0]))  # O(n^3)
-    u = covariance.sum(axis=1)
-    diagonal = np.diag(x)
-    distance = float((diagonal[:, None] + diagonal[None, :] - 2.0 * x).max())
-    return (float(np.vdot(gram, covariance)) - float(u @ gram @ u) / float(u.sum())) * distance
+    distance = float(definition_sensitivity_power(strategy, 2, "replace"))
+    return mean_error_as_released(distance, [matrix_variance_terms(strategy, gram)], [1], known_total=True)
 
 
 def column_norm(strategy: np.ndarray, p: int) -> float:
@@ -482,10 +479,15 @@ def strategy_variance_terms(strategy, gram: Gram) -> VarianceTerms:
     block (O(n p^2), one product of p + 1 rows by G), densely for a matrix (O(n^3))."""
     if isinstance(strategy, PIdentityStrategy):
         return block_variance_terms(strategy.block, gram)
-    matrix = strategy.explicit()
+    return matrix_variance_terms(strategy.explicit(), gram.dense())
+
+
+def matrix_variance_terms(matrix: np.ndarray, gram: np.ndarray) -> VarianceTerms:
+    """:class:`VarianceTerms` of a dense strategy ``matrix`` for the dense Gram matrix ``gram``
+    (O(n^3))."""
     covariance = linalg.cho_solve(linalg.cho_factor(matrix.T @ matrix), np.eye(matrix.shape[1]))
-    g, w = gram.dense(), covariance.sum(axis=1)
-    return VarianceTerms(float(np.vdot(g, covariance)), float(w @ g @ w), float(w.sum()))
+    w = covariance.sum(axis=1)
+    return VarianceTerms(float(np.vdot(gram, covariance)), float(w @ gram @ w), float(w.sum()))
 
 
 def block_variance_terms(block: DiagonalPlusRows, gram: Gram) -> VarianceTerms:
@@ -1009,6 +1011,7 @@ class Optimized(Mechanism):
         if replace is None:
             replace = self.replace_program(workload.n, template)
         strategy = self._obtain(workload, template, replace)
+        strategy.optimised_for = "replace" if replace else "add_remove"
         built = self._built.setdefault((workload.n, self.resolved_template()), [])
         if all(other.template != template for other in built):
             built.append(strategy)
@@ -1021,13 +1024,9 @@ class Optimized(Mechanism):
         path, saved = self._cached_arrays(workload, template, replace)
         if saved is not None:
             seconds, trace = float(saved["seconds"]), float(saved["trace"])
-            cached: OptimizedStrategy | PIdentityStrategy
             if template in P_IDENTITY_NORMS:
-                cached = PIdentityStrategy(saved["theta"], template, seconds, True, trace)
-            else:
-                cached = OptimizedStrategy(saved["strategy"], template, seconds, True, trace)
-            cached.optimised_for = "replace" if replace else "add_remove"
-            return cached
+                return PIdentityStrategy(saved["theta"], template, seconds, True, trace)
+            return OptimizedStrategy(saved["strategy"], template, seconds, True, trace)
         start = time.perf_counter()
         strategy: OptimizedStrategy | PIdentityStrategy
         if template in DENSE_TEMPLATES:
@@ -1054,7 +1053,6 @@ class Optimized(Mechanism):
             trace = strategy_trace(matrix, gram)  # columns of L2 norm <= 1, the largest 1     O(n^3)
             strategy, arrays = OptimizedStrategy(matrix, template, seconds, False, trace), {"strategy": matrix}
         strategy.stored = _store(path, {**arrays, "seconds": np.array(seconds), "trace": np.array(trace)})
-        strategy.optimised_for = "replace" if replace else "add_remove"
         return strategy
 
     def _optimize_dense(self, workload: Workload, signed: bool) -> tuple[np.ndarray, float]:
