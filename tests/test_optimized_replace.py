@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from dprange.analysis import expected_error, l2_optimum_bound, select
+from dprange.errors import ParameterError
 from dprange.matrix import Matrix
 from dprange.optimized import Gram, Optimized, p_identity_loss, p_identity_matrix, replace_objective
 from dprange.optimized_kd import OptimizedKronecker
@@ -153,6 +154,21 @@ def test_replace_objective_is_the_constrained_trace_times_the_squared_replace_se
         pairs = [np.sum((strategy[:, i] - strategy[:, j]) ** 2) for i in range(10) for j in range(10)]
         expected = known_total_trace(strategy, gram) * max(pairs)
         assert replace_objective(strategy, gram) == pytest.approx(expected, rel=1e-10)
+
+
+@pytest.mark.parametrize(
+    ("strategy", "gram", "message"),
+    [
+        (np.ones(4), np.eye(4), "2-D matrix"),
+        (np.eye(3)[:, :1], np.eye(1), "at least 2 columns"),
+        (np.full((3, 3), np.nan), np.eye(3), "finite 2-D"),
+        (np.eye(3), np.eye(4), "3 x 3"),
+        (np.ones((3, 3)), np.eye(3), "full column rank"),
+    ],
+)
+def test_replace_objective_refuses_bad_input(strategy, gram, message):
+    with pytest.raises(ParameterError, match=message):
+        replace_objective(strategy, gram)
 
 
 def test_auto_under_replace_above_the_replace_program_ranks_by_the_replace_objective(monkeypatch):

@@ -450,9 +450,19 @@ def replace_objective(strategy: np.ndarray, gram: np.ndarray) -> float:
     """The epsilon-free error of ``strategy`` (dense, unquantised) under replace neighbours with
     L2 sensitivity: (trace(G X^-1) - u^T G u / 1^T u) max_ij ||a_i - a_j||_2^2, X = A^T A,
     u = X^-1 1 (the least squares with the public total, times the squared replace
-    sensitivity, to which the Gaussian's variance is proportional).  O(n^3)."""
+    sensitivity, to which the Gaussian's variance is proportional).  O(n^3).  ``strategy``: a
+    finite matrix of n >= 2 columns and full column rank; ``gram``: n x n and finite."""
+    strategy, gram = np.asarray(strategy, dtype=float), np.asarray(gram, dtype=float)
+    if strategy.ndim != 2 or strategy.shape[1] < 2 or not np.all(np.isfinite(strategy)):
+        raise ParameterError(f"the strategy must be a finite 2-D matrix of at least 2 columns, not {strategy.shape}")
+    if gram.shape != (strategy.shape[1],) * 2 or not np.all(np.isfinite(gram)):
+        raise ParameterError(f"the Gram matrix must be finite and {strategy.shape[1]} x {strategy.shape[1]}")
+    try:
+        terms = _matrix_variance_terms(strategy, gram)
+    except linalg.LinAlgError:
+        raise ParameterError("the strategy must have full column rank (every count estimable)") from None
     distance = float(definition_sensitivity_power(strategy, 2, "replace"))
-    return mean_error_as_released(distance, [matrix_variance_terms(strategy, gram)], [1], known_total=True)
+    return mean_error_as_released(distance, [terms], [1], known_total=True)
 
 
 def column_norm(strategy: np.ndarray, p: int) -> float:
@@ -479,10 +489,10 @@ def strategy_variance_terms(strategy, gram: Gram) -> VarianceTerms:
     block (O(n p^2), one product of p + 1 rows by G), densely for a matrix (O(n^3))."""
     if isinstance(strategy, PIdentityStrategy):
         return block_variance_terms(strategy.block, gram)
-    return matrix_variance_terms(strategy.explicit(), gram.dense())
+    return _matrix_variance_terms(strategy.explicit(), gram.dense())
 
 
-def matrix_variance_terms(matrix: np.ndarray, gram: np.ndarray) -> VarianceTerms:
+def _matrix_variance_terms(matrix: np.ndarray, gram: np.ndarray) -> VarianceTerms:
     """:class:`VarianceTerms` of a dense strategy ``matrix`` for the dense Gram matrix ``gram``
     (O(n^3))."""
     covariance = linalg.cho_solve(linalg.cho_factor(matrix.T @ matrix), np.eye(matrix.shape[1]))
