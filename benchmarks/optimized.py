@@ -51,6 +51,14 @@ Exact expected error, average variance per query, epsilon = 1:
     OPENBLAS_NUM_THREADS=1 python benchmarks/optimized.py --speed [--baseline /tmp/old/src] [--repeats 1]
     OPENBLAS_NUM_THREADS=1 python benchmarks/optimized.py --sweep [--n 256] [--match width-at-most]
     OPENBLAS_NUM_THREADS=1 python benchmarks/optimized.py --replace [--full]
+    OPENBLAS_NUM_THREADS=1 python benchmarks/optimized.py --l2 [--full] [--baseline /tmp/old/src]
+
+``--l2``: the exact L2 optimum (:mod:`dprange.optimal_l2`) on all ranges and prefixes of 256 and
+1024 bins (``--full``: also 2048 and 4096): the cold solve's CPU and wall seconds, steps and
+trace and bound over the SVD bound, with ``--baseline`` interleaved case by case (up to 1024
+bins); then template auto at (1, 1e-6) as released (the L2 optimum at every size now) against
+the L2 template and the best fixed strategy, and a release of 10^6 records with the cached
+strategy (median of 3, CPU and wall).
 
 ``--sweep``: how the gain over the best fixed strategy depends on the workload's shape, n = 256
 (``--n``), both privacy models: random ranges of width at most w (w = 2 ... n; 2000 ranges,
@@ -144,6 +152,95 @@ def speed(baseline: str | None, repeats: int) -> None:
                     print(json.dumps(row), flush=True)
                     rows.append(row)
     print_summary(openblas_threads=os.environ.get("OPENBLAS_NUM_THREADS"), speed=rows)
+
+
+L2_CASE = """
+import json, sys, time
+import numpy as np
+from dprange.optimal_l2 import l2_optimum
+from dprange.workloads import AllRange, Prefix
+name, n = sys.argv[1], int(sys.argv[2])
+gram = (AllRange if name == "all-range" else Prefix)(n).gram()
+singular = float(np.sqrt(np.clip(np.linalg.eigvalsh(gram), 0, None)).sum())
+cpu, wall = time.process_time(), time.perf_counter()
+result = l2_optimum(gram)
+cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+bound = singular**2 / n
+print(json.dumps({"cpu_seconds": cpu, "wall_seconds": wall, "steps": result.steps,
+                  "trace_over_svd_bound": result.trace / bound, "bound_over_svd_bound": result.bound / bound}))
+"""
+
+
+def l2_large(baseline: str | None, full: bool) -> None:
+    """``--l2``: the exact L2 optimum's cold solve, this checkout against ``baseline`` case by
+    case in fresh processes (the baseline only up to 1024 bins, where it stopped), then template
+    auto at (1, 1e-6) as released against the best fixed strategy and the L2 template, and a
+    release of 10^6 records with the cached strategy (median of 3)."""
+    sizes = (256, 1024, 2048, 4096) if full else (256, 1024)
+    sources = {"new": str(Path(__file__).resolve().parents[1] / "src")}
+    if baseline:
+        sources = {"old": str(Path(baseline).resolve()), **sources}
+    solves = []
+    for n in sizes:
+        for name in ("all-range", "prefix"):
+            for label, src in sources.items():
+                if label == "old" and n > 1024:
+                    continue
+                env = {**os.environ, "PYTHONPATH": src, "DPRANGE_PROGRESS": "0"}
+                out = subprocess.run(
+                    [sys.executable, "-c", L2_CASE, name, str(n)], env=env, check=True, capture_output=True, text=True
+                )
+                solves.append({"code": label, "workload": name, "n": n, **json.loads(out.stdout)})
+                print(json.dumps(solves[-1]), flush=True)
+
+    import dprange  # noqa: PLC0415 - after the cache directory is set
+    from dprange.analysis import expected_error, select, svd_bound  # noqa: PLC0415
+    from dprange.optimized import Optimized  # noqa: PLC0415
+    from dprange.workloads import AllRange, Prefix, singular_value_sum  # noqa: PLC0415
+
+    released = []
+    for n in sizes:
+        for workload in (AllRange(n), Prefix(n)):
+            relaxed = singular_value_sum(workload.singular_values()) ** 2 / n
+            auto = Optimized(workload, template="auto")
+            error, cpu, wall = cpu_and_wall(lambda w=workload, m=auto: expected_error(m, w, EPSILON, delta=DELTA))
+            template = Optimized(workload, template="p-identity-l2")
+            table = select(workload, None, EPSILON, delta=DELTA, neighbours=NEIGHBOURS, noise=NOISE).table
+            fixed = min((c for c in table if not isinstance(c.mechanism, Optimized)), key=lambda c: c.error)
+            values = np.random.default_rng(2).integers(0, n, 10**6)
+            domain = dprange.Domain.integers(0, n - 1)
+            timings = [
+                cpu_and_wall(
+                    lambda w=workload: dprange.release(values, domain, EPSILON, delta=DELTA, mechanism=Optimized(w))
+                )[1:]
+                for _ in range(3)  # a fresh mechanism each time: the strategy is read from the disk cache
+            ]
+            row = {
+                "workload": workload.name,
+                "n": n,
+                "optimized": error,
+                "chosen_template": auto.strategy(n).template,
+                "design_cpu_seconds_cold": cpu,
+                "design_wall_seconds_cold": wall,
+                "svd_bound": svd_bound(workload, EPSILON, DELTA),
+                "optimized_strategy_ratio": auto.optimised_strategy(n).trace / relaxed,
+                "p_identity_l2_strategy_ratio": template.optimised_strategy(n).trace / relaxed,
+                "best_fixed": fixed.error,
+                "best_fixed_mechanism": repr(fixed.mechanism),
+                "fixed_over_optimized_variance": fixed.error / error,
+                "release_records": 10**6,
+                "release_cpu_seconds_median": statistics.median(t[0] for t in timings),
+                "release_wall_seconds_median": statistics.median(t[1] for t in timings),
+            }
+            print(json.dumps(row), flush=True)
+            released.append(row)
+    print_summary(
+        epsilon=EPSILON,
+        delta=DELTA,
+        openblas_threads=os.environ.get("OPENBLAS_NUM_THREADS"),
+        l2_solves=solves,
+        l2_released=released,
+    )
 
 
 def print_summary(**fields) -> None:
@@ -304,7 +401,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--full", action="store_true", help="also n = 4096")
     parser.add_argument("--speed", action="store_true", help="only the cold optimisation's CPU time and ratio")
-    parser.add_argument("--baseline", default=None, help="with --speed: another checkout's src to compare")
+    parser.add_argument("--baseline", default=None, help="with --speed or --l2: another checkout's src to compare")
+    parser.add_argument(
+        "--l2", action="store_true", help="only the exact L2 optimum: its solve and releases (--full: 2048, 4096)"
+    )
     parser.add_argument("--repeats", type=int, default=1, help="with --speed: runs of each case")
     parser.add_argument("--cache-dir", default=None, help="strategy cache (default: a fresh temporary directory)")
     parser.add_argument("--skip-standard", action="store_true", help="only the unusual workloads and releases")
@@ -319,6 +419,9 @@ def main() -> None:
         speed(args.baseline, args.repeats)
         return
     os.environ["DPRANGE_CACHE_DIR"] = args.cache_dir or tempfile.mkdtemp(prefix="dprange-bench-")
+    if args.l2:
+        l2_large(args.baseline, args.full)
+        return
     if args.sweep:
         sweep(args.n, args.match)
         return

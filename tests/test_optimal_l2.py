@@ -139,7 +139,7 @@ def test_singular_gram_gives_a_full_rank_strategy():
         (np.ones((3, 4)), "square"),
         (np.full((3, 3), np.nan), "not finite"),
         (np.zeros((3, 3)), "no query"),
-        (np.eye(L2_OPTIMUM_MAX_N + 1), "n <= 1024"),
+        (np.eye(L2_OPTIMUM_MAX_N + 1), "n <= 4096"),
     ],
 )
 def test_bad_gram_matrices_are_refused(gram, message):
@@ -275,19 +275,19 @@ def test_marginals_svd_bound_is_their_exact_l2_optimum(shape, order):
 
 
 def test_too_many_bins_are_refused_before_any_n_x_n_work(monkeypatch):
-    """Above 1024 bins the template, the 1-D and the k-D bounds refuse at once (the Gram matrix
-    of 4096 bins alone is 128 MB)."""
+    """Above 4096 bins the template, the 1-D and the k-D bounds refuse at once (the Gram matrix
+    of 8192 bins alone is 512 MB)."""
 
     def no_gram(self):
         raise AssertionError("the Gram matrix was built")
 
     monkeypatch.setattr(Prefix, "gram", no_gram)
-    with pytest.raises(ParameterError, match="n <= 1024 bins"):
-        Optimized("prefix", template="l2-optimal").strategy(2048)
-    with pytest.raises(ParameterError, match="n <= 1024 bins"):
-        l2_optimum_bound(Prefix(2048), 1.0, 1e-6)
-    with pytest.raises(ParameterError, match="n <= 1024 bins"):
-        multidim.l2_optimum_bound((4, 2048), "prefix-rectangles", 1.0, 1e-6)
+    with pytest.raises(ParameterError, match="n <= 4096 bins"):
+        Optimized("prefix", template="l2-optimal").strategy(8192)
+    with pytest.raises(ParameterError, match="n <= 4096 bins"):
+        l2_optimum_bound(Prefix(8192), 1.0, 1e-6)
+    with pytest.raises(ParameterError, match="n <= 4096 bins"):
+        multidim.l2_optimum_bound((4, 8192), "prefix-rectangles", 1.0, 1e-6)
 
 
 # ----------------------------------------------------------------------------- replace neighbours

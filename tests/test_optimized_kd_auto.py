@@ -27,6 +27,7 @@ from dprange.multidim import (
     select_grid,
 )
 from dprange.operators import Identity, Kron, Total, definition_sensitivity_power
+from dprange.optimal_l2 import GAP_TOLERANCE, l2_optimum
 from dprange.optimized import Optimized, cache_path
 from dprange.optimized_kd import (
     AUTO_MARGINALS_MAX_AXES,
@@ -36,7 +37,7 @@ from dprange.optimized_kd import (
     kd_auto_candidates,
     optimize_marginals,
 )
-from dprange.workloads import Prefix
+from dprange.workloads import AllRange, Prefix
 from dprange.workloads_kd import all_rectangles, marginals, prefix_rectangles
 
 pytestmark = pytest.mark.usefixtures("private_cache")  # every test: an empty strategy cache
@@ -147,13 +148,19 @@ def test_auto_chooses_the_optimised_kronecker_product_on_all_rectangles_of_32_x_
 
 
 def test_auto_under_epsilon_delta_chooses_the_exact_l2_optimum():
-    """16 x 16 at (1, 1e-6): the product of the axes' L2 optima, within 2e-5 of the least error
-    of any matrix mechanism (multidim.l2_optimum_bound; measured 189.446 against 189.444), where
-    the L2 template's product has 200.61."""
+    """16 x 16 at (1, 1e-6): the product of the axes' L2 optima, within 5e-5 of the least error
+    of any matrix mechanism (multidim.l2_optimum_bound; measured 189.449 against 189.444), where
+    the L2 template's product has 200.61.  The axis optimum is within the solver's gap (1e-6;
+    1.4e-8 measured) of its bound;
+    the rest is the quantisation at K = 2^16: rounding the unit columns to nearest raises the
+    largest column norm, the sensitivity, by about 1e-5 per axis (8.6e-6 here; 5.0e-6 for an
+    earlier solution that agreed to 1e-9 unquantised, which gave 189.446)."""
+    axis = l2_optimum(AllRange(16).gram())
+    assert axis.bound <= axis.trace <= (1 + GAP_TOLERANCE) * axis.bound
     selection = select_grid((16, 16), 1.0, delta=1e-6)
     assert isinstance(selection.mechanism, OptimizedKronecker) and selection.mechanism.template == "l2-optimal"
     bound = l2_optimum_bound((16, 16), "all-rectangles", 1.0, 1e-6)
-    assert bound <= selection.error <= 1.00002 * bound
+    assert bound <= selection.error <= 1.00005 * bound
     l2 = [c.error for c in selection.table if getattr(c.mechanism, "template", None) == "p-identity-l2"]
     assert l2 == [pytest.approx(200.61, abs=0.01)]
     fixed = [c.error for c in selection.table if not isinstance(c.mechanism, OptimizedKronecker)]

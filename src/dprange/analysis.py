@@ -226,12 +226,12 @@ def l2_optimum_bound(workload, epsilon, delta=0.0, *, n=None, noise="auto", neig
     strategies A with columns of L2 norm at most 1 (a convex program in A^T A: Yuan, Yang,
     Zhang and Hao, KDD 2016; :mod:`dprange.optimal_l2`) and v = :func:`noise_variance_floor`.
     OPT is taken as the dual value the solver reached, a lower bound at every step of it,
-    within a relative 1e-6 of the optimum.  Under (epsilon, delta) it is the least error of any
+    within a relative 1e-6 of the optimum (1e-4 above 1024 bins).  Under (epsilon, delta) it is the least error of any
     matrix mechanism with dprange's Gaussian noise (add/remove neighbours), reached up to
     quantisation by ``Optimized(template="l2-optimal")``; the SVD bound is this program with
     every column weight equal, so it lies below.  Under epsilon-DP it is a valid bound (an L1
-    column norm is at least its L2 norm) that need not be reachable.  O(n^3) a step, 20 to 100
-    steps: n <= 1024 (about 20-35 CPU s there).
+    column norm is at least its L2 norm) that need not be reachable.  O(n^3) a step, 5 to 20
+    steps: n <= 4096 (3-4 CPU s at 1024, 100-170 at 4096; :func:`dprange.optimal_l2.l2_optimum`).
 
     ``neighbours="replace"``: the same for replace neighbours, whose least squares use the
     public total and whose sensitivity is the largest pairwise column distance

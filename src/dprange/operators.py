@@ -611,7 +611,7 @@ class VStack(Operator):
                 return uniform
         inner = [_unweighted(b) for b in self.blocks]
         ops = [op for op, _ in inner]
-        if len(inner) == 1 and getattr(ops[0], "structured_sensitivity", False):  # e.g. DiagonalPlusRows
+        if len(inner) == 1:  # one block: Delta(w A) = |w| Delta(A) under both relations (its own, cached)
             return abs(inner[0][1]) ** p * ops[0].sensitivity_power(p, neighbours)
         if all(isinstance(op, TreeLevel) for op in ops) and _one_shape(ops, "tree", "depth"):
             return sum(abs(w) ** p * op.sensitivity_power(p, neighbours) for op, w in inner)

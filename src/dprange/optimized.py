@@ -45,11 +45,13 @@ public, so a strategy can be optimised for it at no privacy cost.
   the relaxed optimum has equal column norms.
 * ``l2-optimal`` (:mod:`dprange.optimal_l2`; Yuan, Yang, Zhang and Hao, KDD 2016): the exact
   optimum over every strategy with columns of L2 norm at most 1, solved through its dual over
-  one weight per column (an n x n eigendecomposition a step, n <= 1024), with a certified
+  one weight per column (an n x n eigendecomposition a step, n <= 4096), with a certified
   lower bound beside it.  On all ranges and prefixes at n = 256 its trace is 1.0175x and
   1.043x the SVD bound's (the bound is not reachable: this is the optimum), where the L2
-  template reaches 1.04x and 1.07x.  ``auto`` takes it when delta > 0 up to 1024 bins where
-  its trace is below the L2 template's (every workload measured).  Under replace neighbours up
+  template reaches 1.04x and 1.07x (at 4096: 1.010x and 1.024x against 1.455x and 1.41x).
+  ``auto`` takes it when delta > 0 up to 1024 bins where its trace is below the L2 template's
+  (every workload measured), and from 1025 to 4096 bins under add/remove without building the
+  template (a point of its program).  Under replace neighbours up
   to 256 bins it solves the replace program instead (pairwise sensitivity, public total:
   :func:`dprange.optimal_l2.l2_replace_optimum`), which auto takes as it is.
 
@@ -87,12 +89,19 @@ from ._lazy import lazy_module
 from ._params import Custom, Integer, OneOf, Param
 from ._validation import check_delta, check_epsilon, check_positive_int
 from .errors import ParameterError
-from .inference.least_squares import DENSE_COVARIANCE_LIMIT
+from .inference.least_squares import DENSE_COVARIANCE_LIMIT, cholesky_inverse
 from .inference.p_identity import DiagonalPlusRows, PIdentityEstimate
 from .matrix import QUANTISATION_TOLERANCE, MatrixStrategy, OneBlockStrategy, quantisation_factor
 from .mechanisms import Mechanism
 from .operators import definition_sensitivity_power
-from .optimal_l2 import L2_REPLACE_MAX_N, check_l2_optimum_bins, l2_optimum, l2_replace_optimum
+from .optimal_l2 import (
+    L2_OPTIMUM_FINE_MAX_N,
+    L2_OPTIMUM_MAX_N,
+    L2_REPLACE_MAX_N,
+    check_l2_optimum_bins,
+    l2_optimum,
+    l2_replace_optimum,
+)
 from .optimized_dense import DENSE_MAX_N, optimize_dense_template, optimize_signed
 from .progress import progress_bar
 from .registry import MECHANISMS, WORKLOADS, Citation
@@ -495,7 +504,7 @@ def strategy_variance_terms(strategy, gram: Gram) -> VarianceTerms:
 def _matrix_variance_terms(matrix: np.ndarray, gram: np.ndarray) -> VarianceTerms:
     """:class:`VarianceTerms` of a dense strategy ``matrix`` for the dense Gram matrix ``gram``
     (O(n^3))."""
-    covariance = linalg.cho_solve(linalg.cho_factor(matrix.T @ matrix), np.eye(matrix.shape[1]))
+    covariance = cholesky_inverse(linalg.cho_factor(matrix.T @ matrix))  # O(n^3)
     w = covariance.sum(axis=1)
     return VarianceTerms(float(np.vdot(gram, covariance)), float(w @ gram @ w), float(w.sum()))
 
@@ -801,12 +810,12 @@ class Optimized(Mechanism):
             "p-identity (L1 columns, Laplace: epsilon-DP, McKenna et al. 2018; under replace optimised with the "
             "public total), p-identity-l2 (its L2 analogue, Gaussian; under replace optimised with the "
             "public total, B >= 0), eigen ((epsilon, delta), Li and Miklau 2012), l2-optimal (the exact "
-            "optimum over strategies with L2 columns, (epsilon, delta); n <= 1024; under replace the "
+            "optimum over strategies with L2 columns, (epsilon, delta); n <= 4096; under replace the "
             "optimum for the pairwise sensitivity and the public total up to 256 bins), dense (any non-negative "
             "strategy with L1 columns, from the p-identity optimum; n <= 512), dense-signed (entries of "
             "either sign, from the dense optimum), or auto (p-identity when "
             "delta = 0, dense where its error is 1% lower; when delta > 0 p-identity-l2, or l2-optimal "
-            "where its error is lower, up to 1024 bins)",
+            "where its error is lower, up to 4096 bins)",
             default="auto",
         ),
         Param(
@@ -923,16 +932,34 @@ class Optimized(Mechanism):
         key = (n, template)
         if key not in self._strategies:
             workload = self.workload_on(n)
-            strategy = self._build(workload, template)
-            if self.template == "auto" and template == "p-identity-l2" and n <= AUTO_CACHED_MAX_N:
-                assert isinstance(strategy, PIdentityStrategy)
-                strategy = self._auto_l2(workload, strategy)
+            if self._optimum_alone(n, template):
+                strategy = self._build(workload, "l2-optimal")
+            else:
+                strategy = self._build(workload, template)
+                if self.template == "auto" and template == "p-identity-l2" and n <= AUTO_CACHED_MAX_N:
+                    assert isinstance(strategy, PIdentityStrategy)
+                    strategy = self._auto_l2(workload, strategy)
             if self.template == "auto" and template == "p-identity" and self._auto_dense(workload, template):
                 dense = self._build(workload, "dense")  # epsilon-DP: the dense template where clearly lower
                 strategy = dense if dense.trace < AUTO_DENSE_GAIN * strategy.trace else strategy
             strategy.check_rank(known_total=self.neighbours == "replace")
             self._strategies[key] = strategy
         return self._strategies[key]
+
+    def _optimum_alone(self, n: int, template: str) -> bool:
+        """Template auto with delta > 0 from L2_OPTIMUM_FINE_MAX_N to AUTO_CACHED_MAX_N bins
+        under add/remove: the exact L2 optimum alone.  The L2 template is a point of its
+        program, so its trace is never below the optimum's by more than the solver's gap
+        (1e-4 there), and building it would cost 34 CPU s at 4096 bins for nothing (all ranges
+        and prefixes of 4096: 1.455x and 1.41x the SVD bound against 1.010x and 1.024x).  Under
+        replace the template is optimised for another loss and both are built and compared
+        (:meth:`_auto_l2`)."""
+        return (
+            self.template == "auto"
+            and template == "p-identity-l2"
+            and self.neighbours == "add_remove"
+            and L2_OPTIMUM_FINE_MAX_N < n <= AUTO_CACHED_MAX_N
+        )
 
     def _auto_l2(
         self, workload: Workload, template_strategy: PIdentityStrategy
@@ -1127,12 +1154,11 @@ AUTO_DENSE_GAIN = 0.99
 #: 0.1 s CPU at 64 bins (all ranges), where prefixes at 128 take 3 s for a 0.5% lower trace.
 AUTO_DENSE_MAX_N = 64
 
-#: Largest n for which ``auto`` ranks a cached L2 optimum ((epsilon, delta)): its release goes
-#: through the dense covariance (10^6 records: 0.98 s at n = 1024 but 130 s at 4096), so above
-#: this ``auto`` keeps to the fast mechanisms.  A cached p-Identity strategy is ranked up to
-#: DENSE_COVARIANCE_LIMIT: its release is O(n p^2) (Woodbury; 0.03-0.15 s at n = 4096 with
-#: 10^6 records, benchmarks/optimized.py).
-AUTO_CACHED_MAX_N = 1024
+#: Largest n for which ``auto`` ranks a cached L2 optimum ((epsilon, delta)), and for which
+#: template auto builds it: every n it is solved for.  Its release goes through the dense
+#: covariance (10^6 records at 4096 bins: about 16 s wall, where a p-Identity strategy's
+#: Woodbury release takes 0.03-0.15 s, benchmarks/optimized.py).
+AUTO_CACHED_MAX_N = L2_OPTIMUM_MAX_N
 
 
 def auto_candidates(workload: Workload, delta: float, *, neighbours: str, noise: str) -> list[Optimized]:

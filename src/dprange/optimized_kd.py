@@ -252,7 +252,7 @@ class OptimizedKronecker(GridMechanism):
 
     ``workload``: "all-rectangles" (all ranges on every axis) or "prefix-rectangles" (prefixes:
     dominance counts).  ``template``: "p-identity" (L1 columns: epsilon-DP), "p-identity-l2"
-    (L2 columns: Gaussian), "l2-optimal" (the exact L2 optimum on every axis of at most 1024
+    (L2 columns: Gaussian), "l2-optimal" (the exact L2 optimum on every axis of at most 4096
     bins: Gaussian, the least error of any matrix mechanism on the workload), or "auto" (by
     delta: p-identity or p-identity-l2).  Each axis' 1-D strategy is optimised once and kept in
     the disk cache of :mod:`dprange.optimized`.
@@ -272,7 +272,7 @@ class OptimizedKronecker(GridMechanism):
             "template",
             OneOf(("auto", "p-identity", *L2_TEMPLATES)),
             "the 1-D template of every axis: p-identity (L1, Laplace), p-identity-l2 (L2, Gaussian), "
-            "l2-optimal (the exact L2 optimum, Gaussian; axes of at most 1024 bins), or auto (by delta: "
+            "l2-optimal (the exact L2 optimum, Gaussian; axes of at most 4096 bins), or auto (by delta: "
             "p-identity or p-identity-l2)",
             default="auto",
         ),
