@@ -23,9 +23,9 @@ matrix, whose error certifies the gap; the strategy is a square root of it.  Eac
 eigendecomposition of an n x n matrix and one n x n product (O(n^3)); above 512 bins the
 weights start from the solution on 4 times fewer bins.  L-BFGS-B over log mu reaches a
 duality gap of 1e-6 of the value (1e-4 above 1024 bins) in 7 to 11 steps on all ranges and
-prefixes of 256 and 1024 bins (0.1-0.2 and 3.3-3.9 CPU s on one thread of the 2-core
-machine; 18-59 steps and 0.17-33 s before the equilibrated primal and the coarse start) and 4
-to 7 at 4096 (100-170 CPU s, 53-87 s wall on two threads).
+prefixes of 256 and 1024 bins (0.22-0.26 and 2.8-3.3 CPU s on one thread of the 2-core
+machine, where the scaled primal from the constant start took 18-27 and 97-106 steps,
+0.42-0.43 and 28.9-31.6 s) and 3 to 7 at 2048 and 4096 (9-13 and 85-144 CPU s).
 
 Where G is singular (a workload of rank r < n) the dual is degenerate: its optimum is
 reached, but X(mu) there is not feasible (on an explicit 0/1 workload of rank 20 on 48 bins
