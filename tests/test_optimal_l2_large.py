@@ -139,3 +139,24 @@ def test_one_weighted_block_has_its_blocks_sensitivity_times_the_weight(neighbou
     assert stacked.sensitivity_power(p, neighbours) == pytest.approx(
         definition_sensitivity_power(0.5 * matrix, p, neighbours), rel=1e-12
     )
+
+
+def test_dense_covariance_from_a_given_gram_matrix_and_the_cached_explicit_gram():
+    """The covariance from A^T V^-1 A given (one block, one variance: the block's cached A^T A
+    over it) equals the one computed from A; Explicit.dense_gram is A^T A (dense or sparse),
+    computed once and read-only."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(3)
+    A = rng.integers(0, 4, (30, 12)).astype(float)
+    for matrix in (A, sp.csr_matrix(A)):
+        block = Explicit(matrix)
+        gram = block.dense_gram()
+        np.testing.assert_array_equal(gram, A.T @ A)
+        assert block.dense_gram() is gram and not gram.flags.writeable
+    for known_total in (False, True):
+        np.testing.assert_allclose(
+            dense_covariance(None, 2.5, known_total, gram=(A.T @ A) / 2.5),
+            dense_covariance(A, 2.5, known_total),
+            rtol=1e-12,
+        )

@@ -361,6 +361,7 @@ class Explicit(Operator):
         super().__init__(self.matrix.shape)
         self.pairs_limit = pairs_limit
         self._sensitivity_cache: dict = {}
+        self._dense_gram: np.ndarray | None = None
 
     def _apply(self, X):
         return np.asarray(self.matrix @ X)
@@ -370,6 +371,15 @@ class Explicit(Operator):
 
     def dense(self) -> np.ndarray:
         return self.matrix.toarray() if sp.issparse(self.matrix) else np.array(self.matrix)
+
+    def dense_gram(self) -> np.ndarray:
+        """A^T A as a dense array, computed once (O(m n^2); the rank check, the error as
+        released and the dense covariance of one release all read it)."""
+        if self._dense_gram is None:
+            product = self.matrix.T @ self.matrix
+            self._dense_gram = product.toarray() if sp.issparse(product) else np.asarray(product)
+            self._dense_gram.setflags(write=False)
+        return self._dense_gram
 
     def answers(self, x) -> np.ndarray:
         """Exact integer answers of an integer matrix on integer counts: in int64 where every

@@ -498,13 +498,14 @@ def strategy_variance_terms(strategy, gram: Gram) -> VarianceTerms:
     block (O(n p^2), one product of p + 1 rows by G), densely for a matrix (O(n^3))."""
     if isinstance(strategy, PIdentityStrategy):
         return block_variance_terms(strategy.block, gram)
-    return _matrix_variance_terms(strategy.explicit(), gram.dense())
+    return _matrix_variance_terms(strategy.explicit(), gram.dense(), product=strategy.block.dense_gram())
 
 
-def _matrix_variance_terms(matrix: np.ndarray, gram: np.ndarray) -> VarianceTerms:
-    """:class:`VarianceTerms` of a dense strategy ``matrix`` for the dense Gram matrix ``gram``
-    (O(n^3))."""
-    covariance = cholesky_inverse(linalg.cho_factor(matrix.T @ matrix))  # O(n^3)
+def _matrix_variance_terms(matrix: np.ndarray, gram: np.ndarray, *, product=None) -> VarianceTerms:
+    """:class:`VarianceTerms` of a dense strategy ``matrix`` (its A^T A ``product`` when known)
+    for the dense Gram matrix ``gram`` (O(n^3))."""
+    product = matrix.T @ matrix if product is None else product
+    covariance = cholesky_inverse(linalg.cho_factor(product))  # O(n^3)
     w = covariance.sum(axis=1)
     return VarianceTerms(float(np.vdot(gram, covariance)), float(w @ gram @ w), float(w.sum()))
 
@@ -1156,7 +1157,7 @@ AUTO_DENSE_MAX_N = 64
 
 #: Largest n for which ``auto`` ranks a cached L2 optimum ((epsilon, delta)), and for which
 #: template auto builds it: every n it is solved for.  Its release goes through the dense
-#: covariance (10^6 records at 4096 bins: about 16 s wall, where a p-Identity strategy's
+#: covariance (10^6 records at 4096 bins: about 16 s on one thread, where a p-Identity strategy's
 #: Woodbury release takes 0.03-0.15 s, benchmarks/optimized.py).
 AUTO_CACHED_MAX_N = L2_OPTIMUM_MAX_N
 

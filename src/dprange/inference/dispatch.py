@@ -165,9 +165,12 @@ def generic_least_squares(measurements: Measurements) -> OperatorEstimate:
     if n > DENSE_COVARIANCE_LIMIT:
         return estimate
     blocks = measurements.blocks
-    dense = np.vstack([b.dense() for b in blocks])
     known_total = measurements.total is not None
-    covariance = dense_covariance(dense, v, known_total)
+    if len(blocks) == 1 and isinstance(blocks[0], Explicit) and np.ndim(measurements.measurements[0].variance) == 0:
+        gram = blocks[0].dense_gram() / float(measurements.measurements[0].variance)  # cached A^T A
+        covariance = dense_covariance(None, v, known_total, gram=gram)
+    else:
+        covariance = dense_covariance(np.vstack([b.dense() for b in blocks]), v, known_total)
     matrix = blocks[0].matrix if len(blocks) == 1 and isinstance(blocks[0], Explicit) else None
     return DenseGLSEstimate(
         op, v, estimate.leaves, known_total, covariance, matrix=matrix, iterations=estimate.iterations

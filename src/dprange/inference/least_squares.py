@@ -140,7 +140,7 @@ def cholesky_inverse(factor) -> np.ndarray:
     return triangle + triangle.T - np.diag(np.diag(triangle))
 
 
-def dense_covariance(dense_operator: np.ndarray, variances, known_total: bool) -> np.ndarray:
+def dense_covariance(dense_operator: np.ndarray | None, variances, known_total: bool, *, gram=None) -> np.ndarray:
     """(A^T V^-1 A)^+, with a public total the pseudo-inverse on the sum-zero subspace: the
     covariance of the GLS estimate (the matrix mechanism's error formula, Li et al., PODS 2010).
 
@@ -150,10 +150,12 @@ def dense_covariance(dense_operator: np.ndarray, variances, known_total: bool) -
     S - w w^T / 1^T w with w = S 1, the covariance of least squares constrained to the total
     (equal to (P G P)^+ for the projection P onto the sum-zero subspace).  O(n^3) in two
     triangular solves, against a symmetric eigendecomposition for the pseudo-inverse (11 s at
-    4096 bins here), which remains the way for the others."""
-    A = np.asarray(dense_operator, dtype=float)
-    inv_v = 1.0 / np.broadcast_to(np.asarray(variances, dtype=float), (A.shape[0],))
-    gram = A.T @ (inv_v[:, None] * A)  # O(m n^2)
+    4096 bins here), which remains the way for the others.  ``gram``: A^T V^-1 A when the
+    caller has it (one block of one noise variance: its cached A^T A over the variance)."""
+    if gram is None:
+        A = np.asarray(dense_operator, dtype=float)
+        inv_v = 1.0 / np.broadcast_to(np.asarray(variances, dtype=float), (A.shape[0],))
+        gram = A.T @ (inv_v[:, None] * A)  # O(m n^2)
     n = gram.shape[0]
     factor = well_conditioned_cholesky(gram)
     if factor is not None:
