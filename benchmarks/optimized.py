@@ -24,8 +24,7 @@ Exact expected error, average variance per query, epsilon = 1:
   template and of the exact L2 optimum (``template="l2-optimal"``, :mod:`dprange.optimal_l2`)
   against the bound with the same noise factor (``strategy_ratio``: trace(G (A^T A)^-1)
   max-column-L2-norm^2 / ((sum sigma)^2 / n), the issue's criterion), the exact error of
-  Optimized (template auto: the L2 template, or the L2 optimum where its trace is lower, up to
-  1024 bins) and the best fixed strategy;
+  Optimized (template auto: the L2 optimum under add/remove) and the best fixed strategy;
 * workloads no fixed strategy is designed for, at n = 256: random ranges of width at most
   32, prefixes plus unit queries, an explicit random 0/1 matrix, all ranges on a permuted
   domain (HDMM's "permuted range") (both privacy models), with ``best_fixed_over_bound_variance``:

@@ -6,7 +6,6 @@ release's certified Cholesky paths (rank check, covariance) against the SVD form
 import numpy as np
 import pytest
 
-import dprange.optimized as optimized_module
 from dprange import optimal_l2
 from dprange.errors import ParameterError
 from dprange.inference.least_squares import cholesky_inverse, dense_covariance, well_conditioned_cholesky
@@ -70,12 +69,11 @@ def test_the_large_gap_tolerance_applies_above_1024_bins():
     assert optimal_l2.gap_tolerance(1025) == optimal_l2.LARGE_GAP_TOLERANCE == 1e-4
 
 
-def test_template_auto_builds_the_optimum_alone_above_the_fine_limit(monkeypatch, tmp_path):
-    """With L2_OPTIMUM_FINE_MAX_N lowered to 16, template auto at (1, 1e-6) on 32 bins builds
-    the L2 optimum alone under add/remove (nothing else in also_built) and its error is the
-    template l2-optimal's; under replace it still builds and compares both."""
+def test_template_auto_builds_the_optimum_alone_under_add_remove(monkeypatch, tmp_path):
+    """Template auto at (1, 1e-6) on 32 bins builds the L2 optimum alone under add/remove
+    (nothing else in also_built), the strategy of template l2-optimal; under replace it still
+    builds and compares both."""
     monkeypatch.setenv("DPRANGE_CACHE_DIR", str(tmp_path))
-    monkeypatch.setattr(optimized_module, "L2_OPTIMUM_FINE_MAX_N", 16)
     auto = Optimized("prefix", template="auto")
     auto.design(32, 1.0, delta=1e-6)
     strategy = auto.optimised_strategy(32)

@@ -49,9 +49,8 @@ public, so a strategy can be optimised for it at no privacy cost.
   lower bound beside it.  On all ranges and prefixes at n = 256 its trace is 1.0175x and
   1.043x the SVD bound's (the bound is not reachable: this is the optimum), where the L2
   template reaches 1.04x and 1.07x (at 4096: 1.010x and 1.024x against 1.455x and 1.41x).
-  ``auto`` takes it when delta > 0 up to 1024 bins where its trace is below the L2 template's
-  (every workload measured), and from 1025 to 4096 bins under add/remove without building the
-  template (a point of its program).  Under replace neighbours up
+  ``auto`` takes it when delta > 0 under add/remove (without building the L2 template, a point
+  of its program: its trace is never lower).  Under replace neighbours up
   to 256 bins it solves the replace program instead (pairwise sensitivity, public total:
   :func:`dprange.optimal_l2.l2_replace_optimum`), which auto takes as it is.
 
@@ -95,7 +94,6 @@ from .matrix import QUANTISATION_TOLERANCE, MatrixStrategy, OneBlockStrategy, qu
 from .mechanisms import Mechanism
 from .operators import definition_sensitivity_power
 from .optimal_l2 import (
-    L2_OPTIMUM_FINE_MAX_N,
     L2_OPTIMUM_MAX_N,
     L2_REPLACE_MAX_N,
     check_l2_optimum_bins,
@@ -786,9 +784,10 @@ def _workload_or_name(value, name: str):
 class Optimized(Mechanism):
     """The matrix mechanism with a strategy optimised for ``workload`` (module doc).
 
-    ``template="auto"`` optimises the p-Identity template with L1 columns when delta = 0 and
-    with L2 columns when delta > 0, there replaced by the exact L2 optimum (``l2-optimal``) when
-    its trace is lower (n <= AUTO_CACHED_MAX_N); ``eigen`` gives the eigen-design.  The optimisation reads
+    ``template="auto"`` optimises the p-Identity template with L1 columns when delta = 0; when
+    delta > 0 it solves the exact L2 optimum (``l2-optimal``, n <= AUTO_CACHED_MAX_N), which
+    under replace it compares with the L2 template optimised for replace; ``eigen`` gives the
+    eigen-design.  The optimisation reads
     only the workload and n (public); its result is cached on disk and its time is reported in the release's provenance
     (``parameters["strategy"]["optimisation_seconds"]``).  At every template the identity is measured instead
     where its exact error as released at the release's epsilon, delta, relation and noise is at most the
@@ -815,8 +814,8 @@ class Optimized(Mechanism):
             "optimum for the pairwise sensitivity and the public total up to 256 bins), dense (any non-negative "
             "strategy with L1 columns, from the p-identity optimum; n <= 512), dense-signed (entries of "
             "either sign, from the dense optimum), or auto (p-identity when "
-            "delta = 0, dense where its error is 1% lower; when delta > 0 p-identity-l2, or l2-optimal "
-            "where its error is lower, up to 4096 bins)",
+            "delta = 0, dense where its error is 1% lower; when delta > 0 l2-optimal, under replace "
+            "p-identity-l2 where its error is lower)",
             default="auto",
         ),
         Param(
@@ -948,27 +947,26 @@ class Optimized(Mechanism):
         return self._strategies[key]
 
     def _optimum_alone(self, n: int, template: str) -> bool:
-        """Template auto with delta > 0 from L2_OPTIMUM_FINE_MAX_N to AUTO_CACHED_MAX_N bins
-        under add/remove: the exact L2 optimum alone.  The L2 template is a point of its
-        program, so its trace is never below the optimum's by more than the solver's gap
-        (1e-4 there), and building it would cost 34 CPU s at 4096 bins for nothing (all ranges
-        and prefixes of 4096: 1.455x and 1.41x the SVD bound against 1.010x and 1.024x).  Under
-        replace the template is optimised for another loss and both are built and compared
-        (:meth:`_auto_l2`)."""
+        """Template auto with delta > 0 up to AUTO_CACHED_MAX_N bins under add/remove: the
+        exact L2 optimum alone.  The L2 template is a point of its program, so its trace is
+        never below the optimum's by more than the solver's gap (1e-6, 1e-4 above 1024 bins),
+        and building it cost more than the optimum for nothing (at 1024 bins 7 of the 9.2 CPU s
+        of the cold design, at 4096 34 CPU s for 1.455x and 1.41x the SVD bound on all ranges
+        and prefixes against the optimum's 1.010x and 1.024x).  Under replace the template is
+        optimised for another loss and both are built and compared (:meth:`_auto_l2`)."""
         return (
             self.template == "auto"
             and template == "p-identity-l2"
             and self.neighbours == "add_remove"
-            and L2_OPTIMUM_FINE_MAX_N < n <= AUTO_CACHED_MAX_N
+            and n <= AUTO_CACHED_MAX_N
         )
 
     def _auto_l2(
         self, workload: Workload, template_strategy: PIdentityStrategy
     ) -> OptimizedStrategy | PIdentityStrategy:
-        """Template auto with delta > 0 (n <= AUTO_CACHED_MAX_N): the exact L2 optimum where its
-        error is lower than the L2 template's, else the template.  Add/remove: by their traces
-        (the optimum's is lower on every workload measured).  Replace up to L2_REPLACE_MAX_N: the
-        replace program's optimum, the least error under replace, as it is.  Replace above: the
+        """Template auto with delta > 0 under replace (n <= AUTO_CACHED_MAX_N; add/remove takes
+        the optimum alone, :meth:`_optimum_alone`): up to L2_REPLACE_MAX_N the replace program's
+        optimum, the least error under replace, as it is.  Above: the
         L2 template is optimised for replace, the optimum for add/remove; compared by
         :func:`replace_objective` (their traces are of different losses: all ranges of 1024 bins
         477.5 against the template's 483.9 per query at (1, 1e-6), prefixes 323.4 against 301.8)."""
@@ -976,13 +974,11 @@ class Optimized(Mechanism):
         optimum = self._build(workload, "l2-optimal")
         if self.replace_program(n, "l2-optimal"):
             return optimum
-        if self.neighbours == "replace":
-            assert isinstance(optimum, OptimizedStrategy)
-            gram = workload.gram()
-            template_matrix = p_identity_matrix(template_strategy.theta, 2)
-            lower = replace_objective(optimum.unquantised, gram) < replace_objective(template_matrix, gram)
-            return optimum if lower else template_strategy
-        return optimum if optimum.trace < template_strategy.trace else template_strategy
+        assert isinstance(optimum, OptimizedStrategy)
+        gram = workload.gram()
+        template_matrix = p_identity_matrix(template_strategy.theta, 2)
+        lower = replace_objective(optimum.unquantised, gram) < replace_objective(template_matrix, gram)
+        return optimum if lower else template_strategy
 
     def extra_rows(self, n: int, template: str) -> int:
         """p of the p-Identity template (and of the dense template's p-Identity start) on n
