@@ -299,8 +299,8 @@ def _multilevel_start(gram: np.ndarray, target: float) -> np.ndarray:
     COARSE_GAP_TOLERANCE), each copied onto its group's bins and scaled to sum ``target`` (the
     SVD bound: at the optimum sum mu equals the optimal value).  The dual's value there is
     within 0.1% of the optimum on all ranges and prefixes of 1024 to 4096 bins, so the fine
-    solve needs a few steps (6 to reach 1e-5 at 4096) where the constant start needed 33-59 at
-    1024."""
+    solve needs a few steps (8-10 to 1e-6 at 1024 bins, 4-7 to 1e-4 at 4096) where the constant
+    start with the scaled primal needed 97-106 at 1024 (``benchmarks/optimized.py --l2``)."""
     coarse, sizes = _coarsened(gram, MULTILEVEL_FACTOR)
     mu = _solve(coarse, COARSE_GAP_TOLERANCE, maxiter=200, description="").mu
     shape = np.repeat(mu, sizes)
