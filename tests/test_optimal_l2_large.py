@@ -61,7 +61,7 @@ def test_multilevel_start_reaches_the_same_optimum(monkeypatch, workload):
     assert max(warm.bound, cold.bound) <= min(warm.trace, cold.trace) * (1 + 1e-12)
     norms = np.linalg.norm(warm.strategy, axis=0)
     assert norms.max() == pytest.approx(1.0, rel=1e-12)
-    assert optimal_l2.strategy_trace_l2(warm.strategy, gram) == pytest.approx(warm.trace, rel=1e-12)
+    assert optimal_l2.strategy_trace(warm.strategy, gram) == pytest.approx(warm.trace, rel=1e-12)
 
 
 def test_the_large_gap_tolerance_applies_above_1024_bins():

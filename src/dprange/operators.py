@@ -176,6 +176,11 @@ class Operator(LinearOperator):
         """A^T A as an operator (implicit unless a subclass knows better)."""
         return Gram(self)
 
+    def dense_gram(self) -> np.ndarray:
+        """A^T A as a dense array, from :meth:`dense` (small sizes; :class:`Explicit` keeps its own)."""
+        dense = np.asarray(self.dense(), dtype=float)
+        return dense.T @ dense
+
     def answers(self, x) -> np.ndarray:
         """A x, keeping integer dtypes exact where the operator is integer (measurement)."""
         return self.matvec(x)

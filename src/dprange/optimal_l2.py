@@ -45,7 +45,7 @@ one weight per pair of bins.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -56,7 +56,6 @@ from .operators import definition_sensitivity_power
 from .progress import progress_bar
 
 optimize = lazy_module("scipy.optimize")
-linalg = lazy_module("scipy.linalg")
 
 __all__ = [
     "L2Optimum",
@@ -66,6 +65,7 @@ __all__ = [
     "l2_optimum",
     "l2_replace_dual",
     "l2_replace_optimum",
+    "strategy_trace",
 ]
 
 #: Largest n solved (one n x n eigendecomposition a step: 0.25 CPU s at 1024 bins, 19 at 4096;
@@ -192,11 +192,13 @@ def _check_gram(gram) -> np.ndarray:
 
 class _Best:
     """The solver's progress: the best dual value and the point (the optimiser's variables)
-    where it was reached, the least primal error and its point, the evaluations."""
+    where it was reached, the least primal error, its point and what the evaluation returned
+    with it (``kept``: what the strategy is built from), the evaluations."""
 
     def __init__(self, point: np.ndarray):
         self.bound, self.primal, self.point, self.steps = -np.inf, np.inf, point, 0
         self.dual_point = point
+        self.kept: Any = None
 
 
 def _maximise_dual(
@@ -209,7 +211,7 @@ def _maximise_dual(
     bounds=None,
     tolerance: float = GAP_TOLERANCE,
 ) -> _Best:
-    """L-BFGS-B on ``evaluate(point) -> (dual value, its gradient, primal value)`` from
+    """L-BFGS-B on ``evaluate(point) -> (dual value, its gradient, primal value, kept)`` from
     ``start``, stopping at a relative duality gap of ``tolerance`` between the best dual value
     and the least primal value seen, or after ``maxiter`` steps (with a progress bar unless
     ``description`` is empty)."""
@@ -219,12 +221,12 @@ def _maximise_dual(
         pass
 
     def negative_dual(point):
-        value, grad, primal = evaluate(point)
+        value, grad, primal, kept = evaluate(point)
         best.steps += 1
         if value > best.bound:
             best.bound, best.dual_point = value, point.copy()
         if primal < best.primal:
-            best.primal, best.point = primal, point.copy()
+            best.primal, best.point, best.kept = primal, point.copy(), kept
         if best.primal - best.bound <= tolerance * best.primal:
             raise Converged
         return -value, -grad
@@ -331,20 +333,16 @@ def _solve(gram: np.ndarray, tolerance: float, *, maxiter: int, description: str
     else:
         start = np.full(n, svd_bound / n)  # g(start) is the SVD bound
 
-    kept: dict = {}
-
     def evaluate(log_mu):
         mu = np.exp(log_mu)
         value, grad, scaled, equilibrated, factors = _light_dual(ridged, mu)
-        primal = min(scaled, equilibrated)
-        if primal < kept.get("primal", np.inf):  # the strategy is built from these factors
-            kept.update(primal=primal, factors=(scaled, equilibrated, factors))
-        return value, grad * mu, primal  # d / d log mu_j
+        # d / d log mu_j; the strategy is built from the factors of the least primal error
+        return value, grad * mu, min(scaled, equilibrated), (scaled, equilibrated, factors)
 
     best = _maximise_dual(
         evaluate, np.log(start), maxiter=maxiter, description=description, large=n >= 256, tolerance=tolerance
     )
-    return _Solved(np.exp(best.point), np.exp(best.dual_point), best.steps, svd_bound, kept["factors"])
+    return _Solved(np.exp(best.point), np.exp(best.dual_point), best.steps, svd_bound, best.kept)
 
 
 def gap_tolerance(n: int) -> float:
@@ -375,14 +373,13 @@ def l2_optimum(gram, *, maxiter: int = 200) -> L2Optimum:
     columns = 1.0 / np.sqrt(diagonal) if equilibrated <= scaled else np.full(n, 1.0 / np.sqrt(diagonal.max()))
     strategy = (np.sqrt(s)[:, None] * vectors.T) * (columns / np.sqrt(mu))[None, :]
     strategy /= float(np.max(np.linalg.norm(strategy, axis=0)))
-    trace = strategy_trace_l2(strategy, gram)
-    return L2Optimum(strategy, trace, bound, solved.steps)
+    return L2Optimum(strategy, strategy_trace(strategy, gram), bound, solved.steps)
 
 
-def strategy_trace_l2(strategy: np.ndarray, gram: np.ndarray) -> float:
-    """trace(G (A^T A)^-1) through a Cholesky factor of A^T A (O(n^3))."""
-    factor = linalg.cho_factor(strategy.T @ strategy)
-    return float(np.trace(linalg.cho_solve(factor, gram)))
+def strategy_trace(strategy: np.ndarray, gram: np.ndarray) -> float:
+    """trace(G (A^T A)^-1) (dense, O(n^3); also :mod:`dprange.optimized`'s, for checks and
+    benchmarks)."""
+    return float(np.trace(np.linalg.solve(strategy.T @ strategy, gram)))
 
 
 def as_p_identity_l2(strategy: np.ndarray) -> np.ndarray:
@@ -498,8 +495,8 @@ def l2_replace_optimum(gram, *, maxiter: int = 2000) -> L2Optimum:
     start = np.full(pairs, (spectrum_sum * np.sqrt(n) / pairs) ** 2)
 
     def evaluate(weights):
-        value, grad, _, primal = _replace_dual(ridged, basis, weights)
-        return value, grad, primal
+        value, grad, x, primal = _replace_dual(ridged, basis, weights)
+        return value, grad, primal, x
 
     best = _maximise_dual(
         evaluate,
@@ -510,7 +507,7 @@ def l2_replace_optimum(gram, *, maxiter: int = 2000) -> L2Optimum:
         bounds=optimize.Bounds(0.0, np.inf),
     )
     bound = _replace_dual(gram_n, basis, best.point, clip=True)[0]
-    _, _, x, _ = _replace_dual(ridged, basis, best.point)
+    x = best.kept  # X of the least primal error
     complement = basis.T @ x @ basis
     ones = np.full((n, n), float(np.trace(complement)) / (n - 1) / n)
     strategy = _psd_sqrt(x + ones)

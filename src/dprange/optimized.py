@@ -99,6 +99,7 @@ from .optimal_l2 import (
     check_l2_optimum_bins,
     l2_optimum,
     l2_replace_optimum,
+    strategy_trace,
 )
 from .optimized_dense import DENSE_MAX_N, optimize_dense_template, optimize_signed
 from .progress import progress_bar
@@ -448,11 +449,6 @@ def eigen_design(gram: np.ndarray, *, maxiter: int = 500) -> np.ndarray:
     return np.sqrt(u)[:, None] * vectors.T
 
 
-def strategy_trace(strategy: np.ndarray, gram: np.ndarray) -> float:
-    """trace(G (A^T A)^-1) (dense, for checks and benchmarks)."""
-    return float(np.trace(np.linalg.solve(strategy.T @ strategy, gram)))
-
-
 def replace_objective(strategy: np.ndarray, gram: np.ndarray) -> float:
     """The epsilon-free error of ``strategy`` (dense, unquantised) under replace neighbours with
     L2 sensitivity: (trace(G X^-1) - u^T G u / 1^T u) max_ij ||a_i - a_j||_2^2, X = A^T A,
@@ -465,7 +461,7 @@ def replace_objective(strategy: np.ndarray, gram: np.ndarray) -> float:
     if gram.shape != (strategy.shape[1],) * 2 or not np.all(np.isfinite(gram)):
         raise ParameterError(f"the Gram matrix must be finite and {strategy.shape[1]} x {strategy.shape[1]}")
     try:
-        terms = _matrix_variance_terms(strategy, gram)
+        terms = _matrix_variance_terms(strategy.T @ strategy, gram)
     except linalg.LinAlgError:
         raise ParameterError("the strategy must have full column rank (every count estimable)") from None
     distance = float(definition_sensitivity_power(strategy, 2, "replace"))
@@ -496,13 +492,12 @@ def strategy_variance_terms(strategy, gram: Gram) -> VarianceTerms:
     block (O(n p^2), one product of p + 1 rows by G), densely for a matrix (O(n^3))."""
     if isinstance(strategy, PIdentityStrategy):
         return block_variance_terms(strategy.block, gram)
-    return _matrix_variance_terms(strategy.explicit(), gram.dense(), product=strategy.block.dense_gram())
+    return _matrix_variance_terms(strategy.block.dense_gram(), gram.dense())
 
 
-def _matrix_variance_terms(matrix: np.ndarray, gram: np.ndarray, *, product=None) -> VarianceTerms:
-    """:class:`VarianceTerms` of a dense strategy ``matrix`` (its A^T A ``product`` when known)
-    for the dense Gram matrix ``gram`` (O(n^3))."""
-    product = matrix.T @ matrix if product is None else product
+def _matrix_variance_terms(product: np.ndarray, gram: np.ndarray) -> VarianceTerms:
+    """:class:`VarianceTerms` of a dense strategy A given by its A^T A ``product``, for the
+    dense Gram matrix ``gram`` (O(n^3))."""
     covariance = cholesky_inverse(linalg.cho_factor(product))  # O(n^3)
     w = covariance.sum(axis=1)
     return VarianceTerms(float(np.vdot(gram, covariance)), float(w @ gram @ w), float(w.sum()))

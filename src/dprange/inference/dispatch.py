@@ -166,8 +166,9 @@ def generic_least_squares(measurements: Measurements) -> OperatorEstimate:
         return estimate
     blocks = measurements.blocks
     known_total = measurements.total is not None
-    if len(blocks) == 1 and isinstance(blocks[0], Explicit) and np.ndim(measurements.measurements[0].variance) == 0:
-        gram = blocks[0].dense_gram() / float(measurements.measurements[0].variance)  # cached A^T A
+    variances = [m.variance for m in measurements.measurements]
+    if all(np.ndim(u) == 0 for u in variances):  # one variance a block: sum A_b^T A_b / v_b (Explicit's cached)
+        gram = sum(b.dense_gram() / float(u) for b, u in zip(blocks, variances))
         covariance = dense_covariance(None, v, known_total, gram=gram)
     else:
         covariance = dense_covariance(np.vstack([b.dense() for b in blocks]), v, known_total)
