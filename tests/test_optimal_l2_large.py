@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from dprange import optimal_l2
+from dprange.cholesky import cholesky_inverse, well_conditioned_cholesky
 from dprange.errors import ParameterError
-from dprange.inference.least_squares import cholesky_inverse, dense_covariance, well_conditioned_cholesky
+from dprange.inference.least_squares import dense_covariance
 from dprange.matrix import MatrixStrategy
 from dprange.operators import Explicit, VStack, Weighted, definition_sensitivity_power
 from dprange.optimized import Optimized

@@ -37,9 +37,10 @@ from scipy.sparse.linalg import LinearOperator
 
 from ._params import Custom, Param
 from ._validation import check_positive_int
+from .cholesky import well_conditioned_cholesky
 from .errors import ParameterError
 from .inference.dispatch import design_error_model
-from .inference.least_squares import DENSE_COVARIANCE_LIMIT, well_conditioned_cholesky
+from .inference.least_squares import DENSE_COVARIANCE_LIMIT
 from .measurements import LinearMeasurement, Measurements
 from .mechanisms import Mechanism
 from .operators import Explicit, Operator, Weighted
@@ -54,21 +55,34 @@ QUANTISATION_TOLERANCE = 2.0**-16
 #: Above this many (pairs x rows), the replace-model L1 sensitivity uses the triangle bound.
 EXACT_PAIRS_LIMIT = 2 * 10**7
 
+#: :func:`quantisation_factor` tries each K on this many leading entries before all of them.
+QUANTISATION_PROBE = 4096
 
-def quantisation_factor(values: np.ndarray, tolerance: float = QUANTISATION_TOLERANCE) -> float:
+
+def quantisation_factor(values: np.ndarray, tolerance: float = QUANTISATION_TOLERANCE, *, largest=None) -> float:
     """K = 2^k: the smallest making ``values`` * K integer, else the one for which rounding
-    moves no entry by more than ``tolerance`` times the largest entry."""
-    largest = float(np.max(np.abs(values))) if values.size else 0.0
+    moves no entry by more than ``tolerance`` times the largest entry (``largest``: max |values|
+    where the caller has it)."""
+    if largest is None:
+        largest = float(np.max(np.abs(values))) if values.size else 0.0  # NaN or inf where any entry is
+    if not math.isfinite(largest):
+        raise ParameterError("the strategy matrix has non-finite entries")
     if largest == 0.0:
         return 1.0
-    if not np.all(np.isfinite(values)):
-        raise ParameterError("the strategy matrix has non-finite entries")
     limit = max(0, math.ceil(math.log2(0.5 / (tolerance * largest))))
-    for k in range(limit + 1):
-        scaled = values * 2.0**k
-        if np.all(scaled == np.round(scaled)):
+    flat = values.ravel(order="K")  # no copy of a C- or Fortran-ordered matrix
+    head = flat[:QUANTISATION_PROBE]
+    for k in range(limit):
+        # the leading entries first: a real strategy fails there at every k (three passes over
+        # n^2 entries at 4096 bins each, when all were tried), and K = 2^limit needs no check
+        if _integer_at(head, 2.0**k) and (head.size == flat.size or _integer_at(values, 2.0**k)):
             return 2.0**k
     return 2.0**limit
+
+
+def _integer_at(values: np.ndarray, factor: float) -> bool:
+    scaled = values * factor
+    return bool(np.all(scaled == np.round(scaled)))
 
 
 class DenseErrorModel:
@@ -164,16 +178,20 @@ class MatrixStrategy(OneBlockStrategy):
             data = given
         if given.ndim != 2 or 0 in given.shape:
             raise ParameterError("the strategy must be a non-empty 2-D matrix")
-        self.factor = quantisation_factor(np.asarray(data))
+        largest = float(np.max(np.abs(data))) if data.size else 0.0
+        self.factor = quantisation_factor(np.asarray(data), largest=largest)
         if sp.issparse(given):
             quantised = given.copy()
             quantised.data = np.round(quantised.data * self.factor)
             quantised.eliminate_zeros()
             self.matrix = quantised
         else:
-            self.matrix = np.round(given * self.factor)
+            self.matrix = given * self.factor
+            np.round(self.matrix, out=self.matrix)
+        # every entry an integer, the largest round(K max |entry|) (rounding is monotone)
+        entries = (True, int(np.round(self.factor * largest)))
         #: The measured integer matrix as an operator (sensitivities cached on it).
-        self.block = Explicit(self.matrix, pairs_limit=EXACT_PAIRS_LIMIT)
+        self.block = Explicit(self.matrix, pairs_limit=EXACT_PAIRS_LIMIT, entries=entries)
         self.rows, self.n = self.block.shape
 
     def explicit(self) -> np.ndarray:
@@ -193,9 +211,11 @@ class MatrixStrategy(OneBlockStrategy):
                 f"matrix strategies over more than {DENSE_COVARIANCE_LIMIT} bins are not supported "
                 "(their rank cannot be checked); use the hierarchical or wavelet mechanism"
             )
+        if self.block.gram_inverse() is not None:  # O(n^3) once, kept for the release
+            return  # full rank, certified (with the total too: [A; 1^T] has Gram A^T A + 1 1^T)
         product = self.block.dense_gram()  # A^T A, O(m n^2) once
-        if well_conditioned_cholesky(product + 1.0 if known_total else product) is not None:  # O(n^3)
-            return  # full rank, certified ([A; 1^T] has Gram A^T A + 1 1^T)
+        if known_total and well_conditioned_cholesky(product + 1.0) is not None:  # O(n^3)
+            return
         A = self.explicit()
         if known_total:
             A = np.vstack([A, np.ones(self.n)])

@@ -37,6 +37,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.sparse.linalg import LinearOperator
 
+from .cholesky import cholesky_inverse, well_conditioned_cholesky
 from .errors import ParameterError
 
 SENSITIVITY_NORMS = (1, 2)
@@ -69,13 +70,15 @@ def _exact_number(value: float):
     return int(value) if float(value).is_integer() else float(value)
 
 
-def definition_sensitivity_power(matrix, norm: int, neighbours: str):
+def definition_sensitivity_power(matrix, norm: int, neighbours: str, *, entries: tuple[bool, int] | None = None):
     """Delta_p^p by the definition on an explicit matrix (rows = queries, columns = bins).
 
     add/remove: max_i sum_r |A_ri|^p; replace: max_{i != j} sum_r |A_ri - A_rj|^p (0 for one
     bin).  Exact (an ``int``) for integer matrices (in Python integers where float sums could
     pass 2^53).  Cost O(n rows)
     for add/remove, O(n^2) from the Gram matrix for replace with p = 2, O(n^2 rows) for p = 1.
+    ``entries``: (whether every entry is an integer, the largest |entry|) when the caller knows
+    them (:meth:`Explicit._entries`), else found here.
     """
     p = check_norm(norm)
     check_relation(neighbours)
@@ -83,10 +86,12 @@ def definition_sensitivity_power(matrix, norm: int, neighbours: str):
     A = A.reshape(A.shape[0], -1) if A.ndim == 2 else np.atleast_2d(A)
     if A.size == 0:
         return 0
-    if np.all(A == np.round(A)) and not _float_sums_exact(A, p, neighbours):
+    integer, largest = entries if entries is not None else (bool(np.all(A == np.round(A))), None)
+    if integer and not _float_sums_exact(A, p, neighbours, largest):
         return _integer_definition_power(A, p, neighbours)
     if neighbours == "add_remove":
-        value = float((np.abs(A) ** p).sum(axis=0).max())
+        sums = np.einsum("ij,ij->j", A, A) if p == 2 else np.abs(A).sum(axis=0)  # one pass, O(m n)
+        value = float(sums.max())
     elif A.shape[1] < 2:
         return 0
     elif p == 2:
@@ -100,7 +105,7 @@ def definition_sensitivity_power(matrix, norm: int, neighbours: str):
         for i in range(A.shape[1] - 1):
             diff = np.abs(A[:, i + 1 :] - A[:, [i]])
             value = max(value, float(diff.sum(axis=0).max()))
-    return _exact_number(value) if np.all(A == np.round(A)) else value
+    return _exact_number(value) if integer else value
 
 
 #: Integers up to this are exact in float64: sums and products of integers that stay below it
@@ -108,11 +113,11 @@ def definition_sensitivity_power(matrix, norm: int, neighbours: str):
 FLOAT_EXACT_LIMIT = 2**53
 
 
-def _float_sums_exact(A: np.ndarray, p: int, neighbours: str) -> bool:
+def _float_sums_exact(A: np.ndarray, p: int, neighbours: str, largest: int | None = None) -> bool:
     """Whether every sum (and Gram entry) of the definition on the integer matrix ``A`` stays
     below 2^53, so that its float evaluation is exact: each is at most rows x (2 max |A|)^p
-    (replace) or rows x max |A|^p (add/remove)."""
-    largest = int(np.abs(A).max()) * (2 if neighbours == "replace" else 1)
+    (replace) or rows x max |A|^p (add/remove); ``largest``: max |A| where known."""
+    largest = (int(np.abs(A).max()) if largest is None else largest) * (2 if neighbours == "replace" else 1)
     return A.shape[0] * largest**p < FLOAT_EXACT_LIMIT
 
 
@@ -350,13 +355,17 @@ def exact_integer_dtype(bound: int):
     return np.int64 if bound < INT64_EXACT_LIMIT else object
 
 
+#: :meth:`Explicit.adopt_gram_inverse` checks a cached inverse on this many random vectors.
+GRAM_INVERSE_PROBES = 2
+
+
 class Explicit(Operator):
     """An explicit matrix (dense or scipy sparse).  Sensitivity by the definition, cached;
     for replace with p = 1 above ``pairs_limit`` (pairs x rows) the upper bound
     2 max_i ||a_i||_1 (triangle inequality: never below the true value, so calibration stays
     private)."""
 
-    def __init__(self, matrix, *, pairs_limit: int = 2 * 10**7):
+    def __init__(self, matrix, *, pairs_limit: int = 2 * 10**7, entries: tuple[bool, int] | None = None):
         if sp.issparse(matrix):
             self.matrix: Any = sp.csr_matrix(matrix, dtype=float)
         else:
@@ -367,6 +376,11 @@ class Explicit(Operator):
         self.pairs_limit = pairs_limit
         self._sensitivity_cache: dict = {}
         self._dense_gram: np.ndarray | None = None
+        self._gram_inverse: np.ndarray | None = None
+        self._gram_inverse_known = False
+        #: (every entry an integer, the largest |entry|): given (a quantised strategy knows
+        #: them) or found once (:meth:`_entries`).
+        self._entry_facts: tuple[bool, int] | None = entries
 
     def _apply(self, X):
         return np.asarray(self.matrix @ X)
@@ -386,18 +400,74 @@ class Explicit(Operator):
             self._dense_gram.setflags(write=False)
         return self._dense_gram
 
+    def gram_inverse(self) -> np.ndarray | None:
+        """(A^T A)^-1, read-only, where A^T A is certified well conditioned (every eigenvalue
+        above 1e-10 of the trace: :func:`~dprange.cholesky.well_conditioned_cholesky`),
+        else None; computed once (O(n^3): two Cholesky factorisations and LAPACK's potri, 5 CPU s
+        at 4096 bins) or taken from a cache (:meth:`adopt_gram_inverse`).  The rank check, the
+        error as released and least squares with its covariance then cost O(n^2) a release."""
+        if not self._gram_inverse_known:
+            factor = well_conditioned_cholesky(self.dense_gram())  # O(n^3)
+            self._set_gram_inverse(None if factor is None else cholesky_inverse(factor))  # O(n^3)
+        return self._gram_inverse
+
+    def adopt_gram_inverse(self, inverse) -> bool:
+        """Take ``inverse`` as (A^T A)^-1 (one computed before for this matrix, kept in a cache)
+        when it is a finite n x n array that maps A^T A r back to r within 1e-8 of |r| for
+        GRAM_INVERSE_PROBES fixed random vectors r (O(m n) each: a different matrix, or one
+        quantised otherwise, fails); whether it was taken."""
+        inverse = np.asarray(inverse)
+        n = self.shape[1]
+        if inverse.shape != (n, n) or not np.issubdtype(inverse.dtype, np.floating):
+            return False
+        probes = np.random.default_rng(0).standard_normal((n, GRAM_INVERSE_PROBES))  # public, fixed
+        back = inverse @ np.asarray(self.matrix.T @ (self.matrix @ probes))
+        if not (np.all(np.isfinite(back)) and np.abs(back - probes).max() <= 1e-8 * np.abs(probes).max()):
+            return False
+        self._set_gram_inverse(inverse.astype(float, copy=False))
+        return True
+
+    def inverse_condition_bound(self) -> float:
+        """trace(A^T A) trace((A^T A)^-1), at least the condition number of A^T A (each trace is
+        at least the largest eigenvalue of its positive definite matrix); inf where no inverse
+        is certified (:meth:`gram_inverse`).  O(m n), without a temporary the size of A."""
+        inverse = self.gram_inverse()
+        if inverse is None:
+            return math.inf
+        if sp.issparse(self.matrix):
+            frobenius = float(self.matrix.multiply(self.matrix).sum())
+        else:
+            frobenius = float(np.einsum("ij,ij->", self.matrix, self.matrix))
+        return frobenius * float(np.trace(inverse))
+
+    def _set_gram_inverse(self, inverse: np.ndarray | None) -> None:
+        if inverse is not None:
+            inverse.setflags(write=False)
+        self._gram_inverse, self._gram_inverse_known = inverse, True
+
+    def _entries(self) -> tuple[bool, int]:
+        """(whether every entry is an integer, the largest |entry| where they are), computed once."""
+        if self._entry_facts is None:
+            values = self.matrix.data if sp.issparse(self.matrix) else self.matrix
+            integer = bool(np.all(values == np.round(values)))  # O(m n)
+            self._entry_facts = (integer, int(np.abs(values).max()) if integer and values.size else 0)
+        return self._entry_facts
+
     def answers(self, x) -> np.ndarray:
-        """Exact integer answers of an integer matrix on integer counts: in int64 where every
-        partial sum is below 2^62 (at most the largest column's L1 norm times sum |x|), in
-        Python integers above; the float product (exact only below 2^53) otherwise."""
+        """Exact integer answers of an integer matrix on integer counts.  Every partial sum of
+        a row is at most the largest |entry| times sum |x|: below 2^53 the float product is
+        exact (integers throughout; BLAS, O(m n)), below 2^62 int64, above in Python integers;
+        a matrix or counts not integer: the float product."""
         x = np.asarray(x)
-        values = self.matrix.data if sp.issparse(self.matrix) else self.matrix
-        if not np.issubdtype(x.dtype, np.integer) or not np.all(values == np.round(values)):
+        integer, largest = self._entries()
+        if not np.issubdtype(x.dtype, np.integer) or not integer:
             return self.matvec(x)
-        bound = int(self.sensitivity_power(1, "add_remove")) * int(np.abs(x).sum())
+        bound = largest * int(np.abs(x).sum())
         dtype = exact_integer_dtype(bound)
+        if bound < FLOAT_EXACT_LIMIT:
+            return np.rint(np.asarray(self.matrix @ x.astype(float))).astype(np.int64)
         if not sp.issparse(self.matrix):
-            return self.matrix.astype(np.int64).astype(dtype) @ x.astype(dtype)
+            return self.matrix.astype(np.int64).astype(dtype, copy=False) @ x.astype(dtype)
         if dtype is np.int64:
             return np.asarray(self.matrix.astype(np.int64) @ x.astype(np.int64))
         entries = self.matrix.tocoo()
@@ -417,7 +487,9 @@ class Explicit(Operator):
                 bound = definition_sensitivity_power(self.matrix, 1, "add_remove")
                 self._sensitivity_cache[key] = 2 * bound
             else:
-                self._sensitivity_cache[key] = definition_sensitivity_power(self.matrix, p, neighbours)
+                self._sensitivity_cache[key] = definition_sensitivity_power(
+                    self.matrix, p, neighbours, entries=self._entries()
+                )
         return self._sensitivity_cache[key]
 
 

@@ -75,6 +75,7 @@ import copy
 import hashlib
 import math
 import os
+import struct
 import time
 import zipfile
 from pathlib import Path
@@ -87,8 +88,9 @@ from threadpoolctl import threadpool_limits
 from ._lazy import lazy_module
 from ._params import Custom, Integer, OneOf, Param
 from ._validation import check_delta, check_epsilon, check_positive_int
+from .cholesky import cholesky_inverse
 from .errors import ParameterError
-from .inference.least_squares import DENSE_COVARIANCE_LIMIT, cholesky_inverse
+from .inference.least_squares import DENSE_COVARIANCE_LIMIT
 from .inference.p_identity import DiagonalPlusRows, PIdentityEstimate
 from .matrix import QUANTISATION_TOLERANCE, MatrixStrategy, OneBlockStrategy, quantisation_factor
 from .mechanisms import Mechanism
@@ -461,7 +463,7 @@ def replace_objective(strategy: np.ndarray, gram: np.ndarray) -> float:
     if gram.shape != (strategy.shape[1],) * 2 or not np.all(np.isfinite(gram)):
         raise ParameterError(f"the Gram matrix must be finite and {strategy.shape[1]} x {strategy.shape[1]}")
     try:
-        terms = _matrix_variance_terms(strategy.T @ strategy, gram)
+        terms = _matrix_variance_terms(cholesky_inverse(linalg.cho_factor(strategy.T @ strategy)), gram)  # O(n^3)
     except linalg.LinAlgError:
         raise ParameterError("the strategy must have full column rank (every count estimable)") from None
     distance = float(definition_sensitivity_power(strategy, 2, "replace"))
@@ -489,16 +491,19 @@ class VarianceTerms(NamedTuple):
 
 def strategy_variance_terms(strategy, gram: Gram) -> VarianceTerms:
     """:class:`VarianceTerms` of the measured (integer) strategy: by Woodbury for a p-Identity
-    block (O(n p^2), one product of p + 1 rows by G), densely for a matrix (O(n^3))."""
+    block (O(n p^2), one product of p + 1 rows by G), densely for a matrix (O(n^2) with its
+    cached (A^T A)^-1, :meth:`~dprange.operators.Explicit.gram_inverse`, O(n^3) once)."""
     if isinstance(strategy, PIdentityStrategy):
         return block_variance_terms(strategy.block, gram)
-    return _matrix_variance_terms(strategy.block.dense_gram(), gram.dense())
+    covariance = strategy.block.gram_inverse()
+    if covariance is None:  # not certified well conditioned
+        covariance = cholesky_inverse(linalg.cho_factor(strategy.block.dense_gram()))  # O(n^3)
+    return _matrix_variance_terms(covariance, gram.dense())
 
 
-def _matrix_variance_terms(product: np.ndarray, gram: np.ndarray) -> VarianceTerms:
-    """:class:`VarianceTerms` of a dense strategy A given by its A^T A ``product``, for the
-    dense Gram matrix ``gram`` (O(n^3))."""
-    covariance = cholesky_inverse(linalg.cho_factor(product))  # O(n^3)
+def _matrix_variance_terms(covariance: np.ndarray, gram: np.ndarray) -> VarianceTerms:
+    """:class:`VarianceTerms` of a dense strategy A given its (A^T A)^-1 ``covariance``, for the
+    dense Gram matrix ``gram`` (O(n^2))."""
     w = covariance.sum(axis=1)
     return VarianceTerms(float(np.vdot(gram, covariance)), float(w @ gram @ w), float(w.sum()))
 
@@ -574,11 +579,53 @@ def _load(path: Path, matrix: str, n: int, *, nonnegative: bool = False) -> dict
     truncated zip) or holds what no optimisation writes: the strategy is then recomputed and
     the file replaced.  ``nonnegative``: the matrix has no negative entry (L1 p-Identity)."""
     try:
-        with np.load(path) as saved:
-            arrays = {key: saved[key] for key in saved.files}
+        arrays = _read_arrays(path)
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile):
         return None
     return arrays if _fits(arrays, matrix, n, nonnegative) else None
+
+
+#: Cached arrays of at least this many bytes are memory-mapped from the file, read-only: the
+#: dense strategies and their inverses (134 MB each at 4096 bins).
+MAPPED_MIN_BYTES = 8 * 2**20
+
+
+def _read_arrays(path: Path) -> dict:
+    """The arrays of an .npz written by :func:`_store` (np.savez, uncompressed): members of at
+    least MAPPED_MIN_BYTES memory-mapped read-only (no copy, the pages read as used: 0.02 s for
+    a strategy and its inverse at 4096 bins, where reading them took 0.14-0.46 s, most of it
+    filling fresh memory), the others read by numpy (their CRC checked).  A mapped member's
+    CRC is not checked; :func:`_fits` and the inverse's own check
+    (:meth:`~dprange.operators.Explicit.adopt_gram_inverse`) stand in for it."""
+    arrays = {}
+    with zipfile.ZipFile(path) as archive, open(path, "rb") as raw, np.load(path) as saved:
+        for info in archive.infolist():
+            key = info.filename.removesuffix(".npy")
+            mapped = info.compress_type == zipfile.ZIP_STORED and info.file_size >= MAPPED_MIN_BYTES
+            arrays[key] = _mapped_member(path, raw, info) if mapped else saved[key]
+    return arrays
+
+
+def _mapped_member(path: Path, raw, info: zipfile.ZipInfo) -> np.ndarray:
+    """The .npy member ``info`` of the uncompressed zip ``path`` (open as ``raw``) as a
+    read-only memory map: its data start after the local file header (30 bytes, then the name
+    and the extra field, whose lengths are at bytes 26-29) and the .npy header."""
+    raw.seek(info.header_offset)
+    local = raw.read(30)
+    if len(local) != 30 or local[:4] != b"PK\x03\x04":
+        raise ValueError("not a zip member")
+    raw.seek(info.header_offset + 30 + int.from_bytes(local[26:28], "little") + int.from_bytes(local[28:30], "little"))
+    version = np.lib.format.read_magic(raw)
+    if version not in ((1, 0), (2, 0)):
+        raise ValueError(f"unexpected .npy version {version}")
+    read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+    shape, fortran, dtype = read_header(raw)
+    if dtype.hasobject:
+        raise ValueError("object arrays are not cached")
+    mapped = np.memmap(path, dtype=dtype, mode="r", offset=raw.tell(), shape=shape, order="F" if fortran else "C")
+    if raw.tell() % dtype.alignment:  # a file written without MEMBER_ALIGNMENT: read into memory
+        return np.array(mapped)
+    return np.asarray(mapped)
 
 
 def _fits(arrays: dict, matrix: str, n: int, nonnegative: bool) -> bool:
@@ -597,17 +644,63 @@ def _fits(arrays: dict, matrix: str, n: int, nonnegative: bool) -> bool:
     return theta.ndim == 2 and theta.shape[1] == n and not (nonnegative and np.any(theta < 0))
 
 
+#: The .npy members of a cache file start at multiples of this many bytes (their data too: the
+#: .npy header pads itself to a multiple of 64), so that memory-mapped arrays are aligned (BLAS
+#: skips unaligned ones: a product by an unaligned 4096 x 4096 matrix took 0.18 s, 0.004 s aligned).
+MEMBER_ALIGNMENT = 64
+
+#: The id of the zip extra field that pads a member's local header to MEMBER_ALIGNMENT (the
+#: one Android's zipalign writes; readers skip fields they do not know).
+ALIGNMENT_FIELD = 0xD935
+
+
+def _write_arrays(path: Path, arrays: dict) -> None:
+    """Write ``arrays`` as an uncompressed .npz that np.load reads, every member's data aligned
+    (MEMBER_ALIGNMENT) by an extra field in its local header: 30 bytes, the name, the field, the
+    zip64 field (20 bytes), then the .npy file."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for key, value in arrays.items():
+            info = zipfile.ZipInfo(f"{key}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            start = archive.start_dir + 30 + len(info.filename.encode()) + 4 + 20
+            pad = -start % MEMBER_ALIGNMENT
+            info.extra = struct.pack("<HH", ALIGNMENT_FIELD, pad) + bytes(pad)
+            with archive.open(info, "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, np.asanyarray(value), allow_pickle=False)
+
+
 def _store(path: Path, arrays: dict) -> bool:
     """Write atomically; whether it was written (a cache that cannot be written is skipped:
     it only saves time, and the release says so)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_suffix(f".{os.getpid()}.tmp.npz")
-        np.savez(partial, **arrays)
+        _write_arrays(partial, arrays)
         os.replace(partial, path)
     except OSError:
         return False
     return True
+
+
+def _store_released_form(path: Path, arrays: dict, strategy: OptimizedStrategy, gram: Gram) -> bool:
+    """Store ``arrays`` with what releasing the measured dense strategy needs beyond it:
+    (A^T A)^-1 (O(n^3) once, 5 CPU s at 4096 bins; :meth:`~dprange.operators.Explicit.gram_inverse`)
+    and its :class:`VarianceTerms` on the workload (O(n^2) from it), which are also set on
+    ``strategy``; read back (after :meth:`~dprange.operators.Explicit.adopt_gram_inverse`'s
+    check), a release costs O(n^2): the rank check, the error as released, least squares and
+    its covariance.  The file is twice the strategy (268 MB at 4096 bins).  Without a certified
+    inverse (an ill-conditioned strategy) the arrays as given."""
+    inverse = strategy.block.gram_inverse()
+    kept = {k: v for k, v in arrays.items() if k not in ("gram_inverse", "variance_terms")}
+    if inverse is None:
+        return _store(path, kept)
+    strategy.variance_terms = strategy_variance_terms(strategy, gram)
+    return _store(path, {**kept, "gram_inverse": inverse, "variance_terms": np.array(strategy.variance_terms)})
+
+
+def _saved_terms(saved: dict) -> VarianceTerms | None:
+    """The :class:`VarianceTerms` a cache file holds, None where it holds no three finite numbers."""
+    terms = np.asarray(saved.get("variance_terms", np.zeros(0)), dtype=float)
+    return VarianceTerms(*(float(v) for v in terms)) if terms.shape == (3,) and np.all(np.isfinite(terms)) else None
 
 
 # ----------------------------------------------------------------------------- mechanism
@@ -653,6 +746,9 @@ class OptimizedStrategy(MatrixStrategy):
         self.choice: dict = {}
         #: The strategies built for the same choice, this one included (:func:`also_built`).
         self.built_with: list = []
+        #: :class:`VarianceTerms` of the measured strategy on the workload it was optimised
+        #: for, where they were computed when it was built or read from the cache.
+        self.variance_terms: VarianceTerms | None = None
 
     def describe(self) -> dict:
         return {
@@ -912,7 +1008,8 @@ class Optimized(Mechanism):
     def _error_as_released(self, strategy, gram: Gram, queries: int, epsilon: float, delta: float) -> float:
         (spec,) = self.noise_specs(strategy, epsilon, delta)
         known_total = self.neighbours == "replace"
-        return mean_error_as_released(spec.variance, [strategy_variance_terms(strategy, gram)], [queries], known_total)
+        terms = getattr(strategy, "variance_terms", None) or strategy_variance_terms(strategy, gram)
+        return mean_error_as_released(spec.variance, [terms], [queries], known_total)
 
     def optimised_strategy(self, n: int) -> OptimizedStrategy | PIdentityStrategy:
         """The strategy optimised for the workload on n bins (epsilon-free; cached in memory
@@ -1055,7 +1152,12 @@ class Optimized(Mechanism):
             seconds, trace = float(saved["seconds"]), float(saved["trace"])
             if template in P_IDENTITY_NORMS:
                 return PIdentityStrategy(saved["theta"], template, seconds, True, trace)
-            return OptimizedStrategy(saved["strategy"], template, seconds, True, trace)
+            dense = OptimizedStrategy(saved["strategy"], template, seconds, True, trace)
+            if "gram_inverse" in saved and dense.block.adopt_gram_inverse(saved["gram_inverse"]):
+                dense.variance_terms = _saved_terms(saved)
+            if dense.variance_terms is None:  # written without them, or not matching the strategy as quantised
+                _store_released_form(path, saved, dense, Gram(workload))
+            return dense
         start = time.perf_counter()
         strategy: OptimizedStrategy | PIdentityStrategy
         if template in DENSE_TEMPLATES:
@@ -1081,7 +1183,11 @@ class Optimized(Mechanism):
             seconds = time.perf_counter() - start
             trace = strategy_trace(matrix, gram)  # columns of L2 norm <= 1, the largest 1     O(n^3)
             strategy, arrays = OptimizedStrategy(matrix, template, seconds, False, trace), {"strategy": matrix}
-        strategy.stored = _store(path, {**arrays, "seconds": np.array(seconds), "trace": np.array(trace)})
+        arrays = {**arrays, "seconds": np.array(seconds), "trace": np.array(trace)}
+        if isinstance(strategy, OptimizedStrategy):
+            strategy.stored = _store_released_form(path, arrays, strategy, Gram(workload))
+        else:
+            strategy.stored = _store(path, arrays)
         return strategy
 
     def _optimize_dense(self, workload: Workload, signed: bool) -> tuple[np.ndarray, float]:

@@ -35,7 +35,15 @@ from ..measurements import Measurements
 from ..operators import Explicit, HaarLevel, Kron, TreeLevel, VStack
 from ..strategies import TreeStrategy
 from .l1_admm import admm, tree_x_update
-from .least_squares import DENSE_COVARIANCE_LIMIT, DenseGLSEstimate, OperatorEstimate, dense_covariance, gls
+from .least_squares import (
+    DENSE_COVARIANCE_LIMIT,
+    INVERSE_CONDITION_LIMIT,
+    DenseGLSEstimate,
+    OperatorEstimate,
+    dense_covariance,
+    gls,
+    inverse_gls,
+)
 from .p_identity import DiagonalPlusRows, p_identity_estimate
 from .tree import flat_ranges, tree_error_model, tree_gls
 from .tree_admm import TreeStack
@@ -157,9 +165,15 @@ def unmeasured(measurements: Measurements):
 
 
 def generic_least_squares(measurements: Measurements) -> OperatorEstimate:
-    """GLS by LSMR on the stacked operator; a dense covariance for small domains."""
+    """GLS by LSMR on the stacked operator; a dense covariance for small domains; one explicit
+    block of one noise variance with a certified (A^T A)^-1 directly (:func:`inverse_gls`)."""
     op = measurements.operator()
     y, v = measurements.stacked()
+    direct = _inverse_least_squares(measurements)
+    if direct is not None:
+        leaves, covariance = direct
+        (block,) = measurements.blocks
+        return DenseGLSEstimate(op, v, leaves, measurements.total is not None, covariance, matrix=block.matrix)
     estimate = gls(op, y, v, total=measurements.total)
     n = measurements.n
     if n > DENSE_COVARIANCE_LIMIT:
@@ -176,6 +190,22 @@ def generic_least_squares(measurements: Measurements) -> OperatorEstimate:
     return DenseGLSEstimate(
         op, v, estimate.leaves, known_total, covariance, matrix=matrix, iterations=estimate.iterations
     )
+
+
+def _inverse_least_squares(measurements: Measurements):
+    """(estimate, covariance) of one :class:`Explicit` block over at most DENSE_COVARIANCE_LIMIT
+    bins, of one noise variance, whose A^T A is certified well conditioned (its inverse computed
+    once and kept: :meth:`Explicit.gram_inverse`) by :func:`inverse_gls`; else None."""
+    if len(measurements.measurements) != 1:
+        return None
+    (m,) = measurements.measurements
+    if not isinstance(m.block, Explicit) or np.ndim(m.variance) != 0 or m.block.shape[1] > DENSE_COVARIANCE_LIMIT:
+        return None
+    if m.block.inverse_condition_bound() > INVERSE_CONDITION_LIMIT:  # the inverse: O(n^3) once a matrix
+        return None  # none certified, or too ill-conditioned for its product to be exact: LSMR
+    inverse = m.block.gram_inverse()
+    assert inverse is not None  # a finite bound
+    return inverse_gls(m.block.matrix, inverse, m.values, float(m.variance), total=measurements.total)
 
 
 def kron_applies(measurements: Measurements) -> bool:

@@ -19,9 +19,9 @@ one conjugate-gradient solve per query: fine for hundreds of queries, not for mi
 from __future__ import annotations
 
 import numpy as np
-from scipy import linalg
 from scipy.sparse.linalg import LinearOperator, aslinearoperator, cg, lsmr
 
+from ..cholesky import cholesky_inverse, well_conditioned_cholesky
 from ..errors import ParameterError
 
 
@@ -107,39 +107,6 @@ class OperatorEstimate:
 DENSE_COVARIANCE_LIMIT = 4096
 
 
-#: :func:`well_conditioned_cholesky` certifies a least eigenvalue above this fraction of the trace.
-CERTIFIED_EIGENVALUE = 1e-10
-
-
-def well_conditioned_cholesky(gram: np.ndarray, relative: float = CERTIFIED_EIGENVALUE):
-    """A Cholesky factor of the symmetric ``gram`` (scipy's ``cho_factor`` form) when its least
-    eigenvalue is certified above ``relative`` times its trace, else None.
-
-    The certificate: the Cholesky factorisation of gram - delta I, delta = relative trace,
-    succeeds; it is backward stable (the factor is exact for a matrix within about n eps of
-    gram's norm, far below delta), so every eigenvalue of gram exceeds delta minus that.  O(n^3)
-    (n^3 / 3 flops twice), against an SVD or eigendecomposition for a rank or a pseudo-inverse."""
-    delta = relative * float(np.trace(gram))
-    if not delta > 0:
-        return None
-    try:
-        linalg.cho_factor(gram - delta * np.eye(gram.shape[0]), check_finite=False)
-        return linalg.cho_factor(gram, check_finite=False)
-    except linalg.LinAlgError:
-        return None
-
-
-def cholesky_inverse(factor) -> np.ndarray:
-    """G^-1 from a Cholesky factor of G (scipy's ``cho_factor`` form) by LAPACK's potri:
-    2 n^3 / 3 flops, a third of solving against the identity."""
-    c, lower = factor
-    inverse, info = linalg.lapack.dpotri(c, lower=lower)
-    if info != 0:
-        raise ParameterError("the Gram matrix is singular")  # never after a successful factorisation
-    triangle = np.tril(inverse) if lower else np.triu(inverse)
-    return triangle + triangle.T - np.diag(np.diag(triangle))
-
-
 def dense_covariance(dense_operator: np.ndarray | None, variances, known_total: bool, *, gram=None) -> np.ndarray:
     """(A^T V^-1 A)^+, with a public total the pseudo-inverse on the sum-zero subspace: the
     covariance of the GLS estimate (the matrix mechanism's error formula, Li et al., PODS 2010).
@@ -170,22 +137,66 @@ def dense_covariance(dense_operator: np.ndarray | None, variances, known_total: 
     return np.linalg.pinv(gram, rtol=1e-10, hermitian=True)
 
 
+#: Least squares use a cached (A^T A)^-1 (:func:`inverse_gls`) where a bound on the condition
+#: number of A^T A (:meth:`~dprange.operators.Explicit.inverse_condition_bound`) is below this:
+#: the first product is then within about 1e-6 (relative) of the least-squares solution and one
+#: step of refinement within rounding of it.
+INVERSE_CONDITION_LIMIT = 1e10
+
+
+def inverse_gls(matrix, inverse: np.ndarray, values, variance: float, *, total=None):
+    """GLS of y = A x + noise of one ``variance`` (A = ``matrix``, dense or scipy sparse) by a
+    known S = (A^T A)^-1 (``inverse``): x = S A^T y, one step of iterative refinement
+    (x += S A^T (y - A x)), with a public total the correction x -= w (1^T x - total) / 1^T w,
+    w = S 1 (least squares on {1^T x = total}); and a function giving the covariance v S
+    (v (S - w w^T / 1^T w) with the total, as :func:`dense_covariance`), formed when an error
+    is first asked for (an n x n array: 0.1 s at 4096 bins).  O(m n + n^2) where LSMR and the
+    dense covariance cost O(m n x iterations + n^3).  For A^T A of condition number below
+    INVERSE_CONDITION_LIMIT (the caller checks)."""
+    y = np.asarray(values, dtype=float)
+    v = float(variance)
+    x = inverse @ np.asarray(matrix.T @ y)  # O(m n + n^2)
+    x = x + inverse @ np.asarray(matrix.T @ (y - np.asarray(matrix @ x)))
+    if total is None:
+        return x, lambda: v * inverse
+    w = inverse.sum(axis=1)
+    tau = float(w.sum())
+    x = x - w * ((float(x.sum()) - float(total)) / tau)
+
+    def covariance() -> np.ndarray:
+        out = v * inverse
+        out -= (v / tau) * np.outer(w, w)
+        return out
+
+    return x, covariance
+
+
 class DenseGLSEstimate(OperatorEstimate):
     """A GLS estimate on a small operator with its dense covariance: range variances in O(1)
     per query from 2-D prefix sums of the covariance; query variances q^T C q in O(n^2).
     ``matrix`` (an integer strategy measured with one noise variance) makes it saveable
-    (:meth:`to_dict`, kind "dense_matrix")."""
+    (:meth:`to_dict`, kind "dense_matrix").  ``covariance``: the array, or a function giving it
+    when first used (:func:`inverse_gls`)."""
 
     def __init__(self, operator, variances, estimate, known_total: bool, covariance, *, matrix=None, iterations=0):
         super().__init__(operator, variances, estimate, known_total, iterations)
-        self.covariance = covariance
+        self._covariance = covariance
         self.matrix = matrix
-        n = covariance.shape[0]
-        self._cum = np.zeros((n + 1, n + 1))
-        self._cum[1:, 1:] = covariance.cumsum(axis=0).cumsum(axis=1)
+        self._cum: np.ndarray | None = None  # 2-D prefix sums of the covariance, at the first range
+
+    @property
+    def covariance(self) -> np.ndarray:
+        """The covariance of the estimate (n x n)."""
+        if callable(self._covariance):
+            self._covariance = self._covariance()
+        return self._covariance
 
     def range_variance(self, lo, hi) -> np.ndarray:
         lo, hi = np.broadcast_arrays(np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64))
+        if self._cum is None:
+            n = self.covariance.shape[0]
+            self._cum = np.zeros((n + 1, n + 1))
+            self._cum[1:, 1:] = self.covariance.cumsum(axis=0).cumsum(axis=1)  # O(n^2)
         c = self._cum
         out = c[hi + 1, hi + 1] - c[lo, hi + 1] - c[hi + 1, lo] + c[lo, lo]
         return np.maximum(out, 0.0)

@@ -1,0 +1,274 @@
+"""The dense release in O(n^2) a release: the measured matrix's cached (A^T A)^-1
+(Explicit.gram_inverse, adopt_gram_inverse), least squares by it (inverse_gls) against the
+exact least-squares solution and the dense covariance, the exact integer answers by BLAS,
+quantisation's early exit against the full search, and the disk cache of a dense optimised
+strategy (its inverse and variance terms stored, checked when read, mapped from the file)."""
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import dprange
+from dprange import matrix as matrix_module
+from dprange import optimized
+from dprange.inference.dispatch import least_squares
+from dprange.inference.least_squares import DenseGLSEstimate, dense_covariance, gls, inverse_gls
+from dprange.matrix import MatrixStrategy, quantisation_factor
+from dprange.measurements import LinearMeasurement, Measurements
+from dprange.operators import Explicit, definition_sensitivity_power
+from dprange.optimized import Gram, Optimized, cache_path, strategy_variance_terms
+from dprange.workloads import Prefix
+
+pytestmark = pytest.mark.usefixtures("private_cache")
+
+
+def integer_strategy(rows: int, n: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 5, (rows, n)).astype(float)
+
+
+# ----------------------------------------------------------------------------- the cached inverse
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_gram_inverse_is_the_inverse_computed_once_and_read_only(sparse):
+    A = integer_strategy(30, 12, 0)
+    block = Explicit(sp.csr_matrix(A) if sparse else A)
+    inverse = block.gram_inverse()
+    np.testing.assert_allclose(inverse, np.linalg.inv(A.T @ A), rtol=1e-10)
+    assert block.gram_inverse() is inverse and not inverse.flags.writeable
+    gram = A.T @ A
+    assert block.inverse_condition_bound() >= np.linalg.cond(gram)  # a bound on the 2-norm condition
+    assert block.inverse_condition_bound() == pytest.approx(np.trace(gram) * np.trace(np.linalg.inv(gram)), rel=1e-9)
+
+
+def test_gram_inverse_is_none_for_a_rank_deficient_matrix():
+    differences = np.eye(6)[:-1] - np.eye(6)[1:]
+    block = Explicit(differences)
+    assert block.gram_inverse() is None
+    assert block.inverse_condition_bound() == math.inf
+
+
+def test_adopt_gram_inverse_takes_only_the_inverse_of_this_matrix():
+    A = integer_strategy(30, 12, 1)
+    inverse = np.linalg.inv(A.T @ A)
+    other = np.linalg.inv(integer_strategy(30, 12, 2).T @ integer_strategy(30, 12, 2))
+    perturbed = inverse.copy()
+    perturbed[3, 4] *= 1.001
+    with_nan = inverse.copy()
+    with_nan[0, 0] = np.nan
+    for wrong in (other, perturbed, with_nan, inverse[:-1, :-1], inverse.astype(np.int64), np.zeros((12, 12))):
+        block = Explicit(A)
+        assert not block.adopt_gram_inverse(wrong)
+        assert block._gram_inverse_known is False  # nothing adopted: computed when asked
+    block = Explicit(A)
+    assert block.adopt_gram_inverse(inverse)
+    assert block._dense_gram is None  # adopted, not computed
+    np.testing.assert_array_equal(block.gram_inverse(), inverse)
+
+
+# ----------------------------------------------------------------------------- least squares by the inverse
+
+
+def constrained_least_squares(A: np.ndarray, y: np.ndarray, total: float) -> np.ndarray:
+    """argmin ||A x - y|| subject to 1^T x = total, from the KKT system."""
+    n = A.shape[1]
+    kkt = np.block([[A.T @ A, np.ones((n, 1))], [np.ones((1, n)), np.zeros((1, 1))]])
+    return np.linalg.solve(kkt, np.concatenate([A.T @ y, [total]]))[:n]
+
+
+@pytest.mark.parametrize("total", [None, 123.0])
+def test_inverse_gls_is_the_least_squares_solution_and_its_covariance(total):
+    rng = np.random.default_rng(3)
+    A = integer_strategy(40, 15, 3)
+    y = A @ rng.integers(0, 50, 15) + rng.normal(0.0, 4.0, 40)
+    x, covariance = inverse_gls(A, np.linalg.inv(A.T @ A), y, 2.5, total=total)
+    expected = np.linalg.lstsq(A, y, rcond=None)[0] if total is None else constrained_least_squares(A, y, total)
+    np.testing.assert_allclose(x, expected, rtol=1e-11, atol=1e-9)
+    if total is not None:
+        assert x.sum() == pytest.approx(total, rel=1e-13)
+    np.testing.assert_allclose(covariance(), dense_covariance(A, 2.5, total is not None), rtol=1e-9, atol=1e-12)
+
+
+def measurements_of(A, values, variance, total=None):
+    measurement = LinearMeasurement(Explicit(A), np.asarray(values, dtype=float), variance)
+    return Measurements([measurement], A.shape[1], 1.0, total=total)
+
+
+@pytest.mark.parametrize("total", [None, 40.0])
+def test_least_squares_on_one_explicit_block_goes_by_the_inverse_and_equals_lsmr(total):
+    """The dispatch takes the inverse (no LSMR iterations) for a well-conditioned explicit
+    block; the estimate and every range variance equal LSMR's and the dense covariance's."""
+    rng = np.random.default_rng(4)
+    A = integer_strategy(30, 10, 4)
+    y = A @ rng.integers(0, 9, 10) + rng.normal(0.0, 3.0, 30)
+    estimate = least_squares(measurements_of(A, y, 9.0, total))
+    assert isinstance(estimate, DenseGLSEstimate) and estimate.iterations == 0
+    reference = gls(Explicit(A), y, np.full(30, 9.0), total=total)
+    np.testing.assert_allclose(estimate.leaves, reference.leaves, rtol=1e-9, atol=1e-9)
+    covariance = dense_covariance(A, 9.0, total is not None)
+    np.testing.assert_allclose(estimate.covariance, covariance, rtol=1e-9, atol=1e-12)
+    lo, hi = np.triu_indices(10)
+    direct = np.array([covariance[a : b + 1, a : b + 1].sum() for a, b in zip(lo, hi)])
+    np.testing.assert_allclose(estimate.range_variance(lo, hi), np.maximum(direct, 0.0), rtol=1e-9, atol=1e-10)
+
+
+def test_an_ill_conditioned_block_goes_by_lsmr(monkeypatch):
+    """Above the limit on the condition bound the inverse is not used (LSMR iterates); the
+    estimate is still the least-squares solution."""
+    from dprange.inference import dispatch
+
+    monkeypatch.setattr(dispatch, "INVERSE_CONDITION_LIMIT", 1.0)
+    rng = np.random.default_rng(5)
+    A = integer_strategy(30, 10, 5)
+    y = A @ rng.integers(0, 9, 10) + rng.normal(0.0, 3.0, 30)
+    estimate = least_squares(measurements_of(A, y, 4.0))
+    assert estimate.iterations > 0
+    np.testing.assert_allclose(estimate.leaves, np.linalg.lstsq(A, y, rcond=None)[0], rtol=1e-8, atol=1e-8)
+
+
+# ----------------------------------------------------------------------------- exact answers, sensitivities
+
+
+def exact_answers(A: np.ndarray, x: np.ndarray) -> list[int]:
+    return [sum(int(a) * int(b) for a, b in zip(row, x)) for row in A]
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_integer_answers_are_exact_by_blas_below_2_53_and_in_integers_above(sparse):
+    rng = np.random.default_rng(6)
+    A = rng.integers(-(2**20), 2**20, (8, 6)).astype(float)
+    small = rng.integers(0, 1000, 6)
+    block = Explicit(sp.csr_matrix(A) if sparse else A)
+    out = block.answers(small)
+    assert out.dtype == np.int64 and [int(v) for v in out] == exact_answers(A, small)
+    large = np.full(6, 2**40, dtype=np.int64)  # sums near 2^62: past 2^53, float sums would round
+    out = block.answers(large)
+    assert [int(v) for v in out] == exact_answers(A, large)
+
+
+@pytest.mark.parametrize("neighbours", ["add_remove", "replace"])
+@pytest.mark.parametrize("p", [1, 2])
+def test_the_sensitivity_with_known_entries_is_the_definition(neighbours, p):
+    A = np.random.default_rng(7).integers(-3, 4, (9, 7)).astype(float)
+    expected = definition_sensitivity_power(A, p, neighbours)
+    assert definition_sensitivity_power(A, p, neighbours, entries=(True, 3)) == expected
+    assert MatrixStrategy(A).block.sensitivity_power(p, neighbours) == expected
+    big = A * 2.0**26  # float sums would pass 2^53 under L2: the exact integer path
+    assert definition_sensitivity_power(big, p, neighbours, entries=(True, 3 * 2**26)) == Fraction(expected) * 2 ** (
+        26 * p
+    )
+
+
+def full_search_factor(values: np.ndarray, tolerance: float) -> float:
+    """quantisation_factor as it was: every K tried on every entry."""
+    largest = float(np.max(np.abs(values)))
+    limit = max(0, math.ceil(math.log2(0.5 / (tolerance * largest))))
+    for k in range(limit + 1):
+        scaled = values * 2.0**k
+        if np.all(scaled == np.round(scaled)):
+            return 2.0**k
+    return 2.0**limit
+
+
+def test_quantisation_factor_with_the_early_exit_equals_the_full_search(monkeypatch):
+    monkeypatch.setattr(matrix_module, "QUANTISATION_PROBE", 4)
+    rng = np.random.default_rng(8)
+    integers_then_halves = np.concatenate([np.arange(1.0, 9.0), [0.5, 3.5]]).reshape(2, 5)  # the head is integer
+    quarters_late = np.ones((4, 4))
+    quarters_late[3, 3] = 0.25
+    cases = [integers_then_halves, integers_then_halves.T, quarters_late, rng.random((5, 7)), np.eye(3), rng.random(3)]
+    for values in cases:
+        for tolerance in (2.0**-16, 2.0**-4):
+            assert quantisation_factor(values, tolerance) == full_search_factor(values, tolerance)
+    assert quantisation_factor(integers_then_halves) == 2.0 and quantisation_factor(quarters_late) == 4.0
+    with pytest.raises(dprange.errors.ParameterError, match="non-finite"):
+        quantisation_factor(np.array([1.0, np.nan]))
+
+
+# ----------------------------------------------------------------------------- the disk cache
+
+
+def test_a_dense_strategy_is_cached_with_its_inverse_and_variance_terms():
+    workload = Prefix(24)
+    built = Optimized(workload, template="eigen").optimised_strategy(24)
+    path = cache_path(workload, "eigen", 0, 1)
+    with np.load(path) as saved:
+        assert {"strategy", "gram_inverse", "variance_terms"} <= set(saved.files)
+        np.testing.assert_allclose(saved["gram_inverse"], np.linalg.inv(built.matrix.T @ built.matrix), rtol=1e-9)
+        expected = strategy_variance_terms(MatrixStrategy(saved["strategy"]), Gram(workload))
+        np.testing.assert_allclose(saved["variance_terms"], expected, rtol=1e-12)
+    read = Optimized(workload, template="eigen").optimised_strategy(24)
+    assert read.cached and read.block._dense_gram is None  # the inverse adopted, A^T A never formed
+    assert read.variance_terms == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("damage", ["without", "wrong"])
+def test_a_cache_file_without_a_matching_inverse_is_completed(damage):
+    """A file written before the inverse was kept (or holding another matrix's) is read, the
+    inverse computed and the file written again with it."""
+    workload = Prefix(20)
+    Optimized(workload, template="eigen").optimised_strategy(20)
+    path = cache_path(workload, "eigen", 0, 1)
+    with np.load(path) as saved:
+        arrays = {k: saved[k] for k in saved.files}
+    if damage == "without":
+        del arrays["gram_inverse"], arrays["variance_terms"]
+    else:
+        arrays["gram_inverse"] = arrays["gram_inverse"] * 1.01
+    np.savez(path, **arrays)
+    read = Optimized(workload, template="eigen").optimised_strategy(20)
+    assert read.cached and read.variance_terms is not None
+    with np.load(path) as saved:
+        np.testing.assert_allclose(saved["gram_inverse"], np.linalg.inv(read.matrix.T @ read.matrix), rtol=1e-9)
+
+
+def test_large_members_are_mapped_aligned_and_equal_what_numpy_reads(monkeypatch, tmp_path):
+    """Written by the cache (every member aligned): the large members mapped read-only and
+    aligned, the small ones read; np.load reads the same file.  Written by np.savez (members
+    unaligned): the large ones are copied into memory, aligned.  A file truncated inside a
+    mapped member is not loaded."""
+    monkeypatch.setattr(optimized, "MAPPED_MIN_BYTES", 500)
+    rng = np.random.default_rng(9)
+    arrays = {
+        "strategy": np.asfortranarray(rng.random((9, 9))),
+        "small": np.arange(3.0),
+        "trace": np.array(2.0),
+        "gram_inverse": rng.random((10, 10)),
+    }
+    for writer in ("cache", "savez"):
+        path = tmp_path / f"{writer}.npz"
+        if writer == "cache":
+            optimized._write_arrays(path, arrays)
+            with np.load(path) as saved:
+                for key, value in arrays.items():
+                    np.testing.assert_array_equal(saved[key], value)
+        else:
+            np.savez(path, **arrays)
+        read = optimized._read_arrays(path)
+        for key, value in arrays.items():
+            np.testing.assert_array_equal(read[key], value)
+            assert read[key].flags.aligned
+        for key in ("strategy", "gram_inverse"):
+            assert read[key].flags.owndata is (writer == "savez")  # mapped where aligned in the file
+            assert read[key].flags.writeable is (writer == "savez")
+        assert read["small"].flags.writeable  # read by numpy, not mapped
+    path = tmp_path / "cache.npz"
+    path.write_bytes(path.read_bytes()[:900])  # truncated inside the mapped strategy
+    assert optimized._load(path, "strategy", 9) is None
+
+
+def test_a_release_from_the_cache_equals_the_release_that_built_it():
+    """Same data and seed: the release that optimised the strategy (inverse computed) and one
+    from the cache (inverse adopted, arrays mapped) give the same estimate and error bars."""
+    values = np.random.default_rng(10).integers(0, 32, 500)
+    domain = dprange.Domain.integers(0, 31)
+    releases = [
+        dprange.release(values, domain, 1.0, delta=1e-6, mechanism=Optimized("prefix", template="eigen"), rng=11)
+        for _ in range(2)
+    ]
+    first, second = (r.range(np.arange(32), 31) for r in releases)
+    np.testing.assert_allclose(first.value, second.value, rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(first.stderr, second.stderr, rtol=1e-12)
