@@ -119,7 +119,7 @@ def check_release(mech: Mechanism, n: int, epsilon, delta=0.0) -> None:
     anything to fit."""
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
-    strategy = mech.strategy(check_positive_int(n, "n"))
+    strategy = mech.strategy_at(check_positive_int(n, "n"), epsilon, delta)
     specs = mech.noise_specs(strategy, epsilon, delta)
     if not specs and mech.inference != "gls":
         raise ParameterError(

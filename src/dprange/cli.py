@@ -385,7 +385,7 @@ def check_privacy(mech, n: int, epsilon: float, delta: float) -> None:
     """Everything about the mechanism that can fail, checked before any data is read: the
     tree's size (the command's limit), then what the library checks before reading
     (:func:`dprange.api.check_release`: epsilon, delta, the per-level noise, inference)."""
-    strategy = mech.strategy(n)
+    strategy = mech.strategy_at(n, epsilon, delta)
     if isinstance(strategy, TreeStrategy):
         check_tree_size(strategy)
     api.check_release(mech, n, epsilon, delta)
@@ -948,7 +948,7 @@ def error_command(n, shape, order, workload, queries, epsilon, delta, neighbours
         if not candidates:
             raise ParameterError("--mechanisms is empty; name candidates such as flat,wavelet,h16")
         for cand in candidates:
-            strategy = cand.strategy(n)
+            strategy = cand.strategy_at(n, epsilon, delta)
             if isinstance(strategy, TreeStrategy):
                 check_tree_size(strategy, "--mechanisms hB:")
     selection = select(wl, None, epsilon, delta=delta, neighbours=neighbours, noise=noise, candidates=candidates)

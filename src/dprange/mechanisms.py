@@ -231,6 +231,12 @@ class Mechanism:
     def budget_fractions(self, strategy, epsilon: float) -> np.ndarray:
         raise NotImplementedError
 
+    def strategy_at(self, n: int, epsilon, delta=0.0):
+        """The strategy a release at (epsilon, delta) measures on n bins: :meth:`strategy`,
+        except where it depends on the privacy parameters (:class:`~dprange.optimized.Optimized`,
+        whose template auto follows delta), checked before any value is read."""
+        return self.strategy(n)
+
     def level_budgets(self, strategy, epsilon: float) -> list[float]:
         """Budget of every measured block, in order; exact sum at most :meth:`spent_epsilon`."""
         return split_budget(self.budget_fractions(strategy, epsilon), epsilon)

@@ -947,6 +947,12 @@ class Optimized(Mechanism):
         self._follow(epsilon, delta)
         return super().measure(counts, epsilon, delta=delta, rng=rng)
 
+    def strategy_at(self, n: int, epsilon, delta=0.0):
+        """The strategy measured at (epsilon, delta): template auto builds the one for delta
+        only (not the epsilon-DP template first, as :meth:`strategy` before any design would)."""
+        self._follow(epsilon, delta)
+        return self.strategy(n)
+
     def _follow(self, epsilon, delta) -> None:
         self._epsilon, self._delta = check_epsilon(epsilon), check_delta(delta)
 

@@ -196,7 +196,9 @@ class DenseGLSEstimate(OperatorEstimate):
         if self._cum is None:
             n = self.covariance.shape[0]
             self._cum = np.zeros((n + 1, n + 1))
-            self._cum[1:, 1:] = self.covariance.cumsum(axis=0).cumsum(axis=1)  # O(n^2)
+            inner = self._cum[1:, 1:]
+            np.cumsum(self.covariance, axis=0, out=inner)  # O(n^2), in place: no n x n temporaries
+            np.cumsum(inner, axis=1, out=inner)
         c = self._cum
         out = c[hi + 1, hi + 1] - c[lo, hi + 1] - c[hi + 1, lo] + c[lo, lo]
         return np.maximum(out, 0.0)
