@@ -169,3 +169,34 @@ def test_ldp_group_accepts_quiet(terminal, tmp_path):
     _simulate_cli(tmp_path, "--quiet")
     assert terminal.getvalue() == ""
     assert progress_enabled()
+
+
+def test_the_l2_optimum_shows_the_share_of_its_duality_gap_closed(terminal):
+    """The solve's bar counts whole percents of the way (in log gap) from the first gap to the
+    tolerance and ends at 100% when it converges, not at steps out of the 200-step limit."""
+    from dprange import optimal_l2
+    from dprange.workloads import Prefix
+
+    def evaluate(point):  # dual 1 - |p - 1|^2 below primal 1 + |p - 1|^2: the gap closes at p = 1
+        square = float(np.sum((point - 1.0) ** 2))
+        return 1.0 - square, -2.0 * (point - 1.0), 1.0 + square, None
+
+    best = optimal_l2._maximise_dual(
+        evaluate, np.zeros(3), maxiter=50, description="optimising strategy (L2 optimum)", large=True, tolerance=1e-6
+    )
+    assert (best.primal - best.bound) / best.primal <= 1e-6
+    drawn = terminal.getvalue()
+    assert "optimising strategy (L2 optimum)" in drawn and "100/100" in drawn and "/200" not in drawn
+    assert ".0/100" not in drawn.replace("| 0/100", "")  # whole percents
+    assert optimal_l2.l2_optimum(Prefix(8).gram()).steps >= 1  # a real solve runs with the bar too
+
+
+@pytest.mark.parametrize(
+    ("first", "gap", "percent"),
+    [(1e-1, 1e-1, 0.0), (1e-1, 1e-6, 100.0), (1e-1, 10**-3.5, 50.0), (1e-1, 1e-9, 100.0), (1e-1, 1.0, 0.0)],
+)
+def test_gap_progress_is_the_share_of_the_log_gap_closed(first, gap, percent):
+    from dprange.optimal_l2 import gap_progress
+
+    assert gap_progress(first, gap, 1e-6) == pytest.approx(percent)
+    assert gap_progress(float("nan"), gap, 1e-6) == (100.0 if gap <= 1e-6 else 0.0)

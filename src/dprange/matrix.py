@@ -59,7 +59,9 @@ EXACT_PAIRS_LIMIT = 2 * 10**7
 QUANTISATION_PROBE = 4096
 
 
-def quantisation_factor(values: np.ndarray, tolerance: float = QUANTISATION_TOLERANCE, *, largest=None) -> float:
+def quantisation_factor(
+    values: np.ndarray, tolerance: float = QUANTISATION_TOLERANCE, *, largest: float | None = None
+) -> float:
     """K = 2^k: the smallest making ``values`` * K integer, else the one for which rounding
     moves no entry by more than ``tolerance`` times the largest entry (``largest``: max |values|
     where the caller has it)."""

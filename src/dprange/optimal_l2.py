@@ -214,8 +214,11 @@ def _maximise_dual(
     """L-BFGS-B on ``evaluate(point) -> (dual value, its gradient, primal value, kept)`` from
     ``start``, stopping at a relative duality gap of ``tolerance`` between the best dual value
     and the least primal value seen, or after ``maxiter`` steps (with a progress bar unless
-    ``description`` is empty)."""
+    ``description`` is empty: the share of the way, in log gap, from the first gap to
+    ``tolerance``, :func:`gap_progress`; solves take 3 to 11 steps of up to 19 CPU s, so a
+    count of steps out of ``maxiter`` said little)."""
     best = _Best(start)
+    shown = {"first": math.nan, "percent": 0}
 
     class Converged(Exception):
         pass
@@ -227,11 +230,19 @@ def _maximise_dual(
             best.bound, best.dual_point = value, point.copy()
         if primal < best.primal:
             best.primal, best.point, best.kept = primal, point.copy(), kept
-        if best.primal - best.bound <= tolerance * best.primal:
+        gap = (best.primal - best.bound) / best.primal
+        if gap <= tolerance:
+            bar.update(100 - shown["percent"])
             raise Converged
+        if math.isnan(shown["first"]) and math.isfinite(gap):
+            shown["first"] = gap
+        percent = int(gap_progress(shown["first"], gap, tolerance))  # whole percents
+        if percent > shown["percent"]:
+            bar.update(percent - shown["percent"])
+            shown["percent"] = percent
         return -value, -grad
 
-    with progress_bar(description, total=maxiter, large=large and bool(description)) as bar:
+    with progress_bar(description, total=100, unit="%", large=large and bool(description)) as bar:
         try:
             optimize.minimize(
                 negative_dual,
@@ -239,12 +250,20 @@ def _maximise_dual(
                 jac=True,
                 method="L-BFGS-B",
                 bounds=bounds,
-                callback=lambda _: bar.update(1),
                 options={"maxiter": maxiter, "ftol": 1e-15, "gtol": 1e-12},
             )
         except Converged:
             pass
     return best
+
+
+def gap_progress(first: float, gap: float, tolerance: float) -> float:
+    """How far a solve is, in percent: 100 log(first / gap) / log(first / tolerance), from 0 at
+    the ``first`` relative duality gap to 100 at ``tolerance`` (clipped; 0 while either is
+    undefined)."""
+    if not (math.isfinite(first) and math.isfinite(gap)) or gap <= 0 or first <= tolerance:
+        return 100.0 if math.isfinite(gap) and gap <= tolerance else 0.0
+    return float(np.clip(100.0 * math.log(first / gap) / math.log(first / tolerance), 0.0, 100.0))
 
 
 def _light_dual(gram: np.ndarray, mu: np.ndarray) -> tuple[float, np.ndarray, float, float, tuple]:

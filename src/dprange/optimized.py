@@ -591,7 +591,7 @@ MAPPED_MIN_BYTES = 8 * 2**20
 
 
 def _read_arrays(path: Path) -> dict:
-    """The arrays of an .npz written by :func:`_store` (np.savez, uncompressed): members of at
+    """The arrays of an uncompressed .npz (:func:`_write_arrays`, or np.savez): members of at
     least MAPPED_MIN_BYTES memory-mapped read-only (no copy, the pages read as used: 0.02 s for
     a strategy and its inverse at 4096 bins, where reading them took 0.14-0.46 s, most of it
     filling fresh memory), the others read by numpy (their CRC checked).  A mapped member's
