@@ -4,7 +4,10 @@ exact least-squares solution and the dense covariance, the exact integer answers
 quantisation's early exit against the full search, and the disk cache of a dense optimised
 strategy (its inverse and variance terms stored, checked when read, mapped from the file)."""
 
+import base64
+import json
 import math
+import zlib
 from fractions import Fraction
 
 import numpy as np
@@ -300,3 +303,48 @@ def test_the_error_command_builds_only_the_strategy_at_its_delta(capsys):
         main(["error", "--n", "32", "-w", "prefix", "-e", "1", "--delta", "1e-6", "--mechanisms", "flat,optimized"])
     assert exc.value.code == 0, capsys.readouterr().err
     assert cached_templates() == {"l2"}
+
+
+# ----------------------------------------------------------------------------- saving a large dense release
+
+
+@pytest.mark.parametrize("known_total", [False, True])
+def test_a_large_dense_strategy_is_saved_packed_and_rebuilds_the_same_error_model(monkeypatch, known_total):
+    """Above PACKED_MIN_ENTRIES a dense strategy is saved as packed int32 (not triplets): the
+    model read back from JSON has the same strategy, range variances and dictionary."""
+    from dprange.inference import least_squares as ls
+    from dprange.matrix import DenseErrorModel, matrix_estimate_model
+
+    monkeypatch.setattr(ls, "PACKED_MIN_ENTRIES", 100)
+    A = np.random.default_rng(13).integers(-70000, 70000, (14, 12)).astype(float)  # beyond int16
+    model = matrix_estimate_model(MatrixStrategy(A), 3.5, known_total)
+    data = json.loads(json.dumps(model.to_dict()))
+    assert "packed" in data and "value" not in data
+    np.testing.assert_array_equal(ls.unpack_integers(data["packed"], (14, 12)), A)
+    rebuilt = DenseErrorModel.from_dict(data)
+    lo, hi = np.triu_indices(12)
+    np.testing.assert_allclose(rebuilt.range_variance(lo, hi), model.range_variance(lo, hi), rtol=1e-12)
+    assert rebuilt.to_dict() == model.to_dict()
+    monkeypatch.setattr(ls, "PACKED_MIN_ENTRIES", 1000)  # small ones keep their triplets
+    assert "value" in model.to_dict() and "packed" not in model.to_dict()
+
+
+def test_a_damaged_packed_strategy_is_refused():
+    from dprange.errors import ParameterError
+    from dprange.inference.least_squares import pack_integers, unpack_integers
+
+    A = np.arange(12.0).reshape(3, 4)
+    text = pack_integers(A)
+    with pytest.raises(ParameterError, match="exactly 3 x 5"):
+        unpack_integers(text, (3, 5))  # fewer entries than the shape
+    with pytest.raises(ParameterError, match="exactly 2 x 4"):
+        unpack_integers(text, (2, 4))  # more: decompression stops past the shape
+    with pytest.raises(ParameterError, match="does not decode"):
+        unpack_integers("not base64!", (3, 4))
+    with pytest.raises(ParameterError, match="does not decode"):
+        unpack_integers(base64.b64encode(b"plain bytes").decode(), (3, 4))
+    bomb = base64.b64encode(zlib.compress(bytes(10**7))).decode()  # 10 MB of zeros in 10 kB
+    with pytest.raises(ParameterError, match="exactly 3 x 4"):
+        unpack_integers(bomb, (3, 4))
+    with pytest.raises(ParameterError, match="integer"):
+        pack_integers(A + 0.5)

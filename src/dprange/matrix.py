@@ -40,7 +40,7 @@ from ._validation import check_positive_int
 from .cholesky import well_conditioned_cholesky
 from .errors import ParameterError
 from .inference.dispatch import design_error_model
-from .inference.least_squares import DENSE_COVARIANCE_LIMIT
+from .inference.least_squares import DENSE_COVARIANCE_LIMIT, unpack_integers
 from .measurements import LinearMeasurement, Measurements
 from .mechanisms import Mechanism
 from .operators import Explicit, Operator, Weighted
@@ -100,6 +100,11 @@ class DenseErrorModel:
         rows, n = (int(v) for v in data["shape"])
         if not 0 < n <= DENSE_COVARIANCE_LIMIT:
             raise ParameterError(f"a saved matrix strategy must have 1 to {DENSE_COVARIANCE_LIMIT} columns, not {n}")
+        if "packed" in data:  # a large dense strategy (DenseGLSEstimate.to_dict)
+            if not 0 < rows <= 4 * n:
+                raise ParameterError(f"a saved dense strategy over {n} bins cannot have {rows} rows")
+            strategy = MatrixStrategy(unpack_integers(data["packed"], (rows, n)))
+            return matrix_estimate_model(strategy, _saved_variance(data), bool(data["known_total"]))
         if not 0 < rows <= len(data["value"]) + 4 * n:
             raise ParameterError(f"a saved matrix strategy with {len(data['value'])} nonzeros cannot have {rows} rows")
         matrix = sp.csc_matrix(
@@ -112,10 +117,14 @@ class DenseErrorModel:
         if not np.all(matrix.data == np.round(matrix.data)):
             raise ParameterError("a saved matrix strategy must have integer entries")
         strategy = MatrixStrategy(matrix if data["sparse"] else np.ascontiguousarray(matrix.toarray()))
-        variance = float(data["variance"])
-        if not (variance > 0 and math.isfinite(variance)):
-            raise ParameterError("the saved noise variance must be positive and finite")
-        return matrix_estimate_model(strategy, variance, bool(data["known_total"]))
+        return matrix_estimate_model(strategy, _saved_variance(data), bool(data["known_total"]))
+
+
+def _saved_variance(data: dict) -> float:
+    variance = float(data["variance"])
+    if not (variance > 0 and math.isfinite(variance)):
+        raise ParameterError("the saved noise variance must be positive and finite")
+    return variance
 
 
 def matrix_estimate_model(strategy: MatrixStrategy, variance: float, known_total: bool):

@@ -15,8 +15,9 @@ The metadata (format version ``dprange_release``: 2) keep what the error model n
 few numbers (``error_model``): for trees (Flat, Hierarchical) the number of bins, the
 per-level branching, whether the root is measured, whether the total is public and the noise
 variance of every level; for Haar (Wavelet) the bins, the public-total flag and the
-per-level variances; for Matrix the measured integer strategy (nonzero triplets), the noise
-variance and the public-total flag.  The model is rebuilt on load by the same code that
+per-level variances; for Matrix the measured integer strategy (nonzero triplets; a dense one
+of 2^16 entries or more packed as int32, zlib-compressed, base64), the noise variance and the
+public-total flag.  The model is rebuilt on load by the same code that
 built it, so every standard error is reproduced exactly.  NNLS / L1 releases have no
 closed-form model (null).  ``privacy`` keeps the noise kind and ``noise_scales`` the noise
 scale of every measured level (the tail factor of discrete-Laplace intervals needs them).

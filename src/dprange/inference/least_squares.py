@@ -18,6 +18,9 @@ one conjugate-gradient solve per query: fine for hundreds of queries, not for mi
 
 from __future__ import annotations
 
+import base64
+import zlib
+
 import numpy as np
 from scipy.sparse.linalg import LinearOperator, aslinearoperator, cg, lsmr
 
@@ -217,22 +220,59 @@ class DenseGLSEstimate(OperatorEstimate):
         return np.maximum(out, 0.0)
 
     def to_dict(self) -> dict:
-        """The measured integer strategy (nonzero entries as row, column, value triplets), its
-        one noise variance and whether the total is public: the covariance is recomputed from
-        them, so the saved form is compact."""
+        """The measured integer strategy, its one noise variance and whether the total is
+        public: the covariance is recomputed from them, so the saved form is compact.  The
+        strategy's nonzero entries as row, column, value triplets; a dense one with at least
+        PACKED_MIN_ENTRIES entries packed instead (:func:`pack_integers`: the L2 optimum on
+        4096 bins took 35 s and 231 MB as triplets)."""
         import scipy.sparse as sp  # noqa: PLC0415 - scipy.sparse is loaded by scipy.sparse.linalg anyway
 
         variances = np.asarray(self.variances, dtype=float)
         if self.matrix is None or not np.all(variances == variances.ravel()[0]):
             raise ParameterError("only a single explicit strategy with one noise variance can be saved")
+        shape = [int(self.matrix.shape[0]), int(self.matrix.shape[1])]
+        common = {"variance": float(variances.ravel()[0]), "known_total": self.known_total}
+        if not sp.issparse(self.matrix) and self.matrix.size >= PACKED_MIN_ENTRIES:
+            packed = pack_integers(self.matrix)
+            return {"kind": "dense_matrix", "shape": shape, "sparse": False, "packed": packed, **common}
         coo = sp.coo_matrix(self.matrix)
         return {
             "kind": "dense_matrix",
-            "shape": [int(coo.shape[0]), int(coo.shape[1])],
+            "shape": shape,
             "sparse": bool(sp.issparse(self.matrix)),
             "row": coo.row.tolist(),
             "col": coo.col.tolist(),
             "value": coo.data.tolist(),
-            "variance": float(variances.ravel()[0]),
-            "known_total": self.known_total,
+            **common,
         }
+
+
+#: A saved dense strategy with at least this many entries is packed (:func:`pack_integers`).
+PACKED_MIN_ENTRIES = 2**16
+
+
+def pack_integers(matrix: np.ndarray) -> str:
+    """An integer matrix (entries within int32) as text for JSON: its entries in row-major
+    order as little-endian int32, zlib-compressed (level 1), base64-encoded."""
+    values = np.asarray(matrix)
+    if not np.all(values == np.round(values)) or np.abs(values).max(initial=0) >= 2**31:
+        raise ParameterError("only integer matrices with entries below 2^31 in magnitude are packed")
+    raw = np.ascontiguousarray(values, dtype="<i4").tobytes()
+    return base64.b64encode(zlib.compress(raw, 1)).decode("ascii")
+
+
+def unpack_integers(text, shape: tuple[int, int]) -> np.ndarray:
+    """The float matrix of ``shape`` that :func:`pack_integers` wrote as ``text``, or
+    ParameterError where it does not decode to exactly that many int32 entries (decompression
+    stops past them, so a damaged or hostile text cannot expand without bound)."""
+    rows, cols = shape
+    expected = 4 * rows * cols
+    try:
+        packed = base64.b64decode(str(text).encode("ascii"), validate=True)
+        inflater = zlib.decompressobj()
+        raw = inflater.decompress(packed, expected + 1)
+    except (ValueError, zlib.error) as error:
+        raise ParameterError(f"the packed strategy does not decode: {error}") from None
+    if len(raw) != expected or not inflater.eof or inflater.unconsumed_tail:
+        raise ParameterError(f"the packed strategy does not hold exactly {rows} x {cols} int32 entries")
+    return np.frombuffer(raw, dtype="<i4").reshape(rows, cols).astype(float)
