@@ -211,10 +211,10 @@ def l2_large(baseline: str | None, full: bool) -> None:
             domain = dprange.Domain.integers(0, n - 1)
             timings, error_bars = [], []
             for _ in range(5):  # a fresh mechanism each time: the strategy is read from the disk cache
-                release, cpu, wall = cpu_and_wall(
+                release, release_cpu, release_wall = cpu_and_wall(
                     lambda w=workload: dprange.release(values, domain, EPSILON, delta=DELTA, mechanism=Optimized(w))
                 )
-                timings.append((cpu, wall))
+                timings.append((release_cpu, release_wall))
                 error_bars.append(cpu_and_wall(lambda r=release: r.range(0, n // 2).stderr)[2])  # the covariance
             row = {
                 "workload": workload.name,

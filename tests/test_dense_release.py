@@ -348,3 +348,37 @@ def test_a_damaged_packed_strategy_is_refused():
         unpack_integers(bomb, (3, 4))
     with pytest.raises(ParameterError, match="integer"):
         pack_integers(A + 0.5)
+
+
+# ----------------------------------------------------------------------------- managing the cache
+
+
+def test_cache_show_lists_the_strategies_and_clear_removes_only_them(capsys):
+    from dprange.cli import main
+
+    Optimized("prefix", template="eigen").optimised_strategy(16)
+    Optimized("all-range").optimised_strategy(16)
+    directory = optimized.cache_dir()
+    (directory / "notes.txt").write_text("not a strategy")
+    (directory / "v5-prefix-n16-eigen-dual.123.tmp.npz").write_bytes(b"left by an interrupted write")
+    names = sorted(path.name for path in optimized.cache_files())
+    assert names == sorted(p.name for p in directory.glob("v5-*.npz")) and len(names) == 4  # auto: p-identity, dense
+    sizes = [path.stat().st_size for path in optimized.cache_files()]
+    assert sizes == sorted(sizes, reverse=True)  # largest first
+    with pytest.raises(SystemExit) as exc:
+        main(["cache", "show"])
+    out = capsys.readouterr().out
+    assert exc.value.code == 0 and f"strategy cache {directory}: 4 files" in out
+    assert all(name in out for name in names) and "notes.txt" not in out
+    with pytest.raises(SystemExit) as exc:
+        main(["cache", "clear"])
+    out = capsys.readouterr().out
+    assert exc.value.code == 0 and out.startswith("removed 4 files")
+    assert optimized.cache_files() == [] and (directory / "notes.txt").exists()
+    again = Optimized("prefix", template="eigen").optimised_strategy(16)
+    assert not again.cached  # optimised again when next needed
+
+
+def test_an_absent_cache_directory_lists_nothing(monkeypatch, tmp_path):
+    monkeypatch.setenv("DPRANGE_CACHE_DIR", str(tmp_path / "never-made"))
+    assert optimized.cache_files() == [] and optimized.clear_cache() == (0, 0)

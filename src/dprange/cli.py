@@ -57,7 +57,7 @@ from .ldp.cli import ldp
 from .mechanisms import Mechanism, make_mechanism, resolve_noise
 from .multidim import check_answers_workload, select_grid, svd_bound
 from .multidim import l2_optimum_bound as l2_optimum_bound_kd
-from .optimized import cache_dir
+from .optimized import cache_dir, cache_files, clear_cache
 from .plot import plot_cdf, plot_heatmap
 from .product_domain import ProductDomain
 from .progress import quiet_for_command
@@ -863,6 +863,35 @@ def session_show(ledger):
         f"spent epsilon {float(session.spent_epsilon):.6g} of {session.epsilon:g} "
         f"(left {session.remaining_epsilon:.6g}), delta {float(session.spent_delta):.3g} of {session.delta:g}"
     )
+
+
+@cli.group("cache")
+def cache_group():
+    """The strategy cache: optimised strategies kept on disk for the next release
+    ($DPRANGE_CACHE_DIR, else $XDG_CACHE_HOME/dprange or ~/.cache/dprange)."""
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / 2**20:.1f} MiB"
+
+
+@cache_group.command("show")
+def cache_show():
+    """List the cached strategies, largest first (a dense strategy on 4096 bins and its inverse
+    take 256 MiB)."""
+    files = cache_files()
+    sizes = [path.stat().st_size for path in files]
+    click.echo(f"strategy cache {cache_dir()}: {len(files)} files, {_megabytes(sum(sizes))}")
+    for path, size in zip(files, sizes):
+        click.echo(f"{_megabytes(size):>12}  {path.name}")
+
+
+@cache_group.command("clear")
+def cache_clear():
+    """Remove every cached strategy (each is optimised again when next needed); other files in
+    the directory are left."""
+    removed, freed = clear_cache()
+    click.echo(f"removed {removed} files ({_megabytes(freed)}) from the strategy cache {cache_dir()}")
 
 
 @cli.command("error")

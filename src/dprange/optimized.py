@@ -75,6 +75,7 @@ import copy
 import hashlib
 import math
 import os
+import re
 import struct
 import time
 import zipfile
@@ -121,6 +122,8 @@ __all__ = [
     "banded_start",
     "block_variance_terms",
     "cache_dir",
+    "cache_files",
+    "clear_cache",
     "eigen_design",
     "identity_strategy",
     "mean_error_as_released",
@@ -557,6 +560,35 @@ def cache_dir() -> Path:
         return Path(explicit)
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "dprange"
+
+
+#: The names of the cache's files (:func:`cache_path`, any version) and of the temporary
+#: files an interrupted write leaves (:func:`_store`): what :func:`clear_cache` removes.
+CACHE_FILE_NAME = re.compile(r"v\d+-[A-Za-z0-9.-]+\.npz")
+
+
+def cache_files() -> list[Path]:
+    """The strategy files in :func:`cache_dir`, largest first ([] where it does not exist);
+    other files there are not listed."""
+    directory = cache_dir()
+    if not directory.is_dir():
+        return []
+    files = [path for path in directory.iterdir() if CACHE_FILE_NAME.fullmatch(path.name) and path.is_file()]
+    return sorted(files, key=lambda path: (-path.stat().st_size, path.name))
+
+
+def clear_cache() -> tuple[int, int]:
+    """Remove the strategy files (:func:`cache_files`): (files removed, bytes freed).  They are
+    optimised again when next needed; other files in the directory are left."""
+    removed = freed = 0
+    for path in cache_files():
+        size = path.stat().st_size
+        try:
+            path.unlink()
+        except FileNotFoundError:  # removed meanwhile
+            continue
+        removed, freed = removed + 1, freed + size
+    return removed, freed
 
 
 def workload_key(workload: Workload) -> str:
