@@ -382,3 +382,21 @@ def test_cache_show_lists_the_strategies_and_clear_removes_only_them(capsys):
 def test_an_absent_cache_directory_lists_nothing(monkeypatch, tmp_path):
     monkeypatch.setenv("DPRANGE_CACHE_DIR", str(tmp_path / "never-made"))
     assert optimized.cache_files() == [] and optimized.clear_cache() == (0, 0)
+
+
+@pytest.mark.parametrize("template", ["p-identity", "p-identity-l2", "eigen", "dense"])
+def test_strategies_read_back_mapped_release_like_those_built(monkeypatch, template):
+    """Every member mapped read-only (MAPPED_MIN_BYTES = 1): strategies read from the cache (and
+    the dense template started from a mapped p-Identity optimum) release as the ones built."""
+    monkeypatch.setattr(optimized, "MAPPED_MIN_BYTES", 1)
+    values = np.random.default_rng(14).integers(0, 24, 400)
+    domain = dprange.Domain.integers(0, 23)
+    delta = 1e-6 if template in ("p-identity-l2", "eigen") else 0.0
+    answers = []
+    for _ in range(2):  # built, then read back mapped
+        mechanism = Optimized("prefix", template=template)
+        release = dprange.release(values, domain, 1.0, delta=delta, mechanism=mechanism, rng=15)
+        answers.append(release.range(np.arange(24), 23))
+    assert mechanism.optimised_strategy(24).cached
+    np.testing.assert_allclose(answers[0].value, answers[1].value, rtol=1e-12, atol=1e-9)
+    np.testing.assert_allclose(answers[0].stderr, answers[1].stderr, rtol=1e-12)
