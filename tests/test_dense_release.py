@@ -400,3 +400,44 @@ def test_strategies_read_back_mapped_release_like_those_built(monkeypatch, templ
     assert mechanism.optimised_strategy(24).cached
     np.testing.assert_allclose(answers[0].value, answers[1].value, rtol=1e-12, atol=1e-9)
     np.testing.assert_allclose(answers[0].stderr, answers[1].stderr, rtol=1e-12)
+
+
+@pytest.mark.parametrize("why", ["uncertified", "ill-conditioned"])
+def test_a_strategy_without_an_adoptable_inverse_is_cached_once(monkeypatch, why):
+    """Where no inverse would be adopted (none certified, or one less accurate than the check
+    asks), the file keeps the variance terms alone and is not written again on each read; the
+    release computes what it needs."""
+    from dprange import operators
+
+    if why == "uncertified":
+        monkeypatch.setattr(operators.Explicit, "gram_inverse", lambda self: None)
+    else:
+        monkeypatch.setattr(operators.Explicit, "_maps_back", lambda self, inverse: False)
+    workload = Prefix(20)
+    Optimized(workload, template="eigen").optimised_strategy(20)
+    path = cache_path(workload, "eigen", 0, 1)
+    with np.load(path) as saved:
+        assert "gram_inverse" not in saved.files and saved["variance_terms"].shape == (3,)
+    written = path.stat().st_mtime_ns
+    values = np.random.default_rng(16).integers(0, 20, 300)
+    for _ in range(2):
+        release = dprange.release(
+            values, dprange.Domain.integers(0, 19), 1.0, delta=1e-6, mechanism=Optimized(workload, template="eigen")
+        )
+        assert np.isfinite(release.range(0, 9).stderr)
+    assert path.stat().st_mtime_ns == written
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_quantised_strategy_knows_its_largest_entry_exactly(seed):
+    """The facts MatrixStrategy hands its block (every entry an integer, the largest |entry|
+    as round(K max |a|)) are those of the quantised matrix: the sensitivity's exactness test
+    (float sums below 2^53) rests on them."""
+    rng = np.random.default_rng(seed)
+    A = rng.normal(size=(9, 7)) * 10.0 ** rng.integers(-3, 4)
+    A[rng.integers(0, 9), rng.integers(0, 7)] = -np.abs(A).max() * 1.5  # the largest negative
+    for matrix in (A, sp.csc_matrix(A)):
+        strategy = MatrixStrategy(matrix)
+        quantised = strategy.matrix.toarray() if sp.issparse(strategy.matrix) else strategy.matrix
+        assert strategy.block._entries() == (True, int(np.abs(quantised).max()))
+        assert Explicit(quantised)._entries() == strategy.block._entries()

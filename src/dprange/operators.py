@@ -417,15 +417,25 @@ class Explicit(Operator):
         GRAM_INVERSE_PROBES fixed random vectors r (O(m n) each: a different matrix, or one
         quantised otherwise, fails); whether it was taken."""
         inverse = np.asarray(inverse)
+        if not self._maps_back(inverse):
+            return False
+        self._set_gram_inverse(inverse.astype(float, copy=False))
+        return True
+
+    def gram_inverse_checks_out(self) -> bool:
+        """Whether :meth:`gram_inverse` (computed if need be) exists and passes the check of
+        :meth:`adopt_gram_inverse`, so that a cache of it would be adopted when read back (an
+        ill-conditioned A^T A, certified but with an inverse accurate to less than 1e-8, fails)."""
+        inverse = self.gram_inverse()
+        return inverse is not None and self._maps_back(inverse)
+
+    def _maps_back(self, inverse: np.ndarray) -> bool:
         n = self.shape[1]
         if inverse.shape != (n, n) or not np.issubdtype(inverse.dtype, np.floating):
             return False
         probes = np.random.default_rng(0).standard_normal((n, GRAM_INVERSE_PROBES))  # public, fixed
-        back = inverse @ np.asarray(self.matrix.T @ (self.matrix @ probes))
-        if not (np.all(np.isfinite(back)) and np.abs(back - probes).max() <= 1e-8 * np.abs(probes).max()):
-            return False
-        self._set_gram_inverse(inverse.astype(float, copy=False))
-        return True
+        back = inverse @ np.asarray(self.matrix.T @ (self.matrix @ probes))  # O(m n + n^2)
+        return bool(np.all(np.isfinite(back)) and np.abs(back - probes).max() <= 1e-8 * np.abs(probes).max())
 
     def inverse_condition_bound(self) -> float:
         """trace(A^T A) trace((A^T A)^-1), at least the condition number of A^T A (each trace is

@@ -719,14 +719,19 @@ def _store_released_form(path: Path, arrays: dict, strategy: OptimizedStrategy, 
     and its :class:`VarianceTerms` on the workload (O(n^2) from it), which are also set on
     ``strategy``; read back (after :meth:`~dprange.operators.Explicit.adopt_gram_inverse`'s
     check), a release costs O(n^2): the rank check, the error as released, least squares and
-    its covariance.  The file is twice the strategy (268 MB at 4096 bins).  Without a certified
-    inverse (an ill-conditioned strategy) the arrays as given."""
-    inverse = strategy.block.gram_inverse()
+    its covariance.  The file is twice the strategy (268 MB at 4096 bins).  Without an inverse
+    that would be adopted (an uncertified or ill-conditioned strategy,
+    :meth:`~dprange.operators.Explicit.gram_inverse_checks_out`) the terms alone (NaN where
+    A^T A is singular), which mark the file complete: it is not written again on every read."""
     kept = {k: v for k, v in arrays.items() if k not in ("gram_inverse", "variance_terms")}
-    if inverse is None:
-        return _store(path, kept)
-    strategy.variance_terms = strategy_variance_terms(strategy, gram)
-    return _store(path, {**kept, "gram_inverse": inverse, "variance_terms": np.array(strategy.variance_terms)})
+    try:
+        strategy.variance_terms = strategy_variance_terms(strategy, gram)  # O(n^2) with the inverse
+        terms = np.array(strategy.variance_terms)
+    except linalg.LinAlgError:
+        terms = np.full(3, np.nan)
+    if strategy.block.gram_inverse_checks_out():
+        kept["gram_inverse"] = strategy.block.gram_inverse()
+    return _store(path, {**kept, "variance_terms": terms})
 
 
 def _saved_terms(saved: dict) -> VarianceTerms | None:
@@ -1191,9 +1196,12 @@ class Optimized(Mechanism):
             if template in P_IDENTITY_NORMS:
                 return PIdentityStrategy(saved["theta"], template, seconds, True, trace)
             dense = OptimizedStrategy(saved["strategy"], template, seconds, True, trace)
-            if "gram_inverse" in saved and dense.block.adopt_gram_inverse(saved["gram_inverse"]):
+            adopted = "gram_inverse" in saved and dense.block.adopt_gram_inverse(saved["gram_inverse"])
+            if adopted:
                 dense.variance_terms = _saved_terms(saved)
-            if dense.variance_terms is None:  # written without them, or not matching the strategy as quantised
+            # complete: its inverse adopted, or none of this matrix would be (uncertified, or
+            # ill-conditioned); else written before they were kept, or holding another's inverse
+            if not ("variance_terms" in saved and (adopted or not dense.block.gram_inverse_checks_out())):
                 _store_released_form(path, saved, dense, Gram(workload))
             return dense
         start = time.perf_counter()
