@@ -284,9 +284,12 @@ def test_release_reports_the_time_of_every_strategy_template_auto_built(csv_file
 
 
 def test_error_command_table_and_json(capsys):
+    code, out, err = run_cli(["error", "--n", "2000", "--workload", "all-range", "--epsilon", "1"], capsys)
+    assert code == 0, err
+    assert "recommended: Hierarchical" in out  # above 1024 bins auto ranks only a cached optimised strategy
     code, out, err = run_cli(["error", "--n", "1000", "--workload", "all-range", "--epsilon", "1"], capsys)
     assert code == 0, err
-    assert "recommended: Hierarchical" in out
+    assert "recommended: Optimized(workload='all-range', template='p-identity'" in out  # optimised up to 1024
     code, out, err = run_cli(
         ["error", "--n", "64", "-w", "identity", "-e", "1", "--mechanisms", "flat,h2,wavelet", "--json"], capsys
     )

@@ -13,11 +13,13 @@ from dprange.matrix import DENSE_COVARIANCE_LIMIT, Matrix
 from dprange.optimized import (
     AUTO_CACHED_MAX_N,
     AUTO_DENSE_MAX_N,
+    AUTO_OPTIMIZE_FAST_MAX_N,
     AUTO_OPTIMIZE_MAX_N,
     Gram,
     Optimized,
     auto_candidate,
     auto_candidates,
+    auto_optimise_limit,
     cache_dir,
     cache_path,
     column_norm,
@@ -341,17 +343,33 @@ def test_auto_ranks_the_optimised_strategy_and_returns_the_least_error(delta, na
 
 
 def test_auto_optimises_only_small_domains_unless_cached():
-    big = AllRange(AUTO_OPTIMIZE_MAX_N + 1)
-    assert auto_candidate(big, 0.0, neighbours="add_remove", noise="auto") is None
-    assert auto_candidate(Prefix(8), 0.0, neighbours="add_remove", noise="auto") is not None
+    """p-Identity and, under add/remove, the L2 optimum are optimised up to 1024 bins (a few
+    seconds at most); the L2 template and the replace programs up to 128."""
+    assert auto_optimise_limit("p-identity", "add_remove") == auto_optimise_limit("p-identity", "replace") == 1024
+    assert auto_optimise_limit("l2-optimal", "add_remove") == AUTO_OPTIMIZE_FAST_MAX_N == 1024
+    assert auto_optimise_limit("l2-optimal", "replace") == auto_optimise_limit("p-identity-l2", "add_remove") == 128
+    kw = {"noise": "auto"}
+    assert auto_candidate(AllRange(AUTO_OPTIMIZE_FAST_MAX_N + 1), 0.0, neighbours="add_remove", **kw) is None
+    assert auto_candidate(AllRange(AUTO_OPTIMIZE_MAX_N + 1), 1e-6, neighbours="replace", **kw) is None
+    assert auto_candidate(AllRange(AUTO_OPTIMIZE_MAX_N + 1), 0.0, neighbours="add_remove", **kw) is not None
+    assert auto_candidate(Prefix(8), 0.0, neighbours="add_remove", **kw) is not None
+
+
+def test_auto_ranks_the_l2_optimum_alone_under_add_remove():
+    """Under add/remove the L2 template is a point of the L2 optimum's program, so auto ranks
+    the optimum alone (as template auto builds it alone); under replace both."""
+    kw = {"noise": "auto"}
+    assert [m.template for m in auto_candidates(Prefix(16), 1e-6, neighbours="add_remove", **kw)] == ["l2-optimal"]
+    replace = auto_candidates(Prefix(16), 1e-6, neighbours="replace", **kw)
+    assert [m.template for m in replace] == ["p-identity-l2", "l2-optimal"]
 
 
 def test_auto_says_when_it_leaves_out_an_optimised_strategy_that_is_not_cached(capsys):
-    """Above AUTO_OPTIMIZE_MAX_N bins auto ranks the optimised strategy only once it is cached;
+    """Above auto_optimise_limit (p-Identity: 1024) bins auto ranks the optimised strategy only once it is cached;
     the selection (and dprange error) says so instead of leaving it out silently."""
     from dprange.cli import main
 
-    n = AUTO_OPTIMIZE_MAX_N + 1
+    n = AUTO_OPTIMIZE_FAST_MAX_N + 1
     selection = select("prefix", n, 1.0)
     assert not any(isinstance(c.mechanism, Optimized) for c in selection.table)
     ((left_out, reason),) = [(m, r) for m, r in selection.excluded if isinstance(m, Optimized)]
@@ -376,7 +394,7 @@ def test_auto_ranks_a_cached_strategy_up_to_the_dense_covariance_limit(monkeypat
         return [m.template for m in auto_candidates(AllRange(n), delta, **kw)]
 
     assert AUTO_CACHED_MAX_N == DENSE_COVARIANCE_LIMIT == 4096
-    assert templates(AUTO_CACHED_MAX_N, 1e-6) == ["p-identity-l2", "l2-optimal"]
+    assert templates(AUTO_CACHED_MAX_N, 1e-6) == ["l2-optimal"]  # the L2 template is a point of its program
     assert templates(4096, 0.0) == ["p-identity"]
     assert templates(4097, 0.0) == [] == templates(4097, 1e-6) and auto_candidate(AllRange(4097), 0.0, **kw) is None
 
@@ -394,7 +412,7 @@ def test_auto_lists_a_damaged_cache_file_as_not_cached_and_never_optimises(monke
     """auto took a cache file's existence for a cached strategy: a damaged one was ranked as
     cached, then optimised again inside select (about 16 s at 4096 bins), which promised to
     use only cached strategies.  It is now excluded with its reason, nothing optimised."""
-    n = AUTO_OPTIMIZE_MAX_N + 1
+    n = AUTO_OPTIMIZE_FAST_MAX_N + 1
     Optimized("prefix").strategy(n)
     path = cache_path(Prefix(n), "p-identity", n // 16, 1)
     assert path.exists()
@@ -414,7 +432,7 @@ def test_auto_lists_a_damaged_cache_file_as_not_cached_and_never_optimises(monke
 def test_auto_reads_a_cached_strategy_once(monkeypatch):
     """'Cached' means the file loads and fits; auto reads it once per call (the check keeps
     the arrays for the strategy it then builds)."""
-    n = AUTO_OPTIMIZE_MAX_N + 1
+    n = AUTO_OPTIMIZE_FAST_MAX_N + 1
     Optimized("prefix").strategy(n)
     reads = []
     real = dprange.optimized._load

@@ -121,6 +121,7 @@ __all__ = [
     "auto_pool",
     "banded_start",
     "block_variance_terms",
+    "auto_optimise_limit",
     "cache_dir",
     "cache_files",
     "clear_cache",
@@ -1285,8 +1286,26 @@ class Optimized(Mechanism):
 
 #: Largest n for which ``auto`` optimises a strategy when none is cached (all ranges at
 #: n = 128: about a second with the library's default threads on a busy 2-core machine, where
-#: n = 256 took 10 s); above it only a cached strategy is ranked.
+#: n = 256 took 10 s); above it only a cached strategy is ranked.  The templates that became
+#: fast since have their own limit (:func:`auto_optimise_limit`).
 AUTO_OPTIMIZE_MAX_N = 128
+
+#: Largest n for which ``auto`` optimises the p-Identity template (epsilon-DP, either relation)
+#: and the exact L2 optimum ((epsilon, delta), add/remove) when none is cached: wall seconds on
+#: the 2-core machine, cold, all ranges / prefixes: p-Identity 0.38 / 0.38 at 256 bins, 0.57 /
+#: 0.57 at 512, 1.7 / 1.7 at 1024; the L2 optimum 0.27 / 0.51, 0.80 / 1.2, 2.4 / 2.9 (the L2
+#: template, 1.0, 4.0, 8.0, keeps AUTO_OPTIMIZE_MAX_N).  At 1024 bins the best fixed strategy
+#: has 1.49x the L2 optimum's variance on all ranges under (1, 1e-6).
+AUTO_OPTIMIZE_FAST_MAX_N = 1024
+
+
+def auto_optimise_limit(template: str, neighbours: str) -> int:
+    """The largest n for which ``auto`` optimises ``template`` when it is not cached:
+    AUTO_OPTIMIZE_FAST_MAX_N for p-identity and, under add/remove, l2-optimal (the replace
+    program is slower), AUTO_OPTIMIZE_MAX_N for the others."""
+    fast = template == "p-identity" or (template == "l2-optimal" and neighbours == "add_remove")
+    return AUTO_OPTIMIZE_FAST_MAX_N if fast else AUTO_OPTIMIZE_MAX_N
+
 
 #: ``auto`` (delta = 0) keeps the dense template only where its trace is below this fraction of
 #: the p-Identity strategy's: its release goes through the dense covariance (O(n^3)) where
@@ -1307,9 +1326,11 @@ AUTO_CACHED_MAX_N = L2_OPTIMUM_MAX_N
 
 def auto_candidates(workload: Workload, delta: float, *, neighbours: str, noise: str) -> list[Optimized]:
     """The optimised mechanisms ``select`` ranks for ``workload`` (it keeps the one of least
-    exact error): p-Identity (L1) when delta = 0; its L2 analogue and the exact L2 optimum when
-    delta > 0.  Each for n <= AUTO_OPTIMIZE_MAX_N, or, when its strategy is already in the disk
-    cache, up to DENSE_COVARIANCE_LIMIT (p-Identity) or AUTO_CACHED_MAX_N (L2 optimum)."""
+    exact error): p-Identity (L1) when delta = 0; when delta > 0 the exact L2 optimum, and under
+    replace its L2 template too (under add/remove the template is a point of the optimum's
+    program, as for template auto, :meth:`Optimized._optimum_alone`).  Each for n up to
+    :func:`auto_optimise_limit`, or, when its strategy is already in the disk cache, up to
+    DENSE_COVARIANCE_LIMIT (p-Identity) or AUTO_CACHED_MAX_N (L2 optimum)."""
     return auto_pool(workload, delta, neighbours=neighbours, noise=noise)[0]
 
 
@@ -1317,7 +1338,10 @@ def auto_pool(workload: Workload, delta: float, *, neighbours: str, noise: str):
     """(the candidates of :func:`auto_candidates`, [(mechanism, reason)] for those it leaves out
     only because their strategy is not in the disk cache yet: ``select`` lists them as excluded)."""
     n = workload.n
-    templates = ("p-identity",) if delta == 0 else ("p-identity-l2", "l2-optimal")
+    if delta == 0:
+        templates: tuple[str, ...] = ("p-identity",)
+    else:
+        templates = ("l2-optimal",) if neighbours == "add_remove" else ("p-identity-l2", "l2-optimal")
     ranked, not_cached = [], []
     for template in templates:
         mech = Optimized(workload, template=template, neighbours=neighbours, noise=noise)
@@ -1325,10 +1349,11 @@ def auto_pool(workload: Workload, delta: float, *, neighbours: str, noise: str):
         limit = DENSE_COVARIANCE_LIMIT if template in P_IDENTITY_NORMS else dense_limit
         if n > limit:
             continue
-        state = mech.cache_state(workload, template) if n > AUTO_OPTIMIZE_MAX_N else "cached"
+        optimise_limit = auto_optimise_limit(template, neighbours)
+        state = mech.cache_state(workload, template) if n > optimise_limit else "cached"
         if state != "cached":  # a damaged file is not cached: ranking it would optimise here
             reason = NOT_CACHED_REASON if state == "absent" else DAMAGED_CACHE_REASON
-            not_cached.append((mech, reason.format(n=n, limit=AUTO_OPTIMIZE_MAX_N)))
+            not_cached.append((mech, reason.format(n=n, limit=optimise_limit)))
             continue
         ranked.append(mech)
     return ranked, not_cached
