@@ -1,6 +1,6 @@
 """The optimised k-D mechanisms as candidates of the k-D auto (issue 15): exact mean errors of
 their error models against dense formulas, select_grid's choice against every candidate's exact
-error, the optimised Kronecker product chosen where it wins, no cold optimisation above 128 bins
+error, the optimised Kronecker product chosen where it wins, no cold optimisation above the limit
 per axis (the cached strategy is used), optimised marginals, JSON round trips and the CLI."""
 
 from __future__ import annotations
@@ -207,7 +207,10 @@ def test_grid_candidates_without_a_workload_are_the_shape_only_pool():
     ]
 
 
-def test_above_128_bins_auto_uses_a_cached_strategy_and_never_optimises_cold(monkeypatch):
+def test_above_the_limit_auto_uses_a_cached_strategy_and_never_optimises_cold(monkeypatch):
+    """Axes above auto_optimise_limit (1024 bins for p-identity; lowered to 128 here, so that
+    the grid stays small) are ranked only once cached."""
+    monkeypatch.setattr(optimized_module, "AUTO_OPTIMIZE_FAST_MAX_N", 128)
     calls = []
     real = optimized_module.optimize_p_identity
 
@@ -230,9 +233,11 @@ def test_above_128_bins_auto_uses_a_cached_strategy_and_never_optimises_cold(mon
     assert warm.error == expected_error(OptimizedKronecker("prefix-rectangles"), shape, "prefix-rectangles", 1.0)
 
 
-def test_above_128_bins_a_damaged_axis_strategy_file_is_not_cached(monkeypatch):
+def test_above_the_limit_a_damaged_axis_strategy_file_is_not_cached(monkeypatch):
     """An axis strategy's cache file that does not load counted as cached (it existed): auto
-    then optimised the axis inside select_grid.  It is now not ready: nothing optimised."""
+    then optimised the axis inside select_grid.  It is now not ready: nothing optimised (the
+    limit lowered from 1024 to 128 bins, as above)."""
+    monkeypatch.setattr(optimized_module, "AUTO_OPTIMIZE_FAST_MAX_N", 128)
     Optimized("prefix", template="p-identity").strategy(130)
     path = cache_path(Prefix(130), "p-identity", 130 // 16, 1)
     path.write_bytes(b"PK\x03\x04not a zip")
