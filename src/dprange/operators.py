@@ -473,9 +473,9 @@ class Explicit(Operator):
         if not np.issubdtype(x.dtype, np.integer) or not integer:
             return self.matvec(x)
         bound = largest * int(np.abs(x).sum())
-        dtype = exact_integer_dtype(bound)
         if bound < FLOAT_EXACT_LIMIT:
             return np.rint(np.asarray(self.matrix @ x.astype(float))).astype(np.int64)
+        dtype = exact_integer_dtype(bound)
         if not sp.issparse(self.matrix):
             return self.matrix.astype(np.int64).astype(dtype, copy=False) @ x.astype(dtype)
         if dtype is np.int64:

@@ -627,15 +627,18 @@ def _read_arrays(path: Path) -> dict:
     """The arrays of an uncompressed .npz (:func:`_write_arrays`, or np.savez): members of at
     least MAPPED_MIN_BYTES memory-mapped read-only (no copy, the pages read as used: 0.02 s for
     a strategy and its inverse at 4096 bins, where reading them took 0.14-0.46 s, most of it
-    filling fresh memory), the others read by numpy (their CRC checked).  A mapped member's
+    filling fresh memory), the others read as np.load reads them (their CRC checked).  A mapped member's
     CRC is not checked; :func:`_fits` and the inverse's own check
     (:meth:`~dprange.operators.Explicit.adopt_gram_inverse`) stand in for it."""
     arrays = {}
-    with zipfile.ZipFile(path) as archive, open(path, "rb") as raw, np.load(path) as saved:
+    with zipfile.ZipFile(path) as archive, open(path, "rb") as raw:
         for info in archive.infolist():
             key = info.filename.removesuffix(".npy")
-            mapped = info.compress_type == zipfile.ZIP_STORED and info.file_size >= MAPPED_MIN_BYTES
-            arrays[key] = _mapped_member(path, raw, info) if mapped else saved[key]
+            if info.compress_type == zipfile.ZIP_STORED and info.file_size >= MAPPED_MIN_BYTES:
+                arrays[key] = _mapped_member(path, raw, info)
+            else:
+                with archive.open(info) as member:  # as np.load reads it
+                    arrays[key] = np.lib.format.read_array(member, allow_pickle=False)
     return arrays
 
 

@@ -130,14 +130,20 @@ def dense_covariance(dense_operator: np.ndarray | None, variances, known_total: 
     factor = well_conditioned_cholesky(gram)
     if factor is not None:
         covariance = cholesky_inverse(factor)  # O(n^3)
-        if known_total:
-            w = covariance.sum(axis=1)
-            covariance -= np.outer(w, w) / float(w.sum())
-        return covariance
+        return constrained_to_total(covariance) if known_total else covariance
     if known_total:
         P = np.eye(n) - 1.0 / n
         gram = P @ gram @ P
     return np.linalg.pinv(gram, rtol=1e-10, hermitian=True)
+
+
+def constrained_to_total(covariance: np.ndarray) -> np.ndarray:
+    """C - w w^T / 1^T w with w = C 1, in place: from the covariance C of unconstrained least
+    squares (an inverse Gram matrix, possibly scaled), that of least squares constrained to a
+    public total.  O(n^2)."""
+    w = covariance.sum(axis=1)
+    covariance -= np.outer(w, w) / float(w.sum())
+    return covariance
 
 
 #: Least squares use a cached (A^T A)^-1 (:func:`inverse_gls`) where a bound on the condition
@@ -163,15 +169,8 @@ def inverse_gls(matrix, inverse: np.ndarray, values, variance: float, *, total=N
     if total is None:
         return x, lambda: v * inverse
     w = inverse.sum(axis=1)
-    tau = float(w.sum())
-    x = x - w * ((float(x.sum()) - float(total)) / tau)
-
-    def covariance() -> np.ndarray:
-        out = v * inverse
-        out -= (v / tau) * np.outer(w, w)
-        return out
-
-    return x, covariance
+    x = x - w * ((float(x.sum()) - float(total)) / float(w.sum()))
+    return x, lambda: constrained_to_total(v * inverse)
 
 
 class DenseGLSEstimate(OperatorEstimate):
