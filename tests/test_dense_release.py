@@ -441,3 +441,20 @@ def test_a_quantised_strategy_knows_its_largest_entry_exactly(seed):
         quantised = strategy.matrix.toarray() if sp.issparse(strategy.matrix) else strategy.matrix
         assert strategy.block._entries() == (True, int(np.abs(quantised).max()))
         assert Explicit(quantised)._entries() == strategy.block._entries()
+
+
+def test_new_helpers_refuse_bad_input():
+    from dprange.errors import ParameterError
+
+    with pytest.raises(ParameterError, match="template must be one of"):
+        optimized.auto_optimise_limit("p-identty", "add_remove")
+    with pytest.raises(ParameterError, match="neighbours"):
+        optimized.auto_optimise_limit("p-identity", "bounded")
+    A = integer_strategy(6, 4, 17)
+    inverse = np.linalg.inv(A.T @ A)
+    with pytest.raises(ParameterError, match="expected 6 measured values"):
+        inverse_gls(A, inverse, np.zeros(5), 1.0)
+    with pytest.raises(ParameterError, match="4 x 4 inverse"):
+        inverse_gls(A, inverse[:3, :3], np.zeros(6), 1.0)
+    with pytest.raises(ParameterError, match="positive and finite"):
+        inverse_gls(A, inverse, np.zeros(6), 0.0)

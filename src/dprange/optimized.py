@@ -95,7 +95,7 @@ from .inference.least_squares import DENSE_COVARIANCE_LIMIT
 from .inference.p_identity import DiagonalPlusRows, PIdentityEstimate
 from .matrix import QUANTISATION_TOLERANCE, MatrixStrategy, OneBlockStrategy, quantisation_factor
 from .mechanisms import Mechanism
-from .operators import definition_sensitivity_power
+from .operators import check_relation, definition_sensitivity_power
 from .optimal_l2 import (
     L2_OPTIMUM_MAX_N,
     L2_REPLACE_MAX_N,
@@ -1306,6 +1306,9 @@ def auto_optimise_limit(template: str, neighbours: str) -> int:
     """The largest n for which ``auto`` optimises ``template`` when it is not cached:
     AUTO_OPTIMIZE_FAST_MAX_N for p-identity and, under add/remove, l2-optimal (the replace
     program is slower), AUTO_OPTIMIZE_MAX_N for the others."""
+    if template not in TEMPLATES:
+        raise ParameterError(f"template must be one of {', '.join(TEMPLATES)}, not {template!r}")
+    check_relation(neighbours)
     fast = template == "p-identity" or (template == "l2-optimal" and neighbours == "add_remove")
     return AUTO_OPTIMIZE_FAST_MAX_N if fast else AUTO_OPTIMIZE_MAX_N
 

@@ -162,8 +162,14 @@ def inverse_gls(matrix, inverse: np.ndarray, values, variance: float, *, total=N
     is first asked for (an n x n array: 0.1 s at 4096 bins).  O(m n + n^2) where LSMR and the
     dense covariance cost O(m n x iterations + n^3).  For A^T A of condition number below
     INVERSE_CONDITION_LIMIT (the caller checks)."""
+    m, n = matrix.shape
     y = np.asarray(values, dtype=float)
     v = float(variance)
+    if y.shape != (m,) or np.shape(inverse) != (n, n):
+        got = f"got {y.shape} and {np.shape(inverse)}"
+        raise ParameterError(f"expected {m} measured values and an {n} x {n} inverse, {got}")
+    if not (v > 0 and np.isfinite(v)):
+        raise ParameterError(f"the noise variance must be positive and finite, not {variance!r}")
     x = inverse @ np.asarray(matrix.T @ y)  # O(m n + n^2)
     x = x + inverse @ np.asarray(matrix.T @ (y - np.asarray(matrix @ x)))
     if total is None:
