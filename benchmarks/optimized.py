@@ -58,7 +58,9 @@ trace and bound over the SVD bound, with ``--baseline`` interleaved case by case
 bins); then template auto at (1, 1e-6) as released (the L2 optimum at every size now) against
 the L2 template and the best fixed strategy, and a release of 10^6 records with the cached
 strategy (median of 5 in one process, CPU and wall, each read from the disk cache by a fresh
-mechanism; and the wall seconds of the first error bar after it, which forms the covariance).
+mechanism; and the wall seconds of the first error bar after it, which forms the covariance),
+and the wall seconds of loading it saved as JSON, with its strategy's inverse adopted from the
+cache and without (median of 3).
 
 ``--sweep``: how the gain over the best fixed strategy depends on the workload's shape, n = 256
 (``--n``), both privacy models: random ranges of width at most w (w = 2 ... n; 2000 ranges,
@@ -87,6 +89,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import statistics
@@ -216,6 +219,7 @@ def l2_large(baseline: str | None, full: bool) -> None:
                 )
                 timings.append((release_cpu, release_wall))
                 error_bars.append(cpu_and_wall(lambda r=release: r.range(0, n // 2).stderr)[2])  # the covariance
+            loads = load_timings(release)
             row = {
                 "workload": workload.name,
                 "n": n,
@@ -234,6 +238,7 @@ def l2_large(baseline: str | None, full: bool) -> None:
                 "release_wall_seconds_median": statistics.median(t[1] for t in timings),
                 "release_wall_seconds": [round(t[1], 3) for t in timings],
                 "first_error_bar_wall_seconds_median": statistics.median(error_bars),
+                **loads,
             }
             print(json.dumps(row), flush=True)
             released.append(row)
@@ -244,6 +249,31 @@ def l2_large(baseline: str | None, full: bool) -> None:
         l2_solves=solves,
         l2_released=released,
     )
+
+
+def load_timings(release, repeats: int = 3) -> dict:
+    """Wall seconds (medians of ``repeats``, alternated) of ``dprange.load_release`` on the
+    release saved as JSON: with the inverse of its strategy adopted from the disk cache, and
+    without (the cache's inverse not looked for: the O(n^3) factorisation, as before)."""
+    import dprange  # noqa: PLC0415
+    from dprange import optimized  # noqa: PLC0415
+
+    with tempfile.TemporaryDirectory() as directory:
+        path = Path(directory) / "release.json"
+        release.to_json(path)
+        adopted, computed = [], []
+        limit = optimized.CACHED_INVERSE_MIN_BINS
+        for _ in range(repeats):
+            adopted.append(cpu_and_wall(lambda: dprange.load_release(path))[2])
+            optimized.CACHED_INVERSE_MIN_BINS = math.inf
+            try:
+                computed.append(cpu_and_wall(lambda: dprange.load_release(path))[2])
+            finally:
+                optimized.CACHED_INVERSE_MIN_BINS = limit
+    return {
+        "load_wall_seconds_median": statistics.median(adopted),
+        "load_without_cached_inverse_wall_seconds_median": statistics.median(computed),
+    }
 
 
 def print_summary(**fields) -> None:

@@ -329,6 +329,41 @@ def test_a_large_dense_strategy_is_saved_packed_and_rebuilds_the_same_error_mode
     assert "value" in model.to_dict() and "packed" not in model.to_dict()
 
 
+@pytest.mark.parametrize("cache", ["kept", "cleared", "another strategy", "wrong inverse"])
+def test_a_loaded_dense_release_adopts_the_inverse_its_strategy_has_in_the_cache(monkeypatch, tmp_path, cache):
+    """Loading a saved dense release takes (A^T A)^-1 from the cache file of the same strategy
+    (no factorisation: 5.4 of 6.3 s at 4096 bins); without that file, beside another
+    strategy's, or with an inverse that fails the check, it is computed; the error bars are
+    the release's either way."""
+    from dprange import operators
+    from dprange.inference import least_squares as ls
+
+    monkeypatch.setattr(ls, "PACKED_MIN_ENTRIES", 100)
+    monkeypatch.setattr(optimized, "CACHED_INVERSE_MIN_BINS", 1)
+    values = np.random.default_rng(17).integers(0, 28, 400)
+    mechanism = Optimized("prefix", template="eigen")
+    release = dprange.release(values, dprange.Domain.integers(0, 27), 1.0, delta=1e-6, mechanism=mechanism, rng=18)
+    release.to_json(tmp_path / "release.json")
+    path = cache_path(Prefix(28), "eigen", 0, 1)
+    if cache == "cleared":
+        optimized.clear_cache()
+    elif cache == "another strategy":
+        path.unlink()
+        Optimized("all-range", template="eigen").optimised_strategy(28)  # cached under the same n
+    elif cache == "wrong inverse":
+        arrays = {k: np.array(v) for k, v in optimized._read_arrays(path).items()}
+        arrays["gram_inverse"] = arrays["gram_inverse"] * (1 + 1e-6)
+        optimized._write_arrays(path, arrays)
+    factorised = []
+    original = operators.well_conditioned_cholesky
+    monkeypatch.setattr(operators, "well_conditioned_cholesky", lambda g: factorised.append(1) or original(g))
+    loaded = dprange.load_release(tmp_path / "release.json")
+    assert bool(factorised) is (cache != "kept")
+    lo, hi = np.triu_indices(28)
+    np.testing.assert_allclose(loaded.range(lo, hi).stderr, release.range(lo, hi).stderr, rtol=1e-9)
+    assert not optimized.adopt_cached_inverse(Explicit(np.eye(28)))  # no cached strategy is the identity
+
+
 def test_a_damaged_packed_strategy_is_refused():
     from dprange.errors import ParameterError
     from dprange.inference.least_squares import pack_integers, unpack_integers

@@ -94,9 +94,11 @@ class DenseErrorModel:
     :class:`~dprange.inference.least_squares.DenseGLSEstimate`) exactly."""
 
     @classmethod
-    def from_dict(cls, data: dict):
+    def from_dict(cls, data: dict, *, adopt_inverse=None):
         """The error model described by ``to_dict`` (least-squares query variances through the
-        strategy operator, range variances from the dense covariance)."""
+        strategy operator, range variances from the dense covariance).  ``adopt_inverse``, a
+        function of the strategy's block, may first give it the (A^T A)^-1 kept elsewhere
+        (the strategy cache: :func:`dprange.optimized.adopt_cached_inverse`)."""
         rows, n = (int(v) for v in data["shape"])
         if not 0 < n <= DENSE_COVARIANCE_LIMIT:
             raise ParameterError(f"a saved matrix strategy must have 1 to {DENSE_COVARIANCE_LIMIT} columns, not {n}")
@@ -104,7 +106,15 @@ class DenseErrorModel:
             if not 0 < rows <= 4 * n:
                 raise ParameterError(f"a saved dense strategy over {n} bins cannot have {rows} rows")
             strategy = MatrixStrategy(unpack_integers(data["packed"], (rows, n)))
-            return matrix_estimate_model(strategy, _saved_variance(data), bool(data["known_total"]))
+        else:
+            strategy = cls._from_triplets(data, rows, n)
+        if adopt_inverse is not None:
+            adopt_inverse(strategy.block)
+        return matrix_estimate_model(strategy, _saved_variance(data), bool(data["known_total"]))
+
+    @staticmethod
+    def _from_triplets(data: dict, rows: int, n: int) -> MatrixStrategy:
+        """The strategy saved as row, column, value triplets (small or sparse ones)."""
         if not 0 < rows <= len(data["value"]) + 4 * n:
             raise ParameterError(f"a saved matrix strategy with {len(data['value'])} nonzeros cannot have {rows} rows")
         matrix = sp.csc_matrix(
@@ -116,8 +126,7 @@ class DenseErrorModel:
         )
         if not np.all(matrix.data == np.round(matrix.data)):
             raise ParameterError("a saved matrix strategy must have integer entries")
-        strategy = MatrixStrategy(matrix if data["sparse"] else np.ascontiguousarray(matrix.toarray()))
-        return matrix_estimate_model(strategy, _saved_variance(data), bool(data["known_total"]))
+        return MatrixStrategy(matrix if data["sparse"] else np.ascontiguousarray(matrix.toarray()))
 
 
 def _saved_variance(data: dict) -> float:

@@ -117,6 +117,7 @@ __all__ = [
     "OptimizedStrategy",
     "PIdentityStrategy",
     "VarianceTerms",
+    "adopt_cached_inverse",
     "auto_candidates",
     "auto_optimise_limit",
     "auto_pool",
@@ -742,6 +743,41 @@ def _saved_terms(saved: dict) -> VarianceTerms | None:
     """The :class:`VarianceTerms` a cache file holds, None where it holds no three finite numbers."""
     terms = np.asarray(saved.get("variance_terms", np.zeros(0)), dtype=float)
     return VarianceTerms(*(float(v) for v in terms)) if terms.shape == (3,) and np.all(np.isfinite(terms)) else None
+
+
+#: A dense release read back (:func:`adopt_cached_inverse`) looks for its strategy's inverse in
+#: the cache from this many bins; below, computing it (O(n^3): 0.1 s at 1024 bins) costs
+#: about what finding it does.
+CACHED_INVERSE_MIN_BINS = 1024
+
+
+def adopt_cached_inverse(block) -> bool:
+    """Give ``block`` (the integer strategy of a saved dense release, read back: an
+    :class:`~dprange.operators.Explicit`) the (A^T A)^-1 the strategy cache keeps beside the
+    same strategy, where it is there: loading the release then costs O(n^2), where computing
+    the inverse is O(n^3) (5.4 of the 6.3 CPU s that loading the L2 optimum's release on 4096
+    bins took).  The candidates are the cache's dense strategies over as many bins
+    (:func:`cache_path`'s names, p-Identity files left out); one is used only if, quantised as a
+    release quantises it, it equals ``block`` entry for entry, and its inverse passes
+    :meth:`~dprange.operators.Explicit.adopt_gram_inverse`'s check.  Nothing is written.
+    Whether an inverse was adopted."""
+    rows, n = block.shape
+    if n < CACHED_INVERSE_MIN_BINS or not isinstance(block.matrix, np.ndarray):
+        return False
+    marker = f"-n{n}-"
+    for path in cache_files():
+        name = path.name
+        if not name.startswith(f"v{CACHE_VERSION}-") or marker not in name:
+            continue
+        if name.split(marker, 1)[1].startswith(tuple(P_IDENTITY_NORMS)):
+            continue
+        saved = _load(path, "strategy", n)
+        if saved is None or "gram_inverse" not in saved or saved["strategy"].shape != (rows, n):
+            continue
+        measured = MatrixStrategy(saved["strategy"]).block.matrix  # O(rows n): the release's quantisation
+        if np.array_equal(measured, block.matrix) and block.adopt_gram_inverse(saved["gram_inverse"]):
+            return True
+    return False
 
 
 # ----------------------------------------------------------------------------- mechanism

@@ -60,6 +60,7 @@ from .inference.tree import TreeErrorModel
 from .inference.wavelet import HaarEstimate
 from .io import load_npz
 from .matrix import DenseErrorModel
+from .optimized import adopt_cached_inverse
 from .provenance import Provenance
 from .release import NO_MEASUREMENTS, NONLINEAR_ERROR_BARS, NONLINEAR_INTERVALS, Release
 
@@ -428,6 +429,8 @@ def error_model_from_dict(data, n: int | None = None):
             f"the saved error model is over {excerpt(claimed, 20)} bins but the histogram has {n}; the file is corrupt"
         )
     try:
+        if data["kind"] == "dense_matrix":  # a large optimised strategy's inverse may be cached
+            return DenseErrorModel.from_dict(data, adopt_inverse=adopt_cached_inverse)
         return kinds[data["kind"]].from_dict(data)
     except KeyError as exc:
         raise DataError(
