@@ -371,8 +371,10 @@ def release_grid(
     ``columns``: a list of arrays (one per axis), a (records x k) array, a pandas DataFrame,
     a pyarrow Table or a Spark DataFrame (its columns in order, counted by Spark).
     ``mechanism``: "auto" (default: the least exact expected error on
-    ``workload``, "all-rectangles", "prefix-rectangles" or "marginals" of ``order``, from
-    public parameters only), a name of ``dprange.registry.GRID_MECHANISMS`` with ``params``
+    ``workload``, "all-rectangles", "prefix-rectangles" or "marginals" of ``order``, or a
+    :class:`~dprange.workloads_kd.Rectangles`: the rectangles to be asked, for which the
+    product of axes optimised for them is ranked too; from public parameters only), a name
+    of ``dprange.registry.GRID_MECHANISMS`` with ``params``
     (e.g. ``mechanism="kronecker", axes=[4, "identity"]``; the named mechanisms optimised for
     a workload or an order, "optimized_kronecker", "optimized_marginals" and "fourier", take
     ``workload`` and ``order``), or a k-D mechanism object.

@@ -1135,8 +1135,8 @@ def grid_candidates(
     for entry in GRID_MECHANISMS.values():
         if entry.auto:
             out.extend(entry.auto_candidates(shape, neighbours=neighbours, noise=noise, fast=fast))
-    if workload is not None and not isinstance(workload, Rectangles):
-        name = check_grid_workload(workload)
+    if workload is not None:
+        name = check_grid_workload(workload)  # a name, or the Rectangles themselves
         for entry in GRID_MECHANISMS.values():
             if entry.auto and entry.workload_candidates is not None:
                 found = entry.workload_candidates(

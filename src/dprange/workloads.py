@@ -259,6 +259,47 @@ class RandomRanges(Ranges):
         super().__init__(np.minimum(a, b), np.maximum(a, b), n)
 
 
+class WeightedRanges(Workload):
+    """Inclusive ranges lo[k]..hi[k] on n bins, range k weighted by w[k] > 0: the row of
+    range k is scaled by sqrt(w[k]), so that the Gram matrix is sum_k w_k r_k r_k^T and the
+    error it measures is sum_k w_k Var(r_k^T x).  The workload of one axis of a set of k-D
+    rectangles, each weighted by its variance on the other axes
+    (:class:`dprange.optimized_kd.OptimizedKronecker`).  It has no :meth:`ranges` (the
+    weights would be lost): the analysis goes through its Gram matrix, built in O(m + n^2)."""
+
+    name = "weighted-ranges"
+
+    def __init__(self, lo, hi, weights, n: int):
+        super().__init__(n)
+        plain = Ranges(lo, hi, self.n)
+        weights = np.asarray(weights, dtype=float)
+        if weights.shape != plain.lo.shape or not np.all(np.isfinite(weights)) or not np.all(weights > 0):
+            raise ParameterError("weighted ranges need one positive, finite weight per range")
+        self.lo, self.hi, self.weights = plain.lo, plain.hi, weights
+
+    @property
+    def m(self) -> int:
+        return int(self.lo.size)
+
+    def dense(self) -> np.ndarray:
+        """The m x n matrix, row k the 0/1 indicator of range k times sqrt(w_k) (small ones only)."""
+        if self.m * self.n > DENSE_LIMIT:
+            raise ParameterError(f"{self.name}: {self.m} x {self.n} is too large to materialise")
+        idx = np.arange(self.n)
+        inside = (idx >= self.lo[:, None]) & (idx <= self.hi[:, None])
+        return inside * np.sqrt(self.weights)[:, None]
+
+    def gram(self) -> np.ndarray:
+        """sum_k w_k r_k r_k^T: for i <= j, the weight of the ranges with lo <= i and hi >= j,
+        a 2-D cumulative sum of the weights tabled by (lo, hi).  O(m + n^2), no m x n matrix."""
+        table = np.zeros((self.n, self.n))
+        np.add.at(table, (self.lo, self.hi), self.weights)  # table[lo, hi]
+        np.cumsum(table, axis=0, out=table)  # lo <= i
+        covering = np.flip(np.cumsum(np.flip(table, axis=1), axis=1), axis=1)  # hi >= j
+        upper = np.triu(covering)
+        return upper + np.triu(covering, 1).T
+
+
 class Explicit(Workload):
     """Any explicit query matrix (m x n, dense or scipy sparse)."""
 

@@ -101,6 +101,9 @@ class Rectangles(Operator):
         self.lows, self.highs = lows, highs
         super().__init__((lows.shape[0], math.prod(self.grid)))
 
+    def __repr__(self) -> str:
+        return f"Rectangles(shape={list(self.grid)}, rectangles={self.shape[0]})"
+
     def _corners(self):
         """(index tuple into the padded summed-area table, sign) of each of the 2^k corners."""
         k = len(self.grid)
