@@ -270,6 +270,25 @@ def test_bad_workloads():
         expected_error(Flat(), AllRange(5), 1.0, n=6)
 
 
+def test_a_ranges_gram_is_the_dense_one_and_needs_no_dense_matrix(monkeypatch):
+    """Ranges.gram by the (lo, hi) table equals W^T W; with more ranges x bins than a dense
+    matrix may hold (the dense form is refused) it is still exact: its diagonal counts the
+    ranges covering each bin, an entry (i, j) those covering both."""
+    from dprange import workloads
+
+    small = RandomRanges(40, 300, seed=2)
+    np.testing.assert_array_equal(small.gram(), small.dense().T @ small.dense())
+    monkeypatch.setattr(workloads, "DENSE_LIMIT", 10_000)
+    big = RandomRanges(256, 5000, seed=3)
+    with pytest.raises(ParameterError, match="too large to materialise"):
+        big.dense()
+    gram = big.gram()
+    covering = np.array([np.sum((big.lo <= i) & (big.hi >= i)) for i in range(256)])
+    np.testing.assert_array_equal(np.diag(gram), covering)
+    for i, j in ((3, 200), (100, 101), (0, 255)):
+        assert gram[i, j] == gram[j, i] == np.sum((big.lo <= i) & (big.hi >= j))
+
+
 @pytest.mark.parametrize("bad", [np.nan, np.inf])
 def test_an_explicit_workload_with_a_non_finite_entry_is_refused_when_built(bad):
     """It failed deep inside the optimiser with scipy's 'array must not contain infs or NaNs'."""

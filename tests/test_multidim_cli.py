@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -294,3 +295,112 @@ def test_out_of_bounds_names_the_column(two_columns, tmp_path, capsys):
     code, _, err = run_cli(args, capsys)
     assert code == 2 and err.startswith("dprange: error: --column hours: ") and "outside the public bounds" in err
     assert not (tmp_path / "g.json").exists()
+
+
+def test_ranges_file_optimises_the_release_for_its_rectangles_and_ranges(two_columns, tmp_path, capsys, monkeypatch):
+    """--ranges FILE: the rectangles (<column>_lo, <column>_hi, bin indices) or, for one column,
+    the ranges (lo, hi) that auto optimises for: the release is the library's with that
+    workload (same mechanism, same values for the same seed), and says whose queries it took."""
+    from dprange import release
+    from dprange.optimized_kd import OptimizedKronecker
+    from dprange.workloads import Ranges
+    from dprange.workloads_kd import Rectangles
+
+    monkeypatch.setenv("DPRANGE_CACHE_DIR", str(tmp_path / "cache"))
+    path, age, hours = two_columns
+    bands = [(a, h) for h in range(0, 50, 5) for a in range(42)]  # the CDF of age in every fifth hour
+    queries = tmp_path / "cdfs.csv"
+    queries.write_text("age_lo,age_hi,hours_lo,hours_hi\n" + "".join(f"0,{a},{h},{h}\n" for a, h in bands))
+    out = tmp_path / "grid.json"
+    code, stdout, err = run_cli(grid_args(path, out, "--ranges", queries), capsys)
+    assert code == 0, err
+    assert f"for the {len(bands)} rectangles of {queries}" in stdout and "optimized_kronecker release" in stdout
+    domain = ProductDomain([Domain.integers(18, 59), Domain.integers(0, 49)])
+    rects = Rectangles((42, 50), [(0, h) for _, h in bands], bands)
+    chosen = select_grid((42, 50), 1.0, workload=rects).mechanism
+    assert isinstance(chosen, OptimizedKronecker) and isinstance(chosen.workload, Rectangles)
+    same = release_grid([age, hours], domain, 1.0, mechanism=chosen, rng=4)
+    np.testing.assert_allclose(load_grid_release(out.read_text()).counts, same.counts, rtol=0, atol=1e-9)
+    one = tmp_path / "ages.csv"
+    one.write_text("lo,hi\n" + "".join(f"0,{a}\n{a},{a}\n" for a in range(42)))
+    args = ["release", path, "-c", "age", "--lo", 18, "--hi", 59, "--integers", "-e", 1, "--seed", 4]
+    code, stdout, err = run_cli([*args, "-o", tmp_path / "one.json", "--ranges", one], capsys)
+    assert code == 0, err
+    assert f"for the 84 ranges of {one}" in stdout
+    lows = np.repeat(np.arange(42), 2) * np.tile([0, 1], 42)
+    expected = release(age, Domain.integers(18, 59), 1.0, workload=Ranges(lows, np.repeat(np.arange(42), 2), 42), rng=4)
+    saved = json.loads((tmp_path / "one.json").read_text())
+    assert saved["mechanism"] == expected.mechanism
+    np.testing.assert_allclose(saved["histogram"]["value"], expected.estimate, rtol=0, atol=1e-9)
+
+
+@pytest.mark.parametrize(
+    ("content", "extra", "message"),
+    [
+        ("age_lo,age_hi\n0,3\n", [], "column 'hours_lo' not found"),
+        ("age_lo,age_hi,hours_lo,hours_hi\n0,3,0,50\n", [], r"row 1 \(\[0, 0\] to \[3, 50\]\) is not a range of bins"),
+        ("age_lo,age_hi,hours_lo,hours_hi\n2,1,0,5\n", [], "row 1"),
+        ("age_lo,age_hi,hours_lo,hours_hi\n0,1.5,0,5\n", [], "'age_hi' must hold bin indices"),
+        ("age_lo,age_hi,hours_lo,hours_hi\n0,1,0,5\n", ["--workload", "prefix"], "give --workload or --ranges"),
+    ],
+)
+def test_bad_ranges_files_are_refused_naming_the_file(two_columns, tmp_path, capsys, content, extra, message):
+    path, _, _ = two_columns
+    queries = tmp_path / "q.csv"
+    queries.write_text(content)
+    code, _, err = run_cli(grid_args(path, tmp_path / "grid.json", "--ranges", queries, *extra), capsys)
+    assert code == 2 and re.search(message, err), err
+    code, _, err = run_cli(grid_args(path, queries, "--ranges", queries), capsys)
+    assert code == 2 and "is the input file" in err and queries.read_text() == content  # never overwritten
+
+
+def test_error_ranks_mechanisms_on_the_ranges_of_a_file(tmp_path, capsys, monkeypatch):
+    """dprange error --ranges: with --n the ranges (lo, hi), with --shape the rectangles
+    (<name>_lo, <name>_hi per axis, in header order, the file dprange release --ranges reads):
+    the ranking is the library's on that workload, the SVD bound printed for ranges only."""
+    from dprange.analysis import select
+    from dprange.workloads import Ranges
+    from dprange.workloads_kd import Rectangles
+
+    monkeypatch.setenv("DPRANGE_CACHE_DIR", str(tmp_path / "cache"))
+    rects = tmp_path / "rects.csv"
+    rows = [(a, b) for b in range(0, 12, 3) for a in range(30)]
+    rects.write_text("x_lo,x_hi,y_lo,y_hi\n" + "".join(f"0,{a},{b},{b + 2}\n" for a, b in rows))
+    code, out, err = run_cli(["error", "--shape", "30x12", "-e", 1, "--ranges", rects, "--json"], capsys)
+    assert code == 0, err
+    ranked = json.loads(out)
+    workload = Rectangles((30, 12), [(0, b) for _, b in rows], [(a, b + 2) for a, b in rows])
+    expected = select_grid((30, 12), 1.0, workload=workload)
+    errors = [c["expected_error"] for c in ranked["candidates"]]
+    assert errors == pytest.approx([c.error for c in expected.table], rel=1e-12)
+    assert ranked["recommended"] == repr(expected.mechanism) and ranked["svd_bound"] is None
+    code, out, err = run_cli(["error", "--shape", "30x12", "-e", 1, "--ranges", rects], capsys)
+    assert code == 0 and out.startswith(f"{len(rows)} rectangles of {rects}, shape=30x12"), err
+    ranges = tmp_path / "ranges.csv"
+    ranges.write_text("lo,hi\n" + "".join(f"{a},{min(a + 5, 39)}\n" for a in range(40)))
+    code, out, err = run_cli(["error", "--n", 40, "-e", 1, "--ranges", ranges, "--json"], capsys)
+    assert code == 0, err
+    lo = np.arange(40)
+    expected = select(Ranges(lo, np.minimum(lo + 5, 39), 40), None, 1.0)
+    assert json.loads(out)["expected_error"] == pytest.approx(expected.table[0].error, rel=1e-12)
+    assert json.loads(out)["svd_bound"] is not None
+    code, _, err = run_cli(["error", "--shape", "30x12x2", "-e", 1, "--ranges", rects], capsys)
+    assert code == 2 and "with a 3-axis --shape it needs <name>_lo and <name>_hi columns for 3 names" in err
+    code, _, err = run_cli(["error", "--n", 40, "-e", 1, "--ranges", ranges, "-w", "prefix"], capsys)
+    assert code == 2 and "give --workload or --ranges, not both" in err
+
+
+def test_column_names_reads_a_csv_header_and_a_parquet_schema(tmp_path):
+    from dprange.errors import DataError
+    from dprange.io import column_names
+
+    path = tmp_path / "q.csv"
+    path.write_text("\ufeffa_lo, a_hi,b\n1,2,3\n")
+    assert column_names(path) == ["a_lo", "a_hi", "b"]
+    (tmp_path / "empty.csv").write_text("")
+    with pytest.raises(DataError, match="is empty"):
+        column_names(tmp_path / "empty.csv")
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    pq.write_table(pa.table({"lo": [0, 1], "hi": [2, 3]}), tmp_path / "q.parquet")
+    assert column_names(tmp_path / "q.parquet") == ["lo", "hi"]

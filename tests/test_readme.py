@@ -4,7 +4,8 @@ Python blocks run in order in one shared namespace (the README reads top to bott
 blocks use ``ages``, ``domain`` and ``rel`` from the quick start), inside a temporary working
 directory so that the files they write (release.json, release.npz) land there.  Shell lines
 that start with ``dprange`` run through :func:`dprange.cli.main` in a temporary directory
-holding the files a user would have: data.csv and data.parquet with columns income and age.
+holding the files a user would have: data.csv and data.parquet with columns income and age,
+and cdfs.csv, the rectangles a --ranges example names.
 
 A few snippets are slow at the README's sizes; they run smaller through :data:`SUBSTITUTIONS`,
 each with its reason.  Everything else runs as written: if a snippet breaks, fix the README.
@@ -151,8 +152,8 @@ def test_python_block_runs(python_session, index):
 @pytest.fixture(scope="module")
 def shell_session(tmp_path_factory):
     """A folder holding the files the README's commands name: data.csv and data.parquet
-    (columns income and age); later commands read what earlier ones wrote (ldp aggregate
-    reads the reports of ldp encode)."""
+    (columns income and age), cdfs.csv (rectangles of the 24 x 25 grid for --ranges); later
+    commands read what earlier ones wrote (ldp aggregate reads the reports of ldp encode)."""
     pytest.importorskip("pyarrow")
     pytest.importorskip("matplotlib")
     import pyarrow as pa
@@ -167,6 +168,10 @@ def shell_session(tmp_path_factory):
         writer.writerow(["income", "age"])
         writer.writerows(zip(income.tolist(), age.tolist()))
     pq.write_table(pa.table({"income": income, "age": age}), folder / "data.parquet")
+    with open(folder / "cdfs.csv", "w", newline="") as fh:  # --ranges: the age CDF in every income bin
+        writer = csv.writer(fh)
+        writer.writerow(["age_lo", "age_hi", "income_lo", "income_hi"])
+        writer.writerows((0, a, b, b) for b in range(25) for a in range(24))
     return {"cwd": folder, "done": 0, "failures": {}}
 
 

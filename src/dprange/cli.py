@@ -52,7 +52,7 @@ from .domain import Domain
 from .engines.local import expand_inputs
 from .engines.spark import files_frame
 from .errors import DomainError, DPRangeError, ParameterError
-from .io import read_column
+from .io import column_names, read_column
 from .ldp.cli import ldp
 from .mechanisms import Mechanism, make_mechanism, resolve_noise
 from .multidim import check_answers_workload, select_grid, svd_bound
@@ -65,7 +65,8 @@ from .quantile_bins import COUNT_SHARE
 from .registry import GRID_MECHANISMS, GRID_WORKLOADS, INFERENCE, MECHANISMS, NOISE, QUANTILE_METHODS, WORKLOADS
 from .session import Session
 from .strategies import TreeStrategy
-from .workloads import Workload, make_workload
+from .workloads import Ranges, Workload, make_workload
+from .workloads_kd import Rectangles
 
 EXIT_USAGE = 2
 
@@ -235,6 +236,87 @@ def grid_workload(workload: str) -> str:
     return mapped
 
 
+def ranges_file(path: str, n: int) -> Ranges:
+    """The ranges of ``--ranges FILE`` for one column: columns ``lo`` and ``hi``
+    (:func:`ranges_ends`)."""
+    lows, highs = ranges_ends(path, [("lo", "hi")], [n])
+    return Ranges(lows[:, 0], highs[:, 0], int(n))
+
+
+def rectangles_file(path: str, columns, shape) -> Rectangles:
+    """The rectangles of ``--ranges FILE`` for several columns: ``<column>_lo`` and
+    ``<column>_hi`` for each (:func:`ranges_ends`)."""
+    lows, highs = ranges_ends(path, [(f"{c}_lo", f"{c}_hi") for c in columns], shape)
+    return Rectangles(tuple(shape), lows, highs)
+
+
+def ranges_ends(path: str, names, shape) -> tuple[np.ndarray, np.ndarray]:
+    """(lows, highs), one row per query, of a ``--ranges`` file (CSV or Parquet) whose columns
+    ``names`` (a (lo, hi) pair per axis) hold bin indices (0-based, inclusive, as the release
+    numbers its bins) on ``shape``.  The queries choose what the strategy is optimised for and
+    cost no privacy (the data are never read for them); refused with the file and column (or
+    row) named where they do not fit."""
+    ends = []
+    for name in (name for pair in names for name in pair):
+        try:
+            values = np.asarray(read_column(path, name))
+        except DPRangeError as exc:
+            raise ParameterError(f"--ranges {path}: {exc}") from None
+        if values.size == 0 or values.size > MAX_QUERIES:
+            raise ParameterError(f"--ranges {path}: give 1 to {MAX_QUERIES} ranges, not {values.size}")
+        if values.dtype.kind != "i" and not (np.all(np.isfinite(values)) and np.all(values == np.round(values))):
+            raise ParameterError(f"--ranges {path}: column {name!r} must hold bin indices (integers, none missing)")
+        ends.append(values.astype(np.int64))
+    lows, highs = np.stack(ends[0::2], axis=1), np.stack(ends[1::2], axis=1)
+    sides = np.asarray(shape)
+    bad = np.flatnonzero(np.any((lows < 0) | (lows > highs) | (highs >= sides), axis=1))
+    if bad.size:
+        row = int(bad[0])
+        raise ParameterError(
+            f"--ranges {path}: row {row + 1} ({lows[row].tolist()} to {highs[row].tolist()}) is not a range of bins: "
+            f"each needs 0 <= lo <= hi < the bins {list(shape)}"
+        )
+    return lows, highs
+
+
+def ranges_axes(path: str, k: int) -> list[str]:
+    """The axis names of a --ranges file for ``dprange error --shape`` (no --column there): the
+    names of its ``<name>_lo`` columns in header order, each with its ``<name>_hi``, k of them."""
+    try:
+        names = column_names(path)
+    except DPRangeError as exc:
+        raise ParameterError(f"--ranges {path}: {exc}") from None
+    axes = [name[: -len("_lo")] for name in names if name.endswith("_lo")]
+    if len(axes) != k or any(f"{axis}_hi" not in names for axis in axes):
+        raise ParameterError(
+            f"--ranges {path}: with a {k}-axis --shape it needs <name>_lo and <name>_hi columns for {k} names, "
+            f"in axis order (found _lo columns for {axes})"
+        )
+    return axes
+
+
+def ranges_option(help_text: str):
+    """The --ranges FILE option of ``release`` and ``error`` (read by :func:`ranges_ends`)."""
+    return click.option("--ranges", type=click.Path(dir_okay=False), default=None, help=help_text)
+
+
+def check_ranges_option(ranges: str | None) -> None:
+    """--ranges replaces --workload: both given is refused."""
+    if ranges is None:
+        return
+    source = click.get_current_context().get_parameter_source("workload")
+    if source != click.core.ParameterSource.DEFAULT:
+        raise ParameterError("give --workload or --ranges, not both: --ranges names the queries to optimise for")
+
+
+def workload_label(workload, ranges: str | None) -> str:
+    """How the release's output names its workload: a name, or the ranges of --ranges."""
+    if ranges is None:
+        return f"the {workload} workload"
+    count = workload.m if isinstance(workload, Workload) else workload.shape[0]
+    return f"the {count} {'ranges' if isinstance(workload, Workload) else 'rectangles'} of {ranges}"
+
+
 def grid_release_command(options: dict) -> None:
     """``dprange release`` with several --column: the k-D histogram as a GridRelease JSON."""
     o = options
@@ -242,8 +324,9 @@ def grid_release_command(options: dict) -> None:
     check_alpha(o["alpha"])
     check_output_path(o["output"])
     check_plot_path(o["plot"])
-    check_not_an_input(o["output"], [o["input_path"]])
-    check_not_an_input(o["plot"], [o["input_path"]], "--plot")
+    inputs = [o["input_path"], *([o["ranges"]] if o["ranges"] else [])]
+    check_not_an_input(o["output"], inputs)
+    check_not_an_input(o["plot"], inputs, "--plot")
     if o["plot"] and os.path.abspath(o["plot"]) == os.path.abspath(o["output"]):
         raise ParameterError("--plot and --output name the same file; give two different paths")
     if o["plot"] and len(columns) != 2:
@@ -263,8 +346,11 @@ def grid_release_command(options: dict) -> None:
             f"--mechanism {mechanism} releases one column; with several use "
             f"{', '.join(GRID_MECHANISMS.names(nameable=True))} or auto"
         )
-    workload = grid_workload(o["workload"])
     domain = build_product_domain(columns, o["lo"], o["hi"], o["bins"], o["integers"])
+    if o["ranges"] is None:
+        workload = grid_workload(o["workload"])
+    else:
+        workload = rectangles_file(o["ranges"], columns, domain.shape)
     explicit = click.get_current_context().get_parameter_source("mechanism") != click.core.ParameterSource.DEFAULT
     given = {name: value for name, value in o["mechanism_params"].items() if value is not None}
     params = grid_mechanism_params(mechanism, given, explicit=explicit)
@@ -320,7 +406,7 @@ def grid_release_command(options: dict) -> None:
         staged.add(o["plot"], buffer.getvalue())
     lines = []
     if mechanism == "auto":
-        lines.append(f"auto: chose {mech!r} for the {workload} workload")
+        lines.append(f"auto: chose {mech!r} for {workload_label(workload, o['ranges'])}")
     shape = "x".join(str(n) for n in domain.shape)
     lines.append(
         f"{result.mechanism} release of {' x '.join(repr(c) for c in columns)}: {shape} cells, "
@@ -648,6 +734,11 @@ def cli(quiet):
     help="Also save a PNG of the CDF with its confidence band (two columns: a heatmap of the cell counts).",
 )
 @with_options(session_options)
+@ranges_option(
+    "Instead of --workload: a CSV (or Parquet) file of the ranges to optimise for, one per row, as bin "
+    "indices (0-based, inclusive): columns lo and hi for one --column; <column>_lo and <column>_hi for each "
+    "of several (rectangles).  No privacy cost: the data are not read for them."
+)
 @click.option(
     "--engine",
     type=click.Choice(["local", "spark"]),
@@ -684,6 +775,7 @@ def release_command(
     session_path,
     session_epsilon,
     session_delta,
+    ranges,
     engine,
     spark_master,
     **mechanism_params,
@@ -702,6 +794,7 @@ def release_command(
     """
     if spark_master is not None and engine != "spark":
         raise ParameterError("--spark-master needs --engine spark")
+    check_ranges_option(ranges)
     if len(column) > 1:
         grid_release_command(
             dict(
@@ -728,6 +821,7 @@ def release_command(
                 output=output,
                 plot=plot,
                 mechanism_params=mechanism_params,
+                ranges=ranges,
                 engine=engine,
                 spark_master=spark_master,
             )
@@ -747,8 +841,9 @@ def release_command(
     check_alpha(alpha)
     check_output_path(output)
     check_plot_path(plot)
-    check_not_an_input(output, [input_path])
-    check_not_an_input(plot, [input_path], "--plot")
+    inputs = [input_path, *([ranges] if ranges else [])]
+    check_not_an_input(output, inputs)
+    check_not_an_input(plot, inputs, "--plot")
     if plot and os.path.abspath(plot) == os.path.abspath(output):
         raise ParameterError("--plot and --output name the same file; give two different paths")
     check_neighbours_and_missing(neighbours, drop_missing)
@@ -758,6 +853,8 @@ def release_command(
     if session is not None:
         epsilon, delta = session.allot(epsilon, delta)
     domain = build_domain(lo, hi, bins, integers)
+    if ranges is not None:
+        workload = ranges_file(ranges, domain.size)
     explicit = click.get_current_context().get_parameter_source("mechanism") != click.core.ParameterSource.DEFAULT
     given = {name: value for name, value in mechanism_params.items() if value is not None}
     mechanism, params = parse_mechanism_params(MECHANISMS, mechanism, given, explicit=explicit)
@@ -786,7 +883,7 @@ def release_command(
     staged = stage_outputs(result, output, plot, alpha)
     lines = []
     if mechanism == "auto":
-        lines.append(f"auto: chose {mech!r} for the {workload} workload")
+        lines.append(f"auto: chose {mech!r} for {workload_label(workload, ranges)}")
     lines.append(
         f"{result.mechanism} release of {column!r}: {domain!r}, epsilon={epsilon:g}, delta={delta:g}, "
         f"neighbours={neighbours}"
@@ -914,6 +1011,11 @@ def cache_clear():
     help_text=_error_workload_help,
 )
 @click.option("--queries", type=int, default=1000, show_default=True, help="random-ranges: how many ranges.")
+@ranges_option(
+    "Instead of --workload: a CSV (or Parquet) file of ranges, as bin indices (0-based, inclusive): columns "
+    "lo and hi with --n; with --shape, <name>_lo and <name>_hi for each axis in order (as dprange release "
+    "--ranges reads them)."
+)
 @click.option("--epsilon", "-e", type=float, required=True, help="Privacy budget epsilon (> 0).")
 @click.option("--delta", type=float, default=0.0, show_default=True, help="delta in [0, 1); > 0 means Gaussian noise.")
 @click.option(
@@ -941,20 +1043,22 @@ def cache_clear():
     ),
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def error_command(n, shape, order, workload, queries, epsilon, delta, neighbours, noise, mechanisms, as_json):
+def error_command(n, shape, order, workload, queries, ranges, epsilon, delta, neighbours, noise, mechanisms, as_json):
     """Exact expected error of mechanisms before touching any data, and the recommended one.
 
     The error of a least-squares mechanism does not depend on the data, so this costs no
     privacy. Expected error is the average variance over the workload's queries (counts^2);
     the table shows its square root (RMSE, in counts).  With --shape (a k-D grid) it ranks
     the k-D mechanisms on all-rectangles (the default), prefix-rectangles or marginals.
+    --ranges ranks them on the ranges (or rectangles) of a file instead.
     """
     check_epsilon(epsilon)
     check_delta(delta)
+    check_ranges_option(ranges)
     if shape is not None:
         if n is not None:
             raise ParameterError("give --n (one axis) or --shape (a k-D grid), not both")
-        grid_error_command(shape, order, workload, epsilon, delta, neighbours, noise, mechanisms, as_json)
+        grid_error_command(shape, order, workload, epsilon, delta, neighbours, noise, mechanisms, as_json, ranges)
         return
     if n is None:
         raise ParameterError("Missing option '--n' (the number of bins; or --shape for a k-D grid)")
@@ -968,7 +1072,7 @@ def error_command(n, shape, order, workload, queries, epsilon, delta, neighbours
     if workload == "random-ranges" and not 1 <= queries <= MAX_QUERIES:
         raise ParameterError(f"--queries must be between 1 and {MAX_QUERIES}, got {queries}")
     kind = resolve_noise(noise, delta)  # the noise the table's mechanisms use (gaussian needs delta > 0)
-    wl = make_workload(workload, n, k=queries)
+    wl = make_workload(workload, n, k=queries) if ranges is None else ranges_file(ranges, n)
     candidates = None
     if mechanisms is not None:
         candidates = [
@@ -1001,9 +1105,8 @@ def error_command(n, shape, order, workload, queries, epsilon, delta, neighbours
         out["l2_optimum_bound"] = optimum
         click.echo(json.dumps(out, indent=1))
         return
-    click.echo(
-        f"{workload} workload, n={n}, epsilon={epsilon:g}, delta={delta:g}, neighbours={neighbours}, noise={kind}"
-    )
+    named = f"{workload} workload" if ranges is None else workload_label(wl, ranges)[len("the ") :]
+    click.echo(f"{named}, n={n}, epsilon={epsilon:g}, delta={delta:g}, neighbours={neighbours}, noise={kind}")
     click.echo(f"{'rank':>4}  {'RMSE':>12}  mechanism")
     for rank, cand in enumerate(selection.table[:15], start=1):
         click.echo(f"{rank:>4}  {cand.error**0.5:>12.4f}  {cand.mechanism!r}")
@@ -1055,10 +1158,16 @@ def parse_shape(text: str) -> tuple[int, ...]:
     return sides
 
 
-def grid_error_command(shape, order, workload, epsilon, delta, neighbours, noise, mechanisms, as_json) -> None:
-    """``dprange error --shape``: the k-D mechanisms ranked by exact expected error."""
+def grid_error_command(
+    shape, order, workload, epsilon, delta, neighbours, noise, mechanisms, as_json, ranges=None
+) -> None:
+    """``dprange error --shape``: the k-D mechanisms ranked by exact expected error (on the
+    rectangles of ``ranges``, a file, where given: no bound is printed for them)."""
     sides = parse_shape(shape)
-    name = grid_workload(workload)
+    if ranges is None:
+        name: str | Rectangles = grid_workload(workload)
+    else:
+        name = rectangles_file(ranges, ranges_axes(ranges, len(sides)), sides)
     if name == "marginals" and not 1 <= order <= len(sides):
         raise ParameterError(f"--order must be 1..{len(sides)} for a {len(sides)}-D --shape, got {order}")
     kind = resolve_noise(noise, delta)
@@ -1094,13 +1203,18 @@ def grid_error_command(shape, order, workload, epsilon, delta, neighbours, noise
     )
     # Under replace a public total is free and the add/remove bound need not hold; the bound
     # has closed forms for the three grid workloads (any side).
-    bound = svd_bound(sides, name, epsilon, delta, order=order, noise=noise) if neighbours == "add_remove" else None
+    named = isinstance(name, str)
+    bound = (
+        svd_bound(sides, name, epsilon, delta, order=order, noise=noise)
+        if neighbours == "add_remove" and named
+        else None
+    )
     # The exact L2 optimum: of rectangles, the product of the axes' (each axis' O(n^3) steps, so
     # sides up to CLI_L2_OPTIMUM_MAX_N); of marginals, the SVD bound itself (multidim.l2_optimum_bound).
     rectangles = name in ("all-rectangles", "prefix-rectangles")
     optimum = (
         l2_optimum_bound_kd(sides, name, epsilon, delta, order=order, noise=noise)
-        if neighbours == "add_remove" and (not rectangles or max(sides) <= CLI_L2_OPTIMUM_MAX_N)
+        if neighbours == "add_remove" and named and (not rectangles or max(sides) <= CLI_L2_OPTIMUM_MAX_N)
         else None
     )
     if as_json:
@@ -1110,9 +1224,8 @@ def grid_error_command(shape, order, workload, epsilon, delta, neighbours, noise
         click.echo(json.dumps(out, indent=1))
         return
     label = "x".join(str(n) for n in sides)
-    click.echo(
-        f"{name} workload, shape={label}, epsilon={epsilon:g}, delta={delta:g}, neighbours={neighbours}, noise={kind}"
-    )
+    title = f"{name} workload" if isinstance(name, str) else workload_label(name, ranges)[len("the ") :]
+    click.echo(f"{title}, shape={label}, epsilon={epsilon:g}, delta={delta:g}, neighbours={neighbours}, noise={kind}")
     click.echo(f"{'rank':>4}  {'RMSE':>12}  mechanism")
     for rank, cand in enumerate(selection.table[:15], start=1):
         click.echo(f"{rank:>4}  {cand.error**0.5:>12.4f}  {cand.mechanism!r}")

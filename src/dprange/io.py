@@ -80,6 +80,35 @@ def read_column(path, column: str):
     return _read_csv(path, column)
 
 
+def column_names(path) -> list[str]:
+    """The column names of the CSV or Parquet file ``path`` (its header or schema), checked as
+    :func:`read_column` checks the file."""
+    path = _check_path(path)
+    head = _read_head(path)
+    if path.lower().endswith(PARQUET_SUFFIXES):
+        if not head.startswith(b"PAR1"):
+            raise DataError(f"{path!r} is not a Parquet file (it does not start with PAR1); if it is CSV, name it .csv")
+        try:
+            import pyarrow.parquet as pq  # noqa: PLC0415
+        except ImportError:
+            raise DataError("reading Parquet needs pyarrow: pip install 'dprange[io]'") from None
+        try:
+            return list(pq.read_schema(path).names)
+        except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for corrupt files
+            raise DataError(f"cannot read {path!r} as Parquet{_detail(exc)}") from None
+    _check_csv_head(path, head)
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as fh:
+            names = next(csv.reader(fh, skipinitialspace=True), None)
+    except UnicodeDecodeError:
+        raise _not_utf8(path) from None
+    except csv.Error as exc:
+        raise DataError(f"cannot read {path!r} as CSV{_detail(exc)}") from None
+    if names is None:
+        raise DataError(f"{path!r} is empty; a CSV file needs a header line naming its columns")
+    return [n.strip() for n in names]
+
+
 def _check_path(path) -> str:
     if not isinstance(path, (str, os.PathLike)):
         raise ParameterError(f"the input path must be a string or path, got {path!r}")

@@ -211,6 +211,17 @@ class Identity(Workload):
         return np.ones(self.n)
 
 
+def ranges_gram(lo: np.ndarray, hi: np.ndarray, weights, n: int) -> np.ndarray:
+    """sum_k w_k r_k r_k^T for the inclusive ranges r_k = [lo_k, hi_k] on n bins: for i <= j,
+    the weight of the ranges with lo <= i and hi >= j, a 2-D cumulative sum of the weights
+    tabled by (lo, hi).  O(m + n^2), no m x n matrix."""
+    table = np.zeros((n, n))
+    np.add.at(table, (lo, hi), weights)  # table[lo, hi]
+    np.cumsum(table, axis=0, out=table)  # lo <= i
+    covering = np.flip(np.cumsum(np.flip(table, axis=1), axis=1), axis=1)  # hi >= j
+    return np.triu(covering) + np.triu(covering, 1).T
+
+
 class Ranges(Workload):
     """Given inclusive ranges lo[k]..hi[k] on n bins (n defaults to max(hi) + 1)."""
 
@@ -237,6 +248,10 @@ class Ranges(Workload):
 
     def ranges(self):
         return self.lo, self.hi
+
+    def gram(self) -> np.ndarray:
+        """W^T W in O(m + n^2) (:func:`ranges_gram`), at any number of ranges."""
+        return ranges_gram(self.lo, self.hi, 1.0, self.n)
 
 
 class RandomRanges(Ranges):
@@ -290,14 +305,8 @@ class WeightedRanges(Workload):
         return inside * np.sqrt(self.weights)[:, None]
 
     def gram(self) -> np.ndarray:
-        """sum_k w_k r_k r_k^T: for i <= j, the weight of the ranges with lo <= i and hi >= j,
-        a 2-D cumulative sum of the weights tabled by (lo, hi).  O(m + n^2), no m x n matrix."""
-        table = np.zeros((self.n, self.n))
-        np.add.at(table, (self.lo, self.hi), self.weights)  # table[lo, hi]
-        np.cumsum(table, axis=0, out=table)  # lo <= i
-        covering = np.flip(np.cumsum(np.flip(table, axis=1), axis=1), axis=1)  # hi >= j
-        upper = np.triu(covering)
-        return upper + np.triu(covering, 1).T
+        """sum_k w_k r_k r_k^T (:func:`ranges_gram`), O(m + n^2)."""
+        return ranges_gram(self.lo, self.hi, self.weights, self.n)
 
 
 class Explicit(Workload):
