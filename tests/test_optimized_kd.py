@@ -811,3 +811,14 @@ def test_monte_carlo_agrees_with_the_exact_variances_of_explicit_rectangles():
     exact = mech.error_model(shape, 1.0).rectangle_variance(rects.lows, rects.highs)
     assert np.var(answers, axis=0) == pytest.approx(exact, rel=4 * np.sqrt(5 / reps))
     assert np.all(np.abs(answers.mean(axis=0) - truth) <= 4 * np.sqrt(exact / reps))
+
+
+def test_auto_optimises_explicit_rectangles_on_axes_up_to_its_limit():
+    """Cold, auto builds the axes for explicit rectangles up to RECTANGLE_AUTO_MAX_N bins, and
+    never past the 1-D template's own limit."""
+    from dprange import optimized_kd as okd
+
+    rects = Rectangles((8, 8), [[0, 0]], [[3, 5]])
+    limit = okd.RECTANGLE_AUTO_MAX_N
+    assert OptimizedKronecker(rects).axis_ready(limit) and not OptimizedKronecker(rects).axis_ready(limit + 1)
+    assert not OptimizedKronecker(rects, template="p-identity-l2").axis_ready(256)  # the L2 template's 128

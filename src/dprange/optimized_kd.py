@@ -110,8 +110,10 @@ AXIS_WORKLOADS = {"all-rectangles": "all-range", "prefix-rectangles": "prefix"}
 RECTANGLE_ROUNDS = 2
 
 #: Largest axis ``auto`` optimises for explicit rectangles (each axis' Gram is dense, and a
-#: pass optimises every axis: :meth:`OptimizedKronecker.axis_ready`).
-RECTANGLE_AUTO_MAX_N = 256
+#: pass optimises every axis: :meth:`OptimizedKronecker.axis_ready`).  CPU seconds of both
+#: passes on two axes, 2000 random rectangles, one thread: p-identity 0.95 / 1.6 / 7.8 at
+#: 256 / 512 / 1024 bins, l2-optimal 0.59 / 2.4 / 19.1.
+RECTANGLE_AUTO_MAX_N = 512
 
 #: Ranges per pass of :meth:`KronPIdentityEstimate.mean_variance` (memory p_a x MEAN_CHUNK floats).
 MEAN_CHUNK = 1 << 15
