@@ -341,6 +341,7 @@ def test_ranges_file_optimises_the_release_for_its_rectangles_and_ranges(two_col
         ("age_lo,age_hi,hours_lo,hours_hi\n0,3,0,50\n", [], r"row 1 \(\[0, 0\] to \[3, 50\]\) is not a range of bins"),
         ("age_lo,age_hi,hours_lo,hours_hi\n2,1,0,5\n", [], "row 1"),
         ("age_lo,age_hi,hours_lo,hours_hi\n0,1.5,0,5\n", [], "'age_hi' must hold bin indices"),
+        ("age_lo,age_hi,hours_lo,hours_hi\n0,1,0,5\n0,2,1,\n", [], "'hours_hi' must hold bin indices"),
         ("age_lo,age_hi,hours_lo,hours_hi\n0,1,0,5\n", ["--workload", "prefix"], "give --workload or --ranges"),
     ],
 )

@@ -259,12 +259,16 @@ def ranges_ends(path: str, names, shape) -> tuple[np.ndarray, np.ndarray]:
     ends = []
     for name in (name for pair in names for name in pair):
         try:
-            values = np.asarray(read_column(path, name))
+            column = read_column(path, name)
         except DPRangeError as exc:
             raise ParameterError(f"--ranges {path}: {exc}") from None
+        values = np.asarray(column)
         if values.size == 0 or values.size > MAX_QUERIES:
             raise ParameterError(f"--ranges {path}: give 1 to {MAX_QUERIES} ranges, not {values.size}")
-        if values.dtype.kind != "i" and not (np.all(np.isfinite(values)) and np.all(values == np.round(values))):
+        integers = values.dtype.kind == "i" and not np.ma.is_masked(column)  # masked: missing cells
+        if not integers and not (
+            values.dtype.kind == "f" and np.all(np.isfinite(values)) and np.all(values == np.round(values))
+        ):
             raise ParameterError(f"--ranges {path}: column {name!r} must hold bin indices (integers, none missing)")
         ends.append(values.astype(np.int64))
     lows, highs = np.stack(ends[0::2], axis=1), np.stack(ends[1::2], axis=1)

@@ -433,6 +433,7 @@ class OptimizedKronecker(GridMechanism):
             for a, n in enumerate(shape):
                 weights = np.prod([f for b, f in enumerate(factors) if b != a], axis=0) if len(shape) > 1 else None
                 weights = np.ones(len(lows)) if weights is None else weights / weights.mean()
+                weights = np.maximum(weights, 1e-12)  # a factor that rounded to 0 (public weights only)
                 strategy = self._weighted_axis_strategy(WeightedRanges(lows[:, a], highs[:, a], weights, n), a)
                 current = [*current[:a], strategy, *current[a + 1 :]]
                 (factors[a],) = KronPIdentityEstimate((n,), [strategy.block], 1.0).axis_variances(
