@@ -329,7 +329,7 @@ def test_a_large_dense_strategy_is_saved_packed_and_rebuilds_the_same_error_mode
     assert "value" in model.to_dict() and "packed" not in model.to_dict()
 
 
-@pytest.mark.parametrize("cache", ["kept", "cleared", "another strategy", "wrong inverse"])
+@pytest.mark.parametrize("cache", ["kept", "cleared", "another strategy", "wrong inverse", "refused candidate"])
 def test_a_loaded_dense_release_adopts_the_inverse_its_strategy_has_in_the_cache(monkeypatch, tmp_path, cache):
     """Loading a saved dense release takes (A^T A)^-1 from the cache file of the same strategy
     (no factorisation: 5.4 of 6.3 s at 4096 bins); without that file, beside another
@@ -354,6 +354,12 @@ def test_a_loaded_dense_release_adopts_the_inverse_its_strategy_has_in_the_cache
         arrays = {k: np.array(v) for k, v in optimized._read_arrays(path).items()}
         arrays["gram_inverse"] = arrays["gram_inverse"] * (1 + 1e-6)
         optimized._write_arrays(path, arrays)
+    elif cache == "refused candidate":  # a file whose strategy does not quantise is passed over
+
+        def refuse(matrix):
+            raise dprange.errors.ParameterError("not a strategy")
+
+        monkeypatch.setattr(optimized, "MatrixStrategy", refuse)
     factorised = []
     original = operators.well_conditioned_cholesky
     monkeypatch.setattr(operators, "well_conditioned_cholesky", lambda g: factorised.append(1) or original(g))

@@ -774,7 +774,10 @@ def adopt_cached_inverse(block) -> bool:
         saved = _load(path, "strategy", n)
         if saved is None or "gram_inverse" not in saved or saved["strategy"].shape != (rows, n):
             continue
-        measured = MatrixStrategy(saved["strategy"]).block.matrix  # O(rows n): the release's quantisation
+        try:
+            measured = MatrixStrategy(saved["strategy"]).block.matrix  # O(rows n): the release's quantisation
+        except (ParameterError, ValueError, FloatingPointError):  # a file no optimisation wrote: not this one
+            continue
         if np.array_equal(measured, block.matrix) and block.adopt_gram_inverse(saved["gram_inverse"]):
             return True
     return False
