@@ -358,7 +358,7 @@ def test_bad_ranges_files_are_refused_naming_the_file(two_columns, tmp_path, cap
 def test_error_ranks_mechanisms_on_the_ranges_of_a_file(tmp_path, capsys, monkeypatch):
     """dprange error --ranges: with --n the ranges (lo, hi), with --shape the rectangles
     (<name>_lo, <name>_hi per axis, in header order, the file dprange release --ranges reads):
-    the ranking is the library's on that workload, the SVD bound printed for ranges only."""
+    the ranking is the library's on that workload, with the SVD bound of those ranges."""
     from dprange.analysis import select
     from dprange.workloads import Ranges
     from dprange.workloads_kd import Rectangles
@@ -374,7 +374,9 @@ def test_error_ranks_mechanisms_on_the_ranges_of_a_file(tmp_path, capsys, monkey
     expected = select_grid((30, 12), 1.0, workload=workload)
     errors = [c["expected_error"] for c in ranked["candidates"]]
     assert errors == pytest.approx([c.error for c in expected.table], rel=1e-12)
-    assert ranked["recommended"] == repr(expected.mechanism) and ranked["svd_bound"] is None
+    assert ranked["recommended"] == repr(expected.mechanism)
+    assert ranked["svd_bound"] == pytest.approx(svd_bound((30, 12), workload, 1.0), rel=1e-12)
+    assert ranked["svd_bound"] < expected.error
     code, out, err = run_cli(["error", "--shape", "30x12", "-e", 1, "--ranges", rects], capsys)
     assert code == 0 and out.startswith(f"{len(rows)} rectangles of {rects}, shape=30x12"), err
     ranges = tmp_path / "ranges.csv"

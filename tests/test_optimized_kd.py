@@ -822,3 +822,26 @@ def test_auto_optimises_explicit_rectangles_on_axes_up_to_its_limit():
     limit = okd.RECTANGLE_AUTO_MAX_N
     assert OptimizedKronecker(rects).axis_ready(limit) and not OptimizedKronecker(rects).axis_ready(limit + 1)
     assert not OptimizedKronecker(rects, template="p-identity-l2").axis_ready(256)  # the L2 template's 128
+
+
+def test_the_svd_bound_of_explicit_rectangles_is_that_of_their_dense_matrix_and_bounds_every_mechanism(monkeypatch):
+    """multidim.svd_bound of a Rectangles equals the 1-D bound of the dense rectangle matrix
+    (Li and Miklau's bound depends on W only), lies below the exact error of every candidate
+    auto ranks (the optimised product included), and is refused past RECTANGLES_SVD_MAX_CELLS."""
+    from dprange import multidim
+    from dprange.analysis import svd_bound as svd_bound_1d
+    from dprange.multidim import select_grid, svd_bound
+    from dprange.workloads import Explicit
+
+    rects = prefix_by_short_rectangles(12, 150, 38)
+    for delta in (0.0, 1e-6):
+        bound = svd_bound((12, 12), rects, 1.0, delta)
+        assert bound == pytest.approx(svd_bound_1d(Explicit(rects.dense()), 1.0, delta), rel=1e-12)
+        table = select_grid((12, 12), 1.0, workload=rects, delta=delta).table
+        assert any(isinstance(c.mechanism, OptimizedKronecker) for c in table)
+        assert all(c.error > bound for c in table)
+    with pytest.raises(ParameterError, match="grid, not"):
+        svd_bound((12, 11), rects, 1.0)
+    monkeypatch.setattr(multidim, "RECTANGLES_SVD_MAX_CELLS", 100)
+    with pytest.raises(ParameterError, match="at most 100 cells"):
+        svd_bound((12, 12), rects, 1.0)

@@ -55,7 +55,7 @@ from .errors import DomainError, DPRangeError, ParameterError
 from .io import column_names, read_column
 from .ldp.cli import ldp
 from .mechanisms import Mechanism, make_mechanism, resolve_noise
-from .multidim import check_answers_workload, select_grid, svd_bound
+from .multidim import RECTANGLES_SVD_MAX_CELLS, check_answers_workload, select_grid, svd_bound
 from .multidim import l2_optimum_bound as l2_optimum_bound_kd
 from .optimized import cache_dir, cache_files, clear_cache
 from .plot import plot_cdf, plot_heatmap
@@ -1166,7 +1166,8 @@ def grid_error_command(
     shape, order, workload, epsilon, delta, neighbours, noise, mechanisms, as_json, ranges=None
 ) -> None:
     """``dprange error --shape``: the k-D mechanisms ranked by exact expected error (on the
-    rectangles of ``ranges``, a file, where given: no bound is printed for them)."""
+    rectangles of ``ranges``, a file, where given: their SVD bound on grids of at most
+    RECTANGLES_SVD_MAX_CELLS cells, no exact L2 optimum)."""
     sides = parse_shape(shape)
     if ranges is None:
         name: str | Rectangles = grid_workload(workload)
@@ -1207,10 +1208,11 @@ def grid_error_command(
     )
     # Under replace a public total is free and the add/remove bound need not hold; the bound
     # has closed forms for the three grid workloads (any side).
-    named = isinstance(name, str)
+    named = isinstance(name, str)  # explicit rectangles: the bound of their dense Gram, small grids only
+    bounded = named or math.prod(sides) <= RECTANGLES_SVD_MAX_CELLS
     bound = (
         svd_bound(sides, name, epsilon, delta, order=order, noise=noise)
-        if neighbours == "add_remove" and named
+        if neighbours == "add_remove" and bounded
         else None
     )
     # The exact L2 optimum: of rectangles, the product of the axes' (each axis' O(n^3) steps, so
