@@ -95,6 +95,30 @@ def test_inverse_gls_is_the_least_squares_solution_and_its_covariance(total):
     np.testing.assert_allclose(covariance(), dense_covariance(A, 2.5, total is not None), rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.parametrize("total", [None, 123.0])
+def test_range_variances_from_the_unformed_covariance_are_those_of_the_covariance(total):
+    """The prefix sums the range variances read are taken from S row by row (ScaledInverse),
+    without the n x n covariance: they equal the cumulative sums of the covariance itself, and
+    every range's variance equals q^T C q; the covariance is not formed by asking for ranges."""
+    from dprange.inference.least_squares import ScaledInverse, prefix_sums_2d
+
+    A = integer_strategy(40, 15, 4)
+    y = A @ np.arange(15.0)
+    x, lazy = inverse_gls(A, np.linalg.inv(A.T @ A), y, 2.5, total=total)
+    assert isinstance(lazy, ScaledInverse)
+    covariance = lazy()
+    reference = np.zeros((16, 16))
+    reference[1:, 1:] = covariance.cumsum(axis=0).cumsum(axis=1)
+    np.testing.assert_allclose(lazy.prefix_sums(), reference, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(prefix_sums_2d(covariance), reference, rtol=1e-12, atol=1e-12)
+    estimate = DenseGLSEstimate(Explicit(A), 2.5, x, total is not None, lazy)
+    lo, hi = np.triu_indices(15)
+    Q = (np.arange(15)[None, :] >= lo[:, None]) & (np.arange(15)[None, :] <= hi[:, None])
+    exact = np.einsum("ij,jk,ik->i", Q, covariance, Q)
+    np.testing.assert_allclose(estimate.range_variance(lo, hi), np.maximum(exact, 0), rtol=1e-9, atol=1e-12)
+    assert estimate._covariance is lazy  # ranges did not form the covariance
+
+
 def measurements_of(A, values, variance, total=None):
     measurement = LinearMeasurement(Explicit(A), np.asarray(values, dtype=float), variance)
     return Measurements([measurement], A.shape[1], 1.0, total=total)

@@ -173,10 +173,62 @@ def inverse_gls(matrix, inverse: np.ndarray, values, variance: float, *, total=N
     x = inverse @ np.asarray(matrix.T @ y)  # O(m n + n^2)
     x = x + inverse @ np.asarray(matrix.T @ (y - np.asarray(matrix @ x)))
     if total is None:
-        return x, lambda: v * inverse
+        return x, ScaledInverse(inverse, v, known_total=False)
     w = inverse.sum(axis=1)
     x = x - w * ((float(x.sum()) - float(total)) / float(w.sum()))
-    return x, lambda: constrained_to_total(v * inverse)
+    return x, ScaledInverse(inverse, v, known_total=True)
+
+
+class ScaledInverse:
+    """The covariance of least squares by a known S = (A^T A)^-1 (:func:`inverse_gls`): v S, or
+    with a public total v (S - w w^T / 1^T w), w = S 1 (as :func:`constrained_to_total`).  Called,
+    it forms it (an n x n array); :meth:`prefix_sums` gives the 2-D prefix sums that range
+    variances read without forming it (one n x n array less: at 4096 bins the first error bar
+    took 0.57 s, 0.17 s of it forming the covariance)."""
+
+    def __init__(self, inverse: np.ndarray, variance: float, *, known_total: bool):
+        self.inverse = inverse
+        self.variance = float(variance)
+        self.known_total = known_total
+
+    def __call__(self) -> np.ndarray:
+        covariance = self.variance * self.inverse
+        return constrained_to_total(covariance) if self.known_total else covariance
+
+    def prefix_sums(self) -> np.ndarray:
+        """(n + 1) x (n + 1): entry (i, j) the sum of the covariance over rows < i and columns
+        < j, built a row at a time (each row of the covariance formed as :meth:`__call__`
+        forms it, then accumulated; O(n^2))."""
+        S, v = self.inverse, self.variance
+        n = S.shape[0]
+        cum = np.zeros((n + 1, n + 1))
+        inner = cum[1:, 1:]
+        if self.known_total:
+            w = v * S.sum(axis=1)
+            scaled = w / float(w.sum())
+        for i in range(n):
+            row = inner[i]
+            np.multiply(S[i], v, out=row)
+            if self.known_total:
+                row -= scaled[i] * w
+            if i:
+                row += inner[i - 1]
+        np.cumsum(inner, axis=1, out=inner)
+        return cum
+
+
+def prefix_sums_2d(matrix: np.ndarray) -> np.ndarray:
+    """(n + 1) x (n + 1) 2-D prefix sums of an n x n ``matrix`` (entry (i, j): the sum over rows
+    < i and columns < j): rows accumulated one at a time (contiguous: at 4096 bins 0.09 s, where
+    np.cumsum along axis 0 into the strided view took 0.25 s), then along each row."""
+    n = matrix.shape[0]
+    cum = np.zeros((n + 1, n + 1))
+    inner = cum[1:, 1:]
+    inner[...] = matrix
+    for i in range(1, n):
+        inner[i] += inner[i - 1]
+    np.cumsum(inner, axis=1, out=inner)
+    return cum
 
 
 class DenseGLSEstimate(OperatorEstimate):
@@ -184,7 +236,8 @@ class DenseGLSEstimate(OperatorEstimate):
     per query from 2-D prefix sums of the covariance; query variances q^T C q in O(n^2).
     ``matrix`` (an integer strategy measured with one noise variance) makes it saveable
     (:meth:`to_dict`, kind "dense_matrix").  ``covariance``: the array, or a function giving it
-    when first used (:func:`inverse_gls`)."""
+    when first used (:func:`inverse_gls`'s :class:`ScaledInverse`, whose prefix sums the range
+    variances take without forming it)."""
 
     def __init__(self, operator, variances, estimate, known_total: bool, covariance, *, matrix=None, iterations=0):
         super().__init__(operator, variances, estimate, known_total, iterations)
@@ -201,12 +254,9 @@ class DenseGLSEstimate(OperatorEstimate):
 
     def range_variance(self, lo, hi) -> np.ndarray:
         lo, hi = np.broadcast_arrays(np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64))
-        if self._cum is None:
-            n = self.covariance.shape[0]
-            self._cum = np.zeros((n + 1, n + 1))
-            inner = self._cum[1:, 1:]
-            np.cumsum(self.covariance, axis=0, out=inner)  # O(n^2), in place: no n x n temporaries
-            np.cumsum(inner, axis=1, out=inner)
+        if self._cum is None:  # O(n^2), no n x n temporaries
+            source = self._covariance
+            self._cum = source.prefix_sums() if isinstance(source, ScaledInverse) else prefix_sums_2d(self.covariance)
         c = self._cum
         out = c[hi + 1, hi + 1] - c[lo, hi + 1] - c[hi + 1, lo] + c[lo, lo]
         return np.maximum(out, 0.0)
