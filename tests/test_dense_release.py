@@ -117,6 +117,10 @@ def test_range_variances_from_the_unformed_covariance_are_those_of_the_covarianc
     exact = np.einsum("ij,jk,ik->i", Q, covariance, Q)
     np.testing.assert_allclose(estimate.range_variance(lo, hi), np.maximum(exact, 0), rtol=1e-9, atol=1e-12)
     assert estimate._covariance is lazy  # ranges did not form the covariance
+    with pytest.raises(dprange.errors.ParameterError, match="square matrix"):
+        prefix_sums_2d(np.ones((3, 4)))
+    with pytest.raises(dprange.errors.ParameterError, match="explicit strategy block"):
+        optimized.adopt_cached_inverse(np.eye(3))
 
 
 def measurements_of(A, values, variance, total=None):

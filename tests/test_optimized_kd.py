@@ -15,6 +15,7 @@ import pytest
 from dprange import Domain, ProductDomain
 from dprange.api import choose_grid_mechanism, release_grid
 from dprange.errors import DataError, ParameterError
+from dprange.inference.p_identity import PIdentityEstimate
 from dprange.multidim import Kronecker, expected_error, l2_optimum_bound, load_grid_release
 from dprange.noise import gaussian_sigma, resolve_rng
 from dprange.operators import Identity, Kron, Total, definition_sensitivity_power
@@ -716,17 +717,17 @@ def test_the_kept_pass_has_the_least_loss_and_the_first_starts_from_the_identity
     ends = np.stack([rng.integers(0, 24, (300, 2)), rng.integers(0, 20, (300, 2))], 1)
     rects = Rectangles((24, 20), ends.min(2), ends.max(2))
     seen = []
-    original = okd.OptimizedKronecker._weighted_axis_strategy
+    original = okd.OptimizedKronecker._axis_strategy
     monkeypatch.setattr(
         okd.OptimizedKronecker,
-        "_weighted_axis_strategy",
-        lambda self, workload, axis: seen.append(workload.weights.copy()) or original(self, workload, axis),
+        "_axis_strategy",
+        lambda self, mech, n, axis: seen.append(mech.workload.weights.copy()) or original(self, mech, n, axis),
     )
     mech = OptimizedKronecker(rects)
     passes = mech.describe_strategy((24, 20), 1.0)["pass_losses"]
     assert len(passes) == 2 and passes[1] < passes[0] * (1 - 1e-5)
     factors = [
-        KronPIdentityEstimate((n,), [s.block], 1.0).axis_variances(rects.lows[:, [a]], rects.highs[:, [a]])[0]
+        PIdentityEstimate(s.block.diagonal, s.block.rows, 1.0).range_variance(rects.lows[:, a], rects.highs[:, a])
         * s.factor**2
         for a, (n, s) in enumerate(zip((24, 20), mech.axis_strategies((24, 20))))
     ]

@@ -314,11 +314,12 @@ def check_ranges_option(ranges: str | None) -> None:
 
 
 def workload_label(workload, ranges: str | None) -> str:
-    """How the release's output names its workload: a name, or the ranges of --ranges."""
+    """How the output names the workload: "<name> workload", or "<m> ranges (or rectangles) of
+    <the --ranges file>"."""
     if ranges is None:
-        return f"the {workload} workload"
+        return f"{workload} workload"
     count = workload.m if isinstance(workload, Workload) else workload.shape[0]
-    return f"the {count} {'ranges' if isinstance(workload, Workload) else 'rectangles'} of {ranges}"
+    return f"{count} {'ranges' if isinstance(workload, Workload) else 'rectangles'} of {ranges}"
 
 
 def grid_release_command(options: dict) -> None:
@@ -410,7 +411,7 @@ def grid_release_command(options: dict) -> None:
         staged.add(o["plot"], buffer.getvalue())
     lines = []
     if mechanism == "auto":
-        lines.append(f"auto: chose {mech!r} for {workload_label(workload, o['ranges'])}")
+        lines.append(f"auto: chose {mech!r} for the {workload_label(workload, o['ranges'])}")
     shape = "x".join(str(n) for n in domain.shape)
     lines.append(
         f"{result.mechanism} release of {' x '.join(repr(c) for c in columns)}: {shape} cells, "
@@ -887,7 +888,7 @@ def release_command(
     staged = stage_outputs(result, output, plot, alpha)
     lines = []
     if mechanism == "auto":
-        lines.append(f"auto: chose {mech!r} for {workload_label(workload, ranges)}")
+        lines.append(f"auto: chose {mech!r} for the {workload_label(workload, ranges)}")
     lines.append(
         f"{result.mechanism} release of {column!r}: {domain!r}, epsilon={epsilon:g}, delta={delta:g}, "
         f"neighbours={neighbours}"
@@ -1109,7 +1110,7 @@ def error_command(n, shape, order, workload, queries, ranges, epsilon, delta, ne
         out["l2_optimum_bound"] = optimum
         click.echo(json.dumps(out, indent=1))
         return
-    named = f"{workload} workload" if ranges is None else workload_label(wl, ranges)[len("the ") :]
+    named = workload_label(workload if ranges is None else wl, ranges)
     click.echo(f"{named}, n={n}, epsilon={epsilon:g}, delta={delta:g}, neighbours={neighbours}, noise={kind}")
     click.echo(f"{'rank':>4}  {'RMSE':>12}  mechanism")
     for rank, cand in enumerate(selection.table[:15], start=1):
@@ -1230,7 +1231,7 @@ def grid_error_command(
         click.echo(json.dumps(out, indent=1))
         return
     label = "x".join(str(n) for n in sides)
-    title = f"{name} workload" if isinstance(name, str) else workload_label(name, ranges)[len("the ") :]
+    title = workload_label(name, ranges)
     click.echo(f"{title}, shape={label}, epsilon={epsilon:g}, delta={delta:g}, neighbours={neighbours}, noise={kind}")
     click.echo(f"{'rank':>4}  {'RMSE':>12}  mechanism")
     for rank, cand in enumerate(selection.table[:15], start=1):

@@ -71,12 +71,8 @@ def read_column(path, column: str):
     path = _check_path(path)
     if not isinstance(column, str):
         raise ParameterError(f"the column name must be a string, got {column!r}")
-    head = _read_head(path)
-    if path.lower().endswith(PARQUET_SUFFIXES):
-        if not head.startswith(b"PAR1"):
-            raise DataError(f"{path!r} is not a Parquet file (it does not start with PAR1); if it is CSV, name it .csv")
+    if _is_parquet(path):
         return _read_parquet(path, column)
-    _check_csv_head(path, head)
     return _read_csv(path, column)
 
 
@@ -84,29 +80,30 @@ def column_names(path) -> list[str]:
     """The column names of the CSV or Parquet file ``path`` (its header or schema), checked as
     :func:`read_column` checks the file."""
     path = _check_path(path)
-    head = _read_head(path)
-    if path.lower().endswith(PARQUET_SUFFIXES):
-        if not head.startswith(b"PAR1"):
-            raise DataError(f"{path!r} is not a Parquet file (it does not start with PAR1); if it is CSV, name it .csv")
+    if _is_parquet(path):
         try:
-            import pyarrow.parquet as pq  # noqa: PLC0415
-        except ImportError:
-            raise DataError("reading Parquet needs pyarrow: pip install 'dprange[io]'") from None
-        try:
-            return list(pq.read_schema(path).names)
+            return list(_parquet_module().read_schema(path).names)
         except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for corrupt files
             raise DataError(f"cannot read {path!r} as Parquet{_detail(exc)}") from None
-    _check_csv_head(path, head)
     try:
         with open(path, newline="", encoding="utf-8-sig") as fh:
-            names = next(csv.reader(fh, skipinitialspace=True), None)
+            return _csv_header(path, csv.reader(fh, skipinitialspace=True))
     except UnicodeDecodeError:
         raise _not_utf8(path) from None
     except csv.Error as exc:
         raise DataError(f"cannot read {path!r} as CSV{_detail(exc)}") from None
-    if names is None:
-        raise DataError(f"{path!r} is empty; a CSV file needs a header line naming its columns")
-    return [n.strip() for n in names]
+
+
+def _is_parquet(path: str) -> bool:
+    """Whether ``path`` is read as Parquet (by its suffix, checked to start as Parquet does),
+    else as CSV (its first bytes checked to be UTF-8 text)."""
+    head = _read_head(path)
+    if path.lower().endswith(PARQUET_SUFFIXES):
+        if not head.startswith(b"PAR1"):
+            raise DataError(f"{path!r} is not a Parquet file (it does not start with PAR1); if it is CSV, name it .csv")
+        return True
+    _check_csv_head(path, head)
+    return False
 
 
 def _check_path(path) -> str:
@@ -177,10 +174,7 @@ def _non_numeric(column: str, value, row: int) -> DataError:
 def open_parquet(path: str, column: str):
     """The ``pyarrow.parquet.ParquetFile`` of ``path``, checked to hold ``column`` (one-line
     DataErrors for a missing pyarrow, an unreadable file or a missing column)."""
-    try:
-        import pyarrow.parquet as pq  # noqa: PLC0415
-    except ImportError:
-        raise DataError("reading Parquet needs pyarrow: pip install 'dprange[io]'") from None
+    pq = _parquet_module()
     try:
         handle = pq.ParquetFile(path)
     except Exception as exc:  # noqa: BLE001 - pyarrow raises several types for corrupt files
@@ -188,6 +182,15 @@ def open_parquet(path: str, column: str):
     if column not in handle.schema_arrow.names:
         raise _column_missing(path, column, handle.schema_arrow.names)
     return handle
+
+
+def _parquet_module():
+    """pyarrow.parquet, or a one-line DataError saying how to install it."""
+    try:
+        import pyarrow.parquet as pq  # noqa: PLC0415
+    except ImportError:
+        raise DataError("reading Parquet needs pyarrow: pip install 'dprange[io]'") from None
+    return pq
 
 
 def file_column_values(array, path: str, column: str):
@@ -276,11 +279,7 @@ def _read_csv_stdlib(path: str, column: str):
     try:
         with open(path, newline="", encoding="utf-8-sig") as fh:
             reader = csv.reader(fh, skipinitialspace=True)
-            try:
-                names = next(reader)
-            except StopIteration:
-                raise DataError(f"{path!r} is empty; a CSV file needs a header line naming its columns") from None
-            names = [n.strip() for n in names]
+            names = _csv_header(path, reader)
             if column not in names:
                 raise _column_missing(path, column, names)
             _check_unique(path, column, names)
@@ -291,6 +290,15 @@ def _read_csv_stdlib(path: str, column: str):
         raise _not_utf8(path) from None
     except csv.Error as exc:
         raise DataError(f"cannot read {path!r} as CSV{_detail(exc)}") from None
+
+
+def _csv_header(path: str, reader) -> list[str]:
+    """The column names of the header line ``reader`` reads first (stripped)."""
+    try:
+        names = next(reader)
+    except StopIteration:
+        raise DataError(f"{path!r} is empty; a CSV file needs a header line naming its columns") from None
+    return [n.strip() for n in names]
 
 
 def _parse_cells(column: str, cells: list[str]):

@@ -95,7 +95,7 @@ from .inference.least_squares import DENSE_COVARIANCE_LIMIT
 from .inference.p_identity import DiagonalPlusRows, PIdentityEstimate
 from .matrix import QUANTISATION_TOLERANCE, MatrixStrategy, OneBlockStrategy, quantisation_factor
 from .mechanisms import Mechanism
-from .operators import check_relation, definition_sensitivity_power
+from .operators import Explicit, check_relation, definition_sensitivity_power
 from .optimal_l2 import (
     L2_OPTIMUM_MAX_N,
     L2_REPLACE_MAX_N,
@@ -761,6 +761,8 @@ def adopt_cached_inverse(block) -> bool:
     release quantises it, it equals ``block`` entry for entry, and its inverse passes
     :meth:`~dprange.operators.Explicit.adopt_gram_inverse`'s check.  Nothing is written.
     Whether an inverse was adopted."""
+    if not isinstance(block, Explicit):
+        raise ParameterError(f"adopt_cached_inverse takes an explicit strategy block, not {type(block).__name__}")
     rows, n = block.shape
     if n < CACHED_INVERSE_MIN_BINS or not isinstance(block.matrix, np.ndarray):
         return False

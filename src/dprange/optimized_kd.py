@@ -216,26 +216,18 @@ class KronPIdentityEstimate:
     def _tau(self) -> float:
         return float(np.prod([axis._tau for axis in self.axes]))
 
-    def axis_variances(self, lows, highs) -> list[np.ndarray]:
-        """For each axis a, q_a^T S_a q_a of every rectangle's range on it (unit variance, no
-        public total): a rectangle's variance without a total is the variance times their
-        product.  O(p_a) per rectangle and axis."""
-        lows, highs = check_rectangles(self.shape, lows, highs)
-        out = []
-        for a, axis in enumerate(self.axes):
-            lo, hi = lows[:, a], highs[:, a]
-            plain = axis._ecum[hi + 1] - axis._ecum[lo]
-            zq = axis._zcum[:, hi + 1] - axis._zcum[:, lo]
-            out.append(np.maximum(plain - np.einsum("ij,ij->j", zq, zq), 0.0))
-        return out
-
     def rectangle_variance(self, lows, highs) -> np.ndarray:
         lows, highs = check_rectangles(self.shape, lows, highs)
-        product = np.prod(self.axis_variances(lows, highs), axis=0)
+        product = np.ones(lows.shape[0])
+        weight = np.ones(lows.shape[0])
+        for a, axis in enumerate(self.axes):
+            lo, hi = lows[:, a], highs[:, a]
+            # q_a^T S_a q_a: the unconstrained axis variance, O(p_a) per rectangle.
+            plain = axis._ecum[hi + 1] - axis._ecum[lo]
+            zq = axis._zcum[:, hi + 1] - axis._zcum[:, lo]
+            product *= np.maximum(plain - np.einsum("ij,ij->j", zq, zq), 0.0)
+            weight *= axis._wcum[hi + 1] - axis._wcum[lo]
         if self.known_total:
-            weight = np.ones(lows.shape[0])
-            for a, axis in enumerate(self.axes):
-                weight *= axis._wcum[highs[:, a] + 1] - axis._wcum[lows[:, a]]
             product -= weight**2 / self._tau()
         return self.variance * np.maximum(product, 0.0)
 
@@ -354,21 +346,18 @@ class OptimizedKronecker(GridMechanism):
     def parameters(self) -> dict:
         """As declared, explicit rectangles written as their saved form (shape, lows, highs:
         :func:`check_kronecker_workload` reads it back)."""
-        workload: str | dict = self.workload if isinstance(self.workload, str) else {}
-        if isinstance(self.workload, Rectangles):
-            rects = self.workload
-            workload = {
-                "shape": [int(n) for n in rects.grid],
-                "lows": rects.lows.tolist(),
-                "highs": rects.highs.tolist(),
-            }
-        return {"workload": workload, "template": self.template, "rows": self.rows, **super().parameters()}
+        params = self._declared()
+        rects = self.workload
+        if isinstance(rects, Rectangles):
+            shape = [int(n) for n in rects.grid]
+            params["workload"] = {"shape": shape, "lows": rects.lows.tolist(), "highs": rects.highs.tolist()}
+        return params
 
-    def __repr__(self) -> str:
-        params = self.parameters()
-        if isinstance(self.workload, Rectangles):
-            params["workload"] = self.workload
-        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in params.items())})"
+    def _declared(self) -> dict:
+        return {"workload": self.workload, "template": self.template, "rows": self.rows, **super().parameters()}
+
+    def __repr__(self) -> str:  # explicit rectangles by their short repr, not their lists
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self._declared().items())})"
 
     def follow_delta(self, delta: float) -> None:
         self._delta = float(delta)
@@ -398,15 +387,7 @@ class OptimizedKronecker(GridMechanism):
         out = []
         for axis, n in enumerate(shape):
             if (n, template) not in self._axis_cache:
-                mech = self._axis_mechanism(n, template)
-                try:
-                    mech.extra_rows(n, template)  # rows above an axis' bins: refused, naming the axis
-                except ParameterError as exc:
-                    raise ParameterError(f"optimized_kronecker, axis {axis} ({n} bins): {exc}") from None
-                strategy = self._l2_optimum_axis(mech, n, axis) if template == "l2-optimal" else mech.strategy(n)
-                if not isinstance(strategy, PIdentityStrategy):
-                    raise ParameterError("every axis needs a p-identity strategy")
-                self._axis_cache[n, template] = strategy
+                self._axis_cache[n, template] = self._axis_strategy(self._axis_mechanism(n, template), n, axis)
             out.append(self._axis_cache[n, template])
         return out
 
@@ -426,30 +407,29 @@ class OptimizedKronecker(GridMechanism):
             )
         lows, highs = rectangles.lows, rectangles.highs
         factors = [(highs[:, a] - lows[:, a] + 1).astype(float) for a in range(len(shape))]  # the identity's
-        current: list[PIdentityStrategy] = []
+        current: list = [None] * len(shape)
         best: list[PIdentityStrategy] = []
         losses: list[float] = []
         for _ in range(RECTANGLE_ROUNDS):
             for a, n in enumerate(shape):
-                weights = np.prod([f for b, f in enumerate(factors) if b != a], axis=0) if len(shape) > 1 else None
-                weights = np.ones(len(lows)) if weights is None else weights / weights.mean()
-                weights = np.maximum(weights, 1e-12)  # a factor that rounded to 0 (public weights only)
-                strategy = self._weighted_axis_strategy(WeightedRanges(lows[:, a], highs[:, a], weights, n), a)
-                current = [*current[:a], strategy, *current[a + 1 :]]
-                (factors[a],) = KronPIdentityEstimate((n,), [strategy.block], 1.0).axis_variances(
-                    lows[:, a : a + 1], highs[:, a : a + 1]
-                )
-                factors[a] = factors[a] * strategy.factor**2  # O(m p_a)
+                others = [f for b, f in enumerate(factors) if b != a]
+                product = np.prod(others, axis=0) if others else np.ones(len(lows))
+                weights = np.maximum(product / product.mean(), 1e-12)  # a factor rounded to 0 (public weights)
+                workload = WeightedRanges(lows[:, a], highs[:, a], weights, n)
+                mech = Optimized(workload, template=template, rows=self.rows, neighbours="add_remove")
+                current[a] = self._axis_strategy(mech, n, a)
+                block = current[a].block  # its variance factors at unit noise, unquantised scale: O(m p_a)
+                unit = PIdentityEstimate(block.diagonal, block.rows, 1.0).range_variance(lows[:, a], highs[:, a])
+                factors[a] = unit * current[a].factor ** 2
             losses.append(float(np.mean(np.prod(factors, axis=0))))
             if losses[-1] < min(losses[:-1], default=math.inf):
                 best = list(current)
         return best, losses
 
-    def _weighted_axis_strategy(self, workload: WeightedRanges, axis: int) -> PIdentityStrategy:
-        """The 1-D strategy of the template for one axis' weighted ranges (optimised, or read
-        from the disk cache by the workload's Gram matrix), refused naming the axis."""
-        template, n = self._template(), workload.n
-        mech = Optimized(workload, template=template, rows=self.rows, neighbours="add_remove")
+    def _axis_strategy(self, mech: Optimized, n: int, axis: int) -> PIdentityStrategy:
+        """The 1-D strategy ``mech`` measures on an axis of n bins (optimised, or read from the
+        disk cache), refused naming the axis (rows above its bins)."""
+        template = self._template()
         try:
             mech.extra_rows(n, template)
         except ParameterError as exc:
@@ -624,12 +604,12 @@ class OptimizedKronecker(GridMechanism):
         (tolerance 2^-bits) and what was measured: "optimised", or "identity" where the
         identity product has the lower error as released (:meth:`identity_is_lower`); for explicit
         rectangles also the loss of each pass over the axes (``pass_losses``, unit noise)."""
+        strategies = self.axis_strategies(shape)
         passes = {}
         if isinstance(self.workload, Rectangles):  # the loss of each pass over the axes (unit noise)
-            self.axis_strategies(shape)
             passes = {"pass_losses": self._pass_losses["rectangles", tuple(check_shape(shape)), self._template()]}
         return {
-            "axes": [s.describe() for s in self.axis_strategies(shape)],
+            "axes": [s.describe() for s in strategies],
             **passes,
             "quantisation_bits": self.quantisation_bits(shape, epsilon),
             "measured": "identity" if self.measures_identity(shape, epsilon) else "optimised",

@@ -211,7 +211,7 @@ class Identity(Workload):
         return np.ones(self.n)
 
 
-def ranges_gram(lo: np.ndarray, hi: np.ndarray, weights, n: int) -> np.ndarray:
+def _ranges_gram(lo: np.ndarray, hi: np.ndarray, weights, n: int) -> np.ndarray:
     """sum_k w_k r_k r_k^T for the inclusive ranges r_k = [lo_k, hi_k] on n bins: for i <= j,
     the weight of the ranges with lo <= i and hi >= j, a 2-D cumulative sum of the weights
     tabled by (lo, hi).  O(m + n^2), no m x n matrix."""
@@ -250,8 +250,8 @@ class Ranges(Workload):
         return self.lo, self.hi
 
     def gram(self) -> np.ndarray:
-        """W^T W in O(m + n^2) (:func:`ranges_gram`), at any number of ranges."""
-        return ranges_gram(self.lo, self.hi, 1.0, self.n)
+        """W^T W in O(m + n^2) (:func:`_ranges_gram`), at any number of ranges."""
+        return _ranges_gram(self.lo, self.hi, 1.0, self.n)
 
 
 class RandomRanges(Ranges):
@@ -290,6 +290,7 @@ class WeightedRanges(Workload):
         weights = np.asarray(weights, dtype=float)
         if weights.shape != plain.lo.shape or not np.all(np.isfinite(weights)) or not np.all(weights > 0):
             raise ParameterError("weighted ranges need one positive, finite weight per range")
+        self._plain = plain
         self.lo, self.hi, self.weights = plain.lo, plain.hi, weights
 
     @property
@@ -298,15 +299,11 @@ class WeightedRanges(Workload):
 
     def dense(self) -> np.ndarray:
         """The m x n matrix, row k the 0/1 indicator of range k times sqrt(w_k) (small ones only)."""
-        if self.m * self.n > DENSE_LIMIT:
-            raise ParameterError(f"{self.name}: {self.m} x {self.n} is too large to materialise")
-        idx = np.arange(self.n)
-        inside = (idx >= self.lo[:, None]) & (idx <= self.hi[:, None])
-        return inside * np.sqrt(self.weights)[:, None]
+        return self._plain.dense() * np.sqrt(self.weights)[:, None]
 
     def gram(self) -> np.ndarray:
-        """sum_k w_k r_k r_k^T (:func:`ranges_gram`), O(m + n^2)."""
-        return ranges_gram(self.lo, self.hi, self.weights, self.n)
+        """sum_k w_k r_k r_k^T (:func:`_ranges_gram`), O(m + n^2)."""
+        return _ranges_gram(self.lo, self.hi, self.weights, self.n)
 
 
 class Explicit(Workload):
