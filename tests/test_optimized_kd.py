@@ -846,3 +846,27 @@ def test_the_svd_bound_of_explicit_rectangles_is_that_of_their_dense_matrix_and_
     monkeypatch.setattr(multidim, "RECTANGLES_SVD_MAX_CELLS", 100)
     with pytest.raises(ParameterError, match="at most 100 cells"):
         svd_bound((12, 12), rects, 1.0)
+
+
+@pytest.mark.parametrize("neighbours", ["add_remove", "replace"])
+@pytest.mark.parametrize("delta", [0.0, 1e-6])
+def test_explicit_rectangles_sensitivity_and_calibration_are_the_definitions(neighbours, delta):
+    """The product optimised for explicit rectangles (optimised axes, not the identity): its
+    L1 / L2 sensitivity equals the definition on the dense measured matrix, both relations, and
+    its calibrated noise spends at most epsilon by the definition (L1 for Laplace; for the
+    Gaussian, sigma is gaussian_sigma of the definition's L2 sensitivity)."""
+    rects = prefix_by_short_rectangles(12, 60, 39)
+    mech = OptimizedKronecker(rects, neighbours=neighbours)
+    mech.follow_delta(delta)
+    plan = mech.optimised_plan((12, 12), 1.0)
+    assert any(np.any(s.theta) for s in mech.axis_strategies((12, 12)))
+    dense = plan.blocks[0].dense()
+    for p in (1, 2):
+        exact = float(plan.sensitivity_power(p, neighbours))
+        assert exact == pytest.approx(float(definition_sensitivity_power(dense, p, neighbours)), rel=1e-12)
+    (spec,) = mech._noise(plan, 1.0, delta)
+    if delta == 0:
+        assert float(definition_sensitivity_power(dense / spec.scale, 1, neighbours)) <= 1.0 * (1 + 1e-12)
+    else:
+        l2 = float(definition_sensitivity_power(dense, 2, neighbours)) ** 0.5
+        assert spec.scale >= gaussian_sigma(1.0, delta, l2) * (1 - 1e-12)
