@@ -290,12 +290,14 @@ def check_kronecker_workload(value, name: str = "workload"):
 class OptimizedKronecker(GridMechanism):
     """The Kronecker product of 1-D strategies optimised for the axes' workloads (module doc).
 
-    ``workload``: "all-rectangles" (all ranges on every axis) or "prefix-rectangles" (prefixes:
-    dominance counts).  ``template``: "p-identity" (L1 columns: epsilon-DP), "p-identity-l2"
+    ``workload``: "all-rectangles" (all ranges on every axis), "prefix-rectangles" (prefixes:
+    dominance counts), or a :class:`~dprange.workloads_kd.Rectangles` (explicit rectangles: each
+    axis optimised for its ranges weighted by their variance on the other axes, block coordinate
+    descent; module doc).  ``template``: "p-identity" (L1 columns: epsilon-DP), "p-identity-l2"
     (L2 columns: Gaussian), "l2-optimal" (the exact L2 optimum on every axis of at most 4096
-    bins: Gaussian, the least error of any matrix mechanism on the workload), or "auto" (by
-    delta: p-identity or p-identity-l2).  Each axis' 1-D strategy is optimised once and kept in
-    the disk cache of :mod:`dprange.optimized`.
+    bins: Gaussian, for a Kronecker workload the least error of any matrix mechanism), or "auto"
+    (by delta: p-identity or p-identity-l2).  Each axis' 1-D strategy is optimised once and kept
+    in the disk cache of :mod:`dprange.optimized`.
     """
 
     name = "optimized_kronecker"
