@@ -42,6 +42,7 @@ from .product_domain import ProductDomain
 from .quantile_bins import COUNT_SHARE, check_count_share, epsilon_only_bins, public_count, record_count
 from .quantile_mechanisms import (
     JointCharge,
+    JointGrid,
     QuantilesResult,
     as_values,
     auto_method,
@@ -500,7 +501,8 @@ def quantiles(
     (default) or "replace" (n public).  ``rng``: None (the secure source) or a seed / numpy
     Generator (reproducible experiments only; the result records ``seeded``).  ``integer``: the values are
     integers (outputs and bounds are integers).  ``cells``: grid cells of the recursive split
-    on real bounds (default 2^20); ``bins``: bins of the histogram route on real bounds
+    on real bounds (default 2^20) and of JointExp's outputs (default 2^40; the result's
+    ``grid``); ``bins``: bins of the histogram route on real bounds
     (default :func:`dprange.quantile_bins.histogram_bins` of n x epsilon).
     ``session``: a :class:`dprange.session.Session` that pays for all of epsilon (bounds
     included), checked before ``values`` are read (see :func:`release`).  ``column``: the
@@ -574,6 +576,7 @@ def quantiles(
     run = QUANTILE_METHODS[chosen].factory
     assert run is not None
     extra = {"n_max": n_max} if chosen == "joint_exp" else {}  # only JointExp reads a record bound
+    grid = JointGrid.from_bounds(box, integer=integer, cells=cells) if chosen == "joint_exp" else None
     estimates, release_obj = run(
         data, levels, remaining, box, integer=integer, neighbours=neighbours, rng=rng, cells=cells, bins=bins, **extra
     )
@@ -598,4 +601,5 @@ def quantiles(
         count=count,
         bins=bins if chosen == "histogram" and binned else None,
         float_error=float_error,
+        grid=grid,
     )

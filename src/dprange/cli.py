@@ -1432,6 +1432,9 @@ def quantiles_command(
         click.echo(
             f"float error: {fe.precision} precision, ran at epsilon {fe.run_epsilon:.10g} (charge {fe.charge:.3g})"
         )
+    if result.grid is not None:  # JointExp: the public grid its values lie on
+        grid = result.grid.to_dict()
+        click.echo(f"output grid: {grid['cells']} cells of [{grid['lower']:g}, {grid['upper']:g}], {grid['values']}")
     if result.has_intervals:
         lower, upper = result.confidence_interval(alpha)
         for level, value, a, b in zip(result.q, result.values, lower, upper, strict=True):

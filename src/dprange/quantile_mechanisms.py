@@ -11,7 +11,8 @@ Three mechanisms, all on public bounds [a, b]:
   the budget split over the floor(log2 m) + 1 levels of the recursion.  Exact.
 * :func:`joint_exponential_quantiles`: JointExp (Gillenwater, Joseph and Kulesza,
   "Differentially Private Quantiles", ICML 2021): one exponential mechanism over ordered
-  vectors of m outputs, sampled by its dynamic program.  Continuous outputs.  Its tables are
+  vectors of m outputs, sampled by its dynamic program, on a fine public grid
+  (:class:`JointGrid`: outputs never computed from data values).  Its tables are
   log-space floats (double, or long double where the double float-error charge would exceed
   1% of epsilon: :func:`joint_precision`); every choice is drawn exactly by those numbers
   (:func:`_exact_log_choice`), so the law is within :func:`joint_log_error_bound` nats of the
@@ -40,7 +41,7 @@ import numpy as np
 from ._lazy import lazy_module
 from ._validation import check_epsilon
 from .errors import DataError, ParameterError
-from .noise import _open_uniform, resolve_rng
+from .noise import resolve_rng
 from .quantile_bins import RecordCount, histogram_bins
 from .registry import QUANTILE_METHODS, Citation, Entry
 
@@ -396,6 +397,77 @@ def approximate_quantiles(
 # JointExp (Gillenwater, Joseph and Kulesza, ICML 2021)
 # ----------------------------------------------------------------------------------------
 
+#: JointExp's output cells on real bounds unless ``cells`` is given: fine enough that the law is
+#: the continuous one's for every pair of records more than 2^-40 of the range apart
+JOINT_CELLS = 2**40
+#: JointExp's grid positions (cells x sub-cells) at most: every interval length is then a whole
+#: number below 2^52, exact in double
+JOINT_MAX_POSITIONS = 2**52
+
+
+@dataclass(frozen=True)
+class JointGrid:
+    """JointExp's public grid: ``cells`` (the integers a..b, or equal cells of [a, b]) each cut
+    into ``subcells`` positions; records are placed at positions and outputs are the values of
+    the cells of positions, so that no published float is computed from a data value (Mironov,
+    "On Significance of the Least Significant Bits for Differential Privacy", CCS 2012).
+
+    A record's position is its cell times ``subcells`` plus a secure-uniform sub-cell (integer
+    data: the grid version of the authors' jitter, which breaks ties), a public function of
+    the record and of randomness independent of the data.  Real bounds use :data:`JOINT_CELLS`
+    (or ``cells``) and one position per cell; integer ranges wider than
+    :data:`JOINT_MAX_POSITIONS` use real cells of [a, b + 1) and floor the values (``floored``).
+    """
+
+    cells: QuantileGrid
+    subcells: int
+    floored: bool = False
+
+    @classmethod
+    def from_bounds(cls, bounds, *, integer: bool, cells: int | None = None) -> JointGrid:
+        lo, hi = check_bounds(bounds, integer=integer)
+        if integer:
+            size = int(hi) - int(lo) + 1
+            if size > JOINT_MAX_POSITIONS:
+                return cls(QuantileGrid(lo, hi + 1.0, JOINT_CELLS, False), 1, floored=True)
+            return cls(QuantileGrid(lo, hi, size, True), 1 << ((JOINT_MAX_POSITIONS // size).bit_length() - 1))
+        count = JOINT_CELLS if cells is None else cells
+        if isinstance(count, bool) or not isinstance(count, int | np.integer) or not 1 <= count <= JOINT_MAX_POSITIONS:
+            raise ParameterError(f"JointExp's cells must be a whole number from 1 to 2^52, got {cells!r}")
+        return cls(QuantileGrid(lo, hi, int(count), False), 1)
+
+    @property
+    def positions(self) -> int:
+        return self.cells.cells * self.subcells
+
+    def place(self, values, rng) -> np.ndarray:
+        """The sorted positions of the records (values clipped into the bounds), as int64."""
+        index = self.cells.index(values)
+        if self.subcells > 1:
+            index = index * self.subcells + np.asarray(rng.integers(0, self.subcells, size=index.size), dtype=np.int64)
+        return np.sort(index)
+
+    def value(self, positions) -> np.ndarray:
+        """The published value of positions: their cell's integer or midpoint (floored)."""
+        out = self.cells.value(np.asarray(positions, dtype=np.int64) // self.subcells)
+        return np.minimum(np.floor(out), self.cells.hi - 1.0) if self.floored else out
+
+    def to_dict(self) -> dict:
+        values = "floored cell midpoints" if self.floored else "integers" if self.cells.integer else "cell midpoints"
+        return {
+            "lower": self.cells.lo,
+            "upper": self.cells.hi - 1.0 if self.floored else self.cells.hi,
+            "cells": self.cells.cells,
+            "subcells": self.subcells,
+            "values": values,
+        }
+
+
+def _uniform_points(starts: np.ndarray, ends: np.ndarray, rng) -> np.ndarray:
+    """One uniform integer on [start, end) per pair (exact: ``rng.integers``, the secure source
+    by default): the positions of outputs drawn uniformly in the chosen intervals."""
+    return np.array([int(rng.integers(int(s), int(e))) for s, e in zip(starts, ends, strict=True)], dtype=np.int64)
+
 
 def joint_sensitivity(levels: np.ndarray, neighbours: str) -> float:
     """Sensitivity of the JointExp score -sum_i |n_i - g_i n| over the m + 1 gaps g_i (the
@@ -727,8 +799,10 @@ _LOG_TINY = 744.5  # > -log(2^-1074): the smallest positive difference of two do
 
 def joint_public_error_bound(n_max: int, m: int, scale: float, width: float, precision: str = "double") -> float:
     """:func:`joint_log_error_bound` for any data of at most ``n_max`` records on a range of
-    ``width``, from public facts only: every positive interval length L is a difference of two
-    doubles in the range, so 2^-1074 <= L <= width and |log L| <= max(744.5, |log width|)."""
+    ``width``, from public facts only: |log L| <= max(744.5, |log width|), the bound for
+    lengths that are differences of two doubles in the range (2^-1074 <= L <= width).  It
+    holds on the grid too: every positive length is a whole number of positions,
+    1 <= L <= 2^52 (:class:`JointGrid`), so |log L| <= 36.1."""
     log_l = max(_LOG_TINY, abs(math.log(width)))
     return _joint_error_bound(int(n_max), m, scale, log_l, unit_roundoff(precision))
 
@@ -831,6 +905,7 @@ def joint_exponential_quantiles(
     neighbours="add_remove",
     rng=None,
     n_max: int | None = None,
+    cells: int | None = None,
     _precision: str | None = None,
 ) -> np.ndarray:
     """JointExp (Gillenwater, Joseph and Kulesza, ICML 2021): m quantiles in one mechanism.
@@ -841,9 +916,17 @@ def joint_exponential_quantiles(
     the float gaps, rounded up).  The dynamic program runs over the n + 1 intervals between
     sorted records in O(m n) memory and O(m n k) time, k the number of run lengths kept (at
     most m); outputs are uniform inside the chosen intervals.
-    Integer data: record k is placed uniformly at random in [k, k + 1) (secure uniforms; a
-    per-record randomisation that keeps neighbours neighbours, as the authors' jitter), on
-    [a, b + 1), and outputs are floored: an output in [k, k + 1) is k.
+
+    On a public grid (:class:`JointGrid`), so that the published values are a public function
+    of the chosen positions and never computed from a data value (Mironov, CCS 2012): the
+    records are placed at whole positions, and each output is the floor of a uniform point of
+    its interval, drawn exactly as a uniform integer there, reported as its cell's value.  That
+    is JointExp on the placed records followed by a public map, so the same epsilon holds
+    (docs/privacy.md, "Floats computed from data values").  Real bounds: ``cells`` cells of
+    [a, b] (default :data:`JOINT_CELLS` = 2^40), one position each, records at their cell,
+    outputs at cell midpoints.  Integer data: record k is placed at a secure-uniform sub-cell of
+    [k, k + 1) (a per-record randomisation that keeps neighbours neighbours, as the authors'
+    jitter), and an output in [k, k + 1) is k.
 
     Not exact: weights are floats in log space.  Each convolution with the kernel
     exp(-scale |d - target|) is a running log-sum plus a sliding-window log-sum of positive
@@ -869,7 +952,16 @@ def joint_exponential_quantiles(
     forces one, for tests); :func:`joint_exponential_run` also returns the :class:`JointCharge`.
     """
     return joint_exponential_run(
-        values, q, epsilon, bounds, integer=integer, neighbours=neighbours, rng=rng, n_max=n_max, _precision=_precision
+        values,
+        q,
+        epsilon,
+        bounds,
+        integer=integer,
+        neighbours=neighbours,
+        rng=rng,
+        n_max=n_max,
+        cells=cells,
+        _precision=_precision,
     )[0]
 
 
@@ -883,6 +975,7 @@ def joint_exponential_run(
     neighbours="add_remove",
     rng=None,
     n_max: int | None = None,
+    cells: int | None = None,
     _precision: str | None = None,
 ) -> tuple[np.ndarray, JointCharge]:
     """:func:`joint_exponential_quantiles` and what its float error cost (:class:`JointCharge`)."""
@@ -891,6 +984,7 @@ def joint_exponential_run(
     epsilon = check_epsilon(epsilon)
     n_max = check_n_max(n_max)
     rng = resolve_rng(rng)
+    grid = JointGrid.from_bounds(bounds, integer=integer, cells=cells)
     a, b = float(bounds[0]), float(bounds[1])
     top = b + 1.0 if integer else b
     raw = np.asarray(values, dtype=float).ravel()
@@ -908,18 +1002,12 @@ def joint_exponential_run(
     precision = joint_precision(epsilon, levels, neighbours, n_max, top - a) if _precision is None else _precision
     run_epsilon = joint_charged_epsilon(epsilon, levels, neighbours, n_max, top - a, check_precision(precision))
     charge = JointCharge(precision, unit_roundoff(precision), epsilon, run_epsilon, n_max)
-    data = np.clip(raw, a, b)
-    if integer:  # spread record k uniformly over [k, k + 1): ties broken, floor(o) = k inside
-        data = np.floor(data) + _open_uniform(rng, data.size)
-    edges = np.concatenate([[a], np.sort(data), [top]])
+    edges = np.concatenate([[0], grid.place(raw, rng), [grid.positions]])  # whole positions, below 2^52
     scale = joint_scale(run_epsilon, joint_sensitivity(levels, neighbours))  # 2 scale Delta <= run_epsilon, exactly
-    lengths = np.diff(edges.astype(working_dtype(precision)))  # differences of doubles, rounded once
+    lengths = np.diff(edges).astype(working_dtype(precision))  # whole numbers below 2^52: exact
     chosen = joint_exponential_intervals(lengths, levels, scale, rng)
-    starts = edges[chosen]
-    out = np.sort(starts + _open_uniform(rng, levels.size) * (edges[chosen + 1] - starts))
-    if integer:
-        out = np.minimum(np.floor(out), b)
-    return out, charge
+    points = _uniform_points(edges[chosen], edges[chosen + 1], rng)  # floor of uniform points, exactly
+    return grid.value(np.sort(points)), charge
 
 
 def joint_exponential_intervals(lengths: np.ndarray, levels: np.ndarray, scale: float, rng) -> np.ndarray:
@@ -965,7 +1053,8 @@ class QuantilesResult:
     ``bounds_epsilon``: the part of epsilon spent finding them; ``count``: the record count
     the bins and auto used, its source and cost (``count_epsilon``); ``bins``: the histogram
     route's equal bins on binned bounds; ``float_error``: JointExp's :class:`JointCharge`
-    (working precision, the epsilon it ran at after paying for its float error).
+    (working precision, the epsilon it ran at after paying for its float error); ``grid``:
+    JointExp's public grid (:class:`JointGrid`), which every value lies on.
     :meth:`confidence_interval` gives honest intervals for the histogram route; JointExp and
     the recursive split have none and say so.
     """
@@ -984,6 +1073,7 @@ class QuantilesResult:
     count: RecordCount | None = None  # the record count used (bins, auto), its source and cost
     bins: int | None = None  # equal bins of the histogram route on binned bounds
     float_error: JointCharge | None = None  # JointExp: its precision and the epsilon its float error cost
+    grid: JointGrid | None = None  # JointExp: the public grid of its outputs
 
     @property
     def count_epsilon(self) -> float:
@@ -1020,6 +1110,7 @@ class QuantilesResult:
             "record_count": None if self.count is None else self.count.to_dict(),
             "bins": self.bins,
             "float_error": None if self.float_error is None else self.float_error.to_dict(),
+            "grid": None if self.grid is None else self.grid.to_dict(),
             "intervals": None,
         }
         if self.release is not None:
@@ -1129,7 +1220,7 @@ def as_values(values) -> np.ndarray:
 def _run_joint_exp(values, levels, epsilon, bounds, *, integer, neighbours, rng, cells, bins, n_max=None):
     """(estimates, :class:`JointCharge`): the charge takes the place of a Release."""
     return joint_exponential_run(
-        values, levels, epsilon, bounds, integer=integer, neighbours=neighbours, rng=rng, n_max=n_max
+        values, levels, epsilon, bounds, integer=integer, neighbours=neighbours, rng=rng, n_max=n_max, cells=cells
     )
 
 
