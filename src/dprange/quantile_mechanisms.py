@@ -1243,9 +1243,10 @@ def register_quantile_method(name: str, factory, summary: str, citation: Citatio
 register_quantile_method(
     "joint_exp",
     _run_joint_exp,
-    "JointExp: one exponential mechanism over ordered output vectors, sampled by dynamic programming "
-    "(log-space float weights, each choice drawn exactly by them; the float error, bounded at a declared n_max, "
-    "is charged to epsilon; long double where that charge would exceed 1% of epsilon); no intervals",
+    "JointExp: one exponential mechanism over ordered output vectors, sampled by dynamic programming, its "
+    "outputs values of a public grid (log-space float weights, each choice drawn exactly by them; the float "
+    "error, bounded at a declared n_max, is charged to epsilon; long double where that charge would exceed 1% "
+    "of epsilon); no intervals",
     Citation("Gillenwater, Joseph and Kulesza", "Differentially Private Quantiles", "ICML 2021"),
 )
 register_quantile_method(
