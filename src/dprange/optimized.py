@@ -78,6 +78,7 @@ import os
 import re
 import struct
 import time
+import warnings
 import zipfile
 from pathlib import Path
 from typing import NamedTuple
@@ -759,7 +760,8 @@ def adopt_cached_inverse(block) -> bool:
     bins took).  The candidates are the cache's dense strategies over as many bins
     (:func:`cache_path`'s names, p-Identity files left out); one is used only if, quantised as a
     release quantises it, it equals ``block`` entry for entry, and its inverse passes
-    :meth:`~dprange.operators.Explicit.adopt_gram_inverse`'s check.  Nothing is written.
+    :meth:`~dprange.operators.Explicit.adopt_gram_inverse`'s check (random probes from the
+    secure source; one that fails is passed over with a warning).  Nothing is written.
     Whether an inverse was adopted."""
     if not isinstance(block, Explicit):
         raise ParameterError(f"adopt_cached_inverse takes an explicit strategy block, not {type(block).__name__}")
@@ -780,9 +782,24 @@ def adopt_cached_inverse(block) -> bool:
             measured = MatrixStrategy(saved["strategy"]).block.matrix  # O(rows n): the release's quantisation
         except (ParameterError, ValueError, FloatingPointError):  # a file no optimisation wrote: not this one
             continue
-        if np.array_equal(measured, block.matrix) and block.adopt_gram_inverse(saved["gram_inverse"]):
+        if not np.array_equal(measured, block.matrix):
+            continue
+        if block.adopt_gram_inverse(saved["gram_inverse"]):
             return True
+        _warn_rejected_inverse(path, "it is computed here instead")
     return False
+
+
+def _warn_rejected_inverse(path: Path, instead: str) -> None:
+    """Warn that the cache file ``path`` holds the strategy asked for with an (A^T A)^-1 that
+    fails :meth:`~dprange.operators.Explicit.adopt_gram_inverse`'s check (damaged, or planted:
+    see docs/privacy.md, "### The strategy cache"), and what is done ``instead``."""
+    warnings.warn(
+        f"the strategy cache file {path} holds an (A^T A)^-1 that fails the check on random probes "
+        f"(damaged or planted); it is not used: {instead}",
+        UserWarning,
+        stacklevel=3,
+    )
 
 
 # ----------------------------------------------------------------------------- mechanism
@@ -1244,6 +1261,8 @@ class Optimized(Mechanism):
             adopted = "gram_inverse" in saved and dense.block.adopt_gram_inverse(saved["gram_inverse"])
             if adopted:
                 dense.variance_terms = _saved_terms(saved)
+            elif "gram_inverse" in saved:
+                _warn_rejected_inverse(path, "it is computed again and the file rewritten")
             # complete: its inverse adopted, or none of this matrix would be (uncertified, or
             # ill-conditioned); else written before they were kept, or holding another's inverse
             if not ("variance_terms" in saved and (adopted or not dense.block.gram_inverse_checks_out())):
