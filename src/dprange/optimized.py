@@ -81,7 +81,7 @@ import time
 import warnings
 import zipfile
 from pathlib import Path
-from typing import NamedTuple
+from typing import BinaryIO, NamedTuple
 
 import numpy as np
 from scipy import linalg
@@ -692,10 +692,10 @@ MEMBER_ALIGNMENT = 64
 ALIGNMENT_FIELD = 0xD935
 
 
-def _write_arrays(path: Path, arrays: dict) -> None:
-    """Write ``arrays`` as an uncompressed .npz that np.load reads, every member's data aligned
-    (MEMBER_ALIGNMENT) by an extra field in its local header: 30 bytes, the name, the field, the
-    zip64 field (20 bytes), then the .npy file."""
+def _write_arrays(path: Path | BinaryIO, arrays: dict) -> None:
+    """Write ``arrays`` (to ``path``, or a binary file open for writing) as an uncompressed .npz
+    that np.load reads, every member's data aligned (MEMBER_ALIGNMENT) by an extra field in its
+    local header: 30 bytes, the name, the field, the zip64 field (20 bytes), then the .npy file."""
     with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
         for key, value in arrays.items():
             info = zipfile.ZipInfo(f"{key}.npy", date_time=(1980, 1, 1, 0, 0, 0))
@@ -706,13 +706,23 @@ def _write_arrays(path: Path, arrays: dict) -> None:
                 np.lib.format.write_array(member, np.asanyarray(value), allow_pickle=False)
 
 
+#: The mode of cache files, whatever the umask, and of the cache folder where dprange creates
+#: it: readable and writable by their user only (whoever can write them chooses the strategies
+#: of later releases; docs/privacy.md, "### The strategy cache").
+CACHE_FILE_MODE, CACHE_FOLDER_MODE = 0o600, 0o700
+
+
 def _store(path: Path, arrays: dict) -> bool:
-    """Write atomically; whether it was written (a cache that cannot be written is skipped:
-    it only saves time, and the release says so)."""
+    """Write atomically, with mode CACHE_FILE_MODE; whether it was written (a cache that cannot
+    be written is skipped: it only saves time, and the release says so)."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=CACHE_FOLDER_MODE, parents=True, exist_ok=True)
         partial = path.with_suffix(f".{os.getpid()}.tmp.npz")
-        _write_arrays(partial, arrays)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+        descriptor = os.open(partial, flags, CACHE_FILE_MODE)
+        with open(descriptor, "wb") as fh:
+            os.fchmod(descriptor, CACHE_FILE_MODE)  # a file left by an interrupted write keeps its mode otherwise
+            _write_arrays(fh, arrays)
         os.replace(partial, path)
     except OSError:
         return False

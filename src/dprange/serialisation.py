@@ -27,7 +27,9 @@ privacy parameters, public total, inference and its options, noise); it was adde
 provenance is read from those fields), and on load the record must agree with them.
 
 Both are written atomically: to a temporary file in the target folder, then ``os.replace``,
-so a failure never leaves a partial file.
+so a failure never leaves a partial file.  A release is meant to be published: the file's mode
+follows the umask (:func:`published_mode`, 0644 under 022), where the session ledger and the
+strategy cache stay 0600 whatever the umask.
 
 Loading
 -------
@@ -134,10 +136,12 @@ def _write_array(fh, chunks: Iterator[np.ndarray]) -> None:
     fh.write("]")
 
 
-def _umask() -> int:
+def published_mode() -> int:
+    """The mode of a release written to a file: 0666 less the umask, as ``open`` creates files
+    (a release is meant to be published; ledgers and the strategy cache stay 0600)."""
     mask = os.umask(0o022)
     os.umask(mask)
-    return mask
+    return 0o666 & ~mask
 
 
 def write_atomically(path, write: Callable, *, binary: bool = False) -> str:
@@ -157,7 +161,7 @@ def write_atomically(path, write: Callable, *, binary: bool = False) -> str:
     try:
         with os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8") as fh:
             write(fh)
-        os.chmod(temporary, 0o666 & ~_umask())
+        os.chmod(temporary, published_mode())  # mkstemp made it 0600
         os.replace(temporary, path)
     except BaseException as exc:
         try:
