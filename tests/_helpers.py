@@ -6,7 +6,10 @@ public total, on the sum-zero subspace) and the Monte-Carlo check of an exact er
 
 from __future__ import annotations
 
+import tracemalloc
+
 import numpy as np
+import pytest
 
 #: Relative cut-off of the pseudo-inverses: the normal matrices here are well conditioned on
 #: their range, and the null directions (the total, unmeasured Fourier subspaces) are exact zeros.
@@ -54,3 +57,15 @@ def assert_unbiased_with_variance(runs, truth, variance, *, sds: float = 4.0, rt
     se_mean = np.sqrt(variance / runs.shape[0])
     assert np.all(np.abs(runs.mean(axis=0) - truth) < sds * se_mean)
     np.testing.assert_allclose(runs.var(axis=0, ddof=1), variance, rtol=rtol)
+
+
+def peak_bytes_raising(error, load) -> int:
+    """The peak of Python and NumPy allocations (tracemalloc) while ``load()`` raises ``error``:
+    what a loader materialised before refusing a file."""
+    tracemalloc.start()
+    try:
+        with pytest.raises(error):
+            load()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()

@@ -305,6 +305,57 @@ def test_a_release_from_the_cache_equals_the_release_that_built_it():
     np.testing.assert_allclose(first.stderr, second.stderr, rtol=1e-12)
 
 
+def plant_inverse(path, old_probes: int = 2) -> np.ndarray:
+    """Replace the inverse in the cache file ``path`` by X = S + D with S = (A^T A)^-1 of the
+    strategy as measured and D M-sized but zero on Q = A^T A R, R the fixed public probes the
+    check used before (seed 0): X A^T A r = r for those r, so that check passed it."""
+    arrays = {k: np.array(v) for k, v in optimized._read_arrays(path).items()}
+    A = MatrixStrategy(arrays["strategy"]).block.matrix
+    n = A.shape[1]
+    Q = A.T @ (A @ np.random.default_rng(0).standard_normal((n, old_probes)))
+    M = np.random.default_rng(5).standard_normal((n, n)) * np.abs(arrays["gram_inverse"]).max()
+    arrays["gram_inverse"] = arrays["gram_inverse"] + (M - (M @ Q) @ np.linalg.pinv(Q))
+    optimized._write_arrays(path, arrays)
+    return arrays["gram_inverse"]
+
+
+@pytest.mark.parametrize("route", ["release", "load"])
+def test_an_inverse_planted_to_pass_fixed_probes_is_rejected_with_a_warning(monkeypatch, tmp_path, route):
+    """Issue 30 item 4: an inverse built to pass the old fixed probes moved estimates by
+    thousands on counts below 10.  Probes drawn from the secure source at each check reject
+    it with a warning: a release (or a loaded release) equals the one made without the cache,
+    and a release rewrites the file with the true inverse."""
+    from dprange.inference import least_squares as ls
+
+    n = 24
+    values = np.random.default_rng(10).integers(0, n, 60)
+    domain = dprange.Domain.integers(0, n - 1)
+
+    def release():
+        return dprange.release(values, domain, 1.0, delta=1e-6, mechanism=Optimized("prefix", template="eigen"), rng=11)
+
+    clean = release()  # builds the cache
+    path = cache_path(Prefix(n), "eigen", 0, 1)
+    planted = plant_inverse(path)
+    lo, hi = np.triu_indices(n)
+    if route == "release":
+        with pytest.warns(UserWarning, match="fails the check on random probes"):
+            again = release()
+        np.testing.assert_array_equal(again.estimate, clean.estimate)
+        np.testing.assert_allclose(again.range(lo, hi).stderr, clean.range(lo, hi).stderr, rtol=1e-9)
+        with np.load(path) as saved:
+            assert not np.array_equal(saved["gram_inverse"], planted)
+            A = again.measurements.blocks[0].matrix
+            np.testing.assert_allclose(saved["gram_inverse"] @ (A.T @ A), np.eye(n), atol=1e-8)
+    else:
+        monkeypatch.setattr(ls, "PACKED_MIN_ENTRIES", 100)
+        monkeypatch.setattr(optimized, "CACHED_INVERSE_MIN_BINS", 1)
+        clean.to_json(tmp_path / "release.json")
+        with pytest.warns(UserWarning, match="fails the check on random probes"):
+            loaded = dprange.load_release(tmp_path / "release.json")
+        np.testing.assert_allclose(loaded.range(lo, hi).stderr, clean.range(lo, hi).stderr, rtol=1e-9)
+
+
 # ----------------------------------------------------------------------------- what a release builds
 
 
@@ -481,7 +532,7 @@ def test_a_strategy_without_an_adoptable_inverse_is_cached_once(monkeypatch, why
     if why == "uncertified":
         monkeypatch.setattr(operators.Explicit, "gram_inverse", lambda self: None)
     else:
-        monkeypatch.setattr(operators.Explicit, "_maps_back", lambda self, inverse: False)
+        monkeypatch.setattr(operators.Explicit, "_maps_back", lambda self, inverse, tolerance=None: False)
     workload = Prefix(20)
     Optimized(workload, template="eigen").optimised_strategy(20)
     path = cache_path(workload, "eigen", 0, 1)

@@ -2,9 +2,11 @@
 
 import json
 import os
+import zipfile
 
 import numpy as np
 import pytest
+from _helpers import peak_bytes_raising
 
 import dprange
 from dprange import DataError, DPRangeError, Flat, Hierarchical, ParameterError, Release, Wavelet
@@ -545,6 +547,73 @@ def test_truncated_files_give_data_errors(gls_release, tmp_path):
     (tmp_path / "cut.npz").write_bytes(blob[: len(blob) // 2])
     with pytest.raises(DataError):
         load_release(tmp_path / "cut.npz")
+
+
+# ----------------------------------------------------------------------------- bounded loads (issue 30 item 5)
+
+
+def crafted_npz(path, release, items: int, compress: int, header_items: int | None = None) -> str:
+    """``release``'s .npz with its estimate replaced by ``items`` zeros (float64, written a MiB
+    at a time), the .npy header declaring ``header_items`` (default ``items``)."""
+    with zipfile.ZipFile(release.to_npz(str(path) + ".source.npz")) as source:
+        meta = source.read("__meta__.npy")
+    with zipfile.ZipFile(path, "w") as archive:
+        archive.writestr("__meta__.npy", meta)
+        info = zipfile.ZipInfo("estimate.npy")
+        info.compress_type = compress
+        with archive.open(info, "w", force_zip64=True) as member:
+            shape = (items if header_items is None else header_items,)
+            np.lib.format.write_array_header_1_0(member, {"descr": "<f8", "fortran_order": False, "shape": shape})
+            for start in range(0, items * 8, 1 << 20):
+                member.write(bytes(min(1 << 20, items * 8 - start)))
+    return str(path)
+
+
+@pytest.mark.parametrize("case", ["inflates past the cap", "more than the domain", "header beyond the data"])
+def test_npz_members_are_checked_before_they_are_decoded(gls_release, tmp_path, monkeypatch, case):
+    """A crafted .npz whose estimate would decode to far more than the release's 100 bins is
+    refused before decoding: a compressed member declaring more than the cap (1 MiB here,
+    64 MiB by default; 4 MiB of zeros in 4 kB), one under the cap but not of the domain's size,
+    a stored one whose header declares 10^12 numbers (numpy allocated 8 TB: MemoryError).
+    Before issue 30 the first two decoded 4 MiB and the last ended in MemoryError."""
+    from dprange import serialisation
+
+    monkeypatch.setattr(serialisation, "INFLATED_MEMBER_MAX_BYTES", 1 << 20)
+    path = tmp_path / "crafted.npz"
+    if case == "inflates past the cap":
+        crafted_npz(path, gls_release, 1 << 19, zipfile.ZIP_DEFLATED)
+        message = "would decode to 4194432 bytes"
+    elif case == "more than the domain":
+        monkeypatch.setattr(serialisation, "INFLATED_MEMBER_MAX_BYTES", 64 << 20)
+        crafted_npz(path, gls_release, 1 << 19, zipfile.ZIP_DEFLATED)
+        message = "not the saved domain's 100 numbers"
+    else:
+        crafted_npz(path, gls_release, 100, zipfile.ZIP_STORED, header_items=10**12)
+        message = "declares <f8 \\(1000000000000,\\)"
+    assert os.path.getsize(path) < 10_000
+    with pytest.raises(DataError, match=message) as info:
+        load_release(path)
+    assert "\n" not in str(info.value) and str(info.value).isprintable()
+    assert peak_bytes_raising(DataError, lambda: load_release(path)) < 1 << 19  # the member never decoded
+
+
+@pytest.mark.parametrize("key", ["value", "stderr"])
+def test_json_histogram_arrays_are_counted_against_the_domain_before_they_are_parsed(gls_release, key):
+    """A JSON release whose histogram array holds 10^6 numbers for a domain of 100 bins is
+    refused before the array is parsed (it took 32 MB of Python floats; the text is 4 MB),
+    wherever the histogram stands in the file."""
+    data = gls_release.to_dict()
+    histogram = data.pop("histogram")
+    histogram[key] = "ARRAY"
+    text = json.dumps({"histogram": histogram, **data}).replace('"ARRAY"', "[" + ",".join(["0.5"] * 10**6) + "]")
+    message = f"the saved domain has 100 bins but the histogram's {key} has 1000000 numbers"
+    with pytest.raises(DataError, match=message) as info:
+        Release.from_json(text)
+    assert "\n" not in str(info.value)
+    assert peak_bytes_raising(DataError, lambda: Release.from_json(text)) < 1 << 20
+    histogram[key] = gls_release.to_dict()["histogram"][key]  # the histogram first, of the right size: read
+    reordered = Release.from_json(json.dumps({"histogram": histogram, **data}))
+    np.testing.assert_array_equal(reordered.estimate, gls_release.estimate)
 
 
 @pytest.mark.parametrize(

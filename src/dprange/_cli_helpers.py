@@ -29,6 +29,7 @@ import click
 from ._params import Flag, Param
 from .errors import ParameterError
 from .registry import Registry
+from .serialisation import published_mode
 
 #: Largest number of bins (or padded tree leaves) the command accepts, stricter than the
 #: library's :data:`dprange.domain.MAX_BINS` (2^26): 2^24 bins take 128 MiB per int64 array,
@@ -296,7 +297,9 @@ class StagedOutputs:
 
     Each file goes to a temporary file in its target folder, then ``os.replace`` puts it in
     place, so a reader never sees a partial file and a failure leaves nothing behind
-    (temporary files and folders created for the outputs are removed again)."""
+    (temporary files and folders created for the outputs are removed again).  The files are
+    releases and plots, meant to be published: their mode follows the umask
+    (:func:`~dprange.serialisation.published_mode`)."""
 
     def __init__(self):
         self.files: list[tuple[str, bytes]] = []
@@ -314,6 +317,7 @@ class StagedOutputs:
                 fd, tmp = tempfile.mkstemp(dir=folder, prefix="." + os.path.basename(path) + ".", suffix=".tmp")
                 temporary.append((tmp, path))
                 with os.fdopen(fd, "wb") as fh:
+                    os.fchmod(fh.fileno(), published_mode())  # mkstemp made it 0600; a release follows the umask
                     fh.write(data)
                     fh.flush()
                     os.fsync(fh.fileno())

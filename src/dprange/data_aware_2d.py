@@ -34,6 +34,8 @@ from fractions import Fraction
 
 import numpy as np
 
+from ._bounded_json import loads as bounded_loads
+from ._bounded_json import sized
 from ._params import Custom, Integer, OneOf, Param
 from ._validation import check_delta, check_epsilon, fit_budget
 from .answers import Answer
@@ -168,16 +170,16 @@ class DataAwareGridRelease:
     def from_json(cls, text) -> DataAwareGridRelease:
         """A saved release (text or dict of :meth:`to_dict`): the same estimates and provenance;
         its noise-only errors and bootstrap need the measurements, which are not saved."""
-        data = json.loads(text) if isinstance(text, str) else text
+        data = bounded_loads(text, [("counts",)]) if isinstance(text, str) else text  # counts: counted, then parsed
         if not isinstance(data, dict) or data.get("kind") != "data_aware_grid_release":
             raise DataError("not a saved data-aware grid release (kind 'data_aware_grid_release')")
         try:
             shape = check_2d(data["shape"])
-            cells = np.asarray(data["counts"], dtype=float)
+            needs = f"its shape {list(shape)} needs {math.prod(shape)}"
+            counts = sized(data["counts"], math.prod(shape), f"the saved release has {{size}} cells, {needs}")
+            cells = np.asarray(counts, dtype=float)
             if cells.size != shape[0] * shape[1]:
-                raise DataError(
-                    f"the saved release has {cells.size} cells, its shape {list(shape)} needs {math.prod(shape)}"
-                )
+                raise DataError(f"the saved release has {cells.size} cells, {needs}")
             provenance = Provenance.from_dict(data["provenance"])
             domain = None if data["domain"] is None else ProductDomain.from_dict(data["domain"])
         except (KeyError, TypeError) as exc:

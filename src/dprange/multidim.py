@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import functools
 import itertools
-import json
 import math
 import string
 from fractions import Fraction
@@ -59,6 +58,8 @@ from typing import Any, cast
 
 import numpy as np
 
+from ._bounded_json import ANY, sized
+from ._bounded_json import loads as bounded_loads
 from ._params import Custom, Flag, Integer, OneOf, Param
 from ._validation import check_delta, check_epsilon, fit_budget
 from .analysis import Candidate, Selection, noise_variance_floor
@@ -1301,9 +1302,12 @@ def _measured_with(mech: GridMechanism, plan: Strategy, epsilon: float, delta: f
         spec = NoiseSpec(item["noise"]["kind"], float(item["noise"]["scale"]))
         _check_rebuilt_noise(spec, expected)
         _check_rebuilt_design(item.get("design"), block)
-        values = np.asarray(item["values"], dtype=float)
-        if values.shape != (block.shape[0],):
-            raise DataError(f"a saved block has {values.size} values, its design {block.shape[0]} rows")
+        rows = block.shape[0]  # in text, counted before they are parsed (_bounded_json)
+        values = np.asarray(
+            sized(item["values"], rows, f"a saved block has {{size}} values, its design {rows} rows"), dtype=float
+        )
+        if values.shape != (rows,):
+            raise DataError(f"a saved block has {values.size} values, its design {rows} rows")
         measured.append(LinearMeasurement(block, values, spec.variance, spec))
     return measured
 
@@ -1327,8 +1331,9 @@ def _matching_design(mech: GridMechanism, shape, epsilon: float, delta: float, s
 def load_grid_release(text) -> GridRelease:
     """A :class:`~dprange.grid_release.GridRelease` from :meth:`GridRelease.to_json` (text or
     dict): the mechanism's design is rebuilt from its parameters, the saved noisy values are
-    checked against it, and the estimate and its exact errors are recomputed."""
-    data = json.loads(text) if isinstance(text, str) else text
+    checked against it (in text, counted against its rows before they are parsed), and the
+    estimate and its exact errors are recomputed."""
+    data = bounded_loads(text, [("measurements", ANY, "values")]) if isinstance(text, str) else text
     if not isinstance(data, dict) or data.get("kind") != "grid_release":
         raise DataError("not a saved grid release (kind 'grid_release')")
     try:

@@ -39,6 +39,7 @@ from scipy.sparse.linalg import LinearOperator
 
 from .cholesky import cholesky_inverse, well_conditioned_cholesky
 from .errors import ParameterError
+from .noise import SecureRandom
 
 SENSITIVITY_NORMS = (1, 2)
 NEIGHBOURS = ("add_remove", "replace")
@@ -355,8 +356,15 @@ def exact_integer_dtype(bound: int):
     return np.int64 if bound < INT64_EXACT_LIMIT else object
 
 
-#: :meth:`Explicit.adopt_gram_inverse` checks a cached inverse on this many random vectors.
-GRAM_INVERSE_PROBES = 2
+#: :meth:`Explicit.adopt_gram_inverse` checks a cached inverse on this many random vectors,
+#: drawn afresh from the secure source at each check (why a few suffice: :meth:`Explicit._maps_back`).
+GRAM_INVERSE_PROBES = 4
+#: ... and adopts it where X A^T A r is within this fraction of max |r_i| of every probe r.
+GRAM_INVERSE_TOLERANCE = 1e-8
+#: An inverse is offered for caching (:meth:`Explicit.gram_inverse_checks_out`) only where it
+#: maps its probes back this many times closer than the adoption asks, so that a later
+#: check, on other probes, adopts it (and does not warn of a bad cache file).
+GRAM_INVERSE_STORE_MARGIN = 10.0
 
 
 class Explicit(Operator):
@@ -413,9 +421,10 @@ class Explicit(Operator):
 
     def adopt_gram_inverse(self, inverse) -> bool:
         """Take ``inverse`` as (A^T A)^-1 (one computed before for this matrix, kept in a cache)
-        when it is a finite n x n array that maps A^T A r back to r within 1e-8 of |r| for
-        GRAM_INVERSE_PROBES fixed random vectors r (O(m n) each: a different matrix, or one
-        quantised otherwise, fails); whether it was taken."""
+        when it is a finite n x n array that maps A^T A r back to r within GRAM_INVERSE_TOLERANCE
+        of max |r_i| for GRAM_INVERSE_PROBES Gaussian vectors r drawn from the secure source
+        (:meth:`_maps_back`: O(m n + n^2), a different matrix, one quantised otherwise or one
+        built to pass known probes fails); whether it was taken."""
         inverse = np.asarray(inverse)
         if not self._maps_back(inverse):
             return False
@@ -423,19 +432,42 @@ class Explicit(Operator):
         return True
 
     def gram_inverse_checks_out(self) -> bool:
-        """Whether :meth:`gram_inverse` (computed if need be) exists and passes the check of
-        :meth:`adopt_gram_inverse`, so that a cache of it would be adopted when read back (an
-        ill-conditioned A^T A, certified but with an inverse accurate to less than 1e-8, fails)."""
+        """Whether :meth:`gram_inverse` (computed if need be) exists and maps its probes back
+        GRAM_INVERSE_STORE_MARGIN times closer than :meth:`adopt_gram_inverse` asks, so that a
+        cache of it is adopted when read back (an ill-conditioned A^T A, certified but with an
+        inverse accurate to less than 1e-9, fails)."""
         inverse = self.gram_inverse()
-        return inverse is not None and self._maps_back(inverse)
+        return inverse is not None and self._maps_back(
+            inverse, tolerance=GRAM_INVERSE_TOLERANCE / GRAM_INVERSE_STORE_MARGIN
+        )
 
-    def _maps_back(self, inverse: np.ndarray) -> bool:
+    def _maps_back(self, inverse: np.ndarray, tolerance: float = GRAM_INVERSE_TOLERANCE) -> bool:
+        """Whether ``inverse`` = X, a real n x n array, has max_i |(X A^T A r - r)_i| <=
+        ``tolerance`` max_i |r_i| for each of GRAM_INVERSE_PROBES standard Gaussian probes r
+        drawn from the secure source at this call.
+
+        Why a few random probes suffice.  Write E = X A^T A - I: the least squares X A^T y
+        is then (I + E) times the true one, so row e_i of E moves estimate i by e_i . x, at most
+        ||e_i|| ||x||.  A probe passes when every |e_i . r| <= tolerance max |r|.  For Gaussian
+        r, e_i . r is Gaussian with standard deviation ||e_i||: a wrong X (E nonzero) passes a
+        probe with probability 0 at tolerance 0, and at tolerance t, where max |r| <= 8 (it is
+        larger with probability below 1.3e-15 n), a row of norm s passes one probe with
+        probability at most 8 t sqrt(2 / pi) / s < 6.4 t / s, and k independent probes with at
+        most (6.4 t / s)^k: at t = 1e-8 and k = 4, an X that moves some estimate by 1e-4 of
+        ||x|| is adopted with probability below 2e-13, and one adopted with a fair chance moves
+        estimates by no more than the rounding the tolerance admits anyway.  The probes must
+        be unknown to whoever wrote the file: fixed ones (seed 0, as before) let a planted
+        X = (A^T A)^-1 + M (I - Q Q^+), Q = A^T A R for the known probes R, pass the check
+        and move released estimates by thousands on counts below 10 (issue 30).  The check
+        costs O(k (m n + n^2)) (products by A, A^T and X), not the O(n^3) of forming E."""
         n = self.shape[1]
         if inverse.shape != (n, n) or not np.issubdtype(inverse.dtype, np.floating):
             return False
-        probes = np.random.default_rng(0).standard_normal((n, GRAM_INVERSE_PROBES))  # public, fixed
+        probes = SecureRandom().standard_normal((n, GRAM_INVERSE_PROBES))  # unpredictable, new each call
         back = inverse @ np.asarray(self.matrix.T @ (self.matrix @ probes))  # O(m n + n^2)
-        return bool(np.all(np.isfinite(back)) and np.abs(back - probes).max() <= 1e-8 * np.abs(probes).max())
+        if not np.all(np.isfinite(back)):
+            return False
+        return bool(np.all(np.abs(back - probes).max(axis=0) <= tolerance * np.abs(probes).max(axis=0)))
 
     def inverse_condition_bound(self) -> float:
         """trace(A^T A) trace((A^T A)^-1), at least the condition number of A^T A (each trace is

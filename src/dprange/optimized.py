@@ -78,9 +78,10 @@ import os
 import re
 import struct
 import time
+import warnings
 import zipfile
 from pathlib import Path
-from typing import NamedTuple
+from typing import BinaryIO, NamedTuple
 
 import numpy as np
 from scipy import linalg
@@ -691,10 +692,10 @@ MEMBER_ALIGNMENT = 64
 ALIGNMENT_FIELD = 0xD935
 
 
-def _write_arrays(path: Path, arrays: dict) -> None:
-    """Write ``arrays`` as an uncompressed .npz that np.load reads, every member's data aligned
-    (MEMBER_ALIGNMENT) by an extra field in its local header: 30 bytes, the name, the field, the
-    zip64 field (20 bytes), then the .npy file."""
+def _write_arrays(path: Path | BinaryIO, arrays: dict) -> None:
+    """Write ``arrays`` (to ``path``, or a binary file open for writing) as an uncompressed .npz
+    that np.load reads, every member's data aligned (MEMBER_ALIGNMENT) by an extra field in its
+    local header: 30 bytes, the name, the field, the zip64 field (20 bytes), then the .npy file."""
     with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED, allowZip64=True) as archive:
         for key, value in arrays.items():
             info = zipfile.ZipInfo(f"{key}.npy", date_time=(1980, 1, 1, 0, 0, 0))
@@ -705,13 +706,23 @@ def _write_arrays(path: Path, arrays: dict) -> None:
                 np.lib.format.write_array(member, np.asanyarray(value), allow_pickle=False)
 
 
+#: The mode of cache files, whatever the umask, and of the cache folder where dprange creates
+#: it: readable and writable by their user only (whoever can write them chooses the strategies
+#: of later releases; docs/privacy.md, "### The strategy cache").
+CACHE_FILE_MODE, CACHE_FOLDER_MODE = 0o600, 0o700
+
+
 def _store(path: Path, arrays: dict) -> bool:
-    """Write atomically; whether it was written (a cache that cannot be written is skipped:
-    it only saves time, and the release says so)."""
+    """Write atomically, with mode CACHE_FILE_MODE; whether it was written (a cache that cannot
+    be written is skipped: it only saves time, and the release says so)."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        path.parent.mkdir(mode=CACHE_FOLDER_MODE, parents=True, exist_ok=True)
         partial = path.with_suffix(f".{os.getpid()}.tmp.npz")
-        _write_arrays(partial, arrays)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+        descriptor = os.open(partial, flags, CACHE_FILE_MODE)
+        with open(descriptor, "wb") as fh:
+            os.fchmod(descriptor, CACHE_FILE_MODE)  # a file left by an interrupted write keeps its mode otherwise
+            _write_arrays(fh, arrays)
         os.replace(partial, path)
     except OSError:
         return False
@@ -759,7 +770,8 @@ def adopt_cached_inverse(block) -> bool:
     bins took).  The candidates are the cache's dense strategies over as many bins
     (:func:`cache_path`'s names, p-Identity files left out); one is used only if, quantised as a
     release quantises it, it equals ``block`` entry for entry, and its inverse passes
-    :meth:`~dprange.operators.Explicit.adopt_gram_inverse`'s check.  Nothing is written.
+    :meth:`~dprange.operators.Explicit.adopt_gram_inverse`'s check (random probes from the
+    secure source; one that fails is passed over with a warning).  Nothing is written.
     Whether an inverse was adopted."""
     if not isinstance(block, Explicit):
         raise ParameterError(f"adopt_cached_inverse takes an explicit strategy block, not {type(block).__name__}")
@@ -780,9 +792,24 @@ def adopt_cached_inverse(block) -> bool:
             measured = MatrixStrategy(saved["strategy"]).block.matrix  # O(rows n): the release's quantisation
         except (ParameterError, ValueError, FloatingPointError):  # a file no optimisation wrote: not this one
             continue
-        if np.array_equal(measured, block.matrix) and block.adopt_gram_inverse(saved["gram_inverse"]):
+        if not np.array_equal(measured, block.matrix):
+            continue
+        if block.adopt_gram_inverse(saved["gram_inverse"]):
             return True
+        _warn_rejected_inverse(path, "it is computed here instead")
     return False
+
+
+def _warn_rejected_inverse(path: Path, instead: str) -> None:
+    """Warn that the cache file ``path`` holds the strategy asked for with an (A^T A)^-1 that
+    fails :meth:`~dprange.operators.Explicit.adopt_gram_inverse`'s check (damaged, or planted:
+    see docs/privacy.md, "### The strategy cache"), and what is done ``instead``."""
+    warnings.warn(
+        f"the strategy cache file {path} holds an (A^T A)^-1 that fails the check on random probes "
+        f"(damaged or planted); it is not used: {instead}",
+        UserWarning,
+        stacklevel=3,
+    )
 
 
 # ----------------------------------------------------------------------------- mechanism
@@ -1244,6 +1271,8 @@ class Optimized(Mechanism):
             adopted = "gram_inverse" in saved and dense.block.adopt_gram_inverse(saved["gram_inverse"])
             if adopted:
                 dense.variance_terms = _saved_terms(saved)
+            elif "gram_inverse" in saved:
+                _warn_rejected_inverse(path, "it is computed again and the file rewritten")
             # complete: its inverse adopted, or none of this matrix would be (uncertified, or
             # ill-conditioned); else written before they were kept, or holding another's inverse
             if not ("variance_terms" in saved and (adopted or not dense.block.gram_inverse_checks_out())):

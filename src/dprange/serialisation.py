@@ -27,7 +27,9 @@ privacy parameters, public total, inference and its options, noise); it was adde
 provenance is read from those fields), and on load the record must agree with them.
 
 Both are written atomically: to a temporary file in the target folder, then ``os.replace``,
-so a failure never leaves a partial file.
+so a failure never leaves a partial file.  A release is meant to be published: the file's mode
+follows the umask (:func:`published_mode`, 0644 under 022), where the session ledger and the
+strategy cache stay 0600 whatever the umask.
 
 Loading
 -------
@@ -38,6 +40,10 @@ no measurements: ``bootstrap`` raises ParameterError.  A file of an unknown (new
 version, or one whose parts disagree (the saved standard errors of a few bins are checked
 against the rebuilt model), raises DataError.  Format-1 files (saved before the error model
 was kept) still load; they know the standard errors of single bins and of the total only.
+A file is not trusted: no array larger than the saved domain is decoded (an .npz member's
+declared size and header are checked first, :func:`_load_npz`; a JSON histogram is counted in
+the text before it is parsed, :func:`release_from_json_text`; docs/privacy.md, "Loaded release
+files").
 """
 
 from __future__ import annotations
@@ -46,19 +52,20 @@ import json
 import math
 import os
 import tempfile
+import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
+from . import _bounded_json as bounded_json
 from ._validation import NEIGHBOURS, check_alpha
 from .domain import Domain
 from .errors import DataError, DPRangeError, ParameterError, excerpt
 from .inference.p_identity import PIdentityEstimate
 from .inference.tree import TreeErrorModel
 from .inference.wavelet import HaarEstimate
-from .io import load_npz
 from .matrix import DenseErrorModel
 from .optimized import adopt_cached_inverse
 from .provenance import Provenance
@@ -134,10 +141,12 @@ def _write_array(fh, chunks: Iterator[np.ndarray]) -> None:
     fh.write("]")
 
 
-def _umask() -> int:
+def published_mode() -> int:
+    """The mode of a release written to a file: 0666 less the umask, as ``open`` creates files
+    (a release is meant to be published; ledgers and the strategy cache stay 0600)."""
     mask = os.umask(0o022)
     os.umask(mask)
-    return mask
+    return 0o666 & ~mask
 
 
 def write_atomically(path, write: Callable, *, binary: bool = False) -> str:
@@ -157,7 +166,7 @@ def write_atomically(path, write: Callable, *, binary: bool = False) -> str:
     try:
         with os.fdopen(fd, "wb") if binary else os.fdopen(fd, "w", encoding="utf-8") as fh:
             write(fh)
-        os.chmod(temporary, 0o666 & ~_umask())
+        os.chmod(temporary, published_mode())  # mkstemp made it 0600
         os.replace(temporary, path)
     except BaseException as exc:
         try:
@@ -540,6 +549,13 @@ def _check_saved_stderr(model, stderr, n: int) -> None:
         raise DataError("the saved standard errors disagree with the saved error model; the file is corrupt")
 
 
+def _saved_domain(meta) -> Domain:
+    try:
+        return Domain.from_dict(meta.get("domain"))
+    except (DPRangeError, TypeError, ValueError, OverflowError) as exc:
+        raise DataError(f"the saved domain is invalid: {excerpt(exc, 100)}") from None
+
+
 def release_from_parts(meta, estimate, stderr):
     """A :class:`~dprange.Release` from saved metadata and arrays (JSON or NPZ), or DataError."""
 
@@ -551,10 +567,7 @@ def release_from_parts(meta, estimate, stderr):
         stderr = _float_array(stderr, "standard errors", allow_missing=True)
         if stderr.shape != estimate.shape:
             raise DataError("the saved standard errors do not match the histogram")
-    try:
-        domain = Domain.from_dict(meta.get("domain"))
-    except (DPRangeError, TypeError, ValueError, OverflowError) as exc:
-        raise DataError(f"the saved domain is invalid: {excerpt(exc, 100)}") from None
+    domain = _saved_domain(meta)
     if domain.size != estimate.size:
         raise DataError(f"the saved domain has {domain.size} bins but the histogram has {estimate.size}")
     privacy = _privacy(meta)
@@ -614,8 +627,18 @@ def release_from_dict(data):
 
 
 def release_from_json_text(text: str, source: str = "the text"):
+    """The release in JSON ``text``, its histogram arrays counted against the saved domain
+    before they are parsed (:mod:`dprange._bounded_json`): no array larger than the domain is
+    materialised.  The rest (the metadata) is parsed as it stands."""
     try:
-        data = json.loads(text)
+        data = bounded_json.loads(text, [("histogram", "value"), ("histogram", "stderr")])
+        histogram = data.get("histogram") if isinstance(data, dict) else None
+        if isinstance(histogram, dict) and any(isinstance(v, bounded_json.Deferred) for v in histogram.values()):
+            _check_version(data)
+            bins = _saved_domain(data).size
+            for key in ("value", "stderr"):
+                message = f"the saved domain has {bins} bins but the histogram's {key} has {{size}} numbers"
+                histogram[key] = bounded_json.sized(histogram.get(key), bins, message)
     except json.JSONDecodeError as exc:
         raise DataError(f"{source} is not valid JSON ({excerpt(exc.msg, 60)} at line {exc.lineno})") from None
     return release_from_dict(data)
@@ -643,16 +666,79 @@ def _load_json(path: str):
     return release_from_json_text(text, repr(path))
 
 
-def _load_npz(path: str):
+#: A compressed member of a release .npz may inflate to at most this many bytes: dprange writes
+#: releases uncompressed (a stored member decodes to no more than it takes in the file), and a
+#: compressed one of zeros inflates about 1000-fold (a 1 MB file asked for 1.25 GB, issue 30).
+INFLATED_MEMBER_MAX_BYTES = 64 << 20
 
-    contents = load_npz(path)
-    if "__meta__" not in contents or "estimate" not in contents:
-        raise DataError(f"{path!r} is an .npz archive but not a dprange release (no __meta__ or estimate)")
+#: The members of a release .npz (others are never read) and what each must hold.
+NPZ_META, NPZ_ARRAYS = "__meta__.npy", ("estimate.npy", "stderr.npy")
+
+
+def _load_npz(path: str):
+    """A release from its .npz, every member checked before it is decoded: its size declared in
+    the zip against the file (stored) or INFLATED_MEMBER_MAX_BYTES (compressed), and its .npy
+    header (dtype, shape, bytes) against that size and against the release's own metadata (the
+    histogram and standard errors as many numbers as the saved domain has bins); so no member
+    decodes to more than the file or the domain allows."""
     try:
-        meta = json.loads(bytes(contents["__meta__"].astype(np.uint8)).decode("utf-8"))
-    except (ValueError, UnicodeDecodeError, TypeError):
-        raise DataError(f"{path!r} has unreadable release metadata") from None
-    return release_from_parts(meta, contents["estimate"], contents.get("stderr"))
+        with zipfile.ZipFile(path) as archive:
+            members = {info.filename: info for info in archive.infolist()}
+            if NPZ_META not in members or NPZ_ARRAYS[0] not in members:
+                raise DataError(f"{path!r} is an .npz archive but not a dprange release (no __meta__ or estimate)")
+            blob = _npz_member(archive, members[NPZ_META], path, None)
+            try:
+                meta = json.loads(blob.tobytes().decode("utf-8"))
+            except (ValueError, UnicodeDecodeError):
+                raise DataError(f"{path!r} has unreadable release metadata") from None
+            _check_version(meta)
+            bins = _saved_domain(meta).size
+            estimate, stderr = (
+                _npz_member(archive, members[name], path, bins) if name in members else None for name in NPZ_ARRAYS
+            )
+    except DPRangeError:
+        raise
+    except (ValueError, OSError, EOFError, KeyError, RuntimeError, NotImplementedError, zipfile.BadZipFile) as exc:
+        raise DataError(f"cannot read {path!r}: {excerpt(str(exc) or type(exc).__name__, 100)}") from None
+    return release_from_parts(meta, estimate, stderr)
+
+
+def _npz_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, path: str, bins: int | None) -> np.ndarray:
+    """The .npy member ``info`` of ``archive``, decoded only after its declared size and header
+    pass (:func:`_load_npz`): ``bins`` numbers (the histogram, the standard errors), or bytes
+    (None: the metadata).  DataError otherwise, the member never decoded."""
+    name = info.filename.removesuffix(".npy")
+    stored = info.compress_type == zipfile.ZIP_STORED
+    limit = os.path.getsize(path) if stored else INFLATED_MEMBER_MAX_BYTES
+    if info.file_size > limit or (stored and info.compress_size != info.file_size):
+        raise DataError(
+            f"{path!r}: member {name} would decode to {info.file_size} bytes, more than the "
+            f"{limit} {'the file holds' if stored else 'a compressed member may take'}; the file is corrupt"
+        )
+    with archive.open(info) as member:
+        shape, dtype, header = _npy_header(member, path, name)
+    wanted = "bytes" if bins is None else f"the saved domain's {bins} numbers"
+    fits = dtype == np.uint8 if bins is None else dtype.kind in "fiu" and shape == (bins,)
+    if not fits or len(shape) != 1 or header + shape[0] * dtype.itemsize != info.file_size:
+        raise DataError(
+            f"{path!r}: member {name} declares {excerpt(dtype.str, 12)} {excerpt(shape, 40)} in "
+            f"{info.file_size} bytes, not {wanted}; the file is corrupt"
+        )
+    with archive.open(info) as member:
+        return np.lib.format.read_array(member, allow_pickle=False)
+
+
+def _npy_header(member, path: str, name: str) -> tuple[tuple, np.dtype, int]:
+    """(shape, dtype, header bytes) of an .npy stream, read without its data."""
+    try:
+        version = np.lib.format.read_magic(member)
+        if version not in ((1, 0), (2, 0)):
+            raise ValueError(f"unexpected .npy version {version}")
+        read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, _, dtype = read(member)
+    except (ValueError, EOFError, TypeError, SyntaxError) as exc:
+        raise DataError(f"{path!r}: member {name} is not a NumPy array ({excerpt(exc, 60)})") from None
+    return shape, dtype, member.tell()
 
 
 def load_release(path):
