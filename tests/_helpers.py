@@ -54,3 +54,13 @@ def assert_unbiased_with_variance(runs, truth, variance, *, sds: float = 4.0, rt
     se_mean = np.sqrt(variance / runs.shape[0])
     assert np.all(np.abs(runs.mean(axis=0) - truth) < sds * se_mean)
     np.testing.assert_allclose(runs.var(axis=0, ddof=1), variance, rtol=rtol)
+
+
+class Unreadable:
+    """Values that fail the test if anything reads them (a refusal before the data are read)."""
+
+    def __array__(self, *args, **kwargs):
+        raise AssertionError("the values were read")
+
+    def __len__(self):
+        raise AssertionError("the values were read")
