@@ -10,9 +10,13 @@ import multiprocessing
 import os
 
 import pytest
+from _helpers import Unreadable
 
-from dprange import BudgetError, DataError, Session
+import dprange
+from dprange import BudgetError, DataError, Domain, Session
 from dprange import session as session_module
+
+DOMAIN = Domain.integers(0, 9)
 
 
 def _race(path: str, start, results) -> None:
@@ -65,6 +69,8 @@ def test_a_charge_that_cannot_get_the_lock_fails_and_writes_nothing(tmp_path, mo
         other = Session.open(path)
         with pytest.raises(DataError, match="stayed locked by another process"):
             other.charge(0.25, what="second", mechanism="test")
+        with pytest.raises(DataError, match="stayed locked"):
+            dprange.release(Unreadable(), DOMAIN, 0.25, session=other)
     assert path.read_text() == before and len(other.entries) == 1
     other.charge(0.25, what="second", mechanism="test")  # the lock released, it goes ahead
     assert len(Session.open(path).entries) == 2
