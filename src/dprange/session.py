@@ -330,7 +330,12 @@ def _ledger_lock(path: str, timeout: float | None = None) -> Iterator[None]:
     place: removing a lock file others may hold would let two processes lock two files).
     Waits up to ``timeout`` seconds (default :data:`LOCK_TIMEOUT_S`), then DataError: a
     charge that cannot get the lock fails, it never goes ahead unlocked."""
-    import fcntl  # noqa: PLC0415 - POSIX only; imported where a ledger file is written
+    try:
+        import fcntl  # noqa: PLC0415 - POSIX only; imported where a ledger file is written
+    except ImportError:
+        raise DataError(
+            "a ledger file needs POSIX file locks (fcntl), which this platform lacks; use a session without a path"
+        ) from None
 
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
