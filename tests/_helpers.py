@@ -69,3 +69,13 @@ def peak_bytes_raising(error, load) -> int:
         return tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
+
+
+class Unreadable:
+    """Values that fail the test if anything reads them (a refusal before the data are read)."""
+
+    def __array__(self, *args, **kwargs):
+        raise AssertionError("the values were read")
+
+    def __len__(self):
+        raise AssertionError("the values were read")

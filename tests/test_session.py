@@ -8,6 +8,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from _helpers import Unreadable
 
 import dprange
 from dprange import BudgetError, DataError, Domain, DomainError, ParameterError, Session
@@ -16,16 +17,6 @@ from dprange.ldp.protocols import Flat
 
 DOMAIN = Domain.integers(0, 9)
 VALUES = np.arange(10).repeat(3)
-
-
-class Unreadable:
-    """Values that fail the test if anything reads them."""
-
-    def __array__(self, *args, **kwargs):
-        raise AssertionError("the values were read")
-
-    def __len__(self):
-        raise AssertionError("the values were read")
 
 
 def test_19_releases_at_epsilon_over_19_fit_exactly_and_a_20th_is_refused():
@@ -65,11 +56,16 @@ def test_overspending_is_refused_before_the_values_are_read():
     assert session.entries == []
 
 
-def test_a_failed_release_spends_nothing():
+def test_a_release_that_fails_on_a_value_is_charged_and_one_refused_on_a_parameter_is_not():
+    """Issue 30: a failure once the values are read depends on them, so it is charged (it
+    was free before); a parameter refused before they are read costs nothing."""
     session = Session(1.0)
     with pytest.raises(DomainError):
         dprange.release([1, 2, 99], DOMAIN, 0.5, session=session)
-    assert session.entries == [] and session.remaining_epsilon == 1.0
+    assert [e.epsilon for e in session.entries] == [0.5] and session.remaining_epsilon == 0.5
+    with pytest.raises(ParameterError, match="unknown mechanism"):
+        dprange.release(Unreadable(), DOMAIN, 0.25, mechanism="no-such", session=session)
+    assert len(session.entries) == 1
 
 
 def test_quantiles_local_reports_and_delta_are_charged():
@@ -152,7 +148,9 @@ def test_cli_session_spends_refuses_and_writes_nothing_when_refused(tmp_path, ca
     assert code == 2 and "exists already" in out.err
 
 
-def test_cli_creates_a_session_with_session_epsilon_and_a_failed_release_spends_nothing(tmp_path, capsys):
+def test_cli_creates_a_session_with_session_epsilon_and_a_failed_release_is_charged(tmp_path, capsys):
+    """Issue 30: the value 20 outside 0..9 is found by reading the data, so the failed
+    release is charged (it was free, and created no ledger, before)."""
     good = tmp_path / "d.csv"
     good.write_text("x\n1\n2\n")
     bad = tmp_path / "bad.csv"
@@ -160,9 +158,10 @@ def test_cli_creates_a_session_with_session_epsilon_and_a_failed_release_spends_
     ledger = tmp_path / "new.json"
     base = ["-c", "x", "--lo", "0", "--hi", "9", "--integers", "-e", "0.25", "--session", str(ledger)]
     code, out = _cli(["release", str(bad), *base, "--session-epsilon", "1", "-o", str(tmp_path / "x.json")], capsys)
-    assert code == 2 and not ledger.exists() and not (tmp_path / "x.json").exists()
+    assert code == 2 and not (tmp_path / "x.json").exists()
+    assert Session.open(ledger).spent_epsilon == Fraction(0.25)
     code, out = _cli(["release", str(good), *base, "--session-epsilon", "1", "-o", str(tmp_path / "y.json")], capsys)
-    assert code == 0 and Session.open(ledger).spent_epsilon == Fraction(0.25)
+    assert code == 0 and Session.open(ledger).spent_epsilon == 2 * Fraction(0.25)
     code, out = _cli(["release", str(tmp_path / "d*.csv"), *base, "-o", str(tmp_path / "z.json")], capsys)
     assert code == 0 and Session.open(ledger).entries[-1].what.startswith("histogram of column 'x' of '")
     code, out = _cli(["release", str(good), *base[:-2], "--session-epsilon", "1"], capsys)

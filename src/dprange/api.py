@@ -30,7 +30,7 @@ from .analysis import auto_mechanism
 from .constrained import constrain
 from .domain import Domain
 from .engines.frames import select_column
-from .engines.local import DEFAULT_BATCH_ROWS, stream_histogram
+from .engines.local import DEFAULT_BATCH_ROWS, expand_inputs, stream_histogram
 from .engines.spark import is_spark_frame, spark_histogram
 from .errors import ParameterError
 from .marginal_constraints import MarginalConstraints, published_marginals
@@ -52,6 +52,8 @@ from .quantile_mechanisms import (
     check_n_max,
     check_neighbours,
     joint_affordable,
+    joint_charged_epsilon,
+    joint_precision,
     register_quantile_method,
 )
 from .registry import GRID_MECHANISMS, MECHANISMS, QUANTILE_METHODS, Citation
@@ -169,9 +171,10 @@ def release(
     ``column`` is counted by the Spark engine (:mod:`dprange.engines.spark`).
 
     ``session``: a :class:`dprange.session.Session` that pays for the release: a release
-    that would overspend it is refused before ``values`` are read, and the spend is recorded
-    in its ledger once the release is made (epsilon may be lowered by a few ulps to fit
-    exactly: :meth:`Session.allot`).
+    that would overspend it is refused before ``values`` are read; otherwise the spend is
+    recorded in its ledger before ``values`` are read and stays whatever the outcome (a bad
+    value answers a question about the data; docs/privacy.md, "When a session is charged").
+    Epsilon may be lowered by a few ulps to fit exactly: :meth:`Session.allot`.
 
     Every parameter is checked (:func:`check_release`) before ``values`` are bucketized.
 
@@ -199,13 +202,15 @@ def release(
     mech, epsilon, delta = _prepare(
         domain, epsilon, mechanism, delta, drop_missing, neighbours, workload, inference, noise, session
     )
-    if is_spark_frame(values):  # counted where it lies, by the Spark engine
-        if column is None:
-            raise ParameterError("the values are a Spark DataFrame: name the column to release with column='...'")
+    spark = is_spark_frame(values)  # counted where it lies, by the Spark engine
+    if spark and column is None:
+        raise ParameterError("the values are a Spark DataFrame: name the column to release with column='...'")
+    charge_before_reading(session, epsilon, delta, f"histogram on {domain!r}", repr(mech))
+    if spark:
         counts = spark_histogram(values, column, domain, clip=clip, drop_missing=drop_missing)
     else:
         counts = domain.histogram(select_column(values, column), clip=clip, drop_missing=drop_missing)
-    return _measure(mech, counts, domain, epsilon, delta, rng, session)
+    return mech.release(counts, epsilon, delta=delta, rng=rng, domain=domain)
 
 
 def release_files(
@@ -235,18 +240,27 @@ def release_files(
 
     ``engine="spark"``: counted by Spark instead (:func:`dprange.engines.spark.spark_histogram`;
     ``source`` may then also be a Spark DataFrame or URLs); ``spark`` is a SparkSession or a
-    master URL (default ``local[*]``).  The counts, and so the release, are the same."""
+    master URL (default ``local[*]``).  The counts, and so the release, are the same.
+    ``session`` is charged before any file is opened, whatever the outcome (as in :func:`release`;
+    a source that names no file is refused first, free)."""
     if engine not in ("local", "spark"):
         raise ParameterError(f"engine must be 'local' or 'spark', got {engine!r}")
     mech, epsilon, delta = _prepare(
         domain, epsilon, mechanism, delta, drop_missing, neighbours, workload, inference, noise, session
     )
+    if engine == "local" and session is not None:
+        expand_inputs(source)  # a source that names no file is refused free: the file system is not the data
+    charge_before_reading(session, epsilon, delta, files_ledger_what(source, column, domain), repr(mech))
     if engine == "spark":
         counts = spark_histogram(source, column, domain, clip=clip, drop_missing=drop_missing, spark=spark)
     else:
         counts = stream_histogram(source, column, domain, clip=clip, drop_missing=drop_missing, batch_rows=batch_rows)
-    what = f"histogram of column {column!r} of {_describe_source(source)} on {domain!r}"
-    return _measure(mech, counts, domain, epsilon, delta, rng, session, what)
+    return mech.release(counts, epsilon, delta=delta, rng=rng, domain=domain)
+
+
+def files_ledger_what(source, column: str, domain) -> str:
+    """The session ledger's description of a release of ``column`` of the files ``source``."""
+    return f"histogram of column {column!r} of {_describe_source(source)} on {domain!r}"
 
 
 def _describe_source(source) -> str:
@@ -277,12 +291,13 @@ def _prepare(domain, epsilon, mechanism, delta, drop_missing, neighbours, worklo
     return mech, epsilon, delta
 
 
-def _measure(mech, counts, domain, epsilon, delta, rng, session, what: str | None = None) -> Release:
-    """The release of ``counts``, charged to ``session`` once it is made."""
-    result = mech.release(counts, epsilon, delta=delta, rng=rng, domain=domain)
+def charge_before_reading(session, epsilon: float, delta: float, what: str, mechanism: str) -> None:
+    """Charge ``session`` (when one is given) for a call that is about to read data.  The
+    spend is on record (in the ledger file, when the session has one) before any value is
+    read and is never refunded: a failure after this point may depend on the data, so it is
+    an answer about them too (docs/privacy.md, "When a session is charged")."""
     if session is not None:
-        session.charge(epsilon, delta, what=what or f"histogram on {domain!r}", mechanism=repr(mech))
-    return result
+        _session(session).charge(epsilon, delta, what=what, mechanism=mechanism)
 
 
 def _session(session) -> Session:
@@ -382,8 +397,8 @@ def release_grid(
     ``neighbours``, ``clip``, ``drop_missing`` and ``rng`` as in :func:`release`; every
     parameter is checked, and the noise calibrated, before the columns are read.
     ``session``: a :class:`dprange.session.Session` that pays for the release, as in
-    :func:`release` (refused before the columns are read if it would overspend; charged once
-    the release is made).  ``public_marginals``: {kept axes: published values} that the
+    :func:`release` (refused before the columns are read if it would overspend; charged before
+    they are read, whatever the outcome).  ``public_marginals``: {kept axes: published values} that the
     release is made to meet exactly, with exact errors (:func:`dprange.contingency.constrain`;
     values published elsewhere, never computed here from the columns).
     """
@@ -414,6 +429,7 @@ def release_grid(
                 f"{mech.name} cannot take public marginals; use mechanism='kronecker', 'privelet' or 'fourier'"
             )
         MarginalConstraints.build(domain.shape, *published_marginals(public_marginals, domain.shape))
+    charge_before_reading(session, epsilon, delta, f"k-D histogram on {domain!r}", repr(mech))
     if is_spark_frame(columns):  # its columns in order, counted by the Spark engine
         counts = spark_histogram(columns, list(columns.columns), domain, clip=clip, drop_missing=drop_missing)
     else:
@@ -421,8 +437,6 @@ def release_grid(
     result = mech.release(counts, epsilon, delta=delta, rng=rng, domain=domain)
     if public_marginals is not None:
         result = constrain(result, public_marginals)
-    if session is not None:
-        session.charge(epsilon, delta, what=f"k-D histogram on {domain!r}", mechanism=repr(mech))
     return result
 
 
@@ -437,13 +451,58 @@ def histogram_binned(bounds, integer: bool) -> bool:
     return not (integer and bounds[1] - bounds[0] + 1 <= HISTOGRAM_MAX_INTEGERS)
 
 
-def quantiles_ledger_what(levels: int, bounds_epsilon: float, count_epsilon: float) -> str:
+def quantiles_ledger_what(levels: int, bounds_epsilon: float, count_epsilon: float, count_condition: str = "") -> str:
     """The session ledger's description of a quantiles release, naming the parts of its
-    epsilon spent on private bounds and on a noisy record count (the entry holds the total)."""
-    parts = [
-        f"{name} epsilon {eps!r}" for name, eps in (("bounds", bounds_epsilon), ("record count", count_epsilon)) if eps
-    ]
+    epsilon spent on private bounds and on a noisy record count (the entry holds the total).
+    ``count_condition``: when the count is drawn, where that depends on the private bounds."""
+    parts = [f"bounds epsilon {bounds_epsilon!r}"] if bounds_epsilon else []
+    if count_epsilon:
+        parts.append(f"record count epsilon {count_epsilon!r}{count_condition}")
     return f"quantiles at {levels} levels" + (f" (of which {', '.join(parts)})" if parts else "")
+
+
+def _planned_count_epsilon(method, levels, epsilon, box, *, integer, neighbours, n_max, bins, count_share):
+    """(epsilon of the noisy record count, condition) as far as public facts tell before the
+    data are read: quantiles draws a count only without a public one, where the route's bins
+    or auto's choice need it; on integer data with private bounds that depends on how wide
+    the bounds found are (the condition says so)."""
+    if neighbours == "replace" or n_max is not None:  # quantile_bins.public_count has n
+        return 0.0, ""
+
+    def wanted(binned: bool) -> bool:
+        return (method == "histogram" and binned and bins is None) or (
+            method == "auto" and auto_reads_count(levels.size, binned=binned)
+        )
+
+    if box is not None or not integer:
+        return (epsilon * count_share if wanted(histogram_binned(box, integer)) else 0.0), ""
+    if not wanted(True):
+        return 0.0, ""
+    return epsilon * count_share, f" if the bounds found span more than {HISTOGRAM_MAX_INTEGERS} integers"
+
+
+def _private_bounds_epsilon(epsilon: float, bounds_share, count_share: float) -> float:
+    if not (isinstance(bounds_share, float | int) and 0 < bounds_share < 1):
+        raise ParameterError(f"bounds_share must be a number in (0, 1), got {bounds_share!r}")
+    if bounds_share + count_share >= 1:
+        raise ParameterError("bounds_share + count_share must be below 1 (CLI: --bounds-share, --count-share)")
+    return epsilon * bounds_share
+
+
+def _check_joint_exp_before_reading(levels, epsilon: float, neighbours: str, n_max, box, integer: bool) -> None:
+    """JointExp's refusals that follow from public facts alone (a missing n_max under
+    add/remove; a float-error charge of half of epsilon or more at n_max on public bounds),
+    raised before the data are read, so that they cost nothing."""
+    if neighbours == "add_remove" and n_max is None:
+        raise ParameterError(
+            "method 'joint_exp' under add/remove neighbours needs n_max (CLI: --n-max), a public upper bound "
+            "on the number of records; or use method 'approximate'"
+        )
+    if box is not None and n_max is not None:
+        width = box[1] - box[0] + (1 if integer else 0)  # JointExp's range: [a, b + 1) on integers
+        joint_charged_epsilon(
+            epsilon, levels, neighbours, n_max, width, joint_precision(epsilon, levels, neighbours, n_max, width)
+        )
 
 
 def _run_histogram(values, levels, epsilon, bounds, *, integer, neighbours, rng, cells, bins):
@@ -505,7 +564,9 @@ def quantiles(
     ``grid``); ``bins``: bins of the histogram route on real bounds
     (default :func:`dprange.quantile_bins.histogram_bins` of n x epsilon).
     ``session``: a :class:`dprange.session.Session` that pays for all of epsilon (bounds
-    included), checked before ``values`` are read (see :func:`release`).  ``column``: the
+    included): checked, and charged, before ``values`` are read, whatever the outcome (see
+    :func:`release`; JointExp's refusal of more than ``n_max`` records and failed private
+    bounds are outcomes too).  ``column``: the
     column of a table ``values`` (see :func:`release`).  ``n_max``: a public upper bound on the
     number of records; JointExp needs it under add/remove to charge its float error (without
     it "auto" picks the exact split where it would pick JointExp); the route's bins and "auto"
@@ -526,24 +587,39 @@ def quantiles(
     neighbours = check_neighbours(neighbours)
     if method != "auto":
         QUANTILE_METHODS.lookup(method, also=("auto",))
-    data = as_values(select_column(values, column))
     seeded = rng is not None
     rng = resolve_rng(rng)
-    spent_on_bounds = 0.0
+    box: tuple[float, float] | None = None  # private bounds are found once the data are read
     if isinstance(bounds, str) and bounds == "private":
-        if not (isinstance(bounds_share, float | int) and 0 < bounds_share < 1):
-            raise ParameterError(f"bounds_share must be a number in (0, 1), got {bounds_share!r}")
-        if bounds_share + count_share >= 1:
-            raise ParameterError("bounds_share + count_share must be below 1 (CLI: --bounds-share, --count-share)")
-        spent_on_bounds = epsilon * bounds_share
-        found = private_bounds(data, spent_on_bounds, neighbours=neighbours, integer=integer, rng=rng)
-        box, source = (found.lower, found.upper), "private"
+        spent_on_bounds = _private_bounds_epsilon(epsilon, bounds_share, count_share)
     elif bounds is None:
         raise ParameterError(
             "quantiles needs bounds=(a, b) (public) or bounds='private' (spends bounds_share of epsilon)"
         )
     else:
-        box, source = check_bounds(bounds, integer=integer), "public"
+        spent_on_bounds, box = 0.0, check_bounds(bounds, integer=integer)
+    if method == "joint_exp":
+        _check_joint_exp_before_reading(levels, epsilon, neighbours, n_max, box, integer)
+    if session is not None:
+        planned, condition = _planned_count_epsilon(
+            method,
+            levels,
+            epsilon,
+            box,
+            integer=integer,
+            neighbours=neighbours,
+            n_max=n_max,
+            bins=bins,
+            count_share=count_share,
+        )
+        what = quantiles_ledger_what(len(levels), spent_on_bounds, planned, condition)
+        charge_before_reading(session, epsilon, 0.0, what, f"quantiles:{method}")
+    data = as_values(select_column(values, column))
+    if box is None:
+        found = private_bounds(data, spent_on_bounds, neighbours=neighbours, integer=integer, rng=rng)
+        box, source = (found.lower, found.upper), "private"
+    else:
+        source = "public"
     binned = histogram_binned(box, integer)
     count = public_count(data.size, neighbours=neighbours, n_max=n_max)
     wants_count = (method == "histogram" and binned and bins is None) or (
@@ -583,9 +659,6 @@ def quantiles(
     float_error = release_obj if isinstance(release_obj, JointCharge) else None  # JointExp's charge, no Release
     if float_error is not None:
         release_obj = None
-    if session is not None:
-        what = quantiles_ledger_what(len(levels), spent_on_bounds, 0.0 if count is None else count.epsilon)
-        session.charge(epsilon, 0.0, what=what, mechanism=f"quantiles:{chosen}")
     return QuantilesResult(
         levels,
         np.asarray(estimates, dtype=float),

@@ -378,6 +378,8 @@ def grid_release_command(options: dict) -> None:
     )
     mech.plan(domain.shape, epsilon)
     check_seed(o["seed"])
+    what = f"k-D histogram on {domain!r}"
+    session = charge_before_reading(session, epsilon, delta, o["input_path"], o["engine"], what, mech)
     if o["engine"] == "spark":
         values = files_frame(
             o["input_path"], list(columns), o["spark_master"], domain=domain, drop_missing=o["drop_missing"]
@@ -394,7 +396,6 @@ def grid_release_command(options: dict) -> None:
             rng=o["seed"],
             clip=o["clip"],
             drop_missing=o["drop_missing"],
-            session=session,
         )
     except DomainError as exc:  # the library numbers the axes; the user named the columns
         axis = re.match(r"axis (\d+): ", str(exc))
@@ -439,7 +440,7 @@ def grid_release_command(options: dict) -> None:
     if getattr(result, "exact_error_bars", True):
         lines.append("rectangles, marginals and dominance counts: dprange.multidim.load_grid_release(path)")
     if session is not None:
-        lines.append(save_session(session, o["session_path"]))
+        lines.append(session_summary(session, o["session_path"]))
     staged.commit()
     click.echo("\n".join(lines))
     click.echo(f"wrote {o['output']}" + (f" and {o['plot']}" if o["plot"] else ""))
@@ -876,15 +877,15 @@ def release_command(
     )
     check_privacy(mech, domain.size, epsilon, delta)
     check_seed(seed)
+    what = api.files_ledger_what(input_path, column, domain)
+    session = charge_before_reading(session, epsilon, delta, input_path, engine, what, mech)
     options = {"mechanism": mech, "delta": delta, "rng": seed, "clip": clip, "drop_missing": drop_missing}
     if engine == "spark":
-        result = api.release_files(
-            input_path, column, domain, epsilon, session=session, engine="spark", spark=spark_master, **options
-        )
+        result = api.release_files(input_path, column, domain, epsilon, engine="spark", spark=spark_master, **options)
     elif streams(input_path):
-        result = api.release_files(input_path, column, domain, epsilon, session=session, **options)
+        result = api.release_files(input_path, column, domain, epsilon, **options)
     else:
-        result = api.release(read_column(input_path, column), domain, epsilon, session=session, **options)
+        result = api.release(read_column(input_path, column), domain, epsilon, **options)
     staged = stage_outputs(result, output, plot, alpha)
     lines = []
     if mechanism == "auto":
@@ -898,7 +899,7 @@ def release_command(
         lines.append(note)
     lines.append(format_deciles(result, alpha))
     if session is not None:
-        lines.append(save_session(session, session_path))
+        lines.append(session_summary(session, session_path))
     staged.commit()
     click.echo("\n".join(lines))
     click.echo(f"wrote {output}" + (f" and {plot}" if plot else ""))
@@ -912,10 +913,28 @@ def streams(input_path: str) -> bool:
     return os.path.isfile(input_path) and os.path.getsize(input_path) >= STREAM_FROM_BYTES
 
 
-def save_session(session: Session, path) -> str:
-    """Save the ledger (the spend is on record before anything is published) and say what
-    the session has spent."""
-    session.save()
+def charge_before_reading(
+    session: Session | None, epsilon, delta, input_path: str, engine: str, what: str, mech
+) -> Session | None:
+    """Charge --session for a release about to read INPUT, once every option has been
+    checked: the spend is in the ledger file before the first byte of INPUT is read and stays
+    whatever the outcome (a bad row answers a question about the data; docs/privacy.md).
+    A local INPUT that names no file is refused first, free (the file system is not the data).
+    The ledger is opened again here, so that spends by other processes since this command
+    started are counted rather than refused as a change; the charge itself is checked and
+    written under the ledger's lock.  Returns the session charged."""
+    if session is None:
+        return None
+    if engine == "local":
+        expand_inputs(input_path)
+    assert session.path is not None  # --session always names the ledger
+    current = Session.open(session.path, session.epsilon, session.delta)
+    api.charge_before_reading(current, epsilon, delta, what, repr(mech))
+    return current
+
+
+def session_summary(session: Session, path) -> str:
+    """What the session has spent (its ledger was saved when the release was charged)."""
     return (
         f"session {path}: spent {float(session.spent_epsilon):.6g} of epsilon {session.epsilon:g} "
         f"in {len(session.entries)} releases"
@@ -931,7 +950,7 @@ def open_session(path, epsilon, delta, files) -> Session | None:
         return None
     check_output_path(path, "--session")
     check_not_an_input(path, [f for f in files if f], "--session")
-    return Session.open(path, epsilon, delta, autosave=False)
+    return Session.open(path, epsilon, delta)
 
 
 @cli.group("session")

@@ -10,6 +10,17 @@ JSON.  Local-DP randomisation spends the same budget (each user's reports are ep
 hence epsilon-DP for the whole collection).  Parallel composition is not applied: every
 release is charged in full.
 
+A call that reads data is charged before it reads them and keeps the charge whatever its
+outcome: a failure that depends on the data (a refused record count, failed private bounds,
+a bad row) answers a question about them (docs/privacy.md, "When a session is charged").
+
+A ledger saved to a file is charged under an exclusive OS lock (``flock`` on a lock file
+next to it, ``<ledger>.lock``): the file is re-read, checked against what this session last
+saw and against the budget, written to a temporary file, fsynced, renamed over the ledger and
+the folder fsynced, all while the lock is held, so processes that share a ledger can never
+spend more than its budget together.  The file itself is the trust root: whoever can write
+it can delete or edit it (docs/privacy.md, "Trust boundaries").
+
 Sums are exact: every float is a rational number, and the ledger adds the epsilons as
 fractions, so no rounding can let the spends exceed the budget.  A request that exceeds
 what is left only by float rounding (the last of 19 releases at epsilon / 19) is lowered to
@@ -18,11 +29,14 @@ the largest float that fits, and the release runs with that epsilon (:meth:`Sess
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import json
 import math
 import os
 import tempfile
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -36,6 +50,10 @@ KINDS = ("central", "local")
 #: A request may exceed what is left by this relative amount (float rounding of a share,
 #: times the number of spends) and is then lowered to fit; more is refused.
 _ROUNDING = Fraction(1, 2**50)
+#: How long a charge waits for another process's lock on the ledger before it fails.
+LOCK_TIMEOUT_S = 60.0
+#: How often a waiting charge retries the lock.
+_LOCK_POLL_S = 0.005
 
 
 class BudgetError(ParameterError):
@@ -163,9 +181,25 @@ class Session:
 
     def charge(self, epsilon, delta=0.0, *, what: str, mechanism: str, kind: str = "central") -> LedgerEntry:
         """Record a spend of exactly ``epsilon`` and ``delta`` (as :meth:`allot` returned
-        them) and save the ledger when the session has a path; BudgetError if it overspends."""
+        them); BudgetError if it overspends.  With a path (and autosave), the check and the
+        write happen under the ledger's lock, against the file as it is then: DataError if
+        another process changed it since this session read it."""
         if kind not in KINDS:
             raise ParameterError(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+        if self.path is None or not self.autosave:
+            return self._record(epsilon, delta, what, mechanism, kind)
+        with _ledger_lock(self.path):
+            self._check_unchanged(self.path)
+            entry = self._record(epsilon, delta, what, mechanism, kind)
+            try:
+                self._write(self.path)
+            except BaseException:
+                self.entries.pop()
+                raise
+        return entry
+
+    def _record(self, epsilon, delta, what: str, mechanism: str, kind: str) -> LedgerEntry:
+        """Append the spend to the entries in memory, BudgetError if it does not fit."""
         fitted = self.allot(epsilon, delta)
         if fitted != (float(epsilon), float(delta)):
             raise BudgetError(
@@ -174,12 +208,6 @@ class Session:
             )
         entry = LedgerEntry(str(what), _now(), float(epsilon), float(delta), str(mechanism), kind)
         self.entries.append(entry)
-        if self.path is not None and self.autosave:
-            try:
-                self.save(self.path)
-            except BaseException:
-                self.entries.pop()
-                raise
         return entry
 
     def randomize(self, protocol, values, rng=None, *, what: str = "local-DP reports"):
@@ -223,23 +251,34 @@ class Session:
         return json.dumps(self.to_dict(), indent=1) + "\n"
 
     def save(self, path=None) -> str:
-        """Write the ledger to ``path`` (default: the session's) atomically.  Refuses to
-        overwrite a ledger that changed since this session read or wrote it (another process
-        spending from the same file)."""
+        """Write the ledger to ``path`` (default: the session's) atomically, under its lock.
+        Refuses to overwrite the session's ledger when it changed since this session read or
+        wrote it (another process spending from the same file)."""
         chosen = path if path is not None else self.path
         if chosen is None:
             raise ParameterError("give a path to save the ledger to")
         target = os.fspath(chosen)
+        with _ledger_lock(target):
+            if target == self.path:
+                self._check_unchanged(target)
+            self._write(target)
+        return target
+
+    def _check_unchanged(self, target: str) -> None:
+        """DataError if the file at ``target`` is not what this session last read or wrote
+        (called with the lock held, so nothing can change it until the write)."""
         current = _read_text(target)
-        if current is not None and target == self.path and current != self._saved_text:
+        if current is not None and current != self._saved_text:
             raise DataError(
                 f"the ledger {target!r} was changed by another process since it was read; "
-                "resume it again (Session.open) and retry"
+                "open it again (Session.open; on the command line, run the command again) and retry"
             )
+
+    def _write(self, target: str) -> None:
         text = self.to_json()
         _write_atomically(target, text)
-        self._saved_text = text
-        return target
+        if target == self.path:
+            self._saved_text = text
 
     @classmethod
     def open(cls, path, epsilon=None, delta=0.0, *, autosave: bool = True) -> Session:
@@ -285,7 +324,48 @@ def _read_text(path: str) -> str | None:
         raise DataError(f"cannot read the ledger {path!r}: {excerpt(exc, 80)}") from None
 
 
+@contextlib.contextmanager
+def _ledger_lock(path: str, timeout: float | None = None) -> Iterator[None]:
+    """Hold an exclusive ``flock`` on ``<path>.lock`` (created with mode 0600 and left in
+    place: removing a lock file others may hold would let two processes lock two files).
+    Waits up to ``timeout`` seconds (default :data:`LOCK_TIMEOUT_S`), then DataError: a
+    charge that cannot get the lock fails, it never goes ahead unlocked."""
+    try:
+        import fcntl  # noqa: PLC0415 - POSIX only; imported where a ledger file is written
+    except ImportError:
+        raise DataError(
+            "a ledger file needs POSIX file locks (fcntl), which this platform lacks; use a session without a path"
+        ) from None
+
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise DataError(f"cannot write the ledger {path!r}: the folder {folder!r} does not exist")
+    lock_path = path + ".lock"
+    try:
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError as exc:
+        raise DataError(f"cannot lock the ledger {path!r} ({lock_path!r}): {excerpt(exc, 80)}") from None
+    try:
+        deadline = time.monotonic() + (LOCK_TIMEOUT_S if timeout is None else timeout)
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise DataError(
+                        f"the ledger {path!r} stayed locked by another process ({lock_path!r}); "
+                        "retry when that process has finished"
+                    ) from None
+                time.sleep(_LOCK_POLL_S)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
 def _write_atomically(path: str, text: str) -> None:
+    """Write ``text`` to a temporary file beside ``path``, fsync it, rename it over ``path``
+    and fsync the folder, so that the ledger on disk is the old one or the new one, whole."""
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise DataError(f"cannot write the ledger {path!r}: the folder {folder!r} does not exist")
@@ -300,3 +380,18 @@ def _write_atomically(path: str, text: str) -> None:
         if os.path.exists(temporary):
             os.unlink(temporary)
         raise
+    _fsync_folder(folder)
+
+
+def _fsync_folder(folder: str) -> None:
+    """Make the rename durable (the folder's entry), where the platform allows it."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
