@@ -23,8 +23,9 @@ and the value.  For a DataFrame of the caller's, which may have been filtered, i
 file without a row number; for one that does not come from files, the Spark partition and
 the record's place in it.  Blank lines of CSV files, which Spark's CSV reader skips, are read
 as the local engine reads them: a record of missing values, an error at its row unless
-``drop_missing`` (:mod:`dprange.engines.spark_blank_lines`: one more pass over the CSV text
-when ``drop_missing`` is off).
+``drop_missing``; and a CSV file with a NUL byte anywhere is refused, as the local engine
+refuses it, when the count reaches it in input order (:mod:`dprange.engines.spark_blank_lines`:
+one more pass over the CSV text).
 
 Local-DP reports (:func:`spark_ldp_aggregate`): a text column holding one user's report per
 row in the JSON-lines form of :meth:`dprange.ldp.ProtocolReports.to_jsonl` (``spark.read.text``
@@ -49,13 +50,13 @@ import numpy as np
 
 from ..domain import Domain
 from ..errors import DataError, DomainError, DPRangeError, ParameterError, ReportError, excerpt, private
-from ..io import PARQUET_SUFFIXES, _column_missing, file_column_values
+from ..io import PARQUET_SUFFIXES, _column_missing, file_column_values, nul_bytes_error
 from ..ldp.oracles import Reports, report_fields
 from ..ldp.protocols import Protocol
 from ..product_domain import ProductDomain
 from .counting import batch_histogram, edge_table
 from .local import CSV_SUFFIXES, Batch, _arrow_cells, _quick_cast, batch_counts, expand_inputs, plain_values
-from .spark_blank_lines import first_blank_line, row_of_record
+from .spark_blank_lines import first_blank_line, row_of_record, scan_lines
 
 #: The master a session created by dprange uses unless told otherwise.
 DEFAULT_MASTER = "local[*]"
@@ -161,10 +162,12 @@ def files_frame(source, columns: list[str], spark=None, *, domain=None, drop_mis
     kind, frame = frames[0]
     _check_columns(frame, columns, _describe(source))
     selected = frame.select(*[frame[name] for name in columns])
-    if kind == "csv" and domain is not None and not drop_missing:
-        blank = _first_blank(frame, _order(source))
-        if blank is not None:
-            _raise_blank(blank, columns, domain)
+    if kind == "csv":
+        any_blank = _refuse_nul_files(frame, _order(source), columns, domain, False, drop_missing)
+        if domain is not None and not drop_missing and any_blank:
+            blank = _first_blank(frame, _order(source), any_blank)
+            if blank is not None:
+                _raise_blank(blank, columns, domain)
     return selected
 
 
@@ -361,6 +364,7 @@ def _order(source) -> list[str]:
 
 def _frame_counts(frame, kind, names, domain, clip, drop_missing, order) -> np.ndarray:
     """Counts of one DataFrame: the first pass, and the second where it failed."""
+    any_blank = _refuse_nul_files(frame, order, names, domain, clip, drop_missing) if kind == "csv" else False
     selected = frame.select(*[frame[name] for name in names])
     spark = frame.sparkSession
     previous = spark.conf.get(_ARROW_BATCH_CONF, None)
@@ -373,7 +377,7 @@ def _frame_counts(frame, kind, names, domain, clip, drop_missing, order) -> np.n
             return np.zeros(domain.size, dtype=np.int64)
         with SparkFailures(_describe_frame(frame, kind)):
             counts, error = parts.treeReduce(_merge_parts, depth=2)  # O(bins) per merge, log-depth tree
-        blank = _first_blank(frame, order) if kind == "csv" and not drop_missing else None  # one more text pass
+        blank = _first_blank(frame, order, any_blank) if kind == "csv" and not drop_missing else None
         if error is None:
             if blank is not None:
                 _raise_blank(blank, names, domain)
@@ -463,9 +467,29 @@ def _ranking(order: list[str]):
     return lambda uri: rank.get(_local_path(uri), len(rank))
 
 
-def _first_blank(frame, order: list[str]) -> tuple[str, int] | None:
+def _first_blank(frame, order: list[str], any_blank: bool | None = None) -> tuple[str, int] | None:
     """(file URI, row) of the first blank line of a DataFrame's CSV files, in input order."""
-    return first_blank_line(frame.sparkSession, frame.inputFiles(), _ranking(order))
+    return first_blank_line(frame.sparkSession, frame.inputFiles(), _ranking(order), any_blank)
+
+
+def _refuse_nul_files(frame, order: list[str], names: list[str], domain, clip: bool, drop_missing: bool) -> bool:
+    """Refuse the CSV files of ``frame`` as the local engine does when one holds a NUL byte: the
+    files before the first such one (in input order) are counted first, so that a problem of
+    theirs is reported as the local engine reports it, then the file is refused
+    (:func:`dprange.io.nul_bytes_error`).  One pass over the text (:func:`scan_lines`), which
+    also tells whether some line is blank: returned."""
+    files = frame.inputFiles()
+    nul, any_blank = scan_lines(frame.sparkSession, files)
+    if not nul:
+        return any_blank
+    rank = _ranking(order)
+    place = lambda uri: (rank(uri), _local_path(uri))  # noqa: E731 - a file's place in the input order
+    first = min(nul, key=place)
+    earlier = [_local_path(f) for f in sorted(files, key=place) if place(f) < place(first)]
+    if earlier and domain is not None:
+        columns = names if isinstance(domain, ProductDomain) else names[0]
+        spark_histogram(earlier, columns, domain, clip=clip, drop_missing=drop_missing, spark=frame.sparkSession)
+    raise nul_bytes_error(_local_path(first))
 
 
 def _raise_blank(blank: tuple[str, int], names: list[str], domain) -> None:

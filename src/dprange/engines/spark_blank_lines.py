@@ -1,4 +1,5 @@
-"""Blank lines of CSV inputs, for the Spark engine (so that it counts what the local engine counts).
+"""Blank lines and NUL bytes of CSV inputs, for the Spark engine (so that it counts what the local
+engine counts).
 
 Spark's CSV reader skips blank lines (empty, or only spaces and control characters) without a
 word, while the local engine reads such a line as a record whose cells are all missing: it
@@ -10,6 +11,11 @@ Python) and a blank line is the local engine's missing-value error at its row (f
 :func:`first_blank_line`, one more pass, only then); with ``drop_missing`` both engines
 drop it.
 Rows are the file's physical lines (the header is row 1), as the local engine numbers them.
+
+A NUL byte anywhere in a CSV file makes the local engine refuse the whole file before reading
+its rows (:func:`dprange.io.check_no_nul`), while Spark's reader skipped a line of NULs as
+blank (Java's ``trim``) and read other NULs as text: :func:`scan_lines` finds the files that
+hold one, in the same pass over the text that looks for blank lines.
 """
 
 from __future__ import annotations
@@ -61,6 +67,30 @@ def has_blank_line(spark, files: list[str]) -> bool:
     return bool(files) and not spark.read.text(files).filter(_is_blank(F.col("value"))).isEmpty()
 
 
+def scan_lines(spark, files: list[str]) -> tuple[list[str], bool]:
+    """(the files holding a NUL byte, whether some line is blank) of ``files`` read as text:
+    one pass in the JVM (a byte search per line; the rare flagged lines are grouped by file),
+    about one plain read of the lines."""
+    from pyspark.sql import functions as F  # noqa: PLC0415
+
+    if not files:
+        return [], False
+    value = F.col("value")
+    flags = (
+        spark.read.text(files)
+        .select(
+            F.col("_metadata.file_path").alias("file"),
+            value.contains("\x00").alias("nul"),
+            _is_blank(value).alias("blank"),
+        )
+        .filter(F.col("nul") | F.col("blank"))
+        .groupBy("file")
+        .agg(F.max("nul").alias("nul"), F.max("blank").alias("blank"))
+        .collect()
+    )
+    return [r["file"] for r in flags if r["nul"]], any(r["blank"] for r in flags)
+
+
 def _splits(spark, files: list[str]) -> list:
     """Per input split of ``files`` read as text: (file, start byte, lines, non-blank lines,
     offset of the first blank line or -1).  Computed inside Spark (no row reaches Python):
@@ -93,11 +123,14 @@ def _splits(spark, files: list[str]) -> list:
     ]
 
 
-def first_blank_line(spark, files: list[str], rank) -> tuple[str, int] | None:
+def first_blank_line(spark, files: list[str], rank, any_blank: bool | None = None) -> tuple[str, int] | None:
     """(file, row) of the first blank line of ``files`` (CSV, read as text), in input order:
     files by ``rank(file)``, then rows; None when there is none.  ``row`` counts the file's
-    lines from 1 (the header)."""
-    if not has_blank_line(spark, files):  # the common case: no row numbers needed
+    lines from 1 (the header).  ``any_blank``: whether some line is blank, when a pass over the
+    text (:func:`scan_lines`) already told."""
+    if any_blank is None:
+        any_blank = has_blank_line(spark, files)
+    if not any_blank:  # the common case: no row numbers needed
         return None
     before: dict[str, int] = {}
     for file, _start, lines, _filled, blank in sorted(_splits(spark, files), key=lambda s: (rank(s[0]), s[0], s[1])):
