@@ -386,6 +386,33 @@ def test_a_nul_line_is_refused_by_both_engines_with_one_message(spark, tmp_path)
     assert remote_error == local_error and local_error.startswith("value 9 on row 3 of")
 
 
+#: Lines Spark's CSV reader passed over (a short row read with nulls, a long one cut to the
+#: header, blank lines of other characters skipped) that the local engine stops at.
+LINE_CASES = {
+    "short row": "x,y\n1,2\n3\n4,5\n",
+    "long quoted row": 'x,y\n1,"a,b"\n3,"c",5\n',
+    "spaces in two columns": "x,y\n1,2\n \t\n3,4\n",
+    "control characters": "x\n1\n\x01\n2\n",
+    "blank then short": "x,y\n1,2\n\n3\n",
+}
+
+
+@pytest.mark.parametrize("case", LINE_CASES)
+def test_a_row_of_another_width_stops_both_engines_at_its_row(spark, tmp_path, case):
+    """Spark counted these rows ([0, 1, 0, 1, 1, 0] for the short row); both engines now stop
+    at the same row with the same message, with and without drop_missing.  A row of another
+    width refuses its file whatever else is in it (the blank line before it too)."""
+    path = tmp_path / "rows.csv"
+    path.write_bytes(LINE_CASES[case].encode())
+    for drop_missing in (False, True):
+        with pytest.raises(DataError) as local:
+            stream_histogram(str(path), "x", BLANK_DOMAIN, drop_missing=drop_missing)
+        with pytest.raises(DataError) as remote:
+            spark_histogram(str(path), "x", BLANK_DOMAIN, drop_missing=drop_missing, spark=spark)
+        assert str(remote.value) == str(local.value)
+        assert ("field(s) but the header names" in str(local.value)) == (case != "control characters")
+
+
 def test_rows_are_the_file_lines_across_splits(spark, tmp_path):
     """20 KB: three 8 KB splits (rows 1-4096, 4097-8192, ...).  Blank lines at rows 5000
     and 6000, a bad value at row 7000, all in the second split: without drop_missing both

@@ -309,19 +309,19 @@ def first_ragged_row(path: str, width: int) -> tuple[int, int] | None:
     return None
 
 
-def check_row_widths(path: str, width: int) -> None:
+def check_row_widths(path: str, width: int, *, stream: bool = False) -> None:
     """Refuse a CSV file with a row of fewer or more fields than its header names (pandas and a
     padded read would count it silently): :func:`row_width_error` for the first one.  With
-    pyarrow the file is screened by its parser on every core; the standard library names the
-    row (:func:`first_ragged_row`)."""
-    if _screened_as_even(path, width):
+    pyarrow the file is screened by its parser (on every core; ``stream``: batch by batch, in
+    bounded memory, on one); the standard library names the row (:func:`first_ragged_row`)."""
+    if _screened_as_even(path, width, stream):
         return
     found = first_ragged_row(path, width)
     if found is not None:
         raise row_width_error(path, found[0], found[1], width, row_width(path, width))
 
 
-def _screened_as_even(path: str, width: int) -> bool:
+def _screened_as_even(path: str, width: int, stream: bool) -> bool:
     """Whether pyarrow's parser reads every row of ``path`` with the header's width (or the
     trailing-comma width); False when it finds one that is not, or is not installed."""
     try:
@@ -340,7 +340,13 @@ def _screened_as_even(path: str, width: int) -> bool:
     parse = pacsv.ParseOptions(ignore_empty_lines=False, invalid_row_handler=note)
     convert = pacsv.ConvertOptions(include_columns=names[:1], column_types={names[0]: pa.string()})
     try:
-        pacsv.read_csv(path, read_options=read, parse_options=parse, convert_options=convert)
+        if not stream:
+            pacsv.read_csv(path, read_options=read, parse_options=parse, convert_options=convert)
+            return not uneven
+        with pacsv.open_csv(path, read_options=read, parse_options=parse, convert_options=convert) as reader:
+            for _batch in reader:  # memory of one batch
+                if uneven:
+                    return False
     except Exception:  # noqa: BLE001 - pyarrow's parse errors: the standard library decides
         return False
     return not uneven

@@ -51,6 +51,7 @@ from ..io import (
     check_row_widths,
     file_column_values,
     first_ragged_row,
+    nul_bytes_error,
     open_parquet,
     read_column,
     row_width,
@@ -59,7 +60,7 @@ from ..io import (
 )
 from ..progress import progress_bar
 from .counting import batch_histogram, edge_table
-from .csv_blocks import BlockFallback, default_block_bytes, parse_block, raw_blocks
+from .csv_blocks import BlockFallback, BlockHasNul, default_block_bytes, parse_block, raw_blocks
 
 #: Rows per batch by default: 2^20 rows are 8 MiB of float64.
 DEFAULT_BATCH_ROWS = 1 << 20
@@ -178,26 +179,55 @@ def file_counts(
     by the streaming reader where a block may split a row (quotes, CR line ends); a cell it
     cannot convert (a float on an integer domain, spaces, text) sends the whole file to the
     exact text path, which decides (and names bad cells).  A CSV file with a NUL byte anywhere
-    is refused before any of its rows is counted (:func:`dprange.io.check_no_nul`)."""
-    typed = None
-    if not path.lower().endswith(PARQUET_SUFFIXES):
+    (:func:`dprange.io.check_no_nul`; the block reader sees every byte, other paths read the
+    file once more) or a row of another width than its header is refused whatever else is
+    wrong in it (the parser meets that row only in its own block: :func:`_ragged_row_first`)."""
+    if path.lower().endswith(PARQUET_SUFFIXES):
+        return _count(domain, file_batches(path, column, batch_rows), clip, drop_missing)
+    try:
+        counts, scanned = _csv_counts(
+            domain, path, column, batch_rows, clip=clip, drop_missing=drop_missing, blocks=block_bytes
+        )
+    except DPRangeError:
         check_no_nul(path)
-        try:
-            typed = typed_column(domain)
-        except ImportError:
-            typed = None
+        _ragged_row_first(path, column)
+        raise
+    if not scanned:
+        check_no_nul(path)
+    return counts
+
+
+def _csv_counts(domain: Domain, path: str, column: str, batch_rows: int, *, clip, drop_missing, blocks):
+    """(counts, whether every byte was checked for NUL) of one CSV file (see :func:`file_counts`)."""
+    try:
+        typed = typed_column(domain)
+    except ImportError:
+        typed = None
     if typed is not None:
-        blocks = default_block_bytes(batch_rows) if block_bytes is None else block_bytes
+        blocks = default_block_bytes(batch_rows) if blocks is None else blocks
         try:
             try:
-                return _count(
-                    domain, file_batches(path, column, batch_rows, typed=typed, blocks=blocks), clip, drop_missing
-                )
+                batches = file_batches(path, column, batch_rows, typed=typed, blocks=blocks)
+                return _count(domain, batches, clip, drop_missing), True
+            except BlockHasNul:
+                raise nul_bytes_error(path) from None
             except BlockFallback:
-                return _count(domain, file_batches(path, column, batch_rows, typed=typed), clip, drop_missing)
+                return _count(domain, file_batches(path, column, batch_rows, typed=typed), clip, drop_missing), False
         except _TypedReadFailed:
             pass
-    return _count(domain, file_batches(path, column, batch_rows), clip, drop_missing)
+    return _count(domain, file_batches(path, column, batch_rows), clip, drop_missing), False
+
+
+def _ragged_row_first(path: str, column: str) -> None:
+    """Raise the error for the first row of ``path`` of another width than its header, if
+    there is one (a count that failed checks the whole file: a bad value in an earlier block
+    must not hide it; io's readers check the widths first)."""
+    try:
+        names = _csv_header(path)
+    except DPRangeError:
+        return
+    if column in names:
+        check_row_widths(path, len(names), stream=True)
 
 
 def _count(
