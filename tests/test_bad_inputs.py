@@ -79,6 +79,11 @@ def make_files(folder) -> dict:
     put("utf16.csv", "x\n1\n2\n".encode("utf-16"))
     put("garbage.csv", bytes(rng.integers(128, 256, 400, dtype=np.uint8)))
     put("nul_bytes.csv", b"x\n1\x00\x00\n2\n")
+    put("nul_line_late.csv", b"x\n" + b"1\n" * 40_000 + b"\x00\x00\n2\n")  # past the 64 KiB sniffed
+    put("ragged_rows.csv", "x,y\n1,2\n3\n4,5,6\n")
+    put("short_row.csv", "x,y\n1,2\n3\n")
+    put("long_row.csv", "x,y\n1,2\n4,5,6\n")
+    put("mixed_trailing_commas.csv", "x,y\n1,2,\n3,4\n")
     put("only_commas.csv", ",,,\n,,,\n")
     put("csv_named.parquet", "x\n1\n2\n")
     put("garbage.parquet", b"PAR1" + bytes(range(200)) + b"PAR1")
@@ -153,6 +158,13 @@ def make_files(folder) -> dict:
     flat_oue = Flat(10, "oue", epsilon=1.0).randomize(rng.integers(0, 10, 20), 4)
     flat_oue.parts[1].data["n"] = np.array(["x"])
     put("rep_n_string.npz", flat_oue.to_bytes())
+    flat_oue = Flat(10, "oue", epsilon=1.0).randomize(np.arange(20) % 10, 4)
+    flat_oue.parts[1].data["n"] = np.array(20)  # the user count as a 0-d array, not 1-d
+    put("rep_n_0d.npz", flat_oue.to_bytes())
+    unsampled = HierarchicalHistogram(16, 4, "oue", epsilon=1.0).randomize(users, 6)
+    unsampled.header = {**unsampled.header, "level_probabilities": [0.0, 1.0]}  # level 1 holds reports
+    put("rep_unsampled_level.npz", unsampled.to_bytes())
+    put("rep_unsampled_level.jsonl", unsampled.jsonl_text())
     flat_hrr = Flat(16, "hrr", epsilon=1.0).randomize(rng.integers(0, 16, 20), 5)
     flat_hrr.parts[1].data["sign"] = flat_hrr.parts[1].data["sign"].astype(float) * 0.5
     put("rep_sign_half.npz", flat_hrr.to_bytes())
@@ -443,6 +455,11 @@ DATA_CASES = [
     ("utf16.csv", None, None),
     ("garbage.csv", None, None),
     ("nul_bytes.csv", None, None),
+    ("nul_line_late.csv", "NUL bytes", None),
+    ("ragged_rows.csv", "row 3 has 1 field(s)", None),
+    ("short_row.csv", "has 1 field(s) but the header names 2", None),
+    ("long_row.csv", "has 3 field(s) but the header names 2", None),
+    ("mixed_trailing_commas.csv", "trailing comma", None),
     ("only_commas.csv", None, None),
     ("csv_named.parquet", "Parquet", None),
     ("garbage.parquet", "Parquet", None),
@@ -554,6 +571,9 @@ REPORT_CASES = [
     ("rep_bad_meta.npz", "malformed"),
     ("rep_bits_int64.npz", "packed bytes"),
     ("rep_n_string.npz", "user count"),
+    ("rep_n_0d.npz", "user count"),
+    ("rep_unsampled_level.npz", "level probability is 0"),
+    ("rep_unsampled_level.jsonl", "level probability is 0"),
     ("rep_sign_half.npz", "sign"),
     ("rep_sign_bool.npz", "sign"),
     ("oue_byte_256.jsonl", "0..255"),
@@ -801,6 +821,9 @@ CORE_CASES = [
     ("release-garbage", ["release", "{garbage.csv}"] + REL[2:], "UTF-8", None),
     ("release-booleans", ["release", "{booleans.csv}"] + REL[2:], "not numeric", None),
     ("release-nul-bytes", ["release", "{nul_bytes.csv}"] + REL[2:], "NUL bytes", None),
+    ("release-nul-line-late", ["release", "{nul_line_late.csv}"] + REL[2:], "NUL bytes", None),
+    ("release-ragged-rows", ["release", "{ragged_rows.csv}"] + REL[2:], "row 3 has 1 field(s)", None),
+    ("release-long-row", ["release", "{long_row.csv}"] + REL[2:], "has 3 field(s)", None),
     ("release-bad-alpha", with_option(REL, "--alpha", "2"), "alpha", None),
     ("release-bad-plot", REL + ["--plot", "c.xyz"], ".png", None),
     ("release-replace-drop-missing", REL + ["--neighbours", "replace", "--drop-missing"], "--drop-missing", None),

@@ -331,3 +331,25 @@ def test_prefetch_keeps_order_raises_reader_errors_in_turn_and_stops_with_the_co
     endless = prefetched(itertools.count())
     assert [next(endless) for _ in range(3)] == [0, 1, 2]
     endless.close()  # returns only once the reader thread has stopped (it joins the thread)
+
+
+@pytest.mark.parametrize("reader", ["blocks", "streaming", "io"])
+@pytest.mark.parametrize("flaw", ["ragged row", "NUL line"])
+def test_a_nul_or_a_ragged_row_refuses_the_file_whatever_comes_before(tmp_path, reader, flaw):
+    """A row of another width or a NUL byte refuses the file, wherever it is: the local engine
+    met a ragged row only in its own block (after an out-of-bounds value of an earlier block,
+    it reported the value) and saw NULs only in the first 64 KiB (past them, a NUL line was a
+    cell), while io's readers counted the ragged row; all three give the same error now."""
+    lines = ["x,y"] + [f"{i % 5},{i}" for i in range(20_000)]
+    lines[3] = "99,3"  # out of bounds, on row 4 of the first block
+    lines[15_000] = "3" if flaw == "ragged row" else "\x00\x00"  # row 15001, past 64 KiB
+    path = tmp_path / ("q.csv" if reader == "streaming" else "f.csv")
+    text = "\n".join(lines) + "\n"
+    path.write_text(text if reader != "streaming" else text.replace("99,3", '"99",3'))  # a quote: no blocks
+    message = "row 15001 has 1 field" if flaw == "ragged row" else "contains NUL bytes"
+    with pytest.raises(DataError, match=message) as info:
+        if reader == "io":
+            dprange.io.read_column(str(path), "x")
+        else:
+            stream_histogram(str(path), "x", Domain.integers(0, 4), batch_rows=1000, csv_block_bytes=1 << 14)
+    assert "\n" not in str(info.value)

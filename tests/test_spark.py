@@ -15,6 +15,7 @@ import pytest
 import dprange
 from dprange import DataError, Domain, DomainError, ParameterError, ProductDomain
 from dprange.engines import stream_histogram
+from dprange.io import nul_bytes_error
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
@@ -361,6 +362,55 @@ def test_a_blank_line_stops_both_engines_at_its_row_or_is_dropped_by_both(spark,
     np.testing.assert_array_equal(
         spark_histogram(str(path), "x", BLANK_DOMAIN, drop_missing=True, spark=spark), expected
     )
+
+
+def test_a_nul_line_is_refused_by_both_engines_with_one_message(spark, tmp_path):
+    """Spark's reader skipped a line of NUL bytes as blank (Java's trim: with drop_missing it
+    counted [0, 1, 1, 0, 0, 0]) while the local engine refused the file as binary, and read NULs
+    past its first 64 KiB as a cell.  A NUL anywhere now refuses the file on both engines, with
+    one message, whatever drop_missing; a problem of an earlier input file still comes first."""
+    early = tmp_path / "nul.csv"
+    early.write_bytes(b"x\n1\n\x00\x00\n2\n")
+    late = tmp_path / "late.csv"
+    late.write_bytes(b"x\n" + b"1\n" * 40_000 + b"\x00\x00\n2\n")  # past the 64 KiB the local engine sniffs
+    for path in (str(early), str(late)):
+        for drop_missing in (False, True):
+            with pytest.raises(DataError) as local:
+                stream_histogram(path, "x", BLANK_DOMAIN, drop_missing=drop_missing)
+            with pytest.raises(DataError) as remote:
+                spark_histogram(path, "x", BLANK_DOMAIN, drop_missing=drop_missing, spark=spark)
+            assert str(remote.value) == str(local.value) == str(nul_bytes_error(path))
+    bad = tmp_path / "a.csv"
+    bad.write_text("x\n1\n9\n")  # out of bounds on row 3, in the file before the NUL
+    local_error, remote_error = both_errors([str(bad), str(early)], spark=spark)
+    assert remote_error == local_error and local_error.startswith("value 9 on row 3 of")
+
+
+#: Lines Spark's CSV reader passed over (a short row read with nulls, a long one cut to the
+#: header, blank lines of other characters skipped) that the local engine stops at.
+LINE_CASES = {
+    "short row": "x,y\n1,2\n3\n4,5\n",
+    "long quoted row": 'x,y\n1,"a,b"\n3,"c",5\n',
+    "spaces in two columns": "x,y\n1,2\n \t\n3,4\n",
+    "control characters": "x\n1\n\x01\n2\n",
+    "blank then short": "x,y\n1,2\n\n3\n",
+}
+
+
+@pytest.mark.parametrize("case", LINE_CASES)
+def test_a_row_of_another_width_stops_both_engines_at_its_row(spark, tmp_path, case):
+    """Spark counted these rows ([0, 1, 0, 1, 1, 0] for the short row); both engines now stop
+    at the same row with the same message, with and without drop_missing.  A row of another
+    width refuses its file whatever else is in it (the blank line before it too)."""
+    path = tmp_path / "rows.csv"
+    path.write_bytes(LINE_CASES[case].encode())
+    for drop_missing in (False, True):
+        with pytest.raises(DataError) as local:
+            stream_histogram(str(path), "x", BLANK_DOMAIN, drop_missing=drop_missing)
+        with pytest.raises(DataError) as remote:
+            spark_histogram(str(path), "x", BLANK_DOMAIN, drop_missing=drop_missing, spark=spark)
+        assert str(remote.value) == str(local.value)
+        assert ("field(s) but the header names" in str(local.value)) == (case != "control characters")
 
 
 def test_rows_are_the_file_lines_across_splits(spark, tmp_path):

@@ -193,8 +193,10 @@ def noise_variance_floor(epsilon, delta=0.0, noise="auto") -> float:
     delta = check_delta(delta)
     kind = resolve_noise(noise, delta)
     if kind == "laplace_float":
-        return 2.0 / epsilon**2
+        return 2.0 / epsilon / epsilon  # 0 at a huge epsilon (epsilon**2 would overflow)
     if kind == "discrete_laplace":
+        if epsilon > 700.0:  # the same value, 2 e^-eps / (1 - e^-eps)^2, where sinh^2 would overflow
+            return 2.0 * math.exp(-epsilon) / math.expm1(-epsilon) ** 2
         return 0.5 / math.sinh(epsilon / 2.0) ** 2
     return discrete_gaussian_variance(gaussian_sigma(epsilon, delta) ** 2)
 

@@ -38,6 +38,10 @@ def _z(alpha: float, tails: str = "normal") -> float:
     return normal
 
 
+#: More noise draws than any answer combines (a release holds far fewer measured values).
+MAX_DRAWS = 2.0**64
+
+
 @lru_cache(maxsize=256)
 def _discrete_laplace_factor(alpha: float, scales: tuple) -> float:
     """One-sided factor for any linear combination of independent discrete Laplace draws.
@@ -53,12 +57,17 @@ def _discrete_laplace_factor(alpha: float, scales: tuple) -> float:
     The factor c / s is minimised over m.  It tends to the continuous factor for large
     scales and stays honest for small ones, where the lattice makes the plain factor fail
     (one draw with sd < 1: P(X <= -1) = t / (1 + t), e.g. 0.048 > 0.025 at t = 0.05).
+    Where even :data:`MAX_DRAWS` draws are all 0 but with probability at most alpha / 2
+    (P(X != 0) = 2 t / (1 + t) each: the finest noise, :data:`dprange.noise.MIN_SCALE`), the
+    factor is 0: no answer moves.
     """
     positive = np.asarray(scales, dtype=float)
     positive = positive[np.isfinite(positive) & (positive > 0)]
     if positive.size == 0:
         return _z(alpha, "laplace")
     t = np.exp(-1.0 / positive)
+    if MAX_DRAWS * float(np.max(2.0 * t / (1.0 + t))) <= alpha / 2.0:
+        return 0.0  # so fine that no draw moves a count, but with probability <= alpha / 2 (union bound)
     var_x = 2.0 * t / (1.0 - t) ** 2
     var_y = 2.0 * positive**2
     ratio = np.where(var_x > 0, var_y / np.where(var_x > 0, var_x, 1.0), np.inf)

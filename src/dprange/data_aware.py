@@ -23,7 +23,15 @@ from fractions import Fraction
 import numpy as np
 
 from ._params import Custom, Integer, OneOf, Param
-from ._validation import check_delta, check_epsilon, check_positive_int, exact_sum, fit_budget, float_at_least
+from ._validation import (
+    check_delta,
+    check_epsilon,
+    check_positive_int,
+    exact_sum,
+    fit_budget,
+    float_at_least,
+    selection_gamma_at_most,
+)
 from .analysis import select
 from .bootstrap import check_reps, resample_leaves
 from .errors import ParameterError
@@ -521,8 +529,9 @@ def select_query(scores: np.ndarray, exact_score, gamma: Fraction, rng) -> int:
 def selection_gamma(epsilon: float) -> Fraction:
     """The exponential mechanism's factor: P(r) proportional to exp(gamma score_r) with
     gamma = epsilon / (2 Delta); the score |q(A) - q(x)| has sensitivity Delta = 1 under both
-    relations (one record moves any range count by at most 1; A is public)."""
-    return Fraction(epsilon) / 2
+    relations (one record moves any range count by at most 1; A is public).  At most
+    :data:`dprange._validation.MAX_SELECTION_GAMMA` (a huge epsilon)."""
+    return selection_gamma_at_most(Fraction(epsilon) / 2)
 
 
 def laplace_spec(epsilon: float, sensitivity: int) -> NoiseSpec:

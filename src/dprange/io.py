@@ -1,13 +1,15 @@
 """Reading one numeric column of a CSV or Parquet file, and NumPy files, with clear errors.
 
 CSV files must be UTF-8 text (a UTF-8 byte-order mark is accepted).  Files that are not, a
-Parquet file named .csv, a compressed or binary file, UTF-16 text, a boolean column, all give
-a one-line :class:`~dprange.errors.DataError` saying what the file is and what to do.  CSV
-uses pandas when installed and the standard library otherwise, with the same rules: the
-header names the columns, a trailing comma on each row is harmless, the usual missing-value
-markers (empty, NA, NaN, null, None...) are missing, and integer columns stay int64 (exact
-beyond 2^53).  Parquet needs pyarrow; Decimal columns are accepted (integers exactly, others
-as float64).
+Parquet file named .csv, a compressed or binary file, UTF-16 text, a NUL byte anywhere in the
+file, a boolean column, all give a one-line :class:`~dprange.errors.DataError` saying what the
+file is and what to do.  CSV uses pandas when installed and the standard library otherwise,
+with the same rules: the header names the columns, every row has one field per column (a
+trailing comma on every row is harmless; an empty line is a row of missing values; a row with
+fewer or more fields is an error naming it), the usual missing-value markers (empty, NA, NaN,
+null, None...) are missing, and integer columns stay int64 (exact beyond 2^53).  The local
+engine (:mod:`dprange.engines.local`) reads CSV by the same rules.  Parquet needs pyarrow;
+Decimal columns are accepted (integers exactly, others as float64).
 
 Messages quote file contents only as short printable excerpts, and private quantities (raw
 values, row numbers) only when redaction is off (:func:`dprange.errors.set_redaction`).
@@ -73,6 +75,7 @@ def read_column(path, column: str):
         raise ParameterError(f"the column name must be a string, got {column!r}")
     if _is_parquet(path):
         return _read_parquet(path, column)
+    check_no_nul(path)
     return _read_csv(path, column)
 
 
@@ -140,10 +143,32 @@ def _check_csv_head(path: str, head: bytes) -> None:
     if head.startswith(_NPY_MAGIC):
         raise DataError(f"{path!r} is a NumPy .npy file, not CSV")
     if b"\x00" in head:
-        raise DataError(
-            f"{path!r} contains NUL bytes: it is binary or UTF-16 without a byte-order mark, not "
-            "UTF-8 CSV; save it as UTF-8 CSV"
-        )
+        raise nul_bytes_error(path)
+
+
+def nul_bytes_error(path: str) -> DataError:
+    """The error for a CSV file holding a NUL byte (every engine gives this one)."""
+    return DataError(
+        f"{path!r} contains NUL bytes: it is binary or UTF-16 without a byte-order mark, not "
+        "UTF-8 CSV; save it as UTF-8 CSV"
+    )
+
+
+def check_no_nul(path: str, block_bytes: int = 1 << 24) -> None:
+    """Refuse a CSV file with a NUL byte anywhere, before any of its rows is read (the first
+    bytes are sniffed by :func:`_check_csv_head`; this reads the whole file once, about 4% of
+    the local engine's count).  A NUL is not text: Spark's CSV reader skipped a line of NULs
+    as blank while this reader refused the file or read the NULs as a cell, so the engines
+    disagreed; one rule for the whole file gives both the same answer."""
+    buffer = bytearray(block_bytes)
+    view = memoryview(buffer)
+    try:
+        with open(path, "rb") as fh:
+            while got := fh.readinto(view):
+                if buffer.find(b"\x00", 0, got) != -1:
+                    raise nul_bytes_error(path)
+    except OSError as exc:
+        raise DataError(f"cannot open {path!r}: {excerpt(exc.strerror or exc, 80)}") from None
 
 
 def _detail(exc: Exception) -> str:
@@ -227,7 +252,104 @@ def _read_csv(path: str, column: str):
         pd = None
     if pd is None:
         return _read_csv_stdlib(path, column)
+    names = column_names(path)
+    if column in names:  # (else the reader says what is wrong with the header)
+        check_row_widths(path, len(names))  # pandas pads short rows and drops extra fields
     return _read_csv_pandas(pd, path, column)
+
+
+# ----------------------------------------------------------------------------- row widths
+def trailing_comma(path: str, width: int) -> bool:
+    """Whether the first data row has one empty field more than the header (a trailing comma:
+    then every row must have it)."""
+    with open(path, newline="", encoding="utf-8-sig") as fh:
+        reader = csv.reader(fh)
+        next(reader, None)
+        first = next(reader, None)
+    return first is not None and len(first) == width + 1 and not first[-1].strip()
+
+
+def row_width_error(path: str, row: int, fields: int, width: int, expected: int) -> DataError:
+    """The error for a row whose number of fields is not ``expected``: the header's ``width``,
+    or one more where the rows end with a trailing comma (every reader gives this one)."""
+    wanted = f"the header names {width} column(s)"
+    if expected != width:
+        wanted = f"the rows end with a trailing comma ({expected} fields for the header's {width} columns)"
+    return DataError(
+        f"cannot read {path!r} as CSV: row {private(row)} has {private(fields)} field(s) but {wanted}; "
+        "give every row one field per column (an empty field for a missing value)"
+    )
+
+
+def row_width(path: str, width: int) -> int:
+    """The number of fields every row of ``path`` must have: the header's ``width``, or one
+    more where the first data row ends with a trailing comma."""
+    return width + 1 if trailing_comma(path, width) else width
+
+
+def first_ragged_row(path: str, width: int) -> tuple[int, int] | None:
+    """(row, fields) of the first row of the CSV file ``path`` whose number of fields differs
+    from the header's ``width`` (one more, empty, on every row where the first data row ends
+    with a trailing comma), or None.  Rows are the file's records numbered from the header
+    (row 1); an empty line is a row of missing values, not a ragged one.  None also for a
+    file the CSV rules cannot split (an unterminated quote): its reader's own parse error says
+    so.  Standard library, O(file): for the error path and for installs without pyarrow."""
+    expected = row_width(path, width)
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as fh:
+            reader = csv.reader(fh, skipinitialspace=True, strict=True)
+            next(reader, None)
+            for row, fields in enumerate(reader, start=2):
+                if fields and len(fields) != expected:
+                    return row, len(fields)
+    except UnicodeDecodeError:
+        raise _not_utf8(path) from None
+    except csv.Error:
+        return None
+    return None
+
+
+def check_row_widths(path: str, width: int, *, stream: bool = False) -> None:
+    """Refuse a CSV file with a row of fewer or more fields than its header names (pandas and a
+    padded read would count it silently): :func:`row_width_error` for the first one.  With
+    pyarrow the file is screened by its parser (on every core; ``stream``: batch by batch, in
+    bounded memory, on one); the standard library names the row (:func:`first_ragged_row`)."""
+    if _screened_as_even(path, width, stream):
+        return
+    found = first_ragged_row(path, width)
+    if found is not None:
+        raise row_width_error(path, found[0], found[1], width, row_width(path, width))
+
+
+def _screened_as_even(path: str, width: int, stream: bool) -> bool:
+    """Whether pyarrow's parser reads every row of ``path`` with the header's width (or the
+    trailing-comma width); False when it finds one that is not, or is not installed."""
+    try:
+        import pyarrow as pa  # noqa: PLC0415
+        import pyarrow.csv as pacsv  # noqa: PLC0415
+    except ImportError:
+        return False
+    names = [f"c{i}" for i in range(row_width(path, width))]
+    uneven: list = []
+
+    def note(row) -> str:
+        uneven.append(row)
+        return "skip"
+
+    read = pacsv.ReadOptions(column_names=names, skip_rows=1)
+    parse = pacsv.ParseOptions(ignore_empty_lines=False, invalid_row_handler=note)
+    convert = pacsv.ConvertOptions(include_columns=names[:1], column_types={names[0]: pa.string()})
+    try:
+        if not stream:
+            pacsv.read_csv(path, read_options=read, parse_options=parse, convert_options=convert)
+            return not uneven
+        with pacsv.open_csv(path, read_options=read, parse_options=parse, convert_options=convert) as reader:
+            for _batch in reader:  # memory of one batch
+                if uneven:
+                    return False
+    except Exception:  # noqa: BLE001 - pyarrow's parse errors: the standard library decides
+        return False
+    return not uneven
 
 
 def _read_csv_pandas(pd, path: str, column: str):
@@ -284,7 +406,12 @@ def _read_csv_stdlib(path: str, column: str):
                 raise _column_missing(path, column, names)
             _check_unique(path, column, names)
             k = names.index(column)
-            cells = [row[k] if k < len(row) else "" for row in reader]
+            expected = row_width(path, len(names))
+            cells = []
+            for row, fields in enumerate(reader, start=2):
+                if fields and len(fields) != expected:
+                    raise row_width_error(path, row, len(fields), len(names), expected)
+                cells.append(fields[k] if fields else "")
         return _parse_cells(column, cells)
     except UnicodeDecodeError:
         raise _not_utf8(path) from None

@@ -34,6 +34,8 @@ Noise kinds (``scale`` is the requested noise scale, usually sensitivity / epsil
 
 Limits: every scale must be finite, > 0 and <= ``MAX_SCALE`` = 2^40 (a level needing more
 noise than that has an epsilon too small to support); see docs/privacy.md, "## Samplers".
+At the other end a :class:`NoiseSpec` never adds noise finer than ``MIN_SCALE`` of its kind:
+a smaller requested scale (a huge epsilon) is raised to it (:func:`finest_scale`).
 """
 
 from __future__ import annotations
@@ -51,6 +53,16 @@ from .errors import ParameterError
 
 NOISE_KINDS = ("discrete_laplace", "laplace_float", "gaussian")
 MAX_SCALE = float(2**40)
+#: The finest noise of each kind a :class:`NoiseSpec` adds; a smaller requested scale (an
+#: epsilon above about 1 / MIN_SCALE times the sensitivity) is raised to it.  Noise this fine
+#: is 0 on all but a vanishing share of draws (discrete Laplace at 2^-7 and the discrete
+#: Gaussian at 2^-4: P(k != 0) < 2 e^-128 < 2^-183; continuous Laplace at 2^-20: |noise| about
+#: 10^-6), so a larger epsilon could change no answer, only break the arithmetic: finer noise
+#: has a variance that underflows to 0 (discrete Laplace from a per-level epsilon of about 745
+#: times the sensitivity), and least squares divided by it.  More noise than requested only
+#: lowers the privacy loss; the release records the raised scale and its exact variance, so
+#: the error bars stay those of the noise drawn.
+MIN_SCALE = {"discrete_laplace": 2.0**-7, "gaussian": 2.0**-4, "laplace_float": 2.0**-20}
 
 _INT64_SAFE = 2**62  # bounds, numerators and denominators kept below this stay in int64
 _WORD_BITS = 62  # bits per uniform word when a bound needs Python integers
@@ -265,6 +277,11 @@ def _bernoulli_exp(num: np.ndarray, den: int, rng) -> np.ndarray:
 # ----------------------------------------------------------------------------------------
 # Rational scales
 # ----------------------------------------------------------------------------------------
+
+
+def finest_scale(kind: str, scale: float) -> float:
+    """``scale``, or :data:`MIN_SCALE` of ``kind`` where it is smaller (see there)."""
+    return max(float(scale), MIN_SCALE[kind])
 
 
 def check_scale(kind: str, scale) -> float:
@@ -701,7 +718,8 @@ class NoiseSpec:
     """The noise added to one group of measurements: its kind and its requested scale.
 
     Construction validates both (ParameterError for an unknown kind, the retired name
-    "laplace", or a scale that is not finite, > 0 and <= 2^40).  ``effective_scale`` is the
+    "laplace", or a scale that is not finite, > 0 and <= 2^40) and raises a scale below
+    :data:`MIN_SCALE` to it (``scale`` is then that floor).  ``effective_scale`` is the
     scale actually sampled (>= ``scale``); ``variance`` is the exact variance of what is
     sampled.
     """
@@ -712,6 +730,7 @@ class NoiseSpec:
     def __post_init__(self):
         check_kind(self.kind)
         check_scale(self.kind, self.scale)
+        object.__setattr__(self, "scale", finest_scale(self.kind, self.scale))
 
     @property
     def effective_scale(self) -> float:

@@ -39,7 +39,7 @@ from fractions import Fraction
 import numpy as np
 
 from ._lazy import lazy_module
-from ._validation import check_epsilon
+from ._validation import check_epsilon, selection_gamma_at_most
 from .errors import DataError, ParameterError
 from .noise import resolve_rng
 from .quantile_bins import RecordCount, histogram_bins
@@ -312,7 +312,7 @@ def exponential_quantile(values, q: float, epsilon: float, grid: QuantileGrid, *
     neighbours = check_neighbours(neighbours)
     rng = resolve_rng(rng)
     cells = np.sort(grid.index(values))
-    gamma = Fraction(check_epsilon(epsilon)) / (2 * score_sensitivity(q, neighbours))
+    gamma = selection_gamma_at_most(Fraction(check_epsilon(epsilon)) / (2 * score_sensitivity(q, neighbours)))
     return float(grid.value(exponential_quantile_cell(cells, grid.cells, float(q), gamma, rng)))
 
 
@@ -346,7 +346,7 @@ def approximate_quantiles_cells(sorted_cells, grid_size, levels, epsilon, neighb
     per_call = Fraction(epsilon) / (recursion_levels(m) * (2 if neighbours == "replace" else 1))
 
     def gamma_of(level: float) -> Fraction:
-        return per_call / (2 * score_sensitivity(level, "add_remove"))
+        return selection_gamma_at_most(per_call / (2 * score_sensitivity(level, "add_remove")))
 
     out = np.empty(m, dtype=np.int64)
     cells = np.asarray(sorted_cells, dtype=np.int64)

@@ -35,6 +35,7 @@ from fractions import Fraction
 import numpy as np
 import scipy.sparse as sp
 
+from ._validation import selection_gamma_at_most
 from .errors import ParameterError
 from .noise import NoiseSpec
 from .quantile_mechanisms import exact_choice
@@ -95,8 +96,9 @@ def box_sums(table: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
 
 # ----------------------------------------------------------------------------- kd splits
 def split_gamma(epsilon: float, neighbours: str) -> Fraction:
-    """gamma = eps / (2 Delta) of the median's exponential mechanism (module doc)."""
-    return Fraction(epsilon) / (2 * (2 if neighbours == "replace" else 1))
+    """gamma = eps / (2 Delta) of the median's exponential mechanism (module doc), at most
+    :data:`dprange._validation.MAX_SELECTION_GAMMA` (a huge epsilon)."""
+    return selection_gamma_at_most(Fraction(epsilon) / (2 * (2 if neighbours == "replace" else 1)))
 
 
 def split_deviations(marginal: np.ndarray) -> np.ndarray:

@@ -25,7 +25,7 @@ from fractions import Fraction
 import numpy as np
 
 from ._params import Integer, Param
-from ._validation import check_delta, check_epsilon, exact_sum, fit_budget
+from ._validation import check_delta, check_epsilon, exact_sum, fit_budget, selection_gamma_at_most
 from .data_aware import (
     SHARE,
     DataAwareRelease,
@@ -116,9 +116,10 @@ def boundary_probabilities(
 
 def selection_gamma(epsilon_step: float, max_count: int, changed: int, n: int) -> Fraction:
     """P(a) proportional to exp(-gamma score_a), gamma = epsilon / (2 Delta) with Delta =
-    changed (2F + 1) plus the scores' float error bound."""
+    changed (2F + 1) plus the scores' float error bound; at most
+    :data:`dprange._validation.MAX_SELECTION_GAMMA` (a huge epsilon)."""
     delta = changed * (2 * max_count + 1) + float_error_bound(n, max_count)
-    return Fraction(epsilon_step) / (2 * Fraction(delta))
+    return selection_gamma_at_most(Fraction(epsilon_step) / (2 * Fraction(delta)))
 
 
 class StructureFirst(Mechanism):

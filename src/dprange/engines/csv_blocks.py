@@ -33,13 +33,20 @@ class BlockFallback(Exception):
     """The file may hold a newline inside a row (quotes, CR line ends): use the streaming reader."""
 
 
+class BlockHasNul(Exception):
+    """A block holds a NUL byte: the file is not text (the caller refuses it)."""
+
+
 def default_block_bytes(batch_rows: int) -> int:
     """Block bytes for a batch size in rows: 16 bytes a row, between 1 MiB and 64 MiB."""
     return max(MIN_BLOCK_BYTES, min(MAX_BLOCK_BYTES, 16 * batch_rows))
 
 
 def _check_cuttable(buf: bytearray, start: int, stop: int) -> None:
-    """Raise BlockFallback unless every newline of ``buf[start:stop]`` ends a row."""
+    """Raise BlockFallback unless every newline of ``buf[start:stop]`` ends a row, and
+    BlockHasNul where it holds a NUL byte (so that a count read in blocks has seen every byte)."""
+    if buf.find(b"\x00", start, stop) != -1:  # cost: one memchr pass over the block
+        raise BlockHasNul
     if buf.find(b'"', start, stop) != -1:  # cost: one memchr pass over the block
         raise BlockFallback
     if buf.find(b"\r", start, stop) != -1 and buf.count(b"\r", start, stop) != buf.count(b"\r\n", start, stop):

@@ -13,7 +13,9 @@ by pyarrow on every core (:mod:`.csv_blocks`), with pyarrow's streaming reader
 (``pyarrow.csv.open_csv``) where a block could split a row (quotes, CR line ends) and for
 the exact text path, or pandas chunks where pyarrow is missing.
 
-The rules are those of :mod:`dprange.io` and :mod:`dprange.domain`: a missing value (empty
+The rules are those of :mod:`dprange.io` and :mod:`dprange.domain`: a CSV file with a NUL
+byte anywhere is refused before its rows are read, a row with fewer or more fields than the
+header is an error naming it, and a missing value (empty
 cell, the usual markers, null, NaN), a value outside the public bounds, a non-integer on an
 integer domain or a non-numeric cell stops the count at the first one, with a one-line
 :class:`~dprange.errors.DomainError` / :class:`~dprange.errors.DataError` naming the file,
@@ -45,13 +47,20 @@ from ..io import (
     _detail,
     _parse_cells,
     _read_head,
+    check_no_nul,
+    check_row_widths,
     file_column_values,
+    first_ragged_row,
+    nul_bytes_error,
     open_parquet,
     read_column,
+    row_width,
+    row_width_error,
+    trailing_comma,
 )
 from ..progress import progress_bar
 from .counting import batch_histogram, edge_table
-from .csv_blocks import BlockFallback, default_block_bytes, parse_block, raw_blocks
+from .csv_blocks import BlockFallback, BlockHasNul, default_block_bytes, parse_block, raw_blocks
 
 #: Rows per batch by default: 2^20 rows are 8 MiB of float64.
 DEFAULT_BATCH_ROWS = 1 << 20
@@ -169,25 +178,56 @@ def file_counts(
     the reader itself (fast): in byte blocks parsed on every core (:mod:`.csv_blocks`), or
     by the streaming reader where a block may split a row (quotes, CR line ends); a cell it
     cannot convert (a float on an integer domain, spaces, text) sends the whole file to the
-    exact text path, which decides (and names bad cells)."""
-    typed = None
-    if not path.lower().endswith(PARQUET_SUFFIXES):
-        try:
-            typed = typed_column(domain)
-        except ImportError:
-            typed = None
+    exact text path, which decides (and names bad cells).  A CSV file with a NUL byte anywhere
+    (:func:`dprange.io.check_no_nul`; the block reader sees every byte, other paths read the
+    file once more) or a row of another width than its header is refused whatever else is
+    wrong in it (the parser meets that row only in its own block: :func:`_ragged_row_first`)."""
+    if path.lower().endswith(PARQUET_SUFFIXES):
+        return _count(domain, file_batches(path, column, batch_rows), clip, drop_missing)
+    try:
+        counts, scanned = _csv_counts(
+            domain, path, column, batch_rows, clip=clip, drop_missing=drop_missing, blocks=block_bytes
+        )
+    except DPRangeError:
+        check_no_nul(path)
+        _ragged_row_first(path, column)
+        raise
+    if not scanned:
+        check_no_nul(path)
+    return counts
+
+
+def _csv_counts(domain: Domain, path: str, column: str, batch_rows: int, *, clip, drop_missing, blocks):
+    """(counts, whether every byte was checked for NUL) of one CSV file (see :func:`file_counts`)."""
+    try:
+        typed = typed_column(domain)
+    except ImportError:
+        typed = None
     if typed is not None:
-        blocks = default_block_bytes(batch_rows) if block_bytes is None else block_bytes
+        blocks = default_block_bytes(batch_rows) if blocks is None else blocks
         try:
             try:
-                return _count(
-                    domain, file_batches(path, column, batch_rows, typed=typed, blocks=blocks), clip, drop_missing
-                )
+                batches = file_batches(path, column, batch_rows, typed=typed, blocks=blocks)
+                return _count(domain, batches, clip, drop_missing), True
+            except BlockHasNul:
+                raise nul_bytes_error(path) from None
             except BlockFallback:
-                return _count(domain, file_batches(path, column, batch_rows, typed=typed), clip, drop_missing)
+                return _count(domain, file_batches(path, column, batch_rows, typed=typed), clip, drop_missing), False
         except _TypedReadFailed:
             pass
-    return _count(domain, file_batches(path, column, batch_rows), clip, drop_missing)
+    return _count(domain, file_batches(path, column, batch_rows), clip, drop_missing), False
+
+
+def _ragged_row_first(path: str, column: str) -> None:
+    """Raise the error for the first row of ``path`` of another width than its header, if
+    there is one (a count that failed checks the whole file: a bad value in an earlier block
+    must not hide it; io's readers check the widths first)."""
+    try:
+        names = _csv_header(path)
+    except DPRangeError:
+        return
+    if column in names:
+        check_row_widths(path, len(names), stream=True)
 
 
 def _count(
@@ -396,19 +436,10 @@ def _checked_header(path: str, column: str) -> list[str]:
     return names
 
 
-def _trailing_comma(path: str, width: int) -> bool:
-    """Whether the first data row has one empty field more than the header (a trailing comma)."""
-    with open(path, newline="", encoding="utf-8-sig") as fh:
-        reader = csv.reader(fh)
-        next(reader, None)
-        first = next(reader, None)
-    return first is not None and len(first) == width + 1 and not first[-1].strip()
-
-
 def _csv_names(path: str, column: str) -> list[str]:
     """The header's names, plus a placeholder where the rows end with a trailing comma."""
     names = _checked_header(path, column)
-    if _trailing_comma(path, len(names)):
+    if trailing_comma(path, len(names)):
         names = [*names, "\x00trailing"]
     return names
 
@@ -487,6 +518,11 @@ def _arrow_csv_batches(path: str, column: str, batch_rows: int, typed=None) -> I
 def _csv_error(path: str, exc: Exception) -> DataError:
     if isinstance(exc, UnicodeDecodeError) or "UTF8" in str(exc) or "UTF-8" in str(exc):
         return DataError(f"{path!r} is not UTF-8 text (Latin-1 or another encoding?); save it as UTF-8 CSV")
+    if "Expected" in str(exc) and "columns, got" in str(exc):  # pyarrow met a row of another width
+        width = len(_csv_header(path))
+        found = first_ragged_row(path, width)  # its row, by the rule of dprange.io's readers
+        if found is not None:
+            return row_width_error(path, found[0], found[1], width, row_width(path, width))
     return DataError(f"cannot read {path!r} as CSV{_detail(exc)}")
 
 
@@ -559,7 +595,8 @@ def _quick_cast(cells):
 
 def _pandas_csv_batches(path: str, column: str, batch_rows: int) -> Iterator[Batch]:
     """The fallback without pyarrow: pandas chunks (or the standard library without pandas)."""
-    _checked_header(path, column)
+    names = _checked_header(path, column)
+    check_row_widths(path, len(names))  # pandas pads short rows and drops extra fields
     try:
         import pandas as pd  # noqa: PLC0415
     except ImportError:  # neither pyarrow nor pandas: io's reader, whole

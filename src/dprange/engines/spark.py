@@ -21,10 +21,11 @@ record of the first file (in input order) and raises the local engine's one-line
 naming the file, the row (data rows numbered from the file's start: a CSV header is row 1)
 and the value.  For a DataFrame of the caller's, which may have been filtered, it names the
 file without a row number; for one that does not come from files, the Spark partition and
-the record's place in it.  Blank lines of CSV files, which Spark's CSV reader skips, are read
-as the local engine reads them: a record of missing values, an error at its row unless
-``drop_missing`` (:mod:`dprange.engines.spark_blank_lines`: one more pass over the CSV text
-when ``drop_missing`` is off).
+the record's place in it.  Lines of CSV files that Spark's CSV reader passes over are read as
+the local engine reads them (:mod:`dprange.engines.spark_blank_lines`: one more pass over the
+CSV text): a blank line is a record of missing values, an error at its row unless
+``drop_missing``; a file with a row of fewer or more fields than the header (named) or a NUL
+byte anywhere is refused when the count reaches it in input order.
 
 Local-DP reports (:func:`spark_ldp_aggregate`): a text column holding one user's report per
 row in the JSON-lines form of :meth:`dprange.ldp.ProtocolReports.to_jsonl` (``spark.read.text``
@@ -49,13 +50,13 @@ import numpy as np
 
 from ..domain import Domain
 from ..errors import DataError, DomainError, DPRangeError, ParameterError, ReportError, excerpt, private
-from ..io import PARQUET_SUFFIXES, _column_missing, file_column_values
+from ..io import PARQUET_SUFFIXES, _column_missing, file_column_values, nul_bytes_error, row_width_error
 from ..ldp.oracles import Reports, report_fields
 from ..ldp.protocols import Protocol
 from ..product_domain import ProductDomain
 from .counting import batch_histogram, edge_table
 from .local import CSV_SUFFIXES, Batch, _arrow_cells, _quick_cast, batch_counts, expand_inputs, plain_values
-from .spark_blank_lines import first_blank_line, row_of_record
+from .spark_blank_lines import classify, first_problem_line, is_line_problem, is_ragged, row_of_record, scan_lines
 
 #: The master a session created by dprange uses unless told otherwise.
 DEFAULT_MASTER = "local[*]"
@@ -153,18 +154,20 @@ def read_files(spark, source) -> list:
 def files_frame(source, columns: list[str], spark=None, *, domain=None, drop_missing: bool = True):
     """One Spark DataFrame of ``columns`` of the files of ``source`` (all CSV or all
     Parquet), for :func:`dprange.release_grid`; ParameterError for mixed formats.  Given the
-    ``domain`` and ``drop_missing=False``, a blank line of a CSV file is the local engine's
-    missing-value error (found here, before counting: the DataFrame no longer knows its lines)."""
+    ``domain``, a CSV line the local engine stops at (a blank line unless ``drop_missing``, a
+    row of another width) is its error, and a file with a NUL byte is refused (found here,
+    before counting: the DataFrame no longer knows its lines)."""
     frames = read_files(get_session(spark), source)
     if len(frames) > 1:
         raise ParameterError("the input mixes CSV and Parquet files; give files of one format for several columns")
     kind, frame = frames[0]
     _check_columns(frame, columns, _describe(source))
     selected = frame.select(*[frame[name] for name in columns])
-    if kind == "csv" and domain is not None and not drop_missing:
-        blank = _first_blank(frame, _order(source))
-        if blank is not None:
-            _raise_blank(blank, columns, domain)
+    if kind == "csv":
+        any_problem = _refuse_bad_files(frame, _order(source), columns, domain, False, drop_missing)
+        problem = _first_problem(frame, _order(source), drop_missing) if any_problem and domain is not None else None
+        if problem is not None:
+            _raise_line(problem, len(frame.columns), columns, domain)
     return selected
 
 
@@ -361,6 +364,7 @@ def _order(source) -> list[str]:
 
 def _frame_counts(frame, kind, names, domain, clip, drop_missing, order) -> np.ndarray:
     """Counts of one DataFrame: the first pass, and the second where it failed."""
+    any_problem = _refuse_bad_files(frame, order, names, domain, clip, drop_missing) if kind == "csv" else False
     selected = frame.select(*[frame[name] for name in names])
     spark = frame.sparkSession
     previous = spark.conf.get(_ARROW_BATCH_CONF, None)
@@ -373,12 +377,12 @@ def _frame_counts(frame, kind, names, domain, clip, drop_missing, order) -> np.n
             return np.zeros(domain.size, dtype=np.int64)
         with SparkFailures(_describe_frame(frame, kind)):
             counts, error = parts.treeReduce(_merge_parts, depth=2)  # O(bins) per merge, log-depth tree
-        blank = _first_blank(frame, order) if kind == "csv" and not drop_missing else None  # one more text pass
+        problem = _first_problem(frame, order, drop_missing) if any_problem else None  # one more text pass
         if error is None:
-            if blank is not None:
-                _raise_blank(blank, names, domain)
+            if problem is not None:
+                _raise_line(problem, len(frame.columns), names, domain)
             return np.array(counts, dtype=np.int64)
-        _raise_located(frame, kind, names, domain, clip, drop_missing, order, blank)
+        _raise_located(frame, kind, names, domain, clip, drop_missing, order, problem)
         raise _error_of(error)
     finally:
         if previous is None:
@@ -426,9 +430,9 @@ def _error_of(text: str) -> DPRangeError:
     return {"DataError": DataError, "DomainError": DomainError}.get(kind, DataError)(message)
 
 
-def _raise_located(frame, kind, names, domain, clip, drop_missing, order, blank=None) -> None:
+def _raise_located(frame, kind, names, domain, clip, drop_missing, order, problem=None) -> None:
     """Find the first bad record (second pass) and raise the local engine's message for it,
-    or for the ``blank`` line (file, row) when that comes first."""
+    or for the ``problem`` line (file, row, text) when that comes first."""
     try:
         located = frame.select(*[frame[name] for name in names], "_metadata.file_path", "_metadata.file_block_start")
         with_files = True
@@ -444,17 +448,17 @@ def _raise_located(frame, kind, names, domain, clip, drop_missing, order, blank=
     for file, start, rows, bad, cell in by_place:
         if bad >= 0:
             offset = before.get(file, 0) + bad
-            # Records before a file's first blank line are its lines: the row of the record
-            # is exact up to there, and the blank line comes first from there on.
-            if blank is not None and (rank(blank[0]), blank[0]) <= (rank(file), file):
-                if blank[0] != file or blank[1] <= offset + 2:
-                    _raise_blank(blank, names, domain)
             if kind == "csv" and drop_missing:  # blank lines, dropped, are rows of the file all the same
                 offset = row_of_record(frame.sparkSession, file, offset) - 2
+            # The record's row (exact: without drop_missing the records before a file's first
+            # problem line are its lines) against that line's: the earlier one is reported.
+            if problem is not None and (rank(problem[0]), problem[0]) <= (rank(file), file):
+                if problem[0] != file or problem[1] <= offset + 2:
+                    _raise_line(problem, len(frame.columns), names, domain)
             _raise_for_record(cell, file, kind, offset, start, names, domain, clip, drop_missing, with_files)
         before[file] = before.get(file, 0) + rows
-    if blank is not None:
-        _raise_blank(blank, names, domain)
+    if problem is not None:
+        _raise_line(problem, len(frame.columns), names, domain)
 
 
 def _ranking(order: list[str]):
@@ -463,17 +467,56 @@ def _ranking(order: list[str]):
     return lambda uri: rank.get(_local_path(uri), len(rank))
 
 
-def _first_blank(frame, order: list[str]) -> tuple[str, int] | None:
-    """(file URI, row) of the first blank line of a DataFrame's CSV files, in input order."""
-    return first_blank_line(frame.sparkSession, frame.inputFiles(), _ranking(order))
+def _first_problem(frame, order: list[str], drop_missing: bool) -> tuple[str, int, str] | None:
+    """(file URI, row, text) of the first blank line of a DataFrame's CSV files that the local
+    engine stops at, in input order."""
+    from pyspark.sql import functions as F  # noqa: PLC0415
+
+    problem = is_line_problem(F.col("value"), len(frame.columns), drop_missing)
+    return first_problem_line(frame.sparkSession, frame.inputFiles(), _ranking(order), problem)
 
 
-def _raise_blank(blank: tuple[str, int], names: list[str], domain) -> None:
-    """The local engine's error for a blank line: a record whose every cell is missing."""
+def _refuse_bad_files(frame, order: list[str], names: list[str], domain, clip: bool, drop_missing: bool) -> bool:
+    """Refuse the CSV files of ``frame`` as the local engine does when one holds a NUL byte
+    (:func:`dprange.io.nul_bytes_error`) or a row of another width than its header
+    (:func:`dprange.io.row_width_error`, at the first such row): the files before the first
+    such one (in input order) are counted first, so that a problem of theirs is reported as
+    the local engine reports it, then the file is refused.  One pass over the text
+    (:func:`scan_lines`), which also tells whether a blank line stops the count: returned."""
+    from pyspark.sql import functions as F  # noqa: PLC0415
+
+    files, width = frame.inputFiles(), len(frame.columns)
+    nul, ragged, any_problem = scan_lines(frame.sparkSession, files, width, drop_missing)
+    if not nul and not ragged:
+        return any_problem
+    rank = _ranking(order)
+    place = lambda uri: (rank(uri), _local_path(uri))  # noqa: E731 - a file's place in the input order
+    first = min(nul + ragged, key=place)
+    earlier = [_local_path(f) for f in sorted(files, key=place) if place(f) < place(first)]
+    if earlier and domain is not None:
+        columns = names if isinstance(domain, ProductDomain) else names[0]
+        spark_histogram(earlier, columns, domain, clip=clip, drop_missing=drop_missing, spark=frame.sparkSession)
+    if first in nul:
+        raise nul_bytes_error(_local_path(first))
+    found = first_problem_line(frame.sparkSession, [first], rank, is_ragged(F.col("value"), width))
+    if found is None:  # the file changed since the scan: the count reads it as it is now
+        return any_problem
+    raise row_width_error(_local_path(first), found[1], classify(found[2], width)[1], width, width)
+
+
+def _raise_line(problem: tuple[str, int, str], width: int, names: list[str], domain) -> None:
+    """The local engine's error for a line of a CSV file whose header names ``width`` columns
+    (:func:`~dprange.engines.spark_blank_lines.classify`): a blank line is a record whose every
+    cell is missing, a one-column file's blank line of control characters a cell, any other
+    line a row of the wrong width."""
     import pyarrow as pa  # noqa: PLC0415
 
-    file, row = blank
-    record = pa.record_batch({name: pa.array([None], pa.string()) for name in names})
+    file, row, text = problem
+    what, fields = classify(text, width)
+    if what == "ragged":
+        raise row_width_error(_local_path(file), row, fields, width, width)
+    cells = [None] if what == "missing" else [text]
+    record = pa.record_batch({name: pa.array(cells, pa.string()) for name in names})
     _raise_for_record(_ipc(record), file, "csv", row - 2, 0, names, domain, False, False, True)
 
 

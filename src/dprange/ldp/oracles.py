@@ -420,9 +420,12 @@ class FrequencyOracle:
         theirs = (reports.oracle, reports.epsilon, reports.domain_size, reports.params)
         if mine != theirs:
             raise ReportError(f"reports were made with {theirs[:3]} {theirs[3] or ''}, not {mine[:3]} {mine[3] or ''}")
-        n_field = np.asarray(reports.data.get("n", [-1])).ravel()
-        if n_field.size != 1 or n_field.dtype.kind not in "iu" or n_field[0] < 0:
-            raise ReportError("reports lack their user count 'n' (one non-negative integer); the file is malformed")
+        n_field = np.asarray(reports.data.get("n", [-1]))
+        if n_field.shape != (1,) or n_field.dtype.kind not in "iu" or n_field[0] < 0:
+            raise ReportError(
+                "reports need their user count 'n' as one non-negative integer (an integer array of length 1); "
+                "the file is malformed"
+            )
         for key in self.fields:
             if key not in reports.data:
                 raise ReportError(f"{self.name} reports lack the field {key!r}; the file is malformed")

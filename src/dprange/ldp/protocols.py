@@ -483,6 +483,7 @@ class ProtocolAggregator:
             if level not in self.levels:
                 raise ReportError(f"reports name level {level}, which this protocol does not have")
             self.levels[level].add(rep)
+            self._check_level_sampled(level)
         return self
 
     def merge(self, other: ProtocolAggregator) -> ProtocolAggregator:
@@ -490,7 +491,17 @@ class ProtocolAggregator:
             raise ReportError("cannot merge aggregators of different protocols")
         for level, agg in other.levels.items():
             self.levels[level].merge(agg)
+            self._check_level_sampled(level)
         return self
+
+    def _check_level_sampled(self, level: int) -> None:
+        """Refuse reports at a level the protocol gives probability 0: no user of this protocol
+        reports there, so the reports and their header disagree (a malformed or forged file)."""
+        if self.levels[level].n > 0 and self.protocol.level_probabilities[level - 1] == 0:
+            raise ReportError(
+                f"reports at level {level}, whose level probability is 0 in the protocol: no user samples "
+                "that level; the reports do not match their header"
+            )
 
     def measurements(self) -> Measurements:
         """The level estimates as :class:`~dprange.measurements.Measurements` (see
