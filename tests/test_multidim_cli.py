@@ -141,6 +141,7 @@ def test_optimised_kronecker_reports_each_axis_strategy_and_the_cache(two_column
     assert stdout.count(f"read from the strategy cache {cache}") == 2
 
 
+@pytest.mark.usefixtures("private_cache")
 def test_optimised_kronecker_records_each_axis_optimisation_time_in_the_json(two_columns, tmp_path, capsys):
     """A k-D release's JSON did not record its axes' optimisation time (a 1-D release records
     parameters["strategy"]["optimisation_seconds"]): it records every axis' description now,
