@@ -37,10 +37,13 @@ import tracemalloc
 import numpy as np
 
 import dprange
-from dprange import Domain, Hierarchical, analysis, interval_search
+from dprange import Domain, Hierarchical
+from dprange.analysis import error as analysis_error
+from dprange.analysis import selection as analysis_selection
+from dprange.answers import interval_search
+from dprange.answers.interval_search import bin_sd
 from dprange.inference.tree import TreeErrorModel
 from dprange.inference.wavelet import HaarEstimate
-from dprange.interval_search import bin_sd
 
 ONE_PASS_MODELS = (TreeErrorModel, HaarEstimate)
 
@@ -78,13 +81,13 @@ def measure(fn, repeats: int, setup=None) -> dict:
 @contextlib.contextmanager
 def one_pass_path():
     """The former select path: listed one-pass variances, candidates ranked on one thread."""
-    sums, workers = analysis.variance_sums, analysis.RANK_WORKERS
-    analysis.variance_sums = lambda model: None  # type: ignore[assignment]
-    analysis.RANK_WORKERS = 1
+    sums, workers = analysis_error.variance_sums, analysis_selection.RANK_WORKERS
+    analysis_error.variance_sums = lambda model: None  # type: ignore[assignment]
+    analysis_selection.RANK_WORKERS = 1
     try:
         yield
     finally:
-        analysis.variance_sums, analysis.RANK_WORKERS = sums, workers
+        analysis_error.variance_sums, analysis_selection.RANK_WORKERS = sums, workers
 
 
 def former_crossing_bins(prefix, var_prefix, var_rest, var_total, public_total, targets, levels, k):
@@ -104,7 +107,7 @@ def former_crossing_bins(prefix, var_prefix, var_rest, var_total, public_total, 
 @contextlib.contextmanager
 def full_scan_intervals():
     """Quantile intervals as before: every bin scanned for every level."""
-    import dprange.cdf as cdf_module  # noqa: PLC0415
+    import dprange.answers.cdf as cdf_module  # noqa: PLC0415
 
     saved = cdf_module.crossing_bins
     cdf_module.crossing_bins = former_crossing_bins  # type: ignore[assignment]
@@ -151,10 +154,10 @@ def select_rows(sizes, repeats, old_max_n) -> list:
         chosen = {}
 
         def run(_):
-            chosen["sel"] = analysis.select("all-range", n, 1.0, optimize_budget=False)
+            chosen["sel"] = analysis_selection.select("all-range", n, 1.0, optimize_budget=False)
 
         def models(_):
-            for mech in analysis.default_candidates(n, fast=n > 2**16):
+            for mech in analysis_selection.default_candidates(n, fast=n > 2**16):
                 mech.error_model(n, 1.0)
 
         row = {"task": "select all-range (dprange error)", "bins": n, "new": measure(run, repeats)}

@@ -22,9 +22,10 @@ import time
 
 import numpy as np
 
-from dprange.ldp import HaarHRR, HierarchicalHistogram, expected_error, simulate
+from dprange.ldp import HaarHRR, HierarchicalHistogram, expected_error
 from dprange.ldp.consistency import two_stage_consistency
-from dprange.ldp.protocols import Flat
+from dprange.ldp.range_protocols import Flat
+from dprange.ldp.simulate import simulate
 
 EPSILONS = [0.2, 0.4, 0.6, 0.8, 1.0, 1.1, 1.2, 1.4]
 # Paper values, per D: columns HH2c, HH4c, HH16c, HaarHRR (HH16c absent for 2^22).

@@ -1,4 +1,4 @@
-"""DAWA's second stage: GreedyH (dprange.greedy_h, the default) against the earlier
+"""DAWA's second stage: GreedyH (dprange.data_aware.greedy_h, the default) against the earlier
 "best-hierarchy" on DPBench's 1-D shapes, and its speed; prints JSON.
 
 Protocol of benchmarks/dpbench.py (scaled average per-query error, multinomial samples of
@@ -32,7 +32,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 from dpbench import DATA, FILES, sample, scaled_error, shape, workloads_1d
 
 from dprange import DAWA
-from dprange.greedy_h import cached_greedy_weights
+from dprange.data_aware.greedy_h import cached_greedy_weights
 
 STAGES = ("greedy_h", "best-hierarchy")
 

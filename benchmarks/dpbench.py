@@ -22,7 +22,7 @@ DPBench, data-aware methods win at the smallest scale on sparse shapes (35 of 40
 and hierarchies at the largest scale (48 of 64), MWEM and StructureFirst degrade with scale
 (they are not scale-epsilon exchangeable).  Differences: at small scale the leader is
 StructureFirst (22 wins) more often than DAWA (13): with its partition calibrated exactly
-(see dprange.data_aware.DAWA) DAWA's costs carry far more noise than the paper's, while
+(see dprange.data_aware.dawa.DAWA) DAWA's costs carry far more noise than the paper's, while
 StructureFirst's 32 buckets act as a coarse histogram when the noise swamps the shape; and
 DAWA still wins 16 of the largest-scale settings, 11 of them on the very sparse NETTRACE and
 MDSALARY.
@@ -40,10 +40,9 @@ from dpbench_2d import mechanisms as grid_mechanisms  # the sibling script: benc
 
 from dprange import DAWA, MWEM, AutoData, Flat, Hierarchical, StructureFirst, Wavelet
 from dprange.analysis import auto_mechanism
-from dprange.auto_data import choose
-from dprange.multidim import Quadtree
-from dprange.workloads import Prefix, RandomRanges
-from dprange.workloads_kd import random_rectangles
+from dprange.data_aware.auto_data import choose
+from dprange.mechanisms.grid import Quadtree
+from dprange.workloads import Prefix, RandomRanges, random_rectangles
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "dpbench")
 DATA = os.path.join(ROOT, "1D")

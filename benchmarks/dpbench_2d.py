@@ -25,8 +25,8 @@ import time
 import numpy as np
 
 from dprange import DAWAHilbert, HybridTree, KDHierarchy, KDTree, Kronecker, Quadtree
-from dprange.spatial_trees import box_sums, summed_area
-from dprange.workloads_kd import random_rectangles
+from dprange.data_aware.spatial_trees import box_sums, summed_area
+from dprange.workloads import random_rectangles
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "dpbench", "2D")
 SCALES = (10**3, 10**5, 10**7)

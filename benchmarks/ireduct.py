@@ -20,8 +20,8 @@ import time
 import numpy as np
 import scipy.sparse as sp
 
-from dprange.data_aware import laplace_spec
-from dprange.ireduct import ireduct, marginal_queries
+from dprange.data_aware.ireduct import ireduct, marginal_queries
+from dprange.data_aware.steps import laplace_spec
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "dpbench", "2D")
 SANITY = 10.0

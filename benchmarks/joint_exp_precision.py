@@ -23,7 +23,7 @@ import time
 import numpy as np
 import pandas as pd
 
-from dprange import quantile_mechanisms as qm
+from dprange.quantile_mechanisms import joint_exp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ADULT = os.path.join(HERE, "..", "..", "shared", "data", "adult", "adult.csv")
@@ -44,21 +44,30 @@ def rank_error(sorted_values: np.ndarray, estimates: np.ndarray, levels: np.ndar
 def cell(values, sorted_values, m, epsilon, repeats, seed) -> dict:
     levels = np.arange(1, m + 1) / (m + 1)
     n = values.size
-    out: dict = {"m": m, "epsilon": epsilon, "n": n, "rule": qm.joint_precision(epsilon, levels, "add_remove", n, 1e5)}
+    out: dict = {
+        "m": m,
+        "epsilon": epsilon,
+        "n": n,
+        "rule": joint_exp.joint_precision(epsilon, levels, "add_remove", n, 1e5),
+    }
     width = BOUNDS[1] + 1 - BOUNDS[0]
     times: dict = {"double": [], "extended": []}
     errors: dict = {"double": [], "extended": []}
     for r in range(repeats):
         for precision in ("double", "extended"):
             start = time.process_time()
-            estimates, charge = qm.joint_exponential_run(
+            estimates, charge = joint_exp.joint_exponential_run(
                 values, levels, epsilon, BOUNDS, integer=True, rng=seed + r, n_max=n, _precision=precision
             )
             times[precision].append(time.process_time() - start)
             errors[precision].append(rank_error(sorted_values, estimates, levels))
     for precision in ("double", "extended"):
-        share = (epsilon - qm.joint_charged_epsilon(epsilon, levels, "add_remove", n, width, precision)) / epsilon
-        share_1e5 = (epsilon - qm.joint_charged_epsilon(epsilon, levels, "add_remove", n, 1e5, precision)) / epsilon
+        share = (
+            epsilon - joint_exp.joint_charged_epsilon(epsilon, levels, "add_remove", n, width, precision)
+        ) / epsilon
+        share_1e5 = (
+            epsilon - joint_exp.joint_charged_epsilon(epsilon, levels, "add_remove", n, 1e5, precision)
+        ) / epsilon
         out[precision] = {
             "cpu_s_median": statistics.median(times[precision]),
             "cpu_s": times[precision],
@@ -76,7 +85,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=11)
     parser.add_argument("--json", default=None)
     args = parser.parse_args()
-    if not qm.extended_precision_available():
+    if not joint_exp.extended_precision_available():
         raise SystemExit("this platform's long double is not wider than double: nothing to compare")
     values = load_fnlwgt()
     sorted_values = np.sort(values)
@@ -85,7 +94,7 @@ def main() -> None:
         "benchmark": "joint_exp_precision",
         "dataset": "adult fnlwgt",
         "repeats": args.repeats,
-        "unit_roundoff": {"double": qm.unit_roundoff("double"), "extended": qm.unit_roundoff("extended")},
+        "unit_roundoff": {"double": joint_exp.unit_roundoff("double"), "extended": joint_exp.unit_roundoff("extended")},
         "load_average": os.getloadavg(),
         "cells": cells,
     }

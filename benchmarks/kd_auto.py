@@ -2,7 +2,7 @@
 
 For each shape and workload (all rectangles, prefix rectangles), epsilon = 1, add/remove:
 
-* before: :func:`dprange.multidim.select_grid` on the shape-only pool
+* before: :func:`dprange.analysis.grid.select_grid` on the shape-only pool
   (``grid_candidates(shape)``: the fixed Kronecker products, k-D hierarchies, Fourier), which
   is what auto ranked before the optimised mechanisms became candidates;
 * after: ``select_grid`` as auto runs it (the pool with the workload's optimised candidates);
@@ -19,7 +19,7 @@ epsilon 1 and at (1, 1e-6): prefixes on axis 0 by ranges of width at most 4 on a
 ("prefix-by-narrow"), ranges of width at most 8 on both ("narrow"), and ranges between two
 uniform bins on both ("random"); before: the shape-only pool (no optimised product was ranked
 for explicit rectangles), after: auto with the product optimised axis by axis for them
-(:class:`dprange.optimized_kd.OptimizedKronecker` with the Rectangles).
+(:class:`dprange.mechanisms.optimized_grid.OptimizedKronecker` with the Rectangles).
 
 Prints one JSON object.  The caches live in a temporary folder (DPRANGE_CACHE_DIR), one per cold
 run.
@@ -36,8 +36,8 @@ import time
 
 import numpy as np
 
-from dprange.multidim import grid_candidates, select_grid
-from dprange.workloads_kd import Rectangles
+from dprange.analysis.grid import grid_candidates, select_grid
+from dprange.workloads import Rectangles
 
 WORKLOADS = ("all-rectangles", "prefix-rectangles")
 

@@ -6,7 +6,7 @@ For each template (p-identity: discrete Laplace at epsilon; p-identity-l2: discr
 * ``bits``: the per-axis quantisation chosen (tolerance 2^-bits; 16 is the 1-D default), or the
   refusal;
 * ``error``: the exact expected error (mean variance per query) as released
-  (:func:`dprange.multidim.expected_error`);
+  (:func:`dprange.analysis.grid.expected_error`);
 * ``unquantised``: the same for the unquantised product (unit column norms, sensitivity 1),
   noise variance per unit scale^2 times the product of the axes' exact mean range variances
   (dense, per axis);
@@ -30,11 +30,11 @@ import time
 
 import numpy as np
 
+from dprange.analysis.grid import axis_ranges, expected_error
 from dprange.errors import ParameterError
-from dprange.multidim import axis_ranges, expected_error
-from dprange.noise import gaussian_sigma, noise_variance
-from dprange.optimized import P_IDENTITY_NORMS, column_scales
-from dprange.optimized_kd import OptimizedKronecker
+from dprange.mechanisms.optimized_grid import OptimizedKronecker
+from dprange.optimize.p_identity import P_IDENTITY_NORMS, column_scales
+from dprange.privacy.noise import gaussian_sigma, noise_variance
 
 WORKLOADS = {"all-rectangles": "all", "prefix-rectangles": "prefix"}
 SHAPES = "8x8x8,16x16x16,32x32x32,64x64x64,8x8x8x8,16x16x16x16,32x32x32x32,8x8x8x8x8,32x32"

@@ -24,9 +24,9 @@ import time
 
 import numpy as np
 
-from dprange.ldp import GRR, HRR, OLH, OUE, HaarHRR, HierarchicalHistogram, simulate
-from dprange.ldp.simulate import split_by_level
-from dprange.noise import SecureRandom
+from dprange.ldp import GRR, HRR, OLH, OUE, HaarHRR, HierarchicalHistogram
+from dprange.ldp.simulate import simulate, split_by_level
+from dprange.privacy.samplers import SecureRandom
 
 
 def cpu(fn, repeats):

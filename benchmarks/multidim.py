@@ -6,7 +6,7 @@ age x hours-per-week of ../shared/data/adult/adult.csv (public bounds [17, 90] x
 between two uniform bins, fixed seed).  For each mechanism and epsilon in (0.1, 1):
 
 * exact: the root of the exact mean squared error over the workload (data-independent,
-  :func:`dprange.multidim.expected_error`);
+  :func:`dprange.analysis.grid.expected_error`);
 * observed: the root mean squared error of one seeded release against the true counts;
 * seconds: the release (measure + least squares) and the workload's answers with standard
   errors.
@@ -26,9 +26,9 @@ import numpy as np
 import pandas as pd
 
 from dprange import DAWAHilbert, Domain, HybridTree, KDHierarchy, KDTree, Kronecker, Privelet, ProductDomain, Quadtree
-from dprange.multidim import expected_error
-from dprange.optimized_kd import OptimizedKronecker
-from dprange.workloads_kd import random_rectangles
+from dprange.analysis.grid import expected_error
+from dprange.mechanisms.optimized_grid import OptimizedKronecker
+from dprange.workloads import random_rectangles
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
 DPBENCH = ("Adult_2D_256_256", "MDSalary2D_256_256", "Stroke_2D_256_256", "checkin_256_256")

@@ -7,7 +7,7 @@
    (50 x 100 x 7 x 4 x 2) released with their exact errors; target under 5 s and 1 GB.
    Flat Kronecker, the mechanism ``auto`` picks for 2-way marginals there, and the Fourier
    strategy; also the flat release constrained to published 1-way marginals
-   (:func:`dprange.contingency.constrain`).
+   (:func:`dprange.mechanisms.tables.constrain`).
 
 Every case runs in a fresh process (spawned), so its peak resident memory (ru_maxrss) is its
 own; times are CPU seconds of that process (``time.process_time``, all threads) and wall
@@ -47,8 +47,8 @@ def measure(run, repeats: int) -> dict:
 
 def build(label: str):
     from dprange import Kronecker, Privelet, Quadtree  # noqa: PLC0415
-    from dprange.fourier import FourierMarginals  # noqa: PLC0415
-    from dprange.multidim import select_grid  # noqa: PLC0415
+    from dprange.analysis.grid import select_grid  # noqa: PLC0415
+    from dprange.mechanisms.fourier import FourierMarginals  # noqa: PLC0415
 
     if label == "auto":
         return select_grid((50, 100, 7, 4, 2), 1.0, workload="marginals", order=2).mechanism
@@ -100,7 +100,7 @@ def grid_case(label: str, repeats: int) -> dict:
 
 
 def marginals_case(label: str, repeats: int) -> dict:
-    from dprange.contingency import constrain  # noqa: PLC0415
+    from dprange.answers.constrained import constrain  # noqa: PLC0415
 
     shape = (50, 100, 7, 4, 2)
     counts = np.random.default_rng(1).poisson(1.0, shape)

@@ -5,7 +5,7 @@
 Rows per scale b (n = 10^7 draws, 10^6 with --quick):
 
 * ``secure``: dprange's default source (ChaCha20 keystream), exact discrete Laplace by the
-  one-word inverse CDF (``dprange._laplace_table``);
+  one-word inverse CDF (``dprange.privacy._laplace_table``);
 * ``secure_cks``: the same keystream through Canonne-Kamath-Steinke's Algorithm 2 (what the
   secure source ran before, then on ``os.urandom``);
 * ``seeded``: a seeded numpy Generator through the same exact sampler as before (CKS);
@@ -28,8 +28,8 @@ import time
 
 import numpy as np
 
-from dprange._keystream import Keystream
-from dprange.noise import SecureRandom, _laplace_rational, sample_discrete_laplace
+from dprange.privacy._keystream import Keystream
+from dprange.privacy.samplers import SecureRandom, _laplace_rational, sample_discrete_laplace
 
 
 class _Delegate:

@@ -21,7 +21,7 @@ Exact expected error, average variance per query, epsilon = 1:
   best candidate ``select`` ranks without it, the SVD bound, and the eigen-design's L1 score
   (its strategy charged its L1 sensitivity, Laplace noise) as a reference point;
 * (epsilon, delta) = (1, 1e-6): the trace of the eigen-design, of the L2 p-Identity
-  template and of the exact L2 optimum (``template="l2-optimal"``, :mod:`dprange.optimal_l2`)
+  template and of the exact L2 optimum (``template="l2-optimal"``, :mod:`dprange.optimize.l2_optimum`)
   against the bound with the same noise factor (``strategy_ratio``: trace(G (A^T A)^-1)
   max-column-L2-norm^2 / ((sum sigma)^2 / n), the issue's criterion), the exact error of
   Optimized (template auto: the L2 optimum under add/remove) and the best fixed strategy;
@@ -36,7 +36,7 @@ Exact expected error, average variance per query, epsilon = 1:
   the same with ``l2_optimum_bound`` (the exact optimum of the L2 program: the least error of
   any matrix mechanism with that noise under (epsilon, delta), a tighter cap); under
   pure epsilon-DP also the dense L1 templates (``template="dense"`` and ``"dense-signed"``,
-  :mod:`dprange.optimized_dense`: exact error, gain over the best fixed strategy and over
+  :mod:`dprange.optimize.dense`: exact error, gain over the best fixed strategy and over
   p-Identity, CPU seconds of the optimisation from the cached p-Identity or dense optimum);
 * CPU seconds: the optimisation (cold cache) and a release of 10^6 records with the cached
   strategy (median of 5, CPU and wall);
@@ -52,7 +52,7 @@ Exact expected error, average variance per query, epsilon = 1:
     OPENBLAS_NUM_THREADS=1 python benchmarks/optimized.py --replace [--full]
     OPENBLAS_NUM_THREADS=1 python benchmarks/optimized.py --l2 [--full] [--baseline /tmp/old/src]
 
-``--l2``: the exact L2 optimum (:mod:`dprange.optimal_l2`) on all ranges and prefixes of 256 and
+``--l2``: the exact L2 optimum (:mod:`dprange.optimize.l2_optimum`) on all ranges and prefixes of 256 and
 1024 bins (``--full``: also 2048 and 4096): the cold solve's CPU and wall seconds, steps and
 trace and bound over the SVD bound, with ``--baseline`` interleaved case by case (up to 1024
 bins); then template auto at (1, 1e-6) as released (the L2 optimum at every size now) against
@@ -119,7 +119,7 @@ def cpu_and_wall(fn):
 SPEED_CASE = """
 import json, sys, time
 import numpy as np
-from dprange.optimized import Gram, default_rows, optimize_p_identity
+from dprange.mechanisms.optimized import Gram, default_rows, optimize_p_identity
 from dprange.workloads import AllRange, Prefix
 name, n = sys.argv[1], int(sys.argv[2])
 workload = (AllRange if name == "all-range" else Prefix)(n)
@@ -160,7 +160,7 @@ def speed(baseline: str | None, repeats: int) -> None:
 L2_CASE = """
 import json, sys, time
 import numpy as np
-from dprange.optimal_l2 import l2_optimum
+from dprange.optimize.l2_optimum import l2_optimum
 from dprange.workloads import AllRange, Prefix
 name, n = sys.argv[1], int(sys.argv[2])
 gram = (AllRange if name == "all-range" else Prefix)(n).gram()
@@ -198,8 +198,8 @@ def l2_large(baseline: str | None, full: bool) -> None:
 
     import dprange  # noqa: PLC0415 - after the cache directory is set
     from dprange.analysis import expected_error, select, svd_bound  # noqa: PLC0415
-    from dprange.optimized import Optimized  # noqa: PLC0415
-    from dprange.workloads import AllRange, Prefix, singular_value_sum  # noqa: PLC0415
+    from dprange.mechanisms.optimized import Optimized  # noqa: PLC0415
+    from dprange.workloads.ranges import AllRange, Prefix, singular_value_sum  # noqa: PLC0415
 
     released = []
     for n in sizes:
@@ -256,7 +256,7 @@ def load_timings(release, repeats: int = 3) -> dict:
     release saved as JSON: with the inverse of its strategy adopted from the disk cache, and
     without (the cache's inverse not looked for: the O(n^3) factorisation, as before)."""
     import dprange  # noqa: PLC0415
-    from dprange import optimized  # noqa: PLC0415
+    from dprange.optimize import cache as optimized  # noqa: PLC0415
 
     with tempfile.TemporaryDirectory() as directory:
         path = Path(directory) / "release.json"
@@ -305,7 +305,7 @@ def sweep_workloads(n: int) -> dict:
 def sweep(n: int, match: str = "") -> None:
     """Gain of the optimised strategy over the best fixed one and its cap (``--sweep``)."""
     from dprange.analysis import expected_error, l2_optimum_bound, select, svd_bound  # noqa: PLC0415
-    from dprange.optimized import Optimized  # noqa: PLC0415
+    from dprange.mechanisms.optimized import Optimized  # noqa: PLC0415
 
     rows = []
     for name, workload in sweep_workloads(n).items():
@@ -354,8 +354,8 @@ def replace_neighbours(sizes) -> None:
     (``l2_optimum_bound(..., neighbours="replace")``, up to 256 bins), exact errors per query as
     released, and the CPU of the replace program and of the L2 template."""
     from dprange.analysis import expected_error, l2_optimum_bound, select  # noqa: PLC0415
-    from dprange.optimal_l2 import L2_REPLACE_MAX_N  # noqa: PLC0415
-    from dprange.optimized import Optimized  # noqa: PLC0415
+    from dprange.mechanisms.optimized import Optimized  # noqa: PLC0415
+    from dprange.optimize.l2_optimum import L2_REPLACE_MAX_N  # noqa: PLC0415
     from dprange.workloads import AllRange, Prefix  # noqa: PLC0415
 
     def error(mech, workload):
@@ -397,7 +397,7 @@ def replace_neighbours_pure(sizes) -> None:
     loss with the public total) against the add/remove optimum measured under replace and the
     best fixed strategy, exact errors per query as released (module doc)."""
     from dprange.analysis import expected_error, select  # noqa: PLC0415
-    from dprange.optimized import Optimized  # noqa: PLC0415
+    from dprange.mechanisms.optimized import Optimized  # noqa: PLC0415
     from dprange.workloads import AllRange, Prefix  # noqa: PLC0415
 
     rows = []
@@ -463,8 +463,10 @@ def main() -> None:
 
     import dprange  # noqa: PLC0415 - after the cache directory is set
     from dprange.analysis import expected_error, l2_optimum_bound, select, svd_bound  # noqa: PLC0415
-    from dprange.optimized import Optimized, column_norm, eigen_design, strategy_trace  # noqa: PLC0415
-    from dprange.workloads import AllRange, Explicit, Prefix, Ranges, singular_value_sum  # noqa: PLC0415
+    from dprange.mechanisms.optimized import Optimized  # noqa: PLC0415
+    from dprange.optimize.l2_optimum import strategy_trace  # noqa: PLC0415
+    from dprange.optimize.p_identity import column_norm, eigen_design  # noqa: PLC0415
+    from dprange.workloads.ranges import AllRange, Explicit, Prefix, Ranges, singular_value_sum  # noqa: PLC0415
 
     def best_fixed(workload, delta):
         table = select(workload, None, EPSILON, delta=delta, neighbours=NEIGHBOURS, noise=NOISE).table

@@ -1,4 +1,4 @@
-"""The dense L1 templates (dprange.optimized_dense) against p-Identity and the SVD bound on all
+"""The dense L1 templates (dprange.optimize.dense) against p-Identity and the SVD bound on all
 ranges and prefixes (issue 15's 1.9x at n = 256); JSON lines, one per (workload, start).
 
 Starts: the p-Identity optimum (p = n / 16), the best hierarchy of ``select`` (its levels
@@ -25,9 +25,10 @@ def main() -> None:
     args = parser.parse_args()
 
     from dprange.analysis import select  # noqa: PLC0415
-    from dprange.optimized import Gram, Optimized, optimize_p_identity  # noqa: PLC0415
-    from dprange.optimized_dense import dense_loss, optimize_dense  # noqa: PLC0415
-    from dprange.workloads import AllRange, Prefix, singular_value_sum  # noqa: PLC0415
+    from dprange.mechanisms.optimized import Optimized  # noqa: PLC0415
+    from dprange.optimize.dense import dense_loss, optimize_dense  # noqa: PLC0415
+    from dprange.optimize.p_identity import Gram, optimize_p_identity  # noqa: PLC0415
+    from dprange.workloads.ranges import AllRange, Prefix, singular_value_sum  # noqa: PLC0415
 
     n = args.n
     for workload in (AllRange(n), Prefix(n)):

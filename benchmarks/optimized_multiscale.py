@@ -4,7 +4,7 @@
 Hypothesis probed: the p-Identity optimum (McKenna, Miklau, Hay and Machanavajjhala, VLDB
 2018) has about three scales (the identity, p overlapping tents ~2n/p wide, 4 wide rows), while
 hierarchies (Qardaji, Yang and Li, PVLDB 2013) use log_b n levels; a strategy with more scales
-might be better at large n.  The dense template (dprange.optimized_dense: any Theta >= 0 with
+might be better at large n.  The dense template (dprange.optimize.dense: any Theta >= 0 with
 unit L1 columns, exact loss and gradient by Cholesky, L-BFGS-B) runs from
 
 * ``p-identity``: the p-Identity optimum [I; B] (the control: does dense improve on it at all?);
@@ -60,7 +60,7 @@ def hierarchy_start(workload, n: int) -> tuple[np.ndarray, str]:
     """The best non-optimised candidate of ``select`` (epsilon = 1) as a dense Theta: every
     level's rows weighted by its budget, so each column's L1 norm is the spent epsilon."""
     from dprange.analysis import select  # noqa: PLC0415
-    from dprange.optimized import Optimized  # noqa: PLC0415
+    from dprange.mechanisms.optimized import Optimized  # noqa: PLC0415
 
     table = select(workload, None, 1.0).table
     best = min((c for c in table if not isinstance(c.mechanism, Optimized)), key=lambda c: c.error).mechanism
@@ -83,9 +83,9 @@ def main() -> None:
 
     from threadpoolctl import threadpool_limits  # noqa: PLC0415
 
-    from dprange.optimized import Gram, default_rows, optimize_p_identity  # noqa: PLC0415
-    from dprange.optimized_dense import dense_loss, optimize_dense  # noqa: PLC0415
-    from dprange.workloads import AllRange, Prefix, singular_value_sum  # noqa: PLC0415
+    from dprange.optimize.dense import dense_loss, optimize_dense  # noqa: PLC0415
+    from dprange.optimize.p_identity import Gram, default_rows, optimize_p_identity  # noqa: PLC0415
+    from dprange.workloads.ranges import AllRange, Prefix, singular_value_sum  # noqa: PLC0415
 
     n = args.n
     workload = (Prefix if args.workload == "prefix" else AllRange)(n)

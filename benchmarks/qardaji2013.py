@@ -22,7 +22,8 @@ import time
 import numpy as np
 
 from dprange import Hierarchical, Wavelet
-from dprange.analysis import direct_range_variance, expected_error
+from dprange.analysis import expected_error
+from dprange.inference.covering import direct_range_variance
 from dprange.workloads import AllRange
 
 PAPER_TABLE3 = {  # n: (Wavelet, H16 with CI, H2 with CI), from the paper's Table 3

@@ -3,7 +3,7 @@ of Cormode, Procopiuc, Srivastava, Shen and Yu (ICDE 2012).
 
 Noise as in the papers: continuous Laplace, add/remove neighbours, the root not measured,
 epsilon = 1.  Errors are exact average variances over all rectangles of [n]^d
-(:func:`dprange.multidim.expected_error`: per-axis means, no rectangle enumerated).
+(:func:`dprange.analysis.grid.expected_error`: per-axis means, no rectangle enumerated).
 
 1. Flat (one noisy count per cell) versus the best k-D hierarchy (fan-out b^d over the grid
    padded to a cube of side b^h, uniform budget, exact least squares) for d = 1..4 and several
@@ -20,8 +20,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from dprange.multidim import KDHierarchy, Kronecker, Quadtree, expected_error
-from dprange.strategies import tree_height
+from dprange.analysis.grid import expected_error
+from dprange.mechanisms.grid import KDHierarchy, Kronecker, Quadtree
+from dprange.strategies.trees import tree_height
 
 SIDES = {1: (64, 1024, 4096), 2: (16, 64, 256), 3: (8, 16, 32), 4: (4, 8, 16)}
 QUICK_SIDES = {1: (64, 1024), 2: (16, 64), 3: (8, 16), 4: (4, 8)}

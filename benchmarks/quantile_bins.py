@@ -7,7 +7,7 @@ BINS on the same trials; the error is benchmarks/quantiles.py's (records between
 estimate and the true quantile, averaged over levels and trials).  Each cell records the
 signal n x epsilon, the mean error and its standard error at each B, and the best B.
 The seed defaults to 7, not the benchmark's 2021, so that the rule fitted on these cells
-(dprange.quantile_bins.histogram_bins) is then checked on held-out trials by benchmarks/quantiles.py.
+(dprange.quantile_mechanisms.bins.histogram_bins) is then checked on held-out trials by benchmarks/quantiles.py.
 Times are CPU seconds (time.process_time).
 
     python benchmarks/quantile_bins.py [--trials T] [--seed S] [--datasets a,b] [--json PATH]

@@ -50,7 +50,7 @@ import numpy as np
 
 from dprange import quantiles
 from dprange.api import histogram_binned
-from dprange.quantile_mechanisms import auto_method
+from dprange.quantile_mechanisms.methods import auto_method
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ADULT = os.path.join(HERE, "..", "..", "shared", "data", "adult", "adult.csv")

@@ -23,8 +23,9 @@ import time
 import numpy as np
 
 from dprange import Hierarchical
-from dprange.cdf_trees import best_structure, direct_linf, histogram_linf, linf_error, optimal_budgets
+from dprange.analysis.cdf_trees import best_structure, direct_linf, histogram_linf, linf_error
 from dprange.inference.consistency import consistent_cdf
+from dprange.strategies.budgets import optimal_budgets
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "dpbench", "1D")
 

@@ -8,7 +8,7 @@ SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "shared")
 
 @pytest.fixture(autouse=True, scope="session")
 def strategy_cache(tmp_path_factory):
-    """Optimised strategies (dprange.optimized) are cached in a temporary directory, not the user's."""
+    """Optimised strategies (dprange.mechanisms.optimized) are cached in a temporary directory, not the user's."""
     previous = os.environ.get("DPRANGE_CACHE_DIR")
     os.environ["DPRANGE_CACHE_DIR"] = str(tmp_path_factory.mktemp("dprange-cache"))
     yield
@@ -53,7 +53,7 @@ def dense_gls(A, y, v, total=None):
 def weighted_tree_problem(rng, n, support, values, known_total, branching=3):
     """A sparse histogram measured by a tree with random per-level weights (1 / noise scale)
     and Laplace noise: returns (tree, level_weights, row_weights, y, total)."""
-    from dprange.strategies import TreeStrategy
+    from dprange.strategies.trees import TreeStrategy
 
     tree = TreeStrategy(n, branching, measure_root=not known_total, known_total=known_total)
     x = np.zeros(n)

@@ -17,9 +17,9 @@ from dprange.analysis import (
     select,
     svd_bound,
 )
-from dprange.matrix import Matrix
-from dprange.noise import discrete_gaussian_variance, gaussian_sigma
-from dprange.strategies import HaarStrategy
+from dprange.mechanisms.matrix import Matrix
+from dprange.privacy.noise import discrete_gaussian_variance, gaussian_sigma
+from dprange.strategies.trees import HaarStrategy
 from dprange.workloads import AllRange, Explicit, Identity, Prefix, RandomRanges, Ranges
 
 MECHS = [
@@ -126,7 +126,7 @@ def test_matrix_sensitivity_follows_the_record_level_relation():
     assert Matrix(A, neighbours="replace").sensitivity() == pytest.approx((3.0, math.sqrt(5.0)))
     spec = mm.noise_specs(mm.strategy(3), 1.0, 1e-5)[0]
     assert spec.kind == "gaussian"
-    assert spec.scale == pytest.approx(dprange.noise.gaussian_sigma(1.0, 1e-5, math.sqrt(5.0)), rel=1e-12)
+    assert spec.scale == pytest.approx(dprange.privacy.noise.gaussian_sigma(1.0, 1e-5, math.sqrt(5.0)), rel=1e-12)
     laplace = Matrix(A, neighbours="replace").noise_specs(mm.strategy(3), 0.5, 0.0)[0]
     assert laplace.kind == "discrete_laplace" and laplace.scale == pytest.approx(3.0 / 0.5, rel=1e-15)
 
@@ -274,7 +274,7 @@ def test_a_ranges_gram_is_the_dense_one_and_needs_no_dense_matrix(monkeypatch):
     """Ranges.gram by the (lo, hi) table equals W^T W; with more ranges x bins than a dense
     matrix may hold (the dense form is refused) it is still exact: its diagonal counts the
     ranges covering each bin, an entry (i, j) those covering both."""
-    from dprange import workloads
+    from dprange.workloads import ranges as workloads
 
     small = RandomRanges(40, 300, seed=2)
     np.testing.assert_array_equal(small.gram(), small.dense().T @ small.dense())
@@ -307,7 +307,7 @@ def test_a_query_matrix_or_a_list_of_ranges_as_workload_names_the_wrappers():
         with pytest.raises(ParameterError, match=r"Explicit\(matrix\).*Ranges\(lo, hi, n\)") as info:
             dprange.release(values, dprange.Domain.integers(0, 63), 1.0, workload=workload)
         assert len(str(info.value)) < 400
-    from dprange.optimized import Optimized
+    from dprange.mechanisms.optimized import Optimized
 
     with pytest.raises(ParameterError, match=r"Explicit\(matrix\)") as info:
         Optimized(matrix)
@@ -318,7 +318,7 @@ def test_a_query_matrix_or_a_list_of_ranges_as_workload_names_the_wrappers():
 def test_direct_range_variance_matches_explicit_decomposition(n, branching, root):
     """Without inference, a range's variance is the sum of the variances of the fewest nodes
     tiling it; check against a brute-force search over the tree's nodes."""
-    from dprange.analysis import direct_range_variance
+    from dprange.inference.covering import direct_range_variance
 
     mech = Hierarchical(branching, measure_root=root, noise="laplace_float")
     strategy = mech.strategy(n)

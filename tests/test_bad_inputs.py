@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from dprange.cli import main
-from dprange.ldp.protocols import Flat, HaarHRR, HierarchicalHistogram
+from dprange.ldp.range_protocols import Flat, HaarHRR, HierarchicalHistogram
 
 #: Library wording a command-line user cannot act on (keywords, class methods).
 PYTHON_WORDING = re.compile(r"\b\w+=(True|False)\b|\bDomain\.\w+|\bepsilon=\.\.\.")

@@ -1,5 +1,5 @@
 """Loaded release files are not trusted (issue 30 item 5): the JSON parser that leaves the
-large arrays of a release unparsed until the metadata give their sizes (dprange._bounded_json)
+large arrays of a release unparsed until the metadata give their sizes (dprange.answers.bounded_json)
 against json.loads, and the grid loaders that use it (load_grid_release, the data-aware grid
 release) against crafted files whose arrays exceed what the file's own metadata allow.  The
 1-D release files (JSON and .npz) are tested in test_serialisation.py."""
@@ -11,9 +11,9 @@ import pytest
 from _helpers import peak_bytes_raising
 
 import dprange
-from dprange import _bounded_json as bounded_json
+from dprange.answers import bounded_json
 from dprange.errors import DataError
-from dprange.multidim import KDHierarchy, load_grid_release
+from dprange.mechanisms.grid import KDHierarchy, load_grid_release
 
 DOCUMENTS = [
     {"a": [1, 2.5, None, -3e-7], "b": {"value": [1, 2], "stderr": None}, "c": "x]y"},
@@ -97,7 +97,7 @@ def test_a_grid_release_with_more_values_than_its_design_is_refused_before_parsi
 
 
 def test_a_data_aware_grid_release_with_more_counts_than_its_shape_is_refused_before_parsing():
-    from dprange.data_aware_2d import DataAwareGridRelease, HybridTree
+    from dprange.data_aware.grid import DataAwareGridRelease, HybridTree
 
     domain = dprange.ProductDomain([dprange.Domain.integers(0, 7), dprange.Domain.integers(0, 7)])
     rel = HybridTree(kd_levels=1, height=3).release(np.arange(64).reshape(8, 8) % 3, 1.0, rng=2, domain=domain)

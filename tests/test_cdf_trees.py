@@ -5,16 +5,16 @@ import pytest
 from _helpers import gls_covariance, quadratic_forms
 
 from conftest import range_matrix
-from dprange.cdf_trees import (
+from dprange.analysis.cdf_trees import (
     best_structure,
     closed_form_linf,
     direct_linf,
     histogram_linf,
     linf_error,
-    optimal_budgets,
     prefix_variances,
 )
-from dprange.strategies import TreeStrategy
+from dprange.strategies.budgets import optimal_budgets
+from dprange.strategies.trees import TreeStrategy
 
 
 def dense_covering_variances(L, branching, budgets, neighbours="replace"):

@@ -8,8 +8,8 @@ import sys
 import numpy as np
 import pytest
 
+from dprange.answers.release import load_release
 from dprange.cli import main
-from dprange.serialisation import load_release
 
 
 def run_cli(args, capsys):
@@ -303,7 +303,7 @@ def test_error_command_ranks_the_optimised_mechanism_on_the_chosen_workload(caps
     """--mechanisms optimized ranks the strategy optimised for --workload (it was the one for
     all ranges), with the error expected_error gives it."""
     from dprange.analysis import expected_error
-    from dprange.optimized import Optimized
+    from dprange.mechanisms.optimized import Optimized
 
     code, out, err = run_cli(
         ["error", "--n", "32", "-w", "prefix", "-e", "1", "--mechanisms", "optimized", "--json"], capsys
@@ -378,13 +378,13 @@ def test_error_command_prints_the_exact_kd_optimum(delta, capsys):
     JSON l2_optimum_bound, between the SVD bound and every candidate); marginals get the SVD
     bound as their exact optimum (JSON only: the line above says it); none with a side above
     256 or under replace."""
-    from dprange import multidim
+    from dprange.analysis import grid as grid_analysis
 
     base = ["error", "--shape", "12x10", "-e", "1", "--delta", str(delta)]
     code, out, err = run_cli([*base, "--json"], capsys)
     assert code == 0, err
     data = json.loads(out)
-    optimum = multidim.l2_optimum_bound((12, 10), "all-rectangles", 1.0, delta)
+    optimum = grid_analysis.l2_optimum_bound((12, 10), "all-rectangles", 1.0, delta)
     assert data["l2_optimum_bound"] == pytest.approx(optimum, rel=1e-12)
     assert data["svd_bound"] < optimum <= min(c["expected_error"] for c in data["candidates"])
     code, out, err = run_cli(base, capsys)
@@ -405,13 +405,13 @@ BOUND_LINE = "lower bound for any matrix mechanism (Li and Miklau, SVD bound): R
 
 def _expected_svd_bound(size: list, epsilon: float, delta: float) -> float:
     """The bound the error command should report: 1-D all ranges (--n) or k-D all rectangles (--shape)."""
-    from dprange import multidim
+    from dprange.analysis import grid as grid_analysis
     from dprange.analysis import svd_bound
     from dprange.workloads import AllRange
 
     if size[0] == "--n":
         return svd_bound(AllRange(int(size[1])), epsilon, delta)
-    return multidim.svd_bound(tuple(int(s) for s in size[1].split("x")), "all-rectangles", epsilon, delta)
+    return grid_analysis.svd_bound(tuple(int(s) for s in size[1].split("x")), "all-rectangles", epsilon, delta)
 
 
 @pytest.mark.parametrize("size", [["--n", "40"], ["--shape", "6x5"], ["--shape", "4x3x2"]])
@@ -566,8 +566,8 @@ def test_ldp_encode_aggregate_simulate(csv_file, tmp_path, capsys):
 
 
 # --------------------------------------------------------------------- hardening (review items)
-from dprange import _cli_helpers  # noqa: E402
-from dprange._cli_helpers import StagedOutputs, cli_message  # noqa: E402
+from dprange.cli import options as _cli_helpers  # noqa: E402
+from dprange.cli.options import StagedOutputs, cli_message  # noqa: E402
 
 RELEASE = [
     "release",
@@ -685,7 +685,7 @@ def test_missing_values_message_names_the_option(tmp_path, capsys):
 )
 def test_options_are_checked_before_the_data_is_read(csv_file, tmp_path, capsys, monkeypatch, extra, message):
     """M1: a bad option fails before any data is read and before anything is written."""
-    import dprange.cli as cli_module
+    import dprange.cli.release as cli_module
 
     def no_reading(*args, **kwargs):
         raise AssertionError("the data was read before the options were checked")
@@ -829,7 +829,7 @@ def test_no_command_prints_help_and_one_error_line(capsys):
 )
 def test_huge_domains_fail_early(csv_file, tmp_path, capsys, monkeypatch, extra, message):
     """C2: these used to allocate terabytes (MemoryError traceback) or get the process killed."""
-    import dprange.cli as cli_module
+    import dprange.cli.release as cli_module
 
     monkeypatch.setattr(cli_module, "read_column", lambda *a: pytest.fail("data read before the size check"))
     args = [
@@ -891,7 +891,7 @@ def test_interval_whose_width_overflows_is_refused(csv_file, tmp_path, capsys):
 
 def test_redact_sets_the_switch_for_the_run_only(csv_file, tmp_path, capsys, monkeypatch):
     """M7: --redact sets DPRANGE_REDACT=1 while the command runs and restores it afterwards."""
-    import dprange.cli as cli_module
+    import dprange.cli.release as cli_module
 
     monkeypatch.delenv("DPRANGE_REDACT", raising=False)
     seen = []
@@ -913,7 +913,7 @@ def test_redact_sets_the_switch_for_the_run_only(csv_file, tmp_path, capsys, mon
 def test_redact_is_an_option_of_release_and_ldp(command):
     from click.testing import CliRunner
 
-    from dprange.cli import cli
+    from dprange.cli.group import cli
 
     result = CliRunner().invoke(cli, [*command, "--help"])
     assert result.exit_code == 0 and "--redact" in result.output
@@ -933,7 +933,7 @@ def test_redact_keeps_raw_values_and_row_numbers_out(tmp_path, capsys):
 def test_internal_error_is_one_line_and_redacted(csv_file, tmp_path, capsys, monkeypatch):
     """A bug is still one line (exit 1, asking for a report); with --redact its message,
     which might quote data, is left out."""
-    import dprange.cli as cli_module
+    import dprange.cli.release as cli_module
 
     def broken(*args):
         raise RuntimeError("value 12345 of row 7")
@@ -966,7 +966,7 @@ def test_simulate_refuses_fractional_histograms(tmp_path, capsys):
 
 def test_ldp_encode_checks_epsilon_before_reading(csv_file, tmp_path, capsys, monkeypatch):
     """C3 at the command line: OLH at epsilon 30 used to encode reports no server could aggregate."""
-    import dprange.ldp.cli as ldp_cli
+    import dprange.cli.ldp as ldp_cli
 
     monkeypatch.setattr(ldp_cli, "read_column", lambda *a: pytest.fail("data read before epsilon was checked"))
     code, _, err = run_cli(
@@ -1113,7 +1113,7 @@ def test_empty_dataset_and_trailing_commas_are_valid_input(tmp_path, capsys):
 def test_optimized_above_its_limit_names_mechanisms_the_cli_knows(capsys):
     """Above the optimised strategies' bin limit the refusal names registered mechanisms
     ('hierarchical', 'wavelet'), which both --mechanisms and mechanism= accept."""
-    from dprange.matrix import DENSE_COVARIANCE_LIMIT
+    from dprange.strategies.matrix import DENSE_COVARIANCE_LIMIT
 
     code, _, err = run_cli(
         ["error", "--n", str(DENSE_COVARIANCE_LIMIT + 1), "-e", "1", "--mechanisms", "optimized"], capsys

@@ -11,14 +11,15 @@ import pytest
 from scipy import optimize
 
 from dprange import ParameterError
-from dprange.contingency import infer_table, marginal_matrix, release_table
+from dprange.answers.types import one_sided_factor
 from dprange.errors import ConvergenceWarning
+from dprange.inference.marginal_constraints import marginal_matrix
 from dprange.measurements import Measurements
-from dprange.mechanisms import calibrate
-from dprange.noise import noise_variance
+from dprange.mechanisms.tables import infer_table, release_table
 from dprange.operators import Identity
-from dprange.release import one_sided_factor
-from dprange.strategies import Strategy
+from dprange.privacy.noise import noise_variance
+from dprange.strategies.calibration import calibrate
+from dprange.strategies.trees import Strategy
 
 TABLE = np.random.default_rng(0).poisson(3, (4, 5, 3))
 

@@ -13,22 +13,13 @@ import numpy as np
 import pytest
 from test_multidim import grid_neighbours
 
-from dprange.data_aware import (
-    DAWA,
-    MWEM,
-    dyadic_levels,
-    dyadic_partition,
-    mwem_update,
-    partition_noise,
-    range_answers,
-    scaled_deviations,
-    select_query,
-    selection_gamma,
-    spent,
-)
+from dprange.answers.provenance import Provenance
+from dprange.answers.release import Release
+from dprange.data_aware.dawa import DAWA
+from dprange.data_aware.mwem import MWEM, mwem_update, range_answers
+from dprange.data_aware.partition import dyadic_levels, dyadic_partition, partition_noise, scaled_deviations
+from dprange.data_aware.steps import select_query, selection_gamma, spent
 from dprange.errors import ParameterError
-from dprange.provenance import Provenance
-from dprange.release import Release
 
 
 # ------------------------------------------------------------------------- partition
@@ -238,7 +229,7 @@ def test_dawa_bootstrap_reruns_public_post_processing_only():
 def test_dawa_chooses_the_bucket_hierarchy_by_exact_expected_error():
     """The "best-hierarchy" second stage (GreedyH's: tests/test_data_aware_greedy_h.py)."""
     from dprange.analysis import expected_error
-    from dprange.mechanisms import auto_hierarchies
+    from dprange.mechanisms.basic import auto_hierarchies
 
     x = counts_example(n=256, seed=1)
     r = DAWA(ratio=0.2, second_stage="best-hierarchy").release(x, 0.5, rng=2)
@@ -315,7 +306,7 @@ def test_mwem_selection_is_the_exponential_mechanism_and_private():
 
 
 def test_mwem_measurement_and_total_noise_are_exactly_calibrated():
-    from dprange.data_aware import laplace_spec
+    from dprange.data_aware.steps import laplace_spec
 
     for epsilon in (0.00475, 0.1, 1 / 3, 2.0):
         spec = laplace_spec(epsilon, 1)

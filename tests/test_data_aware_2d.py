@@ -1,4 +1,4 @@
-"""2-D data-aware mechanisms (dprange.data_aware_2d, spatial_trees, hilbert): the Hilbert order
+"""2-D data-aware mechanisms (dprange.data_aware.grid, spatial_trees, hilbert): the Hilbert order
 against its inverse and adjacency, the private-median cuts against the exponential mechanism's
 definition and the neighbour ratio of the whole partition on tiny grids (exact output
 probabilities), the tree least squares and its noise-only covariance against the dense GLS,
@@ -15,12 +15,8 @@ import pytest
 
 import dprange
 from dprange import DAWA, DAWAHilbert, HybridTree, KDTree, ProductDomain
-from dprange.data_aware import spent
-from dprange.errors import ParameterError
-from dprange.hilbert import hilbert_cells, hilbert_index, hilbert_sequence
-from dprange.noise import resolve_rng
-from dprange.registry import GRID_MECHANISMS
-from dprange.spatial_trees import (
+from dprange.data_aware.hilbert import hilbert_cells, hilbert_index, hilbert_sequence
+from dprange.data_aware.spatial_trees import (
     TreeFit,
     kd_level,
     quad_level,
@@ -30,6 +26,10 @@ from dprange.spatial_trees import (
     split_probabilities,
     tree_least_squares,
 )
+from dprange.data_aware.steps import spent
+from dprange.errors import ParameterError
+from dprange.privacy.samplers import resolve_rng
+from dprange.registry import GRID_MECHANISMS
 
 
 # ------------------------------------------------------------------------- Hilbert order
@@ -282,7 +282,7 @@ def test_tree_steps_are_declared_per_level():
 
 
 def test_leaf_counts_noise_spends_exactly_its_share():
-    from dprange.data_aware import laplace_spec
+    from dprange.data_aware.steps import laplace_spec
 
     for eps, sensitivity in ((0.05, 1), (0.7, 2), (1 / 3, 1)):
         spec = laplace_spec(eps, sensitivity)
@@ -333,8 +333,8 @@ def test_noise_only_stderr_is_the_monte_carlo_spread_over_the_noise():
     """A fixed tree measured many times (the tree's own noise, fresh each time): the spread of a
     rectangle's answer is the noise-only standard error."""
     x, levels = small_tree(12)
-    from dprange.data_aware import laplace_spec
-    from dprange.spatial_trees import box_sums, summed_area
+    from dprange.data_aware.spatial_trees import box_sums, summed_area
+    from dprange.data_aware.steps import laplace_spec
 
     table = summed_area(x)
     specs = [laplace_spec(0.4, 1) if d in (1, 3) else None for d in range(len(levels))]
@@ -429,7 +429,7 @@ def test_hybrid_auto_height_reaches_single_cells():
 
 
 def test_saved_release_answers_the_same_and_says_why_it_has_no_error_bars():
-    from dprange.data_aware_2d import DataAwareGridRelease
+    from dprange.data_aware.grid import DataAwareGridRelease
     from dprange.errors import DataError
 
     domain = ProductDomain([dprange.Domain.integers(0, 15), dprange.Domain.integers(0, 15)])

@@ -1,4 +1,4 @@
-"""auto-data (dprange.auto_data): the feature step against the definition of differential
+"""auto-data (dprange.data_aware.auto_data): the feature step against the definition of differential
 privacy (exact probabilities of the noisy features on tiny domains, both relations), the
 rule, the accounting, the error bars of each branch, and seeded reproducibility."""
 
@@ -13,8 +13,8 @@ import pytest
 from test_multidim import grid_neighbours
 
 from dprange import AutoData
-from dprange.auto_data import HIGH, LOW, choose
-from dprange.data_aware import laplace_spec, spent
+from dprange.data_aware.auto_data import HIGH, LOW, choose
+from dprange.data_aware.steps import laplace_spec, spent
 
 
 def feature_pmf(x, mech: AutoData, epsilon: float, grid: np.ndarray) -> np.ndarray:

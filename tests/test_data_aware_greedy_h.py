@@ -1,4 +1,4 @@
-"""GreedyH, DAWA's second stage (dprange.greedy_h): its error formula against the dense matrix
+"""GreedyH, DAWA's second stage (dprange.data_aware.greedy_h): its error formula against the dense matrix
 formula 2 (sens / eps)^2 trace(W (A^T A)^-1 W^T) / q, the Hierarchical that measures it
 against the same formula, the chosen weights never worse than the uniform hierarchies, and
 DAWA's releases with it (calibration, reproducibility, fallback)."""
@@ -8,11 +8,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dprange import data_aware
 from dprange.analysis import expected_error
-from dprange.data_aware import DAWA
-from dprange.greedy_h import GRID, binary_tree, greedy_weights, hierarchy_of, skips, weighted_error
-from dprange.mechanisms import Hierarchical
+from dprange.data_aware import dawa as data_aware
+from dprange.data_aware.dawa import DAWA
+from dprange.data_aware.greedy_h import GRID, binary_tree, greedy_weights, hierarchy_of, skips, weighted_error
+from dprange.mechanisms.basic import Hierarchical
 from dprange.workloads import make_workload
 
 

@@ -11,7 +11,7 @@ import math
 import numpy as np
 from scipy import integrate
 
-from dprange.data_aware import dyadic_levels, noisy_level_costs, partition_noise
+from dprange.data_aware.partition import dyadic_levels, noisy_level_costs, partition_noise
 
 
 def dev(v) -> float:

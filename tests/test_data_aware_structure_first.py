@@ -1,4 +1,4 @@
-"""StructureFirst (dprange.structure_first): the v-optimal costs against brute force, the
+"""StructureFirst (dprange.data_aware.structure_first): the v-optimal costs against brute force, the
 boundary step against the definition of differential privacy (exact output probabilities on
 a tiny domain, both relations), the sampler against those probabilities, the accounting and
 seeded reproducibility."""
@@ -12,8 +12,14 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from dprange.data_aware import spent
-from dprange.structure_first import StructureFirst, boundary_probabilities, cell_edges, sse_matrix, vopt_costs
+from dprange.data_aware.steps import spent
+from dprange.data_aware.structure_first import (
+    StructureFirst,
+    boundary_probabilities,
+    cell_edges,
+    sse_matrix,
+    vopt_costs,
+)
 
 
 def sse(x):

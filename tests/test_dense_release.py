@@ -15,14 +15,16 @@ import pytest
 import scipy.sparse as sp
 
 import dprange
-from dprange import matrix as matrix_module
-from dprange import optimized
 from dprange.inference.dispatch import least_squares
 from dprange.inference.least_squares import DenseGLSEstimate, dense_covariance, gls, inverse_gls
-from dprange.matrix import MatrixStrategy, quantisation_factor
 from dprange.measurements import LinearMeasurement, Measurements
+from dprange.mechanisms.optimized import Optimized, auto_optimise_limit
 from dprange.operators import Explicit, definition_sensitivity_power
-from dprange.optimized import Gram, Optimized, cache_path, strategy_variance_terms
+from dprange.optimize import cache as optimized
+from dprange.optimize.cache import cache_path
+from dprange.optimize.p_identity import Gram, strategy_variance_terms
+from dprange.strategies import matrix as matrix_module
+from dprange.strategies.matrix import MatrixStrategy, quantisation_factor
 from dprange.workloads import Prefix
 
 pytestmark = pytest.mark.usefixtures("private_cache")
@@ -392,7 +394,7 @@ def test_a_large_dense_strategy_is_saved_packed_and_rebuilds_the_same_error_mode
     """Above PACKED_MIN_ENTRIES a dense strategy is saved as packed int32 (not triplets): the
     model read back from JSON has the same strategy, range variances and dictionary."""
     from dprange.inference import least_squares as ls
-    from dprange.matrix import DenseErrorModel, matrix_estimate_model
+    from dprange.inference.dense import DenseErrorModel, matrix_estimate_model
 
     monkeypatch.setattr(ls, "PACKED_MIN_ENTRIES", 100)
     A = np.random.default_rng(13).integers(-70000, 70000, (14, 12)).astype(float)  # beyond int16
@@ -414,8 +416,8 @@ def test_a_loaded_dense_release_adopts_the_inverse_its_strategy_has_in_the_cache
     (no factorisation: 5.4 of 6.3 s at 4096 bins); without that file, beside another
     strategy's, or with an inverse that fails the check, it is computed; the error bars are
     the release's either way."""
-    from dprange import operators
     from dprange.inference import least_squares as ls
+    from dprange.operators import dense as operators
 
     monkeypatch.setattr(ls, "PACKED_MIN_ENTRIES", 100)
     monkeypatch.setattr(optimized, "CACHED_INVERSE_MIN_BINS", 1)
@@ -527,7 +529,7 @@ def test_a_strategy_without_an_adoptable_inverse_is_cached_once(monkeypatch, why
     """Where no inverse would be adopted (none certified, or one less accurate than the check
     asks), the file keeps the variance terms alone and is not written again on each read; the
     release computes what it needs."""
-    from dprange import operators
+    from dprange.operators import dense as operators
 
     if why == "uncertified":
         monkeypatch.setattr(operators.Explicit, "gram_inverse", lambda self: None)
@@ -567,9 +569,9 @@ def test_new_helpers_refuse_bad_input():
     from dprange.errors import ParameterError
 
     with pytest.raises(ParameterError, match="template must be one of"):
-        optimized.auto_optimise_limit("p-identty", "add_remove")
+        auto_optimise_limit("p-identty", "add_remove")
     with pytest.raises(ParameterError, match="neighbours"):
-        optimized.auto_optimise_limit("p-identity", "bounded")
+        auto_optimise_limit("p-identity", "bounded")
     A = integer_strategy(6, 4, 17)
     inverse = np.linalg.inv(A.T @ A)
     with pytest.raises(ParameterError, match="expected 6 measured values"):

@@ -238,7 +238,7 @@ def test_cli_releases_a_glob_as_one_column_and_equals_the_in_memory_release(tmp_
     assert code == 0
     code, _ = _run(["release", whole, *common, "-o", str(tmp_path / "whole.json")], capsys)
     assert code == 0
-    monkeypatch.setattr("dprange.cli.STREAM_FROM_BYTES", 0)  # the same file through the streaming engine
+    monkeypatch.setattr("dprange.cli.options.STREAM_FROM_BYTES", 0)  # the same file through the streaming engine
     code, _ = _run(["release", whole, *common, "-o", str(tmp_path / "streamed.json")], capsys)
     assert code == 0
     hist = [

@@ -10,12 +10,13 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from dprange import Flat, Hierarchical, Wavelet, analysis
+from dprange import Flat, Hierarchical, Wavelet
+from dprange.analysis import selection as analysis
 from dprange.inference import error_sums
 from dprange.inference import tree as tree_module
 from dprange.inference.tree import one_pass_variances, tree_error_model
 from dprange.inference.wavelet import haar_error_model, one_pass_haar_variances
-from dprange.strategies import HaarStrategy, TreeStrategy
+from dprange.strategies.trees import HaarStrategy, TreeStrategy
 from dprange.workloads import AllRange, Identity, Prefix
 
 TREES = [

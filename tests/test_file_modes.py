@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import dprange
-from dprange import optimized
 from dprange.cli import main
+from dprange.optimize import cache as optimized
 
 pytestmark = pytest.mark.usefixtures("private_cache")
 

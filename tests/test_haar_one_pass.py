@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from dprange import Domain, Wavelet, analysis
-from dprange.cdf import CumulativeEstimate
+from dprange.answers.cdf import CumulativeEstimate
 from dprange.inference.wavelet import haar_error_model
-from dprange.strategies import HaarStrategy
+from dprange.strategies.trees import HaarStrategy
 from dprange.workloads import AllRange, Identity, Prefix
 
 SHAPES = [

@@ -9,7 +9,7 @@ from _helpers import gls_covariance, gls_estimate, quadratic_forms
 
 import dprange
 from conftest import range_matrix
-from dprange.bootstrap import bootstrap
+from dprange.answers.bootstrap import bootstrap
 from dprange.errors import ConvergenceWarning, ParameterError
 from dprange.inference import infer
 from dprange.inference.dispatch import KronEstimate, NonlinearEstimate
@@ -17,9 +17,9 @@ from dprange.inference.least_squares import DenseGLSEstimate, OperatorEstimate
 from dprange.inference.tree import TreeEstimate
 from dprange.inference.wavelet import HaarEstimate
 from dprange.measurements import LinearMeasurement, Measurements
-from dprange.noise import NoiseSpec
 from dprange.operators import Explicit, Identity, Kron, Prefix, Total, TreeLevel
-from dprange.strategies import HaarStrategy, TreeStrategy
+from dprange.privacy.noise import NoiseSpec
+from dprange.strategies.trees import HaarStrategy, TreeStrategy
 
 
 def measure(blocks, x, variances, rng, *, total=None, noise=None):

@@ -3,8 +3,9 @@
 import numpy as np
 import pytest
 
-from dprange import Domain, Hierarchical, Wavelet, interval_search
-from dprange.interval_search import bin_sd, crossing_bins
+from dprange import Domain, Hierarchical, Wavelet
+from dprange.answers import interval_search
+from dprange.answers.interval_search import bin_sd, crossing_bins
 
 
 def full_scan(prefix, var_prefix, var_rest, var_total, public, targets, levels, k):

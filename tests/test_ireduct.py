@@ -1,4 +1,4 @@
-"""iReduct (dprange.ireduct): the discrete noise-down against its generating-function identity
+"""iReduct (dprange.data_aware.ireduct): the discrete noise-down against its generating-function identity
 (exact pmfs) and its conditional law (Monte Carlo, fixed seeds), the exact Bernoulli draws, the
 privacy of a whole adaptive run from the definition (exact output probabilities on a tiny
 histogram), the accounting, and seeded reproducibility."""
@@ -13,9 +13,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from dprange.data_aware import laplace_spec
-from dprange.errors import ParameterError
-from dprange.ireduct import (
+from dprange.data_aware.ireduct import (
     _bernoulli_ratio,
     decay_exponent,
     ireduct,
@@ -24,6 +22,8 @@ from dprange.ireduct import (
     noise_up_pmf,
     unit_levels,
 )
+from dprange.data_aware.steps import laplace_spec
+from dprange.errors import ParameterError
 
 K = np.arange(-120, 121)
 

@@ -7,7 +7,7 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from dprange import quantile_mechanisms as qm
+from dprange.quantile_mechanisms import joint_exp
 
 LEVELS = [[0.3, 0.6], [0.1, 0.5, 0.9], list(np.arange(1, 100) / 100), list(np.arange(1, 20) / 20)]
 
@@ -26,9 +26,9 @@ def test_sensitivity_is_the_float_gaps_exact_sensitivity_rounded_up(levels):
     8e-17 relative) and of [0.1, 0.5, 0.9] (its float gaps sum to 1 + 2^-55: 1.5e-17): now the
     exact value, rounded up to a double."""
     exact = exact_sensitivity(np.array(levels))
-    got = qm.joint_sensitivity(np.array(levels), "add_remove")
+    got = joint_exp.joint_sensitivity(np.array(levels), "add_remove")
     assert Fraction(got) >= exact and Fraction(np.nextafter(got, 0.0)) < exact
-    assert qm.joint_sensitivity(np.array(levels), "replace") == 2.0
+    assert joint_exp.joint_sensitivity(np.array(levels), "replace") == 2.0
 
 
 def test_the_uneven_gaps_are_really_uneven():
@@ -43,23 +43,23 @@ def test_run_scale_never_exceeds_run_epsilon_over_twice_the_sensitivity(monkeypa
     largest double that does so; epsilons are chosen where plain division rounds the scale up
     (found among 200 candidates, so the check can fail)."""
     levels, n_max, seen = np.array([0.3, 0.6]), 500, {}
-    delta = qm.joint_sensitivity(levels, "add_remove")
-    real = qm.joint_exponential_intervals
+    delta = joint_exp.joint_sensitivity(levels, "add_remove")
+    real = joint_exp.joint_exponential_intervals
 
     def spy(lengths, levels, scale, rng):
         seen["scale"] = scale
         return real(lengths, levels, scale, rng)
 
-    monkeypatch.setattr(qm, "joint_exponential_intervals", spy)
+    monkeypatch.setattr(joint_exp, "joint_exponential_intervals", spy)
     rounded_up = []
     for epsilon in np.linspace(0.3, 3.0, 200):
-        run = qm.joint_charged_epsilon(float(epsilon), levels, "add_remove", n_max, 2.0)
+        run = joint_exp.joint_charged_epsilon(float(epsilon), levels, "add_remove", n_max, 2.0)
         if 2 * Fraction(run / (2 * delta)) * Fraction(delta) > Fraction(run):
             rounded_up.append(float(epsilon))
     assert len(rounded_up) >= 3
     values = np.random.default_rng(1).uniform(0, 2, 50)
     for epsilon in rounded_up[:3]:
-        _, charge = qm.joint_exponential_run(values, levels, epsilon, (0, 2), rng=2, n_max=n_max)
+        _, charge = joint_exp.joint_exponential_run(values, levels, epsilon, (0, 2), rng=2, n_max=n_max)
         scale = Fraction(seen["scale"])
         assert 2 * scale * Fraction(delta) <= Fraction(charge.run_epsilon)
         assert 2 * Fraction(np.nextafter(seen["scale"], np.inf)) * Fraction(delta) > Fraction(charge.run_epsilon)

@@ -23,8 +23,9 @@ from test_quantile_mechanisms import P_FLOOR, chi_square_p, exact_decimal
 
 import dprange
 from dprange import ParameterError
-from dprange import quantile_mechanisms as qm
-from dprange.noise import SecureRandom
+from dprange.privacy.samplers import SecureRandom
+from dprange.quantile_mechanisms import grid as quantile_grid
+from dprange.quantile_mechanisms import joint_exp
 
 RELATIONS = [("replace", {}), ("add_remove", {"n_max": 10})]
 
@@ -58,25 +59,25 @@ def test_integer_and_wide_integer_grids():
     """Integer bounds: one cell per integer cut into the largest power of two of sub-cells with at
     most 2^52 positions; wider ranges: 2^40 real cells of [a, b + 1), values floored; real
     bounds take ``cells``.  Values of positions are those cells' integers or midpoints."""
-    ages = qm.JointGrid.from_bounds((0, 100), integer=True)
+    ages = joint_exp.JointGrid.from_bounds((0, 100), integer=True)
     assert ages.cells.cells == 101 and ages.subcells == 2**45 and 101 * 2**45 <= 2**52 < 101 * 2**46
     assert ages.value([0, 2**45 - 1, 2**45, 101 * 2**45 - 1]).tolist() == [0.0, 0.0, 1.0, 100.0]
-    wide = qm.JointGrid.from_bounds((0, 2**60), integer=True)
+    wide = joint_exp.JointGrid.from_bounds((0, 2**60), integer=True)
     assert wide.floored and wide.positions == 2**40 and wide.to_dict()["upper"] == 2.0**60
     assert wide.value([0, 2**40 - 1]).tolist() == [2.0**19, 2.0**60 - 2.0**19]  # midpoints of 2^20-wide cells
-    real = qm.JointGrid.from_bounds((-5, 5), integer=False, cells=8)
+    real = joint_exp.JointGrid.from_bounds((-5, 5), integer=False, cells=8)
     assert real.positions == 8 and real.value(np.arange(8)).tolist() == [-4.375 + 1.25 * i for i in range(8)]
     for bad in (0, 2**52 + 1, 2.5, True):
         with pytest.raises(ParameterError, match="cells"):
-            qm.JointGrid.from_bounds((0, 1), integer=False, cells=bad)
+            joint_exp.JointGrid.from_bounds((0, 1), integer=False, cells=bad)
 
 
 def test_records_are_placed_at_their_cell_or_a_uniform_sub_cell():
     """Real bounds: a record's position is its cell; integers: value k goes to a uniform sub-cell
     of [k S, (k + 1) S) (chi-square over the sub-cells, the grid shrunk to S = 4)."""
-    real = qm.JointGrid.from_bounds((0, 1), integer=False, cells=10)
+    real = joint_exp.JointGrid.from_bounds((0, 1), integer=False, cells=10)
     assert real.place([0.95, 0.0, 0.15, 1.0, 2.0, -1.0], None).tolist() == [0, 0, 1, 9, 9, 9]
-    grid = qm.JointGrid(qm.QuantileGrid(0.0, 2.0, 3, True), 4)
+    grid = joint_exp.JointGrid(quantile_grid.QuantileGrid(0.0, 2.0, 3, True), 4)
     placed = grid.place(np.full(4000, 1.0), np.random.default_rng(3))
     assert placed.min() >= 4 and placed.max() <= 7
     assert chi_square_p(np.bincount(placed - 4, minlength=4), np.full(4, 0.25)) > P_FLOOR
@@ -86,7 +87,7 @@ def test_records_are_placed_at_their_cell_or_a_uniform_sub_cell():
 def test_points_are_uniform_in_their_intervals(source):
     """_uniform_points draws one uniform integer on [start, end) per interval (chi-square)."""
     rng = np.random.default_rng(5) if source == "numpy" else SecureRandom()
-    draws = np.array([qm._uniform_points(np.array([3, 10]), np.array([8, 11]), rng) for _ in range(3000)])
+    draws = np.array([joint_exp._uniform_points(np.array([3, 10]), np.array([8, 11]), rng) for _ in range(3000)])
     assert np.all(draws[:, 1] == 10)
     assert chi_square_p(np.bincount(draws[:, 0] - 3, minlength=5), np.full(5, 0.2)) > P_FLOOR
 
@@ -181,7 +182,7 @@ def implementation_law(case, cells, relation, monkeypatch) -> dict:
     ``cells``: every path (each record's sub-cell, the interval choices, one point per output)
     forced in turn, each choice's probability taken exactly (60 digits) from the float weights
     the sampler is given, each draw uniform on the range the code asks for."""
-    monkeypatch.setattr(qm, "JOINT_MAX_POSITIONS", case.cells * case.subcells)  # the shrunk grid
+    monkeypatch.setattr(joint_exp, "JOINT_MAX_POSITIONS", case.cells * case.subcells)  # the shrunk grid
     positions = case.cells * case.subcells
     jitters = list(itertools.product(range(case.subcells), repeat=len(cells))) if case.subcells > 1 else [None]
     law: dict = {}
@@ -195,7 +196,7 @@ def implementation_law(case, cells, relation, monkeypatch) -> dict:
                 if chosen != sorted(chosen):
                     continue  # the sampler draws the points of sorted intervals
                 choose, state = forced_choices(chosen)
-                monkeypatch.setattr(qm, "_exact_log_choice", choose)
+                monkeypatch.setattr(joint_exp, "_exact_log_choice", choose)
                 source = ForcedSource(([] if jitter is None else [jitter]) + list(points))
                 result = case.quantiles(cells, relation, source)
                 assert not source.draws and result.grid.positions == positions
@@ -257,15 +258,15 @@ def exact_laws(case, relation, monkeypatch):
     """The replayed law and the definition's of every dataset, after checking that they have the
     same outputs (every vector of the grid, whatever the data) and differ by at most the public
     float bound that is charged; and the largest epsilon run at."""
-    delta = qm.joint_sensitivity(np.array(LEVELS), relation)
+    delta = joint_exp.joint_sensitivity(np.array(LEVELS), relation)
     width = case.cells if case.integer else 1.0  # JointExp's range: [a, b + 1) on integers
     laws, definitions, run_epsilons = {}, {}, set()
     for cells in datasets(case, relation):
         laws[cells] = implementation_law(case, cells, relation, monkeypatch)
         n_max = case.n_max if relation == "add_remove" else len(cells)  # replace: n is public
-        run_epsilon = qm.joint_charged_epsilon(EPSILON, np.array(LEVELS), relation, n_max, width)
+        run_epsilon = joint_exp.joint_charged_epsilon(EPSILON, np.array(LEVELS), relation, n_max, width)
         run_epsilons.add(run_epsilon)
-        definitions[cells] = definition_law(case, cells, qm.joint_scale(run_epsilon, delta))
+        definitions[cells] = definition_law(case, cells, joint_exp.joint_scale(run_epsilon, delta))
         assert set(laws[cells]) == set(definitions[cells])
         gap = max(abs(laws[cells][o] - definitions[cells][o]) for o in laws[cells])
         assert gap <= Decimal((EPSILON - run_epsilon) / 2)
@@ -284,8 +285,8 @@ def test_whole_output_is_epsilon_dp_exactly_and_fails_at_half_the_noise(relation
     assert worst_loss(definitions, relation) <= run_epsilon < EPSILON
     assert 0.6 * EPSILON < worst_loss(laws, relation) <= EPSILON
 
-    real_scale = qm.joint_scale
-    monkeypatch.setattr(qm, "joint_scale", lambda eps, sens: 2 * real_scale(eps, sens))
+    real_scale = joint_exp.joint_scale
+    monkeypatch.setattr(joint_exp, "joint_scale", lambda eps, sens: 2 * real_scale(eps, sens))
     halved = {cells: implementation_law(case, cells, relation, monkeypatch) for cells in laws}
     assert worst_loss(halved, relation) > EPSILON
 
@@ -317,7 +318,7 @@ def test_cli_declares_the_grid(tmp_path, capsys):
         outputs[tuple(extra)] = capsys.readouterr().out
     assert "output grid: 1099511627776 cells of [0, 99], cell midpoints" in outputs[()].splitlines()
     real = json.loads(outputs[("--json",)])
-    grid = qm.JointGrid.from_bounds((0, 99), integer=False)
+    grid = joint_exp.JointGrid.from_bounds((0, 99), integer=False)
     assert real["grid"] == grid.to_dict() and real["grid"]["cells"] == 2**40
     assert all(grid.value(round(v / grid.cells.width - 0.5)) == v for v in real["values"])
     integer = json.loads(outputs[("--integers", "--json")])

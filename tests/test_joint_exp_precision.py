@@ -27,9 +27,10 @@ from test_quantile_mechanisms import (
 
 import dprange
 from dprange import ParameterError
-from dprange import quantile_mechanisms as qm
+from dprange.privacy import exact_choice as exact_choice_module
+from dprange.quantile_mechanisms import joint_exp
 
-EXTENDED = qm.extended_precision_available()
+EXTENDED = joint_exp.extended_precision_available()
 needs_extended = pytest.mark.skipif(not EXTENDED, reason="this platform's long double is not wider than double")
 PATHS = ["double", pytest.param("extended", marks=needs_extended)]
 
@@ -39,14 +40,14 @@ PATHS = ["double", pytest.param("extended", marks=needs_extended)]
 
 def test_unit_roundoff_is_half_the_spacing_at_one():
     """u = eps / 2 = epsneg of the working dtype: 2^-53 for double, 2^-64 for x87 extended."""
-    assert qm.unit_roundoff("double") == 2.0**-53 == float(np.finfo(np.float64).epsneg)
+    assert joint_exp.unit_roundoff("double") == 2.0**-53 == float(np.finfo(np.float64).epsneg)
     if EXTENDED:
         info = np.finfo(np.longdouble)
-        assert qm.unit_roundoff("extended") == float(info.eps) / 2 == float(info.epsneg)
+        assert joint_exp.unit_roundoff("extended") == float(info.eps) / 2 == float(info.epsneg)
         if info.nmant == 63:
-            assert qm.unit_roundoff("extended") == 2.0**-64
+            assert joint_exp.unit_roundoff("extended") == 2.0**-64
     with pytest.raises(ParameterError, match="precision must be"):
-        qm.unit_roundoff("quad")
+        joint_exp.unit_roundoff("quad")
 
 
 @pytest.mark.parametrize("precision", PATHS)
@@ -58,10 +59,10 @@ def test_charge_is_the_formula_with_the_dtypes_unit_roundoff(precision):
     levels = np.arange(1, 100) / 100
     unit = 2.0**-53 if precision == "double" else float(np.finfo(np.longdouble).eps) / 2
     for epsilon, n_max, width in ((0.1, 32561, 1e5), (1.0, 1000, 8.0), (0.5, 10**5, 1e-3)):
-        scale = epsilon / (2 * qm.joint_sensitivity(levels, "add_remove"))
+        scale = epsilon / (2 * joint_exp.joint_sensitivity(levels, "add_remove"))
         log_l = max(744.5, abs(math.log(width)))
         expected = epsilon - 2 * joint_bound_by_hand(n_max, 99, scale, log_l, unit)
-        charged = qm.joint_charged_epsilon(epsilon, levels, "add_remove", n_max, width, precision)
+        charged = joint_exp.joint_charged_epsilon(epsilon, levels, "add_remove", n_max, width, precision)
         assert charged == pytest.approx(expected, rel=1e-13, abs=1e-17)
 
 
@@ -73,11 +74,11 @@ def test_many_levels_at_small_epsilon_lose_under_one_percent():
     levels = np.arange(1, 100) / 100
 
     def share(n_max, precision):
-        return (0.1 - qm.joint_charged_epsilon(0.1, levels, "add_remove", n_max, 1e5, precision)) / 0.1
+        return (0.1 - joint_exp.joint_charged_epsilon(0.1, levels, "add_remove", n_max, 1e5, precision)) / 0.1
 
-    assert qm.joint_precision(0.1, levels, "add_remove", 32561, 1e5) == "double"
+    assert joint_exp.joint_precision(0.1, levels, "add_remove", 32561, 1e5) == "double"
     assert share(32561, "double") < 0.002 and share(32561, "extended") < 1e-6
-    assert qm.joint_precision(0.1, levels, "add_remove", 10**6, 1e5) == "extended"
+    assert joint_exp.joint_precision(0.1, levels, "add_remove", 10**6, 1e5) == "extended"
     assert share(10**6, "double") > 0.01 and share(10**6, "extended") < 1e-5
     if np.finfo(np.longdouble).nmant == 63:
         assert share(10**6, "extended") == pytest.approx(share(10**6, "double") / 2048, rel=1e-3)
@@ -88,13 +89,13 @@ def test_precision_rule_uses_extended_only_above_one_percent(monkeypatch):
     10^5) or where long double is double; extended beyond (m = 99 at n_max = 10^6: 1.9% at
     epsilon 0.1, 1.5% at 1) when the platform has it."""
     levels19, levels99 = np.arange(1, 20) / 20, np.arange(1, 100) / 100
-    assert qm.joint_precision(0.1, levels19, "add_remove", 10**6, 1e5) == "double"  # 0.06%
-    assert qm.joint_precision(0.1, levels99, "add_remove", 10**5, 1e5) == "double"  # 0.22%
-    assert qm.joint_precision(1.0, levels99, "add_remove", 10**6, 1e5) == ("extended" if EXTENDED else "double")
-    monkeypatch.setattr(qm, "extended_precision_available", lambda: False)
-    assert qm.joint_precision(1.0, levels99, "add_remove", 10**6, 1e5) == "double"
+    assert joint_exp.joint_precision(0.1, levels19, "add_remove", 10**6, 1e5) == "double"  # 0.06%
+    assert joint_exp.joint_precision(0.1, levels99, "add_remove", 10**5, 1e5) == "double"  # 0.22%
+    assert joint_exp.joint_precision(1.0, levels99, "add_remove", 10**6, 1e5) == ("extended" if EXTENDED else "double")
+    monkeypatch.setattr(joint_exp, "extended_precision_available", lambda: False)
+    assert joint_exp.joint_precision(1.0, levels99, "add_remove", 10**6, 1e5) == "double"
     with pytest.raises(ParameterError, match="not wider than double"):
-        qm.check_precision("extended")
+        joint_exp.check_precision("extended")
 
 
 @pytest.mark.parametrize("precision", PATHS)
@@ -104,14 +105,16 @@ def test_run_pays_its_own_precisions_bound(precision, monkeypatch):
     seen = _captured_scale(monkeypatch)
     rng = np.random.default_rng(40)
     values, levels, epsilon = rng.normal(0, 1, 300), np.array([0.25, 0.5, 0.75]), 0.5
-    _, charge = qm.joint_exponential_run(values, levels, epsilon, (-4, 4), rng=rng, n_max=1000, _precision=precision)
-    delta = qm.joint_sensitivity(levels, "add_remove")
-    assert charge.precision == precision and charge.unit_roundoff == qm.unit_roundoff(precision)
-    assert charge.run_epsilon == qm.joint_charged_epsilon(epsilon, levels, "add_remove", 1000, 8.0, precision)
-    assert seen["scale"] == qm.joint_scale(charge.run_epsilon, delta)  # run_epsilon / (2 delta), rounded down
+    _, charge = joint_exp.joint_exponential_run(
+        values, levels, epsilon, (-4, 4), rng=rng, n_max=1000, _precision=precision
+    )
+    delta = joint_exp.joint_sensitivity(levels, "add_remove")
+    assert charge.precision == precision and charge.unit_roundoff == joint_exp.unit_roundoff(precision)
+    assert charge.run_epsilon == joint_exp.joint_charged_epsilon(epsilon, levels, "add_remove", 1000, 8.0, precision)
+    assert seen["scale"] == joint_exp.joint_scale(charge.run_epsilon, delta)  # run_epsilon / (2 delta), rounded down
     assert 2 * Fraction(seen["scale"]) * Fraction(delta) <= Fraction(charge.run_epsilon)
-    assert seen["lengths"].dtype == qm.working_dtype(precision)
-    bound = qm.joint_log_error_bound(np.asarray(seen["lengths"], dtype=float), 3, seen["scale"], precision)
+    assert seen["lengths"].dtype == joint_exp.working_dtype(precision)
+    bound = joint_exp.joint_log_error_bound(np.asarray(seen["lengths"], dtype=float), 3, seen["scale"], precision)
     assert 2 * delta * seen["scale"] + 2 * bound <= epsilon
 
 
@@ -152,7 +155,7 @@ def test_extended_interval_distribution_equals_definition(lengths, levels, scale
     keys = sorted(definition)
     counts = dict.fromkeys(keys, 0)
     for _ in range(2500):
-        out = qm.joint_exponential_intervals(np.array(lengths, dtype=np.longdouble), levels, scale, rng)
+        out = joint_exp.joint_exponential_intervals(np.array(lengths, dtype=np.longdouble), levels, scale, rng)
         counts[tuple(int(v) for v in out)] += 1
     live = [k for k in keys if definition[k] > 0]
     assert all(counts[k] == 0 for k in keys if definition[k] == 0)
@@ -166,13 +169,13 @@ def test_extended_law_is_within_its_bound(lengths, levels, scale, monkeypatch):
     exactly) is within the extended bound (2048 times the double one's smaller on x86-64) of
     the 60-digit definition."""
     definition = _joint_definition_decimal(lengths, np.asarray(levels), scale)
-    bound = qm.joint_log_error_bound(np.asarray(lengths), len(levels), scale, "extended")
+    bound = joint_exp.joint_log_error_bound(np.asarray(lengths), len(levels), scale, "extended")
     worst = max(
         abs(float(joint_sampler_law(lengths, levels, scale, combo, monkeypatch, np.longdouble) - log_p))
         for combo, log_p in definition.items()
     )
     assert worst <= bound
-    assert bound < qm.joint_log_error_bound(np.asarray(lengths), len(levels), scale, "double") / 1000
+    assert bound < joint_exp.joint_log_error_bound(np.asarray(lengths), len(levels), scale, "double") / 1000
 
 
 @needs_extended
@@ -182,18 +185,18 @@ def test_exact_log_choice_takes_long_doubles_exactly(monkeypatch):
     tail = np.longdouble(2) ** -60
     weights = np.array([0.0, -1.0, -np.inf, -0.5], dtype=np.longdouble) + np.array([tail, 3 * tail, 0, 0])
     seen = {}
-    real = qm.exact_choice
+    real = exact_choice_module.exact_choice
 
     def spy(sizes, exponents, slack, exact_exponent, rng):
         seen["exact"] = [exact_exponent(r) for r in range(len(sizes))]
         return real(sizes, exponents, slack, exact_exponent, rng)
 
-    monkeypatch.setattr(qm, "exact_choice", spy)
-    qm._exact_log_choice(weights, np.random.default_rng(5))
+    monkeypatch.setattr(joint_exp, "exact_choice", spy)  # where _exact_log_choice looks it up
+    joint_exp._exact_log_choice(weights, np.random.default_rng(5))
     assert seen["exact"] == [Fraction(0), Fraction(1) - 2 * Fraction(2) ** -60, Fraction(1, 2) + Fraction(2) ** -60]
-    monkeypatch.setattr(qm, "exact_choice", real)
+    monkeypatch.setattr(joint_exp, "exact_choice", real)
     rng = np.random.default_rng(6)
-    counts = np.bincount([qm._exact_log_choice(weights, rng) for _ in range(3000)], minlength=4)
+    counts = np.bincount([joint_exp._exact_log_choice(weights, rng) for _ in range(3000)], minlength=4)
     probs = np.exp(np.array([0.0, -1.0, -np.inf, -0.5]))
     assert counts[2] == 0 and chi_square_p(counts[[0, 1, 3]], probs[[0, 1, 3]] / probs[[0, 1, 3]].sum()) > P_FLOOR
 
@@ -207,8 +210,8 @@ def test_logaddexp_and_log_obey_the_per_operation_bound(precision):
     with exp within K' = 1 and log1p within K = 2 ulps (glibc's listed maxima for long double on
     x86-64; 1 and 1 for double), and log by one ulp (2u relative), in the working dtype.  Checked
     against 60-digit Decimal on inputs from equal to 10^4 nats apart, magnitudes up to 10^5."""
-    u = qm.unit_roundoff(precision)
-    dtype = qm.working_dtype(precision)
+    u = joint_exp.unit_roundoff(precision)
+    dtype = joint_exp.working_dtype(precision)
     rng = np.random.default_rng(9)
     x = rng.uniform(-1e5, 1e5, 400).astype(dtype)
     gap = np.concatenate([[0.0, 1e-19, 1e-10], rng.exponential(3.0, 300), rng.uniform(0, 1e4, 94)])
@@ -242,7 +245,7 @@ def test_two_level_running_logsumexp_equals_the_running_sum(dtype):
         rows = (rng.normal(0, 40, (3, length)) + rng.uniform(-700, 700, (3, 1))).astype(dtype)
         rows[0, ::3] = -np.inf
         rows[1, :] = -np.inf
-        got = qm._prefix_logsumexp(rows)
+        got = joint_exp._prefix_logsumexp(rows)
         assert got.dtype == dtype and got.shape == rows.shape
         assert np.array_equal(np.isinf(got), np.isinf(np.logaddexp.accumulate(rows, axis=1)))
         depth = min(length - 1, 2 * math.ceil(math.sqrt(length)) - 2)
@@ -272,7 +275,7 @@ def test_cli_prints_jointexps_precision_and_charge(tmp_path, capsys):
         assert done.value.code == 0
         outputs[tuple(extra)] = capsys.readouterr().out
     record = json.loads(outputs[("--json",)])["float_error"]
-    run = 1.0 - qm.joint_charged_epsilon(1.0, np.array([0.25, 0.75]), "add_remove", 1000, 10.0, "double")
+    run = 1.0 - joint_exp.joint_charged_epsilon(1.0, np.array([0.25, 0.75]), "add_remove", 1000, 10.0, "double")
     assert record["precision"] == "double" and record["charge"] == pytest.approx(run, rel=1e-9)
     line = f"float error: double precision, ran at epsilon {record['run_epsilon']:.10g} (charge {record['charge']:.3g})"
     assert line in outputs[()].splitlines()

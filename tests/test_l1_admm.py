@@ -9,7 +9,7 @@ from scipy import optimize
 from conftest import weighted_tree_problem
 from dprange import Flat, Hierarchical, ParameterError, Wavelet
 from dprange.inference.l1_admm import admm, generic_x_update, tree_x_update
-from dprange.strategies import TreeStrategy
+from dprange.strategies.trees import TreeStrategy
 
 
 def lp_l1(A, y, w, total=None):

@@ -17,9 +17,9 @@ import pytest
 
 import dprange
 from dprange import Domain, ProductDomain
-from dprange._validation import MAX_SELECTION_GAMMA, selection_gamma_at_most
 from dprange.cli import main
-from dprange.noise import MIN_SCALE, NoiseSpec
+from dprange.privacy.exact_choice import MAX_SELECTION_GAMMA, selection_gamma_at_most
+from dprange.privacy.noise import MIN_SCALE, NoiseSpec
 from dprange.registry import GRID_MECHANISMS, MECHANISMS, QUANTILE_METHODS
 
 HUGE = (1e6, 1e15, 1e20, 1e300)

@@ -10,19 +10,9 @@ import pytest
 
 from conftest import dense_gls, range_matrix
 from dprange import DomainError, ParameterError, ReportError
-from dprange.ldp import (
-    GRR,
-    HRR,
-    OLH,
-    OUE,
-    HaarHRR,
-    HierarchicalHistogram,
-    ProtocolReports,
-    Reports,
-    expected_error,
-    simulate,
-)
-from dprange.ldp.protocols import Flat
+from dprange.ldp import GRR, HRR, OLH, OUE, HaarHRR, HierarchicalHistogram, ProtocolReports, Reports, expected_error
+from dprange.ldp.range_protocols import Flat
+from dprange.ldp.simulate import simulate
 
 EPS = 0.8
 

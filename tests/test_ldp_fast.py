@@ -11,15 +11,9 @@ import pytest
 
 from dprange import ParameterError
 from dprange.ldp import OLH, OUE
-from dprange.ldp.oracles import (
-    ONE,
-    best_prime_g,
-    exp_lower_bound,
-    linear_pool_size,
-    linear_support_counts,
-)
+from dprange.ldp.oracles import ONE, best_prime_g, exp_lower_bound, linear_pool_size, linear_support_counts
 from dprange.ldp.simulate import split_by_level
-from dprange.noise import SecureRandom
+from dprange.privacy.samplers import SecureRandom
 
 # ------------------------------------------------------------------ OLH, linear pool
 

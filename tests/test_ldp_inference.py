@@ -13,12 +13,13 @@ from click.testing import CliRunner
 
 from dprange import ParameterError
 from dprange.cli import main
+from dprange.cli.ldp import ldp
 from dprange.errors import ConvergenceWarning
 from dprange.inference.tree import tree_gls
 from dprange.inference.wavelet import haar_estimate
-from dprange.ldp import HaarHRR, HierarchicalHistogram, simulate
-from dprange.ldp.cli import ldp
-from dprange.ldp.protocols import Flat
+from dprange.ldp import HaarHRR, HierarchicalHistogram
+from dprange.ldp.range_protocols import Flat
+from dprange.ldp.simulate import simulate
 from dprange.operators import HaarLevel, TreeLevel
 
 PROTOCOLS = {

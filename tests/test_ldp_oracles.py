@@ -324,7 +324,7 @@ def test_olh_at_its_largest_epsilon_still_aggregates():
 
 def test_protocols_check_every_level_oracle_at_construction():
     from dprange.ldp import HierarchicalHistogram
-    from dprange.ldp.protocols import Flat, HaarHRR
+    from dprange.ldp.range_protocols import Flat, HaarHRR
 
     for make in (
         lambda: HierarchicalHistogram(64, 4, "olh", epsilon=12.0),
@@ -363,7 +363,8 @@ def test_oracle_jsonl_refuses_bad_oue_bytes(tmp_path, bad):
 )
 def test_protocol_jsonl_refuses_bad_oue_bytes(tmp_path, last, message):
     """The protocol's JSON lines used to accept bytes 256 and -1 (wrapped to 0 and 255) and booleans."""
-    from dprange.ldp.protocols import Flat, ProtocolReports
+    from dprange.ldp.protocols import ProtocolReports
+    from dprange.ldp.range_protocols import Flat
 
     text = Flat(10, "oue", epsilon=1.0).randomize(np.arange(10), 1).jsonl_text()
     path = tmp_path / "p.jsonl"
@@ -377,7 +378,8 @@ def test_protocol_jsonl_refuses_bad_oue_bytes(tmp_path, last, message):
 @pytest.mark.parametrize("sign", [True, False, 1.0, 0.5, 2, 0])
 def test_hrr_signs_must_be_integers_plus_or_minus_one(tmp_path, sign):
     """Boolean signs used to pass (abs(True) == 1) and count as +1."""
-    from dprange.ldp.protocols import Flat, ProtocolReports
+    from dprange.ldp.protocols import ProtocolReports
+    from dprange.ldp.range_protocols import Flat
 
     text = Flat(16, "hrr", epsilon=1.0).randomize(np.arange(16), 1).jsonl_text()
     path = tmp_path / "p.jsonl"
@@ -408,8 +410,9 @@ def test_binary_reports_with_wrong_types_are_report_errors():
 
 @pytest.mark.parametrize("header", [["a", "list"], "ldp-flat", 5, None])
 def test_report_headers_that_are_not_objects(header):
-    from dprange.ldp.cli import protocol_from_header
-    from dprange.ldp.protocols import Flat, ProtocolReports
+    from dprange.cli.ldp import protocol_from_header
+    from dprange.ldp.protocols import ProtocolReports
+    from dprange.ldp.range_protocols import Flat
 
     with pytest.raises(ReportError, match="not a JSON object"):
         protocol_from_header(header)
@@ -420,8 +423,8 @@ def test_report_headers_that_are_not_objects(header):
 
 @pytest.mark.parametrize("protocol", ["ldp-haar-hrr", "ldp-hierarchical", "ldp-flat"])
 def test_huge_header_domain_is_refused_before_anything_is_built(protocol):
-    from dprange.ldp.cli import protocol_from_header
-    from dprange.ldp.protocols import Flat, HaarHRR, HierarchicalHistogram
+    from dprange.cli.ldp import protocol_from_header
+    from dprange.ldp.range_protocols import Flat, HaarHRR, HierarchicalHistogram
 
     make = {
         "ldp-haar-hrr": lambda: HaarHRR(16, epsilon=1.0),
@@ -448,8 +451,8 @@ def test_huge_header_domain_is_refused_before_anything_is_built(protocol):
     ],
 )
 def test_corrupt_protocol_headers_are_report_errors(field, value, message):
-    from dprange.ldp.cli import protocol_from_header
-    from dprange.ldp.protocols import Flat
+    from dprange.cli.ldp import protocol_from_header
+    from dprange.ldp.range_protocols import Flat
 
     header = Flat(10, "oue", epsilon=1.0).describe()
     header[field] = value
@@ -470,7 +473,7 @@ def test_out_of_domain_count_is_redacted_on_request(monkeypatch):
 from fractions import Fraction  # noqa: E402
 
 from dprange.ldp.oracles import ONE, exp_lower_bound  # noqa: E402
-from dprange.noise import SecureRandom  # noqa: E402
+from dprange.privacy.samplers import SecureRandom  # noqa: E402
 
 HIGH = 1 << 32  # a coin on [0, 2^62) is drawn as 32 high bits ...
 LOW = 1 << 30  # ... and 30 low bits where the high bits tie with the threshold's

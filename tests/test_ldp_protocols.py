@@ -11,10 +11,11 @@ from click.testing import CliRunner
 
 from conftest import dense_gls, range_matrix
 from dprange import ParameterError, ReportError
-from dprange.ldp import HaarHRR, HierarchicalHistogram, ProtocolReports, expected_error, optimal_branching, simulate
-from dprange.ldp.cli import ldp
+from dprange.cli.ldp import ldp
+from dprange.ldp import HaarHRR, HierarchicalHistogram, ProtocolReports, expected_error, optimal_branching
 from dprange.ldp.consistency import two_stage_consistency
-from dprange.strategies import HaarStrategy, TreeStrategy
+from dprange.ldp.simulate import simulate
+from dprange.strategies.trees import HaarStrategy, TreeStrategy
 
 
 def _all_ranges(n):

@@ -14,10 +14,10 @@ import pytest
 from click.testing import CliRunner
 
 from dprange import ParameterError, ReportError, _params
-from dprange.contingency import TABLE_NOISE, release_table
+from dprange.cli.ldp import build_protocol, ldp, protocol_from_header
 from dprange.ldp import GRR, Flat, HaarHRR, HierarchicalHistogram, make_oracle, protocols
-from dprange.ldp.cli import build_protocol, ldp, protocol_from_header
 from dprange.ldp.protocols import protocol_class, register_protocol
+from dprange.mechanisms.tables import TABLE_NOISE, release_table
 from dprange.registry import FREQUENCY_ORACLES, INFERENCE, LDP_PROTOCOLS, NOISE, REGISTRIES, docs_markdown
 
 

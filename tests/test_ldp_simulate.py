@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from dprange import ParameterError
-from dprange.ldp import HierarchicalHistogram, simulate
-from dprange.ldp.protocols import Flat
-from dprange.ldp.simulate import SHORTCUT_EXACT, split_by_level, values_in_chunks
+from dprange.ldp import HierarchicalHistogram
+from dprange.ldp.range_protocols import Flat
+from dprange.ldp.simulate import SHORTCUT_EXACT, simulate, split_by_level, values_in_chunks
 
 
 def exact_count_law(report_dists):

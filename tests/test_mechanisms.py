@@ -8,7 +8,7 @@ import pytest
 
 import dprange
 from dprange import Domain, Flat, Hierarchical, ParameterError, Wavelet
-from dprange.noise import discrete_laplace_decay
+from dprange.privacy.noise import discrete_laplace_decay
 
 MECHANISMS = [
     Flat(),
@@ -91,7 +91,7 @@ def test_gaussian_levels_share_one_calibrated_weighted_sensitivity():
     weights = np.repeat([0.25, 0.25, 0.5], [1, 2, 4])
     l2 = np.sqrt(((weights[:, None] * A) ** 2).sum(axis=0)).max()
     assert l2 == pytest.approx(math.sqrt(0.375))
-    base = dprange.noise.gaussian_sigma(1.0, 1e-6, l2)
+    base = dprange.privacy.noise.gaussian_sigma(1.0, 1e-6, l2)
     np.testing.assert_allclose(sigmas, base / np.array([0.25, 0.25, 0.5]), rtol=1e-12)
 
 

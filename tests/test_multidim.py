@@ -12,25 +12,13 @@ from test_privacy import gaussian_delta, laplace_worst_loss
 
 from conftest import dense_gls
 from dprange import DataError, Domain, DomainError, ParameterError
-from dprange.multidim import (
-    KDHierarchy,
-    Kronecker,
-    Quadtree,
-    axis_strategy,
-    column_entries,
-    expected_error,
-    load_grid_release,
-    morton_order,
-)
+from dprange.analysis.grid import expected_error
+from dprange.domain import ProductDomain
+from dprange.inference.kron import morton_order
+from dprange.mechanisms.grid import KDHierarchy, Kronecker, Quadtree, load_grid_release
 from dprange.operators import definition_sensitivity_power
-from dprange.product_domain import ProductDomain
-from dprange.workloads_kd import (
-    Rectangles,
-    all_rectangles,
-    marginals,
-    prefix_rectangles,
-    random_rectangles,
-)
+from dprange.strategies.kron import axis_strategy, column_entries
+from dprange.workloads import Rectangles, all_rectangles, marginals, prefix_rectangles, random_rectangles
 
 
 def box_matrix(shape, lows, highs):
@@ -127,7 +115,7 @@ def reference_kron_replace_power(axis_levels, combos, weights, p):
     """The replace Delta_p^p by enumerating every combination of the axes' patterns in exact
     arithmetic (the implementation before the float pre-pass)."""
     powers = [abs(w) ** p for w in weights]
-    from dprange.multidim import axis_patterns
+    from dprange.strategies.kron import axis_patterns
 
     patterns = [axis_patterns(tuple(levels)) for levels in axis_levels]
     change = {0: 0, 1: 2**p, 2: 2}
@@ -151,7 +139,7 @@ def test_kronecker_replace_sensitivity_is_exact_with_ties_and_blocks(monkeypatch
     """The float pre-pass and the exact pass over the near-maximal combinations give exactly
     the full enumeration's value (many tied maxima on six binary axes; weights in Fractions and
     in ints), whether the combinations are totalled in one block or looped (REPLACE_BLOCK)."""
-    import dprange.multidim as multidim
+    import dprange.strategies.kron as multidim
 
     monkeypatch.setattr(multidim, "REPLACE_BLOCK", block)
     plan = Kronecker(axes, budget="geometric", neighbours="replace").plan(shape, 1.0)

@@ -11,9 +11,10 @@ import numpy as np
 import pytest
 
 from dprange import Domain, ProductDomain
+from dprange.analysis.grid import expected_error, select_grid, svd_bound
 from dprange.api import release_grid
 from dprange.cli import main
-from dprange.multidim import KDHierarchy, Kronecker, expected_error, load_grid_release, select_grid, svd_bound
+from dprange.mechanisms.grid import KDHierarchy, Kronecker, load_grid_release
 
 
 def run_cli(args, capsys):
@@ -216,7 +217,7 @@ def test_error_shape_ranks_the_k_d_mechanisms_exactly(capsys):
 def test_error_shape_ranks_named_optimised_mechanisms_on_the_chosen_workload(capsys):
     """--mechanisms optimized_kronecker / optimized_marginals are ranked as optimised for
     --workload and --order (they were ranked as made for all rectangles and 2-way marginals)."""
-    from dprange.optimized_kd import OptimizedKronecker, OptimizedMarginals
+    from dprange.mechanisms.optimized_grid import OptimizedKronecker, OptimizedMarginals
 
     args = ["error", "--shape", "6x5", "-e", 1, "--json", "-w", "prefix-rectangles", "--mechanisms"]
     code, stdout, err = run_cli([*args, "optimized_kronecker"], capsys)
@@ -303,9 +304,8 @@ def test_ranges_file_optimises_the_release_for_its_rectangles_and_ranges(two_col
     the ranges (lo, hi) that auto optimises for: the release is the library's with that
     workload (same mechanism, same values for the same seed), and says whose queries it took."""
     from dprange import release
-    from dprange.optimized_kd import OptimizedKronecker
-    from dprange.workloads import Ranges
-    from dprange.workloads_kd import Rectangles
+    from dprange.mechanisms.optimized_grid import OptimizedKronecker
+    from dprange.workloads import Ranges, Rectangles
 
     monkeypatch.setenv("DPRANGE_CACHE_DIR", str(tmp_path / "cache"))
     path, age, hours = two_columns
@@ -361,8 +361,7 @@ def test_error_ranks_mechanisms_on_the_ranges_of_a_file(tmp_path, capsys, monkey
     (<name>_lo, <name>_hi per axis, in header order, the file dprange release --ranges reads):
     the ranking is the library's on that workload, with the SVD bound of those ranges."""
     from dprange.analysis import select
-    from dprange.workloads import Ranges
-    from dprange.workloads_kd import Rectangles
+    from dprange.workloads import Ranges, Rectangles
 
     monkeypatch.setenv("DPRANGE_CACHE_DIR", str(tmp_path / "cache"))
     rects = tmp_path / "rects.csv"

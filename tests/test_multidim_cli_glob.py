@@ -9,8 +9,8 @@ from test_multidim_cli import grid_args, run_cli
 
 from dprange import Domain, ProductDomain
 from dprange.api import release_grid
-from dprange.cli import concatenate_columns
-from dprange.multidim import Kronecker, load_grid_release
+from dprange.cli.parse import concatenate_columns
+from dprange.mechanisms.grid import Kronecker, load_grid_release
 
 
 def test_a_glob_pattern_is_read_as_its_files_in_name_order(tmp_path, capsys):

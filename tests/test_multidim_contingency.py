@@ -13,10 +13,11 @@ import scipy.linalg
 from test_multidim import box_matrix, every_rectangle, stacked
 
 from dprange import Domain, ParameterError, ProductDomain, release_table
+from dprange.answers.constrained import constrain
 from dprange.api import release_grid
-from dprange.contingency import constrain, marginal_matrix
-from dprange.fourier import FourierMarginals
-from dprange.multidim import Kronecker, load_grid_release
+from dprange.inference.marginal_constraints import marginal_matrix
+from dprange.mechanisms.fourier import FourierMarginals
+from dprange.mechanisms.grid import Kronecker, load_grid_release
 
 
 def dense_constrained_gls(meas, C, d):

@@ -13,8 +13,8 @@ import pytest
 
 import dprange
 from dprange import Domain, ProductDomain
-from dprange.optimized_kd import OptimizedKronecker
-from dprange.workloads_kd import random_rectangles
+from dprange.mechanisms.optimized_grid import OptimizedKronecker
+from dprange.workloads import random_rectangles
 
 ADULT = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "adult", "adult.csv")
 COLUMNS = ["age", "hours-per-week"]

@@ -14,9 +14,11 @@ from _helpers import assert_unbiased_with_variance, gls_estimate
 from test_multidim import assert_linear_privacy, box_matrix, every_rectangle, stacked
 
 from dprange import ParameterError
-from dprange.fourier import FourierMarginals, fourier_subsets
-from dprange.multidim import Kronecker, expected_error, load_grid_release, select_grid
+from dprange.analysis.grid import expected_error, select_grid
+from dprange.mechanisms.fourier import FourierMarginals
+from dprange.mechanisms.grid import Kronecker, load_grid_release
 from dprange.operators import definition_sensitivity_power
+from dprange.strategies.fourier import fourier_subsets
 
 SHAPES = [(2, 3), (3, 4, 2), (2, 2, 2), (1, 3, 2), (5, 2)]
 
@@ -38,7 +40,7 @@ def estimable(A, Q):
 def reference_replace_change(shape, subsets, p):
     """R[d, t] = ||F_T (e_j - e_i)||_p^p from the dense frame blocks, for cells i = 0 and j
     differing from it on exactly the axes of D (the axes' frames are symmetric in the bins)."""
-    from dprange.fourier import frame_block
+    from dprange.strategies.fourier import frame_block
 
     axes = [a for a, n in enumerate(shape) if n >= 2]
     moves = [D for size in range(1, len(axes) + 1) for D in itertools.combinations(axes, size)]
@@ -54,7 +56,7 @@ def reference_replace_change(shape, subsets, p):
 
 @pytest.mark.parametrize("shape,order", [((2, 3, 4), 2), ((3, 3, 2, 2), 3), ((2,) * 5, 2), ((4, 1, 5), 1)])
 def test_replace_change_table_equals_the_dense_frames(shape, order):
-    from dprange.fourier import fourier_subsets, replace_change
+    from dprange.strategies.fourier import fourier_subsets, replace_change
 
     subsets = tuple(fourier_subsets(shape, order))
     for p in (1, 2):

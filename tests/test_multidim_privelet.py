@@ -13,8 +13,8 @@ from test_multidim import assert_linear_privacy, assert_variances, box_matrix, e
 
 from conftest import dense_gls
 from dprange import ParameterError
-from dprange.multidim import Kronecker, Privelet, load_grid_release
-from dprange.strategies import HaarStrategy
+from dprange.mechanisms.grid import Kronecker, Privelet, load_grid_release
+from dprange.strategies.trees import HaarStrategy
 
 
 def haar_inverse_2d(shape, blocks):

@@ -10,30 +10,25 @@ import numpy as np
 import pytest
 
 import dprange
-from dprange import (
-    Domain,
-    FourierMarginals,
-    Hierarchical,
-    KDHierarchy,
-    Kronecker,
-    Privelet,
-    ProductDomain,
-    Quadtree,
-    multidim,
-)
+from dprange import Domain, FourierMarginals, Hierarchical, KDHierarchy, Kronecker, Privelet, ProductDomain, Quadtree
+from dprange.analysis import grid as grid_analysis
 from dprange.analysis import noise_variance_floor
 from dprange.analysis import svd_bound as svd_bound_1d
 from dprange.api import choose_grid_mechanism, release_grid
 from dprange.errors import ParameterError
-from dprange.mechanisms import Mechanism
+from dprange.inference import kron as kron_inference
+from dprange.mechanisms import base as mechanisms_base
+from dprange.mechanisms import grid as grid_mechanisms
+from dprange.mechanisms.base import Mechanism
+from dprange.mechanisms.optimized_grid import OptimizedKronecker, OptimizedMarginals
 from dprange.operators import Kron
-from dprange.optimized_kd import OptimizedKronecker, OptimizedMarginals
 from dprange.registry import GRID_MECHANISMS, GRID_WORKLOADS, MECHANISMS, docs_markdown
-from dprange.workloads_kd import all_rectangles, marginals, prefix_rectangles
+from dprange.strategies import kron as kron_strategies
+from dprange.workloads import all_rectangles, marginals, prefix_rectangles
 
 
 def test_k_d_mechanisms_are_registered_apart_from_the_1_d_ones():
-    data_aware = ("kd_tree", "hybrid_tree", "dawa_hilbert")  # dprange.data_aware_2d: never chosen by auto
+    data_aware = ("kd_tree", "hybrid_tree", "dawa_hilbert")  # dprange.data_aware.grid: never chosen by auto
     independent = ("kronecker", "kd_hierarchy", "quadtree", "privelet", "fourier")
     optimized = ("optimized_kronecker", "optimized_marginals")
     assert GRID_MECHANISMS.names() == (*independent, *optimized, *data_aware)
@@ -42,7 +37,7 @@ def test_k_d_mechanisms_are_registered_apart_from_the_1_d_ones():
     factories = [Kronecker, KDHierarchy, Quadtree, Privelet, FourierMarginals, OptimizedKronecker, OptimizedMarginals]
     assert [GRID_MECHANISMS[n].factory for n in independent + optimized] == factories
     for entry in MECHANISMS.values():  # the 1-D registry (run on 1-D counts by its tests) has none of them
-        assert entry.factory is not None and not issubclass(entry.factory, multidim.GridMechanism)
+        assert entry.factory is not None and not issubclass(entry.factory, mechanisms_base.GridMechanism)
     assert GRID_WORKLOADS.names() == ("all-rectangles", "prefix-rectangles", "marginals")
     page = docs_markdown()
     assert "## k-D mechanisms" in page and "## k-D workloads" in page
@@ -64,30 +59,30 @@ def test_svd_bound_equals_the_dense_singular_values(shape):
     for name, W, order in cases:
         for epsilon, delta in ((1.0, 0.0), (0.3, 1e-6)):
             expected = _dense_bound(W.dense(), epsilon, delta)
-            got = multidim.svd_bound(shape, name, epsilon, delta, order=order)
+            got = grid_analysis.svd_bound(shape, name, epsilon, delta, order=order)
             assert got == pytest.approx(expected, rel=1e-10), (name, order)
 
 
 def test_svd_bound_in_one_dimension_is_the_1_d_bound():
-    assert multidim.svd_bound((7,), "all-rectangles", 0.5) == pytest.approx(svd_bound_1d("all-range", 0.5, n=7))
-    assert multidim.svd_bound((7,), "prefix-rectangles", 0.5) == pytest.approx(svd_bound_1d("prefix", 0.5, n=7))
+    assert grid_analysis.svd_bound((7,), "all-rectangles", 0.5) == pytest.approx(svd_bound_1d("all-range", 0.5, n=7))
+    assert grid_analysis.svd_bound((7,), "prefix-rectangles", 0.5) == pytest.approx(svd_bound_1d("prefix", 0.5, n=7))
 
 
 @pytest.mark.parametrize(("delta", "noise"), [(0.0, "laplace_float"), (0.0, "auto"), (1e-6, "auto")])
 def test_no_mechanism_beats_the_svd_bound(delta, noise):
     shape = (6, 5)
     for workload in GRID_WORKLOADS:
-        bound = multidim.svd_bound(shape, workload, 1.0, delta, noise=noise)
+        bound = grid_analysis.svd_bound(shape, workload, 1.0, delta, noise=noise)
         checked = 0
-        for mech in multidim.grid_candidates(shape, noise=noise):
+        for mech in grid_analysis.grid_candidates(shape, noise=noise):
             try:
-                error = multidim.expected_error(mech, shape, workload, 1.0, delta=delta)
+                error = grid_analysis.expected_error(mech, shape, workload, 1.0, delta=delta)
             except ParameterError:  # a design that cannot answer the workload (Fourier of order 1)
                 assert isinstance(mech, FourierMarginals) and mech.order < len(shape)
                 continue
             assert error >= bound * (1 - 1e-9), (workload, mech)
             checked += 1
-        assert checked >= len(multidim.grid_candidates(shape)) - 2
+        assert checked >= len(grid_analysis.grid_candidates(shape)) - 2
 
 
 def _dense_mean_error(mech, shape, W: np.ndarray) -> float:
@@ -102,9 +97,9 @@ def test_select_grid_ranks_every_candidate_by_its_exact_error(neighbours):
         ("prefix-rectangles", prefix_rectangles(shape).dense(), 2),
         ("marginals", marginals(shape, 1).dense(), 1),
     ):
-        selection = multidim.select_grid(shape, 1.0, workload=name, neighbours=neighbours, order=order)
+        selection = grid_analysis.select_grid(shape, 1.0, workload=name, neighbours=neighbours, order=order)
         errors = [c.error for c in selection.table]
-        pool = multidim.grid_candidates(shape, neighbours=neighbours, workload=name, order=order)
+        pool = grid_analysis.grid_candidates(shape, neighbours=neighbours, workload=name, order=order)
         assert errors == sorted(errors) and len(errors) == len(pool) - len(selection.excluded)
         for cand in selection.table:
             assert cand.mechanism.neighbours == neighbours
@@ -115,26 +110,26 @@ def test_select_grid_ranks_every_candidate_by_its_exact_error(neighbours):
 
 def test_select_grid_prefers_hierarchies_on_large_2_d_grids_and_flat_on_small_ones():
     """Qardaji et al. section 5: hierarchies win on large grids for rectangles, flat on small ones."""
-    small = multidim.select_grid((4, 4), 1.0).mechanism
+    small = grid_analysis.select_grid((4, 4), 1.0).mechanism
     assert isinstance(small, Kronecker) and small.axes == "identity"
-    large = multidim.select_grid((128, 128), 1.0)
+    large = grid_analysis.select_grid((128, 128), 1.0)
     assert not (isinstance(large.mechanism, Kronecker) and large.mechanism.axes == "identity")
-    flat = multidim.expected_error(Kronecker("identity"), (128, 128), "all-rectangles", 1.0)
+    flat = grid_analysis.expected_error(Kronecker("identity"), (128, 128), "all-rectangles", 1.0)
     assert large.error < flat / 2
 
 
 def test_select_grid_lists_what_it_cannot_run_and_checks_its_arguments():
     quadtree = Quadtree()
-    selection = multidim.select_grid((4, 4, 4), 1.0, candidates=[Kronecker(2), quadtree])
+    selection = grid_analysis.select_grid((4, 4, 4), 1.0, candidates=[Kronecker(2), quadtree])
     assert [m for m, _ in selection.excluded] == [quadtree] and "2-D grid" in selection.excluded[0][1]
     with pytest.raises(ParameterError, match="workload must be one of all-rectangles"):
-        multidim.select_grid((4, 4), 1.0, workload="all-range")
+        grid_analysis.select_grid((4, 4), 1.0, workload="all-range")
     with pytest.raises(ParameterError, match="order must be 1..2"):
-        multidim.select_grid((4, 4), 1.0, workload="marginals", order=3)
+        grid_analysis.select_grid((4, 4), 1.0, workload="marginals", order=3)
     with pytest.raises(ParameterError, match="no k-D mechanism"):
-        multidim.select_grid((4, 4, 4), 1.0, candidates=[quadtree])
+        grid_analysis.select_grid((4, 4, 4), 1.0, candidates=[quadtree])
     # underscores (the former spelling) still name the workloads
-    assert multidim.expected_error(Kronecker(2), (4, 3), "all_rectangles", 1.0) == multidim.expected_error(
+    assert grid_analysis.expected_error(Kronecker(2), (4, 3), "all_rectangles", 1.0) == grid_analysis.expected_error(
         Kronecker(2), (4, 3), "all-rectangles", 1.0
     )
 
@@ -149,7 +144,7 @@ DOMAIN = ProductDomain([Domain.integers(0, 11), Domain.integers(0, 8)])
 
 def test_release_grid_auto_uses_the_selection_and_dprange_release_dispatches_to_it():
     columns = _columns()
-    chosen = multidim.select_grid(DOMAIN.shape, 0.7, workload="prefix-rectangles").mechanism
+    chosen = grid_analysis.select_grid(DOMAIN.shape, 0.7, workload="prefix-rectangles").mechanism
     rel = release_grid(columns, DOMAIN, 0.7, workload="prefix-rectangles", rng=5)
     assert rel.mechanism == chosen.name
     assert {k: v for k, v in rel.parameters.items() if k != "strategy"} == chosen.parameters()
@@ -210,10 +205,10 @@ def test_choose_grid_mechanism_keeps_a_k_d_object_and_builds_names():
 
 def test_auto_candidates_skip_hierarchies_too_large_to_pad():
     five = (50, 100, 7, 4, 2)
-    assert multidim.hierarchy_candidates_kd(five) == []  # 128^5 cells padded
-    assert len(multidim.hierarchy_candidates_kd((64, 64))) == 6
-    for b, rule in itertools.product((2, 4, 8), multidim.BUDGET_RULES):
-        assert any(m.branching == b and m.budget == rule for m in multidim.hierarchy_candidates_kd((64, 64)))
+    assert grid_mechanisms.hierarchy_candidates_kd(five) == []  # 128^5 cells padded
+    assert len(grid_mechanisms.hierarchy_candidates_kd((64, 64))) == 6
+    for b, rule in itertools.product((2, 4, 8), kron_strategies.BUDGET_RULES):
+        assert any(m.branching == b and m.budget == rule for m in grid_mechanisms.hierarchy_candidates_kd((64, 64)))
 
 
 @pytest.mark.parametrize("mech", [Kronecker([3, "haar", "identity"]), Kronecker(2, budget="geometric")])
@@ -225,12 +220,12 @@ def test_shared_partial_products_equal_one_kron_per_block(mech):
     weights = [[1.0 / float(f) ** 2 for f in fr] for fr in fractions]
     grid = np.random.default_rng(2).integers(0, 9, shape)
     dense = [Kron([levels[a][lv] for a, lv in enumerate(c)]).dense() for c in combos]
-    for block, answer in zip(dense, multidim.kron_block_answers(levels, combos, grid)):
+    for block, answer in zip(dense, kron_inference.kron_block_answers(levels, combos, grid)):
         np.testing.assert_array_equal(answer, block @ grid.ravel())
     values = [np.random.default_rng(i).normal(size=block.shape[0]) for i, block in enumerate(dense)]
     unit = [math.prod(weights[a][lv] for a, lv in enumerate(c)) for c in combos]
     expected = sum(block.T @ y / u for block, y, u in zip(dense, values, unit))
-    got = multidim.kron_adjoint_sum(levels, weights, combos, values, shape)
+    got = kron_inference.kron_adjoint_sum(levels, weights, combos, values, shape)
     np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
 
 

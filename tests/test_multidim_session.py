@@ -13,7 +13,7 @@ import dprange
 from dprange import BudgetError, Domain, ProductDomain, Session
 from dprange.api import release_grid
 from dprange.cli import main
-from dprange.multidim import Kronecker
+from dprange.mechanisms.grid import Kronecker
 
 DOMAIN = ProductDomain([Domain.integers(0, 3), Domain.integers(0, 4)])
 COLUMNS = [np.arange(40) % 4, np.arange(40) % 5]

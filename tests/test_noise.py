@@ -16,10 +16,10 @@ from scipy import optimize, stats
 
 import dprange
 from dprange import ParameterError
-from dprange.noise import (
-    MAX_SCALE,
+from dprange._validation import MAX_SCALE
+from dprange.privacy.noise import NoiseSpec, gaussian_sigma, noise_variance, pmf
+from dprange.privacy.samplers import (
     NOISE_KINDS,
-    NoiseSpec,
     SecureRandom,
     _bernoulli_exp,
     _discrete_laplace_exact,
@@ -28,9 +28,6 @@ from dprange.noise import (
     _open_uniform,
     _uniform_below,
     effective_scale,
-    gaussian_sigma,
-    noise_variance,
-    pmf,
     resolve_rng,
     sample_discrete_laplace,
     sample_gaussian,
@@ -246,7 +243,7 @@ def test_large_bounds_and_large_sigma_use_exact_python_integers():
 
 def test_per_value_scales_sample_each_group_with_its_own_scale():
     scales = np.repeat([0.5, 4.0, 30.0], 40_000)
-    draws = dprange.noise.sample_noise("discrete_laplace", scales, scales.size, np.random.default_rng(11))
+    draws = dprange.privacy.noise.sample_noise("discrete_laplace", scales, scales.size, np.random.default_rng(11))
     variances = noise_variance("discrete_laplace", np.array([0.5, 4.0, 30.0]))
     assert variances.shape == (3,) and variances[1] == NoiseSpec("discrete_laplace", 4.0).variance
     for group, variance in zip(np.split(draws, 3), variances):

@@ -12,10 +12,10 @@ import pytest
 
 from conftest import dense_gls
 from dprange import DataError, Domain, DomainError, Hierarchical, analysis
-from dprange.cdf import CumulativeEstimate
+from dprange.answers.cdf import CumulativeEstimate
 from dprange.inference import tree as tree_module
 from dprange.inference.tree import tree_error_model
-from dprange.strategies import TreeStrategy
+from dprange.strategies.trees import TreeStrategy
 from dprange.workloads import AllRange, Identity, Prefix
 
 SHAPES = [

@@ -1,4 +1,4 @@
-"""The exact optimum of the L2 matrix mechanism (dprange.optimal_l2): the dual's gradient
+"""The exact optimum of the L2 matrix mechanism (dprange.optimize.l2_optimum): the dual's gradient
 against finite differences, weak and strong duality, closed forms (diagonal Gram matrices),
 optimality against a generic optimiser on tiny domains, the bound under every candidate of
 ``select``, and the ``l2-optimal`` template as released (exact error, Monte-Carlo)."""
@@ -9,11 +9,12 @@ import numpy as np
 import pytest
 from scipy import optimize
 
-from dprange import multidim
 from dprange.analysis import expected_error, l2_optimum_bound, noise_variance_floor, select, svd_bound
+from dprange.analysis import grid as grid_analysis
 from dprange.errors import ParameterError
-from dprange.matrix import Matrix
-from dprange.optimal_l2 import (
+from dprange.mechanisms.matrix import Matrix
+from dprange.mechanisms.optimized import Optimized
+from dprange.optimize.l2_optimum import (
     GAP_TOLERANCE,
     L2_OPTIMUM_MAX_N,
     as_p_identity_l2,
@@ -22,17 +23,10 @@ from dprange.optimal_l2 import (
     l2_optimum,
     l2_replace_dual,
     l2_replace_optimum,
-)
-from dprange.optimized import (
-    Optimized,
-    column_norm,
-    eigen_design,
-    optimize_p_identity,
-    p_identity_matrix,
     strategy_trace,
 )
-from dprange.workloads import AllRange, Explicit, Prefix
-from dprange.workloads_kd import Rectangles
+from dprange.optimize.p_identity import column_norm, eigen_design, optimize_p_identity, p_identity_matrix
+from dprange.workloads import AllRange, Explicit, Prefix, Rectangles
 
 
 def random_gram(n: int, m: int, seed: int) -> np.ndarray:
@@ -226,13 +220,13 @@ def test_low_rank_explicit_workload_is_released():
 def test_kronecker_workloads_have_the_product_of_the_axes_optima(shape, workload, factors):
     """The L2 program solved densely on the product's Gram matrix (30 and 60 cells) has the
     value of the product of the axes' optima (the Kronecker argument of
-    multidim.l2_optimum_bound), to the solver's gap."""
+    grid_analysis.l2_optimum_bound), to the solver's gap."""
     gram = factors(shape[0])
     for n in shape[1:]:
         gram = np.kron(gram, factors(n))
     dense = l2_optimum(gram)
     queries = int(np.prod([n * (n + 1) // 2 if workload == "all-rectangles" else n for n in shape]))
-    product = multidim.l2_optimum_bound(shape, workload, 1.0, 1e-6) / noise_variance_floor(1.0, 1e-6) * queries
+    product = grid_analysis.l2_optimum_bound(shape, workload, 1.0, 1e-6) / noise_variance_floor(1.0, 1e-6) * queries
     assert product == pytest.approx(dense.bound, rel=2 * GAP_TOLERANCE)
     assert dense.bound <= product * (1 + 2 * GAP_TOLERANCE) and product <= dense.trace * (1 + 2 * GAP_TOLERANCE)
 
@@ -243,12 +237,12 @@ def test_kd_bound_lies_under_every_grid_candidate(workload, delta):
     """Under add/remove on 24 x 20 every candidate of select_grid (fixed products, k-D
     hierarchies, the optimised product) has at least the bound's error, and the bound is at
     least the SVD bound; marginals are refused (not a Kronecker workload)."""
-    bound = multidim.l2_optimum_bound((24, 20), workload, 1.0, delta)
-    assert bound >= multidim.svd_bound((24, 20), workload, 1.0, delta)
-    table = multidim.select_grid((24, 20), 1.0, delta=delta, workload=workload).table
+    bound = grid_analysis.l2_optimum_bound((24, 20), workload, 1.0, delta)
+    assert bound >= grid_analysis.svd_bound((24, 20), workload, 1.0, delta)
+    table = grid_analysis.select_grid((24, 20), 1.0, delta=delta, workload=workload).table
     assert min(c.error for c in table) >= bound
     with pytest.raises(ParameterError, match="covers all-rectangles, prefix-rectangles and marginals"):
-        multidim.l2_optimum_bound((24, 20), Rectangles((24, 20), [[0, 0]], [[3, 3]]), 1.0, delta)
+        grid_analysis.l2_optimum_bound((24, 20), Rectangles((24, 20), [[0, 0]], [[3, 3]]), 1.0, delta)
 
 
 def marginal_matrix(shape, order: int) -> np.ndarray:
@@ -263,13 +257,13 @@ def marginal_matrix(shape, order: int) -> np.ndarray:
 
 @pytest.mark.parametrize(("shape", "order"), [((3, 3, 2), 1), ((3, 3, 2), 2), ((4, 3, 2, 2), 2)])
 def test_marginals_svd_bound_is_their_exact_l2_optimum(shape, order):
-    """The symmetry argument of multidim.l2_optimum_bound: the dense solve on the marginals'
+    """The symmetry argument of grid_analysis.l2_optimum_bound: the dense solve on the marginals'
     Gram matrix meets the SVD bound (its dual never rises above the start)."""
     W = marginal_matrix(shape, order)
     dense = l2_optimum(W.T @ W)
     factor = noise_variance_floor(1.0, 1e-6)
-    bound = multidim.l2_optimum_bound(shape, "marginals", 1.0, 1e-6, order=order)
-    assert bound == multidim.svd_bound(shape, "marginals", 1.0, 1e-6, order=order)
+    bound = grid_analysis.l2_optimum_bound(shape, "marginals", 1.0, 1e-6, order=order)
+    assert bound == grid_analysis.svd_bound(shape, "marginals", 1.0, 1e-6, order=order)
     assert dense.bound * factor / W.shape[0] == pytest.approx(bound, rel=1e-9)
     assert dense.trace * factor / W.shape[0] == pytest.approx(bound, rel=2e-4)
 
@@ -287,7 +281,7 @@ def test_too_many_bins_are_refused_before_any_n_x_n_work(monkeypatch):
     with pytest.raises(ParameterError, match="n <= 4096 bins"):
         l2_optimum_bound(Prefix(8192), 1.0, 1e-6)
     with pytest.raises(ParameterError, match="n <= 4096 bins"):
-        multidim.l2_optimum_bound((4, 8192), "prefix-rectangles", 1.0, 1e-6)
+        grid_analysis.l2_optimum_bound((4, 8192), "prefix-rectangles", 1.0, 1e-6)
 
 
 # ----------------------------------------------------------------------------- replace neighbours
@@ -372,7 +366,7 @@ def test_replace_bound_lies_under_every_candidate_and_is_reached(workload, delta
 def test_replace_program_has_its_own_cache_entry_and_the_kd_axes_keep_add_remove():
     """The replace strategy is cached apart from the add/remove one (the strategy depends on
     the relation); the k-D product's axes keep the add/remove optimum under replace."""
-    from dprange.optimized_kd import OptimizedKronecker
+    from dprange.mechanisms.optimized_grid import OptimizedKronecker
 
     replace = Optimized("prefix", template="l2-optimal", neighbours="replace").strategy(20)
     add_remove = Optimized("prefix", template="l2-optimal").strategy(20)

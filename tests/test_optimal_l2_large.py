@@ -1,4 +1,4 @@
-"""The L2 optimum on many bins (dprange.optimal_l2): the light dual step and its equilibrated
+"""The L2 optimum on many bins (dprange.optimize.l2_optimum): the light dual step and its equilibrated
 primal against the dense formulas, the coarsened Gram matrix against P^T G P, the multilevel
 start against the constant one, template auto's optimum alone above 1024 bins; and the dense
 release's certified Cholesky paths (rank check, covariance) against the SVD forms they replace."""
@@ -6,13 +6,13 @@ release's certified Cholesky paths (rank check, covariance) against the SVD form
 import numpy as np
 import pytest
 
-from dprange import optimal_l2
 from dprange.cholesky import cholesky_inverse, well_conditioned_cholesky
 from dprange.errors import ParameterError
 from dprange.inference.least_squares import dense_covariance
-from dprange.matrix import MatrixStrategy
+from dprange.mechanisms.optimized import Optimized
 from dprange.operators import Explicit, VStack, Weighted, definition_sensitivity_power
-from dprange.optimized import Optimized
+from dprange.optimize import l2_optimum as optimal_l2
+from dprange.strategies.matrix import MatrixStrategy
 from dprange.workloads import AllRange, Prefix
 
 

@@ -1,4 +1,4 @@
-"""Optimised strategies (dprange.optimized): the p-Identity loss and gradient, the eigen-design,
+"""Optimised strategies (dprange.mechanisms.optimized): the p-Identity loss and gradient, the eigen-design,
 the Optimized mechanism (exact error, Monte-Carlo, JSON round trip, cache) and auto's choice."""
 
 import json
@@ -8,29 +8,31 @@ import pytest
 
 import dprange
 from dprange.analysis import expected_error, l2_optimum_bound, select, svd_bound
+from dprange.answers.release import load_release
 from dprange.errors import ParameterError
-from dprange.matrix import DENSE_COVARIANCE_LIMIT, Matrix
-from dprange.optimized import (
+from dprange.mechanisms.matrix import Matrix
+from dprange.mechanisms.optimized import (
     AUTO_CACHED_MAX_N,
     AUTO_DENSE_MAX_N,
     AUTO_OPTIMIZE_FAST_MAX_N,
     AUTO_OPTIMIZE_MAX_N,
-    Gram,
     Optimized,
     auto_candidate,
     auto_candidates,
     auto_optimise_limit,
-    cache_dir,
-    cache_path,
+)
+from dprange.optimize.cache import cache_dir, cache_path
+from dprange.optimize.l2_optimum import strategy_trace
+from dprange.optimize.p_identity import (
+    Gram,
     column_norm,
     default_rows,
     eigen_design,
     optimize_p_identity,
     p_identity_loss,
     p_identity_matrix,
-    strategy_trace,
 )
-from dprange.serialisation import load_release
+from dprange.strategies.matrix import DENSE_COVARIANCE_LIMIT
 from dprange.workloads import AllRange, Explicit, Prefix, Ranges
 
 pytestmark = pytest.mark.usefixtures("private_cache")  # every test: an empty strategy cache
@@ -310,7 +312,7 @@ def test_more_extra_rows_than_bins_are_refused_before_optimising(monkeypatch):
     def no_optimisation(*args, **kwargs):
         raise AssertionError("optimised")
 
-    monkeypatch.setattr(dprange.optimized, "optimize_p_identity", no_optimisation)
+    monkeypatch.setattr(dprange.mechanisms.optimized, "optimize_p_identity", no_optimisation)
     for template, default in (("p-identity", 6), ("p-identity-l2", 25), ("dense", 6), ("auto", 6)):
         with pytest.raises(ParameterError) as exc:
             Optimized(rows=101, template=template).strategy(100)
@@ -323,7 +325,7 @@ def test_more_extra_rows_than_bins_are_refused_before_optimising(monkeypatch):
 
 
 def test_more_extra_rows_than_an_axis_bins_are_refused_naming_the_axis():
-    from dprange.optimized_kd import OptimizedKronecker
+    from dprange.mechanisms.optimized_grid import OptimizedKronecker
 
     with pytest.raises(ParameterError, match=r"optimized_kronecker, axis 1 \(5 bins\): rows=6 is more than the 5"):
         OptimizedKronecker(rows=6).plan((6, 5), 1.0)
@@ -421,7 +423,7 @@ def test_auto_lists_a_damaged_cache_file_as_not_cached_and_never_optimises(monke
     def no_optimisation(*args, **kwargs):
         raise AssertionError("optimised inside auto")
 
-    monkeypatch.setattr(dprange.optimized, "optimize_p_identity", no_optimisation)
+    monkeypatch.setattr(dprange.mechanisms.optimized, "optimize_p_identity", no_optimisation)
     selection = select("prefix", n, 1.0)
     assert not any(isinstance(c.mechanism, Optimized) for c in selection.table)
     ((left_out, reason),) = [(m, r) for m, r in selection.excluded if isinstance(m, Optimized)]
@@ -435,8 +437,10 @@ def test_auto_reads_a_cached_strategy_once(monkeypatch):
     n = AUTO_OPTIMIZE_FAST_MAX_N + 1
     Optimized("prefix").strategy(n)
     reads = []
-    real = dprange.optimized._load
-    monkeypatch.setattr(dprange.optimized, "_load", lambda path, *a, **k: reads.append(path) or real(path, *a, **k))
+    real = dprange.optimize.cache._load
+    monkeypatch.setattr(
+        dprange.mechanisms.optimized, "_load", lambda path, *a, **k: reads.append(path) or real(path, *a, **k)
+    )
     selection = select("prefix", n, 1.0)
     assert isinstance(selection.mechanism, Optimized) and selection.mechanism.strategy(n).cached
     assert len(reads) == 1
@@ -454,7 +458,7 @@ def test_auto_builds_the_dense_template_only_from_a_cache_file_that_loads(monkey
     def no_dense(*args, **kwargs):
         raise AssertionError("dense template optimised")
 
-    monkeypatch.setattr(dprange.optimized, "optimize_dense_template", no_dense)
+    monkeypatch.setattr(dprange.mechanisms.optimized, "optimize_dense_template", no_dense)
     assert Optimized("prefix").strategy(n).template == "p-identity"
 
 
@@ -482,7 +486,7 @@ def test_a_named_optimised_mechanism_is_optimised_for_the_release_workload(workl
 def test_the_optimised_mechanisms_are_exported_like_the_others():
     """The README's mechanism table names Optimized beside Flat and Matrix: dprange.Optimized
     (and the k-D OptimizedKronecker, OptimizedMarginals) work as dprange.Flat does."""
-    import dprange.optimized_kd as optimized_kd
+    import dprange.mechanisms.optimized_grid as optimized_kd
 
     assert dprange.Optimized is Optimized
     assert dprange.OptimizedKronecker is optimized_kd.OptimizedKronecker
@@ -509,7 +513,7 @@ def test_measures_the_exact_integer_answers_of_a_large_total(mechanism):
     near 2^65), and an explicit matrix's answers were rounded by the float product (an error
     the sensitivity does not cover either); the measurement adds the noise to the exact
     integers (Python integers past 2^62) and rounds the noisy values to floats."""
-    from dprange.noise import resolve_rng
+    from dprange.privacy.samplers import resolve_rng
 
     counts = np.random.default_rng(1).multinomial(2**53, np.full(64, 1 / 64))
     measurements = mechanism().measure(counts, 1.0, rng=5)

@@ -14,9 +14,9 @@ import pytest
 
 import dprange
 from dprange import Domain, ProductDomain
-from dprange.optimized import Optimized
-from dprange.optimized_kd import OptimizedKronecker
-from dprange.workloads_kd import random_rectangles
+from dprange.mechanisms.optimized import Optimized
+from dprange.mechanisms.optimized_grid import OptimizedKronecker
+from dprange.workloads import random_rectangles
 
 DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
 NETTRACE = os.path.join(DATA, "dpbench", "1D", "NETTRACE.n4096.npy")

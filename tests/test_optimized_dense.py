@@ -1,4 +1,4 @@
-"""The dense L1 template (dprange.optimized_dense): loss and gradient against the dense
+"""The dense L1 template (dprange.optimize.dense): loss and gradient against the dense
 formula and finite differences, the optimiser, the Optimized mechanism with template="dense"
 (exact error, Monte-Carlo, privacy by the definition, JSON round trip, cache) and auto's rule."""
 
@@ -8,13 +8,15 @@ import numpy as np
 import pytest
 from test_optimized import bounded_ranges
 
-import dprange.optimized as optimized
+import dprange.mechanisms.optimized as optimized_mechanism
+import dprange.optimize.cache as optimized
 from dprange.analysis import expected_error
+from dprange.answers.release import load_release
 from dprange.errors import ParameterError
-from dprange.matrix import Matrix
+from dprange.mechanisms.matrix import Matrix
+from dprange.mechanisms.optimized import Optimized
 from dprange.operators import definition_sensitivity_power
-from dprange.optimized import Optimized, OptimizedStrategy, PIdentityStrategy, optimize_p_identity, strategy_trace
-from dprange.optimized_dense import (
+from dprange.optimize.dense import (
     DENSE_MAX_N,
     dense_loss,
     dense_matrix,
@@ -22,7 +24,8 @@ from dprange.optimized_dense import (
     optimize_dense_template,
     split_loss,
 )
-from dprange.serialisation import load_release
+from dprange.optimize.l2_optimum import strategy_trace
+from dprange.optimize.p_identity import OptimizedStrategy, PIdentityStrategy, optimize_p_identity
 from dprange.workloads import AllRange, Prefix
 
 pytestmark = pytest.mark.usefixtures("private_cache")  # every test: an empty strategy cache
@@ -211,11 +214,11 @@ def test_auto_keeps_p_identity_unless_the_dense_trace_is_clearly_lower(monkeypat
     dense = Optimized(workload, template="dense").strategy(64)
     assert p_identity.trace * 0.99 < dense.trace < p_identity.trace  # measured 0.06% lower
     assert isinstance(Optimized(workload).strategy(64), PIdentityStrategy)
-    monkeypatch.setattr(optimized, "AUTO_DENSE_GAIN", 1.0)
+    monkeypatch.setattr(optimized_mechanism, "AUTO_DENSE_GAIN", 1.0)
     chosen = Optimized(workload).strategy(64)
     assert chosen.template == "dense" and chosen.trace == dense.trace
     # Above AUTO_DENSE_MAX_N, auto ranks the dense template only when it is cached.
-    monkeypatch.setattr(optimized, "AUTO_DENSE_MAX_N", 16)
+    monkeypatch.setattr(optimized_mechanism, "AUTO_DENSE_MAX_N", 16)
     assert Optimized(workload).strategy(64).template == "dense"  # cached above
     other = AllRange(24)
     assert isinstance(Optimized(other).strategy(24), PIdentityStrategy)

@@ -8,8 +8,9 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-import dprange.optimized as optimized_module
-from dprange.optimized import column_norm, eigen_design, strategy_trace
+import dprange.optimize.p_identity as optimized_module
+from dprange.optimize.l2_optimum import strategy_trace
+from dprange.optimize.p_identity import column_norm, eigen_design
 from dprange.workloads import AllRange, Prefix
 
 

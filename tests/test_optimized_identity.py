@@ -7,22 +7,23 @@ import numpy as np
 import pytest
 
 from dprange.analysis import expected_error, workload_error
-from dprange.cli import main, strategy_note
+from dprange.analysis.grid import expected_error as grid_expected_error
+from dprange.cli import main
+from dprange.cli.render import strategy_note
 from dprange.errors import DataError, ParameterError
 from dprange.inference.dispatch import design_error_model
 from dprange.measurements import LinearMeasurement, Measurements
-from dprange.mechanisms import Flat
-from dprange.multidim import Kronecker, load_grid_release
-from dprange.multidim import expected_error as grid_expected_error
-from dprange.optimized import (
+from dprange.mechanisms.basic import Flat
+from dprange.mechanisms.grid import Kronecker, load_grid_release
+from dprange.mechanisms.optimized import Optimized
+from dprange.mechanisms.optimized_grid import OptimizedKronecker
+from dprange.optimize.p_identity import (
     Gram,
-    Optimized,
     VarianceTerms,
     identity_strategy,
     mean_error_as_released,
     strategy_variance_terms,
 )
-from dprange.optimized_kd import OptimizedKronecker
 from dprange.workloads import Explicit, Ranges, make_workload
 
 pytestmark = pytest.mark.usefixtures("private_cache")  # 256-bin strategies stay out of the session cache

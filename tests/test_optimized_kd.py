@@ -1,4 +1,4 @@
-"""Kronecker products of optimised 1-D strategies (dprange.optimized_kd): least squares and
+"""Kronecker products of optimised 1-D strategies (dprange.mechanisms.optimized_grid): least squares and
 rectangle variances against the dense formulas, the product identity of the error, a gain
 over the fixed Kronecker strategies, Monte-Carlo, and the saved release."""
 
@@ -13,37 +13,31 @@ import numpy as np
 import pytest
 
 from dprange import Domain, ProductDomain
+from dprange.analysis.grid import expected_error, l2_optimum_bound
 from dprange.api import choose_grid_mechanism, release_grid
 from dprange.errors import DataError, ParameterError
+from dprange.inference.kron import KronPIdentityEstimate
+from dprange.inference.marginals import MarginalAlgebra, MarginalEstimate, _subsets
 from dprange.inference.p_identity import PIdentityEstimate
-from dprange.multidim import Kronecker, expected_error, l2_optimum_bound, load_grid_release
-from dprange.noise import gaussian_sigma, resolve_rng
+from dprange.mechanisms.grid import Kronecker, load_grid_release
+from dprange.mechanisms.optimized import Optimized
+from dprange.mechanisms.optimized_grid import OptimizedKronecker, OptimizedMarginals
 from dprange.operators import Identity, Kron, Total, definition_sensitivity_power
-from dprange.optimized import (
+from dprange.optimize.cache import cache_path
+from dprange.optimize.marginals import MarginalStrategy, marginal_loss, optimize_marginals
+from dprange.optimize.p_identity import (
     P_IDENTITY_NORMS,
-    Optimized,
     PIdentityStrategy,
-    cache_path,
     column_scales,
     default_rows,
     round_keeping_norms,
 )
-from dprange.optimized_kd import (
-    KronPIdentityEstimate,
-    MarginalAlgebra,
-    MarginalEstimate,
-    MarginalStrategy,
-    OptimizedKronecker,
-    OptimizedMarginals,
-    _subsets,
-    marginal_loss,
-    optimize_marginals,
-)
+from dprange.privacy.noise import gaussian_sigma
+from dprange.privacy.samplers import resolve_rng
 from dprange.registry import GRID_MECHANISMS
-from dprange.workloads import make_workload
-from dprange.workloads_kd import Rectangles, marginals
-from dprange.workloads_kd import all_rectangles as all_rectangles_kd
-from dprange.workloads_kd import prefix_rectangles as prefix_rectangles_kd
+from dprange.workloads import Rectangles, make_workload, marginals
+from dprange.workloads import all_rectangles as all_rectangles_kd
+from dprange.workloads import prefix_rectangles as prefix_rectangles_kd
 
 pytestmark = pytest.mark.usefixtures("private_cache")  # every test: an empty strategy cache
 
@@ -157,9 +151,9 @@ def test_l2_optimal_axes_are_the_dense_optimum_in_the_l2_template_shape():
     """Template l2-optimal: every axis' block is the 1-D L2 optimum written as [I; B] D with
     p = n (as_p_identity_l2): its Gram matrix is the optimum's with the diagonal raised to 1,
     every column of unit L2 norm; the product's exact error is within 1e-4 of the k-D optimum
-    (multidim.l2_optimum_bound) and below the L2 template's."""
-    from dprange.optimal_l2 import as_p_identity_l2, l2_optimum
-    from dprange.optimized import p_identity_matrix
+    (grid_analysis.l2_optimum_bound) and below the L2 template's."""
+    from dprange.optimize.l2_optimum import as_p_identity_l2, l2_optimum
+    from dprange.optimize.p_identity import p_identity_matrix
     from dprange.workloads import AllRange
 
     optimum = l2_optimum(AllRange(12).gram())
@@ -217,7 +211,7 @@ def test_a_release_made_with_another_quantisation_is_refused_on_load(monkeypatch
     choose) the load is refused instead of reading the values against other integers."""
     import json
 
-    import dprange.optimized_kd as okd
+    import dprange.mechanisms.optimized_grid as okd
     from dprange.errors import DataError
 
     counts = np.random.default_rng(3).poisson(9, (7, 4))
@@ -694,7 +688,7 @@ def test_explicit_rectangles_are_optimised_axis_by_axis_and_auto_takes_them():
     product, 149.99) and 3.1x less than the product optimised for all rectangles (217.7);
     under (1, 1e-6) the L2 optimum on each axis gains 2.58x.  auto (select_grid) ranks and
     takes them."""
-    from dprange.multidim import select_grid
+    from dprange.analysis.grid import select_grid
 
     rects = prefix_by_short_rectangles(64, 2000, 0)
     for delta, gain in ((0.0, 2.1), (1e-6, 2.5)):
@@ -711,7 +705,7 @@ def test_the_kept_pass_has_the_least_loss_and_the_first_starts_from_the_identity
     the strategies kept are the second pass's, their loss sum_q prod_a r_qa^T S_a r_qa
     recomputed from them; the first pass optimises the first axis against the identity on the
     other (weights = its lengths, normalised to mean 1)."""
-    from dprange import optimized_kd as okd
+    from dprange.mechanisms import optimized_grid as okd
 
     rng = np.random.default_rng(0)
     ends = np.stack([rng.integers(0, 24, (300, 2)), rng.integers(0, 20, (300, 2))], 1)
@@ -817,7 +811,7 @@ def test_monte_carlo_agrees_with_the_exact_variances_of_explicit_rectangles():
 def test_auto_optimises_explicit_rectangles_on_axes_up_to_its_limit():
     """Cold, auto builds the axes for explicit rectangles up to RECTANGLE_AUTO_MAX_N bins, and
     never past the 1-D template's own limit."""
-    from dprange import optimized_kd as okd
+    from dprange.mechanisms import optimized_grid as okd
 
     rects = Rectangles((8, 8), [[0, 0]], [[3, 5]])
     limit = okd.RECTANGLE_AUTO_MAX_N
@@ -826,12 +820,12 @@ def test_auto_optimises_explicit_rectangles_on_axes_up_to_its_limit():
 
 
 def test_the_svd_bound_of_explicit_rectangles_is_that_of_their_dense_matrix_and_bounds_every_mechanism(monkeypatch):
-    """multidim.svd_bound of a Rectangles equals the 1-D bound of the dense rectangle matrix
+    """grid_analysis.svd_bound of a Rectangles equals the 1-D bound of the dense rectangle matrix
     (Li and Miklau's bound depends on W only), lies below the exact error of every candidate
     auto ranks (the optimised product included), and is refused past RECTANGLES_SVD_MAX_CELLS."""
-    from dprange import multidim
+    from dprange.analysis import grid as grid_analysis
     from dprange.analysis import svd_bound as svd_bound_1d
-    from dprange.multidim import select_grid, svd_bound
+    from dprange.analysis.grid import select_grid, svd_bound
     from dprange.workloads import Explicit
 
     rects = prefix_by_short_rectangles(12, 150, 38)
@@ -843,7 +837,7 @@ def test_the_svd_bound_of_explicit_rectangles_is_that_of_their_dense_matrix_and_
         assert all(c.error > bound for c in table)
     with pytest.raises(ParameterError, match="grid, not"):
         svd_bound((12, 11), rects, 1.0)
-    monkeypatch.setattr(multidim, "RECTANGLES_SVD_MAX_CELLS", 100)
+    monkeypatch.setattr(grid_analysis, "RECTANGLES_SVD_MAX_CELLS", 100)
     with pytest.raises(ParameterError, match="at most 100 cells"):
         svd_bound((12, 12), rects, 1.0)
 

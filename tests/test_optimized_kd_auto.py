@@ -11,34 +11,28 @@ import math
 import numpy as np
 import pytest
 
-import dprange.optimized as optimized_module
-import dprange.optimized_kd as optimized_kd
+import dprange.mechanisms.optimized as optimized_module
+import dprange.mechanisms.optimized_grid as optimized_kd
+import dprange.strategies.kron as kron_strategies
 from dprange import Domain, ProductDomain
+from dprange.analysis.grid import axis_ranges, expected_error, grid_candidates, l2_optimum_bound, select_grid
 from dprange.api import release_grid
 from dprange.cli import main
 from dprange.errors import ParameterError
-from dprange.multidim import (
-    Kronecker,
-    axis_ranges,
-    expected_error,
-    grid_candidates,
-    l2_optimum_bound,
-    load_grid_release,
-    select_grid,
-)
-from dprange.operators import Identity, Kron, Total, definition_sensitivity_power
-from dprange.optimal_l2 import GAP_TOLERANCE, l2_optimum
-from dprange.optimized import Optimized, cache_path
-from dprange.optimized_kd import (
+from dprange.inference.marginals import MarginalEstimate
+from dprange.mechanisms.grid import Kronecker, load_grid_release
+from dprange.mechanisms.optimized import Optimized
+from dprange.mechanisms.optimized_grid import (
     AUTO_MARGINALS_MAX_AXES,
-    MarginalEstimate,
     OptimizedKronecker,
     OptimizedMarginals,
     kd_auto_candidates,
-    optimize_marginals,
 )
-from dprange.workloads import AllRange, Prefix
-from dprange.workloads_kd import all_rectangles, marginals, prefix_rectangles
+from dprange.operators import Identity, Kron, Total, definition_sensitivity_power
+from dprange.optimize.cache import cache_path
+from dprange.optimize.l2_optimum import GAP_TOLERANCE, l2_optimum
+from dprange.optimize.marginals import optimize_marginals
+from dprange.workloads import AllRange, Prefix, all_rectangles, marginals, prefix_rectangles
 
 pytestmark = pytest.mark.usefixtures("private_cache")  # every test: an empty strategy cache
 
@@ -186,7 +180,7 @@ def test_replace_l1_sensitivity_above_the_exact_limit_is_the_triangle_bound(monk
     dense = np.kron(*(s.explicit() for s in mech.axis_strategies(shape)))
     exact = definition_sensitivity_power(dense, 1, "replace")
     assert plan.sensitivity_power(1, "replace") == exact
-    monkeypatch.setattr(optimized_kd, "EXACT_PAIRS_LIMIT", 0)
+    monkeypatch.setattr(kron_strategies, "EXACT_PAIRS_LIMIT", 0)  # where the plan reads it
     bound = plan.sensitivity_power(1, "replace")
     assert bound == 2 * definition_sensitivity_power(dense, 1, "add_remove")
     assert exact <= bound <= 1.001 * exact

@@ -15,7 +15,7 @@ Two checks per case (McKenna, Miklau, Hay and Machanavajjhala, VLDB 2018, for th
 the matrix mechanism's sensitivity of Li, Hay, Rastogi, Miklau and McGregor, PODS 2010):
 
 1. the sensitivity the release calibrates to (the plan's ``sensitivity_power`` with the
-   blocks' budgets, what :func:`dprange.mechanisms.calibrate` reads) is never below the exact
+   blocks' budgets, what :func:`dprange.strategies.calibration.calibrate` reads) is never below the exact
    maximum;
 2. the noise as drawn meets the definition: discrete Laplace rows shifted by s lose at most
    |s| / b each, so max over pairs of sum_l ||A_l d||_1 / b_l <= epsilon (in fractions);
@@ -35,8 +35,8 @@ import numpy as np
 import pytest
 
 from dprange.inference.p_identity import DiagonalPlusRows
-from dprange.optimized import Optimized
-from dprange.optimized_kd import FINEST_AXIS_BITS, OptimizedKronecker, OptimizedMarginals
+from dprange.mechanisms.optimized import Optimized
+from dprange.mechanisms.optimized_grid import FINEST_AXIS_BITS, OptimizedKronecker, OptimizedMarginals
 
 #: The choices as made, before the fixture below replaces them for the optimised strategies' tests.
 RELEASED_STRATEGY, IDENTITY_IS_LOWER = Optimized.released_strategy, OptimizedKronecker.identity_is_lower

@@ -9,9 +9,10 @@ import pytest
 
 from dprange.analysis import expected_error, l2_optimum_bound, select
 from dprange.errors import ParameterError
-from dprange.matrix import Matrix
-from dprange.optimized import Gram, Optimized, p_identity_loss, p_identity_matrix, replace_objective
-from dprange.optimized_kd import OptimizedKronecker
+from dprange.mechanisms.matrix import Matrix
+from dprange.mechanisms.optimized import Optimized
+from dprange.mechanisms.optimized_grid import OptimizedKronecker
+from dprange.optimize.p_identity import Gram, p_identity_loss, p_identity_matrix, replace_objective
 from dprange.workloads import AllRange, Explicit, Prefix
 
 pytestmark = pytest.mark.usefixtures("private_cache")  # every test: an empty strategy cache
@@ -176,7 +177,7 @@ def test_auto_under_replace_above_the_replace_program_ranks_by_the_replace_objec
     program's optimum; above it the L2 template optimised for replace or the add/remove L2
     optimum, whichever has the lower replace objective (their traces are of different losses),
     which is the one of lower exact error as released."""
-    import dprange.optimized as optimized
+    import dprange.mechanisms.optimized as optimized
 
     monkeypatch.setattr(optimized, "L2_REPLACE_MAX_N", 32)
     for workload in (Prefix(40), AllRange(40)):

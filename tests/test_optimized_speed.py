@@ -7,18 +7,18 @@ import numpy as np
 import pytest
 
 import dprange
-from dprange.optimized import (
+from dprange.mechanisms.optimized import Optimized
+from dprange.mechanisms.optimized_grid import OptimizedKronecker
+from dprange.optimize.l2_optimum import strategy_trace
+from dprange.optimize.p_identity import (
     UNIFORM_TOO_MAX_SIZE,
     Gram,
-    Optimized,
     banded_start,
     optimize_p_identity,
     p_identity_loss,
     p_identity_matrix,
-    strategy_trace,
     tents,
 )
-from dprange.optimized_kd import OptimizedKronecker
 from dprange.workloads import AllRange, Prefix, Ranges
 
 

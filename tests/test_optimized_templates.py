@@ -5,16 +5,9 @@ import numpy as np
 import pytest
 
 from dprange.analysis import expected_error, select
-from dprange.optimized import (
-    Gram,
-    Optimized,
-    auto_candidates,
-    column_norm,
-    optimize_p_identity,
-    p_identity_loss,
-    p_identity_matrix,
-    strategy_trace,
-)
+from dprange.mechanisms.optimized import Optimized, auto_candidates
+from dprange.optimize.l2_optimum import strategy_trace
+from dprange.optimize.p_identity import Gram, column_norm, optimize_p_identity, p_identity_loss, p_identity_matrix
 from dprange.workloads import AllRange, Prefix
 
 pytestmark = pytest.mark.usefixtures("private_cache")  # every test: an empty strategy cache

@@ -7,14 +7,16 @@ import pytest
 
 import dprange
 import dprange.inference.p_identity as pid
+from dprange.answers.codec import error_model_from_dict
+from dprange.answers.release import load_release
 from dprange.errors import DataError, ParameterError
 from dprange.inference.dispatch import least_squares
 from dprange.inference.least_squares import dense_covariance
 from dprange.inference.p_identity import DiagonalPlusRows, PIdentityEstimate
 from dprange.measurements import LinearMeasurement, Measurements
+from dprange.mechanisms.optimized import Optimized
 from dprange.operators import definition_sensitivity_power
-from dprange.optimized import Optimized, PIdentityStrategy
-from dprange.serialisation import error_model_from_dict, load_release
+from dprange.optimize.p_identity import PIdentityStrategy
 
 pytestmark = pytest.mark.usefixtures("private_cache")  # every test: an empty strategy cache
 
@@ -130,8 +132,8 @@ def test_bad_ranges_are_refused():
 
 def test_the_quantised_strategy_is_the_matrix_mechanisms():
     """The same K and entries as MatrixStrategy gives the dense [I; B] D."""
-    from dprange.matrix import MatrixStrategy
-    from dprange.optimized import p_identity_matrix
+    from dprange.optimize.p_identity import p_identity_matrix
+    from dprange.strategies.matrix import MatrixStrategy
 
     theta = np.random.default_rng(7).uniform(0, 1, (3, 16))
     strategy = PIdentityStrategy(theta, "p-identity", 0.0, False)

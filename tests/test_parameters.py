@@ -10,12 +10,13 @@ import numpy as np
 import pytest
 
 import dprange
-import dprange.data_aware_2d
-import dprange.fourier
-import dprange.optimized_kd  # noqa: F401
+import dprange.data_aware.grid
+import dprange.mechanisms.fourier
+import dprange.mechanisms.optimized_grid  # noqa: F401
 from dprange._params import Integer, Param, current
-from dprange.matrix import Matrix
-from dprange.mechanisms import Flat, Hierarchical, Mechanism
+from dprange.mechanisms.base import Mechanism
+from dprange.mechanisms.basic import Flat, Hierarchical
+from dprange.mechanisms.matrix import Matrix
 from dprange.registry import GRID_MECHANISMS, MECHANISMS
 
 #: Shared settings every mechanism is built with, besides its defaults.

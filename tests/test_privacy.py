@@ -9,7 +9,7 @@ every measured row and its NoiseSpec; the worst case over the neighbours is
   the pmf on a window that contains the maximiser);
 * Gaussian: delta(epsilon), the hockey-stick divergence, exactly.  Continuous Gaussian: the
   1-D formula at the Mahalanobis norm of the shift.  Discrete Gaussian (once
-  ``dprange.noise.pmf`` exists the sampler is the discrete one): from the privacy-loss
+  ``dprange.privacy.noise.pmf`` exists the sampler is the discrete one): from the privacy-loss
   distribution of the shifted coordinates, exactly on a lattice when their sigmas are equal,
   otherwise a rigorous upper bound (each coordinate's loss rounded up to a grid); both are
   checked against brute-force summation over a 2-D lattice.  Beyond sigma = 1e6 (quantised
@@ -17,7 +17,7 @@ every measured row and its NoiseSpec; the worst case over the neighbours is
   the continuous Gaussian with a proven error bound (:func:`discrete_gaussian_delta_projection`,
   checked against an exact 2-D sum at sigma ~ 5e4).
 
-Until ``dprange.noise.pmf`` lands the pmfs are the closed forms: discrete Laplace
+Until ``dprange.privacy.noise.pmf`` lands the pmfs are the closed forms: discrete Laplace
 (1 - t)/(1 + t) t^|k| with t = exp(-1/scale), discrete Gaussian exp(-k^2/(2 sigma^2)) over its
 sum.
 """
@@ -33,10 +33,10 @@ from scipy import signal, special
 import dprange
 from dprange import Domain, Flat, Hierarchical, ParameterError, Wavelet
 from dprange.analysis import select
-from dprange.contingency import release_table
-from dprange.matrix import Matrix
-from dprange.optimized import Optimized
-from dprange.strategies import HaarStrategy, TreeStrategy, dense_sensitivity_power
+from dprange.mechanisms.matrix import Matrix
+from dprange.mechanisms.optimized import Optimized
+from dprange.mechanisms.tables import release_table
+from dprange.strategies.trees import HaarStrategy, TreeStrategy, dense_sensitivity_power
 from dprange.workloads import AllRange
 
 EPS = 0.8
@@ -49,18 +49,18 @@ DELTA = 1e-5
 def discrete_laplace_log_pmf(scale, k):
     """log of (1 - t)/(1 + t) t^|k|, t = exp(-1/scale), in log space (t itself loses precision
     for large scales: a quantised Matrix strategy has scales ~1e6)."""
-    return np.log(np.asarray(dprange.noise.pmf("discrete_laplace", scale, np.asarray(k)), dtype=float))
+    return np.log(np.asarray(dprange.privacy.noise.pmf("discrete_laplace", scale, np.asarray(k)), dtype=float))
 
 
 def sampled_sigma2(sigma) -> float:
     """sigma^2 of the discrete Gaussian actually sampled for a requested sigma (the sampler
     rounds sigma^2 up to a rational); the loss formulas must use it, like the pmf does."""
-    return dprange.noise._gaussian_sigma2(sigma)
+    return dprange.privacy.noise._gaussian_sigma2(sigma)
 
 
 def discrete_gaussian_pmf(sigma, k):
     """The pmf of the discrete Gaussian the sampler draws for a requested sigma."""
-    return np.asarray(dprange.noise.pmf("gaussian", sigma, np.asarray(k)), dtype=float)
+    return np.asarray(dprange.privacy.noise.pmf("gaussian", sigma, np.asarray(k)), dtype=float)
 
 
 @functools.lru_cache(maxsize=16)
@@ -632,7 +632,7 @@ def test_seeded_releases_are_marked():
         (0, True),
         (np.random.default_rng(1), True),
         (None, False),
-        (dprange.noise.SecureRandom(), False),
+        (dprange.privacy.samplers.SecureRandom(), False),
     ):
         rel = Hierarchical(2).release(x, 1.0, rng=rng)
         assert rel.seeded is seeded and rel.to_dict()["privacy"]["seeded"] is seeded

@@ -37,13 +37,14 @@ from test_privacy_end_to_end_2d import (
     worst_over_neighbours,
 )
 
-import dprange.auto_data as auto_data_module
-import dprange.data_aware as data_aware_module
+import dprange.data_aware.auto_data as auto_data_module
+import dprange.data_aware.partition as data_aware_module
+import dprange.data_aware.steps as data_aware_steps
 from dprange import DAWA
-from dprange.auto_data import AutoData
-from dprange.data_aware import MWEM
-from dprange.noise import NoiseSpec
-from dprange.structure_first import StructureFirst
+from dprange.data_aware.auto_data import AutoData
+from dprange.data_aware.mwem import MWEM
+from dprange.data_aware.structure_first import StructureFirst
+from dprange.privacy.noise import NoiseSpec
 
 pytestmark = pytest.mark.usefixtures("private_cache")  # every test: an empty strategy cache
 
@@ -105,7 +106,7 @@ def test_structure_first_release_joint_law_is_epsilon_dp(monkeypatch, relation):
     of (boundaries, noisy bucket counts), every neighbour, is within the recorded epsilon; the
     boundaries depend on the data; twice the budget exceeds epsilon."""
     epsilon = 2.0
-    script = Script(monkeypatch, [data_aware_module])
+    script = Script(monkeypatch, [data_aware_steps])
     mech = StructureFirst(buckets=3, max_count=1, ratio=0.5, grid=1, neighbours=relation)
     bases = [np.array([1, 0, 0, 0, 1]), np.array([2, 1, 0, 0, 0]), np.array([0, 1, 1, 0, 1])]
     recorded = mech.release(bases[0], epsilon, rng=0).epsilon
@@ -124,7 +125,7 @@ def test_enumerated_boundary_law_is_what_the_release_draws(monkeypatch):
     mech = StructureFirst(buckets=3, max_count=1, ratio=0.5, grid=1)
     x = np.array([1, 0, 0, 1, 1])
     with monkeypatch.context() as patch:
-        law = structure_first_outputs(Script(patch, [data_aware_module]), mech, x, 8.0)
+        law = structure_first_outputs(Script(patch, [data_aware_steps]), mech, x, 8.0)
     source = np.random.default_rng(13)
     draws = 800
     seen: dict = {}
@@ -151,7 +152,7 @@ def auto_inner_laws(monkeypatch, mech, x, epsilon):
     for choice in CHOICES:
         with monkeypatch.context() as patch:
             patch.setattr(auto_data_module, "choose", lambda *args, c=choice: c)
-            script = Script(patch, [data_aware_module])
+            script = Script(patch, [data_aware_steps])
             if choice != "dawa":
                 law = {}
                 for log_p, rel in script.enumerate(lambda: mech.release(x, epsilon, rng=0)):
@@ -234,7 +235,7 @@ def mwem_outputs(monkeypatch, mech, x, epsilon, window, public_total=None):
     transcripts whose noise lies in -window..window (exact probabilities, truncated)."""
     out: dict = {}
     with monkeypatch.context() as patch:
-        script = Script(patch, [data_aware_module], noise_window=window)
+        script = Script(patch, [data_aware_steps], noise_window=window)
         runs = script.enumerate(lambda: mech.release(x, epsilon, rng=0, public_total=public_total))
     for log_p, rel in runs:
         key = (tuple(rel.parameters["selected"]), rel.estimate.tobytes())
@@ -290,7 +291,7 @@ def mwem_selection_law(monkeypatch, mech, x, epsilon, public_total):
     """{selected query: (log P_x(selected), the answer's noise spec)} of a 1-round MWEM, from its
     release run once per selection with zero noise."""
     with monkeypatch.context() as patch:
-        script = Script(patch, [data_aware_module])
+        script = Script(patch, [data_aware_steps])
         runs = script.enumerate(lambda: (mech.release(x, epsilon, rng=0, public_total=public_total), script.draws))
     out = {}
     for log_p, (rel, draws) in runs:

@@ -17,7 +17,7 @@ on tiny grids, the exact probability of every output, and max log P_x(o) / P_y(o
   P_x(c | S).  The structure law is enumerated by running ``release`` itself once per
   sequence of cuts, with the exponential mechanism's sampler replaced by a scripted chooser
   that returns each candidate in turn and records its exact probability from the exponents
-  the code passes (:func:`dprange.quantile_mechanisms.exact_choice`'s law; that the sampler
+  the code passes (:func:`dprange.privacy.exact_choice.exact_choice`'s law; that the sampler
   draws it is tested in tests/test_data_aware_2d.py), and the count noise replaced by zeros,
   so the counts the code measures and the noise specs it uses are read from the release.
   Then max over (S, c) of log P_x(S, c) / P_y(S, c) = max_S [log P_x(S) / P_y(S) + the
@@ -44,13 +44,13 @@ from test_data_aware import output_probabilities
 from test_multidim import grid_neighbours
 from test_privacy import discrete_gaussian_delta_projection, gaussian_delta, laplace_worst_loss, sampled_sigma2
 
-import dprange.data_aware as data_aware_module
-import dprange.spatial_trees as spatial_trees_module
+import dprange.data_aware.partition as data_aware_module
+import dprange.data_aware.spatial_trees as spatial_trees_module
 from dprange import DAWA, DAWAHilbert, HybridTree, KDTree
-from dprange.hilbert import hilbert_sequence
-from dprange.noise import NoiseSpec
+from dprange.data_aware.hilbert import hilbert_sequence
+from dprange.mechanisms.optimized_grid import OptimizedKronecker, OptimizedMarginals
 from dprange.operators import definition_sensitivity_power
-from dprange.optimized_kd import OptimizedKronecker, OptimizedMarginals
+from dprange.privacy.noise import NoiseSpec
 
 EPS = 0.9
 
@@ -381,7 +381,7 @@ def test_tree_test_detects_a_median_that_spends_twice_its_share(monkeypatch, rel
     honest, structure = tree_worst(script, mech, bases, EPS)
     assert structure > 0.2 * EPS and honest <= EPS + 1e-12
     honest_gamma = spatial_trees_module.split_gamma
-    monkeypatch.setattr("dprange.data_aware_2d.split_gamma", lambda e, n: 2 * honest_gamma(e, n))
+    monkeypatch.setattr("dprange.data_aware.grid.split_gamma", lambda e, n: 2 * honest_gamma(e, n))
     assert tree_worst(script, mech, bases, EPS)[0] > 1.2 * EPS
 
 

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dprange import DataError, ParameterError, noise
-from dprange import private_bounds as pb
+from dprange import DataError, ParameterError
+from dprange.privacy import noise
+from dprange.quantile_mechanisms import private_bounds as pb
 
 LO, HI = -1, 1
 EPSILON = 1.5

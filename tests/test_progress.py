@@ -117,7 +117,7 @@ def test_select_ranks_candidates_with_a_bar_at_large_n(terminal):
 
 
 def test_ldp_simulation_counts_levels(terminal):
-    from dprange.ldp.protocols import HierarchicalHistogram
+    from dprange.ldp.range_protocols import HierarchicalHistogram
     from dprange.ldp.simulate import simulate
 
     protocol = HierarchicalHistogram(16, epsilon=1.0)
@@ -126,7 +126,7 @@ def test_ldp_simulation_counts_levels(terminal):
 
 
 def test_strategy_optimisation_counts_optimiser_iterations(terminal):
-    from dprange.optimized import optimize_p_identity
+    from dprange.optimize.p_identity import optimize_p_identity
 
     gram = np.tril(np.ones((6, 6))).T @ np.tril(np.ones((6, 6)))  # prefix workload on 6 bins
     optimize_p_identity(gram, 2, maxiter=20)
@@ -174,7 +174,7 @@ def test_ldp_group_accepts_quiet(terminal, tmp_path):
 def test_the_l2_optimum_shows_the_share_of_its_duality_gap_closed(terminal):
     """The solve's bar counts whole percents of the way (in log gap) from the first gap to the
     tolerance and ends at 100% when it converges, not at steps out of the 200-step limit."""
-    from dprange import optimal_l2
+    from dprange.optimize import l2_optimum as optimal_l2
     from dprange.workloads import Prefix
 
     def evaluate(point):  # dual 1 - |p - 1|^2 below primal 1 + |p - 1|^2: the gap closes at p = 1
@@ -196,7 +196,7 @@ def test_the_l2_optimum_shows_the_share_of_its_duality_gap_closed(terminal):
     [(1e-1, 1e-1, 0.0), (1e-1, 1e-6, 100.0), (1e-1, 10**-3.5, 50.0), (1e-1, 1e-9, 100.0), (1e-1, 1.0, 0.0)],
 )
 def test_gap_progress_is_the_share_of_the_log_gap_closed(first, gap, percent):
-    from dprange.optimal_l2 import gap_progress
+    from dprange.optimize.l2_optimum import gap_progress
 
     assert gap_progress(first, gap, 1e-6) == pytest.approx(percent)
     assert gap_progress(float("nan"), gap, 1e-6) == (100.0 if gap <= 1e-6 else 0.0)

@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 
 import dprange
-from dprange import quantile_mechanisms as qm
 from dprange.errors import ParameterError
+from dprange.quantile_mechanisms import joint_exp
+from dprange.quantile_mechanisms import methods as qm
 
 
 def pick(m, n, epsilon=1.0, binned=True, joint_ok=True):
@@ -50,14 +51,14 @@ def test_auto_takes_the_split_where_jointexp_would_refuse_its_charge(monkeypatch
     extended precision moves it past 10^10."""
     levels = np.arange(1, 10) / 10
     values = np.random.default_rng(5).normal(0, 1, 300)
-    monkeypatch.setattr(qm, "extended_precision_available", lambda: False)
+    monkeypatch.setattr(joint_exp, "extended_precision_available", lambda: False)
     with pytest.raises(ParameterError, match="float error"):
         dprange.quantiles(values, levels, 0.1, bounds=(-5, 5), method="joint_exp", n_max=10**9, rng=6)
     result = dprange.quantiles(values, levels, 0.1, bounds=(-5, 5), n_max=10**9, rng=6)
     assert result.method == "approximate" and "float-error charge" in result.reason
     # a smaller n_max is affordable, and auto takes JointExp there
-    assert not qm.joint_affordable(0.1, levels, "add_remove", 10**9, 10.0)
-    assert qm.joint_affordable(0.1, levels, "add_remove", 10**8, 10.0)
+    assert not joint_exp.joint_affordable(0.1, levels, "add_remove", 10**9, 10.0)
+    assert joint_exp.joint_affordable(0.1, levels, "add_remove", 10**8, 10.0)
     assert dprange.quantiles(values, levels, 0.1, bounds=(-5, 5), n_max=10**8, rng=6).method == "joint_exp"
 
 
@@ -65,19 +66,19 @@ def test_auto_takes_the_split_where_jointexp_would_refuse_its_charge(monkeypatch
 def test_joint_affordable_is_the_refusal_boundary(monkeypatch, extended):
     """joint_affordable is True exactly where joint_charged_epsilon, at the precision the run
     would use, returns (charge < epsilon / 2); both outcomes occur."""
-    if extended and not qm.extended_precision_available():
+    if extended and not joint_exp.extended_precision_available():
         pytest.skip("this platform's long double is not wider than double")
-    monkeypatch.setattr(qm, "extended_precision_available", lambda: extended)
+    monkeypatch.setattr(joint_exp, "extended_precision_available", lambda: extended)
     levels = np.arange(1, 12) / 12
     outcomes = set()
     for n_max in (10**4, 10**6, 10**8, 10**9, 10**10, 10**12):
         for epsilon in (0.1, 1.0):
-            precision = qm.joint_precision(epsilon, levels, "add_remove", n_max, 10.0)
+            precision = joint_exp.joint_precision(epsilon, levels, "add_remove", n_max, 10.0)
             try:
-                charged = qm.joint_charged_epsilon(epsilon, levels, "add_remove", n_max, 10.0, precision)
+                charged = joint_exp.joint_charged_epsilon(epsilon, levels, "add_remove", n_max, 10.0, precision)
             except ParameterError:
                 charged = None
-            affordable = qm.joint_affordable(epsilon, levels, "add_remove", n_max, 10.0)
+            affordable = joint_exp.joint_affordable(epsilon, levels, "add_remove", n_max, 10.0)
             assert affordable is (charged is not None)
             outcomes.add(affordable)
             if charged is not None:

@@ -1,5 +1,5 @@
 """The histogram route's resolution from n x epsilon and the record count it reads
-(dprange.quantile_bins): the rule, where n comes from, what the noisy count costs, its exact
+(dprange.quantile_mechanisms.bins): the rule, where n comes from, what the noisy count costs, its exact
 law and privacy, and that nothing reads n unpaid."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 import dprange
-from dprange import noise
-from dprange import quantile_bins as qb
 from dprange.errors import ParameterError
-from dprange.private_bounds import noise_scale
+from dprange.privacy import noise
+from dprange.quantile_mechanisms import bins as qb
+from dprange.quantile_mechanisms.private_bounds import noise_scale
 
 LEVELS_19 = np.arange(1, 20) / 20
 
@@ -173,7 +173,7 @@ def test_auto_compares_the_histogram_bins_with_m_squared():
     """Binned bounds with n known: the histogram route while histogram_bins(n epsilon) <= m^2,
     else JointExp (2..11 levels; the split without a record bound) or the split (>= 12); one
     bin per integer, or n unknown: by m alone; one level: the exponential mechanism."""
-    from dprange.quantile_mechanisms import auto_method
+    from dprange.quantile_mechanisms.methods import auto_method
 
     def pick(m, n, epsilon=1.0, binned=True, joint_ok=True):
         return auto_method(m, epsilon, integer=False, width=10.0, n=n, binned=binned, joint_ok=joint_ok)[0]

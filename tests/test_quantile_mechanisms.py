@@ -20,7 +20,10 @@ from scipy import stats
 
 import dprange
 from dprange import DataError, ParameterError
-from dprange import quantile_mechanisms as qm
+from dprange.privacy import exact_choice as exact_choice_module
+from dprange.quantile_mechanisms import exponential, joint_exp
+from dprange.quantile_mechanisms import grid as quantile_grid
+from dprange.quantile_mechanisms import methods as qm
 
 P_FLOOR = 1e-4
 
@@ -115,7 +118,10 @@ def test_exact_choice_matches_weights():
     exponents = [Fraction(0), Fraction(1, 3), Fraction(5, 2), Fraction(7, 5)]
     floats = np.array([float(g) for g in exponents])
     rng = np.random.default_rng(1)
-    draws = [qm.exact_choice(sizes, floats, np.full(4, 1e-12), exponents.__getitem__, rng) for _ in range(6000)]
+    draws = [
+        exact_choice_module.exact_choice(sizes, floats, np.full(4, 1e-12), exponents.__getitem__, rng)
+        for _ in range(6000)
+    ]
     runs = np.array([r for r, _ in draws])
     expected = sizes * np.exp(-floats)
     assert chi_square_p(np.bincount(runs, minlength=4), expected / expected.sum()) > P_FLOOR
@@ -130,10 +136,10 @@ def test_accept_decimal_fallback_has_probability_p():
     p = math.exp(-3 / 7)
 
     def exact_p(digits):
-        return qm._decimal_probability(exponent, 0, 1, digits)
+        return exact_choice_module._decimal_probability(exponent, 0, 1, digits)
 
     rng = np.random.default_rng(2)
-    hits = sum(qm._accept(math.log(p), 1e9, exact_p, rng) for _ in range(4000))
+    hits = sum(exact_choice_module._accept(math.log(p), 1e9, exact_p, rng) for _ in range(4000))
     assert stats.binomtest(hits, 4000, p).pvalue > P_FLOOR
     assert abs(float(exact_p(60)) - p) < 1e-15
     assert isinstance(exact_p(60), Decimal)
@@ -145,7 +151,9 @@ def test_exact_choice_far_tail_is_reachable_only_by_its_weight():
     exponents = [Fraction(0), Fraction(2000)]
     rng = np.random.default_rng(3)
     runs = [
-        qm.exact_choice(sizes, np.array([0.0, 2000.0]), np.full(2, 1e-9), exponents.__getitem__, rng)[0]
+        exact_choice_module.exact_choice(sizes, np.array([0.0, 2000.0]), np.full(2, 1e-9), exponents.__getitem__, rng)[
+            0
+        ]
         for _ in range(500)
     ]
     assert runs == [0] * 500
@@ -158,8 +166,8 @@ def test_exact_choice_far_tail_is_reachable_only_by_its_weight():
 @pytest.mark.parametrize("q", [0.5, 0.3])
 def test_exponential_mechanism_table_equals_definition_and_is_private(relation, q):
     cells, grid_size, epsilon = [0, 2, 2, 5], 7, 1.0
-    gamma = Fraction(epsilon) / (2 * qm.score_sensitivity(q, relation))
-    table = qm.exponential_quantile_probabilities(np.array(cells), grid_size, q, float(gamma))
+    gamma = Fraction(epsilon) / (2 * exponential.score_sensitivity(q, relation))
+    table = exponential.exponential_quantile_probabilities(np.array(cells), grid_size, q, float(gamma))
     definition = em_definition(cells, grid_size, q, gamma)
     assert np.allclose(table, definition, rtol=1e-12, atol=0)
     worst = 0.0
@@ -174,7 +182,7 @@ def test_exponential_mechanism_table_equals_definition_and_is_private(relation, 
 def test_exponential_mechanism_sampler_frequencies():
     cells, grid_size, q, gamma = np.array([0, 2, 2, 5]), 7, 0.5, Fraction(1, 2)
     rng = np.random.default_rng(4)
-    draws = [qm.exponential_quantile_cell(cells, grid_size, q, gamma, rng) for _ in range(3000)]
+    draws = [exponential.exponential_quantile_cell(cells, grid_size, q, gamma, rng) for _ in range(3000)]
     expected = em_definition(cells, grid_size, q, gamma)
     assert chi_square_p(np.bincount(draws, minlength=grid_size), expected) > P_FLOOR
 
@@ -195,13 +203,13 @@ def test_score_sensitivity_is_the_largest_change_over_neighbours():
             max(abs(a - b) for a, b in zip(base, scores(other), strict=True))
             for other in neighbours_of(cells, grid_size, relation)
         )
-        assert change <= qm.score_sensitivity(q, relation)
+        assert change <= exponential.score_sensitivity(q, relation)
 
 
 def test_exponential_quantile_on_a_point_mass_returns_it():
-    grid = qm.QuantileGrid.from_bounds((0, 100), integer=True)
+    grid = quantile_grid.QuantileGrid.from_bounds((0, 100), integer=True)
     values = np.zeros(500)
-    out = [qm.exponential_quantile(values, 0.5, 1.0, grid, rng=s) for s in range(20)]
+    out = [exponential.exponential_quantile(values, 0.5, 1.0, grid, rng=s) for s in range(20)]
     assert out == [0.0] * 20
 
 
@@ -217,7 +225,9 @@ def test_approximate_quantiles_distribution_and_privacy(relation):
     keys = sorted(definition)
     counts = dict.fromkeys(keys, 0)
     for _ in range(2500):
-        out = qm.approximate_quantiles_cells(np.array(cells), grid_size, np.array(levels), epsilon, relation, rng)
+        out = exponential.approximate_quantiles_cells(
+            np.array(cells), grid_size, np.array(levels), epsilon, relation, rng
+        )
         counts[tuple(int(v) for v in out)] += 1
     assert chi_square_p([counts[k] for k in keys], [definition[k] for k in keys]) > P_FLOOR
     worst = 0.0
@@ -228,15 +238,15 @@ def test_approximate_quantiles_distribution_and_privacy(relation):
 
 
 def test_recursion_levels():
-    assert [qm.recursion_levels(m) for m in (1, 2, 3, 4, 7, 8, 19, 99)] == [1, 2, 2, 3, 3, 4, 5, 7]
+    assert [exponential.recursion_levels(m) for m in (1, 2, 3, 4, 7, 8, 19, 99)] == [1, 2, 2, 3, 3, 4, 5, 7]
 
 
 def test_approximate_quantiles_on_capital_gain_like_atoms():
     """92% zeros: the deciles up to 0.9 are 0; the tie-breaking sub-cells find them."""
     rng = np.random.default_rng(6)
     values = np.where(rng.random(5000) < 0.92, 0.0, rng.integers(1, 99_999, 5000))
-    grid = qm.QuantileGrid.from_bounds((0, 99_999), integer=True)
-    out = qm.approximate_quantiles(values, np.linspace(0.1, 0.9, 9), 1.0, grid, rng=rng)
+    grid = quantile_grid.QuantileGrid.from_bounds((0, 99_999), integer=True)
+    out = exponential.approximate_quantiles(values, np.linspace(0.1, 0.9, 9), 1.0, grid, rng=rng)
     assert np.all(out[:8] == 0)
 
 
@@ -257,7 +267,7 @@ def test_joint_exp_interval_distribution_equals_definition(lengths, levels, scal
     keys = sorted(definition)
     counts = dict.fromkeys(keys, 0)
     for _ in range(2500):
-        counts[tuple(int(v) for v in qm.joint_exponential_intervals(lengths, levels, scale, rng))] += 1
+        counts[tuple(int(v) for v in joint_exp.joint_exponential_intervals(lengths, levels, scale, rng))] += 1
     live = [k for k in keys if definition[k] > 0]
     assert all(counts[k] == 0 for k in keys if definition[k] == 0)
     assert chi_square_p([counts[k] for k in live], [definition[k] for k in live]) > P_FLOOR
@@ -267,7 +277,7 @@ def test_joint_exp_interval_distribution_equals_definition(lengths, levels, scal
 def test_joint_exp_density_ratio_at_most_e_epsilon(relation):
     """The JointExp density (definition) at many sorted output vectors, for every neighbour."""
     data, a, b, levels, epsilon = [0.1, 0.35, 0.4, 0.8], 0.0, 1.0, np.array([0.25, 0.7]), 1.0
-    scale = epsilon / (2 * qm.joint_sensitivity(levels, relation))
+    scale = epsilon / (2 * joint_exp.joint_sensitivity(levels, relation))
     grid = np.linspace(0.02, 0.98, 25)
     outputs = [o for o in itertools.combinations_with_replacement(grid, 2)]
 
@@ -320,29 +330,31 @@ def test_joint_exp_sensitivity_bounds_the_score_change():
         else:
             others = [data[:i] + [c] + data[i + 1 :] for i in range(5) for c in (0.05, 0.25, 0.4, 0.8, 0.99)]
         change = max(float(np.max(np.abs(base - scores(o)))) for o in others)
-        assert change <= qm.joint_sensitivity(levels, relation) + 1e-12
+        assert change <= joint_exp.joint_sensitivity(levels, relation) + 1e-12
 
 
 def test_joint_exp_outputs_are_sorted_and_in_bounds_integer_data_floored():
     rng = np.random.default_rng(8)
     values = rng.integers(17, 91, 2000)
-    out = qm.joint_exponential_quantiles(values, [0.25, 0.5, 0.75], 1.0, (0, 100), integer=True, rng=rng, n_max=2000)
+    out = joint_exp.joint_exponential_quantiles(
+        values, [0.25, 0.5, 0.75], 1.0, (0, 100), integer=True, rng=rng, n_max=2000
+    )
     assert np.all(np.diff(out) >= 0) and np.all(out == np.floor(out)) and out.min() >= 0 and out.max() <= 100
     assert np.all(np.abs(out - np.quantile(values, [0.25, 0.5, 0.75])) <= 2)
 
 
 def test_bad_parameters_raise_parameter_error():
-    grid = qm.QuantileGrid.from_bounds((0, 1), integer=False, cells=16)
+    grid = quantile_grid.QuantileGrid.from_bounds((0, 1), integer=False, cells=16)
     with pytest.raises(ParameterError, match="strictly increasing"):
-        qm.approximate_quantiles([0.5], [0.5, 0.2], 1.0, grid, rng=0)
+        exponential.approximate_quantiles([0.5], [0.5, 0.2], 1.0, grid, rng=0)
     with pytest.raises(ParameterError, match="between 0 and 1"):
-        qm.approximate_quantiles([0.5], [0.0, 0.5], 1.0, grid, rng=0)
+        exponential.approximate_quantiles([0.5], [0.0, 0.5], 1.0, grid, rng=0)
     with pytest.raises(ParameterError, match="epsilon"):
-        qm.joint_exponential_quantiles([0.5], [0.5], -1.0, (0, 1), rng=0)
+        joint_exp.joint_exponential_quantiles([0.5], [0.5], -1.0, (0, 1), rng=0)
     with pytest.raises(ParameterError, match="neighbours"):
-        qm.exponential_quantile([0.5], 0.5, 1.0, grid, neighbours="swap", rng=0)
+        exponential.exponential_quantile([0.5], 0.5, 1.0, grid, neighbours="swap", rng=0)
     with pytest.raises(ParameterError, match="a < b"):
-        qm.QuantileGrid.from_bounds((1, 0), integer=False)
+        quantile_grid.QuantileGrid.from_bounds((1, 0), integer=False)
 
 
 # ----------------------------------------------------------------------------- the entry point
@@ -461,7 +473,7 @@ def test_exact_log_choice_follows_the_float_weights():
     probs = np.zeros(weights.size)
     probs[finite] = np.exp(weights[finite] - np.logaddexp.reduce(weights[finite]))
     rng = np.random.default_rng(31)
-    counts = np.bincount([qm._exact_log_choice(weights, rng) for _ in range(4000)], minlength=weights.size)
+    counts = np.bincount([joint_exp._exact_log_choice(weights, rng) for _ in range(4000)], minlength=weights.size)
     assert counts[1] == 0 and counts[4] == 0
     live = probs > 1e-12
     assert chi_square_p(counts[live], probs[live]) > P_FLOOR
@@ -530,8 +542,8 @@ def joint_sampler_law(lengths, levels, scale, combo, monkeypatch, dtype=np.float
             total[0] += exact_decimal(log_weights[choice]) - log_norm
         return choice
 
-    monkeypatch.setattr(qm, "_exact_log_choice", forced)
-    out = qm.joint_exponential_intervals(np.asarray(lengths, dtype=dtype), np.asarray(levels), scale, None)
+    monkeypatch.setattr(joint_exp, "_exact_log_choice", forced)
+    out = joint_exp.joint_exponential_intervals(np.asarray(lengths, dtype=dtype), np.asarray(levels), scale, None)
     assert tuple(int(v) for v in out) == combo
     return total[0]
 
@@ -550,7 +562,7 @@ def test_joint_exp_law_is_within_its_float_error_bound(lengths, levels, scale, m
     """Every interval vector's probability under the sampler (its float weights, chosen
     exactly) is within joint_log_error_bound nats of the definition (60-digit Decimal)."""
     definition = _joint_definition_decimal(lengths, np.asarray(levels), scale)
-    bound = qm.joint_log_error_bound(np.asarray(lengths), len(levels), scale)
+    bound = joint_exp.joint_log_error_bound(np.asarray(lengths), len(levels), scale)
     worst = max(
         abs(float(joint_sampler_law(lengths, levels, scale, combo, monkeypatch) - log_p))
         for combo, log_p in definition.items()
@@ -577,7 +589,7 @@ def test_joint_log_error_bound_formula():
     m, scale = 3, 0.5
     magnitude = 3 * 0.5 * 3 + 3 * (math.log(4.0) + 1) + math.log(24.0) + 3 * math.log(4.0) + 1
     per_weight = 3 * (2 + 3 + 12) * 2.0**-52 * (magnitude + 2) + 3 * math.exp(-50.0)
-    bound = qm.joint_log_error_bound(lengths, m, scale)
+    bound = joint_exp.joint_log_error_bound(lengths, m, scale)
     assert bound == pytest.approx(joint_bound_by_hand(2, 3, 0.5, math.log(4.0)), rel=1e-12)
     assert bound < 4 * 3 * per_weight
 
@@ -595,7 +607,7 @@ def test_auto_rule_by_levels_only():
 def test_histogram_route_bins_follow_n_times_epsilon():
     """The default bins on real bounds are histogram_bins(n x epsilon) with n public (replace)
     or declared (n_max); bins= overrides them."""
-    from dprange.quantile_bins import histogram_bins
+    from dprange.quantile_mechanisms.bins import histogram_bins
 
     values = np.random.default_rng(4).normal(0, 1, 400)
     for epsilon, n_max, bins in ((0.1, 10**5, 256), (1.0, 10**5, 4096), (1.0, 400, 16)):
@@ -643,13 +655,13 @@ def test_quantiles_histogram_route_covers_on_awkward_data(case):
 
 def _captured_scale(monkeypatch):
     seen = {}
-    real = qm.joint_exponential_intervals
+    real = joint_exp.joint_exponential_intervals
 
     def spy(lengths, levels, scale, rng):
         seen["lengths"], seen["scale"] = lengths, scale
         return real(lengths, levels, scale, rng)
 
-    monkeypatch.setattr(qm, "joint_exponential_intervals", spy)
+    monkeypatch.setattr(joint_exp, "joint_exponential_intervals", spy)
     return seen
 
 
@@ -662,14 +674,14 @@ def test_joint_exp_charges_twice_its_public_float_bound(relation, monkeypatch):
     values, levels, epsilon = rng.normal(0, 1, 300), np.array([0.25, 0.5, 0.75]), 0.5
     seen = _captured_scale(monkeypatch)
     n_max = 1000 if relation == "add_remove" else None
-    qm.joint_exponential_quantiles(values, levels, epsilon, (-4, 4), neighbours=relation, rng=rng, n_max=n_max)
-    delta = qm.joint_sensitivity(levels, relation)
+    joint_exp.joint_exponential_quantiles(values, levels, epsilon, (-4, 4), neighbours=relation, rng=rng, n_max=n_max)
+    delta = joint_exp.joint_sensitivity(levels, relation)
     full_scale = epsilon / (2 * delta)
     declared = 1000 if relation == "add_remove" else 300  # replace: n is public
     charged = epsilon - 2 * joint_bound_by_hand(declared, 3, full_scale, max(744.5, math.log(8.0)))
     assert seen["scale"] == pytest.approx(charged / (2 * delta), rel=1e-12)
     assert seen["scale"] < full_scale
-    loss = 2 * delta * seen["scale"] + 2 * qm.joint_log_error_bound(seen["lengths"], 3, seen["scale"])
+    loss = 2 * delta * seen["scale"] + 2 * joint_exp.joint_log_error_bound(seen["lengths"], 3, seen["scale"])
     assert loss <= epsilon
 
 
@@ -677,27 +689,29 @@ def test_joint_public_bound_dominates_every_dataset_bound():
     """Lengths down to the smallest subnormal and up to the width: the public bound at n_max is
     at least the data's bound for every n <= n_max."""
     rng = np.random.default_rng(41)
-    public = qm.joint_public_error_bound(50, 4, 0.3, 10.0)
+    public = joint_exp.joint_public_error_bound(50, 4, 0.3, 10.0)
     for n in (0, 1, 17, 50):
         for lengths in (
             rng.uniform(0, 10.0 / (n + 1), n + 1),
             np.concatenate([[5e-324, 10.0], np.zeros(n - 1)]) if n else np.array([10.0]),
         ):
-            assert qm.joint_log_error_bound(lengths, 4, 0.3) <= public
-    assert qm.joint_public_error_bound(51, 4, 0.3, 10.0) > public
+            assert joint_exp.joint_log_error_bound(lengths, 4, 0.3) <= public
+    assert joint_exp.joint_public_error_bound(51, 4, 0.3, 10.0) > public
 
 
 def test_joint_exp_needs_a_record_bound_under_add_remove():
     values = np.linspace(0, 1, 40)
     with pytest.raises(ParameterError, match="n_max"):
-        qm.joint_exponential_quantiles(values, [0.5, 0.7], 1.0, (0, 1), rng=0)
+        joint_exp.joint_exponential_quantiles(values, [0.5, 0.7], 1.0, (0, 1), rng=0)
     with pytest.raises(DataError, match="n_max = 39"):
-        qm.joint_exponential_quantiles(values, [0.5, 0.7], 1.0, (0, 1), rng=0, n_max=39)
+        joint_exp.joint_exponential_quantiles(values, [0.5, 0.7], 1.0, (0, 1), rng=0, n_max=39)
     with pytest.raises(ParameterError, match="n_max must be"):
-        qm.joint_exponential_quantiles(values, [0.5, 0.7], 1.0, (0, 1), rng=0, n_max=0)
+        joint_exp.joint_exponential_quantiles(values, [0.5, 0.7], 1.0, (0, 1), rng=0, n_max=0)
     with pytest.raises(ParameterError, match="would cost"):  # the charge would eat half of epsilon
-        qm.joint_exponential_quantiles(values, list(np.linspace(0.01, 0.99, 99)), 1e-6, (0, 1), rng=0, n_max=10**9)
-    out = qm.joint_exponential_quantiles(values, [0.5, 0.7], 1.0, (0, 1), rng=0, neighbours="replace")
+        joint_exp.joint_exponential_quantiles(
+            values, list(np.linspace(0.01, 0.99, 99)), 1e-6, (0, 1), rng=0, n_max=10**9
+        )
+    out = joint_exp.joint_exponential_quantiles(values, [0.5, 0.7], 1.0, (0, 1), rng=0, neighbours="replace")
     assert out.shape == (2,) and out[0] <= out[1]
 
 

@@ -17,12 +17,13 @@ import pytest
 from scipy import stats
 
 import dprange
-import dprange.analysis as analysis
+import dprange.analysis.selection as analysis
 from dprange import Domain, Flat, Hierarchical, ParameterError, Wavelet
 from dprange.analysis import expected_error, max_error, select
 from dprange.workloads import AllRange, Prefix
 
-release_module = sys.modules["dprange.release"]  # the attribute dprange.release is the function
+release_module = sys.modules["dprange.answers.release"]  # where Release reads one_sided_factor
+answer_types = sys.modules["dprange.answers.types"]
 TRIALS = 400
 NOMINAL = 0.95
 
@@ -133,7 +134,7 @@ def test_flat_large_epsilon_discrete_noise_needs_the_lattice_factor(monkeypatch)
     misses = one_sided_misses(1.96, trials, seed=4)
     assert stats.binom.sf(misses - 1, trials, 0.025) >= 1e-3, misses / trials
     monkeypatch.setattr(
-        release_module, "one_sided_factor", lambda alpha, noise, scales=None: release_module._z(alpha, "laplace")
+        release_module, "one_sided_factor", lambda alpha, noise, scales=None: answer_types._z(alpha, "laplace")
     )
     old = one_sided_misses(1.96, 4000, seed=4)  # 4.2% vs 2.5%: 4000 trials detect it with power ~1
     assert stats.binom.sf(old - 1, 4000, 0.025) < 1e-3, old / 4000
@@ -152,12 +153,12 @@ def test_discrete_factor_exact_single_draw_and_sums():
     plain Laplace factor fails (e.g. t = 0.05: 0.048 > 0.025); and sums of 2-6 equal draws
     (exact convolution) stay below alpha/2 too."""
     alpha = 0.05
-    plain = release_module._z(alpha, "laplace")
+    plain = answer_types._z(alpha, "laplace")
     failed_plain = 0
     for scale in np.geomspace(0.2, 20, 40):
         t = math.exp(-1 / scale)
         sd = math.sqrt(2 * t) / (1 - t)
-        k = release_module.one_sided_factor(alpha, "discrete_laplace", [scale])
+        k = answer_types.one_sided_factor(alpha, "discrete_laplace", [scale])
         assert t ** (math.floor(k * sd) + 1) / (1 + t) <= alpha / 2
         failed_plain += t ** (math.floor(plain * sd) + 1) / (1 + t) > alpha / 2
         support = np.arange(-200, 201)
@@ -169,8 +170,8 @@ def test_discrete_factor_exact_single_draw_and_sums():
             assert dist[grid > k * sd * math.sqrt(m)].sum() <= alpha / 2 + 1e-12, (scale, m)
     assert failed_plain >= 5
     # Gaussian: the normal quantile; continuous Laplace: the larger of normal and Laplace
-    assert release_module.one_sided_factor(alpha, "gaussian") == pytest.approx(1.959963984540054)
-    assert release_module.one_sided_factor(alpha, "laplace") == pytest.approx(math.log(20) / math.sqrt(2))
+    assert answer_types.one_sided_factor(alpha, "gaussian") == pytest.approx(1.959963984540054)
+    assert answer_types.one_sided_factor(alpha, "laplace") == pytest.approx(math.log(20) / math.sqrt(2))
 
 
 def test_simultaneous_intervals_cover_all_deciles_at_once():
@@ -275,7 +276,8 @@ def test_nonlinear_inference_quantiles_have_no_intervals():
 def test_demo_intervals_contain_the_true_quantiles(tmp_path):
     from click.testing import CliRunner
 
-    from dprange.cli import cli, example_path
+    from dprange.cli.demo import example_path
+    from dprange.cli.group import cli
     from dprange.io import read_column
 
     result = CliRunner().invoke(cli, ["demo", "--output", str(tmp_path), "--seed", "5"])
@@ -375,7 +377,7 @@ def test_cdf_band_closed_form_with_public_total():
     x = np.array([5, 0, 12, 3, 9, 1, 0, 7])
     rel = Hierarchical(2, neighbours="replace").release(x, 0.8, rng=3)
     lower, upper = rel.cdf_band(0.1)
-    k = release_module.one_sided_factor(0.1, rel.noise, rel.noise_scales)
+    k = answer_types.one_sided_factor(0.1, rel.noise, rel.noise_scales)
     prefix = rel.prefix(np.arange(8))
     np.testing.assert_allclose(lower, np.clip((prefix.value - k * prefix.stderr) / x.sum(), 0, 1), atol=1e-12)
     np.testing.assert_allclose(upper, np.clip((prefix.value + k * prefix.stderr) / x.sum(), 0, 1), atol=1e-12)
@@ -396,7 +398,8 @@ def test_json_deciles_are_simultaneous_and_say_so():
 def test_quantiles_refuse_a_total_that_rounds_to_zero():
     """An estimated total in (0, 0.5) passes the positivity check but its consistent CDF is
     all zeros: the quantiles are undefined (a clear error, not NaN fractions)."""
-    from dprange.release import Provenance, Release
+    from dprange.answers.provenance import Provenance
+    from dprange.answers.release import Release
 
     class Model:
         def range_variance(self, lo, hi):

@@ -1,4 +1,4 @@
-"""Review of the quantiles' record count (dprange.quantile_bins): the parts of epsilon that a
+"""Review of the quantiles' record count (dprange.quantile_mechanisms.bins): the parts of epsilon that a
 saved session ledger names, the CLI's text output, and auto's choice without any count."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 import dprange
-from dprange import quantile_bins as qb
-from dprange.session import Session
+from dprange.privacy.session import Session
+from dprange.quantile_mechanisms import bins as qb
 
 LEVELS_19 = np.arange(1, 20) / 20
 

@@ -209,7 +209,7 @@ def inline_names(text: str) -> list[tuple[str, str]]:
 
 
 def test_every_name_in_the_prose_exists(python_session):
-    """The names the README mentions outside its code blocks (``dprange.cdf_trees``,
+    """The names the README mentions outside its code blocks (``dprange.analysis.cdf_trees``,
     ``ldp.SHORTCUT_EXACT``, ``QuantileAnswer.interpolated``...) resolve, on the objects the
     README's own snippets built."""
     import dprange

@@ -19,7 +19,7 @@ import pytest
 from _helpers import gls_covariance
 
 from dprange.registry import MECHANISMS
-from dprange.strategies import HaarStrategy, dense_sensitivity_power
+from dprange.strategies.trees import HaarStrategy, dense_sensitivity_power
 
 SIZES = (1, 5, 8, 13)
 RELATIONS = ("add_remove", "replace")

@@ -15,13 +15,16 @@ import pytest
 from click.testing import CliRunner
 
 import dprange
-from dprange import Domain, Flat, Hierarchical, Matrix, Mechanism, ParameterError, Wavelet, api, mechanisms
+from dprange import Domain, Flat, Hierarchical, Matrix, Mechanism, ParameterError, Wavelet, api
 from dprange._params import Integer, Param, replaced
 from dprange.analysis import auto_mechanism, default_candidates
-from dprange.cli import cli, main
+from dprange.api.common import make_mechanism
+from dprange.cli import main
+from dprange.cli.group import cli
 from dprange.inference.dispatch import METHODS
-from dprange.mechanisms import hierarchy_candidates, make_mechanism
-from dprange.noise import NOISE_KINDS
+from dprange.mechanisms import base as mechanisms_base
+from dprange.mechanisms.basic import hierarchy_candidates
+from dprange.privacy.samplers import NOISE_KINDS
 from dprange.registry import (
     GRID_MECHANISMS,
     GRID_WORKLOADS,
@@ -31,6 +34,7 @@ from dprange.registry import (
     REGISTRIES,
     WORKLOADS,
     Entry,
+    Registry,
     docs_markdown,
 )
 from dprange.workloads import make_workload
@@ -186,7 +190,7 @@ def test_python_m_registry_docs_prints_the_page():
 
 
 def test_registered_names_match_what_interprets_them():
-    assert NOISE.names() == NOISE_KINDS  # the samplers of dprange.noise
+    assert NOISE.names() == NOISE_KINDS  # the samplers of dprange.privacy.noise
     assert INFERENCE.names() == METHODS  # the methods of dprange.inference.infer
     for registry in REGISTRIES:
         for name, entry in registry.items():
@@ -266,13 +270,13 @@ def test_classes_declare_parameters_instead_of_writing_checks(cls):
 
 def test_one_call_checks_every_parameter(monkeypatch):
     calls = []
-    real = mechanisms.bind
+    real = mechanisms_base.bind
 
     def spy(params, args, kwargs, owner):
         calls.append((owner, [p.name for p in params], dict(kwargs)))
         return real(params, args, kwargs, owner)
 
-    monkeypatch.setattr(mechanisms, "bind", spy)
+    monkeypatch.setattr(mechanisms_base, "bind", spy)
     Hierarchical(4, "geometric", measure_root=True, noise="gaussian")
     assert calls == [
         (
@@ -390,7 +394,7 @@ def test_cli_release_goes_through_dprange_release(ages_csv, tmp_path, capsys, mo
 def test_options_the_mechanism_does_not_take_are_refused(ages_csv, tmp_path, capsys, monkeypatch, extra, message):
     """They used to be ignored without a word (the release ran with other parameters than
     the user asked for); now they fail before the data is read."""
-    import dprange.cli as cli_module
+    import dprange.cli.release as cli_module
 
     monkeypatch.setattr(cli_module, "read_column", lambda *a: pytest.fail("data read before the options were checked"))
     code, _, err = run_cli(release_args(ages_csv, tmp_path / "r.json", *extra), capsys)
@@ -404,3 +408,14 @@ def test_entry_records_are_typed_and_frozen():
     assert entry.auto and entry.nameable and entry.citation and "Qardaji" in str(entry.citation)
     with pytest.raises(AttributeError):
         entry.name = "other"  # type: ignore[misc]
+
+
+def test_listing_order_is_declared_not_the_import_order():
+    """A registry lists its entries in its declared order whatever order they were registered in
+    (modules may be imported in any order); names it does not declare follow, as registered."""
+    registry = Registry("widget", "Widgets", order=("b", "a"))
+    for name in ("extra", "a", "b"):
+        registry.register(Entry("widget", name, f"widget {name}"))
+    assert registry.names() == ("b", "a", "extra") and list(registry) == ["b", "a", "extra"]
+    assert MECHANISMS.names()[:3] == ("flat", "wavelet", "hierarchical")
+    assert GRID_MECHANISMS.names()[0] == "kronecker"

@@ -1,5 +1,5 @@
 """Release split by job: Provenance record, answers in domain units, bootstrap plumbing,
-CDF/quantiles as post-processing (dprange.cdf), provenance in the saved JSON."""
+CDF/quantiles as post-processing (dprange.answers.cdf), provenance in the saved JSON."""
 
 import json
 
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from dprange import DataError, Domain, Flat, Hierarchical, ParameterError, Release, Wavelet
-from dprange.cdf import CumulativeEstimate
-from dprange.provenance import Provenance
+from dprange.answers.cdf import CumulativeEstimate
+from dprange.answers.provenance import Provenance
 
 
 @pytest.fixture(scope="module")

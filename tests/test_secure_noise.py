@@ -15,14 +15,13 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from dprange import _laplace_table as lt
-from dprange._keystream import Keystream
-from dprange.noise import (
+from dprange.privacy import _laplace_table as lt
+from dprange.privacy._keystream import Keystream
+from dprange.privacy.noise import noise_variance, pmf
+from dprange.privacy.samplers import (
     SecureRandom,
     _discrete_laplace_exact,
     _laplace_rational,
-    noise_variance,
-    pmf,
     sample_discrete_laplace,
     sample_gaussian,
 )
@@ -213,7 +212,7 @@ def test_secure_source_feeds_gaussian_and_float_samplers():
 
 
 def test_without_cryptography_the_stream_reads_os_urandom(monkeypatch):
-    from dprange import _keystream
+    from dprange.privacy import _keystream
 
     monkeypatch.setattr(_keystream, "_cipher_factory", lambda: None)
     stream = Keystream()

@@ -10,9 +10,9 @@ from _helpers import peak_bytes_raising
 
 import dprange
 from dprange import DataError, DPRangeError, Flat, Hierarchical, ParameterError, Release, Wavelet
-from dprange.mechanisms import NonlinearEstimate
-from dprange.provenance import Provenance
-from dprange.serialisation import load_release
+from dprange.answers.provenance import Provenance
+from dprange.answers.release import load_release
+from dprange.inference.dispatch import NonlinearEstimate
 
 
 def nonlinear_zero_release(n=8):
@@ -60,7 +60,7 @@ def test_json_text_and_file_match_to_dict(gls_release, tmp_path):
 
 def test_standard_errors_are_computed_in_chunks(monkeypatch):
     # A model without the one-pass variances (tests/test_one_pass.py, tests/test_haar_one_pass.py).
-    from dprange import serialisation
+    from dprange.answers import writers as serialisation
     from dprange.inference.wavelet import HaarEstimate
 
     monkeypatch.delattr(HaarEstimate, "prefix_variances")
@@ -236,13 +236,14 @@ def test_bad_alpha_raises_parameter_errors(gls_release, alpha):
 # model is rebuilt from its saved parameters by the code that built it.
 
 from dprange import Domain, workloads  # noqa: E402
+from dprange.answers.writers import jsonable  # noqa: E402
+from dprange.inference.dense import DenseErrorModel  # noqa: E402
 from dprange.inference.tree import TreeErrorModel, tree_error_model  # noqa: E402
 from dprange.inference.wavelet import HaarEstimate  # noqa: E402
 from dprange.ldp import Flat as LocalFlat  # noqa: E402
 from dprange.ldp import HaarHRR, HierarchicalHistogram  # noqa: E402
-from dprange.matrix import DenseErrorModel, Matrix  # noqa: E402
-from dprange.serialisation import jsonable  # noqa: E402
-from dprange.strategies import TreeStrategy  # noqa: E402
+from dprange.mechanisms.matrix import Matrix  # noqa: E402
+from dprange.strategies.trees import TreeStrategy  # noqa: E402
 
 LEVELS = np.linspace(0.1, 0.9, 9)
 
@@ -576,7 +577,7 @@ def test_npz_members_are_checked_before_they_are_decoded(gls_release, tmp_path, 
     64 MiB by default; 4 MiB of zeros in 4 kB), one under the cap but not of the domain's size,
     a stored one whose header declares 10^12 numbers (numpy allocated 8 TB: MemoryError).
     Before issue 30 the first two decoded 4 MiB and the last ended in MemoryError."""
-    from dprange import serialisation
+    from dprange.answers import codec as serialisation
 
     monkeypatch.setattr(serialisation, "INFLATED_MEMBER_MAX_BYTES", 1 << 20)
     path = tmp_path / "crafted.npz"

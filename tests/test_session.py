@@ -13,7 +13,7 @@ from _helpers import Unreadable
 import dprange
 from dprange import BudgetError, DataError, Domain, DomainError, ParameterError, Session
 from dprange.cli import main
-from dprange.ldp.protocols import Flat
+from dprange.ldp.range_protocols import Flat
 
 DOMAIN = Domain.integers(0, 9)
 VALUES = np.arange(10).repeat(3)

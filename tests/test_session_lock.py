@@ -14,7 +14,7 @@ from _helpers import Unreadable
 
 import dprange
 from dprange import BudgetError, DataError, Domain, Session
-from dprange import session as session_module
+from dprange.privacy import session as session_module
 
 DOMAIN = Domain.integers(0, 9)
 

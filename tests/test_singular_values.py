@@ -6,9 +6,10 @@ import math
 import numpy as np
 import pytest
 
-from dprange import ParameterError, multidim
+from dprange import ParameterError
+from dprange.analysis import grid as grid_analysis
 from dprange.analysis import noise_variance_floor, svd_bound
-from dprange.workloads import (
+from dprange.workloads.ranges import (
     AllRange,
     Explicit,
     Identity,
@@ -122,15 +123,17 @@ def test_dense_singular_values_keep_their_size_limit():
 def test_k_d_bound_has_no_side_limit():
     """Sides above the former 8192: the per-axis closed forms, a product of 1-D sums."""
     n = 20_000
-    assert multidim.svd_bound((n,), "all-rectangles", 0.5) == pytest.approx(svd_bound(AllRange(n), 0.5), rel=1e-12)
-    assert multidim.svd_bound((n,), "prefix-rectangles", 0.5) == pytest.approx(svd_bound(Prefix(n), 0.5), rel=1e-12)
+    assert grid_analysis.svd_bound((n,), "all-rectangles", 0.5) == pytest.approx(svd_bound(AllRange(n), 0.5), rel=1e-12)
+    assert grid_analysis.svd_bound((n,), "prefix-rectangles", 0.5) == pytest.approx(
+        svd_bound(Prefix(n), 0.5), rel=1e-12
+    )
     expected = (
         noise_variance_floor(1.0)
         * (singular_value_sum(all_range_singular_values(n)) * singular_value_sum(all_range_singular_values(3))) ** 2
         / (3 * n)
         / (n * (n + 1) // 2 * 6)
     )
-    assert multidim.svd_bound((n, 3), "all-rectangles", 1.0) == pytest.approx(expected, rel=1e-12)
+    assert grid_analysis.svd_bound((n, 3), "all-rectangles", 1.0) == pytest.approx(expected, rel=1e-12)
 
 
 @pytest.mark.parametrize("bad", [0, -3, 2.5, True, "8"])

@@ -15,7 +15,7 @@ from dprange.inference import l1_admm
 from dprange.inference.l1_admm import admm, tree_x_update
 from dprange.inference.tree import family_sums
 from dprange.inference.tree_admm import TreeLeastSquares, TreeStack
-from dprange.strategies import TreeStrategy
+from dprange.strategies.trees import TreeStrategy
 
 SHAPES = [
     # (n, branching, measure_root, known_total)

@@ -10,7 +10,7 @@ from dprange import ParameterError
 from dprange.inference.least_squares import gls
 from dprange.inference.tree import tree_gls
 from dprange.inference.wavelet import haar_estimate
-from dprange.strategies import HaarStrategy, TreeStrategy
+from dprange.strategies.trees import HaarStrategy, TreeStrategy
 
 CASES = [
     # (n, branching, measure_root, known_total)

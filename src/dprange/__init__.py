@@ -1,10 +1,23 @@
 """dprange: range queries, histograms, CDFs and quantiles under differential privacy.
 
 The central pipeline: ``Domain`` (public bins) -> mechanism (``Flat``, ``Hierarchical``,
-``Wavelet``) -> ``Release`` (answers with exact error bars).
+``Wavelet``, ...) -> ``Release`` (answers with exact error bars).  The package is laid out by
+pipeline stage (docs/architecture.md): each layer imports only the layers below it.
 """
 
-from .domain import Domain
+from . import workloads
+from .analysis import expected_error, max_error, select
+from .analysis.cdf_trees import best_structure
+from .analysis.grid import select_grid
+from .answers.release import Release, load_release
+from .answers.types import Answer
+from .api import quantiles, release, release_files, release_grid
+from .data_aware.auto_data import AutoData
+from .data_aware.dawa import DAWA
+from .data_aware.grid import DAWAHilbert, HybridTree, KDTree
+from .data_aware.mwem import MWEM
+from .data_aware.structure_first import StructureFirst
+from .domain import Domain, ProductDomain
 from .errors import (
     ConvergenceWarning,
     DataError,
@@ -15,35 +28,16 @@ from .errors import (
     redacted,
     set_redaction,
 )
-from .mechanisms import Flat, Hierarchical, Mechanism, Wavelet
-from .release import Answer, Release
-
-# isort: split
-from . import workloads
-from .analysis import expected_error, max_error, select
-from .api import (  # after the submodule dprange.release is loaded: the name is the function
-    quantiles,
-    release,
-    release_files,
-    release_grid,
-)
-from .cdf_trees import best_structure
-from .contingency import release_table
-from .data_aware import DAWA, MWEM
-from .fourier import FourierMarginals
-
-from .structure_first import StructureFirst  # isort: skip (registration order)
-from .auto_data import AutoData  # isort: skip
 from .inference.consistency import consistent_cdf
-from .matrix import Matrix
-from .multidim import KDHierarchy, Kronecker, Privelet, Quadtree
-from .optimized import Optimized
-from .optimized_kd import OptimizedKronecker, OptimizedMarginals
-
-from .data_aware_2d import DAWAHilbert, HybridTree, KDTree  # isort: skip (data-aware grid mechanisms listed last)
-from .product_domain import ProductDomain
-from .serialisation import load_release
-from .session import BudgetError, Session
+from .mechanisms.base import Mechanism
+from .mechanisms.basic import Flat, Hierarchical, Wavelet
+from .mechanisms.fourier import FourierMarginals
+from .mechanisms.grid import KDHierarchy, Kronecker, Privelet, Quadtree, load_grid_release
+from .mechanisms.matrix import Matrix
+from .mechanisms.optimized import Optimized
+from .mechanisms.optimized_grid import OptimizedKronecker, OptimizedMarginals
+from .mechanisms.tables import release_table
+from .privacy.session import BudgetError, Session
 
 __version__ = "0.1.0"
 
@@ -84,6 +78,7 @@ __all__ = [
     "best_structure",
     "consistent_cdf",
     "expected_error",
+    "load_grid_release",
     "load_release",
     "max_error",
     "redacted",
@@ -92,6 +87,7 @@ __all__ = [
     "release_grid",
     "release_table",
     "select",
+    "select_grid",
     "set_redaction",
     "workloads",
 ]

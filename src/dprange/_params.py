@@ -88,7 +88,7 @@ class Integer(Constraint):
         try:
             return int(text)
         except ValueError:
-            raise ParameterError(f"{option} must be an integer >= {self.minimum}, got {text!r}") from None
+            raise ParameterError(f"{option} must be a whole number >= {self.minimum}, got {text!r}") from None
 
 
 class IntegerOrList(Constraint):
@@ -196,17 +196,27 @@ class Options(Constraint):
 
 
 class Custom(Constraint):
-    """A check written as a function ``check(value, name) -> value`` with its description."""
+    """A check written as a function ``check(value, name) -> value`` with its description, and
+    optionally how command-line text becomes a value (``parse(text, option)``)."""
 
-    def __init__(self, check: Callable[[Any, str], Any], description: str):
+    def __init__(
+        self,
+        check: Callable[[Any, str], Any],
+        description: str,
+        parse: Callable[[str, str], Any] | None = None,
+    ):
         self._check = check
         self.description = description
+        self._parse = parse
 
     def check(self, value, name: str):
         return self._check(value, name)
 
     def describe(self) -> str:
         return self.description
+
+    def parse(self, text: str, option: str):
+        return text if self._parse is None else self._parse(text, option)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,9 @@ from fractions import Fraction
 import numpy as np
 
 from .errors import ParameterError
-from .noise import MAX_SCALE, MIN_SCALE
+
+MAX_SCALE = float(2**40)
+
 
 #: The neighbouring relations dprange supports.
 #: ``add_remove``: neighbouring datasets differ by adding or removing one record (the total is
@@ -18,26 +20,12 @@ from .noise import MAX_SCALE, MIN_SCALE
 #: number of records is public.
 NEIGHBOURS = ("add_remove", "replace")
 
+
 #: The largest noise scale (Laplace b or Gaussian sigma, in counts) a mechanism will use: the
 #: samplers' own limit (:data:`dprange.noise.MAX_SCALE`, 2^40).  A smaller epsilon is refused
 #: up front: its noise would swamp any count, and far beyond it floating point broke the old
 #: samplers (below a per-level epsilon of ~5.5e-17 discrete Laplace noise was exactly 0).
 MAX_NOISE_SCALE = MAX_SCALE
-
-
-#: The largest factor gamma of an exponential mechanism (P(r) proportional to exp(-gamma
-#: score_r), gamma = epsilon / (2 Delta)): 1 / MIN_SCALE of discrete Laplace noise (128), the
-#: same floor as the additive noise (:data:`dprange.noise.MIN_SCALE`).  An outcome a score unit
-#: worse is then already e^128 times less likely, so a larger gamma could change no answer;
-#: the exact samplers work with gamma x score in floats (their slack grows as gamma n 2^-45)
-#: and a gamma of 10^15 ended in "high <= 0" or never returned.  Lowering gamma only lowers
-#: the privacy loss.
-MAX_SELECTION_GAMMA = Fraction(1) / Fraction(MIN_SCALE["discrete_laplace"])
-
-
-def selection_gamma_at_most(gamma: Fraction) -> Fraction:
-    """An exponential mechanism's factor ``gamma``, lowered to :data:`MAX_SELECTION_GAMMA`."""
-    return min(Fraction(gamma), MAX_SELECTION_GAMMA)
 
 
 def check_epsilon(epsilon, name: str = "epsilon") -> float:

@@ -9,9 +9,6 @@ from scipy import linalg
 
 from .errors import ParameterError
 
-__all__ = ["CERTIFIED_EIGENVALUE", "cholesky_inverse", "well_conditioned_cholesky"]
-
-
 #: :func:`well_conditioned_cholesky` certifies a least eigenvalue above this fraction of the trace.
 CERTIFIED_EIGENVALUE = 1e-10
 

@@ -36,17 +36,13 @@ class ConvergenceWarning(UserWarning):
     its tolerance: the estimate is usable but not the optimum; raise ``maxiter`` or ``tol``."""
 
 
-# ----------------------------------------------------------------------------- redaction
-# Messages about data may quote private quantities: the number of bad rows, a raw value, its
-# row number.  The data owner reading their own errors wants them; a service that shows
-# errors to others must not leak them.  Redaction is off by default and switched on by
-# ``set_redaction(True)``, the ``redacted()`` context, or the environment variable
-# ``DPRANGE_REDACT=1`` (read at each message, so a CLI flag can set it for the run).
-
 #: Environment variable that switches redaction on ("1", "true", "yes", "on").
 REDACT_ENV = "DPRANGE_REDACT"
+
+
 #: What a redacted private quantity reads as in a message.
 REDACTED = "<redacted>"
+
 
 _setting: dict = {"enabled": None}
 

@@ -25,11 +25,15 @@ import zipfile
 
 import numpy as np
 
-from .domain import column_array
+from .columns import column_array
 from .errors import DataError, ParameterError, excerpt, private, redaction_enabled
 
 PARQUET_SUFFIXES = (".parquet", ".pq")
+
+
 _SNIFF_BYTES = 1 << 16
+
+
 #: Cells read as missing by both CSV paths (pandas' default markers).
 MISSING_MARKERS = frozenset(
     {
@@ -54,10 +58,20 @@ MISSING_MARKERS = frozenset(
         "null",
     }
 )
+
+
 _INTEGER = re.compile(r"[+-]?\d+")
+
+
 _FLOAT = re.compile(r"[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?|inf|infinity)", re.IGNORECASE)
+
+
 _BOOLEANS = frozenset({"true", "false"})
+
+
 _NPY_MAGIC = b"\x93NUMPY"
+
+
 _ZIP_MAGIC = b"PK\x03\x04"
 
 

@@ -14,8 +14,9 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .errors import ParameterError
-from .noise import NoiseSpec
-from .operators import HaarLevel, Operator, TreeLevel, VStack
+from .operators.base import Operator
+from .operators.structured import HaarLevel, TreeLevel, VStack
+from .privacy.noise import NoiseSpec
 
 
 @dataclass(frozen=True)

@@ -19,11 +19,14 @@ from typing import IO, Any
 #: A bar appears only after the work has run this long (tqdm's ``delay``): short work stays silent.
 DELAY_SECONDS = 2.0
 
+
 #: The least time between two redraws of a bar (tqdm's ``mininterval``).
 REFRESH_SECONDS = 0.1
 
+
 #: The environment variable that switches progress off when set to 0.
 ENV_VARIABLE = "DPRANGE_PROGRESS"
+
 
 _switch = {"on": True}
 

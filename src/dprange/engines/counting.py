@@ -26,6 +26,8 @@ from ..domain import Domain
 #: The interval path keeps three float64 tables of this many bins at most (1.5 MiB); wider
 #: domains take :meth:`Domain.histogram`.
 MAX_TABLE_BINS = 1 << 16
+
+
 #: Values per chunk of the interval path: its temporaries (an index and a float array)
 #: stay within a few MiB, so they live in cache while the chunk is processed.
 CHUNK = 1 << 16

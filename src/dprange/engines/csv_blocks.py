@@ -24,8 +24,12 @@ from collections.abc import Iterator
 #: 16 MiB blocks beat 64 MiB ones (more blocks: the next block's parse overlaps the count
 #: of this one over more of the file).
 DEFAULT_BLOCK_BYTES = 1 << 24
+
+
 #: The smallest and largest blocks the default rule picks (tests pass smaller ones).
 MIN_BLOCK_BYTES = 1 << 20
+
+
 MAX_BLOCK_BYTES = 1 << 26
 
 

@@ -35,7 +35,8 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
-from ..domain import EXACT_FLOAT_INTEGER, Domain, column_array
+from ..columns import EXACT_FLOAT_INTEGER, column_array
+from ..domain import Domain
 from ..errors import DataError, DomainError, DPRangeError, ParameterError, excerpt, private
 from ..io import (
     _FLOAT,
@@ -64,10 +65,16 @@ from .csv_blocks import BlockFallback, BlockHasNul, default_block_bytes, parse_b
 
 #: Rows per batch by default: 2^20 rows are 8 MiB of float64.
 DEFAULT_BATCH_ROWS = 1 << 20
+
+
 #: Batches read ahead (in a background thread) while the current one is bucketized.
 PREFETCH_BATCHES = 2
+
+
 #: File suffixes a folder input contributes.
 CSV_SUFFIXES = (".csv",)
+
+
 _GLOB_CHARS = frozenset("*?[")
 
 

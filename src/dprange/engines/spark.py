@@ -48,21 +48,26 @@ from urllib.parse import unquote, urlparse
 
 import numpy as np
 
-from ..domain import Domain
+from ..domain import Domain, ProductDomain
 from ..errors import DataError, DomainError, DPRangeError, ParameterError, ReportError, excerpt, private
 from ..io import PARQUET_SUFFIXES, _column_missing, file_column_values, nul_bytes_error, row_width_error
-from ..ldp.oracles import Reports, report_fields
 from ..ldp.protocols import Protocol
-from ..product_domain import ProductDomain
+from ..ldp.reports import Reports, report_fields
 from .counting import batch_histogram, edge_table
 from .local import CSV_SUFFIXES, Batch, _arrow_cells, _quick_cast, batch_counts, expand_inputs, plain_values
 from .spark_blank_lines import classify, first_problem_line, is_line_problem, is_ragged, row_of_record, scan_lines
 
 #: The master a session created by dprange uses unless told otherwise.
 DEFAULT_MASTER = "local[*]"
+
+
 #: Rows per Arrow batch handed to a partition's bucketizer (Spark's default is 10 000).
 ARROW_BATCH_ROWS = 1 << 17
+
+
 _ARROW_BATCH_CONF = "spark.sql.execution.arrow.maxRecordsPerBatch"
+
+
 _SPARK_EXTRA = "the Spark engine needs pyspark: pip install 'dprange[spark]' (and Java 17 for Spark 4)"
 
 

@@ -68,7 +68,11 @@ def _is_blank(value):
 #: Python's ``str.strip`` agree on them below the space): a line of only these in a one-column
 #: file is a missing value there.
 _TRIMMED_REGEX = "^[\\t\\n\\x0b\\f\\r\\x1c-\\x1f ]+$"
+
+
 TRIMMED_CHARACTERS = "\t\n\x0b\f\r\x1c\x1d\x1e\x1f "
+
+
 #: A comma outside double quotes (an even number of quotes follows it on the line).
 _SEPARATOR_REGEX = ',(?=(?:[^"]*"[^"]*")*[^"]*$)'
 

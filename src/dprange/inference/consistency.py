@@ -37,10 +37,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from .._lazy import lazy_module
+from dprange._lazy import lazy_module
+
 from ..errors import ParameterError, excerpt
 
-_optimize = lazy_module("scipy.optimize")  # imported on first use: ~0.3 s that `import dprange` skips
+_optimize = lazy_module("scipy.optimize")
 
 
 def isotonic_regression(*args, **kwargs):
@@ -64,6 +65,8 @@ def _loss_function(loss) -> Callable:
 #: The largest total accepted: every integer up to 2^53 is exact in float64, so the losses
 #: and the isotonic solutions are computed without rounding.
 MAX_TOTAL = 2**53
+
+
 #: The trellis keeps float64 costs for every state 0..total: at most this many states.
 MAX_TRELLIS_STATES = 2**25
 

@@ -32,11 +32,12 @@ import numpy as np
 
 from ..errors import ConvergenceWarning, ParameterError
 from ..measurements import Measurements
-from ..operators import Explicit, HaarLevel, Kron, TreeLevel, VStack
-from ..strategies import TreeStrategy
+from ..operators.dense import Explicit
+from ..operators.structured import HaarLevel, Kron, TreeLevel, VStack
+from ..strategies.matrix import DENSE_COVARIANCE_LIMIT
+from ..strategies.trees import TreeStrategy
 from .l1_admm import admm, tree_x_update
 from .least_squares import (
-    DENSE_COVARIANCE_LIMIT,
     INVERSE_CONDITION_LIMIT,
     DenseGLSEstimate,
     OperatorEstimate,
@@ -50,6 +51,8 @@ from .tree_admm import TreeStack
 from .wavelet import haar_error_model, haar_estimate
 
 METHODS = ("gls", "nnls", "l1")
+
+
 ADMM_OPTIONS = ("alpha", "tol", "maxiter", "rho", "relax", "split", "adapt")
 
 
@@ -322,14 +325,3 @@ def design_error_model(measurements: Measurements):
     zeros = [np.zeros(m.block.shape[0]) for m in measurements.measurements]
     total = None if measurements.total is None else 0.0
     return least_squares(measurements.with_values(zeros, total=total))
-
-
-__all__ = [
-    "ADMM_OPTIONS",
-    "METHODS",
-    "KronEstimate",
-    "NonlinearEstimate",
-    "design_error_model",
-    "infer",
-    "least_squares",
-]

@@ -205,6 +205,3 @@ def _weight_sum(n: int, a: int, b: int) -> int:
     """Sum of q_i = n - i over bins a <= i < min(b, n) (0 beyond n)."""
     b = min(b, n)
     return _triangle(n - a) - _triangle(n - b) if a < b else 0
-
-
-__all__ = ["VarianceSums", "haar_variance_sums", "tree_variance_sums", "variance_sums"]

@@ -57,9 +57,12 @@ from .tree_admm import TreeLeastSquares, TreeStack
 #: ADMM shows a progress bar (on a terminal, after a couple of seconds) from this many unknowns.
 PROGRESS_MIN_N = 2**16
 
+
 #: From this many unknowns ADMM tests its stopping rule every :data:`CHECK_EVERY` iterations
 #: (the test cost a third of an iteration); below, every iteration.
 CHECK_EVERY_MIN_N = 2**14
+
+
 CHECK_EVERY = 10
 
 

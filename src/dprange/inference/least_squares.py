@@ -106,10 +106,6 @@ class OperatorEstimate:
         return self.query_variance(Q).reshape(lo.shape)
 
 
-#: Estimates over at most this many bins carry a dense covariance (exact, O(1) per range).
-DENSE_COVARIANCE_LIMIT = 4096
-
-
 def dense_covariance(dense_operator: np.ndarray | None, variances, known_total: bool, *, gram=None) -> np.ndarray:
     """(A^T V^-1 A)^+, with a public total the pseudo-inverse on the sum-zero subspace: the
     covariance of the GLS estimate (the matrix mechanism's error formula, Li et al., PODS 2010).

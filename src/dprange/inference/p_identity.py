@@ -28,16 +28,8 @@ import numpy as np
 from scipy.linalg import cho_solve, solve_triangular
 
 from ..errors import ParameterError
-from ..operators import (
-    Operator,
-    _exact_number,
-    check_norm,
-    check_relation,
-    definition_sensitivity_power,
-    exact_integer_dtype,
-)
-
-__all__ = ["DiagonalPlusRows", "PIdentityEstimate", "p_identity_estimate"]
+from ..operators.base import Operator, _exact_number, check_norm, check_relation, definition_sensitivity_power
+from ..operators.dense import exact_integer_dtype
 
 #: Above this many (pairs x rows) the replace-model L1 sensitivity is the triangle bound
 #: 2 max_j ||a_j||_1 (as for :class:`~dprange.operators.Explicit`).

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import ParameterError
-from ..strategies import TreeStrategy
+from ..strategies.trees import TreeStrategy
 
 #: Largest padding (nodes beyond 4 n) a saved tree may claim: guards loading against a
 #: corrupt branching that would allocate without bound.

@@ -21,7 +21,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.sparse.linalg import LinearOperator
 
-from ..strategies import TreeStrategy
+from ..strategies.trees import TreeStrategy
 from .tree import _safe_div, family_sums
 
 
@@ -208,6 +208,3 @@ class TreeLeastSquares:
         if rows is None:
             raise RuntimeError("rows_of_last needs a solve first")
         return rows
-
-
-__all__ = ["TreeLeastSquares", "TreeStack"]

@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ParameterError
-from ..strategies import HaarStrategy
+from ..strategies.trees import HaarStrategy
 from .tree import PrefixVariances, compact_variances, flat_ranges
 
 

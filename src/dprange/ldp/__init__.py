@@ -12,8 +12,10 @@ exact simulation (``simulate``), exact error analysis (``expected_error``,
 
 from .analysis import expected_error, optimal_branching
 from .consistency import two_stage_consistency
-from .oracles import GRR, HRR, OLH, OUE, Reports, make_oracle
-from .protocols import Flat, HaarHRR, HierarchicalHistogram, ProtocolReports
+from .oracles import GRR, HRR, OLH, OUE, make_oracle
+from .protocols import ProtocolReports
+from .range_protocols import Flat, HaarHRR, HierarchicalHistogram
+from .reports import Reports
 from .simulate import SHORTCUT_EXACT, simulate
 
 __all__ = [

@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..analysis import workload_error
+from ..analysis.error import workload_error
 from ..inference.covering import direct_range_variance
-from ..workloads import AllRange, Prefix, Workload, make_workload
-from .protocols import HierarchicalHistogram
+from ..workloads.ranges import AllRange, Workload, make_workload
+from .range_protocols import HierarchicalHistogram
 
 MAX_DIRECT_QUERIES = 5_000_000
 
@@ -80,6 +80,3 @@ def optimal_branching(
         curve[b] = expected_error(proto, workload, n_users, consistency=consistency)
     best = min(curve, key=curve.__getitem__)
     return {"best": best, "error": curve[best], "curve": curve}
-
-
-__all__ = ["expected_error", "optimal_branching", "Prefix"]

@@ -106,424 +106,44 @@ f^2 becomes f, as here.  ``variance(n)`` returns the f = 0 part (what inference 
 
 from __future__ import annotations
 
-import decimal
-import io
-import json
 import math
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from fractions import Fraction
-from functools import lru_cache
 
 import numpy as np
 
-from .._validation import check_epsilon, check_positive_int
-from ..errors import DomainError, ParameterError, ReportError, private
-from ..io import load_npz
-from ..noise import SecureRandom, resolve_rng
+from .._validation import check_positive_int
+from ..errors import ParameterError, ReportError
+from ..privacy.samplers import resolve_rng
 from ..registry import FREQUENCY_ORACLES, Citation
-
-MERSENNE = (1 << 31) - 1  # prime modulus of the universal hash family
-MIN_LIE_PROBABILITY = 2.0**-32  # smallest probability of reporting a value other than the truth
-OLH_MAX_G = 1 << 16  # largest hash range: the mod-P hash is uniform on [g] to a relative g / P
-PROBABILITY_BITS = 62  # the clients' coins are uniform integers on [0, 2^62) ...
-ONE = 1 << PROBABILITY_BITS  # ... compared with integer thresholds: probabilities P / 2^62
-_EXP_DIGITS = 45  # decimal digits of e^epsilon; the lower bound sits 10^-40 (relative) below
-
-
-@lru_cache(maxsize=1024)
-def exp_lower_bound(epsilon: float) -> Fraction:
-    """A rational L <= e^epsilon, below it by a relative 10^-40 at most (rigorous).
-
-    ``Decimal.exp`` is correctly rounded (Python's decimal module, after the General Decimal
-    Arithmetic specification), so at 45 significant digits its result is within a relative
-    10^-44 of e^epsilon; lowering it by a relative 10^-40 gives a strict lower bound.  The
-    float epsilon is converted exactly (``Decimal(float)``)."""
-    with decimal.localcontext() as context:
-        context.prec = _EXP_DIGITS
-        value = decimal.Decimal(float(epsilon)).exp()
-    return Fraction(value) * (1 - Fraction(1, 10**40))
-
-
-@lru_cache(maxsize=1024)
-def keep_threshold(epsilon: float, k: int) -> int:
-    """T for k-ary randomised response in mixture form (keep the truth if U < T, U uniform on
-    [0, 2^62), else report a uniform value of [k]): the largest integer with
-    p'/q' = (1 + (k - 1) t)/(1 - t) <= L, t = T / 2^62, i.e. T = floor(2^62 (L - 1)/(L + k - 1))."""
-    bound = exp_lower_bound(epsilon)
-    return math.floor(ONE * (bound - 1) / (bound + k - 1))
-
-
-@lru_cache(maxsize=1024)
-def lie_threshold(epsilon: float) -> int:
-    """Q for binary randomised response (lie if U < Q): the smallest integer with
-    (1 - q')/q' <= L, q' = Q / 2^62, i.e. Q = ceil(2^62 / (1 + L))."""
-    return math.ceil(ONE / (1 + exp_lower_bound(epsilon)))
-
-
-def coins(source, shape) -> np.ndarray:
-    """Uniform integers on [0, 2^62) (int64), drawn whole (used where every bit counts)."""
-    return np.asarray(source.integers(0, ONE, size=shape), dtype=np.int64)
-
-
-_LOW_BITS = 30  # a coin U on [0, 2^62) is drawn as 32 high bits, then 30 low bits if needed
-
-
-def coins_below(source, shape, threshold: int) -> np.ndarray:
-    """Booleans "U < threshold" for independent U uniform on [0, 2^62): True w.p. exactly
-    threshold / 2^62 (0 < threshold < 2^62).
-
-    U = H 2^30 + L with H uniform on [0, 2^32) and L on [0, 2^30) independent; H decides
-    unless it equals threshold's high part (probability 2^-32), and only there is L drawn.
-    Half the random bits of whole 62-bit draws, and faster."""
-    high_threshold, low_threshold = divmod(int(threshold), 1 << _LOW_BITS)
-    high = np.asarray(source.integers(0, 1 << (PROBABILITY_BITS - _LOW_BITS), size=shape), dtype=np.int64)
-    below = high < high_threshold
-    ties = np.flatnonzero(high == high_threshold)
-    if ties.size:
-        low = np.asarray(source.integers(0, 1 << _LOW_BITS, size=ties.size), dtype=np.int64)
-        np.put(below, ties, low < low_threshold)
-    return below
-
-
-COIN_BITS = (16, 32, PROBABILITY_BITS)  # OUE's coin widths
-
-
-@lru_cache(maxsize=1024)
-def oue_coin_bits(epsilon: float) -> int:
-    """OUE's default coin width: the narrowest of 16 and 32 bits whose rounding of q costs at
-    most a relative 2^-10 of epsilon (16 bits from epsilon ~0.06 to ~10), else 62.  Recorded
-    in the reports' parameters, so clients and servers never disagree on it."""
-    bound = exp_lower_bound(epsilon)
-    for bits in (16, 32):
-        lie = math.ceil((1 << bits) / (1 + bound))
-        if 0 < lie < 1 << (bits - 1) and math.log(((1 << bits) - lie) / lie) >= epsilon * (1 - 2.0**-10):
-            return bits
-    return PROBABILITY_BITS
-
-
-def small_coins(source, shape, bits: int) -> np.ndarray:
-    """Uniform integers on [0, 2^bits) for bits = 16 or 32, as uint16 / uint32: raw keystream
-    bytes from the secure source, ``integers(..., dtype=)`` from a numpy Generator, plain
-    ``integers`` from anything else (scripted test sources)."""
-    dtype = np.uint16 if bits == 16 else np.uint32
-    count = int(np.prod(shape))
-    if type(source) is SecureRandom:
-        return source._bytes(count * (bits // 8)).view(dtype).reshape(shape)
-    if isinstance(source, np.random.Generator):
-        return source.integers(0, 1 << bits, size=shape, dtype=dtype)
-    return np.asarray(source.integers(0, 1 << bits, size=shape), dtype=np.int64)
-
-
-def randomised_response(truth: np.ndarray, k: int, threshold: int, source) -> np.ndarray:
-    """k-ary randomised response in mixture form: the truth where a coin is below
-    ``threshold``, else a uniform value of [k] (module doc, "Exact randomisation")."""
-    keep = coins_below(source, truth.size, threshold)
-    uniform = np.asarray(source.integers(0, k, size=truth.size), dtype=np.int64)
-    return np.where(keep, truth, uniform).astype(np.int64)
-
-
-def check_values(values, domain_size: int) -> np.ndarray:
-    """Integer values in 0..D-1, as int64; anything else is an error (never clipped)."""
-    arr = np.asarray(values)
-    if arr.dtype.kind == "f":
-        if not np.all(np.isfinite(arr)) or np.any(arr != np.floor(arr)):
-            raise DomainError("local-DP values must be integers in 0..D-1 (bucketize them with a Domain first)")
-    elif arr.dtype.kind not in "iub":
-        raise DomainError("local-DP values must be integers in 0..D-1")
-    arr = arr.astype(np.int64).ravel()
-    if arr.size and (arr.min() < 0 or arr.max() >= domain_size):
-        raise DomainError(
-            f"values must lie in 0..{domain_size - 1}; {private(int(((arr < 0) | (arr >= domain_size)).sum()))} do not"
-        )
-    return arr
-
-
-@dataclass
-class Reports:
-    """A batch of randomised reports, with what is needed to check them on arrival."""
-
-    oracle: str
-    epsilon: float
-    domain_size: int
-    data: dict
-    params: dict = field(default_factory=dict)
-
-    @property
-    def n(self) -> int:
-        return int(self.data["n"][0]) if "n" in self.data else 0
-
-    def header(self) -> dict:
-        return {"oracle": self.oracle, "epsilon": self.epsilon, "domain_size": self.domain_size, "params": self.params}
-
-    def to_bytes(self) -> bytes:
-        """Compact binary form (numpy .npz with a JSON header)."""
-        buf = io.BytesIO()
-        np.savez_compressed(
-            buf, __header__=np.frombuffer(json.dumps(self.header()).encode(), dtype=np.uint8), **self.data
-        )
-        return buf.getvalue()
-
-    @classmethod
-    def from_bytes(cls, blob: bytes) -> Reports:
-        try:
-            with load_npz(blob) as z:
-                header = json.loads(bytes(z["__header__"]).decode())
-                data = {k: z[k] for k in z.files if k != "__header__"}
-            return cls(
-                header["oracle"], float(header["epsilon"]), int(header["domain_size"]), data, header.get("params", {})
-            )
-        except Exception as exc:  # noqa: BLE001 - any decoding failure is a malformed file
-            raise ReportError(f"malformed binary reports: {exc}") from None
-
-    def to_jsonl(self, path) -> None:
-        """JSON lines: a header line, then one line per report."""
-        keys = [k for k in self.data if k != "n"]
-        with open(path, "w", encoding="utf-8") as fh:
-            fh.write(json.dumps({"header": self.header(), "fields": keys}) + "\n")
-            columns = [self.data[k].tolist() for k in keys]
-            for row in zip(*columns):
-                fh.write(json.dumps(row) + "\n")
-
-    @classmethod
-    def from_jsonl(cls, path) -> Reports:
-        try:
-            with open(path, encoding="utf-8") as fh:
-                first = json.loads(fh.readline())
-                header, keys = first["header"], first["fields"]
-                rows = [json.loads(line) for line in fh if line.strip()]
-            bad = [r for r in rows if not isinstance(r, list) or len(r) != len(keys)]
-            if bad:
-                raise ValueError(f"{len(bad)} report line(s) do not hold exactly the fields {keys}, e.g. {bad[0]!r}")
-            data = report_fields(keys, rows, int(header["domain_size"]))
-            return cls(
-                header["oracle"], float(header["epsilon"]), int(header["domain_size"]), data, header.get("params", {})
-            )
-        except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
-            raise ReportError(f"malformed JSON-lines reports in {path!r}: {exc}") from None
-
-
-def report_fields(keys, rows, domain_size: int) -> dict:
-    """Report arrays from JSON rows (one list of field values per user): every field holds
-    integers (JSON true/false are not integers), OUE's ``bits`` packed bytes 0..255 with
-    ceil(D / 8) per user; adds the user count ``n``.  Raises ValueError on anything else."""
-    data = {}
-    for i, key in enumerate(keys):
-        column = [r[i] for r in rows]
-        if any(isinstance(v, bool) for v in _flat(column)):
-            raise ValueError(f"field {key!r} must hold integers, not true/false")
-        arr = np.asarray(column) if rows else np.zeros(0, dtype=np.int64)
-        if arr.dtype.kind not in "iu":
-            raise ValueError(f"field {key!r} must hold integers")
-        data[key] = arr
-    if "bits" in data:  # OUE: packed bytes, one row of ceil(D / 8) per user
-        bits = data["bits"]
-        if bits.size and (bits.min() < 0 or bits.max() > 255):
-            raise ValueError("field 'bits' must hold packed bytes (integers 0..255)")
-        data["bits"] = bits.astype(np.uint8).reshape(len(rows), (domain_size + 7) // 8)
-    data["n"] = np.array([len(rows)])
-    return data
-
-
-def _flat(column):
-    for value in column:
-        if isinstance(value, list):
-            yield from _flat(value)
-        else:
-            yield value
-
-
-class FrequencyOracle:
-    """Base: validation, the aggregator and the variance formula (see module doc)."""
-
-    name = "oracle"
-
-    def __init__(self, domain_size: int, epsilon: float):
-        self.domain_size = check_positive_int(domain_size, "domain_size", minimum=2)
-        self.epsilon = check_epsilon(epsilon)
-        self._check_epsilon_limit()
-        self._configure()
-
-    def _configure(self) -> None:
-        """Derive the randomiser from the validated epsilon: refuse an epsilon whose integer
-        thresholds carry no information, and check the exact privacy ratio."""
-        if self.exact_p <= self.exact_q:
-            raise ParameterError(
-                f"epsilon {self.epsilon:g} is too small for {self.name.upper()} "
-                f"(here D = {self.domain_size}): at 62-bit resolution its reports would carry no "
-                f"information; use epsilon >= {self._min_epsilon_hint():.3g}"
-            )
-        if self.privacy_ratio() > exp_lower_bound(self.epsilon):  # never: the thresholds are rounded safely
-            raise AssertionError(f"{self.name} thresholds exceed e^epsilon")
-
-    def _min_epsilon_hint(self) -> float:
-        return 8.0 * 2.0**-PROBABILITY_BITS
-
-    def privacy_ratio(self) -> Fraction:
-        """max over two inputs a, b and an output o of P(o | a) / P(o | b), exactly, for the
-        distribution the client samples (a randomised-response family with p' >= q')."""
-        return self.exact_p / self.exact_q
-
-    @property
-    def exact_p(self) -> Fraction:
-        """The realised probability of reporting one's own value (keeping the truth), exactly."""
-        raise NotImplementedError
-
-    @property
-    def exact_q(self) -> Fraction:
-        """The realised probability of the report supporting a value one does not hold, exactly."""
-        raise NotImplementedError
-
-    def max_epsilon(self) -> float:
-        """The largest epsilon this oracle supports (module doc, "Largest epsilon")."""
-        return math.log(1.0 / MIN_LIE_PROBABILITY - 1.0)  # q = 1 / (e^eps + 1) >= 2^-32
-
-    def _check_epsilon_limit(self) -> None:
-        limit = self.max_epsilon()
-        if self.epsilon > limit:
-            raise ParameterError(
-                f"{self.name.upper()} supports epsilon <= {limit:.4f} (here D = {self.domain_size}), "
-                f"got {self.epsilon:g}; {self._limit_reason()}"
-            )
-
-    def _limit_reason(self) -> str:
-        return "beyond it the probability of randomising a report falls below 2^-32"
-
-    # realised probabilities (p: report own value / keep; q: any other) and the estimator's slope
-    @property
-    def p(self) -> float:
-        return float(self.exact_p)
-
-    @property
-    def q(self) -> float:
-        return float(self.exact_q)
-
-    @property
-    def slope(self) -> float:
-        return float(self.exact_p - self.exact_q)
-
-    def params(self) -> dict:
-        return {}
-
-    def _reports(self, data: dict, n: int) -> Reports:
-        data["n"] = np.array([n])
-        return Reports(self.name, self.epsilon, self.domain_size, data, self.params())
-
-    fields: tuple = ()  # the report arrays, one entry (row) per user
-
-    def check(self, reports: Reports) -> None:
-        """Reports must come from an oracle with the same kind, epsilon, domain and parameters,
-        and hold exactly one entry per user in each of the oracle's fields."""
-        if not isinstance(reports, Reports):
-            raise ReportError("expected a Reports object")
-        mine = (self.name, self.epsilon, self.domain_size, self.params())
-        theirs = (reports.oracle, reports.epsilon, reports.domain_size, reports.params)
-        if mine != theirs:
-            raise ReportError(f"reports were made with {theirs[:3]} {theirs[3] or ''}, not {mine[:3]} {mine[3] or ''}")
-        n_field = np.asarray(reports.data.get("n", [-1]))
-        if n_field.shape != (1,) or n_field.dtype.kind not in "iu" or n_field[0] < 0:
-            raise ReportError(
-                "reports need their user count 'n' as one non-negative integer (an integer array of length 1); "
-                "the file is malformed"
-            )
-        for key in self.fields:
-            if key not in reports.data:
-                raise ReportError(f"{self.name} reports lack the field {key!r}; the file is malformed")
-            if np.shape(reports.data[key])[:1] != (reports.n,):
-                raise ReportError(
-                    f"{self.name} reports: field {key!r} has {np.shape(reports.data[key])[:1]} rows "
-                    f"for {reports.n} users; the file is malformed"
-                )
-
-    def aggregator(self) -> Aggregator:
-        return Aggregator(self)
-
-    def report_bytes(self) -> int:
-        """Bytes of one user's report in memory (about)."""
-        return 16
-
-    def collect(self, values, rng=None, batch_users: int | None = None) -> Aggregator:
-        """Randomise every user's value and aggregate the reports batch by batch: the server
-        state that receiving all reports would give, in memory O(batch x report size) (OUE at
-        D = 2^16 holds 8 KB per report).  ``batch_users`` defaults to 16 MB of reports."""
-        v = check_values(values, self.domain_size)
-        source = resolve_rng(rng)
-        batch = batch_users or max(1, (1 << 24) // self.report_bytes())
-        agg = self.aggregator()
-        for start in range(0, v.size, batch):
-            agg.add(self.randomize(v[start : start + batch], source))
-        return agg
-
-    @property
-    def realised_epsilon(self) -> float:
-        """ln of the exact worst ratio of the client's output probabilities (<= epsilon)."""
-        return math.log(self.privacy_ratio())
-
-    def variance(self, n: int, frequencies=None) -> np.ndarray:
-        """Exact variance of each frequency estimate from n users (f = 0 part if f is None)."""
-        f = np.zeros(self.estimate_size) if frequencies is None else np.asarray(frequencies, dtype=float)
-        return (f * self.p * (1 - self.p) + (1 - f) * self.q * (1 - self.q)) / (n * self.slope**2)
-
-    @property
-    def estimate_size(self) -> int:
-        return self.domain_size
-
-    # subclasses: randomize(values, rng) -> Reports ; counts(reports) -> summary array
-    def randomize(self, values, rng=None) -> Reports:
-        raise NotImplementedError
-
-    def summarize(self, reports: Reports) -> np.ndarray:
-        raise NotImplementedError
-
-    def estimate_from(self, summary: np.ndarray, n: int) -> np.ndarray:
-        return (summary / n - self.q) / self.slope
-
-    def output_distribution(self, value: int) -> np.ndarray:
-        """Exact probability of every possible report for input ``value`` (small domains)."""
-        raise NotImplementedError
-
-
-class Aggregator:
-    """Server side: accumulates report batches (``add``), combines (``merge``), estimates."""
-
-    def __init__(self, oracle: FrequencyOracle):
-        self.oracle = oracle
-        self.n = 0
-        self.summary: np.ndarray | None = None
-
-    def add(self, reports: Reports) -> Aggregator:
-        self.oracle.check(reports)
-        part = self.oracle.summarize(reports)
-        self.summary = part if self.summary is None else self.summary + part
-        self.n += reports.n
-        return self
-
-    def add_summary(self, summary: np.ndarray, n: int) -> Aggregator:
-        """Add an already summarised state (used by exact simulation)."""
-        self.summary = summary if self.summary is None else self.summary + summary
-        self.n += int(n)
-        return self
-
-    def merge(self, other: Aggregator) -> Aggregator:
-        if (
-            type(other.oracle) is not type(self.oracle)
-            or other.oracle.params() != self.oracle.params()
-            or (other.oracle.epsilon, other.oracle.domain_size) != (self.oracle.epsilon, self.oracle.domain_size)
-        ):
-            raise ReportError("cannot merge aggregators of different oracles, epsilons or domains")
-        if other.summary is not None:
-            self.add_summary(other.summary, other.n)
-        return self
-
-    def estimate(self) -> np.ndarray:
-        """Unbiased estimates of the fraction of users holding each value."""
-        if self.n == 0:
-            raise ReportError("no reports were aggregated")
-        assert self.summary is not None  # n > 0: something was added
-        return self.oracle.estimate_from(self.summary, self.n)[: self.oracle.domain_size]
-
-    def variance(self, frequencies=None) -> np.ndarray:
-        return self.oracle.variance(self.n, frequencies)[: self.oracle.domain_size]
+from .coins import (
+    COIN_BITS,
+    MERSENNE,
+    MIN_LIE_PROBABILITY,
+    OLH_MAX_G,
+    ONE,
+    PROBABILITY_BITS,
+    check_values,
+    coins_below,
+    exp_lower_bound,
+    keep_threshold,
+    lie_threshold,
+    oue_coin_bits,
+    randomised_response,
+    small_coins,
+)
+from .frequency import FrequencyOracle
+from .hashing import (
+    _checked,
+    _splitmix64,
+    best_prime_g,
+    fwht,
+    linear_hash,
+    linear_pool_size,
+    linear_support_counts,
+    parity,
+)
+from .reports import Reports
 
 
 class GRR(FrequencyOracle):
@@ -896,117 +516,14 @@ class HRR(FrequencyOracle):
         return out.ravel()
 
 
-def _is_prime(n: int) -> bool:
-    return n >= 2 and all(n % d for d in range(2, math.isqrt(n) + 1))
-
-
-@lru_cache(maxsize=256)
-def best_prime_g(epsilon: float) -> int:
-    """The prime g (<= 2^16) nearest e^eps + 1 from below or above with the smaller OLH
-    variance factor (e^eps - 1 + g)^2 / ((e^eps - 1)^2 (g - 1)) (Wang et al. 2017, whose
-    optimum is g = e^eps + 1; e.g. eps = 1: g = 3, 2% more variance than the real optimum)."""
-    x = math.exp(epsilon) + 1.0
-    below = next((n for n in range(min(int(x), OLH_MAX_G), 1, -1) if _is_prime(n)), 2)
-    above = next((n for n in range(max(math.ceil(x), 2), OLH_MAX_G + 1) if _is_prime(n)), below)
-    e1 = math.expm1(epsilon)
-    return min((below, above), key=lambda g: (e1 + g) ** 2 / (g - 1))
-
-
-LINEAR_TABLE_LIMIT = 1 << 23  # largest (pool x g) report-count table of the linear family (64 MB)
-
-
-@lru_cache(maxsize=256)
-def linear_pool_size(domain_size: int, g: int) -> int | None:
-    """g^d for the fewest base-g digits d >= 1 covering the domain, when g is prime and the
-    aggregator's table g^(d+1) stays <= 2^23; else None (the linear family is not offered)."""
-    if not _is_prime(g):
-        return None
-    pool = g
-    while pool < domain_size:
-        pool *= g
-    return pool if pool * g <= LINEAR_TABLE_LIMIT else None
-
-
-def linear_hash(seeds: np.ndarray, x: np.ndarray, g: int, digits: int) -> np.ndarray:
-    """sum_i a_i x_i mod g over the base-g digits a_i of the seed and x_i of x (broadcast)."""
-    seeds, x = np.broadcast_arrays(seeds, x)
-    out = np.zeros(seeds.shape, dtype=np.int64)
-    a, v = seeds.copy(), x.copy()
-    for _ in range(digits):  # cost: O(digits) vectorised passes
-        out += (a % g) * (v % g)
-        a //= g
-        v //= g
-    return out % g
-
-
-def linear_support_counts(table: np.ndarray, g: int, digits: int) -> np.ndarray:
-    """C_z = sum_a table[a, h_a(z)] for every z of [g^d], table[a, y] the number of reports
-    (hash a, value y): one base-g digit at a time, O(d g^(d+2)) instead of O(g^d D).
-
-    After the digits i..d-1 are done, Y[a_0..a_(i-1), z_i..z_(d-1), s] = sum over
-    a_i..a_(d-1) of table[a, s + sum_(l >= i) a_l z_l]; at the end C_z = Y[z, 0]."""
-    shape = [g] * digits  # C order: axis 0 is the most significant digit
-    y = table.reshape(shape + [g]).astype(np.int64)
-    idx = (np.arange(g)[None, None, :] + np.arange(g)[:, None, None] * np.arange(g)[None, :, None]) % g  # [a, z, s]
-    for axis in range(digits):  # replace the digit axis a by z
-        moved = np.moveaxis(y, axis, -2)  # (..., a, s)
-        out = np.zeros_like(moved)
-        for a in range(g):  # out[..., z, s] += moved[..., a, (s + a z) mod g]
-            out += moved[..., a, :][..., idx[a]]
-        y = np.moveaxis(out, -2, axis)
-    return y[..., 0].reshape(-1).astype(float)
-
-
-def _splitmix64(seeds) -> np.ndarray:
-    """The SplitMix64 finaliser (Steele, Lea, Flood 2014), vectorised: a bijection of 64-bit
-    integers whose outputs for consecutive inputs (hash-pool indices 0..k-1) look independent.
-    A bare multiplicative (Weyl) mix gave a structured pool: its collision rates sat well off
-    1/g, e.g. pool k = 256 at D = 1024, eps = 1 had estimates summing to 0.10 in expectation."""
-    with np.errstate(over="ignore"):
-        z = np.asarray(seeds).astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return z ^ (z >> np.uint64(31))
-
-
-def parity(x) -> np.ndarray:
-    """popcount(x) mod 2, vectorised."""
-    x = np.asarray(x, dtype=np.uint64).copy()
-    for shift in (32, 16, 8, 4, 2, 1):
-        x ^= x >> np.uint64(shift)
-    return (x & np.uint64(1)).astype(np.int64)
-
-
-def fwht(a) -> np.ndarray:
-    """Fast Walsh-Hadamard transform (unnormalised, Sylvester order): O(D log D)."""
-    out = np.asarray(a, dtype=float).copy()
-    size = out.size
-    h = 1
-    while h < size:
-        view = out.reshape(-1, 2, h)
-        left = view[:, 0, :].copy()
-        view[:, 0, :] += view[:, 1, :]
-        view[:, 1, :] = left - view[:, 1, :]
-        h *= 2
-    return out
-
-
-def _checked(values, size) -> np.ndarray:
-    arr = np.asarray(values)
-    if arr.dtype.kind not in "iu":
-        raise ReportError("report values must be integers")
-    arr = arr.astype(np.int64)
-    if arr.size and (arr.min() < 0 or arr.max() >= size):
-        raise ReportError(f"report values must lie in 0..{size - 1}")
-    return arr
-
-
 # ------------------------------------------------------------------ the registry
 WANG_2017 = Citation(
     "Wang, Blocki, Li and Jha",
     "Locally Differentially Private Protocols for Frequency Estimation",
     "USENIX Security 2017",
 )
+
+
 FREQUENCY_ORACLES.add(
     GRR,
     summary="k-ary randomised response (Warner, JASA 1965): the true value or a uniform other, best for small domains",
@@ -1014,16 +531,22 @@ FREQUENCY_ORACLES.add(
         "Kairouz, Oh and Viswanath", "Extremal Mechanisms for Local Differential Privacy", "NeurIPS 2014"
     ),
 )
+
+
 FREQUENCY_ORACLES.add(
     OUE,
     summary="optimised unary encoding: one randomised bit per value (D bits per report)",
     citation=WANG_2017,
 )
+
+
 FREQUENCY_ORACLES.add(
     OLH,
     summary="optimised local hashing: randomised response of a random hash of the value (O(log D) bits per report)",
     citation=WANG_2017,
 )
+
+
 FREQUENCY_ORACLES.add(
     HRR,
     summary="Hadamard randomised response: one signed Hadamard coefficient per report",

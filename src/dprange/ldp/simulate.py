@@ -33,7 +33,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import ParameterError
-from ..noise import SecureRandom, resolve_rng
+from ..privacy.samplers import SecureRandom, resolve_rng
 from ..progress import tracked
 from .oracles import GRR, OLH, OUE
 from .protocols import Protocol, ProtocolAggregator

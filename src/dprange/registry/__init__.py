@@ -93,17 +93,25 @@ class Entry:
 class Registry(Mapping[str, Entry]):
     """The registered entries of one kind, in registration order (a read-only mapping)."""
 
-    def __init__(self, kind: str, title: str):
+    def __init__(self, kind: str, title: str, order: tuple[str, ...] = ()):
         self.kind = kind
         #: The heading of this kind in the docs.
         self.title = title
+        #: The order every listing shows (CLI choices, docs, ``auto``'s ranking, where ties go to
+        #: the first): declared here, not the order modules happen to be imported in.  A name not
+        #: listed (registered by a user or a test) follows, in registration order.
+        self.order = order
         self._entries: dict[str, Entry] = {}
 
     def __getitem__(self, name: str) -> Entry:
         return self._entries[name]
 
+    def _ordered(self) -> list[Entry]:
+        rank = {name: i for i, name in enumerate(self.order)}
+        return sorted(self._entries.values(), key=lambda e: rank.get(e.name, len(rank)))
+
     def __iter__(self) -> Iterator[str]:
-        return iter(self._entries)
+        return iter([e.name for e in self._ordered()])
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -139,7 +147,7 @@ class Registry(Mapping[str, Entry]):
         """Registered names, optionally only those ``auto`` considers / that a name builds."""
         return tuple(
             e.name
-            for e in self._entries.values()
+            for e in self._ordered()
             if (auto is None or e.auto == auto) and (nameable is None or e.nameable == nameable)
         )
 
@@ -161,24 +169,59 @@ class Registry(Mapping[str, Entry]):
         )
 
 
-MECHANISMS = Registry("mechanism", "Mechanisms")
-INFERENCE = Registry("inference method", "Inference methods")
-NOISE = Registry("noise kind", "Noise kinds")
-WORKLOADS = Registry("workload", "Workloads")
+MECHANISMS = Registry(
+    "mechanism",
+    "Mechanisms",
+    order=("flat", "wavelet", "hierarchical", "matrix", "optimized", "dawa", "mwem", "structure-first", "auto-data"),
+)
+
+
+INFERENCE = Registry("inference method", "Inference methods", order=("gls", "nnls", "l1"))
+
+
+NOISE = Registry("noise kind", "Noise kinds", order=("discrete_laplace", "laplace_float", "gaussian"))
+
+
+WORKLOADS = Registry("workload", "Workloads", order=("all-range", "prefix", "identity", "random-ranges"))
+
+
 #: Quantile methods on raw values (``dprange.quantiles``), registered in dprange.quantile_mechanisms.
-QUANTILE_METHODS = Registry("quantile method", "Quantile methods")
+QUANTILE_METHODS = Registry("quantile method", "Quantile methods", order=("joint_exp", "approximate", "histogram"))
+
+
 #: Local-DP range-query protocols (``dprange ldp --protocol``), registered in dprange.ldp.protocols
 #: under their option names; each entry builds from ``(domain_size, epsilon, **options)``.
-LDP_PROTOCOLS = Registry("protocol", "Local-DP protocols")
+LDP_PROTOCOLS = Registry("protocol", "Local-DP protocols", order=("hierarchical", "haar", "flat"))
+
+
 #: Local-DP frequency oracles (``dprange ldp --oracle``), registered in dprange.ldp.oracles.
-FREQUENCY_ORACLES = Registry("oracle", "Local-DP frequency oracles")
+FREQUENCY_ORACLES = Registry("oracle", "Local-DP frequency oracles", order=("grr", "oue", "olh", "hrr"))
+
 
 #: k-D mechanisms on a product domain (``dprange.release_grid``, ``dprange release`` with several
 #: columns), registered in dprange.multidim.  Kept apart from :data:`MECHANISMS`, whose entries
 #: all release 1-D counts.
-GRID_MECHANISMS = Registry("k-D mechanism", "k-D mechanisms")
+GRID_MECHANISMS = Registry(
+    "k-D mechanism",
+    "k-D mechanisms",
+    order=(
+        "kronecker",
+        "kd_hierarchy",
+        "quadtree",
+        "privelet",
+        "fourier",
+        "optimized_kronecker",
+        "optimized_marginals",
+        "kd_tree",
+        "hybrid_tree",
+        "dawa_hilbert",
+    ),
+)
+
+
 #: k-D workloads (``multidim.expected_error``, ``dprange error --shape``), registered in dprange.multidim.
-GRID_WORKLOADS = Registry("k-D workload", "k-D workloads")
+GRID_WORKLOADS = Registry("k-D workload", "k-D workloads", order=("all-rectangles", "prefix-rectangles", "marginals"))
+
 
 #: Every registry, in the order the docs show them.
 REGISTRIES = (
@@ -200,6 +243,8 @@ LEE_2015 = Citation(
     "Maximum Likelihood Postprocessing for Differential Privacy under Consistency Constraints",
     "KDD 2015",
 )
+
+
 INFERENCE.register(
     Entry(
         "inference method",
@@ -212,6 +257,8 @@ INFERENCE.register(
         ),
     )
 )
+
+
 INFERENCE.register(
     Entry(
         "inference method",
@@ -220,6 +267,8 @@ INFERENCE.register(
         LEE_2015,
     )
 )
+
+
 INFERENCE.register(
     Entry(
         "inference method",
@@ -229,8 +278,11 @@ INFERENCE.register(
     )
 )
 
+
 # ------------------------------------------------------------------ noise kinds
 CKS_2020 = Citation("Canonne, Kamath and Steinke", "The Discrete Gaussian for Differential Privacy", "NeurIPS 2020")
+
+
 NOISE.register(
     Entry(
         "noise kind",
@@ -239,6 +291,8 @@ NOISE.register(
         CKS_2020,
     )
 )
+
+
 NOISE.register(
     Entry(
         "noise kind",
@@ -249,6 +303,8 @@ NOISE.register(
         ),
     )
 )
+
+
 NOISE.register(
     Entry(
         "noise kind",
@@ -338,21 +394,3 @@ def docs_markdown() -> str:
             lines += [AUTO_NOTES[registry.title], ""]
         lines += _entry_table(registry) + _params_section(registry)
     return "\n".join(lines) + "\n"
-
-
-__all__ = [
-    "FREQUENCY_ORACLES",
-    "GRID_MECHANISMS",
-    "GRID_WORKLOADS",
-    "INFERENCE",
-    "LDP_PROTOCOLS",
-    "MECHANISMS",
-    "NOISE",
-    "QUANTILE_METHODS",
-    "REGISTRIES",
-    "WORKLOADS",
-    "Citation",
-    "Entry",
-    "Registry",
-    "docs_markdown",
-]

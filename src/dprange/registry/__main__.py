@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 
-from .. import ldp  # noqa: F401  (registers the local-DP protocols and frequency oracles)
 from . import REGISTRIES, docs_markdown
 
 

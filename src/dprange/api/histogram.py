@@ -1,0 +1,263 @@
+"""The one-call facade ``dprange.release``: raw values -> histogram -> private release.
+
+It sits above both the mechanisms (:mod:`dprange.mechanisms`) and the automatic choice among
+them by exact expected error (:mod:`dprange.analysis`), which itself builds mechanisms; so
+the facade has a module of its own and neither of those imports the other in a circle.
+
+:func:`quantiles` answers quantiles from raw values by one of the registered quantile
+methods (``dprange.registry.QUANTILE_METHODS``): the histogram route below, JointExp and
+the recursive split of :mod:`dprange.quantile_mechanisms`.
+
+``release`` is :func:`choose_mechanism` (the registry's name lookup or ``auto``), then
+:func:`check_release` (everything that can fail before any value is read), then the
+histogram and the mechanism's release.  The command line calls the same three steps, so it
+has no path of its own.
+"""
+
+from __future__ import annotations
+
+import os
+
+from .._params import find, replaced
+from .._validation import check_delta, check_epsilon, check_positive_int
+from ..analysis.selection import auto_mechanism
+from ..answers.release import Release
+from ..domain import Domain, ProductDomain
+from ..engines.frames import select_column
+from ..engines.local import DEFAULT_BATCH_ROWS, expand_inputs, stream_histogram
+from ..engines.spark import is_spark_frame, spark_histogram
+from ..errors import ParameterError
+from ..mechanisms.base import Mechanism
+from ..registry import MECHANISMS
+from ..workloads.ranges import check_workload_bins
+from .common import REPLACE_DROP_MISSING_MESSAGE, _session, charge_before_reading, make_mechanism, resolve_neighbours
+from .grid import release_grid
+
+
+def choose_mechanism(
+    mechanism=None,
+    n=None,
+    epsilon=None,
+    *,
+    delta=0.0,
+    neighbours=None,
+    workload="all-range",
+    inference="gls",
+    noise="auto",
+    **params,
+) -> Mechanism:
+    """The configured mechanism a release on n bins uses; data are not touched.
+
+    ``mechanism``: None or ``"auto"``: the mechanism with the least exact expected error on
+    ``workload`` (:func:`dprange.analysis.auto_mechanism`, needs n and epsilon), given
+    ``inference``; a registered name (``dprange.registry.MECHANISMS``): built with
+    ``neighbours``, ``noise``, ``inference`` and ``params`` (e.g. ``branching=4``), checked by
+    the class's declared parameters; a mechanism object: used as it is.  ``neighbours``:
+    see :func:`release`.
+    """
+    declared = Mechanism.PARAMS
+    find(declared, "inference").constraint.check(inference, "inference")
+    find(declared, "noise").constraint.check(noise, "noise")
+    check_workload_bins(workload, n, of_domain=True)
+    relation = resolve_neighbours(mechanism, neighbours)
+    if mechanism is None or (isinstance(mechanism, str) and mechanism == "auto"):
+        if params:
+            raise ParameterError(
+                f"{', '.join(sorted(params))} cannot be given with mechanism='auto', which chooses its own "
+                "parameters; name the mechanism they belong to"
+            )
+        if n is None or epsilon is None:
+            raise ParameterError("mechanism='auto' needs the number of bins n and epsilon to choose")
+        n = check_positive_int(n, "n")
+        chosen = auto_mechanism(workload, n, epsilon, delta=delta, neighbours=relation, noise=noise)
+        return chosen if chosen.inference == inference else replaced(chosen, inference=inference)
+    if isinstance(mechanism, str):
+        entry = MECHANISMS.lookup(mechanism, also=("auto",))
+        # noise and inference go to the classes that declare them; to others only if not the default
+        chosen_options = {"noise": noise, "inference": inference}
+        own = entry.declared(**chosen_options)
+        options = {
+            name: value
+            for name, value in chosen_options.items()
+            if name in own or value != find(declared, name).default
+        }
+        # a mechanism optimised for a workload (Optimized) is optimised for the release's
+        options.update(entry.declared(workload=workload))
+        return make_mechanism(mechanism, neighbours=relation, **options, **params)
+    return make_mechanism(mechanism, neighbours=relation, **params)
+
+
+def check_release(mech: Mechanism, n: int, epsilon, delta=0.0) -> None:
+    """Everything about releasing n bins with ``mech`` that can fail, checked before any
+    value is read: epsilon, delta, the strategy on n bins and the noise of every measured
+    level (budget list, noise kind, noise scale), and whether non-linear inference has
+    anything to fit."""
+    epsilon = check_epsilon(epsilon)
+    delta = check_delta(delta)
+    strategy = mech.strategy_at(check_positive_int(n, "n"), epsilon, delta)
+    specs = mech.noise_specs(strategy, epsilon, delta)
+    if not specs and mech.inference != "gls":
+        raise ParameterError(
+            f"nothing is measured here (one bin whose count is the public total), so inference="
+            f"{mech.inference!r} has nothing to fit; use inference='gls'"
+        )
+
+
+def release(
+    values,
+    domain: Domain,
+    epsilon,
+    *,
+    mechanism=None,
+    delta=0.0,
+    rng=None,
+    clip=False,
+    drop_missing=False,
+    neighbours=None,
+    workload="all-range",
+    inference="gls",
+    noise="auto",
+    session=None,
+    column: str | None = None,
+) -> Release:
+    """Bucketize raw ``values`` into ``domain`` and release them with ``mechanism``.
+
+    ``mechanism``: None or ``"auto"`` (default) is the mechanism with the least exact
+    expected error on ``workload`` (default ``"all-range"``; use ``"prefix"`` when the CDF
+    and quantiles matter; a name or a Workload; see :func:`dprange.analysis.select`),
+    chosen from public parameters only and cached on them.  A registered name ("flat",
+    "hierarchical", "wavelet": ``dprange.registry.MECHANISMS``) or a configured mechanism
+    object is used as given.  ``inference`` ("gls", "nnls", "l1") and ``noise`` apply to
+    the automatic choice and to named mechanisms, ``workload`` also to the named mechanism
+    optimised for one ("optimized"); a mechanism object keeps its own.
+
+    ``neighbours``: None (the default) means the mechanism object's relation ("add_remove"
+    for names, None and "auto"); a relation given here builds named mechanisms with it and
+    must agree with a mechanism object's.  ``neighbours="replace"`` publishes the number of
+    records exactly, so it refuses ``drop_missing=True`` (the count after dropping would
+    reveal how many values were missing).
+
+    ``values``: a column (numpy array, list, pandas Series, pyarrow array, polars Series),
+    or a table (pandas / polars DataFrame, polars LazyFrame, pyarrow Table) with ``column``
+    naming the column to release (only that column is read); a Spark DataFrame with
+    ``column`` is counted by the Spark engine (:mod:`dprange.engines.spark`).
+
+    ``session``: a :class:`dprange.session.Session` that pays for the release: a release
+    that would overspend it is refused before ``values`` are read; otherwise the spend is
+    recorded in its ledger before ``values`` are read and stays whatever the outcome (a bad
+    value answers a question about the data; docs/privacy.md, "When a session is charged").
+    Epsilon may be lowered by a few ulps to fit exactly: :meth:`Session.allot`.
+
+    Every parameter is checked (:func:`check_release`) before ``values`` are bucketized.
+
+    With a :class:`~dprange.ProductDomain` this is :func:`release_grid` (``values`` are then
+    the columns, ``workload`` a k-D workload, default all rectangles).
+    """
+    if isinstance(domain, ProductDomain):
+        if column is not None:
+            raise ParameterError("column= is not supported for a ProductDomain; pass the columns (one per axis)")
+        return release_grid(
+            values,
+            domain,
+            epsilon,
+            mechanism=mechanism,
+            delta=delta,
+            rng=rng,
+            clip=clip,
+            drop_missing=drop_missing,
+            neighbours=neighbours,
+            workload="all-rectangles" if workload == "all-range" else workload,
+            inference=inference,
+            noise=noise,
+            session=session,
+        )
+    mech, epsilon, delta = _prepare(
+        domain, epsilon, mechanism, delta, drop_missing, neighbours, workload, inference, noise, session
+    )
+    spark = is_spark_frame(values)  # counted where it lies, by the Spark engine
+    if spark and column is None:
+        raise ParameterError("the values are a Spark DataFrame: name the column to release with column='...'")
+    charge_before_reading(session, epsilon, delta, f"histogram on {domain!r}", repr(mech))
+    if spark:
+        counts = spark_histogram(values, column, domain, clip=clip, drop_missing=drop_missing)
+    else:
+        counts = domain.histogram(select_column(values, column), clip=clip, drop_missing=drop_missing)
+    return mech.release(counts, epsilon, delta=delta, rng=rng, domain=domain)
+
+
+def release_files(
+    source,
+    column: str,
+    domain: Domain,
+    epsilon,
+    *,
+    mechanism=None,
+    delta=0.0,
+    rng=None,
+    clip=False,
+    drop_missing=False,
+    neighbours=None,
+    workload="all-range",
+    inference="gls",
+    noise="auto",
+    session=None,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    engine: str = "local",
+    spark=None,
+) -> Release:
+    """:func:`release` of ``column`` in CSV / Parquet files, counted by the local streaming
+    engine (:func:`dprange.engines.local.stream_histogram`: ``source`` is a path, a folder, a
+    glob pattern or a list of them, read ``batch_rows`` rows at a time in bounded memory).
+    The same checks run before any file is opened, and a bad value stops the release.
+
+    ``engine="spark"``: counted by Spark instead (:func:`dprange.engines.spark.spark_histogram`;
+    ``source`` may then also be a Spark DataFrame or URLs); ``spark`` is a SparkSession or a
+    master URL (default ``local[*]``).  The counts, and so the release, are the same.
+    ``session`` is charged before any file is opened, whatever the outcome (as in :func:`release`;
+    a source that names no file is refused first, free)."""
+    if engine not in ("local", "spark"):
+        raise ParameterError(f"engine must be 'local' or 'spark', got {engine!r}")
+    mech, epsilon, delta = _prepare(
+        domain, epsilon, mechanism, delta, drop_missing, neighbours, workload, inference, noise, session
+    )
+    if engine == "local" and session is not None:
+        expand_inputs(source)  # a source that names no file is refused free: the file system is not the data
+    charge_before_reading(session, epsilon, delta, files_ledger_what(source, column, domain), repr(mech))
+    if engine == "spark":
+        counts = spark_histogram(source, column, domain, clip=clip, drop_missing=drop_missing, spark=spark)
+    else:
+        counts = stream_histogram(source, column, domain, clip=clip, drop_missing=drop_missing, batch_rows=batch_rows)
+    return mech.release(counts, epsilon, delta=delta, rng=rng, domain=domain)
+
+
+def files_ledger_what(source, column: str, domain) -> str:
+    """The session ledger's description of a release of ``column`` of the files ``source``."""
+    return f"histogram of column {column!r} of {_describe_source(source)} on {domain!r}"
+
+
+def _describe_source(source) -> str:
+    if isinstance(source, (list, tuple)):
+        return "[" + ", ".join(repr(os.fspath(s)) if isinstance(s, (str, os.PathLike)) else "?" for s in source) + "]"
+    return repr(os.fspath(source)) if isinstance(source, (str, os.PathLike)) else "files"
+
+
+def _prepare(domain, epsilon, mechanism, delta, drop_missing, neighbours, workload, inference, noise, session):
+    """(mechanism, epsilon, delta) of a release, everything checked before data are read."""
+    if not isinstance(domain, Domain):
+        raise ParameterError("domain must be a dprange.Domain (Domain.integers or Domain.interval)")
+    if resolve_neighbours(mechanism, neighbours) == "replace" and drop_missing:
+        raise ParameterError(REPLACE_DROP_MISSING_MESSAGE)
+    if session is not None:
+        epsilon, delta = _session(session).allot(epsilon, delta)
+    mech = choose_mechanism(
+        mechanism,
+        domain.size,
+        epsilon,
+        delta=delta,
+        neighbours=neighbours,
+        workload=workload,
+        inference=inference,
+        noise=noise,
+    )
+    check_release(mech, domain.size, epsilon, delta)
+    return mech, epsilon, delta

@@ -1,0 +1,171 @@
+"""What the commands print: decile tables, notes on the strategy chosen and how it was obtained,
+and plots.
+"""
+
+from __future__ import annotations
+
+import click
+import numpy as np
+
+from ..answers.plot import plot_cdf
+from ..errors import ParameterError
+from ..optimize.cache import cache_dir
+from ..registry import GRID_MECHANISMS
+from ..workloads.ranges import Workload
+from .options import StagedOutputs
+
+
+def workload_label(workload, ranges: str | None) -> str:
+    """How the output names the workload: "<name> workload", or "<m> ranges (or rectangles) of
+    <the --ranges file>"."""
+    if ranges is None:
+        return f"{workload} workload"
+    count = workload.m if isinstance(workload, Workload) else workload.shape[0]
+    return f"{count} {'ranges' if isinstance(workload, Workload) else 'rectangles'} of {ranges}"
+
+
+def format_deciles(release, alpha: float) -> str:
+    """The deciles with simultaneous (1 - alpha) intervals: all nine hold at once."""
+    q = np.linspace(0.1, 0.9, 9)
+    lines = []
+    try:
+        answer = release.quantile(q)
+        lower, upper = (
+            answer.confidence_interval(alpha, simultaneous=True) if release.exact_error_bars else (None, None)
+        )
+    except ParameterError as exc:
+        lines.append(f"deciles unavailable: {exc}")
+        answer, lower = None, None
+    if answer is not None and not release.exact_error_bars:
+        lines.append(f"{'quantile':>9}  {'estimate':>14}  ({release.inference} inference: no closed-form intervals)")
+        for qi, v in zip(q, np.atleast_1d(answer.value)):
+            lines.append(f"{qi:>9.1f}  {v:>14.6g}")
+    if lower is not None and upper is not None:  # set together
+        level = f"{100 * (1 - alpha):g}% simultaneous interval"
+        lines.append(f"{'quantile':>9}  {'estimate':>14}  {level:>31}")
+        for qi, v, lo, hi in zip(q, np.atleast_1d(answer.value), lower, upper):
+            lines.append(f"{qi:>9.1f}  {v:>14.6g}  [{lo:>13.6g}, {hi:>13.6g}]")
+        lines.append(
+            "intervals end at bin edges and hold whatever the values inside a bin"
+            + ("; estimates interpolate inside their bin" if answer.interpolated else "")
+        )
+    total = release.total()
+    if release.public_total is not None:
+        lines.append(f"total (public): {total.value:.0f}")
+    elif not release.exact_error_bars:
+        lines.append(f"total: {total.value:.1f}")
+    else:
+        lines.append(f"total: {total.value:.1f} ± {total.stderr:.1f} (1 s.e.)")
+    return "\n".join(lines)
+
+
+def strategy_note(strategy: dict | None) -> str | None:
+    """How an optimised strategy (``-m optimized``, :mod:`dprange.optimized`) was obtained: its
+    optimisation time and whether it was read from, stored in or could not be stored in the
+    disk cache; None for other mechanisms."""
+    if not strategy or "optimisation_seconds" not in strategy:
+        return None
+    head = f"strategy: {strategy['template']}, {strategy['rows']} x {strategy['bins']}"
+    if strategy.get("optimised_for") == "replace":  # Optimized.replace_program
+        head += " (optimised for replace neighbours)"
+    if strategy.get("measured") == "identity":  # Optimized.released_strategy
+        errors = strategy["mean_error_as_released"]
+        head = (
+            f"strategy: the identity ({strategy['bins']} bins), measured in place of the optimised "
+            f"{strategy['template']} strategy: lower exact error as released ({errors['identity']:.6g} "
+            f"against {errors['optimised']:.6g} per query)"
+        )
+    seconds, where = f"{strategy['optimisation_seconds']:.2f}", cache_dir()
+    if strategy["cached"]:
+        note = f"{head}, read from the strategy cache {where} (optimised in {seconds} s when first built)"
+    elif strategy.get("stored"):
+        note = f"{head}, optimised in {seconds} s and stored in the strategy cache {where} for the next release"
+    else:
+        note = (
+            f"{head}, optimised in {seconds} s; not stored: the strategy cache {where} cannot be written "
+            "(set DPRANGE_CACHE_DIR to a writable folder)"
+        )
+    return note + also_built_note(strategy)
+
+
+def also_built_note(strategy: dict) -> str:
+    """The other strategies built for the choice (``also_built``: template auto compares two,
+    the dense templates start from others) and the optimisation time spent on all of them."""
+    others = strategy.get("also_built") or []
+    if not others:
+        return ""
+    parts = [
+        f"{o['template']} "
+        + (
+            f"(read from the cache, optimised in {o['optimisation_seconds']:.2f} s when first built)"
+            if o["cached"]
+            else f"(optimised in {o['optimisation_seconds']:.2f} s)"
+        )
+        for o in others
+    ]
+    optimised_now = [s["optimisation_seconds"] for s in (strategy, *others) if not s["cached"]]
+    if not optimised_now:
+        return f"; also built: {', '.join(parts)}; none optimised now (all read from the cache)"
+    return f"; also built: {', '.join(parts)}; {sum(optimised_now):.2f} s of optimisation in all"
+
+
+def axis_strategy_notes(columns, strategies) -> list[str]:
+    """One :func:`strategy_note` per column of a k-D optimised release (its saved per-axis
+    descriptions); columns with as many bins share one strategy (optimised once), named after
+    the first column that uses it."""
+    lines: list[str] = []
+    first: dict[int, str] = {}
+    for column, strategy in zip(columns, strategies):
+        bins = strategy["bins"]
+        if bins in first:
+            lines.append(f"--column {column}: the strategy of --column {first[bins]} (the same {bins} bins)")
+            continue
+        first[bins] = column
+        lines.append(f"--column {column}: {strategy_note(strategy)}")
+    return lines
+
+
+def render_plot(release, alpha) -> bytes:
+    """The CDF plot as PNG bytes (rendered in memory: nothing is written yet)."""
+    import io  # noqa: PLC0415
+
+    buffer = io.BytesIO()
+    plot_cdf(release, buffer, alpha=alpha)
+    return buffer.getvalue()
+
+
+def stage_outputs(release, output, plot, alpha) -> StagedOutputs:
+    """The release JSON (and the plot) produced in memory, ready to be written."""
+    staged = StagedOutputs()
+    if output:
+        staged.add(output, release.to_json(alpha=alpha))
+    if plot:
+        staged.add(plot, render_plot(release, alpha))
+    return staged
+
+
+def echo_l2_optimum(optimum: float, delta: float, reached_by: str, neighbours: str = "add_remove") -> None:
+    """The line of ``dprange error`` with the exact L2 optimum (dprange.optimal_l2)."""
+    relation = " under replace, with the public total" if neighbours == "replace" else ""
+    if delta > 0:
+        click.echo(
+            f"least error of any matrix mechanism with this noise{relation} (the exact optimum, Yuan et al. "
+            f"2016; reached by {reached_by}): RMSE {optimum**0.5:.4f}"
+        )
+    else:
+        click.echo(
+            f"tighter lower bound{relation} (the exact optimum with L2 columns, Yuan et al. 2016; epsilon-DP's "
+            f"L1 columns cost more): RMSE {optimum**0.5:.4f}"
+        )
+
+
+def check_made_for_workload(option: str, mechanism: str, workload: str) -> None:
+    """Refuse a k-D mechanism optimised for other workloads than --workload (it takes the
+    release's, :meth:`dprange.registry.Entry.declared`), naming the mechanism and the option."""
+    declared = {p.name: p for p in GRID_MECHANISMS[mechanism].params}
+    if "workload" not in declared:
+        return
+    try:
+        declared["workload"].constraint.check(workload, "workload")
+    except ParameterError as exc:
+        raise ParameterError(f"{option} {mechanism} is not made for --workload {workload} ({exc})") from None
