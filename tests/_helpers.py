@@ -11,6 +11,8 @@ import tracemalloc
 import numpy as np
 import pytest
 
+from dprange.cli import main
+
 #: Relative cut-off of the pseudo-inverses: the normal matrices here are well conditioned on
 #: their range, and the null directions (the total, unmeasured Fourier subspaces) are exact zeros.
 PINV_RTOL = 1e-10
@@ -79,3 +81,19 @@ class Unreadable:
 
     def __len__(self):
         raise AssertionError("the values were read")
+
+
+def run_cli(args, capsys):
+    """Run the command line in this process: (exit status, stdout, stderr); arguments may be
+    numbers or paths."""
+    with pytest.raises(SystemExit) as exc:
+        main([str(a) for a in args])
+    out = capsys.readouterr()
+    return exc.value.code, out.out, out.err
+
+
+def _cli(args, capsys):
+    """Run the command line in this process: (exit status, captured output)."""
+    with pytest.raises(SystemExit) as exc:
+        main([str(a) for a in args])
+    return exc.value.code, capsys.readouterr()

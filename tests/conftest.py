@@ -1,9 +1,12 @@
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-SHARED = os.path.join(os.path.dirname(__file__), "..", "..", "shared")
+#: The repository root, and the read-only material beside it (../shared: data sets, papers).
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
 
 
 @pytest.fixture(autouse=True, scope="session")

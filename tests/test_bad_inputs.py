@@ -23,6 +23,7 @@ import sys
 import numpy as np
 import pytest
 
+from conftest import REPO
 from dprange.cli import main
 from dprange.ldp.range_protocols import Flat, HaarHRR, HierarchicalHistogram
 
@@ -857,7 +858,7 @@ def core_results(files, tmp_path_factory):
         work = base / f"case{i}"
         work.mkdir()
         jobs.append([str(work), resolve(args, files)])
-    src = os.path.join(os.path.dirname(__file__), "..", "src")
+    src = str(REPO / "src")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([os.path.abspath(src), os.environ.get("PYTHONPATH", "")])}
     env.pop("DPRANGE_REDACT", None)
     proc = subprocess.run(
@@ -887,7 +888,7 @@ def test_bad_input_core_install(case_id, expect, core_results):
 
 def test_core_install_really_lacks_pandas(files, tmp_path):
     """The wrapper's blocking works: a Parquet input asks for pyarrow."""
-    src = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "src"))
+    src = str(REPO / "src")
     code = (
         "import sys; sys.modules['pandas'] = None; sys.modules['pyarrow'] = None\n"
         "import dprange.io as io_\n"
@@ -919,7 +920,7 @@ CONSOLE_CASES = [
 )
 def test_bad_input_console(args, expect, files, tmp_path):
     exe = os.path.join(os.path.dirname(sys.executable), "dprange")
-    src = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "src"))
+    src = str(REPO / "src")
     proc = subprocess.run(
         [exe, *resolve(args, files)],
         capture_output=True,

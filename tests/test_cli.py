@@ -7,16 +7,9 @@ import sys
 
 import numpy as np
 import pytest
+from _helpers import run_cli
 
 from dprange.answers.release import load_release
-from dprange.cli import main
-
-
-def run_cli(args, capsys):
-    with pytest.raises(SystemExit) as exc:
-        main(args)
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
 
 
 @pytest.fixture

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 import dprange
+from conftest import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "src" / "dprange"
 
 #: The layers, top first: a module may import only from its own row (without a cycle) and the
@@ -334,7 +334,7 @@ def _imports_of_dprange(path: Path):
 
 
 def test_names_tests_and_benchmarks_import_resolve():
-    files = sorted((REPO / "tests").glob("*.py")) + sorted((REPO / "benchmarks").glob("*.py"))
+    files = sorted((REPO / "tests").rglob("*.py")) + sorted((REPO / "benchmarks").glob("*.py"))
     missing = []
     for path in files:
         for module, name in _imports_of_dprange(path):

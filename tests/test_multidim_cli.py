@@ -9,19 +9,12 @@ import re
 
 import numpy as np
 import pytest
+from _helpers import run_cli
 
 from dprange import Domain, ProductDomain
 from dprange.analysis.grid import expected_error, select_grid, svd_bound
 from dprange.api import release_grid
-from dprange.cli import main
 from dprange.mechanisms.grid import KDHierarchy, Kronecker, load_grid_release
-
-
-def run_cli(args, capsys):
-    with pytest.raises(SystemExit) as exc:
-        main([str(a) for a in args])
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
 
 
 @pytest.fixture

@@ -12,11 +12,12 @@ import pandas as pd
 import pytest
 
 import dprange
+from conftest import SHARED
 from dprange import Domain, ProductDomain
 from dprange.mechanisms.optimized_grid import OptimizedKronecker
 from dprange.workloads import random_rectangles
 
-ADULT = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "adult", "adult.csv")
+ADULT = SHARED / "data" / "adult" / "adult.csv"
 COLUMNS = ["age", "hours-per-week"]
 
 

@@ -8,11 +8,11 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from _helpers import _cli
 
 import dprange
 from dprange import BudgetError, Domain, ProductDomain, Session
 from dprange.api import release_grid
-from dprange.cli import main
 from dprange.mechanisms.grid import Kronecker
 
 DOMAIN = ProductDomain([Domain.integers(0, 3), Domain.integers(0, 4)])
@@ -56,12 +56,6 @@ def test_19_grid_releases_at_epsilon_over_19_fit_exactly():
     assert session.spent_epsilon <= 1 and len(session.entries) == 19
     with pytest.raises(BudgetError):
         release_grid(COLUMNS, DOMAIN, 1e-3, mechanism="kronecker", session=session)
-
-
-def _cli(args, capsys):
-    with pytest.raises(SystemExit) as exc:
-        main([str(a) for a in args])
-    return exc.value.code, capsys.readouterr()
 
 
 def test_cli_several_columns_spend_from_the_ledger_and_a_refusal_writes_nothing(tmp_path, capsys):

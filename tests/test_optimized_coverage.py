@@ -13,14 +13,14 @@ import pandas as pd
 import pytest
 
 import dprange
+from conftest import SHARED
 from dprange import Domain, ProductDomain
 from dprange.mechanisms.optimized import Optimized
 from dprange.mechanisms.optimized_grid import OptimizedKronecker
 from dprange.workloads import random_rectangles
 
-DATA = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data")
-NETTRACE = os.path.join(DATA, "dpbench", "1D", "NETTRACE.n4096.npy")
-ADULT = os.path.join(DATA, "adult", "adult.csv")
+NETTRACE = SHARED / "data" / "dpbench" / "1D" / "NETTRACE.n4096.npy"
+ADULT = SHARED / "data" / "adult" / "adult.csv"
 COLUMNS = ["age", "hours-per-week"]
 
 

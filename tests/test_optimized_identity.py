@@ -5,10 +5,10 @@ discrete Laplace of sensitivity 1: 1.84 at epsilon 1 against 2, 0.0137 against 0
 
 import numpy as np
 import pytest
+from _helpers import run_cli
 
 from dprange.analysis import expected_error, workload_error
 from dprange.analysis.grid import expected_error as grid_expected_error
-from dprange.cli import main
 from dprange.cli.render import strategy_note
 from dprange.errors import DataError, ParameterError
 from dprange.inference.dispatch import design_error_model
@@ -230,13 +230,6 @@ def test_a_release_measured_with_the_other_product_still_loads(monkeypatch, n, s
     tampered["measurements"][0]["noise"]["scale"] *= 0.5
     with pytest.raises(DataError, match="does not match its design"):
         load_grid_release(tampered)
-
-
-def run_cli(args, capsys):
-    with pytest.raises(SystemExit) as exc:
-        main([str(a) for a in args])
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
 
 
 @pytest.mark.parametrize(("columns", "epsilon", "said"), [(1, 5, True), (2, 5, True), (2, 1, False)])

@@ -10,6 +10,7 @@ import math
 
 import numpy as np
 import pytest
+from _helpers import run_cli
 
 import dprange.mechanisms.optimized as optimized_module
 import dprange.mechanisms.optimized_grid as optimized_kd
@@ -17,7 +18,6 @@ import dprange.strategies.kron as kron_strategies
 from dprange import Domain, ProductDomain
 from dprange.analysis.grid import axis_ranges, expected_error, grid_candidates, l2_optimum_bound, select_grid
 from dprange.api import release_grid
-from dprange.cli import main
 from dprange.errors import ParameterError
 from dprange.inference.marginals import MarginalEstimate
 from dprange.mechanisms.grid import Kronecker, load_grid_release
@@ -296,13 +296,6 @@ def test_release_grid_auto_with_an_optimised_choice_round_trips(workload, delta)
     np.testing.assert_allclose(loaded.rectangle(lows, highs).value, release.rectangle(lows, highs).value)
     np.testing.assert_allclose(loaded.rectangle(lows, highs).stderr, release.rectangle(lows, highs).stderr)
     assert loaded.domain == domain
-
-
-def run_cli(args, capsys):
-    with pytest.raises(SystemExit) as exc:
-        main([str(a) for a in args])
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
 
 
 def test_cli_error_and_release_choose_the_optimised_product(tmp_path, capsys):

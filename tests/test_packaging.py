@@ -2,14 +2,13 @@
 
 import tomllib
 import warnings
-from pathlib import Path
 
 import pytest
 from packaging.version import Version
 
 import dprange
+from conftest import REPO as ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 PYPROJECT = ROOT / "pyproject.toml"
 PACKAGE_DIR = ROOT / "src" / "dprange"
 

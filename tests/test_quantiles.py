@@ -18,6 +18,7 @@ from scipy import stats
 
 import dprange
 import dprange.analysis.selection as analysis
+from conftest import SHARED
 from dprange import Domain, Flat, Hierarchical, ParameterError, Wavelet
 from dprange.analysis import expected_error, max_error, select
 from dprange.workloads import AllRange, Prefix
@@ -417,7 +418,7 @@ def test_cdf_at_refuses_values_that_are_not_numbers(bad):
         rel.cdf_at(bad)
 
 
-ADULT = os.path.join(os.path.dirname(__file__), "..", "..", "shared", "data", "adult", "adult.csv")
+ADULT = SHARED / "data" / "adult" / "adult.csv"
 
 
 @pytest.mark.skipif(not os.path.exists(ADULT), reason="needs ../shared/data/adult/adult.csv")

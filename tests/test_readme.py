@@ -23,9 +23,10 @@ import shlex
 import numpy as np
 import pytest
 
+from conftest import REPO
 from dprange.cli import main
 
-README = os.path.join(os.path.dirname(__file__), "..", "README.md")
+README = REPO / "README.md"
 
 #: (text in the README, what the test runs instead, why).  Every entry must match the README.
 SUBSTITUTIONS = [

@@ -6,20 +6,20 @@ from __future__ import annotations
 import contextlib
 import inspect
 import json
-import os
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+from _helpers import run_cli
 from click.testing import CliRunner
 
 import dprange
+from conftest import REPO
 from dprange import Domain, Flat, Hierarchical, Matrix, Mechanism, ParameterError, Wavelet, api
 from dprange._params import Integer, Param, replaced
 from dprange.analysis import auto_mechanism, default_candidates
 from dprange.api.common import make_mechanism
-from dprange.cli import main
 from dprange.cli.group import cli
 from dprange.inference.dispatch import METHODS
 from dprange.mechanisms import base as mechanisms_base
@@ -39,8 +39,7 @@ from dprange.registry import (
 )
 from dprange.workloads import make_workload
 
-REPO = os.path.join(os.path.dirname(__file__), "..")
-DOCS = os.path.join(REPO, "docs", "mechanisms.md")
+DOCS = REPO / "docs" / "mechanisms.md"
 
 
 # ------------------------------------------------------------------ a toy mechanism
@@ -64,13 +63,6 @@ def registered_toy():
 def toy():
     with registered_toy():
         yield
-
-
-def run_cli(args, capsys):
-    with pytest.raises(SystemExit) as exc:
-        main(args)
-    out = capsys.readouterr()
-    return exc.value.code, out.out, out.err
 
 
 @pytest.fixture

@@ -8,11 +8,10 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from _helpers import Unreadable
+from _helpers import Unreadable, _cli
 
 import dprange
 from dprange import BudgetError, DataError, Domain, DomainError, ParameterError, Session
-from dprange.cli import main
 from dprange.ldp.range_protocols import Flat
 
 DOMAIN = Domain.integers(0, 9)
@@ -121,12 +120,6 @@ def test_edited_or_corrupt_ledgers_are_refused(tmp_path, edit, message):
     path.write_text(json.dumps(data))
     with pytest.raises(DataError, match=message):
         Session.open(path)
-
-
-def _cli(argv, capsys):
-    with pytest.raises(SystemExit) as info:
-        main(argv)
-    return info.value.code, capsys.readouterr()
 
 
 def test_cli_session_spends_refuses_and_writes_nothing_when_refused(tmp_path, capsys):

@@ -8,13 +8,12 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from _helpers import Unreadable
+from _helpers import Unreadable, _cli
 
 import dprange
 from dprange import DataError, Domain, DomainError, ParameterError, ProductDomain, Session
 from dprange.api import grid as api_grid
 from dprange.api import histogram as api_histogram
-from dprange.cli import main
 from dprange.cli import release as cli_module
 from dprange.ldp.range_protocols import Flat
 
@@ -166,12 +165,6 @@ def test_quantiles_refused_on_public_facts_cost_nothing_and_read_nothing(tmp_pat
     with pytest.raises(ParameterError, match=message):
         dprange.quantiles(Unreadable(), [0.5], 0.5, session=session, **options)
     assert session.entries == [] and not (tmp_path / "ledger.json").exists()
-
-
-def _cli(argv, capsys):
-    with pytest.raises(SystemExit) as info:
-        main(argv)
-    return info.value.code, capsys.readouterr()
 
 
 @pytest.mark.parametrize("columns", [["-c", "x"], ["-c", "x", "-c", "y"]], ids=["1-D", "k-D"])
