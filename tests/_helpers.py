@@ -1,17 +1,33 @@
-"""Reference scaffolding several test files share: dense GLS covariances and estimates (with a
-public total, on the sum-zero subspace) and the Monte-Carlo check of an exact error model.
+"""Helpers that test files in several folders share (tests import them with ``from _helpers
+import ...``; pyproject puts tests/ on the path): dense GLS references and the Monte-Carlo check of
+an exact error model; the in-process command line and its input files; exact privacy losses and
+deltas of discrete Laplace and Gaussian rows; the enumerations of data-aware outputs (DAWA's
+partition, scripted exponential-mechanism runs); dense rectangle matrices and grid neighbours;
+and chi-square p-values.
 
-(conftest.py keeps ``range_matrix``, ``dense_gls`` by the KKT system and
-``weighted_tree_problem``.)"""
+(conftest.py keeps the fixtures, REPO and SHARED, ``range_matrix``, ``dense_gls`` by the KKT
+system and ``weighted_tree_problem``.)"""
 
 from __future__ import annotations
 
+import functools
+import itertools
+import math
 import tracemalloc
+from decimal import Decimal
 
 import numpy as np
 import pytest
+from scipy import signal, special, stats
 
+import dprange
+from dprange import DAWA, DAWAHilbert
 from dprange.cli import main
+from dprange.data_aware.hilbert import hilbert_sequence
+from dprange.data_aware.partition import partition_noise, scaled_deviations
+from dprange.privacy.noise import NoiseSpec
+from dprange.quantile_mechanisms import joint_exp
+from dprange.workloads import Ranges
 
 #: Relative cut-off of the pseudo-inverses: the normal matrices here are well conditioned on
 #: their range, and the null directions (the total, unmeasured Fourier subspaces) are exact zeros.
@@ -97,3 +113,599 @@ def _cli(args, capsys):
     with pytest.raises(SystemExit) as exc:
         main([str(a) for a in args])
     return exc.value.code, capsys.readouterr()
+
+
+def output_probabilities(x, epsilon, penalty, changed):
+    """Exact probabilities of DAWA's partition of 4 bins (noise truncated at +-K, tail < 1e-15)."""
+    specs = partition_noise(4, epsilon, changed)
+    (_, pairs), (_, whole) = scaled_deviations(x, 2), scaled_deviations(x, 4)
+    k = np.arange(-400, 401)
+    pmf2, pmf4 = specs[0].pmf(k), specs[1].pmf(k)
+    assert pmf2[:5].sum() < 1e-15 and pmf4[:5].sum() < 1e-15
+    # each half: merged cost (c + z) / 2 + penalty against 2 penalty
+    half = []
+    for c in pairs:
+        merged = np.maximum((c + k) / 2, 0.0) + penalty  # noisy costs are clamped at 0
+        half.append((np.minimum(merged, 2 * penalty), merged <= 2 * penalty))
+    probs: dict = {}
+    root_cost = np.maximum((whole[0] + k) / 4, 0.0) + penalty
+    order = np.argsort(root_cost)
+    cdf_root = np.cumsum(pmf4[order])
+    sorted_cost = root_cost[order]
+    for (ca, ma), (cb, mb) in [((half[0][0], half[0][1]), (half[1][0], half[1][1]))]:
+        split = ca[:, None] + cb[None, :]
+        joint = pmf2[:, None] * pmf2[None, :]
+        idx = np.searchsorted(sorted_cost, split, side="right")
+        p_root = np.where(idx > 0, cdf_root[np.maximum(idx - 1, 0)], 0.0)
+        probs["root"] = float((joint * p_root).sum())
+        for a_merged in (True, False):
+            for b_merged in (True, False):
+                mask = (ma[:, None] == a_merged) & (mb[None, :] == b_merged)
+                probs[(a_merged, b_merged)] = float((joint * (1 - p_root) * mask).sum())
+    assert sum(probs.values()) == pytest.approx(1.0, abs=1e-12)
+    return probs
+
+
+def integer_strategy(rows: int, n: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 5, (rows, n)).astype(float)
+
+
+def chi_square_p(counts, probabilities):
+    """p-value of observed ``counts`` against ``probabilities`` (cells with expectation < 5
+    pooled)."""
+    counts = np.asarray(counts, dtype=float)
+    expected = np.asarray(probabilities, dtype=float) * counts.sum()
+    order = np.argsort(expected)
+    small = expected[order] < 5
+    pooled_obs = np.concatenate([[counts[order][small].sum()], counts[order][~small]])
+    pooled_exp = np.concatenate([[expected[order][small].sum()], expected[order][~small]])
+    if pooled_exp[0] == 0:
+        pooled_obs, pooled_exp = pooled_obs[1:], pooled_exp[1:]
+    return stats.chisquare(pooled_obs, pooled_exp * pooled_obs.sum() / pooled_exp.sum()).pvalue
+
+
+def joint_definition(lengths, levels, scale):
+    """{interval index vector: prob} of JointExp's discrete part, by enumeration."""
+    n, m = len(lengths) - 1, len(levels)
+    targets = np.diff(np.concatenate([[0.0], levels, [1.0]])) * n
+    out = {}
+    for combo in itertools.combinations_with_replacement(range(n + 1), m):
+        counts = np.diff(np.concatenate([[0], combo, [n]]))
+        weight = math.exp(-scale * float(np.abs(counts - targets).sum()))
+        for i, k in zip(*np.unique(combo, return_counts=True), strict=True):
+            weight *= lengths[i] ** k / math.factorial(k)
+        out[combo] = weight
+    total = math.fsum(out.values())
+    return {key: value / total for key, value in out.items()}
+
+
+def _joint_definition_decimal(lengths, levels, scale):
+    """{interval vector: log probability} of JointExp's discrete part in 60-digit Decimal, with
+    the targets the module computes (float gaps times n, taken exactly)."""
+    from decimal import localcontext
+
+    n, m = len(lengths) - 1, len(levels)
+    gaps = np.diff(np.concatenate([[0.0], levels, [1.0]]))
+    with localcontext() as ctx:
+        ctx.prec = 60
+        targets = [Decimal(float(g)) * n for g in gaps]
+        weights = {}
+        for combo in itertools.combinations_with_replacement(range(n + 1), m):
+            counts = np.diff(np.concatenate([[0], combo, [n]]))
+            score = sum(abs(Decimal(int(c)) - t) for c, t in zip(counts, targets, strict=True))
+            log_w = -Decimal(scale) * score
+            for i, k in zip(*np.unique(combo, return_counts=True), strict=True):
+                if lengths[i] == 0:
+                    log_w = None
+                    break
+                log_w += int(k) * Decimal(float(lengths[i])).ln() - Decimal(math.factorial(int(k))).ln()
+            if log_w is not None:
+                weights[combo] = log_w
+        top = max(weights.values())
+        log_total = sum((w - top).exp() for w in weights.values()).ln() + top
+        return {key: w - log_total for key, w in weights.items()}
+
+
+def exact_decimal(x) -> Decimal:
+    """A float64 or long double as a Decimal, exactly up to 60 digits."""
+    if np.isinf(x):
+        return Decimal("-Infinity") if x < 0 else Decimal("Infinity")
+    num, den = x.as_integer_ratio()
+    return Decimal(num) / Decimal(den)
+
+
+def joint_sampler_law(lengths, levels, scale, combo, monkeypatch, dtype=np.float64):
+    """log P(the sampler returns ``combo``) on the path of ``dtype``: the backward pass replayed
+    with its choices forced, each choice's probability taken exactly (60 digits) from the
+    weights it is given, which must be of ``dtype`` (never rounded on the way)."""
+    from decimal import localcontext
+
+    total = [Decimal(0)]
+    state = {"step": 0, "j": len(levels) - 1}
+
+    def forced(log_weights, rng):
+        assert log_weights.dtype == dtype
+        j = state["j"]
+        if state["step"] % 2 == 0:  # the interval of quantile j
+            choice = combo[j]
+        else:  # how many quantiles before j share its interval
+            choice = 0
+            while j - choice - 1 >= 0 and combo[j - choice - 1] == combo[j]:
+                choice += 1
+            state["j"] = j - choice - 1
+        state["step"] += 1
+        with localcontext() as ctx:
+            ctx.prec = 60
+            live = [exact_decimal(v) for v in log_weights if np.isfinite(v)]
+            top = max(live)
+            log_norm = sum((v - top).exp() for v in live).ln() + top
+            total[0] += exact_decimal(log_weights[choice]) - log_norm
+        return choice
+
+    monkeypatch.setattr(joint_exp, "_exact_log_choice", forced)
+    out = joint_exp.joint_exponential_intervals(np.asarray(lengths, dtype=dtype), np.asarray(levels), scale, None)
+    assert tuple(int(v) for v in out) == combo
+    return total[0]
+
+
+JOINT_LAW_CASES = [
+    ([0.5, 0.1, 0.0, 0.3, 0.1], [0.3, 0.6], 0.4),  # a tie: an empty interval
+    ([0.2, 0.5, 0.3], [0.2, 0.5, 0.8], 0.1),  # runs of three outputs in one interval
+    ([1e-3, 0.25, 2.5, 1e-6, 0.04, 7.0], [0.1, 0.5, 0.9], 40.0),  # large exponents, tiny lengths
+    ([1e-200, 3e5, 1e-9, 2.0, 1e-300], [0.2, 0.5, 0.8], 100.0),  # weights thousands of nats apart
+    ([1e-250, 0.5, 1e250, 0.5], [0.4, 0.6], 300.0),  # log lengths of +-575, exponents near 1000
+]
+
+
+def joint_bound_by_hand(n, m, scale, log_l, unit=2.0**-53):
+    """4 sum_{j < m} E_j, E_j = (S + m + 12) 2u sum_{s <= j} (V_s + 2) + (j + 1) e^-50, V_s the
+    magnitude bound V with m replaced by s + 1, S = min(n, 2 ceil(sqrt(n + 1)))."""
+    depth = min(n, 2 * math.ceil(math.sqrt(n + 1)))
+    total, magnitudes = 0.0, 0.0
+    for j in range(m):
+        s = j + 1  # quantiles placed by stage j
+        magnitudes += 3 * scale * (n + 1) + s * (log_l + 1) + math.log(math.factorial(s + 1)) + s * math.log(n + 2) + 3
+        total += 4 * ((depth + m + 12) * 2 * unit * magnitudes + s * math.exp(-50.0))
+    return total
+
+
+# ----------------------------------------------------------------------------- JointExp's charge
+
+
+def _captured_scale(monkeypatch):
+    seen = {}
+    real = joint_exp.joint_exponential_intervals
+
+    def spy(lengths, levels, scale, rng):
+        seen["lengths"], seen["scale"] = lengths, scale
+        return real(lengths, levels, scale, rng)
+
+    monkeypatch.setattr(joint_exp, "joint_exponential_intervals", spy)
+    return seen
+
+
+def box_matrix(shape, lows, highs):
+    """Dense 0/1 rows of rectangles on a grid (cells in C order)."""
+    rows = []
+    for lo, hi in zip(np.atleast_2d(lows), np.atleast_2d(highs)):
+        mask = np.ones(shape, dtype=bool)
+        for a, n in enumerate(shape):
+            axis = (np.arange(n) >= lo[a]) & (np.arange(n) <= hi[a])
+            mask &= axis.reshape(tuple(n if b == a else 1 for b in range(len(shape))))
+        rows.append(mask.ravel().astype(float))
+    return np.array(rows)
+
+
+def assert_variances(got, expected):
+    """Equal to rounding (the public total's variance is an exact 0 up to rounding)."""
+    np.testing.assert_allclose(got, expected, rtol=1e-8, atol=1e-10 * float(np.max(expected)))
+
+
+def every_rectangle(shape):
+    per_axis = [[(lo, hi) for lo in range(n) for hi in range(lo, n)] for n in shape]
+    pairs = list(itertools.product(*per_axis))
+    lows = np.array([[p[a][0] for a in range(len(shape))] for p in pairs])
+    highs = np.array([[p[a][1] for a in range(len(shape))] for p in pairs])
+    return lows, highs
+
+
+# ----------------------------------------------------------------------------- inference
+def stacked(measurements):
+    A = np.vstack([m.block.dense() for m in measurements.measurements])
+    y, v = measurements.stacked()
+    return A, y, v
+
+
+# ----------------------------------------------------------------------------- privacy
+def grid_neighbours(x, relation):
+    """The histograms of the datasets neighbouring x's: one record added or removed
+    (add_remove), or one record moved between two cells (replace); never a negative count."""
+    flat = x.ravel()
+    for i in range(flat.size):
+        if relation == "add_remove":
+            for s in (1, -1):
+                if flat[i] + s >= 0:
+                    y = flat.copy()
+                    y[i] += s
+                    yield y.reshape(x.shape)
+        elif flat[i] > 0:
+            for j in range(flat.size):
+                if j != i:
+                    y = flat.copy()
+                    y[i] -= 1
+                    y[j] += 1
+                    yield y.reshape(x.shape)
+
+
+def gaussian_delta(pairs, epsilon) -> float:
+    """delta(epsilon) of the shifted coordinates [(sigma, shift), ...]: exact (one sigma, a
+    small lattice), else an upper bound."""
+    pairs = [(sigma, s) for sigma, s in pairs if s != 0]
+    if not pairs:
+        return 0.0
+    if max(sigma for sigma, _ in pairs) > PROJECTION_SIGMA:
+        return discrete_gaussian_delta_projection(pairs, epsilon)[1]
+    sigmas = {sigma for sigma, _ in pairs}
+    lattice_size = sum(2 * discrete_gaussian_table(sigma)[0] * abs(s) for sigma, s in pairs)
+    if len(sigmas) == 1 and lattice_size <= 2_000_000:
+        return discrete_gaussian_delta_lattice(sigmas.pop(), [s for _, s in pairs], epsilon)
+    return discrete_gaussian_delta_upper(pairs, epsilon)
+
+
+# ----------------------------------------------------------------------------- losses
+
+
+def laplace_worst_loss(shifts) -> float:
+    """max over outputs of log P/Q for independent discrete-Laplace rows shifted by s (Q's
+    mean minus P's): the sum of per-row maxima of log pmf(k) - log pmf(k - s)."""
+    total = 0.0
+    for scale, s in shifts:
+        k = np.arange(-abs(s) - 3, abs(s) + 4)
+        total += float(np.max(discrete_laplace_log_pmf(scale, k) - discrete_laplace_log_pmf(scale, k - s)))
+    return total
+
+
+def linear_privacy_loss(mech, x, relation, noise, eps, delta, vector=np.ravel) -> float:
+    """The worst privacy loss of a linear grid mechanism's measurement of x over the neighbours
+    of x: the largest Laplace log ratio, or for Gaussian noise the exact delta at eps, of the
+    measured rows' shifts (each row integer, so its noise law is the calibrated one)."""
+    meas = mech.measure(x, eps, delta=delta if noise == "gaussian" else 0.0, rng=0)
+    base = [np.rint(m.block.matvec(vector(x))) for m in meas.measurements]
+    worst = 0.0
+    for y in grid_neighbours(x, relation):
+        shifts = []
+        for m, rows in zip(meas.measurements, base):
+            diff = np.rint(m.block.matvec(vector(y))) - rows
+            shifts.extend((m.noise.scale, int(s)) for s in diff[diff != 0])
+        for signed in (shifts, [(scale, -s) for scale, s in shifts]):
+            worst = max(worst, gaussian_delta(signed, eps) if noise == "gaussian" else laplace_worst_loss(signed))
+    return worst
+
+
+def assert_linear_privacy(mech, x, relation, noise, eps=0.8, delta=1e-5, vector=np.ravel) -> None:
+    """delta at most the stated one (Gaussian), or a worst loss of exactly eps (Laplace: the
+    calibration is private and not slack)."""
+    worst = linear_privacy_loss(mech, x, relation, noise, eps, delta, vector)
+    if noise == "gaussian":
+        assert worst <= delta
+    else:
+        assert worst <= eps * (1 + 1e-12)
+        assert worst == pytest.approx(eps, rel=1e-6)  # tight: the calibration is not slack
+
+
+def grid_args(path, out, *extra):
+    return [
+        "release", path, "-c", "age", "-c", "hours", "--lo", 18, "--hi", 59, "--lo", 0, "--hi", 49,
+        "--integers", "-e", 1, "--seed", 4, "-o", out, *extra,
+    ]  # fmt: skip
+
+
+CASES = [
+    # (n, branching, measure_root, known_total)
+    (11, 2, True, False),
+    (11, 2, False, False),
+    (17, 3, True, False),
+    (23, 4, True, True),
+    (40, 16, True, False),
+    (300, 16, False, False),
+    (30, (2, 3, 5), True, False),
+    (29, (4, 2, 4), False, True),
+]
+
+
+def bounded_ranges(n, k, width, seed=0):
+    """k random ranges of width at most ``width``."""
+    rng = np.random.default_rng(seed)
+    lo = rng.integers(0, n - width + 1, k)
+    return Ranges(lo, lo + rng.integers(0, width, k), n)
+
+
+# ----------------------------------------------------------------------------- pmfs
+
+
+def discrete_laplace_log_pmf(scale, k):
+    """log of (1 - t)/(1 + t) t^|k|, t = exp(-1/scale), in log space (t itself loses precision
+    for large scales: a quantised Matrix strategy has scales ~1e6)."""
+    return np.log(np.asarray(dprange.privacy.noise.pmf("discrete_laplace", scale, np.asarray(k)), dtype=float))
+
+
+def sampled_sigma2(sigma) -> float:
+    """sigma^2 of the discrete Gaussian actually sampled for a requested sigma (the sampler
+    rounds sigma^2 up to a rational); the loss formulas must use it, like the pmf does."""
+    return dprange.privacy.noise._gaussian_sigma2(sigma)
+
+
+def discrete_gaussian_pmf(sigma, k):
+    """The pmf of the discrete Gaussian the sampler draws for a requested sigma."""
+    return np.asarray(dprange.privacy.noise.pmf("gaussian", sigma, np.asarray(k)), dtype=float)
+
+
+@functools.lru_cache(maxsize=16)
+def discrete_gaussian_table(sigma):
+    """(T, pmf on -T..T, cumulative sums, mass outside the window), T = 12 sigma + 8 (the
+    missing mass, < 1e-31, is added to every delta so the results stay upper bounds)."""
+    T = int(math.ceil(12 * sigma)) + 8
+    p = discrete_gaussian_pmf(sigma, np.arange(-T, T + 1))
+    cumulative = np.concatenate([[0.0], np.cumsum(p)])
+    return T, p, cumulative, max(0.0, 1.0 - float(cumulative[-1]))
+
+
+def discrete_gaussian_delta_lattice(sigma, shifts, epsilon) -> float:
+    """Equal sigmas: the loss is (||s||^2 - 2 Z) / (2 sigma^2) with Z = sum_r s_r k_r on the
+    integers; Z's distribution by convolution (exact up to rounding; the window's missing
+    mass is added)."""
+    T, p, _, missing = discrete_gaussian_table(sigma)
+    k = np.arange(-T, T + 1)
+    dist, lo = np.ones(1), 0
+    for s in shifts:
+        term = np.zeros(2 * T * abs(s) + 1)
+        term[k * s + T * abs(s)] = p
+        dist = np.convolve(dist, term) if min(dist.size, term.size) < 64 else signal.fftconvolve(dist, term)
+        dist = np.clip(dist, 0.0, None)
+        lo -= T * abs(s)
+    z = lo + np.arange(dist.size)
+    loss = (sum(s * s for s in shifts) - 2.0 * z) / (2 * sampled_sigma2(sigma))
+    return float(np.sum(dist * np.clip(-np.expm1(epsilon - loss), 0.0, None))) + missing * len(shifts)
+
+
+def coordinate_loss_grid(sigma, s, grid):
+    """One coordinate's privacy loss (s^2 - 2 s k) / (2 sigma^2), k ~ discrete Gaussian: the
+    integers are cut into blocks over which the loss varies by at most ``grid``, and each
+    block's mass is put at the block's largest loss rounded *up* to the grid.  Returns
+    (first grid index, masses, missing mass)."""
+    T, _, cumulative, missing = discrete_gaussian_table(sigma)
+    sigma2 = sampled_sigma2(sigma)
+    width = max(1, int(2 * sigma2 * grid / abs(s)))
+    starts = np.arange(-T, T + 1, width)
+    ends = np.minimum(starts + width - 1, T)
+    mass = cumulative[ends + T + 1] - cumulative[starts + T]
+    loss = np.maximum(s * s - 2.0 * s * starts, s * s - 2.0 * s * ends) / (2 * sigma2)
+    index = np.ceil(loss / grid).astype(np.int64)
+    term = np.zeros(int(index.max() - index.min()) + 1)
+    np.add.at(term, index - index.min(), mass)
+    return int(index.min()), term, missing
+
+
+def discrete_gaussian_delta_upper(pairs, epsilon, grid=1e-3) -> float:
+    """Every coordinate's loss rounded *up* to the grid (:func:`coordinate_loss_grid`); the
+    hockey-stick integrand (1 - e^{eps - L})_+ is increasing in the loss, so the result is an
+    upper bound on delta (tight to about grid x coordinates in epsilon)."""
+    dist, lo, missing = np.ones(1), 0, 0.0
+    for sigma, s in pairs:
+        first, term, lost = coordinate_loss_grid(sigma, s, grid)
+        dist = np.clip(signal.fftconvolve(dist, term), 0.0, None)
+        lo += first
+        missing += lost
+    loss = (lo + np.arange(dist.size)) * grid
+    return float(np.sum(dist * np.clip(-np.expm1(epsilon - loss), 0.0, None))) + missing + 1e-12
+
+
+def _projection_cdf_bounds(sigmas, weights, z):
+    """(lower, upper) bounds on P(sum_r w_r K_r < z), K_r independent discrete Gaussians of the
+    sampled variances sigmas^2 (:func:`discrete_gaussian_delta_projection`)."""
+    mu = math.sqrt(math.fsum((w * s) ** 2 for w, s in zip(weights, sigmas)))
+    h = math.fsum(abs(w) for w in weights) / 2  # |w . U| <= h for U uniform on [-1/2, 1/2)^m
+    cuts = [10.0 * s for s in sigmas]  # the box B: |v_r| <= T_r = 10 sigma_r
+    # log of the density ratio of K + U to N(0, diag sigma^2) on B: |v^2 - k^2| <= T + 1/4,
+    # and sqrt(2 pi) sigma / Z_sigma in [1 / (1 + 3 exp(-2 pi^2 sigma^2)), 1] (Poisson summation).
+    eta = math.fsum((t + 0.25) / (2 * s * s) + 3 * math.exp(-2 * math.pi**2 * s * s) for t, s in zip(cuts, sigmas))
+    # P(K + U outside B) <= sum_r 2 P(K_r >= T_r - 1/2) <= sum_r 2 e^{-t^2 / 2 sigma^2} (1 + sigma^2 / t) / Z_sigma,
+    # Z_sigma >= sqrt(2 pi) sigma; P(Y outside B) <= sum_r erfc(T_r / (sigma_r sqrt 2)).
+    tail_k = math.fsum(
+        2 * math.exp(-((t - 0.5) ** 2) / (2 * s * s)) * (1 + s * s / (t - 0.5)) / (math.sqrt(2 * math.pi) * s)
+        for t, s in zip(cuts, sigmas)
+    )
+    tail_y = math.fsum(math.erfc(t / (s * math.sqrt(2))) for t, s in zip(cuts, sigmas))
+    lower = math.exp(-eta) * max(0.0, float(special.ndtr((z - h) / mu)) - tail_y)
+    upper = math.exp(eta) * float(special.ndtr((z + h) / mu)) + tail_k
+    return lower, min(1.0, upper)
+
+
+def discrete_gaussian_delta_projection(pairs, epsilon) -> tuple[float, float]:
+    """(lower, upper) bounds on delta(epsilon) of independent discrete Gaussians shifted by
+    integers [(sigma, shift), ...], for sigmas far beyond the lattice tables (a quantised
+    Kronecker strategy: sigma ~ 2e10).
+
+    The loss is a function of one projection: with sigma_r^2 as sampled, mu^2 = sum s_r^2 /
+    sigma_r^2 and Z = sum_r (s_r / sigma_r^2) K_r, L = mu^2 / 2 - Z, and under the shifted law
+    Z moves by mu^2, so delta = F(mu^2 / 2 - eps) - e^eps F(-mu^2 / 2 - eps), F(z) = P(Z < z).
+    F is bracketed by the continuous Gaussian (the 1-D formula of Balle and Wang, ICML 2018,
+    at the Mahalanobis norm mu): K + U (U uniform on [-1/2, 1/2)^m) has the density
+    prod pmf(round v), within exp(+-eta) of N(0, diag sigma^2) on the box |v_r| <= 10 sigma_r,
+    eta = sum (10 sigma_r + 1/4) / (2 sigma_r^2) + tiny; {w.K < z} lies between
+    {w.(K + U) < z -+ h}, h = sum |w_r| / 2; the mass outside the box is bounded by its Gaussian
+    tail (both are added where they can only widen the bracket).  Relative width of the
+    bracket on delta: about 1e-8 at sigma = 2e10, 1e-3 at sigma = 1e5, 30% at sigma = 300."""
+    pairs = [(math.sqrt(sampled_sigma2(sigma)), s) for sigma, s in pairs if s != 0]
+    if not pairs:
+        return 0.0, 0.0
+    sigmas = [sigma for sigma, _ in pairs]
+    weights = [s / (sigma * sigma) for sigma, s in pairs]
+    mu2 = math.fsum((s / sigma) ** 2 for sigma, s in pairs)
+    f_lo, f_hi = _projection_cdf_bounds(sigmas, weights, mu2 / 2 - epsilon)
+    g_lo, g_hi = _projection_cdf_bounds(sigmas, weights, -mu2 / 2 - epsilon)
+    return max(0.0, f_lo - math.exp(epsilon) * g_hi), f_hi - math.exp(epsilon) * g_lo
+
+
+#: Beyond this sigma the lattice tables (12 sigma entries per coordinate) are too large, and
+#: :func:`gaussian_delta` uses the projection bound (relative width about 1e-5 per coordinate there).
+PROJECTION_SIGMA = 1e6
+
+
+# ----------------------------------------------------------------------------- linear k-D
+def row_loss(spec, s: int) -> float:
+    """max over integers k of log pmf(k) / pmf(k - s) for one discrete-Laplace row shifted by
+    s, from the pmf as sampled: log pmf is -|k| / b + const, so the ratio is
+    (|k - s| - |k|) / b <= |s| / b (triangle inequality), attained at k = 0."""
+    k = np.array([0, s, -s, 1, -1])
+    return float(np.max(np.log(spec.pmf(k)) - np.log(spec.pmf(k - s))))
+
+
+# ----------------------------------------------------------------------------- scripted runs
+class Script:
+    """Enumerates every run of a mechanism: each call of the exponential mechanism's exact
+    sampler becomes a choice point.  ``run`` replays the chosen candidates of ``path`` (the
+    first candidate past its end), records each point's number of candidates and the chosen
+    candidate's exact probability P(r) = exp(-g_r) / sum_s exp(-g_s) from the exact exponents
+    g the code passes; noise draws return zeros and are recorded with their spec, or, with
+    ``noise_window`` W, each noise value is a choice point too, over -W..W with the pmf of
+    the noise as sampled (the runs then cover the noise inside the window only)."""
+
+    def __init__(self, monkeypatch, modules, noise_window: int | None = None):
+        self.noise_window = noise_window
+        self.path: list[int] = []
+        self.options: list[int] = []
+        self.log_p = 0.0
+        self.draws: list = []
+        for module in modules:
+            monkeypatch.setattr(module, "exact_choice", self.choose)
+        monkeypatch.setattr(NoiseSpec, "sample", lambda spec, size, rng: self.zero_noise(spec, size, rng))
+
+    def pick(self, log_weights) -> int:
+        """The next choice point: its candidate from the path, its log-probability recorded."""
+        k = len(self.options)
+        r = self.path[k] if k < len(self.path) else 0
+        self.options.append(len(log_weights))
+        top = max(log_weights)
+        self.log_p += log_weights[r] - top - math.log(math.fsum(math.exp(w - top) for w in log_weights))
+        return r
+
+    def choose(self, sizes, exponents, slack, exact_exponent, rng):
+        assert np.all(np.asarray(sizes) == 1)
+        g = [exact_exponent(r) for r in range(len(sizes))]
+        low = min(g)
+        return self.pick([-float(e - low) for e in g]), 0
+
+    def zero_noise(self, spec, size, rng):
+        self.draws.append((spec, size))
+        if self.noise_window is None:
+            return np.zeros(size, dtype=np.int64)
+        values = np.arange(-self.noise_window, self.noise_window + 1)
+        log_pmf = np.log(spec.pmf(values))
+        out = np.zeros(int(np.prod(size)), dtype=np.int64)
+        for i in range(out.size):
+            r = self.pick(list(log_pmf))
+            self.log_p += math.log(math.fsum(np.exp(log_pmf)))  # the pmf itself, not renormalised in the window
+            out[i] = values[r]
+        return out.reshape(size)
+
+    def enumerate(self, run):
+        """[(log P(choices), result of run())] over every sequence of choices (depth first)."""
+        out = []
+        self.path = []
+        while True:
+            self.options, self.log_p, self.draws = [], 0.0, []
+            result = run()
+            out.append((self.log_p, result))
+            taken = self.path + [0] * (len(self.options) - len(self.path))
+            k = len(taken) - 1
+            while k >= 0 and taken[k] + 1 >= self.options[k]:
+                k -= 1
+            if k < 0:
+                return out
+            self.path = taken[:k] + [taken[k] + 1]
+
+
+def joint_worst(law_x, law_y):
+    """max over every output (S, c) of |log P_x(S, c) / P_y(S, c)|: per structure, its log-ratio
+    plus the worst count loss given it (independent discrete-Laplace rows)."""
+    assert law_x.keys() == law_y.keys()
+    worst = 0.0
+    for key, (lp_x, counts_x) in law_x.items():
+        lp_y, counts_y = law_y[key]
+        shifts = []
+        for (spec, a), (spec_y, b) in zip(counts_x, counts_y):
+            assert spec == spec_y and a.shape == b.shape
+            shifts.extend((spec.scale, int(s)) for s in (b - a)[b != a])
+        loss = laplace_worst_loss(shifts) if shifts else 0.0  # symmetric in the sign of the shifts
+        worst = max(worst, lp_x - lp_y + loss, lp_y - lp_x + loss)
+    return worst
+
+
+def worst_over_neighbours(law_of, bases, neighbours_of):
+    """(max of :func:`joint_worst`, max log-ratio of the structure alone) over every base x and
+    each of its neighbours y; ``law_of(x)``: {structure: (log P, measured rows)}."""
+    worst, structure_worst = 0.0, 0.0
+    for x in bases:
+        law_x = law_of(x)
+        for y in neighbours_of(x):
+            law_y = law_of(y)
+            worst = max(worst, joint_worst(law_x, law_y))
+            structure_worst = max(structure_worst, max(abs(law_x[k][0] - law_y[k][0]) for k in law_x))
+    return worst, structure_worst
+
+
+# ----------------------------------------------------------------------------- DAWA, Hilbert order
+STARTS_OF = {"root": (0,), (True, True): (0, 2), (True, False): (0, 2, 3), (False, True): (0, 1, 2)}
+
+STARTS_OF[(False, False)] = (0, 1, 2, 3)
+
+
+def dawa_tail_mass(n_noise: int, scales) -> float:
+    """Mass of the cost noise outside +-400 (output_probabilities' window): P(|Z| > K) =
+    2 t^(K+1) / (1 + t), t = exp(-1 / b), for each of ``n_noise`` draws at the largest scale."""
+    t = math.exp(-1.0 / max(scales))
+    return n_noise * 2 * t**401 / (1 + t)
+
+
+def dawa_outputs(monkeypatch, mech, x, epsilon, relation):
+    """{partition: (P_x(partition), [(spec, exact bucket-level counts)])} of a 4-cell DAWA (or
+    DAWA on the Hilbert order of a 2 x 2 grid): the partition law summed over the cost noise,
+    the measurement of each partition read from ``release`` run with that partition."""
+    inner = mech.inner() if isinstance(mech, DAWAHilbert) else mech
+    eps_partition, eps_measure = inner.budgets(epsilon)
+    order = hilbert_sequence(x.shape) if isinstance(mech, DAWAHilbert) else np.arange(x.size)
+    seq = np.asarray(x).ravel()[order]
+    probs = output_probabilities(seq, eps_partition, 1 / eps_measure, 2 if relation == "replace" else 1)
+    out = {}
+    for key, p in probs.items():
+        starts = np.array(STARTS_OF[key])
+        with monkeypatch.context() as patch:
+            patch.setattr(DAWA, "partition", lambda self, counts, e1, e2, rng=None, s=starts: s)
+            patch.setattr(NoiseSpec, "sample", lambda self, size, rng: np.zeros(size, dtype=np.int64))
+            rel = mech.release(x, epsilon, rng=0)
+        meas = (rel._noise.inner if isinstance(mech, DAWAHilbert) else rel)._reduced[0]
+        assert rel.parameters["buckets"] == list(STARTS_OF[key])
+        out[STARTS_OF[key]] = (p, [(m.noise, np.asarray(m.values, dtype=np.int64)) for m in meas.measurements])
+    return out
+
+
+def dawa_worst(monkeypatch, build, bases, epsilon, relation):
+    """(worst log-ratio over every output and neighbour, least partition probability seen)."""
+    least, worst = 1.0, 0.0
+    for x in bases:
+        law_x = dawa_outputs(monkeypatch, build(), x, epsilon, relation)
+        flat_neighbours = grid_neighbours(np.asarray(x).reshape(1, -1) if x.ndim == 1 else x, relation)
+        for y in flat_neighbours:
+            y = y.reshape(x.shape)
+            law_y = dawa_outputs(monkeypatch, build(), y, epsilon, relation)
+            for key, (p, counts_x) in law_x.items():
+                q, counts_y = law_y[key]
+                shifts = []
+                for (spec, a), (spec_y, b) in zip(counts_x, counts_y):
+                    assert spec == spec_y
+                    shifts.extend((spec.scale, int(s)) for s in (b - a)[b != a])
+                loss = laplace_worst_loss(shifts) if shifts else 0.0
+                worst = max(worst, abs(math.log(p / q)) + loss)
+                least = min(least, p, q)
+    return worst, least

@@ -1,3 +1,8 @@
+"""Fixtures every test folder shares: the strategy caches, a seeded generator, the input files
+of the command-line tests and the module-scoped releases of the answers tests; REPO and SHARED
+(the repository and the read-only ../shared beside it); and the dense references several
+files compare with (range_matrix, dense_gls by the KKT system, weighted_tree_problem)."""
+
 import os
 from pathlib import Path
 

@@ -11,7 +11,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from test_multidim import grid_neighbours
+from _helpers import grid_neighbours, output_probabilities
 
 from dprange.answers.provenance import Provenance
 from dprange.answers.release import Release
@@ -83,37 +83,6 @@ def test_partition_equals_brute_force_minimiser_of_the_noisy_cost(n):
         best, brute = brute_force(costs, n, penalty)
         assert partition_cost(interval_costs(costs, n), n, penalty, starts.tolist()) == pytest.approx(best, abs=1e-9)
         assert starts.tolist() == brute
-
-
-def output_probabilities(x, epsilon, penalty, changed):
-    """Exact probabilities of DAWA's partition of 4 bins (noise truncated at +-K, tail < 1e-15)."""
-    specs = partition_noise(4, epsilon, changed)
-    (_, pairs), (_, whole) = scaled_deviations(x, 2), scaled_deviations(x, 4)
-    k = np.arange(-400, 401)
-    pmf2, pmf4 = specs[0].pmf(k), specs[1].pmf(k)
-    assert pmf2[:5].sum() < 1e-15 and pmf4[:5].sum() < 1e-15
-    # each half: merged cost (c + z) / 2 + penalty against 2 penalty
-    half = []
-    for c in pairs:
-        merged = np.maximum((c + k) / 2, 0.0) + penalty  # noisy costs are clamped at 0
-        half.append((np.minimum(merged, 2 * penalty), merged <= 2 * penalty))
-    probs: dict = {}
-    root_cost = np.maximum((whole[0] + k) / 4, 0.0) + penalty
-    order = np.argsort(root_cost)
-    cdf_root = np.cumsum(pmf4[order])
-    sorted_cost = root_cost[order]
-    for (ca, ma), (cb, mb) in [((half[0][0], half[0][1]), (half[1][0], half[1][1]))]:
-        split = ca[:, None] + cb[None, :]
-        joint = pmf2[:, None] * pmf2[None, :]
-        idx = np.searchsorted(sorted_cost, split, side="right")
-        p_root = np.where(idx > 0, cdf_root[np.maximum(idx - 1, 0)], 0.0)
-        probs["root"] = float((joint * p_root).sum())
-        for a_merged in (True, False):
-            for b_merged in (True, False):
-                mask = (ma[:, None] == a_merged) & (mb[None, :] == b_merged)
-                probs[(a_merged, b_merged)] = float((joint * (1 - p_root) * mask).sum())
-    assert sum(probs.values()) == pytest.approx(1.0, abs=1e-12)
-    return probs
 
 
 @pytest.mark.parametrize(("neighbours", "changed"), [("add_remove", 1), ("replace", 2)])

@@ -10,7 +10,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from test_multidim import grid_neighbours
+from _helpers import grid_neighbours
 
 from dprange import AutoData
 from dprange.data_aware.auto_data import HIGH, LOW, choose

@@ -5,73 +5,25 @@ quantisation's early exit against the full search, and the disk cache of a dense
 strategy (its inverse and variance terms stored, checked when read, mapped from the file)."""
 
 import base64
-import json
-import math
 import zlib
-from fractions import Fraction
 
 import numpy as np
 import pytest
-import scipy.sparse as sp
+from _helpers import integer_strategy
 
 import dprange
 from dprange.inference.dispatch import least_squares
 from dprange.inference.least_squares import DenseGLSEstimate, dense_covariance, gls, inverse_gls
 from dprange.measurements import LinearMeasurement, Measurements
 from dprange.mechanisms.optimized import Optimized, auto_optimise_limit
-from dprange.operators import Explicit, definition_sensitivity_power
+from dprange.operators import Explicit
 from dprange.optimize import cache as optimized
 from dprange.optimize.cache import cache_path
 from dprange.optimize.p_identity import Gram, strategy_variance_terms
-from dprange.strategies import matrix as matrix_module
-from dprange.strategies.matrix import MatrixStrategy, quantisation_factor
+from dprange.strategies.matrix import MatrixStrategy
 from dprange.workloads import Prefix
 
 pytestmark = pytest.mark.usefixtures("private_cache")
-
-
-def integer_strategy(rows: int, n: int, seed: int) -> np.ndarray:
-    return np.random.default_rng(seed).integers(0, 5, (rows, n)).astype(float)
-
-
-# ----------------------------------------------------------------------------- the cached inverse
-
-
-@pytest.mark.parametrize("sparse", [False, True])
-def test_gram_inverse_is_the_inverse_computed_once_and_read_only(sparse):
-    A = integer_strategy(30, 12, 0)
-    block = Explicit(sp.csr_matrix(A) if sparse else A)
-    inverse = block.gram_inverse()
-    np.testing.assert_allclose(inverse, np.linalg.inv(A.T @ A), rtol=1e-10)
-    assert block.gram_inverse() is inverse and not inverse.flags.writeable
-    gram = A.T @ A
-    assert block.inverse_condition_bound() >= np.linalg.cond(gram)  # a bound on the 2-norm condition
-    assert block.inverse_condition_bound() == pytest.approx(np.trace(gram) * np.trace(np.linalg.inv(gram)), rel=1e-9)
-
-
-def test_gram_inverse_is_none_for_a_rank_deficient_matrix():
-    differences = np.eye(6)[:-1] - np.eye(6)[1:]
-    block = Explicit(differences)
-    assert block.gram_inverse() is None
-    assert block.inverse_condition_bound() == math.inf
-
-
-def test_adopt_gram_inverse_takes_only_the_inverse_of_this_matrix():
-    A = integer_strategy(30, 12, 1)
-    inverse = np.linalg.inv(A.T @ A)
-    other = np.linalg.inv(integer_strategy(30, 12, 2).T @ integer_strategy(30, 12, 2))
-    perturbed = inverse.copy()
-    perturbed[3, 4] *= 1.001
-    with_nan = inverse.copy()
-    with_nan[0, 0] = np.nan
-    for wrong in (other, perturbed, with_nan, inverse[:-1, :-1], inverse.astype(np.int64), np.zeros((12, 12))):
-        block = Explicit(A)
-        assert not block.adopt_gram_inverse(wrong)
-        assert block._gram_inverse_known is False  # nothing adopted: computed when asked
-    block = Explicit(A)
-    assert block.adopt_gram_inverse(inverse)
-    assert block._dense_gram is None  # adopted, not computed
-    np.testing.assert_array_equal(block.gram_inverse(), inverse)
 
 
 # ----------------------------------------------------------------------------- least squares by the inverse
@@ -160,65 +112,6 @@ def test_an_ill_conditioned_block_goes_by_lsmr(monkeypatch):
     estimate = least_squares(measurements_of(A, y, 4.0))
     assert estimate.iterations > 0
     np.testing.assert_allclose(estimate.leaves, np.linalg.lstsq(A, y, rcond=None)[0], rtol=1e-8, atol=1e-8)
-
-
-# ----------------------------------------------------------------------------- exact answers, sensitivities
-
-
-def exact_answers(A: np.ndarray, x: np.ndarray) -> list[int]:
-    return [sum(int(a) * int(b) for a, b in zip(row, x)) for row in A]
-
-
-@pytest.mark.parametrize("sparse", [False, True])
-def test_integer_answers_are_exact_by_blas_below_2_53_and_in_integers_above(sparse):
-    rng = np.random.default_rng(6)
-    A = rng.integers(-(2**20), 2**20, (8, 6)).astype(float)
-    small = rng.integers(0, 1000, 6)
-    block = Explicit(sp.csr_matrix(A) if sparse else A)
-    out = block.answers(small)
-    assert out.dtype == np.int64 and [int(v) for v in out] == exact_answers(A, small)
-    large = np.full(6, 2**40, dtype=np.int64)  # sums near 2^62: past 2^53, float sums would round
-    out = block.answers(large)
-    assert [int(v) for v in out] == exact_answers(A, large)
-
-
-@pytest.mark.parametrize("neighbours", ["add_remove", "replace"])
-@pytest.mark.parametrize("p", [1, 2])
-def test_the_sensitivity_with_known_entries_is_the_definition(neighbours, p):
-    A = np.random.default_rng(7).integers(-3, 4, (9, 7)).astype(float)
-    expected = definition_sensitivity_power(A, p, neighbours)
-    assert definition_sensitivity_power(A, p, neighbours, entries=(True, 3)) == expected
-    assert MatrixStrategy(A).block.sensitivity_power(p, neighbours) == expected
-    big = A * 2.0**26  # float sums would pass 2^53 under L2: the exact integer path
-    assert definition_sensitivity_power(big, p, neighbours, entries=(True, 3 * 2**26)) == Fraction(expected) * 2 ** (
-        26 * p
-    )
-
-
-def full_search_factor(values: np.ndarray, tolerance: float) -> float:
-    """quantisation_factor as it was: every K tried on every entry."""
-    largest = float(np.max(np.abs(values)))
-    limit = max(0, math.ceil(math.log2(0.5 / (tolerance * largest))))
-    for k in range(limit + 1):
-        scaled = values * 2.0**k
-        if np.all(scaled == np.round(scaled)):
-            return 2.0**k
-    return 2.0**limit
-
-
-def test_quantisation_factor_with_the_early_exit_equals_the_full_search(monkeypatch):
-    monkeypatch.setattr(matrix_module, "QUANTISATION_PROBE", 4)
-    rng = np.random.default_rng(8)
-    integers_then_halves = np.concatenate([np.arange(1.0, 9.0), [0.5, 3.5]]).reshape(2, 5)  # the head is integer
-    quarters_late = np.ones((4, 4))
-    quarters_late[3, 3] = 0.25
-    cases = [integers_then_halves, integers_then_halves.T, quarters_late, rng.random((5, 7)), np.eye(3), rng.random(3)]
-    for values in cases:
-        for tolerance in (2.0**-16, 2.0**-4):
-            assert quantisation_factor(values, tolerance) == full_search_factor(values, tolerance)
-    assert quantisation_factor(integers_then_halves) == 2.0 and quantisation_factor(quarters_late) == 4.0
-    with pytest.raises(dprange.errors.ParameterError, match="non-finite"):
-        quantisation_factor(np.array([1.0, np.nan]))
 
 
 # ----------------------------------------------------------------------------- the disk cache
@@ -386,30 +279,6 @@ def test_the_error_command_builds_only_the_strategy_at_its_delta(capsys):
     assert cached_templates() == {"l2"}
 
 
-# ----------------------------------------------------------------------------- saving a large dense release
-
-
-@pytest.mark.parametrize("known_total", [False, True])
-def test_a_large_dense_strategy_is_saved_packed_and_rebuilds_the_same_error_model(monkeypatch, known_total):
-    """Above PACKED_MIN_ENTRIES a dense strategy is saved as packed int32 (not triplets): the
-    model read back from JSON has the same strategy, range variances and dictionary."""
-    from dprange.inference import least_squares as ls
-    from dprange.inference.dense import DenseErrorModel, matrix_estimate_model
-
-    monkeypatch.setattr(ls, "PACKED_MIN_ENTRIES", 100)
-    A = np.random.default_rng(13).integers(-70000, 70000, (14, 12)).astype(float)  # beyond int16
-    model = matrix_estimate_model(MatrixStrategy(A), 3.5, known_total)
-    data = json.loads(json.dumps(model.to_dict()))
-    assert "packed" in data and "value" not in data
-    np.testing.assert_array_equal(ls.unpack_integers(data["packed"], (14, 12)), A)
-    rebuilt = DenseErrorModel.from_dict(data)
-    lo, hi = np.triu_indices(12)
-    np.testing.assert_allclose(rebuilt.range_variance(lo, hi), model.range_variance(lo, hi), rtol=1e-12)
-    assert rebuilt.to_dict() == model.to_dict()
-    monkeypatch.setattr(ls, "PACKED_MIN_ENTRIES", 1000)  # small ones keep their triplets
-    assert "value" in model.to_dict() and "packed" not in model.to_dict()
-
-
 @pytest.mark.parametrize("cache", ["kept", "cleared", "another strategy", "wrong inverse", "refused candidate"])
 def test_a_loaded_dense_release_adopts_the_inverse_its_strategy_has_in_the_cache(monkeypatch, tmp_path, cache):
     """Loading a saved dense release takes (A^T A)^-1 from the cache file of the same strategy
@@ -548,21 +417,6 @@ def test_a_strategy_without_an_adoptable_inverse_is_cached_once(monkeypatch, why
         )
         assert np.isfinite(release.range(0, 9).stderr)
     assert path.stat().st_mtime_ns == written
-
-
-@pytest.mark.parametrize("seed", range(4))
-def test_a_quantised_strategy_knows_its_largest_entry_exactly(seed):
-    """The facts MatrixStrategy hands its block (every entry an integer, the largest |entry|
-    as round(K max |a|)) are those of the quantised matrix: the sensitivity's exactness test
-    (float sums below 2^53) rests on them."""
-    rng = np.random.default_rng(seed)
-    A = rng.normal(size=(9, 7)) * 10.0 ** rng.integers(-3, 4)
-    A[rng.integers(0, 9), rng.integers(0, 7)] = -np.abs(A).max() * 1.5  # the largest negative
-    for matrix in (A, sp.csc_matrix(A)):
-        strategy = MatrixStrategy(matrix)
-        quantised = strategy.matrix.toarray() if sp.issparse(strategy.matrix) else strategy.matrix
-        assert strategy.block._entries() == (True, int(np.abs(quantised).max()))
-        assert Explicit(quantised)._entries() == strategy.block._entries()
 
 
 def test_new_helpers_refuse_bad_input():

@@ -7,8 +7,7 @@ Significant Bits for Differential Privacy", CCS 2012): with x = {0.2, 0.7} and x
 2^-30}, 16.6% of 3000 medians under x were impossible under x' (replace).  Now records are
 placed at whole positions of a public grid and each output is the floor of a uniform point of
 its interval, reported as its cell's value (docs/privacy.md, "Floats computed from data
-values").
-"""
+values")."""
 
 import itertools
 import json
@@ -19,7 +18,7 @@ from decimal import Decimal, localcontext
 
 import numpy as np
 import pytest
-from test_quantile_mechanisms import P_FLOOR, chi_square_p, exact_decimal
+from _helpers import chi_square_p, exact_decimal
 
 import dprange
 from dprange import ParameterError
@@ -70,6 +69,9 @@ def test_integer_and_wide_integer_grids():
     for bad in (0, 2**52 + 1, 2.5, True):
         with pytest.raises(ParameterError, match="cells"):
             joint_exp.JointGrid.from_bounds((0, 1), integer=False, cells=bad)
+
+
+P_FLOOR = 1e-4
 
 
 def test_records_are_placed_at_their_cell_or_a_uniform_sub_cell():

@@ -3,8 +3,7 @@ path's law against a 60-digit definition, and the platform assumptions its bound
 
 The extended path runs where numpy's long double is wider than double (x87 80-bit on x86-64
 Linux); its tests are skipped elsewhere.  Everything forced onto a path uses the private
-``_precision`` keyword or long double lengths.
-"""
+``_precision`` keyword or long double lengths."""
 
 import json
 import math
@@ -13,9 +12,8 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from test_quantile_mechanisms import (
+from _helpers import (
     JOINT_LAW_CASES,
-    P_FLOOR,
     _captured_scale,
     _joint_definition_decimal,
     chi_square_p,
@@ -134,6 +132,9 @@ def test_quantiles_records_the_precision_and_the_charge():
     assert record["epsilon"] == 0.1 and record["n_max"] == 10**6
     hist = dprange.quantiles(values, [0.5], 0.1, bounds=(0, 1e5), method="histogram", rng=2, n_max=32561)
     assert hist.float_error is None and hist.to_dict()["float_error"] is None
+
+
+P_FLOOR = 1e-4
 
 
 # ----------------------------------------------------------------------------- the extended path's law

@@ -1,14 +1,18 @@
 """k-D domains, workloads, mechanisms, least squares and releases against dense matrices."""
 
-import itertools
 import math
-from fractions import Fraction
 
 import numpy as np
 import pandas as pd
 import pytest
-from _helpers import assert_unbiased_with_variance
-from test_privacy import gaussian_delta, laplace_worst_loss
+from _helpers import (
+    assert_linear_privacy,
+    assert_unbiased_with_variance,
+    assert_variances,
+    box_matrix,
+    every_rectangle,
+    stacked,
+)
 
 from conftest import dense_gls
 from dprange import DataError, Domain, DomainError, ParameterError
@@ -16,34 +20,7 @@ from dprange.analysis.grid import expected_error
 from dprange.domain import ProductDomain
 from dprange.inference.kron import morton_order
 from dprange.mechanisms.grid import KDHierarchy, Kronecker, Quadtree, load_grid_release
-from dprange.operators import definition_sensitivity_power
-from dprange.strategies.kron import axis_strategy, column_entries
 from dprange.workloads import Rectangles, all_rectangles, marginals, prefix_rectangles, random_rectangles
-
-
-def box_matrix(shape, lows, highs):
-    """Dense 0/1 rows of rectangles on a grid (cells in C order)."""
-    rows = []
-    for lo, hi in zip(np.atleast_2d(lows), np.atleast_2d(highs)):
-        mask = np.ones(shape, dtype=bool)
-        for a, n in enumerate(shape):
-            axis = (np.arange(n) >= lo[a]) & (np.arange(n) <= hi[a])
-            mask &= axis.reshape(tuple(n if b == a else 1 for b in range(len(shape))))
-        rows.append(mask.ravel().astype(float))
-    return np.array(rows)
-
-
-def assert_variances(got, expected):
-    """Equal to rounding (the public total's variance is an exact 0 up to rounding)."""
-    np.testing.assert_allclose(got, expected, rtol=1e-8, atol=1e-10 * float(np.max(expected)))
-
-
-def every_rectangle(shape):
-    per_axis = [[(lo, hi) for lo in range(n) for hi in range(lo, n)] for n in shape]
-    pairs = list(itertools.product(*per_axis))
-    lows = np.array([[p[a][0] for a in range(len(shape))] for p in pairs])
-    highs = np.array([[p[a][1] for a in range(len(shape))] for p in pairs])
-    return lows, highs
 
 
 # ----------------------------------------------------------------------------- domain
@@ -108,67 +85,6 @@ def test_marginals_sum_the_other_axes():
         marginals((2, 3), 3)
 
 
-# ----------------------------------------------------------------------------- sensitivity
-
-
-def reference_kron_replace_power(axis_levels, combos, weights, p):
-    """The replace Delta_p^p by enumerating every combination of the axes' patterns in exact
-    arithmetic (the implementation before the float pre-pass)."""
-    powers = [abs(w) ** p for w in weights]
-    from dprange.strategies.kron import axis_patterns
-
-    patterns = [axis_patterns(tuple(levels)) for levels in axis_levels]
-    change = {0: 0, 1: 2**p, 2: 2}
-    best = 0
-    for choice in itertools.product(*patterns):
-        total = 0
-        for combo, power in zip(combos, powers):
-            cases = [int(choice[a][level]) for a, level in enumerate(combo)]
-            case = 2 if 2 in cases else cases.count(1) % 2
-            total += power * change[case]
-        best = max(best, total)
-    return best
-
-
-@pytest.mark.parametrize("block", [1 << 20, 1, 7])
-@pytest.mark.parametrize(
-    "shape,axes",
-    [((2,) * 6, [2] * 6), ((5, 6, 4), [3, "haar", 2]), ((4, 4), ["haar", 2]), ((2, 4, 4), [2, "haar", "haar"])],
-)
-def test_kronecker_replace_sensitivity_is_exact_with_ties_and_blocks(monkeypatch, shape, axes, block):
-    """The float pre-pass and the exact pass over the near-maximal combinations give exactly
-    the full enumeration's value (many tied maxima on six binary axes; weights in Fractions and
-    in ints), whether the combinations are totalled in one block or looped (REPLACE_BLOCK)."""
-    import dprange.strategies.kron as multidim
-
-    monkeypatch.setattr(multidim, "REPLACE_BLOCK", block)
-    plan = Kronecker(axes, budget="geometric", neighbours="replace").plan(shape, 1.0)
-    axis_levels, combos = plan.axis_levels, plan.combos
-    rng = np.random.default_rng(len(shape) + block)
-    for weights in ([Fraction(int(k), 7) for k in rng.integers(1, 9, len(combos))], [1] * len(combos)):
-        for p in (1, 2):
-            got = multidim.kron_sensitivity_power(axis_levels, combos, weights, p, "replace")
-            assert got == reference_kron_replace_power(axis_levels, combos, weights, p)
-            assert isinstance(got, Fraction if isinstance(weights[0], Fraction) else int)
-
-
-KRON_CASES = [((3, 5), [2, "identity"]), ((5, 6), [3, "haar"]), ((4, 3), ["haar", "haar"]), ((2, 3, 2), [2, 2, 2])]
-
-
-@pytest.mark.parametrize("relation", ["add_remove", "replace"])
-@pytest.mark.parametrize("shape,axes", KRON_CASES)
-def test_kronecker_sensitivity_equals_the_definition(shape, axes, relation):
-    mech = Kronecker(axes, budget="geometric", neighbours=relation)
-    plan = mech.plan(shape, 1.0)
-    weights = [Fraction(e) for e in plan.budget]
-    dense = np.vstack([float(w) * b.dense() for w, b in zip(weights, plan.blocks)])
-    for p in (1, 2):
-        exact = plan.sensitivity_power(p, relation, weights)
-        assert float(exact) == pytest.approx(definition_sensitivity_power(dense, p, relation), rel=1e-12)
-    if relation == "add_remove":
-        assert plan.sensitivity_power(1, relation, weights) == sum(weights)
-
-
 def test_quadtree_is_a_tree_of_squares_in_morton_order():
     order = morton_order(4, 2, 2)
     # depth-1 nodes of a 4 x 4 quadtree: the four 2 x 2 quadrants are contiguous in Morton order
@@ -179,13 +95,6 @@ def test_quadtree_is_a_tree_of_squares_in_morton_order():
     assert plan.blocks[0].shape[1] == 64
     ratios = np.array(plan.budget[1:]) / np.array(plan.budget[:-1])
     np.testing.assert_allclose(ratios, 2 ** (1 / 3))
-
-
-# ----------------------------------------------------------------------------- inference
-def stacked(measurements):
-    A = np.vstack([m.block.dense() for m in measurements.measurements])
-    y, v = measurements.stacked()
-    return A, y, v
 
 
 @pytest.mark.parametrize("relation", ["add_remove", "replace"])
@@ -282,55 +191,6 @@ def test_monte_carlo_unbiased_with_the_exact_variance():
     for mech in (Kronecker([2, "haar"]), Quadtree(neighbours="replace")):
         runs = np.array([mech.release(counts, 1.0, rng=source).rectangle(lows, highs).value for _ in range(600)])
         assert_unbiased_with_variance(runs, truth, mech.error_model(shape, 1.0).rectangle_variance(lows, highs))
-
-
-# ----------------------------------------------------------------------------- privacy
-def grid_neighbours(x, relation):
-    """The histograms of the datasets neighbouring x's: one record added or removed
-    (add_remove), or one record moved between two cells (replace); never a negative count."""
-    flat = x.ravel()
-    for i in range(flat.size):
-        if relation == "add_remove":
-            for s in (1, -1):
-                if flat[i] + s >= 0:
-                    y = flat.copy()
-                    y[i] += s
-                    yield y.reshape(x.shape)
-        elif flat[i] > 0:
-            for j in range(flat.size):
-                if j != i:
-                    y = flat.copy()
-                    y[i] -= 1
-                    y[j] += 1
-                    yield y.reshape(x.shape)
-
-
-def linear_privacy_loss(mech, x, relation, noise, eps, delta, vector=np.ravel) -> float:
-    """The worst privacy loss of a linear grid mechanism's measurement of x over the neighbours
-    of x: the largest Laplace log ratio, or for Gaussian noise the exact delta at eps, of the
-    measured rows' shifts (each row integer, so its noise law is the calibrated one)."""
-    meas = mech.measure(x, eps, delta=delta if noise == "gaussian" else 0.0, rng=0)
-    base = [np.rint(m.block.matvec(vector(x))) for m in meas.measurements]
-    worst = 0.0
-    for y in grid_neighbours(x, relation):
-        shifts = []
-        for m, rows in zip(meas.measurements, base):
-            diff = np.rint(m.block.matvec(vector(y))) - rows
-            shifts.extend((m.noise.scale, int(s)) for s in diff[diff != 0])
-        for signed in (shifts, [(scale, -s) for scale, s in shifts]):
-            worst = max(worst, gaussian_delta(signed, eps) if noise == "gaussian" else laplace_worst_loss(signed))
-    return worst
-
-
-def assert_linear_privacy(mech, x, relation, noise, eps=0.8, delta=1e-5, vector=np.ravel) -> None:
-    """delta at most the stated one (Gaussian), or a worst loss of exactly eps (Laplace: the
-    calibration is private and not slack)."""
-    worst = linear_privacy_loss(mech, x, relation, noise, eps, delta, vector)
-    if noise == "gaussian":
-        assert worst <= delta
-    else:
-        assert worst <= eps * (1 + 1e-12)
-        assert worst == pytest.approx(eps, rel=1e-6)  # tight: the calibration is not slack
 
 
 PRIVACY_MECHANISMS = [
@@ -446,12 +306,3 @@ def test_grid_release_json_round_trip_and_dominance(mech, rng):
     broken["measurements"] = broken["measurements"][1:]
     with pytest.raises(DataError, match="measured blocks"):
         load_grid_release(broken)
-
-
-@pytest.mark.parametrize("axis", ["identity", "haar", 3])
-def test_column_entries_from_structure_equal_the_dense_matrix(axis):
-    for op in axis_strategy(axis, 11)[0]:
-        rows, signs = column_entries(op)
-        dense = np.zeros(op.shape)
-        dense[rows, np.arange(11)] = signs
-        np.testing.assert_array_equal(dense, op.dense())

@@ -9,7 +9,7 @@ import re
 
 import numpy as np
 import pytest
-from _helpers import run_cli
+from _helpers import grid_args, run_cli
 
 from dprange import Domain, ProductDomain
 from dprange.analysis.grid import expected_error, select_grid, svd_bound
@@ -24,13 +24,6 @@ def two_columns(tmp_path):
     path = tmp_path / "people.csv"
     path.write_text("age,hours,third\n" + "".join(f"{a},{h},{a % 3}\n" for a, h in zip(age, hours)))
     return path, age, hours
-
-
-def grid_args(path, out, *extra):
-    return [
-        "release", path, "-c", "age", "-c", "hours", "--lo", 18, "--hi", 59, "--lo", 0, "--hi", 49,
-        "--integers", "-e", 1, "--seed", 4, "-o", out, *extra,
-    ]  # fmt: skip
 
 
 def test_two_columns_release_the_grid_of_dprange_release_grid(two_columns, tmp_path, capsys):

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _helpers import run_cli
-from test_multidim_cli import grid_args
+from _helpers import grid_args, run_cli
 
 from dprange import Domain, ProductDomain
 from dprange.api import release_grid

@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 import scipy.linalg
-from test_multidim import box_matrix, every_rectangle, stacked
+from _helpers import box_matrix, every_rectangle, stacked
 
 from dprange import Domain, ParameterError, ProductDomain, release_table
 from dprange.answers.constrained import constrain

@@ -8,8 +8,14 @@ import math
 
 import numpy as np
 import pytest
-from _helpers import assert_unbiased_with_variance
-from test_multidim import assert_linear_privacy, assert_variances, box_matrix, every_rectangle, stacked
+from _helpers import (
+    assert_linear_privacy,
+    assert_unbiased_with_variance,
+    assert_variances,
+    box_matrix,
+    every_rectangle,
+    stacked,
+)
 
 from conftest import dense_gls
 from dprange import ParameterError

@@ -15,8 +15,7 @@ import math
 
 import numpy as np
 import pytest
-from _helpers import gls_covariance, quadratic_forms
-from test_multidim import box_matrix, every_rectangle
+from _helpers import box_matrix, every_rectangle, gls_covariance, quadratic_forms
 
 from dprange import ParameterError
 from dprange.operators import definition_sensitivity_power

@@ -7,12 +7,10 @@ import numpy as np
 import pytest
 
 from dprange.cholesky import cholesky_inverse, well_conditioned_cholesky
-from dprange.errors import ParameterError
 from dprange.inference.least_squares import dense_covariance
 from dprange.mechanisms.optimized import Optimized
-from dprange.operators import Explicit, VStack, Weighted, definition_sensitivity_power
+from dprange.operators import Explicit
 from dprange.optimize import l2_optimum as optimal_l2
-from dprange.strategies.matrix import MatrixStrategy
 from dprange.workloads import AllRange, Prefix
 
 
@@ -120,24 +118,6 @@ def test_dense_covariance_equals_the_pseudo_inverse(known_total):
         if A.shape[0] < n and not known_total:
             continue  # rank n - 1 without a total: not a release
         np.testing.assert_allclose(dense_covariance(A, v, known_total), reference, atol=1e-10 * np.abs(reference).max())
-
-
-def test_rank_check_refuses_a_rank_deficient_strategy_and_accepts_with_the_total():
-    differences = np.eye(6)[:-1] - np.eye(6)[1:]  # rank 5: determines x only with the total
-    strategy = MatrixStrategy(differences)
-    with pytest.raises(ParameterError, match="rank 5"):
-        strategy.check_rank(known_total=False)
-    strategy.check_rank(known_total=True)
-
-
-@pytest.mark.parametrize("neighbours", ["add_remove", "replace"])
-@pytest.mark.parametrize("p", [1, 2])
-def test_one_weighted_block_has_its_blocks_sensitivity_times_the_weight(neighbours, p):
-    matrix = np.random.default_rng(2).integers(-3, 4, (9, 7)).astype(float)
-    stacked = VStack([Weighted(Explicit(matrix), 0.5)])
-    assert stacked.sensitivity_power(p, neighbours) == pytest.approx(
-        definition_sensitivity_power(0.5 * matrix, p, neighbours), rel=1e-12
-    )
 
 
 def test_dense_covariance_from_a_given_gram_matrix_and_the_cached_explicit_gram():

@@ -5,6 +5,7 @@ import json
 
 import numpy as np
 import pytest
+from _helpers import bounded_ranges
 
 import dprange
 from dprange.analysis import expected_error, l2_optimum_bound, select, svd_bound
@@ -36,13 +37,6 @@ from dprange.strategies.matrix import DENSE_COVARIANCE_LIMIT
 from dprange.workloads import AllRange, Explicit, Prefix, Ranges
 
 pytestmark = pytest.mark.usefixtures("private_cache")  # every test: an empty strategy cache
-
-
-def bounded_ranges(n, k, width, seed=0):
-    """k random ranges of width at most ``width``."""
-    rng = np.random.default_rng(seed)
-    lo = rng.integers(0, n - width + 1, k)
-    return Ranges(lo, lo + rng.integers(0, width, k), n)
 
 
 def prefix_identity_mix(n):

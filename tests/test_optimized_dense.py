@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from test_optimized import bounded_ranges
+from _helpers import bounded_ranges
 
 import dprange.mechanisms.optimized as optimized_mechanism
 import dprange.optimize.cache as optimized

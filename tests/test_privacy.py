@@ -19,192 +19,41 @@ every measured row and its NoiseSpec; the worst case over the neighbours is
 
 Until ``dprange.privacy.noise.pmf`` lands the pmfs are the closed forms: discrete Laplace
 (1 - t)/(1 + t) t^|k| with t = exp(-1/scale), discrete Gaussian exp(-k^2/(2 sigma^2)) over its
-sum.
-"""
+sum."""
 
-import functools
 import math
 from fractions import Fraction
 
 import numpy as np
 import pytest
-from scipy import signal, special
+from _helpers import (
+    discrete_gaussian_delta_lattice,
+    discrete_gaussian_delta_projection,
+    discrete_gaussian_delta_upper,
+    discrete_gaussian_pmf,
+    discrete_gaussian_table,
+    gaussian_delta,
+    laplace_worst_loss,
+    sampled_sigma2,
+)
+from scipy import special
 
 import dprange
 from dprange import Domain, Flat, Hierarchical, ParameterError, Wavelet
 from dprange.analysis import select
+from dprange.inference.tree import PrefixVariances
 from dprange.mechanisms.matrix import Matrix
 from dprange.mechanisms.optimized import Optimized
 from dprange.mechanisms.tables import release_table
-from dprange.strategies.trees import HaarStrategy, TreeStrategy, dense_sensitivity_power
+from dprange.strategies.trees import dense_sensitivity_power
 from dprange.workloads import AllRange
 
 EPS = 0.8
 DELTA = 1e-5
 
 
-# ----------------------------------------------------------------------------- pmfs
-
-
-def discrete_laplace_log_pmf(scale, k):
-    """log of (1 - t)/(1 + t) t^|k|, t = exp(-1/scale), in log space (t itself loses precision
-    for large scales: a quantised Matrix strategy has scales ~1e6)."""
-    return np.log(np.asarray(dprange.privacy.noise.pmf("discrete_laplace", scale, np.asarray(k)), dtype=float))
-
-
-def sampled_sigma2(sigma) -> float:
-    """sigma^2 of the discrete Gaussian actually sampled for a requested sigma (the sampler
-    rounds sigma^2 up to a rational); the loss formulas must use it, like the pmf does."""
-    return dprange.privacy.noise._gaussian_sigma2(sigma)
-
-
-def discrete_gaussian_pmf(sigma, k):
-    """The pmf of the discrete Gaussian the sampler draws for a requested sigma."""
-    return np.asarray(dprange.privacy.noise.pmf("gaussian", sigma, np.asarray(k)), dtype=float)
-
-
-@functools.lru_cache(maxsize=16)
-def discrete_gaussian_table(sigma):
-    """(T, pmf on -T..T, cumulative sums, mass outside the window), T = 12 sigma + 8 (the
-    missing mass, < 1e-31, is added to every delta so the results stay upper bounds)."""
-    T = int(math.ceil(12 * sigma)) + 8
-    p = discrete_gaussian_pmf(sigma, np.arange(-T, T + 1))
-    cumulative = np.concatenate([[0.0], np.cumsum(p)])
-    return T, p, cumulative, max(0.0, 1.0 - float(cumulative[-1]))
-
-
-# ----------------------------------------------------------------------------- losses
-
-
-def laplace_worst_loss(shifts) -> float:
-    """max over outputs of log P/Q for independent discrete-Laplace rows shifted by s (Q's
-    mean minus P's): the sum of per-row maxima of log pmf(k) - log pmf(k - s)."""
-    total = 0.0
-    for scale, s in shifts:
-        k = np.arange(-abs(s) - 3, abs(s) + 4)
-        total += float(np.max(discrete_laplace_log_pmf(scale, k) - discrete_laplace_log_pmf(scale, k - s)))
-    return total
-
-
 def _window(sigma, shifts):
     return int(math.ceil(40 * sigma)) + 2 * max(abs(s) for s in shifts) + 2
-
-
-def discrete_gaussian_delta_lattice(sigma, shifts, epsilon) -> float:
-    """Equal sigmas: the loss is (||s||^2 - 2 Z) / (2 sigma^2) with Z = sum_r s_r k_r on the
-    integers; Z's distribution by convolution (exact up to rounding; the window's missing
-    mass is added)."""
-    T, p, _, missing = discrete_gaussian_table(sigma)
-    k = np.arange(-T, T + 1)
-    dist, lo = np.ones(1), 0
-    for s in shifts:
-        term = np.zeros(2 * T * abs(s) + 1)
-        term[k * s + T * abs(s)] = p
-        dist = np.convolve(dist, term) if min(dist.size, term.size) < 64 else signal.fftconvolve(dist, term)
-        dist = np.clip(dist, 0.0, None)
-        lo -= T * abs(s)
-    z = lo + np.arange(dist.size)
-    loss = (sum(s * s for s in shifts) - 2.0 * z) / (2 * sampled_sigma2(sigma))
-    return float(np.sum(dist * np.clip(-np.expm1(epsilon - loss), 0.0, None))) + missing * len(shifts)
-
-
-def coordinate_loss_grid(sigma, s, grid):
-    """One coordinate's privacy loss (s^2 - 2 s k) / (2 sigma^2), k ~ discrete Gaussian: the
-    integers are cut into blocks over which the loss varies by at most ``grid``, and each
-    block's mass is put at the block's largest loss rounded *up* to the grid.  Returns
-    (first grid index, masses, missing mass)."""
-    T, _, cumulative, missing = discrete_gaussian_table(sigma)
-    sigma2 = sampled_sigma2(sigma)
-    width = max(1, int(2 * sigma2 * grid / abs(s)))
-    starts = np.arange(-T, T + 1, width)
-    ends = np.minimum(starts + width - 1, T)
-    mass = cumulative[ends + T + 1] - cumulative[starts + T]
-    loss = np.maximum(s * s - 2.0 * s * starts, s * s - 2.0 * s * ends) / (2 * sigma2)
-    index = np.ceil(loss / grid).astype(np.int64)
-    term = np.zeros(int(index.max() - index.min()) + 1)
-    np.add.at(term, index - index.min(), mass)
-    return int(index.min()), term, missing
-
-
-def discrete_gaussian_delta_upper(pairs, epsilon, grid=1e-3) -> float:
-    """Every coordinate's loss rounded *up* to the grid (:func:`coordinate_loss_grid`); the
-    hockey-stick integrand (1 - e^{eps - L})_+ is increasing in the loss, so the result is an
-    upper bound on delta (tight to about grid x coordinates in epsilon)."""
-    dist, lo, missing = np.ones(1), 0, 0.0
-    for sigma, s in pairs:
-        first, term, lost = coordinate_loss_grid(sigma, s, grid)
-        dist = np.clip(signal.fftconvolve(dist, term), 0.0, None)
-        lo += first
-        missing += lost
-    loss = (lo + np.arange(dist.size)) * grid
-    return float(np.sum(dist * np.clip(-np.expm1(epsilon - loss), 0.0, None))) + missing + 1e-12
-
-
-def _projection_cdf_bounds(sigmas, weights, z):
-    """(lower, upper) bounds on P(sum_r w_r K_r < z), K_r independent discrete Gaussians of the
-    sampled variances sigmas^2 (:func:`discrete_gaussian_delta_projection`)."""
-    mu = math.sqrt(math.fsum((w * s) ** 2 for w, s in zip(weights, sigmas)))
-    h = math.fsum(abs(w) for w in weights) / 2  # |w . U| <= h for U uniform on [-1/2, 1/2)^m
-    cuts = [10.0 * s for s in sigmas]  # the box B: |v_r| <= T_r = 10 sigma_r
-    # log of the density ratio of K + U to N(0, diag sigma^2) on B: |v^2 - k^2| <= T + 1/4,
-    # and sqrt(2 pi) sigma / Z_sigma in [1 / (1 + 3 exp(-2 pi^2 sigma^2)), 1] (Poisson summation).
-    eta = math.fsum((t + 0.25) / (2 * s * s) + 3 * math.exp(-2 * math.pi**2 * s * s) for t, s in zip(cuts, sigmas))
-    # P(K + U outside B) <= sum_r 2 P(K_r >= T_r - 1/2) <= sum_r 2 e^{-t^2 / 2 sigma^2} (1 + sigma^2 / t) / Z_sigma,
-    # Z_sigma >= sqrt(2 pi) sigma; P(Y outside B) <= sum_r erfc(T_r / (sigma_r sqrt 2)).
-    tail_k = math.fsum(
-        2 * math.exp(-((t - 0.5) ** 2) / (2 * s * s)) * (1 + s * s / (t - 0.5)) / (math.sqrt(2 * math.pi) * s)
-        for t, s in zip(cuts, sigmas)
-    )
-    tail_y = math.fsum(math.erfc(t / (s * math.sqrt(2))) for t, s in zip(cuts, sigmas))
-    lower = math.exp(-eta) * max(0.0, float(special.ndtr((z - h) / mu)) - tail_y)
-    upper = math.exp(eta) * float(special.ndtr((z + h) / mu)) + tail_k
-    return lower, min(1.0, upper)
-
-
-def discrete_gaussian_delta_projection(pairs, epsilon) -> tuple[float, float]:
-    """(lower, upper) bounds on delta(epsilon) of independent discrete Gaussians shifted by
-    integers [(sigma, shift), ...], for sigmas far beyond the lattice tables (a quantised
-    Kronecker strategy: sigma ~ 2e10).
-
-    The loss is a function of one projection: with sigma_r^2 as sampled, mu^2 = sum s_r^2 /
-    sigma_r^2 and Z = sum_r (s_r / sigma_r^2) K_r, L = mu^2 / 2 - Z, and under the shifted law
-    Z moves by mu^2, so delta = F(mu^2 / 2 - eps) - e^eps F(-mu^2 / 2 - eps), F(z) = P(Z < z).
-    F is bracketed by the continuous Gaussian (the 1-D formula of Balle and Wang, ICML 2018,
-    at the Mahalanobis norm mu): K + U (U uniform on [-1/2, 1/2)^m) has the density
-    prod pmf(round v), within exp(+-eta) of N(0, diag sigma^2) on the box |v_r| <= 10 sigma_r,
-    eta = sum (10 sigma_r + 1/4) / (2 sigma_r^2) + tiny; {w.K < z} lies between
-    {w.(K + U) < z -+ h}, h = sum |w_r| / 2; the mass outside the box is bounded by its Gaussian
-    tail (both are added where they can only widen the bracket).  Relative width of the
-    bracket on delta: about 1e-8 at sigma = 2e10, 1e-3 at sigma = 1e5, 30% at sigma = 300."""
-    pairs = [(math.sqrt(sampled_sigma2(sigma)), s) for sigma, s in pairs if s != 0]
-    if not pairs:
-        return 0.0, 0.0
-    sigmas = [sigma for sigma, _ in pairs]
-    weights = [s / (sigma * sigma) for sigma, s in pairs]
-    mu2 = math.fsum((s / sigma) ** 2 for sigma, s in pairs)
-    f_lo, f_hi = _projection_cdf_bounds(sigmas, weights, mu2 / 2 - epsilon)
-    g_lo, g_hi = _projection_cdf_bounds(sigmas, weights, -mu2 / 2 - epsilon)
-    return max(0.0, f_lo - math.exp(epsilon) * g_hi), f_hi - math.exp(epsilon) * g_lo
-
-
-#: Beyond this sigma the lattice tables (12 sigma entries per coordinate) are too large, and
-#: :func:`gaussian_delta` uses the projection bound (relative width about 1e-5 per coordinate there).
-PROJECTION_SIGMA = 1e6
-
-
-def gaussian_delta(pairs, epsilon) -> float:
-    """delta(epsilon) of the shifted coordinates [(sigma, shift), ...]: exact (one sigma, a
-    small lattice), else an upper bound."""
-    pairs = [(sigma, s) for sigma, s in pairs if s != 0]
-    if not pairs:
-        return 0.0
-    if max(sigma for sigma, _ in pairs) > PROJECTION_SIGMA:
-        return discrete_gaussian_delta_projection(pairs, epsilon)[1]
-    sigmas = {sigma for sigma, _ in pairs}
-    lattice_size = sum(2 * discrete_gaussian_table(sigma)[0] * abs(s) for sigma, s in pairs)
-    if len(sigmas) == 1 and lattice_size <= 2_000_000:
-        return discrete_gaussian_delta_lattice(sigmas.pop(), [s for _, s in pairs], epsilon)
-    return discrete_gaussian_delta_upper(pairs, epsilon)
 
 
 def brute_force_delta(pairs, epsilon) -> float:
@@ -279,60 +128,6 @@ def test_projection_bound_brackets_the_exact_delta_for_large_sigmas():
     continuous = special.ndtr(mu / 2 - eps / mu) - math.exp(eps) * special.ndtr(-mu / 2 - eps / mu)
     assert lower <= continuous * (1 + 1e-7) and upper >= continuous * (1 - 1e-7)
     assert 0 < upper - lower <= 1e-7 * upper and gaussian_delta(pairs, eps) == upper
-
-
-def weighted_dense(strategy, weights):
-    """The explicit strategy with the rows of measured level l multiplied by weights[l]."""
-    if isinstance(strategy, HaarStrategy):
-        sizes = [1 if level == 0 else 2 ** (level - 1) for level in strategy.measured_depths]
-    else:
-        sizes = [strategy.level_sizes[d] for d in strategy.measured_depths]
-    A = strategy.dense().reshape(sum(sizes), strategy.n)
-    return A * np.repeat(np.asarray(weights, dtype=float), sizes)[:, None]
-
-
-@pytest.mark.parametrize("relation", ["add_remove", "replace"])
-def test_closed_form_sensitivities_equal_the_dense_definition(relation):
-    """Trees (many n, branchings, root choices) and Haar (n = 1..33): the closed forms of
-    max_i ||W a_i||_p (add/remove) and max_{i != j} ||W (a_i - a_j)||_p (replace) equal the
-    definition on the explicit weighted matrix, p = 1 and 2, for random per-level weights;
-    with Fraction weights the closed form is exact (compared as rationals on integer weights)."""
-    rng = np.random.default_rng(5)
-    known = relation == "replace"
-    strategies = [HaarStrategy(n, known_total=known) for n in range(1, 34)]
-    for n in (1, 2, 3, 4, 5, 7, 8, 9, 12, 16, 17, 27, 30):
-        for branching in (2, 3, 4, 16, [3, 2], [4, 4], [2, 5, 2], [8, 2, 2]):
-            for root in (True, False):
-                try:
-                    strategies.append(TreeStrategy(n, branching, measure_root=root, known_total=known))
-                except ParameterError:  # the factors cover fewer than n bins
-                    continue
-    checked = 0
-    for strategy in strategies:
-        levels = len(strategy.measured_depths)
-        if levels == 0:
-            continue
-        for weights in (np.ones(levels), rng.uniform(0.05, 3.0, levels)):
-            A = weighted_dense(strategy, weights)
-            for p in (1, 2):
-                closed = strategy.sensitivity_power(relation, p, weights)
-                assert closed == pytest.approx(dense_sensitivity_power(A, relation, p), rel=1e-12, abs=1e-12)
-                checked += 1
-        integer_weights = rng.integers(1, 6, levels)
-        exact = strategy.sensitivity_power(relation, 2, [Fraction(int(w)) for w in integer_weights])
-        assert isinstance(exact, (int, Fraction))
-        assert exact == dense_sensitivity_power(weighted_dense(strategy, integer_weights), relation, 2)
-    assert checked > 500
-
-
-def test_haar_replace_sensitivity_closed_form():
-    """Uniform weights: the replace L2 sensitivity of Haar is sqrt(2 h + 2) (a record crossing
-    the root's halves moves d_root by 2 and two differences by 1 on each lower level), not the
-    sqrt(2 h) of per-level sqrt 2; L1 is 2 h."""
-    for n, h in ((2, 1), (3, 2), (8, 3), (9, 4), (1000, 10)):
-        strategy = HaarStrategy(n, known_total=True)
-        assert strategy.sensitivity("replace", 2) == pytest.approx(math.sqrt(2 * h + 2))
-        assert strategy.sensitivity("replace", 1) == pytest.approx(2 * h)
 
 
 def test_matrix_sensitivity_equals_the_dense_definition():
@@ -569,9 +364,6 @@ def test_noise_scale_rounding_never_exceeds_epsilon():
         (spec,) = [s for s in Flat().measure(dataset(2), float(eps), rng=0).noise if s is not None]
         assert 1 / Fraction(spec.scale) <= Fraction(float(eps))
         assert spec.scale == pytest.approx(1 / eps, rel=1e-15)
-
-
-from dprange.inference.tree import PrefixVariances  # noqa: E402
 
 
 class NaNError(Flat):

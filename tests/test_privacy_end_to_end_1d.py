@@ -25,14 +25,14 @@ import math
 
 import numpy as np
 import pytest
-from test_data_aware import output_probabilities
-from test_multidim import grid_neighbours
-from test_privacy_end_to_end_2d import (
+from _helpers import (
     STARTS_OF,
     Script,
     dawa_tail_mass,
     dawa_worst,
+    grid_neighbours,
     joint_worst,
+    output_probabilities,
     row_loss,
     worst_over_neighbours,
 )

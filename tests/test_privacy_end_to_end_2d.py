@@ -29,8 +29,7 @@ on tiny grids, the exact probability of every output, and max log P_x(o) / P_y(o
   partition in turn.
 
 Every test also shows it can fail: the same code run with twice the budget (or with a
-replace sensitivity under-stated) has a worst loss above epsilon.
-"""
+replace sensitivity under-stated) has a worst loss above epsilon."""
 
 from __future__ import annotations
 
@@ -39,23 +38,30 @@ import math
 
 import numpy as np
 import pytest
+from _helpers import (
+    Script,
+    dawa_tail_mass,
+    dawa_worst,
+    discrete_gaussian_delta_projection,
+    gaussian_delta,
+    grid_neighbours,
+    row_loss,
+    sampled_sigma2,
+    worst_over_neighbours,
+)
 from scipy import special
-from test_data_aware import output_probabilities
-from test_multidim import grid_neighbours
-from test_privacy import discrete_gaussian_delta_projection, gaussian_delta, laplace_worst_loss, sampled_sigma2
 
 import dprange.data_aware.partition as data_aware_module
 import dprange.data_aware.spatial_trees as spatial_trees_module
-from dprange import DAWA, DAWAHilbert, HybridTree, KDTree
-from dprange.data_aware.hilbert import hilbert_sequence
+from dprange import DAWAHilbert, HybridTree, KDTree
 from dprange.mechanisms.optimized_grid import OptimizedKronecker, OptimizedMarginals
 from dprange.operators import definition_sensitivity_power
 from dprange.privacy.noise import NoiseSpec
 
-EPS = 0.9
-
-
 pytestmark = pytest.mark.usefixtures("private_cache")  # every test: an empty strategy cache
+
+
+EPS = 0.9
 
 
 @pytest.fixture(autouse=True)
@@ -64,15 +70,6 @@ def measure_the_optimised_product(monkeypatch):
     product often has the lower error as released and would be measured instead
     (``OptimizedKronecker.identity_is_lower``), which is the identity's test again."""
     monkeypatch.setattr(OptimizedKronecker, "identity_is_lower", lambda self, *args: False)
-
-
-# ----------------------------------------------------------------------------- linear k-D
-def row_loss(spec, s: int) -> float:
-    """max over integers k of log pmf(k) / pmf(k - s) for one discrete-Laplace row shifted by
-    s, from the pmf as sampled: log pmf is -|k| / b + const, so the ratio is
-    (|k - s| - |k|) / b <= |s| / b (triangle inequality), attained at k = 0."""
-    k = np.array([0, s, -s, 1, -1])
-    return float(np.max(np.log(spec.pmf(k)) - np.log(spec.pmf(k - s))))
 
 
 def measured_rows(mech, counts, epsilon, delta):
@@ -125,7 +122,11 @@ LINEAR_CASES = [(name, build, r) for name, build in LINEAR for r in ("add_remove
 #: Tiny grids (1-3 records); 16 x 2: the prefix optimiser's first non-trivial axis (n = 16:
 #: an integer strategy quantised by K = 2^16; on n <= 8 it is the identity).
 LINEAR_GRIDS = [np.array([[1, 0], [0, 0]]), np.array([[0, 2], [1, 0]]), np.array([[1, 0, 1], [0, 1, 0]])]
+
+
 LINEAR_GRIDS += [np.array([[1, 0, 1], [0, 1, 0]]).T, np.eye(16, 2, -3, dtype=np.int64) + np.eye(16, 2, dtype=np.int64)]
+
+
 LINEAR_GRIDS += [np.array([[1, 0, 2]])]  # one axis of one bin (the marginals' replace fallback)
 
 
@@ -223,71 +224,6 @@ def test_marginal_output_law_enumerated_output_by_output():
         assert worst == pytest.approx(meas.epsilon, rel=1e-6)
 
 
-# ----------------------------------------------------------------------------- scripted runs
-class Script:
-    """Enumerates every run of a mechanism: each call of the exponential mechanism's exact
-    sampler becomes a choice point.  ``run`` replays the chosen candidates of ``path`` (the
-    first candidate past its end), records each point's number of candidates and the chosen
-    candidate's exact probability P(r) = exp(-g_r) / sum_s exp(-g_s) from the exact exponents
-    g the code passes; noise draws return zeros and are recorded with their spec, or, with
-    ``noise_window`` W, each noise value is a choice point too, over -W..W with the pmf of
-    the noise as sampled (the runs then cover the noise inside the window only)."""
-
-    def __init__(self, monkeypatch, modules, noise_window: int | None = None):
-        self.noise_window = noise_window
-        self.path: list[int] = []
-        self.options: list[int] = []
-        self.log_p = 0.0
-        self.draws: list = []
-        for module in modules:
-            monkeypatch.setattr(module, "exact_choice", self.choose)
-        monkeypatch.setattr(NoiseSpec, "sample", lambda spec, size, rng: self.zero_noise(spec, size, rng))
-
-    def pick(self, log_weights) -> int:
-        """The next choice point: its candidate from the path, its log-probability recorded."""
-        k = len(self.options)
-        r = self.path[k] if k < len(self.path) else 0
-        self.options.append(len(log_weights))
-        top = max(log_weights)
-        self.log_p += log_weights[r] - top - math.log(math.fsum(math.exp(w - top) for w in log_weights))
-        return r
-
-    def choose(self, sizes, exponents, slack, exact_exponent, rng):
-        assert np.all(np.asarray(sizes) == 1)
-        g = [exact_exponent(r) for r in range(len(sizes))]
-        low = min(g)
-        return self.pick([-float(e - low) for e in g]), 0
-
-    def zero_noise(self, spec, size, rng):
-        self.draws.append((spec, size))
-        if self.noise_window is None:
-            return np.zeros(size, dtype=np.int64)
-        values = np.arange(-self.noise_window, self.noise_window + 1)
-        log_pmf = np.log(spec.pmf(values))
-        out = np.zeros(int(np.prod(size)), dtype=np.int64)
-        for i in range(out.size):
-            r = self.pick(list(log_pmf))
-            self.log_p += math.log(math.fsum(np.exp(log_pmf)))  # the pmf itself, not renormalised in the window
-            out[i] = values[r]
-        return out.reshape(size)
-
-    def enumerate(self, run):
-        """[(log P(choices), result of run())] over every sequence of choices (depth first)."""
-        out = []
-        self.path = []
-        while True:
-            self.options, self.log_p, self.draws = [], 0.0, []
-            result = run()
-            out.append((self.log_p, result))
-            taken = self.path + [0] * (len(self.options) - len(self.path))
-            k = len(taken) - 1
-            while k >= 0 and taken[k] + 1 >= self.options[k]:
-                k -= 1
-            if k < 0:
-                return out
-            self.path = taken[:k] + [taken[k] + 1]
-
-
 def tree_outputs(script, mech, x, epsilon):
     """{structure: (log P_x(structure), [(spec, exact counts of a measured level)])} of a tree
     mechanism on ``x``, from its own release."""
@@ -302,35 +238,6 @@ def tree_outputs(script, mech, x, epsilon):
     return out
 
 
-def joint_worst(law_x, law_y):
-    """max over every output (S, c) of |log P_x(S, c) / P_y(S, c)|: per structure, its log-ratio
-    plus the worst count loss given it (independent discrete-Laplace rows)."""
-    assert law_x.keys() == law_y.keys()
-    worst = 0.0
-    for key, (lp_x, counts_x) in law_x.items():
-        lp_y, counts_y = law_y[key]
-        shifts = []
-        for (spec, a), (spec_y, b) in zip(counts_x, counts_y):
-            assert spec == spec_y and a.shape == b.shape
-            shifts.extend((spec.scale, int(s)) for s in (b - a)[b != a])
-        loss = laplace_worst_loss(shifts) if shifts else 0.0  # symmetric in the sign of the shifts
-        worst = max(worst, lp_x - lp_y + loss, lp_y - lp_x + loss)
-    return worst
-
-
-def worst_over_neighbours(law_of, bases, neighbours_of):
-    """(max of :func:`joint_worst`, max log-ratio of the structure alone) over every base x and
-    each of its neighbours y; ``law_of(x)``: {structure: (log P, measured rows)}."""
-    worst, structure_worst = 0.0, 0.0
-    for x in bases:
-        law_x = law_of(x)
-        for y in neighbours_of(x):
-            law_y = law_of(y)
-            worst = max(worst, joint_worst(law_x, law_y))
-            structure_worst = max(structure_worst, max(abs(law_x[k][0] - law_y[k][0]) for k in law_x))
-    return worst, structure_worst
-
-
 def tree_worst(script, mech, bases, epsilon):
     return worst_over_neighbours(
         lambda x: tree_outputs(script, mech, x, epsilon), bases, lambda x: grid_neighbours(x, mech.neighbours)
@@ -338,7 +245,11 @@ def tree_worst(script, mech, bases, epsilon):
 
 
 TREE_BASES = [np.array([[0, 0, 0], [0, 0, 0], [0, 0, 0]]), np.array([[2, 0, 0], [0, 0, 0], [0, 0, 1]])]
+
+
 TREE_BASES += [np.array([[0, 1, 0], [0, 1, 0], [1, 0, 0]]), np.array([[0, 0], [1, 0], [0, 1]])]
+
+
 TREES = [
     ("hybrid-kd1", lambda r: HybridTree(kd_levels=1, split_share=0.4, neighbours=r)),
     ("hybrid-kd2-uniform", lambda r: HybridTree(kd_levels=2, split_share=0.4, budget="uniform", neighbours=r)),
@@ -403,61 +314,6 @@ def test_enumerated_structure_law_is_what_the_release_draws(monkeypatch):
         for key, (log_p, _) in law.items():
             p = math.exp(log_p)
             assert abs(seen.get(key, 0) / draws - p) <= 4 * math.sqrt(p * (1 - p) / draws) + 1e-9
-
-
-# ----------------------------------------------------------------------------- DAWA, Hilbert order
-STARTS_OF = {"root": (0,), (True, True): (0, 2), (True, False): (0, 2, 3), (False, True): (0, 1, 2)}
-STARTS_OF[(False, False)] = (0, 1, 2, 3)
-
-
-def dawa_tail_mass(n_noise: int, scales) -> float:
-    """Mass of the cost noise outside +-400 (output_probabilities' window): P(|Z| > K) =
-    2 t^(K+1) / (1 + t), t = exp(-1 / b), for each of ``n_noise`` draws at the largest scale."""
-    t = math.exp(-1.0 / max(scales))
-    return n_noise * 2 * t**401 / (1 + t)
-
-
-def dawa_outputs(monkeypatch, mech, x, epsilon, relation):
-    """{partition: (P_x(partition), [(spec, exact bucket-level counts)])} of a 4-cell DAWA (or
-    DAWA on the Hilbert order of a 2 x 2 grid): the partition law summed over the cost noise,
-    the measurement of each partition read from ``release`` run with that partition."""
-    inner = mech.inner() if isinstance(mech, DAWAHilbert) else mech
-    eps_partition, eps_measure = inner.budgets(epsilon)
-    order = hilbert_sequence(x.shape) if isinstance(mech, DAWAHilbert) else np.arange(x.size)
-    seq = np.asarray(x).ravel()[order]
-    probs = output_probabilities(seq, eps_partition, 1 / eps_measure, 2 if relation == "replace" else 1)
-    out = {}
-    for key, p in probs.items():
-        starts = np.array(STARTS_OF[key])
-        with monkeypatch.context() as patch:
-            patch.setattr(DAWA, "partition", lambda self, counts, e1, e2, rng=None, s=starts: s)
-            patch.setattr(NoiseSpec, "sample", lambda self, size, rng: np.zeros(size, dtype=np.int64))
-            rel = mech.release(x, epsilon, rng=0)
-        meas = (rel._noise.inner if isinstance(mech, DAWAHilbert) else rel)._reduced[0]
-        assert rel.parameters["buckets"] == list(STARTS_OF[key])
-        out[STARTS_OF[key]] = (p, [(m.noise, np.asarray(m.values, dtype=np.int64)) for m in meas.measurements])
-    return out
-
-
-def dawa_worst(monkeypatch, build, bases, epsilon, relation):
-    """(worst log-ratio over every output and neighbour, least partition probability seen)."""
-    least, worst = 1.0, 0.0
-    for x in bases:
-        law_x = dawa_outputs(monkeypatch, build(), x, epsilon, relation)
-        flat_neighbours = grid_neighbours(np.asarray(x).reshape(1, -1) if x.ndim == 1 else x, relation)
-        for y in flat_neighbours:
-            y = y.reshape(x.shape)
-            law_y = dawa_outputs(monkeypatch, build(), y, epsilon, relation)
-            for key, (p, counts_x) in law_x.items():
-                q, counts_y = law_y[key]
-                shifts = []
-                for (spec, a), (spec_y, b) in zip(counts_x, counts_y):
-                    assert spec == spec_y
-                    shifts.extend((spec.scale, int(s)) for s in (b - a)[b != a])
-                loss = laplace_worst_loss(shifts) if shifts else 0.0
-                worst = max(worst, abs(math.log(p / q)) + loss)
-                least = min(least, p, q)
-    return worst, least
 
 
 @pytest.mark.parametrize("relation", ["add_remove", "replace"])

@@ -4,42 +4,34 @@ For tiny inputs every test builds the mechanism's output distribution from the d
 this file (brute force over the grid, exact rationals for the scores), compares it with the
 module's tables and with the sampler's empirical frequencies (chi-square, fixed seeds), and
 checks that the distributions of every pair of neighbouring datasets differ by a factor of at
-most e^epsilon.  Chi-square tests fail below p = 1e-4.
-"""
+most e^epsilon.  Chi-square tests fail below p = 1e-4."""
 
 import itertools
 import json
 import math
 import zlib
-from decimal import Decimal
 from fractions import Fraction
 
 import numpy as np
 import pytest
+from _helpers import (
+    JOINT_LAW_CASES,
+    _captured_scale,
+    _joint_definition_decimal,
+    chi_square_p,
+    joint_bound_by_hand,
+    joint_definition,
+    joint_sampler_law,
+)
 from scipy import stats
 
 import dprange
 from dprange import DataError, ParameterError
-from dprange.privacy import exact_choice as exact_choice_module
 from dprange.quantile_mechanisms import exponential, joint_exp
 from dprange.quantile_mechanisms import grid as quantile_grid
 from dprange.quantile_mechanisms import methods as qm
 
 P_FLOOR = 1e-4
-
-
-def chi_square_p(counts, probabilities):
-    """p-value of observed ``counts`` against ``probabilities`` (cells with expectation < 5
-    pooled)."""
-    counts = np.asarray(counts, dtype=float)
-    expected = np.asarray(probabilities, dtype=float) * counts.sum()
-    order = np.argsort(expected)
-    small = expected[order] < 5
-    pooled_obs = np.concatenate([[counts[order][small].sum()], counts[order][~small]])
-    pooled_exp = np.concatenate([[expected[order][small].sum()], expected[order][~small]])
-    if pooled_exp[0] == 0:
-        pooled_obs, pooled_exp = pooled_obs[1:], pooled_exp[1:]
-    return stats.chisquare(pooled_obs, pooled_exp * pooled_obs.sum() / pooled_exp.sum()).pvalue
 
 
 # ----------------------------------------------------------------------------- definitions
@@ -84,21 +76,6 @@ def aq_definition(cells, lo, hi, levels, epsilon, neighbours):
     return recurse(sorted(cells), lo, hi, list(levels))
 
 
-def joint_definition(lengths, levels, scale):
-    """{interval index vector: prob} of JointExp's discrete part, by enumeration."""
-    n, m = len(lengths) - 1, len(levels)
-    targets = np.diff(np.concatenate([[0.0], levels, [1.0]])) * n
-    out = {}
-    for combo in itertools.combinations_with_replacement(range(n + 1), m):
-        counts = np.diff(np.concatenate([[0], combo, [n]]))
-        weight = math.exp(-scale * float(np.abs(counts - targets).sum()))
-        for i, k in zip(*np.unique(combo, return_counts=True), strict=True):
-            weight *= lengths[i] ** k / math.factorial(k)
-        out[combo] = weight
-    total = math.fsum(out.values())
-    return {key: value / total for key, value in out.items()}
-
-
 def neighbours_of(cells, grid_size, relation):
     """Every neighbouring dataset: one record added (any cell) or removed; or one replaced."""
     cells = list(cells)
@@ -108,55 +85,6 @@ def neighbours_of(cells, grid_size, relation):
     else:
         for i, c in itertools.product(range(len(cells)), range(grid_size)):
             yield sorted(cells[:i] + [c] + cells[i + 1 :])
-
-
-# ----------------------------------------------------------------------------- exact sampler
-
-
-def test_exact_choice_matches_weights():
-    sizes = np.array([3, 1, 4, 2])
-    exponents = [Fraction(0), Fraction(1, 3), Fraction(5, 2), Fraction(7, 5)]
-    floats = np.array([float(g) for g in exponents])
-    rng = np.random.default_rng(1)
-    draws = [
-        exact_choice_module.exact_choice(sizes, floats, np.full(4, 1e-12), exponents.__getitem__, rng)
-        for _ in range(6000)
-    ]
-    runs = np.array([r for r, _ in draws])
-    expected = sizes * np.exp(-floats)
-    assert chi_square_p(np.bincount(runs, minlength=4), expected / expected.sum()) > P_FLOOR
-    # the offset is uniform inside the run
-    offsets = np.array([o for r, o in draws if r == 2])
-    assert chi_square_p(np.bincount(offsets, minlength=4), np.full(4, 0.25)) > P_FLOOR
-
-
-def test_accept_decimal_fallback_has_probability_p():
-    """A huge float margin forces every decision through the Decimal path: still Bernoulli(p)."""
-    exponent = Fraction(3, 7)
-    p = math.exp(-3 / 7)
-
-    def exact_p(digits):
-        return exact_choice_module._decimal_probability(exponent, 0, 1, digits)
-
-    rng = np.random.default_rng(2)
-    hits = sum(exact_choice_module._accept(math.log(p), 1e9, exact_p, rng) for _ in range(4000))
-    assert stats.binomtest(hits, 4000, p).pvalue > P_FLOOR
-    assert abs(float(exact_p(60)) - p) < 1e-15
-    assert isinstance(exact_p(60), Decimal)
-
-
-def test_exact_choice_far_tail_is_reachable_only_by_its_weight():
-    """Exponents beyond float range (exp underflows) keep a positive weight, never above it."""
-    sizes = np.array([1, 1])
-    exponents = [Fraction(0), Fraction(2000)]
-    rng = np.random.default_rng(3)
-    runs = [
-        exact_choice_module.exact_choice(sizes, np.array([0.0, 2000.0]), np.full(2, 1e-9), exponents.__getitem__, rng)[
-            0
-        ]
-        for _ in range(500)
-    ]
-    assert runs == [0] * 500
 
 
 # ----------------------------------------------------------------------------- exponential mechanism
@@ -479,84 +407,6 @@ def test_exact_log_choice_follows_the_float_weights():
     assert chi_square_p(counts[live], probs[live]) > P_FLOOR
 
 
-def _joint_definition_decimal(lengths, levels, scale):
-    """{interval vector: log probability} of JointExp's discrete part in 60-digit Decimal, with
-    the targets the module computes (float gaps times n, taken exactly)."""
-    from decimal import localcontext
-
-    n, m = len(lengths) - 1, len(levels)
-    gaps = np.diff(np.concatenate([[0.0], levels, [1.0]]))
-    with localcontext() as ctx:
-        ctx.prec = 60
-        targets = [Decimal(float(g)) * n for g in gaps]
-        weights = {}
-        for combo in itertools.combinations_with_replacement(range(n + 1), m):
-            counts = np.diff(np.concatenate([[0], combo, [n]]))
-            score = sum(abs(Decimal(int(c)) - t) for c, t in zip(counts, targets, strict=True))
-            log_w = -Decimal(scale) * score
-            for i, k in zip(*np.unique(combo, return_counts=True), strict=True):
-                if lengths[i] == 0:
-                    log_w = None
-                    break
-                log_w += int(k) * Decimal(float(lengths[i])).ln() - Decimal(math.factorial(int(k))).ln()
-            if log_w is not None:
-                weights[combo] = log_w
-        top = max(weights.values())
-        log_total = sum((w - top).exp() for w in weights.values()).ln() + top
-        return {key: w - log_total for key, w in weights.items()}
-
-
-def exact_decimal(x) -> Decimal:
-    """A float64 or long double as a Decimal, exactly up to 60 digits."""
-    if np.isinf(x):
-        return Decimal("-Infinity") if x < 0 else Decimal("Infinity")
-    num, den = x.as_integer_ratio()
-    return Decimal(num) / Decimal(den)
-
-
-def joint_sampler_law(lengths, levels, scale, combo, monkeypatch, dtype=np.float64):
-    """log P(the sampler returns ``combo``) on the path of ``dtype``: the backward pass replayed
-    with its choices forced, each choice's probability taken exactly (60 digits) from the
-    weights it is given, which must be of ``dtype`` (never rounded on the way)."""
-    from decimal import localcontext
-
-    total = [Decimal(0)]
-    state = {"step": 0, "j": len(levels) - 1}
-
-    def forced(log_weights, rng):
-        assert log_weights.dtype == dtype
-        j = state["j"]
-        if state["step"] % 2 == 0:  # the interval of quantile j
-            choice = combo[j]
-        else:  # how many quantiles before j share its interval
-            choice = 0
-            while j - choice - 1 >= 0 and combo[j - choice - 1] == combo[j]:
-                choice += 1
-            state["j"] = j - choice - 1
-        state["step"] += 1
-        with localcontext() as ctx:
-            ctx.prec = 60
-            live = [exact_decimal(v) for v in log_weights if np.isfinite(v)]
-            top = max(live)
-            log_norm = sum((v - top).exp() for v in live).ln() + top
-            total[0] += exact_decimal(log_weights[choice]) - log_norm
-        return choice
-
-    monkeypatch.setattr(joint_exp, "_exact_log_choice", forced)
-    out = joint_exp.joint_exponential_intervals(np.asarray(lengths, dtype=dtype), np.asarray(levels), scale, None)
-    assert tuple(int(v) for v in out) == combo
-    return total[0]
-
-
-JOINT_LAW_CASES = [
-    ([0.5, 0.1, 0.0, 0.3, 0.1], [0.3, 0.6], 0.4),  # a tie: an empty interval
-    ([0.2, 0.5, 0.3], [0.2, 0.5, 0.8], 0.1),  # runs of three outputs in one interval
-    ([1e-3, 0.25, 2.5, 1e-6, 0.04, 7.0], [0.1, 0.5, 0.9], 40.0),  # large exponents, tiny lengths
-    ([1e-200, 3e5, 1e-9, 2.0, 1e-300], [0.2, 0.5, 0.8], 100.0),  # weights thousands of nats apart
-    ([1e-250, 0.5, 1e250, 0.5], [0.4, 0.6], 300.0),  # log lengths of +-575, exponents near 1000
-]
-
-
 @pytest.mark.parametrize("lengths, levels, scale", JOINT_LAW_CASES)
 def test_joint_exp_law_is_within_its_float_error_bound(lengths, levels, scale, monkeypatch):
     """Every interval vector's probability under the sampler (its float weights, chosen
@@ -569,18 +419,6 @@ def test_joint_exp_law_is_within_its_float_error_bound(lengths, levels, scale, m
     )
     assert worst <= bound
     assert bound < 1e-9  # tiny inputs: the bound itself is small
-
-
-def joint_bound_by_hand(n, m, scale, log_l, unit=2.0**-53):
-    """4 sum_{j < m} E_j, E_j = (S + m + 12) 2u sum_{s <= j} (V_s + 2) + (j + 1) e^-50, V_s the
-    magnitude bound V with m replaced by s + 1, S = min(n, 2 ceil(sqrt(n + 1)))."""
-    depth = min(n, 2 * math.ceil(math.sqrt(n + 1)))
-    total, magnitudes = 0.0, 0.0
-    for j in range(m):
-        s = j + 1  # quantiles placed by stage j
-        magnitudes += 3 * scale * (n + 1) + s * (log_l + 1) + math.log(math.factorial(s + 1)) + s * math.log(n + 2) + 3
-        total += 4 * ((depth + m + 12) * 2 * unit * magnitudes + s * math.exp(-50.0))
-    return total
 
 
 def test_joint_log_error_bound_formula():
@@ -648,21 +486,6 @@ def test_quantiles_histogram_route_covers_on_awkward_data(case):
         together += bool(np.all((lower <= truth) & (truth <= upper)))
     floor = stats.binom.ppf(1e-3, trials, 0.95)
     assert np.all(pointwise >= floor) and together >= floor, (pointwise, together)
-
-
-# ----------------------------------------------------------------------------- JointExp's charge
-
-
-def _captured_scale(monkeypatch):
-    seen = {}
-    real = joint_exp.joint_exponential_intervals
-
-    def spy(lengths, levels, scale, rng):
-        seen["lengths"], seen["scale"] = lengths, scale
-        return real(lengths, levels, scale, rng)
-
-    monkeypatch.setattr(joint_exp, "joint_exponential_intervals", spy)
-    return seen
 
 
 @pytest.mark.parametrize("relation", ["add_remove", "replace"])

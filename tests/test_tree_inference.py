@@ -1,9 +1,8 @@
 """Tree GLS and exact range variances against the dense matrix formulas."""
 
-import itertools
-
 import numpy as np
 import pytest
+from _helpers import CASES
 
 from conftest import dense_gls, range_matrix
 from dprange import ParameterError
@@ -11,18 +10,6 @@ from dprange.inference.least_squares import gls
 from dprange.inference.tree import tree_gls
 from dprange.inference.wavelet import haar_estimate
 from dprange.strategies.trees import HaarStrategy, TreeStrategy
-
-CASES = [
-    # (n, branching, measure_root, known_total)
-    (11, 2, True, False),
-    (11, 2, False, False),
-    (17, 3, True, False),
-    (23, 4, True, True),
-    (40, 16, True, False),
-    (300, 16, False, False),
-    (30, (2, 3, 5), True, False),
-    (29, (4, 2, 4), False, True),
-]
 
 
 def _noisy_levels(tree, x, rng, per_node=False):
@@ -78,19 +65,6 @@ def test_iterative_gls_matches_tree_gls(n, branching, measure_root, known_total,
     np.testing.assert_allclose(slow.range_variance(lo, hi), fast.range_variance(lo, hi), rtol=1e-7, atol=1e-9)
 
 
-@pytest.mark.parametrize("n,branching,measure_root,known_total", CASES)
-def test_tree_operator_matches_dense(n, branching, measure_root, known_total, rng):
-    tree = TreeStrategy(n, branching, measure_root=measure_root, known_total=known_total)
-    A = tree.dense()
-    op = tree.operator()
-    x = rng.normal(size=n)
-    y = rng.normal(size=A.shape[0])
-    np.testing.assert_allclose(op.matvec(x), A @ x)
-    np.testing.assert_allclose(op.rmatvec(y), A.T @ y)
-    # each level has L1 sensitivity 1: every leaf lies in exactly one node per measured level
-    assert np.all(np.abs(A).sum(axis=0) == len(tree.measured_depths))
-
-
 @pytest.mark.parametrize("n,known_total", [(1, False), (6, False), (8, True), (13, False), (32, True)])
 def test_haar_estimate_and_variance_match_dense(n, known_total, rng):
     haar = HaarStrategy(n, known_total=known_total)
@@ -140,16 +114,6 @@ def test_range_variance_rejects_bad_ranges():
         est.range_variance(5, 4)
     with pytest.raises(ParameterError):
         est.range_variance(0, 10)
-
-
-def test_branching_validation():
-    with pytest.raises(ParameterError):
-        TreeStrategy(10, 1)
-    with pytest.raises(ParameterError, match="fewer than"):
-        TreeStrategy(10, (2, 3))
-    assert TreeStrategy(1000, 10).branching == (10, 10, 10)
-    assert TreeStrategy(1001, 10).branching == (10, 10, 10, 10)
-    assert list(itertools.accumulate(TreeStrategy(30, (2, 3, 5)).level_sizes)) == [1, 3, 9, 39]
 
 
 @pytest.mark.parametrize("n,branching,measure_root,known_total", CASES)

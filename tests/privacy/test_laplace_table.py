@@ -1,30 +1,16 @@
-"""The secure source (ChaCha20 keystream) and the one-word inverse-CDF discrete Laplace sampler.
-
-The sampler is a deterministic function of its uniform bits; the tests check that function
-against an independent high-precision inverse CDF (``Decimal`` at 120 digits) at the words
-that matter: both sides of every bracketed threshold, open brackets that need more bits,
-the tail beyond the table; then samples of a keyed stream against the exact pmf.
-"""
+"""The one-word inverse-CDF discrete Laplace sampler (dprange.privacy._laplace_table): the sampler is
+a deterministic function of its uniform bits, checked against an independent 120-digit inverse
+CDF at the words that matter: both sides of every threshold bracket, and open brackets that
+need more bits."""
 
 import math
-import os
 from decimal import Decimal, localcontext
 from fractions import Fraction
 
 import numpy as np
 import pytest
-from scipy import stats
 
 from dprange.privacy import _laplace_table as lt
-from dprange.privacy._keystream import Keystream
-from dprange.privacy.noise import noise_variance, pmf
-from dprange.privacy.samplers import (
-    SecureRandom,
-    _discrete_laplace_exact,
-    _laplace_rational,
-    sample_discrete_laplace,
-    sample_gaussian,
-)
 
 
 def _ln(value) -> Decimal:
@@ -140,85 +126,3 @@ def test_open_brackets_draw_more_bits_until_decided():
     assert int(lt.sample(s, t, 1, below)[0]) == m  # consumed the second word
     above = Words([j << 1, hi - j * 2**64])
     assert int(lt.sample(s, t, 1, above)[0]) == m - 1
-
-
-@pytest.mark.parametrize("scale", [0.4, 1.0, 1 / 0.3, 25.0])
-def test_keyed_secure_samples_match_the_exact_pmf(scale):
-    source = SecureRandom._with_key(bytes(range(32)))
-    draws = sample_discrete_laplace(scale, 200_000, source)
-    assert draws.dtype == np.int64
-    support = int(6 * scale) + 2
-    ks = np.arange(-support, support + 1)
-    probabilities = pmf("discrete_laplace", scale, ks)
-    observed = np.array([(draws == k).sum() for k in ks] + [np.sum(np.abs(draws) > support)])
-    expected = np.append(probabilities, 1.0 - probabilities.sum()) * draws.size
-    keep = expected > 5
-    statistic = float(np.sum((observed[keep] - expected[keep]) ** 2 / expected[keep]))
-    assert statistic < stats.chi2.ppf(1 - 1e-4, keep.sum())  # fixed key: a fixed statistic
-    variance = float(noise_variance("discrete_laplace", scale))
-    assert draws.var() == pytest.approx(variance, rel=0.03)
-
-
-def test_secure_and_seeded_paths_sample_the_same_law():
-    """Scale 10/3 (a rational t/s): the table sampler and CKS's algorithm (numpy seed) agree
-    in distribution (two-sample chi-square), and the seeded path is unchanged by the table."""
-    t, s = _laplace_rational(10 / 3)
-    secure = lt.sample(s, t, 100_000, SecureRandom._with_key(bytes(32)).words)
-    seeded = _discrete_laplace_exact(t, s, 100_000, np.random.default_rng(5))
-    ks = np.arange(-15, 16)
-    table = np.array([[np.sum(np.clip(x, -16, 16) == k) for k in np.append(ks, [-16, 16])] for x in (secure, seeded)])
-    table = table[:, table.min(axis=0) > 5]
-    assert stats.chi2_contingency(table).pvalue > 1e-4
-    assert np.array_equal(
-        sample_discrete_laplace(10 / 3, 5, np.random.default_rng(0)),
-        _discrete_laplace_exact(t, s, 5, np.random.default_rng(0)),
-    )
-
-
-def test_keystream_is_chacha20_keyed_from_the_os_and_never_repeats():
-    """Two default streams differ; a fixed key reproduces the RFC 8439 keystream of ChaCha20
-    (section 2.4.2 test vector's key, counter 0, zero nonce: first block known) and moves to a
-    new nonce on rekeying; a forked child rekeys."""
-    a, b = Keystream(), Keystream()
-    assert a.backend == "chacha20"
-    assert not np.array_equal(a.read(64), b.read(64))
-    key = bytes(32)
-    first = Keystream(key).read(64).tobytes()
-    # RFC 8439 appendix A.1, test vector 1: all-zero key and nonce, block counter 0
-    assert first.hex().startswith("76b8e0ada0f13d90405d6ae55386bd28bdd219b8a08ded1aa836efcc8b770dc7")
-    stream = Keystream(key)
-    stream.read(16)
-    stream._used = 1 << 36  # as after 64 GiB: the next read rekeys
-    assert stream.read(64).tobytes() != first
-    if hasattr(os, "fork"):
-        parent = Keystream()
-        parent.read(8)
-        read, write = os.pipe()
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover - child
-            os.write(write, parent.read(32).tobytes())
-            os._exit(0)
-        os.waitpid(pid, 0)
-        assert os.read(read, 32) != parent.read(32).tobytes()
-
-
-def test_secure_source_feeds_gaussian_and_float_samplers():
-    source = SecureRandom._with_key(bytes(range(1, 33)))
-    draws = sample_gaussian(3.0, 50_000, source)
-    assert draws.var() == pytest.approx(float(noise_variance("gaussian", 3.0)), rel=0.04)
-    u = source.random(100_000)
-    assert 0 <= u.min() and u.max() < 1 and abs(u.mean() - 0.5) < 0.005
-    assert math.isclose(source.standard_normal(100_000).std(), 1.0, rel_tol=0.02)
-
-
-def test_without_cryptography_the_stream_reads_os_urandom(monkeypatch):
-    from dprange.privacy import _keystream
-
-    monkeypatch.setattr(_keystream, "_cipher_factory", lambda: None)
-    stream = Keystream()
-    assert stream.backend == "os.urandom"
-    assert stream.read(1000).dtype == np.uint8 and not np.array_equal(stream.read(64), stream.read(64))
-    source = SecureRandom()
-    assert source._stream.backend == "os.urandom"
-    draws = sample_discrete_laplace(2.0, 20_000, source)
-    assert draws.var() == pytest.approx(float(noise_variance("discrete_laplace", 2.0)), rel=0.08)

@@ -1,5 +1,6 @@
-"""Every operator against its dense matrix: products, Gram matrix and exact sensitivities
-(both norms, both relations) against the definition on the explicit matrix."""
+"""Every structured operator (dprange.operators.structured) against its dense matrix: products,
+Gram matrix and exact sensitivities (both norms, both relations) against the definition on the
+explicit matrix, Kronecker products past 2^53, and weighted blocks."""
 
 from fractions import Fraction
 
@@ -20,8 +21,9 @@ from dprange.operators import (
     VStack,
     Weighted,
     block_answers,
+    definition_sensitivity_power,
 )
-from dprange.strategies.trees import HaarStrategy, Strategy, TreeStrategy, dense_sensitivity_power
+from dprange.strategies.trees import HaarStrategy, TreeStrategy, dense_sensitivity_power
 
 
 def tree_levels(n, branching, weights=None):
@@ -128,18 +130,6 @@ def test_kron_replace_l2_from_the_factor_grams_is_exact():
         assert isinstance(got, int) and got == dense_sensitivity_power(op.dense(), "replace", 2)
 
 
-def test_strategy_sensitivity_is_that_of_its_weighted_operator():
-    tree = TreeStrategy(8, 2, measure_root=False)
-    strategy = Strategy(tree.blocks(), [0.25, 0.25, 0.5], shape=tree)
-    weighted = np.vstack([w * b.dense() for b, w in zip(strategy.blocks, strategy.budget)])
-    for relation in ("add_remove", "replace"):
-        for norm in (1, 2):
-            assert float(strategy.sensitivity_power(norm, relation)) == pytest.approx(
-                dense_sensitivity_power(weighted, relation, norm), rel=1e-12
-            )
-    np.testing.assert_allclose(strategy.operator([0.25, 0.25, 0.5]).dense(), weighted)
-
-
 def test_block_answers_keep_integers_and_match_products():
     tree = TreeStrategy(11, [3, 4], measure_root=True)
     haar = HaarStrategy(11)
@@ -160,24 +150,6 @@ def test_bad_arguments_are_parameter_errors():
         VStack([Identity(3), Identity(4)])
     with pytest.raises(ParameterError, match="row weights"):
         Weighted(Identity(3), [1.0, 2.0])
-
-
-@pytest.mark.parametrize("sparse", [False, True])
-@pytest.mark.parametrize("total", [2**40, 2**53])
-def test_explicit_integer_answers_are_exact_beyond_float_precision(sparse, total):
-    """An integer matrix with entries near 2^16 on counts totalling 2^40 (answers near 2^56)
-    and 2^53 (near 2^69, past int64): the float product rounds them, by an amount the
-    sensitivity does not cover; answers() gives the exact integers (int64 below 2^62, Python
-    integers above)."""
-    rng = np.random.default_rng(4)
-    A = rng.integers(0, 2**16, size=(7, 5)).astype(float)
-    counts = rng.multinomial(total, np.full(5, 0.2)).astype(np.int64)
-    exact = A.astype(np.int64).astype(object).dot(counts.astype(object))
-    op = Explicit(sp.csr_matrix(A) if sparse else A)
-    answers = op.answers(counts)
-    assert answers.dtype == (np.int64 if total < 2**45 else object)
-    assert [int(v) for v in answers] == list(exact)
-    assert any(int(v) != e for v, e in zip(op.matvec(counts), exact))  # the float product rounds
 
 
 def exact_replace_l2_power(A: np.ndarray) -> int:
@@ -202,3 +174,13 @@ def test_kron_replace_l2_past_2_53_is_exact_or_an_integer_upper_bound(monkeypatc
         bound = Kron(op.factors).sensitivity_power(2, "replace")
         monkeypatch.undo()
         assert isinstance(bound, int) and exact <= bound <= exact * (1 + 2.0**-40)
+
+
+@pytest.mark.parametrize("neighbours", ["add_remove", "replace"])
+@pytest.mark.parametrize("p", [1, 2])
+def test_one_weighted_block_has_its_blocks_sensitivity_times_the_weight(neighbours, p):
+    matrix = np.random.default_rng(2).integers(-3, 4, (9, 7)).astype(float)
+    stacked = VStack([Weighted(Explicit(matrix), 0.5)])
+    assert stacked.sensitivity_power(p, neighbours) == pytest.approx(
+        definition_sensitivity_power(0.5 * matrix, p, neighbours), rel=1e-12
+    )
