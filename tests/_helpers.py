@@ -13,6 +13,8 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import os
+import stat
 import tracemalloc
 from decimal import Decimal
 
@@ -25,8 +27,10 @@ from dprange import DAWA, DAWAHilbert
 from dprange.cli import main
 from dprange.data_aware.hilbert import hilbert_sequence
 from dprange.data_aware.partition import partition_noise, scaled_deviations
+from dprange.measurements import LinearMeasurement, Measurements
 from dprange.privacy.noise import NoiseSpec
 from dprange.quantile_mechanisms import joint_exp
+from dprange.strategies.trees import TreeStrategy
 from dprange.workloads import Ranges
 
 #: Relative cut-off of the pseudo-inverses: the normal matrices here are well conditioned on
@@ -148,6 +152,20 @@ def output_probabilities(x, epsilon, penalty, changed):
 
 def integer_strategy(rows: int, n: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 5, (rows, n)).astype(float)
+
+
+def mode(path) -> int:
+    return stat.S_IMODE(os.stat(path).st_mode)
+
+
+def measure(blocks, x, variances, rng, *, total=None, noise=None):
+    """Measurements of x through ``blocks`` with Gaussian noise of the given variances."""
+    out = []
+    assert len(blocks) == len(variances)
+    for block, v in zip(blocks, variances):
+        values = block.matvec(x) + np.sqrt(v) * rng.standard_normal(block.shape[0])
+        out.append(LinearMeasurement(block, values, v, noise))
+    return Measurements(out, blocks[0].shape[1], 1.0, total=total)
 
 
 def chi_square_p(counts, probabilities):
@@ -284,6 +302,15 @@ def _captured_scale(monkeypatch):
     return seen
 
 
+def _problem(rng, n, branching, measure_root, known_total):
+    tree = TreeStrategy(n, branching, measure_root=measure_root, known_total=known_total)
+    weights: list = [None] * (tree.depth + 1)
+    for d in tree.measured_depths:
+        size = tree.level_sizes[d]
+        weights[d] = rng.uniform(0.2, 3.0, size) if rng.random() < 0.5 else np.full(size, rng.uniform(0.2, 3.0))
+    return tree, weights, (50.0 if known_total else None)
+
+
 def box_matrix(shape, lows, highs):
     """Dense 0/1 rows of rectangles on a grid (cells in C order)."""
     rows = []
@@ -418,6 +445,24 @@ def bounded_ranges(n, k, width, seed=0):
     rng = np.random.default_rng(seed)
     lo = rng.integers(0, n - width + 1, k)
     return Ranges(lo, lo + rng.integers(0, width, k), n)
+
+
+def short_ranges(n=256, queries=2000, width=16, seed=0):
+    rng = np.random.default_rng(seed)
+    lo = rng.integers(0, n - width + 1, queries)
+    return Ranges(lo, lo + rng.integers(0, width, queries), n)
+
+
+def indicator(shape, lows, highs):
+    grids = np.indices(shape).reshape(len(shape), -1)
+    return np.all((grids.T[None] >= lows[:, None]) & (grids.T[None] <= highs[:, None]), axis=2).astype(float)
+
+
+def product_family(families):
+    """Every combination of one (lo, hi) per axis, as (R, k) lows and highs."""
+    picks = itertools.product(*(range(lo.size) for lo, _ in families))
+    rows = [[(fam[0][i], fam[1][i]) for fam, i in zip(families, pick)] for pick in picks]
+    return np.array([[lo for lo, _ in r] for r in rows]), np.array([[hi for _, hi in r] for r in rows])
 
 
 # ----------------------------------------------------------------------------- pmfs

@@ -4,10 +4,10 @@ strategy cache stay 0600 whatever it is (docs/privacy.md, "## Trust boundaries")
 
 import contextlib
 import os
-import stat
 
 import numpy as np
 import pytest
+from _helpers import mode
 
 import dprange
 from dprange.cli import main
@@ -23,10 +23,6 @@ def umask(mask: int):
         yield
     finally:
         os.umask(previous)
-
-
-def mode(path) -> int:
-    return stat.S_IMODE(os.stat(path).st_mode)
 
 
 @pytest.fixture
@@ -54,16 +50,3 @@ def test_releases_follow_the_umask_and_ledgers_and_caches_stay_private(csv_file,
     cached = optimized.cache_files()
     assert cached and all(mode(path) == 0o600 for path in cached)  # 0644 under umask 022 before
     assert mode(optimized.cache_dir()) == 0o700
-
-
-def test_a_stale_partial_cache_file_is_rewritten_private(monkeypatch):
-    """A temporary file of the same name left by an interrupted write (world-readable, say)
-    does not pass its mode on to the cache file written over it."""
-    monkeypatch.setattr(os, "getpid", lambda: 4242)
-    path = optimized.cache_dir() / "v5-test-n4-eigen-dual.npz"
-    path.parent.mkdir(parents=True)
-    stale = path.with_suffix(".4242.tmp.npz")
-    stale.write_bytes(b"left over")
-    os.chmod(stale, 0o666)
-    assert optimized._store(path, {"strategy": np.eye(4)})
-    assert mode(path) == 0o600 and not stale.exists()

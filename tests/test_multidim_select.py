@@ -16,12 +16,10 @@ from dprange.analysis import noise_variance_floor
 from dprange.analysis import svd_bound as svd_bound_1d
 from dprange.api import choose_grid_mechanism, release_grid
 from dprange.errors import ParameterError
-from dprange.inference import kron as kron_inference
 from dprange.mechanisms import base as mechanisms_base
 from dprange.mechanisms import grid as grid_mechanisms
 from dprange.mechanisms.base import Mechanism
 from dprange.mechanisms.optimized_grid import OptimizedKronecker, OptimizedMarginals
-from dprange.operators import Kron
 from dprange.registry import GRID_MECHANISMS, GRID_WORKLOADS, MECHANISMS, docs_markdown
 from dprange.strategies import kron as kron_strategies
 from dprange.workloads import all_rectangles, marginals, prefix_rectangles
@@ -211,38 +209,7 @@ def test_auto_candidates_skip_hierarchies_too_large_to_pad():
         assert any(m.branching == b and m.budget == rule for m in grid_mechanisms.hierarchy_candidates_kd((64, 64)))
 
 
-@pytest.mark.parametrize("mech", [Kronecker([3, "haar", "identity"]), Kronecker(2, budget="geometric")])
-def test_shared_partial_products_equal_one_kron_per_block(mech):
-    """The measure and least-squares fast paths (partial products shared across blocks)
-    against one dense Kronecker block at a time, on sides that are not powers of 2 or 3."""
-    shape = (5, 7, 3)
-    levels, fractions, combos = mech._axes(shape)
-    weights = [[1.0 / float(f) ** 2 for f in fr] for fr in fractions]
-    grid = np.random.default_rng(2).integers(0, 9, shape)
-    dense = [Kron([levels[a][lv] for a, lv in enumerate(c)]).dense() for c in combos]
-    for block, answer in zip(dense, kron_inference.kron_block_answers(levels, combos, grid)):
-        np.testing.assert_array_equal(answer, block @ grid.ravel())
-    values = [np.random.default_rng(i).normal(size=block.shape[0]) for i, block in enumerate(dense)]
-    unit = [math.prod(weights[a][lv] for a, lv in enumerate(c)) for c in combos]
-    expected = sum(block.T @ y / u for block, y, u in zip(dense, values, unit))
-    got = kron_inference.kron_adjoint_sum(levels, weights, combos, values, shape)
-    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
-
-
 def test_product_domain_errors_name_the_axis():
     """Was: the 1-D message alone, with no axis."""
     with pytest.raises(dprange.errors.DomainError, match=r"^axis 1: .*outside the public bounds"):
         DOMAIN.histogram([np.array([0, 11]), np.array([0, 9])])
-
-
-def test_k_d_tree_rectangle_variances_do_not_depend_on_the_chunking():
-    """Over 2^15 rectangles the tree path works in chunks: the same values as small batches."""
-    rng = np.random.default_rng(4)
-    ends = np.stack([rng.integers(0, n, size=(40_000, 2)) for n in (20, 13)], axis=1)
-    lows, highs = ends.min(axis=2), ends.max(axis=2)
-    model = KDHierarchy(3, budget="geometric").error_model((20, 13), 1.0)
-    whole = model.rectangle_variance(lows, highs)
-    pieces = np.concatenate(
-        [model.rectangle_variance(lows[s : s + 999], highs[s : s + 999]) for s in range(0, 40_000, 999)]
-    )
-    np.testing.assert_allclose(whole, pieces, rtol=1e-13)

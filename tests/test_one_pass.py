@@ -4,92 +4,14 @@ The one-pass prefix / suffix / bin variances must equal the per-query O(depth) p
 (``range_variance``) and the dense GLS covariance on every tree shape; every caller that
 asks for n error bars at once (expected error, CDF standard errors, saved releases) must
 give the numbers of the per-query path.  Integer bucketizing must give the counts and the
-errors of the straightforward formula.
-"""
+errors of the straightforward formula."""
 
 import numpy as np
 import pytest
 
-from conftest import dense_gls
 from dprange import DataError, Domain, DomainError, Hierarchical, analysis
 from dprange.answers.cdf import CumulativeEstimate
-from dprange.inference import tree as tree_module
-from dprange.inference.tree import tree_error_model
-from dprange.strategies.trees import TreeStrategy
 from dprange.workloads import AllRange, Identity, Prefix
-
-SHAPES = [
-    # (n, branching, measure_root, known_total, per_node)
-    (1, 2, True, False, False),
-    (2, 2, True, False, False),
-    (16, 2, True, False, False),
-    (11, 2, False, False, True),
-    (27, 3, True, False, False),
-    (17, 3, False, False, True),
-    (256, 16, True, False, False),
-    (300, 16, False, False, True),
-    (40, 16, True, True, False),
-    (30, (2, 3, 5), True, False, True),
-    (29, (4, 2, 4), False, True, True),
-    (37, (2, 3, 7), True, True, False),
-]
-
-
-def _model(rng, n, branching, measure_root, known_total, per_node):
-    tree = TreeStrategy(n, branching, measure_root=measure_root, known_total=known_total)
-    variances: list = [None] * (tree.depth + 1)
-    for d in tree.measured_depths:
-        size = tree.level_sizes[d]
-        variances[d] = rng.uniform(0.3, 4.0, size) if per_node else rng.uniform(0.3, 4.0)
-    return tree, variances, tree_error_model(tree, variances, known_total=known_total)
-
-
-def _dense_covariance(tree, variances, known_total):
-    rows, v = [], []
-    dense = tree.dense()
-    start = 0
-    for d in range(tree.depth + 1):
-        size = tree.level_sizes[d]
-        if d in tree.measured_depths:
-            rows.append(dense[start : start + size])
-            v.append(np.broadcast_to(variances[d], (size,)))
-            start += size
-    A, v = np.vstack(rows), np.concatenate(v)
-    return dense_gls(A, np.zeros(A.shape[0]), v, 0.0 if known_total else None)[1]
-
-
-def _per_query(model, n):
-    idx = np.arange(n)
-    prefix = model.range_variance(np.zeros(n, dtype=np.int64), idx)
-    rest = np.zeros(n)
-    rest[:-1] = model.range_variance(idx[:-1] + 1, np.full(n - 1, n - 1))
-    return prefix, rest, model.range_variance(idx, idx), float(model.range_variance(0, n - 1))
-
-
-@pytest.mark.parametrize("block", [tree_module.ONE_PASS_BLOCK, 1, 5])
-@pytest.mark.parametrize("n,branching,measure_root,known_total,per_node", SHAPES)
-def test_one_pass_equals_per_query_and_dense(n, branching, measure_root, known_total, per_node, block, monkeypatch):
-    monkeypatch.setattr(tree_module, "ONE_PASS_BLOCK", block)  # small blocks: every block boundary
-    rng = np.random.default_rng(n)
-    tree, variances, model = _model(rng, n, branching, measure_root, known_total, per_node)
-    got = model.prefix_variances()
-    prefix, rest, bins, total = _per_query(model, n)
-    scale = max(1.0, float(prefix.max()))
-    np.testing.assert_allclose(got.prefix, prefix, rtol=1e-12, atol=1e-12 * scale)
-    np.testing.assert_allclose(got.rest, rest, rtol=1e-12, atol=1e-12 * scale)
-    np.testing.assert_allclose(got.bins, bins, rtol=1e-12, atol=1e-12 * scale)
-    assert got.total == pytest.approx(total, rel=1e-12, abs=1e-12)
-    cov = _dense_covariance(tree, variances, known_total)
-    lower = np.tril(np.ones((n, n)))
-    np.testing.assert_allclose(got.prefix, np.einsum("ij,jk,ik->i", lower, cov, lower), rtol=1e-9, atol=1e-9)
-    np.testing.assert_allclose(got.bins, np.diag(cov), rtol=1e-9, atol=1e-9)
-    upper = 1.0 - lower
-    np.testing.assert_allclose(got.rest, np.einsum("ij,jk,ik->i", upper, cov, upper), rtol=1e-9, atol=1e-9)
-
-
-def test_one_pass_is_computed_once_per_model():
-    model = Hierarchical(4).error_model(100, 1.0)
-    assert model.prefix_variances() is model.prefix_variances()
 
 
 class _PerQueryOnly:
@@ -211,18 +133,3 @@ def test_integer_counts_keep_the_input_errors():
         np.eye(10, dtype=int)[3] + np.eye(10, dtype=int)[9],
     )
     assert dom.histogram(np.arange(10)).dtype == np.int64
-
-
-def test_one_pass_with_exact_nodes_equals_per_query():
-    # Some nodes measured without noise (variance 0), one parent with only exact children.
-    tree = TreeStrategy(20, 3, measure_root=True)
-    variances: list = [np.random.default_rng(d).uniform(0.5, 2.0, tree.level_sizes[d]) for d in range(tree.depth + 1)]
-    variances[-1][[0, 1, 2, 7, 19]] = 0.0
-    variances[-2][4] = 0.0
-    model = tree_error_model(tree, variances)
-    got = model.prefix_variances()
-    prefix, rest, bins, _ = _per_query(model, 20)
-    np.testing.assert_allclose(got.prefix, prefix, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(got.rest, rest, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(got.bins, bins, rtol=1e-12, atol=1e-12)
-    assert got.bins[[0, 1, 2, 7, 19]].max() == 0.0

@@ -22,17 +22,8 @@ from dprange.mechanisms.optimized import (
     auto_candidates,
     auto_optimise_limit,
 )
-from dprange.optimize.cache import cache_dir, cache_path
-from dprange.optimize.l2_optimum import strategy_trace
-from dprange.optimize.p_identity import (
-    Gram,
-    column_norm,
-    default_rows,
-    eigen_design,
-    optimize_p_identity,
-    p_identity_loss,
-    p_identity_matrix,
-)
+from dprange.optimize.cache import cache_path
+from dprange.optimize.p_identity import default_rows
 from dprange.strategies.matrix import DENSE_COVARIANCE_LIMIT
 from dprange.workloads import AllRange, Explicit, Prefix, Ranges
 
@@ -47,65 +38,6 @@ def best_fixed(workload, epsilon=1.0, delta=0.0):
     """The best error among the mechanisms auto ranks, without the optimised one."""
     cands = [c for c in select(workload, None, epsilon, delta=delta).table if not isinstance(c.mechanism, Optimized)]
     return min(c.error for c in cands)
-
-
-# ----------------------------------------------------------------------------- the loss
-
-
-@pytest.mark.parametrize("workload", [AllRange(12), Prefix(12), bounded_ranges(12, 30, 4)])
-def test_loss_is_the_dense_trace_and_the_gradient_matches_finite_differences(workload):
-    gram = workload.gram()
-    theta = np.random.default_rng(3).uniform(0.0, 1.0, (3, 12))
-    loss, grad = p_identity_loss(theta, gram)
-    A = p_identity_matrix(theta)
-    assert loss == pytest.approx(np.trace(gram @ np.linalg.inv(A.T @ A)), rel=1e-10)
-    assert np.abs(A).sum(axis=0) == pytest.approx(np.ones(12), rel=1e-14)  # L1 sensitivity 1
-    h = 1e-6
-    numeric = np.zeros_like(theta)
-    for idx in np.ndindex(*theta.shape):
-        step = np.zeros_like(theta)
-        step[idx] = h
-        numeric[idx] = (p_identity_loss(theta + step, gram)[0] - p_identity_loss(theta - step, gram)[0]) / (2 * h)
-    assert np.max(np.abs(numeric - grad)) <= 1e-6 * np.max(np.abs(grad))
-
-
-@pytest.mark.parametrize("workload", [AllRange(40), Prefix(40)])
-def test_structured_gram_products_equal_the_dense_gram(workload):
-    """All ranges and prefixes: X G by cumulative sums in O(p n) equals the dense product."""
-    X = np.random.default_rng(0).normal(size=(3, 40))
-    gram = Gram(workload)
-    assert gram.matrix is None
-    np.testing.assert_allclose(gram.left(X), X @ workload.gram(), rtol=1e-12, atol=1e-9)
-    np.testing.assert_array_equal(gram.diag, np.diag(workload.gram()))
-    theta = np.random.default_rng(1).uniform(0, 1, (2, 40))
-    assert p_identity_loss(theta, gram)[0] == pytest.approx(p_identity_loss(theta, workload.gram())[0], rel=1e-12)
-
-
-def test_the_optimiser_lowers_the_loss_below_identity_and_its_start():
-    gram = AllRange(32).gram()
-    theta, loss = optimize_p_identity(gram, 2, restarts=2)
-    assert loss == pytest.approx(strategy_trace(p_identity_matrix(theta), gram), rel=1e-9)
-    assert loss < 0.9 * np.trace(gram)  # identity: trace(G); starts on [0, 0.1] stopped at B = 0
-    assert np.all(theta >= 0)
-
-
-# ----------------------------------------------------------------------------- eigen-design
-
-
-def test_eigen_design_of_the_identity_workload_is_the_identity_up_to_rotation():
-    A = eigen_design(np.eye(8))
-    assert A.T @ A == pytest.approx(np.eye(8), abs=1e-12)
-
-
-def test_eigen_design_is_near_the_l2_svd_bound_on_all_ranges():
-    """The (eps, delta) ratio to the SVD bound is the ratio of the traces with one noise factor."""
-    workload = AllRange(64)
-    gram = workload.gram()
-    A = eigen_design(gram)
-    assert column_norm(A, 2) == pytest.approx(1.0, rel=1e-12)
-    singular = np.sqrt(np.clip(np.linalg.eigvalsh(gram), 0, None)).sum()
-    ratio = strategy_trace(A, gram) / (singular**2 / 64)
-    assert 1.0 - 1e-9 <= ratio <= 1.2
 
 
 # ----------------------------------------------------------------------------- the mechanism
@@ -210,82 +142,6 @@ def test_release_round_trips_through_json(tmp_path, epsilon, measured):
     design = rebuilt.design(30, saved["privacy"]["epsilon"], delta=saved["privacy"]["delta"])
     assert without_cache_state(rebuilt.strategy(30).describe()) == without_cache_state(strategy)
     assert design.blocks[0].shape == (strategy["rows"], 30)
-
-
-def test_the_strategy_is_cached_on_disk_and_read_back(monkeypatch, tmp_path):
-    first = Optimized("all-range").strategy(20)
-    assert not first.cached and any(cache_dir().iterdir())
-    second = Optimized("all-range").strategy(20)
-    assert second.cached and second.seconds == first.seconds
-    np.testing.assert_array_equal(second.explicit(), first.explicit())
-    monkeypatch.delenv("DPRANGE_CACHE_DIR")
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert cache_dir() == tmp_path / "xdg" / "dprange"
-
-
-@pytest.mark.parametrize(
-    "content",
-    [b"", b"PK\x03\x04not a zip", "truncated", "no theta", "wrong shape"],
-    ids=["empty", "bad-zip", "truncated", "no-theta", "wrong-shape"],
-)
-def test_an_unreadable_or_unfitting_cache_file_is_recomputed(content):
-    """The cache only saves time: an empty, corrupt or truncated file (a full disk, a copy
-    cut short) raised EOFError / BadZipFile, one without the strategy a KeyError, and one of
-    another shape was used for the wrong number of bins.  Each is now recomputed and replaced."""
-    fresh = Optimized("all-range").strategy(20)
-    path = cache_path(AllRange(20), "p-identity", fresh.theta.shape[0], 1)
-    if content == "truncated":
-        content = path.read_bytes()[:200]
-    elif content == "no theta":
-        np.savez(path, seconds=np.array(1.0), trace=np.array(2.0))
-    elif content == "wrong shape":
-        np.savez(path, theta=np.zeros((1, 7)), seconds=np.array(1.0), trace=np.array(2.0))
-    if isinstance(content, bytes):
-        path.write_bytes(content)
-    again = Optimized("all-range").strategy(20)
-    assert not again.cached and again.stored and again.n == 20
-    np.testing.assert_array_equal(again.theta, fresh.theta)
-    assert Optimized("all-range").strategy(20).cached  # replaced by a good file
-
-
-@pytest.mark.parametrize(
-    "arrays",
-    [
-        {"theta": np.full((2, 20), np.nan)},
-        {"theta": np.full((2, 20), np.inf)},
-        {"theta": np.full((2, 20), "a")},
-        {"theta": np.full((2, 20), 1 + 1j)},
-        {"theta": -np.ones((2, 20))},
-        {"theta": np.ones((2, 20)), "seconds": np.ones(3)},
-        {"theta": np.ones((2, 20)), "trace": np.array(np.nan)},
-    ],
-    ids=["nan", "inf", "text", "complex", "negative-l1", "seconds-not-a-number", "trace-nan"],
-)
-def test_a_cache_file_with_values_no_optimisation_gives_is_recomputed(arrays):
-    """A zip that reads but holds values no optimisation writes (non-finite, text, complex,
-    negative L1 weights, a time that is not one number) made the release fail ('the strategy
-    matrix has non-finite entries', 'could not convert string to float', a weight rounding to
-    zero) or dropped the imaginary part; like an unreadable file it is recomputed and replaced."""
-    fresh = Optimized("all-range").strategy(20)
-    path = cache_path(AllRange(20), "p-identity", fresh.theta.shape[0], 1)
-    np.savez(path, **{"seconds": np.array(1.0), "trace": np.array(2.0), **arrays})
-    again = Optimized("all-range").strategy(20)
-    assert not again.cached and again.stored
-    np.testing.assert_array_equal(again.theta, fresh.theta)
-    assert again.trace == fresh.trace
-    assert Optimized("all-range").strategy(20).cached  # replaced by a good file
-
-
-def test_a_cached_dense_strategy_with_a_non_finite_entry_is_recomputed():
-    """The same for the dense strategies (eigen-design) stored as a matrix."""
-    fresh = Optimized(Prefix(12), template="eigen").strategy(12)
-    path = cache_path(Prefix(12), "eigen", 0, 1)
-    matrix = np.array(fresh.matrix, dtype=float)
-    matrix[0, 0] = np.nan
-    np.savez(path, strategy=matrix, seconds=np.array(1.0), trace=np.array(2.0))
-    again = Optimized(Prefix(12), template="eigen").strategy(12)
-    assert not again.cached and again.stored
-    np.testing.assert_array_equal(again.matrix, fresh.matrix)
 
 
 def test_bad_parameters_are_refused():

@@ -5,34 +5,19 @@ discrete Laplace of sensitivity 1: 1.84 at epsilon 1 against 2, 0.0137 against 0
 
 import numpy as np
 import pytest
-from _helpers import run_cli
+from _helpers import run_cli, short_ranges
 
-from dprange.analysis import expected_error, workload_error
+from dprange.analysis import expected_error
 from dprange.analysis.grid import expected_error as grid_expected_error
 from dprange.cli.render import strategy_note
-from dprange.errors import DataError, ParameterError
-from dprange.inference.dispatch import design_error_model
-from dprange.measurements import LinearMeasurement, Measurements
+from dprange.errors import DataError
 from dprange.mechanisms.basic import Flat
 from dprange.mechanisms.grid import Kronecker, load_grid_release
 from dprange.mechanisms.optimized import Optimized
 from dprange.mechanisms.optimized_grid import OptimizedKronecker
-from dprange.optimize.p_identity import (
-    Gram,
-    VarianceTerms,
-    identity_strategy,
-    mean_error_as_released,
-    strategy_variance_terms,
-)
-from dprange.workloads import Explicit, Ranges, make_workload
+from dprange.workloads import Explicit, make_workload
 
 pytestmark = pytest.mark.usefixtures("private_cache")  # 256-bin strategies stay out of the session cache
-
-
-def short_ranges(n=256, queries=2000, width=16, seed=0):
-    rng = np.random.default_rng(seed)
-    lo = rng.integers(0, n - width + 1, queries)
-    return Ranges(lo, lo + rng.integers(0, width, queries), n)
 
 
 def measured(mech, n, epsilon, delta=0.0):
@@ -97,33 +82,6 @@ def test_epsilon_delta_keeps_the_l2_template_at_epsilon_1_and_measures_the_ident
     error = expected_error(fallback, w, 20.0, delta=1e-6)
     assert error == pytest.approx(expected_error(Flat(), w, 20.0, delta=1e-6), rel=1e-12)
     assert fallback.strategy(64).describe()["template"] == "l2-optimal"  # the identity carries it
-
-
-@pytest.mark.parametrize("neighbours", ["add_remove", "replace"])
-@pytest.mark.parametrize(
-    ("template", "delta"), [("p-identity", 0.0), ("p-identity-l2", 1e-6), ("eigen", 1e-6), ("l2-optimal", 1e-6)]
-)
-def test_the_closed_form_is_the_exact_expected_error(template, delta, neighbours):
-    """variance x (trace(G S) - [public total] w^T G w / 1^T w) / m, S = (A^T A)^-1 of the
-    integer strategy, w = S 1, against the error model's mean over the queries."""
-    workload = short_ranges(n=48, queries=300, width=8, seed=3)
-    mech = Optimized(workload, template=template, neighbours=neighbours)
-    identity = identity_strategy(48, template)
-    for strategy in (mech.optimised_strategy(48), identity):
-        (spec,) = mech.noise_specs(strategy, 2.0, delta)
-        terms = strategy_variance_terms(strategy, Gram(workload))
-        closed = mean_error_as_released(spec.variance, [terms], [workload.m], neighbours == "replace")
-        zeros = LinearMeasurement(strategy.block, np.zeros(strategy.block.shape[0]), spec.variance, spec)
-        total = 0.0 if neighbours == "replace" else None
-        design = Measurements([zeros], 48, 2.0, delta, neighbours, total)
-        assert closed == pytest.approx(workload_error(design_error_model(design), workload), rel=1e-9)
-
-
-def test_variance_terms_of_the_identity_are_the_gram_sums():
-    w = short_ranges(n=32, queries=100, width=6, seed=5)
-    g = w.gram()
-    terms = strategy_variance_terms(identity_strategy(32, "p-identity"), Gram(w))
-    assert terms == VarianceTerms(pytest.approx(np.trace(g)), pytest.approx(g.sum()), pytest.approx(32.0))
 
 
 def test_the_choice_follows_epsilon_and_is_cached_per_privacy_setting():
@@ -246,18 +204,3 @@ def test_the_command_line_says_when_the_identity_was_measured(tmp_path, capsys, 
     assert code == 0, err
     message = "measured the identity on every axis" if columns == 2 else "strategy: the identity (40 bins)"
     assert (message in stdout) is said
-
-
-@pytest.mark.parametrize(
-    ("call", "message"),
-    [
-        (lambda: identity_strategy(0, "p-identity"), "n must be"),
-        (lambda: identity_strategy(4, "auto"), "template must be one of"),
-        (lambda: mean_error_as_released(-1.0, [VarianceTerms(1.0, 1.0, 1.0)], [1], False), "noise variance"),
-        (lambda: mean_error_as_released(1.0, [VarianceTerms(1.0, 1.0, 1.0)], [1, 2], False), "one number of queries"),
-        (lambda: mean_error_as_released(1.0, [VarianceTerms(1.0, 1.0, 1.0)], [0], False), "queries"),
-    ],
-)
-def test_the_error_helpers_refuse_bad_input(call, message):
-    with pytest.raises(ParameterError, match=message):
-        call()

@@ -11,31 +11,24 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from _helpers import indicator
 
 from dprange import Domain, ProductDomain
 from dprange.analysis.grid import expected_error, l2_optimum_bound
 from dprange.api import choose_grid_mechanism, release_grid
 from dprange.errors import DataError, ParameterError
 from dprange.inference.kron import KronPIdentityEstimate
-from dprange.inference.marginals import MarginalAlgebra, MarginalEstimate, _subsets
 from dprange.inference.p_identity import PIdentityEstimate
 from dprange.mechanisms.grid import Kronecker, load_grid_release
 from dprange.mechanisms.optimized import Optimized
 from dprange.mechanisms.optimized_grid import OptimizedKronecker, OptimizedMarginals
-from dprange.operators import Identity, Kron, Total, definition_sensitivity_power
+from dprange.operators import Kron, definition_sensitivity_power
 from dprange.optimize.cache import cache_path
-from dprange.optimize.marginals import MarginalStrategy, marginal_loss, optimize_marginals
-from dprange.optimize.p_identity import (
-    P_IDENTITY_NORMS,
-    PIdentityStrategy,
-    column_scales,
-    default_rows,
-    round_keeping_norms,
-)
+from dprange.optimize.p_identity import P_IDENTITY_NORMS, PIdentityStrategy, column_scales, default_rows
 from dprange.privacy.noise import gaussian_sigma
 from dprange.privacy.samplers import resolve_rng
 from dprange.registry import GRID_MECHANISMS
-from dprange.workloads import Rectangles, make_workload, marginals
+from dprange.workloads import Rectangles, make_workload
 from dprange.workloads import all_rectangles as all_rectangles_kd
 from dprange.workloads import prefix_rectangles as prefix_rectangles_kd
 
@@ -49,11 +42,6 @@ def all_rectangles(shape):
     lows = np.stack([per_axis[a][0][pick[:, a]] for a in range(2)], 1)
     highs = np.stack([per_axis[a][1][pick[:, a]] for a in range(2)], 1)
     return lows, highs
-
-
-def indicator(shape, lows, highs):
-    grids = np.indices(shape).reshape(len(shape), -1)
-    return np.all((grids.T[None] >= lows[:, None]) & (grids.T[None] <= highs[:, None]), axis=2).astype(float)
 
 
 @pytest.mark.parametrize("neighbours", ["add_remove", "replace"])
@@ -284,120 +272,6 @@ def test_a_named_marginals_mechanism_answering_every_rectangle_is_accepted():
         choose_grid_mechanism("fourier", (6, 5, 4), 1.0, workload=three_axes)
 
 
-# ----------------------------------------------------------------------------- marginals
-
-
-def marginal_cells(shape, order):
-    """Every cell of every ``order``-way marginal, as rectangles (other axes whole)."""
-    lows, highs = [], []
-    for axes in itertools.combinations(range(len(shape)), order):
-        for cell in itertools.product(*(range(shape[a]) for a in axes)):
-            lo, hi = [0] * len(shape), [n - 1 for n in shape]
-            for a, c in zip(axes, cell):
-                lo[a] = hi[a] = c
-            lows.append(lo)
-            highs.append(hi)
-    return np.array(lows), np.array(highs)
-
-
-def marginal_blocks(shape, subsets, theta):
-    return np.vstack(
-        [
-            t * Kron([Identity(n) if a in s else Total(n) for a, n in enumerate(shape)]).dense()
-            for s, t in zip(subsets, theta)
-        ]
-    )
-
-
-def test_marginal_loss_is_the_dense_trace_and_its_gradient_is_exact():
-    shape = (3, 4, 2)
-    algebra = MarginalAlgebra(shape)
-    weights = algebra.dim * algebra.workload_eigenvalues(2)
-    theta = np.random.default_rng(0).uniform(0.2, 1.0, 8)
-    W = marginals(shape, 2).dense()
-    A = marginal_blocks(shape, _subsets(3), theta)
-    loss, grad = marginal_loss(theta, algebra, weights)
-    assert loss == pytest.approx(np.trace(W.T @ W @ np.linalg.pinv(A.T @ A)) * theta.sum() ** 2, rel=1e-10)
-    h = 1e-6
-    numeric = [
-        (marginal_loss(theta + h * e, algebra, weights)[0] - marginal_loss(theta - h * e, algebra, weights)[0])
-        / (2 * h)
-        for e in np.eye(8)
-    ]
-    np.testing.assert_allclose(numeric, grad, rtol=1e-5)
-
-
-@pytest.mark.parametrize("neighbours", ["add_remove", "replace"])
-def test_marginal_gls_and_variances_equal_the_dense_formulas(neighbours):
-    shape = (3, 4, 2)
-    subsets = [(0, 1), (1, 2), (0, 2), (0, 1, 2)]
-    variances = [2.0, 3.0, 5.0, 40.0]
-    blocks = [Kron([Identity(n) if a in s else Total(n) for a, n in enumerate(shape)]).dense() for s in subsets]
-    rng = np.random.default_rng(1)
-    values = [rng.normal(size=b.shape[0]) * 3 for b in blocks]
-    total = 50.0 if neighbours == "replace" else None
-    est = MarginalEstimate(shape, subsets, variances, values, total)
-    Aw = np.vstack([b / np.sqrt(v) for b, v in zip(blocks, variances)])
-    y = np.concatenate([val / np.sqrt(v) for val, v in zip(values, variances)])
-    cov = np.linalg.inv(Aw.T @ Aw)
-    x = cov @ Aw.T @ y
-    if total is not None:
-        w = cov.sum(axis=1)
-        x = x + w * (total - x.sum()) / w.sum()
-        cov = cov - np.outer(w, w) / w.sum()
-    np.testing.assert_allclose(est.leaves, x, rtol=1e-9, atol=1e-9)
-    lows, highs = all_rectangles_3d(shape)
-    Q = indicator(shape, lows, highs)
-    np.testing.assert_allclose(
-        est.rectangle_variance(lows, highs), np.einsum("ij,jk,ik->i", Q, cov, Q), rtol=1e-9, atol=1e-9
-    )
-
-
-def all_rectangles_3d(shape):
-    per_axis = [list(itertools.combinations_with_replacement(range(n), 2)) for n in shape]
-    combos = list(itertools.product(*per_axis))
-    return np.array([[r[0] for r in c] for c in combos]), np.array([[r[1] for r in c] for c in combos])
-
-
-def test_unmeasured_directions_have_infinite_variance():
-    shape = (3, 4, 2)
-    est = MarginalEstimate(shape, [(0, 1), (1, 2)], [1.0, 1.0])
-    assert np.isfinite(est.rectangle_variance([[0, 0, 0]], [[0, 0, 1]])).all()  # a cell of the (0, 1) marginal
-    assert np.isinf(est.rectangle_variance([[0, 0, 0]], [[0, 0, 0]])).all()  # one cell: needs all three axes
-
-
-@pytest.mark.parametrize("neighbours", ["add_remove", "replace"])
-def test_marginal_strategy_sensitivity_is_the_definitions(neighbours):
-    shape = (3, 2, 2)
-    subsets = [(), (0,), (1, 2), (0, 1, 2)]
-    budget = [Fraction(1, 10), Fraction(2, 10), Fraction(3, 10), Fraction(4, 10)]
-    blocks = [Kron([Identity(n) if a in s else Total(n) for a, n in enumerate(shape)]) for s in subsets]
-    strategy = MarginalStrategy(blocks, budget, subsets, shape=shape)
-    dense = np.vstack([float(b) * blk.dense() for b, blk in zip(budget, blocks)])
-    for p in (1, 2):
-        assert float(strategy.sensitivity_power(p, neighbours)) == pytest.approx(
-            definition_sensitivity_power(dense, p, neighbours), rel=1e-12
-        )
-
-
-def test_optimised_marginals_beat_equal_two_way_marginals_and_flat():
-    """All 2-way marginals of 50 x 100 x 7 x 4 x 2 (the issue's k-D speed example): trace
-    202775 for the optimised weights against 651700 for equal weights on the ten 2-way
-    marginals and 2.8e6 for the identity; the exact errors of the released mechanisms agree."""
-    shape = (50, 100, 7, 4, 2)
-    theta, loss = optimize_marginals(shape, 2)
-    assert loss == pytest.approx(202775.25, rel=1e-4)
-    algebra = MarginalAlgebra(shape)
-    weights = algebra.dim * algebra.workload_eigenvalues(2)
-    equal = np.array([1.0 if len(s) == 2 else 0.0 for s in _subsets(5)])
-    assert marginal_loss(equal, algebra, weights)[0] >= 3.2 * loss
-    lows, highs = marginal_cells(shape, 2)
-    opt = OptimizedMarginals(2, noise="laplace_float").error_model(shape, 1.0).rectangle_variance(lows, highs).mean()
-    flat = Kronecker("identity", noise="laplace_float").error_model(shape, 1.0).rectangle_variance(lows, highs).mean()
-    assert flat >= 10 * opt
-    assert opt == pytest.approx(2 * loss / lows.shape[0], rel=1e-3)  # Laplace(1/eps): 2 trace / m
-
-
 def test_marginal_release_round_trips():
     counts = np.random.default_rng(4).poisson(5, (6, 5, 4))
     release = OptimizedMarginals(2).release(counts, 1.0, rng=1)
@@ -587,27 +461,6 @@ def test_measured_answers_are_the_exact_integers_of_the_product(total, exact_dty
     noise = m.noise.sample(exact.shape, resolve_rng(11))
     want = exact + noise
     np.testing.assert_array_equal(m.values, want.astype(float) if exact_dtype is object else want.astype(np.int64))
-
-
-@pytest.mark.parametrize("norm", [1, 2])
-def test_rounding_keeping_norms_moves_entries_by_under_a_unit_and_no_column_norm_passes_k(norm):
-    """Random unit-norm columns (non-negative for L1) scaled by K = 2^7: the integers differ
-    from K A by less than 1 per entry; every L1 column sums to exactly K, every L2 column has
-    norm at most K; rounding to nearest passes K on some columns of the same matrices."""
-    rng = np.random.default_rng(3)
-    raw = rng.exponential(size=(9, 200)) if norm == 1 else rng.normal(size=(9, 200))
-    A = raw / np.linalg.norm(raw, ord=norm, axis=0)
-    K = 2.0**7
-    out = round_keeping_norms(K * A, K, norm)
-    assert np.all(out == np.round(out)) and np.all(np.abs(out - K * A) < 1)
-    norms = np.linalg.norm(out, ord=norm, axis=0)
-    if norm == 1:
-        np.testing.assert_array_equal(norms, K)
-    else:
-        assert np.all((out**2).sum(axis=0) <= K * K)
-        untouched = (np.rint(K * A) ** 2).sum(axis=0) <= K * K
-        np.testing.assert_array_equal(out[:, untouched], np.rint(K * A)[:, untouched])
-    assert np.any(np.linalg.norm(np.rint(K * A), ord=norm, axis=0) > K)
 
 
 def test_a_saved_release_whose_rebuilt_strategy_differs_is_refused():

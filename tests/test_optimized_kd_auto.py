@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 import pytest
-from _helpers import run_cli
+from _helpers import product_family, run_cli
 
 import dprange.mechanisms.optimized as optimized_module
 import dprange.mechanisms.optimized_grid as optimized_kd
@@ -18,7 +18,6 @@ from dprange import Domain, ProductDomain
 from dprange.analysis.grid import axis_ranges, expected_error, grid_candidates, l2_optimum_bound, select_grid
 from dprange.api import release_grid
 from dprange.errors import ParameterError
-from dprange.inference.marginals import MarginalEstimate
 from dprange.mechanisms.grid import Kronecker, load_grid_release
 from dprange.mechanisms.optimized import Optimized
 from dprange.mechanisms.optimized_grid import (
@@ -27,10 +26,8 @@ from dprange.mechanisms.optimized_grid import (
     OptimizedMarginals,
     kd_auto_candidates,
 )
-from dprange.operators import Identity, Kron, Total
 from dprange.optimize.cache import cache_path
 from dprange.optimize.l2_optimum import GAP_TOLERANCE, l2_optimum
-from dprange.optimize.marginals import optimize_marginals
 from dprange.workloads import AllRange, Prefix, all_rectangles, marginals, prefix_rectangles
 
 pytestmark = pytest.mark.usefixtures("private_cache")  # every test: an empty strategy cache
@@ -41,13 +38,6 @@ OPTIMISED = (OptimizedKronecker, OptimizedMarginals)
 
 def optimised_in(pool) -> list:
     return [m for m in pool if isinstance(m, OPTIMISED)]
-
-
-def product_family(families):
-    """Every combination of one (lo, hi) per axis, as (R, k) lows and highs."""
-    picks = itertools.product(*(range(lo.size) for lo, _ in families))
-    rows = [[(fam[0][i], fam[1][i]) for fam, i in zip(families, pick)] for pick in picks]
-    return np.array([[lo for lo, _ in r] for r in rows]), np.array([[hi for _, hi in r] for r in rows])
 
 
 @pytest.mark.parametrize("neighbours", ["add_remove", "replace"])
@@ -79,15 +69,6 @@ def test_expected_errors_of_the_optimised_mechanisms_are_the_dense_mean_errors(n
             want = float(np.mean(model.rectangle_variance(np.vstack(lows), np.vstack(highs))))
         got = expected_error(mech, shape, workload, 1.0, delta=delta, order=order)
         assert isinstance(got, float) and got == pytest.approx(want, rel=1e-9), (mech, shape)
-
-
-def test_marginal_mean_variance_is_infinite_where_a_query_reaches_an_unmeasured_direction():
-    shape = (3, 4, 2)
-    est = MarginalEstimate(shape, [(0, 1), (1, 2)], [1.0, 2.0])
-    measured = [axis_ranges(3, "cells"), axis_ranges(4, "cells"), axis_ranges(2, "total")]
-    lows, highs = product_family(measured)
-    assert est.mean_variance(measured) == pytest.approx(est.rectangle_variance(lows, highs).mean(), rel=1e-12)
-    assert math.isinf(est.mean_variance([axis_ranges(n, "all") for n in shape]))  # cells need all three axes
 
 
 def test_select_grid_never_chooses_worse_than_any_candidate_and_ranks_the_optimised_ones():
@@ -238,14 +219,6 @@ def test_auto_skips_optimised_marginals_on_many_axes(monkeypatch):
     assert kd_auto_candidates(shape, workload="marginals", order=2) == [] and calls == []
 
 
-def test_optimize_marginals_keeps_the_full_table_where_the_starts_stop_higher():
-    """6 x 5 x 4, all 2-way marginals: the uniform starts stopped at 534.3 (the three 2-way
-    marginals), above the full table's 360 (= trace of the workload's Gram)."""
-    theta, loss = optimize_marginals((6, 5, 4), 2)
-    assert loss == pytest.approx(360.0, rel=1e-12)
-    assert theta[-1] == 1.0 and theta[:-1].sum() == 0.0
-
-
 def test_template_auto_under_delta_round_trips_through_json():
     """The saved parameters say template 'auto'; the loader plans at the saved delta (it
     planned the L1 template before: 1000 saved values against 714 rows)."""
@@ -292,26 +265,6 @@ def test_cli_error_and_release_choose_the_optimised_product(tmp_path, capsys):
     domain = ProductDomain([Domain.integers(0, 31), Domain.integers(0, 31)])
     same = release_grid([a, b], domain, 1.0, rng=3)
     np.testing.assert_allclose(saved.counts, same.counts, rtol=0, atol=1e-9)
-
-
-@pytest.mark.parametrize("neighbours", ["add_remove", "replace"])
-def test_marginal_query_variance_is_the_dense_covariance(neighbours):
-    """q^T Cov q for arbitrary weights against the dense GLS covariance (pseudo-inverse on the
-    measured span), and infinite for a query outside it."""
-    shape = (3, 4, 2)
-    subsets, variances = [(0, 1), (1, 2), (0, 2), ()], [2.0, 3.0, 5.0, 7.0]
-    blocks = [Kron([Identity(n) if a in s else Total(n) for a, n in enumerate(shape)]).dense() for s in subsets]
-    est = MarginalEstimate(shape, subsets, variances, total=0.0 if neighbours == "replace" else None)
-    Aw = np.vstack([b / np.sqrt(v) for b, v in zip(blocks, variances)])
-    cov = np.linalg.pinv(Aw.T @ Aw)
-    if neighbours == "replace":
-        w = cov.sum(axis=1)
-        cov = cov - np.outer(w, w) / w.sum()
-    rng = np.random.default_rng(5)
-    A = np.vstack(blocks)
-    Q = np.vstack([A[:5], rng.normal(size=(4, A.shape[0])) @ A])  # rows and combinations of the measured span
-    np.testing.assert_allclose(est.query_variance(Q), np.einsum("ij,jk,ik->i", Q, cov, Q), rtol=1e-9, atol=1e-9)
-    assert np.isinf(est.query_variance(np.eye(24)[0]))  # one cell: needs all three axes
 
 
 @pytest.mark.parametrize("shape", [(6, 5, 4), (4, 3, 3, 2)])

@@ -8,50 +8,13 @@ import numpy as np
 import pytest
 
 from dprange.analysis import expected_error, l2_optimum_bound, select
-from dprange.errors import ParameterError
 from dprange.mechanisms.matrix import Matrix
 from dprange.mechanisms.optimized import Optimized
 from dprange.mechanisms.optimized_grid import OptimizedKronecker
-from dprange.optimize.p_identity import Gram, p_identity_loss, p_identity_matrix, replace_objective
-from dprange.workloads import AllRange, Explicit, Prefix
+from dprange.optimize.p_identity import p_identity_matrix
+from dprange.workloads import AllRange, Prefix
 
 pytestmark = pytest.mark.usefixtures("private_cache")  # every test: an empty strategy cache
-
-
-def known_total_trace(strategy: np.ndarray, gram: np.ndarray) -> float:
-    """trace(G N (N^T A^T A N)^-1 N^T), N an orthonormal basis of the complement of 1: the
-    total error of the least squares constrained to a known total, per unit of noise."""
-    n = gram.shape[0]
-    basis = np.linalg.qr(np.eye(n)[:, :-1] - np.eye(n)[:, 1:])[0]
-    reduced = basis.T @ strategy.T @ strategy @ basis
-    return float(np.trace(basis.T @ gram @ basis @ np.linalg.inv(reduced)))
-
-
-MIXED = Explicit(np.vstack([np.tril(np.ones((12, 12))), 0.5 * np.eye(12)]))
-
-
-@pytest.mark.parametrize("workload", [AllRange(12), Prefix(12), MIXED])
-@pytest.mark.parametrize("norm", [1, 2])
-@pytest.mark.parametrize("structured", [True, False])
-def test_known_total_loss_is_the_constrained_trace_and_its_gradient_matches_finite_differences(
-    workload, norm, structured
-):
-    gram = Gram(workload) if structured else Gram(workload.gram())
-    rng = np.random.default_rng(7)
-    theta = rng.uniform(0.0, 1.0, (3, 12)) if norm == 1 else rng.normal(size=(3, 12))
-    loss, grad = p_identity_loss(theta, gram, norm, known_total=True)
-    dense = known_total_trace(p_identity_matrix(theta, norm), workload.gram())
-    assert loss == pytest.approx(dense, rel=1e-12)
-    plain = p_identity_loss(theta, gram, norm)[0]
-    assert loss < plain  # the public total only removes variance
-    numeric = np.zeros_like(theta)
-    for index in np.ndindex(theta.shape):
-        step = np.zeros_like(theta)
-        step[index] = 1e-6
-        up = p_identity_loss(theta + step, gram, norm, known_total=True)[0]
-        down = p_identity_loss(theta - step, gram, norm, known_total=True)[0]
-        numeric[index] = (up - down) / 2e-6
-    np.testing.assert_allclose(numeric, grad, atol=1e-6 * np.abs(grad).max(), rtol=0)
 
 
 def best_fixed_under_replace(workload) -> float:
@@ -146,30 +109,6 @@ def test_replace_l2_template_is_non_negative_near_the_replace_optimum(workload):
         as_before(Optimized(workload, template="p-identity-l2", neighbours="replace")), workload, 1.0, delta=delta
     )
     assert error < before
-
-
-def test_replace_objective_is_the_constrained_trace_times_the_squared_replace_sensitivity():
-    rng = np.random.default_rng(9)
-    gram = Prefix(10).gram()
-    for strategy in (rng.normal(size=(14, 10)), np.abs(rng.normal(size=(12, 10))), np.eye(10)):
-        pairs = [np.sum((strategy[:, i] - strategy[:, j]) ** 2) for i in range(10) for j in range(10)]
-        expected = known_total_trace(strategy, gram) * max(pairs)
-        assert replace_objective(strategy, gram) == pytest.approx(expected, rel=1e-10)
-
-
-@pytest.mark.parametrize(
-    ("strategy", "gram", "message"),
-    [
-        (np.ones(4), np.eye(4), "2-D matrix"),
-        (np.eye(3)[:, :1], np.eye(1), "at least 2 columns"),
-        (np.full((3, 3), np.nan), np.eye(3), "finite 2-D"),
-        (np.eye(3), np.eye(4), "3 x 3"),
-        (np.ones((3, 3)), np.eye(3), "full column rank"),
-    ],
-)
-def test_replace_objective_refuses_bad_input(strategy, gram, message):
-    with pytest.raises(ParameterError, match=message):
-        replace_objective(strategy, gram)
 
 
 def test_auto_under_replace_above_the_replace_program_ranks_by_the_replace_objective(monkeypatch):

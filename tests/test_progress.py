@@ -1,4 +1,5 @@
-"""Progress bars (issue 12, item 5): drawn only on a terminal, for long work, unless switched off."""
+"""Progress bars (dprange.progress; issue 12, item 5): drawn only on a terminal, for long work,
+unless switched off."""
 
 import io
 import sys
@@ -189,14 +190,3 @@ def test_the_l2_optimum_shows_the_share_of_its_duality_gap_closed(terminal):
     assert "optimising strategy (L2 optimum)" in drawn and "100/100" in drawn and "/200" not in drawn
     assert ".0/100" not in drawn.replace("| 0/100", "")  # whole percents
     assert optimal_l2.l2_optimum(Prefix(8).gram()).steps >= 1  # a real solve runs with the bar too
-
-
-@pytest.mark.parametrize(
-    ("first", "gap", "percent"),
-    [(1e-1, 1e-1, 0.0), (1e-1, 1e-6, 100.0), (1e-1, 10**-3.5, 50.0), (1e-1, 1e-9, 100.0), (1e-1, 1.0, 0.0)],
-)
-def test_gap_progress_is_the_share_of_the_log_gap_closed(first, gap, percent):
-    from dprange.optimize.l2_optimum import gap_progress
-
-    assert gap_progress(first, gap, 1e-6) == pytest.approx(percent)
-    assert gap_progress(float("nan"), gap, 1e-6) == (100.0 if gap <= 1e-6 else 0.0)

@@ -1,5 +1,6 @@
-"""The registry (one registration per mechanism, inference method, noise kind, workload) and
-the declarative parameters every mechanism class checks with one function."""
+"""The registry (dprange.registry; one registration per mechanism, inference method, noise kind,
+workload): one registration reaches make_mechanism, dprange.release, auto, the CLI and the docs;
+names match what interprets them; the listing order is declared."""
 
 from __future__ import annotations
 
@@ -195,14 +196,6 @@ def test_registered_names_match_what_interprets_them():
     assert make_workload("random-ranges", 8, k=5).m == 5
     with pytest.raises(ParameterError, match="unknown workload 'bogus'; choose all-range, prefix, identity, random"):
         make_workload("bogus", 8)
-
-
-@pytest.mark.parametrize("inference", INFERENCE.names())
-def test_every_inference_method_runs(inference):
-    rel = Hierarchical(2, inference=inference).release(np.array([3, 0, 5, 1, 0, 0, 2, 9]), 2.0, rng=1)
-    assert rel.inference == inference and rel.n == 8
-    if inference != "gls":  # non-negative estimates
-        assert np.all(rel.histogram().value >= -1e-6)
 
 
 @pytest.mark.parametrize("name", MECHANISMS.names(nameable=True))

@@ -1,19 +1,15 @@
-"""ADMM on trees in O(nodes) per iteration (issue 12, item 6): the precomputed tree x-step,
-the stacked tree operator, A x from the x-step, and the stopping rule tested every k
-iterations must give the former path's numbers (tree_gls per iteration, per-level
-operators, a test every iteration) within the solver tolerance, and keep the
-ConvergenceWarning behaviour."""
-
-import warnings
+"""ADMM on trees in O(nodes) per iteration (dprange.inference.tree_admm; issue 12, item 6): the
+precomputed tree x-step and the stacked tree operator give the former path's numbers
+(tree_gls per iteration, per-level operators) within the tolerance."""
 
 import numpy as np
 import pytest
+from _helpers import _problem
 from reference_inference import former_admm, former_tree_x_step
 
-from dprange import ConvergenceWarning, Hierarchical
+from dprange import Hierarchical
 from dprange.inference import l1_admm
-from dprange.inference.l1_admm import admm, tree_x_update
-from dprange.inference.tree import family_sums
+from dprange.inference.l1_admm import tree_x_update
 from dprange.inference.tree_admm import TreeLeastSquares, TreeStack
 from dprange.strategies.trees import TreeStrategy
 
@@ -28,15 +24,6 @@ SHAPES = [
     (37, (40,), False, True),
     (1000, 4, False, False),
 ]
-
-
-def _problem(rng, n, branching, measure_root, known_total):
-    tree = TreeStrategy(n, branching, measure_root=measure_root, known_total=known_total)
-    weights: list = [None] * (tree.depth + 1)
-    for d in tree.measured_depths:
-        size = tree.level_sizes[d]
-        weights[d] = rng.uniform(0.2, 3.0, size) if rng.random() < 0.5 else np.full(size, rng.uniform(0.2, 3.0))
-    return tree, weights, (50.0 if known_total else None)
 
 
 @pytest.mark.parametrize("n,branching,measure_root,known_total", SHAPES)
@@ -69,12 +56,6 @@ def test_tree_stack_equals_the_dense_levels(n, branching, measure_root, known_to
     np.testing.assert_allclose(op.matmat(np.eye(n)), dense, atol=1e-12)
 
 
-@pytest.mark.parametrize("b", [2, 3, 8, 9, 16])
-def test_family_sums_equal_the_reduction(b):
-    values = np.random.default_rng(b).normal(size=7 * b)
-    np.testing.assert_allclose(family_sums(values, 7, b), values.reshape(7, b).sum(axis=1), rtol=1e-14, atol=1e-14)
-
-
 @pytest.mark.parametrize("method", ["l1", "nnls"])
 @pytest.mark.parametrize("neighbours", ["add_remove", "replace"])
 def test_release_equals_the_former_admm_within_tolerance(method, neighbours):
@@ -92,42 +73,3 @@ def test_release_equals_the_former_admm_within_tolerance(method, neighbours):
     np.testing.assert_allclose(new.leaves, old.x, atol=1e-3 * scale)
     if neighbours == "replace":
         assert new.leaves.sum() == pytest.approx(measurements.total, rel=1e-12)
-
-
-def test_stopping_rule_every_k_iterations_and_at_maxiter():
-    rng = np.random.default_rng(7)
-    tree, weights, _ = _problem(rng, 300, 4, True, False)
-    y = rng.normal(10, 3, tree.dense().shape[0])
-    w = np.concatenate([weights[d] for d in tree.measured_depths])
-    every = admm(tree.operator(), y, w, x_update=tree_x_update(tree, weights), tol=1e-7, check_every=1)
-    assert every.converged and len(every.primal_residuals) == every.iterations
-    sparse = admm(tree.operator(), y, w, x_update=tree_x_update(tree, weights), tol=1e-7, check_every=10)
-    assert sparse.converged and sparse.iterations % 10 == 0
-    assert sparse.iterations >= every.iterations and len(sparse.primal_residuals) == sparse.iterations // 10
-    # the same iterates: the tests every 10 iterations see the residuals of every-iteration testing
-    tested = every.iterations // 10
-    assert sparse.primal_residuals[:tested] == every.primal_residuals[9 : 10 * tested : 10]
-    assert sparse.dual_residuals[:tested] == every.dual_residuals[9 : 10 * tested : 10]
-    np.testing.assert_allclose(sparse.x, every.x, atol=1e-4 * np.abs(every.x).max())
-    # the rule is always tested at maxiter: a run stopped there sees that it converged
-    capped = admm(
-        tree.operator(),
-        y,
-        w,
-        x_update=tree_x_update(tree, weights),
-        tol=1e-7,
-        check_every=1000,
-        maxiter=every.iterations,
-    )
-    assert capped.converged and capped.iterations == every.iterations and len(capped.primal_residuals) == 1
-
-
-def test_unconverged_large_release_still_warns():
-    counts = np.random.default_rng(8).poisson(2, 2**14)
-    mechanism = Hierarchical(16, inference="l1", inference_options={"maxiter": 7})
-    with pytest.warns(ConvergenceWarning, match="maxiter"):
-        release = mechanism.release(counts, 1.0, rng=1)
-    assert not release.converged and release.estimate.min() >= 0
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", ConvergenceWarning)
-        assert Hierarchical(16, inference="l1").release(counts, 1.0, rng=1).converged
