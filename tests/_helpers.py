@@ -23,11 +23,14 @@ import pytest
 from scipy import signal, special, stats
 
 import dprange
-from dprange import DAWA, DAWAHilbert
+from dprange import DAWA, DAWAHilbert, Release
+from dprange.answers.provenance import Provenance
 from dprange.cli import main
 from dprange.data_aware.hilbert import hilbert_sequence
 from dprange.data_aware.partition import partition_noise, scaled_deviations
+from dprange.inference.dispatch import NonlinearEstimate
 from dprange.measurements import LinearMeasurement, Measurements
+from dprange.optimize import cache as optimized
 from dprange.privacy.noise import NoiseSpec
 from dprange.quantile_mechanisms import joint_exp
 from dprange.strategies.trees import TreeStrategy
@@ -154,8 +157,28 @@ def integer_strategy(rows: int, n: int, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 5, (rows, n)).astype(float)
 
 
+# ----------------------------------------------------------------------------- what a release builds
+
+
+def cached_templates() -> set[str]:
+    return {path.name.split("-n32-")[1].split("-")[0] for path in optimized.cache_dir().glob("*-n32-*.npz")}
+
+
 def mode(path) -> int:
     return stat.S_IMODE(os.stat(path).st_mode)
+
+
+class _PerQueryOnly:
+    """An error model with the per-query interface only (the path before the one pass)."""
+
+    def __init__(self, model):
+        self._model = model
+
+    def range_variance(self, lo, hi):
+        return self._model.range_variance(lo, hi)
+
+    def query_variance(self, weights):
+        return self._model.query_variance(weights)
 
 
 def measure(blocks, x, variances, rng, *, total=None, noise=None):
@@ -453,6 +476,12 @@ def short_ranges(n=256, queries=2000, width=16, seed=0):
     return Ranges(lo, lo + rng.integers(0, width, queries), n)
 
 
+def measured(mech, n, epsilon, delta=0.0):
+    """The strategy the mechanism measures at (epsilon, delta) (its design's choice)."""
+    mech.design(n, epsilon, delta=delta)
+    return mech.strategy(n)
+
+
 def indicator(shape, lows, highs):
     grids = np.indices(shape).reshape(len(shape), -1)
     return np.all((grids.T[None] >= lows[:, None]) & (grids.T[None] <= highs[:, None]), axis=2).astype(float)
@@ -595,6 +624,13 @@ def discrete_gaussian_delta_projection(pairs, epsilon) -> tuple[float, float]:
 #: Beyond this sigma the lattice tables (12 sigma entries per coordinate) are too large, and
 #: :func:`gaussian_delta` uses the projection bound (relative width about 1e-5 per coordinate there).
 PROJECTION_SIGMA = 1e6
+
+
+# ----------------------------------------------------------------------------- enumeration
+
+
+def dataset(n):
+    return (np.arange(n) % 3 + 1).astype(np.int64)  # every bin holds a record
 
 
 # ----------------------------------------------------------------------------- linear k-D
@@ -754,3 +790,23 @@ def dawa_worst(monkeypatch, build, bases, epsilon, relation):
                 worst = max(worst, abs(math.log(p / q)) + loss)
                 least = min(least, p, q)
     return worst, least
+
+
+def true_quantiles(values, q):
+    """inf{x : #(values <= x) >= q N}: the ceil(q N)-th smallest value (q > 0)."""
+    ordered = np.sort(np.asarray(values, dtype=float))
+    rank = np.maximum(np.ceil(np.asarray(q) * ordered.size - 1e-9).astype(int), 1)
+    return ordered[rank - 1]
+
+
+def nonlinear_zero_release(n=8):
+    """An NNLS release whose estimate is all zeros (its estimated total is 0)."""
+    return Release(
+        np.zeros(n),
+        NonlinearEstimate(np.zeros(n), None, None),
+        Provenance("hierarchical", epsilon=0.01, inference="nnls", noise="discrete_laplace"),
+    )
+
+
+def same(a, b):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

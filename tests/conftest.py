@@ -9,6 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import dprange
+from dprange import Domain, Hierarchical, Wavelet
+
 #: The repository root, and the read-only material beside it (../shared: data sets, papers).
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
@@ -72,3 +75,23 @@ def weighted_tree_problem(rng, n, support, values, known_total, branching=3):
     w = np.concatenate([np.full(tree.level_sizes[d], level_weights[d]) for d in tree.measured_depths])
     y = tree.dense() @ x + rng.laplace(0, 1 / w)
     return tree, level_weights, w, y, (float(x.sum()) if known_total else None)
+
+
+@pytest.fixture(scope="module")
+def integer_release():
+    """Hierarchical(4) on the integers 10..59 (50 bins)."""
+    counts = np.random.default_rng(1).poisson(20, 50)
+    return Hierarchical(4).release(counts, 1.0, rng=2, domain=Domain.integers(10, 59))
+
+
+@pytest.fixture(scope="module")
+def interval_release():
+    """Wavelet on [0, 5] in 40 bins of width 0.125 (edges exact in binary)."""
+    counts = np.random.default_rng(3).poisson(20, 40)
+    return Wavelet(neighbours="replace").release(counts, 1.0, rng=4, domain=Domain.interval(0.0, 5.0, 40))
+
+
+@pytest.fixture(scope="module")
+def gls_release():
+    counts = np.random.default_rng(3).poisson(30, 100)
+    return Hierarchical(4).release(counts, 1.0, rng=7, domain=dprange.Domain.interval(0, 50, 100))

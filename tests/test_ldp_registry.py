@@ -17,8 +17,7 @@ from dprange import ParameterError, ReportError, _params
 from dprange.cli.ldp import build_protocol, ldp, protocol_from_header
 from dprange.ldp import GRR, Flat, HaarHRR, HierarchicalHistogram, make_oracle, protocols
 from dprange.ldp.protocols import protocol_class, register_protocol
-from dprange.mechanisms.tables import TABLE_NOISE, release_table
-from dprange.registry import FREQUENCY_ORACLES, INFERENCE, LDP_PROTOCOLS, NOISE, REGISTRIES, docs_markdown
+from dprange.registry import FREQUENCY_ORACLES, INFERENCE, LDP_PROTOCOLS, REGISTRIES, docs_markdown
 
 
 # ------------------------------------------------------------------ a toy protocol and oracle
@@ -160,25 +159,6 @@ def test_a_name_is_registered_once():
     with pytest.raises(ParameterError, match="oracle 'grr' is already registered"):
         FREQUENCY_ORACLES.add(GRR, summary="twice")
     assert LDP_PROTOCOLS.names() == ("hierarchical", "haar", "flat")
-
-
-# ------------------------------------------------------------------ contingency tables
-def test_table_noise_is_a_declared_subset_of_the_noise_registry():
-    assert TABLE_NOISE == ("discrete_laplace", "laplace_float")
-    assert set(TABLE_NOISE) < set(NOISE.names())
-    assert NOISE.subset(("gaussian",)) == ("gaussian",)
-    with pytest.raises(ParameterError, match=r"^noise kind 'normal' is not registered; register it or leave it out$"):
-        NOISE.subset(("discrete_laplace", "normal"))
-
-
-def test_table_checks_name_the_registered_choices():
-    table = np.array([[3, 4], [5, 6]])
-    with pytest.raises(ParameterError, match=r"^inference must be one of gls, nnls, l1, got 'lasso'$"):
-        release_table(table, 1.0, inference="lasso", rng=1)
-    with pytest.raises(ParameterError, match=r"^noise must be one of discrete_laplace, laplace_float for a table"):
-        release_table(table, 1.0, noise="gaussian", rng=1)
-    with pytest.raises(ParameterError, match="inference must be one of"):
-        release_table(table, 1.0, inference=["gls"], rng=1)  # an unhashable value is refused, not a TypeError
 
 
 # ------------------------------------------------------------------ declared constructor parameters

@@ -3,7 +3,6 @@ SVD bound, and the k-D entry point dprange.release_grid (issue 10, items 5 and 6
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
@@ -17,11 +16,9 @@ from dprange.analysis import svd_bound as svd_bound_1d
 from dprange.api import choose_grid_mechanism, release_grid
 from dprange.errors import ParameterError
 from dprange.mechanisms import base as mechanisms_base
-from dprange.mechanisms import grid as grid_mechanisms
 from dprange.mechanisms.base import Mechanism
 from dprange.mechanisms.optimized_grid import OptimizedKronecker, OptimizedMarginals
 from dprange.registry import GRID_MECHANISMS, GRID_WORKLOADS, MECHANISMS, docs_markdown
-from dprange.strategies import kron as kron_strategies
 from dprange.workloads import all_rectangles, marginals, prefix_rectangles
 
 
@@ -199,14 +196,6 @@ def test_choose_grid_mechanism_keeps_a_k_d_object_and_builds_names():
     assert isinstance(built, Mechanism)
     with pytest.raises(ParameterError, match="conflicts"):
         choose_grid_mechanism(mech, (8, 8), 1.0, neighbours="replace")
-
-
-def test_auto_candidates_skip_hierarchies_too_large_to_pad():
-    five = (50, 100, 7, 4, 2)
-    assert grid_mechanisms.hierarchy_candidates_kd(five) == []  # 128^5 cells padded
-    assert len(grid_mechanisms.hierarchy_candidates_kd((64, 64))) == 6
-    for b, rule in itertools.product((2, 4, 8), kron_strategies.BUDGET_RULES):
-        assert any(m.branching == b and m.budget == rule for m in grid_mechanisms.hierarchy_candidates_kd((64, 64)))
 
 
 def test_product_domain_errors_name_the_axis():

@@ -8,23 +8,10 @@ errors of the straightforward formula."""
 
 import numpy as np
 import pytest
+from _helpers import _PerQueryOnly
 
 from dprange import DataError, Domain, DomainError, Hierarchical, analysis
-from dprange.answers.cdf import CumulativeEstimate
 from dprange.workloads import AllRange, Identity, Prefix
-
-
-class _PerQueryOnly:
-    """An error model with the per-query interface only (the path before the one pass)."""
-
-    def __init__(self, model):
-        self._model = model
-
-    def range_variance(self, lo, hi):
-        return self._model.range_variance(lo, hi)
-
-    def query_variance(self, weights):
-        return self._model.query_variance(weights)
 
 
 @pytest.mark.parametrize("workload", [AllRange(300), Prefix(300), Identity(300)])
@@ -39,33 +26,6 @@ def test_workload_errors_from_one_pass_equal_per_query(workload, mechanism):
         np.testing.assert_allclose(
             analysis.query_variances(model, workload), analysis.query_variances(reference, workload), rtol=1e-12
         )
-
-
-@pytest.mark.parametrize("neighbours", ["add_remove", "replace"])  # estimated / public total
-def test_cdf_errors_and_deciles_equal_per_query(neighbours):
-    counts = np.random.default_rng(3).poisson(20, 500)
-    mechanism = Hierarchical(8, neighbours=neighbours)
-    rel = mechanism.release(counts, 1.0, rng=4, domain=Domain.interval(0.0, 50.0, 500))
-    fast = CumulativeEstimate(rel.estimate, rel.error_model, rel.provenance, rel.domain, rel._one_sided_factor)
-    slow = CumulativeEstimate(
-        rel.estimate, _PerQueryOnly(rel.error_model), rel.provenance, rel.domain, rel._one_sided_factor
-    )
-    expected = slow.cdf().stderr
-    residue = 1e-6 * expected.max()  # the last bin's exact 0 (F = 1) is rounding residue on both paths
-    np.testing.assert_allclose(fast.cdf().stderr, expected, rtol=1e-10, atol=residue)
-    np.testing.assert_allclose(rel.cdf().stderr, expected, rtol=1e-10, atol=residue)
-    deciles = np.linspace(0.1, 0.9, 9)
-    for a, b in zip(fast.quantile(deciles).confidence_interval(0.05), slow.quantile(deciles).confidence_interval(0.05)):
-        np.testing.assert_allclose(a, b, rtol=1e-10)
-
-
-def test_saved_release_standard_errors_equal_per_query():
-    counts = np.random.default_rng(5).poisson(20, 700)
-    rel = Hierarchical(16).release(counts, 1.0, rng=6)
-    idx = np.arange(rel.n)
-    expected = np.sqrt(rel.error_model.range_variance(idx, idx))
-    np.testing.assert_allclose(rel.to_dict()["histogram"]["stderr"], expected, rtol=1e-12)
-    np.testing.assert_allclose(rel.histogram().stderr, expected, rtol=1e-12)
 
 
 # ----------------------------------------------------------------------------- integers

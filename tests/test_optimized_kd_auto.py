@@ -13,19 +13,13 @@ import pytest
 from _helpers import product_family, run_cli
 
 import dprange.mechanisms.optimized as optimized_module
-import dprange.mechanisms.optimized_grid as optimized_kd
 from dprange import Domain, ProductDomain
 from dprange.analysis.grid import axis_ranges, expected_error, grid_candidates, l2_optimum_bound, select_grid
 from dprange.api import release_grid
 from dprange.errors import ParameterError
 from dprange.mechanisms.grid import Kronecker, load_grid_release
 from dprange.mechanisms.optimized import Optimized
-from dprange.mechanisms.optimized_grid import (
-    AUTO_MARGINALS_MAX_AXES,
-    OptimizedKronecker,
-    OptimizedMarginals,
-    kd_auto_candidates,
-)
+from dprange.mechanisms.optimized_grid import OptimizedKronecker, OptimizedMarginals, kd_auto_candidates
 from dprange.optimize.cache import cache_path
 from dprange.optimize.l2_optimum import GAP_TOLERANCE, l2_optimum
 from dprange.workloads import AllRange, Prefix, all_rectangles, marginals, prefix_rectangles
@@ -210,24 +204,6 @@ def test_optimised_marginals_are_chosen_for_the_marginals_they_serve():
     assert selection.error == expected_error(OptimizedMarginals(2), shape, "marginals", 1.0, order=2)
     assert selection.table[1].error >= 1.2 * selection.error
     assert sorted(axes for axes, _ in selection.mechanism.weights(shape)) == list(itertools.combinations(range(4), 2))
-
-
-def test_auto_skips_optimised_marginals_on_many_axes(monkeypatch):
-    calls = []
-    monkeypatch.setattr(optimized_kd, "optimize_marginals", lambda *a, **k: calls.append(a) or (None, 0.0))
-    shape = (2,) * (AUTO_MARGINALS_MAX_AXES + 1)
-    assert kd_auto_candidates(shape, workload="marginals", order=2) == [] and calls == []
-
-
-def test_template_auto_under_delta_round_trips_through_json():
-    """The saved parameters say template 'auto'; the loader plans at the saved delta (it
-    planned the L1 template before: 1000 saved values against 714 rows)."""
-    counts = np.random.default_rng(3).poisson(9, (32, 20))
-    release = OptimizedKronecker().release(counts, 1.0, delta=1e-6, rng=5)
-    loaded = load_grid_release(release.to_json())
-    lows, highs = [[0, 0], [3, 7], [10, 0]], [[31, 19], [20, 8], [10, 19]]
-    np.testing.assert_allclose(loaded.rectangle(lows, highs).value, release.rectangle(lows, highs).value)
-    np.testing.assert_allclose(loaded.rectangle(lows, highs).stderr, release.rectangle(lows, highs).stderr)
 
 
 @pytest.mark.parametrize(("workload", "delta"), [("all-rectangles", 0.0), ("prefix-rectangles", 1e-6)])

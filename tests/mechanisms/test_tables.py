@@ -1,4 +1,9 @@
-"""Contingency tables with public marginals (seed 004, Algorithm 2)."""
+"""Contingency tables with public marginals (dprange.mechanisms.tables; seed 004, Algorithm 2): the
+release meets the published marginals, GLS is the orthogonal projection with error bars equal to
+the dense formula, L1 reaches the linear programme, the cell noise's calibration, bootstraps,
+and the registered noise and inference choices."""
+
+from __future__ import annotations
 
 import dataclasses
 import itertools
@@ -8,6 +13,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from _helpers import box_matrix, every_rectangle
 from scipy import optimize
 
 from dprange import ParameterError
@@ -15,9 +21,10 @@ from dprange.answers.types import one_sided_factor
 from dprange.errors import ConvergenceWarning
 from dprange.inference.marginal_constraints import marginal_matrix
 from dprange.measurements import Measurements
-from dprange.mechanisms.tables import infer_table, release_table
+from dprange.mechanisms.tables import TABLE_NOISE, infer_table, release_table
 from dprange.operators import Identity
 from dprange.privacy.noise import noise_variance
+from dprange.registry import NOISE
 from dprange.strategies.calibration import calibrate
 from dprange.strategies.trees import Strategy
 
@@ -360,3 +367,47 @@ def test_unconverged_table_admm_warns_and_says_so():
         rel.bootstrap((1,), reps=3, rng=0)  # one warning for the run, not one per replicate
     assert [str(w.message)[:6] for w in caught] == ["3 of 3"] and caught[0].category is ConvergenceWarning
     assert rel.bootstrap_unconverged == 3
+
+
+def test_release_table_goes_through_the_product_domain_release(rng):
+    table = rng.integers(0, 20, size=(4, 3, 5))
+    public = {(0,): table.sum(axis=(1, 2)), (1, 2): table.sum(axis=0)}
+    rel = release_table(table, 0.8, public_marginals=public, rng=3)
+    noisy = rel.noisy.ravel()
+    C = np.vstack([marginal_matrix(table.shape, (0,)).toarray(), marginal_matrix(table.shape, (1, 2)).toarray()])
+    d = np.concatenate([table.sum(axis=(1, 2)), table.sum(axis=0).ravel()])
+    projection = noisy - C.T @ np.linalg.pinv(C @ C.T) @ (C @ noisy - d)  # the identity design's GLS
+    np.testing.assert_allclose(rel.table.ravel(), projection, atol=1e-8)
+    grid = rel.grid
+    np.testing.assert_allclose(grid.counts, rel.table, atol=1e-12)
+    lows, highs = every_rectangle(table.shape)
+    pick = np.arange(0, lows.shape[0], 37)
+    Q = box_matrix(table.shape, lows[pick], highs[pick])
+    np.testing.assert_allclose(
+        grid.rectangle(lows[pick], highs[pick]).variance,
+        rel.query(Q.reshape((-1, 4, 3, 5))).variance,
+        rtol=1e-9,
+        atol=1e-9,
+    )
+    np.testing.assert_allclose(grid.marginal((0, 2)).stderr, rel.stderr((0, 2)), rtol=1e-9)
+    assert math.isclose(grid.rectangle([0, 0, 0], [3, 2, 4]).stderr, 0.0, abs_tol=1e-6)
+    assert release_table(table, 0.8, public_marginals=public, inference="nnls", rng=3).grid is None
+
+
+# ------------------------------------------------------------------ contingency tables
+def test_table_noise_is_a_declared_subset_of_the_noise_registry():
+    assert TABLE_NOISE == ("discrete_laplace", "laplace_float")
+    assert set(TABLE_NOISE) < set(NOISE.names())
+    assert NOISE.subset(("gaussian",)) == ("gaussian",)
+    with pytest.raises(ParameterError, match=r"^noise kind 'normal' is not registered; register it or leave it out$"):
+        NOISE.subset(("discrete_laplace", "normal"))
+
+
+def test_table_checks_name_the_registered_choices():
+    table = np.array([[3, 4], [5, 6]])
+    with pytest.raises(ParameterError, match=r"^inference must be one of gls, nnls, l1, got 'lasso'$"):
+        release_table(table, 1.0, inference="lasso", rng=1)
+    with pytest.raises(ParameterError, match=r"^noise must be one of discrete_laplace, laplace_float for a table"):
+        release_table(table, 1.0, noise="gaussian", rng=1)
+    with pytest.raises(ParameterError, match="inference must be one of"):
+        release_table(table, 1.0, inference=["gls"], rng=1)  # an unhashable value is refused, not a TypeError

@@ -1,6 +1,7 @@
-"""Mechanism.parameters() is derived from the declared PARAMS: for every registered mechanism
-(1-D and k-D) it is JSON and rebuilds an equal mechanism, ``type(m)(**m.parameters())``.
-The declarations themselves are tested in tests/test_registry.py."""
+"""dprange.mechanisms.base: Mechanism.parameters() is derived from the declared PARAMS (for every
+registered mechanism, 1-D and k-D, it is JSON and rebuilds an equal mechanism), error_model is
+the dense GLS covariance of the design, and inference= is taken and recorded.  The declarations
+themselves: tests/test_params.py."""
 
 from __future__ import annotations
 
@@ -8,16 +9,17 @@ import json
 
 import numpy as np
 import pytest
+from _helpers import gls_covariance, quadratic_forms
 
 import dprange
-import dprange.data_aware.grid
-import dprange.mechanisms.fourier
-import dprange.mechanisms.optimized_grid  # noqa: F401
+from conftest import range_matrix
+from dprange import ParameterError, Wavelet
 from dprange._params import Integer, Param, current
 from dprange.mechanisms.base import Mechanism
 from dprange.mechanisms.basic import Flat, Hierarchical
 from dprange.mechanisms.matrix import Matrix
 from dprange.registry import GRID_MECHANISMS, MECHANISMS
+from dprange.strategies.trees import HaarStrategy
 
 #: Shared settings every mechanism is built with, besides its defaults.
 SHARED = [
@@ -27,9 +29,7 @@ SHARED = [
     {"inference": "nnls"},
     {"inference": "l1", "inference_options": {"alpha": 0.5, "maxiter": 50}},
 ]
-
 DAWA_OWN = {"ratio": 0.3, "second_stage": "best-hierarchy", "bucket_branching": 4, "bucket_workload": "prefix"}
-
 #: Non-default values of each mechanism's own parameters.
 OWN = {
     "flat": {},
@@ -140,3 +140,57 @@ def test_an_override_gets_only_the_shared_keys_from_super():
     shared = {k: v for k, v in params.items() if k not in ("strategy_shape", "quantisation_factor")}
     assert current(Matrix(strategy, **shared)).keys() == current(mech).keys()
     assert Matrix(strategy, **shared).parameters() == mech.parameters()
+
+
+@pytest.mark.parametrize(
+    "mech",
+    [dprange.Hierarchical(4, measure_root=True), dprange.Wavelet(neighbours="replace"), dprange.Flat()],
+    ids=repr,
+)
+def test_error_model_is_the_dense_gls_covariance_of_the_design(mech):
+    """Mechanism.error_model comes from the same blocks and noise as measure(): its range
+    variances are those of dense GLS on the design's stacked matrix and variances."""
+    n = 10
+    design = mech.design(n, 0.8)
+    model = mech.error_model(n, 0.8)
+    A = design.operator().dense()
+    _, v = design.stacked()
+    if isinstance(mech, dprange.Wavelet):
+        # Privelet's estimator is GLS on the padded domain (16 bins), restricted to the real bins
+        haar = mech.strategy(n)
+        padded = HaarStrategy(haar.size, known_total=True)
+        A = np.vstack([b.dense() for b in padded.blocks()])
+        n_cov = haar.size
+    else:
+        n_cov = n
+    cov = gls_covariance(A.T @ (A / v[:, None]), design.total is not None)
+    lo, hi = np.triu_indices(n)
+    Q = range_matrix(n_cov, lo, hi)
+    np.testing.assert_allclose(model.range_variance(lo, hi), quadratic_forms(Q, cov), rtol=1e-8, atol=1e-9)
+
+
+def test_mechanisms_accept_inference_and_record_it():
+    x = np.zeros(64, dtype=int)
+    x[[3, 4, 40]] = [30, 5, 12]
+    for mech in (
+        Flat(inference="l1"),
+        Hierarchical(4, inference="nnls"),
+        Wavelet(inference="l1"),
+        Hierarchical(4, neighbours="replace", inference="l1", inference_options={"alpha": 1.0, "tol": 1e-6}),
+    ):
+        rel = mech.release(x, 1.0, rng=0)
+        assert rel.inference == mech.inference and not rel.exact_error_bars
+        assert rel.histogram().value.min() >= -1e-9
+        assert np.isnan(rel.range(0, 3).stderr)
+        data = rel.to_dict()
+        assert (
+            data["inference"] == mech.inference
+            and data["histogram"]["stderr"] is None
+            and "bootstrap" in data["error_bars"]
+        )
+        if mech.neighbours == "replace":
+            assert rel.histogram().value.sum() == pytest.approx(x.sum(), abs=1e-6)
+    with pytest.raises(ParameterError):
+        Flat(inference="median")
+    with pytest.raises(ParameterError):
+        Flat(inference="l1", inference_options={"speed": 3})

@@ -1,7 +1,7 @@
-"""The Fourier strategy for low-order marginals (Barak et al., PODS 2007): blocks, sensitivity
-and calibration against dense matrices (sides 1, 2 and larger), least squares and marginal /
-rectangle variances against the dense pseudo-inverse, the optimal budget split, exact privacy
-loss on a 2 x 2 domain, a Monte-Carlo check, and the release's refusals."""
+"""The Fourier strategy for low-order marginals (dprange.mechanisms.fourier; Barak et al., PODS
+2007): sensitivity and calibration against dense matrices, least squares and marginal variances
+against the dense pseudo-inverse, the optimal budget split, exact privacy loss on a 2 x 2
+domain, and a Monte-Carlo check."""
 
 from __future__ import annotations
 
