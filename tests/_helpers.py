@@ -16,7 +16,6 @@ import math
 import os
 import stat
 import tracemalloc
-from decimal import Decimal
 
 import numpy as np
 import pytest
@@ -32,7 +31,6 @@ from dprange.inference.dispatch import NonlinearEstimate
 from dprange.measurements import LinearMeasurement, Measurements
 from dprange.optimize import cache as optimized
 from dprange.privacy.noise import NoiseSpec
-from dprange.quantile_mechanisms import joint_exp
 from dprange.strategies.trees import TreeStrategy
 from dprange.workloads import Ranges
 
@@ -203,126 +201,6 @@ def chi_square_p(counts, probabilities):
     if pooled_exp[0] == 0:
         pooled_obs, pooled_exp = pooled_obs[1:], pooled_exp[1:]
     return stats.chisquare(pooled_obs, pooled_exp * pooled_obs.sum() / pooled_exp.sum()).pvalue
-
-
-def joint_definition(lengths, levels, scale):
-    """{interval index vector: prob} of JointExp's discrete part, by enumeration."""
-    n, m = len(lengths) - 1, len(levels)
-    targets = np.diff(np.concatenate([[0.0], levels, [1.0]])) * n
-    out = {}
-    for combo in itertools.combinations_with_replacement(range(n + 1), m):
-        counts = np.diff(np.concatenate([[0], combo, [n]]))
-        weight = math.exp(-scale * float(np.abs(counts - targets).sum()))
-        for i, k in zip(*np.unique(combo, return_counts=True), strict=True):
-            weight *= lengths[i] ** k / math.factorial(k)
-        out[combo] = weight
-    total = math.fsum(out.values())
-    return {key: value / total for key, value in out.items()}
-
-
-def _joint_definition_decimal(lengths, levels, scale):
-    """{interval vector: log probability} of JointExp's discrete part in 60-digit Decimal, with
-    the targets the module computes (float gaps times n, taken exactly)."""
-    from decimal import localcontext
-
-    n, m = len(lengths) - 1, len(levels)
-    gaps = np.diff(np.concatenate([[0.0], levels, [1.0]]))
-    with localcontext() as ctx:
-        ctx.prec = 60
-        targets = [Decimal(float(g)) * n for g in gaps]
-        weights = {}
-        for combo in itertools.combinations_with_replacement(range(n + 1), m):
-            counts = np.diff(np.concatenate([[0], combo, [n]]))
-            score = sum(abs(Decimal(int(c)) - t) for c, t in zip(counts, targets, strict=True))
-            log_w = -Decimal(scale) * score
-            for i, k in zip(*np.unique(combo, return_counts=True), strict=True):
-                if lengths[i] == 0:
-                    log_w = None
-                    break
-                log_w += int(k) * Decimal(float(lengths[i])).ln() - Decimal(math.factorial(int(k))).ln()
-            if log_w is not None:
-                weights[combo] = log_w
-        top = max(weights.values())
-        log_total = sum((w - top).exp() for w in weights.values()).ln() + top
-        return {key: w - log_total for key, w in weights.items()}
-
-
-def exact_decimal(x) -> Decimal:
-    """A float64 or long double as a Decimal, exactly up to 60 digits."""
-    if np.isinf(x):
-        return Decimal("-Infinity") if x < 0 else Decimal("Infinity")
-    num, den = x.as_integer_ratio()
-    return Decimal(num) / Decimal(den)
-
-
-def joint_sampler_law(lengths, levels, scale, combo, monkeypatch, dtype=np.float64):
-    """log P(the sampler returns ``combo``) on the path of ``dtype``: the backward pass replayed
-    with its choices forced, each choice's probability taken exactly (60 digits) from the
-    weights it is given, which must be of ``dtype`` (never rounded on the way)."""
-    from decimal import localcontext
-
-    total = [Decimal(0)]
-    state = {"step": 0, "j": len(levels) - 1}
-
-    def forced(log_weights, rng):
-        assert log_weights.dtype == dtype
-        j = state["j"]
-        if state["step"] % 2 == 0:  # the interval of quantile j
-            choice = combo[j]
-        else:  # how many quantiles before j share its interval
-            choice = 0
-            while j - choice - 1 >= 0 and combo[j - choice - 1] == combo[j]:
-                choice += 1
-            state["j"] = j - choice - 1
-        state["step"] += 1
-        with localcontext() as ctx:
-            ctx.prec = 60
-            live = [exact_decimal(v) for v in log_weights if np.isfinite(v)]
-            top = max(live)
-            log_norm = sum((v - top).exp() for v in live).ln() + top
-            total[0] += exact_decimal(log_weights[choice]) - log_norm
-        return choice
-
-    monkeypatch.setattr(joint_exp, "_exact_log_choice", forced)
-    out = joint_exp.joint_exponential_intervals(np.asarray(lengths, dtype=dtype), np.asarray(levels), scale, None)
-    assert tuple(int(v) for v in out) == combo
-    return total[0]
-
-
-JOINT_LAW_CASES = [
-    ([0.5, 0.1, 0.0, 0.3, 0.1], [0.3, 0.6], 0.4),  # a tie: an empty interval
-    ([0.2, 0.5, 0.3], [0.2, 0.5, 0.8], 0.1),  # runs of three outputs in one interval
-    ([1e-3, 0.25, 2.5, 1e-6, 0.04, 7.0], [0.1, 0.5, 0.9], 40.0),  # large exponents, tiny lengths
-    ([1e-200, 3e5, 1e-9, 2.0, 1e-300], [0.2, 0.5, 0.8], 100.0),  # weights thousands of nats apart
-    ([1e-250, 0.5, 1e250, 0.5], [0.4, 0.6], 300.0),  # log lengths of +-575, exponents near 1000
-]
-
-
-def joint_bound_by_hand(n, m, scale, log_l, unit=2.0**-53):
-    """4 sum_{j < m} E_j, E_j = (S + m + 12) 2u sum_{s <= j} (V_s + 2) + (j + 1) e^-50, V_s the
-    magnitude bound V with m replaced by s + 1, S = min(n, 2 ceil(sqrt(n + 1)))."""
-    depth = min(n, 2 * math.ceil(math.sqrt(n + 1)))
-    total, magnitudes = 0.0, 0.0
-    for j in range(m):
-        s = j + 1  # quantiles placed by stage j
-        magnitudes += 3 * scale * (n + 1) + s * (log_l + 1) + math.log(math.factorial(s + 1)) + s * math.log(n + 2) + 3
-        total += 4 * ((depth + m + 12) * 2 * unit * magnitudes + s * math.exp(-50.0))
-    return total
-
-
-# ----------------------------------------------------------------------------- JointExp's charge
-
-
-def _captured_scale(monkeypatch):
-    seen = {}
-    real = joint_exp.joint_exponential_intervals
-
-    def spy(lengths, levels, scale, rng):
-        seen["lengths"], seen["scale"] = lengths, scale
-        return real(lengths, levels, scale, rng)
-
-    monkeypatch.setattr(joint_exp, "joint_exponential_intervals", spy)
-    return seen
 
 
 def _problem(rng, n, branching, measure_root, known_total):
@@ -810,3 +688,7 @@ def nonlinear_zero_release(n=8):
 
 def same(a, b):
     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+
+
+def _dense_singular_values(gram: np.ndarray) -> np.ndarray:
+    return np.sqrt(np.clip(np.linalg.eigvalsh(gram), 0.0, None))

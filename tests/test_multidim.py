@@ -3,14 +3,10 @@
 import numpy as np
 import pandas as pd
 import pytest
-from _helpers import box_matrix, every_rectangle, stacked
+from _helpers import box_matrix, every_rectangle
 
-from conftest import dense_gls
 from dprange import Domain, DomainError, ParameterError
-from dprange.analysis.grid import expected_error
 from dprange.domain import ProductDomain
-from dprange.inference.kron import morton_order
-from dprange.mechanisms.grid import Kronecker, Quadtree
 from dprange.workloads import Rectangles, all_rectangles, marginals, prefix_rectangles, random_rectangles
 
 
@@ -74,37 +70,3 @@ def test_marginals_sum_the_other_axes():
     np.testing.assert_array_equal(got, expected)
     with pytest.raises(ParameterError, match="3-way marginal needs at least 3 axes"):
         marginals((2, 3), 3)
-
-
-EXPECTED_ERROR_MECHANISMS = [
-    lambda r: Kronecker([2, "haar"], budget="geometric", neighbours=r, noise="laplace_float"),
-    lambda r: Kronecker("identity", neighbours=r, noise="gaussian"),
-    lambda r: Quadtree(budget="geometric", neighbours=r),
-]
-
-
-@pytest.mark.parametrize("relation", ["add_remove", "replace"])
-@pytest.mark.parametrize("build", EXPECTED_ERROR_MECHANISMS)
-def test_expected_error_equals_the_dense_workload_average(build, relation):
-    shape = (3, 5)
-    mech = build(relation)
-    delta = 1e-6 if mech.noise == "gaussian" else 0.0
-    meas = mech.measure(np.zeros(shape, dtype=np.int64), 1.0, delta=delta, rng=0)
-    A, _, v = stacked(meas)
-    _, cov = dense_gls(A, np.zeros(A.shape[0]), v, total=meas.total)
-    if isinstance(mech, Quadtree):
-        keep = np.zeros((8, 8), dtype=bool)
-        keep[:3, :5] = True
-        order = morton_order(8, 2, 2)[keep.ravel()]
-        cov = cov[np.ix_(order, order)]
-    rects = random_rectangles(shape, 40, rng=8)
-    workloads = [
-        ("all_rectangles", all_rectangles(shape).dense()),
-        ("prefix_rectangles", prefix_rectangles(shape).dense()),
-        ("marginals", marginals(shape, 1).dense()),
-        (rects, rects.dense()),
-    ]
-    for workload, W in workloads:
-        dense = float(np.mean(np.einsum("ri,ij,rj->r", W, cov, W)))
-        got = expected_error(mech, shape, workload, 1.0, delta=delta, order=1)
-        assert got == pytest.approx(dense, rel=1e-8), workload

@@ -8,25 +8,8 @@ errors of the straightforward formula."""
 
 import numpy as np
 import pytest
-from _helpers import _PerQueryOnly
 
-from dprange import DataError, Domain, DomainError, Hierarchical, analysis
-from dprange.workloads import AllRange, Identity, Prefix
-
-
-@pytest.mark.parametrize("workload", [AllRange(300), Prefix(300), Identity(300)])
-@pytest.mark.parametrize("mechanism", [Hierarchical(16), Hierarchical(3, measure_root=False)])
-def test_workload_errors_from_one_pass_equal_per_query(workload, mechanism):
-    model = mechanism.error_model(300, 0.5)
-    reference = _PerQueryOnly(model)
-    assert analysis.workload_error(model, workload) == pytest.approx(
-        analysis.workload_error(reference, workload), rel=1e-12
-    )
-    if not isinstance(workload, AllRange):
-        np.testing.assert_allclose(
-            analysis.query_variances(model, workload), analysis.query_variances(reference, workload), rtol=1e-12
-        )
-
+from dprange import DataError, Domain, DomainError
 
 # ----------------------------------------------------------------------------- integers
 

@@ -19,12 +19,11 @@ import dprange
 from conftest import REPO
 from dprange import Domain, Flat, Hierarchical, Matrix, Mechanism, ParameterError, Wavelet, api
 from dprange._params import Integer, Param, replaced
-from dprange.analysis import auto_mechanism, default_candidates
+from dprange.analysis import default_candidates
 from dprange.api.common import make_mechanism
 from dprange.cli.group import cli
 from dprange.inference.dispatch import METHODS
 from dprange.mechanisms import base as mechanisms_base
-from dprange.mechanisms.basic import hierarchy_candidates
 from dprange.privacy.samplers import NOISE_KINDS
 from dprange.registry import (
     GRID_MECHANISMS,
@@ -209,25 +208,6 @@ def test_every_nameable_mechanism_releases_by_name(name):
     assert rel.total().stderr == pytest.approx(np.sqrt(model.range_variance(0, 7)), rel=1e-12)
 
 
-def test_default_candidates_are_the_former_grid():
-    """The registry's candidates are exactly the list analysis built by hand: Flat, Wavelet,
-    then the hierarchies (order matters: ties go to the first)."""
-    for n, fast in ((1000, False), (1000, True), (2, False)):
-        for neighbours in ("add_remove", "replace"):
-            kwargs = {"neighbours": neighbours, "noise": "auto"}
-            branchings = [b for b in ([4, 8, 16, 32, 64] if fast else []) if b < max(n, 3)] or None
-            expected = [Flat(**kwargs), Wavelet(**kwargs)] + hierarchy_candidates(
-                n,
-                **kwargs,
-                branchings=branchings,
-                budgets=("uniform",) if fast else ("uniform", "geometric"),
-                measure_root=(False,) if fast else (True, False),
-            )
-            got = default_candidates(n, neighbours=neighbours, fast=fast)
-            assert [repr(m) for m in got] == [repr(m) for m in expected]
-    assert len(default_candidates(1000)) == 2 + 14 * 2 * 2
-
-
 def test_matrix_is_registered_but_needs_its_matrix():
     assert "matrix" in MECHANISMS and not MECHANISMS["matrix"].nameable and not MECHANISMS["matrix"].auto
     with pytest.raises(ParameterError, match=r"mechanism 'matrix' needs strategy: build Matrix\(...\)"):
@@ -315,37 +295,6 @@ def test_replaced_builds_a_checked_copy_and_leaves_the_original():
     assert repr(other) == repr(Hierarchical([4, 4], [0.5, 0.5], neighbours="replace", inference="l1"))
     with pytest.raises(ParameterError, match="inference must be one of"):
         replaced(mech, inference="bogus")
-
-
-# ------------------------------------------------------------------ the facade the CLI calls
-def test_choose_mechanism_auto_names_and_objects():
-    auto = api.choose_mechanism("auto", 64, 1.0, workload="prefix", inference="nnls")
-    again = api.choose_mechanism(None, 64, 1.0, workload="prefix")
-    assert auto.inference == "nnls" and again.inference == "gls"  # the cached choice is not mutated
-    assert repr(replaced(auto, inference="gls")) == repr(again) == repr(auto_mechanism("prefix", 64, 1.0))
-    named = api.choose_mechanism("hierarchical", 64, 1.0, neighbours="replace", branching=4, inference="l1")
-    assert (named.branching, named.neighbours, named.inference) == (4, "replace", "l1")
-    given = Flat(neighbours="replace")
-    assert api.choose_mechanism(given, 64, 1.0) is given
-    with pytest.raises(ParameterError, match="cannot be given with mechanism='auto'"):
-        api.choose_mechanism("auto", 64, 1.0, branching=4)
-    with pytest.raises(ParameterError, match="unknown mechanism 'bogus'; choose 'auto' or one of flat, wavelet"):
-        api.choose_mechanism("bogus", 64, 1.0)
-    with pytest.raises(ParameterError, match="Flat keeps the parameters it was built with"):
-        api.choose_mechanism(given, 64, 1.0, branching=4)
-    with pytest.raises(ParameterError, match="inference must be one of"):
-        api.choose_mechanism(given, 64, 1.0, inference="bogus")
-
-
-@pytest.mark.parametrize("mechanism", ["hierarchical", "wavelet"])
-@pytest.mark.parametrize("inference", ["nnls", "l1"])
-def test_nothing_to_fit_is_a_parameter_error_in_the_library(mechanism, inference):
-    """One bin whose count is public (replace) measures nothing: dprange.release used to fail
-    with a bare ValueError from numpy ("need at least one array to concatenate")."""
-    with pytest.raises(ParameterError, match="nothing to fit; use inference='gls'"):
-        dprange.release(
-            [3, 3], Domain.integers(3, 3), 1.0, mechanism=mechanism, neighbours="replace", inference=inference
-        )
 
 
 def test_cli_release_goes_through_dprange_release(ages_csv, tmp_path, capsys, monkeypatch):

@@ -1,5 +1,6 @@
-"""auto_method between 9 and 18 levels on binned bounds, and auto never choosing a JointExp run
-that would refuse its float-error charge (docs/quantiles.md, "The automatic choice")."""
+"""dprange.quantile_mechanisms.methods: auto's choice of method by levels, bins and record bound,
+never a JointExp run that would refuse its float-error charge (docs/quantiles.md, "The automatic
+choice")."""
 
 import numpy as np
 import pytest
@@ -37,13 +38,6 @@ def test_binned_bounds_take_jointexp_up_to_11_levels_then_the_split():
     assert [pick(m, None) for m in (9, 10, 11)] == ["joint_exp", "histogram", "histogram"]
 
 
-def test_quantiles_auto_runs_jointexp_at_ten_levels_with_n_max():
-    values = np.random.default_rng(3).normal(0, 1, 400)
-    result = dprange.quantiles(values, np.arange(1, 11) / 11, 1.0, bounds=(-5, 5), n_max=10_000, rng=4)
-    assert result.method == "joint_exp" and "256 bins > m^2" in result.reason
-    assert result.values.shape == (10,) and np.all(np.diff(result.values) >= 0)
-
-
 def test_auto_takes_the_split_where_jointexp_would_refuse_its_charge(monkeypatch):
     """A huge declared n_max makes JointExp's float-error charge half of epsilon or more, which
     it refuses; auto used to choose it anyway and raise.  In double precision (a platform whose
@@ -62,25 +56,21 @@ def test_auto_takes_the_split_where_jointexp_would_refuse_its_charge(monkeypatch
     assert dprange.quantiles(values, levels, 0.1, bounds=(-5, 5), n_max=10**8, rng=6).method == "joint_exp"
 
 
-@pytest.mark.parametrize("extended", [False, True])
-def test_joint_affordable_is_the_refusal_boundary(monkeypatch, extended):
-    """joint_affordable is True exactly where joint_charged_epsilon, at the precision the run
-    would use, returns (charge < epsilon / 2); both outcomes occur."""
-    if extended and not joint_exp.extended_precision_available():
-        pytest.skip("this platform's long double is not wider than double")
-    monkeypatch.setattr(joint_exp, "extended_precision_available", lambda: extended)
-    levels = np.arange(1, 12) / 12
-    outcomes = set()
-    for n_max in (10**4, 10**6, 10**8, 10**9, 10**10, 10**12):
+def test_auto_rule_by_levels_only():
+    """Without a record count (n=None): m = 1: the exponential mechanism; 2..9: JointExp;
+    >= 10: the histogram route, whatever the bounds (integer, small or wide, or real) and
+    epsilon (with n: tests/test_quantile_bins.py)."""
+    for integer, width in ((True, 100), (True, 1_500_000), (False, 10.0)):
         for epsilon in (0.1, 1.0):
-            precision = joint_exp.joint_precision(epsilon, levels, "add_remove", n_max, 10.0)
-            try:
-                charged = joint_exp.joint_charged_epsilon(epsilon, levels, "add_remove", n_max, 10.0, precision)
-            except ParameterError:
-                charged = None
-            affordable = joint_exp.joint_affordable(epsilon, levels, "add_remove", n_max, 10.0)
-            assert affordable is (charged is not None)
-            outcomes.add(affordable)
-            if charged is not None:
-                assert epsilon / 2 < charged < epsilon
-    assert outcomes == {True, False}
+            chosen = [qm.auto_method(m, epsilon, integer=integer, width=width)[0] for m in (1, 2, 9, 10, 99)]
+            assert chosen == ["approximate", "joint_exp", "joint_exp", "histogram", "histogram"]
+
+
+def test_auto_uses_joint_exp_only_with_a_record_bound():
+    values = np.random.default_rng(42).normal(0, 1, 200)
+    plain = dprange.quantiles(values, [0.25, 0.75], 1.0, bounds=(-4, 4), rng=1)
+    assert plain.method == "approximate" and "n_max" in plain.reason
+    bounded = dprange.quantiles(values, [0.25, 0.75], 1.0, bounds=(-4, 4), rng=1, n_max=500)
+    assert bounded.method == "joint_exp"
+    replace = dprange.quantiles(values, [0.25, 0.75], 1.0, bounds=(-4, 4), rng=1, neighbours="replace")
+    assert replace.method == "joint_exp"
