@@ -16,6 +16,7 @@ import math
 import os
 import stat
 import tracemalloc
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -25,12 +26,14 @@ import dprange
 from dprange import DAWA, DAWAHilbert, Release
 from dprange.answers.provenance import Provenance
 from dprange.cli import main
+from dprange.cli.ldp import ldp
 from dprange.data_aware.hilbert import hilbert_sequence
 from dprange.data_aware.partition import partition_noise, scaled_deviations
 from dprange.inference.dispatch import NonlinearEstimate
 from dprange.measurements import LinearMeasurement, Measurements
 from dprange.optimize import cache as optimized
 from dprange.privacy.noise import NoiseSpec
+from dprange.privacy.samplers import SecureRandom
 from dprange.strategies.trees import TreeStrategy
 from dprange.workloads import Ranges
 
@@ -120,6 +123,15 @@ def _cli(args, capsys):
     return exc.value.code, capsys.readouterr()
 
 
+def write_csv(path, column, extra=None, header="x,y") -> str:
+    """A two-column CSV: ``column`` as text cells (None = empty cell), and a second column."""
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(header + "\n")
+        for i, v in enumerate(column):
+            fh.write(f"{'' if v is None else v},{i if extra is None else extra}\n")
+    return str(path)
+
+
 def output_probabilities(x, epsilon, penalty, changed):
     """Exact probabilities of DAWA's partition of 4 bins (noise truncated at +-K, tail < 1e-15)."""
     specs = partition_noise(4, epsilon, changed)
@@ -149,6 +161,15 @@ def output_probabilities(x, epsilon, penalty, changed):
                 probs[(a_merged, b_merged)] = float((joint * (1 - p_root) * mask).sum())
     assert sum(probs.values()) == pytest.approx(1.0, abs=1e-12)
     return probs
+
+
+# ------------------------------------------------------------------------- DAWA release
+def counts_example(n=64, seed=0):
+    rng = np.random.default_rng(seed)
+    x = np.zeros(n, dtype=np.int64)
+    x[n // 10 : n // 10 + 7] = rng.integers(40, 60, 7)
+    x[5 * n // 8 : 5 * n // 8 + 4] = rng.integers(0, 300, 4)
+    return x
 
 
 def integer_strategy(rows: int, n: int, seed: int) -> np.ndarray:
@@ -210,6 +231,66 @@ def _problem(rng, n, branching, measure_root, known_total):
         size = tree.level_sizes[d]
         weights[d] = rng.uniform(0.2, 3.0, size) if rng.random() < 0.5 else np.full(size, rng.uniform(0.2, 3.0))
     return tree, weights, (50.0 if known_total else None)
+
+
+def monte_carlo_estimates(oracle, probabilities, users, reps, seed):
+    """(estimates over ``reps`` batches, true fractions, stated variance) for a fixed population
+    of ``users`` drawn from ``probabilities`` over 6 items (seeded)."""
+    rng = np.random.default_rng(seed)
+    values = rng.choice(6, users, p=probabilities)
+    f = np.bincount(values, minlength=6) / values.size
+    est = np.array([oracle.aggregator().add(oracle.randomize(values, rng)).estimate() for _ in range(reps)])
+    return est, f, oracle.variance(values.size, f)[:6]
+
+
+def exp_bounds(eps, bits=256):
+    """Rigorous rationals lo <= e^eps <= hi from the Taylor series in integer fixed point,
+    independent of the library: terms rounded down sum to a lower bound; terms rounded up,
+    plus a tail of at most the last term once eps / k <= 1/2, to an upper bound."""
+    a, b = Fraction(eps).as_integer_ratio()
+    lo = hi = term_lo = term_hi = 1 << bits
+    k = 1
+    while term_hi > 1 or k <= 2 * eps:
+        term_lo = term_lo * a // (b * k)
+        term_hi = -(-term_hi * a // (b * k))
+        lo, hi, k = lo + term_lo, hi + term_hi, k + 1
+    return Fraction(lo, 1 << bits), Fraction(hi + 2 * term_hi, 1 << bits)
+
+
+class ScriptedSource(SecureRandom):
+    """A random source whose ``integers`` answers each call from a script kept per bound
+    (high), so a test can place coins on either side of a threshold.  A float draw
+    (``random``, ``standard_normal``), as on the old clients, fails the test."""
+
+    def __init__(self, scripts):
+        self.scripts = {bound: list(answers) for bound, answers in scripts.items()}
+
+    def random(self, size=None):
+        raise AssertionError("a client drew a float uniform")
+
+    standard_normal = random
+
+    def integers(self, low, high=None, size=None):
+        assert low == 0 and np.ndim(high) == 0
+        answer = np.asarray(self.scripts[int(high)].pop(0), dtype=np.int64)
+        assert answer.shape == np.empty(size).shape and np.all((answer >= 0) & (answer < high))
+        return answer
+
+    def finished(self):
+        return all(not answers for answers in self.scripts.values())
+
+
+def _all_ranges(n):
+    return np.triu_indices(n)
+
+
+def _choices(command: str, option: str) -> tuple:
+    (param,) = [p for p in ldp.commands[command].params if p.name == option]
+    return tuple(param.type.choices)  # type: ignore[attr-defined]
+
+
+def _squeezed(text: str) -> str:
+    return "".join(text.split())
 
 
 def box_matrix(shape, lows, highs):

@@ -3,6 +3,8 @@ of the command-line tests and the module-scoped releases of the answers tests; R
 (the repository and the read-only ../shared beside it); and the dense references several
 files compare with (range_matrix, dense_gls by the KKT system, weighted_tree_problem)."""
 
+from __future__ import annotations
+
 import os
 from pathlib import Path
 
@@ -75,6 +77,11 @@ def weighted_tree_problem(rng, n, support, values, known_total, branching=3):
     w = np.concatenate([np.full(tree.level_sizes[d], level_weights[d]) for d in tree.measured_depths])
     y = tree.dense() @ x + rng.laplace(0, 1 / w)
     return tree, level_weights, w, y, (float(x.sum()) if known_total else None)
+
+
+@pytest.fixture
+def ints():
+    return np.random.default_rng(5).integers(-3, 50, 5000)
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,5 @@
-"""Reading columns from CSV (pandas and standard-library paths), Parquet and NumPy files."""
+"""Reading columns from CSV (pandas and standard-library paths), Parquet and NumPy files, and
+their column names (dprange.io)."""
 
 import sys
 from decimal import Decimal
@@ -181,17 +182,6 @@ def test_load_npy_and_npz_give_clear_errors(tmp_path):
         load_npy(str(objects))
     with pytest.raises(DataError, match="does not exist"):
         load_npy(str(tmp_path / "none.npy"))
-
-
-def test_ldp_reports_from_garbage_bytes_do_not_advise_pickle():
-    from dprange.errors import ReportError
-    from dprange.ldp.oracles import Reports
-    from dprange.ldp.protocols import ProtocolReports
-
-    for cls in (Reports, ProtocolReports):
-        with pytest.raises(ReportError) as info:
-            cls.from_bytes(b"age\n1\n2\n")
-        assert "allow_pickle" not in str(info.value)
 
 
 def test_parser_errors_are_redacted(tmp_path):

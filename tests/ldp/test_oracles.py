@@ -1,17 +1,25 @@
-"""Local-DP frequency oracles (seed 002 section 3): privacy of each client randomiser from
-its exact output distribution, the client's draws against that distribution, the exact
-aggregation (OLH fast paths = the dense users x items count) and rejection of bad reports."""
+"""Local-DP frequency oracles (dprange.ldp.oracles; Wang et al., USENIX Security 2017): privacy of
+each client randomiser from its exact output distribution (integer coins, exact rationals), the
+client's draws against that distribution, unbiased estimates with the stated variance, the fast
+aggregations against the dense count, the epsilon limits, and bad reports never aggregated."""
+
+from __future__ import annotations
 
 import itertools
 import json
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
+from _helpers import ScriptedSource, exp_bounds, monte_carlo_estimates
 
 from dprange import DomainError, ParameterError, ReportError
-from dprange.ldp import GRR, HRR, OLH, OUE, Reports
-from dprange.ldp.oracles import fwht, parity
+from dprange.cli.ldp import build_protocol
+from dprange.ldp import GRR, HRR, OLH, OUE, Reports, make_oracle
+from dprange.ldp.oracles import ONE, exp_lower_bound
+from dprange.privacy.samplers import SecureRandom
+from dprange.registry import FREQUENCY_ORACLES
 
 
 def oue_distribution(oracle, value):
@@ -31,16 +39,6 @@ def signed_hrr_distribution(oracle, node, sign):
         out[j, 0 if true == 1 else 1] = oracle.p / oracle.size
         out[j, 1 if true == 1 else 0] = oracle.q / oracle.size
     return out.ravel()
-
-
-def monte_carlo_estimates(oracle, probabilities, users, reps, seed):
-    """(estimates over ``reps`` batches, true fractions, stated variance) for a fixed population
-    of ``users`` drawn from ``probabilities`` over 6 items (seeded)."""
-    rng = np.random.default_rng(seed)
-    values = rng.choice(6, users, p=probabilities)
-    f = np.bincount(values, minlength=6) / values.size
-    est = np.array([oracle.aggregator().add(oracle.randomize(values, rng)).estimate() for _ in range(reps)])
-    return est, f, oracle.variance(values.size, f)[:6]
 
 
 @pytest.mark.parametrize("D", [2, 3, 4, 5])
@@ -115,25 +113,6 @@ def test_olh_fast_aggregation_equals_dense_count(pool):
     rep = oracle.randomize(rng.integers(0, 157, 30000), rng)
     dense = oracle.hash(rep.data["seed"][:, None], np.arange(157)[None, :]) == rep.data["value"][:, None]
     np.testing.assert_array_equal(oracle.summarize(rep), dense.sum(axis=0))
-
-
-def test_hrr_helpers_and_padding():
-    """parity = popcount mod 2; fwht = multiplication by the Sylvester-Hadamard matrix; HRR
-    over a non-power-of-two domain is unbiased with the stated variance (Monte-Carlo)."""
-    x = np.arange(4096)
-    assert np.array_equal(parity(x), np.array([bin(v).count("1") % 2 for v in x]))
-    H = np.array([[1.0]])
-    for _ in range(4):
-        H = np.block([[H, H], [H, -H]])
-    a = np.random.default_rng(0).normal(size=16)
-    np.testing.assert_allclose(fwht(a), H @ a)
-    oracle = HRR(6, 1.2)  # padded to 8
-    reps = 600
-    est, f, var = monte_carlo_estimates(oracle, [0.5, 0.2, 0.1, 0.1, 0.1, 0.0], 2000, reps, seed=4)
-    # mean within 4.5 s.e.; variance ratio s.d. sqrt(2/599) = 0.058, allowed 0.3 (5 s.d.)
-    assert est.shape == (reps, 6)
-    assert np.all(np.abs(est.mean(axis=0) - f) <= 4.5 * np.sqrt(var / reps))
-    assert np.all(np.abs(est.var(axis=0, ddof=1) / var - 1) < 0.3)
 
 
 def test_secure_default_randomness_on_every_client():
@@ -238,46 +217,6 @@ def test_olh_hash_pool_behaves_like_independent_hashes(D, k):
     assert abs(S) <= 4.5 * sd, (S, sd)
 
 
-@pytest.mark.parametrize(
-    "oracle",
-    [GRR(10, 0.7), OUE(10, 0.7), OUE(13, 0.7), OLH(10, 0.7), OLH(10, 0.7, hash_pool=32), HRR(10, 0.7)],
-    ids=lambda o: f"{o.name}{o.domain_size}{o.params() or ''}",
-)
-def test_serialisation_round_trip_is_exact(oracle, tmp_path):
-    """Binary and JSON-lines forms give back the same header and the same arrays (dtype
-    kinds included), for a normal and an empty batch; corrupt files raise ReportError."""
-    rng = np.random.default_rng(8)
-    for values in (rng.integers(0, oracle.domain_size, 257), np.array([], dtype=np.int64)):
-        rep = oracle.randomize(values, rng)
-        path = tmp_path / "r.jsonl"
-        rep.to_jsonl(path)
-        for back in (Reports.from_bytes(rep.to_bytes()), Reports.from_jsonl(path)):
-            assert back.header() == rep.header() and back.n == values.size
-            assert set(back.data) == set(rep.data)
-            for key in rep.data:
-                np.testing.assert_array_equal(
-                    np.asarray(back.data[key]).reshape(np.shape(rep.data[key])), rep.data[key]
-                )
-            agg = oracle.aggregator().add(back)
-            assert agg.n == values.size
-            if values.size:
-                np.testing.assert_allclose(agg.estimate(), oracle.aggregator().add(rep).estimate())
-    blob = rep.to_bytes()
-    for bad in (blob[: len(blob) // 2], b"", b"PK\x03\x04garbage"):
-        with pytest.raises(ReportError):
-            Reports.from_bytes(bad)
-    lines = path.read_text().splitlines()
-    (tmp_path / "nohdr.jsonl").write_text("\n".join(lines[1:]) + "\n")
-    (tmp_path / "text.jsonl").write_text(lines[0] + '\n["x"]\n')
-    for name in ("nohdr.jsonl", "text.jsonl"):
-        with pytest.raises(ReportError):
-            Reports.from_jsonl(tmp_path / name)
-    # a file whose header claims another epsilon is read but refused by the aggregator
-    other = Reports(rep.oracle, rep.epsilon * 2, rep.domain_size, rep.data, rep.params)
-    with pytest.raises(ReportError):
-        oracle.aggregator().add(Reports.from_bytes(other.to_bytes()))
-
-
 # ------------------------------------------------------------------ largest epsilon (C3)
 LIE = 2.0**-32
 
@@ -322,59 +261,6 @@ def test_olh_at_its_largest_epsilon_still_aggregates():
     assert oracle.aggregator().add(reports).estimate().shape == (6,)
 
 
-def test_protocols_check_every_level_oracle_at_construction():
-    from dprange.ldp import HierarchicalHistogram
-    from dprange.ldp.range_protocols import Flat, HaarHRR
-
-    for make in (
-        lambda: HierarchicalHistogram(64, 4, "olh", epsilon=12.0),
-        lambda: Flat(64, "oue", epsilon=800.0),
-        lambda: HaarHRR(64, epsilon=710.0),
-        lambda: HierarchicalHistogram(64, 4, "oue").with_epsilon(23.0),
-    ):
-        with pytest.raises(ParameterError, match="supports epsilon"):
-            make()
-    assert HierarchicalHistogram(64, 4, "olh", epsilon=11.0).epsilon == 11.0
-
-
-# ------------------------------------------------------------------ malformed reports (W8, C6)
-def _oue_jsonl(tmp_path, last_row):
-    header = {"header": {"oracle": "oue", "epsilon": 1.0, "domain_size": 10, "params": {}}, "fields": ["bits"]}
-    path = tmp_path / "r.jsonl"
-    path.write_text("\n".join(map(json.dumps, [header, [[3, 1], [0, 2]][0:1], last_row])) + "\n")
-    return path
-
-
-@pytest.mark.parametrize("bad", [[[256, 0]], [[-1, 0]], [[True, 0]], [[1.5, 0]], [[3]]])
-def test_oracle_jsonl_refuses_bad_oue_bytes(tmp_path, bad):
-    with pytest.raises(ReportError):
-        Reports.from_jsonl(_oue_jsonl(tmp_path, bad))
-    assert Reports.from_jsonl(_oue_jsonl(tmp_path, [[255, 3]])).n == 2
-
-
-@pytest.mark.parametrize(
-    "last, message",
-    [
-        ([1, [256, 0]], "0..255"),
-        ([1, [-1, 0]], "0..255"),
-        ([1, [True, 0]], "true/false"),
-        ([True, [3, 0]], "bad report"),
-    ],
-)
-def test_protocol_jsonl_refuses_bad_oue_bytes(tmp_path, last, message):
-    """The protocol's JSON lines used to accept bytes 256 and -1 (wrapped to 0 and 255) and booleans."""
-    from dprange.ldp.protocols import ProtocolReports
-    from dprange.ldp.range_protocols import Flat
-
-    text = Flat(10, "oue", epsilon=1.0).randomize(np.arange(10), 1).jsonl_text()
-    path = tmp_path / "p.jsonl"
-    path.write_text(text + json.dumps(last) + "\n")
-    with pytest.raises(ReportError, match=message):
-        ProtocolReports.load(path)
-    path.write_text(text)
-    assert ProtocolReports.load(path).n == 10
-
-
 @pytest.mark.parametrize("sign", [True, False, 1.0, 0.5, 2, 0])
 def test_hrr_signs_must_be_integers_plus_or_minus_one(tmp_path, sign):
     """Boolean signs used to pass (abs(True) == 1) and count as +1."""
@@ -395,71 +281,6 @@ def test_hrr_signs_must_be_integers_plus_or_minus_one(tmp_path, sign):
         oracle.aggregator().add(reports)
 
 
-def test_binary_reports_with_wrong_types_are_report_errors():
-    """Arrays of the wrong dtype in a binary file used to escape as TypeError/ValueError."""
-    oue = OUE(10, 1.0)
-    reports = oue.randomize(np.arange(10), 1)
-    reports.data["bits"] = reports.data["bits"].astype(np.int64)
-    with pytest.raises(ReportError, match="packed bytes"):
-        oue.aggregator().add(Reports.from_bytes(reports.to_bytes()))
-    reports = oue.randomize(np.arange(10), 1)
-    reports.data["n"] = np.array(["10"])
-    with pytest.raises(ReportError, match="user count"):
-        oue.aggregator().add(Reports.from_bytes(reports.to_bytes()))
-
-
-@pytest.mark.parametrize("header", [["a", "list"], "ldp-flat", 5, None])
-def test_report_headers_that_are_not_objects(header):
-    from dprange.cli.ldp import protocol_from_header
-    from dprange.ldp.protocols import ProtocolReports
-    from dprange.ldp.range_protocols import Flat
-
-    with pytest.raises(ReportError, match="not a JSON object"):
-        protocol_from_header(header)
-    good = Flat(10, "oue", epsilon=1.0).randomize(np.arange(10), 1)
-    with pytest.raises(ReportError, match="not a JSON object"):
-        Flat(10, "oue", epsilon=1.0).aggregator().add(ProtocolReports(header, good.parts))
-
-
-@pytest.mark.parametrize("protocol", ["ldp-haar-hrr", "ldp-hierarchical", "ldp-flat"])
-def test_huge_header_domain_is_refused_before_anything_is_built(protocol):
-    from dprange.cli.ldp import protocol_from_header
-    from dprange.ldp.range_protocols import Flat, HaarHRR, HierarchicalHistogram
-
-    make = {
-        "ldp-haar-hrr": lambda: HaarHRR(16, epsilon=1.0),
-        "ldp-flat": lambda: Flat(16, "oue", epsilon=1.0),
-        "ldp-hierarchical": lambda: HierarchicalHistogram(16, 4, "oue", epsilon=1.0),
-    }[protocol]
-    header = make().describe()
-    header["domain_size"] = 2**60
-    with pytest.raises(ReportError, match="more than the"):
-        protocol_from_header(header)
-
-
-@pytest.mark.parametrize(
-    "field, value, message",
-    [
-        ("domain_size", "abc", "malformed report header"),
-        ("domain_size", -1, "malformed report header"),
-        ("domain_size", 10**30, "more than the"),
-        ("epsilon", 800.0, "supports epsilon"),
-        ("epsilon", "x", "malformed"),
-        ("level_probabilities", [2.0], "header"),
-        ("oracle", "xyz", "unknown oracle"),
-        ("oracle_options", {"g": 1}, "malformed report header"),
-    ],
-)
-def test_corrupt_protocol_headers_are_report_errors(field, value, message):
-    from dprange.cli.ldp import protocol_from_header
-    from dprange.ldp.range_protocols import Flat
-
-    header = Flat(10, "oue", epsilon=1.0).describe()
-    header[field] = value
-    with pytest.raises(ReportError, match=message):
-        protocol_from_header(header)
-
-
 def test_out_of_domain_count_is_redacted_on_request(monkeypatch):
     """The number of bad values is private: DPRANGE_REDACT=1 (--redact) keeps it out."""
     with pytest.raises(DomainError, match="0..9; 3 do not"):
@@ -469,28 +290,8 @@ def test_out_of_domain_count_is_redacted_on_request(monkeypatch):
         GRR(10, 1.0).randomize([1, 10, 11, 12])
 
 
-# ------------------------------------------------------------------ exact randomisers (integer coins)
-from fractions import Fraction  # noqa: E402
-
-from dprange.ldp.oracles import ONE, exp_lower_bound  # noqa: E402
-from dprange.privacy.samplers import SecureRandom  # noqa: E402
-
 HIGH = 1 << 32  # a coin on [0, 2^62) is drawn as 32 high bits ...
 LOW = 1 << 30  # ... and 30 low bits where the high bits tie with the threshold's
-
-
-def exp_bounds(eps, bits=256):
-    """Rigorous rationals lo <= e^eps <= hi from the Taylor series in integer fixed point,
-    independent of the library: terms rounded down sum to a lower bound; terms rounded up,
-    plus a tail of at most the last term once eps / k <= 1/2, to an upper bound."""
-    a, b = Fraction(eps).as_integer_ratio()
-    lo = hi = term_lo = term_hi = 1 << bits
-    k = 1
-    while term_hi > 1 or k <= 2 * eps:
-        term_lo = term_lo * a // (b * k)
-        term_hi = -(-term_hi * a // (b * k))
-        lo, hi, k = lo + term_lo, hi + term_hi, k + 1
-    return Fraction(lo, 1 << bits), Fraction(hi + 2 * term_hi, 1 << bits)
 
 
 def exact_client_law(oracle, step=0):
@@ -594,39 +395,6 @@ def test_exact_privacy_of_each_client_as_implemented(kind, eps):
         assert (oracle.p, oracle.q) == (float(oracle.exact_p), float(oracle.exact_q))
 
 
-def test_exp_lower_bound_is_rigorous_and_tight():
-    """The library's L <= e^eps (checked against an independent Taylor lower bound) and within
-    a relative 1e-39 of it, from 1e-300 to 709."""
-    for eps in (1e-300, 2.0**-60, 1e-9, 0.3, 1.0, math.log(65535), math.log(2**32 - 1), 36.0, 200.0, 709.0):
-        lo, hi = exp_bounds(eps)
-        assert hi - lo < lo * Fraction(1, 10**60)
-        bound = exp_lower_bound(eps)
-        assert bound <= lo and bound >= lo * (1 - Fraction(1, 10**39)), eps
-
-
-class ScriptedSource(SecureRandom):
-    """A random source whose ``integers`` answers each call from a script kept per bound
-    (high), so a test can place coins on either side of a threshold.  A float draw
-    (``random``, ``standard_normal``), as on the old clients, fails the test."""
-
-    def __init__(self, scripts):
-        self.scripts = {bound: list(answers) for bound, answers in scripts.items()}
-
-    def random(self, size=None):
-        raise AssertionError("a client drew a float uniform")
-
-    standard_normal = random
-
-    def integers(self, low, high=None, size=None):
-        assert low == 0 and np.ndim(high) == 0
-        answer = np.asarray(self.scripts[int(high)].pop(0), dtype=np.int64)
-        assert answer.shape == np.empty(size).shape and np.all((answer >= 0) & (answer < high))
-        return answer
-
-    def finished(self):
-        return all(not answers for answers in self.scripts.values())
-
-
 def test_clients_compare_62_bit_integer_coins_with_their_thresholds():
     """Each client keeps / flips / sets a bit exactly when its coin U = H 2^30 + L is below the
     threshold: coins just below and at the threshold (high part tied, low part deciding; high
@@ -661,17 +429,6 @@ def test_clients_compare_62_bit_integer_coins_with_their_thresholds():
     )
     bits = np.unpackbits(oue.randomize([0, 2], source).data["bits"], axis=1, count=3)
     assert bits.tolist() == [[1, 1, 0], [1, 0, 0]] and source.finished()
-
-
-def test_level_sampling_uses_integer_coins():
-    """Protocol levels from one 62-bit coin: U < floor(2^62 c_1) is level 1, U at it level 2."""
-    from dprange.ldp import HierarchicalHistogram
-
-    proto = HierarchicalHistogram(16, 4, "oue", epsilon=1.0, level_probabilities=[0.3, 0.7])
-    cut = int(np.floor(0.3 * 2.0**62))
-    assert proto.level_thresholds().tolist() == [cut, ONE]
-    source = ScriptedSource({ONE: [[0, cut - 1, cut, ONE - 1]]})
-    assert proto.sample_levels(4, source).tolist() == [1, 1, 2, 2]
 
 
 def test_old_float_clients_overspent_epsilon():
@@ -730,3 +487,198 @@ def test_estimates_stay_unbiased_with_the_stated_variance(oracle):
     est, f, var = monte_carlo_estimates(oracle, [0.4, 0.25, 0.15, 0.1, 0.1, 0.0], 1500, reps, seed=21)
     assert np.all(np.abs(est.mean(axis=0) - f) <= 4.5 * np.sqrt(var / reps))
     assert np.all(np.abs(est.var(axis=0, ddof=1) / var - 1) < 0.3)
+
+
+EPS = 0.8
+
+
+@pytest.mark.parametrize(
+    "oracle",
+    [GRR(4, EPS), OUE(4, EPS, coin_bits=62), OLH(4, EPS, hash_pool=8), HRR(4, EPS)],
+    ids=lambda o: o.name,
+)
+def test_client_privacy_ratio_from_exact_distribution(oracle):
+    """(OUE with 62-bit coins: the default 16-bit coins round q up on purpose, realising an
+    epsilon a relative <= 2^-10 lower; tests/test_ldp_fast.py checks that ratio exactly.)"""
+    dist = {
+        v: (oue_distribution(oracle, v) if oracle.name == "oue" else oracle.output_distribution(v)) for v in range(4)
+    }
+    for v in range(4):
+        assert dist[v].sum() == pytest.approx(1.0)
+    worst = max(np.max(dist[a] / dist[b]) for a in range(4) for b in range(4))
+    assert worst <= math.exp(EPS) * (1 + 1e-12)
+    assert worst == pytest.approx(math.exp(EPS))  # the bound is attained: no budget wasted
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda: GRR(8, 1.0), lambda: OUE(8, 1.0), lambda: OLH(8, 1.0), lambda: HRR(8, 1.0)],
+    ids=["grr", "oue", "olh", "hrr"],
+)
+def test_estimates_unbiased_with_exact_variance(make):
+    """400 repetitions of 3000 users.  Mean: each item within 4.5 s.e.  Variance: the ratio
+    empirical / exact averaged over the 8 items has s.d. <= sqrt(2/399) = 0.071 (less when
+    items are independent); we allow 0.25, and 0.45 per item (6 s.d.) - a wrong p or q
+    shifts the variance by far more."""
+    oracle = make()
+    rng = np.random.default_rng(3)
+    values = rng.choice(8, 3000, p=[0.4, 0.2, 0.1, 0.1, 0.1, 0.05, 0.05, 0.0])
+    f = np.bincount(values, minlength=8) / values.size
+    reps = 400
+    est = np.array([oracle.aggregator().add(oracle.randomize(values, rng)).estimate() for _ in range(reps)])
+    var = oracle.variance(values.size, f)[:8]
+    assert np.all(np.abs(est.mean(axis=0) - f) <= 4.5 * np.sqrt(var / reps))
+    ratio = est.var(axis=0, ddof=1) / var
+    assert abs(ratio.mean() - 1) < 0.25 and np.all(np.abs(ratio - 1) < 0.45)
+
+
+def test_olh_hash_pool_variant_and_secure_default():
+    oracle = OLH(32, 1.0, hash_pool=16384)
+    values = np.random.default_rng(0).integers(0, 4, 20000)
+    est = oracle.aggregator().add(oracle.randomize(values)).estimate()  # secure default randomness
+    assert abs(est[:4].sum() - 1) < 0.2 and abs(est[4:].sum()) < 0.3
+
+
+# ------------------------------------------------------------------ OLH, linear pool
+
+
+def test_default_olh_uses_the_linear_pool_where_it_fits():
+    olh = OLH(1024, 1.0)
+    assert (olh.g, olh.hash_family, olh.hash_pool, olh.digits) == (3, "linear", 3**7, 7)
+    assert olh.params() == {"g": 3, "hash": "linear"}
+    assert OLH(16, 2.0).g == 7 and OLH(16, 5.0).g == 149  # primes next to e^eps + 1
+    big = OLH(1024, 8.0)  # g = 2982 is not prime-friendly here: the per-user mod-P family
+    assert (big.hash_family, big.g, big.hash_pool) == ("mod-p", round(math.exp(8.0)) + 1, None)
+    assert OLH(1024, 1.0, hash_pool=64).hash_family == "mod-p"
+    assert OLH(1024, 1.0, g=5).hash_family == "linear" and OLH(1024, 1.0, g=4).hash_family == "mod-p"
+    with pytest.raises(ParameterError, match="hash='mod-p'"):
+        OLH(65536, 8.0, hash="linear")
+    with pytest.raises(ParameterError, match="own pool"):
+        OLH(64, 1.0, hash="linear", hash_pool=8)
+    with pytest.raises(ParameterError, match="'linear' or 'mod-p'"):
+        OLH(64, 1.0, hash="md5")
+
+
+def _linear_law(olh, hashed, step):
+    """{v: {(a, y): P}} of the client from its threshold (moved ``step`` units) and the pool."""
+    t = Fraction(olh.keep_threshold + step, ONE)
+    pool, g = olh.hash_pool, olh.g
+    return {
+        v: {(a, y): (t * (y == hashed[a, v]) + (1 - t) / g) / pool for a in range(pool) for y in range(g)}
+        for v in range(olh.domain_size)
+    }
+
+
+@pytest.mark.parametrize("eps", [2.0**-40, 0.3, 1.0, 1.7, 3.0])  # g = 3, 3, 3, 7, 23
+def test_linear_olh_exact_privacy_ratio_on_tiny_domains(eps):
+    """From the threshold and the pool, in exact rationals: every input's law over (hash, y)
+    sums to 1 and the worst ratio is the oracle's privacy_ratio, <= the lower bound of
+    e^eps, while one more unit of threshold would exceed it."""
+    for D in (2, 3, 5):
+        olh = OLH(D, eps)
+        assert olh.hash_family == "linear"
+        pool, g = olh.hash_pool, olh.g
+        hashed = olh.hash_table(np.arange(pool), np.arange(D)).astype(int)
+
+        exact = _linear_law(olh, hashed, 0)
+        assert all(sum(dist.values()) == 1 for dist in exact.values())
+        worst = max(exact[u][o] / exact[v][o] for u in range(D) for v in range(D) for o in exact[u])
+        assert worst == olh.privacy_ratio() <= exp_lower_bound(eps)
+        looser = _linear_law(olh, hashed, 1)
+        assert max(looser[u][o] / looser[v][o] for u in range(D) for v in range(D) for o in looser[u]) > (
+            exp_lower_bound(eps)
+        )
+        assert olh.exact_q == Fraction(1, g)
+
+
+def test_linear_olh_estimates_are_unbiased_with_the_stated_variance():
+    """Monte-Carlo (300 batches of 2000 users, fixed seed) at D = 40 (pool 81, transform path):
+    means within 4.5 s.e., variances within 30% of variance(n, f), every item."""
+    olh = OLH(40, 1.0)
+    assert olh.g**2 <= olh.domain_size
+    f = np.zeros(40)
+    f[[0, 3, 17, 39]] = [0.4, 0.3, 0.2, 0.1]
+    values = np.repeat(np.arange(40), (f * 2000).astype(int))
+    rng = np.random.default_rng(11)
+    est = np.array([olh.aggregator().add(olh.randomize(values, rng)).estimate() for _ in range(300)])
+    var = olh.variance(2000, f)
+    assert np.all(np.abs(est.mean(axis=0) - f) <= 4.5 * np.sqrt(var / 300))
+    assert np.all(np.abs(est.var(axis=0, ddof=1) / var - 1) < 0.3)
+
+
+# ------------------------------------------------------------------ OUE, 16-bit coins
+
+
+@pytest.mark.parametrize("eps", [1e-7, 0.05, 0.5, 1.0, 2.5, 4.1, 4.2, 9.0, 16.0, 22.0])
+def test_oue_coins_round_so_epsilon_is_never_exceeded(eps):
+    """q' = Q / 2^bits with Q = ceil(2^bits / (1 + L)): the exact ratio (1 - q')/q' is <= L
+    <= e^eps, one unit less would exceed it, and realised_epsilon is its exact logarithm."""
+    oue = OUE(8, eps)
+    bits = oue.coin_bits
+    assert oue.params() == {"coin_bits": bits}
+    for narrower in (16, 32):  # every narrower width would lose more than a relative 2^-10
+        if narrower < bits:
+            lie = math.ceil(Fraction(1 << narrower) / (1 + exp_lower_bound(eps)))
+            assert lie >= 1 << (narrower - 1) or math.log(((1 << narrower) - lie) / lie) < eps * (1 - 2.0**-10)
+    unit = Fraction(1, 1 << bits)
+    q = oue.lie_threshold * unit
+    assert oue.exact_q == q and oue.exact_p == Fraction(1, 2)
+    assert oue.privacy_ratio() == (1 - q) / q <= exp_lower_bound(eps)
+    assert (1 - (q - unit)) / (q - unit) > exp_lower_bound(eps)
+    assert oue.realised_epsilon == pytest.approx(math.log((1 - q) / q), rel=1e-15)
+    assert oue.realised_epsilon <= eps and eps - oue.realised_epsilon <= eps * 2.0**-10
+
+
+class Scripted(SecureRandom):
+    """Answers ``integers(0, high, size)`` from per-bound scripts (no keystream)."""
+
+    def __init__(self, scripts):
+        self.scripts = {bound: list(answers) for bound, answers in scripts.items()}
+
+    def integers(self, low, high=None, size=None):
+        answer = np.asarray(self.scripts[int(high)].pop(0), dtype=np.int64)
+        assert answer.shape == np.empty(size).shape
+        return answer
+
+
+def test_oue_sets_a_bit_exactly_when_its_16_bit_coin_is_below_the_threshold():
+    oue = OUE(3, 1.0)
+    q = oue.lie_threshold
+    source = Scripted({1 << 16: [[[q - 1, q, q + 1], [q, q - 1, 0]], [2**15 - 1, 2**15]]})
+    bits = np.unpackbits(oue.randomize([0, 2], source).data["bits"], axis=1, count=3)
+    assert bits.tolist() == [[1, 0, 0], [0, 1, 0]]  # own bits: coin 2^15 - 1 sets, 2^15 clears
+    assert not any(source.scripts.values())
+
+
+@pytest.mark.parametrize("make", [lambda: SecureRandom(), lambda: np.random.default_rng(3)], ids=["secure", "seeded"])
+def test_oue_16_bit_client_bits_follow_the_exact_law(make):
+    oue = OUE(12, 0.9)
+    n = 30000
+    bits = np.unpackbits(oue.randomize(np.full(n, 4), make()).data["bits"], axis=1, count=12).astype(float)
+    expect = np.where(np.arange(12) == 4, 0.5, oue.q)
+    assert np.all(np.abs(bits.mean(axis=0) - expect) <= 5 * np.sqrt(expect * (1 - expect) / n))
+    assert abs(np.corrcoef(bits[:, 0], bits[:, 1])[0, 1]) < 5 / math.sqrt(n)
+
+
+def test_oue_summary_unpacks_blocks_of_bounded_size(monkeypatch):
+    """At D = 2^16 the server unpacks 128 users (8 MB) at a time; it used to unpack 2^15 users
+    at once (2 GB) whatever D was.  The counts equal the plain bit sums."""
+    oue = OUE(1 << 16, 1.0)
+    reports = oue.randomize(np.random.default_rng(0).integers(0, 1 << 16, 300), np.random.default_rng(1))
+    rows = []
+    unpack = np.unpackbits
+    monkeypatch.setattr(np, "unpackbits", lambda a, **kw: rows.append(a.shape[0]) or unpack(a, **kw))
+    counts = oue.summarize(reports)
+    assert rows == [128, 128, 44]
+    monkeypatch.undo()
+    np.testing.assert_array_equal(counts, np.unpackbits(reports.data["bits"], axis=1).sum(axis=0))
+
+
+def test_make_oracle_is_the_oracle_registry():
+    for name in FREQUENCY_ORACLES:
+        oracle = make_oracle(name, 6, 1.0)
+        assert oracle.name == name and type(oracle) is FREQUENCY_ORACLES[name].factory
+    with pytest.raises(ParameterError, match=r"^unknown oracle 'xyz'; choose grr, oue, olh, hrr$"):
+        make_oracle("xyz", 6, 1.0)
+    with pytest.raises(ParameterError, match=r"^unknown protocol 'tree'; choose hierarchical, haar, flat$"):
+        build_protocol("tree", 16, 1.0, 2, "oue")

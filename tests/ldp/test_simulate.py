@@ -1,7 +1,7 @@
-"""Exact simulation of local-DP collections (dprange.ldp.simulate): the aggregate shortcuts
-(OUE sums of binomials, GRR kept-plus-uniform) have exactly the law of running every client
-(full distribution on tiny populations, mean and covariance on larger ones), the split of
-users across levels is exact, and the OLH ideal-hash shortcut has the exact per-item law."""
+"""Exact simulation of local-DP collections (dprange.ldp.simulate): the aggregate shortcuts (OUE
+sums of binomials, GRR kept-plus-uniform, ideal-hash OLH) have exactly the law of running every
+client, the split of users across levels is exact, and simulated collections agree with real
+clients."""
 
 import itertools
 import math
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from dprange import ParameterError
-from dprange.ldp import HierarchicalHistogram
+from dprange.ldp import HaarHRR, HierarchicalHistogram
 from dprange.ldp.range_protocols import Flat
 from dprange.ldp.simulate import SHORTCUT_EXACT, simulate, split_by_level, values_in_chunks
 
@@ -139,3 +139,53 @@ def test_values_in_chunks_and_secure_seeding():
         simulate(proto, -counts, rng=0)
     with pytest.raises(ParameterError):
         simulate(proto, counts, epsilon=-1.0, rng=0)
+
+
+@pytest.mark.parametrize(
+    "protocol",
+    [
+        HierarchicalHistogram(16, 4, "oue", epsilon=1.0),
+        HaarHRR(16, epsilon=1.0),
+        HierarchicalHistogram(16, 4, "grr", epsilon=1.0),
+    ],
+    ids=lambda p: p.name + str(p.describe().get("oracle")),
+)
+def test_simulation_agrees_with_real_clients_and_exact_error(protocol):
+    """300 simulated and 300 real collections of the same population: both unbiased, and
+    their empirical variances agree with each other and with the exact error model
+    (ratio tolerance 0.3: sample-variance s.d. sqrt(2/299) = 0.08, with margin)."""
+    counts = np.array([50, 0, 10, 200, 5, 5, 80, 30, 0, 0, 120, 40, 40, 10, 7, 3]) * 3
+    values = np.repeat(np.arange(16), counts)
+    lo, hi = np.array([0, 3, 5, 10]), np.array([15, 3, 12, 11])
+    truth = np.array([counts[a : b + 1].sum() for a, b in zip(lo, hi)])
+    rng = np.random.default_rng(7)
+    sim = np.array([simulate(protocol, counts, rng=rng).release().range(lo, hi).value for _ in range(300)])
+    real = np.array(
+        [protocol.aggregator().add(protocol.randomize(values, rng)).release().range(lo, hi).value for _ in range(300)]
+    )
+    exact = protocol.error_model(counts.sum(), counts).range_variance(lo, hi)
+    for draws in (sim, real):
+        inner = exact > 1e-6 * exact.max()  # the total is public: variance 0 up to rounding
+        assert np.all(np.abs(draws.mean(axis=0) - truth)[inner] <= 4.5 * np.sqrt(exact[inner] / 300))
+        ratio = draws.var(axis=0, ddof=1)[inner] / exact[inner]
+        assert np.all(np.abs(ratio - 1) < 0.3), ratio
+
+
+# ------------------------------------------------------------------ level split
+
+
+def test_split_by_level_has_the_exact_law_on_a_tiny_case():
+    """Bins of 2 and 1 users, levels with p = (0.3, 0.7): the 6 outcomes of (level-1 counts of
+    bin 0 and bin 1) have binomial probabilities; 20000 draws within 5 s.e. of each."""
+    counts = np.array([2, 1])
+    probs = np.array([0.3, 0.7])
+    gen = np.random.default_rng(9)
+    reps = 20000
+    seen = Counter()
+    for _ in range(reps):
+        groups = split_by_level(counts, probs, gen)
+        assert np.array_equal(groups[0] + groups[1], counts)
+        seen[tuple(groups[0].tolist())] += 1
+    for a, b in itertools.product(range(3), range(2)):
+        prob = math.comb(2, a) * 0.3**a * 0.7 ** (2 - a) * (0.3 if b else 0.7)
+        assert abs(seen[(a, b)] / reps - prob) <= 5 * math.sqrt(prob * (1 - prob) / reps)

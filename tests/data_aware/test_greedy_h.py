@@ -1,7 +1,6 @@
-"""GreedyH, DAWA's second stage (dprange.data_aware.greedy_h): its error formula against the dense matrix
-formula 2 (sens / eps)^2 trace(W (A^T A)^-1 W^T) / q, the Hierarchical that measures it
-against the same formula, the chosen weights never worse than the uniform hierarchies, and
-DAWA's releases with it (calibration, reproducibility, fallback)."""
+"""GreedyH, DAWA's second stage (dprange.data_aware.greedy_h): its error formula against the dense
+matrix formula 2 (sens / eps)^2 trace(W (A^T A)^-1 W^T) / q, the Hierarchical that measures it
+against the same formula, and the chosen weights never worse than the uniform hierarchies."""
 
 from __future__ import annotations
 
@@ -9,7 +8,6 @@ import numpy as np
 import pytest
 
 from dprange.analysis import expected_error
-from dprange.data_aware import dawa as data_aware
 from dprange.data_aware.dawa import DAWA
 from dprange.data_aware.greedy_h import GRID, binary_tree, greedy_weights, hierarchy_of, skips, weighted_error
 from dprange.mechanisms.basic import Hierarchical
@@ -117,37 +115,3 @@ def test_greedy_h_beats_the_binary_and_the_best_hierarchy_on_small_reduced_domai
     old_err = expected_error(old, "all-range", 1.0, n=16)
     new_err = expected_error(new, "all-range", 1.0, n=16)
     assert new_err < 0.75 * old_err
-
-
-def test_dawa_release_measures_the_greedy_h_strategy():
-    x = np.zeros(96, dtype=np.int64)
-    x[10:17] = [50, 41, 47, 58, 44, 52, 49]
-    x[60:64] = [3, 280, 17, 140]
-    r = DAWA(ratio=0.25).release(x, 1.0, rng=4)
-    k = len(r.parameters["buckets"])
-    eps2 = r.parameters["private_steps"][1]["epsilon"]
-    tree, root, budget = hierarchy_of(greedy_weights(k, "all-range"), eps2)
-    assert r.parameters["second_stage"] == "greedy_h"
-    assert r.parameters["bucket_hierarchy"] == tree
-    assert r.parameters["bucket_budget"] == budget and r.parameters["measure_root"] == root
-    assert sum(budget) <= eps2
-    again = DAWA(ratio=0.25).release(x, 1.0, rng=4)
-    np.testing.assert_array_equal(r.estimate, again.estimate)
-    # the noise-only error of the buckets is the measured hierarchy's exact GLS error
-    mech = Hierarchical(tree, budget, measure_root=root)
-    lo, hi = np.triu_indices(k)
-    np.testing.assert_allclose(
-        r.noise_only_error_model.reduced.range_variance(lo, hi),
-        mech.error_model(k, eps2).range_variance(lo, hi),
-        rtol=1e-12,
-    )
-
-
-def test_dawa_greedy_h_falls_back_to_best_hierarchy_above_the_limit(monkeypatch):
-    x = np.arange(40, dtype=np.int64) % 7 * 30
-    monkeypatch.setattr(data_aware, "GREEDY_LIMIT", 2)
-    r = DAWA().release(x, 1.0, rng=1)
-    old = DAWA(second_stage="best-hierarchy").release(x, 1.0, rng=1)
-    assert len(r.parameters["buckets"]) > 2
-    assert r.parameters["bucket_hierarchy"] == old.parameters["bucket_hierarchy"]
-    np.testing.assert_array_equal(r.estimate, old.estimate)
