@@ -123,6 +123,28 @@ def _cli(args, capsys):
     return exc.value.code, capsys.readouterr()
 
 
+RELEASE = [
+    "release",
+    "--column",
+    "age",
+    "--lo",
+    "0",
+    "--hi",
+    "120",
+    "--integers",
+    "--epsilon",
+    "1",
+    "--seed",
+    "0",
+    "--mechanism",
+    "hierarchical",
+]
+
+
+def _release(csv_file, *extra):
+    return [RELEASE[0], str(csv_file), *RELEASE[1:], *extra]
+
+
 def write_csv(path, column, extra=None, header="x,y") -> str:
     """A two-column CSV: ``column`` as text cells (None = empty cell), and a second column."""
     with open(path, "w", encoding="utf-8") as fh:
@@ -756,6 +778,14 @@ def true_quantiles(values, q):
     ordered = np.sort(np.asarray(values, dtype=float))
     rank = np.maximum(np.ceil(np.asarray(q) * ordered.size - 1e-9).astype(int), 1)
     return ordered[rank - 1]
+
+
+def release_args(path, out, *extra):
+    return ["release", str(path), "-c", "age", "--lo", "0", "--hi", "15", "--integers", "-e", "1", "--seed", "0"] + [
+        "-o",
+        str(out),
+        *extra,
+    ]
 
 
 def nonlinear_zero_release(n=8):

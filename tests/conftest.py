@@ -80,8 +80,37 @@ def weighted_tree_problem(rng, n, support, values, known_total, branching=3):
 
 
 @pytest.fixture
+def csv_file(tmp_path):
+    path = tmp_path / "data.csv"
+    rng = np.random.default_rng(0)
+    ages = rng.integers(18, 90, 500)
+    with open(path, "w") as fh:
+        fh.write("age,name,score\n")
+        for i, a in enumerate(ages):
+            fh.write(f"{a},p{i},{rng.random():.4f}\n")
+    return path
+
+
+@pytest.fixture
 def ints():
     return np.random.default_rng(5).integers(-3, 50, 5000)
+
+
+@pytest.fixture
+def two_columns(tmp_path):
+    rng = np.random.default_rng(1)
+    age, hours = rng.integers(18, 60, 600), rng.integers(0, 50, 600)
+    path = tmp_path / "people.csv"
+    path.write_text("age,hours,third\n" + "".join(f"{a},{h},{a % 3}\n" for a, h in zip(age, hours)))
+    return path, age, hours
+
+
+@pytest.fixture
+def ages_csv(tmp_path):
+    path = tmp_path / "ages.csv"
+    values = np.random.default_rng(1).integers(0, 16, 200)
+    path.write_text("age\n" + "\n".join(str(v) for v in values) + "\n")
+    return path
 
 
 @pytest.fixture(scope="module")

@@ -2,11 +2,11 @@
 
 * :func:`former_isotonic_l1`: integer L1 isotonic regression by pool adjacent violators,
   re-sorting every merged block for its smallest integer median (the code before
-  ``consistency._isotonic_l1`` partitioned).  tests/test_isotonic_l1.py checks that the
+  ``consistency._isotonic_l1`` partitioned).  tests/inference/test_consistency.py checks that the
   partitioning path returns exactly its solution.
 * :func:`former_admm`: ADMM on a tree's measurements as it ran before (Lee, Wang and Kifer,
   KDD 2015): per-level operators, ``tree_gls`` as the x-step at every iteration, the stopping
-  rule tested every iteration.  tests/test_tree_admm.py checks the O(nodes) path against it.
+  rule tested every iteration.  tests/inference/test_tree_admm.py checks the O(nodes) path against it.
 
 benchmarks/inference_speed.py imports this module by path to time the former paths beside
 the new ones; nothing in ``src`` uses it.

@@ -1,6 +1,8 @@
 """Reading columns from CSV (pandas and standard-library paths), Parquet and NumPy files, and
 their column names (dprange.io)."""
 
+from __future__ import annotations
+
 import sys
 from decimal import Decimal
 
@@ -194,3 +196,19 @@ def test_parser_errors_are_redacted(tmp_path):
             read_column(path, "a")
     assert "row 2" in str(info.value)
     assert "row" not in str(quiet.value) and "details redacted" in str(quiet.value)
+
+
+def test_column_names_reads_a_csv_header_and_a_parquet_schema(tmp_path):
+    from dprange.errors import DataError
+    from dprange.io import column_names
+
+    path = tmp_path / "q.csv"
+    path.write_text("\ufeffa_lo, a_hi,b\n1,2,3\n")
+    assert column_names(path) == ["a_lo", "a_hi", "b"]
+    (tmp_path / "empty.csv").write_text("")
+    with pytest.raises(DataError, match="is empty"):
+        column_names(tmp_path / "empty.csv")
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    pq.write_table(pa.table({"lo": [0, 1], "hi": [2, 3]}), tmp_path / "q.parquet")
+    assert column_names(tmp_path / "q.parquet") == ["lo", "hi"]

@@ -65,7 +65,7 @@ def dense_design(design):
 @pytest.mark.parametrize(("name", "n", "neighbours"), list(cases()))
 def test_operators_sensitivity_and_error_model_against_dense(name, n, neighbours):
     if getattr(MECHANISMS[name].factory, "data_aware", False):
-        pytest.skip("data-aware: its measurements and error model depend on the data (tests/test_data_aware.py)")
+        pytest.skip("data-aware: its measurements and error model depend on the data (tests/data_aware/)")
     mech = build(name, n, neighbours)
     design = mech.design(n, EPSILON)
     rng = np.random.default_rng(n)

@@ -5,25 +5,36 @@ names match what interprets them; the listing order is declared."""
 from __future__ import annotations
 
 import contextlib
-import inspect
 import json
 import subprocess
 import sys
 
 import numpy as np
 import pytest
-from _helpers import run_cli
+from _helpers import release_args, run_cli
 from click.testing import CliRunner
 
 import dprange
-from conftest import REPO
-from dprange import Domain, Flat, Hierarchical, Matrix, Mechanism, ParameterError, Wavelet, api
-from dprange._params import Integer, Param, replaced
+from dprange import (
+    Domain,
+    Flat,
+    FourierMarginals,
+    Hierarchical,
+    KDHierarchy,
+    Kronecker,
+    Mechanism,
+    ParameterError,
+    Privelet,
+    Quadtree,
+    Wavelet,
+)
+from dprange._params import Integer, Param
 from dprange.analysis import default_candidates
 from dprange.api.common import make_mechanism
 from dprange.cli.group import cli
 from dprange.inference.dispatch import METHODS
 from dprange.mechanisms import base as mechanisms_base
+from dprange.mechanisms.optimized_grid import OptimizedKronecker, OptimizedMarginals
 from dprange.privacy.samplers import NOISE_KINDS
 from dprange.registry import (
     GRID_MECHANISMS,
@@ -38,8 +49,6 @@ from dprange.registry import (
     docs_markdown,
 )
 from dprange.workloads import make_workload
-
-DOCS = REPO / "docs" / "mechanisms.md"
 
 
 # ------------------------------------------------------------------ a toy mechanism
@@ -63,22 +72,6 @@ def registered_toy():
 def toy():
     with registered_toy():
         yield
-
-
-@pytest.fixture
-def ages_csv(tmp_path):
-    path = tmp_path / "ages.csv"
-    values = np.random.default_rng(1).integers(0, 16, 200)
-    path.write_text("age\n" + "\n".join(str(v) for v in values) + "\n")
-    return path
-
-
-def release_args(path, out, *extra):
-    return ["release", str(path), "-c", "age", "--lo", "0", "--hi", "15", "--integers", "-e", "1", "--seed", "0"] + [
-        "-o",
-        str(out),
-        *extra,
-    ]
 
 
 def test_one_registration_reaches_make_mechanism_release_auto_cli_and_docs(toy, ages_csv, tmp_path, capsys):
@@ -167,12 +160,6 @@ def test_help_lists_every_registered_name_with_its_summary():
     assert _squeezed(f"random-ranges: {WORKLOADS['random-ranges'].summary}") in error_help
 
 
-def test_docs_page_is_up_to_date():
-    with open(DOCS, encoding="utf-8") as fh:
-        written = fh.read()
-    assert written == docs_markdown(), "regenerate: python -m dprange.registry --docs > docs/mechanisms.md"
-
-
 def test_python_m_registry_docs_prints_the_page():
     result = subprocess.run(
         [sys.executable, "-m", "dprange.registry", "--docs"], capture_output=True, text=True, check=False
@@ -216,126 +203,6 @@ def test_matrix_is_registered_but_needs_its_matrix():
         dprange.release([1], Domain.integers(0, 3), 1.0, mechanism="matrix")
 
 
-# ------------------------------------------------------------------ declarative parameters
-CLASSES = [Flat, Hierarchical, Wavelet, Matrix]
-
-
-@pytest.mark.parametrize("cls", CLASSES, ids=lambda c: c.__name__)
-def test_classes_declare_parameters_instead_of_writing_checks(cls):
-    """No mechanism but Matrix (a cross-parameter rank check) has an __init__ of its own, and
-    the signature users see is the declaration."""
-    assert ("__init__" in vars(cls)) == (cls is Matrix)
-    sig = inspect.signature(cls)
-    assert list(sig.parameters) == [p.name for p in cls.PARAMS]
-    for p in cls.PARAMS:
-        assert p.doc and p.constraint.describe()
-        if not p.required:  # every default meets its own constraint
-            p.constraint.check(p.default, p.name)
-
-
-def test_one_call_checks_every_parameter(monkeypatch):
-    calls = []
-    real = mechanisms_base.bind
-
-    def spy(params, args, kwargs, owner):
-        calls.append((owner, [p.name for p in params], dict(kwargs)))
-        return real(params, args, kwargs, owner)
-
-    monkeypatch.setattr(mechanisms_base, "bind", spy)
-    Hierarchical(4, "geometric", measure_root=True, noise="gaussian")
-    assert calls == [
-        (
-            "Hierarchical",
-            ["branching", "budget", "measure_root", "neighbours", "noise", "inference", "inference_options"],
-            {"measure_root": True, "noise": "gaussian"},
-        )
-    ]
-
-
-@pytest.mark.parametrize(
-    "build,message",
-    [
-        (lambda: Hierarchical(1), "branching must be an integer >= 2, got 1"),
-        (lambda: Hierarchical([4, 1]), "every branching factor must be an integer >= 2, got 1"),
-        (lambda: Hierarchical([]), "the branching list is empty"),
-        (lambda: Hierarchical(2, "random"), "budget must be one of uniform, geometric or a list, got 'random'"),
-        (lambda: Hierarchical(2, 0.5), "budget must be 'uniform', 'geometric' or a list of per-level budgets"),
-        (lambda: Hierarchical(measure_root="no"), "measure_root must be True or False, got 'no'"),
-        (lambda: Flat(neighbours="swap"), "neighbours must be one of add_remove, replace, got 'swap'"),
-        (lambda: Flat(noise="normal"), "noise must be one of auto, discrete_laplace, laplace_float, gaussian"),
-        (lambda: Wavelet(inference="lasso"), "inference must be one of gls, nnls, l1, got 'lasso'"),
-        (lambda: Flat(inference_options={"alpah": 1}), r"unknown inference options \['alpah'\]"),
-        (lambda: Flat(inference_options=0.9), "inference_options must be a dict"),
-        (lambda: Flat(branching=4), "Flat has no parameter branching; its parameters are neighbours, noise"),
-        (lambda: Flat("replace"), "Flat takes at most 0 positional parameters"),
-        (lambda: Hierarchical(4, branching=4), "Hierarchical got branching twice"),
-        (lambda: Matrix(), r"Matrix needs strategy \(the strategy A"),
-        (lambda: Matrix(np.zeros((2, 2))), "the strategy matrix is zero"),
-        (lambda: Matrix(np.eye(3), budget="uniform"), "Matrix has no parameter budget"),
-    ],
-)
-def test_bad_parameters_are_parameter_errors(build, message):
-    """Every one is a ParameterError; measure_root="no" used to be taken as True (the root
-    measured), and positional or unknown arguments were bare TypeErrors."""
-    with pytest.raises(ParameterError, match=message):
-        build()
-
-
-def test_values_are_normalised_once():
-    mech = Hierarchical(np.array([4, 4]), (0.25, 0.75), measure_root=np.bool_(True))
-    assert mech.branching == [4, 4] and type(mech.branching[0]) is int
-    assert mech.budget == [0.25, 0.75] and mech.measure_root is True
-    assert Hierarchical(16.0).branching == 16 and Flat(inference_options=None).inference_options == {}
-
-
-def test_replaced_builds_a_checked_copy_and_leaves_the_original():
-    mech = Hierarchical([4, 4], [0.5, 0.5], neighbours="replace")
-    other = replaced(mech, inference="l1")
-    assert other is not mech and mech.inference == "gls" and other.inference == "l1"
-    assert repr(other) == repr(Hierarchical([4, 4], [0.5, 0.5], neighbours="replace", inference="l1"))
-    with pytest.raises(ParameterError, match="inference must be one of"):
-        replaced(mech, inference="bogus")
-
-
-def test_cli_release_goes_through_dprange_release(ages_csv, tmp_path, capsys, monkeypatch):
-    calls = []
-    real = api.release
-
-    def spy(values, domain, epsilon, **kwargs):
-        calls.append(kwargs["mechanism"])
-        return real(values, domain, epsilon, **kwargs)
-
-    monkeypatch.setattr(api, "release", spy)
-    code, out, err = run_cli(release_args(ages_csv, tmp_path / "r.json", "--workload", "prefix"), capsys)
-    assert code == 0, err
-    assert len(calls) == 1 and isinstance(calls[0], Mechanism)
-    assert f"auto: chose {calls[0]!r} for the prefix workload" in out
-    code, _, err = run_cli(
-        release_args(ages_csv, tmp_path / "h.json", "--branching", "4,4", "--inference", "l1"), capsys
-    )
-    assert code == 0, err
-    assert isinstance(calls[1], Hierarchical) and calls[1].branching == [4, 4] and calls[1].inference == "l1"
-
-
-@pytest.mark.parametrize(
-    "extra,message",
-    [
-        (["-m", "flat", "--branching", "4"], "--branching is not a parameter of --mechanism flat"),
-        (["-m", "wavelet", "--root"], "--root is not a parameter of --mechanism wavelet"),
-        (["-m", "auto", "--budget", "geometric"], "--budget cannot be given with --mechanism auto"),
-    ],
-)
-def test_options_the_mechanism_does_not_take_are_refused(ages_csv, tmp_path, capsys, monkeypatch, extra, message):
-    """They used to be ignored without a word (the release ran with other parameters than
-    the user asked for); now they fail before the data is read."""
-    import dprange.cli.release as cli_module
-
-    monkeypatch.setattr(cli_module, "read_column", lambda *a: pytest.fail("data read before the options were checked"))
-    code, _, err = run_cli(release_args(ages_csv, tmp_path / "r.json", *extra), capsys)
-    assert code == 2 and message in err and len(err.splitlines()) == 1
-    assert not (tmp_path / "r.json").exists()
-
-
 def test_entry_records_are_typed_and_frozen():
     entry = MECHANISMS["hierarchical"]
     assert isinstance(entry, Entry) and entry.factory is Hierarchical and entry.params == Hierarchical.PARAMS
@@ -353,3 +220,21 @@ def test_listing_order_is_declared_not_the_import_order():
     assert registry.names() == ("b", "a", "extra") and list(registry) == ["b", "a", "extra"]
     assert MECHANISMS.names()[:3] == ("flat", "wavelet", "hierarchical")
     assert GRID_MECHANISMS.names()[0] == "kronecker"
+
+
+def test_k_d_mechanisms_are_registered_apart_from_the_1_d_ones():
+    data_aware = ("kd_tree", "hybrid_tree", "dawa_hilbert")  # dprange.data_aware.grid: never chosen by auto
+    independent = ("kronecker", "kd_hierarchy", "quadtree", "privelet", "fourier")
+    optimized = ("optimized_kronecker", "optimized_marginals")
+    assert GRID_MECHANISMS.names() == (*independent, *optimized, *data_aware)
+    assert GRID_MECHANISMS.names(auto=True) == ("kronecker", "kd_hierarchy", "fourier", *optimized)
+    # quadtree = kd_hierarchy(2) in 2-D, privelet = kronecker("haar")
+    factories = [Kronecker, KDHierarchy, Quadtree, Privelet, FourierMarginals, OptimizedKronecker, OptimizedMarginals]
+    assert [GRID_MECHANISMS[n].factory for n in independent + optimized] == factories
+    for entry in MECHANISMS.values():  # the 1-D registry (run on 1-D counts by its tests) has none of them
+        assert entry.factory is not None and not issubclass(entry.factory, mechanisms_base.GridMechanism)
+    assert GRID_WORKLOADS.names() == ("all-rectangles", "prefix-rectangles", "marginals")
+    page = docs_markdown()
+    assert "## k-D mechanisms" in page and "## k-D workloads" in page
+    for name in GRID_MECHANISMS:
+        assert f"| `{name}` | {GRID_MECHANISMS[name].summary}" in page

@@ -123,7 +123,7 @@ def test_json_text_and_file_match_to_dict(gls_release, tmp_path):
 
 
 def test_standard_errors_are_computed_in_chunks(monkeypatch):
-    # A model without the one-pass variances (tests/test_one_pass.py, tests/test_haar_one_pass.py).
+    # A model without the one-pass variances (tests/inference/test_tree.py, tests/inference/test_wavelet.py).
     from dprange.answers import writers as serialisation
     from dprange.inference.wavelet import HaarEstimate
 

@@ -84,7 +84,7 @@ def test_dawa_bootstrap_reruns_public_post_processing_only():
 
 
 def test_dawa_chooses_the_bucket_hierarchy_by_exact_expected_error():
-    """The "best-hierarchy" second stage (GreedyH's: tests/test_data_aware_greedy_h.py)."""
+    """The "best-hierarchy" second stage (GreedyH's: tests/data_aware/test_greedy_h.py)."""
     from dprange.analysis import expected_error
     from dprange.mechanisms.basic import auto_hierarchies
 

@@ -499,7 +499,7 @@ EPS = 0.8
 )
 def test_client_privacy_ratio_from_exact_distribution(oracle):
     """(OUE with 62-bit coins: the default 16-bit coins round q up on purpose, realising an
-    epsilon a relative <= 2^-10 lower; tests/test_ldp_fast.py checks that ratio exactly.)"""
+    epsilon a relative <= 2^-10 lower; test_oue_coins_round_so_epsilon_is_never_exceeded checks that ratio exactly.)"""
     dist = {
         v: (oue_distribution(oracle, v) if oracle.name == "oue" else oracle.output_distribution(v)) for v in range(4)
     }

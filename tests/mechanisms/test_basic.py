@@ -87,7 +87,7 @@ def test_gaussian_levels_share_one_calibrated_weighted_sensitivity():
     calibrated for the L2 sensitivity of the weighted dense strategy (columns a_i, rows of
     level l times f_l), computed here from the explicit matrix and the definition
     max_i ||W a_i||_2 (add/remove) -- not from the code's closed form.  The exact delta of
-    the result is checked in test_privacy.py."""
+    the result is checked in tests/test_privacy_definition.py."""
     mech = Hierarchical(2, [0.25, 0.25, 0.5], measure_root=True)
     meas = mech.measure(np.array([3, 1, 4, 1]), 1.0, delta=1e-6, rng=0)
     assert meas.noise_kind == "gaussian"

@@ -138,7 +138,7 @@ def without_cache_state(described: dict) -> dict:
 @pytest.mark.parametrize(("epsilon", "measured"), [(0.5, "optimised"), (5.0, "identity")])
 def test_release_round_trips_through_json(tmp_path, epsilon, measured):
     """The saved strategy says what was measured (at epsilon 5 the identity: lower error as
-    released, tests/test_optimized_identity.py); the mechanism rebuilt from the saved
+    released: test_at_epsilon_5_the_identity_is_measured_where_it_is_lower); the mechanism rebuilt from the saved
     parameters at the saved privacy measures the same strategy."""
     counts = np.random.default_rng(2).poisson(20, 30)
     release = Optimized("all-range").release(counts, epsilon, rng=4)

@@ -59,7 +59,7 @@ def test_auto_takes_the_split_where_jointexp_would_refuse_its_charge(monkeypatch
 def test_auto_rule_by_levels_only():
     """Without a record count (n=None): m = 1: the exponential mechanism; 2..9: JointExp;
     >= 10: the histogram route, whatever the bounds (integer, small or wide, or real) and
-    epsilon (with n: tests/test_quantile_bins.py)."""
+    epsilon (with n: tests/quantile_mechanisms/test_bins.py)."""
     for integer, width in ((True, 100), (True, 1_500_000), (False, 10.0)):
         for epsilon in (0.1, 1.0):
             chosen = [qm.auto_method(m, epsilon, integer=integer, width=width)[0] for m in (1, 2, 9, 10, 99)]

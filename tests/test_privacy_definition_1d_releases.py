@@ -2,11 +2,11 @@
 partition, boundaries, features, selected queries) followed by noisy counts, for every pair of
 neighbouring datasets on 3-5 bins, max over every output of log P_x(o) / P_y(o) <= epsilon.
 
-The pieces are tested elsewhere (DAWA's partition, tests/test_data_aware.py; StructureFirst's
-boundaries, tests/test_data_aware_structure_first.py; auto-data's features,
-tests/test_data_aware_auto.py; MWEM's selection, tests/test_data_aware.py); here the whole
+The pieces are tested elsewhere (DAWA's partition, tests/data_aware/test_partition.py; StructureFirst's
+boundaries, tests/data_aware/test_structure_first.py; auto-data's features,
+tests/data_aware/test_auto_data.py; MWEM's selection, tests/data_aware/test_mwem.py); here the whole
 release, with the laws read from the mechanisms' own ``release`` run once per private choice
-(tests/test_privacy_end_to_end_2d.py: :class:`Script`, exact exponential-mechanism
+(tests/_helpers.py: :class:`Script`, exact exponential-mechanism
 probabilities from the exponents the code passes, the noise as the code calibrates it):
 
 * ``dawa``: the buckets' law sums over the cost noise (truncated at +-400, its tail mass
@@ -262,7 +262,7 @@ def test_mwem_release_ratio_is_at_most_epsilon_on_every_common_output(monkeypatc
     past answers), with exponents from the code's exact scores |q(A) - q(x)|, which differ
     between neighbours by at most 1 at every A (triangle inequality): at states the window
     does not reach, the step stays within 2 gamma by that inequality (and the selection's own
-    test at a fixed state, tests/test_data_aware.py), not by enumeration.  With one round and
+    test at a fixed state, tests/data_aware/test_mwem.py), not by enumeration.  With one round and
     a public total the only state is the uniform start, and the window attains the supremum
     over the whole output space (next test); with a noisy total or two rounds the states form
     a continuum (every total, every answer), which no finite enumeration covers."""

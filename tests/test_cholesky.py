@@ -1,7 +1,4 @@
-"""The L2 optimum on many bins (dprange.optimize.l2_optimum): the light dual step and its equilibrated
-primal against the dense formulas, the coarsened Gram matrix against P^T G P, the multilevel
-start against the constant one, template auto's optimum alone above 1024 bins; and the dense
-release's certified Cholesky paths (rank check, covariance) against the SVD forms they replace."""
+"""dprange.cholesky: a well-conditioned Cholesky certifies only what it should."""
 
 import numpy as np
 

@@ -6,11 +6,11 @@ on tiny grids, the exact probability of every output, and max log P_x(o) / P_y(o
   the measured blocks, independent discrete-Laplace (or discrete-Gaussian) rows around the
   exact answers.  The log-ratio of a product law is the sum of the rows' log-ratios, so its
   maximum over all outputs is the sum of the per-row maxima (:func:`row_loss`, from the pmf
-  as sampled; delta(epsilon) exactly by ``test_privacy.gaussian_delta``).  A small case is
+  as sampled; delta(epsilon) exactly by ``_helpers.gaussian_delta``).  A small case is
   also enumerated output by output.  The Kronecker's Gaussian template (p-identity-l2) has a
   quantised strategy with sigma ~ 2e10, beyond the lattice sums: its delta(epsilon) is a
   function of one projection of the noise, bracketed to a relative 1e-8
-  (``test_privacy.discrete_gaussian_delta_projection``).
+  (``_helpers.discrete_gaussian_delta_projection``).
 * Data-aware trees (``hybrid_tree``, Cormode et al., ICDE 2012; ``kd_tree``, Xiao, Xiong and
   Yuan, SDM 2010 workshop) release a data-dependent structure (private-median cuts) and then
   noisy counts of its nodes: an output is (structure S, counts c), P_x(S, c) = P_x(S)
@@ -18,13 +18,13 @@ on tiny grids, the exact probability of every output, and max log P_x(o) / P_y(o
   sequence of cuts, with the exponential mechanism's sampler replaced by a scripted chooser
   that returns each candidate in turn and records its exact probability from the exponents
   the code passes (:func:`dprange.privacy.exact_choice.exact_choice`'s law; that the sampler
-  draws it is tested in tests/test_data_aware_2d.py), and the count noise replaced by zeros,
+  draws it is tested in tests/data_aware/test_spatial_trees.py), and the count noise replaced by zeros,
   so the counts the code measures and the noise specs it uses are read from the release.
   Then max over (S, c) of log P_x(S, c) / P_y(S, c) = max_S [log P_x(S) / P_y(S) + the
   worst count loss given S] exactly.
 * ``dawa_hilbert`` (Li, Hay, Miklau and Wang, PVLDB 2014) on a 2 x 2 grid is DAWA on the 4
   cells in Hilbert order: the partition is not released, only the buckets, so its law sums
-  over the cost noise (``test_data_aware.output_probabilities``, truncated at +-400 with its
+  over the cost noise (``_helpers.output_probabilities``, truncated at +-400 with its
   tail mass accounted for); the bucket counts are read from ``release`` run with each
   partition in turn.
 

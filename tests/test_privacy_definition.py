@@ -2,24 +2,9 @@
 
 For a small dataset and every neighbour (add/remove: one record added to or removed from any
 bin; replace: one record moved between any two bins), ``measure()`` gives the exact value of
-every measured row and its NoiseSpec; the worst case over the neighbours is
-
-* discrete Laplace: the worst log-ratio over all outputs, exactly: rows are independent, so
-  it is the sum over the rows that shift of the worst per-row log pmf ratio (evaluated with
-  the pmf on a window that contains the maximiser);
-* Gaussian: delta(epsilon), the hockey-stick divergence, exactly.  Continuous Gaussian: the
-  1-D formula at the Mahalanobis norm of the shift.  Discrete Gaussian (once
-  ``dprange.privacy.noise.pmf`` exists the sampler is the discrete one): from the privacy-loss
-  distribution of the shifted coordinates, exactly on a lattice when their sigmas are equal,
-  otherwise a rigorous upper bound (each coordinate's loss rounded up to a grid); both are
-  checked against brute-force summation over a 2-D lattice.  Beyond sigma = 1e6 (quantised
-  Kronecker strategies) the loss, a function of one projection of the noise, is bracketed by
-  the continuous Gaussian with a proven error bound (:func:`discrete_gaussian_delta_projection`,
-  checked against an exact 2-D sum at sigma ~ 5e4).
-
-Until ``dprange.privacy.noise.pmf`` lands the pmfs are the closed forms: discrete Laplace
-(1 - t)/(1 + t) t^|k| with t = exp(-1/scale), discrete Gaussian exp(-k^2/(2 sigma^2)) over its
-sum."""
+every measured row, and the worst privacy loss (Laplace) or delta (Gaussian) follows from the
+noise pmfs; it must be at most the budget recorded.  The delta computations are checked against
+brute force first."""
 
 import math
 from fractions import Fraction
