@@ -246,7 +246,7 @@ def l2_optimum_bound(shape, workload, epsilon, delta=0.0, *, order: int = 2, noi
     invariant under those permutations) has an optimum averaged over them, whose diagonal is
     constant (the permutations reach every cell from every other); with a constant diagonal
     the column constraints are their average, the SVD bound's relaxation, so both agree
-    (checked against the dense solve in tests/test_optimal_l2.py)."""
+    (checked against the dense solve in tests/optimize/test_l2_optimum.py)."""
     shape = check_shape(shape)
     workload = check_grid_workload(workload)
     if workload == "marginals":

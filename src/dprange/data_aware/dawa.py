@@ -51,7 +51,7 @@ class DAWA(Mechanism):
     Why not the paper's candidate set (every interval, or every power-of-two length at every
     offset) with Laplace(2 / eps1) per interval: each bin lies in many overlapping candidates,
     and the minimiser of such costs is not eps1-DP; on 3 bins the exact loss is 1.12 eps1
-    (tests/test_data_aware_partition.py).  The aligned dyadic candidates put each bin in one
+    (tests/data_aware/test_partition.py).  The aligned dyadic candidates put each bin in one
     candidate per level, so the whole cost vector is calibrated exactly.
 
     Default ratio 0.25 (the paper's): with the clamped costs, on the DPBench shapes ADULTFRANK,

@@ -1,7 +1,7 @@
 """Fast exact counts of one batch for the engines: the common cases in few numpy passes.
 
 :func:`batch_histogram` equals ``domain.histogram(values, clip=clip, drop_missing=drop_missing)``
-exactly (``tests/test_counting.py`` checks it on values at, beside and between the published
+exactly (``tests/engines/test_counting.py`` checks it on values at, beside and between the published
 edges).  One case has a faster path; everything else, and every batch that holds a bad
 value, goes to :meth:`Domain.histogram` itself, which decides and words the error:
 

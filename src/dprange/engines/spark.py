@@ -6,7 +6,7 @@ own rules (:meth:`Domain.histogram` / :meth:`ProductDomain.histogram`, reached t
 partial counts are sums and merge by ``RDD.treeReduce`` (the same merge as
 :func:`dprange.engines.local.merge_counts`).  Only the counts reach the driver, where the
 ordinary measure / infer / answer steps run.  The counts equal those of the local engine
-exactly (``tests/test_spark.py``).
+exactly (``tests/engines/test_spark.py``).
 
 Inputs: a Spark DataFrame (``column`` names the column, or the columns of a
 :class:`~dprange.ProductDomain`), or CSV / Parquet files (a path, a folder, a glob pattern or a

@@ -7,7 +7,7 @@ section 4) in :mod:`.l1_admm`: the r-step becomes a linear shrink and everything
 including the exact O(nodes) tree x-step (:func:`.l1_admm.tree_x_update`, Algorithm 3's
 projection), is shared.  Note that clipping the GLS estimate at zero is *not* the
 non-negative least-squares solution; this is (it matches ``scipy.optimize.nnls`` to the
-stopping tolerance, see tests/test_nnls.py).
+stopping tolerance, see tests/inference/test_nnls.py).
 """
 
 from __future__ import annotations

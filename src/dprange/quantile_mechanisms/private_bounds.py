@@ -13,7 +13,7 @@ empty bucket reaches it with probability below beta / buckets, so no empty bucke
 probability >= 1 - beta, beta = 0.05).  The lower bound is 0 when the first kept bucket is
 positive (records below are clipped only if they are negative), else the outer edge of the
 first kept bucket; the upper bound likewise.  Integer data round the bounds outward.  The
-result is post-processing of the noisy counts: epsilon-DP (tests/test_private_bounds.py
+result is post-processing of the noisy counts: epsilon-DP (tests/quantile_mechanisms/test_private_bounds.py
 checks the exact output probabilities and the neighbour ratio).
 """
 
