@@ -271,7 +271,7 @@ def select(
         if fast is None:
             fast = workload.n > 2**16
         candidates = default_candidates(workload.n, neighbours=neighbours, noise=noise, fast=fast)
-        # The optimised strategy needs the workload, not only n (see dprange.optimized.auto_candidates).
+        # The optimised strategy needs the workload, not only n (see dprange.mechanisms.optimized.auto_candidates).
         optimised, not_cached = auto_pool(workload, delta, neighbours=neighbours, noise=noise)
         candidates = [*candidates, *optimised]
     excluded: list = []

@@ -11,7 +11,7 @@ one past the last bin whose lower bound D^_j - k sd_j is below 0; it misses j* o
 one-sided bound fails at j* or at j* - 1, so it holds with probability >= 1 - alpha on any
 data.  Its ends are bin edges (integers on integer domains).  ``simultaneous=True`` applies
 Bonferroni over the levels.  The factor k bounds the one-sided tail by alpha/2 for every
-linear answer (:func:`dprange.answers.one_sided_factor`): normal for Gaussian noise; for
+linear answer (:func:`dprange.answers.types.one_sided_factor`): normal for Gaussian noise; for
 continuous Laplace the larger of the normal and single-Laplace factors (checked numerically
 for mixtures); for discrete Laplace a coupling with continuous Laplace that accounts for the
 integer lattice (the plain factor misses up to 4.2% on one side where 2.5% is allowed).  The
@@ -49,7 +49,7 @@ class CumulativeEstimate:
     variance of the estimated count of bins lo..hi); ``provenance``: the public total (replace
     model), the noise and the inference; ``domain``: the bins' values; ``factor``: alpha -> k
     with P(error > k sd) <= alpha / 2 for every linear answer (default
-    :func:`~dprange.answers.one_sided_factor` of the provenance's noise).
+    :func:`~dprange.answers.types.one_sided_factor` of the provenance's noise).
     """
 
     def __init__(
@@ -303,7 +303,7 @@ class CumulativeEstimate:
                 target = float(round(target))  # q N is an exact count: no rounding residue
             targets.append(target)
         var_prefix, var_rest, var_total = self._prefix_variance_parts
-        # Blocks that cannot cross are skipped; the bins are decided exactly (dprange.interval_search).
+        # Blocks that cannot cross are skipped; the bins are decided exactly (dprange.answers.interval_search).
         return crossing_bins(
             self._prefix_sums[1:], var_prefix, var_rest, var_total, self.public_total is not None, targets, q_arr, k
         )

@@ -2,7 +2,7 @@
 search over n bins in blocks, with exact per-bin decisions (issue 16).
 
 For a level f with target t = f N, the quantile interval of
-:meth:`dprange.cdf.CumulativeEstimate.quantile_bins` needs the first bin j with
+:meth:`dprange.answers.cdf.CumulativeEstimate.quantile_bins` needs the first bin j with
 D_j + k sd_j >= 0 and the last with D_j - k sd_j < 0, where D_j = C_j - t (C the estimated
 cumulative counts) and sd_j the exact standard deviation of P_j - f T.  Since
 

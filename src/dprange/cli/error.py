@@ -232,7 +232,7 @@ def grid_error_command(
         else None
     )
     # The exact L2 optimum: of rectangles, the product of the axes' (each axis' O(n^3) steps, so
-    # sides up to CLI_L2_OPTIMUM_MAX_N); of marginals, the SVD bound itself (multidim.l2_optimum_bound).
+    # sides up to CLI_L2_OPTIMUM_MAX_N); of marginals, the SVD bound itself (analysis.grid.l2_optimum_bound).
     rectangles = name in ("all-rectangles", "prefix-rectangles")
     optimum = (
         l2_optimum_bound_kd(sides, name, epsilon, delta, order=order, noise=noise)

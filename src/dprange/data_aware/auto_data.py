@@ -8,9 +8,9 @@ Z (discrete Laplace; one record changes it by at most 1 under both relations).  
 on the training shapes of the DPBench 1-D histograms (``benchmarks/dpbench.py --fit``; the
 hold-out shapes were not used), then picks a mechanism that runs with the rest of epsilon:
 
-* ``structure-first`` (:class:`~dprange.structure_first.StructureFirst`) when the signal per
+* ``structure-first`` (:class:`~dprange.data_aware.structure_first.StructureFirst`) when the signal per
   non-empty bin, N epsilon / Z, is below ``LOW`` (the noise swamps the shape: few buckets win);
-* ``dawa`` (:class:`~dprange.data_aware.DAWA`, its bucket hierarchy chosen for the workload)
+* ``dawa`` (:class:`~dprange.data_aware.dawa.DAWA`, its bucket hierarchy chosen for the workload)
   when it is below ``HIGH``;
 * otherwise the data-independent mechanism of least exact expected error on the workload
   (:func:`~dprange.analysis.auto_mechanism`, at the remaining epsilon).

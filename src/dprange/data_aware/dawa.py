@@ -37,7 +37,7 @@ class DAWA(Mechanism):
     each count lies in one candidate per level and the whole noisy cost vector is epsilon-DP by
     the Laplace mechanism (:func:`partition_noise`); the minimiser is exact in O(n log n).
     Step 2 (the rest): ``second_stage="greedy_h"`` (default) measures the bucket totals with the
-    GreedyH strategy adapted to ``bucket_workload`` over the buckets (:mod:`dprange.greedy_h`:
+    GreedyH strategy adapted to ``bucket_workload`` over the buckets (:mod:`dprange.data_aware.greedy_h`:
     a binary hierarchy with per-depth weights chosen greedily bottom-up and refined, never
     worse in exact expected error than the hierarchies "best-hierarchy" picks from when
     those have branching 2^k), exact GLS on the weighted tree, uniform expansion; above

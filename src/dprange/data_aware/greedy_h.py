@@ -14,7 +14,7 @@ averaged over the q queries of a workload W,
 which is scale-free in c.  The weighted rows with unit-scale noise are the unweighted levels
 with noise variance 1 / c_d^2, so (A^T A)^-1 is the covariance of tree GLS with those level
 variances: :func:`weighted_error` evaluates err(c) in O(m) with the tree error model, no
-dense matrix.  The same strategy is the binary :class:`~dprange.mechanisms.Hierarchical`
+dense matrix.  The same strategy is the binary :class:`~dprange.mechanisms.basic.Hierarchical`
 with per-level budgets epsilon c_d / sum c (:func:`level_budgets`), which is how it is
 measured, calibrated exactly and inferred.
 
@@ -127,7 +127,7 @@ def skips(h: int, top: int, k: int) -> np.ndarray:
 
 def hierarchy_of(weights, epsilon: float, *, known_total: bool = False) -> tuple[list[int], bool, list[float]]:
     """(branching factors root first, measure_root, per-level budgets top down) of the
-    :class:`~dprange.mechanisms.Hierarchical` that measures the weighted strategy with total
+    :class:`~dprange.mechanisms.basic.Hierarchical` that measures the weighted strategy with total
     budget epsilon: the binary tree's depths of weight 0 are skipped (the tree keeps the same
     aligned nodes at the other depths, with branching 2^gap), budget_d = epsilon c_d / sum c
     with exact sum at most epsilon; a zero root weight leaves the root unmeasured."""

@@ -111,7 +111,7 @@ def bucket_release(
 
 def select_query(scores: np.ndarray, exact_score, gamma: Fraction, rng) -> int:
     """Exponential mechanism: index r with P(r) proportional to exp(gamma score_r), sampled
-    exactly (:func:`dprange.quantile_mechanisms.exact_choice`); ``exact_score(r)`` is the
+    exactly (:func:`dprange.privacy.exact_choice.exact_choice`); ``exact_score(r)`` is the
     Fraction the float score_r approximates."""
     best = float(scores.max())
     near = np.flatnonzero(scores >= best - (abs(best) + 1.0) * 2.0**-40)
@@ -131,7 +131,7 @@ def selection_gamma(epsilon: float) -> Fraction:
     """The exponential mechanism's factor: P(r) proportional to exp(gamma score_r) with
     gamma = epsilon / (2 Delta); the score |q(A) - q(x)| has sensitivity Delta = 1 under both
     relations (one record moves any range count by at most 1; A is public).  At most
-    :data:`dprange._validation.MAX_SELECTION_GAMMA` (a huge epsilon)."""
+    :data:`dprange.privacy.exact_choice.MAX_SELECTION_GAMMA` (a huge epsilon)."""
     return selection_gamma_at_most(Fraction(epsilon) / 2)
 
 

@@ -57,7 +57,7 @@ ones.  Reports hold D bits per user (8 GB for 10^6 users at D = 2^16): ``collect
 and aggregates in batches of 16 MB of reports.
 
 Exact randomisation.  The clients draw only uniform integers U on [0, 2^62) (``integers``
-with a scalar bound, as the central samplers of :mod:`dprange.noise`) and compare them with
+with a scalar bound, as the central samplers of :mod:`dprange.privacy.samplers`) and compare them with
 integer thresholds, so every probability the code realises is a rational P / 2^62 known
 exactly (``coins_below`` draws U's 32 high bits, and its 30 low bits only where the high bits
 tie with the threshold's).

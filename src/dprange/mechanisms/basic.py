@@ -119,7 +119,7 @@ class Wavelet(Mechanism):
 
     Any number of bins: the domain is padded with empty bins to a power of two.  Every level
     of coefficients gets an equal share of epsilon (Privelet's weights; see
-    :class:`~dprange.strategies.HaarStrategy`).  Inference is the inverse transform, which
+    :class:`~dprange.strategies.trees.HaarStrategy`).  Inference is the inverse transform, which
     is the least-squares estimate for this square system.
     """
 

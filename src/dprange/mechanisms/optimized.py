@@ -295,7 +295,7 @@ class Optimized(Mechanism):
     def replace_program(self, n: int, template: str) -> bool:
         """Whether ``template`` on n bins is optimised for replace neighbours: l2-optimal up to
         L2_REPLACE_MAX_N bins solves the replace program
-        (:func:`dprange.optimal_l2.l2_replace_optimum`: the L2 optimum for the pairwise
+        (:func:`dprange.optimize.l2_optimum.l2_replace_optimum`: the L2 optimum for the pairwise
         sensitivity and the public total), p-identity and p-identity-l2 (any n) minimise the
         loss with the public total (:func:`p_identity_loss` with ``known_total``) over B >= 0:
         the replace sensitivity of non-negative unit columns is 2 - 2 min_ij sum_r min(a_ri,
@@ -387,7 +387,7 @@ class Optimized(Mechanism):
         return strategy
 
     def _optimize_dense(self, workload: Workload, signed: bool) -> tuple[np.ndarray, float]:
-        """The dense template (:mod:`dprange.optimized_dense`) from the (cached) p-Identity
+        """The dense template (:mod:`dprange.optimize.dense`) from the (cached) p-Identity
         optimum, or the signed one from the (cached) dense optimum."""
         if workload.n > DENSE_MAX_N:
             raise ParameterError(

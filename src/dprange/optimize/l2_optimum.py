@@ -37,7 +37,7 @@ workloads of rank 20, 30, 100 on 48, 64, 256 bins: 1.00013, 1.00011, 1.00013 (13
 21 steps; with rho = 1e-6 about 1.001).
 
 Also here: :func:`as_p_identity_l2` writes an L2 strategy in the L2 p-Identity template's shape
-(for the Kronecker products of :mod:`dprange.optimized_kd`), and :func:`l2_replace_optimum`
+(for the Kronecker products of :mod:`dprange.mechanisms.optimized_grid`), and :func:`l2_replace_optimum`
 solves the program of replace neighbours (pairwise sensitivity, public total), whose dual has
 one weight per pair of bins.
 """
@@ -395,21 +395,21 @@ def l2_optimum(gram, *, maxiter: int = 200) -> L2Optimum:
 
 
 def strategy_trace(strategy: np.ndarray, gram: np.ndarray) -> float:
-    """trace(G (A^T A)^-1) (dense, O(n^3); also :mod:`dprange.optimized`'s, for checks and
+    """trace(G (A^T A)^-1) (dense, O(n^3); also :mod:`dprange.optimize.p_identity`'s, for checks and
     benchmarks)."""
     return float(np.trace(np.linalg.solve(strategy.T @ strategy, gram)))
 
 
 def as_p_identity_l2(strategy: np.ndarray) -> np.ndarray:
     """B (n x n) such that the L2 p-Identity template [I; B] D (D scaling every column to L2
-    norm 1, :func:`dprange.optimized.p_identity_matrix` with norm 2) has the Gram matrix
+    norm 1, :func:`dprange.optimize.p_identity.p_identity_matrix` with norm 2) has the Gram matrix
     X' = A^T A + diag(1 - diag(A^T A)) of ``strategy`` A (columns of L2 norm at most 1), whose
     error on every workload is at most A's (X' >= A^T A) at the same sensitivity 1.
 
     With lambda the least eigenvalue of X' and s^2 = 1 / lambda, B = (s^2 X' - I)^1/2: then
     B^T B = s^2 X' - I has diagonal s^2 - 1, every column of [I; B] has norm s, and
     [I; B]^T [I; B] / s^2 = X'.  So the exact L2 optimum is a point of the L2 template with
-    p = n rows, and the Kronecker machinery built on that shape (:mod:`dprange.optimized_kd`)
+    p = n rows, and the Kronecker machinery built on that shape (:mod:`dprange.mechanisms.optimized_grid`)
     can measure it.  The identity rows keep weight sqrt(lambda) (0.14-0.44 on all ranges and
     prefixes of 8 to 512 bins), ample for the quantisation."""
     strategy = np.asarray(strategy, dtype=float)

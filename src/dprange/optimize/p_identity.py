@@ -32,7 +32,7 @@ public, so a strategy can be optimised for it at no privacy cost.
   above (every pair of columns then moves the answers by at most sqrt(2)).  On all ranges and
   prefixes at n = 256 its trace is 1.04x and
   1.07x the SVD bound's, where the eigen-design reaches 1.08x and 1.66x.
-* ``dense`` (:mod:`dprange.optimized_dense`, epsilon-DP, n <= 512): any non-negative strategy
+* ``dense`` (:mod:`dprange.optimize.dense`, epsilon-DP, n <= 512): any non-negative strategy
   with columns of L1 norm 1, from the p-Identity optimum; ``auto`` takes it where its trace is
   1% lower (small domains, or cached).  ``dense-signed``: entries of either sign (not in auto).
 * ``eigen`` (Li and Miklau, "An adaptive mechanism for accurate query answering under
@@ -43,7 +43,7 @@ public, so a strategy can be optimised for it at no privacy cost.
   solution gives u_i = sqrt(sigma_i / (C mu)_i).  The SVD bound (seed 003) is this program
   with the column constraints replaced by their average, so the eigen-design meets it when
   the relaxed optimum has equal column norms.
-* ``l2-optimal`` (:mod:`dprange.optimal_l2`; Yuan, Yang, Zhang and Hao, KDD 2016): the exact
+* ``l2-optimal`` (:mod:`dprange.optimize.l2_optimum`; Yuan, Yang, Zhang and Hao, KDD 2016): the exact
   optimum over every strategy with columns of L2 norm at most 1, solved through its dual over
   one weight per column (an n x n eigendecomposition a step, n <= 4096), with a certified
   lower bound beside it.  On all ranges and prefixes at n = 256 its trace is 1.0175x and
@@ -52,9 +52,9 @@ public, so a strategy can be optimised for it at no privacy cost.
   ``auto`` takes it when delta > 0 under add/remove (without building the L2 template, a point
   of its program: its trace is never lower).  Under replace neighbours up
   to 256 bins it solves the replace program instead (pairwise sensitivity, public total:
-  :func:`dprange.optimal_l2.l2_replace_optimum`), which auto takes as it is.
+  :func:`dprange.optimize.l2_optimum.l2_replace_optimum`), which auto takes as it is.
 
-:class:`Optimized` measures the optimised strategy like :class:`~dprange.matrix.Matrix`
+:class:`Optimized` measures the optimised strategy like :class:`~dprange.mechanisms.matrix.Matrix`
 (quantised to integers, calibrated on the measured matrix, exact GLS and error bars).  The
 eigen-design is dense (saved as a dense matrix, dense covariance); p-Identity strategies keep
 their shape [diag(d); C] (:mod:`dprange.inference.p_identity`: GLS and O(p) range variances
@@ -97,7 +97,7 @@ optimize = lazy_module("scipy.optimize")
 TEMPLATES = ("auto", "p-identity", "p-identity-l2", "eigen", "l2-optimal", "dense", "dense-signed")
 
 
-#: The dense L1 templates (:mod:`dprange.optimized_dense`) and whether their entries take both signs.
+#: The dense L1 templates (:mod:`dprange.optimize.dense`) and whether their entries take both signs.
 DENSE_TEMPLATES = {"dense": False, "dense-signed": True}
 
 
@@ -106,7 +106,7 @@ P_IDENTITY_NORMS = {"p-identity": 1, "p-identity-l2": 2}
 
 
 #: The column norm of every strategy kept in the p-Identity shape: the templates above, and the
-#: L2 optimum written in that shape for the Kronecker product (:func:`dprange.optimal_l2.as_p_identity_l2`).
+#: L2 optimum written in that shape for the Kronecker product (:func:`dprange.optimize.l2_optimum.as_p_identity_l2`).
 P_IDENTITY_FORM_NORMS = {**P_IDENTITY_NORMS, "l2-optimal": 2}
 
 
@@ -605,12 +605,12 @@ def round_keeping_norms(scaled: np.ndarray, factor: float, norm: int) -> np.ndar
 
 
 class PIdentityStrategy(OneBlockStrategy):
-    """A p-Identity strategy [I; B] D quantised like a matrix strategy (:mod:`dprange.matrix`:
+    """A p-Identity strategy [I; B] D quantised like a matrix strategy (:mod:`dprange.strategies.matrix`:
     K = 2^k, the smallest making every entry integer or meeting the tolerance) but kept in its
     shape: the measured block is [diag(round(K D)); round(K B D)], a
     :class:`~dprange.inference.p_identity.DiagonalPlusRows`, so measuring, calibrating and the
     exact GLS (Woodbury) cost O(n p^2), with no n x n matrix.  The entries and K are those
-    :class:`~dprange.matrix.MatrixStrategy` gives the dense matrix (same values)."""
+    :class:`~dprange.strategies.matrix.MatrixStrategy` gives the dense matrix (same values)."""
 
     def __init__(self, theta: np.ndarray, template: str, seconds: float, cached: bool, trace: float = np.nan):
         theta = np.atleast_2d(np.asarray(theta, dtype=float))
@@ -636,7 +636,7 @@ class PIdentityStrategy(OneBlockStrategy):
     def quantised(self, tolerance: float, *, keep_norms: bool = False) -> tuple[float, DiagonalPlusRows]:
         """(K, [diag(round(K D)); round(K B D)]) with K = 2^k the smallest making every entry
         integer, else the one for which rounding moves no entry by more than ``tolerance``
-        times the largest (:func:`dprange.matrix.quantisation_factor`).  The identity (B = 0)
+        times the largest (:func:`dprange.strategies.matrix.quantisation_factor`).  The identity (B = 0)
         is the identity at K = 1 whatever the tolerance.  ``keep_norms``: round so that no
         column's norm exceeds K (:func:`round_keeping_norms`; entries then move by less than 1
         unit instead of at most 1/2)."""

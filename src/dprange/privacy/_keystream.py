@@ -1,4 +1,4 @@
-"""Random bytes for :class:`dprange.noise.SecureRandom`: a ChaCha20 keystream keyed from the OS.
+"""Random bytes for :class:`dprange.privacy.samplers.SecureRandom`: a ChaCha20 keystream keyed from the OS.
 
 ChaCha20 (Bernstein, "ChaCha, a variant of Salsa20", SASC 2008; RFC 8439) is a stream cipher
 whose keystream under a uniformly random 256-bit key is computationally indistinguishable

@@ -25,7 +25,7 @@ with the table confirm it, and the few wrong guesses are recounted by binary sea
 Cost: 8 bytes of keystream and ~15 vectorised operations per draw (1.2-2x numpy's own
 ``Generator.laplace`` in CPU, see benchmarks/noise_speed.py), against ~11 uniform draws and
 many rejection rounds for Canonne, Kamath and Steinke's Algorithm 2 ("The Discrete Gaussian
-for Differential Privacy", NeurIPS 2020), which :mod:`dprange.noise` keeps for seeded
+for Differential Privacy", NeurIPS 2020), which :mod:`dprange.privacy.samplers` keeps for seeded
 generators (reproducible as before) and for scales above ``TABLE_MAX_SCALE``.  The same
 inverse-CDF construction is the textbook one (Devroye, "Non-Uniform Random Variate
 Generation", Springer 1986, section III.2); exactness comes from the brackets and refinement.

@@ -167,7 +167,7 @@ def auto_method(
     * m = 1: the exponential mechanism ("approximate" with one level: exact sampler), as
       accurate as JointExp with one level (the same law up to the grid);
     * binned bounds with n known: the histogram route while its bins,
-      :func:`dprange.quantile_bins.histogram_bins` (n epsilon), i.e. about n epsilon / 32, are at
+      :func:`dprange.quantile_mechanisms.bins.histogram_bins` (n epsilon), i.e. about n epsilon / 32, are at
       most m^2; beyond, JointExp for m <= 11 (``joint_ok``: a public n_max or n public under
       replace, and :func:`joint_affordable`; else the exact recursive split) and the recursive
       split for m >= 12.  The

@@ -1,6 +1,6 @@
 """k-D mechanisms: Kronecker products of 1-D strategies, and k-D hierarchies (quadtrees).
 
-The histogram of a product domain (:mod:`dprange.product_domain`) is a k-D array, flattened
+The histogram of a product domain (:mod:`dprange.domain`) is a k-D array, flattened
 in C order into the x of n_1 ... n_k cells that the operators act on.
 
 * :class:`Kronecker`: on every axis a 1-D strategy (``"identity"``, a tree of branching b, or
@@ -258,7 +258,7 @@ class OneKronStrategy(Strategy):
     for add/remove, :meth:`dprange.operators.Kron.sensitivity_power`), not the dense definition.
 
     Replace neighbours, L1: the exact pairwise maximum (the dense definition) where cells^2 x
-    rows is at most :data:`dprange.matrix.EXACT_PAIRS_LIMIT`, as for ``Matrix``, else the
+    rows is at most :data:`dprange.strategies.matrix.EXACT_PAIRS_LIMIT`, as for ``Matrix``, else the
     triangle bound ||a - b||_1 <= 2 max ||a||_1: on 16 x 16 to 32 x 32, all and prefix
     rectangles, at most 0.06% above the exact value, where the definition took 4 CPU s at
     32 x 32 and was refused above 4096 cells.  (L2 stays exact, from the factors' Gram
