@@ -389,7 +389,7 @@ def _load_json(path: str, cls):
 
 #: A compressed member of a release .npz may inflate to at most this many bytes: dprange writes
 #: releases uncompressed (a stored member decodes to no more than it takes in the file), and a
-#: compressed one of zeros inflates about 1000-fold (a 1 MB file asked for 1.25 GB, issue 30).
+#: compressed one can inflate about 1000-fold (docs/privacy.md, "Loaded release files").
 INFLATED_MEMBER_MAX_BYTES = 64 << 20
 
 

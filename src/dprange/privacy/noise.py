@@ -15,7 +15,7 @@ and the seeded path tests the secure one, with one exception: with the secure so
 discrete Laplace (and the discrete Gaussian's Laplace proposals) of scale up to 2^14 is drawn
 by an exact inverse CDF from one 64-bit word per draw (:mod:`dprange.privacy._laplace_table`), the
 same distribution at a fraction of the cost; seeded generators keep the algorithm below, so
-seeded results are reproducible as before.
+seeded results stay reproducible.
 
 Noise kinds (``scale`` is the requested noise scale, usually sensitivity / epsilon):
 
