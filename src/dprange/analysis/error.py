@@ -220,8 +220,9 @@ def l2_optimum_bound(workload, epsilon, delta=0.0, *, n=None, noise="auto", neig
     matrix mechanism with dprange's Gaussian noise (add/remove neighbours), reached up to
     quantisation by ``Optimized(template="l2-optimal")``; the SVD bound is this program with
     every column weight equal, so it lies below.  Under epsilon-DP it is a valid bound (an L1
-    column norm is at least its L2 norm) that need not be reachable.  O(n^3) a step, 5 to 20
-    steps: n <= 4096 (3-4 CPU s at 1024, 100-170 at 4096; :func:`dprange.optimize.l2_optimum.l2_optimum`).
+    column norm is at least its L2 norm) that need not be reachable.  O(n^3) a step, a few
+    steps: n <= 4096 (:func:`dprange.optimize.l2_optimum.l2_optimum`; timings: docs/optimized.md,
+    "The L2 optimum above 1024 bins").
 
     ``neighbours="replace"``: the same for replace neighbours, whose least squares use the
     public total and whose sensitivity is the largest pairwise column distance

@@ -83,8 +83,8 @@ class Explicit(Operator):
     def gram_inverse(self) -> np.ndarray | None:
         """(A^T A)^-1, read-only, where A^T A is certified well conditioned (every eigenvalue
         above 1e-10 of the trace: :func:`~dprange.cholesky.well_conditioned_cholesky`),
-        else None; computed once (O(n^3): two Cholesky factorisations and LAPACK's potri, 5 CPU s
-        at 4096 bins) or taken from a cache (:meth:`adopt_gram_inverse`).  The rank check, the
+        else None; computed once (O(n^3): two Cholesky factorisations and LAPACK's potri) or
+        taken from a cache (:meth:`adopt_gram_inverse`).  The rank check, the
         error as released and least squares with its covariance then cost O(n^2) a release."""
         if not self._gram_inverse_known:
             factor = well_conditioned_cholesky(self.dense_gram())  # O(n^3)
