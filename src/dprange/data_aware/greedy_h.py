@@ -18,17 +18,16 @@ dense matrix.  The same strategy is the binary :class:`~dprange.mechanisms.basic
 with per-level budgets epsilon c_d / sum c (:func:`level_budgets`), which is how it is
 measured, calibrated exactly and inferred.
 
-The paper chooses one weight per node, greedily bottom-up, each minimising the error of the
-queries inside the node's subtree.  Here the weights are per depth (what the brief of this
-implementation asked for, and what keeps the measurement a level-uniform tree with its O(m)
-exact GLS): bottom-up, depth by depth, the weight of the next depth up is the grid value
-minimising err(c) with the depths above it not yet measured (weight 0).  This myopic choice
-alone can be poor (on 1000 cells it kept every depth, 2.5x the error of a 32-ary tree), so
-the start of a sweep of coordinate descent over the same grid is the best of it and the
-uniform hierarchies of branching 2^k (k = 1..6, every k-th depth weighted 1): the chosen
-strategy is never worse than any of them, the plain binary hierarchy included.  A depth of
-weight 0 is skipped: the strategy is a level-uniform tree with branching factors 2^gap.  All of it depends only
-on m, the workload and the relation: it reads no data.
+The paper chooses one weight per node, greedily bottom-up, each minimising the error of the queries
+inside the node's subtree.  Here the weights are per depth, which keeps the measurement a
+level-uniform tree with its O(m) exact GLS: bottom-up, depth by depth, the weight of the next depth
+up is the grid value minimising err(c) with the depths above it not yet measured (weight 0).  This
+myopic choice alone can be poor (docs/data-aware.md, "Figures by module"), so the start of a sweep
+of coordinate descent over the same grid is the best of it and the uniform hierarchies of branching
+2^k (k = 1..6, every k-th depth weighted 1): the chosen strategy is never worse than any of them,
+the plain binary hierarchy included.  A depth of weight 0 is skipped: the strategy is a
+level-uniform tree with branching factors 2^gap.  All of it depends only on m, the workload and the
+relation: it reads no data.
 """
 
 from __future__ import annotations
@@ -44,8 +43,7 @@ from ..strategies.trees import TreeStrategy
 from ..workloads.ranges import make_workload
 
 #: Candidate weights of a depth relative to the leaves (weight 1): 0 (not measured) and
-#: 2^k for k = -3..3 (a finer grid, 2^(k/2) for k = -8..6, gave errors 0-5% lower on
-#: 5..4000 cells, all ranges and prefixes, and took twice as long).
+#: 2^k for k = -3..3 (a finer grid gains little for twice the time: docs/data-aware.md).
 GRID = (0.0, *(2.0**k for k in range(-3, 4)))
 
 

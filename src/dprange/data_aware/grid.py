@@ -1,5 +1,5 @@
 """Data-aware mechanisms on 2-D grids: a kd-tree, the hybrid kd-tree / quadtree, and DAWA over
-a Hilbert order (issue 11, the 2-D part).
+a Hilbert order.
 
 Each spends declared shares of epsilon on private, data-dependent choices (split positions, a
 partition) and the rest on noisy counts; the steps and their shares are recorded in the
