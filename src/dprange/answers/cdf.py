@@ -20,10 +20,10 @@ query P_j - f N, with the bins wholly below the value and the bins reaching it.
 
 Point estimates of quantiles read the consistent CDF (Rameshwar and Tandon, "Optimal
 Tree-Based Mechanisms for Differentially Private Approximate CDFs", 2024, section VI: CDF
-consistency by dynamic programming; :func:`dprange.inference.consistency.consistent_cdf`), which removes the downward
-bias of the first crossing of a noisy CDF (mean rank error 0.39% vs 0.46% over DPBench,
-Adult and synthetic data with H4, epsilon 0.1); on interval domains they interpolate inside
-their bin, and say so (``interpolated``).
+consistency by dynamic programming; :func:`dprange.inference.consistency.consistent_cdf`),
+which removes the downward bias of the first crossing of a noisy CDF (docs/quantiles.md,
+"Figures by module"); on interval domains they interpolate inside their bin, and say so
+(``interpolated``).
 """
 
 from __future__ import annotations

@@ -175,15 +175,9 @@ def auto_method(
       (log bins); JointExp's and the split's fall with n epsilon and grow with m (JointExp's
       quickly, the split's as log m), so the crossing moves to larger n epsilon as m grows.
       The split's depth floor(log2 m) + 1 (Kaplan, Schnapp and Stemmer, ICML 2022) is 4 from
-      m = 8 to 15 while JointExp's error keeps growing with m: JointExp was ahead in 10 of 12
-      cells at m = 10, 7 of 12 at 11, 5 of 8 at 12 and none of 4 at 14 (40 trials, seeds 7, 8
-      and 2021; docs/quantiles.md, "Between 9 and 18 levels").
-      Measured (benchmarks/quantiles.py, seed 7, 20 trials, held out from the seed-2021 run):
-      at m = 4 the histogram route wins at n epsilon = 100 (uniform 15.4 records against
-      JointExp's 31.3; Gaussian 27.2 against 27.8) and loses at 1000 (Gaussian n = 1000,
-      epsilon 1: 5.5 against 2.6); at m = 9 it wins at 1000 (uniform n = 10^4, epsilon 0.1:
-      30.4 against 50.9) and loses at 10^4 (Gaussian: 6.8 against 5.0); at m = 19 it wins at
-      10^4 (Gaussian 6.6 against 7.4) and loses on fnlwgt at 32561 (docs/quantiles.md);
+      m = 8 to 15 while JointExp's error keeps growing with m, hence the switch at 12 (the
+      calibration behind both thresholds: docs/quantiles.md, "The automatic choice" and
+      "Between 9 and 18 levels");
     * otherwise (integer bounds with one bin per value, or n unknown) by m alone: JointExp
       (or the split without ``joint_ok``) for 2 <= m <= 9, the histogram route from m = 10.
       One bin per value has no interpolation error, so there n epsilon does not set the
