@@ -109,7 +109,7 @@ def workload_error(model, workload: Workload) -> float:
     """
     n = workload.n
     if type(workload) in (AllRange, Prefix, Identity):
-        sums = variance_sums(model)  # trees and Haar: no n-vector of variances (issue 16)
+        sums = variance_sums(model)  # trees and Haar: no n-vector of variances
         if sums is not None:
             total = {AllRange: sums.all_ranges(n), Prefix: sums.prefix, Identity: sums.bins}[type(workload)]
             return total / workload.m
