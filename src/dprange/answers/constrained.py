@@ -1,4 +1,4 @@
-"""k-D releases made consistent with published marginals (issue 10, item 7).
+"""k-D releases made consistent with published marginals.
 
 Any k-D release whose estimate can apply its covariance (the Kronecker and Privelet designs
 of :mod:`dprange.mechanisms.grid`, the Fourier design of :mod:`dprange.mechanisms.fourier`) takes published
