@@ -18,7 +18,7 @@ section IV).
       sum over all ranges of Var = (n + 1) sum_k Var(P_k) - Var(sum_k P_k),
 
   (pair every two of the n + 1 prefix points; sum_k P_k = sum_i (n - i) x_i is one linear
-  query), so it costs O(n depth) for n = 2^20 in about a second.
+  query), so it costs O(n depth).
 * ``svd_bound``: the lower bound on the total error of any matrix mechanism (Li and Miklau,
   "Optimal Error of Query Sets under the Differentially-Private Matrix Mechanism", ICDT
   2013): v (1/n)(sum of singular values of W)^2, v the least noise variance per unit of

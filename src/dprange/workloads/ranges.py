@@ -65,7 +65,7 @@ def prefix_singular_values(n: int) -> np.ndarray:
 
 
 def singular_value_sum(values) -> float:
-    """Sum of singular values, exactly rounded (math.fsum; n up to 10^7 in about a second)."""
+    """Sum of singular values, exactly rounded (math.fsum; O(n))."""
     return math.fsum(np.asarray(values, dtype=float))
 
 
