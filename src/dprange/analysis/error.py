@@ -1,4 +1,5 @@
-"""Exact expected error of mechanisms on workloads, optimal parameters, automatic choice.
+"""Exact expected error of 1-D mechanisms on workloads, and lower bounds on it (the choice of a
+mechanism by that error is :mod:`dprange.analysis.selection`).
 
 A linear mechanism with least-squares inference has an unbiased estimate whose covariance
 does not depend on the data, so the error of every answer is known before any data is

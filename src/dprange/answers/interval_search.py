@@ -1,5 +1,5 @@
 """The bins where a noisy cumulative count can cross a target: the quantile intervals'
-search over n bins in blocks, with exact per-bin decisions (issue 16).
+search over n bins in blocks, with exact per-bin decisions.
 
 For a level f with target t = f N, the quantile interval of
 :meth:`dprange.answers.cdf.CumulativeEstimate.quantile_bins` needs the first bin j with
@@ -10,8 +10,8 @@ cumulative counts) and sd_j the exact standard deviation of P_j - f T.  Since
 
 (R_j the rest after j, T = P_j + R_j), a block's largest Var P and Var R bound the variance
 of every bin in it, and its largest and smallest C bound D.  Blocks that cannot hold a
-crossing are skipped; inside the others every bin is decided by the same expression as
-before, so the bins found are exactly those of the full scan.  Cost: O(n) for the block
+crossing are skipped; inside the others every bin is decided by the same expression as in a
+full scan, so the bins found are exactly those of the full scan.  Cost: O(n) for the block
 summaries, shared by all levels, then O(n / block) per level plus the blocks evaluated
 (usually one or two near the quantile).
 """

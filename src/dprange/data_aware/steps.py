@@ -1,6 +1,8 @@
-"""Data-aware mechanisms in 1-D: DAWA and MWEM ("exploiting the data", Miklau, DIMACS 2012).
+"""What the 1-D data-aware mechanisms share ("exploiting the data", Miklau, DIMACS 2012): the
+declared shares of their private steps and the steps' exact accounting, their provenance, the
+exact exponential-mechanism selection of a query and the Laplace noise of a step.
 
-Both spend part of epsilon on a private *choice* that depends on the data (a partition of the
+DAWA and MWEM spend part of epsilon on a private *choice* that depends on the data (a partition of the
 bins, the queries to measure), then measure with the rest.  Every private step declares its
 share; the shares are recorded in the release's provenance (``parameters["private_steps"]``)
 and their exact rational sum never exceeds epsilon.

@@ -1,4 +1,6 @@
-"""Noise samplers and the default secure random source.
+"""Noise kinds: each kind's exact variance and pmf as sampled, the discrete Gaussian's sigma by
+zero-concentrated DP, and :class:`NoiseSpec`, the noise of one group of measurements (the
+samplers themselves and the secure source are in :mod:`dprange.privacy.samplers`).
 
 Every function that draws noise takes ``rng``:
 

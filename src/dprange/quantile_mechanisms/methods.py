@@ -1,6 +1,7 @@
-"""Quantile mechanisms that read raw values (not a histogram): many quantiles at once.
+"""The quantile methods that read raw values (not a histogram), their result and ``auto``'s
+choice among them: :class:`QuantilesResult`, :func:`auto_method` and the registered methods.
 
-Three mechanisms, all on public bounds [a, b]:
+The mechanisms (in :mod:`.exponential` and :mod:`.joint_exp`), all on public bounds [a, b]:
 
 * :func:`exponential_quantile`: one quantile by the exponential mechanism (Smith, "Privacy-
   preserving statistical estimation with optimal convergence rates", STOC 2011), on a finite

@@ -1,4 +1,5 @@
-"""k-D mechanisms: Kronecker products of 1-D strategies, and k-D hierarchies (quadtrees).
+"""k-D strategies: Kronecker products of 1-D strategies, and k-D hierarchies (quadtrees), with
+their exact sensitivity (the mechanisms: :mod:`dprange.mechanisms.grid`).
 
 The histogram of a product domain (:mod:`dprange.domain`) is a k-D array, flattened
 in C order into the x of n_1 ... n_k cells that the operators act on.
@@ -33,7 +34,7 @@ every combination of patterns totalled in floats with numpy, then exactly (integ
 common denominator of the weights) for those within 1e-9 of the largest (against every
 combination in Fractions: docs/multidim.md, "Figures by module").
 
-Least squares without dense matrices (:class:`KronEstimate`).  With block variances
+Least squares without dense matrices (:class:`~dprange.inference.kron.KronEstimate`).  With block variances
 u_b = prod_a u_{a,l_a}, u_{a,l} = 1 / f_{a,l}^2 (the variance of Laplace and Gaussian noise
 up to one constant), A^T U^-1 A = G_1 (x) ... (x) G_k with G_a = sum_l T_{a,l}^T T_{a,l} /
 u_{a,l}, so x = (G_1^-1 (x) ... (x) G_k^-1) A^T U^-1 y costs a few passes over the grid.
