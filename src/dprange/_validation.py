@@ -22,9 +22,8 @@ NEIGHBOURS = ("add_remove", "replace")
 
 
 #: The largest noise scale (Laplace b or Gaussian sigma, in counts) a mechanism will use: the
-#: samplers' own limit (:data:`dprange.noise.MAX_SCALE`, 2^40).  A smaller epsilon is refused
-#: up front: its noise would swamp any count, and far beyond it floating point broke the old
-#: samplers (below a per-level epsilon of ~5.5e-17 discrete Laplace noise was exactly 0).
+#: samplers' own limit (:data:`dprange._validation.MAX_SCALE`, 2^40).  A smaller epsilon is refused
+#: up front: its noise would swamp any count, and floating point cannot sample it faithfully.
 MAX_NOISE_SCALE = MAX_SCALE
 
 

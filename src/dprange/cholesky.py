@@ -1,5 +1,5 @@
 """Certified Cholesky factorisations of dense Gram matrices: the rank check, the inverse and
-the covariance of the dense release (:mod:`dprange.matrix`, :class:`dprange.operators.Explicit`,
+the covariance of the dense release (:mod:`dprange.mechanisms.matrix`, :class:`dprange.operators.Explicit`,
 :mod:`dprange.inference.least_squares`) without a singular value decomposition."""
 
 from __future__ import annotations

@@ -170,10 +170,10 @@ def nul_bytes_error(path: str) -> DataError:
 
 def check_no_nul(path: str, block_bytes: int = 1 << 24) -> None:
     """Refuse a CSV file with a NUL byte anywhere, before any of its rows is read (the first
-    bytes are sniffed by :func:`_check_csv_head`; this reads the whole file once, about 4% of
-    the local engine's count).  A NUL is not text: Spark's CSV reader skipped a line of NULs
-    as blank while this reader refused the file or read the NULs as a cell, so the engines
-    disagreed; one rule for the whole file gives both the same answer."""
+    bytes are sniffed by :func:`_check_csv_head`; this reads the whole file once, a small
+    fraction of a count: docs/engines.md).  A NUL is not text, and readers differ on it
+    (Spark's CSV reader skips a line of NULs as blank, where a row reader would refuse the file
+    or read the NULs as a cell); one rule for the whole file gives every engine the same answer."""
     buffer = bytearray(block_bytes)
     view = memoryview(buffer)
     try:

@@ -1,4 +1,4 @@
-"""Progress bars on long work (issue 12, item 5), with tqdm as the optional ``progress`` extra.
+"""Progress bars on long work, with tqdm as the optional ``progress`` extra.
 
 A bar is shown only when all of these hold: progress is switched on (:func:`set_progress`,
 the environment variable ``DPRANGE_PROGRESS`` is not ``0``, the CLI was not given

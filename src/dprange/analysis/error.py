@@ -1,4 +1,5 @@
-"""Exact expected error of mechanisms on workloads, optimal parameters, automatic choice.
+"""Exact expected error of 1-D mechanisms on workloads, and lower bounds on it (the choice of a
+mechanism by that error is :mod:`dprange.analysis.selection`).
 
 A linear mechanism with least-squares inference has an unbiased estimate whose covariance
 does not depend on the data, so the error of every answer is known before any data is
@@ -18,13 +19,13 @@ section IV).
       sum over all ranges of Var = (n + 1) sum_k Var(P_k) - Var(sum_k P_k),
 
   (pair every two of the n + 1 prefix points; sum_k P_k = sum_i (n - i) x_i is one linear
-  query), so it costs O(n depth) for n = 2^20 in about a second.
+  query), so it costs O(n depth).
 * ``svd_bound``: the lower bound on the total error of any matrix mechanism (Li and Miklau,
   "Optimal Error of Query Sets under the Differentially-Private Matrix Mechanism", ICDT
   2013): v (1/n)(sum of singular values of W)^2, v the least noise variance per unit of
   sensitivity that dprange's noise of that kind can have (:func:`noise_variance_floor`).
   ``l2_optimum_bound``: the tighter bound v OPT, OPT the exact optimum of the matrix mechanism
-  with L2 sensitivity (:mod:`dprange.optimal_l2`; Yuan, Yang, Zhang and Hao, KDD 2016).
+  with L2 sensitivity (:mod:`dprange.optimize.l2_optimum`; Yuan, Yang, Zhang and Hao, KDD 2016).
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ def workload_error(model, workload: Workload) -> float:
     """
     n = workload.n
     if type(workload) in (AllRange, Prefix, Identity):
-        sums = variance_sums(model)  # trees and Haar: no n-vector of variances (issue 16)
+        sums = variance_sums(model)  # trees and Haar: no n-vector of variances
         if sums is not None:
             total = {AllRange: sums.all_ranges(n), Prefix: sums.prefix, Identity: sums.bins}[type(workload)]
             return total / workload.m
@@ -165,7 +166,7 @@ def noise_variance_floor(epsilon, delta=0.0, noise="auto") -> float:
       an integer matrix, so a row with a_ij != 0 has e_i <= eps; as sinh(x) / x increases,
       sinh(e_i / 2) <= (e_i / eps) sinh(eps / 2), hence ||b_j||_1 = sqrt(2) sum_i |a_ij|
       sinh(e_i / 2) <= sqrt(2) sinh(eps / 2).  Reached by Flat on the identity workload.
-    * gaussian (the discrete Gaussian, calibrated by :func:`dprange.noise.gaussian_sigma`):
+    * gaussian (the discrete Gaussian, calibrated by :func:`dprange.privacy.noise.gaussian_sigma`):
       Var_DG(sigma), the variance of the discrete Gaussian with parameter sigma =
       gaussian_sigma(eps, delta) (20.53 at eps = 1, delta = 1e-6; Li and Miklau's classical
       factor 2 log(2 / delta) / eps^2 = 29.0 would not bound dprange's mechanisms).  The
@@ -174,7 +175,7 @@ def noise_variance_floor(epsilon, delta=0.0, noise="auto") -> float:
       Var_DG(sigma_i) >= sigma_i^2 Var_DG(sigma) / sigma^2 and ||b_j||_2^2 <= 1 / Var_DG(sigma).
       Reached by Flat on the identity workload.
 
-    Sampled scales are never below the requested ones (:func:`dprange.noise.effective_scale`)
+    Sampled scales are never below the requested ones (:func:`dprange.privacy.samplers.effective_scale`)
     and every variance above increases with the scale, so the floor holds for the noise as drawn.
     """
     epsilon = check_epsilon(epsilon)
@@ -214,18 +215,19 @@ def l2_optimum_bound(workload, epsilon, delta=0.0, *, n=None, noise="auto", neig
     """Lower bound on the average error per query of any matrix mechanism for ``workload``,
     at least :func:`svd_bound`: v OPT / m, where OPT is the least trace(G (A^T A)^-1) over all
     strategies A with columns of L2 norm at most 1 (a convex program in A^T A: Yuan, Yang,
-    Zhang and Hao, KDD 2016; :mod:`dprange.optimal_l2`) and v = :func:`noise_variance_floor`.
+    Zhang and Hao, KDD 2016; :mod:`dprange.optimize.l2_optimum`) and v = :func:`noise_variance_floor`.
     OPT is taken as the dual value the solver reached, a lower bound at every step of it,
     within a relative 1e-6 of the optimum (1e-4 above 1024 bins).  Under (epsilon, delta) it is the least error of any
     matrix mechanism with dprange's Gaussian noise (add/remove neighbours), reached up to
     quantisation by ``Optimized(template="l2-optimal")``; the SVD bound is this program with
     every column weight equal, so it lies below.  Under epsilon-DP it is a valid bound (an L1
-    column norm is at least its L2 norm) that need not be reachable.  O(n^3) a step, 5 to 20
-    steps: n <= 4096 (3-4 CPU s at 1024, 100-170 at 4096; :func:`dprange.optimal_l2.l2_optimum`).
+    column norm is at least its L2 norm) that need not be reachable.  O(n^3) a step, a few
+    steps: n <= 4096 (:func:`dprange.optimize.l2_optimum.l2_optimum`; timings: docs/optimized.md,
+    "The L2 optimum above 1024 bins").
 
     ``neighbours="replace"``: the same for replace neighbours, whose least squares use the
     public total and whose sensitivity is the largest pairwise column distance
-    (:func:`dprange.optimal_l2.l2_replace_optimum`, n <= 256): the least error of any matrix
+    (:func:`dprange.optimize.l2_optimum.l2_replace_optimum`, n <= 256): the least error of any matrix
     mechanism with dprange's Gaussian under replace, reached up to quantisation by
     ``Optimized(template="l2-optimal", neighbours="replace")``."""
     workload = _resolve(workload, n)

@@ -33,7 +33,7 @@ def check_grid_workload(workload):
     name = workload.replace("_", "-") if isinstance(workload, str) else workload
     if name not in WORKLOADS_KD:
         raise ParameterError(
-            f"workload must be one of {', '.join(WORKLOADS_KD)} or a workloads_kd.Rectangles, got {workload!r}"
+            f"workload must be one of {', '.join(WORKLOADS_KD)} or a dprange.workloads.Rectangles, got {workload!r}"
         )
     return name
 
@@ -59,7 +59,7 @@ def axis_ranges(n: int, kind: str) -> tuple[np.ndarray, np.ndarray]:
 def expected_error(mechanism: GridMechanism, shape, workload, epsilon, *, delta=0.0, order: int = 2) -> float:
     """The exact mean squared error per query of ``mechanism`` with least squares on a k-D
     ``workload``: "all-rectangles", "prefix-rectangles", "marginals" (all ``order``-way), or a
-    :class:`~dprange.workloads_kd.Rectangles`.  Data-independent (the zero design's error
+    :class:`~dprange.workloads.rectangles.Rectangles`.  Data-independent (the zero design's error
     model); the product workloads average per-axis terms (no query is enumerated)."""
     shape = check_shape(shape)
     workload = check_grid_workload(workload)
@@ -169,8 +169,8 @@ def svd_bound(shape, workload, epsilon, delta=0.0, *, order: int = 2, noise="aut
     sensitivity of dprange's noise of that kind), as :func:`dprange.analysis.svd_bound` in 1-D.
     The singular values of a Kronecker workload (all or prefix rectangles) are the products of
     the per-axis ones, so their sum is the product of the per-axis sums (closed forms,
-    :func:`dprange.workloads.all_range_singular_values` and
-    :func:`~dprange.workloads.prefix_singular_values`: O(n) per axis, any side); marginals have
+    :func:`dprange.workloads.ranges.all_range_singular_values` and
+    :func:`~dprange.workloads.ranges.prefix_singular_values`: O(n) per axis, any side); marginals have
     a closed form too (:func:`_marginal_singular_sum`); explicit rectangles eigendecompose their
     cells x cells Gram matrix (:func:`_rectangles_singular_sum`, grids of at most
     :data:`RECTANGLES_SVD_MAX_CELLS` cells)."""
@@ -221,7 +221,7 @@ def _rectangles_singular_sum(workload: Rectangles) -> float:
 
 @functools.lru_cache(maxsize=64)
 def _axis_l2_optimum(n: int, kind: str) -> float:
-    """The dual value of :func:`dprange.optimal_l2.l2_optimum` for one axis' all ranges or
+    """The dual value of :func:`dprange.optimize.l2_optimum.l2_optimum` for one axis' all ranges or
     prefixes (a lower bound within 1e-6 of that axis' optimum)."""
     return l2_optimum((AllRange(n) if kind == "all" else Prefix(n)).gram()).bound
 
@@ -268,7 +268,7 @@ def grid_candidates(
     With ``workload`` (as :func:`select_grid` passes it, with ``delta`` and ``order``) also the
     optimised mechanisms for that workload, whose strategies depend on it and not on the shape
     alone (the registry entries' ``workload_candidates``:
-    :func:`dprange.optimized_kd.kd_auto_candidates`)."""
+    :func:`dprange.mechanisms.optimized_grid.kd_auto_candidates`)."""
     out = []
     for entry in GRID_MECHANISMS.values():
         if entry.auto:

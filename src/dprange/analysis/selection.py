@@ -235,8 +235,8 @@ def optimal_hierarchy(
     return Selection(ranked[0].mechanism, ranked[0].error, ranked, workload.describe())
 
 
-#: Largest n for which :func:`select` refines the best hierarchy's budget split (about 2 s
-#: at 2^16 for all ranges; each step of the search costs a few exact error evaluations).
+#: Largest n for which :func:`select` refines the best hierarchy's budget split (each step of
+#: the search costs a few exact error evaluations; timing: docs/analysis.md).
 OPTIMIZE_BUDGET_MAX_N = 2**16
 
 
@@ -255,8 +255,8 @@ def select(
     """Rank candidate mechanisms by exact expected error on ``workload``; return the best.
 
     Candidates default to Flat, Wavelet and hierarchies over a grid of branching factors,
-    budget rules and root choices (a coarser grid when n > 2^16, so that n = 2^20 takes
-    seconds), plus the best hierarchy with its per-level budget split optimised by
+    budget rules and root choices (a coarser grid when n > 2^16, so that large n stay cheap),
+    plus the best hierarchy with its per-level budget split optimised by
     :func:`optimized_budget` (``optimize_budget``, default when n <= 2^16 and the
     candidates are the default ones).  Data are not touched: choosing costs no privacy.
     """
@@ -271,7 +271,7 @@ def select(
         if fast is None:
             fast = workload.n > 2**16
         candidates = default_candidates(workload.n, neighbours=neighbours, noise=noise, fast=fast)
-        # The optimised strategy needs the workload, not only n (see dprange.optimized.auto_candidates).
+        # The optimised strategy needs the workload, not only n (see dprange.mechanisms.optimized.auto_candidates).
         optimised, not_cached = auto_pool(workload, delta, neighbours=neighbours, noise=noise)
         candidates = [*candidates, *optimised]
     excluded: list = []

@@ -4,7 +4,7 @@ NNLS and L1 estimates (Lee, Wang and Kifer, KDD 2015) are not linear in the nois
 standard errors come from the parametric bootstrap (Efron and Tibshirani, "An Introduction to
 the Bootstrap", 1993, chapter 6): treat the released estimate x_hat as the truth, re-draw every
 block's noise around ``block @ x_hat`` with the same distribution (central: the block's
-:class:`~dprange.noise.NoiseSpec`; local-DP estimates: normal with the row variances), rerun
+:class:`~dprange.privacy.noise.NoiseSpec`; local-DP estimates: normal with the row variances), rerun
 the same inference, and take the spread of the answers.  Only the public design of the
 measurements and the released estimate are used: this is post-processing.  For GLS it
 reproduces the exact standard errors up to Monte-Carlo error (a test checks it).

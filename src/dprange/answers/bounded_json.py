@@ -3,8 +3,8 @@
 A saved release holds a few arrays of numbers whose sizes its own metadata fix: the histogram
 and its standard errors (the domain's bins), a grid release's measured values (its design's
 rows), a data-aware grid release's counts (its shape's cells).  ``json.loads`` materialises
-every array before any check can run, at about 10 bytes of memory per byte of text for an
-array of short numbers (issue 30: a file is not trusted).  :func:`loads` leaves the flat arrays
+every array before any check can run, in several times the memory of its text, and a file
+is not trusted (docs/privacy.md, "Loaded release files").  :func:`loads` leaves the flat arrays
 at chosen paths unparsed (:class:`Deferred`), so that the loader reads the metadata first,
 derives each array's size from them, and parses an array only where it holds that many numbers
 (:func:`sized`).  Everything else is parsed by the json module as it stands (memory

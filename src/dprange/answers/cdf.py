@@ -11,7 +11,7 @@ one past the last bin whose lower bound D^_j - k sd_j is below 0; it misses j* o
 one-sided bound fails at j* or at j* - 1, so it holds with probability >= 1 - alpha on any
 data.  Its ends are bin edges (integers on integer domains).  ``simultaneous=True`` applies
 Bonferroni over the levels.  The factor k bounds the one-sided tail by alpha/2 for every
-linear answer (:func:`dprange.answers.one_sided_factor`): normal for Gaussian noise; for
+linear answer (:func:`dprange.answers.types.one_sided_factor`): normal for Gaussian noise; for
 continuous Laplace the larger of the normal and single-Laplace factors (checked numerically
 for mixtures); for discrete Laplace a coupling with continuous Laplace that accounts for the
 integer lattice (the plain factor misses up to 4.2% on one side where 2.5% is allowed).  The
@@ -20,10 +20,10 @@ query P_j - f N, with the bins wholly below the value and the bins reaching it.
 
 Point estimates of quantiles read the consistent CDF (Rameshwar and Tandon, "Optimal
 Tree-Based Mechanisms for Differentially Private Approximate CDFs", 2024, section VI: CDF
-consistency by dynamic programming; :func:`dprange.inference.consistency.consistent_cdf`), which removes the downward
-bias of the first crossing of a noisy CDF (mean rank error 0.39% vs 0.46% over DPBench,
-Adult and synthetic data with H4, epsilon 0.1); on interval domains they interpolate inside
-their bin, and say so (``interpolated``).
+consistency by dynamic programming; :func:`dprange.inference.consistency.consistent_cdf`),
+which removes the downward bias of the first crossing of a noisy CDF (docs/quantiles.md,
+"Figures by module"); on interval domains they interpolate inside their bin, and say so
+(``interpolated``).
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ class CumulativeEstimate:
     variance of the estimated count of bins lo..hi); ``provenance``: the public total (replace
     model), the noise and the inference; ``domain``: the bins' values; ``factor``: alpha -> k
     with P(error > k sd) <= alpha / 2 for every linear answer (default
-    :func:`~dprange.answers.one_sided_factor` of the provenance's noise).
+    :func:`~dprange.answers.types.one_sided_factor` of the provenance's noise).
     """
 
     def __init__(
@@ -303,7 +303,7 @@ class CumulativeEstimate:
                 target = float(round(target))  # q N is an exact count: no rounding residue
             targets.append(target)
         var_prefix, var_rest, var_total = self._prefix_variance_parts
-        # Blocks that cannot cross are skipped; the bins are decided exactly (dprange.interval_search).
+        # Blocks that cannot cross are skipped; the bins are decided exactly (dprange.answers.interval_search).
         return crossing_bins(
             self._prefix_sums[1:], var_prefix, var_rest, var_total, self.public_total is not None, targets, q_arr, k
         )

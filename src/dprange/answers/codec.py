@@ -21,7 +21,7 @@ public-total flag.  The model is rebuilt on load by the same code that
 built it, so every standard error is reproduced exactly.  NNLS / L1 releases have no
 closed-form model (null).  ``privacy`` keeps the noise kind and ``noise_scales`` the noise
 scale of every measured level (the tail factor of discrete-Laplace intervals needs them).
-``provenance`` is the release's :class:`~dprange.provenance.Provenance` record (mechanism,
+``provenance`` is the release's :class:`~dprange.answers.provenance.Provenance` record (mechanism,
 privacy parameters, public total, inference and its options, noise); it was added to format
 2 without changing its other fields, so files written before it still load (their
 provenance is read from those fields), and on load the record must agree with them.
@@ -349,7 +349,7 @@ def release_from_dict(data, cls):
 
 def release_from_json_text(text: str, cls, source: str = "the text"):
     """The release in JSON ``text``, its histogram arrays counted against the saved domain
-    before they are parsed (:mod:`dprange._bounded_json`): no array larger than the domain is
+    before they are parsed (:mod:`dprange.answers.bounded_json`): no array larger than the domain is
     materialised.  The rest (the metadata) is parsed as it stands."""
     try:
         data = bounded_json.loads(text, [("histogram", "value"), ("histogram", "stderr")])
@@ -389,7 +389,7 @@ def _load_json(path: str, cls):
 
 #: A compressed member of a release .npz may inflate to at most this many bytes: dprange writes
 #: releases uncompressed (a stored member decodes to no more than it takes in the file), and a
-#: compressed one of zeros inflates about 1000-fold (a 1 MB file asked for 1.25 GB, issue 30).
+#: compressed one can inflate about 1000-fold (docs/privacy.md, "Loaded release files").
 INFLATED_MEMBER_MAX_BYTES = 64 << 20
 
 

@@ -1,7 +1,7 @@
-"""k-D releases made consistent with published marginals (issue 10, item 7).
+"""k-D releases made consistent with published marginals.
 
 Any k-D release whose estimate can apply its covariance (the Kronecker and Privelet designs
-of :mod:`dprange.multidim`, the Fourier design of :mod:`dprange.fourier`) takes published
+of :mod:`dprange.mechanisms.grid`, the Fourier design of :mod:`dprange.mechanisms.fourier`) takes published
 marginals as equality constraints: the constrained GLS estimate is
 x - S C^T (C S C^T)^+ (C x - d) with S = Cov(x), and its covariance
 S - S C^T (C S C^T)^+ C S gives every rectangle and marginal cell its exact variance (Lee,
@@ -132,7 +132,7 @@ class ConstrainedEstimate:
 
 
 def constrain(release, public_marginals):
-    """The k-D ``release`` (a :class:`~dprange.grid_release.GridRelease`) made consistent with
+    """The k-D ``release`` (a :class:`~dprange.answers.grid.GridRelease`) made consistent with
     ``public_marginals`` ({kept axes: published values}, as in :func:`release_table`): a
     GridRelease whose rectangles, marginals and dominance counts meet them, with exact
     standard errors (published marginals: 0).  Post-processing of the release and of

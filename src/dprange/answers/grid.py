@@ -1,10 +1,10 @@
 """The release of a k-D mechanism: cell estimates, rectangles and marginals with exact errors.
 
 A :class:`GridRelease` holds the least-squares estimate of every cell of the grid
-(:mod:`dprange.multidim`) and its exact error model.  Rectangle counts (inclusive bin bounds
+(:mod:`dprange.mechanisms.grid`) and its exact error model.  Rectangle counts (inclusive bin bounds
 on every axis, many at once) and marginals (the other axes summed) come as
-:class:`~dprange.answers.Answer` objects: values, exact standard errors, and confidence
-intervals with the factor of :func:`~dprange.answers.one_sided_factor` for the release's noise.
+:class:`~dprange.answers.types.Answer` objects: values, exact standard errors, and confidence
+intervals with the factor of :func:`~dprange.answers.types.one_sided_factor` for the release's noise.
 Everything here is post-processing of the noisy measurements.
 """
 
@@ -45,11 +45,11 @@ class GridRelease:
         self.estimate = estimate
         self.measurements = measurements
         self.mechanism = mechanism
-        #: The mechanism's parameters (enough to rebuild its design: :func:`dprange.multidim.load_grid_release`).
+        #: The mechanism's parameters (enough to rebuild its design: :func:`dprange.mechanisms.grid.load_grid_release`).
         self.parameters = dict(parameters or {})
         self.domain = domain
         #: Published marginals the estimate meets exactly: (kept axes, values) pairs
-        #: (:func:`dprange.contingency.constrain`); empty without.
+        #: (:func:`dprange.answers.constrained.constrain`); empty without.
         self.public_marginals = [(tuple(a), np.asarray(v, dtype=float)) for a, v in (public_marginals or [])]
         self.noise = measurements.noise_kind
         self.noise_scales = [m.noise.scale for m in measurements.measurements if m.noise is not None]

@@ -1,8 +1,8 @@
 """The bins where a noisy cumulative count can cross a target: the quantile intervals'
-search over n bins in blocks, with exact per-bin decisions (issue 16).
+search over n bins in blocks, with exact per-bin decisions.
 
 For a level f with target t = f N, the quantile interval of
-:meth:`dprange.cdf.CumulativeEstimate.quantile_bins` needs the first bin j with
+:meth:`dprange.answers.cdf.CumulativeEstimate.quantile_bins` needs the first bin j with
 D_j + k sd_j >= 0 and the last with D_j - k sd_j < 0, where D_j = C_j - t (C the estimated
 cumulative counts) and sd_j the exact standard deviation of P_j - f T.  Since
 
@@ -10,8 +10,8 @@ cumulative counts) and sd_j the exact standard deviation of P_j - f T.  Since
 
 (R_j the rest after j, T = P_j + R_j), a block's largest Var P and Var R bound the variance
 of every bin in it, and its largest and smallest C bound D.  Blocks that cannot hold a
-crossing are skipped; inside the others every bin is decided by the same expression as
-before, so the bins found are exactly those of the full scan.  Cost: O(n) for the block
+crossing are skipped; inside the others every bin is decided by the same expression as in a
+full scan, so the bins found are exactly those of the full scan.  Cost: O(n) for the block
 summaries, shared by all levels, then O(n / block) per level plus the blocks evaluated
 (usually one or two near the quantile).
 """

@@ -52,7 +52,7 @@ def plot_cdf(release, path: str | IO[bytes], *, alpha: float = 0.05, title: str 
 def plot_heatmap(
     release, path: str | IO[bytes], *, labels: tuple[str, str] | None = None, title: str | None = None
 ) -> str | IO[bytes]:
-    """Save the estimated cell counts of a 2-D :class:`~dprange.grid_release.GridRelease` as a
+    """Save the estimated cell counts of a 2-D :class:`~dprange.answers.grid.GridRelease` as a
     heatmap PNG (axis 0 across, axis 1 up, on the domain's bin edges when it has a domain),
     with the typical cell standard error in the title (every cell's error is in the release)."""
     if len(release.shape) != 2:

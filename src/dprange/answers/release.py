@@ -3,16 +3,16 @@
 A :class:`Release` holds three things: the estimate x-hat of the histogram, its *error model*
 (``range_variance(lo, hi)``: the exact variance of the estimated count of bins lo..hi, computed
 implicitly in O(depth) per query, never an n x n covariance) and its
-:class:`~dprange.provenance.Provenance` (mechanism, privacy parameters, noise, inference).  It
+:class:`~dprange.answers.provenance.Provenance` (mechanism, privacy parameters, noise, inference).  It
 answers ranges, prefixes, the histogram, the total and workloads, in bin indices or in the
 domain's units (:meth:`Release.count_between`, :meth:`Release.count_below`), as
-:class:`~dprange.answers.Answer` objects: the value, ``stderr`` and
+:class:`~dprange.answers.types.Answer` objects: the value, ``stderr`` and
 ``confidence_interval(alpha)``.  The other jobs live in their own modules, behind thin methods:
 
-* CDF and quantiles (post-processing): :mod:`dprange.cdf`;
+* CDF and quantiles (post-processing): :mod:`dprange.answers.cdf`;
 * parametric bootstrap (from the measurements' public design, not the mechanism):
-  :mod:`dprange.bootstrap`;
-* saving and loading: :mod:`dprange.serialisation`.
+  :mod:`dprange.answers.bootstrap`;
+* saving and loading: :mod:`dprange.answers.codec`.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ class Release:
     """A private histogram estimate with exact error bars (see module doc).
 
     ``estimate``: the estimated bin counts; ``error_model``: ``range_variance(lo, hi)`` and
-    ``query_variance(weights)``; ``provenance``: a :class:`~dprange.provenance.Provenance`;
+    ``query_variance(weights)``; ``provenance``: a :class:`~dprange.answers.provenance.Provenance`;
     ``domain``: the bins' values (default the integers 0..n-1); ``measurements``: the noisy
     measurements the estimate came from (public design and noise), which
     :meth:`bootstrap` re-draws (None for a loaded release).
@@ -282,37 +282,37 @@ class Release:
     # ----------------------------------------------------------------- CDF and quantiles
     @cached_property
     def _cumulative(self) -> CumulativeEstimate:
-        """The CDF and quantiles of this release (:mod:`dprange.cdf`), built once."""
+        """The CDF and quantiles of this release (:mod:`dprange.answers.cdf`), built once."""
         return CumulativeEstimate(self.estimate, self.error_model, self.provenance, self.domain, self._one_sided_factor)
 
     def consistent_cumulative(self, loss="l2") -> np.ndarray:
         """The closest valid cumulative counts: integers, non-decreasing, ending at the total
-        (:meth:`dprange.cdf.CumulativeEstimate.consistent_cumulative`)."""
+        (:meth:`dprange.answers.cdf.CumulativeEstimate.consistent_cumulative`)."""
         return self._cumulative.consistent_cumulative(loss)
 
     def cdf(self, consistent: bool = False, loss="l2") -> Answer:
         """F_j = (estimated count of bins 0..j) / total for every bin j, with standard errors
-        (:meth:`dprange.cdf.CumulativeEstimate.cdf`)."""
+        (:meth:`dprange.answers.cdf.CumulativeEstimate.cdf`)."""
         return self._cumulative.cdf(consistent, loss)
 
     def cdf_at(self, values) -> CDFAnswer:
         """The CDF at values in domain units, F(v) = fraction of records <= v, with intervals
-        that hold however records spread inside a bin (:meth:`dprange.cdf.CumulativeEstimate.cdf_at`)."""
+        that hold however records spread inside a bin (:meth:`dprange.answers.cdf.CumulativeEstimate.cdf_at`)."""
         return self._cumulative.cdf_at(values)
 
     def cdf_band(self, alpha: float = 0.05):
         """(lower, upper) pointwise bounds on F_j at the right edge of every bin j
-        (:meth:`dprange.cdf.CumulativeEstimate.cdf_band`)."""
+        (:meth:`dprange.answers.cdf.CumulativeEstimate.cdf_band`)."""
         return self._cumulative.cdf_band(alpha)
 
     def quantile_bins(self, q, alpha: float = 0.05, *, simultaneous: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """Bin indices (first, last) of the confidence interval of quantile(s) q
-        (:meth:`dprange.cdf.CumulativeEstimate.quantile_bins`)."""
+        (:meth:`dprange.answers.cdf.CumulativeEstimate.quantile_bins`)."""
         return self._cumulative.quantile_bins(q, alpha, simultaneous=simultaneous)
 
     def quantile(self, q, consistent: bool = True, loss="l2") -> QuantileAnswer:
         """Quantile(s) q in [0, 1] in domain units, with bin-edge confidence intervals
-        (:meth:`dprange.cdf.CumulativeEstimate.quantile`)."""
+        (:meth:`dprange.answers.cdf.CumulativeEstimate.quantile`)."""
         return self._cumulative.quantile(q, consistent, loss)
 
     def _read_quantiles(self, cdf_values: np.ndarray, q: np.ndarray) -> np.ndarray:
@@ -323,7 +323,7 @@ class Release:
         """Everything needed to use and audit the release, as JSON-friendly types (NaN and
         inf as None): provenance, domain, histogram, error model and deciles, so that
         :meth:`from_dict` gives back a release with the same answers and standard errors
-        (:mod:`dprange.serialisation`).  Builds Python lists: for large releases use
+        (:mod:`dprange.answers.codec`).  Builds Python lists: for large releases use
         :meth:`to_json` with a path or :meth:`to_npz`, which stream."""
 
         return release_dict(self, alpha)

@@ -59,7 +59,7 @@ def _discrete_laplace_factor(alpha: float, scales: tuple) -> float:
     scales and stays honest for small ones, where the lattice makes the plain factor fail
     (one draw with sd < 1: P(X <= -1) = t / (1 + t), e.g. 0.048 > 0.025 at t = 0.05).
     Where even :data:`MAX_DRAWS` draws are all 0 but with probability at most alpha / 2
-    (P(X != 0) = 2 t / (1 + t) each: the finest noise, :data:`dprange.noise.MIN_SCALE`), the
+    (P(X != 0) = 2 t / (1 + t) each: the finest noise, :data:`dprange.privacy.noise.MIN_SCALE`), the
     factor is 0: no answer moves.
     """
     positive = np.asarray(scales, dtype=float)

@@ -32,7 +32,7 @@ def choose_grid_mechanism(
     """The configured k-D mechanism a release of a grid of ``shape`` uses; data are not touched.
 
     ``mechanism``: None or ``"auto"``: the least exact expected error on ``workload``
-    (:func:`dprange.multidim.select_grid`); a name registered in
+    (:func:`dprange.analysis.grid.select_grid`); a name registered in
     ``dprange.registry.GRID_MECHANISMS`` ("kronecker", "kd_hierarchy", "quadtree"), built with
     ``params``; or a k-D mechanism object, used as it is.
     """
@@ -88,14 +88,14 @@ def release_grid(
     **params,
 ):
     """Bucketize several columns into the product ``domain`` and release the k-D histogram
-    (a :class:`~dprange.grid_release.GridRelease`: rectangles, marginals, dominance counts,
+    (a :class:`~dprange.answers.grid.GridRelease`: rectangles, marginals, dominance counts,
     each with exact standard errors).
 
     ``columns``: a list of arrays (one per axis), a (records x k) array, a pandas DataFrame,
     a pyarrow Table or a Spark DataFrame (its columns in order, counted by Spark).
     ``mechanism``: "auto" (default: the least exact expected error on
     ``workload``, "all-rectangles", "prefix-rectangles" or "marginals" of ``order``, or a
-    :class:`~dprange.workloads_kd.Rectangles`: the rectangles to be asked, for which the
+    :class:`~dprange.workloads.rectangles.Rectangles`: the rectangles to be asked, for which the
     product of axes optimised for them is ranked too; from public parameters only), a name
     of ``dprange.registry.GRID_MECHANISMS`` with ``params``
     (e.g. ``mechanism="kronecker", axes=[4, "identity"]``; the named mechanisms optimised for
@@ -103,10 +103,10 @@ def release_grid(
     ``workload`` and ``order``), or a k-D mechanism object.
     ``neighbours``, ``clip``, ``drop_missing`` and ``rng`` as in :func:`release`; every
     parameter is checked, and the noise calibrated, before the columns are read.
-    ``session``: a :class:`dprange.session.Session` that pays for the release, as in
+    ``session``: a :class:`dprange.privacy.session.Session` that pays for the release, as in
     :func:`release` (refused before the columns are read if it would overspend; charged before
     they are read, whatever the outcome).  ``public_marginals``: {kept axes: published values} that the
-    release is made to meet exactly, with exact errors (:func:`dprange.contingency.constrain`;
+    release is made to meet exactly, with exact errors (:func:`dprange.answers.constrained.constrain`;
     values published elsewhere, never computed here from the columns).
     """
     if not isinstance(domain, ProductDomain):

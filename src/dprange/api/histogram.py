@@ -142,7 +142,7 @@ def release(
     naming the column to release (only that column is read); a Spark DataFrame with
     ``column`` is counted by the Spark engine (:mod:`dprange.engines.spark`).
 
-    ``session``: a :class:`dprange.session.Session` that pays for the release: a release
+    ``session``: a :class:`dprange.privacy.session.Session` that pays for the release: a release
     that would overspend it is refused before ``values`` are read; otherwise the spend is
     recorded in its ledger before ``values`` are read and stays whatever the outcome (a bad
     value answers a question about the data; docs/privacy.md, "When a session is charged").

@@ -104,8 +104,8 @@ def _check_joint_exp_before_reading(levels, epsilon: float, neighbours: str, n_m
 def _run_histogram(values, levels, epsilon, bounds, *, integer, neighbours, rng, cells, bins):
     """The histogram route: (estimates, the Release that has their intervals).  ``bins``:
     equal bins on binned bounds (:func:`dprange.quantiles` passes
-    :func:`~dprange.quantile_bins.histogram_bins` of n x epsilon); None: the epsilon-only
-    rule :func:`~dprange.quantile_bins.epsilon_only_bins`."""
+    :func:`~dprange.quantile_mechanisms.bins.histogram_bins` of n x epsilon); None: the epsilon-only
+    rule :func:`~dprange.quantile_mechanisms.bins.epsilon_only_bins`."""
     a, b = bounds
     if not histogram_binned(bounds, integer):
         domain = Domain.integers(int(a), int(b))
@@ -147,7 +147,7 @@ def quantiles(
     """epsilon-DP quantiles of raw ``values`` at levels ``q`` (strictly increasing, in (0, 1)).
 
     ``bounds``: public (a, b) (values outside are clipped), or ``"private"`` to spend
-    ``bounds_share`` of epsilon on :func:`dprange.private_bounds.private_bounds` first.
+    ``bounds_share`` of epsilon on :func:`dprange.quantile_mechanisms.private_bounds.private_bounds` first.
     ``method``: a name registered in ``dprange.registry.QUANTILE_METHODS``: "histogram" (a
     private histogram for the prefix workload, read by :meth:`Release.quantile`; honest
     intervals), "joint_exp" (JointExp: Gillenwater, Joseph and Kulesza, ICML 2021),
@@ -158,8 +158,8 @@ def quantiles(
     integers (outputs and bounds are integers).  ``cells``: grid cells of the recursive split
     on real bounds (default 2^20) and of JointExp's outputs (default 2^40; the result's
     ``grid``); ``bins``: bins of the histogram route on real bounds
-    (default :func:`dprange.quantile_bins.histogram_bins` of n x epsilon).
-    ``session``: a :class:`dprange.session.Session` that pays for all of epsilon (bounds
+    (default :func:`dprange.quantile_mechanisms.bins.histogram_bins` of n x epsilon).
+    ``session``: a :class:`dprange.privacy.session.Session` that pays for all of epsilon (bounds
     included): checked, and charged, before ``values`` are read, whatever the outcome (see
     :func:`release`; JointExp's refusal of more than ``n_max`` records and failed private
     bounds are outcomes too).  ``column``: the
@@ -169,7 +169,7 @@ def quantiles(
     use it as the record count.
 
     ``count_share``: under add/remove without ``n_max``, the share of epsilon (default 0.05)
-    spent on a noisy record count (:func:`dprange.quantile_bins.record_count`) when the
+    spent on a noisy record count (:func:`dprange.quantile_mechanisms.bins.record_count`) when the
     histogram route's default bins or auto's choice need n; 0 spends nothing (the bins then
     follow epsilon alone and auto uses m alone).  The result records the count, its source
     and its cost (``count``), and the bins used.

@@ -39,12 +39,11 @@ from .parse import _parse_candidate, grid_workload, parse_shape, ranges_axes, ra
 from .render import check_made_for_workload, echo_l2_optimum, workload_label
 
 #: Largest n for which ``dprange error`` computes the exact L2 optimum beside the SVD bound
-#: (about a second at 256 bins; O(n^3) a step).
+#: (O(n^3) a step; timing: docs/analysis.md).
 CLI_L2_OPTIMUM_MAX_N = 256
 
 
-#: The same under replace neighbours (the pair-weight program: about a second at 128 bins,
-#: 3-8 s at 256).
+#: The same under replace neighbours (the pair-weight program, slower; docs/analysis.md).
 CLI_L2_REPLACE_MAX_N = 128
 
 
@@ -232,7 +231,7 @@ def grid_error_command(
         else None
     )
     # The exact L2 optimum: of rectangles, the product of the axes' (each axis' O(n^3) steps, so
-    # sides up to CLI_L2_OPTIMUM_MAX_N); of marginals, the SVD bound itself (multidim.l2_optimum_bound).
+    # sides up to CLI_L2_OPTIMUM_MAX_N); of marginals, the SVD bound itself (analysis.grid.l2_optimum_bound).
     rectangles = name in ("all-rectangles", "prefix-rectangles")
     optimum = (
         l2_optimum_bound_kd(sides, name, epsilon, delta, order=order, noise=noise)

@@ -303,7 +303,7 @@ class StagedOutputs:
     place, so a reader never sees a partial file and a failure leaves nothing behind
     (temporary files and folders created for the outputs are removed again).  The files are
     releases and plots, meant to be published: their mode follows the umask
-    (:func:`~dprange.serialisation.published_mode`)."""
+    (:func:`~dprange.answers.writers.published_mode`)."""
 
     def __init__(self):
         self.files: list[tuple[str, bytes]] = []

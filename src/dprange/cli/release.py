@@ -161,7 +161,7 @@ def grid_release_command(options: dict) -> None:
     if described:  # each axis' optimised 1-D strategy as the release records it: time and cache
         lines.extend(axis_strategy_notes(columns, described["axes"]))
     total = result.rectangle([0] * len(columns), [n - 1 for n in domain.shape])
-    if not getattr(result, "exact_error_bars", True):  # data-aware (dprange.data_aware_2d)
+    if not getattr(result, "exact_error_bars", True):  # data-aware (dprange.data_aware.grid)
         lines.append(f"total: {total.value:.1f} (no error bars: private data-dependent choices bias the estimate)")
     elif result.measurements.total is not None:
         lines.append(f"total (public): {result.measurements.total:.0f}")
@@ -172,7 +172,7 @@ def grid_release_command(options: dict) -> None:
             f"[{low:.1f}, {high:.1f}]"
         )
     if getattr(result, "exact_error_bars", True):
-        lines.append("rectangles, marginals and dominance counts: dprange.multidim.load_grid_release(path)")
+        lines.append("rectangles, marginals and dominance counts: dprange.load_grid_release(path)")
     if session is not None:
         lines.append(session_summary(session, o["session_path"]))
     staged.commit()

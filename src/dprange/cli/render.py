@@ -60,7 +60,7 @@ def format_deciles(release, alpha: float) -> str:
 
 
 def strategy_note(strategy: dict | None) -> str | None:
-    """How an optimised strategy (``-m optimized``, :mod:`dprange.optimized`) was obtained: its
+    """How an optimised strategy (``-m optimized``, :mod:`dprange.mechanisms.optimized`) was obtained: its
     optimisation time and whether it was read from, stored in or could not be stored in the
     disk cache; None for other mechanisms."""
     if not strategy or "optimisation_seconds" not in strategy:
@@ -145,7 +145,7 @@ def stage_outputs(release, output, plot, alpha) -> StagedOutputs:
 
 
 def echo_l2_optimum(optimum: float, delta: float, reached_by: str, neighbours: str = "add_remove") -> None:
-    """The line of ``dprange error`` with the exact L2 optimum (dprange.optimal_l2)."""
+    """The line of ``dprange error`` with the exact L2 optimum (dprange.optimize.l2_optimum)."""
     relation = " under replace, with the public total" if neighbours == "replace" else ""
     if delta > 0:
         click.echo(

@@ -8,18 +8,16 @@ Z (discrete Laplace; one record changes it by at most 1 under both relations).  
 on the training shapes of the DPBench 1-D histograms (``benchmarks/dpbench.py --fit``; the
 hold-out shapes were not used), then picks a mechanism that runs with the rest of epsilon:
 
-* ``structure-first`` (:class:`~dprange.structure_first.StructureFirst`) when the signal per
+* ``structure-first`` (:class:`~dprange.data_aware.structure_first.StructureFirst`) when the signal per
   non-empty bin, N epsilon / Z, is below ``LOW`` (the noise swamps the shape: few buckets win);
-* ``dawa`` (:class:`~dprange.data_aware.DAWA`, its bucket hierarchy chosen for the workload)
+* ``dawa`` (:class:`~dprange.data_aware.dawa.DAWA`, its bucket hierarchy chosen for the workload)
   when it is below ``HIGH``;
 * otherwise the data-independent mechanism of least exact expected error on the workload
   (:func:`~dprange.analysis.auto_mechanism`, at the remaining epsilon).
 
-Measured (``benchmarks/dpbench.py``, 10 trials, 192 1-D settings, regret = error / best
-method's error): mean regret 1.39 over all settings (DAWA 1.42, the best data-independent
-1.76), 1.24 on the training shapes (DAWA 1.37), but 1.55 on the hold-out shapes, where DAWA
-alone does better (1.46): the two features do not tell NETTRACE and MDSALARY, on which DAWA
-wins at every scale, from the training shapes, on which it loses at large scales.
+How the rule does on the training and the hold-out shapes: docs/data-aware.md, "Figures by
+module" (on some hold-out shapes DAWA alone does better: two features do not tell every shape
+apart).
 
 Error bars: the features' noise is independent of the measurement noise, so given the choice
 a data-independent release keeps its exact error bars (its provenance lists the feature
@@ -50,7 +48,7 @@ from .structure_first import StructureFirst
 #: LOW StructureFirst (few buckets win when noise swamps the shape), below HIGH DAWA, else the
 #: best data-independent mechanism.  Fitted by ``python benchmarks/dpbench.py --fit`` on the
 #: training shapes only (TRAINING there: ADULTFRANK, MEDCOST, HEPTH, PATENT), 10 trials, both
-#: domains, all scales, epsilons and workloads (mean regret 1.16 on them).
+#: domains, all scales, epsilons and workloads.
 LOW = 0.681
 
 

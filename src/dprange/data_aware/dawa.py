@@ -37,16 +37,16 @@ class DAWA(Mechanism):
     each count lies in one candidate per level and the whole noisy cost vector is epsilon-DP by
     the Laplace mechanism (:func:`partition_noise`); the minimiser is exact in O(n log n).
     Step 2 (the rest): ``second_stage="greedy_h"`` (default) measures the bucket totals with the
-    GreedyH strategy adapted to ``bucket_workload`` over the buckets (:mod:`dprange.greedy_h`:
+    GreedyH strategy adapted to ``bucket_workload`` over the buckets (:mod:`dprange.data_aware.greedy_h`:
     a binary hierarchy with per-depth weights chosen greedily bottom-up and refined, never
     worse in exact expected error than the hierarchies "best-hierarchy" picks from when
     those have branching 2^k), exact GLS on the weighted tree, uniform expansion; above
     :data:`GREEDY_LIMIT` buckets it falls back to "best-hierarchy" (its search costs O(m)
-    per trial).  ``second_stage="best-hierarchy"``, the earlier second stage: ``bucket_branching``
-    "auto" picks, among the coarse grid of ``auto`` (b = 4..64), the one of least exact
-    expected error on ``bucket_workload`` over the buckets (all ranges of buckets by default;
-    the number of buckets is public once the partition is), measured and inferred by the
-    ordinary pipeline; the estimate spreads each bucket's total uniformly over its bins.
+    per trial).  ``second_stage="best-hierarchy"``: ``bucket_branching`` "auto" picks, among the
+    coarse grid of ``auto`` (b = 4..64), the one of least exact expected error on
+    ``bucket_workload`` over the buckets (all ranges of buckets by default; the number of buckets
+    is public once the partition is), measured and inferred by the ordinary pipeline; the estimate
+    spreads each bucket's total uniformly over its bins.
 
     Why not the paper's candidate set (every interval, or every power-of-two length at every
     offset) with Laplace(2 / eps1) per interval: each bin lies in many overlapping candidates,
@@ -54,10 +54,8 @@ class DAWA(Mechanism):
     (tests/data_aware/test_partition.py).  The aligned dyadic candidates put each bin in one
     candidate per level, so the whole cost vector is calibrated exactly.
 
-    Default ratio 0.25 (the paper's): with the clamped costs, on the DPBench shapes ADULTFRANK,
-    HEPTH, MEDCOST and NETTRACE (1024 bins, prefixes, scales 10^3-10^7, epsilon 0.1 and 1,
-    3 trials) ratio 0.25 gave on average 1.12 of the error of the best data-independent
-    mechanism, ratio 0.1 1.27, and the unclamped costs 1.4-1.5 (benchmarks/dpbench.py).
+    Default ratio 0.25 (the paper's; against 0.1 and the unclamped costs: docs/data-aware.md,
+    "Figures by module").
     """
 
     name = "dawa"

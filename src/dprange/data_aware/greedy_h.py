@@ -14,21 +14,20 @@ averaged over the q queries of a workload W,
 which is scale-free in c.  The weighted rows with unit-scale noise are the unweighted levels
 with noise variance 1 / c_d^2, so (A^T A)^-1 is the covariance of tree GLS with those level
 variances: :func:`weighted_error` evaluates err(c) in O(m) with the tree error model, no
-dense matrix.  The same strategy is the binary :class:`~dprange.mechanisms.Hierarchical`
+dense matrix.  The same strategy is the binary :class:`~dprange.mechanisms.basic.Hierarchical`
 with per-level budgets epsilon c_d / sum c (:func:`level_budgets`), which is how it is
 measured, calibrated exactly and inferred.
 
-The paper chooses one weight per node, greedily bottom-up, each minimising the error of the
-queries inside the node's subtree.  Here the weights are per depth (what the brief of this
-implementation asked for, and what keeps the measurement a level-uniform tree with its O(m)
-exact GLS): bottom-up, depth by depth, the weight of the next depth up is the grid value
-minimising err(c) with the depths above it not yet measured (weight 0).  This myopic choice
-alone can be poor (on 1000 cells it kept every depth, 2.5x the error of a 32-ary tree), so
-the start of a sweep of coordinate descent over the same grid is the best of it and the
-uniform hierarchies of branching 2^k (k = 1..6, every k-th depth weighted 1): the chosen
-strategy is never worse than any of them, the plain binary hierarchy included.  A depth of
-weight 0 is skipped: the strategy is a level-uniform tree with branching factors 2^gap.  All of it depends only
-on m, the workload and the relation: it reads no data.
+The paper chooses one weight per node, greedily bottom-up, each minimising the error of the queries
+inside the node's subtree.  Here the weights are per depth, which keeps the measurement a
+level-uniform tree with its O(m) exact GLS: bottom-up, depth by depth, the weight of the next depth
+up is the grid value minimising err(c) with the depths above it not yet measured (weight 0).  This
+myopic choice alone can be poor (docs/data-aware.md, "Figures by module"), so the start of a sweep
+of coordinate descent over the same grid is the best of it and the uniform hierarchies of branching
+2^k (k = 1..6, every k-th depth weighted 1): the chosen strategy is never worse than any of them,
+the plain binary hierarchy included.  A depth of weight 0 is skipped: the strategy is a
+level-uniform tree with branching factors 2^gap.  All of it depends only on m, the workload and the
+relation: it reads no data.
 """
 
 from __future__ import annotations
@@ -44,8 +43,7 @@ from ..strategies.trees import TreeStrategy
 from ..workloads.ranges import make_workload
 
 #: Candidate weights of a depth relative to the leaves (weight 1): 0 (not measured) and
-#: 2^k for k = -3..3 (a finer grid, 2^(k/2) for k = -8..6, gave errors 0-5% lower on
-#: 5..4000 cells, all ranges and prefixes, and took twice as long).
+#: 2^k for k = -3..3 (a finer grid gains little for twice the time: docs/data-aware.md).
 GRID = (0.0, *(2.0**k for k in range(-3, 4)))
 
 
@@ -127,7 +125,7 @@ def skips(h: int, top: int, k: int) -> np.ndarray:
 
 def hierarchy_of(weights, epsilon: float, *, known_total: bool = False) -> tuple[list[int], bool, list[float]]:
     """(branching factors root first, measure_root, per-level budgets top down) of the
-    :class:`~dprange.mechanisms.Hierarchical` that measures the weighted strategy with total
+    :class:`~dprange.mechanisms.basic.Hierarchical` that measures the weighted strategy with total
     budget epsilon: the binary tree's depths of weight 0 are skipped (the tree keeps the same
     aligned nodes at the other depths, with branching 2^gap), budget_d = epsilon c_d / sum c
     with exact sum at most epsilon; a zero root weight leaves the root unmeasured."""

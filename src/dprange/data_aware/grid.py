@@ -1,5 +1,5 @@
 """Data-aware mechanisms on 2-D grids: a kd-tree, the hybrid kd-tree / quadtree, and DAWA over
-a Hilbert order (issue 11, the 2-D part).
+a Hilbert order.
 
 Each spends declared shares of epsilon on private, data-dependent choices (split positions, a
 partition) and the rest on noisy counts; the steps and their shares are recorded in the
@@ -15,7 +15,7 @@ release (``parameters["private_steps"]``) and their exact rational sum never exc
   Spatial Decompositions", ICDE 2012, the "kd-hybrid"): private medians for the top
   ``kd_levels`` levels, quadtree halving below, noisy counts of every node with geometric
   budgets (growing 2^(1/3) per level towards the leaves) and least squares on the tree.
-* :class:`DAWAHilbert`: the 1-D :class:`~dprange.data_aware.DAWA` run on the cells in the
+* :class:`DAWAHilbert`: the 1-D :class:`~dprange.data_aware.dawa.DAWA` run on the cells in the
   order of the Hilbert curve (Li, Hay, Miklau and Wang, PVLDB 2014, section 6).
 
 Error bars.  These estimates are biased in a data-dependent way (uniform expansion inside a
@@ -402,7 +402,7 @@ class HilbertNoise:
 
 class DAWAHilbert(DataAwareGridMechanism):
     """DAWA over the Hilbert order (module doc): the cells read along the Hilbert curve of the
-    padded square are a 1-D histogram; :class:`~dprange.data_aware.DAWA` partitions it
+    padded square are a 1-D histogram; :class:`~dprange.data_aware.dawa.DAWA` partitions it
     privately into buckets (runs of the curve: compact regions), measures the buckets and
     spreads them uniformly.  Its parameters are DAWA's."""
 

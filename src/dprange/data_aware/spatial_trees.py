@@ -15,10 +15,10 @@ the nodes of one level compose in parallel.
   u(c) = -|left(c) - right(c)| (counts on either side).  One record changes u by at most 1
   (add/remove) or 2 (replace: both sides of one node, or one side of two nodes), so
   P(c) proportional to exp(eps u(c) / (2 Delta)) with Delta = 1 or 2 is eps-DP per level;
-  sampled exactly (:func:`dprange.quantile_mechanisms.exact_choice`).
+  sampled exactly (:func:`dprange.privacy.exact_choice.exact_choice`).
 * quadtree split: each axis longer than one cell is halved (data-independent, free).
 * counts: discrete-Laplace noise per measured level, exactly calibrated
-  (:func:`dprange.data_aware.laplace_spec`).
+  (:func:`dprange.data_aware.steps.laplace_spec`).
 * least squares (:func:`tree_least_squares`): the two passes of Hay, Rastogi, Miklau and
   Suciu (PVLDB 2010) with per-node variances (any fan-out, unmeasured levels allowed): bottom
   up, a node's count and the sum of its children's estimates are averaged by inverse
@@ -84,7 +84,7 @@ def box_sums(table: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
 # ----------------------------------------------------------------------------- kd splits
 def split_gamma(epsilon: float, neighbours: str) -> Fraction:
     """gamma = eps / (2 Delta) of the median's exponential mechanism (module doc), at most
-    :data:`dprange._validation.MAX_SELECTION_GAMMA` (a huge epsilon)."""
+    :data:`dprange.privacy.exact_choice.MAX_SELECTION_GAMMA` (a huge epsilon)."""
     return selection_gamma_at_most(Fraction(epsilon) / (2 * (2 if neighbours == "replace" else 1)))
 
 

@@ -1,6 +1,8 @@
-"""Data-aware mechanisms in 1-D: DAWA and MWEM ("exploiting the data", Miklau, DIMACS 2012).
+"""What the 1-D data-aware mechanisms share ("exploiting the data", Miklau, DIMACS 2012): the
+declared shares of their private steps and the steps' exact accounting, their provenance, the
+exact exponential-mechanism selection of a query and the Laplace noise of a step.
 
-Both spend part of epsilon on a private *choice* that depends on the data (a partition of the
+DAWA and MWEM spend part of epsilon on a private *choice* that depends on the data (a partition of the
 bins, the queries to measure), then measure with the rest.  Every private step declares its
 share; the shares are recorded in the release's provenance (``parameters["private_steps"]``)
 and their exact rational sum never exceeds epsilon.
@@ -111,7 +113,7 @@ def bucket_release(
 
 def select_query(scores: np.ndarray, exact_score, gamma: Fraction, rng) -> int:
     """Exponential mechanism: index r with P(r) proportional to exp(gamma score_r), sampled
-    exactly (:func:`dprange.quantile_mechanisms.exact_choice`); ``exact_score(r)`` is the
+    exactly (:func:`dprange.privacy.exact_choice.exact_choice`); ``exact_score(r)`` is the
     Fraction the float score_r approximates."""
     best = float(scores.max())
     near = np.flatnonzero(scores >= best - (abs(best) + 1.0) * 2.0**-40)
@@ -131,7 +133,7 @@ def selection_gamma(epsilon: float) -> Fraction:
     """The exponential mechanism's factor: P(r) proportional to exp(gamma score_r) with
     gamma = epsilon / (2 Delta); the score |q(A) - q(x)| has sensitivity Delta = 1 under both
     relations (one record moves any range count by at most 1; A is public).  At most
-    :data:`dprange._validation.MAX_SELECTION_GAMMA` (a huge epsilon)."""
+    :data:`dprange.privacy.exact_choice.MAX_SELECTION_GAMMA` (a huge epsilon)."""
     return selection_gamma_at_most(Fraction(epsilon) / 2)
 
 

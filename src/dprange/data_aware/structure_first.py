@@ -10,7 +10,7 @@ candidate edges a and an equal share of step 1's epsilon.  One record changes on
 count by at most 1, the SSE of the bucket holding it by at most 2F + 1 (the paper's bound), and
 so every score (a minimum over partitions, each with one bucket holding that count) by at
 most 2F + 1 (twice that under replace).  Step 2 (the rest): the bucket totals through
-:class:`~dprange.mechanisms.Flat` (discrete Laplace, the ordinary pipeline), spread uniformly
+:class:`~dprange.mechanisms.basic.Flat` (discrete Laplace, the ordinary pipeline), spread uniformly
 over each bucket's bins.  Error bars are noise-only (given the boundaries), as for DAWA.
 
 Boundaries lie on a public grid of ``grid`` bins (default: the smallest power of two keeping
@@ -111,7 +111,7 @@ def boundary_probabilities(
 def selection_gamma(epsilon_step: float, max_count: int, changed: int, n: int) -> Fraction:
     """P(a) proportional to exp(-gamma score_a), gamma = epsilon / (2 Delta) with Delta =
     changed (2F + 1) plus the scores' float error bound; at most
-    :data:`dprange._validation.MAX_SELECTION_GAMMA` (a huge epsilon)."""
+    :data:`dprange.privacy.exact_choice.MAX_SELECTION_GAMMA` (a huge epsilon)."""
     delta = changed * (2 * max_count + 1) + float_error_bound(n, max_count)
     return selection_gamma_at_most(Fraction(epsilon_step) / (2 * Fraction(delta)))
 

@@ -20,9 +20,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 #: Bytes per block at the default batch size (16 MiB: about 800,000 rows of a two-column
-#: numeric file).  Measured at 10^7 rows (benchmarks/engines.py, loaded 2-core box): 4 to
-#: 16 MiB blocks beat 64 MiB ones (more blocks: the next block's parse overlaps the count
-#: of this one over more of the file).
+#: numeric file).  Smaller blocks than the largest let the next block's parse overlap the
+#: count of this one over more of the file (measured: docs/engines.md).
 DEFAULT_BLOCK_BYTES = 1 << 24
 
 

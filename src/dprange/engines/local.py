@@ -393,7 +393,7 @@ def _parquet_batches(path: str, column: str, batch_rows: int) -> Iterator[Batch]
     row = 1
     try:
         # one row group at a time: iter_batches over the whole file reads ahead through every
-        # row group (peak memory grew with the file: 854 MiB at 10^8 rows, benchmarks/engines.py)
+        # row group, so its peak memory grows with the file (docs/engines.md)
         for group in range(handle.num_row_groups):
             for record_batch in handle.iter_batches(batch_size=batch_rows, columns=[column], row_groups=[group]):
                 values = plain_values(record_batch.column(0))

@@ -186,7 +186,7 @@ def _isotonic_l1(y: np.ndarray, total: int) -> np.ndarray:
     Every level is a few vectorised passes over the unfinished bins and a segment's range
     halves per level: O(L log L) with no per-bin Python work.  The suffix choices compare
     integers unless a bin lies strictly between a and b, where sums of a + b - 2 y are
-    compared in float64, as the pooled medians' tie-break compared float sums before.
+    compared in float64, like the float sums of pool-adjacent-violators' pooled medians.
     """
     size = y.size
     out = np.empty(size, dtype=np.int64)

@@ -5,7 +5,7 @@ A range is answered by summing the noisy counts of the fewest tree nodes that ti
 differentially private histograms through consistency", PVLDB 2010; Qardaji, Yang, Li,
 "Understanding hierarchical methods for differentially private histograms", PVLDB 2013,
 section 3.2).  Its variance is the sum of those nodes' variances.  It serves the
-covering estimator of CDF trees (:mod:`dprange.cdf_trees`, after Rameshwar and Tandon,
+covering estimator of CDF trees (:mod:`dprange.analysis.cdf_trees`, after Rameshwar and Tandon,
 "Optimal Tree-Based Mechanisms for Differentially Private Approximate CDFs", 2024), local-DP
 hierarchies without consistency (:mod:`dprange.ldp.analysis`) and the benchmarks."""
 

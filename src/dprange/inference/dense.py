@@ -27,7 +27,7 @@ class DenseErrorModel:
         """The error model described by ``to_dict`` (least-squares query variances through the
         strategy operator, range variances from the dense covariance).  ``adopt_inverse``, a
         function of the strategy's block, may first give it the (A^T A)^-1 kept elsewhere
-        (the strategy cache: :func:`dprange.optimized.adopt_cached_inverse`)."""
+        (the strategy cache: :func:`dprange.optimize.cache.adopt_cached_inverse`)."""
         rows, n = (int(v) for v in data["shape"])
         if not 0 < n <= DENSE_COVARIANCE_LIMIT:
             raise ParameterError(f"a saved matrix strategy must have 1 to {DENSE_COVARIANCE_LIMIT} columns, not {n}")

@@ -16,7 +16,7 @@ The path is chosen by the measured blocks:
   with one noise variance: exact GLS and error model by the Woodbury identity in O(n p^2);
 * anything else: GLS by LSMR on the implicit stacked operator (with the public total), with a
   dense covariance when there are at most
-  :data:`~dprange.inference.least_squares.DENSE_COVARIANCE_LIMIT` bins.
+  :data:`~dprange.strategies.matrix.DENSE_COVARIANCE_LIMIT` bins.
 
 Every linear estimate is also its exact error model (``range_variance``, ``query_variance``).
 "nnls" and "l1" run ADMM (Lee, Wang and Kifer, "Maximum likelihood postprocessing for
@@ -58,7 +58,7 @@ ADMM_OPTIONS = ("alpha", "tol", "maxiter", "rho", "relax", "split", "adapt")
 
 class NonlinearEstimate:
     """An NNLS or L1 (ADMM) estimate.  Its error is not given by the least-squares formula:
-    ``range_variance`` returns NaN; use the bootstrap (:func:`dprange.bootstrap.bootstrap`).
+    ``range_variance`` returns NaN; use the bootstrap (:func:`dprange.answers.bootstrap.bootstrap`).
     The GLS estimate it started from, with its exact error model, is kept as
     ``least_squares``; ``converged`` says whether ADMM met its tolerance."""
 

@@ -1,4 +1,4 @@
-"""Sums of many exact variances of tree and Haar GLS without listing them (issue 16).
+"""Sums of many exact variances of tree and Haar GLS without listing them.
 
 The average error of a workload of all ranges, all prefixes or all bins needs only sums:
 with prefixes P_j = x_0 + ... + x_j,

@@ -404,7 +404,7 @@ class KronPIdentityEstimate:
         """The exact mean variance over the product of per-axis range families (every
         combination of one range (lo, hi) per axis, ``families[a] = (lows, highs)``): a
         rectangle's variance is a product of per-axis factors (less a product for a public
-        total), so the means multiply (:func:`dprange.multidim.expected_error`)."""
+        total), so the means multiply (:func:`dprange.analysis.grid.expected_error`)."""
         plain_mean, cross_mean = 1.0, 1.0
         for axis, (lows, highs) in zip(self.axes, families):
             lows, highs = np.asarray(lows, dtype=np.int64), np.asarray(highs, dtype=np.int64) + 1

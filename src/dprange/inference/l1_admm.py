@@ -17,14 +17,14 @@ squares.  ADMM on the splitting (x, r, w = x >= 0), scaled duals u (for r) and s
     u <- u + D (A x - y) - r;   s <- s + c (x - w)
 
 The split x = w is scaled by c (c^2 = the mean diagonal of A^T D^2 A, then balanced by
-residuals on that split only): without it, deep trees with per-level budgets (row weights
-~eps/h) converged 5-10 times slower.  Stopping rule (Boyd et al. 2011, section 3.3, as in
+residuals on that split only), so that deep trees with per-level budgets (row weights
+~eps/h) are not slowed by an unbalanced split (docs/inference.md).  Stopping rule (Boyd et al. 2011, section 3.3, as in
 the paper): primal residual ||(D(Ax - y) - r, c(x - w))|| <= eps_abs sqrt(p + n) +
 eps_rel max(||(DAx, cx)||, ||(r, cw)||, ||Dy||) and dual residual
 rho ||A^T D (r - r_old) + c^2 (w - w_old)|| <= eps_abs sqrt(n) + eps_rel rho ||A^T D u + c s||.
 rho defaults to the paper's 2.0 (section 5).  Over-relaxation (``relax``) is used with the
-tree x-step (1.6: 1.2-1.7x fewer iterations on trees) and off otherwise: it slowed small
-explicit LP-like (alpha = 1) problems 2-4 times.
+tree x-step (1.6) and off otherwise, where it slows small explicit LP-like (alpha = 1) problems
+(docs/inference.md, "Figures by module").
 
 The x-step is the paper's "projection": a least-squares problem.  For trees it is exactly
 tree GLS (Algorithm 3) — :func:`tree_x_update` does it in O(nodes) with
@@ -33,7 +33,7 @@ sparse LU factorisation (Algorithm 2's "LU <- chol"); for implicit operators, co
 gradients on (A^T D^2 A + c^2 I) x = ..., warm-started, with the public total handled by
 projection (:func:`generic_x_update`).  Any other x-step can be plugged in (``x_update``).
 
-Cost per iteration on trees (issue 12, item 6): the x-step reuses the variance half of tree
+Cost per iteration on trees: the x-step reuses the variance half of tree
 GLS for each split value and hands back A x from its consistent node estimates
 (:mod:`dprange.inference.tree_admm`), the updates run in place (about 25 passes over the
 p + n numbers), and from :data:`CHECK_EVERY_MIN_N` unknowns the stopping rule (two adjoint
@@ -59,7 +59,7 @@ PROGRESS_MIN_N = 2**16
 
 
 #: From this many unknowns ADMM tests its stopping rule every :data:`CHECK_EVERY` iterations
-#: (the test cost a third of an iteration); below, every iteration.
+#: (the test costs two adjoint products, a large part of an iteration); below, every iteration.
 CHECK_EVERY_MIN_N = 2**14
 
 
@@ -202,7 +202,7 @@ def tree_x_update(strategy, level_weights, *, total=None):
         return tree_gls(strategy, values, variances, total=total).leaves
 
     # over-relaxation preferred with this x-step (read by :func:`admm` when relax=None):
-    # 1.6 took 1.2-1.7x fewer iterations on trees over 2^14-2^16 bins, eps 0.1 and 1
+    # 1.6 saves iterations on trees (docs/inference.md, "Figures by module")
     solve.relax = 1.6  # type: ignore[attr-defined]  # a function attribute that admm reads
     return solve
 
@@ -212,7 +212,7 @@ def split_weight(A, weights, *, probes: int = 8) -> float:
 
     Balancing the two splits' curvature matters: with per-level budgets on deep trees the
     row weights 1/b are ~eps/h while the non-negativity split has weight 1, and ADMM with an
-    unbalanced split crawls (5000+ iterations on a binary tree over 2^16 bins).  Exact for
+    unbalanced split crawls (docs/inference.md, "Figures by module").  Exact for
     explicit matrices; for a LinearOperator a Hutchinson estimate with ``probes`` fixed
     Rademacher vectors (a step-size heuristic: it never changes the optimum).
     """
@@ -389,8 +389,8 @@ def _sq(v: np.ndarray) -> float:
 
 
 def _norm(v: np.ndarray) -> float:
-    """Euclidean norm without BLAS (whose thread pool made norms of 2^16-vectors take ms on a
-    busy 2-core machine)."""
+    """Euclidean norm without BLAS, whose thread pool costs more than it saves on these vectors
+    on a busy machine (docs/inference.md, "Figures by module")."""
     return float(np.sqrt(np.sum(v * v)))
 
 

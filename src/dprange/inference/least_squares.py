@@ -115,8 +115,8 @@ def dense_covariance(dense_operator: np.ndarray | None, variances, known_total: 
     1e-10 of the largest, is the inverse) by a Cholesky factor: S = G^-1 and, with a public total,
     S - w w^T / 1^T w with w = S 1, the covariance of least squares constrained to the total
     (equal to (P G P)^+ for the projection P onto the sum-zero subspace).  O(n^3) in two
-    triangular solves, against a symmetric eigendecomposition for the pseudo-inverse (11 s at
-    4096 bins here), which remains the way for the others.  ``gram``: A^T V^-1 A when the
+    triangular solves, against a symmetric eigendecomposition for the pseudo-inverse (timing:
+    docs/inference.md), which remains the way for the others.  ``gram``: A^T V^-1 A when the
     caller has it (one block of one noise variance: its cached A^T A over the variance)."""
     if gram is None:
         A = np.asarray(dense_operator, dtype=float)
@@ -155,7 +155,7 @@ def inverse_gls(matrix, inverse: np.ndarray, values, variance: float, *, total=N
     (x += S A^T (y - A x)), with a public total the correction x -= w (1^T x - total) / 1^T w,
     w = S 1 (least squares on {1^T x = total}); and a function giving the covariance v S
     (v (S - w w^T / 1^T w) with the total, as :func:`dense_covariance`), formed when an error
-    is first asked for (an n x n array: 0.1 s at 4096 bins).  O(m n + n^2) where LSMR and the
+    is first asked for (an n x n array).  O(m n + n^2) where LSMR and the
     dense covariance cost O(m n x iterations + n^3).  For A^T A of condition number below
     INVERSE_CONDITION_LIMIT (the caller checks)."""
     m, n = matrix.shape
@@ -179,8 +179,7 @@ class ScaledInverse:
     """The covariance of least squares by a known S = (A^T A)^-1 (:func:`inverse_gls`): v S, or
     with a public total v (S - w w^T / 1^T w), w = S 1 (as :func:`constrained_to_total`).  Called,
     it forms it (an n x n array); :meth:`prefix_sums` gives the 2-D prefix sums that range
-    variances read without forming it (one n x n array less: at 4096 bins the first error bar
-    took 0.57 s, 0.17 s of it forming the covariance)."""
+    variances read without forming it (one n x n array less; docs/inference.md)."""
 
     def __init__(self, inverse: np.ndarray, variance: float, *, known_total: bool):
         self.inverse = inverse
@@ -221,8 +220,8 @@ def prefix_sums_2d(matrix: np.ndarray) -> np.ndarray:
 
 def _accumulate(cum: np.ndarray) -> np.ndarray:
     """Turn ``cum`` (zero first row and column, the matrix below) into its 2-D prefix sums in
-    place: rows accumulated one at a time (contiguous: at 4096 bins 0.09 s, where np.cumsum along
-    axis 0 into the strided view took 0.25 s), then along each row.  O(n^2)."""
+    place: rows accumulated one at a time (contiguous, faster than np.cumsum along axis 0 into the
+    strided view: docs/inference.md), then along each row.  O(n^2)."""
     inner = cum[1:, 1:]
     for i in range(1, inner.shape[0]):
         inner[i] += inner[i - 1]
@@ -277,8 +276,8 @@ class DenseGLSEstimate(OperatorEstimate):
         """The measured integer strategy, its one noise variance and whether the total is
         public: the covariance is recomputed from them, so the saved form is compact.  The
         strategy's nonzero entries as row, column, value triplets; a dense one with at least
-        PACKED_MIN_ENTRIES entries packed instead (:func:`pack_integers`: the L2 optimum on
-        4096 bins took 35 s and 231 MB as triplets)."""
+        PACKED_MIN_ENTRIES entries packed instead (:func:`pack_integers`; triplets of a large
+        dense strategy are slow and big: docs/optimized.md, "The dense release from the cache")."""
         import scipy.sparse as sp  # noqa: PLC0415 - scipy.sparse is loaded by scipy.sparse.linalg anyway
 
         variances = np.asarray(self.variances, dtype=float)

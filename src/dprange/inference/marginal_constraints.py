@@ -1,7 +1,7 @@
 """Published marginals as equality constraints C x = d on a flattened (C-order) k-D table:
 the rows of C, their validation and the orthogonal projection onto {x : C x = d}, shared by
-table releases (:mod:`dprange.contingency`) and constrained k-D releases
-(:mod:`dprange.constrained`)."""
+table releases (:mod:`dprange.mechanisms.tables`) and constrained k-D releases
+(:mod:`dprange.answers.constrained`)."""
 
 from __future__ import annotations
 

@@ -172,7 +172,7 @@ class PIdentityEstimate:
     def workload_sums(self, gram) -> tuple[float, float, float]:
         """(trace(G S), w^T G w, tau) for a workload with Gram matrix G = sum_q q q^T (``gram``
         gives its diagonal ``diag`` and products ``left(X)`` = X G, e.g.
-        :class:`dprange.optimized.Gram`): the sums over the queries of q^T S q and (q^T w)^2,
+        :class:`dprange.optimize.p_identity.Gram`): the sums over the queries of q^T S q and (q^T w)^2,
         and tau = 1^T w (the public-total model needs them; this one must be built with a total).
         trace(G S) = sum_j G_jj e_j - trace(Z G Z^T): O(n p) plus one product of p + 1 rows by G."""
         trace = float(gram.diag @ self._e - np.vdot(self._z, gram.left(self._z)))

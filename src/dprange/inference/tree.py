@@ -71,8 +71,8 @@ def _level_view(value, size: int, name: str) -> np.ndarray:
 
 def family_sums(values: np.ndarray, size: int, b: int) -> np.ndarray:
     """Sums of consecutive groups of b of ``values`` (length size * b): for small b a sum of
-    b strided slices, which numpy runs 3-17x faster than a reduction over a short axis
-    (equal up to the order of the additions)."""
+    b strided slices, which numpy runs faster than a reduction over a short axis (equal up to
+    the order of the additions; docs/inference.md)."""
     if b > 8:
         return values.reshape(size, b).sum(axis=1)
     out = values[0::b].copy()

@@ -1,5 +1,5 @@
 """The tree parts of ADMM for NNLS / L1 inference in O(nodes) per iteration, without
-re-deriving anything that does not change between iterations (issue 12, item 6).
+re-deriving anything that does not change between iterations.
 
 Lee, Wang and Kifer, "Maximum likelihood postprocessing for differential privacy under
 consistency constraints", KDD 2015, Algorithm 3: on a tree, ADMM's x-step is exact tree

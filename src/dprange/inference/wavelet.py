@@ -1,7 +1,7 @@
 """Reconstruction and exact error for Haar wavelet measurements (Privelet).
 
 Xiao, Wang, Gehrke, "Differential Privacy via Wavelet Transforms", ICDE 2010, as analysed in
-Qardaji, Yang and Li (PVLDB 2013, section 4).  The measurements of :class:`~dprange.strategies.HaarStrategy`
+Qardaji, Yang and Li (PVLDB 2013, section 4).  The measurements of :class:`~dprange.strategies.trees.HaarStrategy`
 (the total and, at every internal node, left count minus right count) form a square
 invertible system on the padded domain, so the least-squares estimate is the inverse
 transform, top-down: left = (s + d)/2, right = (s - d)/2.

@@ -34,7 +34,7 @@ the hash (for a fixed hash the client is GRR over [g]).
   (e^eps - 1 + g)^2 / ((e^eps - 1)^2 (g - 1)): g = 3 at eps = 1 costs 2% variance against the
   real optimum 3.72.  Aggregation: a (pool x g) table of report counts, then
   C_z = sum_a table[a, h_a(z)] by a digit-wise transform in O(d g^(d+2)) (g^2 <= D) or directly
-  in O(g^d D); 10^7 users at D = 1024, eps = 1 (g = 3, pool 2187) take ~0.2 s.
+  in O(g^d D) (timing: docs/ldp.md).
 * ``hash="mod-p"``: h_s(x) = ((a x + b) mod P) mod g, P = 2^31 - 1, (a, b) from a per-user
   62-bit seed (exact in expectation over the seed; aggregation O(N D)); the default where the
   linear pool does not fit (g not prime when given, or a large g: eps above ~4.3 at
@@ -47,17 +47,17 @@ the hash (for a fixed hash the client is GRR over [g]).
   pool (per item -8e-5, against a standard deviation of 1.9e-3 at N = 10^6).  Pool indices
   are mixed by SplitMix64 so that the pool behaves like k independent draws of the family.
 
-OUE coins.  OUE draws one coin per bit, D per user, so the coin width dominates its cost.  A
-coin of ``coin_bits`` = 16 bits (32 or 62 where 16 bits would lower epsilon by more than a
-relative 2^-10: epsilon below ~0.06 or above ~10; see ``oue_coin_bits``) is compared
-with Q = ceil(2^bits / (1 + L)): q' = Q / 2^bits >= 1/(1 + L) rounds the lie probability up, so
-(1 - q')/q' <= L <= e^eps and epsilon is never exceeded; ``realised_epsilon`` is the exact
-ln((1 - q')/q') (eps = 1: 0.99995).  16-bit coins make secure encoding ~5x faster than 62-bit
-ones.  Reports hold D bits per user (8 GB for 10^6 users at D = 2^16): ``collect`` randomises
-and aggregates in batches of 16 MB of reports.
+OUE coins.  OUE draws one coin per bit, D per user, so the coin width dominates its cost.  A coin
+of ``coin_bits`` = 16 bits (32 or 62 where 16 bits would lower epsilon by more than a relative
+2^-10: epsilon below ~0.06 or above ~10; see ``oue_coin_bits``) is compared with Q = ceil(2^bits /
+(1 + L)): q' = Q / 2^bits >= 1/(1 + L) rounds the lie probability up, so (1 - q')/q' <= L <= e^eps
+and epsilon is never exceeded; ``realised_epsilon`` is the exact ln((1 - q')/q') (eps = 1:
+0.99995).  16-bit coins read fewer random bytes than 62-bit ones (speed: docs/privacy.md, "Local DP
+randomisers").  Reports hold D bits per user (8 GB for 10^6 users at D = 2^16): ``collect``
+randomises and aggregates in batches of 16 MB of reports.
 
 Exact randomisation.  The clients draw only uniform integers U on [0, 2^62) (``integers``
-with a scalar bound, as the central samplers of :mod:`dprange.noise`) and compare them with
+with a scalar bound, as the central samplers of :mod:`dprange.privacy.samplers`) and compare them with
 integer thresholds, so every probability the code realises is a rational P / 2^62 known
 exactly (``coins_below`` draws U's 32 high bits, and its 30 low bits only where the high bits
 tie with the threshold's).
@@ -75,9 +75,9 @@ tie with the threshold's).
 Every oracle checks its worst ratio of output probabilities over two inputs,
 ``privacy_ratio()``, against L in exact rational arithmetic when it is built, so its privacy
 holds exactly for the distribution the code samples, as for the central samplers after
-Canonne, Kamath and Steinke (NeurIPS 2020).  The old float comparisons ``random() < p``
-realised p on a 2^-53 grid and could overspend epsilon by a relative ~2^-53 / q (floating
-point breaking a privacy proof, as in Mironov, CCS 2012).  The properties ``p``, ``q`` and
+Canonne, Kamath and Steinke (NeurIPS 2020).  Float comparisons ``random() < p`` would realise p
+on a 2^-53 grid and could overspend epsilon by a relative ~2^-53 / q (floating point breaking a
+privacy proof, as in Mironov, CCS 2012; docs/privacy.md, "Local DP randomisers").  The properties ``p``, ``q`` and
 ``slope`` are the realised probabilities (``exact_p``, ``exact_q`` as Fractions), so the
 estimators and variances are those of what is sampled.  An epsilon so small that the
 thresholds carry no information (T = 0, or Q = 2^61: about epsilon < k 2^-62) is refused

@@ -298,7 +298,7 @@ class Protocol:
         """The Release of a local estimate: the N users present are the public total (each user
         reports once, so the relation is replace), ``users`` the realised users per level.
         Its bootstrap re-draws normal noise with the measurements' variances around the
-        estimate and reruns the same inference (:func:`dprange.bootstrap.bootstrap`)."""
+        estimate and reruns the same inference (:func:`dprange.answers.bootstrap.bootstrap`)."""
         parameters = {**self.describe(), "users_per_level": users}
         if inference != "gls":
             parameters["inference"] = inference

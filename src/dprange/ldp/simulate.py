@@ -5,8 +5,7 @@ client on a population with histogram ``counts`` would give, drawn from exactly 
 distribution:
 
 * users are split across levels exactly: each user picks a level independently, so the
-  users of each bin split as one multinomial per bin (a single vectorised draw; the former
-  total-multinomial-then-hypergeometric split had the same law and cost 2.6x more);
+  users of each bin split as one multinomial per bin (a single vectorised draw);
 * OUE: the count of each item is Binomial(n_z, 1/2) + Binomial(N_l - n_z, q) (bits are
   independent across items and users) — **exact**, O(nodes) per level (Cormode et al., PVLDB 2019, section 5);
 * GRR: a GRR report is the mixture "own value w.p. p - q, else uniform over all D values"
@@ -22,7 +21,7 @@ distribution:
 * HRR (and HaarHRR's signed HRR): **no exact shortcut** is known (which users share a
   Hadamard row couples all coefficients); users are run through the real client and server
   code in chunks of 2^22, without ever holding all N values — exact by construction, O(N)
-  time (about 14 s for N = 2^26 at D = 2^22).
+  time (timing: docs/ldp.md).
 
 Simulation is for experiments: it needs a seedable numpy Generator (binomials), and it
 reads the true histogram, so its output is only private in the sense of the protocol.

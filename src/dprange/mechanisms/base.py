@@ -1,7 +1,7 @@
 """Central-DP mechanisms: select a strategy, measure it with noise, infer the histogram.
 
 Each mechanism reads like its paper: ``measure`` (strategy + calibrated noise) then ``infer``
-(least squares), and ``release`` returns a :class:`~dprange.release.Release` whose answers
+(least squares), and ``release`` returns a :class:`~dprange.answers.release.Release` whose answers
 carry exact standard errors.
 
 Privacy.  ``neighbours="add_remove"`` (default): neighbouring datasets differ by one record
@@ -15,7 +15,7 @@ combination of counts, so integer noise reveals nothing beyond the noisy value.
 Noise.  ``noise="auto"`` uses discrete Laplace (integer, pure epsilon-DP) when delta = 0 and
 Gaussian noise when delta > 0 (the discrete Gaussian of Canonne, Kamath and Steinke,
 NeurIPS 2020).  ``"laplace_float"`` is continuous floating-point Laplace, for reproducing
-papers only (see :mod:`dprange.noise`).  A budget split gives level l the budget eps_l (exact sum at
+papers only (see :mod:`dprange.privacy.noise`).  A budget split gives level l the budget eps_l (exact sum at
 most epsilon).  Laplace: with S = max over neighbouring pairs of sum_l eps_l ||change of
 level l||_1, level l gets scale b_l = (S / epsilon) / eps_l, so the privacy loss
 sum_l ||change_l||_1 / b_l is at most epsilon (sequential composition; for add/remove trees
@@ -132,7 +132,7 @@ class Mechanism:
 
     def strategy_at(self, n: int, epsilon, delta=0.0):
         """The strategy a release at (epsilon, delta) measures on n bins: :meth:`strategy`,
-        except where it depends on the privacy parameters (:class:`~dprange.optimized.Optimized`,
+        except where it depends on the privacy parameters (:class:`~dprange.mechanisms.optimized.Optimized`,
         whose template auto follows delta), checked before any value is read."""
         return self.strategy(n)
 
@@ -151,7 +151,7 @@ class Mechanism:
         ``inference`` is written only when it is not the default GLS, and
         ``inference_options`` only then and when not empty (the keys releases have always
         recorded).  A subclass that overrides this method (its declared values are not JSON:
-        :class:`~dprange.matrix.Matrix`'s strategy matrix, ``Optimized``'s workload object)
+        :class:`~dprange.mechanisms.matrix.Matrix`'s strategy matrix, ``Optimized``'s workload object)
         lists its own keys and calls ``super().parameters()`` for the shared ones: for such a
         class this gives the parameters of :attr:`Mechanism.PARAMS` only."""
         overridden = type(self).parameters is not Mechanism.parameters
@@ -304,10 +304,10 @@ def check_grid_counts(counts) -> np.ndarray:
 # ----------------------------------------------------------------------------- mechanisms
 class GridMechanism(Mechanism):
     """Base of the k-D mechanisms: ``plan(shape, epsilon)``, ``measure`` a k-D histogram,
-    ``estimate`` (exact least squares), ``release`` a :class:`~dprange.grid_release.GridRelease`."""
+    ``estimate`` (exact least squares), ``release`` a :class:`~dprange.answers.grid.GridRelease`."""
 
     #: Whether its estimate applies its covariance (``covariance_apply``), which published
-    #: marginals need (:func:`dprange.contingency.constrain`).
+    #: marginals need (:func:`dprange.answers.constrained.constrain`).
     constrainable = False
     #: Whether it is made for marginals only (:func:`check_answers_workload` refuses it, named,
     #: for a rectangle workload it does not answer).
@@ -333,7 +333,7 @@ class GridMechanism(Mechanism):
 
     def follow_delta(self, delta: float) -> None:
         """Record the delta the release runs at, before :meth:`plan`, for designs chosen by it
-        (:class:`~dprange.optimized_kd.OptimizedKronecker` with template auto); others ignore it."""
+        (:class:`~dprange.mechanisms.optimized_grid.OptimizedKronecker` with template auto); others ignore it."""
 
     def _vector(self, counts: np.ndarray) -> np.ndarray:
         """The x the strategy's blocks act on (C order; k-D trees permute it)."""
@@ -382,7 +382,7 @@ class GridMechanism(Mechanism):
         return self.estimate(shape, Measurements(zeros, n, epsilon, delta, self.neighbours, total))
 
     def release(self, counts, epsilon, *, delta=0.0, rng=None, domain=None):
-        """Measure the k-D ``counts`` and return a :class:`~dprange.grid_release.GridRelease`."""
+        """Measure the k-D ``counts`` and return a :class:`~dprange.answers.grid.GridRelease`."""
         if self.inference != "gls":
             raise ParameterError("k-D mechanisms use exact least squares only; pass inference='gls'")
         counts = check_grid_counts(counts)

@@ -46,8 +46,7 @@ class Hierarchical(Mechanism):
         summing to epsilon.
     measure_root : in the add/remove model, whether the root (the total) is measured
         (default False, as in Qardaji et al.: spending budget on the root costs more than it
-        brings; exact all-range and prefix errors are 1.05-2.2x higher with it, measured with
-        :func:`dprange.expected_error` for b = 2..64 and n = 64..65536).  In the replace
+        brings, by :func:`dprange.expected_error`; docs/analysis.md).  In the replace
         model the root is the public total and never measured.
     neighbours, noise : see the module doc.
 
@@ -119,7 +118,7 @@ class Wavelet(Mechanism):
 
     Any number of bins: the domain is padded with empty bins to a power of two.  Every level
     of coefficients gets an equal share of epsilon (Privelet's weights; see
-    :class:`~dprange.strategies.HaarStrategy`).  Inference is the inverse transform, which
+    :class:`~dprange.strategies.trees.HaarStrategy`).  Inference is the inverse transform, which
     is the least-squares estimate for this square system.
     """
 
@@ -133,9 +132,9 @@ class Wavelet(Mechanism):
 
 
 #: The hierarchies ``auto`` ranks: (branching factors, budget rules, root choices); branching
-#: factors are kept below max(n, 3).  The coarse grid is for n > 2^16: b = 2 is left out
-#: (at n = 2^20 it is 2.5x worse than b = 16 on all ranges and the slowest to evaluate, 3.6 s
-#: of the selection) and the root, which never paid off in the full grid, is not measured.
+#: factors are kept below max(n, 3).  The coarse grid is for n > 2^16: b = 2 is left out (far
+#: worse than b = 16 there and the slowest to evaluate: docs/analysis.md) and the root, which
+#: never paid off in the full grid, is not measured.
 FULL_GRID = ((2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64), ("uniform", "geometric"), (True, False))
 
 

@@ -347,7 +347,7 @@ def _measured_with(mech: GridMechanism, plan: Strategy, epsilon: float, delta: f
         spec = NoiseSpec(item["noise"]["kind"], float(item["noise"]["scale"]))
         _check_rebuilt_noise(spec, expected)
         _check_rebuilt_design(item.get("design"), block)
-        rows = block.shape[0]  # in text, counted before they are parsed (_bounded_json)
+        rows = block.shape[0]  # in text, counted before they are parsed (answers.bounded_json)
         values = np.asarray(
             sized(item["values"], rows, f"a saved block has {{size}} values, its design {rows} rows"), dtype=float
         )
@@ -374,7 +374,7 @@ def _matching_design(mech: GridMechanism, shape, epsilon: float, delta: float, s
 
 
 def load_grid_release(text) -> GridRelease:
-    """A :class:`~dprange.grid_release.GridRelease` from :meth:`GridRelease.to_json` (text or
+    """A :class:`~dprange.answers.grid.GridRelease` from :meth:`GridRelease.to_json` (text or
     dict): the mechanism's design is rebuilt from its parameters, the saved noisy values are
     checked against it (in text, counted against its rows before they are parsed), and the
     estimate and its exact errors are recomputed."""

@@ -233,9 +233,8 @@ class Optimized(Mechanism):
         """Template auto with delta > 0 up to AUTO_CACHED_MAX_N bins under add/remove: the
         exact L2 optimum alone.  The L2 template is a point of its program, so its trace is
         never below the optimum's by more than the solver's gap (1e-6, 1e-4 above 1024 bins),
-        and building it cost more than the optimum for nothing (at 1024 bins 7 of the 9.2 CPU s
-        of the cold design, at 4096 34 CPU s for 1.455x and 1.41x the SVD bound on all ranges
-        and prefixes against the optimum's 1.010x and 1.024x).  Under replace the template is
+        and building it would cost more than the optimum for nothing (docs/optimized.md,
+        ``template="auto"``).  Under replace the template is
         optimised for another loss and both are built and compared (:meth:`_auto_l2`)."""
         return (
             self.template == "auto"
@@ -251,8 +250,8 @@ class Optimized(Mechanism):
         the optimum alone, :meth:`_optimum_alone`): up to L2_REPLACE_MAX_N the replace program's
         optimum, the least error under replace, as it is.  Above: the
         L2 template is optimised for replace, the optimum for add/remove; compared by
-        :func:`replace_objective` (their traces are of different losses: all ranges of 1024 bins
-        477.5 against the template's 483.9 per query at (1, 1e-6), prefixes 323.4 against 301.8)."""
+        :func:`replace_objective` (their traces are of different losses; which wins where:
+        docs/optimized.md, "The L2 template under replace")."""
         n = workload.n
         optimum = self._build(workload, "l2-optimal")
         if self.replace_program(n, "l2-optimal"):
@@ -266,8 +265,7 @@ class Optimized(Mechanism):
     def extra_rows(self, n: int, template: str) -> int:
         """p of the p-Identity template (and of the dense template's p-Identity start) on n
         bins: ``rows``, or the default where it is 0.  ``rows`` above n is refused: [I; B] has
-        at most n useful extra rows (B B^T of rank <= n), and a step costs O(n p^2) (p = 1000
-        on 100 bins: 22 s)."""
+        at most n useful extra rows (B B^T of rank <= n), and a step costs O(n p^2)."""
         base = "p-identity" if template in DENSE_TEMPLATES else template
         if self.rows > n and base in P_IDENTITY_NORMS:
             raise ParameterError(
@@ -295,7 +293,7 @@ class Optimized(Mechanism):
     def replace_program(self, n: int, template: str) -> bool:
         """Whether ``template`` on n bins is optimised for replace neighbours: l2-optimal up to
         L2_REPLACE_MAX_N bins solves the replace program
-        (:func:`dprange.optimal_l2.l2_replace_optimum`: the L2 optimum for the pairwise
+        (:func:`dprange.optimize.l2_optimum.l2_replace_optimum`: the L2 optimum for the pairwise
         sensitivity and the public total), p-identity and p-identity-l2 (any n) minimise the
         loss with the public total (:func:`p_identity_loss` with ``known_total``) over B >= 0:
         the replace sensitivity of non-negative unit columns is 2 - 2 min_ij sum_r min(a_ri,
@@ -387,7 +385,7 @@ class Optimized(Mechanism):
         return strategy
 
     def _optimize_dense(self, workload: Workload, signed: bool) -> tuple[np.ndarray, float]:
-        """The dense template (:mod:`dprange.optimized_dense`) from the (cached) p-Identity
+        """The dense template (:mod:`dprange.optimize.dense`) from the (cached) p-Identity
         optimum, or the signed one from the (cached) dense optimum."""
         if workload.n > DENSE_MAX_N:
             raise ParameterError(
@@ -433,19 +431,16 @@ class Optimized(Mechanism):
         return f"Optimized({args})"
 
 
-#: Largest n for which ``auto`` optimises a strategy when none is cached (all ranges at
-#: n = 128: about a second with the library's default threads on a busy 2-core machine, where
-#: n = 256 took 10 s); above it only a cached strategy is ranked.  The templates that became
-#: fast since have their own limit (:func:`auto_optimise_limit`).
+#: Largest n for which ``auto`` optimises a strategy when none is cached (about a second on a
+#: busy machine; docs/optimized.md, "Figures by module"); above it only a cached strategy is
+#: ranked.  The fast templates have their own limit (:func:`auto_optimise_limit`).
 AUTO_OPTIMIZE_MAX_N = 128
 
 
 #: Largest n for which ``auto`` optimises the p-Identity template (epsilon-DP, either relation)
-#: and the exact L2 optimum ((epsilon, delta), add/remove) when none is cached: wall seconds on
-#: the 2-core machine, cold, all ranges / prefixes: p-Identity 0.38 / 0.38 at 256 bins, 0.57 /
-#: 0.57 at 512, 1.7 / 1.7 at 1024; the L2 optimum 0.27 / 0.51, 0.80 / 1.2, 2.4 / 2.9 (the L2
-#: template, 1.0, 4.0, 8.0, keeps AUTO_OPTIMIZE_MAX_N).  At 1024 bins the best fixed strategy
-#: has 1.49x the L2 optimum's variance on all ranges under (1, 1e-6).
+#: and the exact L2 optimum ((epsilon, delta), add/remove) when none is cached: a few seconds
+#: cold at this size (timings and gains: docs/optimized.md, "Figures by module"); the L2
+#: template, slower, keeps AUTO_OPTIMIZE_MAX_N.
 AUTO_OPTIMIZE_FAST_MAX_N = 1024
 
 
@@ -462,20 +457,20 @@ def auto_optimise_limit(template: str, neighbours: str) -> int:
 
 #: ``auto`` (delta = 0) keeps the dense template only where its trace is below this fraction of
 #: the p-Identity strategy's: its release goes through the dense covariance (O(n^3)) where
-#: p-Identity's is O(n p^2); measured gains: all ranges under 0.1%, prefixes 0-0.5%, the
-#: unusual workloads of benchmarks/optimized.py under 0.1% at n = 256.
+#: p-Identity's is O(n p^2), and its gains measured so far stay below this (docs/optimized.md,
+#: "The dense L1 template").
 AUTO_DENSE_GAIN = 0.99
 
 
-#: Largest n for which ``auto`` (delta = 0) optimises the dense template when it is not cached:
-#: 0.1 s CPU at 64 bins (all ranges), where prefixes at 128 take 3 s for a 0.5% lower trace.
+#: Largest n for which ``auto`` (delta = 0) optimises the dense template when it is not cached
+#: (O(n^3) a step; timings: docs/optimized.md, "Figures by module").
 AUTO_DENSE_MAX_N = 64
 
 
 #: Largest n for which ``auto`` ranks a cached L2 optimum ((epsilon, delta)), and for which
 #: template auto builds it: every n it is solved for.  Its release goes through the dense
-#: covariance (10^6 records at 4096 bins: about 16 s on one thread, where a p-Identity strategy's
-#: Woodbury release takes 0.03-0.15 s, benchmarks/optimized.py).
+#: covariance, O(n^2) once the strategy and its inverse are cached (docs/optimized.md, "The
+#: dense release from the cache").
 AUTO_CACHED_MAX_N = L2_OPTIMUM_MAX_N
 
 

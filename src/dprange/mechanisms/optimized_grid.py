@@ -11,13 +11,13 @@ and a strategy A = A_1 (x) ... (x) A_k has
 (add/remove: the columns of A are products of columns, their norms multiply).  The error is
 a product of per-axis errors, each minimised by the 1-D optimiser on its own axis:
 :class:`OptimizedKronecker` measures the product of the axes' optimised (quantised) 1-D
-strategies :class:`~dprange.optimized.PIdentityStrategy` as one block with the whole budget.
-Template ``l2-optimal`` puts the exact 1-D L2 optimum on every axis (:mod:`dprange.optimal_l2`,
+strategies :class:`~dprange.optimize.p_identity.PIdentityStrategy` as one block with the whole budget.
+Template ``l2-optimal`` puts the exact 1-D L2 optimum on every axis (:mod:`dprange.optimize.l2_optimum`,
 written in the L2 template's shape with p = n rows by
-:func:`~dprange.optimal_l2.as_p_identity_l2`); for a Kronecker workload the product of the axes'
-optima is the exact k-D optimum (:func:`dprange.multidim.l2_optimum_bound`).
+:func:`~dprange.optimize.l2_optimum.as_p_identity_l2`); for a Kronecker workload the product of the axes'
+optima is the exact k-D optimum (:func:`dprange.analysis.grid.l2_optimum_bound`).
 
-Explicit rectangles (a :class:`~dprange.workloads_kd.Rectangles` as the workload) are a union
+Explicit rectangles (a :class:`~dprange.workloads.rectangles.Rectangles` as the workload) are a union
 of Kronecker products, one per rectangle: rectangle q = r_q1 (x) ... (x) r_qk has variance
 v prod_a r_qa^T S_a r_qa, so the loss sum_q prod_a r_qa^T S_a r_qa is, on axis a with the other
 axes fixed, trace(G_a S_a) with G_a = sum_q c_qa r_qa r_qa^T, c_qa = prod_(b != a) r_qb^T S_b r_qb:
@@ -37,19 +37,18 @@ and Var = v (prod_a q_a^T S_a q_a - prod_a (q_a^T w_a)^2 / tau).
 
 Quantisation.  Every axis' strategy is measured as integers, [diag(round(K_a D)); round(K_a B D)]
 with K_a = 2^k the 1-D quantisation (rounding moves no entry by more than 2^-16 of the largest,
-:mod:`dprange.matrix`), so the product's sensitivity, and its noise scale, carry prod_a K_a:
-about 2^16 per optimised axis, 2^48 on three, above the samplers' 2^40.  Where the product's
-noise at the 1-D quantisation would exceed 2^40, every axis is quantised coarser, at the
-finest tolerance 2^-b (b < 16, the same on every axis) whose noise fits, down to 2^-8 for the
-Laplace template and 2^-9 for the L2 one (:data:`COARSEST_AXIS_BITS`); below that the mechanism
-refuses and says why.  The coarser blocks are rounded so that no column's norm exceeds K_a
-(:func:`dprange.optimized.round_keeping_norms`): rounding to nearest let the largest column
-pass K_a by a unit, which at 2^-9 was 0.39% of the L1 variance, where the rounding itself
-costs at most 0.008%.  The choice reads public facts only (shape, template, noise, relation,
-epsilon, delta); the noise is calibrated on the integer product as measured and the least
-squares use it, so privacy and the error model stay exact.  Cost in exact mean error against
-the unquantised product: see docs/optimized.md, "Quantisation on three or more axes".  Two
-axes keep the 1-D quantisation wherever it fits (releases as before).
+:mod:`dprange.strategies.matrix`), so the product's sensitivity, and its noise scale, carry prod_a
+K_a: about 2^16 per optimised axis, 2^48 on three, above the samplers' 2^40.  Where the product's
+noise at the 1-D quantisation would exceed 2^40, every axis is quantised coarser, at the finest
+tolerance 2^-b (b < 16, the same on every axis) whose noise fits, down to 2^-8 for the Laplace
+template and 2^-9 for the L2 one (:data:`COARSEST_AXIS_BITS`); below that the mechanism refuses and
+says why.  The coarser blocks are rounded so that no column's norm exceeds K_a
+(:func:`dprange.optimize.p_identity.round_keeping_norms`): rounding to nearest lets the largest
+column pass K_a by a unit, which costs far more variance than the rounding itself.  The choice
+reads public facts only (shape, template, noise, relation, epsilon, delta); the noise is calibrated
+on the integer product as measured and the least squares use it, so privacy and the error model
+stay exact.  Cost in exact mean error against the unquantised product: see docs/optimized.md,
+"Quantisation on three or more axes".  Two axes keep the 1-D quantisation wherever it fits.
 """
 
 from __future__ import annotations
@@ -94,27 +93,25 @@ AXIS_WORKLOADS = {"all-rectangles": "all-range", "prefix-rectangles": "prefix"}
 
 #: Passes of block coordinate descent over the axes for explicit rectangles (module doc).
 #: The first pass optimises every axis once (the first axis against the identity on the
-#: others); on 64 x 64 grids a second pass moved the loss by at most 0.04%.
+#: others); the second moves the loss little (docs/optimized.md, "Figures by module").
 RECTANGLE_ROUNDS = 2
 
 
 #: Largest axis ``auto`` optimises for explicit rectangles (each axis' Gram is dense, and a
-#: pass optimises every axis: :meth:`OptimizedKronecker.axis_ready`).  CPU seconds of both
-#: passes on two axes, 2000 random rectangles, one thread: p-identity 0.95 / 1.6 / 7.8 at
-#: 256 / 512 / 1024 bins, l2-optimal 0.59 / 2.4 / 19.1.
+#: pass optimises every axis: :meth:`OptimizedKronecker.axis_ready`; timings: docs/optimized.md,
+#: "optimized_kronecker for explicit rectangles").
 RECTANGLE_AUTO_MAX_N = 512
 
 
 #: The 1-D quantisation of every axis (tolerance 2^-16 of its largest entry,
-#: :data:`dprange.matrix.QUANTISATION_TOLERANCE`), kept wherever the product's noise fits.
+#: :data:`dprange.strategies.matrix.QUANTISATION_TOLERANCE`), kept wherever the product's noise fits.
 FINEST_AXIS_BITS = -int(math.log2(QUANTISATION_TOLERANCE))
 
 
 #: The coarsest per-axis quantisation (tolerance 2^-bits) used, per template, to bring the
-#: product's noise below 2^40 on three or more optimised axes, with norm-keeping rounding: it
-#: costs at most 0.031% (L1, 2^-8) and 0.13% (L2, 2^-9) of the exact error per axis on the
-#: strategies measured, 8 to 256 bins (module doc, "Quantisation"); 2^-7 would cost up to
-#: 0.125% and 2^-8 0.32%.
+#: product's noise below 2^40 on three or more optimised axes, with norm-keeping rounding: the
+#: coarsest whose cost in exact error stays small on every number of axes that reaches it
+#: (docs/optimized.md, "Quantisation on three or more axes").
 COARSEST_AXIS_BITS = {"p-identity": 8, "p-identity-l2": 9, "l2-optimal": 9}
 
 
@@ -129,7 +126,7 @@ FITTING_SCALE = MAX_NOISE_SCALE * (1.0 - 1e-6)
 
 def check_kronecker_workload(value, name: str = "workload"):
     """An :class:`OptimizedKronecker` workload: "all-rectangles" or "prefix-rectangles" (``_``
-    read as ``-``), a :class:`~dprange.workloads_kd.Rectangles`, or the saved form of one (a
+    read as ``-``), a :class:`~dprange.workloads.rectangles.Rectangles`, or the saved form of one (a
     dict with shape, lows and highs: :meth:`OptimizedKronecker.parameters`)."""
     if isinstance(value, Rectangles):
         return value
@@ -141,7 +138,7 @@ def check_kronecker_workload(value, name: str = "workload"):
     if isinstance(value, str) and value.replace("_", "-") in AXIS_WORKLOADS:
         return value.replace("_", "-")
     raise ParameterError(
-        f"{name} must be one of {', '.join(AXIS_WORKLOADS)} or a dprange.workloads_kd.Rectangles, not {value!r:.60}"
+        f"{name} must be one of {', '.join(AXIS_WORKLOADS)} or a dprange.workloads.Rectangles, not {value!r:.60}"
     )
 
 
@@ -149,13 +146,13 @@ class OptimizedKronecker(GridMechanism):
     """The Kronecker product of 1-D strategies optimised for the axes' workloads (module doc).
 
     ``workload``: "all-rectangles" (all ranges on every axis), "prefix-rectangles" (prefixes:
-    dominance counts), or a :class:`~dprange.workloads_kd.Rectangles` (explicit rectangles: each
+    dominance counts), or a :class:`~dprange.workloads.rectangles.Rectangles` (explicit rectangles: each
     axis optimised for its ranges weighted by their variance on the other axes, block coordinate
     descent; module doc).  ``template``: "p-identity" (L1 columns: epsilon-DP), "p-identity-l2"
     (L2 columns: Gaussian), "l2-optimal" (the exact L2 optimum on every axis of at most 4096
     bins: Gaussian, for a Kronecker workload the least error of any matrix mechanism), or "auto"
     (by delta: p-identity or p-identity-l2).  Each axis' 1-D strategy is optimised once and kept
-    in the disk cache of :mod:`dprange.optimized`.
+    in the disk cache of :mod:`dprange.optimize.cache`.
     """
 
     name = "optimized_kronecker"
@@ -165,7 +162,7 @@ class OptimizedKronecker(GridMechanism):
             "workload",
             Custom(
                 lambda value, name: check_kronecker_workload(value, name),
-                "'all-rectangles', 'prefix-rectangles' or a dprange.workloads_kd.Rectangles",
+                "'all-rectangles', 'prefix-rectangles' or a dprange.workloads.Rectangles",
             ),
             "the k-D workload: all rectangles, dominance (prefix) rectangles, or explicit rectangles "
             "(a Rectangles: each axis optimised for its ranges weighted by the others')",
@@ -330,14 +327,13 @@ class OptimizedKronecker(GridMechanism):
 
     def axis_ready(self, n: int) -> bool:
         """Whether ``auto`` may use the optimised 1-D strategy of an axis of n bins: optimised
-        cold up to :func:`dprange.optimized.auto_optimise_limit` bins for the axes' add/remove
+        cold up to :func:`dprange.mechanisms.optimized.auto_optimise_limit` bins for the axes' add/remove
         loss (1024 for p-identity and l2-optimal, a few seconds; 128 for p-identity-l2), above
         that only when the disk cache holds it and it loads and fits (a damaged file would be
         optimised again), never above the p-Identity release's limit
-        (:data:`dprange.optimized.DENSE_COVARIANCE_LIMIT`): the 1-D rule of
-        :func:`dprange.optimized.auto_pool`.  On 256 x 256 grids, epsilon 1, the optimised
-        product has 1.48x / 1.74x less variance than the best fixed strategy on all / prefix
-        rectangles, 2.13x / 2.23x under (1, 1e-6); its axes cost 0.4-1 s cold."""
+        (:data:`dprange.strategies.matrix.DENSE_COVARIANCE_LIMIT`): the 1-D rule of
+        :func:`dprange.mechanisms.optimized.auto_pool` (gains and timings: docs/optimized.md,
+        "k-D auto")."""
         template = self._template()
         if n > (L2_OPTIMUM_MAX_N if template == "l2-optimal" else DENSE_COVARIANCE_LIMIT):
             return False
@@ -351,7 +347,7 @@ class OptimizedKronecker(GridMechanism):
     def axis_blocks(self, shape, bits: int = FINEST_AXIS_BITS) -> list[DiagonalPlusRows]:
         """Every axis' integer block quantised at tolerance 2^-``bits``: the strategies' own
         blocks at the default 16, below it rounded so that no column's norm exceeds K
-        (:func:`dprange.optimized.round_keeping_norms`); refused where a bin's weight rounds
+        (:func:`dprange.optimize.p_identity.round_keeping_norms`); refused where a bin's weight rounds
         to zero (rank)."""
         if bits == FINEST_AXIS_BITS:
             return [s.block for s in self.axis_strategies(shape)]
@@ -496,7 +492,7 @@ class OptimizedKronecker(GridMechanism):
         """(the optimised product, the identity product, whether the identity's error as released
         is lower), kept per shape, template, epsilon and delta: the same plan objects serve the
         comparison, the measurement and a load, so that their sensitivities (the exact pairwise
-        maximum under replace: 0.5 CPU s on 64 x 64 prefix rectangles, L2) are computed once."""
+        maximum under replace, O(cells^2)) are computed once."""
         shape = tuple(check_shape(shape))
         key = (shape, self._template(), float(epsilon), self._delta)
         if key not in self._plans:
@@ -526,10 +522,10 @@ class OptimizedKronecker(GridMechanism):
         the delta followed.  The optimised axes are quantised (K_a about 2^16), so the
         product's noise per unit of sensitivity is about the continuous one, where the identity
         is measured with the discrete noise of sensitivity 1, as in 1-D
-        (:meth:`dprange.optimized.Optimized.released_strategy`; all rectangles of 20 x 20 at
-        epsilon 1: 106.70 against 99.02).  Exact and cheap: each axis'
-        :class:`~dprange.optimized.VarianceTerms` (O(n_a p_a^2)), whose means multiply
-        (:func:`~dprange.optimized.mean_error_as_released`).  Only the whole identity product
+        (:meth:`dprange.mechanisms.optimized.Optimized.released_strategy`; docs/optimized.md, "The
+        identity as released").  Exact and cheap: each axis'
+        :class:`~dprange.optimize.p_identity.VarianceTerms` (O(n_a p_a^2)), whose means multiply
+        (:func:`~dprange.optimize.p_identity.mean_error_as_released`).  Only the whole identity product
         is compared: the noise depends on every axis' K_a, so the choice does not split by axis
         (with one axis optimised the others' identity would gain only the quantisation's
         rounding).  A tie (every axis' optimum B = 0) keeps the optimised design, as releases
@@ -612,9 +608,8 @@ class OptimizedMarginals(GridMechanism):
 
 
 #: Most axes for which ``auto`` ranks :class:`OptimizedMarginals`: its optimisation is over 2^d
-#: weights through a 2^d x 2^d algebra, run for the plan and again for the estimate (CPU s per
-#: optimisation on the loaded 2-core machine, all 2-way marginals of 4^d: d = 8 0.08 s,
-#: d = 9 0.17 s, d = 10 1.6 s).
+#: weights through a 2^d x 2^d algebra, run for the plan and again for the estimate (timings:
+#: docs/optimized.md, "k-D auto").
 AUTO_MARGINALS_MAX_AXES = 8
 
 
@@ -664,7 +659,7 @@ def kd_auto_candidates(shape, *, workload, delta=0.0, order=2, neighbours="add_r
     """The optimised k-D mechanisms ``auto`` ranks for ``workload`` (public parameters only):
     :func:`kronecker_auto_candidates` and :func:`marginals_auto_candidates`, which the registry
     entries declare as their ``workload_candidates`` (added by
-    :func:`dprange.multidim.grid_candidates` when it is given the workload)."""
+    :func:`dprange.analysis.grid.grid_candidates` when it is given the workload)."""
     kwargs = {"workload": workload, "delta": delta, "order": order, "neighbours": neighbours, "noise": noise}
     return [*kronecker_auto_candidates(shape, **kwargs), *marginals_auto_candidates(shape, **kwargs)]
 

@@ -10,7 +10,7 @@ sums the cells of one marginal cell.
 
 Pipeline.  The noisy table is a measurement like any other: one block, the identity on the
 flattened (C-order) table, with noise calibrated for its sensitivity by the mechanisms' own
-:func:`~dprange.mechanisms.calibrate` (:func:`measure_table`).  :func:`infer_table` is the one
+:func:`~dprange.strategies.calibration.calibrate` (:func:`measure_table`).  :func:`infer_table` is the one
 inference entry point for tables: it adds the published marginals as equality constraints
 (:class:`MarginalConstraints`) and runs GLS (a projection) or the shared ADMM of
 :mod:`dprange.inference.l1_admm` with the marginal x-step.
@@ -25,16 +25,16 @@ with P = I - C^T (C C^T)^+ C, so its covariance is s^2 P, exactly.  A linear que
 cells has variance s^2 ||P w||^2; published marginals (and marginals of their axes) have
 variance 0.  For marginals the variance has a closed form (:func:`marginal_variance_factor`),
 from the orthogonal (ANOVA) decomposition of functions on the table.  Intervals use the
-lattice-aware factor of the 1-D releases (:func:`dprange.release.one_sided_factor`).  NNLS
+lattice-aware factor of the 1-D releases (:func:`dprange.answers.types.one_sided_factor`).  NNLS
 and L1 tables have no closed-form error: :meth:`TableRelease.bootstrap` reruns the same
 inference on parametric replicates.
 
 Product-domain releases.  Any k-D release whose estimate can apply its covariance (the
-Kronecker and Fourier designs of :mod:`dprange.multidim` and :mod:`dprange.fourier`) takes
-published marginals as equality constraints too (:func:`dprange.constrained.constrain`,
+Kronecker and Fourier designs of :mod:`dprange.mechanisms.grid` and :mod:`dprange.mechanisms.fourier`) takes
+published marginals as equality constraints too (:func:`dprange.answers.constrained.constrain`,
 ``release_grid(..., public_marginals=...)``): the constrained GLS estimate is x - S C^T (C S C^T)^+ (C x - d) with
 S = Cov(x), and its covariance S - S C^T (C S C^T)^+ C S gives every rectangle and marginal
-cell its exact variance (:class:`dprange.constrained.ConstrainedEstimate`).  :func:`release_table` is this
+cell its exact variance (:class:`dprange.answers.constrained.ConstrainedEstimate`).  :func:`release_table` is this
 release on the identity design (``TableRelease.grid``: rectangles, marginals and dominance
 counts with exact errors, saved and loaded as JSON); for the identity, S = s^2 I and the
 estimate is the projection above.
@@ -143,7 +143,7 @@ def marginal_variance_factor(shape: tuple, axes, published_axes) -> float:
 
 def measure_table(counts: np.ndarray, epsilon: float, noise: str, rng) -> Measurements:
     """Measure every cell once: one identity block on the flattened (C-order) table, noise
-    calibrated by :func:`~dprange.mechanisms.calibrate` for its add/remove sensitivity 1
+    calibrated by :func:`~dprange.strategies.calibration.calibrate` for its add/remove sensitivity 1
     (scale 1/epsilon, rounded up until 1/scale <= epsilon in exact rational arithmetic)."""
     flat = counts.astype(float).ravel()
     block = Identity(flat.size)
@@ -220,7 +220,7 @@ class TableRelease:
     ``constraints`` (the published marginals) are the public design the bootstrap reruns.
 
     GLS releases answer with exact standard errors: :meth:`stderr` (every cell),
-    :meth:`marginal_answer` (any marginal, as an :class:`~dprange.release.Answer`),
+    :meth:`marginal_answer` (any marginal, as an :class:`~dprange.answers.types.Answer`),
     :meth:`query` (any linear query of the cells).  NNLS / L1 releases raise ParameterError
     there and offer :meth:`bootstrap`.
     """
@@ -238,7 +238,7 @@ class TableRelease:
     options: dict = field(default_factory=dict)
     #: Replicates of the last :meth:`bootstrap` whose ADMM stopped at maxiter (0 for GLS).
     bootstrap_unconverged: int = 0
-    #: GLS: the same release as a k-D :class:`~dprange.grid_release.GridRelease` under the
+    #: GLS: the same release as a k-D :class:`~dprange.answers.grid.GridRelease` under the
     #: published marginals (rectangles, marginals, dominance counts with exact errors; JSON).
     grid: Any = None
 

@@ -83,8 +83,8 @@ class Explicit(Operator):
     def gram_inverse(self) -> np.ndarray | None:
         """(A^T A)^-1, read-only, where A^T A is certified well conditioned (every eigenvalue
         above 1e-10 of the trace: :func:`~dprange.cholesky.well_conditioned_cholesky`),
-        else None; computed once (O(n^3): two Cholesky factorisations and LAPACK's potri, 5 CPU s
-        at 4096 bins) or taken from a cache (:meth:`adopt_gram_inverse`).  The rank check, the
+        else None; computed once (O(n^3): two Cholesky factorisations and LAPACK's potri) or
+        taken from a cache (:meth:`adopt_gram_inverse`).  The rank check, the
         error as released and least squares with its covariance then cost O(n^2) a release."""
         if not self._gram_inverse_known:
             factor = well_conditioned_cholesky(self.dense_gram())  # O(n^3)
@@ -128,9 +128,9 @@ class Explicit(Operator):
         most (6.4 t / s)^k: at t = 1e-8 and k = 4, an X that moves some estimate by 1e-4 of
         ||x|| is adopted with probability below 2e-13, and one adopted with a fair chance moves
         estimates by no more than the rounding the tolerance admits anyway.  The probes must
-        be unknown to whoever wrote the file: fixed ones (seed 0, as before) let a planted
+        be unknown to whoever wrote the file: fixed ones would let a planted
         X = (A^T A)^-1 + M (I - Q Q^+), Q = A^T A R for the known probes R, pass the check
-        and move released estimates by thousands on counts below 10 (issue 30).  The check
+        (docs/privacy.md, "The strategy cache").  The check
         costs O(k (m n + n^2)) (products by A, A^T and X), not the O(n^3) of forming E."""
         n = self.shape[1]
         if inverse.shape != (n, n) or not np.issubdtype(inverse.dtype, np.floating):

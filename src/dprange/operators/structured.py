@@ -100,7 +100,7 @@ class Total(Operator):
 
 class TreeLevel(Operator):
     """The node counts of one depth of a level-uniform tree (``tree``: a
-    :class:`~dprange.strategies.TreeStrategy`): row j sums the bins of node j.  Hierarchical
+    :class:`~dprange.strategies.trees.TreeStrategy`): row j sums the bins of node j.  Hierarchical
     histograms (Hay, Rastogi, Miklau and Suciu, "Boosting the accuracy of differentially
     private histograms through consistency", PVLDB 2010) stack these levels."""
 
@@ -143,7 +143,7 @@ class TreeLevel(Operator):
 
 
 class HaarLevel(Operator):
-    """One level of Haar differences of a :class:`~dprange.strategies.HaarStrategy`
+    """One level of Haar differences of a :class:`~dprange.strategies.trees.HaarStrategy`
     (Privelet: Xiao, Wang and Gehrke, "Differential privacy via wavelet transforms", ICDE
     2010): level 0 is the total of the padded domain; level k >= 1 holds, for each of the
     2^(k-1) nodes at depth k - 1 of the binary tree over N = 2^h padded bins, the count of its

@@ -107,9 +107,9 @@ MAPPED_MIN_BYTES = 8 * 2**20
 
 def _read_arrays(path: Path) -> dict:
     """The arrays of an uncompressed .npz (:func:`_write_arrays`, or np.savez): members of at
-    least MAPPED_MIN_BYTES memory-mapped read-only (no copy, the pages read as used: 0.02 s for
-    a strategy and its inverse at 4096 bins, where reading them took 0.14-0.46 s, most of it
-    filling fresh memory), the others read as np.load reads them (their CRC checked).  A mapped member's
+    least MAPPED_MIN_BYTES memory-mapped read-only (no copy, the pages read as used; timings:
+    docs/optimized.md, "The dense release from the cache"), the others read as np.load reads
+    them (their CRC checked).  A mapped member's
     CRC is not checked; :func:`_fits` and the inverse's own check
     (:meth:`~dprange.operators.Explicit.adopt_gram_inverse`) stand in for it."""
     arrays = {}
@@ -164,7 +164,8 @@ def _fits(arrays: dict, matrix: str, n: int, nonnegative: bool) -> bool:
 
 #: The .npy members of a cache file start at multiples of this many bytes (their data too: the
 #: .npy header pads itself to a multiple of 64), so that memory-mapped arrays are aligned (BLAS
-#: skips unaligned ones: a product by an unaligned 4096 x 4096 matrix took 0.18 s, 0.004 s aligned).
+#: skips unaligned ones and falls back to a much slower path; docs/optimized.md, "The dense
+#: release from the cache").
 MEMBER_ALIGNMENT = 64
 
 
@@ -206,7 +207,7 @@ def _store(path: Path, arrays: dict) -> bool:
 
 def _store_released_form(path: Path, arrays: dict, strategy: OptimizedStrategy, gram: Gram) -> bool:
     """Store ``arrays`` with what releasing the measured dense strategy needs beyond it:
-    (A^T A)^-1 (O(n^3) once, 5 CPU s at 4096 bins; :meth:`~dprange.operators.Explicit.gram_inverse`)
+    (A^T A)^-1 (O(n^3) once; :meth:`~dprange.operators.Explicit.gram_inverse`)
     and its :class:`VarianceTerms` on the workload (O(n^2) from it), which are also set on
     ``strategy``; read back (after :meth:`~dprange.operators.Explicit.adopt_gram_inverse`'s
     check), a release costs O(n^2): the rank check, the error as released, least squares and
@@ -232,8 +233,8 @@ def _saved_terms(saved: dict) -> VarianceTerms | None:
 
 
 #: A dense release read back (:func:`adopt_cached_inverse`) looks for its strategy's inverse in
-#: the cache from this many bins; below, computing it (O(n^3): 0.1 s at 1024 bins) costs
-#: about what finding it does.
+#: the cache from this many bins; below, computing it (O(n^3)) costs about what finding it
+#: does (docs/optimized.md, "Figures by module").
 CACHED_INVERSE_MIN_BINS = 1024
 
 
@@ -241,8 +242,8 @@ def adopt_cached_inverse(block) -> bool:
     """Give ``block`` (the integer strategy of a saved dense release, read back: an
     :class:`~dprange.operators.Explicit`) the (A^T A)^-1 the strategy cache keeps beside the
     same strategy, where it is there: loading the release then costs O(n^2), where computing
-    the inverse is O(n^3) (5.4 of the 6.3 CPU s that loading the L2 optimum's release on 4096
-    bins took).  The candidates are the cache's dense strategies over as many bins
+    the inverse is O(n^3), most of a load's time (docs/optimized.md, "The dense release from
+    the cache").  The candidates are the cache's dense strategies over as many bins
     (:func:`cache_path`'s names, p-Identity files left out); one is used only if, quantised as a
     release quantises it, it equals ``block`` entry for entry, and its inverse passes
     :meth:`~dprange.operators.Explicit.adopt_gram_inverse`'s check (random probes from the

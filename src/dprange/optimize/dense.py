@@ -18,18 +18,13 @@ from seeded uniform starts (k = 2n); the best end point by exact loss is kept.  
 template (``dense-signed``) continues from it with Theta = P - N, P, N >= 0 and column norms
 1^T (P + N) (:func:`split_loss`: smooth, and equal to |Theta|'s at an optimum).
 
-What it finds (docs/optimized.md, "The dense L1 template"; n = 256, epsilon = 1): the
-p-Identity optimum is nearly a first-order stationary point of this template (every zero
-entry's gradient is non-negative to within 1e-3 of the largest), and no start tried ends
-below it by more than 2.5%: on all ranges the RMSE ratio to the SVD bound stays 1.98 (the
-issue asks 1.9), on prefixes 2.10 (signed; 2.11 non-negative), and on the unusual workloads
-the gain over the best fixed strategy stays 1.06-1.24x (the issue asks 1.5x).  The SVD
-bound is an L2 bound (Li and Miklau, ICDT 2013): a column of L1 norm 1 has L2 norm 1 only
-when it has one non-zero entry, so the bound ignores what pure epsilon-DP charges for
-spreading a column over several rows;
-no constant-factor L1 bound for the matrix mechanism was found to report beside it (the
-pure-DP lower bounds of Hardt and Talwar, STOC 2010, and Nikolov, Talwar and Zhang, STOC
-2013, hold up to constant or logarithmic factors).
+The p-Identity optimum is nearly a first-order stationary point of this template, so the
+template gains little over it (what it reaches: docs/optimized.md, "The dense L1 template").
+The SVD bound is an L2 bound (Li and Miklau, ICDT 2013): a column of L1 norm 1 has L2 norm 1
+only when it has one non-zero entry, so the bound ignores what pure epsilon-DP charges for
+spreading a column over several rows; no constant-factor L1 bound for the matrix mechanism is
+known to report beside it (the pure-DP lower bounds of Hardt and Talwar, STOC 2010, and
+Nikolov, Talwar and Zhang, STOC 2013, hold up to constant or logarithmic factors).
 """
 
 from __future__ import annotations
@@ -44,7 +39,7 @@ from ..progress import progress_bar
 optimize = lazy_module("scipy.optimize")
 
 
-#: Largest domain of the dense template: O(n^3) per step (n = 512: about 0.1 s a step).
+#: Largest domain of the dense template: O(n^3) per step.
 DENSE_MAX_N = 512
 
 

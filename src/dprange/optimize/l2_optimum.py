@@ -21,23 +21,19 @@ only rises.  The primal X(mu), scaled so that its largest diagonal entry is 1, o
 equilibrated to unit diagonal (D X D, D = diag(X_jj)^-1/2), is a feasible strategy Gram
 matrix, whose error certifies the gap; the strategy is a square root of it.  Each step is one
 eigendecomposition of an n x n matrix and one n x n product (O(n^3)); above 512 bins the
-weights start from the solution on 4 times fewer bins.  L-BFGS-B over log mu reaches a
-duality gap of 1e-6 of the value (1e-4 above 1024 bins) in 7 to 11 steps on all ranges and
-prefixes of 256 and 1024 bins (0.22-0.26 and 2.8-3.3 CPU s on one thread of the 2-core
-machine, where the scaled primal from the constant start took 18-27 and 97-106 steps,
-0.42-0.43 and 28.9-31.6 s) and 3 to 7 at 2048 and 4096 (9-13 and 85-144 CPU s).
+weights start from the solution on 4 times fewer bins.  L-BFGS-B over log mu stops at a
+duality gap of 1e-6 of the value (1e-4 above 1024 bins), in a few steps from those starts
+(steps and CPU seconds: docs/optimized.md, "The L2 optimum above 1024 bins").
 
 Where G is singular (a workload of rank r < n) the dual is degenerate: its optimum is
-reached, but X(mu) there is not feasible (on an explicit 0/1 workload of rank 20 on 48 bins
-its diagonal ran from 0.89 to 1.01, and scaling it cost 0.6%), and the least squares need a
-full-rank strategy anyway.  The solver therefore works on G + rho (trace G / n) I with
-rho = ``RIDGE`` (1e-8), whose X has full rank, and evaluates the dual of G itself at the mu
-reached, so ``bound`` stays a lower bound for G; measured trace / bound on explicit 0/1
-workloads of rank 20, 30, 100 on 48, 64, 256 bins: 1.00013, 1.00011, 1.00013 (136, 95 and
-21 steps; with rho = 1e-6 about 1.001).
+reached, but X(mu) there is not feasible, and the least squares need a full-rank strategy
+anyway.  The solver therefore works on G + rho (trace G / n) I with rho = ``RIDGE`` (1e-8),
+whose X has full rank, and evaluates the dual of G itself at the mu reached, so ``bound``
+stays a lower bound for G (how close trace and bound end on singular workloads:
+docs/optimized.md, "Figures by module").
 
 Also here: :func:`as_p_identity_l2` writes an L2 strategy in the L2 p-Identity template's shape
-(for the Kronecker products of :mod:`dprange.optimized_kd`), and :func:`l2_replace_optimum`
+(for the Kronecker products of :mod:`dprange.mechanisms.optimized_grid`), and :func:`l2_replace_optimum`
 solves the program of replace neighbours (pairwise sensitivity, public total), whose dual has
 one weight per pair of bins.
 """
@@ -59,8 +55,8 @@ from ..progress import progress_bar
 optimize = lazy_module("scipy.optimize")
 
 
-#: Largest n solved (one n x n eigendecomposition a step: 0.25 CPU s at 1024 bins, 19 at 4096;
-#: the strategy is dense, released through the dense covariance).
+#: Largest n solved (one n x n eigendecomposition a step, O(n^3); the strategy is dense,
+#: released through the dense covariance).
 L2_OPTIMUM_MAX_N = 4096
 
 
@@ -78,7 +74,7 @@ MULTILEVEL_FACTOR = 4
 
 
 #: Largest n of the replace program (n (n - 1) / 2 pair weights; an n x n eigendecomposition
-#: a step: 176 steps, 1.1 CPU s at 128 bins on prefixes).
+#: a step, and more steps than the add/remove program).
 L2_REPLACE_MAX_N = 256
 
 
@@ -90,8 +86,8 @@ RIDGE = 1e-8
 GAP_TOLERANCE = 1e-6
 
 
-#: The gap above L2_OPTIMUM_FINE_MAX_N bins: 3 steps of 19 CPU s on all ranges of 4096 bins
-#: from the multilevel start, where 1e-5 took 6.
+#: The gap above L2_OPTIMUM_FINE_MAX_N bins, where each step is a long eigendecomposition
+#: (steps it saves: docs/optimized.md, "Figures by module").
 LARGE_GAP_TOLERANCE = 1e-4
 
 
@@ -214,8 +210,8 @@ def _maximise_dual(
     ``start``, stopping at a relative duality gap of ``tolerance`` between the best dual value
     and the least primal value seen, or after ``maxiter`` steps (with a progress bar unless
     ``description`` is empty: the share of the way, in log gap, from the first gap to
-    ``tolerance``, :func:`gap_progress`; solves take 3 to 11 steps of up to 19 CPU s, so a
-    count of steps out of ``maxiter`` said little)."""
+    ``tolerance``, :func:`gap_progress`; a solve takes a few long steps, so a count of steps
+    out of ``maxiter`` would say little)."""
     best = _Best(start)
     shown = {"first": math.nan, "percent": 0}
 
@@ -273,8 +269,7 @@ def _light_dual(gram: np.ndarray, mu: np.ndarray) -> tuple[float, np.ndarray, fl
     X_jj = sum_k V_jk^2 s_k / mu_j (O(n^2)).  The equilibrated X' = D X D, D = diag(X_jj^-1/2),
     is feasible with every column of norm 1, and trace(G X'^-1) = sum_k (V^T H V)_kk / s_k with
     H = (M^1/2 D^-1) G (D^-1 M^1/2): one product H V.  It is far below the scaled error away from
-    the optimum (0.3% above the bound against 78% after one step on prefixes of 1024 bins from a
-    coarse start), so the duality gap closes in a few steps."""
+    the optimum (docs/optimized.md, "l2-optimal"), so the duality gap closes in a few steps."""
     root = np.sqrt(mu)
     values, vectors = np.linalg.eigh(root[:, None] * gram * root[None, :])  # O(n^3)
     s = np.sqrt(np.maximum(values, 0.0))
@@ -318,9 +313,8 @@ def _multilevel_start(gram: np.ndarray, target: float) -> np.ndarray:
     coarsened Gram matrix (:func:`_coarsened`, 4 bins a group, solved the same way to a gap of
     COARSE_GAP_TOLERANCE), each copied onto its group's bins and scaled to sum ``target`` (the
     SVD bound: at the optimum sum mu equals the optimal value).  The dual's value there is
-    within 0.1% of the optimum on all ranges and prefixes of 1024 to 4096 bins, so the fine
-    solve needs a few steps (8-10 to 1e-6 at 1024 bins, 4-7 to 1e-4 at 4096) where the constant
-    start with the scaled primal needed 97-106 at 1024 (``benchmarks/optimized.py --l2``)."""
+    close to the optimum, so the fine solve needs a few steps (docs/optimized.md, "The L2
+    optimum above 1024 bins")."""
     coarse, sizes = _coarsened(gram, MULTILEVEL_FACTOR)
     mu = _solve(coarse, COARSE_GAP_TOLERANCE, maxiter=200, description="").mu
     shape = np.repeat(mu, sizes)
@@ -365,8 +359,7 @@ def _solve(gram: np.ndarray, tolerance: float, *, maxiter: int, description: str
 
 def gap_tolerance(n: int) -> float:
     """The relative duality gap :func:`l2_optimum` stops at on n bins: GAP_TOLERANCE up to
-    L2_OPTIMUM_FINE_MAX_N, LARGE_GAP_TOLERANCE above (an eigendecomposition of 19 CPU s a step
-    at 4096 bins)."""
+    L2_OPTIMUM_FINE_MAX_N, LARGE_GAP_TOLERANCE above (where a step is a long eigendecomposition)."""
     return GAP_TOLERANCE if n <= L2_OPTIMUM_FINE_MAX_N else LARGE_GAP_TOLERANCE
 
 
@@ -395,23 +388,23 @@ def l2_optimum(gram, *, maxiter: int = 200) -> L2Optimum:
 
 
 def strategy_trace(strategy: np.ndarray, gram: np.ndarray) -> float:
-    """trace(G (A^T A)^-1) (dense, O(n^3); also :mod:`dprange.optimized`'s, for checks and
+    """trace(G (A^T A)^-1) (dense, O(n^3); also :mod:`dprange.optimize.p_identity`'s, for checks and
     benchmarks)."""
     return float(np.trace(np.linalg.solve(strategy.T @ strategy, gram)))
 
 
 def as_p_identity_l2(strategy: np.ndarray) -> np.ndarray:
     """B (n x n) such that the L2 p-Identity template [I; B] D (D scaling every column to L2
-    norm 1, :func:`dprange.optimized.p_identity_matrix` with norm 2) has the Gram matrix
+    norm 1, :func:`dprange.optimize.p_identity.p_identity_matrix` with norm 2) has the Gram matrix
     X' = A^T A + diag(1 - diag(A^T A)) of ``strategy`` A (columns of L2 norm at most 1), whose
     error on every workload is at most A's (X' >= A^T A) at the same sensitivity 1.
 
     With lambda the least eigenvalue of X' and s^2 = 1 / lambda, B = (s^2 X' - I)^1/2: then
     B^T B = s^2 X' - I has diagonal s^2 - 1, every column of [I; B] has norm s, and
     [I; B]^T [I; B] / s^2 = X'.  So the exact L2 optimum is a point of the L2 template with
-    p = n rows, and the Kronecker machinery built on that shape (:mod:`dprange.optimized_kd`)
-    can measure it.  The identity rows keep weight sqrt(lambda) (0.14-0.44 on all ranges and
-    prefixes of 8 to 512 bins), ample for the quantisation."""
+    p = n rows, and the Kronecker machinery built on that shape (:mod:`dprange.mechanisms.optimized_grid`)
+    can measure it.  The identity rows keep weight sqrt(lambda), ample for the quantisation on
+    the workloads measured (docs/optimized.md, "The exact k-D optimum")."""
     strategy = np.asarray(strategy, dtype=float)
     if strategy.ndim != 2 or 0 in strategy.shape or not np.all(np.isfinite(strategy)):
         raise ParameterError(
@@ -486,16 +479,15 @@ def l2_replace_optimum(gram, *, maxiter: int = 2000) -> L2Optimum:
     d_ij^T (the weighted graph Laplacian on the complement),
     g(lambda) = 2 trace((M^1/2 G_N M^1/2)^1/2) - sum lambda, gradient d_ij^T Y d_ij - 1 at
     Y = M^-1/2 (M^1/2 G_N M^1/2)^1/2 M^-1/2.  L-BFGS-B on lambda >= 0 (inactive pairs end at 0)
-    from equal weights, stopping at a relative duality gap of GAP_TOLERANCE: on prefixes of 32,
-    64, 128 bins 69, 106, 176 steps (under 1.1 CPU s), gap below 1e-7.  The strategy is
+    from equal weights, stopping at a relative duality gap of GAP_TOLERANCE (steps:
+    docs/optimized.md, "Replace neighbours under (epsilon, delta)").  The strategy is
     X^1/2 with X = N Y N^T + c 1 1^T / n, scaled to largest pairwise distance 1; c (the mean
     eigenvalue of Y) gives full rank and changes neither the error (the total is known) nor the
     pairwise distances.  ``trace`` is the strategy's trace(G N (N^T X N)^-1 N^T) and ``bound``
     the dual of G itself at the weights reached (a ridge of RIDGE keeps the iterates full rank,
     as in :func:`l2_optimum`).  On a singular G the two stay further apart than the gap the
-    solver stops at (which is the ridged program's): explicit 0/1 workloads of rank 20 on 48
-    bins, 30 on 64, 60 on 64 ended with trace / bound 1.024, 1.0039, 1.000005; the bound is
-    still a bound, the strategy's optimality is then certified only that far."""
+    solver stops at (which is the ridged program's; docs/optimized.md, "Left for later"); the
+    bound is still a bound, the strategy's optimality is then certified only that far."""
     gram = _check_gram(gram)
     n = gram.shape[0]
     check_l2_optimum_bins(n, replace=True)

@@ -35,8 +35,7 @@ def optimize_marginals(shape, order: int, *, restarts: int = 3, seed: int = 0) -
     """Weights theta >= 0 (sum 1) on the 2^d marginals minimising the L1 trace for all
     ``order``-way marginals (L-BFGS-B from ``restarts`` uniform starts; 2^d variables).  The
     full table alone (the identity, theta on the set of all axes) is kept where no end point
-    is lower: on 6 x 5 x 4, all 2-way marginals, the uniform starts stop at 534.3 (the three
-    2-way marginals) where the full table has 360."""
+    is lower: the uniform starts can stop above it (docs/optimized.md, "optimized_marginals")."""
     algebra = MarginalAlgebra(shape)
     weights = algebra.dim * algebra.workload_eigenvalues(order)
     rng = np.random.default_rng(seed)

@@ -22,17 +22,13 @@ public, so a strategy can be optimised for it at no privacy cost.
   neighbours the total is public and the least squares use it, so the loss is
   trace(G X^-1) - u^T G u / 1^T u with u = X^-1 1 (``known_total``: O(p n) more by the same
   Woodbury algebra); the replace sensitivity of the unit non-negative columns is 2 for every
-  pair of bins that share no row, so it is not in the loss.  Optimised with that loss the
-  strategy gains 1.11-1.30x over the best fixed one under replace (prefixes of 64 to 4096 bins,
-  all ranges of 256 to 4096), where the add/remove optimum measured under replace was behind
-  it or level (docs/optimized.md).
+  pair of bins that share no row, so it is not in the loss (gains: docs/optimized.md,
+  "Replace neighbours under epsilon-DP").
 * ``p-identity-l2``: the same template with columns of L2 norm 1 (Gaussian noise):
   s_j = sqrt(1 + ||B_j||^2), B of any sign, the same loss and Woodbury algebra
   (ds_j / dB_rj = B_rj / s_j); under replace B >= 0 and the loss with the public total, as
-  above (every pair of columns then moves the answers by at most sqrt(2)).  On all ranges and
-  prefixes at n = 256 its trace is 1.04x and
-  1.07x the SVD bound's, where the eigen-design reaches 1.08x and 1.66x.
-* ``dense`` (:mod:`dprange.optimized_dense`, epsilon-DP, n <= 512): any non-negative strategy
+  above (every pair of columns then moves the answers by at most sqrt(2)).
+* ``dense`` (:mod:`dprange.optimize.dense`, epsilon-DP, n <= 512): any non-negative strategy
   with columns of L1 norm 1, from the p-Identity optimum; ``auto`` takes it where its trace is
   1% lower (small domains, or cached).  ``dense-signed``: entries of either sign (not in auto).
 * ``eigen`` (Li and Miklau, "An adaptive mechanism for accurate query answering under
@@ -43,18 +39,17 @@ public, so a strategy can be optimised for it at no privacy cost.
   solution gives u_i = sqrt(sigma_i / (C mu)_i).  The SVD bound (seed 003) is this program
   with the column constraints replaced by their average, so the eigen-design meets it when
   the relaxed optimum has equal column norms.
-* ``l2-optimal`` (:mod:`dprange.optimal_l2`; Yuan, Yang, Zhang and Hao, KDD 2016): the exact
+* ``l2-optimal`` (:mod:`dprange.optimize.l2_optimum`; Yuan, Yang, Zhang and Hao, KDD 2016): the exact
   optimum over every strategy with columns of L2 norm at most 1, solved through its dual over
   one weight per column (an n x n eigendecomposition a step, n <= 4096), with a certified
-  lower bound beside it.  On all ranges and prefixes at n = 256 its trace is 1.0175x and
-  1.043x the SVD bound's (the bound is not reachable: this is the optimum), where the L2
-  template reaches 1.04x and 1.07x (at 4096: 1.010x and 1.024x against 1.455x and 1.41x).
+  lower bound beside it; it dominates the eigen-design and the L2 template, restrictions of
+  its program (how far each lies above the SVD bound: docs/optimized.md, "Measurements").
   ``auto`` takes it when delta > 0 under add/remove (without building the L2 template, a point
   of its program: its trace is never lower).  Under replace neighbours up
   to 256 bins it solves the replace program instead (pairwise sensitivity, public total:
-  :func:`dprange.optimal_l2.l2_replace_optimum`), which auto takes as it is.
+  :func:`dprange.optimize.l2_optimum.l2_replace_optimum`), which auto takes as it is.
 
-:class:`Optimized` measures the optimised strategy like :class:`~dprange.matrix.Matrix`
+:class:`Optimized` measures the optimised strategy like :class:`~dprange.mechanisms.matrix.Matrix`
 (quantised to integers, calibrated on the measured matrix, exact GLS and error bars).  The
 eigen-design is dense (saved as a dense matrix, dense covariance); p-Identity strategies keep
 their shape [diag(d); C] (:mod:`dprange.inference.p_identity`: GLS and O(p) range variances
@@ -97,7 +92,7 @@ optimize = lazy_module("scipy.optimize")
 TEMPLATES = ("auto", "p-identity", "p-identity-l2", "eigen", "l2-optimal", "dense", "dense-signed")
 
 
-#: The dense L1 templates (:mod:`dprange.optimized_dense`) and whether their entries take both signs.
+#: The dense L1 templates (:mod:`dprange.optimize.dense`) and whether their entries take both signs.
 DENSE_TEMPLATES = {"dense": False, "dense-signed": True}
 
 
@@ -106,7 +101,7 @@ P_IDENTITY_NORMS = {"p-identity": 1, "p-identity-l2": 2}
 
 
 #: The column norm of every strategy kept in the p-Identity shape: the templates above, and the
-#: L2 optimum written in that shape for the Kronecker product (:func:`dprange.optimal_l2.as_p_identity_l2`).
+#: L2 optimum written in that shape for the Kronecker product (:func:`dprange.optimize.l2_optimum.as_p_identity_l2`).
 P_IDENTITY_FORM_NORMS = {**P_IDENTITY_NORMS, "l2-optimal": 2}
 
 
@@ -173,7 +168,7 @@ def p_identity_loss(theta: np.ndarray, gram, norm: int = 1, *, known_total: bool
     With Y = M^-1 B (M = I + B B^T, inverted once: p x p) and Z = Y S G S = M^-1 B G'
     (G' = S G S), the loss is sum_j G_jj s_j^2 - sum(Z o B), and M^-1 H = Z B^T
     (H = B G' B^T); one product Y S G (O(p n^2), or O(p n) for all ranges and prefixes) and
-    four p x p by p x n products: O(p^2 n) in all (at n = 4096, p = 128: about 25 ms).
+    four p x p by p x n products: O(p^2 n) in all.
 
     ``known_total``: the loss of replace neighbours, whose least squares use the public total:
     trace(G X^-1) - u^T G u / 1^T u with u = X^-1 1 (:func:`_known_total_correction`, O(p n)
@@ -244,11 +239,9 @@ def p_identity_matrix(theta: np.ndarray, norm: int = 1) -> np.ndarray:
 
 
 def default_rows(n: int, template: str = "p-identity") -> int:
-    """p for the L1 template: n / 16 (HDMM's choice for ranges), at most 128 (n / 32 at 4096
-    bins: 2.49x the SVD bound in RMSE on all ranges; on prefixes, from the banded start after
-    100-200 steps, p = 64, 112, 144, 192, 256 gave 2.65x, 2.58x, 2.57x, 2.60x, 2.69x where 128
-    gave 2.57x); for the L2 template n / 4 (at n = 256 the trace is 1.04x the bound with p = 64,
-    1.29x with p = 16), at most 128.  The optimisation costs O(p^2 n) per step."""
+    """p for the L1 template: n / 16 (HDMM's choice for ranges), at most 128; for the L2
+    template n / 4, at most 128 (the rows tried: docs/optimized.md, "Figures by module").  The
+    optimisation costs O(p^2 n) per step."""
     return max(1, min(128, n // (16 if template == "p-identity" else 4)))
 
 
@@ -274,17 +267,16 @@ def banded_start(n: int, p: int) -> np.ndarray:
 
     This is the shape the optimiser converges to from random starts (all ranges and prefixes,
     n = 256 and 1024): overlapping bands about 2 n / p wide summing to about 1 per column, a
-    few rows spanning a large part of the domain, most entries zero.  From it L-BFGS-B needs
-    100-200 steps where uniform starts need 400 and more (uniform starts put column sums near
-    p / 2, and the first ~200 steps only shrink them): at n = 4096 prefixes reach 2.57x the SVD
-    bound (RMSE) in 200 steps, against 2.64x after 400 from a uniform start (2.57x after 1000)."""
+    few rows spanning a large part of the domain, most entries zero.  Uniform starts put
+    column sums near p / 2 and spend their first steps shrinking them; from this start
+    L-BFGS-B needs about half the steps (docs/optimized.md, "Figures by module")."""
     wide = min(WIDE_ROWS, p // 4)
     return np.vstack([tents(n, p - wide, 0.9), tents(n, wide, 0.5)])
 
 
 #: Up to this size p n (n = 256 at the default p) the L1 optimisation runs a uniform start
-#: besides the banded one (0.1-0.3 s) and keeps the better: on very small problems the banded
-#: start can stop 0.7% higher (all ranges, n = 64, p = 4).
+#: besides the banded one and keeps the better: on very small problems the banded start can
+#: stop higher (docs/optimized.md, "Figures by module").
 UNIFORM_TOO_MAX_SIZE = 4096
 
 
@@ -319,8 +311,7 @@ def optimize_p_identity(
     every L2 start (default 400 steps), are uniform on [0, 1] (as HDMM's; starts on [0, 0.1]
     can stop at B = 0, the identity strategy, a stationary point: all ranges on 32 bins, p = 2).
     One step costs one loss and gradient, O(p^2 n) (:func:`p_identity_loss`), and L-BFGS-B's
-    own update over the p n variables, O(10 p n) with the bounds' breakpoints: at n = 4096,
-    p = 128 (524288 variables) about 25 ms and 40-90 ms on one thread."""
+    own update over the p n variables, O(10 p n) with the bounds' breakpoints."""
     gram = gram if isinstance(gram, Gram) else Gram(gram)
     n = gram.n
     scale = float(gram.diag.sum()) or 1.0
@@ -345,7 +336,7 @@ def optimize_p_identity(
             yield rng.uniform(0.0, 1.0, p * n)
 
     best_theta, best_loss = np.zeros((p, n)), p_identity_loss(np.zeros((p, n)), gram, norm, known_total=known_total)[0]
-    # One Bounds object, not p n tuples (converting 524288 tuples took 1.7 s at n = 4096).
+    # One Bounds object, not p n tuples (converting them cost seconds at n = 4096).
     # B <= B_MAX: on prefixes of 6 bins the optimiser otherwise sent one entry of B to 8.6e5
     # (a row that takes over one bin's count, for a gain of 5e-5), so that the bin's identity
     # weight 1 / s_j rounded to zero when quantised; with the cap every 1 / s_j >= 1 / (1 + p B_MAX).
@@ -354,8 +345,7 @@ def optimize_p_identity(
     # the value the loss assumes (signed columns could reach 2).
     bounds = optimize.Bounds(0.0, B_MAX) if norm == 1 or known_total else None
     # One BLAS thread: the products of a step are p x n, too small to gain from threads, and
-    # OpenBLAS's threads spun on a loaded 2-core box (prefixes, 128 bins, p = 8: 3.3 CPU s with
-    # the default threads, 0.3 s with one).
+    # OpenBLAS's threads spin on a loaded machine (docs/optimized.md, "Left for later").
     with (
         threadpool_limits(limits=1, user_api="blas"),
         progress_bar("optimising strategy", total=(restarts + uniform_too) * maxiter) as bar,
@@ -367,8 +357,8 @@ def optimize_p_identity(
                 jac=True,
                 method="L-BFGS-B",
                 bounds=bounds,
-                # scipy's default gtol (1e-5) stopped the L2 template at n = 1024 after 69 steps at
-                # 1.12x the bound; run to maxiter unless truly converged (1.09x).
+                # scipy's default gtol (1e-5) stops the L2 template early (docs/optimized.md,
+                # "Figures by module"); run to maxiter unless truly converged.
                 options={"maxiter": maxiter, "gtol": 1e-10, "ftol": 1e-13},
                 callback=lambda _: bar.update(1),
             )
@@ -605,12 +595,12 @@ def round_keeping_norms(scaled: np.ndarray, factor: float, norm: int) -> np.ndar
 
 
 class PIdentityStrategy(OneBlockStrategy):
-    """A p-Identity strategy [I; B] D quantised like a matrix strategy (:mod:`dprange.matrix`:
+    """A p-Identity strategy [I; B] D quantised like a matrix strategy (:mod:`dprange.strategies.matrix`:
     K = 2^k, the smallest making every entry integer or meeting the tolerance) but kept in its
     shape: the measured block is [diag(round(K D)); round(K B D)], a
     :class:`~dprange.inference.p_identity.DiagonalPlusRows`, so measuring, calibrating and the
     exact GLS (Woodbury) cost O(n p^2), with no n x n matrix.  The entries and K are those
-    :class:`~dprange.matrix.MatrixStrategy` gives the dense matrix (same values)."""
+    :class:`~dprange.strategies.matrix.MatrixStrategy` gives the dense matrix (same values)."""
 
     def __init__(self, theta: np.ndarray, template: str, seconds: float, cached: bool, trace: float = np.nan):
         theta = np.atleast_2d(np.asarray(theta, dtype=float))
@@ -636,7 +626,7 @@ class PIdentityStrategy(OneBlockStrategy):
     def quantised(self, tolerance: float, *, keep_norms: bool = False) -> tuple[float, DiagonalPlusRows]:
         """(K, [diag(round(K D)); round(K B D)]) with K = 2^k the smallest making every entry
         integer, else the one for which rounding moves no entry by more than ``tolerance``
-        times the largest (:func:`dprange.matrix.quantisation_factor`).  The identity (B = 0)
+        times the largest (:func:`dprange.strategies.matrix.quantisation_factor`).  The identity (B = 0)
         is the identity at K = 1 whatever the tolerance.  ``keep_norms``: round so that no
         column's norm exceeds K (:func:`round_keeping_norms`; entries then move by less than 1
         unit instead of at most 1/2)."""

@@ -1,11 +1,11 @@
-"""Random bytes for :class:`dprange.noise.SecureRandom`: a ChaCha20 keystream keyed from the OS.
+"""Random bytes for :class:`dprange.privacy.samplers.SecureRandom`: a ChaCha20 keystream keyed from the OS.
 
 ChaCha20 (Bernstein, "ChaCha, a variant of Salsa20", SASC 2008; RFC 8439) is a stream cipher
 whose keystream under a uniformly random 256-bit key is computationally indistinguishable
 from uniform bytes, the standard construction of a cryptographically secure generator (the
 Linux kernel's ``getrandom`` is built the same way).  The key is 32 bytes of ``os.urandom``;
-the stream is encrypting zeros with the ``cryptography`` package (OpenSSL), about 1.7 GB/s
-on one core against ~0.3 GB/s for reading ``os.urandom`` directly.
+the stream is encrypting zeros with the ``cryptography`` package (OpenSSL), several times
+faster than reading ``os.urandom`` directly (docs/privacy.md, "Figures by module").
 
 Rekeying: after 2^36 bytes (the 32-bit block counter, started at 0, covers 2^38), and in a
 forked child process (a copy of the parent's state would otherwise repeat its stream).

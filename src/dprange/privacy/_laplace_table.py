@@ -22,11 +22,11 @@ law above once every comparison U < T_m is decided exactly:
 A float logarithm only guesses each count (|K| ~ b ln(2^63 c / j)); the integer comparisons
 with the table confirm it, and the few wrong guesses are recounted by binary search.
 
-Cost: 8 bytes of keystream and ~15 vectorised operations per draw (1.2-2x numpy's own
-``Generator.laplace`` in CPU, see benchmarks/noise_speed.py), against ~11 uniform draws and
-many rejection rounds for Canonne, Kamath and Steinke's Algorithm 2 ("The Discrete Gaussian
-for Differential Privacy", NeurIPS 2020), which :mod:`dprange.noise` keeps for seeded
-generators (reproducible as before) and for scales above ``TABLE_MAX_SCALE``.  The same
+Cost: 8 bytes of keystream and ~15 vectorised operations per draw (timings: docs/privacy.md),
+against ~11 uniform draws and many rejection rounds for Canonne, Kamath and Steinke's
+Algorithm 2 ("The Discrete Gaussian for Differential Privacy", NeurIPS 2020), which
+:mod:`dprange.privacy.samplers` keeps for seeded generators (so that seeded results stay
+reproducible) and for scales above ``TABLE_MAX_SCALE``.  The same
 inverse-CDF construction is the textbook one (Devroye, "Non-Uniform Random Variate
 Generation", Springer 1986, section III.2); exactness comes from the brackets and refinement.
 """

@@ -16,11 +16,10 @@ from .noise import MIN_SCALE
 
 #: The largest factor gamma of an exponential mechanism (P(r) proportional to exp(-gamma
 #: score_r), gamma = epsilon / (2 Delta)): 1 / MIN_SCALE of discrete Laplace noise (128), the
-#: same floor as the additive noise (:data:`dprange.noise.MIN_SCALE`).  An outcome a score unit
+#: same floor as the additive noise (:data:`dprange.privacy.noise.MIN_SCALE`).  An outcome a score unit
 #: worse is then already e^128 times less likely, so a larger gamma could change no answer;
-#: the exact samplers work with gamma x score in floats (their slack grows as gamma n 2^-45)
-#: and a gamma of 10^15 ended in "high <= 0" or never returned.  Lowering gamma only lowers
-#: the privacy loss.
+#: the exact samplers work with gamma x score in floats, whose slack grows as gamma n 2^-45,
+#: so a huge gamma would break them.  Lowering gamma only lowers the privacy loss.
 MAX_SELECTION_GAMMA = Fraction(1) / Fraction(MIN_SCALE["discrete_laplace"])
 
 

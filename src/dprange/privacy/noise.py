@@ -1,9 +1,11 @@
-"""Noise samplers and the default secure random source.
+"""Noise kinds: each kind's exact variance and pmf as sampled, the discrete Gaussian's sigma by
+zero-concentrated DP, and :class:`NoiseSpec`, the noise of one group of measurements (the
+samplers themselves and the secure source are in :mod:`dprange.privacy.samplers`).
 
 Every function that draws noise takes ``rng``:
 
 * ``None`` (the default): a :class:`SecureRandom`, a ChaCha20 keystream keyed from the
-  operating system's cryptographic source (``os.urandom``; see :mod:`dprange._keystream`).
+  operating system's cryptographic source (``os.urandom``; see :mod:`dprange.privacy._keystream`).
   Use it for real releases.
 * an ``int`` or :class:`numpy.random.SeedSequence`: a seeded ``numpy.random.Generator``, for
   tests and reproducible experiments only (a fixed seed makes the noise predictable).
@@ -13,9 +15,9 @@ The samplers draw only through ``rng.integers(low, high, size)`` (uniform intege
 scalar bound), so the secure source and a seeded numpy generator run exactly the same code,
 and the seeded path tests the secure one, with one exception: with the secure source, the
 discrete Laplace (and the discrete Gaussian's Laplace proposals) of scale up to 2^14 is drawn
-by an exact inverse CDF from one 64-bit word per draw (:mod:`dprange._laplace_table`), the
+by an exact inverse CDF from one 64-bit word per draw (:mod:`dprange.privacy._laplace_table`), the
 same distribution at a fraction of the cost; seeded generators keep the algorithm below, so
-seeded results are reproducible as before.
+seeded results stay reproducible.
 
 Noise kinds (``scale`` is the requested noise scale, usually sensitivity / epsilon):
 

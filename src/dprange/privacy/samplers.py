@@ -30,7 +30,7 @@ _FAST_DENOMINATOR = 2**56  # Gaussian: keep the Bernoulli denominator below this
 
 class SecureRandom:
     """Random source backed by a ChaCha20 keystream keyed from ``os.urandom`` (see
-    :mod:`dprange._keystream`; plain ``os.urandom`` when ``cryptography`` is missing).
+    :mod:`dprange.privacy._keystream`; plain ``os.urandom`` when ``cryptography`` is missing).
 
     It implements the subset of the ``numpy.random.Generator`` interface that dprange uses:
     :meth:`integers` (the only primitive of the noise samplers), and :meth:`random` and

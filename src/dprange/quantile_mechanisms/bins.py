@@ -8,18 +8,11 @@ interpolation misplaces inside the bin that holds a quantile, which grow as n / 
 balance where bins is proportional to the signal n x epsilon: :func:`histogram_bins` is
 2^round(log2(n epsilon / 32)), clipped to [8, 2^16].
 
-Calibration (benchmarks/quantile_bins.py, seed 7, 20 trials; the binned datasets of
-benchmarks/quantiles.py: uniform and Gaussian on [-5, 5] with n = 1000 and 10^4, Adult
-fnlwgt on [0, 1500000]; m = 19 and 99; epsilon 0.1 and 1; bins 8 .. 8192): the rule
-2^round(log2(c (n epsilon)^p)) was fitted over all 20 cells at once (no cell by cell choice)
-by the mean over cells of (error + 1) / (best error + 1); p = 1, c = 1/32 is the best
-(mean 1.10; the best p = 0.75 rule on the non-uniform cells alone is within 1%).  Best bins
-per cell grow with n epsilon: 8 to 16 at n epsilon = 100, 32 to 64 at 1000 (Gaussian),
-128 to 512 at 3256 (fnlwgt), 256 at 10^4 (Gaussian), 1024 to 2048 at 32561 (fnlwgt).
-Uniform data want the fewest bins at every n epsilon (interpolation is exact on them), so the
-rule's worst cells are uniform n = 10^4 at epsilon 0.1 (32 bins: 26.6 records against 14.8 at 8
-bins at m = 19, 28.3 against 16.3 at m = 99).  The rule was checked on held-out trials (seed
-8; docs/quantiles.md) and by benchmarks/quantiles.py (seed 2021).
+The constants (p = 1, c = 1/32 in 2^round(log2(c (n epsilon)^p))) were fitted over all cells
+of ``benchmarks/quantile_bins.py`` at once and checked on held-out trials; the calibration,
+its worst cells and the held-out check are in docs/quantiles.md, "The histogram route's bins".
+Uniform data want fewer bins (interpolation is exact on them), so they are the rule's worst
+case.
 
 n is private under add/remove.  :func:`record_count` takes it from public facts first: n
 itself under "replace" (published exactly by that relation), a declared public ``n_max``
@@ -66,7 +59,7 @@ def histogram_bins(signal: float) -> int:
 def epsilon_only_bins(epsilon: float) -> int:
     """Bins when no record count may be used (count_share=0, n private and no n_max):
     clip(2^round(log2(2560 epsilon)), 64, 1024), i.e. :func:`histogram_bins` at about 82000
-    records, capped at 1024 (the rule before the count existed)."""
+    records, capped at 1024."""
     return int(min(MAX_EPSILON_ONLY_BINS, max(64, 2 ** round(math.log2(2560 * epsilon)))))
 
 

@@ -467,12 +467,9 @@ def joint_precision(epsilon: float, levels: np.ndarray, neighbours: str, n_max: 
     """The working precision JointExp uses, from public facts only: "extended" where the
     platform has it (:func:`extended_precision_available`) and the double-precision charge
     exceeds :data:`JOINT_EXTENDED_FROM` (1%) of epsilon, else "double".  Extended precision
-    cuts the charge 2048-fold on x86-64 (2^-63 against 2^-52 per operation) but its log-add-exps
-    run about 6 times slower (long double has no vector units) and the whole run about 5
-    times, so it is used only where the charge is worth the time.  Add/remove, width 1e5, m =
-    99 levels, epsilon 0.1: double charges 0.12% of epsilon at n_max = 32561, 0.22% at 10^5
-    (double kept) and 1.9% at 10^6 (extended: 0.0009%); m = 19 stays in double up to
-    n_max = 10^6 (0.06%)."""
+    cuts the charge 2048-fold on x86-64 (2^-63 against 2^-52 per operation) but runs several
+    times slower (long double has no vector units), so it is used only where the charge is
+    worth the time (charges and timings: docs/quantiles.md, "Figures by module")."""
     if not extended_precision_available():
         return "double"
     charge = _joint_charge(epsilon, levels, neighbours, n_max, width, "double")

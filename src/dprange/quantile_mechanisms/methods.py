@@ -1,6 +1,7 @@
-"""Quantile mechanisms that read raw values (not a histogram): many quantiles at once.
+"""The quantile methods that read raw values (not a histogram), their result and ``auto``'s
+choice among them: :class:`QuantilesResult`, :func:`auto_method` and the registered methods.
 
-Three mechanisms, all on public bounds [a, b]:
+The mechanisms (in :mod:`.exponential` and :mod:`.joint_exp`), all on public bounds [a, b]:
 
 * :func:`exponential_quantile`: one quantile by the exponential mechanism (Smith, "Privacy-
   preserving statistical estimation with optimal convergence rates", STOC 2011), on a finite
@@ -167,7 +168,7 @@ def auto_method(
     * m = 1: the exponential mechanism ("approximate" with one level: exact sampler), as
       accurate as JointExp with one level (the same law up to the grid);
     * binned bounds with n known: the histogram route while its bins,
-      :func:`dprange.quantile_bins.histogram_bins` (n epsilon), i.e. about n epsilon / 32, are at
+      :func:`dprange.quantile_mechanisms.bins.histogram_bins` (n epsilon), i.e. about n epsilon / 32, are at
       most m^2; beyond, JointExp for m <= 11 (``joint_ok``: a public n_max or n public under
       replace, and :func:`joint_affordable`; else the exact recursive split) and the recursive
       split for m >= 12.  The
@@ -175,15 +176,9 @@ def auto_method(
       (log bins); JointExp's and the split's fall with n epsilon and grow with m (JointExp's
       quickly, the split's as log m), so the crossing moves to larger n epsilon as m grows.
       The split's depth floor(log2 m) + 1 (Kaplan, Schnapp and Stemmer, ICML 2022) is 4 from
-      m = 8 to 15 while JointExp's error keeps growing with m: JointExp was ahead in 10 of 12
-      cells at m = 10, 7 of 12 at 11, 5 of 8 at 12 and none of 4 at 14 (40 trials, seeds 7, 8
-      and 2021; docs/quantiles.md, "Between 9 and 18 levels").
-      Measured (benchmarks/quantiles.py, seed 7, 20 trials, held out from the seed-2021 run):
-      at m = 4 the histogram route wins at n epsilon = 100 (uniform 15.4 records against
-      JointExp's 31.3; Gaussian 27.2 against 27.8) and loses at 1000 (Gaussian n = 1000,
-      epsilon 1: 5.5 against 2.6); at m = 9 it wins at 1000 (uniform n = 10^4, epsilon 0.1:
-      30.4 against 50.9) and loses at 10^4 (Gaussian: 6.8 against 5.0); at m = 19 it wins at
-      10^4 (Gaussian 6.6 against 7.4) and loses on fnlwgt at 32561 (docs/quantiles.md);
+      m = 8 to 15 while JointExp's error keeps growing with m, hence the switch at 12 (the
+      calibration behind both thresholds: docs/quantiles.md, "The automatic choice" and
+      "Between 9 and 18 levels");
     * otherwise (integer bounds with one bin per value, or n unknown) by m alone: JointExp
       (or the split without ``joint_ok``) for 2 <= m <= 9, the histogram route from m = 10.
       One bin per value has no interpolation error, so there n epsilon does not set the

@@ -12,14 +12,14 @@ Local differential privacy has two more: :data:`LDP_PROTOCOLS` and :data:`FREQUE
 Everything that lists these names is generated from here: the command line's
 ``--mechanism``, ``--inference``, ``--noise`` and ``--workload`` choices and their help
 (and ``dprange ldp``'s ``--protocol``, ``--oracle`` and ``--inference``),
-:func:`dprange.mechanisms.make_mechanism` and ``dprange.release``'s name lookup,
+:func:`dprange.api.common.make_mechanism` and ``dprange.release``'s name lookup,
 :func:`dprange.analysis.select`'s default candidates, and ``docs/mechanisms.md``
 (``python -m dprange.registry --docs > docs/mechanisms.md``).
 
 Mechanisms register themselves next to their class (``MECHANISMS.add(Flat, ...)`` in
-:mod:`dprange.mechanisms`, :mod:`dprange.matrix`), workloads in :mod:`dprange.workloads`;
+:mod:`dprange.mechanisms.basic`, :mod:`dprange.mechanisms.matrix`), workloads in :mod:`dprange.workloads`;
 the inference methods and noise kinds, which are names that :mod:`dprange.inference` and
-:mod:`dprange.noise` interpret, are registered below.  This module imports no other part of
+:mod:`dprange.privacy.noise` interpret, are registered below.  This module imports no other part of
 dprange except the parameter declarations, so that every module can register into it.
 """
 
@@ -63,7 +63,7 @@ class Entry:
     candidates: Callable[..., list] | None = None
     #: k-D mechanisms optimised for a workload: the configurations ``auto`` ranks for it,
     #: ``workload_candidates(shape, workload=, delta=, order=, neighbours=, noise=)``
-    #: (dprange.multidim.grid_candidates calls it when given the workload).
+    #: (dprange.analysis.grid.grid_candidates calls it when given the workload).
     workload_candidates: Callable[..., list] | None = None
 
     @property
@@ -199,8 +199,9 @@ FREQUENCY_ORACLES = Registry("oracle", "Local-DP frequency oracles", order=("grr
 
 
 #: k-D mechanisms on a product domain (``dprange.release_grid``, ``dprange release`` with several
-#: columns), registered in dprange.multidim.  Kept apart from :data:`MECHANISMS`, whose entries
-#: all release 1-D counts.
+#: columns), registered beside each class (mechanisms.grid, mechanisms.optimized_grid,
+#: mechanisms.fourier, data_aware.grid).  Kept apart from :data:`MECHANISMS`, whose entries all
+#: release 1-D counts.
 GRID_MECHANISMS = Registry(
     "k-D mechanism",
     "k-D mechanisms",
@@ -219,7 +220,7 @@ GRID_MECHANISMS = Registry(
 )
 
 
-#: k-D workloads (``multidim.expected_error``, ``dprange error --shape``), registered in dprange.multidim.
+#: k-D workloads (``analysis.grid.expected_error``, ``dprange error --shape``), registered in dprange.mechanisms.grid.
 GRID_WORKLOADS = Registry("k-D workload", "k-D workloads", order=("all-rectangles", "prefix-rectangles", "marginals"))
 
 

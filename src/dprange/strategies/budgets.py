@@ -23,7 +23,7 @@ def optimal_budgets(branching, epsilon: float) -> list[float]:
     """Per-level budgets minimising the worst prefix (CDF) error of a level-uniform tree with
     per-level branching ``branching`` (Rameshwar and Tandon, "Optimal Tree-Based Mechanisms
     for Differentially Private Approximate CDFs", 2024, Theorem IV.2):
-    eps_l = eps (b_l - 1)^(1/3) / sum_k (b_k - 1)^(1/3); see :mod:`dprange.cdf_trees`."""
+    eps_l = eps (b_l - 1)^(1/3) / sum_k (b_k - 1)^(1/3); see :mod:`dprange.analysis.cdf_trees`."""
     epsilon = check_epsilon(epsilon)
     weights = np.array([(b - 1) ** (1.0 / 3.0) for b in branching], dtype=float)
     budgets = list(epsilon * weights / weights.sum())

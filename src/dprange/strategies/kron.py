@@ -1,6 +1,7 @@
-"""k-D mechanisms: Kronecker products of 1-D strategies, and k-D hierarchies (quadtrees).
+"""k-D strategies: Kronecker products of 1-D strategies, and k-D hierarchies (quadtrees), with
+their exact sensitivity (the mechanisms: :mod:`dprange.mechanisms.grid`).
 
-The histogram of a product domain (:mod:`dprange.product_domain`) is a k-D array, flattened
+The histogram of a product domain (:mod:`dprange.domain`) is a k-D array, flattened
 in C order into the x of n_1 ... n_k cells that the operators act on.
 
 * :class:`Kronecker`: on every axis a 1-D strategy (``"identity"``, a tree of branching b, or
@@ -30,11 +31,10 @@ signs, and not at all otherwise; a block's case is fixed by the per-axis cases o
 (different rows on some axis; else the parity of opposite signs).  The exact maximum over
 all pairs runs over the distinct per-axis patterns only (:func:`kron_sensitivity_power`):
 every combination of patterns totalled in floats with numpy, then exactly (integers over the
-common denominator of the weights) for those within 1e-9 of the largest.  select_grid on
-2-way marginals of 10 / 12 binary attributes under replace: 11.3 / 165 CPU s before (every
-combination in Fractions), 2.4 / 23.8 s after, the same choice and error (medians of 3).
+common denominator of the weights) for those within 1e-9 of the largest (against every
+combination in Fractions: docs/multidim.md, "Figures by module").
 
-Least squares without dense matrices (:class:`KronEstimate`).  With block variances
+Least squares without dense matrices (:class:`~dprange.inference.kron.KronEstimate`).  With block variances
 u_b = prod_a u_{a,l_a}, u_{a,l} = 1 / f_{a,l}^2 (the variance of Laplace and Gaussian noise
 up to one constant), A^T U^-1 A = G_1 (x) ... (x) G_k with G_a = sum_l T_{a,l}^T T_{a,l} /
 u_{a,l}, so x = (G_1^-1 (x) ... (x) G_k^-1) A^T U^-1 y costs a few passes over the grid.
@@ -123,8 +123,8 @@ def kron_sensitivity_power(
     # A float pass over every combination of the axes' patterns (numpy, in blocks), then the
     # exact one on those within a relative 1e-9 of the float maximum: the totals are sums of
     # non-negative terms, whose float error is far below that.  The exact pass sums integers
-    # (the powers over their common denominator) per case: on ten binary axes under replace
-    # (2^10 combinations of two patterns, 1023 of them tied at the maximum) a call took up to 1 s in Fractions.
+    # (the powers over their common denominator) per case: Fractions are slow where many
+    # combinations tie at the maximum (docs/multidim.md, "Figures by module").
     candidates = _kron_replace_candidates(patterns, combos, [float(w) for w in powers], [0.0, 2.0**p, 2.0])
     cases = _kron_cases(patterns, combos, candidates)
     odd, different = (cases == 1).astype(object), (cases == 2).astype(object)
@@ -236,9 +236,9 @@ class IntegerKron(Kron):
     answers on integer counts are exact: one axis at a time in int64 where every partial value
     stays below 2^62 (bounded by prod_a max_j ||a_j||_1 x sum x: the factors' columns have L1
     norm >= 1), in Python integers above (the measurement then rounds the noisy answers to
-    floats, which is post-processing).  In floating point (``matvec``) the answers exceed 2^53
-    from a few million records on three axes quantised at 2^-12 (a few hundred million on two
-    at 2^-16) and were rounded, by an amount the sensitivity does not cover."""
+    floats, which is post-processing).  In floating point (``matvec``) the answers would exceed
+    2^53 from a few million records on three axes quantised at 2^-12 (a few hundred million on
+    two at 2^-16) and be rounded, by an amount the sensitivity does not cover."""
 
     def answers(self, x) -> np.ndarray:
         x = np.asarray(x)
@@ -258,10 +258,9 @@ class OneKronStrategy(Strategy):
     for add/remove, :meth:`dprange.operators.Kron.sensitivity_power`), not the dense definition.
 
     Replace neighbours, L1: the exact pairwise maximum (the dense definition) where cells^2 x
-    rows is at most :data:`dprange.matrix.EXACT_PAIRS_LIMIT`, as for ``Matrix``, else the
-    triangle bound ||a - b||_1 <= 2 max ||a||_1: on 16 x 16 to 32 x 32, all and prefix
-    rectangles, at most 0.06% above the exact value, where the definition took 4 CPU s at
-    32 x 32 and was refused above 4096 cells.  (L2 stays exact, from the factors' Gram
+    rows is at most :data:`dprange.strategies.matrix.EXACT_PAIRS_LIMIT`, as for ``Matrix``, else the
+    triangle bound ||a - b||_1 <= 2 max ||a||_1, never below the exact value and close to it on
+    the grids measured (docs/optimized.md, "k-D auto").  (L2 stays exact, from the factors' Gram
     matrices: its triangle bound would double the variance.)"""
 
     def sensitivity_power(self, norm: int, neighbours: str, weights=None):

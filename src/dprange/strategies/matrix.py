@@ -70,8 +70,8 @@ def quantisation_factor(
     flat = values.ravel(order="K")  # no copy of a C- or Fortran-ordered matrix
     head = flat[:QUANTISATION_PROBE]
     for k in range(limit):
-        # the leading entries first: a real strategy fails there at every k (three passes over
-        # n^2 entries at 4096 bins each, when all were tried), and K = 2^limit needs no check
+        # the leading entries first: a real strategy fails there at every k (trying all n^2
+        # entries would take a pass over them per k), and K = 2^limit needs no check
         if _integer_at(head, 2.0**k) and (head.size == flat.size or _integer_at(values, 2.0**k)):
             return 2.0**k
     return 2.0**limit

@@ -2,7 +2,7 @@
 
 A strategy knows its structure, its sensitivity, and how to evaluate itself (fast
 level-wise evaluation and a ``scipy.sparse.linalg.LinearOperator``).  Noise and budget are
-attached by the mechanisms (``mechanisms.py``).
+attached by the mechanisms (:mod:`dprange.mechanisms.base`).
 
 Sensitivity is derived from the record-level relation.  With strategy columns a_i (the
 change of every measured query when one record with value i is added) and rows of level l

@@ -65,7 +65,7 @@ def prefix_singular_values(n: int) -> np.ndarray:
 
 
 def singular_value_sum(values) -> float:
-    """Sum of singular values, exactly rounded (math.fsum; n up to 10^7 in about a second)."""
+    """Sum of singular values, exactly rounded (math.fsum; O(n))."""
     return math.fsum(np.asarray(values, dtype=float))
 
 
@@ -280,7 +280,7 @@ class WeightedRanges(Workload):
     range k is scaled by sqrt(w[k]), so that the Gram matrix is sum_k w_k r_k r_k^T and the
     error it measures is sum_k w_k Var(r_k^T x).  The workload of one axis of a set of k-D
     rectangles, each weighted by its variance on the other axes
-    (:class:`dprange.optimized_kd.OptimizedKronecker`).  It has no :meth:`ranges` (the
+    (:class:`dprange.mechanisms.optimized_grid.OptimizedKronecker`).  It has no :meth:`ranges` (the
     weights would be lost): the analysis goes through its Gram matrix, built in O(m + n^2)."""
 
     name = "weighted-ranges"
