@@ -380,3 +380,19 @@ def test_lazy_modules_import_on_first_use():
     with pytest.raises(AttributeError):
         stand_in._private  # noqa: B018
     assert analysis.optimize.minimize_scalar(lambda x: (x - 2.0) ** 2).x == pytest.approx(2.0)
+
+
+#: Module size and top-level breadth the layout keeps (docs/architecture.md): a module over this
+#: many lines does several jobs and is split by job; the top level holds the cross-cutting modules.
+MAX_MODULE_LINES = 700
+MAX_TOP_LEVEL_MODULES = 15
+
+
+def test_no_module_is_over_the_line_limit():
+    lines = {str(path.relative_to(PACKAGE)): len(path.read_text().splitlines()) for path in PACKAGE.rglob("*.py")}
+    assert {name: n for name, n in lines.items() if n > MAX_MODULE_LINES} == {}
+
+
+def test_the_top_level_holds_few_modules():
+    top = sorted(path.name for path in PACKAGE.glob("*.py") if path.name != "__init__.py")
+    assert len(top) <= MAX_TOP_LEVEL_MODULES, top
