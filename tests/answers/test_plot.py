@@ -119,6 +119,7 @@ def test_heatmap_labels_units_title_and_caption(grid, drawn):
     fig, ax, title, caption = drawn[0]
     assert (ax.get_xlabel(), ax.get_ylabel()) == ("age (years)", "hours (h)")
     assert title == "Records by age and hours" and "mechanism kronecker" in caption
+    assert "seeded noise" in caption  # rng=2: recorded in the grid's measurements
     (mesh,) = ax.collections
     np.testing.assert_allclose(np.asarray(mesh.get_array()).reshape(8, 10), grid.counts.T)
 

@@ -81,6 +81,17 @@ def test_quantile_table_shows_the_release_intervals_then_points(ages, pages):
     assert len(rows) == 10
 
 
+def test_release_without_exact_errors_shows_points_and_says_why():
+    values = np.random.default_rng(1).integers(0, 50, 300)
+    nnls = dprange.release(values, Domain.integers(0, 63), 1.0, mechanism="hierarchical", inference="nnls", rng=1)
+    page = report.report_html(nnls)
+    rows = table_rows(page, "Quantiles")
+    points = nnls.quantile(np.array(report.QUANTILE_LEVELS)).value
+    assert [row[1:] for row in rows[1:]] == [["—", f"{v:.6g}"] for v in points]
+    assert report.NO_EXACT_ERRORS in html.unescape(page) and "(no error bars)" in page
+    assert "no band: errors not known exactly" in page and page.count("<img ") == 2
+
+
 def test_statement_in_words_from_the_provenance(ages, prefix, grid):
     text = " ".join(report.privacy_statement(ages, "age"))
     assert "ε-differential privacy with ε = 0.5 (pure: δ = 0)" in text

@@ -77,6 +77,15 @@ def axis_label(column: str | None, units: str | None, default: str = "value") ->
     return f"{name} ({units})" if units else name
 
 
+def seeded(release) -> bool:
+    """True when the release's noise came from a seeded generator (a 1-D release says so; a grid
+    release's measurements do)."""
+    value = getattr(release, "seeded", None)
+    if value is None:
+        value = getattr(getattr(release, "measurements", None), "seeded", False)
+    return bool(value)
+
+
 def privacy_caption(release, extra: str = "") -> str:
     """ "Private estimate (dprange, mechanism hierarchical): ε = 1, δ = 0, add/remove one record"
     and ``extra`` (what the band or the bars mean)."""
@@ -85,7 +94,7 @@ def privacy_caption(release, extra: str = "") -> str:
     text = f"Private estimate (dprange, mechanism {release.mechanism}): ε = {release.epsilon:g}"
     text += f", δ = {delta:g}" if delta else ", δ = 0"
     text += f"; neighbours: {relation}"
-    if getattr(release, "seeded", False):
+    if seeded(release):
         text += "; seeded noise (not for publication)"
     return text + (f".\n{extra}" if extra else ".")
 

@@ -79,13 +79,6 @@ def software_version() -> str:
         return "unknown"
 
 
-def _seeded(release) -> bool:
-    seeded = getattr(release, "seeded", None)
-    if seeded is None:
-        seeded = getattr(getattr(release, "measurements", None), "seeded", False)
-    return bool(seeded)
-
-
 def _exact(release) -> bool:
     return bool(getattr(release, "exact_error_bars", True))
 
@@ -138,7 +131,7 @@ def privacy_statement(release, column: str | None = None) -> list[str]:
     )
     noise = getattr(release, "noise", None)
     paragraphs = [guarantee, unit, what_public]
-    seeded = _seeded(release)
+    seeded = plot_style.seeded(release)
     if noise and not seeded:
         paragraphs.append(f"Noise: {str(noise).replace('_', ' ')}, drawn from a cryptographically secure source.")
     if seeded:
