@@ -82,6 +82,39 @@ def test_histogram_bars_are_the_counts_with_their_intervals(ages, drawn):
     assert title == "Histogram of age" and "90% pointwise" in caption
 
 
+def test_histogram_of_more_bins_than_pixels_is_a_line_with_a_band(drawn):
+    n = plot.MAX_BARS + 24
+    wide = dprange.release(np.arange(3000) % n, Domain.integers(0, n - 1), 1.0, mechanism="hierarchical", rng=3)
+    draw(plot.plot_histogram, wide)
+    _, ax, _, caption = drawn[0]
+    assert not ax.patches and "Shaded band" in caption
+    (line,) = [line for line in ax.lines if len(line.get_ydata()) == n + 1]
+    answer = wide.histogram()
+    np.testing.assert_allclose(line.get_ydata()[:-1], answer.value)
+    (band,) = ax.collections
+    lower, upper = answer.confidence_interval(0.05)
+    ys = band.get_paths()[0].vertices[:, 1]
+    assert np.isclose(ys.min(), lower.min()) and np.isclose(ys.max(), upper.max())
+
+
+def test_histogram_of_more_bins_than_steps_draws_each_run_as_its_range(drawn):
+    n = 3 * plot.MAX_STEPS
+    wide = dprange.release(np.arange(5000) % n, Domain.integers(0, n - 1), 1.0, mechanism="hierarchical", rng=3)
+    draw(plot.plot_histogram, wide)
+    _, ax, _, caption = drawn[0]
+    counts_range, band = ax.collections
+    answer = wide.histogram()
+    lower, upper = answer.confidence_interval(0.05)
+    runs = np.arange(n).reshape(-1, 6)  # MAX_STEPS / 2 runs of 6 bins
+    drawn_counts = counts_range.get_paths()[0].vertices[:, 1]
+    assert set(np.round(answer.value[runs].min(axis=1), 9)) <= set(np.round(drawn_counts, 9))
+    assert set(np.round(answer.value[runs].max(axis=1), 9)) <= set(np.round(drawn_counts, 9))
+    ys = band.get_paths()[0].vertices[:, 1]
+    assert set(np.round(lower[runs].min(axis=1), 9)) <= set(np.round(ys, 9))
+    assert set(np.round(upper[runs].max(axis=1), 9)) <= set(np.round(ys, 9))
+    assert "narrower than a pixel" in caption
+
+
 def test_column_and_units_default_to_what_the_release_records(ages, drawn, monkeypatch):
     draw(plot.plot_cdf, ages)
     assert drawn[-1][1].get_xlabel() == "value" and drawn[-1][2] == "Cumulative distribution"

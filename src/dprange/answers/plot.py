@@ -18,6 +18,14 @@ import numpy as np
 from ..errors import DPRangeError, ParameterError
 from . import plot_style as style
 
+#: Above this many bins the histogram is a step line with a shaded band, not bars with error bars
+#: (a 7-inch figure at 150 dpi is about 1000 pixels wide; 16384 bars took 14 s to draw).
+MAX_BARS = 1000
+
+
+#: Above this many bins, runs of bins narrower than a pixel are drawn as ranges (:func:`_draw_counts`).
+MAX_STEPS = 4096
+
 
 def _level(alpha: float) -> str:
     return f"{100 * (1 - alpha):g}%"
@@ -36,8 +44,11 @@ def _cdf_steps(release, alpha: float):
     return edges, *(np.concatenate([start, v]) for v in (cdf, lower, upper))
 
 
-def _draw_cdf(ax, release, alpha: float, colour: str, label: str, band_label: str | None) -> None:
-    edges, point, lower, upper = _cdf_steps(release, alpha)
+def _draw_cdf(ax, release, alpha: float, colour: str, label: str, band_label: str | None) -> tuple:
+    """The CDF's step line and its band, filled; returns :func:`_cdf_steps` (computed once: the
+    band of a million bins takes seconds)."""
+    steps = _cdf_steps(release, alpha)
+    edges, point, lower, upper = steps
     if release.exact_error_bars:
         ax.fill_between(
             edges,
@@ -50,6 +61,7 @@ def _draw_cdf(ax, release, alpha: float, colour: str, label: str, band_label: st
             label=band_label,
         )
     ax.step(edges, point, where="post", color=colour, lw=1.6, label=label)
+    return steps
 
 
 def _value_axes(ax, column, units, log_x: bool, edges, *, cdf: bool) -> None:
@@ -72,12 +84,12 @@ def _band_note(release, alpha: float, what: str) -> str:
     )
 
 
-def _narrow_band(release, alpha: float) -> str:
+def _narrow_band(release, steps: tuple) -> str:
     """A note on a band too narrow to see at the figure's scale (below 0.005 of the unit
     height, about a line's width): its widest half-width, so that the reader knows it is there."""
     if not release.exact_error_bars:
         return ""
-    _, point, lower, upper = _cdf_steps(release, alpha)
+    _, point, lower, upper = steps
     widest = float(np.max(np.maximum(point - lower, upper - point)))
     if widest >= 0.005:
         return ""
@@ -102,12 +114,12 @@ def plot_cdf(
     with style.drawing(plt):
         column, units = style.describe_column(release, column, units)
         fig, ax = style.new_figure(plt)
-        _draw_cdf(ax, release, alpha, style.POINT_COLOUR, "estimated CDF", f"{_level(alpha)} pointwise band")
+        steps = _draw_cdf(ax, release, alpha, style.POINT_COLOUR, "estimated CDF", f"{_level(alpha)} pointwise band")
         _value_axes(ax, column, units, log_x, release.domain.edges, cdf=True)
         ax.legend(loc="lower right")
         heading = title or (f"Cumulative distribution of {column}" if column else "Cumulative distribution")
         caption = style.privacy_caption(
-            release, _band_note(release, alpha, "Shaded band") + _narrow_band(release, alpha)
+            release, _band_note(release, alpha, "Shaded band") + _narrow_band(release, steps)
         )
         return style.finish(plt, fig, ax, path, heading, caption)
 
@@ -125,7 +137,8 @@ def plot_histogram(
     """Save the estimated count of every bin as bars over the bin edges, with (1 - alpha)
     error bars (:meth:`dprange.Release.histogram`'s intervals: exact, Laplace-aware), as a PNG.
 
-    Estimated counts may be negative (unbiased least squares): they are drawn as they are."""
+    Above :data:`MAX_BARS` bins, a step line with the intervals as a shaded band.  Estimated
+    counts may be negative (unbiased least squares): they are drawn as they are."""
     plt = style.pyplot()
     with style.drawing(plt):
         column, units = style.describe_column(release, column, units)
@@ -133,36 +146,49 @@ def plot_histogram(
         answer = release.histogram()
         counts = np.asarray(answer.value, dtype=float)
         fig, ax = style.new_figure(plt)
-        many = counts.size > 60
-        ax.bar(
-            edges[:-1],
-            counts,
-            width=np.diff(edges),
-            align="edge",
-            color=style.BAR_COLOUR,
-            edgecolor=style.POINT_COLOUR,
-            linewidth=0 if many else 0.6,
-            label="estimated count",
-        )
-        if release.exact_error_bars:
-            lower, upper = (np.asarray(b, dtype=float) for b in answer.confidence_interval(alpha))
-            centres = (edges[:-1] + edges[1:]) / 2
-            ax.errorbar(
-                centres,
-                counts,
-                yerr=np.vstack([counts - lower, upper - counts]),
-                fmt="none",
-                ecolor=style.ERRORBAR_COLOUR,
-                elinewidth=0.5 if many else 0.9,
-                capsize=0 if many else 2,
-                label=f"{_level(alpha)} interval",
-            )
+        if counts.size > MAX_BARS:  # more bins than pixels: bars would cost seconds and show nothing more
+            _draw_counts(ax, release, alpha, style.POINT_COLOUR, "estimated count")
+            what = "Shaded band"
+            if counts.size > MAX_STEPS:
+                what = "Runs of bins narrower than a pixel show the range of their counts; shaded band"
+        else:
+            _draw_bars(ax, edges, counts, answer if release.exact_error_bars else None, alpha)
+            what = "Error bars"
         ax.axhline(0, color="#808080", lw=0.6)
         _value_axes(ax, column, units, log_x, edges, cdf=False)
         ax.legend(loc="upper right")
         heading = title or (f"Histogram of {column}" if column else "Histogram")
-        caption = style.privacy_caption(release, _band_note(release, alpha, "Error bars"))
+        caption = style.privacy_caption(release, _band_note(release, alpha, what))
         return style.finish(plt, fig, ax, path, heading, caption)
+
+
+def _draw_bars(ax, edges, counts, answer, alpha: float) -> None:
+    """Bars of the counts over the bin edges, with the (1 - alpha) intervals of ``answer`` as
+    error bars (none when ``answer`` is None: no exact errors)."""
+    many = counts.size > 60
+    ax.bar(
+        edges[:-1],
+        counts,
+        width=np.diff(edges),
+        align="edge",
+        color=style.BAR_COLOUR,
+        edgecolor=style.POINT_COLOUR,
+        linewidth=0 if many else 0.6,
+        label="estimated count",
+    )
+    if answer is None:
+        return
+    lower, upper = (np.asarray(b, dtype=float) for b in answer.confidence_interval(alpha))
+    ax.errorbar(
+        (edges[:-1] + edges[1:]) / 2,
+        counts,
+        yerr=np.vstack([counts - lower, upper - counts]),
+        fmt="none",
+        ecolor=style.ERRORBAR_COLOUR,
+        elinewidth=0.5 if many else 0.9,
+        capsize=0 if many else 2,
+        label=f"{_level(alpha)} interval",
+    )
 
 
 def plot_heatmap(
@@ -257,19 +283,30 @@ def _groups_caption(releases: Mapping[str, Any], alpha: float) -> str:
 
 
 def _draw_counts(ax, release, alpha: float, colour: str, label: str) -> None:
-    """One group's counts per bin as a step line over the edges, with its (1 - alpha) band."""
+    """Counts per bin as a step line over the edges, with their (1 - alpha) band.  Above
+    :data:`MAX_STEPS` bins, each of MAX_STEPS / 2 runs of consecutive bins (narrower than a
+    pixel) is drawn as the range of its counts (filled) inside the range of its intervals: the
+    same picture at the figure's resolution, without drawing a million-vertex polygon."""
     edges = np.asarray(release.domain.edges, dtype=float)
     answer = release.histogram()
     counts = np.asarray(answer.value, dtype=float)
-    if release.exact_error_bars:
-        lower, upper = (np.asarray(b, dtype=float) for b in answer.confidence_interval(alpha))
+    exact = release.exact_error_bars
+    lower, upper = (np.asarray(b, dtype=float) for b in answer.confidence_interval(alpha)) if exact else (None, None)
+    if counts.size > MAX_STEPS:
+        starts = np.arange(0, counts.size, -(-counts.size // (MAX_STEPS // 2)))
+        edges = np.append(edges[starts], edges[-1])
+        if lower is not None and upper is not None:
+            lower, upper = np.minimum.reduceat(lower, starts), np.maximum.reduceat(upper, starts)
+        low, high = np.minimum.reduceat(counts, starts), np.maximum.reduceat(counts, starts)
+        ax.fill_between(edges, _last(low), _last(high), step="post", color=colour, linewidth=0.8, label=label)
+    else:
+        ax.step(edges, _last(counts), where="post", color=colour, lw=1.4, label=label)
+    if lower is not None and upper is not None:
         ax.fill_between(
-            edges,
-            np.append(lower, lower[-1]),
-            np.append(upper, upper[-1]),
-            step="post",
-            color=colour,
-            alpha=style.BAND_ALPHA,
-            linewidth=0,
+            edges, _last(lower), _last(upper), step="post", color=colour, alpha=style.BAND_ALPHA, linewidth=0
         )
-    ax.step(edges, np.append(counts, counts[-1]), where="post", color=colour, lw=1.4, label=label)
+
+
+def _last(values: np.ndarray) -> np.ndarray:
+    """``values`` with its last repeated: a step function over n + 1 edges."""
+    return np.append(values, values[-1])
