@@ -78,7 +78,7 @@ def report_bytes(release, *, column=None, units=None, alpha=0.05, log_x=False, t
     help="Name of the released column for titles and axes (repeat it for a grid release); default: what "
     "the release records, else 'value'.",
 )
-@click.option("--units", default=None, help="Units of the values, shown on the axes (e.g. years, USD).")
+@click.option("--units", default=None, help="Units of a one-column release's values, on its axes (e.g. years, USD).")
 @click.option("--title", default=None, help="Heading of the page (default: 'Private release of COLUMN').")
 @click.option("--alpha", type=float, default=0.05, show_default=True, help="1 - the level of every interval and band.")
 @click.option("--log-x", is_flag=True, help="Logarithmic value axes (symmetric-log when the domain starts at 0).")
