@@ -105,6 +105,21 @@ def test_statement_in_words_from_the_provenance(ages, prefix, grid):
     assert "the integers 0 to 9 (one bin each); the integers 0 to 7" in gridded and "ε = 1" in gridded
 
 
+def test_statement_of_local_and_data_aware_releases():
+    from dprange import DAWA
+    from dprange.ldp.range_protocols import Flat
+    from dprange.ldp.simulate import simulate
+
+    local = simulate(Flat(16, "grr", epsilon=1.0), np.full(16, 40), rng=2).release()
+    text = " ".join(report.privacy_statement(local))
+    assert "every user randomised their own report (grr frequency oracle) with ε = 1" in text
+    assert "Noise:" not in text and "one record's value changed" in text
+    aware = DAWA().release(np.arange(32) % 5 * 10, 1.0)
+    text = " ".join(report.privacy_statement(aware))
+    assert "chose the design from the data" in text and "no exact error bars" in text
+    assert "Part of the budget" not in " ".join(report.privacy_statement(plotted_ages_release()))
+
+
 def test_statement_the_release_carries_is_used_and_escaped(ages, monkeypatch):
     monkeypatch.setattr(type(ages), "privacy_statement", "Saved <b>statement</b>.", raising=False)
     assert report.privacy_statement(ages) == ["Saved <b>statement</b>."]

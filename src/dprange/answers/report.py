@@ -129,11 +129,21 @@ def privacy_statement(release, column: str | None = None) -> list[str]:
         f"Public, not protected: {'; '.join(public)}. They must be chosen without looking at the data "
         "(dprange never reads them from it)" + (f"; {count}." if count else ".")
     )
-    noise = getattr(release, "noise", None)
+    noise = str(getattr(release, "noise", None) or "")
     paragraphs = [guarantee, unit, what_public]
+    if noise.startswith("local:"):  # dprange.ldp: each user randomised their own report
+        paragraphs.append(
+            f"Local privacy: every user randomised their own report ({noise[len('local:') :]} frequency oracle) "
+            f"with ε = {eps:g} before sending it; the collector never saw a true value."
+        )
+    if getattr(getattr(release, "provenance", None), "data_dependent", False):
+        paragraphs.append(
+            "Part of the budget chose the design from the data (a data-aware mechanism): that choice is private "
+            "and counted in ε, but the estimate's errors depend on the data, so no exact error bars are shown."
+        )
     seeded = plot_style.seeded(release)
-    if noise and not seeded:
-        paragraphs.append(f"Noise: {str(noise).replace('_', ' ')}, drawn from a cryptographically secure source.")
+    if noise and not noise.startswith("local:") and not seeded:
+        paragraphs.append(f"Noise: {noise.replace('_', ' ')}, drawn from a cryptographically secure source.")
     if seeded:
         paragraphs.append(
             "Warning: the noise was drawn from a seeded (predictable) generator: this release is for testing, "
