@@ -126,6 +126,15 @@ def test_column_and_units_default_to_what_the_release_records(ages, drawn, monke
     assert drawn[-1][1].get_xlabel() == "age (years)"
 
 
+def test_dollar_signs_in_names_are_shown_as_written(ages, drawn):
+    draw(plot.plot_cdf, ages, column="price $x^2$", units="US$")
+    _, ax, title, _ = drawn[-1]
+    assert ax.get_xlabel() == r"price \$x^2\$ (US\$)"
+    assert ax.get_title(loc="left") == r"Cumulative distribution of price \$x^2\$"
+    draw(plot.plot_groups, {"$a$": ages}, column="$")
+    assert [t.get_text() for t in drawn[-1][1].get_legend().get_texts()] == [r"\$a\$"]
+
+
 def test_log_x_is_log_or_symlog_from_zero_over_the_domain(drawn):
     from_zero = dprange.release(np.zeros(100), Domain.interval(0, 1000, 10), 1.0, mechanism="hierarchical")
     draw(plot.plot_histogram, from_zero, log_x=True)

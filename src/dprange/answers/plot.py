@@ -261,9 +261,9 @@ def plot_groups(
         fig, ax = style.new_figure(plt)
         for (name, release), colour in zip(releases.items(), style.GROUP_COLOURS):
             if kind == "cdf":
-                _draw_cdf(ax, release, alpha, colour, str(name), None)
+                _draw_cdf(ax, release, alpha, colour, style.plain(name), None)
             else:
-                _draw_counts(ax, release, alpha, colour, str(name))
+                _draw_counts(ax, release, alpha, colour, style.plain(name))
         _value_axes(ax, column, units, log_x, first.domain.edges, cdf=kind == "cdf")
         ax.legend(loc="lower right" if kind == "cdf" else "upper right")
         what = "Cumulative distribution" if kind == "cdf" else "Histogram"

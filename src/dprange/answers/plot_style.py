@@ -71,10 +71,17 @@ def describe_column(release, column: str | None, units: str | None) -> tuple[str
     return (None if column is None else str(column)), (None if units is None else str(units))
 
 
+def plain(text: str) -> str:
+    """``text`` shown as written: matplotlib reads a pair of "$" as mathematics ("$x^2$"); a
+    column name is user input, so its dollar signs are escaped."""
+    return str(text).replace("$", r"\$")
+
+
 def axis_label(column: str | None, units: str | None, default: str = "value") -> str:
-    """ "age (years)", "age", or the default when the column is not known."""
+    """The axis label "age (years)", "age", or the default when the column is not known (shown
+    as written)."""
     name = column if column else default
-    return f"{name} ({units})" if units else name
+    return plain(f"{name} ({units})" if units else name)
 
 
 def seeded(release) -> bool:
@@ -112,7 +119,7 @@ def drawing(plt):
 def finish(plt, fig, ax, path: str | IO[bytes], title: str, caption: str) -> str | IO[bytes]:
     """Title over the axes, caption under them, saved as PNG to ``path`` (a file or a binary
     stream) and closed."""
-    ax.set_title(title, loc="left")
+    ax.set_title(plain(title), loc="left")
     lines = caption.count("\n") + 1
     bottom = 0.035 + 0.045 * lines
     fig.text(0.01, 0.012, caption, ha="left", va="bottom", fontsize=8, color=CAPTION_COLOUR, wrap=True)
