@@ -803,3 +803,18 @@ def same(a, b):
 
 def _dense_singular_values(gram: np.ndarray) -> np.ndarray:
     return np.sqrt(np.clip(np.linalg.eigvalsh(gram), 0.0, None))
+
+
+def plotted_ages_release():
+    """A 1-D release of 2000 integer ages on [0, 100] in 50 bins (hierarchical, epsilon 0.5, seeded):
+    the plots' and the report's test release."""
+    values = np.random.default_rng(3).integers(18, 90, 2000)
+    return dprange.release(values, dprange.Domain.interval(0, 100, 50), 0.5, mechanism="hierarchical", rng=1)
+
+
+def plotted_grid_release():
+    """A 10 x 8 grid release of 800 records (Kronecker, epsilon 1, seeded): the heatmap's test release."""
+    rng = np.random.default_rng(4)
+    columns = np.column_stack([rng.integers(0, 10, 800), rng.integers(0, 8, 800)])
+    domain = dprange.ProductDomain([dprange.Domain.integers(0, 9), dprange.Domain.integers(0, 7)])
+    return dprange.release_grid(columns, domain, 1.0, mechanism="kronecker", rng=2)

@@ -52,7 +52,7 @@ def demo_command(output, epsilon, seed):
     json_path = os.path.join(output, "release.json")
     png_path: str | None = os.path.join(output, "cdf.png")
     try:
-        staged = stage_outputs(result, json_path, png_path, 0.05)
+        staged = stage_outputs(result, json_path, png_path, 0.05, column="income")
     except DPRangeError:  # no matplotlib: the JSON alone
         staged = stage_outputs(result, json_path, None, 0.05)
         png_path = None

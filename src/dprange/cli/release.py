@@ -53,6 +53,7 @@ from .render import (
     strategy_note,
     workload_label,
 )
+from .report import check_report_option, report_bytes, written
 from .session import charge_before_reading, open_session, session_summary, streams
 
 
@@ -70,10 +71,14 @@ def grid_release_command(options: dict) -> None:
         raise ParameterError("--plot and --output name the same file; give two different paths")
     if o["plot"] and len(columns) != 2:
         raise ParameterError(f"--plot draws a heatmap of two columns; this release has {len(columns)}")
+    check_report_option(o["report"], inputs, [o["output"], o["plot"]])
     check_neighbours_and_missing(o["neighbours"], o["drop_missing"])
     epsilon, delta = check_epsilon(o["epsilon"]), check_delta(o["delta"])
     session = open_session(
-        o["session_path"], o["session_epsilon"], o["session_delta"], [o["input_path"], o["output"], o["plot"]]
+        o["session_path"],
+        o["session_epsilon"],
+        o["session_delta"],
+        [o["input_path"], o["output"], o["plot"], o["report"]],
     )
     if session is not None:
         epsilon, delta = session.allot(epsilon, delta)
@@ -144,6 +149,8 @@ def grid_release_command(options: dict) -> None:
         buffer = io.BytesIO()
         plot_heatmap(result, buffer, labels=(columns[0], columns[1]))
         staged.add(o["plot"], buffer.getvalue())
+    if o["report"]:
+        staged.add(o["report"], report_bytes(result, column=list(columns), alpha=o["alpha"]))
     lines = []
     if mechanism == "auto":
         lines.append(f"auto: chose {mech!r} for the {workload_label(workload, o['ranges'])}")
@@ -177,7 +184,7 @@ def grid_release_command(options: dict) -> None:
         lines.append(session_summary(session, o["session_path"]))
     staged.commit()
     click.echo("\n".join(lines))
-    click.echo(f"wrote {o['output']}" + (f" and {o['plot']}" if o["plot"] else ""))
+    click.echo(f"wrote {written([o['output'], o['plot'], o['report']])}")
 
 
 @cli.command("release")
@@ -212,6 +219,14 @@ def grid_release_command(options: dict) -> None:
     default=None,
     help="Also save a PNG of the CDF with its confidence band (two columns: a heatmap of the cell counts).",
 )
+@click.option(
+    "--report",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Also save the release as one self-contained HTML page (privacy statement, quantiles, CDF, histogram; "
+    "two columns: the heatmap).  The same page as 'dprange report'.",
+)
+@click.option("--log-x", is_flag=True, help="Logarithmic value axis in --plot and --report (symmetric-log from 0).")
 @with_options(session_options)
 @ranges_option(
     "Instead of --workload: a CSV (or Parquet) file of the ranges to optimise for, one per row, as bin "
@@ -251,6 +266,8 @@ def release_command(
     alpha,
     output,
     plot,
+    report,
+    log_x,
     session_path,
     session_epsilon,
     session_delta,
@@ -299,6 +316,7 @@ def release_command(
                 alpha=alpha,
                 output=output,
                 plot=plot,
+                report=report,
                 mechanism_params=mechanism_params,
                 ranges=ranges,
                 engine=engine,
@@ -325,10 +343,11 @@ def release_command(
     check_not_an_input(plot, inputs, "--plot")
     if plot and os.path.abspath(plot) == os.path.abspath(output):
         raise ParameterError("--plot and --output name the same file; give two different paths")
+    check_report_option(report, inputs, [output, plot])
     check_neighbours_and_missing(neighbours, drop_missing)
     check_epsilon(epsilon)
     check_delta(delta)
-    session = open_session(session_path, session_epsilon, session_delta, [input_path, output, plot])
+    session = open_session(session_path, session_epsilon, session_delta, [input_path, output, plot, report])
     if session is not None:
         epsilon, delta = session.allot(epsilon, delta)
     domain = build_domain(lo, hi, bins, integers)
@@ -359,7 +378,9 @@ def release_command(
         result = api.release_files(input_path, column, domain, epsilon, **options)
     else:
         result = api.release(read_column(input_path, column), domain, epsilon, **options)
-    staged = stage_outputs(result, output, plot, alpha)
+    staged = stage_outputs(result, output, plot, alpha, column=column, log_x=log_x)
+    if report:
+        staged.add(report, report_bytes(result, column=column, alpha=alpha, log_x=log_x))
     lines = []
     if mechanism == "auto":
         lines.append(f"auto: chose {mech!r} for the {workload_label(workload, ranges)}")
@@ -375,4 +396,4 @@ def release_command(
         lines.append(session_summary(session, session_path))
     staged.commit()
     click.echo("\n".join(lines))
-    click.echo(f"wrote {output}" + (f" and {plot}" if plot else ""))
+    click.echo(f"wrote {written([output, plot, report])}")

@@ -125,22 +125,23 @@ def axis_strategy_notes(columns, strategies) -> list[str]:
     return lines
 
 
-def render_plot(release, alpha) -> bytes:
-    """The CDF plot as PNG bytes (rendered in memory: nothing is written yet)."""
+def render_plot(release, alpha, *, column: str | None = None, log_x: bool = False) -> bytes:
+    """The CDF plot as PNG bytes (rendered in memory: nothing is written yet); ``column`` names
+    the value axis."""
     import io  # noqa: PLC0415
 
     buffer = io.BytesIO()
-    plot_cdf(release, buffer, alpha=alpha)
+    plot_cdf(release, buffer, alpha=alpha, column=column, log_x=log_x)
     return buffer.getvalue()
 
 
-def stage_outputs(release, output, plot, alpha) -> StagedOutputs:
+def stage_outputs(release, output, plot, alpha, *, column: str | None = None, log_x: bool = False) -> StagedOutputs:
     """The release JSON (and the plot) produced in memory, ready to be written."""
     staged = StagedOutputs()
     if output:
         staged.add(output, release.to_json(alpha=alpha))
     if plot:
-        staged.add(plot, render_plot(release, alpha))
+        staged.add(plot, render_plot(release, alpha, column=column, log_x=log_x))
     return staged
 
 
