@@ -11,8 +11,8 @@ probabilities from the exponents the code passes, the noise as the code calibrat
 
 * ``dawa``: the buckets' law sums over the cost noise (truncated at +-400, its tail mass
   accounted for), then the bucket hierarchy's noisy counts given the buckets;
-* ``structure-first``: the boundaries' law (sequential exponential mechanism), then noisy
-  bucket counts;
+* ``structure-first``: the boundaries' law (one exponential-mechanism draw over all
+  partitions, sampled by backward choices), then the noisy counts of its bucket trees;
 * ``auto-data``: the released features (noisy total, noisy number of non-empty bins) on a
   window of values, the rule's choice at each, then the chosen mechanism's whole law;
 * ``mwem``: the transcript (noisy total, selected queries, measured answers) on a window of
@@ -84,7 +84,7 @@ def test_dawa_release_joint_law_is_epsilon_dp(monkeypatch, relation, second_stag
 
 # ----------------------------------------------------------------------------- StructureFirst
 def structure_first_outputs(script, mech, x, epsilon):
-    """{starts: (log P_x(starts), [(spec, exact bucket counts)])} from StructureFirst's release."""
+    """{starts: (log P_x(starts), [(spec, exact node counts)])} from StructureFirst's release."""
     out = {}
     for log_p, rel in script.enumerate(lambda: mech.release(x, epsilon, rng=0)):
         key = tuple(rel.parameters["starts"])
@@ -103,7 +103,7 @@ def structure_first_worst(script, mech, bases, epsilon):
 @pytest.mark.parametrize("relation", ["add_remove", "replace"])
 def test_structure_first_release_joint_law_is_epsilon_dp(monkeypatch, relation):
     """StructureFirst, 3 buckets on 5 bins (F = 1, boundaries at 0.5 of epsilon 2): the joint law
-    of (boundaries, noisy bucket counts), every neighbour, is within the recorded epsilon; the
+    of (boundaries, noisy node counts), every neighbour, is within the recorded epsilon; the
     boundaries depend on the data; twice the budget exceeds epsilon."""
     epsilon = 2.0
     script = Script(monkeypatch, [data_aware_steps])

@@ -38,7 +38,7 @@ OWN = {
     "optimized": {"workload": "prefix", "template": "p-identity", "rows": 3, "restarts": 2},
     "dawa": DAWA_OWN,
     "mwem": {"rounds": 7, "total_share": 0.1, "passes": 0},
-    "structure-first": {"buckets": 5, "max_count": 50, "ratio": 0.2, "grid": 2},
+    "structure-first": {"buckets": 5, "max_count": 50, "ratio": 0.2, "grid": 2, "within": "uniform", "branching": 4},
     "auto-data": {"feature_share": 0.1, "tuned_for": "prefix"},
     "kronecker": {"axes": ["haar", 4], "budget": "geometric"},
     "kd_hierarchy": {"branching": 3, "budget": "geometric", "measure_root": True},

@@ -137,9 +137,10 @@ def selection_gamma(epsilon: float) -> Fraction:
     return selection_gamma_at_most(Fraction(epsilon) / 2)
 
 
-def laplace_spec(epsilon: float, sensitivity: int) -> NoiseSpec:
-    """Discrete-Laplace noise of an integer query of this sensitivity, exactly epsilon-DP."""
+def laplace_spec(epsilon: float, sensitivity: int, kind: str = "discrete_laplace") -> NoiseSpec:
+    """Laplace noise (``kind``: discrete by default, or "laplace_float") of a query of this L1
+    sensitivity, exactly epsilon-DP: the scale sampled is at least sensitivity / epsilon."""
     scale = sensitivity / epsilon
-    while Fraction(sensitivity) / Fraction(NoiseSpec("discrete_laplace", scale).effective_scale) > Fraction(epsilon):
+    while Fraction(sensitivity) / Fraction(NoiseSpec(kind, scale).effective_scale) > Fraction(epsilon):
         scale = math.nextafter(scale, math.inf)
-    return NoiseSpec("discrete_laplace", scale)
+    return NoiseSpec(kind, scale)
