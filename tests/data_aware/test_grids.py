@@ -103,6 +103,21 @@ def test_agrid_second_level_is_sized_from_the_noisy_first_level_counts():
         assert np.array_equal(np.bincount(fit.levels[2].parent), expected.prod(axis=1))
 
 
+def test_agrid_measures_single_bins_once_with_the_whole_count_budget():
+    """When the noisy total makes the first level single bins, the bins are measured once at
+    the whole count budget (half the variance of two measurements averaged), recorded as one
+    step; the release spends epsilon exactly as before."""
+    x = example(seed=2) * 50
+    rel = AdaptiveGrid().release(x, 1.0, rng=4)
+    assert rel.parameters["grid"] == [32, 32] and isinstance(rel.parameters["sub_grids"], str)
+    steps = rel.parameters["private_steps"]
+    assert [s["step"] for s in steps] == ["total", "counts"]
+    assert spent(steps) <= 1.0 and float(spent(steps)) == pytest.approx(1.0, rel=1e-12)
+    fit = rel._noise
+    assert len(fit.levels) == 2 and fit.specs[1] == laplace_spec(steps[1]["epsilon"], 1)
+    np.testing.assert_allclose(rel.counts.ravel(), fit.measured[1])
+
+
 # ------------------------------------------------------------------------- least squares
 def test_agrid_least_squares_is_the_dense_gls_and_the_papers_weights():
     """The released sub-cell estimates are the GLS solution of the stacked system (first-level
@@ -221,7 +236,7 @@ WINDOW = range(-2, 7)  # beyond it every coordinate's log-ratio and every layout
 
 
 def release_worst(monkeypatch, mech, x, y, epsilon) -> float:
-    """max over every output (noisy total T, first-level counts c1, last level c2) of
+    """max over every output (noisy total T, first-level counts c1, last level c2; or T and one level) of
     |log P_x / P_y|.  The layout of a level is a function of the outputs before it (asserted:
     x and y get the same one), so the loss of an output is the sum of the levels' losses;
     coordinates where x and y agree contribute nothing, the last level's maximum over c2 is
@@ -229,7 +244,6 @@ def release_worst(monkeypatch, mech, x, y, epsilon) -> float:
     WINDOW, outside which nothing changes."""
     script = Scripted(monkeypatch)
     public_total = mech.neighbours == "replace"
-    two_levels = isinstance(mech, AdaptiveGrid)
     worst = 0.0
     totals = [None] if public_total else list(WINDOW)
     seen_layouts = []
@@ -243,7 +257,7 @@ def release_worst(monkeypatch, mech, x, y, epsilon) -> float:
         first = 0 if t is None else 1
         a, spec = calls_x[first]
         b = calls_y[first][0]
-        if not two_levels:
+        if len(calls_x) == first + 1:  # one level (UG; AG whose first level is single bins)
             shift = [(spec.scale, int(s)) for s in (b - a)[b != a]]
             worst = max(worst, abs(loss_t) + laplace_worst_loss(shift))
             continue

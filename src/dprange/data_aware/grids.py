@@ -15,7 +15,12 @@ Private Grids for Geospatial Data", ICDE 2013), with the grid sizes from a noisy
   Dense cells get fine sub-grids, empty ones stay whole.  The two levels are combined by exact
   least squares (:class:`~dprange.data_aware.spatial_trees.TreeFit`: a cell's count and the sum
   of its L sub-cells averaged by inverse variance, the gap shared equally among them; with
-  L = m2^2 the paper's weights), then each sub-cell is spread uniformly.
+  L = m2^2 the paper's weights), then each sub-cell is spread uniformly.  When the noisy
+  total makes the first level single bins (large N epsilon on a small grid: 64 x 64 at
+  N epsilon = 10^6), a second level could only measure the same bins again, and two
+  measurements at alpha eps and (1 - alpha) eps average to twice the variance of one at eps;
+  so the bins are measured once with the whole count budget (UG at single bins), a choice made
+  from the noisy total only.  The authors' code (dpcomp_core ``AG.py``) measures them twice.
 
 Grid cells on a grid of bins.  A target of M = m^2 cells of a ``rows x cols`` rectangle is cut
 into round(rows sqrt(M / (rows cols))) x round(cols sqrt(M / (rows cols))) parts (square cells
@@ -51,6 +56,7 @@ calibrated discrete Laplace.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 
 import numpy as np
 
@@ -98,6 +104,15 @@ def split_cells(lo: np.ndarray, hi: np.ndarray, parts: np.ndarray) -> Level:
     return Level(cell_lo, cell_hi, parent)
 
 
+def merged_epsilon(epsilons: list[float]) -> float:
+    """The float sum of ``epsilons`` lowered by the fewest ulps that make it at most their exact sum."""
+    exact = sum((Fraction(e) for e in epsilons), Fraction(0))
+    merged = math.fsum(epsilons)
+    while Fraction(merged) > exact:
+        merged = math.nextafter(merged, 0.0)
+    return merged
+
+
 def uniform_grid(shape, cells: float) -> tuple[Level, list[int]]:
     """(the cells of a grid over the whole of ``shape`` for a target number of cells, its parts per axis)."""
     root = root_level(shape)
@@ -141,7 +156,8 @@ class _Grids(DataAwareGridMechanism):
         return noisy_answers(box_sums(table, level.lo, level.hi), spec, source), spec
 
     def layout(self, table, total: float, epsilons: list[float], source):
-        """(levels below the root, their noisy counts, their specs, parameters to publish)."""
+        """(levels below the root, their noisy counts, their specs, parameters to publish,
+        the levels' private steps)."""
         raise NotImplementedError
 
     def count_fractions(self) -> list[float]:
@@ -156,9 +172,8 @@ class _Grids(DataAwareGridMechanism):
         budget = fit_budget([eps_total] + [(epsilon - eps_total) * f for f in fractions], epsilon)
         total, steps = self.noisy_total(counts, budget[0], source)
         table = summed_area(counts)
-        levels, measured, specs, published = self.layout(table, total, budget[1:], source)
-        names = ("counts",) if len(levels) == 1 else ("first_level", "second_level")
-        steps = steps + [step(name, eps) for name, eps in zip(names, budget[1:])]
+        levels, measured, specs, published, level_steps = self.layout(table, total, budget[1:], source)
+        steps = steps + level_steps
         check_steps_within(steps, epsilon)
         public = float(counts.sum()) if self.neighbours == "replace" else None
         fit = TreeFit(counts.shape, [root_level(counts.shape), *levels], [None, *measured], [None, *specs], public)
@@ -191,7 +206,7 @@ class UniformGrid(_Grids):
         shape = (table.shape[0] - 1, table.shape[1] - 1)
         level, parts = uniform_grid(shape, float(self.uniform_parts(total, epsilons[0])) ** 2)
         noisy, spec = self.measure_level(table, level, epsilons[0], source)
-        return [level], [noisy], [spec], {"grid": parts}
+        return [level], [noisy], [spec], {"grid": parts}, [step("counts", epsilons[0])]
 
 
 class AdaptiveGrid(_Grids):
@@ -244,13 +259,19 @@ class AdaptiveGrid(_Grids):
     def layout(self, table, total, epsilons, source):
         shape = (table.shape[0] - 1, table.shape[1] - 1)
         first, parts = uniform_grid(shape, float(self.first_parts(total, sum(epsilons))) ** 2)
+        if parts == list(shape):  # single bins: a second level would measure them again
+            whole = merged_epsilon(epsilons)
+            noisy, spec = self.measure_level(table, first, whole, source)
+            published = {"grid": parts, "sub_grids": "none (the first level is single bins)"}
+            return [first], [noisy], [spec], published, [step("counts", whole)]
         noisy_first, spec_first = self.measure_level(table, first, epsilons[0], source)
         m2 = self.second_parts(noisy_first, epsilons[1])
         sub_parts = grid_parts(first.hi - first.lo + 1, m2**2)
         second = split_cells(first.lo, first.hi, sub_parts)
         noisy_second, spec_second = self.measure_level(table, second, epsilons[1], source)
         published = {"grid": parts, "sub_grids": sub_parts.tolist()}
-        return [first, second], [noisy_first, noisy_second], [spec_first, spec_second], published
+        steps = [step("first_level", epsilons[0]), step("second_level", epsilons[1])]
+        return [first, second], [noisy_first, noisy_second], [spec_first, spec_second], published, steps
 
 
 QARDAJI_2013 = Citation("Qardaji, Yang and Li", "Differentially Private Grids for Geospatial Data", "ICDE 2013")
