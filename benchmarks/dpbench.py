@@ -154,7 +154,7 @@ def _ranges(workload):
 
 def mechanisms_2d(shape_2d: tuple[int, int], epsilon: float) -> dict:
     """The 2-D methods: the data-independent ones and the data-aware ones (kd-tree, hybrid
-    tree, DAWA over a Hilbert order), as in benchmarks/dpbench_2d.py."""
+    tree, DAWA over a Hilbert order, UG, AG), as in benchmarks/dpbench_2d.py."""
     return {"quadtree": Quadtree(), **grid_mechanisms()}
 
 

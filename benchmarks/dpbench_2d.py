@@ -24,7 +24,7 @@ import time
 
 import numpy as np
 
-from dprange import DAWAHilbert, HybridTree, KDHierarchy, KDTree, Kronecker, Quadtree
+from dprange import AdaptiveGrid, DAWAHilbert, HybridTree, KDHierarchy, KDTree, Kronecker, Quadtree, UniformGrid
 from dprange.data_aware.spatial_trees import box_sums, summed_area
 from dprange.workloads import random_rectangles
 
@@ -43,6 +43,8 @@ def mechanisms() -> dict:
         "kd_tree": KDTree(),
         "hybrid_tree": HybridTree(),
         "dawa_hilbert": DAWAHilbert(),
+        "ugrid": UniformGrid(),
+        "agrid": AdaptiveGrid(),
     }
 
 

@@ -66,7 +66,8 @@ def test_every_grid_mechanism_answers_at_a_huge_epsilon(name):
         assert np.all(np.isfinite(cells)), (name, epsilon)
         if name not in MODEL_BASED:
             np.testing.assert_allclose(cells, truth, atol=1e-6, err_msg=f"{name} at {epsilon:g}")
-            assert np.all(release.rectangle([0, 0], [3, 5]).stderr < 1e-6)
+            if getattr(release, "exact_error_bars", True):  # data-aware grids (ugrid, agrid): no error bars to check
+                assert np.all(release.rectangle([0, 0], [3, 5]).stderr < 1e-6)
 
 
 @pytest.mark.parametrize("method", [*QUANTILE_METHODS.names(), "auto"])

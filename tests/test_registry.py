@@ -223,7 +223,13 @@ def test_listing_order_is_declared_not_the_import_order():
 
 
 def test_k_d_mechanisms_are_registered_apart_from_the_1_d_ones():
-    data_aware = ("kd_tree", "hybrid_tree", "dawa_hilbert")  # dprange.data_aware.grid: never chosen by auto
+    data_aware = (
+        "kd_tree",
+        "hybrid_tree",
+        "dawa_hilbert",
+        "ugrid",
+        "agrid",
+    )  # data_aware.grid(s): never chosen by auto
     independent = ("kronecker", "kd_hierarchy", "quadtree", "privelet", "fourier")
     optimized = ("optimized_kronecker", "optimized_marginals")
     assert GRID_MECHANISMS.names() == (*independent, *optimized, *data_aware)

@@ -15,6 +15,7 @@ from .api import quantiles, release, release_files, release_grid
 from .data_aware.auto_data import AutoData
 from .data_aware.dawa import DAWA
 from .data_aware.grid import DAWAHilbert, HybridTree, KDTree
+from .data_aware.grids import AdaptiveGrid, UniformGrid
 from .data_aware.mwem import MWEM
 from .data_aware.structure_first import StructureFirst
 from .domain import Domain, ProductDomain
@@ -42,6 +43,7 @@ from .privacy.session import BudgetError, Session
 __version__ = "0.1.0"
 
 __all__ = [
+    "AdaptiveGrid",
     "Answer",
     "AutoData",
     "BudgetError",
@@ -74,6 +76,7 @@ __all__ = [
     "ReportError",
     "Session",
     "StructureFirst",
+    "UniformGrid",
     "Wavelet",
     "best_structure",
     "consistent_cdf",

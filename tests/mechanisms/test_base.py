@@ -55,6 +55,8 @@ OWN = {
         "bucket_branching": 4,
         "bucket_workload": "prefix",
     },
+    "ugrid": {"c": 4.0, "total_share": 0.05},
+    "agrid": {"c": 4.0, "c2": 3.0, "alpha": 0.4, "min_parts": 4, "total_share": 0.05},
 }
 
 
