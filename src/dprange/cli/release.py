@@ -13,6 +13,7 @@ from .. import api
 from .._validation import check_delta, check_epsilon
 from ..analysis.grid import check_answers_workload
 from ..answers.plot import plot_heatmap
+from ..answers.release import Release
 from ..engines.spark import files_frame
 from ..errors import DomainError, ParameterError
 from ..io import read_column
@@ -359,6 +360,7 @@ def release_command(
         result = api.release_files(input_path, column, domain, epsilon, **options)
     else:
         result = api.release(read_column(input_path, column), domain, epsilon, **options)
+    assert isinstance(result, Release)  # no privacy unit or group-by here (cli/units.py)
     staged = stage_outputs(result, output, plot, alpha)
     lines = []
     if mechanism == "auto":
