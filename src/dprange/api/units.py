@@ -63,7 +63,8 @@ class Grouping:
         return cls(by, tuple(k.item() if isinstance(k, np.generic) else k for k in keys))
 
     def indices(self, values) -> np.ndarray:
-        """The index of every row's key in the declared list, -1 for keys not declared (dropped)."""
+        """The index of every row's key in the declared list, -1 for keys not declared or missing
+        (dropped).  Text keys are compared without surrounding spaces; numbers as numbers."""
         arr = _plain_keys(values)
         if arr.dtype.kind in "iufb":
             declared = np.array([_as_number(k) for k in self.keys], dtype=float)
@@ -72,9 +73,10 @@ class Grouping:
             for i, key in enumerate(declared):
                 out[numeric == key] = i
             return out
-        uniques, inverse = np.unique(np.array([str(v) for v in arr], dtype=object), return_inverse=True)
-        lookup = {str(k): i for i, k in enumerate(self.keys)}
-        mapped = np.array([lookup.get(u, -1) for u in uniques], dtype=np.int64)
+        uniques, inverse = np.unique(arr.astype(str), return_inverse=True)
+        lookup = {str(k).strip(): i for i, k in enumerate(self.keys)}
+        # " Male" in a CSV cell is the key "Male"
+        mapped = np.array([lookup.get(str(u).strip(), -1) for u in uniques], dtype=np.int64)
         return mapped[inverse.reshape(-1)] if uniques.size else np.zeros(0, dtype=np.int64)
 
 

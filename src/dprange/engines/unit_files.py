@@ -19,12 +19,12 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from ..columns import column_array
+from ..columns import EXACT_FLOAT_INTEGER, column_array
 from ..domain import Domain, _drop_missing
 from ..errors import DataError, DPRangeError, ParameterError, excerpt
 from ..io import MISSING_MARKERS, PARQUET_SUFFIXES, _detail, check_no_nul, open_parquet
 from .bounding import BoundedCounter, Bounder, id_codes
-from .local import DEFAULT_BATCH_ROWS, expand_inputs, prefetched, typed_column
+from .local import DEFAULT_BATCH_ROWS, expand_inputs, prefetched
 
 
 def stream_bounded_counts(
@@ -114,7 +114,9 @@ def _csv_tables(path: str, names: list[str], domain: Domain, batch_rows: int) ->
     except ImportError:
         raise DataError("privacy_id and by= on CSV files need pyarrow: pip install 'dprange[io]'") from None
     check_no_nul(path)
-    typed = typed_column(domain) or pa.float64()
+    if max(abs(domain.lo), abs(domain.hi)) >= EXACT_FLOAT_INTEGER:
+        raise ParameterError("privacy_id and by= on CSV files need bounds within +-2^53 (values are read as float64)")
+    typed = pa.float64()  # "40.0" is 40 on an integer domain, as dprange.io reads it
     types = {names[0]: typed, **{name: pa.string() for name in names[1:]}}
     convert = pv.ConvertOptions(
         include_columns=names, column_types=types, null_values=list(MISSING_MARKERS), strings_can_be_null=True
