@@ -31,6 +31,12 @@ from ..errors import ParameterError
 #: The neighbouring relation recorded for releases with a privacy unit.
 ID_RELATION = "add or remove one id with all its rows"
 
+#: What the counts (and their exact error bars) of a release with a privacy unit are about.
+BOUNDED_COUNTS = (
+    "the rows kept by contribution bounding (at most max_rows_per_id per id and group): below the data's "
+    "counts, by a data-dependent amount, where an id has more rows"
+)
+
 #: The relation recorded without one (and said prominently by the CLI's help and the docs).
 ROW_RELATION = "add or remove one row; one row must be one person"
 
@@ -74,6 +80,7 @@ class PrivacyUnit:
             "max_groups_per_id": self.max_groups_per_id,
             "relation": ID_RELATION,
             "row_epsilon": self.row_epsilon(epsilon),
+            "counts": BOUNDED_COUNTS,
         }
 
 
