@@ -26,7 +26,7 @@ import pandas as pd
 import pytest
 
 import dprange
-from dprange import Domain
+from dprange import Domain, ProductDomain
 from dprange.privacy.noise import pmf
 
 pytestmark = pytest.mark.usefixtures("private_cache")
@@ -186,3 +186,17 @@ def test_unit_quantiles_meet_epsilon_for_one_id(k):
     )
     A, specs = design(unbounded.release)
     assert worst_loss(ROWS, 3, A, specs) > 1.5 * EPSILON
+
+
+def test_unit_grid_release_meets_epsilon_for_one_id():
+    """release_grid with privacy_id on a 2 x 2 grid (Kronecker): the cells are the bins."""
+    data = frame(ROWS).assign(y=lambda f: (f.g + f.x) % 2)[["x", "y", "id"]]
+    cells = {i: [(0, 2 * (b % 2) + (g + b) % 2) for g, b in rs] for i, rs in ROWS.items()}
+    domain = ProductDomain([Domain.integers(0, 1), Domain.integers(0, 1)])
+    for k, unit in ((2, True), (3, True), (3, False)):
+        extra = {"privacy_id": "id", "max_rows_per_id": k} if unit else {}
+        columns = data if unit else data[["x", "y"]]
+        grid = dprange.release_grid(columns, domain, EPSILON, mechanism="kronecker", rng=2, **extra)
+        A, specs = design(grid)
+        loss = worst_loss(cells, k, A, specs, bins=4)
+        assert (loss <= EPSILON * (1 + 1e-12)) == unit

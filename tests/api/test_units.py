@@ -10,8 +10,9 @@ import pytest
 
 import dprange
 from conftest import SHARED
-from dprange import Domain, GroupedRelease, Session
+from dprange import Domain, GroupedRelease, ProductDomain, Session
 from dprange.errors import DataError, ParameterError
+from dprange.mechanisms.grid import load_grid_release
 
 DOMAIN = Domain.integers(0, 9)
 KEYS = ["north", "south", "east"]
@@ -215,3 +216,20 @@ def test_intervals_cover_the_per_group_truth_on_adult_with_ids():
             low, high = grouped[key].range(lo, hi).confidence_interval(0.05)
             hits += int(np.sum((low <= exact) & (exact <= high)))
     assert 0.93 <= hits / 8000 <= 0.97
+
+
+def test_grid_release_with_ids_is_exact_at_huge_epsilon_and_records_the_unit(people):
+    frame = people.assign(y=people.x % 3)[["x", "y", "id"]]
+    domain = ProductDomain([DOMAIN, Domain.integers(0, 2)])
+    grid = dprange.release_grid(frame, domain, 1e6, mechanism="kronecker", privacy_id="id", max_rows_per_id=6, rng=1)
+    truth = domain.histogram(frame[["x", "y"]])
+    np.testing.assert_allclose(grid.counts, truth, atol=1e-6)
+    assert grid.epsilon == 1e6 and grid.privacy_unit["max_rows_per_id"] == 6
+    assert grid.measurements.epsilon * 6 <= 1e6
+    back = load_grid_release(grid.to_json())
+    assert back.privacy_unit == grid.privacy_unit and back.epsilon == 1e6
+    np.testing.assert_allclose(back.counts, grid.counts)
+    one = dprange.release_grid(frame, domain, 1e6, mechanism="kronecker", privacy_id="id", max_rows_per_id=1, rng=1)
+    assert one.counts.sum() == pytest.approx(people.id.nunique(), abs=1e-6)
+    with pytest.raises(ParameterError, match="delta > 0"):
+        dprange.release_grid(frame, domain, 1.0, privacy_id="id", max_rows_per_id=2, delta=1e-6)

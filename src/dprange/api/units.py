@@ -274,3 +274,42 @@ def unit_quantiles(run, values, column, epsilon, *, privacy_id, max_rows_per_id,
     kept = bounder.keep(ids, np.zeros(ids.size, dtype=np.int64), bounder.row_keys(ids.size))
     result = run(raw[kept], unit.row_epsilon(epsilon), source)
     return dataclasses.replace(result, epsilon=epsilon, seeded=rng is not None, privacy_unit=unit.to_dict(epsilon))
+
+
+def check_unit_grid(unit, columns, delta, neighbours, drop_missing, public_marginals) -> None:
+    """What ``release_grid`` with a privacy unit refuses before any value is read."""
+    if unit is None:
+        return
+    check_unit_release(unit, delta, neighbours, "release_grid")
+    if drop_missing or public_marginals is not None:
+        raise ParameterError(
+            "release_grid with privacy_id takes neither drop_missing nor public_marginals yet; clean the missing "
+            "values first"
+        )
+    if is_spark_frame(columns) or not is_frame(columns):
+        raise ParameterError(
+            "release_grid with privacy_id needs a table (pandas / polars / pyarrow) holding the id column"
+        )
+    select_column(columns, unit.id_column)  # DataError naming a missing column, before any value is read
+
+
+def bounded_grid_counts(columns, domain, unit: PrivacyUnit, source, *, clip) -> np.ndarray:
+    """The k-D counts of a table's columns other than the id column, at most k random rows per id."""
+    ids = id_codes(select_column(columns, unit.id_column))
+    axes = _without_column(columns, unit.id_column)
+    index = domain.bucketize(axes, clip=clip)
+    bounder = Bounder(source, unit.max_rows_per_id)
+    kept = bounder.keep(ids, np.zeros(ids.size, dtype=np.int64), bounder.row_keys(ids.size))
+    flat = np.ravel_multi_index(tuple(index[:, kept]), domain.shape)
+    return np.bincount(flat, minlength=domain.size).astype(np.int64).reshape(domain.shape)
+
+
+def _without_column(table, name: str):
+    library = type(table).__module__.split(".")[0]
+    if library == "pandas":
+        return table.drop(columns=[name])
+    if library == "pyarrow":
+        return table.drop_columns([name]) if hasattr(table, "drop_columns") else table.drop([name])
+    if type(table).__name__ == "LazyFrame":
+        return table.drop(name).collect()
+    return table.drop(name)
