@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from _helpers import chi_square_p
 
+from dprange.engines import bounding
 from dprange.engines.bounding import BoundedCounter, Bounder, bounded_rows, id_codes
 from dprange.errors import DataError
 
@@ -51,8 +52,11 @@ def test_each_id_keeps_m_groups_chosen_uniformly_whatever_their_rows():
 
 
 @pytest.mark.parametrize("split", [[10], [3, 7], [1, 1, 1, 1, 6], [5, 5]])
-def test_streaming_state_equals_the_whole_data_at_once(split):
-    """Same seed, same keys in the same order: batches give the counts of one pass."""
+@pytest.mark.parametrize("prune_rows", [1, 4, 2**21])
+def test_streaming_state_equals_the_whole_data_at_once(split, prune_rows, monkeypatch):
+    """Same seed, same keys in the same order: batches give the counts of one pass, whenever
+    the state is cut."""
+    monkeypatch.setattr(bounding, "PRUNE_ROWS", prune_rows)
     data = np.random.default_rng(3)
     ids = data.integers(0, 3, size=10)
     groups = data.integers(0, 2, size=10)
@@ -67,14 +71,20 @@ def test_streaming_state_equals_the_whole_data_at_once(split):
         counter.add(ids[start : start + size], groups[start : start + size], bins[start : start + size])
         start += size
     assert np.array_equal(counter.counts(2, 4), expected)
-    assert counter.ids.size <= 3 * 2  # ids x k: the state never holds more
+    assert counter.ids.size <= 3 * 2  # ids x k: the state never holds more once cut
 
 
-def test_streaming_state_over_its_limit_is_refused():
+def test_streaming_state_over_its_limit_is_refused(monkeypatch):
     counter = BoundedCounter(Bounder(np.random.default_rng(0), 2), limit=5)
     counter.add(np.arange(5), np.zeros(5, dtype=np.int64), np.zeros(5, dtype=np.int64))
+    assert counter.counts(1, 1)[0, 0] == 5
+    counter.add(np.array([9]), np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64))
     with pytest.raises(DataError, match="over the limit of 5"):
-        counter.add(np.array([9]), np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64))
+        counter.counts(1, 1)
+    monkeypatch.setattr(bounding, "PRUNE_ROWS", 4)  # cut while streaming, not only at the end
+    counter = BoundedCounter(Bounder(np.random.default_rng(0), 2), limit=5)
+    with pytest.raises(DataError, match="over the limit of 5"):
+        counter.add(np.arange(6), np.zeros(6, dtype=np.int64), np.zeros(6, dtype=np.int64))
 
 
 def test_id_codes_of_integers_strings_and_missing_ids():

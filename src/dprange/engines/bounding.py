@@ -10,18 +10,20 @@ rows and on randomness independent of the data (docs/privacy.md, "Privacy units"
 randomness makes the choice unbiased.
 
 Streaming (:class:`BoundedCounter`): the kept rows of the batches read so far (id code, group,
-key, bin: 32 bytes a row) are the state; every batch is merged with it and cut back to the
-k smallest keys per (id, group) in the m lowest-ranked groups of each id, which is the same
-choice as on all rows at once (the k smallest of a union are among the k smallest of each
-part).  The state holds at most ids x m x k rows; beyond :data:`MAX_KEPT_ROWS` it is refused
-(DataError), so memory stays below about 1 GB.
+key, bin: 32 bytes a row) are the state; the batches read since are merged with it and cut
+back to the k smallest keys per (id, group) in the m lowest-ranked groups of each id once they
+hold as many rows as the state (or :data:`PRUNE_ROWS`), and at the end: the same choice as on
+all rows at once (the k smallest of a union are among the k smallest of each part).  Rows are
+sorted by id, then by group and the top 48 bits of their key in one 64-bit word.  The state
+holds at most ids x m x k rows; beyond :data:`MAX_KEPT_ROWS` (512 MiB) it is refused
+(DataError); with the rows waiting for a cut, memory is at most about twice the state.
 
 Ids are 64-bit codes: integer ids (and strings that write one, "7", so that a CSV column
 read as text and a Parquet integer column agree) are used as they are, other ids are hashed
-(pandas' SipHash when pandas is installed, else BLAKE2b), the same in every batch.  Two ids whose codes collide are
-bounded together as one, which only drops rows (privacy is kept); at 10^6 ids the chance of
-any collision is below 3e-8.  Ties between row keys (chance below rows^2 / 2^63) are broken by
-position.
+(pandas' SipHash when pandas is installed, else BLAKE2b), the same in every batch.  Two ids
+whose codes collide are bounded together as one, which only drops rows (privacy is kept); at 10^6 ids the chance of
+any collision is below 3e-8.  Ties between the 48-bit keys of one id's rows in one group
+(chance below rows_per_id^2 / 2^49 per id) are broken by position.
 """
 
 from __future__ import annotations
@@ -34,9 +36,15 @@ import numpy as np
 from ..errors import DataError, private
 
 #: The most rows the streaming state keeps (ids x groups kept x rows kept), 32 bytes each.
-MAX_KEPT_ROWS = 2**25
+MAX_KEPT_ROWS = 2**24
 
 _KEY_BOUND = 2**62
+#: Group indices below 2^15 share one sort key with the top 48 bits of the row key.
+_KEY_BITS = 48
+_GROUP_LIMIT = 2**15
+#: The streaming state is cut back when the rows added since the last cut reach this or the
+#: state's own size (amortised: each row takes part in O(log rows) sorts at most).
+PRUNE_ROWS = 2**21
 #: Ids written as canonical decimal integers within int64 are coded as those integers.
 _CANONICAL_INTEGER = re.compile(r"-?(0|[1-9][0-9]{0,17})\Z")
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -124,7 +132,10 @@ class Bounder:
         m lowest-ranked groups of each id."""
         if ids.size == 0:
             return np.zeros(0, dtype=np.int64)
-        order = np.lexsort((keys, groups, ids))
+        if groups.size and 0 <= groups.min() and groups.max() < _GROUP_LIMIT:  # one sort key for (group, key)
+            order = np.lexsort(((groups << _KEY_BITS) | (keys >> (62 - _KEY_BITS)), ids))
+        else:
+            order = np.lexsort((keys, groups, ids))
         sid, sgroup = ids[order], groups[order]
         new_pair = np.ones(order.size, dtype=bool)
         new_pair[1:] = (sid[1:] != sid[:-1]) | (sgroup[1:] != sgroup[:-1])
@@ -172,13 +183,21 @@ class BoundedCounter:
         self.limit = limit
         empty = np.zeros(0, dtype=np.int64)
         self.ids, self.groups, self.keys, self.bins = empty, empty, empty, empty
+        self._pending: list[tuple[np.ndarray, ...]] = []
+        self._pending_rows = 0
 
     def add(self, ids: np.ndarray, groups: np.ndarray, bins: np.ndarray) -> None:
-        """Merge one batch (id codes, group indices, bin indices, int64) into the state."""
-        ids = np.concatenate([self.ids, ids])
-        groups = np.concatenate([self.groups, groups])
-        keys = np.concatenate([self.keys, self.bounder.row_keys(bins.size)])
-        bins = np.concatenate([self.bins, bins])
+        """Add one batch (id codes, group indices, bin indices, int64); the state is cut back
+        once the rows added since the last cut reach :data:`PRUNE_ROWS` or its own size."""
+        self._pending.append((ids, groups, self.bounder.row_keys(bins.size), bins))
+        self._pending_rows += bins.size
+        if self._pending_rows >= max(self.ids.size, PRUNE_ROWS):
+            self._prune()
+
+    def _prune(self) -> None:
+        parts = [(self.ids, self.groups, self.keys, self.bins), *self._pending]
+        ids, groups, keys, bins = (np.concatenate([p[i] for p in parts]) for i in range(4))
+        self._pending, self._pending_rows = [], 0
         kept = self.bounder.keep(ids, groups, keys)
         if kept.size > self.limit:
             raise DataError(
@@ -189,5 +208,6 @@ class BoundedCounter:
 
     def counts(self, groups: int, bins: int) -> np.ndarray:
         """The bounded counts, shape (groups, bins), int64."""
+        self._prune()
         flat = self.groups * bins + self.bins
         return np.bincount(flat, minlength=groups * bins).astype(np.int64).reshape(groups, bins)
