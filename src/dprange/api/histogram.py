@@ -246,13 +246,10 @@ def release_files(
         raise ParameterError(f"engine must be 'local' or 'spark', got {engine!r}")
     unit = _unit_arguments(privacy_id, max_rows_per_id, max_groups_per_id, by, groups)
     if unit:
-        if engine != "local":
-            raise ParameterError("privacy_id and by= are counted by the local engine only for now; use engine='local'")
         options = {"delta": delta, "rng": rng, "clip": clip, "drop_missing": drop_missing, "session": session}
+        options |= {"files": True, "batch_rows": batch_rows, "engine": engine, "spark": spark}
         choice = (mechanism, neighbours, workload, inference, noise)
-        return _unit_release(
-            source, domain, epsilon, unit, choice, column=column, files=True, batch_rows=batch_rows, **options
-        )
+        return _unit_release(source, domain, epsilon, unit, choice, column=column, **options)
     mech, epsilon, delta = _prepare(
         domain, epsilon, mechanism, delta, drop_missing, neighbours, workload, inference, noise, session
     )

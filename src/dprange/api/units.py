@@ -23,7 +23,7 @@ from ..domain import Domain, _drop_missing
 from ..engines.bounding import Bounder, id_codes
 from ..engines.frames import is_frame, select_column
 from ..engines.local import DEFAULT_BATCH_ROWS, expand_inputs
-from ..engines.spark import is_spark_frame
+from ..engines.spark import is_spark_frame, spark_bounded_counts
 from ..engines.unit_files import stream_bounded_counts
 from ..errors import ParameterError, excerpt
 from ..privacy.samplers import resolve_rng
@@ -128,11 +128,15 @@ def unit_release(
     session=None,
     files=False,
     batch_rows: int = DEFAULT_BATCH_ROWS,
+    engine: str = "local",
+    spark=None,
 ) -> Release | GroupedRelease:
     """The release of ``column`` with a privacy unit and / or a public group-by (module doc).
 
     ``choose(row_epsilon)`` returns the checked mechanism (the facade's choice at the epsilon
-    the mechanism runs at).  ``files``: ``values`` is a file source read by the local engine."""
+    the mechanism runs at).  ``files``: ``values`` is a file source read by the local engine, or
+    by Spark with ``engine="spark"`` (``spark``: a SparkSession or master URL); a Spark
+    DataFrame ``values`` is counted by Spark."""
     unit = make_unit(privacy_id, max_rows_per_id, max_groups_per_id)
     grouping = Grouping.make(by, groups)
     if max_groups_per_id != 1 and (unit is None or grouping is None):
@@ -146,9 +150,11 @@ def unit_release(
         raise ParameterError(
             "by= is offered under neighbours='add_remove' only: replace would publish each group's size"
         )
-    if not files:
+    if is_spark_frame(values) and not isinstance(column, str):
+        raise ParameterError("the values are a Spark DataFrame: name the column to release with column='...'")
+    if not files and not is_spark_frame(values):
         _check_frame(values, column, unit, grouping)
-    elif session is not None:
+    elif session is not None and engine == "local":
         expand_inputs(values)  # a source naming no file is refused free
     if session is not None:
         epsilon, delta = _session(session).allot(epsilon, delta)
@@ -157,19 +163,21 @@ def unit_release(
     charge_before_reading(session, epsilon, delta, what, repr(mech))
     source = resolve_rng(rng)
     bounder = None if unit is None else Bounder(source, unit.max_rows_per_id, unit.max_groups_per_id)
-    if files:
+    shared = {
+        "id_column": None if unit is None else unit.id_column,
+        "by": None if grouping is None else grouping.by,
+        "bounder": bounder,
+        "clip": clip,
+        "drop_missing": drop_missing,
+    }
+    if engine == "spark" or is_spark_frame(values):
+        keys = [0] if grouping is None else list(grouping.keys)
+        counts = spark_bounded_counts(values, column, domain, keys=keys, spark=spark, **shared)
+    elif files:
+        groups = 1 if grouping is None else len(grouping.keys)
+        index = None if grouping is None else grouping.indices
         counts = stream_bounded_counts(
-            values,
-            column,
-            domain,
-            id_column=None if unit is None else unit.id_column,
-            by=None if grouping is None else grouping.by,
-            group_index=None if grouping is None else grouping.indices,
-            groups=1 if grouping is None else len(grouping.keys),
-            bounder=bounder,
-            clip=clip,
-            drop_missing=drop_missing,
-            batch_rows=batch_rows,
+            values, column, domain, group_index=index, groups=groups, batch_rows=batch_rows, **shared
         )
     else:
         counts = frame_counts(values, column, domain, unit, grouping, bounder, clip=clip, drop_missing=drop_missing)
@@ -193,11 +201,6 @@ def _relabel(release, epsilon: float, record: dict | None):
 
 
 def _check_frame(values, column, unit, grouping) -> None:
-    if is_spark_frame(values):
-        raise ParameterError(
-            "privacy_id and by= are not supported on Spark DataFrames yet; count with the local engine "
-            "(release_files) or collect the columns into pandas / polars"
-        )
     if not is_frame(values) or not isinstance(column, str):
         raise ParameterError(
             "privacy_id and by= name columns: pass a table (pandas / polars DataFrame, pyarrow Table) and column='...'"

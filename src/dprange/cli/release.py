@@ -355,7 +355,7 @@ def release_command(
         args = dict(input_path=input_path, column=column, lo=lo, hi=hi, bins=bins, integers=integers, clip=clip)
         args |= dict(drop_missing=drop_missing, epsilon=epsilon, delta=delta, mechanism=mechanism, workload=workload)
         args |= dict(neighbours=neighbours, noise=noise, inference=inference, seed=seed, alpha=alpha, output=output)
-        args |= dict(plot=plot, session_path=session_path, engine=engine, **units)
+        args |= dict(plot=plot, session_path=session_path, engine=engine, spark_master=spark_master, **units)
         unit_release_command(args, session, mechanism_params)
         return
     domain = build_domain(lo, hi, bins, integers)

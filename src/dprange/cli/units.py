@@ -82,8 +82,6 @@ def group_keys(groups: str | None, groups_file: str | None) -> list[str] | None:
 def unit_release_command(o: dict, session, mechanism_params: dict) -> None:
     """The release of one column with a privacy unit and / or group-by (options ``o``, checked
     by the caller up to the session's allotment); prints a table of deciles per group."""
-    if o["engine"] != "local":
-        raise ParameterError("--privacy-id and --by are counted by the local engine only for now")
     keys = group_keys(o["groups"], o["groups_file"])
     if o["by"] is not None and keys is None:
         raise ParameterError("--by needs --groups a,b,c or --groups-file (the public list of keys)")
@@ -108,11 +106,12 @@ def unit_release_command(o: dict, session, mechanism_params: dict) -> None:
     check_privacy(mech, domain.size, run_at, delta)
     check_seed(o["seed"])
     what = api.files_ledger_what(o["input_path"], o["column"], domain) + _unit_note(unit, o["by"], keys)
-    session = charge_before_reading(session, epsilon, delta, o["input_path"], "local", what, mech)
+    session = charge_before_reading(session, epsilon, delta, o["input_path"], o["engine"], what, mech)
     passed = {
         key: o[key] for key in ("clip", "drop_missing", "privacy_id", "max_rows_per_id", "max_groups_per_id", "by")
     }
     options = {"mechanism": mech, "delta": delta, "rng": o["seed"], "groups": keys, **passed}
+    options |= {"engine": o["engine"], "spark": o["spark_master"]}
     result = api.release_files(o["input_path"], o["column"], domain, epsilon, **options)
     lines = [_unit_line(unit)]
     if isinstance(result, GroupedRelease):
