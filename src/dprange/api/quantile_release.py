@@ -178,6 +178,12 @@ def quantiles(
     histogram route's default bins or auto's choice need n; 0 spends nothing (the bins then
     follow epsilon alone and auto uses m alone).  The result records the count, its source
     and its cost (``count``), and the bins used.
+
+    ``privacy_id`` with ``max_rows_per_id=k`` (a table ``values`` and ``column``): at most k
+    random rows per id are kept and the method runs at epsilon / k, so the quantiles protect one
+    id with all its rows (pure DP, add/remove; docs/privacy.md, "Privacy units"); the result's
+    ``privacy_unit`` records it and its parts (bounds, count) are at the row-level epsilon.
+    Without it one row must be one person.
     """
     if privacy_id is not None or max_rows_per_id is not None:
 
