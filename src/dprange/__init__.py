@@ -9,6 +9,7 @@ from . import workloads
 from .analysis import expected_error, max_error, select
 from .analysis.cdf_trees import best_structure
 from .analysis.grid import select_grid
+from .answers.grouped import GroupedRelease
 from .answers.release import Release, load_release
 from .answers.types import Answer
 from .api import quantiles, release, release_files, release_grid
@@ -56,6 +57,7 @@ __all__ = [
     "DPRangeError",
     "Flat",
     "FourierMarginals",
+    "GroupedRelease",
     "Hierarchical",
     "HybridTree",
     "KDHierarchy",

@@ -463,3 +463,32 @@ def test_grid_inputs_and_the_cli_frame_stop_on_a_blank_line(spark, tmp_path):
     np.testing.assert_array_equal(
         spark_histogram(str(path), ["x", "y"], grid, drop_missing=True, spark=spark), expected
     )
+
+
+def test_privacy_units_and_groups_on_spark_give_the_exact_counts_at_huge_epsilon(spark, tmp_path):
+    """privacy_id / by= counted by Spark (groupBy id and group by windows): with k above every
+    id's rows and m = 2 groups the per-group histograms equal the true ones; with k = 1 each
+    group holds one row per id; a Spark DataFrame and files give the same."""
+    import pandas as pd
+
+    rng = np.random.default_rng(4)
+    ids = rng.integers(0, 60, size=400)
+    frame = pd.DataFrame({"id": ids, "g": np.where(rng.random(400) < 0.5, "a", "b"), "x": rng.integers(0, 8, 400)})
+    path = tmp_path / "units.parquet"
+    frame.to_parquet(path, index=False)
+    domain = Domain.integers(0, 7)
+    args = {"by": "g", "groups": ["a", "b"], "privacy_id": "id", "mechanism": "flat", "rng": 3}
+    files = dprange.release_files(
+        str(path), "x", domain, 1e6, engine="spark", spark=spark, max_rows_per_id=400, max_groups_per_id=2, **args
+    )
+    sdf = spark.createDataFrame(frame)
+    direct = dprange.release(sdf, domain, 1e6, column="x", max_rows_per_id=400, max_groups_per_id=2, **args)
+    for key in ("a", "b"):
+        truth = np.bincount(frame.x[frame.g == key], minlength=8)
+        np.testing.assert_allclose(files[key].histogram().value, truth, atol=1e-6)
+        np.testing.assert_allclose(direct[key].histogram().value, truth, atol=1e-6)
+    one = dprange.release(sdf, domain, 1e6, column="x", max_rows_per_id=1, max_groups_per_id=2, **args)
+    for key in ("a", "b"):
+        assert one[key].total().value == pytest.approx(frame.id[frame.g == key].nunique(), abs=1e-6)
+    single = dprange.release(sdf, domain, 1e6, column="x", max_rows_per_id=1, max_groups_per_id=1, **args)
+    assert single["a"].total().value + single["b"].total().value == pytest.approx(frame.id.nunique(), abs=1e-6)

@@ -330,6 +330,7 @@ def _provenance(meta, version: int, privacy: dict, public_total) -> Provenance:
         inference_options=saved.inference_options,
         converged=saved.converged,
         data_dependent=saved.data_dependent,
+        privacy_unit=saved.privacy_unit,
     )
     if saved != expected:
         raise DataError("the saved provenance disagrees with the saved privacy parameters; the file is corrupt")

@@ -53,9 +53,15 @@ class GridRelease:
         self.public_marginals = [(tuple(a), np.asarray(v, dtype=float)) for a, v in (public_marginals or [])]
         self.noise = measurements.noise_kind
         self.noise_scales = [m.noise.scale for m in measurements.measurements if m.noise is not None]
+        #: None when one row is one person; else the privacy unit's record with the id-level
+        #: ``epsilon`` (the measurements' epsilon is the row-level one the design ran at).
+        self.privacy_unit: dict | None = None
 
     @property
     def epsilon(self) -> float:
+        """The release's epsilon: per id with a privacy unit, else per row."""
+        if self.privacy_unit is not None:
+            return float(self.privacy_unit["epsilon"])
         return self.measurements.epsilon
 
     @property
@@ -162,6 +168,7 @@ class GridRelease:
                 for m in meas.measurements
             ],
             "domain": None if self.domain is None else self.domain.to_dict(),
+            **({} if self.privacy_unit is None else {"privacy_unit": self.privacy_unit}),
             **(
                 {"public_marginals": [{"axes": list(a), "values": v.tolist()} for a, v in self.public_marginals]}
                 if self.public_marginals

@@ -47,6 +47,9 @@ class Provenance:
     converged: bool = True
     noise_scales: Sequence[float] | None = None  # stored as a tuple
     data_dependent: bool = False
+    #: None when one row is one person; else the privacy unit's record
+    #: (:meth:`dprange.privacy.units.PrivacyUnit.to_dict`: id column, bounds, relation, row epsilon).
+    privacy_unit: dict | None = None
 
     def __post_init__(self) -> None:
         # Normalise the types once (frozen: through object.__setattr__), so that a record
@@ -81,6 +84,7 @@ class Provenance:
             "converged": self.converged,
             "noise_scales": None if self.noise_scales is None else list(self.noise_scales),
             "data_dependent": self.data_dependent,
+            **({} if self.privacy_unit is None else {"privacy_unit": self.privacy_unit}),
         }
 
     @classmethod
@@ -105,6 +109,7 @@ class Provenance:
             converged=_flag(data.get("converged", True), "converged"),
             noise_scales=_scales(data.get("noise_scales")),
             data_dependent=_flag(data.get("data_dependent", False), "data_dependent"),
+            privacy_unit=None if data.get("privacy_unit") is None else _mapping(data["privacy_unit"], "privacy unit"),
         )
 
 

@@ -7,6 +7,7 @@ from .common import REPLACE_DROP_MISSING_MESSAGE, charge_before_reading, make_me
 from .grid import choose_grid_mechanism, release_grid
 from .histogram import check_release, choose_mechanism, files_ledger_what, release, release_files
 from .quantile_release import histogram_binned, quantiles, quantiles_ledger_what
+from .units import group_epsilon, row_epsilon
 
 __all__ = [
     "REPLACE_DROP_MISSING_MESSAGE",
@@ -15,6 +16,7 @@ __all__ = [
     "choose_grid_mechanism",
     "choose_mechanism",
     "files_ledger_what",
+    "group_epsilon",
     "histogram_binned",
     "make_mechanism",
     "quantiles",
@@ -23,4 +25,5 @@ __all__ = [
     "release_files",
     "release_grid",
     "resolve_neighbours",
+    "row_epsilon",
 ]

@@ -12,8 +12,11 @@ from ..engines.spark import is_spark_frame, spark_histogram
 from ..errors import ParameterError
 from ..inference.marginal_constraints import MarginalConstraints, published_marginals
 from ..mechanisms.base import GridMechanism, Mechanism
+from ..privacy.samplers import resolve_rng
+from ..privacy.units import make_unit
 from ..registry import GRID_MECHANISMS
 from .common import REPLACE_DROP_MISSING_MESSAGE, _session, charge_before_reading, resolve_neighbours
+from .units import bounded_grid_counts, check_unit_grid, row_epsilon
 
 
 def choose_grid_mechanism(
@@ -85,6 +88,8 @@ def release_grid(
     noise="auto",
     session=None,
     public_marginals=None,
+    privacy_id: str | None = None,
+    max_rows_per_id: int | None = None,
     **params,
 ):
     """Bucketize several columns into the product ``domain`` and release the k-D histogram
@@ -108,6 +113,11 @@ def release_grid(
     they are read, whatever the outcome).  ``public_marginals``: {kept axes: published values} that the
     release is made to meet exactly, with exact errors (:func:`dprange.answers.constrained.constrain`;
     values published elsewhere, never computed here from the columns).
+
+    ``privacy_id`` (with ``max_rows_per_id=k``): ``columns`` is a table holding the id column;
+    its other columns, in order, are the axes; at most k random rows per id are kept and the
+    release protects one id with all its rows (as :func:`release`; docs/privacy.md, "Privacy
+    units"); ``GridRelease.privacy_unit`` records it and ``epsilon`` is the id-level one.
     """
     if not isinstance(domain, ProductDomain):
         raise ParameterError("domain must be a dprange.ProductDomain (one dprange.Domain per column)")
@@ -115,12 +125,15 @@ def release_grid(
         raise ParameterError(REPLACE_DROP_MISSING_MESSAGE)
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
+    unit = make_unit(privacy_id, max_rows_per_id)
+    check_unit_grid(unit, columns, delta, neighbours, drop_missing, public_marginals)
     if session is not None:
         epsilon, delta = _session(session).allot(epsilon, delta)
+    run_at = row_epsilon(unit, epsilon)
     mech = choose_grid_mechanism(
         mechanism,
         domain.shape,
-        epsilon,
+        run_at,
         delta=delta,
         neighbours=neighbours,
         workload=workload,
@@ -129,7 +142,7 @@ def release_grid(
         noise=noise,
         **params,
     )
-    mech.plan(domain.shape, epsilon)  # the design and its per-axis limits, before any value is read
+    mech.plan(domain.shape, run_at)  # the design and its per-axis limits, before any value is read
     if public_marginals is not None:  # checked (design, shapes, agreement) before any value is read
         if not getattr(mech, "constrainable", False):
             raise ParameterError(
@@ -137,6 +150,12 @@ def release_grid(
             )
         MarginalConstraints.build(domain.shape, *published_marginals(public_marginals, domain.shape))
     charge_before_reading(session, epsilon, delta, f"k-D histogram on {domain!r}", repr(mech))
+    if unit is not None:
+        source = resolve_rng(rng)
+        counts = bounded_grid_counts(columns, domain, unit, source, clip=clip)
+        result = mech.release(counts, run_at, delta=delta, rng=source, domain=domain)
+        result.privacy_unit = unit.to_dict(epsilon) | {"epsilon": epsilon}
+        return result
     if is_spark_frame(columns):  # its columns in order, counted by the Spark engine
         counts = spark_histogram(columns, list(columns.columns), domain, clip=clip, drop_missing=drop_missing)
     else:

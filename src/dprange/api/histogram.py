@@ -21,6 +21,7 @@ import os
 from .._params import find, replaced
 from .._validation import check_delta, check_epsilon, check_positive_int
 from ..analysis.selection import auto_mechanism
+from ..answers.grouped import GroupedRelease
 from ..answers.release import Release
 from ..domain import Domain, ProductDomain
 from ..engines.frames import select_column
@@ -32,6 +33,7 @@ from ..registry import MECHANISMS
 from ..workloads.ranges import check_workload_bins
 from .common import REPLACE_DROP_MISSING_MESSAGE, _session, charge_before_reading, make_mechanism, resolve_neighbours
 from .grid import release_grid
+from .units import unit_release
 
 
 def choose_mechanism(
@@ -119,8 +121,23 @@ def release(
     noise="auto",
     session=None,
     column: str | None = None,
-) -> Release:
+    privacy_id: str | None = None,
+    max_rows_per_id: int | None = None,
+    by: str | None = None,
+    groups=None,
+    max_groups_per_id: int = 1,
+) -> Release | GroupedRelease:
     """Bucketize raw ``values`` into ``domain`` and release them with ``mechanism``.
+
+    Without ``privacy_id`` one row must be one person: neighbouring datasets differ by one
+    row.  ``privacy_id="user_id"`` with ``max_rows_per_id=k``: the person is the id; at most
+    k rows per id are kept, chosen at random, and the release is epsilon-DP for adding or
+    removing one id with all its rows (the mechanism runs at epsilon / k: group privacy;
+    pure DP only, add/remove only; docs/privacy.md, "Privacy units").  ``by="state"`` with
+    ``groups=[...]`` (the public list of keys; rows with other keys are dropped) returns a
+    :class:`~dprange.answers.grouped.GroupedRelease`, one release per key under one epsilon;
+    with a privacy unit each id is kept in at most ``max_groups_per_id`` = m groups, each
+    released at epsilon / m.  Both need a table ``values`` and ``column``.
 
     ``mechanism``: None or ``"auto"`` (default) is the mechanism with the least exact
     expected error on ``workload`` (default ``"all-range"``; use ``"prefix"`` when the CDF
@@ -153,6 +170,11 @@ def release(
     With a :class:`~dprange.ProductDomain` this is :func:`release_grid` (``values`` are then
     the columns, ``workload`` a k-D workload, default all rectangles).
     """
+    unit = _unit_arguments(privacy_id, max_rows_per_id, max_groups_per_id, by, groups)
+    if unit:
+        options = {"delta": delta, "rng": rng, "clip": clip, "drop_missing": drop_missing, "session": session}
+        choice = (mechanism, neighbours, workload, inference, noise)
+        return _unit_release(values, domain, epsilon, unit, choice, column=column, **options)
     if isinstance(domain, ProductDomain):
         if column is not None:
             raise ParameterError("column= is not supported for a ProductDomain; pass the columns (one per axis)")
@@ -204,7 +226,12 @@ def release_files(
     batch_rows: int = DEFAULT_BATCH_ROWS,
     engine: str = "local",
     spark=None,
-) -> Release:
+    privacy_id: str | None = None,
+    max_rows_per_id: int | None = None,
+    by: str | None = None,
+    groups=None,
+    max_groups_per_id: int = 1,
+) -> Release | GroupedRelease:
     """:func:`release` of ``column`` in CSV / Parquet files, counted by the local streaming
     engine (:func:`dprange.engines.local.stream_histogram`: ``source`` is a path, a folder, a
     glob pattern or a list of them, read ``batch_rows`` rows at a time in bounded memory).
@@ -217,6 +244,12 @@ def release_files(
     a source that names no file is refused first, free)."""
     if engine not in ("local", "spark"):
         raise ParameterError(f"engine must be 'local' or 'spark', got {engine!r}")
+    unit = _unit_arguments(privacy_id, max_rows_per_id, max_groups_per_id, by, groups)
+    if unit:
+        options = {"delta": delta, "rng": rng, "clip": clip, "drop_missing": drop_missing, "session": session}
+        options |= {"files": True, "batch_rows": batch_rows, "engine": engine, "spark": spark}
+        choice = (mechanism, neighbours, workload, inference, noise)
+        return _unit_release(source, domain, epsilon, unit, choice, column=column, **options)
     mech, epsilon, delta = _prepare(
         domain, epsilon, mechanism, delta, drop_missing, neighbours, workload, inference, noise, session
     )
@@ -241,6 +274,42 @@ def _describe_source(source) -> str:
     return repr(os.fspath(source)) if isinstance(source, (str, os.PathLike)) else "files"
 
 
+def _unit_arguments(privacy_id, max_rows_per_id, max_groups_per_id, by, groups) -> dict:
+    """The privacy-unit and group-by arguments of a release, or {} when none is given."""
+    given = {"privacy_id": privacy_id, "max_rows_per_id": max_rows_per_id, "by": by, "groups": groups}
+    if all(value is None for value in given.values()) and max_groups_per_id == 1:
+        return {}
+    return given | {"max_groups_per_id": max_groups_per_id}
+
+
+def _unit_release(values, domain, epsilon, unit: dict, choice: tuple, **options):
+    """:func:`dprange.api.units.unit_release` with the facade's choice of mechanism."""
+    mechanism, neighbours, workload, inference, noise = choice
+    choose = _choice(domain, mechanism, options["delta"], neighbours, workload, inference, noise)
+    return unit_release(values, domain, epsilon, choose=choose, neighbours=neighbours, **unit, **options)
+
+
+def _choice(domain, mechanism, delta, neighbours, workload, inference, noise):
+    """The mechanism of a release, chosen and checked at the epsilon it runs at (with a privacy
+    unit or a group-by, a share of the release's: :func:`dprange.api.units.unit_release`)."""
+
+    def choose(row_epsilon: float) -> Mechanism:
+        mech = choose_mechanism(
+            mechanism,
+            domain.size,
+            row_epsilon,
+            delta=delta,
+            neighbours=neighbours,
+            workload=workload,
+            inference=inference,
+            noise=noise,
+        )
+        check_release(mech, domain.size, row_epsilon, delta)
+        return mech
+
+    return choose
+
+
 def _prepare(domain, epsilon, mechanism, delta, drop_missing, neighbours, workload, inference, noise, session):
     """(mechanism, epsilon, delta) of a release, everything checked before data are read."""
     if not isinstance(domain, Domain):
@@ -249,15 +318,5 @@ def _prepare(domain, epsilon, mechanism, delta, drop_missing, neighbours, worklo
         raise ParameterError(REPLACE_DROP_MISSING_MESSAGE)
     if session is not None:
         epsilon, delta = _session(session).allot(epsilon, delta)
-    mech = choose_mechanism(
-        mechanism,
-        domain.size,
-        epsilon,
-        delta=delta,
-        neighbours=neighbours,
-        workload=workload,
-        inference=inference,
-        noise=noise,
-    )
-    check_release(mech, domain.size, epsilon, delta)
+    mech = _choice(domain, mechanism, delta, neighbours, workload, inference, noise)(epsilon)
     return mech, epsilon, delta

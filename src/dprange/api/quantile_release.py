@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from typing import cast
 
 import numpy as np
 
 from .._validation import check_epsilon
+from ..answers.release import Release
 from ..domain import Domain
 from ..engines.frames import select_column
 from ..errors import ParameterError
@@ -37,6 +39,7 @@ from ..quantile_mechanisms.private_bounds import private_bounds
 from ..registry import QUANTILE_METHODS, Citation
 from .common import _session, charge_before_reading
 from .histogram import release
+from .units import unit_quantiles
 
 HISTOGRAM_MAX_INTEGERS = 2**17  # integer ranges up to this size get one bin per integer
 
@@ -111,7 +114,7 @@ def _run_histogram(values, levels, epsilon, bounds, *, integer, neighbours, rng,
         domain = Domain.integers(int(a), int(b))
     else:
         domain = Domain.interval(a, b, epsilon_only_bins(epsilon) if bins is None else bins)
-    rel = release(values, domain, epsilon, workload="prefix", neighbours=neighbours, rng=rng, clip=True)
+    rel = cast(Release, release(values, domain, epsilon, workload="prefix", neighbours=neighbours, rng=rng, clip=True))
     return np.asarray(rel.quantile(levels).value, dtype=float), rel
 
 
@@ -143,6 +146,8 @@ def quantiles(
     column: str | None = None,
     n_max: int | None = None,
     count_share: float = COUNT_SHARE,
+    privacy_id: str | None = None,
+    max_rows_per_id: int | None = None,
 ) -> QuantilesResult:
     """epsilon-DP quantiles of raw ``values`` at levels ``q`` (strictly increasing, in (0, 1)).
 
@@ -173,7 +178,43 @@ def quantiles(
     histogram route's default bins or auto's choice need n; 0 spends nothing (the bins then
     follow epsilon alone and auto uses m alone).  The result records the count, its source
     and its cost (``count``), and the bins used.
+
+    ``privacy_id`` with ``max_rows_per_id=k`` (a table ``values`` and ``column``): at most k
+    random rows per id are kept and the method runs at epsilon / k, so the quantiles protect one
+    id with all its rows (pure DP, add/remove; docs/privacy.md, "Privacy units"); the result's
+    ``privacy_unit`` records it and its parts (bounds, count) are at the row-level epsilon.
+    Without it one row must be one person.
     """
+    if privacy_id is not None or max_rows_per_id is not None:
+
+        def run_bounded(kept, row_epsilon, source):
+            return quantiles(
+                kept,
+                q,
+                row_epsilon,
+                bounds=bounds,
+                method=method,
+                rng=source,
+                bounds_share=bounds_share,
+                neighbours=neighbours,
+                integer=integer,
+                cells=cells,
+                bins=bins,
+                n_max=n_max,
+                count_share=count_share,
+            )
+
+        return unit_quantiles(
+            run_bounded,
+            values,
+            column,
+            epsilon,
+            privacy_id=privacy_id,
+            max_rows_per_id=max_rows_per_id,
+            rng=rng,
+            session=session,
+            neighbours=neighbours,
+        )
     levels = check_levels(q)
     epsilon = check_epsilon(epsilon)
     count_share = check_count_share(count_share)

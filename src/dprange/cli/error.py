@@ -34,9 +34,11 @@ from .options import (
     check_size,
     check_tree_size,
     ranges_option,
+    with_options,
 )
 from .parse import _parse_candidate, grid_workload, parse_shape, ranges_axes, ranges_file, rectangles_file
 from .render import check_made_for_workload, echo_l2_optimum, workload_label
+from .units import bounding_epsilon, bounding_note, error_unit_options
 
 #: Largest n for which ``dprange error`` computes the exact L2 optimum beside the SVD bound
 #: (O(n^3) a step; timing: docs/analysis.md).
@@ -99,18 +101,41 @@ CLI_L2_REPLACE_MAX_N = 128
     ),
 )
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def error_command(n, shape, order, workload, queries, ranges, epsilon, delta, neighbours, noise, mechanisms, as_json):
+@with_options(error_unit_options)
+def error_command(
+    n,
+    shape,
+    order,
+    workload,
+    queries,
+    ranges,
+    epsilon,
+    delta,
+    neighbours,
+    noise,
+    mechanisms,
+    as_json,
+    max_rows_per_id,
+    group_count,
+    max_groups_per_id,
+):
     """Exact expected error of mechanisms before touching any data, and the recommended one.
 
     The error of a least-squares mechanism does not depend on the data, so this costs no
     privacy. Expected error is the average variance over the workload's queries (counts^2);
     the table shows its square root (RMSE, in counts).  With --shape (a k-D grid) it ranks
     the k-D mechanisms on all-rectangles (the default), prefix-rectangles or marginals.
-    --ranges ranks them on the ranges (or rectangles) of a file instead.
+    --ranges ranks them on the ranges (or rectangles) of a file instead.  --max-rows-per-id K
+    (several rows per person), --groups N and --max-groups-per-id M (a --by release) show the
+    error at the epsilon each group's mechanism runs at, epsilon / (M K), and its cost.
     """
     check_epsilon(epsilon)
     check_delta(delta)
     check_ranges_option(ranges)
+    run_at = bounding_epsilon(epsilon, delta, neighbours, max_rows_per_id, group_count, max_groups_per_id)
+    if run_at is not None and shape is not None:
+        raise ParameterError("--max-rows-per-id and --groups apply to one column (--n) for now")
+    asked, epsilon = epsilon, epsilon if run_at is None else run_at
     if shape is not None:
         if n is not None:
             raise ParameterError("give --n (one axis) or --shape (a k-D grid), not both")
@@ -155,10 +180,17 @@ def error_command(n, shape, order, workload, queries, ranges, epsilon, delta, ne
         if n <= (CLI_L2_OPTIMUM_MAX_N if neighbours == "add_remove" else CLI_L2_REPLACE_MAX_N)
         else None
     )
+    note = None
+    if run_at is not None:
+        unbounded = select(wl, None, asked, delta=delta, neighbours=neighbours, noise=noise, candidates=candidates)
+        factor = (selection.table[0].error / unbounded.table[0].error) ** 0.5
+        note = bounding_note(asked, run_at, max_rows_per_id, group_count, max_groups_per_id, factor)
     if as_json:
         out = selection.to_dict()
         out["svd_bound"] = bound
         out["l2_optimum_bound"] = optimum
+        if note is not None:
+            out["contribution_bounding"] = {"epsilon": asked, "row_epsilon": run_at, "rmse_factor": factor}
         click.echo(json.dumps(out, indent=1))
         return
     named = workload_label(workload if ranges is None else wl, ranges)
@@ -174,6 +206,8 @@ def error_command(n, shape, order, workload, queries, ranges, epsilon, delta, ne
         click.echo(f"lower bound for any matrix mechanism (Li and Miklau, SVD bound): RMSE {bound**0.5:.4f}")
     if optimum is not None:
         echo_l2_optimum(optimum, delta, "optimized", neighbours)
+    if note is not None:
+        click.echo(note)
     click.echo(f"recommended: {selection.mechanism!r}")
 
 

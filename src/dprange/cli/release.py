@@ -13,6 +13,7 @@ from .. import api
 from .._validation import check_delta, check_epsilon
 from ..analysis.grid import check_answers_workload
 from ..answers.plot import plot_heatmap
+from ..answers.release import Release
 from ..engines.spark import files_frame
 from ..errors import DomainError, ParameterError
 from ..io import read_column
@@ -55,6 +56,7 @@ from .render import (
 )
 from .report import check_report_option, report_bytes, written
 from .session import charge_before_reading, open_session, session_summary, streams
+from .units import unit_options, unit_release_command, wants_units
 
 
 def grid_release_command(options: dict) -> None:
@@ -245,6 +247,7 @@ def grid_release_command(options: dict) -> None:
     default=None,
     help="Spark master URL for --engine spark (spark://host:7077, yarn, local[4]); default local[*].",
 )
+@with_options(unit_options)
 @redact_option
 def release_command(
     input_path,
@@ -274,9 +277,20 @@ def release_command(
     ranges,
     engine,
     spark_master,
+    privacy_id,
+    max_rows_per_id,
+    by,
+    groups,
+    groups_file,
+    max_groups_per_id,
     **mechanism_params,
 ):
     """Release a private histogram of one column (or several) of a CSV or Parquet file.
+
+    One row must be one person, unless --privacy-id names the column of the person: then at
+    most --max-rows-per-id random rows are kept per id and the release protects one id with
+    all its rows.  --by COL --groups a,b releases one histogram per public key under one
+    epsilon (a table of deciles per group; --plot draws one panel per group).
 
     Reads COLUMN of INPUT, bins it on the public domain, measures it with the chosen
     mechanism, writes the release (histogram, standard errors, deciles, parameters) as JSON
@@ -291,6 +305,10 @@ def release_command(
     if spark_master is not None and engine != "spark":
         raise ParameterError("--spark-master needs --engine spark")
     check_ranges_option(ranges)
+    units = {"privacy_id": privacy_id, "max_rows_per_id": max_rows_per_id, "by": by, "groups": groups}
+    units |= {"groups_file": groups_file, "max_groups_per_id": max_groups_per_id}
+    if len(column) > 1 and wants_units(units):
+        raise ParameterError("--privacy-id and --by release one --column for now")
     if len(column) > 1:
         grid_release_command(
             dict(
@@ -350,6 +368,17 @@ def release_command(
     session = open_session(session_path, session_epsilon, session_delta, [input_path, output, plot, report])
     if session is not None:
         epsilon, delta = session.allot(epsilon, delta)
+    if wants_units(units):
+        if ranges is not None:
+            raise ParameterError("--ranges is not offered with --privacy-id or --by yet; use --workload")
+        if report is not None or log_x:
+            raise ParameterError("--report and --log-x are not offered with --privacy-id or --by yet; use --plot")
+        args = dict(input_path=input_path, column=column, lo=lo, hi=hi, bins=bins, integers=integers, clip=clip)
+        args |= dict(drop_missing=drop_missing, epsilon=epsilon, delta=delta, mechanism=mechanism, workload=workload)
+        args |= dict(neighbours=neighbours, noise=noise, inference=inference, seed=seed, alpha=alpha, output=output)
+        args |= dict(plot=plot, session_path=session_path, engine=engine, spark_master=spark_master, **units)
+        unit_release_command(args, session, mechanism_params)
+        return
     domain = build_domain(lo, hi, bins, integers)
     if ranges is not None:
         workload = ranges_file(ranges, domain.size)
@@ -378,6 +407,7 @@ def release_command(
         result = api.release_files(input_path, column, domain, epsilon, **options)
     else:
         result = api.release(read_column(input_path, column), domain, epsilon, **options)
+    assert isinstance(result, Release)  # no privacy unit or group-by here (cli/units.py)
     staged = stage_outputs(result, output, plot, alpha, column=column, log_x=log_x)
     if report:
         staged.add(report, report_bytes(result, column=column, alpha=alpha, log_x=log_x))

@@ -406,6 +406,11 @@ def load_grid_release(text) -> GridRelease:
     estimate = mech.estimate(shape, meas)
     kept = mech.parameters() | ({} if described is None else {"strategy": described})
     release = GridRelease(shape, estimate, meas, mechanism=cls.name, parameters=kept, domain=domain)
+    unit = data.get("privacy_unit")
+    if unit is not None:
+        if not isinstance(unit, dict) or not isinstance(unit.get("epsilon"), (int, float)):
+            raise DataError("the saved privacy unit is malformed; the file is corrupt")
+        release.privacy_unit = unit
     if data.get("public_marginals"):
         try:
             published = {

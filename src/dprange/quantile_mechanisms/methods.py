@@ -75,6 +75,7 @@ class QuantilesResult:
     bins: int | None = None  # equal bins of the histogram route on binned bounds
     float_error: JointCharge | None = None  # JointExp: its precision and the epsilon its float error cost
     grid: JointGrid | None = None  # JointExp: the public grid of its outputs
+    privacy_unit: dict | None = None  # the privacy unit's record (dprange.privacy.units), None: one row, one person
 
     @property
     def count_epsilon(self) -> float:

@@ -1,0 +1,208 @@
+"""GroupedRelease: one private distribution per group of a public list of keys, under one epsilon.
+
+``dprange.release(frame, domain, epsilon, column="age", by="sex", groups=["Male", "Female"])``
+returns one :class:`~dprange.answers.release.Release` per declared key, in the declared order,
+each with its exact error bars as an ungrouped release has.  The keys are public (given by the
+user, never read from the data); rows whose key is not declared are dropped, which is
+filtering by a public list and costs nothing.  Accounting (docs/privacy.md, "Group-by"): the
+groups hold disjoint rows; with a privacy unit every id is bounded to ``max_groups_per_id`` = m
+groups, and each group's release runs at epsilon / m, so an id's m groups compose to epsilon
+(sequential) and the groups run in parallel; one row per person is m = 1 (each group at
+epsilon).  The release's ``epsilon`` is the total; each group's ``Release.epsilon`` its share.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterator
+from typing import IO, Any
+
+import numpy as np
+
+from ..errors import DataError, DPRangeError, ParameterError, excerpt
+from .release import Release
+from .writers import write_atomically
+
+#: The format version of a saved grouped release.
+GROUPED_FORMAT = 1
+
+
+class GroupedRelease:
+    """Per-group releases of one column: ``by`` (the key column), ``keys`` (public, in order),
+    ``releases`` (one :class:`Release` per key), ``epsilon`` (the total spent) and
+    ``privacy_unit`` (None, one row one person, or the unit's record)."""
+
+    def __init__(
+        self,
+        by: str,
+        keys: list,
+        releases: list[Release],
+        epsilon: float,
+        privacy_unit: dict | None = None,
+    ):
+        if len(keys) != len(releases) or not keys:
+            raise ParameterError("a GroupedRelease needs one release per key, and at least one key")
+        if len({_label(k) for k in keys}) != len(keys):
+            raise ParameterError("the group keys must be distinct")
+        self.by = by
+        self.keys = list(keys)
+        self.releases = list(releases)
+        self.epsilon = float(epsilon)
+        self.privacy_unit = privacy_unit
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def __iter__(self) -> Iterator:
+        return iter(self.keys)
+
+    def items(self) -> list[tuple[Any, Release]]:
+        return list(zip(self.keys, self.releases))
+
+    def __getitem__(self, key) -> Release:
+        for k, release in zip(self.keys, self.releases):
+            if k == key or _label(k) == _label(key):
+                return release
+        raise ParameterError(f"{excerpt(repr(key))} is not one of the declared groups of {self.by!r}")
+
+    @property
+    def delta(self) -> float:
+        return max(r.delta for r in self.releases)
+
+    # ----------------------------------------------------------------- tables and files
+    def to_pandas(self, *, alpha: float = 0.05):
+        """A long table, one row per (group, bin): group, bin, lo, hi, count, stderr and the
+        (1 - alpha) interval of each bin count (stderr and interval NaN where not exact)."""
+        try:
+            import pandas as pd  # noqa: PLC0415
+        except ImportError:
+            raise DPRangeError("to_pandas needs pandas: pip install 'dprange[io]'") from None
+        parts = []
+        for key, release in self.items():
+            hist = release.histogram()
+            edges = release.domain.edges
+            if release.exact_error_bars:
+                lower, upper = hist.confidence_interval(alpha)
+                stderr = np.asarray(hist.stderr, dtype=float)
+            else:
+                lower = upper = stderr = np.full(release.n, np.nan)
+            parts.append(
+                pd.DataFrame(
+                    {
+                        "group": [key] * release.n,
+                        "bin": np.arange(release.n),
+                        "lo": edges[:-1],
+                        "hi": edges[1:],
+                        "count": np.asarray(hist.value, dtype=float),
+                        "stderr": stderr,
+                        "lower": lower,
+                        "upper": upper,
+                    }
+                )
+            )
+        return pd.concat(parts, ignore_index=True)
+
+    def to_dict(self, *, alpha: float = 0.05) -> dict:
+        """JSON-ready: the grouping, the total privacy spend and each group's release."""
+        return {
+            "dprange_grouped_release": GROUPED_FORMAT,
+            "by": self.by,
+            "epsilon": self.epsilon,
+            "privacy_unit": self.privacy_unit,
+            "groups": [{"key": key, "release": r.to_dict(alpha=alpha)} for key, r in self.items()],
+        }
+
+    def to_json(self, path=None, *, alpha: float = 0.05):
+        """The JSON text, or write it to ``path`` (atomically) and return the path."""
+        text = json.dumps(self.to_dict(alpha=alpha), allow_nan=False)
+        if path is None:
+            return text
+        return write_atomically(os.fspath(path), lambda fh: fh.write(text))
+
+    @classmethod
+    def from_dict(cls, data) -> GroupedRelease:
+        """The grouped release of :meth:`to_dict`, or DataError (one line) if malformed."""
+        if not isinstance(data, dict) or data.get("dprange_grouped_release") != GROUPED_FORMAT:
+            raise DataError("this is not a dprange grouped release (format 1)")
+        groups = data.get("groups")
+        if not isinstance(groups, list) or not groups or not all(isinstance(g, dict) for g in groups):
+            raise DataError("the saved grouped release has no groups; the file is corrupt")
+        epsilon = data.get("epsilon")
+        if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not math.isfinite(epsilon):
+            raise DataError("the saved grouped release's epsilon is not a number; the file is corrupt")
+        unit = data.get("privacy_unit")
+        if unit is not None and not isinstance(unit, dict):
+            raise DataError("the saved privacy unit is not a mapping; the file is corrupt")
+        keys = [g.get("key") for g in groups]
+        if not all(isinstance(k, (str, int, float)) for k in keys):
+            raise DataError("a saved group key is not a string or a number; the file is corrupt")
+        releases = [Release.from_dict(g.get("release")) for g in groups]
+        if sum(r.epsilon for r in releases) > epsilon * len(releases) or any(r.epsilon > epsilon for r in releases):
+            raise DataError("a saved group spent more than the grouped release's epsilon; the file is corrupt")
+        try:
+            return cls(str(data.get("by")), keys, releases, float(epsilon), unit)
+        except ParameterError as exc:
+            raise DataError(f"the saved grouped release is invalid: {exc}") from None
+
+    @classmethod
+    def from_json(cls, text_or_path) -> GroupedRelease:
+        """Read :meth:`to_json`'s text, or the file at a path."""
+        text = str(text_or_path)
+        if not text.lstrip().startswith("{"):
+            try:
+                with open(text, encoding="utf-8") as fh:
+                    text = fh.read()
+            except OSError as exc:
+                raise DataError(f"cannot read {excerpt(repr(str(text_or_path)), 80)}: {exc.strerror}") from None
+        try:
+            data = json.loads(text)
+        except ValueError:
+            raise DataError("the grouped release is not valid JSON") from None
+        return cls.from_dict(data)
+
+    # ----------------------------------------------------------------- plot
+    def plot(self, path: str | IO[bytes], *, alpha: float = 0.05, columns: int = 3) -> str | IO[bytes]:
+        """Small multiples: one panel per group (its histogram per unit width with (1 - alpha)
+        error bars on each bin), shared axes, saved as a PNG."""
+        try:
+            import matplotlib  # noqa: PLC0415
+
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt  # noqa: PLC0415
+        except ImportError:
+            raise DPRangeError("plotting needs matplotlib: pip install 'dprange[plot]'") from None
+        cols = max(1, min(columns, len(self)))
+        rows = -(-len(self) // cols)
+        fig, axes = plt.subplots(
+            rows, cols, figsize=(3.2 * cols, 2.4 * rows), dpi=120, sharex=True, sharey=True, squeeze=False
+        )
+        for ax, (key, release) in zip(axes.ravel(), self.items()):
+            _panel(ax, release, alpha)
+            ax.set_title(f"{self.by} = {key}", fontsize=9)
+        for ax in axes.ravel()[len(self) :]:
+            ax.set_visible(False)
+        fig.suptitle(f"{len(self)} groups, epsilon = {self.epsilon:g} in all", fontsize=10)
+        fig.tight_layout()
+        fig.savefig(path)
+        plt.close(fig)
+        return path
+
+    def __repr__(self) -> str:
+        return f"GroupedRelease(by={self.by!r}, groups={len(self)}, epsilon={self.epsilon})"
+
+
+def _panel(ax, release: Release, alpha: float) -> None:
+    hist = release.histogram()
+    edges = release.domain.edges
+    centres = (edges[:-1] + edges[1:]) / 2
+    ax.bar(centres, hist.value, width=np.diff(edges), alpha=0.6, lw=0)
+    if release.exact_error_bars:
+        lower, upper = hist.confidence_interval(alpha)
+        ax.vlines(centres, lower, upper, lw=0.6, color="black")
+    ax.grid(alpha=0.3)
+
+
+def _label(key) -> str:
+    return str(key)

@@ -1,0 +1,99 @@
+"""dprange.engines.bounding: at most k random rows per id (per group), m random groups per id;
+the law drawn (uniform subsets, never the first rows), the streaming state against the whole
+data at once, the memory limit, and the id codes."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+
+import numpy as np
+import pytest
+from _helpers import chi_square_p
+
+from dprange.engines import bounding
+from dprange.engines.bounding import BoundedCounter, Bounder, bounded_rows, id_codes
+from dprange.errors import DataError
+
+
+def subset_frequencies(ids, k, draws, groups=None, m=1, seed=0):
+    rng = np.random.default_rng(seed)
+    seen: Counter = Counter()
+    for _ in range(draws):
+        seen[tuple(bounded_rows(ids, rng, k, groups, m))] += 1
+    return seen
+
+
+def test_each_id_keeps_a_uniform_k_subset_of_its_rows():
+    ids = np.array([7, 7, 7, 7, 9, 9, 9])  # 4 rows of id 7, 3 of id 9; k = 2
+    seen = subset_frequencies(ids, 2, 6000)
+    expected = [
+        tuple(sorted(a + b))
+        for a in itertools.combinations(range(4), 2)
+        for b in itertools.combinations(range(4, 7), 2)
+    ]
+    assert set(seen) == set(expected)  # never more than k rows of an id, every pair possible
+    assert chi_square_p([seen[e] for e in expected], np.full(len(expected), 1 / len(expected))) > 1e-4
+    # the first k rows are not favoured (a "first k" rule would keep (0, 1, 4, 5) every time)
+    assert seen[(0, 1, 4, 5)] < 6000 / 18 * 1.3
+
+
+def test_each_id_keeps_m_groups_chosen_uniformly_whatever_their_rows():
+    ids = np.array([1, 1, 1, 1])
+    groups = np.array([0, 1, 1, 2])  # group 1 has two rows: it must not be chosen more often
+    seen = subset_frequencies(ids, 5, 6000, groups, 1)
+    chosen_group = Counter()
+    for rows, count in seen.items():
+        assert len({groups[r] for r in rows}) == 1
+        chosen_group[groups[rows[0]]] += count
+    assert chi_square_p([chosen_group[g] for g in range(3)], np.full(3, 1 / 3)) > 1e-4
+    two = subset_frequencies(ids, 1, 3000, groups, 2, seed=1)
+    assert all(len(rows) == 2 and groups[rows[0]] != groups[rows[1]] for rows in two)
+
+
+@pytest.mark.parametrize("split", [[10], [3, 7], [1, 1, 1, 1, 6], [5, 5]])
+@pytest.mark.parametrize("prune_rows", [1, 4, 2**21])
+def test_streaming_state_equals_the_whole_data_at_once(split, prune_rows, monkeypatch):
+    """Same seed, same keys in the same order: batches give the counts of one pass, whenever
+    the state is cut."""
+    monkeypatch.setattr(bounding, "PRUNE_ROWS", prune_rows)
+    data = np.random.default_rng(3)
+    ids = data.integers(0, 3, size=10)
+    groups = data.integers(0, 2, size=10)
+    bins = data.integers(0, 4, size=10)
+    whole = Bounder(np.random.default_rng(11), 2, 1)
+    kept = whole.keep(ids, groups, whole.row_keys(10))
+    expected = np.zeros((2, 4), dtype=np.int64)
+    np.add.at(expected, (groups[kept], bins[kept]), 1)
+    counter = BoundedCounter(Bounder(np.random.default_rng(11), 2, 1))
+    start = 0
+    for size in split:
+        counter.add(ids[start : start + size], groups[start : start + size], bins[start : start + size])
+        start += size
+    assert np.array_equal(counter.counts(2, 4), expected)
+    assert counter.ids.size <= 3 * 2  # ids x k: the state never holds more once cut
+
+
+def test_streaming_state_over_its_limit_is_refused(monkeypatch):
+    counter = BoundedCounter(Bounder(np.random.default_rng(0), 2), limit=5)
+    counter.add(np.arange(5), np.zeros(5, dtype=np.int64), np.zeros(5, dtype=np.int64))
+    assert counter.counts(1, 1)[0, 0] == 5
+    counter.add(np.array([9]), np.zeros(1, dtype=np.int64), np.zeros(1, dtype=np.int64))
+    with pytest.raises(DataError, match="over the limit of 5"):
+        counter.counts(1, 1)
+    monkeypatch.setattr(bounding, "PRUNE_ROWS", 4)  # cut while streaming, not only at the end
+    counter = BoundedCounter(Bounder(np.random.default_rng(0), 2), limit=5)
+    with pytest.raises(DataError, match="over the limit of 5"):
+        counter.add(np.arange(6), np.zeros(6, dtype=np.int64), np.zeros(6, dtype=np.int64))
+
+
+def test_id_codes_of_integers_strings_and_missing_ids():
+    assert np.array_equal(id_codes(np.array([3, 1, 3])), [3, 1, 3])
+    codes = id_codes(np.array(["u1", "u2", "u1"], dtype=object))
+    assert codes[0] == codes[2] != codes[1]
+    pa = pytest.importorskip("pyarrow")
+    assert np.array_equal(id_codes(pa.array(["u1", "u2", "u1"])), codes)
+    with pytest.raises(DataError, match="missing id"):
+        id_codes(np.array(["u1", None], dtype=object))
+    with pytest.raises(DataError, match="missing id"):
+        id_codes(np.array([1.0, np.nan]))
