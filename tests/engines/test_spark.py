@@ -463,3 +463,42 @@ def test_grid_inputs_and_the_cli_frame_stop_on_a_blank_line(spark, tmp_path):
     np.testing.assert_array_equal(
         spark_histogram(str(path), ["x", "y"], grid, drop_missing=True, spark=spark), expected
     )
+
+
+# ----------------------------------------------------------------------------- categories
+def test_categorical_csv_and_parquet_equal_the_local_engine(spark, tmp_path):
+    rng = np.random.default_rng(2)
+    pool = np.array(["Private", " Self-emp", "State-gov ", '"Gov, local"', "7", "", "NA", "?"], dtype=object)
+    cells = rng.choice(pool, 3000).tolist()
+    csv = write_csv(tmp_path / "c.csv", cells)
+    plain = [None if c.strip() in ("", "NA") else c.strip('"') for c in cells]
+    parquet = str(tmp_path / "c.parquet")
+    pq.write_table(
+        pa.table({"x": pa.array(plain).dictionary_encode(), "y": np.arange(3000)}), parquet, row_group_size=500
+    )
+    domain = Domain.categories(["Private", "Self-emp", "State-gov", "Gov, local", 7], other=True)
+    expected = domain.histogram(plain, drop_missing=True)
+    assert expected.min() > 0
+    for path in (csv, parquet):
+        counts = spark_histogram(path, "x", domain, drop_missing=True, spark=spark)
+        np.testing.assert_array_equal(counts, stream_histogram(path, "x", domain, drop_missing=True))
+        np.testing.assert_array_equal(counts, expected)
+    strict = Domain.categories(["Private", "Self-emp", "State-gov", "Gov, local", 7])
+    with pytest.raises(DomainError, match="not among the 5 public categories.*other=True"):
+        spark_histogram(csv, "x", strict, drop_missing=True, spark=spark)
+
+
+def test_categorical_axis_of_a_product_domain_equals_the_in_memory_grid(spark, tmp_path):
+    rng = np.random.default_rng(3)
+    sex = rng.choice(["Male", "Female", ""], 2000).tolist()
+    age = rng.integers(0, 5, 2000)
+    path = write_csv(tmp_path / "g.csv", sex, age)
+    grid = ProductDomain([Domain.categories(["Female", "Male"]), Domain.integers(0, 4)])
+    expected = grid.histogram([[s or None for s in sex], age], drop_missing=True)
+    np.testing.assert_array_equal(spark_histogram(path, ["x", "y"], grid, drop_missing=True, spark=spark), expected)
+    frame = files_frame(path, ["x", "y"], spark, domain=grid, drop_missing=True)
+    here = dprange.release_grid(
+        [[s or None for s in sex], age], grid, 1.0, mechanism="kronecker", rng=5, drop_missing=True
+    )
+    there = dprange.release_grid(frame, grid, 1.0, mechanism="kronecker", rng=5, drop_missing=True)
+    np.testing.assert_array_equal(there.counts, here.counts)
