@@ -133,8 +133,8 @@ UNORDERED_MESSAGE = (
 
 #: Why a categorical domain refuses clip=True.
 CATEGORY_CLIP_MESSAGE = (
-    "clip does not apply to categories; declare Domain.categories(..., other=True) to count values "
-    "outside the list in an 'other' bin"
+    "clip does not apply to categories; declare Domain.categories(..., other=True) (--other) to count "
+    "values outside the list in an 'other' bin"
 )
 
 
@@ -329,7 +329,7 @@ class Domain:
         count = int(np.count_nonzero(codes == OUTSIDE_CODE))
         return DomainError(
             f"{private(count)} values are not among the {len(self._lookup)} public categories ({where}); "
-            "add them to the list or declare other=True to count them in an 'other' bin"
+            "add them to the list or declare other=True (--other) to count them in an 'other' bin"
         )
 
     def _check_bounds(self, arr: np.ndarray, low, high, clip: bool) -> np.ndarray:

@@ -179,8 +179,14 @@ def _boolean_column(column: str) -> DataError:
     return DataError(f"column {excerpt(repr(column))} is boolean (True/False), not numeric; encode it as numbers")
 
 
+#: What a message about a non-numeric column adds: how to release a column of categories.
+CATEGORIES_HINT = "; a column of categories needs a categorical domain: their public list"
+
+
 def _non_numeric(column: str, value, row: int) -> DataError:
-    return DataError(f"column {excerpt(repr(column))} is not numeric (e.g. {private(value)} on row {private(row)})")
+    return DataError(
+        f"column {excerpt(repr(column))} is not numeric (e.g. {private(value)} on row {private(row)}){CATEGORIES_HINT}"
+    )
 
 
 # ----------------------------------------------------------------------------- Parquet

@@ -502,3 +502,20 @@ def test_categorical_axis_of_a_product_domain_equals_the_in_memory_grid(spark, t
     )
     there = dprange.release_grid(frame, grid, 1.0, mechanism="kronecker", rng=5, drop_missing=True)
     np.testing.assert_array_equal(there.counts, here.counts)
+
+
+def test_cli_engine_spark_releases_categories_like_local(spark, tmp_path):
+    rng = np.random.default_rng(4)
+    path = write_csv(tmp_path / "c.csv", rng.choice(["Male", "Female", "", "x"], 900), rng.integers(0, 3, 900))
+    one = ["release", path, "-c", "x", "--categories", "x=Male,Female", "--other", "--drop-missing", "-e", "1"]
+    one += ["--seed", "2", "-m", "flat"]
+    assert run_cli([*one, "-o", str(tmp_path / "l1.json")]) == 0
+    assert run_cli([*one, "--engine", "spark", "-o", str(tmp_path / "s1.json")]) == 0
+    local, remote = (dprange.load_release(str(tmp_path / f"{w}1.json")) for w in "ls")
+    np.testing.assert_array_equal(remote.histogram().value, local.histogram().value)
+    assert remote.labels == ["Male", "Female", "other"]
+    two = ["release", path, "-c", "x", "-c", "y", "--categories", "x=Male,Female", "--other", "--lo", "0", "--hi"]
+    two += ["2", "--integers", "--drop-missing", "-e", "1", "--seed", "2", "-m", "kronecker"]
+    assert run_cli([*two, "-o", str(tmp_path / "l2.json")]) == 0
+    assert run_cli([*two, "--engine", "spark", "-o", str(tmp_path / "s2.json")]) == 0
+    assert (tmp_path / "l2.json").read_text() == (tmp_path / "s2.json").read_text()

@@ -41,6 +41,7 @@ from ..errors import DataError, DomainError, DPRangeError, ParameterError, excer
 from ..io import (
     _FLOAT,
     _INTEGER,
+    CATEGORIES_HINT,
     MISSING_MARKERS,
     PARQUET_SUFFIXES,
     _check_csv_head,
@@ -355,7 +356,7 @@ def _category_error(domain: Domain, batch: Batch, codes: np.ndarray, i: int) -> 
         )
     return DomainError(
         f"value {private(value_at(batch.values, i))} on {batch.where(i)} is not among the {len(domain._lookup)} "
-        "public categories; add it to the list or declare other=True to count such values in an 'other' bin"
+        "public categories; add it to the list or declare other=True (--other) to count such values in an 'other' bin"
     )
 
 
@@ -610,7 +611,7 @@ def _arrow_cells(cells, path: str, column: str, first_row: int):
         i = int(np.argmax(bad))
         raise DataError(
             f"column {excerpt(repr(column))} is not numeric (e.g. {private(text[i].as_py())} on row "
-            f"{private(first_row + i)} of {path!r})"
+            f"{private(first_row + i)} of {path!r}){CATEGORIES_HINT}"
         )
     floats = pc.cast(pc.if_else(missing, pa.scalar("nan"), text), pa.float64())
     return np.asarray(floats.to_numpy(zero_copy_only=False), dtype=float)
@@ -671,7 +672,7 @@ def _pandas_csv_batches(path: str, column: str, batch_rows: int, text: bool = Fa
                 )
                 raise DataError(
                     f"column {excerpt(repr(column))} is not numeric (e.g. {private(stripped[i])} on row "
-                    f"{private(row + i)} of {path!r})"
+                    f"{private(row + i)} of {path!r}){CATEGORIES_HINT}"
                 )
             yield Batch(values, path, row, "row")
             row += len(cells)
