@@ -306,6 +306,25 @@ def _numpy_codes(arr: np.ndarray, code) -> np.ndarray:
         return _distinct_codes(uniques.tolist(), inverse.ravel(), code)
     if kind != "O":
         raise DataError(f"a categorical column holds text or integers, not values of dtype {arr.dtype}")
+    try:
+        import pandas as pd  # noqa: PLC0415 - its hash table keys objects faster than a dict loop
+
+        inverse, uniques = pd.factorize(arr, use_na_sentinel=True)
+    except (ImportError, TypeError):  # no pandas, or unhashable values (refused by category_key)
+        return _object_codes(arr, code)
+    return _factorized_codes(np.asarray(inverse), list(uniques), code)
+
+
+def _factorized_codes(inverse: np.ndarray, uniques: list, code) -> np.ndarray:
+    """The codes of a column given as each value's index among its distinct values (-1 for a
+    missing value, as pandas.factorize gives it)."""
+    codes = _distinct_codes(uniques, np.maximum(inverse, 0), code)
+    codes[inverse < 0] = MISSING_CODE
+    return codes
+
+
+def _object_codes(arr: np.ndarray, code) -> np.ndarray:
+    """The codes of an object array, each distinct hashable value keyed once."""
     seen: dict = {}
     codes = np.empty(arr.size, dtype=np.int64)
     for i, value in enumerate(arr):
@@ -335,9 +354,7 @@ def _pandas_codes(series, code) -> np.ndarray:
     if pd.api.types.is_bool_dtype(series.dtype):
         raise DataError("the column holds booleans (True/False); give categories as text")
     inverse, uniques = pd.factorize(series, use_na_sentinel=True)
-    codes = _distinct_codes(list(uniques), np.maximum(inverse, 0), code)
-    codes[np.asarray(inverse) < 0] = MISSING_CODE
-    return codes
+    return _factorized_codes(np.asarray(inverse), list(uniques), code)
 
 
 def _arrow_codes(values, code) -> np.ndarray:
