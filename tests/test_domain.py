@@ -330,3 +330,145 @@ def test_product_domain_errors_name_the_axis():
     """Was: the 1-D message alone, with no axis."""
     with pytest.raises(dprange.errors.DomainError, match=r"^axis 1: .*outside the public bounds"):
         DOMAIN.histogram([np.array([0, 11]), np.array([0, 9])])
+
+
+# ----------------------------------------------------------------------------- categories
+def category_reference(values, categories, other=None):
+    """Bins by the documented rule, one value at a time: text stripped, integers (and integral
+    floats) as decimal text, missing markers / None / NaN -> -1, outside the list -> the other
+    bin (the last) or -2."""
+    out = []
+    for v in values:
+        if v is None or (isinstance(v, float) and np.isnan(v)) or v is pd.NA:
+            out.append(-1)
+            continue
+        key = v.strip() if isinstance(v, str) else str(int(v))
+        if key in ("", "NA", "NaN", "null", "None", "n/a", "N/A", "<NA>", "nan", "NULL"):
+            out.append(-1)
+        elif key in categories:
+            out.append(categories.index(key))
+        else:
+            out.append(len(categories) if other else -2)
+    return np.asarray(out, dtype=np.int64)
+
+
+CATEGORY_VALUES = ["Male", " Female", "Male ", "x", None, "", "NA", "Female", "3", "Male"]
+
+
+def category_inputs():
+    """The same column as every in-memory type the domain reads."""
+    import pyarrow as pa
+
+    yield "list", list(CATEGORY_VALUES)
+    yield "object array", np.asarray(CATEGORY_VALUES, dtype=object)
+    yield "pandas", pd.Series(CATEGORY_VALUES)
+    yield "pandas categorical", pd.Series(CATEGORY_VALUES, dtype="category")
+    yield "pyarrow", pa.array(CATEGORY_VALUES)
+    yield "pyarrow dictionary", pa.array(CATEGORY_VALUES).dictionary_encode()
+    yield "pyarrow chunked", pa.chunked_array([CATEGORY_VALUES[:4], CATEGORY_VALUES[4:]])
+    try:
+        import polars as pl
+    except ImportError:
+        return
+    yield "polars", pl.Series(CATEGORY_VALUES)
+    yield "polars categorical", pl.Series(CATEGORY_VALUES, dtype=pl.Categorical)
+
+
+@pytest.mark.parametrize("other", [False, True])
+def test_categories_bucketize_every_input_type_like_the_reference(other):
+    categories = ["Male", "Female", "3"]
+    d = Domain.categories(categories, other=other)
+    expected = category_reference(CATEGORY_VALUES, categories, other)
+    kept = expected[expected != -1]
+    assert d.bins == 3 + other and d.bin_labels() == categories + (["other"] if other else [])
+    for name, values in category_inputs():
+        assert d.codes(values).tolist() == expected.tolist(), name
+        if other:
+            assert d.bucketize(values, drop_missing=True).tolist() == kept.tolist(), name
+            assert d.histogram(values, drop_missing=True).tolist() == np.bincount(kept, minlength=4).tolist(), name
+        else:
+            with pytest.raises(DomainError, match="not among the 3 public categories.*other=True"):
+                d.bucketize(values, drop_missing=True)
+        with pytest.raises(DomainError, match="missing.*drop_missing=True" if other else "'x'.*other=True"):
+            d.histogram(values)  # the first bad value: a missing one, or 'x' outside the list
+
+
+def test_categories_match_integers_as_their_text_and_refuse_booleans_and_fractions():
+    d = Domain.categories([1, 2, "10"])
+    assert d.bin_labels() == ["1", "2", "10"]
+    assert d.bucketize(np.array([10, 1, 2, 2])).tolist() == [2, 0, 1, 1]
+    assert d.bucketize(np.array([10.0, np.nan, 1.0]), drop_missing=True).tolist() == [2, 0]
+    assert d.bucketize(pd.Series([1, None, 10], dtype="Int64"), drop_missing=True).tolist() == [0, 2]
+    with pytest.raises(DataError, match="booleans"):
+        d.bucketize(np.array([True, False]))
+    with pytest.raises(DataError, match="text or integers"):
+        d.bucketize([1.5])
+
+
+@pytest.mark.parametrize(
+    "labels,other,message",
+    [
+        (["a", "a"], False, "listed twice"),
+        ([], False, "at least one category"),
+        ("abc", False, "list of labels"),
+        (["a", ""], False, "reads as a missing value"),
+        (["a", "NA"], False, "reads as a missing value"),
+        (["a", 1.5], False, "text or an integer"),
+        (["a", True], False, "text or an integer"),
+        (["a", "other"], True, "also a category"),
+        (["a"], 3, "other must be True, False or"),
+    ],
+)
+def test_bad_category_lists_are_parameter_errors(labels, other, message):
+    with pytest.raises(ParameterError, match=message):
+        Domain.categories(labels, other=other)
+
+
+def test_categories_are_unordered_and_refuse_clip():
+    d = Domain.categories(["a", "b"])
+    for ask in (lambda: d.edges, d.bin_values):
+        with pytest.raises(ParameterError, match="unordered"):
+            ask()
+    with pytest.raises(ParameterError, match="clip does not apply to categories"):
+        d.bucketize(["a"], clip=True)
+    assert d.index_of(["b", "a"]).tolist() == [1, 0]
+    with pytest.raises(ParameterError, match="'c' is not a category of this domain; its bins are 'a', 'b'"):
+        d.bins_of_labels("c")
+
+
+@pytest.mark.parametrize("other", [False, True, "rest"])
+def test_categories_to_dict_round_trip_keeps_labels(other):
+    d = Domain.categories(["Male", "Female", 7], other=other)
+    data = d.to_dict()
+    expected_other = {False: None, True: "other", "rest": "rest"}[other]
+    assert data == {
+        "kind": "categories",
+        "categories": ["Male", "Female", "7"],
+        "other": expected_other,
+        "bins": d.bins,
+    }
+    back = Domain.from_dict(data)
+    assert back == d and back.bin_labels() == d.bin_labels() and repr(back) == repr(d)
+    with pytest.raises(DataError, match="list of categories"):
+        Domain.from_dict({**data, "categories": "Male"})
+
+
+def test_product_domain_mixes_categorical_and_numeric_axes():
+    import pyarrow as pa
+
+    pdm = ProductDomain([Domain.categories(["M", "F"], other=True), Domain.integers(0, 2)])
+    sex, age = ["M", "F", "x", None, "F"], [0, 2, 1, 1, 5]
+    counts = pdm.histogram([sex, age], clip=True, drop_missing=True)
+    expected = np.zeros((3, 3), dtype=np.int64)
+    for i, j in [(0, 0), (1, 2), (2, 1), (1, 2)]:
+        expected[i, j] += 1
+    assert counts.tolist() == expected.tolist()
+    frame = pd.DataFrame({"s": sex, "a": age})
+    assert pdm.histogram(frame, clip=True, drop_missing=True).tolist() == expected.tolist()
+    table = pa.table({"s": pa.array(sex).dictionary_encode(), "a": age})
+    assert pdm.histogram(table, clip=True, drop_missing=True).tolist() == expected.tolist()
+    strict = ProductDomain([Domain.categories(["M", "F"]), Domain.integers(0, 2)])
+    with pytest.raises(DomainError, match="axis 0: 1 values are not among the 2 public categories"):
+        strict.histogram([["M", "x"], [0, 1]])
+    back = ProductDomain.from_dict(pdm.to_dict())
+    assert back == pdm and back.domains[0].bin_labels() == ["M", "F", "other"]

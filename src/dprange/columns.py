@@ -1,5 +1,9 @@
 """One column of values from numpy, pandas, pyarrow, polars or a masked array, as a numpy array
 with its missing values marked: the one place where input types are told apart.
+
+Numeric columns become int64 / float64 arrays (:func:`column_array`); categorical columns
+become the bin codes of a public category list (:func:`category_codes`), by one rule for every
+input type (:func:`category_key`), applied once per distinct value.
 """
 
 from __future__ import annotations
@@ -16,6 +20,33 @@ EXACT_FLOAT_INTEGER = 2**53
 
 
 _INT64_MAX = np.iinfo(np.int64).max
+
+
+#: Cells read as missing by every reader (pandas' default markers); a categorical value equal
+#: to one of them (after stripping spaces) is missing too, whatever its input type.
+MISSING_MARKERS = frozenset(
+    {
+        "",
+        "#N/A",
+        "#N/A N/A",
+        "#NA",
+        "-1.#IND",
+        "-1.#QNAN",
+        "-NaN",
+        "-nan",
+        "1.#IND",
+        "1.#QNAN",
+        "<NA>",
+        "N/A",
+        "NA",
+        "NULL",
+        "NaN",
+        "None",
+        "n/a",
+        "nan",
+        "null",
+    }
+)
 
 
 # ----------------------------------------------------------------------------- columns
@@ -192,3 +223,168 @@ def _decimal_column(values, missing: np.ndarray):
             "store them as integers (decimal scale 0) or int64"
         )
     return floats
+
+
+# ----------------------------------------------------------------------------- categories
+#: The code of a missing value (None, NaN, pandas NA, a null, a missing marker).
+MISSING_CODE = -1
+
+
+#: The code of a value that is not in the category list (and no other bin takes it).
+OUTSIDE_CODE = -2
+
+
+def category_key(value) -> str | None:
+    """The text a value is matched by against a category list, or None when it is missing.
+
+    Text is stripped of surrounding spaces (as CSV cells are) and a missing marker
+    (:data:`MISSING_MARKERS`: empty, NA, NaN, null, None...) is missing; integers (and
+    integral floats, as an integer column with missing values holds them) are their decimal
+    text, so the category "3" matches the integer 3 and the CSV cell "3"; None, NaN and pandas
+    NA are missing.  Booleans, fractions and other objects raise DataError."""
+    if _is_missing(value):
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        return None if text in MISSING_MARKERS else text
+    if isinstance(value, (bool, np.bool_)):
+        raise DataError("the column holds booleans (True/False); give categories as text")
+    if isinstance(value, (numbers.Integral, np.integer)):
+        return str(int(value))
+    if isinstance(value, (float, np.floating)) and math.isfinite(value) and float(value).is_integer():
+        return str(int(value))
+    raise DataError(f"a categorical column holds text or integers, not {private(value)}")
+
+
+def category_codes(values, lookup: dict[str, int], default: int = OUTSIDE_CODE) -> np.ndarray:
+    """The int64 code of every value of a column: ``lookup[category_key(v)]``, ``default``
+    for a value not in ``lookup`` (the other bin, or :data:`OUTSIDE_CODE`), and
+    :data:`MISSING_CODE` for a missing one.
+
+    Accepts what :func:`column_array` accepts plus text: numpy arrays (str, object, integer,
+    float), lists, pandas Series (categoricals by their categories), pyarrow (Chunked)Arrays
+    (dictionary arrays by their dictionary) and polars Series.  Each distinct value is keyed
+    once (:func:`category_key`), so every input type follows the same rule."""
+
+    def code(value) -> int:
+        key = category_key(value)
+        return MISSING_CODE if key is None else lookup.get(key, default)
+
+    module = type(values).__module__
+    if module.startswith("polars"):
+        values = values.to_arrow()
+        module = type(values).__module__
+    if module.startswith("pyarrow"):
+        return _arrow_codes(values, code)
+    if module.startswith("pandas") and hasattr(values, "dtype"):
+        return _pandas_codes(values, code)
+    if values is None or isinstance(values, (str, bytes, dict)):
+        raise DataError(f"the values must be a column of categories, got {type(values).__name__}")
+    arr = np.asarray(values, dtype=object) if isinstance(values, (list, tuple)) else np.asarray(values)
+    arr = np.atleast_1d(arr)
+    if arr.ndim != 1:
+        raise DataError(f"the values must be a 1-D column, got an array of shape {arr.shape}")
+    if isinstance(values, np.ma.MaskedArray):
+        codes = _numpy_codes(np.ma.getdata(arr), code)
+        codes[np.ma.getmaskarray(values).ravel()] = MISSING_CODE
+        return codes
+    return _numpy_codes(arr, code)
+
+
+def _distinct_codes(uniques, inverse, code) -> np.ndarray:
+    """The codes of values given as distinct values and each value's index among them."""
+    table = np.fromiter((code(u) for u in uniques), dtype=np.int64, count=len(uniques))
+    return table[np.asarray(inverse, dtype=np.int64)]
+
+
+def _numpy_codes(arr: np.ndarray, code) -> np.ndarray:
+    kind = arr.dtype.kind
+    if kind == "b":
+        raise DataError("the column holds booleans (True/False); give categories as text")
+    if kind in "iufU":
+        uniques, inverse = np.unique(arr, return_inverse=True)
+        return _distinct_codes(uniques.tolist(), inverse.ravel(), code)
+    if kind != "O":
+        raise DataError(f"a categorical column holds text or integers, not values of dtype {arr.dtype}")
+    try:
+        import pandas as pd  # noqa: PLC0415 - its hash table keys objects faster than a dict loop
+
+        inverse, uniques = pd.factorize(arr, use_na_sentinel=True)
+    except (ImportError, TypeError):  # no pandas, or unhashable values (refused by category_key)
+        return _object_codes(arr, code)
+    return _factorized_codes(np.asarray(inverse), list(uniques), code)
+
+
+def _factorized_codes(inverse: np.ndarray, uniques: list, code) -> np.ndarray:
+    """The codes of a column given as each value's index among its distinct values (-1 for a
+    missing value, as pandas.factorize gives it)."""
+    codes = _distinct_codes(uniques, np.maximum(inverse, 0), code)
+    codes[inverse < 0] = MISSING_CODE
+    return codes
+
+
+def _object_codes(arr: np.ndarray, code) -> np.ndarray:
+    """The codes of an object array, each distinct hashable value keyed once."""
+    seen: dict = {}
+    codes = np.empty(arr.size, dtype=np.int64)
+    for i, value in enumerate(arr):
+        try:
+            found = seen.get(value)
+        except TypeError:  # unhashable: keyed alone (and refused by category_key)
+            found = None
+        if found is None:
+            found = code(value)
+            try:
+                seen[value] = found
+            except TypeError:
+                pass
+        codes[i] = found
+    return codes
+
+
+def _pandas_codes(series, code) -> np.ndarray:
+    import pandas as pd  # noqa: PLC0415 - only when given a pandas object
+
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        table = np.fromiter((code(c) for c in series.cat.categories.tolist()), dtype=np.int64)
+        raw = np.asarray(series.cat.codes, dtype=np.int64)
+        codes = table[np.maximum(raw, 0)] if table.size else np.zeros(raw.size, dtype=np.int64)
+        codes[raw < 0] = MISSING_CODE
+        return codes
+    if pd.api.types.is_bool_dtype(series.dtype):
+        raise DataError("the column holds booleans (True/False); give categories as text")
+    inverse, uniques = pd.factorize(series, use_na_sentinel=True)
+    return _factorized_codes(np.asarray(inverse), list(uniques), code)
+
+
+def _arrow_codes(values, code) -> np.ndarray:
+    import pyarrow as pa  # noqa: PLC0415 - only when given a pyarrow object
+
+    if isinstance(values, pa.ChunkedArray):
+        parts = [_arrow_codes(chunk, code) for chunk in values.chunks]
+        return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    if not isinstance(values, pa.Array):
+        raise DataError(f"cannot read a column from a {type(values).__name__}")
+    if pa.types.is_null(values.type):
+        return np.full(len(values), MISSING_CODE, dtype=np.int64)
+    if pa.types.is_boolean(values.type):
+        raise DataError("the column holds booleans (True/False); give categories as text")
+    if not pa.types.is_dictionary(values.type):
+        values = values.dictionary_encode()
+    indices = values.indices
+    missing = np.asarray(indices.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    inverse = np.asarray(indices.fill_null(0).to_numpy(zero_copy_only=False), dtype=np.int64)
+    codes = _distinct_codes(values.dictionary.to_pylist(), inverse, code)
+    codes[missing] = MISSING_CODE
+    return codes
+
+
+def value_at(values, i: int):
+    """The raw value at position ``i`` of a column (any input type :func:`category_codes`
+    reads), for messages."""
+    module = type(values).__module__
+    if module.startswith("pyarrow"):
+        return values[i].as_py()
+    if module.startswith("pandas") and hasattr(values, "iloc"):
+        return values.iloc[i]
+    return values[i]

@@ -22,6 +22,18 @@ Bucketizing is strict by default: a value outside the bounds, NaN or None raises
 edge bin (this changes the data, not the privacy guarantee: clipping is applied per record
 before counting).  ``drop_missing=True`` drops NaN/None; the number of dropped rows is not
 returned, because it is private.  Boolean columns are refused (True/False are not numbers).
+
+* :meth:`Domain.categories` (labels, other=False): one bin per public category, in the list's
+  order, plus an ``other`` bin (the last) when declared.  The list is public: it must come
+  from knowledge about the data (a questionnaire's answers, a code book), never from the
+  data themselves.  Values are matched as text by one rule on every input type and engine
+  (:func:`dprange.columns.category_key`: spaces stripped, integers as their decimal text, the
+  missing markers missing); a value outside the list is a :class:`DomainError` unless the
+  domain has an ``other`` bin, which then counts it; a missing value is never "other" (it is
+  an error unless ``drop_missing``).  Categories are unordered: a categorical domain has no
+  edges, CDF or quantiles, only counts of categories and sums of chosen categories; an ordered
+  scale is coded as :meth:`Domain.integers`.  Its sensitivity is that of any histogram: one
+  record is in exactly one bin.
 """
 
 from __future__ import annotations
@@ -32,7 +44,15 @@ import numbers
 import numpy as np
 
 from ._validation import check_positive_int
-from .columns import EXACT_FLOAT_INTEGER, column_array
+from .columns import (
+    EXACT_FLOAT_INTEGER,
+    MISSING_CODE,
+    OUTSIDE_CODE,
+    category_codes,
+    category_key,
+    column_array,
+    value_at,
+)
 from .errors import DataError, DomainError, ParameterError, private
 
 #: The largest number of bins a domain may have (2^26: a histogram of 512 MiB of float64).
@@ -104,14 +124,74 @@ def _check_edges_increase(lo: float, hi: float, bins: int) -> None:
             )
 
 
-class Domain:
-    """A public 1-D domain: bounds and bins.  Build it with :meth:`integers` or :meth:`interval`."""
+#: Why a categorical domain refuses questions about order (edges, CDF, quantiles).
+UNORDERED_MESSAGE = (
+    "this domain's categories are unordered, so it has no edges, CDF or quantiles; ask counts of "
+    "categories (histogram(), count_of(labels)), or code an ordered scale as Domain.integers"
+)
 
-    def __init__(self, kind: str, lo: float, hi: float, bins: int):
+
+#: Why a categorical domain refuses clip=True.
+CATEGORY_CLIP_MESSAGE = (
+    "clip does not apply to categories; declare Domain.categories(..., other=True) (--other) to count "
+    "values outside the list in an 'other' bin"
+)
+
+
+def _category_label(label) -> str:
+    """A public category label as it is matched (:func:`dprange.columns.category_key`)."""
+    if isinstance(label, (bool, np.bool_)) or not isinstance(label, (str, numbers.Integral, np.integer)):
+        raise ParameterError(f"a category label must be text or an integer, got {label!r}")
+    key = category_key(label)
+    if key is None:
+        raise ParameterError(
+            f"the category {label!r} reads as a missing value (empty, or a marker such as NA or null, as "
+            "in CSV files); rename the category"
+        )
+    return key
+
+
+def _category_list(labels) -> list[str]:
+    if isinstance(labels, (str, bytes, dict)) or not hasattr(labels, "__iter__"):
+        raise ParameterError(f"give the categories as a list of labels, got {labels!r}")
+    out = [_category_label(label) for label in labels]
+    if not out:
+        raise ParameterError("a categorical domain needs at least one category")
+    seen: set[str] = set()
+    for label in out:
+        if label in seen:
+            raise ParameterError(f"the category {label!r} is listed twice; give each category once")
+        seen.add(label)
+    return out
+
+
+def _other_label(other, categories: list[str]) -> str | None:
+    if other is None or (isinstance(other, (bool, np.bool_)) and not other):
+        return None
+    label = "other" if isinstance(other, (bool, np.bool_)) else other
+    if not isinstance(label, str):
+        raise ParameterError(f"other must be True, False or the other bin's label, got {other!r}")
+    label = _category_label(label)
+    if label in categories:
+        raise ParameterError(f"the other bin's label {label!r} is also a category; name the other bin differently")
+    return label
+
+
+class Domain:
+    """A public 1-D domain: bounds and bins.  Build it with :meth:`integers`, :meth:`interval`
+    or :meth:`categories`."""
+
+    def __init__(self, kind: str, lo: float, hi: float, bins: int, labels=None, other: str | None = None):
         self.kind = kind
         self.lo = lo
         self.hi = hi
         self.bins = bins
+        #: The categories' labels, one per bin (the other bin's last), or None (not categorical).
+        self.labels: tuple[str, ...] | None = None if labels is None else tuple(labels)
+        #: The label of the bin of values outside the category list, or None (such values are errors).
+        self.other = other
+        declared = () if self.labels is None else self.labels[: bins - (other is not None)]
+        self._lookup = {label: i for i, label in enumerate(declared)}
 
     @classmethod
     def integers(cls, lo: int, hi: int) -> Domain:
@@ -135,37 +215,122 @@ class Domain:
         _check_edges_increase(lo, hi, bins)
         return cls("interval", lo, hi, bins)
 
+    @classmethod
+    def categories(cls, labels, *, other=False) -> Domain:
+        """Public, unordered categories, one bin each in the order given, plus a last bin for
+        values outside the list when ``other`` is True (labelled "other") or a label (see the
+        module doc: the list is public, values are matched as text, at most MAX_BINS bins)."""
+        categories = _category_list(labels)
+        other_label = _other_label(other, categories)
+        bins = _check_bins(len(categories) + (other_label is not None))
+        return cls("categories", 0, bins - 1, bins, [*categories, *([other_label] if other_label else [])], other_label)
+
+    @property
+    def categorical(self) -> bool:
+        """Whether the bins are unordered categories (:meth:`categories`)."""
+        return self.kind == "categories"
+
     @property
     def size(self) -> int:
         """Number of bins."""
         return self.bins
 
+    def bin_labels(self) -> list[str]:
+        """A label per bin: the category, the integer, or the interval "[a, b)" (the last bin
+        "[a, b]") with its published edges."""
+        if self.labels is not None:
+            return list(self.labels)
+        if self.kind == "integers":
+            return [str(self.lo + i) for i in range(self.bins)]
+        edges = self.edges
+        return [f"[{edges[i]:g}, {edges[i + 1]:g}{']' if i == self.bins - 1 else ')'}" for i in range(self.bins)]
+
+    def bins_of_labels(self, labels) -> np.ndarray:
+        """The bin index of each public label of a categorical domain (int64; one label or a
+        list); ParameterError for a label that is no bin's."""
+        if not self.categorical:
+            raise ParameterError("labels name the bins of a categorical domain (Domain.categories)")
+        single = isinstance(labels, (str, numbers.Integral, np.integer))
+        wanted = [labels] if single else list(labels)
+        index = {label: i for i, label in enumerate(self.labels or ())}
+        out = []
+        for label in wanted:
+            key = _category_label(label)
+            if key not in index:
+                shown = ", ".join(repr(c) for c in (self.labels or ())[:20])
+                raise ParameterError(f"{key!r} is not a category of this domain; its bins are {shown}")
+            out.append(index[key])
+        return np.asarray(out, dtype=np.int64)
+
     @property
     def edges(self) -> np.ndarray:
         """Bin edges (bins + 1 floats).  Intervals: the published edges (module doc).  Integers:
-        bin i is [lo + i - 0.5, lo + i + 0.5) (exact while the bounds are within +-2^52)."""
+        bin i is [lo + i - 0.5, lo + i + 0.5) (exact while the bounds are within +-2^52).
+        Categories have none (ParameterError)."""
+        if self.categorical:
+            raise ParameterError(UNORDERED_MESSAGE)
         if self.kind == "integers":
             return np.arange(self.bins + 1, dtype=float) + (self.lo - 0.5)
         return interval_edges(self.lo, self.hi, self.bins)
 
     def bin_values(self) -> np.ndarray:
         """A representative value per bin: the integer itself, or the bin's upper edge."""
+        if self.categorical:
+            raise ParameterError(UNORDERED_MESSAGE)
         if self.kind == "integers":
             return np.arange(self.bins, dtype=float) + float(self.lo)
         return self.edges[1:]
 
     def bucketize(self, values, *, clip: bool = False, drop_missing: bool = False) -> np.ndarray:
         """Bin index of every value (int64).  O(len(values) log bins).  See the module doc for rules."""
+        if self.categorical:
+            return self._category_bins(values, clip, drop_missing)
         arr = self._column(values, clip, drop_missing)
         if self.kind == "integers":
             return self._integer_bins(arr, clip)
         return self._interval_bins(arr, clip)
 
     def _column(self, values, clip, drop_missing) -> np.ndarray:
-        for name, flag in (("clip", clip), ("drop_missing", drop_missing)):
-            if not isinstance(flag, (bool, np.bool_)):
-                raise ParameterError(f"{name} must be True or False, got {flag!r}")
+        _check_flags(clip, drop_missing)
         return _drop_missing(column_array(values), drop_missing)
+
+    # ----------------------------------------------------------------- categories
+    def codes(self, values) -> np.ndarray:
+        """The code of every value of a categorical domain: its bin (values outside the list
+        go to the other bin if there is one), MISSING_CODE or OUTSIDE_CODE
+        (:func:`dprange.columns.category_codes`)."""
+        default = self.bins - 1 if self.other is not None else OUTSIDE_CODE
+        return category_codes(values, self._lookup, default)
+
+    def _category_bins(self, values, clip, drop_missing) -> np.ndarray:
+        _check_flags(clip, drop_missing)
+        if clip:
+            raise ParameterError(CATEGORY_CLIP_MESSAGE)
+        codes = self.codes(values)
+        bad = self.first_bad_code(codes, drop_missing)
+        if bad is not None:
+            raise self.code_error(codes, bad, f"e.g. {private(value_at(values, bad))}")
+        return codes[codes >= 0] if drop_missing else codes
+
+    def first_bad_code(self, codes: np.ndarray, drop_missing: bool) -> int | None:
+        """The index of the first code that stops a count (outside the list, or missing
+        unless dropped), or None."""
+        bad = (codes == OUTSIDE_CODE) if drop_missing else (codes < 0)
+        return int(np.argmax(bad)) if bad.any() else None
+
+    def code_error(self, codes: np.ndarray, i: int, where: str) -> DomainError:
+        """The error for the bad code ``codes[i]`` (``where``: the value, its row)."""
+        if codes[i] == MISSING_CODE:
+            count = int(np.count_nonzero(codes == MISSING_CODE))
+            return DomainError(
+                f"{private(count)} values are missing (None/NaN/empty/NA) ({where}); clean them or pass "
+                "drop_missing=True"
+            )
+        count = int(np.count_nonzero(codes == OUTSIDE_CODE))
+        return DomainError(
+            f"{private(count)} values are not among the {len(self._lookup)} public categories ({where}); "
+            "add them to the list or declare other=True (--other) to count them in an 'other' bin"
+        )
 
     def _check_bounds(self, arr: np.ndarray, low, high, clip: bool) -> np.ndarray:
         outside = (arr < low) | (arr > high)
@@ -271,6 +436,8 @@ class Domain:
 
     def histogram(self, values, *, clip: bool = False, drop_missing: bool = False) -> np.ndarray:
         """Exact (private!) bin counts of ``values``: feed them to a mechanism, never publish them."""
+        if self.categorical:
+            return np.bincount(self._category_bins(values, clip, drop_missing), minlength=self.bins).astype(np.int64)
         arr = self._column(values, clip, drop_missing)
         if self.kind == "integers":
             return self._integer_counts(arr, clip)
@@ -278,19 +445,35 @@ class Domain:
         return np.bincount(index, minlength=self.bins).astype(np.int64)
 
     def index_of(self, value) -> np.ndarray:
-        """Bin index of public values (for turning value ranges into bin ranges)."""
+        """Bin index of public values (for turning value ranges into bin ranges; the labels'
+        bins on a categorical domain)."""
+        if self.categorical:
+            return self.bins_of_labels(value)
         return self.bucketize(value, clip=True)
 
     def to_dict(self) -> dict:
+        """JSON-friendly description: kind, lo, hi, bins; a categorical domain: kind
+        "categories", its "categories" (labels in bin order, without the other bin), "other"
+        (the other bin's label, last, or null) and "bins"."""
+        if self.categorical:
+            declared = list((self.labels or ())[: len(self._lookup)])
+            return {"kind": "categories", "categories": declared, "other": self.other, "bins": self.bins}
         return {"kind": self.kind, "lo": self.lo, "hi": self.hi, "bins": self.bins}
 
     @classmethod
     def from_dict(cls, data: dict) -> Domain:
         """The domain described by :meth:`to_dict` (validated like the constructors)."""
-        if not isinstance(data, dict) or data.get("kind") not in ("integers", "interval"):
-            raise DataError("a domain must be a mapping with kind 'integers' or 'interval', lo, hi and bins")
+        if not isinstance(data, dict) or data.get("kind") not in ("integers", "interval", "categories"):
+            raise DataError(
+                "a domain must be a mapping with kind 'integers' or 'interval' (lo, hi, bins) or 'categories' "
+                "(categories, other, bins)"
+            )
         try:
-            if data["kind"] == "integers":
+            if data["kind"] == "categories":
+                if not isinstance(data["categories"], list) or not isinstance(data.get("other"), (str, type(None))):
+                    raise DataError("a categorical domain needs a list of categories and other: a label or null")
+                domain = cls.categories(data["categories"], other=data.get("other") or False)
+            elif data["kind"] == "integers":
                 domain = cls.integers(data["lo"], data["hi"])
             else:
                 domain = cls.interval(data["lo"], data["hi"], data["bins"])
@@ -304,6 +487,9 @@ class Domain:
         return isinstance(other, Domain) and self.to_dict() == other.to_dict()
 
     def __repr__(self) -> str:
+        if self.categorical:
+            other = f", other={self.other!r}" if self.other is not None else ""
+            return f"Domain.categories({list((self.labels or ())[: len(self._lookup)])!r}{other})"
         if self.kind == "integers":
             return f"Domain.integers({self.lo}, {self.hi})"
         return f"Domain.interval({self.lo}, {self.hi}, bins={self.bins})"
@@ -324,6 +510,12 @@ def _edge_bins(arr: np.ndarray, lo: float, hi: float, bins: int, edges: np.ndarr
             return index
         index = index - low + high
     return np.minimum(np.searchsorted(edges, arr, side="right") - 1, bins - 1).astype(np.int64)
+
+
+def _check_flags(clip, drop_missing) -> None:
+    for name, flag in (("clip", clip), ("drop_missing", drop_missing)):
+        if not isinstance(flag, (bool, np.bool_)):
+            raise ParameterError(f"{name} must be True or False, got {flag!r}")
 
 
 def _all_integral(chunk: np.ndarray) -> bool:
@@ -359,6 +551,14 @@ def _missing_mask(arr) -> tuple[np.ndarray, np.ndarray]:
     return arr, np.zeros(arr.shape, dtype=bool)
 
 
+def _axis_column(domain: Domain, column) -> tuple[np.ndarray, np.ndarray]:
+    """(values, missing mask) of one axis' column: a categorical axis gives its codes."""
+    if domain.categorical:
+        codes = domain.codes(column)
+        return codes, codes == MISSING_CODE
+    return _missing_mask(column_array(column))
+
+
 def _split_columns(columns, k: int) -> list:
     """The k columns of a pandas DataFrame, a pyarrow Table, a (records x k) array, or a
     sequence of columns (numpy, pandas, pyarrow)."""
@@ -368,6 +568,8 @@ def _split_columns(columns, k: int) -> list:
         return [columns.column(a) for a in range(columns.num_columns)]
     if isinstance(columns, np.ndarray) and columns.ndim == 2:
         return [columns[:, a] for a in range(columns.shape[1])]
+    if type(columns).__module__.startswith("polars") and hasattr(columns, "get_column"):  # polars DataFrame
+        return [columns.get_column(name).to_arrow() for name in columns.columns]
     if isinstance(columns, (list, tuple)):
         return list(columns)
     raise ParameterError(
@@ -377,7 +579,8 @@ def _split_columns(columns, k: int) -> list:
 
 
 class ProductDomain:
-    """The cross product of 1-D domains (one per column), C order: the last axis varies fastest."""
+    """The cross product of 1-D domains (one per column), C order: the last axis varies fastest.
+    Any axis may be categorical (:meth:`Domain.categories`); ``clip`` applies to the others."""
 
     def __init__(self, domains):
         self.domains = list(domains)
@@ -408,7 +611,7 @@ class ProductDomain:
         parts = _split_columns(columns, self.ndim)
         if len(parts) != self.ndim:
             raise ParameterError(f"this product domain has {self.ndim} axes, got {len(parts)} columns")
-        arrays = [_missing_mask(column_array(c)) for c in parts]
+        arrays = [_axis_column(d, c) for d, c in zip(self.domains, parts)]
         lengths = {values.shape[0] for values, _ in arrays}
         if len(lengths) > 1:
             raise DataError(f"the columns have different lengths {sorted(lengths)}; give one value per record in each")
@@ -424,7 +627,16 @@ class ProductDomain:
         index = []
         for axis, (d, (values, _)) in enumerate(zip(self.domains, arrays)):
             try:
-                index.append(d.bucketize(values[keep], clip=clip))
+                if d.categorical:  # its codes: missing ones are dropped above, clip does not apply
+                    codes = values[keep]
+                    bad = d.first_bad_code(codes, True)
+                    if bad is not None:
+                        raise d.code_error(
+                            codes, bad, f"e.g. {private(value_at(parts[axis], np.flatnonzero(keep)[bad]))}"
+                        )
+                    index.append(codes)
+                else:
+                    index.append(d.bucketize(values[keep], clip=clip))
             except DomainError as exc:  # say which column: the bounds alone may not tell
                 raise DomainError(f"axis {axis}: {exc}") from None
         return np.stack(index) if index[0].size else np.zeros((self.ndim, 0), dtype=np.int64)

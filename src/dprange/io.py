@@ -25,39 +25,13 @@ import zipfile
 
 import numpy as np
 
-from .columns import column_array
+from .columns import MISSING_MARKERS, column_array
 from .errors import DataError, ParameterError, excerpt, private, redaction_enabled
 
 PARQUET_SUFFIXES = (".parquet", ".pq")
 
 
 _SNIFF_BYTES = 1 << 16
-
-
-#: Cells read as missing by both CSV paths (pandas' default markers).
-MISSING_MARKERS = frozenset(
-    {
-        "",
-        "#N/A",
-        "#N/A N/A",
-        "#NA",
-        "-1.#IND",
-        "-1.#QNAN",
-        "-NaN",
-        "-nan",
-        "1.#IND",
-        "1.#QNAN",
-        "<NA>",
-        "N/A",
-        "NA",
-        "NULL",
-        "NaN",
-        "None",
-        "n/a",
-        "nan",
-        "null",
-    }
-)
 
 
 _INTEGER = re.compile(r"[+-]?\d+")
@@ -205,8 +179,14 @@ def _boolean_column(column: str) -> DataError:
     return DataError(f"column {excerpt(repr(column))} is boolean (True/False), not numeric; encode it as numbers")
 
 
+#: What a message about a non-numeric column adds: how to release a column of categories.
+CATEGORIES_HINT = "; a column of categories needs a categorical domain: their public list"
+
+
 def _non_numeric(column: str, value, row: int) -> DataError:
-    return DataError(f"column {excerpt(repr(column))} is not numeric (e.g. {private(value)} on row {private(row)})")
+    return DataError(
+        f"column {excerpt(repr(column))} is not numeric (e.g. {private(value)} on row {private(row)}){CATEGORIES_HINT}"
+    )
 
 
 # ----------------------------------------------------------------------------- Parquet
@@ -411,7 +391,30 @@ def _pandas_to_numeric(pd, series, column: str):
     return converted
 
 
+def read_text_column(path, column: str):
+    """The cells of ``column`` of the CSV or Parquet file ``path`` as they are, for a
+    categorical domain (:meth:`dprange.Domain.categories` matches them): CSV cells as an object
+    array of text (the file checked as :func:`read_column` checks it), a Parquet column as
+    pyarrow stores it."""
+    path = _check_path(path)
+    if not isinstance(column, str):
+        raise ParameterError(f"the column name must be a string, got {column!r}")
+    if _is_parquet(path):
+        handle = open_parquet(path, column)
+        try:
+            return handle.read(columns=[column]).column(column)
+        except Exception as exc:  # noqa: BLE001
+            raise DataError(f"cannot read column {excerpt(repr(column))} of {path!r}{_detail(exc)}") from None
+    check_no_nul(path)
+    return np.asarray(_csv_cells(path, column), dtype=object)
+
+
 def _read_csv_stdlib(path: str, column: str):
+    return _parse_cells(column, _csv_cells(path, column))
+
+
+def _csv_cells(path: str, column: str) -> list[str]:
+    """The cells of ``column`` of a CSV file, by the standard library (rows checked for width)."""
     try:
         with open(path, newline="", encoding="utf-8-sig") as fh:
             reader = csv.reader(fh, skipinitialspace=True)
@@ -426,7 +429,7 @@ def _read_csv_stdlib(path: str, column: str):
                 if fields and len(fields) != expected:
                     raise row_width_error(path, row, len(fields), len(names), expected)
                 cells.append(fields[k] if fields else "")
-        return _parse_cells(column, cells)
+        return cells
     except UnicodeDecodeError:
         raise _not_utf8(path) from None
     except csv.Error as exc:

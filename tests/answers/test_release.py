@@ -2,12 +2,14 @@
 count_between / count_below), exact standard errors against the dense covariance, intervals,
 the checks on bin indices, and what a release keeps (its own inference, not its mechanism)."""
 
+import json
+
 import numpy as np
 import pytest
 
 import dprange
 from conftest import range_matrix
-from dprange import Flat, Hierarchical, ParameterError, Release, Wavelet
+from dprange import Domain, Flat, Hierarchical, ParameterError, Release, Wavelet, load_release
 from dprange.answers.provenance import Provenance
 from dprange.errors import ConvergenceWarning
 
@@ -269,3 +271,27 @@ def test_bad_bin_indices_raise_parameter_errors(gls_release, index):
 def test_integral_float_indices_still_work(gls_release):
     assert gls_release.range(0.0, 9.0).value == gls_release.range(0, 9).value
     assert gls_release.prefix(np.array([3, 4])).value.shape == (2,)
+
+
+# ----------------------------------------------------------------------------- categories
+@pytest.mark.parametrize("form", ["json", "npz"])
+def test_categorical_release_round_trip_keeps_labels_and_answers(tmp_path, form):
+    domain = Domain.categories(["Private", "Self-emp", "?"], other=True)
+    values = ["Private"] * 40 + ["Self-emp"] * 9 + ["?"] * 3 + ["Dentist"] * 2
+    rel = dprange.release(values, domain, 1.0, mechanism="hierarchical", rng=1)
+    if form == "json":
+        data = json.loads(rel.to_json())
+        assert data["domain"] == {
+            "kind": "categories",
+            "categories": ["Private", "Self-emp", "?"],
+            "other": "other",
+            "bins": 4,
+        }
+        assert data["deciles"] is None  # unordered: no quantiles
+        back = Release.from_json(rel.to_json())
+    else:
+        back = load_release(rel.to_npz(str(tmp_path / "r.npz")))
+    assert back.domain == domain and back.labels == ["Private", "Self-emp", "?", "other"]
+    for labels in ("?", ["Private", "other"]):
+        assert back.count_of(labels).value == pytest.approx(rel.count_of(labels).value)
+        assert back.count_of(labels).stderr == pytest.approx(rel.count_of(labels).stderr)

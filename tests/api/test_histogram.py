@@ -111,3 +111,85 @@ def test_a_workload_on_another_number_of_bins_is_refused_for_every_mechanism(wor
     on_domain = Ranges([0, 5], [9, 30], 100)
     release = dprange.release(counts, domain, 1.0, mechanism="hierarchical", workload=on_domain, rng=0)
     assert release.answer(on_domain).value.shape == (2,)
+
+
+# ----------------------------------------------------------------------------- categories
+def category_neighbours(records, relation, values=("a", "b", "z")):
+    """The datasets neighbouring ``records`` (lists of raw values): one record added or
+    removed, or one record's value replaced by another (``z`` is outside the list)."""
+    for i in range(len(records)):
+        if relation == "add_remove":
+            yield records[:i] + records[i + 1 :]
+        else:
+            for v in values:
+                if v != records[i]:
+                    yield records[:i] + [v] + records[i + 1 :]
+    if relation == "add_remove":
+        for v in values:
+            yield [*records, v]
+
+
+@pytest.mark.parametrize("relation", ["add_remove", "replace"])
+@pytest.mark.parametrize("mechanism", ["flat", "hierarchical", "auto"])
+def test_categorical_release_is_epsilon_dp_from_the_definition(monkeypatch, relation, mechanism):
+    """dprange.release of raw categories on ["a", "b"] + other: the noisy measurements of every
+    neighbouring dataset (a record added, removed or recategorised, "z" going to the other bin)
+    are within epsilon in the worst case over every output, and the bound is tight."""
+    from _helpers import laplace_worst_loss
+
+    from dprange.privacy.noise import NoiseSpec
+
+    monkeypatch.setattr(NoiseSpec, "sample", lambda spec, size, rng: np.zeros(size, dtype=np.int64))
+    domain, epsilon = Domain.categories(["a", "b"], other=True), 0.7
+
+    def law(records):
+        rel = dprange.release(records, domain, epsilon, mechanism=mechanism, neighbours=relation)
+        return [(m.noise, np.rint(np.asarray(m.values)).astype(np.int64)) for m in rel.measurements.measurements]
+
+    worst = 0.0
+    for records in (["a"], ["a", "b", "z"], ["z", "z", "b"]):
+        base = law(records)
+        for other in category_neighbours(records, relation):
+            shifts = []
+            for (spec, x), (spec_y, y) in zip(base, law(other)):
+                assert spec == spec_y
+                shifts.extend((spec.scale, int(s)) for s in (y - x)[y != x])
+            worst = max(worst, laplace_worst_loss(shifts))
+    assert worst == pytest.approx(epsilon, rel=1e-9)
+    assert worst <= epsilon * (1 + 1e-12)
+
+
+def test_categorical_release_answers_by_label_with_exact_errors():
+    domain = Domain.categories(["Male", "Female", "?"], other=True)
+    values = ["Male"] * 30 + ["Female"] * 20 + ["x"] * 5
+    rel = dprange.release(values, domain, 1.0, mechanism="hierarchical", rng=4)
+    assert rel.labels == ["Male", "Female", "?", "other"]
+    est = rel.estimate
+    from _helpers import stacked
+
+    from conftest import dense_gls
+
+    A, y, v = stacked(rel.measurements)
+    reference, cov = dense_gls(A, y, v)  # the explicit GLS formula
+    assert est == pytest.approx(reference)
+    both = rel.count_of(["Male", "other"])  # bins 0 and 3: not a range
+    weights = np.array([1.0, 0, 0, 1.0])
+    assert both.value == pytest.approx(est[0] + est[3])
+    assert both.stderr == pytest.approx(float(np.sqrt(weights @ cov @ weights)))
+    assert rel.count_of("Female").value == pytest.approx(est[1])
+    assert rel.count_of(["Female", "Male"]).stderr == pytest.approx(rel.range(0, 1).stderr)
+    for ask in (rel.cdf, lambda: rel.quantile(0.5), lambda: rel.count_between(0, 1)):
+        with pytest.raises(ParameterError, match="unordered"):
+            ask()
+    with pytest.raises(ParameterError, match="'Dentist' is not a category"):
+        rel.count_of("Dentist")
+
+
+def test_categorical_release_defaults_to_the_identity_workload_and_refuses_prefix():
+    domain = Domain.categories([str(i) for i in range(64)])
+    values = [str(i % 64) for i in range(500)]
+    assert dprange.release(values, domain, 1.0, rng=0).mechanism == "flat"
+    with pytest.raises(ParameterError, match="categories are unordered; use 'identity'"):
+        dprange.release(values, domain, 1.0, workload="prefix")
+    with pytest.raises(ParameterError, match="clip does not apply to categories"):
+        dprange.release(values, domain, 1.0, clip=True)

@@ -896,3 +896,105 @@ def test_options_the_mechanism_does_not_take_are_refused(ages_csv, tmp_path, cap
     code, _, err = run_cli(release_args(ages_csv, tmp_path / "r.json", *extra), capsys)
     assert code == 2 and message in err and len(err.splitlines()) == 1
     assert not (tmp_path / "r.json").exists()
+
+
+# ----------------------------------------------------------------------------- categories
+ADULT_WORKCLASS = "Private,Self-emp-not-inc,Self-emp-inc,Federal-gov,Local-gov,State-gov,Without-pay,Never-worked"
+ADULT_RACE = "White,Black,Asian-Pac-Islander,Amer-Indian-Eskimo,Other"
+
+
+def adult_cells(*names):
+    """Adult's text columns as the csv module reads them (cells stripped): the reference."""
+    import csv
+
+    from conftest import SHARED
+
+    path = SHARED / "data" / "adult" / "adult.csv"
+    if not path.exists():
+        pytest.skip("../shared/data/adult/adult.csv is not present")
+    with open(path, newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    return str(path), [[row[name].strip() for row in rows] for name in names]
+
+
+def test_release_of_a_categorical_column_of_adult_prints_and_writes_labels(tmp_path, capsys):
+    """-c workclass --categories ... --other: at epsilon 1e6 (discrete noise 0) the JSON holds
+    Adult's true counts per category (the unlisted '?' in the other bin), the table and the
+    bar chart name the categories, and the JSON's domain keeps them."""
+    path, (cells,) = adult_cells("workclass")
+    out, png = tmp_path / "w.json", tmp_path / "w.png"
+    args = ["release", path, "-c", "workclass", "--categories", f"workclass={ADULT_WORKCLASS}", "--other"]
+    code, stdout, err = run_cli([*args, "-e", "1e6", "--seed", 0, "-o", out, "--plot", png], capsys)
+    assert code == 0, err
+    labels = ADULT_WORKCLASS.split(",")
+    truth = [cells.count(label) for label in labels] + [sum(c not in labels for c in cells)]
+    assert truth[-1] == cells.count("?") > 0
+    data = json.loads(out.read_text())
+    assert data["domain"] == {"kind": "categories", "categories": labels, "other": "other", "bins": 9}
+    assert data["histogram"]["value"] == truth
+    assert "for the identity workload" in stdout and "deciles" not in stdout
+    for label, count in zip([*labels, "other"], truth):
+        assert re.search(rf"^{re.escape(label)} +{count}\.0 ", stdout, re.M), label
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    rel = load_release(str(out))
+    assert rel.count_of(["Private", "other"]).value == truth[0] + truth[-1]
+
+
+def test_release_of_two_categorical_columns_of_adult_is_a_labelled_two_way_table(tmp_path, capsys):
+    path, (sex, race) = adult_cells("sex", "race")
+    out = tmp_path / "sr.json"
+    args = ["release", path, "-c", "sex", "-c", "race", "--categories", "sex=Male,Female"]
+    args += ["--categories", f"race={ADULT_RACE}", "-e", "1e6", "--seed", 0, "-o", out, "--plot", tmp_path / "h.png"]
+    code, stdout, err = run_cli(args, capsys)
+    assert code == 0, err
+    races = ADULT_RACE.split(",")
+    truth = np.array([[sum(s == a and r == b for s, r in zip(sex, race)) for b in races] for a in ("Male", "Female")])
+    rel = load_grid_release(out.read_text())
+    np.testing.assert_allclose(rel.counts, truth, atol=1e-6)
+    assert rel.labels == [["Male", "Female"], races]
+    assert "sex x race: estimated counts" in stdout
+    male = " ".join(f"{v:.1f}" for v in truth[0])
+    assert re.search(r"^Male +" + r" +".join(re.escape(f"{v:.1f}") for v in truth[0]) + "$", stdout, re.M), male
+    assert re.search(rf"^  Black +{truth[:, 1].sum()}\.0 ± ", stdout, re.M)
+
+
+def test_categories_file_and_a_numeric_axis(tmp_path, capsys):
+    """--categories-file (a label with a comma, blank lines skipped) beside a numeric --column
+    whose --lo/--hi are the only ones given."""
+    path = write_csv(tmp_path / "d.csv", ['"a, b"', "c", '"a, b"', "c", "c"], extra=None, header="k,n")
+    listing = tmp_path / "k.txt"
+    listing.write_text("a, b\n\nc\n", encoding="utf-8")
+    out = tmp_path / "o.json"
+    args = ["release", path, "-c", "k", "-c", "n", "--categories-file", f"k={listing}", "--lo", 0, "--hi", 4]
+    code, stdout, err = run_cli([*args, "--integers", "-e", "1e6", "--seed", 1, "-o", out], capsys)
+    assert code == 0, err
+    rel = load_grid_release(out.read_text())
+    np.testing.assert_allclose(rel.counts, [[1, 0, 1, 0, 0], [0, 1, 0, 1, 1]], atol=1e-6)
+    assert rel.labels[0] == ["a, b", "c"]
+
+
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        (["--categories", "wc=a"], "--categories names 'wc', which is not a --column"),
+        (["--categories", "k"], "--categories takes COLUMN=a,b,c"),
+        (["--categories", "k=a,b", "--categories", "k=a"], "categories of 'k' are given twice"),
+        (["--categories", "k=a,a"], "--categories k: the category 'a' is listed twice"),
+        (["--categories", "k=a,,b"], "reads as a missing value"),
+        (["--categories-file", "k=/no/such/file"], "cannot read the categories file"),
+        (["--categories", "k=a,b", "--lo", "0"], "--column k has --categories, which has no bounds or bins; drop --lo"),
+        (["--categories", "k=a,b", "--workload", "prefix"], "categories are unordered; use 'identity'"),
+        (["--categories", "k=a,b", "--other", "--clip"], "clip does not apply to categories"),
+        (["--other", "--lo", "0", "--hi", "3", "--integers"], "--other adds a bin to categorical columns"),
+        (["--categories", "k=a"], r"1 values are not among the 1 public categories \(e.g. 'b'\).*\(--other\)"),
+        (
+            ["--lo", "0", "--hi", "3", "--integers"],
+            r"not numeric \(e.g. 'a' on row 2\); a column of .* \(--categories COL=a,b,c\)$",
+        ),
+    ],
+)
+def test_categorical_options_are_checked_with_one_line_errors(tmp_path, capsys, extra, message):
+    path = write_csv(tmp_path / "d.csv", ["a", "b", "a"], header="k,n")
+    code, stdout, err = run_cli(["release", path, "-c", "k", "-e", 1, "-o", tmp_path / "o.json", *extra], capsys)
+    assert code == 2 and re.search(message, err), err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "o.json").exists()

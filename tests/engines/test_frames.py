@@ -71,3 +71,27 @@ def test_polars_frames_when_installed(ints):
     for data in (frame, frame.lazy()):
         counts = dprange.engines.select_column(data, "x")
         np.testing.assert_array_equal(domain.histogram(counts), expected)
+
+
+def test_categorical_columns_of_every_frame_release_like_the_list():
+    import pandas as pd
+
+    cells = ["Male", "Female", None, "Female", "x", "Male", "Male"]
+    domain = Domain.categories(["Male", "Female"], other=True)
+    frames = [
+        pd.DataFrame({"s": cells, "y": range(7)}),
+        pd.DataFrame({"s": pd.Series(cells, dtype="category")}),
+        pa.table({"s": pa.array(cells).dictionary_encode()}),
+        pa.record_batch({"s": pa.array(cells)}),
+    ]
+    try:
+        import polars as pl
+    except ImportError:
+        pass
+    else:
+        frames += [pl.DataFrame({"s": cells}), pl.DataFrame({"s": pl.Series(cells, dtype=pl.Categorical)}).lazy()]
+    expected = dprange.release(cells, domain, 1.0, mechanism="flat", rng=2, drop_missing=True)
+    assert domain.histogram(cells, drop_missing=True).tolist() == [3, 2, 1]
+    for frame in frames:
+        rel = dprange.release(frame, domain, 1.0, mechanism="flat", rng=2, drop_missing=True, column="s")
+        np.testing.assert_array_equal(rel.estimate, expected.estimate)

@@ -270,3 +270,83 @@ def test_arrow_memory_is_one_row_group_not_the_file(tmp_path):
     assert result["rows"] == values.size
     group_bytes = group_rows * 8  # 1 MiB
     assert result["arrow_peak"] < 6 * group_bytes, result  # reading ahead through the file held ~24 MiB
+
+
+# ----------------------------------------------------------------------------- categories
+WORKCLASS = ["Private", "Self-emp", "State-gov", "Never-worked"]
+
+
+def category_column(size=3000, seed=8):
+    """Text cells with spaces, a quoted comma, integer-like text and missing markers."""
+    rng = np.random.default_rng(seed)
+    pool = np.array([*WORKCLASS, " Private", "Private ", '"Gov, local"', "7", "", "NA", "?"], dtype=object)
+    return rng.choice(pool, size).tolist()
+
+
+def in_memory(cells):
+    """The cells as a CSV reader gives them (quotes removed), for the in-memory reference."""
+    return [c.strip('"') for c in cells]
+
+
+@pytest.mark.parametrize("batch_rows", [1, 97, 100_000])
+@pytest.mark.parametrize("csv_block_bytes", [None, 4096])
+def test_categorical_csv_streamed_equals_the_in_memory_histogram(tmp_path, batch_rows, csv_block_bytes):
+    cells = category_column(400 if batch_rows == 1 else 3000)
+    path = write_csv(tmp_path / "c.csv", cells)
+    domain = Domain.categories([*WORKCLASS, "Gov, local", 7], other=True)
+    expected = domain.histogram(in_memory(cells), drop_missing=True)
+    assert expected[-1] > 0 and expected[5] > 0  # '?' goes to the other bin; 7 matches the cell "7"
+    counts = stream_histogram(
+        path, "x", domain, drop_missing=True, batch_rows=batch_rows, csv_block_bytes=csv_block_bytes
+    )
+    assert counts.tolist() == expected.tolist()
+
+
+def test_categorical_csv_without_pyarrow_equals_with_it(tmp_path, monkeypatch):
+    cells = category_column(500)
+    path = write_csv(tmp_path / "c.csv", cells)
+    domain = Domain.categories([*WORKCLASS, "Gov, local", "7"], other=True)
+    expected = stream_histogram(path, "x", domain, drop_missing=True)
+    monkeypatch.setitem(sys.modules, "pyarrow", None)  # import pyarrow fails: pandas' reader
+    assert stream_histogram(path, "x", domain, drop_missing=True, batch_rows=77).tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize("dictionary", [False, True])
+def test_categorical_parquet_streamed_equals_the_in_memory_histogram(tmp_path, dictionary):
+    cells = [None if c in ("", "NA") else c for c in in_memory(category_column())]
+    column = pa.array(cells).dictionary_encode() if dictionary else pa.array(cells)
+    path = str(tmp_path / "c.parquet")
+    pq.write_table(pa.table({"x": column}), path, row_group_size=700)
+    domain = Domain.categories([*WORKCLASS, "Gov, local", "7"], other="rest")
+    counts = stream_histogram(path, "x", domain, drop_missing=True, batch_rows=250)
+    assert counts.tolist() == domain.histogram(cells, drop_missing=True).tolist()
+    ints = str(tmp_path / "i.parquet")
+    pq.write_table(pa.table({"x": [3, 7, None, 7]}), ints)
+    assert stream_histogram(ints, "x", Domain.categories([7, 3]), drop_missing=True).tolist() == [2, 1]
+
+
+def test_categorical_file_errors_name_the_row_and_value(tmp_path):
+    path = write_csv(tmp_path / "c.csv", ["Private", "Private", "Dentist", "Private"])
+    domain = Domain.categories(WORKCLASS)
+    with pytest.raises(DomainError, match=r"value 'Dentist' on row 4 .* not among the 4 public categories.*other=True"):
+        stream_histogram(path, "x", domain, batch_rows=2)
+    path = write_csv(tmp_path / "m.csv", ["Private", "", "Private"])
+    with pytest.raises(DomainError, match=r"missing value .* row 3.*drop_missing=True"):
+        stream_histogram(path, "x", domain)
+    with pytest.raises(ParameterError, match="clip does not apply to categories"):
+        stream_histogram(path, "x", domain, clip=True)
+    with redacted():
+        with pytest.raises(DomainError) as exc:
+            stream_histogram(write_csv(tmp_path / "d.csv", ["Dentist"]), "x", domain)
+    assert "Dentist" not in str(exc.value)
+
+
+def test_release_files_of_categories_equals_the_release_of_the_values(tmp_path):
+    cells = category_column(800)
+    path = write_csv(tmp_path / "c.csv", cells)
+    domain = Domain.categories([*WORKCLASS, "Gov, local", "7"], other=True)
+    options = {"mechanism": "flat", "rng": 3, "drop_missing": True}
+    streamed = dprange.release_files(path, "x", domain, 1.0, **options)
+    memory = dprange.release(in_memory(cells), domain, 1.0, **options)
+    assert streamed.estimate.tolist() == memory.estimate.tolist()
+    assert streamed.labels == [*WORKCLASS, "Gov, local", "7", "other"]

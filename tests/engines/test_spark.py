@@ -492,3 +492,59 @@ def test_privacy_units_and_groups_on_spark_give_the_exact_counts_at_huge_epsilon
         assert one[key].total().value == pytest.approx(frame.id[frame.g == key].nunique(), abs=1e-6)
     single = dprange.release(sdf, domain, 1e6, column="x", max_rows_per_id=1, max_groups_per_id=1, **args)
     assert single["a"].total().value + single["b"].total().value == pytest.approx(frame.id.nunique(), abs=1e-6)
+
+
+# ----------------------------------------------------------------------------- categories
+def test_categorical_csv_and_parquet_equal_the_local_engine(spark, tmp_path):
+    rng = np.random.default_rng(2)
+    pool = np.array(["Private", " Self-emp", "State-gov ", '"Gov, local"', "7", "", "NA", "?"], dtype=object)
+    cells = rng.choice(pool, 3000).tolist()
+    csv = write_csv(tmp_path / "c.csv", cells)
+    plain = [None if c.strip() in ("", "NA") else c.strip('"') for c in cells]
+    parquet = str(tmp_path / "c.parquet")
+    pq.write_table(
+        pa.table({"x": pa.array(plain).dictionary_encode(), "y": np.arange(3000)}), parquet, row_group_size=500
+    )
+    domain = Domain.categories(["Private", "Self-emp", "State-gov", "Gov, local", 7], other=True)
+    expected = domain.histogram(plain, drop_missing=True)
+    assert expected.min() > 0
+    for path in (csv, parquet):
+        counts = spark_histogram(path, "x", domain, drop_missing=True, spark=spark)
+        np.testing.assert_array_equal(counts, stream_histogram(path, "x", domain, drop_missing=True))
+        np.testing.assert_array_equal(counts, expected)
+    strict = Domain.categories(["Private", "Self-emp", "State-gov", "Gov, local", 7])
+    with pytest.raises(DomainError, match="not among the 5 public categories.*other=True"):
+        spark_histogram(csv, "x", strict, drop_missing=True, spark=spark)
+
+
+def test_categorical_axis_of_a_product_domain_equals_the_in_memory_grid(spark, tmp_path):
+    rng = np.random.default_rng(3)
+    sex = rng.choice(["Male", "Female", ""], 2000).tolist()
+    age = rng.integers(0, 5, 2000)
+    path = write_csv(tmp_path / "g.csv", sex, age)
+    grid = ProductDomain([Domain.categories(["Female", "Male"]), Domain.integers(0, 4)])
+    expected = grid.histogram([[s or None for s in sex], age], drop_missing=True)
+    np.testing.assert_array_equal(spark_histogram(path, ["x", "y"], grid, drop_missing=True, spark=spark), expected)
+    frame = files_frame(path, ["x", "y"], spark, domain=grid, drop_missing=True)
+    here = dprange.release_grid(
+        [[s or None for s in sex], age], grid, 1.0, mechanism="kronecker", rng=5, drop_missing=True
+    )
+    there = dprange.release_grid(frame, grid, 1.0, mechanism="kronecker", rng=5, drop_missing=True)
+    np.testing.assert_array_equal(there.counts, here.counts)
+
+
+def test_cli_engine_spark_releases_categories_like_local(spark, tmp_path):
+    rng = np.random.default_rng(4)
+    path = write_csv(tmp_path / "c.csv", rng.choice(["Male", "Female", "", "x"], 900), rng.integers(0, 3, 900))
+    one = ["release", path, "-c", "x", "--categories", "x=Male,Female", "--other", "--drop-missing", "-e", "1"]
+    one += ["--seed", "2", "-m", "flat"]
+    assert run_cli([*one, "-o", str(tmp_path / "l1.json")]) == 0
+    assert run_cli([*one, "--engine", "spark", "-o", str(tmp_path / "s1.json")]) == 0
+    local, remote = (dprange.load_release(str(tmp_path / f"{w}1.json")) for w in "ls")
+    np.testing.assert_array_equal(remote.histogram().value, local.histogram().value)
+    assert remote.labels == ["Male", "Female", "other"]
+    two = ["release", path, "-c", "x", "-c", "y", "--categories", "x=Male,Female", "--other", "--lo", "0", "--hi"]
+    two += ["2", "--integers", "--drop-missing", "-e", "1", "--seed", "2", "-m", "kronecker"]
+    assert run_cli([*two, "-o", str(tmp_path / "l2.json")]) == 0
+    assert run_cli([*two, "--engine", "spark", "-o", str(tmp_path / "s2.json")]) == 0
+    assert (tmp_path / "l2.json").read_text() == (tmp_path / "s2.json").read_text()

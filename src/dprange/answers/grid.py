@@ -73,6 +73,12 @@ class GridRelease:
         return self.measurements.neighbours
 
     @property
+    def labels(self) -> list[list[str]] | None:
+        """A label per bin of each axis (:meth:`dprange.Domain.bin_labels`: the categories of a
+        categorical axis), or None for a release without a domain."""
+        return None if self.domain is None else [d.bin_labels() for d in self.domain.domains]
+
+    @property
     def counts(self) -> np.ndarray:
         """The estimated count of every cell (a k-D float array)."""
         return np.asarray(self.estimate.leaves, dtype=float).reshape(self.shape)

@@ -191,6 +191,42 @@ def _draw_bars(ax, edges, counts, answer, alpha: float) -> None:
     )
 
 
+def plot_bars(
+    release,
+    path: str | IO[bytes],
+    *,
+    alpha: float = 0.05,
+    title: str | None = None,
+    column: str | None = None,
+) -> str | IO[bytes]:
+    """Save the estimated count of every bin of a release as a labelled bar chart PNG (the
+    chart of a categorical domain, whose bins have no order for a CDF), with each bin's
+    (1 - alpha) interval as an error bar when the error bars are exact."""
+    plt = style.pyplot()
+    with style.drawing(plt):
+        column, _ = style.describe_column(release, column, None)
+        counts = release.histogram()
+        labels = [style.plain(str(label)) for label in release.labels]
+        fig, ax = style.new_figure(plt)
+        fig.set_size_inches(max(style.FIGSIZE[0], min(0.5 * len(labels) + 2, 16.0)), style.FIGSIZE[1])
+        position = np.arange(len(labels))
+        colours = {"color": style.BAR_COLOUR, "edgecolor": style.POINT_COLOUR, "linewidth": 0.6}
+        if release.exact_error_bars:
+            lower, upper = counts.confidence_interval(alpha)
+            errors = np.vstack([counts.value - lower, upper - counts.value])
+            ax.bar(position, counts.value, yerr=errors, capsize=3, ecolor=style.ERRORBAR_COLOUR, **colours)
+            note = f"Error bars: {_level(alpha)} intervals."
+        else:
+            ax.bar(position, counts.value, **colours)
+            note = "No exact error bars."
+        rotate = len(labels) > 6
+        ax.set_xticks(position, labels, rotation=45 if rotate else 0, ha="right" if rotate else "center")
+        ax.set_xlabel(style.axis_label(column, None, "category"))
+        ax.set_ylabel("estimated count")
+        heading = title or (f"Counts of {column}" if column else "Counts by category")
+        return style.finish(plt, fig, ax, path, heading, style.privacy_caption(release, note))
+
+
 def plot_heatmap(
     release,
     path: str | IO[bytes],
@@ -208,10 +244,12 @@ def plot_heatmap(
     plt = style.pyplot()
     with style.drawing(plt):
         counts = release.counts
-        if release.domain is not None:
-            x, y = (np.asarray(d.edges, dtype=float) for d in release.domain.domains)
-        else:
-            x, y = (np.arange(n + 1, dtype=float) for n in release.shape)
+        axes = release.domain.domains if release.domain is not None else [None, None]
+        # a categorical axis is drawn on its bin positions, its labels as ticks
+        x, y = (
+            np.arange(n + 1, dtype=float) if d is None or d.categorical else np.asarray(d.edges, dtype=float)
+            for d, n in zip(axes, release.shape)
+        )
         stderr = float(np.median(release.marginal((0, 1)).stderr))
         recorded = getattr(release, "columns", None) or getattr(release, "column", None)
         if labels is None and isinstance(recorded, list | tuple) and len(recorded) == 2:
@@ -227,6 +265,10 @@ def plot_heatmap(
         mesh = ax.pcolormesh(x, y, counts.T, shading="flat", cmap=style.HEATMAP_CMAP)
         ax.grid(False)
         fig.colorbar(mesh, ax=ax, label="estimated records per cell")
+        if axes[0] is not None and axes[0].categorical:
+            ax.set_xticks(np.arange(release.shape[0]) + 0.5, axes[0].bin_labels(), rotation=45, ha="right")
+        if axes[1] is not None and axes[1].categorical:
+            ax.set_yticks(np.arange(release.shape[1]) + 0.5, axes[1].bin_labels())
         ax.set_xlabel(style.axis_label(first, first_units, "axis 0"))
         ax.set_ylabel(style.axis_label(second, second_units, "axis 1"))
         heading = title or (f"Records by {first} and {second}" if labels else "Estimated cell counts")

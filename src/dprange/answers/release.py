@@ -21,7 +21,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ..domain import Domain
+from ..domain import UNORDERED_MESSAGE, Domain
 from ..errors import ParameterError
 from ..inference.tree import bin_variances
 from .bootstrap import bootstrap, check_reps
@@ -208,6 +208,30 @@ class Release:
             return Answer(self.public_total, 0.0, scalar=True, tails=self._tails, factor=self._one_sided_factor)
         return self.range(0, self.n - 1)
 
+    # ----------------------------------------------------------------- answers by label
+    @property
+    def labels(self) -> list[str]:
+        """A label per bin (:meth:`dprange.Domain.bin_labels`): the categories of a categorical
+        domain, the integers, or the intervals."""
+        return self.domain.bin_labels()
+
+    def count_of(self, labels) -> Answer:
+        """Estimated number of records in the chosen categories of a categorical domain: one
+        label, or a list of labels whose counts are summed (each bin once), with exact
+        standard errors and confidence intervals as :meth:`range`."""
+        bins = np.unique(self.domain.bins_of_labels(labels))
+        if bins.size and bins[-1] - bins[0] + 1 == bins.size:  # consecutive bins: a range
+            return self.range(int(bins[0]), int(bins[-1]))
+        weights = np.zeros((1, self.n))
+        weights[0, bins] = 1.0
+        return Answer(
+            float(self.estimate[bins].sum()),
+            lambda: np.asarray(self.error_model.query_variance(weights), dtype=float).reshape(()),
+            scalar=True,
+            tails=self._tails,
+            factor=self._one_sided_factor,
+        )
+
     # ----------------------------------------------------------------- answers in domain units
     def bins_of(self, a, b) -> tuple:
         """The inclusive bin-index range (lo, hi) that :meth:`count_between` (a, b) answers.
@@ -263,6 +287,8 @@ class Release:
         """The number of bins wholly below each value: the value's offset from the domain's
         lower bound on integer domains (values lo..hi, or lo..hi + 1 with ``past_top``), the
         index of the edge it is on interval domains; else ParameterError."""
+        if self.domain.categorical:
+            raise ParameterError(UNORDERED_MESSAGE)
         if values is None or isinstance(values, (str, bytes, bool, np.bool_)):
             raise ParameterError(f"{name} must be a number in the domain's units, got {values!r}")
         try:
@@ -282,7 +308,10 @@ class Release:
     # ----------------------------------------------------------------- CDF and quantiles
     @cached_property
     def _cumulative(self) -> CumulativeEstimate:
-        """The CDF and quantiles of this release (:mod:`dprange.answers.cdf`), built once."""
+        """The CDF and quantiles of this release (:mod:`dprange.answers.cdf`), built once;
+        ParameterError on a categorical domain (unordered)."""
+        if self.domain.categorical:
+            raise ParameterError(UNORDERED_MESSAGE)
         return CumulativeEstimate(self.estimate, self.error_model, self.provenance, self.domain, self._one_sided_factor)
 
     def consistent_cumulative(self, loss="l2") -> np.ndarray:

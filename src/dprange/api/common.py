@@ -4,6 +4,7 @@ mechanism from its name, and the session's charge before any data are read."""
 from __future__ import annotations
 
 from .._validation import check_neighbours
+from ..domain import CATEGORY_CLIP_MESSAGE, Domain, ProductDomain
 from ..errors import ParameterError
 from ..mechanisms.base import Mechanism
 from ..privacy.session import Session
@@ -64,3 +65,25 @@ def _session(session) -> Session:
     if not isinstance(session, Session):
         raise ParameterError("session must be a dprange.Session (or None)")
     return session
+
+
+def release_workload(domain, workload, clip: bool = False):
+    """The workload a release optimises for when ``workload`` is None: all ranges (all
+    rectangles on a :class:`~dprange.ProductDomain`) on ordered domains; on a categorical
+    domain each category's count (``"identity"``: auto then ranks Flat and its peers), on a
+    product with a categorical axis its marginals.  Prefix workloads need an order, so they
+    are refused where an axis is categorical, as is ``clip`` where no axis can be clipped."""
+    axes = domain.domains if isinstance(domain, ProductDomain) else [domain]
+    categorical = [isinstance(d, Domain) and d.categorical for d in axes]
+    if clip and categorical and all(categorical):
+        raise ParameterError(CATEGORY_CLIP_MESSAGE)
+    if workload is None:
+        if isinstance(domain, ProductDomain):
+            return "marginals" if any(categorical) else "all-rectangles"
+        return "identity" if any(categorical) else "all-range"
+    if any(categorical) and isinstance(workload, str) and workload.replace("_", "-") in ("prefix", "prefix-rectangles"):
+        raise ParameterError(
+            f"workload {workload!r} asks cumulative counts, but categories are unordered; use 'identity' "
+            "(one count per category) or 'marginals'"
+        )
+    return workload

@@ -15,7 +15,13 @@ from ..mechanisms.base import GridMechanism, Mechanism
 from ..privacy.samplers import resolve_rng
 from ..privacy.units import make_unit
 from ..registry import GRID_MECHANISMS
-from .common import REPLACE_DROP_MISSING_MESSAGE, _session, charge_before_reading, resolve_neighbours
+from .common import (
+    REPLACE_DROP_MISSING_MESSAGE,
+    _session,
+    charge_before_reading,
+    release_workload,
+    resolve_neighbours,
+)
 from .units import bounded_grid_counts, check_unit_grid, row_epsilon
 
 
@@ -82,7 +88,7 @@ def release_grid(
     clip=False,
     drop_missing=False,
     neighbours=None,
-    workload="all-rectangles",
+    workload=None,
     order: int = 2,
     inference="gls",
     noise="auto",
@@ -99,7 +105,8 @@ def release_grid(
     ``columns``: a list of arrays (one per axis), a (records x k) array, a pandas DataFrame,
     a pyarrow Table or a Spark DataFrame (its columns in order, counted by Spark).
     ``mechanism``: "auto" (default: the least exact expected error on
-    ``workload``, "all-rectangles", "prefix-rectangles" or "marginals" of ``order``, or a
+    ``workload``, "all-rectangles" (the default; "marginals" where an axis is categorical:
+    :func:`dprange.api.common.release_workload`), "prefix-rectangles" or "marginals" of ``order``, or a
     :class:`~dprange.workloads.rectangles.Rectangles`: the rectangles to be asked, for which the
     product of axes optimised for them is ranked too; from public parameters only), a name
     of ``dprange.registry.GRID_MECHANISMS`` with ``params``
@@ -123,6 +130,9 @@ def release_grid(
         raise ParameterError("domain must be a dprange.ProductDomain (one dprange.Domain per column)")
     if resolve_neighbours(mechanism, neighbours) == "replace" and drop_missing:
         raise ParameterError(REPLACE_DROP_MISSING_MESSAGE)
+    if workload is None and any(d.categorical for d in domain.domains):
+        order = min(order, domain.ndim) if isinstance(order, int) else order
+    workload = release_workload(domain, workload, clip is True)
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
     unit = make_unit(privacy_id, max_rows_per_id)

@@ -31,7 +31,14 @@ from ..errors import ParameterError
 from ..mechanisms.base import Mechanism
 from ..registry import MECHANISMS
 from ..workloads.ranges import check_workload_bins
-from .common import REPLACE_DROP_MISSING_MESSAGE, _session, charge_before_reading, make_mechanism, resolve_neighbours
+from .common import (
+    REPLACE_DROP_MISSING_MESSAGE,
+    _session,
+    charge_before_reading,
+    make_mechanism,
+    release_workload,
+    resolve_neighbours,
+)
 from .grid import release_grid
 from .units import unit_release
 
@@ -116,7 +123,7 @@ def release(
     clip=False,
     drop_missing=False,
     neighbours=None,
-    workload="all-range",
+    workload=None,
     inference="gls",
     noise="auto",
     session=None,
@@ -140,7 +147,8 @@ def release(
     released at epsilon / m.  Both need a table ``values`` and ``column``.
 
     ``mechanism``: None or ``"auto"`` (default) is the mechanism with the least exact
-    expected error on ``workload`` (default ``"all-range"``; use ``"prefix"`` when the CDF
+    expected error on ``workload`` (default ``"all-range"``, ``"identity"`` on a categorical
+    domain: :func:`dprange.api.common.release_workload`; use ``"prefix"`` when the CDF
     and quantiles matter; a name or a Workload; see :func:`dprange.analysis.select`),
     chosen from public parameters only and cached on them.  A registered name ("flat",
     "hierarchical", "wavelet": ``dprange.registry.MECHANISMS``) or a configured mechanism
@@ -194,7 +202,7 @@ def release(
             session=session,
         )
     mech, epsilon, delta = _prepare(
-        domain, epsilon, mechanism, delta, drop_missing, neighbours, workload, inference, noise, session
+        domain, epsilon, mechanism, delta, (clip, drop_missing), neighbours, workload, inference, noise, session
     )
     spark = is_spark_frame(values)  # counted where it lies, by the Spark engine
     if spark and column is None:
@@ -219,7 +227,7 @@ def release_files(
     clip=False,
     drop_missing=False,
     neighbours=None,
-    workload="all-range",
+    workload=None,
     inference="gls",
     noise="auto",
     session=None,
@@ -251,7 +259,7 @@ def release_files(
         choice = (mechanism, neighbours, workload, inference, noise)
         return _unit_release(source, domain, epsilon, unit, choice, column=column, **options)
     mech, epsilon, delta = _prepare(
-        domain, epsilon, mechanism, delta, drop_missing, neighbours, workload, inference, noise, session
+        domain, epsilon, mechanism, delta, (clip, drop_missing), neighbours, workload, inference, noise, session
     )
     if engine == "local" and session is not None:
         expand_inputs(source)  # a source that names no file is refused free: the file system is not the data
@@ -285,6 +293,7 @@ def _unit_arguments(privacy_id, max_rows_per_id, max_groups_per_id, by, groups) 
 def _unit_release(values, domain, epsilon, unit: dict, choice: tuple, **options):
     """:func:`dprange.api.units.unit_release` with the facade's choice of mechanism."""
     mechanism, neighbours, workload, inference, noise = choice
+    workload = release_workload(domain, workload, options["clip"] is True)
     choose = _choice(domain, mechanism, options["delta"], neighbours, workload, inference, noise)
     return unit_release(values, domain, epsilon, choose=choose, neighbours=neighbours, **unit, **options)
 
@@ -310,10 +319,13 @@ def _choice(domain, mechanism, delta, neighbours, workload, inference, noise):
     return choose
 
 
-def _prepare(domain, epsilon, mechanism, delta, drop_missing, neighbours, workload, inference, noise, session):
-    """(mechanism, epsilon, delta) of a release, everything checked before data are read."""
+def _prepare(domain, epsilon, mechanism, delta, flags, neighbours, workload, inference, noise, session):
+    """(mechanism, epsilon, delta) of a release, everything checked before data are read
+    (``flags``: clip and drop_missing)."""
+    clip, drop_missing = flags
     if not isinstance(domain, Domain):
-        raise ParameterError("domain must be a dprange.Domain (Domain.integers or Domain.interval)")
+        raise ParameterError("domain must be a dprange.Domain (Domain.integers, Domain.interval or Domain.categories)")
+    workload = release_workload(domain, workload, clip is True)
     if resolve_neighbours(mechanism, neighbours) == "replace" and drop_missing:
         raise ParameterError(REPLACE_DROP_MISSING_MESSAGE)
     if session is not None:

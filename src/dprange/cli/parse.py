@@ -15,7 +15,7 @@ from ..api.common import make_mechanism
 from ..domain import Domain, ProductDomain
 from ..engines.local import expand_inputs
 from ..errors import DPRangeError, ParameterError
-from ..io import column_names, read_column
+from ..io import column_names, read_column, read_text_column
 from ..registry import GRID_MECHANISMS, GRID_WORKLOADS, MECHANISMS
 from ..strategies.trees import TreeStrategy
 from ..workloads.ranges import Ranges, Workload
@@ -56,24 +56,96 @@ def one_per_column(values: tuple, option: str, columns: int):
     return values[0] if columns == 1 else tuple(values)
 
 
-def build_product_domain(columns, lo, hi, bins, integers: bool) -> ProductDomain:
-    """One Domain per column from the repeated --lo/--hi/--bins (or --integers for all)."""
+def build_product_domain(columns, lo, hi, bins, integers: bool, categories=None) -> ProductDomain:
+    """One Domain per column: the categorical ones from ``categories`` (:func:`parse_categories`),
+    the numeric ones from the repeated --lo/--hi/--bins (one per numeric column, in order) or
+    --integers (every numeric column)."""
     k = len(columns)
     if len(set(columns)) != k:
         raise ParameterError(f"--column names a column twice ({', '.join(columns)}); give each column once")
-    lows, highs = one_per_column(lo, "--lo", k), one_per_column(hi, "--hi", k)
-    if integers and bins:
-        raise ParameterError("give either --integers or --bins, not both")
-    sizes = (None,) * k if integers else one_per_column(bins, "--bins", k)
-    domains = []
-    for name, a, b, n in zip(columns, lows, highs, sizes):
+    categories = categories or {}
+    numeric = [name for name in columns if name not in categories]
+    lows: tuple = ()
+    highs: tuple = ()
+    sizes: tuple = ()
+    if not numeric:
+        check_no_bounds(lo, hi, bins, integers, "every --column has --categories")
+    else:
+        m = len(numeric)
+        lows, highs = _per_numeric(one_per_column(lo, "--lo", m), m), _per_numeric(one_per_column(hi, "--hi", m), m)
+        if integers and bins:
+            raise ParameterError("give either --integers or --bins, not both")
+        sizes = (None,) * m if integers else _per_numeric(one_per_column(bins, "--bins", m), m)
+    numeric_domains = {}
+    for name, a, b, n in zip(numeric, lows, highs, sizes):
         try:
-            domains.append(build_domain(a, b, n, integers))
+            numeric_domains[name] = build_domain(a, b, n, integers)
         except ParameterError as exc:
             raise ParameterError(f"--column {name}: {exc}") from None
-    domain = ProductDomain(domains)
+    domain = ProductDomain([categories.get(name) or numeric_domains[name] for name in columns])
     check_size(domain.size, f"the grid {'x'.join(str(n) for n in domain.shape)}")
     return domain
+
+
+def _per_numeric(values, m: int) -> tuple:
+    """:func:`one_per_column`'s answer as a tuple of ``m`` values (it gives a scalar for one)."""
+    return (values,) if m == 1 else tuple(values)
+
+
+def check_no_bounds(lo, hi, bins, integers: bool, why: str) -> None:
+    """Categorical columns have no bounds or bins: --lo, --hi, --bins and --integers are refused."""
+    options = (("--lo", lo), ("--hi", hi), ("--bins", bins), ("--integers", integers))
+    given = [name for name, value in options if value is not None and value is not False and value != ()]
+    if given:
+        raise ParameterError(f"{why}, which has no bounds or bins; drop {', '.join(given)}")
+
+
+def parse_categories(pairs, files, columns, other: bool) -> dict[str, Domain]:
+    """The categorical domain of each column named by ``--categories COL=a,b,c`` (labels split
+    at commas) or ``--categories-file COL=PATH`` (one label per line, blank lines skipped);
+    ``other``: a last bin for values outside each list.  The lists are public: they are read
+    from the command line and files the user names, never from INPUT."""
+    labels: dict[str, list[str]] = {}
+    for option, items in (("--categories", pairs), ("--categories-file", files)):
+        for item in items:
+            name, _, text = item.partition("=")
+            name = name.strip()
+            if not _ or not name or not text:
+                raise ParameterError(
+                    f"{option} takes COLUMN=" + ("a,b,c" if option == "--categories" else "PATH") + f", got {item!r}"
+                )
+            if name not in columns:
+                raise ParameterError(f"{option} names {name!r}, which is not a --column ({', '.join(columns)})")
+            if name in labels:
+                raise ParameterError(
+                    f"the categories of {name!r} are given twice; give one --categories or --categories-file per column"
+                )
+            labels[name] = text.split(",") if option == "--categories" else categories_file(text)
+    if other and not labels:
+        raise ParameterError(
+            "--other adds a bin to categorical columns; name their categories with --categories COL=a,b,c"
+        )
+    domains = {}
+    for name, listed in labels.items():
+        try:
+            domains[name] = Domain.categories([label.strip() for label in listed], other=other)
+        except ParameterError as exc:
+            raise ParameterError(f"--categories {name}: {exc}") from None
+    return domains
+
+
+def categories_file(path: str) -> list[str]:
+    """The labels of a categories file: UTF-8 text, one label per line, blank lines skipped."""
+    try:
+        with open(path, encoding="utf-8-sig") as fh:
+            lines = fh.read().splitlines()
+    except OSError as exc:
+        raise ParameterError(f"cannot read the categories file {path!r}: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise ParameterError(
+            f"the categories file {path!r} is not UTF-8 text; save it as UTF-8, one label per line"
+        ) from None
+    return [line for line in lines if line.strip()]
 
 
 def grid_mechanism_params(mechanism: str, given: dict, *, explicit: bool) -> dict:
@@ -172,12 +244,26 @@ def ranges_axes(path: str, k: int) -> list[str]:
     return axes
 
 
-def read_grid_columns(input_path: str, columns) -> list:
+def read_grid_columns(input_path: str, columns, categorical=()) -> list:
     """The k-D command's columns of INPUT: one file, or the files a glob pattern matches (in
-    name order, as the 1-D command reads them), each column concatenated over the files."""
+    name order, as the 1-D command reads them), each column concatenated over the files; the
+    ``categorical`` ones as text (:func:`dprange.io.read_text_column`)."""
     pattern = not os.path.exists(input_path) and any(ch in input_path for ch in "*?[")
     files = expand_inputs(input_path) if pattern else [input_path]
-    return [concatenate_columns([read_column(path, name) for path in files]) for name in columns]
+    return [
+        concatenate_text([read_text_column(path, name) for path in files])
+        if name in categorical
+        else concatenate_columns([read_column(path, name) for path in files])
+        for name in columns
+    ]
+
+
+def concatenate_text(parts: list):
+    """One column of cells from the same text column of several files (object arrays of CSV
+    cells, or pyarrow columns of Parquet files)."""
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate([np.asarray(p.to_pylist() if hasattr(p, "to_pylist") else p, dtype=object) for p in parts])
 
 
 def concatenate_columns(parts: list):

@@ -4,6 +4,7 @@ from CSV or Parquet, local or Spark, charged to a session before INPUT is read.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 
@@ -14,9 +15,10 @@ from .._validation import check_delta, check_epsilon
 from ..analysis.grid import check_answers_workload
 from ..answers.plot import plot_heatmap
 from ..answers.release import Release
+from ..api.common import release_workload
 from ..engines.spark import files_frame
-from ..errors import DomainError, ParameterError
-from ..io import read_column
+from ..errors import DataError, DomainError, ParameterError
+from ..io import CATEGORIES_HINT, read_column, read_text_column
 from ..registry import GRID_MECHANISMS, GRID_WORKLOADS, MECHANISMS, WORKLOADS
 from .group import cli
 from .options import (
@@ -38,10 +40,12 @@ from .parse import (
     build_domain,
     build_product_domain,
     check_neighbours_and_missing,
+    check_no_bounds,
     check_privacy,
     grid_mechanism_params,
     grid_workload,
     one_per_column,
+    parse_categories,
     ranges_file,
     read_grid_columns,
     rectangles_file,
@@ -49,7 +53,9 @@ from .parse import (
 from .render import (
     axis_strategy_notes,
     check_made_for_workload,
+    format_categories,
     format_deciles,
+    format_grid_table,
     stage_outputs,
     strategy_note,
     workload_label,
@@ -92,9 +98,12 @@ def grid_release_command(options: dict) -> None:
             f"--mechanism {mechanism} releases one column; with several use "
             f"{', '.join(GRID_MECHANISMS.names(nameable=True))} or auto"
         )
-    domain = build_product_domain(columns, o["lo"], o["hi"], o["bins"], o["integers"])
+    categories = o["categories"]
+    domain = build_product_domain(columns, o["lo"], o["hi"], o["bins"], o["integers"], categories)
     if o["ranges"] is None:
-        workload = grid_workload(o["workload"])
+        default = click.get_current_context().get_parameter_source("workload") == click.core.ParameterSource.DEFAULT
+        # categorical axes: the marginals unless asked otherwise; prefix workloads refused
+        workload = release_workload(domain, None if categories and default else grid_workload(o["workload"]), o["clip"])
     else:
         workload = rectangles_file(o["ranges"], columns, domain.shape)
     explicit = click.get_current_context().get_parameter_source("mechanism") != click.core.ParameterSource.DEFAULT
@@ -126,7 +135,7 @@ def grid_release_command(options: dict) -> None:
             o["input_path"], list(columns), o["spark_master"], domain=domain, drop_missing=o["drop_missing"]
         )
     else:
-        values = read_grid_columns(o["input_path"], columns)
+        values = read_grid_columns(o["input_path"], columns, set(categories))
     try:
         result = api.release_grid(
             values,
@@ -180,6 +189,8 @@ def grid_release_command(options: dict) -> None:
             f"total: {total.value:.1f} ± {total.stderr:.1f} (1 s.e.); {100 * (1 - o['alpha']):g}% interval "
             f"[{low:.1f}, {high:.1f}]"
         )
+    if categories:
+        lines.extend(format_grid_table(result, columns, o["alpha"]))
     if getattr(result, "exact_error_bars", True):
         lines.append("rectangles, marginals and dominance counts: dprange.load_grid_release(path)")
     if session is not None:
@@ -187,6 +198,21 @@ def grid_release_command(options: dict) -> None:
     staged.commit()
     click.echo("\n".join(lines))
     click.echo(f"wrote {written([o['output'], o['plot'], o['report']])}")
+
+
+def with_categories_hint(command):
+    """The command, its "not numeric" errors naming the option that declares categories."""
+
+    @functools.wraps(command)
+    def run(*args, **kwargs):
+        try:
+            return command(*args, **kwargs)
+        except DataError as exc:
+            if CATEGORIES_HINT not in str(exc):
+                raise
+            raise DataError(f"{exc} (--categories COL=a,b,c)") from None
+
+    return run
 
 
 @cli.command("release")
@@ -202,6 +228,24 @@ def grid_release_command(options: dict) -> None:
 @click.option("--hi", type=float, multiple=True, help="Public upper bound of the values (one per --column).")
 @click.option("--bins", type=int, multiple=True, help="Number of equal bins over [lo, hi] (one per --column).")
 @click.option("--integers", is_flag=True, help="One bin per integer lo..hi instead of --bins (every column).")
+@click.option(
+    "--categories",
+    multiple=True,
+    metavar="COL=a,b,c",
+    help="Column COL is categorical: one bin per public category, in this order (repeat per column; no "
+    "--lo/--hi/--bins for it).  The list must come from public knowledge (a code book), never from INPUT.",
+)
+@click.option(
+    "--categories-file",
+    multiple=True,
+    metavar="COL=PATH",
+    help="Like --categories, the categories read from a UTF-8 file, one per line (for labels with commas).",
+)
+@click.option(
+    "--other",
+    is_flag=True,
+    help="Count values outside the --categories lists in a last 'other' bin instead of failing on them.",
+)
 @click.option("--clip", is_flag=True, help="Clip values outside [lo, hi] to the bounds instead of failing.")
 @click.option(
     "--drop-missing", is_flag=True, help="Drop empty/NaN cells instead of failing (the count dropped is not released)."
@@ -249,6 +293,7 @@ def grid_release_command(options: dict) -> None:
 )
 @with_options(unit_options)
 @redact_option
+@with_categories_hint
 def release_command(
     input_path,
     column,
@@ -256,6 +301,9 @@ def release_command(
     hi,
     bins,
     integers,
+    categories,
+    categories_file,
+    other,
     clip,
     drop_missing,
     epsilon,
@@ -309,6 +357,9 @@ def release_command(
     units |= {"groups_file": groups_file, "max_groups_per_id": max_groups_per_id}
     if len(column) > 1 and wants_units(units):
         raise ParameterError("--privacy-id and --by release one --column for now")
+    categorical = parse_categories(categories, categories_file, column, other)
+    if categorical and wants_units(units):
+        raise ParameterError("--categories with --privacy-id or --by is not offered yet")
     if len(column) > 1:
         grid_release_command(
             dict(
@@ -321,6 +372,7 @@ def release_command(
                 hi=hi,
                 bins=bins,
                 integers=integers,
+                categories=categorical,
                 clip=clip,
                 drop_missing=drop_missing,
                 epsilon=epsilon,
@@ -379,7 +431,13 @@ def release_command(
         args |= dict(plot=plot, session_path=session_path, engine=engine, spark_master=spark_master, **units)
         unit_release_command(args, session, mechanism_params)
         return
-    domain = build_domain(lo, hi, bins, integers)
+    if column in categorical:
+        check_no_bounds(lo, hi, bins, integers, f"--column {column} has --categories")
+        domain = categorical[column]
+        default = click.get_current_context().get_parameter_source("workload") == click.core.ParameterSource.DEFAULT
+        workload = release_workload(domain, None if default else workload, clip)  # identity by default
+    else:
+        domain = build_domain(lo, hi, bins, integers)
     if ranges is not None:
         workload = ranges_file(ranges, domain.size)
     explicit = click.get_current_context().get_parameter_source("mechanism") != click.core.ParameterSource.DEFAULT
@@ -406,7 +464,8 @@ def release_command(
     elif streams(input_path):
         result = api.release_files(input_path, column, domain, epsilon, **options)
     else:
-        result = api.release(read_column(input_path, column), domain, epsilon, **options)
+        read = read_text_column if domain.categorical else read_column
+        result = api.release(read(input_path, column), domain, epsilon, **options)
     assert isinstance(result, Release)  # no privacy unit or group-by here (cli/units.py)
     staged = stage_outputs(result, output, plot, alpha, column=column, log_x=log_x)
     if report:
@@ -421,7 +480,7 @@ def release_command(
     note = strategy_note(result.parameters.get("strategy"))
     if note is not None:
         lines.append(note)
-    lines.append(format_deciles(result, alpha))
+    lines.append(format_categories(result, alpha) if domain.categorical else format_deciles(result, alpha))
     if session is not None:
         lines.append(session_summary(session, session_path))
     staged.commit()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import click
 import numpy as np
 
-from ..answers.plot import plot_cdf
+from ..answers.plot import plot_bars, plot_cdf
 from ..errors import ParameterError
 from ..optimize.cache import cache_dir
 from ..registry import GRID_MECHANISMS
@@ -49,14 +49,70 @@ def format_deciles(release, alpha: float) -> str:
             "intervals end at bin edges and hold whatever the values inside a bin"
             + ("; estimates interpolate inside their bin" if answer.interpolated else "")
         )
+    lines.append(_total_line(release))
+    return "\n".join(lines)
+
+
+def format_categories(release, alpha: float) -> str:
+    """The count of every category of a categorical release with its standard error and
+    (1 - alpha) interval (each interval on its own), then the total."""
+    lines = []
+    counts = release.histogram()
+    exact = release.exact_error_bars
+    width = min(max(len(label) for label in release.labels), 40)
+    header = f"{'category':<{width}}  {'estimate':>12}"
+    if exact:
+        lower, upper = counts.confidence_interval(alpha)
+        header += f"  {'s.e.':>9}  {f'{100 * (1 - alpha):g}% interval':>27}"
+    lines.append(header)
+    for i, label in enumerate(release.labels):
+        row = f"{label[:width]:<{width}}  {counts.value[i]:>12.1f}"
+        if exact:
+            row += f"  {counts.stderr[i]:>9.2f}  [{lower[i]:>11.1f}, {upper[i]:>11.1f}]"
+        lines.append(row)
+    if not exact:
+        lines.append(f"({release.inference} inference: no closed-form intervals)")
+    lines.append(_total_line(release))
+    return "\n".join(lines)
+
+
+def format_grid_table(release, columns, alpha: float, max_cells: int = 400) -> list[str]:
+    """The labelled 2-way table of a 2-D release with categorical axes (at most ``max_cells``
+    cells: rows the first column's bins, columns the second's), and each categorical axis'
+    one-way marginal with its standard errors and (1 - alpha) intervals."""
+    lines = []
+    labels = release.labels
+    axes = [a for a, d in enumerate(release.domain.domains) if d.categorical]
+    exact = getattr(release, "exact_error_bars", True)
+    if len(release.shape) == 2 and release.counts.size <= max_cells and max(release.shape) <= 40:
+        counts = release.counts
+        first = min(max(len(label) for label in labels[0]), 30)
+        width = max(10, *(min(len(label), 14) for label in labels[1]))
+        lines.append(f"{columns[0]} x {columns[1]}: estimated counts")
+        lines.append(f"{'':<{first}}  " + "  ".join(f"{label[:14]:>{width}}" for label in labels[1]))
+        for i, label in enumerate(labels[0]):
+            lines.append(f"{label[:first]:<{first}}  " + "  ".join(f"{v:>{width}.1f}" for v in counts[i]))
+        if exact:
+            lines.append(f"(cell standard error about {float(np.median(release.marginal((0, 1)).stderr)):.3g})")
+    for a in axes:
+        marginal = release.marginal(a)
+        lines.append(f"{columns[a]}: estimated counts" + (" ± 1 s.e., interval" if exact else ""))
+        bounds = marginal.confidence_interval(alpha) if exact else None
+        for i, label in enumerate(labels[a]):
+            row = f"  {label[:30]:<30}  {marginal.value[i]:>12.1f}"
+            if bounds is not None:
+                row += f" ± {marginal.stderr[i]:.2f}  [{bounds[0][i]:.1f}, {bounds[1][i]:.1f}]"
+            lines.append(row)
+    return lines
+
+
+def _total_line(release) -> str:
     total = release.total()
     if release.public_total is not None:
-        lines.append(f"total (public): {total.value:.0f}")
-    elif not release.exact_error_bars:
-        lines.append(f"total: {total.value:.1f}")
-    else:
-        lines.append(f"total: {total.value:.1f} ± {total.stderr:.1f} (1 s.e.)")
-    return "\n".join(lines)
+        return f"total (public): {total.value:.0f}"
+    if not release.exact_error_bars:
+        return f"total: {total.value:.1f}"
+    return f"total: {total.value:.1f} ± {total.stderr:.1f} (1 s.e.)"
 
 
 def strategy_note(strategy: dict | None) -> str | None:
@@ -131,7 +187,10 @@ def render_plot(release, alpha, *, column: str | None = None, log_x: bool = Fals
     import io  # noqa: PLC0415
 
     buffer = io.BytesIO()
-    plot_cdf(release, buffer, alpha=alpha, column=column, log_x=log_x)
+    if release.domain.categorical:
+        plot_bars(release, buffer, alpha=alpha, column=column)
+    else:
+        plot_cdf(release, buffer, alpha=alpha, column=column, log_x=log_x)
     return buffer.getvalue()
 
 

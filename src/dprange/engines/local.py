@@ -35,12 +35,13 @@ from collections.abc import Iterable, Iterator
 
 import numpy as np
 
-from ..columns import EXACT_FLOAT_INTEGER, column_array
-from ..domain import Domain
+from ..columns import EXACT_FLOAT_INTEGER, MISSING_CODE, column_array, value_at
+from ..domain import CATEGORY_CLIP_MESSAGE, Domain
 from ..errors import DataError, DomainError, DPRangeError, ParameterError, excerpt, private
 from ..io import (
     _FLOAT,
     _INTEGER,
+    CATEGORIES_HINT,
     MISSING_MARKERS,
     PARQUET_SUFFIXES,
     _check_csv_head,
@@ -55,6 +56,7 @@ from ..io import (
     nul_bytes_error,
     open_parquet,
     read_column,
+    read_text_column,
     row_width,
     row_width_error,
     trailing_comma,
@@ -164,6 +166,8 @@ def typed_column(domain: Domain):
     lies outside the bounds either way)."""
     import pyarrow as pa  # noqa: PLC0415
 
+    if domain.categorical:  # the cells' text, matched to the categories by one rule
+        return pa.string()
     if domain.kind == "integers":
         return pa.int64()
     if max(abs(domain.lo), abs(domain.hi)) < EXACT_FLOAT_INTEGER:
@@ -190,7 +194,7 @@ def file_counts(
     file once more) or a row of another width than its header is refused whatever else is
     wrong in it (the parser meets that row only in its own block: :func:`_ragged_row_first`)."""
     if path.lower().endswith(PARQUET_SUFFIXES):
-        return _count(domain, file_batches(path, column, batch_rows), clip, drop_missing)
+        return _count(domain, file_batches(path, column, batch_rows, text=domain.categorical), clip, drop_missing)
     try:
         counts, scanned = _csv_counts(
             domain, path, column, batch_rows, clip=clip, drop_missing=drop_missing, blocks=block_bytes
@@ -210,19 +214,21 @@ def _csv_counts(domain: Domain, path: str, column: str, batch_rows: int, *, clip
         typed = typed_column(domain)
     except ImportError:
         typed = None
+    text = domain.categorical
     if typed is not None:
         blocks = default_block_bytes(batch_rows) if blocks is None else blocks
         try:
             try:
-                batches = file_batches(path, column, batch_rows, typed=typed, blocks=blocks)
+                batches = file_batches(path, column, batch_rows, typed=typed, blocks=blocks, text=text)
                 return _count(domain, batches, clip, drop_missing), True
             except BlockHasNul:
                 raise nul_bytes_error(path) from None
             except BlockFallback:
-                return _count(domain, file_batches(path, column, batch_rows, typed=typed), clip, drop_missing), False
+                batches = file_batches(path, column, batch_rows, typed=typed, text=text)
+                return _count(domain, batches, clip, drop_missing), False
         except _TypedReadFailed:
             pass
-    return _count(domain, file_batches(path, column, batch_rows), clip, drop_missing), False
+    return _count(domain, file_batches(path, column, batch_rows, text=text), clip, drop_missing), False
 
 
 def _ragged_row_first(path: str, column: str) -> None:
@@ -321,11 +327,37 @@ class Batch:
 def batch_counts(domain: Domain, batch: Batch, *, clip: bool, drop_missing: bool, table=None) -> np.ndarray:
     """The counts of one batch (:func:`~dprange.engines.counting.batch_histogram`, ``table``
     its :func:`~dprange.engines.counting.edge_table`); the first bad value raises a message
-    naming its row."""
+    naming its row.  On a categorical domain the batch holds the raw cells."""
+    if domain.categorical:
+        return _category_counts(domain, batch, clip, drop_missing)
     try:
         return batch_histogram(domain, batch.values, clip=clip, drop_missing=drop_missing, table=table)
     except DomainError as exc:
         raise _first_bad(domain, batch, clip, drop_missing, exc) from None
+
+
+def _category_counts(domain: Domain, batch: Batch, clip: bool, drop_missing: bool) -> np.ndarray:
+    """The counts of one batch of raw cells on a categorical domain; the first value outside
+    the list (or missing, unless dropped) raises a message naming its row and value."""
+    if clip:
+        raise ParameterError(CATEGORY_CLIP_MESSAGE)
+    codes = domain.codes(batch.values)
+    bad = domain.first_bad_code(codes, drop_missing)
+    if bad is not None:
+        raise _category_error(domain, batch, codes, bad)
+    kept = codes[codes >= 0] if drop_missing else codes
+    return np.bincount(kept, minlength=domain.bins).astype(np.int64)
+
+
+def _category_error(domain: Domain, batch: Batch, codes: np.ndarray, i: int) -> DomainError:
+    if codes[i] == MISSING_CODE:
+        return DomainError(
+            f"missing value (empty/NA/null) on {batch.where(i)}; clean it or pass drop_missing=True to drop such rows"
+        )
+    return DomainError(
+        f"value {private(value_at(batch.values, i))} on {batch.where(i)} is not among the {len(domain._lookup)} "
+        "public categories; add it to the list or declare other=True (--other) to count such values in an 'other' bin"
+    )
 
 
 def _first_bad(domain: Domain, batch: Batch, clip: bool, drop_missing: bool, exc: DomainError) -> DomainError:
@@ -364,31 +396,38 @@ def _first_bad(domain: Domain, batch: Batch, clip: bool, drop_missing: bool, exc
 
 # ----------------------------------------------------------------------------- reading
 def file_batches(
-    path: str, column: str, batch_rows: int = DEFAULT_BATCH_ROWS, *, typed=None, blocks: int | None = None
+    path: str,
+    column: str,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    *,
+    typed=None,
+    blocks: int | None = None,
+    text: bool = False,
 ) -> Iterator[Batch] | Iterator[list[Batch]]:
     """The batches of ``column`` in one CSV or Parquet file (chosen by suffix, as io does).
     ``typed``: a pyarrow type the CSV reader converts the column to (see :func:`file_counts`);
     ``blocks`` (with ``typed``): read the CSV in blocks of that many bytes, parsed on every
     core, one list of Batches per block (:class:`~.csv_blocks.BlockFallback` where that is
-    not exact)."""
+    not exact); ``text``: the raw cells (pyarrow arrays, or an object array without pyarrow),
+    not numbers (for categorical domains)."""
     head = _read_head(path)
     if path.lower().endswith(PARQUET_SUFFIXES):
         if not head.startswith(b"PAR1"):
             raise DataError(f"{path!r} is not a Parquet file (it does not start with PAR1); if it is CSV, name it .csv")
-        return _parquet_batches(path, column, batch_rows)
+        return _parquet_batches(path, column, batch_rows, text)
     _check_csv_head(path, head)
     if not head.strip():
         raise DataError(f"{path!r} is empty; a CSV file needs a header line naming its columns")
     try:
         import pyarrow  # noqa: F401, PLC0415 - the fast reader when installed
     except ImportError:
-        return _pandas_csv_batches(path, column, batch_rows)
+        return _pandas_csv_batches(path, column, batch_rows, text)
     if typed is not None and blocks is not None:
-        return _block_csv_batches(path, column, blocks, typed)
-    return _arrow_csv_batches(path, column, batch_rows, typed)
+        return _block_csv_batches(path, column, blocks, typed, text)
+    return _arrow_csv_batches(path, column, batch_rows, typed, text)
 
 
-def _parquet_batches(path: str, column: str, batch_rows: int) -> Iterator[Batch]:
+def _parquet_batches(path: str, column: str, batch_rows: int, text: bool = False) -> Iterator[Batch]:
     handle = open_parquet(path, column)
     row = 1
     try:
@@ -396,7 +435,7 @@ def _parquet_batches(path: str, column: str, batch_rows: int) -> Iterator[Batch]
         # row group, so its peak memory grows with the file (docs/engines.md)
         for group in range(handle.num_row_groups):
             for record_batch in handle.iter_batches(batch_size=batch_rows, columns=[column], row_groups=[group]):
-                values = plain_values(record_batch.column(0))
+                values = record_batch.column(0) if text else plain_values(record_batch.column(0))
                 if values is None:
                     values = file_column_values(record_batch.column(0), path, column)
                 yield Batch(values, path, row, "row")
@@ -467,7 +506,7 @@ def _csv_options(column: str, typed):
     return parse, convert
 
 
-def _block_csv_batches(path: str, column: str, block_bytes: int, typed) -> Iterator[list[Batch]]:
+def _block_csv_batches(path: str, column: str, block_bytes: int, typed, text: bool = False) -> Iterator[list[Batch]]:
     """The typed column read in byte blocks parsed on every core: one list of Batches (the
     parsed chunks, no copy) per block, so that the next block is parsed while this one is
     counted; rows counted per block from the file's start (header = row 1)."""
@@ -485,7 +524,7 @@ def _block_csv_batches(path: str, column: str, block_bytes: int, typed) -> Itera
         del block  # the reader's buffer is reused for the next block
         batches = []
         for chunk in cells.chunks:
-            values = plain_values(chunk)
+            values = chunk if text else plain_values(chunk)
             if values is None:
                 values = file_column_values(chunk, path, column)
             batches.append(Batch(values, path, row, "row"))
@@ -493,13 +532,13 @@ def _block_csv_batches(path: str, column: str, block_bytes: int, typed) -> Itera
         yield batches
 
 
-def _arrow_csv_batches(path: str, column: str, batch_rows: int, typed=None) -> Iterator[Batch]:
+def _arrow_csv_batches(path: str, column: str, batch_rows: int, typed=None, text: bool = False) -> Iterator[Batch]:
     import pyarrow.csv as pacsv  # noqa: PLC0415
 
     names = _csv_names(path, column)
     # about 16 bytes a row: blocks of the batch's size in rows
     read = pacsv.ReadOptions(column_names=names, skip_rows=1, block_size=max(1 << 16, 16 * batch_rows))
-    parse, convert = _csv_options(column, typed)
+    parse, convert = _csv_options(column, None if text else typed)
     try:
         reader = pacsv.open_csv(path, read_options=read, parse_options=parse, convert_options=convert)
     except Exception as exc:  # noqa: BLE001 - pyarrow's parse errors
@@ -513,7 +552,7 @@ def _arrow_csv_batches(path: str, column: str, batch_rows: int, typed=None) -> I
         except Exception as exc:  # noqa: BLE001
             raise (_TypedReadFailed() if typed is not None else _csv_error(path, exc)) from None
         cells = record_batch.column(0)
-        values = plain_values(cells) if typed is not None else None
+        values = cells if text else (plain_values(cells) if typed is not None else None)
         if values is None:
             values = (
                 file_column_values(cells, path, column) if typed is not None else _arrow_cells(cells, path, column, row)
@@ -572,7 +611,7 @@ def _arrow_cells(cells, path: str, column: str, first_row: int):
         i = int(np.argmax(bad))
         raise DataError(
             f"column {excerpt(repr(column))} is not numeric (e.g. {private(text[i].as_py())} on row "
-            f"{private(first_row + i)} of {path!r})"
+            f"{private(first_row + i)} of {path!r}){CATEGORIES_HINT}"
         )
     floats = pc.cast(pc.if_else(missing, pa.scalar("nan"), text), pa.float64())
     return np.asarray(floats.to_numpy(zero_copy_only=False), dtype=float)
@@ -600,14 +639,15 @@ def _quick_cast(cells):
     return None
 
 
-def _pandas_csv_batches(path: str, column: str, batch_rows: int) -> Iterator[Batch]:
-    """The fallback without pyarrow: pandas chunks (or the standard library without pandas)."""
+def _pandas_csv_batches(path: str, column: str, batch_rows: int, text: bool = False) -> Iterator[Batch]:
+    """The fallback without pyarrow: pandas chunks (or the standard library without pandas);
+    ``text``: the raw cells (an object array)."""
     names = _checked_header(path, column)
     check_row_widths(path, len(names))  # pandas pads short rows and drops extra fields
     try:
         import pandas as pd  # noqa: PLC0415
     except ImportError:  # neither pyarrow nor pandas: io's reader, whole
-        yield Batch(read_column(path, column), path, 2, "row")
+        yield Batch(read_text_column(path, column) if text else read_column(path, column), path, 2, "row")
         return
     options = {"skipinitialspace": True, "encoding": "utf-8-sig", "index_col": False, "skip_blank_lines": False}
     row = 2
@@ -615,6 +655,10 @@ def _pandas_csv_batches(path: str, column: str, batch_rows: int) -> Iterator[Bat
         chunks = pd.read_csv(path, usecols=[column], dtype=str, keep_default_na=False, chunksize=batch_rows, **options)
         for frame in chunks:
             cells = ["" if v is None else str(v) for v in frame[column].tolist()]
+            if text:
+                yield Batch(np.asarray(cells, dtype=object), path, row, "row")
+                row += len(cells)
+                continue
             try:
                 values = _parse_cells(column, cells)
             except DataError:
@@ -628,7 +672,7 @@ def _pandas_csv_batches(path: str, column: str, batch_rows: int) -> Iterator[Bat
                 )
                 raise DataError(
                     f"column {excerpt(repr(column))} is not numeric (e.g. {private(stripped[i])} on row "
-                    f"{private(row + i)} of {path!r})"
+                    f"{private(row + i)} of {path!r}){CATEGORIES_HINT}"
                 )
             yield Batch(values, path, row, "row")
             row += len(cells)

@@ -48,7 +48,8 @@ from urllib.parse import unquote, urlparse
 
 import numpy as np
 
-from ..domain import Domain, ProductDomain
+from ..columns import MISSING_CODE
+from ..domain import CATEGORY_CLIP_MESSAGE, Domain, ProductDomain
 from ..errors import DataError, DomainError, DPRangeError, ParameterError, ReportError, excerpt, private
 from ..io import PARQUET_SUFFIXES, _column_missing, file_column_values, nul_bytes_error, row_width_error
 from ..ldp.protocols import Protocol
@@ -184,11 +185,14 @@ def _check_columns(frame, columns: list[str], where: str) -> None:
 
 
 # ----------------------------------------------------------------------------- workers
-def _cells_values(cells, path: str, column: str, first_row: int):
+def _cells_values(cells, path: str, column: str, first_row: int, domain=None):
     """A column of an Arrow batch as the local engine reads it: text as CSV cells, other
-    types by :func:`dprange.domain.column_array`."""
+    types by :func:`dprange.domain.column_array`; for a categorical ``domain`` the cells
+    themselves (matched by :meth:`dprange.Domain.codes`)."""
     import pyarrow as pa  # noqa: PLC0415 - present wherever Spark's Arrow path runs
 
+    if domain is not None and domain.categorical:
+        return cells
     if pa.types.is_large_string(cells.type):
         cells = cells.cast(pa.string())
     if pa.types.is_string(cells.type):
@@ -200,7 +204,8 @@ def _cells_values(cells, path: str, column: str, first_row: int):
 
 def _table_counts(batch, domain, columns: list[str], clip: bool, drop_missing: bool) -> np.ndarray:
     """The (flat) counts of the first ``len(columns)`` columns of an Arrow batch."""
-    arrays = [_cells_values(batch.column(a), "the Spark DataFrame", name, 0) for a, name in enumerate(columns)]
+    axes = domain.domains if isinstance(domain, ProductDomain) else [domain]
+    arrays = [_cells_values(batch.column(a), "the Spark DataFrame", name, 0, axes[a]) for a, name in enumerate(columns)]
     if isinstance(domain, ProductDomain):
         return domain.histogram(arrays, clip=clip, drop_missing=drop_missing).ravel()
     return batch_histogram(domain, arrays[0], clip=clip, drop_missing=drop_missing, table=edge_table(domain))
@@ -350,6 +355,8 @@ def _check_request(columns, domain, clip, drop_missing) -> list[str]:
         raise ParameterError("domain must be a dprange.Domain or a dprange.ProductDomain")
     if not isinstance(columns, str):
         raise ParameterError(f"the column name must be a string, got {columns!r}")
+    if domain.categorical and clip:
+        raise ParameterError(CATEGORY_CLIP_MESSAGE)
     return [columns]
 
 
@@ -568,19 +575,23 @@ def _raise_for_record(cell, file, kind, offset, start, names, domain, clip, drop
             return _PartitionBatch(values, str(start), row, "record")
 
     domains = domain.domains if isinstance(domain, ProductDomain) else [domain]
-    arrays = [_cells_values(record.column(a), path, name, row) for a, name in enumerate(names)]
+    arrays = [_cells_values(record.column(a), path, name, row, domains[a]) for a, name in enumerate(names)]
     prefix = (lambda a: f"column {excerpt(repr(names[a]))}: ") if isinstance(domain, ProductDomain) else (lambda a: "")
     order = list(range(len(names)))
     if isinstance(domain, ProductDomain) and not drop_missing:  # a missing value anywhere is the record's error
-        order.sort(key=lambda a: not _missing(arrays[a]))
+        order.sort(key=lambda a: not _missing(arrays[a], domains[a]))
     for a in order:
         try:
-            batch_counts(domains[a], batch_of(arrays[a]), clip=clip, drop_missing=drop_missing)
+            batch_counts(
+                domains[a], batch_of(arrays[a]), clip=clip and not domains[a].categorical, drop_missing=drop_missing
+            )
         except DomainError as exc:
             raise DomainError(prefix(a) + str(exc)) from None
 
 
-def _missing(values) -> bool:
+def _missing(values, domain) -> bool:
+    if domain.categorical:
+        return bool(np.any(domain.codes(values) == MISSING_CODE))
     if isinstance(values, np.ma.MaskedArray):
         return bool(np.ma.getmaskarray(values).any())
     return values.dtype.kind == "f" and bool(np.isnan(values).any())
