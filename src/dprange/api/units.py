@@ -23,7 +23,8 @@ from ..domain import Domain, _drop_missing
 from ..engines.bounding import Bounder, id_codes
 from ..engines.frames import is_frame, select_column
 from ..engines.local import DEFAULT_BATCH_ROWS, expand_inputs
-from ..engines.spark import is_spark_frame, spark_bounded_counts
+from ..engines.spark import is_spark_frame
+from ..engines.spark_units import spark_bounded_counts
 from ..engines.unit_files import stream_bounded_counts
 from ..errors import ParameterError, excerpt
 from ..privacy.samplers import resolve_rng

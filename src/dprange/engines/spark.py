@@ -14,18 +14,8 @@ list, as for the local engine; ``hdfs://`` / ``s3a://`` URLs are passed to ``spa
 CSV columns are read as text and parsed by the local engine's rules (missing markers,
 integers exact in int64), so a cell means the same on both engines.
 
-Bad values: a missing value, a value outside the bounds, a non-integer on an integer domain
-or a non-numeric cell stops the count unless ``clip`` / ``drop_missing`` say otherwise.  The
-first pass only notices that some partition failed; a second pass then finds the first bad
-record of the first file (in input order) and raises the local engine's one-line message
-naming the file, the row (data rows numbered from the file's start: a CSV header is row 1)
-and the value.  For a DataFrame of the caller's, which may have been filtered, it names the
-file without a row number; for one that does not come from files, the Spark partition and
-the record's place in it.  Lines of CSV files that Spark's CSV reader passes over are read as
-the local engine reads them (:mod:`dprange.engines.spark_blank_lines`: one more pass over the
-CSV text): a blank line is a record of missing values, an error at its row unless
-``drop_missing``; a file with a row of fewer or more fields than the header (named) or a NUL
-byte anywhere is refused when the count reaches it in input order.
+Bad values stop the count (unless ``clip`` / ``drop_missing``) with the local engine's one-line
+message naming the file, row and value: docs/engines.md, "Bad values on Spark".
 
 Local-DP reports (:func:`spark_ldp_aggregate`): a text column holding one user's report per
 row in the JSON-lines form of :meth:`dprange.ldp.ProtocolReports.to_jsonl` (``spark.read.text``
@@ -708,63 +698,3 @@ def expand_inputs_any(item) -> list[str]:
             raise DataError(f"the folder {path!r} holds no files")
         return found
     return expand_inputs(path)
-
-
-# ----------------------------------------------------------------------------- privacy units
-def spark_bounded_counts(
-    data,
-    column: str,
-    domain: Domain,
-    *,
-    id_column: str | None,
-    by: str | None,
-    keys: list,
-    bounder,
-    clip: bool = False,
-    drop_missing: bool = False,
-    spark=None,
-) -> np.ndarray:
-    """Exact (private!) bounded counts, shape (groups, bins), counted by Spark: rows whose
-    ``by`` key (compared as text, without surrounding spaces) is one of ``keys``; with an
-    ``id_column``, every id keeps the rows of its ``bounder.m`` groups ranked lowest by a
-    keyed hash of (id, group) (``xxhash64`` under a 62-bit secret from the secure source) and,
-    in each, its ``bounder.k`` rows with the lowest ``rand`` (seeded from the secure source):
-    ``groupBy`` id and group by windows, as :mod:`dprange.engines.bounding` does in memory
-    (the same law; not the same draws).  Then the (group, value) pairs are counted as a
-    2-D histogram by :func:`spark_histogram`."""
-    from pyspark.sql import Window  # noqa: PLC0415
-    from pyspark.sql import functions as F  # noqa: PLC0415
-
-    if is_spark_frame(data):
-        frames = [(None, data)]
-    else:
-        frames = read_files(get_session(spark), data)
-        if len(frames) > 1:
-            raise ParameterError("privacy_id and by= on Spark need the input in one format (CSV or Parquet)")
-    kind, frame = frames[0]
-    names = [column] + [c for c in (id_column, by) if c is not None]
-    _check_columns(frame, names, _describe(data) if kind is not None else "the Spark DataFrame")
-    if by is None:
-        frame = frame.withColumn("_dprange_g", F.lit(0))
-    else:
-        mapping = F.create_map(*[F.lit(x) for i, key in enumerate(keys) for x in (str(key).strip(), i)])
-        frame = frame.withColumn("_dprange_g", mapping[F.trim(F.col(by).cast("string"))])
-        frame = frame.filter(F.col("_dprange_g").isNotNull())
-    if id_column is not None:
-        ident = F.trim(F.col(id_column).cast("string"))
-        missing = frame.filter(ident.isNull() | (ident == "")).limit(1).count()
-        if missing:
-            raise DataError("some rows have a missing id; drop them or fill the id column")
-        seed, secret = (int(v) for v in bounder.rng.integers(0, 2**62, size=2))
-        frame = frame.withColumn("_dprange_id", ident).withColumn("_dprange_key", F.rand(seed))
-        rows = Window.partitionBy("_dprange_id", "_dprange_g").orderBy("_dprange_key")
-        frame = frame.withColumn("_dprange_row", F.row_number().over(rows)).filter(F.col("_dprange_row") <= bounder.k)
-        if len(keys) > bounder.m:
-            rank = F.xxhash64(F.lit(secret), F.col("_dprange_id"), F.col("_dprange_g"))
-            groups = Window.partitionBy("_dprange_id").orderBy(rank)
-            frame = frame.withColumn("_dprange_rank", F.dense_rank().over(groups))
-            frame = frame.filter(F.col("_dprange_rank") <= bounder.m)
-    pairs = frame.select(F.col("_dprange_g").cast("long").alias("_dprange_g"), F.col(column))
-    grid = ProductDomain([Domain.integers(0, max(len(keys), 1) - 1), domain])
-    with SparkFailures(_describe_frame(frame, kind)):
-        return spark_histogram(pairs, ["_dprange_g", column], grid, clip=clip, drop_missing=drop_missing)
