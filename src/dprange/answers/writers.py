@@ -181,7 +181,15 @@ def _deciles(release, alpha: float) -> dict | None:
         q = release.quantile(deciles)
     except ParameterError:
         return None
-    out = {"q": deciles.round(2).tolist(), "value": np.asarray(q.value).tolist(), "interpolated": q.interpolated}
+    out = {
+        "q": deciles.round(2).tolist(),
+        "value": np.asarray(q.value).tolist(),
+        "interpolated": q.interpolated,
+        "placement": np.asarray(q.placement).tolist(),
+        "bin_lower": np.asarray(q.bin_lower).tolist(),
+        "bin_upper": np.asarray(q.bin_upper).tolist(),
+        "point": POINT_RULE,
+    }
     if not release.exact_error_bars:
         why = DATA_DEPENDENT_INTERVALS if release.provenance.data_dependent else NONLINEAR_INTERVALS
         out.update({"lower": None, "upper": None, "alpha": alpha, "intervals": why})
@@ -232,7 +240,7 @@ def write_json(release, fh, alpha: float) -> None:
     """Stream the JSON of ``release`` (the same content as ``to_dict``) to ``fh``."""
     meta = metadata(release, alpha)
     one_line = {}  # lists written on one line, not one line per number
-    for name in ("error_model", "noise_scales", "provenance"):
+    for name in ("error_model", "noise_scales", "provenance", "deciles"):
         if meta.get(name) is not None:
             one_line[name] = meta[name]
             meta[name] = _PLACEHOLDER.format(name)
@@ -289,6 +297,14 @@ def error_model_dict(release) -> dict | None:
         return to_dict()
     except ParameterError:
         return None
+
+
+#: What a saved release says about the deciles' points (dprange.answers.cdf, the placement rule).
+POINT_RULE = (
+    "placement per level: exact (a one-value bin), interpolated (a guess inside the bin, as if its values "
+    "spread evenly) or concentrated (most of the bin's records sit together: the value is the bin's lower "
+    "edge and the answer is the bin, bin_lower to bin_upper)"
+)
 
 
 #: What a saved data-aware release (DAWA, MWEM) says about its error bars and intervals.
