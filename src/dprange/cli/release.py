@@ -12,6 +12,7 @@ import click
 from .. import api
 from .._validation import check_delta, check_epsilon
 from ..analysis.grid import check_answers_workload
+from ..answers.describe import Labels
 from ..answers.plot import plot_heatmap
 from ..engines.spark import files_frame
 from ..errors import DomainError, ParameterError
@@ -60,6 +61,7 @@ def grid_release_command(options: dict) -> None:
     """``dprange release`` with several --column: the k-D histogram as a GridRelease JSON."""
     o = options
     columns = o["column"]
+    labels = Labels.of(list(columns), o["units"] or None, o["input_path"])  # checked before the data are read
     check_alpha(o["alpha"])
     check_output_path(o["output"])
     check_plot_path(o["plot"])
@@ -136,6 +138,7 @@ def grid_release_command(options: dict) -> None:
         if axis is None:
             raise
         raise DomainError(f"--column {columns[int(axis.group(1))]}: {str(exc)[axis.end() :]}") from None
+    result = result.with_labels(list(columns), labels.units or None, labels.source)
     staged = StagedOutputs()
     staged.add(o["output"], result.to_json())
     if o["plot"]:
@@ -193,6 +196,11 @@ def grid_release_command(options: dict) -> None:
 @click.option("--hi", type=float, multiple=True, help="Public upper bound of the values (one per --column).")
 @click.option("--bins", type=int, multiple=True, help="Number of equal bins over [lo, hi] (one per --column).")
 @click.option("--integers", is_flag=True, help="One bin per integer lo..hi instead of --bins (every column).")
+@click.option(
+    "--units",
+    multiple=True,
+    help="Units of the values (one per --column, e.g. USD): saved in the release JSON and shown on tables.",
+)
 @click.option("--clip", is_flag=True, help="Clip values outside [lo, hi] to the bounds instead of failing.")
 @click.option(
     "--drop-missing", is_flag=True, help="Drop empty/NaN cells instead of failing (the count dropped is not released)."
@@ -238,6 +246,7 @@ def release_command(
     hi,
     bins,
     integers,
+    units,
     clip,
     drop_missing,
     epsilon,
@@ -286,6 +295,7 @@ def release_command(
                 hi=hi,
                 bins=bins,
                 integers=integers,
+                units=units,
                 clip=clip,
                 drop_missing=drop_missing,
                 epsilon=epsilon,
@@ -317,6 +327,7 @@ def release_command(
             f"--workload {workload} is for several columns; "
             f"with one --column use {', '.join(WORKLOADS.names(auto=True))}"
         )
+    labels = Labels.of(column, units or None, input_path)  # checked before the data are read
     check_alpha(alpha)
     check_output_path(output)
     check_plot_path(plot)
@@ -359,7 +370,8 @@ def release_command(
         result = api.release_files(input_path, column, domain, epsilon, **options)
     else:
         result = api.release(read_column(input_path, column), domain, epsilon, **options)
-    staged = stage_outputs(result, output, plot, alpha)
+    result = result.with_labels(column, labels.units or None, labels.source)
+    staged = stage_outputs(result, output, plot, alpha, cdf=workload == "prefix")
     lines = []
     if mechanism == "auto":
         lines.append(f"auto: chose {mech!r} for the {workload_label(workload, ranges)}")

@@ -163,11 +163,12 @@ def render_plot(release, alpha) -> bytes:
     return buffer.getvalue()
 
 
-def stage_outputs(release, output, plot, alpha) -> StagedOutputs:
-    """The release JSON (and the plot) produced in memory, ready to be written."""
+def stage_outputs(release, output, plot, alpha, *, cdf: bool = False) -> StagedOutputs:
+    """The release JSON (and the plot) produced in memory, ready to be written; ``cdf``: the
+    JSON carries the CDF with its band (asked for with ``--workload prefix``)."""
     staged = StagedOutputs()
     if output:
-        staged.add(output, release.to_json(alpha=alpha))
+        staged.add(output, release.to_json(alpha=alpha, cdf=cdf))
     if plot:
         staged.add(plot, render_plot(release, alpha))
     return staged
