@@ -99,9 +99,11 @@ def privacy_statement(
     seeded: bool,
     local: bool = False,
     data_dependent: bool = False,
+    public_domain: bool = True,
 ) -> dict:
     """The guarantee of a release in words, with its parts: ``unit``, ``relation``,
-    ``epsilon``, ``delta``, ``public`` (what the release does not protect) and ``statement``."""
+    ``epsilon``, ``delta``, ``public`` (what the release does not protect) and ``statement``.
+    ``public_domain=False``: the bounds were found privately (paid for from epsilon)."""
     kind = f"({epsilon:g}, {delta:g})-differential privacy" if delta > 0 else f"{epsilon:g}-differential privacy"
     if local:
         unit = "one user: each user's report is randomised on the user's side before it is collected"
@@ -110,7 +112,10 @@ def privacy_statement(
         unit = "one record (one row of the input)"
         model, who = "central", "one record"
     public = [
-        "the domain (bounds and bins) and the mechanism with its parameters, chosen without the data",
+        "the domain (bounds and bins) and the mechanism with its parameters, chosen without the data"
+        if public_domain
+        else "the mechanism with its parameters, chosen without the data (the bounds were found privately, "
+        "paid for from epsilon)",
         "every estimate, error bar and interval in this file is computed from the noisy measurements and "
         "these public facts (post-processing)",
     ]
@@ -137,7 +142,9 @@ def privacy_statement(
     }
 
 
-def self_description(labels: Labels, record, *, local: bool = False, data_dependent: bool = False) -> dict:
+def self_description(
+    labels: Labels, record, *, local: bool = False, data_dependent: bool = False, public_domain: bool = True
+) -> dict:
     """The keys every saved release carries about itself: ``schema``, ``software``, ``input``
     (the labels) and ``privacy_statement`` (:func:`privacy_statement` of ``record``: a
     Provenance or Measurements, with epsilon, delta, neighbours, total and seeded)."""
@@ -153,6 +160,7 @@ def self_description(labels: Labels, record, *, local: bool = False, data_depend
             seeded=record.seeded,
             local=local,
             data_dependent=data_dependent,
+            public_domain=public_domain,
         ),
     }
 

@@ -230,9 +230,12 @@ def release_files(
     return mech.release(counts, epsilon, delta=delta, rng=rng, domain=domain)
 
 
-def files_ledger_what(source, column: str, domain) -> str:
-    """The session ledger's description of a release of ``column`` of the files ``source``."""
-    return f"histogram of column {column!r} of {_describe_source(source)} on {domain!r}"
+def files_ledger_what(source, column, domain) -> str:
+    """The session ledger's description of a release of ``column`` (a name, or several for a
+    k-D histogram) of the files ``source``."""
+    if isinstance(column, str):
+        return f"histogram of column {column!r} of {_describe_source(source)} on {domain!r}"
+    return f"k-D histogram of columns {', '.join(repr(c) for c in column)} of {_describe_source(source)} on {domain!r}"
 
 
 def _describe_source(source) -> str:

@@ -114,7 +114,7 @@ def grid_release_command(options: dict) -> None:
     )
     mech.plan(domain.shape, epsilon)
     check_seed(o["seed"])
-    what = f"k-D histogram on {domain!r}"
+    what = api.files_ledger_what(o["input_path"], list(columns), domain)
     session = charge_before_reading(session, epsilon, delta, o["input_path"], o["engine"], what, mech)
     if o["engine"] == "spark":
         values = files_frame(
