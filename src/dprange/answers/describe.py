@@ -56,8 +56,8 @@ class Labels:
     @classmethod
     def of(cls, columns=None, units=None, source=None) -> Labels:
         """Labels from a column name or names, a unit or units (one per column) and a source path."""
-        columns = () if columns is None else ((columns,) if isinstance(columns, str) else tuple(columns))
-        units = () if units is None else ((units,) if isinstance(units, str) else tuple(units))
+        columns = _names(columns, "column names")
+        units = _names(units, "units")
         if isinstance(source, (list, tuple)):
             source = ", ".join(os.fspath(s) for s in source)
         return cls(columns, units, None if source is None else os.fspath(source))
@@ -82,6 +82,17 @@ class Labels:
             return cls(tuple(data.get("columns") or ()), tuple(data.get("units") or ()), data.get("source"))
         except (ParameterError, TypeError):
             raise DataError("the saved input description (columns, units, source) is malformed; corrupt file") from None
+
+
+def _names(value, what: str) -> tuple:
+    """One name or a sequence of names as a tuple (ParameterError for anything else)."""
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, (list, tuple)):
+        return tuple(value)
+    raise ParameterError(f"{what} must be strings, got {value!r}")
 
 
 RELATIONS = {

@@ -21,6 +21,7 @@ import os
 from .._params import find, replaced
 from .._validation import check_delta, check_epsilon, check_positive_int
 from ..analysis.selection import auto_mechanism
+from ..answers.describe import Labels
 from ..answers.release import Release
 from ..domain import Domain, ProductDomain
 from ..engines.frames import select_column
@@ -119,6 +120,7 @@ def release(
     noise="auto",
     session=None,
     column: str | None = None,
+    units: str | None = None,
 ) -> Release:
     """Bucketize raw ``values`` into ``domain`` and release them with ``mechanism``.
 
@@ -150,6 +152,9 @@ def release(
 
     Every parameter is checked (:func:`check_release`) before ``values`` are bucketized.
 
+    The release is labelled (``Release.labels``, saved in its JSON) with the column's name
+    (``column``, or a pandas / polars Series' name) and ``units`` (e.g. "USD") when given.
+
     With a :class:`~dprange.ProductDomain` this is :func:`release_grid` (``values`` are then
     the columns, ``workload`` a k-D workload, default all rectangles).
     """
@@ -171,6 +176,7 @@ def release(
             noise=noise,
             session=session,
         )
+    labels = _labels(column if column is not None else _series_name(values), units)
     mech, epsilon, delta = _prepare(
         domain, epsilon, mechanism, delta, drop_missing, neighbours, workload, inference, noise, session
     )
@@ -182,7 +188,26 @@ def release(
         counts = spark_histogram(values, column, domain, clip=clip, drop_missing=drop_missing)
     else:
         counts = domain.histogram(select_column(values, column), clip=clip, drop_missing=drop_missing)
-    return mech.release(counts, epsilon, delta=delta, rng=rng, domain=domain)
+    return _labelled(mech.release(counts, epsilon, delta=delta, rng=rng, domain=domain), labels)
+
+
+def _series_name(values) -> str | None:
+    """The name of a pandas / polars Series (a public label, not data), else None."""
+    name = getattr(values, "name", None)
+    return name if isinstance(name, str) else None
+
+
+def _labels(column: str | None, units: str | None, source=None) -> Labels | None:
+    """The labels of a release (checked before any data are read), None when nothing is given."""
+    if column is None and units is None and source is None:
+        return None
+    return Labels.of("value" if column is None else column, units, source)
+
+
+def _labelled(result, labels: Labels | None):
+    if labels is None:
+        return result
+    return result.with_labels(list(labels.columns), list(labels.units) or None, labels.source)
 
 
 def release_files(
@@ -204,6 +229,7 @@ def release_files(
     batch_rows: int = DEFAULT_BATCH_ROWS,
     engine: str = "local",
     spark=None,
+    units: str | None = None,
 ) -> Release:
     """:func:`release` of ``column`` in CSV / Parquet files, counted by the local streaming
     engine (:func:`dprange.engines.local.stream_histogram`: ``source`` is a path, a folder, a
@@ -214,9 +240,11 @@ def release_files(
     ``source`` may then also be a Spark DataFrame or URLs); ``spark`` is a SparkSession or a
     master URL (default ``local[*]``).  The counts, and so the release, are the same.
     ``session`` is charged before any file is opened, whatever the outcome (as in :func:`release`;
-    a source that names no file is refused first, free)."""
+    a source that names no file is refused first, free).  The release is labelled with
+    ``column``, ``units`` and the files (``Release.labels``)."""
     if engine not in ("local", "spark"):
         raise ParameterError(f"engine must be 'local' or 'spark', got {engine!r}")
+    labels = _labels(column, units, source if isinstance(source, (str, os.PathLike, list, tuple)) else None)
     mech, epsilon, delta = _prepare(
         domain, epsilon, mechanism, delta, drop_missing, neighbours, workload, inference, noise, session
     )
@@ -227,7 +255,7 @@ def release_files(
         counts = spark_histogram(source, column, domain, clip=clip, drop_missing=drop_missing, spark=spark)
     else:
         counts = stream_histogram(source, column, domain, clip=clip, drop_missing=drop_missing, batch_rows=batch_rows)
-    return mech.release(counts, epsilon, delta=delta, rng=rng, domain=domain)
+    return _labelled(mech.release(counts, epsilon, delta=delta, rng=rng, domain=domain), labels)
 
 
 def files_ledger_what(source, column, domain) -> str:
