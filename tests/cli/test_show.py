@@ -13,6 +13,7 @@ import pytest
 from _helpers import run_cli
 
 from dprange import load_grid_release, load_release
+from dprange.data_aware.grid import DataAwareGridRelease
 
 
 @pytest.fixture(scope="module")
@@ -111,3 +112,21 @@ def test_grid_queries_need_one_range_per_axis(saved, capsys):
     assert code == 2 and "give 2 --range A B" in err
     code, _, err = run_cli(["query", grid, "--quantile", 0.5], capsys)
     assert code == 2 and "need a 1-D release" in err
+
+
+def test_show_and_query_a_saved_data_aware_grid(tmp_path, capsys):
+    rng = np.random.default_rng(1)
+    path = tmp_path / "points.csv"
+    path.write_text("a,b\n" + "".join(f"{u},{v}\n" for u, v in zip(rng.integers(0, 16, 400), rng.integers(0, 16, 400))))
+    out = tmp_path / "grid.json"
+    args = ["release", path, "-c", "a", "-c", "b", "--lo", 0, "--hi", 15, "--lo", 0, "--hi", 15, "--integers"]
+    code, _, err = run_cli([*args, "-e", 1, "--seed", 4, "-o", out, "-m", "hybrid_tree"], capsys)
+    assert code == 0, err
+    code, text, err = run_cli(["show", out], capsys)
+    assert code == 0 and text.startswith("2-D grid release of 'a', 'b'"), err
+    code, text, err = run_cli(["query", out, "--range", 0, 7, "--range", 2, 3, "--format", "json"], capsys)
+    assert code == 0, err
+    (row,) = json.loads(text)
+    release = DataAwareGridRelease.from_json(out.read_text())
+    assert row["answer"] == pytest.approx(release.rectangle([0, 2], [7, 3]).value)
+    assert row["ci_lower"] is None and row["stderr"] is None and row["note"].startswith("no error bars")

@@ -21,6 +21,10 @@ from .group import cli
 #: Rebuilds a saved k-D release's design (imported only when a k-D release is read).
 grid_loader = lazy_module("dprange.mechanisms.grid")
 
+
+#: Reads a saved data-aware 2-D release (imported only when one is read).
+data_aware_grid = lazy_module("dprange.data_aware.grid")
+
 FORMATS = ("table", "csv", "json")
 
 
@@ -32,9 +36,13 @@ def read_release(path: str):
                 head = fh.read(4096)
         except OSError as exc:
             raise DataError(f"cannot read {path!r}: {exc.strerror}") from None
-        if '"kind": "grid_release"' in head or '"kind":"grid_release"' in head:
+        compact = head.replace(" ", "")
+        if '"kind":"grid_release"' in compact:
             with open(path, encoding="utf-8") as fh:
                 return grid_loader.load_grid_release(fh.read())
+        if '"kind":"data_aware_grid_release"' in compact:
+            with open(path, encoding="utf-8") as fh:
+                return data_aware_grid.DataAwareGridRelease.from_json(fh.read())
     return load_release(path)
 
 
@@ -67,7 +75,8 @@ def summary(release, alpha: float) -> dict:
 
 
 def _exact(release) -> bool:
-    return not isinstance(release, Release) or release.exact_error_bars
+    """Whether the release has exact error bars (data-aware releases have none)."""
+    return bool(getattr(release, "exact_error_bars", True))
 
 
 def _listed(columns: dict) -> list[dict]:
@@ -206,14 +215,16 @@ def rectangle_row(release, ranges, alpha: float) -> dict:
         raise ParameterError(f"a {k}-D release answers one rectangle: give {k} --range A B, one per axis in order")
     lows, highs = zip(*(axis_bins(release, axis, a, b) for axis, (a, b) in enumerate(ranges)))
     answer = release.rectangle(list(lows), list(highs))
-    lower, upper = answer.confidence_interval(alpha)
+    exact = _exact(release)
+    lower, upper = answer.confidence_interval(alpha) if exact else (None, None)
+    note = "" if _exact(release) else "no error bars: data-aware (private choices bias the estimate)"
     names = release.labels.columns or tuple(f"axis{a}" for a in range(k))
     kinds = ["integers"] * k if release.domain is None else [d.kind for d in release.domain.domains]
     query = " and ".join(
         f"{a:g} <= {name} {'<=' if kind == 'integers' else '<'} {b:g}"
         for name, kind, (a, b) in zip(names, kinds, ranges)
     )
-    return _row(f"count {query}", answer.value, lower, upper, answer.stderr)
+    return _row(f"count {query}", answer.value, lower, upper, answer.stderr if exact else None, note)
 
 
 def axis_bins(release, axis: int, a: float, b: float) -> tuple[int, int]:
