@@ -55,7 +55,7 @@ def test_every_kind_of_1d_release_validates_and_loads_answering_as_before(make, 
     assert saved["input"] == {"columns": ["income"], "units": ["USD"], "source": "data/incomes.csv"}
     assert ("cdf" in saved) is cdf
     loaded = Release.from_json(json.dumps(saved))
-    assert loaded.labels == release.labels
+    assert loaded.input_labels == release.input_labels
     lo, hi = np.array([0, 3, 5]), np.array([release.n - 1, 7, 5])
     np.testing.assert_array_equal(loaded.range(lo, hi).value, release.range(lo, hi).value)
     if release.exact_error_bars:
@@ -90,7 +90,7 @@ def test_grid_releases_validate_and_load_with_their_labels(name):
     saved = json.loads(release.to_json())
     validate(saved)
     loaded = load_grid_release(release.to_json())
-    assert loaded.labels == release.labels
+    assert loaded.input_labels == release.input_labels
     lows, highs = np.array([[0, 0], [1, 1]]), np.array([[3, 2], [2, 1]])
     np.testing.assert_allclose(loaded.rectangle(lows, highs).value, release.rectangle(lows, highs).value)
     np.testing.assert_allclose(loaded.rectangle(lows, highs).stderr, release.rectangle(lows, highs).stderr)
@@ -103,7 +103,7 @@ def test_data_aware_grid_releases_validate_and_load_with_their_labels():
     validate(saved)
     assert saved["privacy_statement"]["public"][-1].startswith("the private choices made from the data")
     loaded = DataAwareGridRelease.from_json(release.to_json())
-    assert loaded.labels == release.labels
+    assert loaded.input_labels == release.input_labels
     np.testing.assert_array_equal(loaded.counts, release.counts)
 
 
@@ -152,7 +152,7 @@ def test_format_2_files_still_load_and_answer_as_before():
     old = {k: v for k, v in saved.items() if k not in ("schema", "software", "input", "privacy_statement")}
     old["dprange_release"] = 2
     loaded = Release.from_dict(old)
-    assert loaded.labels == Labels()
+    assert loaded.input_labels == Labels()
     np.testing.assert_array_equal(loaded.histogram().value, release.histogram().value)
     np.testing.assert_allclose(loaded.histogram().stderr, release.histogram().stderr, rtol=1e-12)
 

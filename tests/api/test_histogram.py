@@ -126,12 +126,12 @@ def test_releases_are_labelled_with_the_column_and_units_given(tmp_path):
     labelled = dprange.release(series, domain, 1.0, units="years", rng=1)
     assert json.loads(labelled.to_json())["input"] == {"columns": ["age"], "units": ["years"], "source": None}
     frame = pd.DataFrame({"a": np.arange(10), "b": np.arange(10)})
-    assert dprange.release(frame, domain, 1.0, column="b", rng=1).labels.columns == ("b",)
-    assert dprange.release(np.arange(10), domain, 1.0, rng=1).labels == Labels()
-    assert dprange.release(np.arange(10), domain, 1.0, units="cm", rng=1).labels.axis_label() == "value (cm)"
+    assert dprange.release(frame, domain, 1.0, column="b", rng=1).input_labels.columns == ("b",)
+    assert dprange.release(np.arange(10), domain, 1.0, rng=1).input_labels == Labels()
+    assert dprange.release(np.arange(10), domain, 1.0, units="cm", rng=1).input_labels.axis_label() == "value (cm)"
     with pytest.raises(ParameterError, match="units must be strings"):
         dprange.release(Unreadable(), domain, 1.0, units=5)
     path = tmp_path / "d.csv"
     path.write_text("x\n" + "\n".join(str(v) for v in range(10)) + "\n")
     from_files = dprange.api.release_files(str(path), "x", domain, 1.0, units="kg", rng=1)
-    assert from_files.labels == Labels(("x",), ("kg",), str(path))
+    assert from_files.input_labels == Labels(("x",), ("kg",), str(path))

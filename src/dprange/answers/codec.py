@@ -299,7 +299,7 @@ def release_from_parts(meta, estimate, stderr, cls):
     model = _error_model(meta, version, estimate, stderr, public_total)
     provenance = _provenance(meta, version, privacy, public_total)
     labels = Labels.from_dict(meta.get("input")) if version >= 3 else Labels()  # format 3 describes its input
-    return cls(estimate, model, provenance, domain=domain, labels=labels)
+    return cls(estimate, model, provenance, domain=domain, input_labels=labels)
 
 
 def _provenance(meta, version: int, privacy: dict, public_total) -> Provenance:

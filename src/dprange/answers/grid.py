@@ -47,7 +47,7 @@ class GridRelease:
         parameters=None,
         domain=None,
         public_marginals=None,
-        labels: Labels | None = None,
+        input_labels: Labels | None = None,
     ):
         self.shape = tuple(int(n) for n in shape)
         self.estimate = estimate
@@ -60,7 +60,7 @@ class GridRelease:
         #: (:func:`dprange.answers.constrained.constrain`); empty without.
         self.public_marginals = [(tuple(a), np.asarray(v, dtype=float)) for a, v in (public_marginals or [])]
         #: Public descriptions of the input (columns, units, file): :class:`~dprange.answers.describe.Labels`.
-        self.labels = labels if labels is not None else Labels()
+        self.input_labels = input_labels if input_labels is not None else Labels()
         self.noise = measurements.noise_kind
         self.noise_scales = [m.noise.scale for m in measurements.measurements if m.noise is not None]
 
@@ -68,7 +68,7 @@ class GridRelease:
         """This release described: ``columns`` (one name per axis), ``units`` (one per axis)
         and ``source`` (the input file), saved in its JSON (a copy; the answers do not change)."""
         labelled = copy.copy(self)
-        labelled.labels = Labels.of(columns, units, source)
+        labelled.input_labels = Labels.of(columns, units, source)
         return labelled
 
     @property
@@ -190,7 +190,7 @@ class GridRelease:
     def _description(self) -> dict:
         """Format 2's self-description (:func:`dprange.answers.describe.self_description`)."""
         local = getattr(self.measurements, "source", "central") != "central"
-        return self_description(self.labels, self.measurements, local=local)
+        return self_description(self.input_labels, self.measurements, local=local)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict())

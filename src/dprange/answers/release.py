@@ -53,7 +53,7 @@ class Release:
         *,
         domain: Domain | None = None,
         measurements=None,
-        labels: Labels | None = None,
+        input_labels: Labels | None = None,
     ):
         if not isinstance(provenance, Provenance):
             raise ParameterError(f"a Release needs a Provenance record, got {type(provenance).__name__}")
@@ -66,13 +66,13 @@ class Release:
             raise ParameterError(f"domain has {self.domain.size} bins but the estimate has {self.n}")
         self.measurements = measurements
         #: Public descriptions of the input (column, units, file): :class:`~dprange.answers.describe.Labels`.
-        self.labels = labels if labels is not None else Labels()
+        self.input_labels = input_labels if input_labels is not None else Labels()
 
     def with_labels(self, column=None, units=None, source=None) -> Release:
         """This release described: ``column`` (its name), ``units`` and ``source`` (the input
         file), saved in its JSON and shown on tables (a copy; the answers do not change)."""
         labelled = copy.copy(self)
-        labelled.labels = Labels.of(column, units, source)
+        labelled.input_labels = Labels.of(column, units, source)
         return labelled
 
     # ----------------------------------------------------------------- provenance

@@ -138,7 +138,7 @@ def grid_table(release, table: str = "cells", *, alpha: float = 0.05) -> dict:
 
 def axis_names(release) -> list[str]:
     """The axes' names: the labels' columns, else axis0, axis1, ..."""
-    columns = list(release.labels.columns)
+    columns = list(release.input_labels.columns)
     return [columns[a] if a < len(columns) else f"axis{a}" for a in range(len(release.shape))]
 
 

@@ -148,7 +148,7 @@ def _description(release) -> dict:
     """Format 3's self-description (:func:`dprange.answers.describe.self_description`)."""
     provenance = release.provenance
     local = getattr(release.measurements, "source", "central") != "central"
-    return self_description(release.labels, provenance, local=local, data_dependent=provenance.data_dependent)
+    return self_description(release.input_labels, provenance, local=local, data_dependent=provenance.data_dependent)
 
 
 def _cdf(release, alpha: float) -> dict | None:

@@ -152,7 +152,7 @@ def release(
 
     Every parameter is checked (:func:`check_release`) before ``values`` are bucketized.
 
-    The release is labelled (``Release.labels``, saved in its JSON) with the column's name
+    The release is labelled (``Release.input_labels``, saved in its JSON) with the column's name
     (``column``, or a pandas / polars Series' name) and ``units`` (e.g. "USD") when given.
 
     With a :class:`~dprange.ProductDomain` this is :func:`release_grid` (``values`` are then
@@ -241,7 +241,7 @@ def release_files(
     master URL (default ``local[*]``).  The counts, and so the release, are the same.
     ``session`` is charged before any file is opened, whatever the outcome (as in :func:`release`;
     a source that names no file is refused first, free).  The release is labelled with
-    ``column``, ``units`` and the files (``Release.labels``)."""
+    ``column``, ``units`` and the files (``Release.input_labels``)."""
     if engine not in ("local", "spark"):
         raise ParameterError(f"engine must be 'local' or 'spark', got {engine!r}")
     labels = _labels(column, units, source if isinstance(source, (str, os.PathLike, list, tuple)) else None)

@@ -218,7 +218,7 @@ def rectangle_row(release, ranges, alpha: float) -> dict:
     exact = _exact(release)
     lower, upper = answer.confidence_interval(alpha) if exact else (None, None)
     note = "" if _exact(release) else "no error bars: data-aware (private choices bias the estimate)"
-    names = release.labels.columns or tuple(f"axis{a}" for a in range(k))
+    names = release.input_labels.columns or tuple(f"axis{a}" for a in range(k))
     kinds = ["integers"] * k if release.domain is None else [d.kind for d in release.domain.domains]
     query = " and ".join(
         f"{a:g} <= {name} {'<=' if kind == 'integers' else '<'} {b:g}"

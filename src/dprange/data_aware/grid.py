@@ -83,19 +83,19 @@ class DataAwareGridRelease:
 
     exact_error_bars = False
 
-    def __init__(self, shape, cells: np.ndarray, provenance, noise, *, domain=None, labels: Labels | None = None):
+    def __init__(self, shape, cells: np.ndarray, provenance, noise, *, domain=None, input_labels: Labels | None = None):
         self.shape = tuple(int(n) for n in shape)
         self._cells = np.asarray(cells, dtype=float).reshape(self.shape)
         self.provenance = provenance
         self._noise = noise
         self.domain = domain
         #: Public descriptions of the input (columns, units, file): :class:`~dprange.answers.describe.Labels`.
-        self.labels = labels if labels is not None else Labels()
+        self.input_labels = input_labels if input_labels is not None else Labels()
 
     def with_labels(self, columns=None, units=None, source=None) -> DataAwareGridRelease:
         """This release described (columns, units, input file), saved in its JSON (a copy)."""
         labelled = copy.copy(self)
-        labelled.labels = Labels.of(columns, units, source)
+        labelled.input_labels = Labels.of(columns, units, source)
         return labelled
 
     mechanism = property(lambda self: self.provenance.mechanism)
@@ -169,7 +169,7 @@ class DataAwareGridRelease:
             "error_bars": DATA_DEPENDENT_ERROR_BARS,
             "counts": self._cells.ravel().tolist(),
             "domain": None if self.domain is None else self.domain.to_dict(),
-            **self_description(self.labels, self.provenance, data_dependent=True),
+            **self_description(self.input_labels, self.provenance, data_dependent=True),
         }
 
     def to_json(self) -> str:
@@ -193,7 +193,8 @@ class DataAwareGridRelease:
             domain = None if data["domain"] is None else ProductDomain.from_dict(data["domain"])
         except (KeyError, TypeError) as exc:
             raise DataError(f"the saved data-aware grid release is incomplete or malformed ({exc!r})") from None
-        return cls(shape, cells, provenance, _NotSaved(), domain=domain, labels=Labels.from_dict(data.get("input")))
+        labels = Labels.from_dict(data.get("input"))
+        return cls(shape, cells, provenance, _NotSaved(), domain=domain, input_labels=labels)
 
     def __repr__(self) -> str:
         return f"DataAwareGridRelease(shape={list(self.shape)}, mechanism={self.mechanism!r}, epsilon={self.epsilon})"

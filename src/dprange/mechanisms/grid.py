@@ -407,7 +407,9 @@ def load_grid_release(text) -> GridRelease:
     estimate = mech.estimate(shape, meas)
     kept = mech.parameters() | ({} if described is None else {"strategy": described})
     labels = Labels.from_dict(data.get("input"))  # version 2 describes its input; absent in version 1
-    release = GridRelease(shape, estimate, meas, mechanism=cls.name, parameters=kept, domain=domain, labels=labels)
+    release = GridRelease(
+        shape, estimate, meas, mechanism=cls.name, parameters=kept, domain=domain, input_labels=labels
+    )
     if data.get("public_marginals"):
         try:
             published = {
