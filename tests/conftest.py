@@ -5,6 +5,7 @@ files compare with (range_matrix, dense_gls by the KKT system, weighted_tree_pro
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -29,6 +30,70 @@ def strategy_cache(tmp_path_factory):
         os.environ.pop("DPRANGE_CACHE_DIR", None)
     else:
         os.environ["DPRANGE_CACHE_DIR"] = previous
+
+
+#: Saved releases of at most this many bins or cells are checked against the published schema
+#: as the tests save them (larger ones cost seconds to validate; tests/answers/test_describe.py
+#: checks every kind).
+SCHEMA_CHECK_LIMIT = 20_000
+
+
+@pytest.fixture(autouse=True, scope="session")
+def saved_releases_follow_the_schema():
+    """Every release the test suite saves as JSON (Release.to_json, GridRelease.to_json,
+    DataAwareGridRelease.to_json, dprange quantiles -o) is validated against the published
+    JSON Schema when it is written (issue 34): a file that does not follow it fails the test
+    that wrote it.  Skipped without jsonschema (the test extra)."""
+    try:
+        import jsonschema
+    except ImportError:
+        yield
+        return
+    from dprange.answers import grid, writers
+    from dprange.answers import release as release_module
+    from dprange.answers.describe import release_schema
+    from dprange.data_aware.grid import DataAwareGridRelease
+    from dprange.quantile_mechanisms.methods import QuantilesResult
+
+    validator = jsonschema.Draft202012Validator(release_schema())
+    patch = pytest.MonkeyPatch()
+
+    def checked(document: dict, size: int) -> dict:
+        if size <= SCHEMA_CHECK_LIMIT:
+            error = jsonschema.exceptions.best_match(validator.iter_errors(writers.jsonable(document)))
+            if error is not None:
+                raise AssertionError(
+                    f"a saved release breaks the published schema at {error.json_path}: {error.message}"
+                )
+        return document
+
+    original_save = release_module.save_json
+
+    def save_json(release, path, alpha, *, cdf=False):
+        """Release.to_json, then the text or file it made checked (read back: no recomputation)."""
+        saved = original_save(release, path, alpha, cdf=cdf)
+        if release.n <= SCHEMA_CHECK_LIMIT:
+            text = saved if path is None else Path(saved).read_text(encoding="utf-8")
+            checked(json.loads(text), release.n)
+        return saved
+
+    for cls in (grid.GridRelease, DataAwareGridRelease):
+        original = cls.to_json
+        patch.setattr(cls, "to_json", lambda self, _to_json=original: _check_text(checked, _to_json(self), self))
+    original_document = QuantilesResult.to_document
+    patch.setattr(
+        QuantilesResult,
+        "to_document",
+        lambda self, *args, **kwargs: checked(original_document(self, *args, **kwargs), len(self.q)),
+    )
+    patch.setattr(release_module, "save_json", save_json)
+    yield
+    patch.undo()
+
+
+def _check_text(checked, text: str, release) -> str:
+    checked(json.loads(text), int(np.prod(release.shape)))
+    return text
 
 
 @pytest.fixture

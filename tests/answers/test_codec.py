@@ -14,7 +14,7 @@ from _helpers import nonlinear_zero_release, peak_bytes_raising, same
 from dprange import DataError, Domain, Flat, Hierarchical, ParameterError, Release, Wavelet, workloads
 from dprange.answers.provenance import Provenance
 from dprange.answers.release import load_release
-from dprange.answers.writers import jsonable
+from dprange.answers.writers import FORMAT_VERSION, jsonable
 from dprange.inference.dense import DenseErrorModel
 from dprange.inference.tree import TreeErrorModel
 from dprange.inference.wavelet import HaarEstimate
@@ -295,7 +295,7 @@ def corrupt(data, change):
 
 
 CORRUPTIONS = {
-    "future version": (lambda d: d.update(dprange_release=3), "newer"),
+    "future version": (lambda d: d.update(dprange_release=FORMAT_VERSION + 1), "newer"),
     "text version": (lambda d: d.update(dprange_release="2"), "version"),
     "no version": (lambda d: d.pop("dprange_release"), "not a dprange release"),
     "unknown model": (lambda d: d["error_model"].update(kind="magic"), "error model"),

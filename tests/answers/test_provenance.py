@@ -54,7 +54,7 @@ def test_malformed_provenance_is_a_data_error(change, message):
 
 def test_provenance_is_saved_and_checked_against_the_legacy_fields(integer_release):
     data = integer_release.to_dict()
-    assert data["dprange_release"] == 2
+    assert data["dprange_release"] == 3  # format 3 (issue 34) keeps the fields of format 2
     assert Provenance.from_dict(data["provenance"]) == Provenance.from_dict(
         json.loads(json.dumps(integer_release.provenance.to_dict()))
     )

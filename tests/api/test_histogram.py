@@ -4,13 +4,17 @@ through ``select``), passes the neighbouring relation, and refuses what cannot b
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
+from _helpers import Unreadable
 
 import dprange
 from dprange import Domain, Flat, Hierarchical, ParameterError, Wavelet, api
 from dprange._params import replaced
 from dprange.analysis import auto_mechanism, expected_error, select
+from dprange.answers.describe import Labels
 from dprange.api import choose_mechanism
 from dprange.registry import MECHANISMS
 from dprange.workloads import Explicit, Ranges
@@ -193,3 +197,23 @@ def test_categorical_release_defaults_to_the_identity_workload_and_refuses_prefi
         dprange.release(values, domain, 1.0, workload="prefix")
     with pytest.raises(ParameterError, match="clip does not apply to categories"):
         dprange.release(values, domain, 1.0, clip=True)
+
+
+def test_releases_are_labelled_with_the_column_and_units_given(tmp_path):
+    """issue 34: the column's name (column=, or a Series' name), units= and the files of
+    release_files are saved in the release's JSON; a bad unit is refused before the values are read."""
+    pd = pytest.importorskip("pandas")
+    domain = dprange.Domain.integers(0, 9)
+    series = pd.Series(np.arange(10).repeat(3), name="age")
+    labelled = dprange.release(series, domain, 1.0, units="years", rng=1)
+    assert json.loads(labelled.to_json())["input"] == {"columns": ["age"], "units": ["years"], "source": None}
+    frame = pd.DataFrame({"a": np.arange(10), "b": np.arange(10)})
+    assert dprange.release(frame, domain, 1.0, column="b", rng=1).input_labels.columns == ("b",)
+    assert dprange.release(np.arange(10), domain, 1.0, rng=1).input_labels == Labels()
+    assert dprange.release(np.arange(10), domain, 1.0, units="cm", rng=1).input_labels.axis_label() == "value (cm)"
+    with pytest.raises(ParameterError, match="units must be strings"):
+        dprange.release(Unreadable(), domain, 1.0, units=5)
+    path = tmp_path / "d.csv"
+    path.write_text("x\n" + "\n".join(str(v) for v in range(10)) + "\n")
+    from_files = dprange.api.release_files(str(path), "x", domain, 1.0, units="kg", rng=1)
+    assert from_files.input_labels == Labels(("x",), ("kg",), str(path))

@@ -7,7 +7,9 @@ import json
 
 import numpy as np
 import pytest
+from _helpers import run_cli
 
+from dprange.answers.describe import release_schema
 from dprange.quantile_mechanisms import bins as qb
 from dprange.quantile_mechanisms import joint_exp
 
@@ -138,3 +140,68 @@ def test_cli_text_output_names_the_noisy_count_and_the_bins(tmp_path, capsys):
     declared = outputs[("--n-max", "4000")].splitlines()
     assert not any(line.startswith("record count") for line in declared)
     assert f"histogram bins: {qb.histogram_bins(4000 * 1.0)}" in declared
+
+
+# Parity with ``dprange release`` (issue 34, item 6): --session, --output, intervals by default,
+# a plain explanation of the method; the ledger names the column and the file.
+def quantile_args(path, *extra):
+    return ["quantiles", path, "-c", "x", "--lo", 0, "--hi", 99, "--integers", "-e", 1, "--seed", 2, *extra]
+
+
+@pytest.fixture
+def integers_csv(tmp_path):
+    path = tmp_path / "data.csv"
+    path.write_text("x\n" + "\n".join(str(v) for v in np.random.default_rng(10).integers(0, 100, 500)) + "\n")
+    return path
+
+
+def test_quantiles_default_has_intervals_and_says_its_method_plainly(integers_csv, capsys):
+    code, out, err = run_cli(quantile_args(integers_csv), capsys)
+    assert code == 0, err
+    assert "method: histogram, which counts the values in public bins, adds noise" in out
+    rows = [line for line in out.splitlines() if line.strip().startswith("q=")]
+    assert len(rows) == 9 and all("[" in row for row in rows)  # an interval on every level
+    code, out, err = run_cli(quantile_args(integers_csv, "--method", "auto", "--q", "0.5"), capsys)
+    assert code == 0 and "chosen by auto as the most accurate for 1 levels at this budget" in out
+    assert "JointExp" not in out and "m >=" not in out
+
+
+def test_quantiles_output_is_a_self_describing_file(integers_csv, tmp_path, capsys):
+    jsonschema = pytest.importorskip("jsonschema")
+    out_path = tmp_path / "q.json"
+    code, out, err = run_cli(quantile_args(integers_csv, "-o", out_path, "--units", "cm", "--json"), capsys)
+    assert code == 0, err
+    saved = json.loads(out_path.read_text())
+    jsonschema.Draft202012Validator(release_schema()).validate(saved)
+    assert saved["input"] == {"columns": ["x"], "units": ["cm"], "source": str(integers_csv)}
+    assert saved["intervals"]["lower"] == json.loads(out)["intervals"]["lower"]
+    assert saved["privacy_statement"]["epsilon"] == 1.0 and saved["explanation"].startswith("method: histogram")
+    private = tmp_path / "p.json"
+    args = ["quantiles", integers_csv, "-c", "x", "--private-bounds", "--integers", "-e", 1, "--seed", 2, "-o", private]
+    code, _, err = run_cli(args, capsys)
+    assert code == 0, err
+    public = json.loads(private.read_text())["privacy_statement"]["public"]
+    assert "the bounds were found privately" in public[0]
+
+
+def test_quantiles_spend_from_a_session_naming_the_column_and_file(integers_csv, tmp_path, capsys):
+    ledger = tmp_path / "ledger.json"
+    session = ["--session", ledger, "--session-epsilon", 1.5]
+    code, out, err = run_cli(quantile_args(integers_csv, *session), capsys)
+    assert code == 0 and "spent 1 of epsilon 1.5 in 1 releases" in out, err
+    (entry,) = json.loads(ledger.read_text())["entries"]
+    assert entry["what"].endswith(f"of column 'x' of {str(integers_csv)!r}")
+    code, _, err = run_cli(quantile_args(integers_csv, *session), capsys)
+    assert code == 2 and "needs epsilon = 1" in err  # would overspend: refused, nothing charged
+    assert len(json.loads(ledger.read_text())["entries"]) == 1
+
+
+def test_quantiles_charge_before_reading_and_a_missing_file_is_free(integers_csv, tmp_path, capsys):
+    ledger = tmp_path / "ledger.json"
+    session = ["--session", ledger, "--session-epsilon", 5]
+    code, _, err = run_cli(quantile_args(tmp_path / "missing.csv", *session), capsys)
+    assert code == 2 and (not ledger.exists() or json.loads(ledger.read_text())["entries"] == [])
+    bad = ["quantiles", integers_csv, "-c", "nope", "--lo", 0, "--hi", 99, "-e", 1, *session]
+    code, _, err = run_cli(bad, capsys)
+    assert code == 2 and "nope" in err
+    assert len(json.loads(ledger.read_text())["entries"]) == 1  # the data were read: charged

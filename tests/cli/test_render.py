@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from _helpers import grid_args, run_cli
+from _helpers import grid_args, run_cli, true_quantiles
 
+from conftest import SHARED
+from dprange.cli.demo import example_path
 from dprange.cli.render import strategy_note
+from dprange.io import read_column
 from dprange.mechanisms.optimized import Optimized
 
 
@@ -86,3 +89,32 @@ def test_the_command_line_says_when_the_identity_was_measured(tmp_path, capsys, 
     assert code == 0, err
     message = "measured the identity on every axis" if columns == 2 else "strategy: the identity (40 bins)"
     assert (message in stdout) is said
+
+
+# The decile table on point masses: the interval first, no point inside a concentrated bin.
+ADULT = SHARED / "data" / "adult" / "adult.csv"
+DECILES = np.linspace(0.1, 0.9, 9)
+
+
+@pytest.mark.skipif(not ADULT.exists(), reason="needs ../shared/data/adult/adult.csv")
+def test_cli_prints_the_interval_first_and_no_point_in_the_zero_bin(tmp_path, capsys):
+    """The issue's command: every decile row is its interval [0, 100] then no point."""
+    out = tmp_path / "cg.json"
+    args = ["release", ADULT, "-c", "capital-gain", "--lo", "0", "--hi", "100000", "--bins", "1000"]
+    code, stdout, err = run_cli([*args, "-e", "1", "--workload", "prefix", "-o", str(out)], capsys)
+    assert code == 0, err
+    rows = [line.split() for line in stdout.splitlines() if line.strip()[:3] in {f"0.{i}" for i in range(1, 10)}]
+    assert len(rows) == 9
+    for row in rows:
+        assert row[1:] == ["[", "0,", "100]", "no", "point:", "in", "bin", "[0,", "100)"], row
+
+
+def test_demo_first_decile_is_the_zero_bin(tmp_path, capsys):
+    """The demo's incomes are 0 for 12.3% of the records: the first decile (truly 0) is printed
+    as its bin from 0, with no point."""
+    incomes = read_column(example_path(), "income")
+    assert true_quantiles(incomes, DECILES)[0] == 0
+    code, stdout, err = run_cli(["demo", "--output", str(tmp_path / "demo"), "--seed", "4"], capsys)
+    assert code == 0, err
+    first = next(line for line in stdout.splitlines() if line.strip().startswith("0.1 "))
+    assert first.split()[1:] == ["[", "0,", "244.141]", "no", "point:", "in", "bin", "[0,", "244.141)"], first

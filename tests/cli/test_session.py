@@ -26,6 +26,7 @@ def test_cli_several_columns_spend_from_the_ledger_and_a_refusal_writes_nothing(
     assert "spent 0.75 of epsilon 1 in 1 releases" in out.out
     saved = json.loads(ledger.read_text())
     assert [e["epsilon"] for e in saved["entries"]] == [0.75]
+    assert saved["entries"][0]["what"].startswith(f"k-D histogram of columns 'x', 'y' of {str(data)!r}")  # issue 34
     code, out = _cli([*base, "-e", 0.5, "-o", tmp_path / "b.json"], capsys)
     assert code == 2 and "needs epsilon = 0.5" in out.err
     assert not (tmp_path / "b.json").exists()

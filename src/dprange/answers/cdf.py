@@ -22,8 +22,27 @@ Point estimates of quantiles read the consistent CDF (Rameshwar and Tandon, "Opt
 Tree-Based Mechanisms for Differentially Private Approximate CDFs", 2024, section VI: CDF
 consistency by dynamic programming; :func:`dprange.inference.consistency.consistent_cdf`),
 which removes the downward bias of the first crossing of a noisy CDF (docs/quantiles.md,
-"Figures by module"); on interval domains they interpolate inside their bin, and say so
-(``interpolated``).
+"Figures by module").  A histogram says how many records each bin holds, never where they
+sit inside it, so a point inside a bin is a guess; the rule (``placement`` of each level):
+
+* ``"exact"``: integer domains; the bin is one value, the point is that value.
+* ``"interpolated"``: the point interpolates linearly inside its bin, as if the records
+  spread evenly there; chosen where the release shows no concentration of the bin's mass.
+* ``"concentrated"``: the release shows that most of the bin's mass sits apart from an even
+  spread (:meth:`CumulativeEstimate.concentrated`): a point mass (the zeros of a
+  zero-inflated column, integer data on bins narrower than 1, a round value on a bin edge).
+  Its place inside the bin is unknown, so every level in that bin gets the same point, the
+  bin's lower edge (the smallest value the counts allow), and answers should report the bin
+  (``bin_lower``, ``bin_upper``): interpolation would spread the levels of one atom across
+  the bin (docs/quantiles.md, "Point estimates on spikes").
+
+The test is post-processing of the release (no budget): bin j's excess over a locally linear
+spread, e_j = x_j - (x_{j-1} + x_{j+1}) / 2 (the one neighbour at the domain's ends), is a
+linear query with an exact variance; the bin counts as concentrated when the one-sided lower
+bound e_j - k sd(e_j) (k at alpha = :data:`CONCENTRATION_ALPHA`) exceeds
+:data:`CONCENTRATION_SHARE` of x_j: more than half of its mass, beyond the noise, is not
+explained by its neighbours.  Without exact error bars (NNLS / L1, data-aware) the estimates
+are compared alone.  The intervals never depend on the rule.
 """
 
 from __future__ import annotations
@@ -40,6 +59,17 @@ from ..inference.consistency import consistent_cdf
 from .interval_search import bin_sd, crossing_bins
 from .provenance import Provenance
 from .types import Answer, CDFAnswer, QuantileAnswer, one_sided_factor, quantile_levels
+
+#: Share of a bin's estimated mass that must exceed a locally linear spread (beyond the noise)
+#: for the bin to count as concentrated (module doc).
+CONCENTRATION_SHARE = 0.5
+
+
+#: Two-sided level whose one-sided factor bounds the noise in the concentration test: at most
+#: a one-sided 0.5% chance per bin of calling an evenly spread bin concentrated.  Small because
+#: the bins tested are the ones the quantiles fell in, which favours bins with upward noise
+#: (docs/quantiles.md, "Point estimates on spikes": 0.05 misplaced points on Adult fnlwgt).
+CONCENTRATION_ALPHA = 0.01
 
 
 class CumulativeEstimate:
@@ -189,7 +219,8 @@ class CumulativeEstimate:
         """The CDF at values in domain units: F(v) = fraction of records <= v.
 
         The point estimate interpolates linearly inside the bin holding v on interval domains
-        (``interpolated`` says so); the confidence interval does not: it is
+        (``interpolated`` says so: a guess, wrong where the bin's records sit together, e.g. at
+        one value); the confidence interval does not: it is
         [lower bound of F at the last bin wholly <= v, upper bound of F at the bin holding v],
         which holds the true F(v) whenever the one-sided bounds hold, however the records
         are spread inside the bin.  Below the domain F = 0, at or above its top F = 1, exactly.
@@ -281,6 +312,60 @@ class CumulativeEstimate:
         frac = np.where(step > 0, np.clip((q - prev) / np.where(step > 0, step, 1.0), 0.0, 1.0), 1.0)
         return edges[j] + frac * (edges[j + 1] - edges[j])
 
+    def concentrated(self, j) -> np.ndarray:
+        """Whether the release shows the mass of bins ``j`` concentrated (module doc): the
+        excess e_j = x_j - (x_{j-1} + x_{j+1}) / 2 over a locally linear spread (x_j - x_{j+1}
+        at the first bin, x_j - x_{j-1} at the last), less k times its exact standard
+        deviation, is above :data:`CONCENTRATION_SHARE` of x_j.  Integer domains: False (a
+        bin is one value); a one-bin domain: True (nothing shows an even spread)."""
+        j = np.atleast_1d(np.asarray(j, dtype=np.int64))
+        if self.domain.kind == "integers":
+            return np.zeros(j.size, dtype=bool)
+        if self.n == 1:
+            return np.ones(j.size, dtype=bool)
+        x = self.estimate
+        left = np.where(j > 0, x[np.maximum(j - 1, 0)], np.nan)
+        right = np.where(j < self.n - 1, x[np.minimum(j + 1, self.n - 1)], np.nan)
+        excess = x[j] - np.nanmean(np.stack([left, right]), axis=0)
+        margin = self.factor(CONCENTRATION_ALPHA) * self._excess_sd(j) if self.exact_error_bars else 0.0
+        return (x[j] > 0) & (excess - margin > CONCENTRATION_SHARE * x[j])
+
+    def _excess_sd(self, j: np.ndarray) -> np.ndarray:
+        """Exact standard deviation of the excess e_j of :meth:`concentrated`: w^T Sigma w over
+        the window of (at most) three bins around j, the window's covariances from the
+        variances of its contiguous ranges (0 where a loaded model answers single bins only)."""
+        width = min(3, self.n)
+        start = np.clip(j - 1, 0, self.n - width)
+        neighbours = np.where((j == 0) | (j == self.n - 1), 1.0, 2.0)
+        offsets = start[:, None] + np.arange(width)[None, :] - j[:, None]  # -1, 0, +1 around j (or +-2)
+        weights = np.where(offsets == 0, 1.0, np.where(np.abs(offsets) == 1, -1.0 / neighbours[:, None], 0.0))
+        try:
+            ranges = {
+                (a, b): np.asarray(self.error_model.range_variance(start + a, start + b), dtype=float)
+                for a in range(width)
+                for b in range(a, width)
+            }
+        except ParameterError:
+            return np.zeros(j.size)
+
+        def part(a: int, b: int):  # variance of the window's bins a..b (0 when empty)
+            return ranges[(a, b)] if a <= b else 0.0
+
+        variance = np.zeros(j.size)
+        for a in range(width):
+            for b in range(a, width):
+                # Var x_a (a == b), else 2 Cov(x_a, x_b): inclusion-exclusion over contiguous ranges
+                twice_cov = part(a, b) - part(a + 1, b) - part(a, b - 1) + part(a + 1, b - 1)
+                variance += weights[:, a] * weights[:, b] * twice_cov
+        return np.sqrt(np.nan_to_num(np.maximum(variance, 0.0)))
+
+    def _placements(self, j: np.ndarray) -> np.ndarray:
+        """The placement rule of each point bin (module doc): "exact", "interpolated" or
+        "concentrated"."""
+        if self.domain.kind == "integers":
+            return np.full(j.size, "exact")
+        return np.where(self.concentrated(j), "concentrated", "interpolated")
+
     def quantile_bins(self, q, alpha: float = 0.05, *, simultaneous: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """Bin indices (first, last) of the confidence interval of quantile(s) q.
 
@@ -320,19 +405,28 @@ class CumulativeEstimate:
 
         The point estimate is read from the consistent CDF (``consistent=True``, default;
         :meth:`consistent_cumulative`), which removes the downward bias of reading the first
-        crossing of a noisy CDF (``consistent=False``).  On interval domains it interpolates
-        linearly inside its bin, assuming records spread evenly there (``interpolated`` is
-        True); on integer domains it is the bin's integer.  ``confidence_interval(alpha,
-        simultaneous=False)`` gives bin edges (integers on integer domains) from
-        :meth:`quantile_bins`, valid for any data inside the bins, and always contains the
-        point estimate.
+        crossing of a noisy CDF (``consistent=False``).  Inside its bin it follows the rule of
+        the module doc, recorded per level in ``placement``: the bin's integer on integer
+        domains ("exact"); on interval domains a linear interpolation, as if the records
+        spread evenly in the bin ("interpolated"), or, where the release shows the bin's mass
+        concentrated, the bin's lower edge ("concentrated": report the bin, ``bin_lower`` ..
+        ``bin_upper``).  ``confidence_interval(alpha, simultaneous=False)`` gives bin edges
+        (integers on integer domains) from :meth:`quantile_bins`, valid for any data inside
+        the bins, and always contains the point estimate.
         """
         q_arr = self._check_levels(q)
         scalar = np.ndim(q) == 0
         if self._total_value() <= 0:
             raise ParameterError("the estimated total is not positive; quantiles are undefined at this budget")
         point_bins, fractions = self._quantile_point_bins(q_arr, consistent, loss)
+        placement = self._placements(point_bins)
         values = self._bin_point(point_bins, fractions, q_arr)
+        if self.domain.kind != "integers":
+            edges = self.domain.edges
+            values = np.where(placement == "concentrated", edges[point_bins], values)
+            bin_lower, bin_upper = edges[point_bins], edges[point_bins + 1]
+        else:
+            bin_lower = bin_upper = values
 
         def interval(alpha, simultaneous=False):
             first, last = self.quantile_bins(q_arr, alpha, simultaneous=simultaneous)
@@ -346,6 +440,8 @@ class CumulativeEstimate:
             values[0] if scalar else values,
             interval,
             scalar=scalar,
-            interpolated=self.domain.kind != "integers",
+            interpolated=bool(np.any(placement == "interpolated")),
             bins=point_bins,
+            placement=placement,
+            bin_edges=(bin_lower, bin_upper),
         )

@@ -11,7 +11,9 @@ Formats
   with exact error bars, ``stderr`` (float64), and ``__meta__``, the JSON metadata (the
   same dictionary without the histogram arrays) as UTF-8 bytes.  Compact and fast.
 
-The metadata (format version ``dprange_release``: 2) keep what the error model needs, in a
+The metadata (format version ``dprange_release``: 3; files in formats 1 and 2 still load; 3
+adds the self-description of :mod:`dprange.answers.describe`, read back as the release's
+``labels``) keep what the error model needs, in a
 few numbers (``error_model``): for trees (Flat, Hierarchical) the number of bins, the
 per-level branching, whether the root is measured, whether the total is public and the noise
 variance of every level; for Haar (Wavelet) the bins, the public-total flag and the
@@ -66,6 +68,7 @@ from ..inference.tree import TreeErrorModel
 from ..inference.wavelet import HaarEstimate
 from ..optimize.cache import adopt_cached_inverse
 from . import bounded_json
+from .describe import Labels
 from .provenance import Provenance
 from .types import NO_MEASUREMENTS
 from .writers import FORMAT_VERSION, UNSAVED_ERROR_BARS
@@ -295,7 +298,8 @@ def release_from_parts(meta, estimate, stderr, cls):
     public_total = _public_total(meta)
     model = _error_model(meta, version, estimate, stderr, public_total)
     provenance = _provenance(meta, version, privacy, public_total)
-    return cls(estimate, model, provenance, domain=domain)
+    labels = Labels.from_dict(meta.get("input")) if version >= 3 else Labels()  # format 3 describes its input
+    return cls(estimate, model, provenance, domain=domain, input_labels=labels)
 
 
 def _provenance(meta, version: int, privacy: dict, public_total) -> Provenance:

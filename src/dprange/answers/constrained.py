@@ -159,4 +159,5 @@ def constrain(release, public_marginals):
         parameters=release.parameters,
         domain=release.domain,
         public_marginals=saved,
+        input_labels=release.input_labels,
     )

@@ -10,6 +10,7 @@ Everything here is post-processing of the noisy measurements.
 
 from __future__ import annotations
 
+import copy
 import json
 
 import numpy as np
@@ -17,7 +18,13 @@ import numpy as np
 from ..errors import ParameterError
 from ..measurements import Measurements
 from ..workloads.rectangles import check_rectangles
+from .describe import Labels, self_description
+from .tables import grid_table, save_csv, to_frame
 from .types import Answer, one_sided_factor
+
+#: The saved k-D format (``"version"``): 2 adds the self-description (input labels, privacy
+#: statement, software); version 1 files still load.
+GRID_FORMAT_VERSION = 2
 
 
 def design_digest(block) -> str | None:
@@ -40,6 +47,7 @@ class GridRelease:
         parameters=None,
         domain=None,
         public_marginals=None,
+        input_labels: Labels | None = None,
     ):
         self.shape = tuple(int(n) for n in shape)
         self.estimate = estimate
@@ -51,11 +59,20 @@ class GridRelease:
         #: Published marginals the estimate meets exactly: (kept axes, values) pairs
         #: (:func:`dprange.answers.constrained.constrain`); empty without.
         self.public_marginals = [(tuple(a), np.asarray(v, dtype=float)) for a, v in (public_marginals or [])]
+        #: Public descriptions of the input (columns, units, file): :class:`~dprange.answers.describe.Labels`.
+        self.input_labels = input_labels if input_labels is not None else Labels()
         self.noise = measurements.noise_kind
         self.noise_scales = [m.noise.scale for m in measurements.measurements if m.noise is not None]
         #: None when one row is one person; else the privacy unit's record with the id-level
         #: ``epsilon`` (the measurements' epsilon is the row-level one the design ran at).
         self.privacy_unit: dict | None = None
+
+    def with_labels(self, columns=None, units=None, source=None) -> GridRelease:
+        """This release described: ``columns`` (one name per axis), ``units`` (one per axis)
+        and ``source`` (the input file), saved in its JSON (a copy; the answers do not change)."""
+        labelled = copy.copy(self)
+        labelled.input_labels = Labels.of(columns, units, source)
+        return labelled
 
     @property
     def epsilon(self) -> float:
@@ -156,7 +173,7 @@ class GridRelease:
         meas = self.measurements
         return {
             "kind": "grid_release",
-            "version": 1,
+            "version": GRID_FORMAT_VERSION,
             "shape": list(self.shape),
             "mechanism": self.mechanism,
             "parameters": self.parameters,
@@ -180,10 +197,29 @@ class GridRelease:
                 if self.public_marginals
                 else {}
             ),
+            **self._description(),
         }
+
+    def _description(self) -> dict:
+        """Format 2's self-description (:func:`dprange.answers.describe.self_description`)."""
+        local = getattr(self.measurements, "source", "central") != "central"
+        return self_description(self.input_labels, self.measurements, local=local)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict())
+
+    def to_frame(self, table: str = "cells", *, alpha: float = 0.05):
+        """The cells as a pandas DataFrame: per axis its bin (and edges), then the count, its
+        exact standard error and pointwise interval (:mod:`dprange.answers.tables`)."""
+        return to_frame(grid_table(self, table, alpha=alpha))
+
+    def to_pandas(self, table: str = "cells", *, alpha: float = 0.05):
+        """:meth:`to_frame` (the name pandas users look for)."""
+        return self.to_frame(table, alpha=alpha)
+
+    def to_csv(self, path=None, table: str = "cells", *, alpha: float = 0.05):
+        """The table of :meth:`to_frame` as CSV: the text without ``path``, else the path."""
+        return save_csv(grid_table(self, table, alpha=alpha), path)
 
     def __repr__(self) -> str:
         return (

@@ -17,6 +17,7 @@ domain's units (:meth:`Release.count_between`, :meth:`Release.count_below`), as
 
 from __future__ import annotations
 
+import copy
 from functools import cached_property
 
 import numpy as np
@@ -27,7 +28,9 @@ from ..inference.tree import bin_variances
 from .bootstrap import bootstrap, check_reps
 from .cdf import CumulativeEstimate
 from .codec import load_path, release_from_dict, release_from_json
+from .describe import Labels
 from .provenance import Provenance
+from .tables import release_table, save_csv, to_frame
 from .types import NO_MEASUREMENTS, Answer, CDFAnswer, QuantileAnswer, check_bin_ranges, one_sided_factor
 from .writers import release_dict, save_json, save_npz
 
@@ -50,6 +53,7 @@ class Release:
         *,
         domain: Domain | None = None,
         measurements=None,
+        input_labels: Labels | None = None,
     ):
         if not isinstance(provenance, Provenance):
             raise ParameterError(f"a Release needs a Provenance record, got {type(provenance).__name__}")
@@ -61,6 +65,15 @@ class Release:
         if self.domain.size != self.n:
             raise ParameterError(f"domain has {self.domain.size} bins but the estimate has {self.n}")
         self.measurements = measurements
+        #: Public descriptions of the input (column, units, file): :class:`~dprange.answers.describe.Labels`.
+        self.input_labels = input_labels if input_labels is not None else Labels()
+
+    def with_labels(self, column=None, units=None, source=None) -> Release:
+        """This release described: ``column`` (its name), ``units`` and ``source`` (the input
+        file), saved in its JSON and shown on tables (a copy; the answers do not change)."""
+        labelled = copy.copy(self)
+        labelled.input_labels = Labels.of(column, units, source)
+        return labelled
 
     # ----------------------------------------------------------------- provenance
     @property
@@ -241,18 +254,7 @@ class Release:
         ParameterError naming the nearest edges), and the bins are those between them.
         Scalars give ints; arrays (broadcast) give int64 arrays.
         """
-        first, stop = self._bin_bounds(a, "a"), self._bin_bounds(b, "b")
-        if self.domain.kind == "integers":
-            stop = stop + 1  # b itself is counted
-        first, stop = np.broadcast_arrays(first, stop)
-        if np.any(first >= stop):
-            raise ParameterError(
-                "count_between needs a <= b on integer domains and a < b (two different edges) on interval domains"
-            )
-        lo, hi = first, stop - 1
-        if lo.ndim == 0:
-            return int(lo), int(hi)
-        return lo.astype(np.int64), hi.astype(np.int64)
+        return bins_between(self.domain, a, b)
 
     def count_between(self, a, b) -> Answer:
         """Estimated number of records with a <= value <= b, in the domain's units.
@@ -284,26 +286,8 @@ class Release:
         return Answer(value, variance, scalar=stop.ndim == 0, tails=self._tails, factor=self._one_sided_factor)
 
     def _bin_bounds(self, values, name: str, *, past_top: bool = False) -> np.ndarray:
-        """The number of bins wholly below each value: the value's offset from the domain's
-        lower bound on integer domains (values lo..hi, or lo..hi + 1 with ``past_top``), the
-        index of the edge it is on interval domains; else ParameterError."""
-        if self.domain.categorical:
-            raise ParameterError(UNORDERED_MESSAGE)
-        if values is None or isinstance(values, (str, bytes, bool, np.bool_)):
-            raise ParameterError(f"{name} must be a number in the domain's units, got {values!r}")
-        try:
-            v = np.asarray(values, dtype=float)
-        except (TypeError, ValueError):
-            raise ParameterError(f"{name} must be a number (or an array of numbers) in the domain's units") from None
-        if not np.all(np.isfinite(v)):
-            raise ParameterError(f"{name} must be finite numbers in the domain's units")
-        dom = self.domain
-        if dom.kind == "integers":
-            top = dom.hi + 1 if past_top else dom.hi
-            if np.any(np.mod(v, 1) != 0) or np.any((v < dom.lo) | (v > top)):
-                raise ParameterError(f"{name} must be an integer from {dom.lo} to {top} on this integer domain")
-            return (v - dom.lo).astype(np.int64)
-        return _edge_index(v, dom.edges, name)
+        """The number of bins wholly below each value (:func:`bin_bounds`)."""
+        return bin_bounds(self.domain, values, name, past_top=past_top)
 
     # ----------------------------------------------------------------- CDF and quantiles
     @cached_property
@@ -348,23 +332,44 @@ class Release:
         return self._cumulative._read_quantiles(cdf_values, q)
 
     # ----------------------------------------------------------------- serialisation
-    def to_dict(self, *, alpha: float = 0.05) -> dict:
+    def to_dict(self, *, alpha: float = 0.05, cdf: bool = False) -> dict:
         """Everything needed to use and audit the release, as JSON-friendly types (NaN and
         inf as None): provenance, domain, histogram, error model and deciles, so that
         :meth:`from_dict` gives back a release with the same answers and standard errors
-        (:mod:`dprange.answers.codec`).  Builds Python lists: for large releases use
-        :meth:`to_json` with a path or :meth:`to_npz`, which stream."""
+        (:mod:`dprange.answers.codec`); the input's labels, the privacy statement in words
+        and the software version (:mod:`dprange.answers.describe`); with ``cdf=True`` the CDF
+        at every bin's right edge with its pointwise (1 - alpha) band (the CLI asks for it
+        with ``--workload prefix``).  The format: docs/release-format.md and its JSON Schema.
+        Builds Python lists: for large releases use :meth:`to_json` with a path or
+        :meth:`to_npz`, which stream."""
 
-        return release_dict(self, alpha)
+        return release_dict(self, alpha, cdf=cdf)
 
-    def to_json(self, path=None, *, alpha: float = 0.05):
+    def to_json(self, path=None, *, alpha: float = 0.05, cdf: bool = False):
         """The release as JSON (the dictionary of :meth:`to_dict`).
 
         Without ``path``, returns the text.  With ``path``, streams it to the file
         atomically (a temporary file in the same folder, then ``os.replace``: a failure
         never leaves a partial file) and returns the path."""
 
-        return save_json(self, path, alpha)
+        return save_json(self, path, alpha, cdf=cdf)
+
+    # ----------------------------------------------------------------- tables
+    def to_frame(self, table: str = "histogram", *, alpha: float = 0.05, q=None, simultaneous: bool = False):
+        """One table of the release as a pandas DataFrame: ``"histogram"`` (bins, counts,
+        standard errors, intervals), ``"cdf"`` (the CDF and its band) or ``"quantiles"``
+        (levels ``q``, default the deciles, with their points, bins and intervals; all at once
+        with ``simultaneous=True``).  Columns: :mod:`dprange.answers.tables`."""
+        return to_frame(release_table(self, table, alpha=alpha, q=q, simultaneous=simultaneous))
+
+    def to_pandas(self, table: str = "histogram", *, alpha: float = 0.05, q=None, simultaneous: bool = False):
+        """:meth:`to_frame` (the name pandas users look for)."""
+        return self.to_frame(table, alpha=alpha, q=q, simultaneous=simultaneous)
+
+    def to_csv(self, path=None, table: str = "histogram", *, alpha: float = 0.05, q=None, simultaneous=False):
+        """The table of :meth:`to_frame` as CSV (no pandas needed): the text without
+        ``path``, else the path written atomically."""
+        return save_csv(release_table(self, table, alpha=alpha, q=q, simultaneous=simultaneous), path)
 
     @classmethod
     def from_dict(cls, data: dict) -> Release:
@@ -392,6 +397,47 @@ class Release:
             f"Release(mechanism={self.mechanism!r}, bins={self.n}, epsilon={self.epsilon}, "
             f"delta={self.delta}, neighbours={self.neighbours!r})"
         )
+
+
+def bin_bounds(domain: Domain, values, name: str, *, past_top: bool = False) -> np.ndarray:
+    """The number of bins wholly below each value: the value's offset from the domain's
+    lower bound on integer domains (values lo..hi, or lo..hi + 1 with ``past_top``), the
+    index of the edge it is on interval domains; else ParameterError (and on categories,
+    which have no order)."""
+    if domain.categorical:
+        raise ParameterError(UNORDERED_MESSAGE)
+    if values is None or isinstance(values, (str, bytes, bool, np.bool_)):
+        raise ParameterError(f"{name} must be a number in the domain's units, got {values!r}")
+    try:
+        v = np.asarray(values, dtype=float)
+    except (TypeError, ValueError):
+        raise ParameterError(f"{name} must be a number (or an array of numbers) in the domain's units") from None
+    if not np.all(np.isfinite(v)):
+        raise ParameterError(f"{name} must be finite numbers in the domain's units")
+    dom = domain
+    if dom.kind == "integers":
+        top = dom.hi + 1 if past_top else dom.hi
+        if np.any(np.mod(v, 1) != 0) or np.any((v < dom.lo) | (v > top)):
+            raise ParameterError(f"{name} must be an integer from {dom.lo} to {top} on this integer domain")
+        return (v - dom.lo).astype(np.int64)
+    return _edge_index(v, dom.edges, name)
+
+
+def bins_between(domain: Domain, a, b) -> tuple:
+    """The inclusive bin-index range (lo, hi) of the values a..b of ``domain``
+    (:meth:`Release.bins_of`)."""
+    first, stop = bin_bounds(domain, a, "a"), bin_bounds(domain, b, "b")
+    if domain.kind == "integers":
+        stop = stop + 1  # b itself is counted
+    first, stop = np.broadcast_arrays(first, stop)
+    if np.any(first >= stop):
+        raise ParameterError(
+            "count_between needs a <= b on integer domains and a < b (two different edges) on interval domains"
+        )
+    lo, hi = first, stop - 1
+    if lo.ndim == 0:
+        return int(lo), int(hi)
+    return lo.astype(np.int64), hi.astype(np.int64)
 
 
 def _edge_index(values: np.ndarray, edges: np.ndarray, name: str) -> np.ndarray:

@@ -170,18 +170,36 @@ class Answer:
 class QuantileAnswer(Answer):
     """Quantile values with confidence intervals whose ends are bin edges.
 
-    ``interpolated``: True when the values interpolate inside their bins (interval domains),
-    i.e. assume records spread evenly inside a bin; the intervals never assume it.
-    ``bins``: the bin index of each value.  ``confidence_interval(alpha, simultaneous=False)``:
-    pointwise intervals, or with ``simultaneous=True`` intervals that hold for all the
-    levels at once with probability >= 1 - alpha (Bonferroni).
+    ``interpolated``: True when some value interpolates inside its bin (interval domains),
+    i.e. assumes records spread evenly inside a bin; the intervals never assume it.
+    ``bins``: the bin index of each value.  ``placement``: per value, how it was placed in
+    its bin ("exact", "interpolated" or "concentrated": :mod:`dprange.answers.cdf`; None
+    where not recorded); ``bin_lower`` / ``bin_upper``: the edges of each value's bin, what
+    the release knows at its resolution (a "concentrated" value is reported as that bin).
+    ``confidence_interval(alpha, simultaneous=False)``: pointwise intervals, or with
+    ``simultaneous=True`` intervals that hold for all the levels at once with probability
+    >= 1 - alpha (Bonferroni).
     """
 
-    def __init__(self, value, interval_fn, *, scalar: bool, interpolated: bool = False, bins=None):
+    def __init__(
+        self,
+        value,
+        interval_fn,
+        *,
+        scalar: bool,
+        interpolated: bool = False,
+        bins=None,
+        placement=None,
+        bin_edges=None,
+    ):
         super().__init__(value, lambda: np.full(np.shape(value), np.nan), scalar=scalar)
         self._interval_fn = interval_fn
         self.interpolated = bool(interpolated)
         self.bins = None if bins is None else (int(bins[0]) if scalar else np.asarray(bins))
+        self.placement = None if placement is None else (str(placement[0]) if scalar else np.asarray(placement))
+        lower, upper = (None, None) if bin_edges is None else bin_edges
+        self.bin_lower = None if lower is None else (float(lower[0]) if scalar else np.asarray(lower, dtype=float))
+        self.bin_upper = None if upper is None else (float(upper[0]) if scalar else np.asarray(upper, dtype=float))
 
     @property
     def stderr(self):

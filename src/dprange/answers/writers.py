@@ -16,10 +16,12 @@ import numpy as np
 
 from .._validation import check_alpha
 from ..errors import DataError, ParameterError, excerpt
+from .describe import self_description
 from .types import NONLINEAR_ERROR_BARS, NONLINEAR_INTERVALS
 
-#: The saved format: 2 keeps the error model; files in format 1 still load.
-FORMAT_VERSION = 2
+#: The saved format: 2 keeps the error model, 3 describes the release (input labels, the
+#: privacy statement in words, the software, the CDF when asked); files in formats 1 and 2 still load.
+FORMAT_VERSION = 3
 
 
 #: Bins per chunk when writing arrays.
@@ -133,9 +135,38 @@ def write_atomically(path, write: Callable, *, binary: bool = False) -> str:
 
 
 # ----------------------------------------------------------------------------- writing
-def metadata(release, alpha: float) -> dict:
-    """The release's dictionary without the histogram arrays (small)."""
-    return jsonable(_metadata(release, check_alpha(alpha)))
+def metadata(release, alpha: float, *, cdf: bool = False) -> dict:
+    """The release's dictionary without the histogram arrays (small, but for the CDF when asked)."""
+    out = _metadata(release, check_alpha(alpha))
+    out.update(_description(release))
+    if cdf:
+        out["cdf"] = _cdf(release, alpha)
+    return jsonable(out)
+
+
+def _description(release) -> dict:
+    """Format 3's self-description (:func:`dprange.answers.describe.self_description`)."""
+    provenance = release.provenance
+    local = getattr(release.measurements, "source", "central") != "central"
+    return self_description(release.input_labels, provenance, local=local, data_dependent=provenance.data_dependent)
+
+
+def _cdf(release, alpha: float) -> dict | None:
+    """The CDF at the right edge of every bin, F_j = (records in bins 0..j) / total, with its
+    pointwise (1 - alpha) band (None where the CDF is undefined: a non-positive total)."""
+    try:
+        value = np.asarray(release.cdf().value, dtype=float)
+        band = release.cdf_band(alpha) if release.exact_error_bars else None
+    except ParameterError:
+        return None
+    return {
+        "at": release.domain.bin_values().tolist(),  # the right edge of each bin (integer domains: its value)
+        "value": value.tolist(),
+        "lower": None if band is None else np.asarray(band[0], dtype=float).tolist(),
+        "upper": None if band is None else np.asarray(band[1], dtype=float).tolist(),
+        "alpha": alpha,
+        "band": NONLINEAR_INTERVALS if band is None else "pointwise: each bound holds with probability >= 1 - alpha",
+    }
 
 
 def _metadata(release, alpha: float) -> dict:
@@ -181,7 +212,15 @@ def _deciles(release, alpha: float) -> dict | None:
         q = release.quantile(deciles)
     except ParameterError:
         return None
-    out = {"q": deciles.round(2).tolist(), "value": np.asarray(q.value).tolist(), "interpolated": q.interpolated}
+    out = {
+        "q": deciles.round(2).tolist(),
+        "value": np.asarray(q.value).tolist(),
+        "interpolated": q.interpolated,
+        "placement": np.asarray(q.placement).tolist(),
+        "bin_lower": np.asarray(q.bin_lower).tolist(),
+        "bin_upper": np.asarray(q.bin_upper).tolist(),
+        "point": POINT_RULE,
+    }
     if not release.exact_error_bars:
         why = DATA_DEPENDENT_INTERVALS if release.provenance.data_dependent else NONLINEAR_INTERVALS
         out.update({"lower": None, "upper": None, "alpha": alpha, "intervals": why})
@@ -204,9 +243,9 @@ def _deciles(release, alpha: float) -> dict | None:
     return out
 
 
-def release_dict(release, alpha: float) -> dict:
+def release_dict(release, alpha: float, *, cdf: bool = False) -> dict:
     """``Release.to_dict``: the metadata and the histogram (values and standard errors)."""
-    out = metadata(release, alpha)
+    out = metadata(release, alpha, cdf=cdf)
     out["histogram"] = {
         "value": release.estimate.tolist(),
         "stderr": histogram_stderr(release).tolist() if release.exact_error_bars else None,
@@ -214,12 +253,12 @@ def release_dict(release, alpha: float) -> dict:
     return out
 
 
-def save_json(release, path, alpha: float):
+def save_json(release, path, alpha: float, *, cdf: bool = False):
     """``Release.to_json``: the text (no path) or the path written atomically."""
     if path is None:
-        return json_text(release, alpha)
+        return json_text(release, alpha, cdf=cdf)
     check_alpha(alpha)
-    return write_atomically(path, lambda fh: write_json(release, fh, alpha))
+    return write_atomically(path, lambda fh: write_json(release, fh, alpha, cdf=cdf))
 
 
 def save_npz(release, path, alpha: float) -> str:
@@ -228,11 +267,11 @@ def save_npz(release, path, alpha: float) -> str:
     return write_atomically(path, lambda fh: write_npz(release, fh, alpha), binary=True)
 
 
-def write_json(release, fh, alpha: float) -> None:
+def write_json(release, fh, alpha: float, *, cdf: bool = False) -> None:
     """Stream the JSON of ``release`` (the same content as ``to_dict``) to ``fh``."""
-    meta = metadata(release, alpha)
+    meta = metadata(release, alpha, cdf=cdf)
     one_line = {}  # lists written on one line, not one line per number
-    for name in ("error_model", "noise_scales", "provenance"):
+    for name in ("error_model", "noise_scales", "provenance", "deciles", "cdf", "privacy_statement"):
         if meta.get(name) is not None:
             one_line[name] = meta[name]
             meta[name] = _PLACEHOLDER.format(name)
@@ -259,11 +298,11 @@ def write_json(release, fh, alpha: float) -> None:
     fh.write(text)
 
 
-def json_text(release, alpha: float) -> str:
+def json_text(release, alpha: float, *, cdf: bool = False) -> str:
     import io  # noqa: PLC0415
 
     buffer = io.StringIO()
-    write_json(release, buffer, alpha)
+    write_json(release, buffer, alpha, cdf=cdf)
     return buffer.getvalue()
 
 
@@ -289,6 +328,14 @@ def error_model_dict(release) -> dict | None:
         return to_dict()
     except ParameterError:
         return None
+
+
+#: What a saved release says about the deciles' points (dprange.answers.cdf, the placement rule).
+POINT_RULE = (
+    "placement per level: exact (a one-value bin), interpolated (a guess inside the bin, as if its values "
+    "spread evenly) or concentrated (most of the bin's records sit together: the value is the bin's lower "
+    "edge and the answer is the bin, bin_lower to bin_upper)"
+)
 
 
 #: What a saved data-aware release (DAWA, MWEM) says about its error bars and intervals.

@@ -21,6 +21,7 @@ import os
 from .._params import find, replaced
 from .._validation import check_delta, check_epsilon, check_positive_int
 from ..analysis.selection import auto_mechanism
+from ..answers.describe import Labels
 from ..answers.grouped import GroupedRelease
 from ..answers.release import Release
 from ..domain import Domain, ProductDomain
@@ -133,6 +134,7 @@ def release(
     by: str | None = None,
     groups=None,
     max_groups_per_id: int = 1,
+    units: str | None = None,
 ) -> Release | GroupedRelease:
     """Bucketize raw ``values`` into ``domain`` and release them with ``mechanism``.
 
@@ -175,6 +177,9 @@ def release(
 
     Every parameter is checked (:func:`check_release`) before ``values`` are bucketized.
 
+    The release is labelled (``Release.input_labels``, saved in its JSON) with the column's name
+    (``column``, or a pandas / polars Series' name) and ``units`` (e.g. "USD") when given.
+
     With a :class:`~dprange.ProductDomain` this is :func:`release_grid` (``values`` are then
     the columns, ``workload`` a k-D workload, default all rectangles).
     """
@@ -201,6 +206,7 @@ def release(
             noise=noise,
             session=session,
         )
+    labels = _labels(column if column is not None else _series_name(values), units)
     mech, epsilon, delta = _prepare(
         domain, epsilon, mechanism, delta, (clip, drop_missing), neighbours, workload, inference, noise, session
     )
@@ -212,7 +218,26 @@ def release(
         counts = spark_histogram(values, column, domain, clip=clip, drop_missing=drop_missing)
     else:
         counts = domain.histogram(select_column(values, column), clip=clip, drop_missing=drop_missing)
-    return mech.release(counts, epsilon, delta=delta, rng=rng, domain=domain)
+    return _labelled(mech.release(counts, epsilon, delta=delta, rng=rng, domain=domain), labels)
+
+
+def _series_name(values) -> str | None:
+    """The name of a pandas / polars Series (a public label, not data), else None."""
+    name = getattr(values, "name", None)
+    return name if isinstance(name, str) else None
+
+
+def _labels(column: str | None, units: str | None, source=None) -> Labels | None:
+    """The labels of a release (checked before any data are read), None when nothing is given."""
+    if column is None and units is None and source is None:
+        return None
+    return Labels.of("value" if column is None else column, units, source)
+
+
+def _labelled(result, labels: Labels | None):
+    if labels is None:
+        return result
+    return result.with_labels(list(labels.columns), list(labels.units) or None, labels.source)
 
 
 def release_files(
@@ -239,6 +264,7 @@ def release_files(
     by: str | None = None,
     groups=None,
     max_groups_per_id: int = 1,
+    units: str | None = None,
 ) -> Release | GroupedRelease:
     """:func:`release` of ``column`` in CSV / Parquet files, counted by the local streaming
     engine (:func:`dprange.engines.local.stream_histogram`: ``source`` is a path, a folder, a
@@ -249,7 +275,8 @@ def release_files(
     ``source`` may then also be a Spark DataFrame or URLs); ``spark`` is a SparkSession or a
     master URL (default ``local[*]``).  The counts, and so the release, are the same.
     ``session`` is charged before any file is opened, whatever the outcome (as in :func:`release`;
-    a source that names no file is refused first, free)."""
+    a source that names no file is refused first, free).  The release is labelled with
+    ``column``, ``units`` and the files (``Release.input_labels``)."""
     if engine not in ("local", "spark"):
         raise ParameterError(f"engine must be 'local' or 'spark', got {engine!r}")
     unit = _unit_arguments(privacy_id, max_rows_per_id, max_groups_per_id, by, groups)
@@ -258,6 +285,7 @@ def release_files(
         options |= {"files": True, "batch_rows": batch_rows, "engine": engine, "spark": spark}
         choice = (mechanism, neighbours, workload, inference, noise)
         return _unit_release(source, domain, epsilon, unit, choice, column=column, **options)
+    labels = _labels(column, units, source if isinstance(source, (str, os.PathLike, list, tuple)) else None)
     mech, epsilon, delta = _prepare(
         domain, epsilon, mechanism, delta, (clip, drop_missing), neighbours, workload, inference, noise, session
     )
@@ -268,12 +296,15 @@ def release_files(
         counts = spark_histogram(source, column, domain, clip=clip, drop_missing=drop_missing, spark=spark)
     else:
         counts = stream_histogram(source, column, domain, clip=clip, drop_missing=drop_missing, batch_rows=batch_rows)
-    return mech.release(counts, epsilon, delta=delta, rng=rng, domain=domain)
+    return _labelled(mech.release(counts, epsilon, delta=delta, rng=rng, domain=domain), labels)
 
 
-def files_ledger_what(source, column: str, domain) -> str:
-    """The session ledger's description of a release of ``column`` of the files ``source``."""
-    return f"histogram of column {column!r} of {_describe_source(source)} on {domain!r}"
+def files_ledger_what(source, column, domain) -> str:
+    """The session ledger's description of a release of ``column`` (a name, or several for a
+    k-D histogram) of the files ``source``."""
+    if isinstance(column, str):
+        return f"histogram of column {column!r} of {_describe_source(source)} on {domain!r}"
+    return f"k-D histogram of columns {', '.join(repr(c) for c in column)} of {_describe_source(source)} on {domain!r}"
 
 
 def _describe_source(source) -> str:

@@ -148,6 +148,7 @@ def quantiles(
     count_share: float = COUNT_SHARE,
     privacy_id: str | None = None,
     max_rows_per_id: int | None = None,
+    label: str | None = None,
 ) -> QuantilesResult:
     """epsilon-DP quantiles of raw ``values`` at levels ``q`` (strictly increasing, in (0, 1)).
 
@@ -171,7 +172,8 @@ def quantiles(
     column of a table ``values`` (see :func:`release`).  ``n_max``: a public upper bound on the
     number of records; JointExp needs it under add/remove to charge its float error (without
     it "auto" picks the exact split where it would pick JointExp); the route's bins and "auto"
-    use it as the record count.
+    use it as the record count.  ``label``: what is released, as the session's ledger names
+    it (the CLI: the column and the input file).
 
     ``count_share``: under add/remove without ``n_max``, the share of epsilon (default 0.05)
     spent on a noisy record count (:func:`dprange.quantile_mechanisms.bins.record_count`) when the
@@ -250,6 +252,7 @@ def quantiles(
             count_share=count_share,
         )
         what = quantiles_ledger_what(len(levels), spent_on_bounds, planned, condition)
+        what = what if label is None else f"{what} of {label}"
         charge_before_reading(session, epsilon, 0.0, what, f"quantiles:{method}")
     data = as_values(select_column(values, column))
     if box is None:

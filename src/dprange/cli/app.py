@@ -17,7 +17,7 @@ import sys
 import click
 
 from ..errors import DPRangeError
-from . import demo, error, quantiles, release, report, session  # noqa: F401 - each registers its commands on the group
+from . import demo, error, quantiles, release, report, session, show  # noqa: F401 - each registers its commands on the group
 from .group import EXIT_USAGE, cli
 from .ldp import ldp
 from .options import REDACT_VARIABLE, cli_message, redacting

@@ -48,13 +48,13 @@ def demo_command(output, epsilon, seed):
     mech = api.choose_mechanism("auto", domain.size, epsilon, workload="prefix")
     check_privacy(mech, domain.size, epsilon, 0.0)
     values = read_column(path, "income")
-    result = api.release(values, domain, epsilon, mechanism=mech, rng=seed)
+    result = api.release(values, domain, epsilon, mechanism=mech, rng=seed).with_labels("income", None, path)
     json_path = os.path.join(output, "release.json")
     png_path: str | None = os.path.join(output, "cdf.png")
     try:
-        staged = stage_outputs(result, json_path, png_path, 0.05, column="income")
+        staged = stage_outputs(result, json_path, png_path, 0.05, column="income", cdf=True)
     except DPRangeError:  # no matplotlib: the JSON alone
-        staged = stage_outputs(result, json_path, None, 0.05)
+        staged = stage_outputs(result, json_path, None, 0.05, cdf=True)
         png_path = None
     text = format_deciles(result, 0.05)
     staged.commit()

@@ -13,6 +13,7 @@ import click
 from .. import api
 from .._validation import check_delta, check_epsilon
 from ..analysis.grid import check_answers_workload
+from ..answers.describe import Labels
 from ..answers.plot import plot_heatmap
 from ..answers.release import Release
 from ..api.common import release_workload
@@ -69,6 +70,7 @@ def grid_release_command(options: dict) -> None:
     """``dprange release`` with several --column: the k-D histogram as a GridRelease JSON."""
     o = options
     columns = o["column"]
+    labels = Labels.of(list(columns), o["units"] or None, o["input_path"])  # checked before the data are read
     check_alpha(o["alpha"])
     check_output_path(o["output"])
     check_plot_path(o["plot"])
@@ -128,7 +130,7 @@ def grid_release_command(options: dict) -> None:
     )
     mech.plan(domain.shape, epsilon)
     check_seed(o["seed"])
-    what = f"k-D histogram on {domain!r}"
+    what = api.files_ledger_what(o["input_path"], list(columns), domain)
     session = charge_before_reading(session, epsilon, delta, o["input_path"], o["engine"], what, mech)
     if o["engine"] == "spark":
         values = files_frame(
@@ -152,6 +154,7 @@ def grid_release_command(options: dict) -> None:
         if axis is None:
             raise
         raise DomainError(f"--column {columns[int(axis.group(1))]}: {str(exc)[axis.end() :]}") from None
+    result = result.with_labels(list(columns), labels.units or None, labels.source)
     staged = StagedOutputs()
     staged.add(o["output"], result.to_json())
     if o["plot"]:
@@ -246,6 +249,11 @@ def with_categories_hint(command):
     is_flag=True,
     help="Count values outside the --categories lists in a last 'other' bin instead of failing on them.",
 )
+@click.option(
+    "--units",
+    multiple=True,
+    help="Units of the values (one per --column, e.g. USD): saved in the release JSON and shown on tables.",
+)
 @click.option("--clip", is_flag=True, help="Clip values outside [lo, hi] to the bounds instead of failing.")
 @click.option(
     "--drop-missing", is_flag=True, help="Drop empty/NaN cells instead of failing (the count dropped is not released)."
@@ -304,6 +312,7 @@ def release_command(
     categories,
     categories_file,
     other,
+    units,
     clip,
     drop_missing,
     epsilon,
@@ -353,12 +362,12 @@ def release_command(
     if spark_master is not None and engine != "spark":
         raise ParameterError("--spark-master needs --engine spark")
     check_ranges_option(ranges)
-    units = {"privacy_id": privacy_id, "max_rows_per_id": max_rows_per_id, "by": by, "groups": groups}
-    units |= {"groups_file": groups_file, "max_groups_per_id": max_groups_per_id}
-    if len(column) > 1 and wants_units(units):
+    unit_args = {"privacy_id": privacy_id, "max_rows_per_id": max_rows_per_id, "by": by, "groups": groups}
+    unit_args |= {"groups_file": groups_file, "max_groups_per_id": max_groups_per_id}
+    if len(column) > 1 and wants_units(unit_args):
         raise ParameterError("--privacy-id and --by release one --column for now")
     categorical = parse_categories(categories, categories_file, column, other)
-    if categorical and wants_units(units):
+    if categorical and wants_units(unit_args):
         raise ParameterError("--categories with --privacy-id or --by is not offered yet")
     if len(column) > 1:
         grid_release_command(
@@ -373,6 +382,7 @@ def release_command(
                 bins=bins,
                 integers=integers,
                 categories=categorical,
+                units=units,
                 clip=clip,
                 drop_missing=drop_missing,
                 epsilon=epsilon,
@@ -405,6 +415,7 @@ def release_command(
             f"--workload {workload} is for several columns; "
             f"with one --column use {', '.join(WORKLOADS.names(auto=True))}"
         )
+    labels = Labels.of(column, units or None, input_path)  # checked before the data are read
     check_alpha(alpha)
     check_output_path(output)
     check_plot_path(plot)
@@ -420,7 +431,7 @@ def release_command(
     session = open_session(session_path, session_epsilon, session_delta, [input_path, output, plot, report])
     if session is not None:
         epsilon, delta = session.allot(epsilon, delta)
-    if wants_units(units):
+    if wants_units(unit_args):
         if ranges is not None:
             raise ParameterError("--ranges is not offered with --privacy-id or --by yet; use --workload")
         if report is not None or log_x:
@@ -428,7 +439,7 @@ def release_command(
         args = dict(input_path=input_path, column=column, lo=lo, hi=hi, bins=bins, integers=integers, clip=clip)
         args |= dict(drop_missing=drop_missing, epsilon=epsilon, delta=delta, mechanism=mechanism, workload=workload)
         args |= dict(neighbours=neighbours, noise=noise, inference=inference, seed=seed, alpha=alpha, output=output)
-        args |= dict(plot=plot, session_path=session_path, engine=engine, spark_master=spark_master, **units)
+        args |= dict(plot=plot, session_path=session_path, engine=engine, spark_master=spark_master, **unit_args)
         unit_release_command(args, session, mechanism_params)
         return
     if column in categorical:
@@ -467,7 +478,8 @@ def release_command(
         read = read_text_column if domain.categorical else read_column
         result = api.release(read(input_path, column), domain, epsilon, **options)
     assert isinstance(result, Release)  # no privacy unit or group-by here (cli/units.py)
-    staged = stage_outputs(result, output, plot, alpha, column=column, log_x=log_x)
+    result = result.with_labels(column, labels.units or None, labels.source)
+    staged = stage_outputs(result, output, plot, alpha, column=column, log_x=log_x, cdf=workload == "prefix")
     if report:
         staged.add(report, report_bytes(result, column=column, alpha=alpha, log_x=log_x))
     lines = []

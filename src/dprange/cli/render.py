@@ -25,7 +25,10 @@ def workload_label(workload, ranges: str | None) -> str:
 
 
 def format_deciles(release, alpha: float) -> str:
-    """The deciles with simultaneous (1 - alpha) intervals: all nine hold at once."""
+    """The deciles with simultaneous (1 - alpha) intervals (all nine hold at once), the
+    interval first, then the point by the placement rule of :mod:`dprange.answers.cdf`: a
+    value, a guess marked "~" (interpolated inside its bin), or no point where the bin's mass
+    is concentrated (the bin is printed instead)."""
     q = np.linspace(0.1, 0.9, 9)
     lines = []
     try:
@@ -37,18 +40,17 @@ def format_deciles(release, alpha: float) -> str:
         lines.append(f"deciles unavailable: {exc}")
         answer, lower = None, None
     if answer is not None and not release.exact_error_bars:
-        lines.append(f"{'quantile':>9}  {'estimate':>14}  ({release.inference} inference: no closed-form intervals)")
-        for qi, v in zip(q, np.atleast_1d(answer.value)):
-            lines.append(f"{qi:>9.1f}  {v:>14.6g}")
+        lines.append(f"{'quantile':>9}  {'estimate':<28}  ({release.inference} inference: no closed-form intervals)")
+        for i, qi in enumerate(q):
+            lines.append(f"{qi:>9.1f}  {point_text(answer, i)}")
     if lower is not None and upper is not None:  # set together
         level = f"{100 * (1 - alpha):g}% simultaneous interval"
-        lines.append(f"{'quantile':>9}  {'estimate':>14}  {level:>31}")
-        for qi, v, lo, hi in zip(q, np.atleast_1d(answer.value), lower, upper):
-            lines.append(f"{qi:>9.1f}  {v:>14.6g}  [{lo:>13.6g}, {hi:>13.6g}]")
-        lines.append(
-            "intervals end at bin edges and hold whatever the values inside a bin"
-            + ("; estimates interpolate inside their bin" if answer.interpolated else "")
-        )
+        lines.append(f"{'quantile':>9}  {level:<30}  estimate")
+        for i, (qi, lo, hi) in enumerate(zip(q, lower, upper)):
+            lines.append(f"{qi:>9.1f}  [{lo:>13.6g}, {hi:>13.6g}]  {point_text(answer, i)}")
+        lines.append("intervals end at bin edges and hold whatever the values inside a bin")
+    if answer is not None:
+        lines.extend(placement_notes(answer))
     lines.append(_total_line(release))
     return "\n".join(lines)
 
@@ -113,6 +115,33 @@ def _total_line(release) -> str:
     if not release.exact_error_bars:
         return f"total: {total.value:.1f}"
     return f"total: {total.value:.1f} ± {total.stderr:.1f} (1 s.e.)"
+
+
+def point_text(answer, i: int) -> str:
+    """The estimate of level i as printed: the value ("exact"), "~value" (interpolated: a
+    guess), or "no point: in bin [a, b)" (concentrated: where in the bin is unknown)."""
+    value = float(np.atleast_1d(answer.value)[i])
+    placement = None if answer.placement is None else str(np.atleast_1d(answer.placement)[i])
+    if placement == "concentrated":
+        low, high = np.atleast_1d(answer.bin_lower)[i], np.atleast_1d(answer.bin_upper)[i]
+        return f"no point: in bin [{low:.6g}, {high:.6g})"
+    if placement == "interpolated":
+        return f"~{value:.6g}"
+    return f"{value:.6g}"
+
+
+def placement_notes(answer) -> list[str]:
+    """One line per placement rule the table uses (none for exact values)."""
+    used = set() if answer.placement is None else {str(p) for p in np.atleast_1d(answer.placement)}
+    notes = []
+    if "interpolated" in used:
+        notes.append("~: a guess inside its bin, as if the values there were spread evenly")
+    if "concentrated" in used:
+        notes.append(
+            "no point: most of that bin's records sit together (e.g. many equal values), so where the "
+            "quantile lies inside the bin is unknown"
+        )
+    return notes
 
 
 def strategy_note(strategy: dict | None) -> str | None:
@@ -194,11 +223,14 @@ def render_plot(release, alpha, *, column: str | None = None, log_x: bool = Fals
     return buffer.getvalue()
 
 
-def stage_outputs(release, output, plot, alpha, *, column: str | None = None, log_x: bool = False) -> StagedOutputs:
-    """The release JSON (and the plot) produced in memory, ready to be written."""
+def stage_outputs(
+    release, output, plot, alpha, *, column: str | None = None, log_x: bool = False, cdf: bool = False
+) -> StagedOutputs:
+    """The release JSON (and the plot) produced in memory, ready to be written; ``cdf``: the
+    JSON carries the CDF with its band (asked for with ``--workload prefix``)."""
     staged = StagedOutputs()
     if output:
-        staged.add(output, release.to_json(alpha=alpha))
+        staged.add(output, release.to_json(alpha=alpha, cdf=cdf))
     if plot:
         staged.add(plot, render_plot(release, alpha, column=column, log_x=log_x))
     return staged

@@ -28,6 +28,7 @@ re-runs only the public post-processing (least squares, expansion) on re-drawn n
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from fractions import Fraction
@@ -39,6 +40,7 @@ from .._validation import check_delta, check_epsilon, fit_budget
 from ..answers.bootstrap import check_reps, resample_leaves
 from ..answers.bounded_json import loads as bounded_loads
 from ..answers.bounded_json import sized
+from ..answers.describe import Labels, self_description
 from ..answers.provenance import Provenance
 from ..answers.types import Answer
 from ..answers.writers import DATA_DEPENDENT_ERROR_BARS
@@ -81,12 +83,20 @@ class DataAwareGridRelease:
 
     exact_error_bars = False
 
-    def __init__(self, shape, cells: np.ndarray, provenance, noise, *, domain=None):
+    def __init__(self, shape, cells: np.ndarray, provenance, noise, *, domain=None, input_labels: Labels | None = None):
         self.shape = tuple(int(n) for n in shape)
         self._cells = np.asarray(cells, dtype=float).reshape(self.shape)
         self.provenance = provenance
         self._noise = noise
         self.domain = domain
+        #: Public descriptions of the input (columns, units, file): :class:`~dprange.answers.describe.Labels`.
+        self.input_labels = input_labels if input_labels is not None else Labels()
+
+    def with_labels(self, columns=None, units=None, source=None) -> DataAwareGridRelease:
+        """This release described (columns, units, input file), saved in its JSON (a copy)."""
+        labelled = copy.copy(self)
+        labelled.input_labels = Labels.of(columns, units, source)
+        return labelled
 
     mechanism = property(lambda self: self.provenance.mechanism)
     epsilon = property(lambda self: self.provenance.epsilon)
@@ -153,12 +163,13 @@ class DataAwareGridRelease:
         no standard errors (``error_bars`` says why)."""
         return {
             "kind": "data_aware_grid_release",
-            "version": 1,
+            "version": 2,  # 2 adds the self-description (dprange.answers.describe); 1 still loads
             "shape": list(self.shape),
             "provenance": self.provenance.to_dict(),
             "error_bars": DATA_DEPENDENT_ERROR_BARS,
             "counts": self._cells.ravel().tolist(),
             "domain": None if self.domain is None else self.domain.to_dict(),
+            **self_description(self.input_labels, self.provenance, data_dependent=True),
         }
 
     def to_json(self) -> str:
@@ -182,7 +193,8 @@ class DataAwareGridRelease:
             domain = None if data["domain"] is None else ProductDomain.from_dict(data["domain"])
         except (KeyError, TypeError) as exc:
             raise DataError(f"the saved data-aware grid release is incomplete or malformed ({exc!r})") from None
-        return cls(shape, cells, provenance, _NotSaved(), domain=domain)
+        labels = Labels.from_dict(data.get("input"))
+        return cls(shape, cells, provenance, _NotSaved(), domain=domain, input_labels=labels)
 
     def __repr__(self) -> str:
         return f"DataAwareGridRelease(shape={list(self.shape)}, mechanism={self.mechanism!r}, epsilon={self.epsilon})"

@@ -16,6 +16,7 @@ from .._validation import fit_budget
 from ..answers.bounded_json import ANY, sized
 from ..answers.bounded_json import loads as bounded_loads
 from ..answers.constrained import constrain
+from ..answers.describe import Labels
 from ..answers.grid import GridRelease, design_digest
 from ..domain import ProductDomain
 from ..errors import DataError, ParameterError
@@ -405,7 +406,10 @@ def load_grid_release(text) -> GridRelease:
         raise DataError(f"the saved grid release is incomplete or malformed ({exc!r})") from None
     estimate = mech.estimate(shape, meas)
     kept = mech.parameters() | ({} if described is None else {"strategy": described})
-    release = GridRelease(shape, estimate, meas, mechanism=cls.name, parameters=kept, domain=domain)
+    labels = Labels.from_dict(data.get("input"))  # version 2 describes its input; absent in version 1
+    release = GridRelease(
+        shape, estimate, meas, mechanism=cls.name, parameters=kept, domain=domain, input_labels=labels
+    )
     unit = data.get("privacy_unit")
     if unit is not None:
         if not isinstance(unit, dict) or not isinstance(unit.get("epsilon"), (int, float)):

@@ -32,9 +32,11 @@ by at most 1 under replace; each mechanism's docstring states its sensitivity.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 import numpy as np
 
+from ..answers.describe import Labels, self_description
 from ..errors import DataError, ParameterError
 from ..privacy.exact_choice import MAX_GRID
 from ..registry import QUANTILE_METHODS, Citation, Entry
@@ -126,6 +128,25 @@ class QuantilesResult:
                 "simultaneous_upper": both[1].tolist(),
             }
         return out
+
+    def to_document(self, alpha: float = 0.05, *, labels: Labels | None = None, explanation: str = "") -> dict:
+        """The result as a self-describing saved file (``"kind": "quantiles"``, version 1; the
+        published schema, :mod:`dprange.answers.describe`): :meth:`to_dict` with the input's
+        ``labels``, the privacy statement in words, the software and ``explanation``."""
+        guarantee = SimpleNamespace(
+            epsilon=self.epsilon,
+            delta=0.0,
+            neighbours=self.neighbours,
+            total=True if self.neighbours == "replace" else None,  # replace: the number of records is public
+            seeded=self.seeded,
+        )
+        return {
+            "kind": "quantiles",
+            "version": 1,
+            **self_description(labels or Labels(), guarantee, public_domain=self.bounds_source == "public"),
+            "explanation": explanation,
+            **self.to_dict(alpha),
+        }
 
     def __repr__(self) -> str:
         return (
