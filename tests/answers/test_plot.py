@@ -119,14 +119,13 @@ def test_histogram_of_more_bins_than_steps_draws_each_run_as_its_range(drawn):
     assert "narrower than a pixel" in caption
 
 
-def test_column_and_units_default_to_what_the_release_records(ages, drawn, monkeypatch):
+def test_column_and_units_default_to_what_the_release_records(ages, drawn):
     draw(plot.plot_cdf, ages)
     assert drawn[-1][1].get_xlabel() == "value" and drawn[-1][2] == "Cumulative distribution"
-    monkeypatch.setattr(type(ages), "column", "income", raising=False)  # the field a release may carry
-    monkeypatch.setattr(type(ages), "units", "USD", raising=False)
-    draw(plot.plot_histogram, ages)
+    labelled = ages.with_labels("income", "USD")  # what the release records (Release.input_labels)
+    draw(plot.plot_histogram, labelled)
     assert drawn[-1][1].get_xlabel() == "income (USD)" and drawn[-1][2] == "Histogram of income"
-    draw(plot.plot_histogram, ages, column="age", units="years")  # the arguments win
+    draw(plot.plot_histogram, labelled, column="age", units="years")  # the arguments win
     assert drawn[-1][1].get_xlabel() == "age (years)"
 
 

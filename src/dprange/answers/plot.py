@@ -251,15 +251,12 @@ def plot_heatmap(
             for d, n in zip(axes, release.shape)
         )
         stderr = float(np.median(release.marginal((0, 1)).stderr))
-        recorded = getattr(release, "columns", None) or getattr(release, "column", None)
-        if labels is None and isinstance(recorded, list | tuple) and len(recorded) == 2:
+        recorded, recorded_units = style.recorded_columns(release)
+        if labels is None and recorded and len(recorded) == 2:
             labels = (str(recorded[0]), str(recorded[1]))
         first, second = labels or ("axis 0", "axis 1")
-        if units is None:
-            recorded_units = getattr(release, "units", None)
-            units = (
-                tuple(recorded_units) if isinstance(recorded_units, list | tuple) and len(recorded_units) == 2 else None
-            )
+        if units is None and recorded_units and len(recorded_units) == 2:
+            units = tuple(recorded_units)
         first_units, second_units = units or (None, None)
         fig, ax = style.new_figure(plt, heatmap=True)
         mesh = ax.pcolormesh(x, y, counts.T, shading="flat", cmap=style.HEATMAP_CMAP)

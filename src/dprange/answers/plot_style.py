@@ -59,15 +59,23 @@ def pyplot():
     return plt
 
 
+def recorded_columns(release) -> tuple[list[str] | None, list | None]:
+    """The column names and units the release records (``release.input_labels``:
+    :class:`dprange.answers.describe.Labels`), each None where it records none."""
+    labels = getattr(release, "input_labels", None)
+    columns = list(getattr(labels, "columns", ()) or ()) or None
+    units = list(getattr(labels, "units", ()) or ()) or None
+    return columns, units
+
+
 def describe_column(release, column: str | None, units: str | None) -> tuple[str | None, str | None]:
     """The column name and units to show: the arguments if given, else what the release records
-    (``release.column`` / ``release.units`` where it has them), else None."""
-    if column is None:
-        column = getattr(release, "column", None)
-        if isinstance(column, list | tuple):
-            column = ", ".join(str(c) for c in column)
-    if units is None:
-        units = getattr(release, "units", None)
+    (:func:`recorded_columns`), else None."""
+    columns, recorded_units = recorded_columns(release)
+    if column is None and columns:
+        column = ", ".join(str(c) for c in columns)
+    if units is None and recorded_units and len(recorded_units) == 1:
+        units = recorded_units[0]
     return (None if column is None else str(column)), (None if units is None else str(units))
 
 

@@ -319,7 +319,7 @@ def report_html(
     release was read from, named in the footer."""
     grid = isinstance(release, GridRelease)
     if grid:
-        recorded = getattr(release, "columns", None) or getattr(release, "column", None)
+        recorded, _ = plot_style.recorded_columns(release)
         columns = list(column) if isinstance(column, list | tuple) else (list(recorded) if recorded else None)
         name = " × ".join(columns) if columns else None
         body = grid_body(release, columns, alpha)
