@@ -28,8 +28,8 @@ def test_release_report_is_the_page_of_the_saved_release(csv_file, tmp_path, cap
     loaded = again.read_text(encoding="utf-8")
     assert quantile_rows(loaded) == quantile_rows(direct) and len(quantile_rows(direct)) == 10
     assert "from r.json" in loaded  # the footer names the release file
-    code, _, err = run_cli(["report", out, "-o", tmp_path / "plain.html"], capsys)
-    assert code == 0 and "<h1>Private release</h1>" in (tmp_path / "plain.html").read_text(encoding="utf-8")
+    code, _, err = run_cli(["report", out, "-o", tmp_path / "plain.html"], capsys)  # the column the JSON records
+    assert code == 0 and "<h1>Private release of age</h1>" in (tmp_path / "plain.html").read_text(encoding="utf-8")
 
 
 def test_report_of_a_grid_release_has_its_heatmap(tmp_path, capsys):
