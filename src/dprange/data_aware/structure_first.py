@@ -21,7 +21,7 @@ get eps1 / (k - 1) each: when the data say little the draw is a uniform partitio
 sequential draws' stick-breaking (most buckets in the leftmost cells).
 
 Step 2, the counts (the rest, eps2).  A level-uniform tree over the k buckets (the *top*,
-branching ``branching``, its root the total: unmeasured, or public under replace) whose leaves
+branching ``tree_branching``, its root the total: unmeasured, or public under replace) whose leaves
 are the bucket totals, and with ``within="hierarchy"`` (default; the authors' code, Hay et
 al.'s tree in every bucket) inside every bucket of two or more bins a level-uniform tree down to
 its bins, its root being the bucket's node.  Every node gets discrete-Laplace noise; along every
@@ -37,7 +37,7 @@ not depend on the counts: the boundaries cannot lower its error, only reshape th
 range costs about the same in any partition into few buckets).  So the boundaries get a small
 share (``ratio`` 0.05: the counts' variances are 1 / 0.95^2 = 1.11 times those with all of
 epsilon) and few buckets (k = 8, branching 8: a range crosses few bucket edges, and the top
-adds one level).  All of n, k, F, ``grid``, ``branching`` and ``ratio`` are public; nothing
+adds one level).  All of n, k, F, ``grid``, ``tree_branching`` and ``ratio`` are public; nothing
 reads the total.
 
 Error bars.  Given the boundaries the "hierarchy" estimate is unbiased, and its exact
@@ -517,7 +517,7 @@ class StructureFirst(Mechanism):
             default="hierarchy",
         ),
         Param(
-            "branching",
+            "tree_branching",
             Integer(2),
             "branching factor of the tree over the buckets and of the trees inside them",
             default=8,
@@ -529,7 +529,7 @@ class StructureFirst(Mechanism):
     ratio: float
     grid: int
     within: str
-    branching: int
+    tree_branching: int
 
     def cell_size(self, n: int) -> int:
         if self.grid:
@@ -567,7 +567,7 @@ class StructureFirst(Mechanism):
 
     def strategy(self, n: int) -> TreeStrategy:
         """The data-free shape checked before any count is read: the tree over n bins (one bucket)."""
-        return TreeStrategy(n, self.branching, measure_root=False, known_total=self.neighbours == "replace")
+        return TreeStrategy(n, self.tree_branching, measure_root=False, known_total=self.neighbours == "replace")
 
     def noise_specs(self, strategy, epsilon: float, delta: float) -> list[NoiseSpec]:
         """The noise of the deepest possible path's nodes (the finest a release can add):
@@ -576,7 +576,7 @@ class StructureFirst(Mechanism):
         kind = self.noise_kind(check_delta(delta))
         n = strategy.n
         _, k = self.bucket_count(n)
-        longest = tree_height(k, self.branching) + 1 + tree_height(n, self.branching)
+        longest = tree_height(k, self.tree_branching) + 1 + tree_height(n, self.tree_branching)
         _, rest = self.budgets(epsilon, 1 < k)
         return [laplace_spec(rest / longest, self.changed(), kind)]
 
@@ -627,7 +627,7 @@ class StructureFirst(Mechanism):
         choose = 1 < k < edges.size - 1
         eps_boundaries, eps_counts = self.budgets(epsilon, choose)
         starts = self.boundaries(counts, eps_boundaries, source)
-        trees = BucketTrees(starts, n, self.branching, self.within == "hierarchy", self.neighbours == "replace")
+        trees = BucketTrees(starts, n, self.tree_branching, self.within == "hierarchy", self.neighbours == "replace")
         measurements = trees.measure(counts, trees.specs(eps_counts, kind, self.changed()), eps_counts, source, kind)
         estimate = trees.estimate(measurements)
         steps = ([step("boundaries", eps_boundaries)] if choose else []) + [step("measure", eps_counts)]
