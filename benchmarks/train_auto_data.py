@@ -8,10 +8,12 @@ epsilon, on both workloads (prefix: all n prefixes; all-range: 2000 random range
 The error is the mean squared error per query over scale^2, averaged over the trials of a cell;
 the features are auto-data's own noisy features of each trial (AutoData.features).
 
-Fits (both are tried; the one of lower leave-one-shape-out mean regret ships):
+Fits (each with every ``--margins`` value; the one of least leave-one-shape-out geometric-mean
+regret among those never worse than ``auto`` by more than ``--to-auto`` in a cell ships):
 
-* ridge: per data-aware candidate, ridge regression of log(MSE / MSE of auto) on the quadratic
-  expansion of the standardised features; the least prediction wins (auto is 0);
+* ridge: per data-aware candidate, ridge regression of log(MSE / MSE of auto) (clipped to
+  +-``--clip``) on the quadratic expansion of the standardised features; the least prediction
+  plus the margin wins (auto is 0);
 * tree: a cost-sensitive decision tree (depth <= ``--depth``, leaves of >= ``--leaf`` rows)
   splitting on feature quantiles to minimise the summed log-ratio of each leaf's best candidate.
 
@@ -22,7 +24,7 @@ releases) and the ratio to ``auto``.  Outputs: the selector JSON (shipped in the
 validation JSON with the per-cell figures and the leave-one-shape-out models (for
 benchmarks/dpbench_authors.py).
 
-    nice python benchmarks/train_auto_data.py [--trials 6] [--domains 256,1024]
+    nice python benchmarks/train_auto_data.py [--trials 6] [--domains 64,256,1024]
         [--scales 1e3,1e4,1e5,1e6,1e7] [--measurements FILE.jsonl] [--reuse]
         [--selector src/dprange/data_aware/auto_data_selector.json] [--validation FILE.json]
 """
@@ -186,23 +188,24 @@ def table(rows):
     return x, ratio, keys, per_row
 
 
-def fit_ridge(x, ratio, alpha: float) -> Selector:
+def fit_ridge(x, ratio, alpha: float, margin: float) -> Selector:
     centre, spread = x.mean(axis=0), x.std(axis=0)
     spread[spread == 0] = 1.0
     basis = quadratic((x - centre) / spread)
     penalty = alpha * np.eye(basis.shape[1])
     penalty[0, 0] = 0.0
     coef = np.linalg.solve(basis.T @ basis + penalty, basis.T @ ratio[:, 1:])
-    model = {"mean": centre, "scale": spread, "coef": coef.tolist(), "alpha": alpha}
+    model = {"mean": centre, "scale": spread, "coef": coef.tolist(), "alpha": alpha, "margin": margin}
     return Selector("ridge", CANDIDATES, model)
 
 
-def fit_tree(x, ratio, depth: int, leaf: int) -> Selector:
+def fit_tree(x, ratio, depth: int, leaf: int, margin: float) -> Selector:
     nodes: list[dict] = []
+    penalty = np.array([0.0] + [margin] * (ratio.shape[1] - 1))
 
     def grow(index: np.ndarray, level: int) -> int:
         position = len(nodes)
-        cost = ratio[index].sum(axis=0)
+        cost = ratio[index].sum(axis=0) + penalty * index.size
         nodes.append({"leaf": int(np.argmin(cost))})
         if level == depth or index.size < 2 * leaf:
             return position
@@ -213,7 +216,9 @@ def fit_tree(x, ratio, depth: int, leaf: int) -> Selector:
                 left = values <= threshold
                 if left.sum() < leaf or (~left).sum() < leaf:
                     continue
-                split = ratio[index[left]].sum(axis=0).min() + ratio[index[~left]].sum(axis=0).min()
+                split = (ratio[index[left]].sum(axis=0) + penalty * left.sum()).min() + (
+                    ratio[index[~left]].sum(axis=0) + penalty * (~left).sum()
+                ).min()
                 if split < best[0] - 1e-9:
                     best = (split, feature, float(threshold))
         if best[1] is None:
@@ -226,11 +231,17 @@ def fit_tree(x, ratio, depth: int, leaf: int) -> Selector:
         return position
 
     grow(np.arange(x.shape[0]), 0)
-    return Selector("tree", CANDIDATES, {"nodes": nodes, "depth": depth, "min_leaf": leaf})
+    return Selector("tree", CANDIDATES, {"nodes": nodes, "depth": depth, "min_leaf": leaf, "margin": margin})
 
 
 def fit(kind: str, x, ratio, args) -> Selector:
-    return fit_ridge(x, ratio, args.alpha) if kind == "ridge" else fit_tree(x, ratio, args.depth, args.leaf)
+    """The model of this kind, with the training range of every feature (inputs are clipped to it)."""
+    if kind == "ridge":
+        selector = fit_ridge(x, np.clip(ratio, -args.clip, args.clip), args.alpha, args.margin)
+    else:
+        selector = fit_tree(x, ratio, args.depth, args.leaf, args.margin)
+    selector.model.update(lower=x.min(axis=0), upper=x.max(axis=0))
+    return selector
 
 
 # ----------------------------------------------------------------------------- validation
@@ -284,27 +295,49 @@ def summary(cells: list[dict]) -> dict:
     }
 
 
+def pick(results: dict, to_auto: float) -> str:
+    """The fit of least leave-one-shape-out geometric-mean regret among those never worse than
+    ``auto`` by more than ``to_auto`` in any cell (all fits if none is)."""
+    safe = [k for k, v in results.items() if v["summary"]["to_auto_worst"] <= to_auto] or list(results)
+    return min(safe, key=lambda k: results[k]["summary"]["regret_geo_mean"])
+
+
+def always_auto(per_row, keys) -> dict:
+    """The regret of never choosing a data-aware mechanism, on the DPBench cells (the baseline)."""
+    cells: dict = {}
+    for i, key in enumerate(keys):
+        if key[0] in DPBENCH:
+            cells.setdefault(key, []).append(i)
+    regret = np.array([per_row[rows].mean(axis=0)[0] / per_row[rows].mean(axis=0).min() for rows in cells.values()])
+    return {"regret_geo_mean": float(np.exp(np.log(regret).mean())), "regret_worst": float(regret.max())}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=6)
-    parser.add_argument("--domains", default="256,1024")
+    parser.add_argument("--domains", default="64,256,1024")
     parser.add_argument("--scales", default="1e3,1e4,1e5,1e6,1e7")
     parser.add_argument("--shapes", default=",".join(DPBENCH + SYNTHETIC))
-    parser.add_argument("--measurements", default="auto_data_training.jsonl")
+    parser.add_argument("--measurements", default="auto_data_training.jsonl", help="comma-separated with --reuse")
     parser.add_argument("--reuse", action="store_true", help="fit on the measurements file without measuring")
     parser.add_argument("--selector", default=SELECTOR)
     parser.add_argument("--validation", default="auto_data_validation.json")
-    parser.add_argument("--alpha", type=float, default=1.0, help="ridge penalty")
-    parser.add_argument("--depth", type=int, default=4, help="tree depth")
-    parser.add_argument("--leaf", type=int, default=40, help="tree: least rows per leaf")
+    parser.add_argument("--alpha", type=float, default=10.0, help="ridge penalty")
+    parser.add_argument("--depth", type=int, default=3, help="tree depth")
+    parser.add_argument("--leaf", type=int, default=300, help="tree: least rows per leaf")
+    parser.add_argument("--margins", default="0,0.25,0.5,0.75", help="log-ratios a data-aware choice must beat auto by")
+    parser.add_argument("--to-auto", type=float, default=1.2, help="the shipped fit's worst cell against auto")
+    parser.add_argument("--clip", type=float, default=3.0, help="ridge: targets clipped to +-clip (log-ratio)")
     args = parser.parse_args(argv)
 
     def log(text):
         print(text, file=sys.stderr, flush=True)
 
     if args.reuse:
-        with open(args.measurements) as handle:
-            rows = [json.loads(line) for line in handle]
+        rows = []
+        for path in args.measurements.split(","):
+            with open(path) as handle:
+                rows += [json.loads(line) for line in handle]
     else:
         domains = [int(v) for v in args.domains.split(",")]
         scales = [int(float(v)) for v in args.scales.split(",")]
@@ -312,28 +345,39 @@ def main(argv=None) -> int:
     x, ratio, keys, per_row = table(rows)
     results = {}
     for kind in ("ridge", "tree"):
-        cells, models = validate(kind, x, ratio, keys, per_row, args)
-        results[kind] = {"summary": summary(cells), "cells": cells, "models": models}
-        log(f"{kind}: {json.dumps(results[kind]['summary'])}")
-    kind = min(results, key=lambda k: results[k]["summary"]["regret_geo_mean"])
-    selector = fit(kind, x, ratio, args)
+        for margin in (float(m) for m in args.margins.split(",")):
+            fit_args = argparse.Namespace(**{**vars(args), "margin": margin})
+            cells, models = validate(kind, x, ratio, keys, per_row, fit_args)
+            name = f"{kind}-margin{margin:g}"
+            results[name] = {
+                "kind": kind,
+                "margin": margin,
+                "summary": summary(cells),
+                "cells": cells,
+                "models": models,
+            }
+            log(f"{name}: {json.dumps(results[name]['summary'])}")
+    chosen = pick(results, args.to_auto)
+    best = results[chosen]
+    selector = fit(best["kind"], x, ratio, argparse.Namespace(**{**vars(args), "margin": best["margin"]}))
     selector.training = {
-        "fit": kind,
+        "fit": chosen,
         "rows": int(x.shape[0]),
         "shapes": sorted({k[0] for k in keys}),
         "domains": sorted({k[1] for k in keys}),
         "scales": sorted({k[2] for k in keys}),
         "epsilons": sorted({k[3] for k in keys}),
         "trials": int(max(r["trial"] for r in rows) + 1),
-        "loso": results[kind]["summary"],
+        "loso": best["summary"],
+        "always_auto_loso": always_auto(per_row, keys),
         "script": "benchmarks/train_auto_data.py",
     }
     with open(args.selector, "w") as handle:
         json.dump(selector.to_dict(), handle, indent=1)
         handle.write("\n")
     with open(args.validation, "w") as handle:
-        json.dump({"shipped": kind, "features": list(FEATURES), **results}, handle)
-    print(json.dumps({"shipped": kind, **{k: v["summary"] for k, v in results.items()}}, indent=1))
+        json.dump({"shipped": chosen, "features": list(FEATURES), **results}, handle)
+    print(json.dumps({"shipped": chosen, **{k: v["summary"] for k, v in results.items()}}, indent=1))
     return 0
 
 

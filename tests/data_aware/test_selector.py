@@ -124,3 +124,16 @@ def test_shipped_selector_is_small_versioned_and_names_registered_mechanisms():
         10 ** rng.uniform(0, 8, 200), rng.uniform(1, 1024, 200), rng.uniform(0, 1, 200) * 1e4, 1024, 0.5, False
     )
     assert set(sel.choose(x)) <= set(sel.candidates)
+
+
+def test_inputs_outside_the_training_range_are_read_at_its_edge():
+    sel = tiny_tree()
+    k = len(FEATURES)
+    sel.model.update(lower=np.full(k, -1.0), upper=np.full(k, 0.4))
+    x = np.zeros((2, k))
+    x[:, 1] = [5.0, 5.0]  # clipped to 0.4 <= 1: mwem, whatever the concentration
+    x[:, 3] = [0.1, 0.9]
+    assert sel.choose(x) == ["mwem", "mwem"]
+    again = Selector.from_dict(json.loads(json.dumps(sel.to_dict())))
+    assert again.choose(x) == ["mwem", "mwem"]
+    np.testing.assert_array_equal(again.within_training(np.full((1, k), 3.0)), np.full((1, k), 0.4))

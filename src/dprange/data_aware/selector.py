@@ -13,9 +13,12 @@ better:
 
 * ``"ridge"``: for every data-aware candidate, a ridge regression of the log of its mean squared
   error over that of the data-independent ``auto`` on a quadratic expansion of the features;
-  the candidate of least predicted log-ratio wins (``auto`` predicts 0);
+  the candidate of least predicted log-ratio plus ``margin`` wins (``auto`` predicts 0);
 * ``"tree"``: a shallow cost-sensitive decision tree whose leaves name the candidate of least
-  mean log-ratio among the training rows that reach them.
+  mean log-ratio (plus ``margin`` for a data-aware one) among the training rows that reach them.
+
+``margin`` (a log error ratio) makes the choice conservative: a data-aware mechanism must be
+predicted to beat ``auto``, whose error is known exactly, by that much.
 """
 
 from __future__ import annotations
@@ -96,21 +99,31 @@ class Selector:
 
     def choose_index(self, x: np.ndarray) -> np.ndarray:
         """Index into ``candidates`` for every row of the feature matrix ``x``."""
-        x = np.atleast_2d(np.asarray(x, dtype=float))
+        x = self.within_training(x)
         if self.kind == "ridge":
             return np.argmin(self.predict(x), axis=1)
         if self.kind == "tree":
             return self._leaves(x)
         raise ParameterError(f"unknown selector kind {self.kind!r}; retrain with benchmarks/train_auto_data.py")
 
+    def within_training(self, x: np.ndarray) -> np.ndarray:
+        """The features clipped to the range seen in training (``lower``, ``upper``): outside it
+        the model would extrapolate (e.g. a quadratic in the number of bins), so an input past
+        the edge is read as the edge."""
+        x = np.atleast_2d(np.asarray(x, dtype=float))
+        if "lower" in self.model:
+            x = np.clip(x, self.model["lower"], self.model["upper"])
+        return x
+
     def choose(self, x: np.ndarray) -> list[str]:
         return [self.candidates[i] for i in self.choose_index(x)]
 
     def predict(self, x: np.ndarray) -> np.ndarray:
         """Ridge: predicted log error ratios to ``auto`` (rows x candidates; ``auto`` is 0)."""
-        basis = quadratic((np.atleast_2d(x) - self.model["mean"]) / self.model["scale"])
+        basis = quadratic((self.within_training(x) - self.model["mean"]) / self.model["scale"])
         coef = np.asarray(self.model["coef"], dtype=float)  # (basis, candidates - 1)
-        return np.concatenate([np.zeros((basis.shape[0], 1)), basis @ coef], axis=1)
+        margin = float(self.model.get("margin", 0.0))  # a data-aware choice must beat auto by this log-ratio
+        return np.concatenate([np.zeros((basis.shape[0], 1)), basis @ coef + margin], axis=1)
 
     def _leaves(self, x: np.ndarray) -> np.ndarray:
         """The tree's leaf choice for every row (all rows walk down together, one level a step)."""
@@ -144,7 +157,7 @@ class Selector:
         if data.get("format") != FORMAT or tuple(data.get("features", ())) != FEATURES:
             raise ParameterError("the auto-data selector file has another layout; retrain it")
         model = dict(data["model"])
-        for key in ("mean", "scale"):
+        for key in ("mean", "scale", "lower", "upper"):
             if key in model:
                 model[key] = np.asarray(model[key], dtype=float)
         return cls(data["kind"], tuple(data["candidates"]), model, dict(data.get("training", {})))
