@@ -1,5 +1,5 @@
 """DPBench's protocol on the 1-D (and 2-D) histograms: data-aware against data-independent
-mechanisms, each method's regret, the fit of ``auto-data``'s rule, and the speed targets.
+mechanisms, each method's regret, and the speed targets.
 
 Protocol (Hay, Machanavajjhala, Miklau, Chen and Zhang, "Principled Evaluation of
 Differentially Private Algorithms using DPBench", SIGMOD 2016): for each 1-D histogram of
@@ -12,10 +12,11 @@ default).  A method's regret on a setting is its error over the best method's er
 The 2-D part (:func:`accuracy_2d`) follows the same protocol on ../shared/data/dpbench/2D with
 the 2-D mechanisms of :func:`mechanisms_2d` (rows added there slot into the same table).
 
-Training / hold-out split of the 1-D shapes for ``auto-data``'s rule (``--fit`` searches its
-threshold on TRAINING only and reports the regret on HOLDOUT and on all): see TRAINING.
+The summary also reports on HOLDOUT, four shapes (the old two-feature rule of ``auto-data`` was
+fitted on the other four).  auto-data's selector is now trained and validated leave-one-shape-out
+by benchmarks/train_auto_data.py.
 
-    python benchmarks/dpbench.py [--quick] [--trials 10] [--shapes A,B] [--fit] [--json out.json]
+    python benchmarks/dpbench.py [--quick] [--trials 10] [--shapes A,B] [--json out.json]
 
 Last full run (10 trials, 192 1-D settings, 24 2-D; ``findings`` prints the counts): as in
 DPBench, data-aware methods win at the smallest scale on sparse shapes (35 of 40 settings)
@@ -40,7 +41,6 @@ from dpbench_2d import mechanisms as grid_mechanisms  # the sibling script: benc
 
 from dprange import DAWA, MWEM, AutoData, Flat, Hierarchical, StructureFirst, Wavelet
 from dprange.analysis import auto_mechanism
-from dprange.data_aware.auto_data import choose
 from dprange.mechanisms.grid import Quadtree
 from dprange.workloads import Prefix, RandomRanges, random_rectangles
 
@@ -57,9 +57,9 @@ FILES = {
     "MDSALARY": "GrossCompenMDSalary1.npy",
     "MDSALARY-FA": "GrossCompenMDSalary2_filtered.npy",
 }
-#: auto-data's rule is fitted on these shapes only (zero-bin fractions 0.98, 0.75, 0.21, 0.06).
+#: The four shapes the old two-feature rule was fitted on (zero-bin fractions 0.98, 0.75, 0.21, 0.06).
 TRAINING = ("ADULTFRANK", "MEDCOST", "HEPTH", "PATENT")
-#: never used for fitting (zero-bin fractions 0.97, 0.51, 0.83, 0.83).
+#: The other four (zero-bin fractions 0.97, 0.51, 0.83, 0.83).
 HOLDOUT = ("NETTRACE", "SEARCHLOGS", "MDSALARY", "MDSALARY-FA")
 SCALES = (10**3, 10**5, 10**7)
 EPSILONS = (0.1, 1.0)
@@ -106,7 +106,7 @@ def workloads_1d(n: int) -> dict:
 
 def accuracy_1d(shapes, trials: int, scales=SCALES, domains=DOMAINS, methods=None) -> list[dict]:
     """One row per (shape, domain, scale, epsilon, workload, method): the mean scaled error,
-    the per-trial errors, and auto-data's features per trial (for ``--fit``)."""
+    the per-trial errors, and auto-data's features per trial."""
     rows = []
     for name in shapes:
         for n in domains:
@@ -128,7 +128,7 @@ def accuracy_1d(shapes, trials: int, scales=SCALES, domains=DOMAINS, methods=Non
                                 errors.append(scaled_error(rel.estimate, counts, lo, hi, scale))
                                 if mname == "auto-data":
                                     f = rel.parameters["features"]
-                                    features.append([f["total"], f["nonempty"], f["epsilon_left"]])
+                                    features.append([f["total"], f["nonempty"], f["top"], f["epsilon_left"]])
                             row = {
                                 "dims": 1,
                                 "shape": name,
@@ -258,42 +258,6 @@ def findings(rows: list[dict]) -> dict:
     return out
 
 
-def fit_rule(rows: list[dict], shapes=TRAINING) -> dict:
-    """Search ``auto-data``'s thresholds (LOW, HIGH) on the training shapes: for each pair, the
-    mean regret (against the best single method) of choosing per trial by the rule from that
-    trial's noisy features; the best pair and its regret on training, hold-out and all shapes
-    (the hold-out figures use the fitted pair; they played no part in choosing it)."""
-    by_setting: dict = {}
-    for r in rows:
-        if r["dims"] == 1:
-            by_setting.setdefault(setting(r), {})[r["method"]] = r
-    names = {"structure-first": "structure-first", "dawa": "dawa", "data-independent": "auto"}
-
-    def regret(low, high, chosen_shapes):
-        out = []
-        for s, methods in by_setting.items():
-            if s[1] not in chosen_shapes or "auto-data" not in methods:
-                continue
-            best = min(m["error"] for k, m in methods.items() if k != "auto-data")
-            errors = []
-            for t, (total, nonempty, eps_left) in enumerate(methods["auto-data"]["features"]):
-                errors.append(methods[names[choose(total, nonempty, eps_left, low, high)]]["errors"][t])
-            out.append(np.mean(errors) / best)
-        return float(np.mean(out)) if out else float("nan")
-
-    grid = [round(float(v), 3) for v in np.geomspace(0.1, 1e3, 25)]
-    train = {(lo, hi): regret(lo, hi, shapes) for lo in [0.0, *grid] for hi in grid if hi >= lo}
-    low, high = min(train, key=train.get)
-    holdout = [s for s in FILES if s not in shapes]
-    return {
-        "low": low,
-        "high": high,
-        "training_regret": train[(low, high)],
-        "holdout_regret": regret(low, high, holdout),
-        "all_regret": regret(low, high, list(FILES)),
-    }
-
-
 def cpu(fn, repeats: int = 3) -> float:
     """Median CPU seconds (this process, all threads) of ``fn``."""
     times = []
@@ -335,7 +299,6 @@ def main() -> None:
     parser.add_argument("--shapes", help="comma-separated 1-D shapes (default: all)")
     parser.add_argument("--no-2d", action="store_true", help="skip the 2-D part")
     parser.add_argument("--no-speed", action="store_true", help="skip the timings")
-    parser.add_argument("--fit", action="store_true", help="fit auto-data's threshold on the training shapes")
     parser.add_argument("--json", help="write the results here")
     parser.add_argument(
         "--merge", help="comma-separated JSON files of earlier runs: report on their rows together (later files win)"
@@ -372,8 +335,6 @@ def report(rows: list[dict], out: dict, args) -> None:
     out["summary_all"] = summary(rows)
     out["summary_holdout"] = summary(rows, HOLDOUT)
     out["findings"] = findings(rows)
-    if args.fit:
-        out["fit"] = fit_rule(rows)
     print(json.dumps({k: v for k, v in out.items() if k != "timings_cpu_s"}, indent=1))
     if args.json:
         with open(args.json, "w") as fh:

@@ -29,6 +29,7 @@ from dprange.cli import main
 from dprange.cli.ldp import ldp
 from dprange.data_aware.hilbert import hilbert_sequence
 from dprange.data_aware.partition import partition_noise, scaled_deviations
+from dprange.data_aware.selector import Selector
 from dprange.inference.dispatch import NonlinearEstimate
 from dprange.measurements import LinearMeasurement, Measurements
 from dprange.optimize import cache as optimized
@@ -818,3 +819,16 @@ def plotted_grid_release():
     columns = np.column_stack([rng.integers(0, 10, 800), rng.integers(0, 8, 800)])
     domain = dprange.ProductDomain([dprange.Domain.integers(0, 9), dprange.Domain.integers(0, 7)])
     return dprange.release_grid(columns, domain, 1.0, mechanism="kronecker", rng=2)
+
+
+def split_selector(candidates: tuple[str, str, str]) -> Selector:
+    """A two-split tree selector: the third candidate when log10(N epsilon / Z) <= 1, else the
+    first when the heaviest bins hold at most half of N, else the second (auto-data's tests)."""
+    nodes = [
+        {"feature": 1, "threshold": 1.0, "left": 1, "right": 2},
+        {"leaf": 2},
+        {"feature": 3, "threshold": 0.5, "left": 3, "right": 4},
+        {"leaf": 0},
+        {"leaf": 1},
+    ]
+    return Selector("tree", candidates, {"nodes": nodes})

@@ -188,7 +188,9 @@ def test_registered_names_match_what_interprets_them():
 def test_every_nameable_mechanism_releases_by_name(name):
     rel = dprange.release(np.arange(8), Domain.integers(0, 7), 1.0, mechanism=name, rng=2)
     if getattr(MECHANISMS[name].factory, "data_aware", False):  # no data-free error model
-        assert rel.mechanism == name and not rel.exact_error_bars
+        chosen = rel.parameters.get("chosen")  # auto-data: exact bars exactly when its choice is data-independent
+        independent = chosen in MECHANISMS and not getattr(MECHANISMS[chosen].factory, "data_aware", False)
+        assert rel.mechanism == name and rel.exact_error_bars == independent
         return
     model = make_mechanism(name).error_model(8, 1.0)
     assert rel.mechanism == name

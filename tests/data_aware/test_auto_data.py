@@ -13,43 +13,54 @@ import pytest
 from _helpers import grid_neighbours
 
 from dprange import AutoData
-from dprange.data_aware.auto_data import HIGH, LOW, choose
+from dprange.data_aware.auto_data import choose, choose_many
+from dprange.data_aware.selector import Selector, feature_matrix, shipped, top_mass
 from dprange.data_aware.steps import laplace_spec, spent
 
 
-def feature_pmf(x, mech: AutoData, epsilon: float, grid: np.ndarray) -> np.ndarray:
-    """P(noisy total = t, noisy non-empty bins = z) on grid x grid (the total is exact under replace)."""
-    eps_total, eps_nonempty, _ = mech.shares(epsilon)
-    nonempty = laplace_spec(eps_nonempty, 1).pmf(grid - np.count_nonzero(x))
+def feature_pmf(x, mech: AutoData, epsilon: float, grid: np.ndarray, boost: float = 1.0) -> np.ndarray:
+    """P(noisy total = t, noisy non-empty bins = z, noisy top mass = h) on grid^3 (the total is
+    exact under replace), from the definition of each step's noise; ``boost`` multiplies each
+    step's epsilon (2: half the noise)."""
+    eps_total, eps_nonempty, eps_top, _ = mech.shares(epsilon)
+    nonempty = laplace_spec(boost * eps_nonempty, 1).pmf(grid - np.count_nonzero(x))
+    top = laplace_spec(boost * eps_top, 1).pmf(grid - top_mass(np.asarray(x)))
     if mech.neighbours == "replace":
         total = (grid == int(np.sum(x))).astype(float)
     else:
-        total = laplace_spec(eps_total, 1).pmf(grid - int(np.sum(x)))
-    return np.outer(total, nonempty)
+        total = laplace_spec(boost * eps_total, 1).pmf(grid - int(np.sum(x)))
+    return total[:, None, None] * nonempty[None, :, None] * top[None, None, :]
+
+
+def worst_feature_loss(mech: AutoData, epsilon: float, boost: float = 1.0) -> float:
+    """max over every dataset on 3 bins of counts 0..2, its neighbours and every feature output
+    on the grid of |log P_x(o) / P_y(o)|."""
+    grid = np.arange(-25, 31)
+    worst = 0.0
+    for x in itertools.product(range(3), repeat=3):
+        x = np.array(x)
+        p = feature_pmf(x, mech, epsilon, grid, boost)
+        for y in grid_neighbours(x, mech.neighbours):
+            q = feature_pmf(y, mech, epsilon, grid, boost)
+            if mech.neighbours == "replace":  # the public total is the same on both sides
+                assert np.array_equal(p > 0, q > 0)
+            mask = (p > 1e-250) & (q > 1e-250)
+            assert mask.any()
+            worst = max(worst, float(np.abs(np.log(p[mask] / q[mask])).max()))
+    return worst
 
 
 @pytest.mark.parametrize("neighbours", ["add_remove", "replace"])
 def test_feature_step_is_private_to_its_declared_share(neighbours):
     epsilon = 2.0
     mech = AutoData(feature_share=0.3, neighbours=neighbours)
-    eps_total, eps_nonempty, _ = mech.shares(epsilon)
-    budget = eps_total + eps_nonempty
-    grid = np.arange(-60, 70)
-    worst = 0.0
-    for x in itertools.product(range(3), repeat=3):
-        x = np.array(x)
-        p = feature_pmf(x, mech, epsilon, grid)
-        for y in grid_neighbours(x, neighbours):
-            q = feature_pmf(y, mech, epsilon, grid)
-            both = (p > 1e-300) | (q > 1e-300)
-            assert np.all((p > 1e-300) == (q > 1e-300)) or neighbours == "replace"
-            mask = (p > 1e-250) & (q > 1e-250)
-            if neighbours == "replace":  # the public total is the same on both sides
-                assert np.array_equal(p > 0, q > 0)
-            worst = max(worst, float(np.abs(np.log(p[mask] / q[mask])).max()))
-            assert both.any()
+    eps_total, eps_nonempty, eps_top, rest = mech.shares(epsilon)
+    budget = eps_total + eps_nonempty + eps_top
+    assert budget == pytest.approx(0.3 * epsilon) and (eps_total == 0) == (neighbours == "replace")
+    worst = worst_feature_loss(mech, epsilon)
     assert worst <= budget * (1 + 1e-9)
     assert worst >= 0.99 * budget  # tight: the features do depend on the data
+    assert worst_feature_loss(mech, epsilon, boost=2.0) > 1.5 * budget  # half the noise: not private
 
 
 def test_sampled_features_follow_their_distribution_and_are_reproducible():
@@ -58,60 +69,82 @@ def test_sampled_features_follow_their_distribution_and_are_reproducible():
     a = mech.features(x, 1.0, np.random.default_rng(4))
     b = mech.features(x, 1.0, np.random.default_rng(4))
     assert a == b
-    draws = [mech.features(x, 1.0, np.random.default_rng(s))[:2] for s in range(3000)]
-    totals = np.array([d[0] for d in draws])
-    nonempty = np.array([d[1] for d in draws])
-    eps_total, eps_nonempty, _ = mech.shares(1.0)
-    assert abs(totals.mean() - 12) < 4 * laplace_spec(eps_total, 1).variance ** 0.5 / math.sqrt(3000)
-    assert abs(nonempty.mean() - 3) < 4 * laplace_spec(eps_nonempty, 1).variance ** 0.5 / math.sqrt(3000)
-    assert set(np.unique(totals - 12)) >= {-1, 0, 1}
+    draws = np.array([mech.features(x, 1.0, np.random.default_rng(s))[:3] for s in range(3000)])
+    eps_total, eps_nonempty, eps_top, _ = mech.shares(1.0)
+    for column, truth, eps in ((0, 12, eps_total), (1, 3, eps_nonempty), (2, 7, eps_top)):
+        spec = laplace_spec(eps, 1)
+        assert abs(draws[:, column].mean() - truth) < 4 * spec.variance**0.5 / math.sqrt(3000)
+        assert abs(draws[:, column].var() - spec.variance) < 0.15 * spec.variance
+        assert set(np.unique(draws[:, column] - truth)) >= {-1, 0, 1}
 
 
-def test_rule_thresholds():
-    assert choose(1000, 100, 0.1 * LOW * 0.99) == "structure-first"  # signal = 1000 eps / 100
-    assert choose(1000, 100, 0.1 * LOW) == "dawa"
-    assert choose(1000, 100, 0.1 * HIGH * 0.99) == "dawa"
-    assert choose(1000, 100, 0.1 * HIGH) == "data-independent"
-    assert choose(10**7, 10, 1.0) == "data-independent"
-    assert choose(-5, -3, 1.0) == "dawa"  # noisy features below 1 are read as 1: signal = epsilon
+def test_choice_is_the_selector_on_the_noisy_features():
+    """choose / choose_many are the selector applied to feature_matrix (post-processing)."""
+    sel = shipped()
+    rng = np.random.default_rng(2)
+    total, nonempty, top = 10 ** rng.uniform(1, 7, 50), rng.uniform(-5, 300, 50), rng.uniform(0, 1e5, 50)
+    for tuned in ("prefix", "all-range"):
+        names = choose_many(total, nonempty, top, 256, 0.3, tuned)
+        assert names == sel.choose(feature_matrix(total, nonempty, top, 256, 0.3, tuned == "prefix"))
+        assert choose(total[3], nonempty[3], top[3], 256, 0.3, tuned) == names[3]
 
 
-def test_branches_accounting_and_error_bars():
+def forced(choice: str) -> Selector:
+    """A one-leaf selector that always names ``choice``."""
+    return Selector("tree", ("auto", choice), {"nodes": [{"leaf": 1 if choice != "auto" else 0}]})
+
+
+@pytest.mark.parametrize("choice", ["auto", "dawa", "mwem", "structure-first"])
+def test_every_branch_accounting_and_error_bars(choice):
+    """Each candidate the selector can name runs with the epsilon left after the three feature
+    steps; the steps sum to epsilon exactly; a data-independent release keeps its exact bars."""
+    x = np.random.default_rng(0).integers(0, 50, 256)
+    x[100:180] = 0
+    epsilon = 0.8
+    mech = AutoData(feature_share=0.1, tuned_for="prefix")
+    mech.selector = forced(choice)
+    r = mech.release(x, epsilon, rng=3)
+    f = r.parameters["features"]
+    rest = mech.shares(epsilon)[3]
+    assert f["epsilon_left"] == rest and r.mechanism == "auto-data"
+    expected = mech.independent(256, rest).name if choice == "auto" else choice
+    assert r.parameters["chosen"] == expected
+    steps = r.parameters["private_steps"]
+    assert [s["step"] for s in steps[:3]] == ["total", "nonempty", "top"]
+    assert spent(steps) <= Fraction(epsilon) and r.epsilon <= epsilon
+    assert float(spent(steps)) == pytest.approx(epsilon)
+    np.testing.assert_array_equal(r.estimate, mech.release(x, epsilon, rng=3).estimate)
+    if choice != "auto":
+        assert not r.exact_error_bars and r.provenance.data_dependent
+    else:  # given the choice, the data-independent release keeps its exact error bars
+        assert r.exact_error_bars
+        model = mech.independent(256, rest).error_model(256, rest)
+        assert r.range(0, 99).stderr == pytest.approx(math.sqrt(model.range_variance(0, 99)), rel=1e-9)
+
+
+def test_release_uses_the_shipped_selector_on_its_noisy_features():
     rng = np.random.default_rng(0)
-    sparse = np.zeros(256, dtype=np.int64)
-    sparse[[3, 70, 71, 200]] = 1
-    middle = np.zeros(256, dtype=np.int64)
-    middle[:40] = 1
-    dense = rng.integers(5000, 6000, 256)
-    # the data-independent branch: the least exact error, an optimised strategy on 256 bins
-    names = {"structure-first": "structure-first", "dawa": "dawa", "data-independent": "optimized"}
-    seen = set()
-    # (data, epsilon, share): signals N eps / Z about 0.25 (< LOW), 2 (in [LOW, HIGH)), 5000
-    for x, epsilon, share in ((sparse, 0.5, 0.5), (middle, 4.0, 0.5), (dense, 0.5, 0.05)):
-        mech = AutoData(feature_share=share)
-        r = mech.release(x, epsilon, rng=3)
+    for x, epsilon in ((np.zeros(512, dtype=np.int64), 0.1), (rng.integers(5000, 6000, 512), 1.0)):
+        x[[3, 70]] += 5
+        r = AutoData().release(x, epsilon, rng=1)
         f = r.parameters["features"]
-        expected = names[choose(f["total"], f["nonempty"], f["epsilon_left"])]
-        assert r.parameters["chosen"] == expected and r.mechanism == "auto-data"
-        seen.add(expected)
-        steps = r.parameters["private_steps"]
-        assert [s["step"] for s in steps[:2]] == ["total", "nonempty"]
-        assert spent(steps) <= Fraction(epsilon) and r.epsilon <= epsilon
-        assert float(spent(steps)) == pytest.approx(epsilon)
-        again = mech.release(x, epsilon, rng=3)
-        np.testing.assert_array_equal(r.estimate, again.estimate)
-        if expected != "optimized":
-            assert not r.exact_error_bars and r.provenance.data_dependent
-        else:  # given the choice, the data-independent release keeps its exact error bars
-            assert r.exact_error_bars
-            rest = f["epsilon_left"]
-            model = AutoData().independent(256, rest).error_model(256, rest)
-            assert r.range(0, 99).stderr == pytest.approx(math.sqrt(model.range_variance(0, 99)), rel=1e-9)
-    assert seen == {"structure-first", "dawa", "optimized"}
+        name = choose(f["total"], f["nonempty"], f["top"], 512, f["epsilon_left"], "all-range")
+        inner = AutoData().candidate(name, 512, f["epsilon_left"])[0]
+        assert r.parameters["chosen"] == inner.name
+
+
+def test_release_through_the_api_on_a_large_domain():
+    """dprange.release(..., mechanism="auto-data") checks its noise at the epsilon left (it used
+    to build the data-independent mechanism at epsilon 1 and refuse n >= 2048)."""
+    import dprange
+
+    values = np.random.default_rng(0).integers(0, 2048, 3000)
+    r = dprange.release(values, dprange.Domain.integers(0, 2047), 0.5, mechanism="auto-data", rng=0)
+    assert r.mechanism == "auto-data" and float(spent(r.parameters["private_steps"])) == pytest.approx(0.5)
 
 
 def test_replace_spends_nothing_on_the_public_total():
     r = AutoData(neighbours="replace").release(np.arange(16), 1.0, rng=1)
     names = [s["step"] for s in r.parameters["private_steps"]]
-    assert names[0] == "nonempty" and "total" not in names
+    assert names[:2] == ["nonempty", "top"] and "total" not in names
     assert r.parameters["features"]["total"] == float(np.arange(16).sum())

@@ -1,27 +1,27 @@
-"""``auto-data``: choose between the best data-independent mechanism and a data-aware one from
-private features of the data, in the spirit of Pythia (Kotsogiannis, Machanavajjhala, Hay and
-Miklau, "Pythia: Data Dependent Differentially Private Algorithm Selection", SIGMOD 2017).
+"""``auto-data``: choose among every registered 1-D mechanism (the data-independent ``auto``,
+DAWA, MWEM, StructureFirst) from private features of the data, in the spirit of Pythia
+(Kotsogiannis, Machanavajjhala, Hay and Miklau, "Pythia: Data Dependent Differentially Private
+Algorithm Selection", SIGMOD 2017).
 
-A declared share ``feature_share`` of epsilon buys two features: the noisy number of records
-N (free under replace neighbours, where it is public) and the noisy number of non-empty bins
-Z (discrete Laplace; one record changes it by at most 1 under both relations).  The rule, fitted
-on the training shapes of the DPBench 1-D histograms (``benchmarks/dpbench.py --fit``; the
-hold-out shapes were not used), then picks a mechanism that runs with the rest of epsilon:
+A declared share ``feature_share`` of epsilon buys three features, each a recorded private step
+with its own equal part of the share (discrete Laplace, sensitivity 1 under both relations):
 
-* ``structure-first`` (:class:`~dprange.data_aware.structure_first.StructureFirst`) when the signal per
-  non-empty bin, N epsilon / Z, is below ``LOW`` (the noise swamps the shape: few buckets win);
-* ``dawa`` (:class:`~dprange.data_aware.dawa.DAWA`, its bucket hierarchy chosen for the workload)
-  when it is below ``HIGH``;
-* otherwise the data-independent mechanism of least exact expected error on the workload
-  (:func:`~dprange.analysis.auto_mechanism`, at the remaining epsilon).
+* ``total``: the noisy number of records N (free under replace neighbours, where it is public);
+* ``nonempty``: the noisy number of non-empty bins (a record added or removed changes it by at
+  most 1; a record moved can empty one bin and fill another: -1 + 1);
+* ``top``: the noisy number of records in the n / 64 heaviest bins, how concentrated the mass is
+  (a maximum over bin sets of sums of counts: a record added or removed changes it by at most
+  1, a moved record by at most 1 as well, since the removal lowers it by 0 or 1 and the
+  addition raises it by 0 or 1).
 
-How the rule does on the training and the hold-out shapes: docs/data-aware.md, "Figures by
-module" (on some hold-out shapes DAWA alone does better: two features do not tell every shape
-apart).
+The choice is post-processing of those noisy features: a selector trained on public data only
+(:mod:`dprange.data_aware.selector`; the DPBench shapes and synthetic shapes, retrained by
+``benchmarks/train_auto_data.py``, validated leave-one-shape-out) names the mechanism, which
+runs with the rest of epsilon.  Its validation figures: docs/data-aware.md.
 
 Error bars: the features' noise is independent of the measurement noise, so given the choice
 a data-independent release keeps its exact error bars (its provenance lists the feature
-steps); a DAWA release has DAWA's noise-only ones.
+steps); a data-aware release has that mechanism's noise-only ones.
 """
 
 from __future__ import annotations
@@ -40,37 +40,39 @@ from ..mechanisms.base import Mechanism, check_counts
 from ..privacy.samplers import resolve_rng
 from ..registry import MECHANISMS, Citation
 from ..strategies.calibration import is_seeded
+from ..workloads import RandomRanges
 from .dawa import DAWA
+from .mwem import MWEM
+from .selector import Selector, feature_matrix, shipped, top_mass
 from .steps import SHARE, laplace_spec, spent, step
 from .structure_first import StructureFirst
 
-#: The fitted rule on the signal per non-empty bin, N epsilon / Z (records x epsilon): below
-#: LOW StructureFirst (few buckets win when noise swamps the shape), below HIGH DAWA, else the
-#: best data-independent mechanism.  Fitted by ``python benchmarks/dpbench.py --fit`` on the
-#: training shapes only (TRAINING there: ADULTFRANK, MEDCOST, HEPTH, PATENT), 10 trials, both
-#: domains, all scales, epsilons and workloads.
-LOW = 0.681
-
-
-HIGH = 68.129
-
-
 WORKLOADS = ("all-range", "prefix")
 
+#: The features, in the order of their private steps (``total`` is skipped under replace).
+FEATURE_STEPS = ("total", "nonempty", "top")
 
-def choose(total: float, nonempty: float, epsilon: float, low: float = LOW, high: float = HIGH) -> str:
-    """The rule: "structure-first", "dawa" or "data-independent" from the noisy features and
-    the epsilon left."""
-    signal = max(total, 1.0) * epsilon / max(nonempty, 1.0)
-    if signal < low:
-        return "structure-first"
-    return "dawa" if signal < high else "data-independent"
+#: MWEM tuned for all ranges selects among this many public random ranges (a fixed sample).
+MWEM_RANGES = 2000
+
+
+def choose_many(total, nonempty, top, n: int, epsilon: float, tuned_for: str, selector=None) -> list[str]:
+    """The selector's choices (candidate names: "auto", "dawa", "mwem", "structure-first") for
+    arrays of noisy features, the public number of bins, the epsilon left and the workload."""
+    x = feature_matrix(np.ravel(total), np.ravel(nonempty), np.ravel(top), n, epsilon, tuned_for == "prefix")
+    return (selector or shipped()).choose(x)
+
+
+def choose(total: float, nonempty: float, top: float, n: int, epsilon: float, tuned_for: str, selector=None) -> str:
+    """The selector's choice for one release's noisy features (post-processing: reads no data)."""
+    return choose_many(total, nonempty, top, n, epsilon, tuned_for, selector)[0]
 
 
 class AutoData(Mechanism):
-    """Choose StructureFirst, DAWA or the best data-independent mechanism from two private features (noisy
-    total, noisy number of non-empty bins) bought with ``feature_share`` of epsilon; see the
-    module docstring for the rule and where it was fitted."""
+    """Choose the data-independent ``auto``, DAWA, MWEM or StructureFirst from three private
+    features (noisy total, noisy number of non-empty bins, noisy mass of the heaviest bins)
+    bought with ``feature_share`` of epsilon, by the selector trained on public data; see the
+    module docstring."""
 
     name = "auto-data"
     data_aware = True
@@ -79,7 +81,7 @@ class AutoData(Mechanism):
         Param(
             "feature_share",
             SHARE,
-            "share of epsilon spent on the features (noisy total and non-empty bins)",
+            "share of epsilon spent on the features (noisy total, non-empty bins, mass of the heaviest bins)",
             default=0.05,
         ),
         Param("tuned_for", OneOf(WORKLOADS), "the workload the chosen mechanism is tuned for", default="all-range"),
@@ -87,16 +89,20 @@ class AutoData(Mechanism):
     )
     feature_share: float
     tuned_for: str
+    #: The trained selector (None: the one shipped with the package); benchmarks set another one
+    #: to measure leave-one-shape-out.
+    selector: Selector | None = None
 
-    def shares(self, epsilon: float) -> tuple[float, float, float]:
-        """(total, non-empty bins, rest); the total is free (public) under replace."""
+    def shares(self, epsilon: float) -> tuple[float, float, float, float]:
+        """(total, non-empty bins, top mass, rest); the total is free (public) under replace."""
         features = epsilon * self.feature_share
-        total = 0.0 if self.neighbours == "replace" else features / 2
-        nonempty = features - total
+        total = 0.0 if self.neighbours == "replace" else features / 3
+        nonempty = (features - total) / 2
+        top = nonempty
         rest = epsilon - features
-        while exact_sum([total, nonempty, rest]) > Fraction(epsilon):
+        while exact_sum([total, nonempty, top, rest]) > Fraction(epsilon):
             rest = math.nextafter(rest, 0.0)
-        return total, nonempty, rest
+        return total, nonempty, top, rest
 
     def strategy(self, n: int):
         """The data-free worst case checked before any count is read: the data-independent choice."""
@@ -105,9 +111,9 @@ class AutoData(Mechanism):
     def noise_specs(self, strategy, epsilon: float, delta: float):
         if check_delta(delta) > 0:
             raise ParameterError("auto-data here is pure epsilon-DP; pass delta=0")
-        return self.independent(strategy.n if hasattr(strategy, "n") else 2, 1.0).noise_specs(
-            strategy, self.shares(check_epsilon(epsilon))[2], delta
-        )
+        rest = self.shares(check_epsilon(epsilon))[3]
+        n = strategy.n if hasattr(strategy, "n") else 2
+        return self.independent(n, rest).noise_specs(strategy, rest, delta)
 
     def measure(self, counts, epsilon, *, delta=0.0, rng=None):
         raise ParameterError("auto-data's measurements depend on a private choice; call release(...)")
@@ -118,22 +124,38 @@ class AutoData(Mechanism):
     def independent(self, n: int, epsilon: float) -> Mechanism:
         return auto_mechanism(self.tuned_for, n, epsilon, neighbours=self.neighbours, noise=self.noise)
 
-    def features(self, counts, epsilon: float, rng=None) -> tuple[float, float, list[dict]]:
-        """(noisy total, noisy number of non-empty bins, their private steps)."""
+    def features(self, counts, epsilon: float, rng=None) -> tuple[float, float, float, list[dict]]:
+        """(noisy total, noisy number of non-empty bins, noisy top mass, their private steps)."""
         counts = check_counts(counts)
         source = resolve_rng(rng)
-        eps_total, eps_nonempty, _ = self.shares(epsilon)
+        eps_total, eps_nonempty, eps_top, _ = self.shares(epsilon)
         steps = []
         if self.neighbours == "replace":
             total = float(counts.sum())
         else:
             total = float(int(counts.sum()) + int(laplace_spec(eps_total, 1).sample((1,), source)[0]))
             steps.append(step("total", eps_total))
-        # one record added or removed, or moved between bins, changes the count of non-empty
-        # bins by at most 1 (a move can empty one bin and fill another: -1 + 1)
         nonempty = float(int(np.count_nonzero(counts)) + int(laplace_spec(eps_nonempty, 1).sample((1,), source)[0]))
         steps.append(step("nonempty", eps_nonempty))
-        return total, nonempty, steps
+        top = float(top_mass(counts) + int(laplace_spec(eps_top, 1).sample((1,), source)[0]))
+        steps.append(step("top", eps_top))
+        return total, nonempty, top, steps
+
+    def candidate(self, name: str, n: int, epsilon: float) -> tuple[Mechanism, dict]:
+        """The mechanism a choice names, and the keyword arguments of its release."""
+        shared = {"neighbours": self.neighbours, "noise": self.noise}
+        inference = {"inference": self.inference, "inference_options": self.inference_options}
+        if name == "auto":
+            return self.independent(n, epsilon), {}
+        if name == "dawa":
+            return DAWA(bucket_workload=self.tuned_for, **shared, **inference), {}
+        if name == "structure-first":
+            return StructureFirst(**shared, **inference), {}
+        if name == "mwem":
+            # MWEM selects among the workload's queries: every prefix, or a fixed public sample of ranges
+            workload = None if self.tuned_for == "prefix" else RandomRanges(n, k=MWEM_RANGES, seed=0)
+            return MWEM(**shared), {"workload": workload}
+        raise ParameterError(f"the auto-data selector names an unknown mechanism {name!r}; retrain it")
 
     def release(self, counts, epsilon, *, delta=0.0, rng=None, domain=None):
         counts = check_counts(counts)
@@ -142,28 +164,11 @@ class AutoData(Mechanism):
         if delta > 0:
             raise ParameterError("auto-data here is pure epsilon-DP; pass delta=0")
         source = resolve_rng(rng)
-        total, nonempty, steps = self.features(counts, epsilon, source)
-        rest = self.shares(epsilon)[2]
-        chosen = choose(total, nonempty, rest)
-        inner: Mechanism
-        if chosen == "structure-first":
-            inner = StructureFirst(
-                neighbours=self.neighbours,
-                noise=self.noise,
-                inference=self.inference,
-                inference_options=self.inference_options,
-            )
-        elif chosen == "dawa":
-            inner = DAWA(
-                bucket_workload=self.tuned_for,
-                neighbours=self.neighbours,
-                noise=self.noise,
-                inference=self.inference,
-                inference_options=self.inference_options,
-            )
-        else:
-            inner = self.independent(counts.size, rest)
-        released = inner.release(counts, rest, rng=source, domain=domain)
+        total, nonempty, top, steps = self.features(counts, epsilon, source)
+        rest = self.shares(epsilon)[3]
+        chosen = choose(total, nonempty, top, counts.size, rest, self.tuned_for, self.selector)
+        inner, options = self.candidate(chosen, counts.size, rest)
+        released = inner.release(counts, rest, rng=source, domain=domain, **options)
         inner_steps = released.parameters.get("private_steps") or [step("measure", released.epsilon)]
         steps = steps + list(inner_steps)
         if spent(steps) > Fraction(epsilon):
@@ -175,7 +180,7 @@ class AutoData(Mechanism):
                 **self.parameters(),
                 "chosen": inner.name,
                 "chosen_parameters": released.parameters,
-                "features": {"total": total, "nonempty": nonempty, "epsilon_left": rest},
+                "features": {"total": total, "nonempty": nonempty, "top": top, "epsilon_left": rest},
                 "private_steps": steps,
             },
             epsilon=min(float_at_least(spent(steps)), epsilon),
@@ -187,8 +192,9 @@ class AutoData(Mechanism):
 
 MECHANISMS.add(
     AutoData,
-    summary="data-aware choice: a small declared share of epsilon on a noisy total and a noisy count of non-empty "
-    "bins, then StructureFirst, DAWA or the best data-independent mechanism by a rule fitted on DPBench shapes",
+    summary="data-aware choice: a small declared share of epsilon on a noisy total, a noisy count of non-empty "
+    "bins and the noisy mass of the heaviest bins, then auto, DAWA, MWEM or StructureFirst by a selector "
+    "trained on public data (DPBench and synthetic shapes)",
     citation=Citation(
         "Kotsogiannis, Machanavajjhala, Hay and Miklau",
         "Pythia: Data Dependent Differentially Private Algorithm Selection",

@@ -1,0 +1,385 @@
+"""Train and validate auto-data's selector (dprange.data_aware.selector) on public data only.
+
+Training data: the DPBench 1-D shapes (public: ../shared/data/dpbench/1D, summed to the domain)
+and synthetic shapes (SYNTHETIC below), each sampled at every scale (a multinomial draw per
+trial, fixed seeds), released by every candidate ("auto", "dawa", "mwem", "structure-first",
+as auto-data runs them: the epsilon left after the features, tuned for the workload) at every
+epsilon, on both workloads (prefix: all n prefixes; all-range: 2000 random ranges, seed 3).
+The error is the mean squared error per query over scale^2, averaged over the trials of a cell;
+the features are auto-data's own noisy features of each trial (AutoData.features).
+
+Fits (each with every ``--margins`` value; the one of least leave-one-shape-out geometric-mean
+regret among those never worse than ``auto`` by more than ``--to-auto`` in a cell ships):
+
+* ridge: per data-aware candidate, ridge regression of log(MSE / MSE of auto) (clipped to
+  +-``--clip``) on the quadratic expansion of the standardised features; the least prediction
+  plus the margin wins (auto is 0);
+* tree: a cost-sensitive decision tree (depth <= ``--depth``, leaves of >= ``--leaf`` rows)
+  splitting on feature quantiles to minimise the summed log-ratio of each leaf's best candidate.
+
+Validation: leave-one-shape-out over the DPBench shapes (each is predicted by a model trained
+without it; synthetic shapes are always in training), per cell the regret of the choice
+(its MSE over the best candidate's, per trial choice, averaged as the mean MSE of the chosen
+releases) and the ratio to ``auto``.  Outputs: the selector JSON (shipped in the package) and a
+validation JSON with the per-cell figures and the leave-one-shape-out models (for
+benchmarks/dpbench_authors.py).
+
+    nice python benchmarks/train_auto_data.py [--trials 6] [--domains 64,256,1024]
+        [--scales 1e3,1e4,1e5,1e6,1e7] [--measurements FILE.jsonl] [--reuse]
+        [--selector src/dprange/data_aware/auto_data_selector.json] [--validation FILE.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+from dpbench import FILES, sample, shape
+
+from dprange.data_aware.auto_data import AutoData
+from dprange.data_aware.selector import FEATURES, SELECTOR_FILE, Selector, feature_matrix, quadratic
+from dprange.workloads import RandomRanges
+
+CANDIDATES = ("auto", "dawa", "mwem", "structure-first")
+WORKLOADS = ("all-range", "prefix")
+EPSILONS = (0.1, 1.0)
+DPBENCH = tuple(FILES)
+HERE = os.path.dirname(os.path.abspath(__file__))
+SELECTOR = os.path.join(HERE, "..", "src", "dprange", "data_aware", SELECTOR_FILE)
+
+
+def synthetic(name: str, n: int) -> np.ndarray:
+    """Public synthetic shapes (fixed seeds): smooth, spiky, stepped, heavy-tailed, empty halves."""
+    rng = np.random.default_rng(sum(map(ord, name)))
+    x = np.arange(n)
+    if name == "uniform":
+        p = np.ones(n)
+    elif name == "spike":
+        p = np.full(n, 1e-9)
+        p[n // 3] = 1.0
+    elif name == "spikes-8":
+        p = np.zeros(n)
+        p[rng.choice(n, 8, replace=False)] = rng.uniform(0.2, 1.0, 8)
+    elif name == "gauss-narrow":
+        p = np.exp(-0.5 * ((x - 0.6 * n) / (n / 100)) ** 2)
+    elif name == "gauss-two":
+        p = np.exp(-0.5 * ((x - 0.25 * n) / (n / 20)) ** 2) + 0.5 * np.exp(-0.5 * ((x - 0.7 * n) / (n / 8)) ** 2)
+    elif name == "steps":
+        edges = np.sort(rng.choice(np.arange(1, n), 6, replace=False))
+        p = np.repeat(rng.uniform(0, 1, 7), np.diff(np.concatenate([[0], edges, [n]])))
+    elif name == "zipf-sorted":
+        p = 1.0 / (x + 1.0) ** 1.2
+    elif name == "zipf-scattered":
+        p = rng.permutation(1.0 / (x + 1.0) ** 1.5)
+    elif name == "half-empty":
+        p = np.where(x < n // 2, 0.0, 1.0 + 0.5 * np.sin(x / 7))
+    elif name == "sparse-random":
+        p = np.where(rng.uniform(size=n) < 0.1, rng.exponential(size=n), 0.0)
+    else:
+        raise ValueError(name)
+    p = np.maximum(p, 0.0)
+    return p / p.sum()
+
+
+SYNTHETIC = (
+    "uniform",
+    "spike",
+    "spikes-8",
+    "gauss-narrow",
+    "gauss-two",
+    "steps",
+    "zipf-sorted",
+    "zipf-scattered",
+    "half-empty",
+    "sparse-random",
+)
+
+
+def distribution(name: str, n: int) -> np.ndarray:
+    return shape(name, n) if name in FILES else synthetic(name, n)
+
+
+def evaluation_ranges(n: int, workload: str) -> tuple[np.ndarray, np.ndarray]:
+    if workload == "prefix":
+        return np.zeros(n, dtype=np.int64), np.arange(n)
+    lo, hi = RandomRanges(n, k=2000, seed=3).ranges()
+    return np.asarray(lo, dtype=np.int64), np.asarray(hi, dtype=np.int64)
+
+
+def mse(estimate, counts, lo, hi) -> float:
+    est = np.concatenate([[0.0], np.cumsum(estimate)])
+    true = np.concatenate([[0.0], np.cumsum(counts, dtype=float)])
+    return float(np.mean(((est[hi + 1] - est[lo]) - (true[hi + 1] - true[lo])) ** 2))
+
+
+def auto_mse(mech: AutoData, n: int, epsilon: float, lo, hi) -> float:
+    """auto's exact expected MSE per query (data-independent: no sampling needed)."""
+    independent = mech.independent(n, epsilon)
+    return float(np.mean(independent.error_model(n, epsilon).range_variance(lo, hi)))
+
+
+def measure_cell(name, n, scale, epsilon, trials) -> list[dict]:
+    """One row per (trial, workload): auto-data's noisy features and every candidate's MSE."""
+    p = distribution(name, n)
+    rows = []
+    for workload in WORKLOADS:
+        mech = AutoData(tuned_for=workload)
+        rest = mech.shares(epsilon)[3]
+        lo, hi = evaluation_ranges(n, workload)
+        exact_auto = auto_mse(mech, n, rest, lo, hi)
+        for t in range(trials):
+            counts = sample(p, scale, seed=t)
+            total, nonempty, top, _ = mech.features(counts, epsilon, rng=5000 + t)
+            errors = {"auto": exact_auto}
+            for cand in CANDIDATES[1:]:
+                inner, options = mech.candidate(cand, n, rest)
+                rel = inner.release(counts, rest, rng=1000 + t, **options)
+                errors[cand] = mse(rel.estimate, counts, lo, hi)
+            rows.append(
+                {
+                    "shape": name,
+                    "n": n,
+                    "scale": scale,
+                    "epsilon": epsilon,
+                    "workload": workload,
+                    "trial": t,
+                    "features": [total, nonempty, top, rest],
+                    "mse": errors,
+                }
+            )
+    return rows
+
+
+def measure(shapes, domains, scales, trials, path, log) -> list[dict]:
+    rows: list[dict] = []
+    with open(path, "w") as out:
+        for n in domains:
+            for name in shapes:
+                for scale in scales:
+                    for epsilon in EPSILONS:
+                        start = time.time()
+                        cell = measure_cell(name, n, scale, epsilon, trials)
+                        for row in cell:
+                            out.write(json.dumps(row) + "\n")
+                        out.flush()
+                        rows.extend(cell)
+                        log(f"{name} n={n} scale={scale:g} eps={epsilon}: {time.time() - start:.1f} s")
+    return rows
+
+
+# ----------------------------------------------------------------------------- the table
+def table(rows):
+    """(features X, log-ratio targets R (rows x candidates, auto = 0), cell keys, per-row MSEs)."""
+    cells: dict = {}
+    for r in rows:
+        cells.setdefault((r["shape"], r["n"], r["scale"], r["epsilon"], r["workload"]), []).append(r)
+    mean = {key: {c: np.mean([r["mse"][c] for r in rs]) for c in CANDIDATES} for key, rs in cells.items()}
+    f = np.array([r["features"] for r in rows])
+    x = feature_matrix(
+        f[:, 0], f[:, 1], f[:, 2], [r["n"] for r in rows], f[:, 3], [r["workload"] == "prefix" for r in rows]
+    )
+    keys = [(r["shape"], r["n"], r["scale"], r["epsilon"], r["workload"]) for r in rows]
+    ratio = np.array([[np.log(mean[k][c] / mean[k]["auto"]) for c in CANDIDATES] for k in keys])
+    per_row = np.array([[r["mse"][c] for c in CANDIDATES] for r in rows])
+    return x, ratio, keys, per_row
+
+
+def fit_ridge(x, ratio, alpha: float, margin: float) -> Selector:
+    centre, spread = x.mean(axis=0), x.std(axis=0)
+    spread[spread == 0] = 1.0
+    basis = quadratic((x - centre) / spread)
+    penalty = alpha * np.eye(basis.shape[1])
+    penalty[0, 0] = 0.0
+    coef = np.linalg.solve(basis.T @ basis + penalty, basis.T @ ratio[:, 1:])
+    model = {"mean": centre, "scale": spread, "coef": coef.tolist(), "alpha": alpha, "margin": margin}
+    return Selector("ridge", CANDIDATES, model)
+
+
+def fit_tree(x, ratio, depth: int, leaf: int, margin: float) -> Selector:
+    nodes: list[dict] = []
+    penalty = np.array([0.0] + [margin] * (ratio.shape[1] - 1))
+
+    def grow(index: np.ndarray, level: int) -> int:
+        position = len(nodes)
+        cost = ratio[index].sum(axis=0) + penalty * index.size
+        nodes.append({"leaf": int(np.argmin(cost))})
+        if level == depth or index.size < 2 * leaf:
+            return position
+        best = (cost.min(), None, None)
+        for feature in range(x.shape[1]):
+            values = x[index, feature]
+            for threshold in np.unique(np.quantile(values, np.linspace(0.05, 0.95, 19))):
+                left = values <= threshold
+                if left.sum() < leaf or (~left).sum() < leaf:
+                    continue
+                split = (ratio[index[left]].sum(axis=0) + penalty * left.sum()).min() + (
+                    ratio[index[~left]].sum(axis=0) + penalty * (~left).sum()
+                ).min()
+                if split < best[0] - 1e-9:
+                    best = (split, feature, float(threshold))
+        if best[1] is None:
+            return position
+        _, feature, threshold = best
+        left = x[index, feature] <= threshold
+        nodes[position] = {"feature": int(feature), "threshold": threshold}
+        nodes[position]["left"] = grow(index[left], level + 1)
+        nodes[position]["right"] = grow(index[~left], level + 1)
+        return position
+
+    grow(np.arange(x.shape[0]), 0)
+    return Selector("tree", CANDIDATES, {"nodes": nodes, "depth": depth, "min_leaf": leaf, "margin": margin})
+
+
+def fit(kind: str, x, ratio, args) -> Selector:
+    """The model of this kind, with the training range of every feature (inputs are clipped to it)."""
+    if kind == "ridge":
+        selector = fit_ridge(x, np.clip(ratio, -args.clip, args.clip), args.alpha, args.margin)
+    else:
+        selector = fit_tree(x, ratio, args.depth, args.leaf, args.margin)
+    selector.model.update(lower=x.min(axis=0), upper=x.max(axis=0))
+    return selector
+
+
+# ----------------------------------------------------------------------------- validation
+def validate(kind: str, x, ratio, keys, per_row, args) -> tuple[list[dict], dict]:
+    """Leave-one-shape-out over the DPBench shapes: per cell, the mean MSE of the chosen releases
+    over the best candidate's mean MSE (regret) and over auto's (ratio to auto)."""
+    shapes = np.array([k[0] for k in keys])
+    cells: list[dict] = []
+    models = {}
+    for held in DPBENCH:
+        test = shapes == held
+        if not test.any():
+            continue
+        model = fit(kind, x[~test], ratio[~test], args)
+        models[held] = model.to_dict()
+        chosen = model.choose_index(x[test])
+        rows = np.flatnonzero(test)
+        for key in sorted({keys[i] for i in rows}):
+            mine = [i for i, c in zip(rows, chosen) if keys[i] == key]
+            picks = [int(c) for i, c in zip(rows, chosen) if keys[i] == key]
+            got = np.mean([per_row[i, c] for i, c in zip(mine, picks)])
+            means = per_row[mine].mean(axis=0)
+            cells.append(
+                {
+                    "shape": key[0],
+                    "n": key[1],
+                    "scale": key[2],
+                    "epsilon": key[3],
+                    "workload": key[4],
+                    "regret": float(got / means.min()),
+                    "to_auto": float(got / means[0]),
+                    "best": CANDIDATES[int(np.argmin(means))],
+                    "choices": {c: picks.count(j) for j, c in enumerate(CANDIDATES) if picks.count(j)},
+                }
+            )
+    return cells, models
+
+
+def summary(cells: list[dict]) -> dict:
+    regret = np.array([c["regret"] for c in cells])
+    to_auto = np.array([c["to_auto"] for c in cells])
+    worst = cells[int(np.argmax(regret))]
+    return {
+        "cells": len(cells),
+        "regret_geo_mean": float(np.exp(np.log(regret).mean())),
+        "regret_mean": float(regret.mean()),
+        "regret_worst": float(regret.max()),
+        "worst_cell": {k: worst[k] for k in ("shape", "n", "scale", "epsilon", "workload", "best", "choices")},
+        "to_auto_worst": float(to_auto.max()),
+        "to_auto_geo_mean": float(np.exp(np.log(to_auto).mean())),
+    }
+
+
+def pick(results: dict, to_auto: float) -> str:
+    """The fit of least leave-one-shape-out geometric-mean regret among those never worse than
+    ``auto`` by more than ``to_auto`` in any cell (all fits if none is)."""
+    safe = [k for k, v in results.items() if v["summary"]["to_auto_worst"] <= to_auto] or list(results)
+    return min(safe, key=lambda k: results[k]["summary"]["regret_geo_mean"])
+
+
+def always_auto(per_row, keys) -> dict:
+    """The regret of never choosing a data-aware mechanism, on the DPBench cells (the baseline)."""
+    cells: dict = {}
+    for i, key in enumerate(keys):
+        if key[0] in DPBENCH:
+            cells.setdefault(key, []).append(i)
+    regret = np.array([per_row[rows].mean(axis=0)[0] / per_row[rows].mean(axis=0).min() for rows in cells.values()])
+    return {"regret_geo_mean": float(np.exp(np.log(regret).mean())), "regret_worst": float(regret.max())}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=6)
+    parser.add_argument("--domains", default="64,256,1024")
+    parser.add_argument("--scales", default="1e3,1e4,1e5,1e6,1e7")
+    parser.add_argument("--shapes", default=",".join(DPBENCH + SYNTHETIC))
+    parser.add_argument("--measurements", default="auto_data_training.jsonl", help="comma-separated with --reuse")
+    parser.add_argument("--reuse", action="store_true", help="fit on the measurements file without measuring")
+    parser.add_argument("--selector", default=SELECTOR)
+    parser.add_argument("--validation", default="auto_data_validation.json")
+    parser.add_argument("--alpha", type=float, default=10.0, help="ridge penalty")
+    parser.add_argument("--depth", type=int, default=3, help="tree depth")
+    parser.add_argument("--leaf", type=int, default=300, help="tree: least rows per leaf")
+    parser.add_argument("--margins", default="0,0.25,0.5,0.75", help="log-ratios a data-aware choice must beat auto by")
+    parser.add_argument("--to-auto", type=float, default=1.2, help="the shipped fit's worst cell against auto")
+    parser.add_argument("--clip", type=float, default=3.0, help="ridge: targets clipped to +-clip (log-ratio)")
+    args = parser.parse_args(argv)
+
+    def log(text):
+        print(text, file=sys.stderr, flush=True)
+
+    if args.reuse:
+        rows = []
+        for path in args.measurements.split(","):
+            with open(path) as handle:
+                rows += [json.loads(line) for line in handle]
+    else:
+        domains = [int(v) for v in args.domains.split(",")]
+        scales = [int(float(v)) for v in args.scales.split(",")]
+        rows = measure(args.shapes.split(","), domains, scales, args.trials, args.measurements, log)
+    x, ratio, keys, per_row = table(rows)
+    results = {}
+    for kind in ("ridge", "tree"):
+        for margin in (float(m) for m in args.margins.split(",")):
+            fit_args = argparse.Namespace(**{**vars(args), "margin": margin})
+            cells, models = validate(kind, x, ratio, keys, per_row, fit_args)
+            name = f"{kind}-margin{margin:g}"
+            results[name] = {
+                "kind": kind,
+                "margin": margin,
+                "summary": summary(cells),
+                "cells": cells,
+                "models": models,
+            }
+            log(f"{name}: {json.dumps(results[name]['summary'])}")
+    chosen = pick(results, args.to_auto)
+    best = results[chosen]
+    selector = fit(best["kind"], x, ratio, argparse.Namespace(**{**vars(args), "margin": best["margin"]}))
+    selector.training = {
+        "fit": chosen,
+        "rows": int(x.shape[0]),
+        "shapes": sorted({k[0] for k in keys}),
+        "domains": sorted({k[1] for k in keys}),
+        "scales": sorted({k[2] for k in keys}),
+        "epsilons": sorted({k[3] for k in keys}),
+        "trials": int(max(r["trial"] for r in rows) + 1),
+        "loso": best["summary"],
+        "always_auto_loso": always_auto(per_row, keys),
+        "script": "benchmarks/train_auto_data.py",
+    }
+    with open(args.selector, "w") as handle:
+        json.dump(selector.to_dict(), handle, indent=1)
+        handle.write("\n")
+    with open(args.validation, "w") as handle:
+        json.dump({"shipped": chosen, "features": list(FEATURES), **results}, handle)
+    print(json.dumps({"shipped": chosen, **{k: v["summary"] for k, v in results.items()}}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,170 @@
+"""auto-data's trained selector: which 1-D mechanism to run, from noisy features only.
+
+In the spirit of Pythia (Kotsogiannis, Machanavajjhala, Hay and Miklau, "Pythia: Data Dependent
+Differentially Private Algorithm Selection", SIGMOD 2017): a model trained on public data only
+(the DPBench 1-D shapes and synthetic shapes under many scales, epsilons and workloads) maps
+private features of the data to a mechanism.  Choosing is post-processing of the noisy
+features: nothing here reads the data.
+
+The model ships as data (``auto_data_selector.json`` beside this module: small, versioned)
+and is retrained by ``benchmarks/train_auto_data.py``, which also writes its leave-one-shape-out
+validation.  Two kinds of model are supported, and the script ships the one that validates
+better:
+
+* ``"ridge"``: for every data-aware candidate, a ridge regression of the log of its mean squared
+  error over that of the data-independent ``auto`` on a quadratic expansion of the features;
+  the candidate of least predicted log-ratio plus ``margin`` wins (``auto`` predicts 0);
+* ``"tree"``: a shallow cost-sensitive decision tree whose leaves name the candidate of least
+  mean log-ratio (plus ``margin`` for a data-aware one) among the training rows that reach them.
+
+``margin`` (a log error ratio) makes the choice conservative: a data-aware mechanism must be
+predicted to beat ``auto``, whose error is known exactly, by that much.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+
+import numpy as np
+
+from ..errors import ParameterError
+
+#: The selector's inputs, in order (all post-processing of the noisy features and public values).
+FEATURES = (
+    "log_signal",  # log10 of noisy N times the epsilon left
+    "log_signal_per_bin",  # log10 of noisy N epsilon over the noisy number of non-empty bins
+    "log_sparsity",  # log10 of the noisy share of non-empty bins
+    "concentration",  # noisy mass of the heaviest bins over noisy N, in [0, 1]
+    "log_bins",  # log2 of the number of bins
+    "log_epsilon",  # log10 of the epsilon left
+    "prefix",  # 1 when the release is tuned for prefixes, 0 for all ranges
+)
+
+#: Version of the JSON layout (not of a particular fit: the file records its training).
+FORMAT = 1
+
+SELECTOR_FILE = "auto_data_selector.json"
+
+
+def heavy_bins(n: int) -> int:
+    """How many of the heaviest bins the concentration feature sums: n / 64, at least 1 (public)."""
+    return max(1, n // 64)
+
+
+def top_mass(counts: np.ndarray) -> int:
+    """The number of records in the heavy_bins(n) heaviest bins: one record added, removed or
+    moved changes it by at most 1 (it is a maximum over bin sets of sums of counts)."""
+    m = heavy_bins(counts.size)
+    return int(np.partition(counts, counts.size - m)[counts.size - m :].sum())
+
+
+def feature_matrix(total, nonempty, top, n, epsilon, prefix) -> np.ndarray:
+    """The rows of FEATURES from noisy (total, non-empty bins, top mass), the public number of
+    bins, the epsilon left for the chosen mechanism and the workload; broadcasts over arrays."""
+    total, nonempty, top, n, epsilon, prefix = np.broadcast_arrays(
+        *(np.asarray(v, dtype=float) for v in (total, nonempty, top, n, epsilon, prefix))
+    )
+    records = np.maximum(total, 1.0)
+    occupied = np.clip(nonempty, 1.0, n)
+    columns = (
+        np.log10(records * epsilon),
+        np.log10(records * epsilon / occupied),
+        np.log10(occupied / n),
+        np.clip(top / records, 0.0, 1.0),
+        np.log2(n),
+        np.log10(epsilon),
+        (prefix > 0).astype(float),
+    )
+    return np.stack(columns, axis=-1)
+
+
+def quadratic(x: np.ndarray) -> np.ndarray:
+    """[1, x, x_i x_j for i <= j]: the ridge model's basis."""
+    x = np.atleast_2d(x)
+    i, j = np.triu_indices(x.shape[1])
+    return np.concatenate([np.ones((x.shape[0], 1)), x, x[:, i] * x[:, j]], axis=1)
+
+
+@dataclass
+class Selector:
+    """A trained choice among ``candidates`` (the first is the data-independent ``auto``)."""
+
+    kind: str
+    candidates: tuple[str, ...]
+    model: dict
+    training: dict = field(default_factory=dict)
+
+    def choose_index(self, x: np.ndarray) -> np.ndarray:
+        """Index into ``candidates`` for every row of the feature matrix ``x``."""
+        x = self.within_training(x)
+        if self.kind == "ridge":
+            return np.argmin(self.predict(x), axis=1)
+        if self.kind == "tree":
+            return self._leaves(x)
+        raise ParameterError(f"unknown selector kind {self.kind!r}; retrain with benchmarks/train_auto_data.py")
+
+    def within_training(self, x: np.ndarray) -> np.ndarray:
+        """The features clipped to the range seen in training (``lower``, ``upper``): outside it
+        the model would extrapolate (e.g. a quadratic in the number of bins), so an input past
+        the edge is read as the edge."""
+        x = np.atleast_2d(np.asarray(x, dtype=float))
+        if "lower" in self.model:
+            x = np.clip(x, self.model["lower"], self.model["upper"])
+        return x
+
+    def choose(self, x: np.ndarray) -> list[str]:
+        return [self.candidates[i] for i in self.choose_index(x)]
+
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        """Ridge: predicted log error ratios to ``auto`` (rows x candidates; ``auto`` is 0)."""
+        basis = quadratic((self.within_training(x) - self.model["mean"]) / self.model["scale"])
+        coef = np.asarray(self.model["coef"], dtype=float)  # (basis, candidates - 1)
+        margin = float(self.model.get("margin", 0.0))  # a data-aware choice must beat auto by this log-ratio
+        return np.concatenate([np.zeros((basis.shape[0], 1)), basis @ coef + margin], axis=1)
+
+    def _leaves(self, x: np.ndarray) -> np.ndarray:
+        """The tree's leaf choice for every row (all rows walk down together, one level a step)."""
+        nodes = self.model["nodes"]
+        at = np.zeros(x.shape[0], dtype=np.int64)
+        for _ in range(len(nodes)):
+            moved = False
+            for k, node in enumerate(nodes):
+                here = at == k
+                if "leaf" in node or not here.any():
+                    continue
+                left = x[here, node["feature"]] <= node["threshold"]
+                at[here] = np.where(left, node["left"], node["right"])
+                moved = True
+            if not moved:
+                break
+        return np.array([nodes[k]["leaf"] for k in at], dtype=np.int64)
+
+    def to_dict(self) -> dict:
+        return {
+            "format": FORMAT,
+            "features": list(FEATURES),
+            "kind": self.kind,
+            "candidates": list(self.candidates),
+            "model": {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in self.model.items()},
+            "training": self.training,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Selector:
+        if data.get("format") != FORMAT or tuple(data.get("features", ())) != FEATURES:
+            raise ParameterError("the auto-data selector file has another layout; retrain it")
+        model = dict(data["model"])
+        for key in ("mean", "scale", "lower", "upper"):
+            if key in model:
+                model[key] = np.asarray(model[key], dtype=float)
+        return cls(data["kind"], tuple(data["candidates"]), model, dict(data.get("training", {})))
+
+
+@lru_cache(maxsize=1)
+def shipped() -> Selector:
+    """The selector that ships with the package."""
+    text = resources.files(__package__).joinpath(SELECTOR_FILE).read_text(encoding="utf-8")
+    return Selector.from_dict(json.loads(text))
