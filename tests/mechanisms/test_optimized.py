@@ -775,6 +775,8 @@ def test_a_long_optimisation_is_announced_once_on_stderr(monkeypatch, capsys):
     from dprange.progress import set_progress
 
     monkeypatch.setattr(optimized_module, "ANNOUNCE_SECONDS", 0.0)
+    monkeypatch.delenv("DPRANGE_PROGRESS", raising=False)
+    monkeypatch.setattr(dprange.progress, "_switch", {"on": True})
     Optimized("prefix").strategy(32)
     lines = capsys.readouterr().err.splitlines()
     assert len(lines) == 1 and lines[0].startswith("optimising a strategy for 32 bins (prefix, p-identity); about ")

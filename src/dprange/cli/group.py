@@ -1,7 +1,7 @@
 """The ``dprange`` command group; each command is imported only when it runs or shows its help.
 
-``dprange --help`` imports neither numpy nor the library (0.3 s of CPU would go to numpy and
-scipy alone; ``benchmarks/cli_startup.py`` measures it): the group lists the commands of
+``dprange --help`` imports neither numpy nor a command module (only click, the lazy package, errors and
+progress; ``benchmarks/cli_startup.py`` measures it): the group lists the commands of
 :data:`COMMANDS` with their one-line summaries from that table, and imports a command's module
 when the command is invoked or asked for its help.  A new command module is one line in
 :data:`COMMANDS`; the module defines its command with ``@click.command`` (or
