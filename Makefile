@@ -1,9 +1,10 @@
-# The README's two commands: `make demo` and `make test`; `make lint` checks style and types (CI runs it first).
+# The README's two commands: `make demo` and `make test`; `make lint` checks style and types (CI runs it first);
+# `make docs` builds the docs site into site/ (mkdocs.yml), failing on any warning.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint install install-test install-lint bench clean
+.PHONY: demo test lint docs install install-test install-lint install-docs bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -30,8 +31,16 @@ lint: install-lint
 	$(BIN)/ruff format --check src tests benchmarks
 	$(BIN)/mypy
 
+install-docs: $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e ".[all,docs]"
+
+# The mechanism table is generated from the registry first (tests/test_docs.py checks it is current).
+docs: install-docs
+	$(BIN)/python -m dprange.registry --docs > docs/mechanisms.md
+	$(BIN)/mkdocs build --strict --quiet
+
 bench: install
 	$(BIN)/python benchmarks/central_speed.py --quick
 
 clean:
-	rm -rf $(VENV) demo-output build dist src/*.egg-info .mypy_cache .ruff_cache
+	rm -rf $(VENV) demo-output build dist site src/*.egg-info .mypy_cache .ruff_cache

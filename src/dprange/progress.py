@@ -6,6 +6,10 @@ the environment variable ``DPRANGE_PROGRESS`` is not ``0``, the CLI was not give
 says the work is large, and the work has already run for :data:`DELAY_SECONDS`.  Otherwise
 every helper here is a no-op, so output piped to a file or captured by tests never changes.
 Bars go to stderr and are erased when done (``leave=False``): stdout is never touched.
+
+Before long work whose length is known in advance, :func:`announce` writes one line to stderr
+saying what is done and about how long it takes (on a terminal or not, unless progress is
+switched off), so that a user who waits knows why.
 """
 
 from __future__ import annotations
@@ -46,7 +50,7 @@ def _default_stream() -> IO:
 def progress_enabled(stream: IO | None = None) -> bool:
     """Whether a bar may be drawn on ``stream`` (default stderr): switched on, not disabled
     by ``DPRANGE_PROGRESS=0``, and the stream is a terminal."""
-    if not _switch["on"] or os.environ.get(ENV_VARIABLE, "").strip() == "0":
+    if not progress_switched_on():
         return False
     stream = _default_stream() if stream is None else stream
     isatty = getattr(stream, "isatty", None)
@@ -54,6 +58,17 @@ def progress_enabled(stream: IO | None = None) -> bool:
         return bool(isatty and isatty())
     except (OSError, ValueError):  # a closed or detached stream is not a terminal
         return False
+
+
+def progress_switched_on() -> bool:
+    """Whether progress is on (:func:`set_progress`, ``DPRANGE_PROGRESS`` not ``0``, no ``--quiet``)."""
+    return _switch["on"] and os.environ.get(ENV_VARIABLE, "").strip() != "0"
+
+
+def announce(message: str, *, stream: IO | None = None) -> None:
+    """Write ``message`` as one line to ``stream`` (default stderr) unless progress is off."""
+    if progress_switched_on():
+        print(message, file=_default_stream() if stream is None else stream, flush=True)
 
 
 class _Silent:

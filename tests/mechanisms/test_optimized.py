@@ -761,3 +761,45 @@ def test_release_never_forms_the_dense_strategy(monkeypatch, neighbours):
     spec = release.measurements.measurements[0].noise
     assert spec.scale == pytest.approx((1 if neighbours == "add_remove" else 2) * column_l1 / 0.5, rel=1e-12)
     assert np.all(np.isfinite(release.range(0, np.arange(128)).stderr))
+
+
+# ----------------------------------------------------------------------------- announcing long work
+
+
+@pytest.mark.usefixtures("private_cache")
+def test_a_long_optimisation_is_announced_once_on_stderr(monkeypatch, capsys):
+    """One line before the optimisation (what, about how long, where it is cached); none when
+    the strategy comes from the cache, nor with progress switched off."""
+    import dprange.mechanisms.optimized as optimized_module
+    from dprange.optimize.cache import cache_dir
+    from dprange.progress import set_progress
+
+    monkeypatch.setattr(optimized_module, "ANNOUNCE_SECONDS", 0.0)
+    monkeypatch.delenv("DPRANGE_PROGRESS", raising=False)
+    monkeypatch.setattr(dprange.progress, "_switch", {"on": True})
+    Optimized("prefix").strategy(32)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("optimising a strategy for 32 bins (prefix, p-identity); about ")
+    assert lines[0].endswith(f"s of CPU, once: it is cached in {cache_dir()}")
+    Optimized("prefix").strategy(32)
+    assert capsys.readouterr().err == ""
+    previous = set_progress(False)
+    try:
+        Optimized("all-range").strategy(32)
+    finally:
+        set_progress(previous)
+    assert capsys.readouterr().err == ""
+
+
+def test_the_estimate_announces_the_issue_case_and_not_small_domains():
+    """The 1000-bin prefix release (25 s of wall time on a busy machine, issue 34) is announced;
+    64 bins are not; the estimate is the step model times the steps L-BFGS-B is allowed."""
+    from dprange.mechanisms.optimized import ANNOUNCE_SECONDS, optimisation_seconds
+    from dprange.optimize.p_identity import STEP_SECONDS
+
+    assert optimisation_seconds("p-identity", 1000, 62) >= ANNOUNCE_SECONDS
+    assert optimisation_seconds("p-identity", 64, 4) < ANNOUNCE_SECONDS
+    a, b, c = STEP_SECONDS
+    assert optimisation_seconds("p-identity-l2", 1000, 128) == pytest.approx(400 * (a + b * 128**2 * 1000 + c * 128e3))
+    assert optimisation_seconds("p-identity", 256, 16) == pytest.approx(400 * (a + b * 16**2 * 256 + c * 16 * 256))
+    assert optimisation_seconds("dense", 64, 4) is None

@@ -7,6 +7,9 @@
 Every error caused by the input is one line "dprange: error: ..." on stderr and exit status 2,
 without traceback; every option is checked before data are read, and outputs are written
 only once everything succeeded (atomically: a failure leaves no output file).
+
+This module imports no command: the group (:mod:`.group`) imports each when it runs, so that
+``dprange --help`` stays cheap.
 """
 
 from __future__ import annotations
@@ -17,12 +20,8 @@ import sys
 import click
 
 from ..errors import DPRangeError
-from . import demo, error, quantiles, release, report, session, show  # noqa: F401 - each registers its commands on the group
 from .group import EXIT_USAGE, cli
-from .ldp import ldp
-from .options import REDACT_VARIABLE, cli_message, redacting
-
-cli.add_command(ldp)
+from .messages import REDACT_VARIABLE, cli_message, redacting
 
 
 def main(argv=None):

@@ -10,8 +10,8 @@
 * ``StagedOutputs``: every output is produced in memory first and written at the end,
   each through a temporary file in its target folder and ``os.replace``, so a failure
   leaves no output behind (not even a folder the command created);
-* ``cli_message``: library messages name Python keywords (``clip=True``); the command
-  line user needs option names (``--clip``);
+* ``cli_message`` (in :mod:`.messages`): library messages name Python keywords (``clip=True``);
+  the command line user needs option names (``--clip``);
 * ``--redact``: sets ``DPRANGE_REDACT=1`` for the run, which the library honours by keeping
   private quantities (counts of bad rows, raw values, row numbers) out of its messages.
 """
@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 import tempfile
 from collections.abc import Callable, Sequence
 
@@ -33,6 +32,11 @@ from ..errors import ParameterError
 from ..mechanisms.base import Mechanism
 from ..registry import GRID_MECHANISMS, GRID_WORKLOADS, INFERENCE, MECHANISMS, NOISE, WORKLOADS, Registry
 
+# The entry point reads these from .messages (without the registry); re-exported for the command modules.
+from .messages import REDACT_VARIABLE
+from .messages import cli_message as cli_message
+from .messages import redacting as redacting
+
 #: Largest number of bins (or padded tree leaves) the command accepts, stricter than the
 #: library's :data:`dprange.domain.MAX_BINS` (2^26): 2^24 bins take 128 MiB per int64 array,
 #: and a command-line release also writes every bin to JSON.
@@ -41,9 +45,6 @@ CLI_MAX_BINS = 1 << 24
 
 #: Largest --queries of the random-ranges workload (two int64 arrays of this length).
 MAX_QUERIES = 10_000_000
-
-
-REDACT_VARIABLE = "DPRANGE_REDACT"
 
 
 def with_options(options):
@@ -160,41 +161,6 @@ def parse_mechanism_params(registry: Registry, mechanism: str, given: dict, *, e
         param = declared[name]
         params[name] = value if isinstance(value, bool) else param.constraint.parse(value, option_of(registry, name))
     return mechanism, params
-
-
-# ---------------------------------------------------------------- messages for CLI users
-#: (pattern in a library message, replacement naming the command's option), applied in order.
-API_TO_OPTIONS = [
-    (r"\bpass drop_missing=True\b", "pass --drop-missing"),
-    (r"\bdrop_missing=True\b", "--drop-missing"),
-    (r"\bpass clip=True\b", "pass --clip"),
-    (r"\bclip=True\b", "--clip"),
-    (r"\buse Domain\.interval for real values\b", "give --bins N (equal bins over [lo, hi]) for real values"),
-    (r"\bDomain\.interval\b", "--bins N"),
-    (r"\bDomain\.integers\b", "--integers"),
-    (r"\binteger domain bound (lo|hi)\b", r"--\1 (one bin per integer)"),
-    (r"\bdomain bound (lo|hi)\b", r"--\1"),
-    (r"^bins must be\b", "--bins must be"),
-    (r"^branching must be\b", "--branching must be"),
-    (r"\bevery branching factor\b", "every --branching factor"),
-    (r"^the branching list\b", "the --branching list"),
-    (r"^budget list\b", "--budget list"),
-    (r"\bevery entry of the budget list\b", "every entry of --budget"),
-    (r"^epsilon must be\b", "--epsilon must be"),
-    (r"^delta must be\b", "--delta must be"),
-    (r"\bpass delta or use Laplace noise\b", "pass --delta or choose --noise discrete_laplace"),
-    (r"^rng seed must be\b", "--seed must be"),
-    (r"^k must be\b", "--queries must be"),
-    (r"\binference='(\w+)'", r"--inference \1"),
-]
-
-
-def cli_message(text: str) -> str:
-    """A library message in the command's words, on one line."""
-    text = " ".join(str(text).split())
-    for pattern, replacement in API_TO_OPTIONS:
-        text = re.sub(pattern, replacement, text)
-    return text
 
 
 # ---------------------------------------------------------------- early option checks
@@ -365,11 +331,6 @@ redact_option = click.option(
     callback=_set_redact,
     help="Keep private quantities (counts of bad rows, raw values, row numbers) out of error messages.",
 )
-
-
-def redacting() -> bool:
-    """Whether this run keeps private quantities out of its messages."""
-    return os.environ.get(REDACT_VARIABLE, "") not in ("", "0")
 
 
 def _mechanism_choices() -> tuple[str, ...]:

@@ -14,13 +14,14 @@ from .._params import Custom, Integer, OneOf, Param
 from .._validation import check_delta, check_epsilon, check_positive_int
 from ..errors import ParameterError
 from ..operators.base import check_relation
-from ..optimize.cache import _load, _saved_terms, _store, _store_released_form, cache_path
+from ..optimize.cache import _load, _saved_terms, _store, _store_released_form, cache_dir, cache_path
 from ..optimize.dense import DENSE_MAX_N, optimize_dense_template, optimize_signed
 from ..optimize.l2_optimum import (
     L2_OPTIMUM_MAX_N,
     L2_REPLACE_MAX_N,
     check_l2_optimum_bins,
     l2_optimum,
+    l2_optimum_seconds,
     l2_replace_optimum,
     strategy_trace,
 )
@@ -39,9 +40,11 @@ from ..optimize.p_identity import (
     mean_error_as_released,
     optimize_p_identity,
     p_identity_matrix,
+    p_identity_seconds,
     replace_objective,
     strategy_variance_terms,
 )
+from ..progress import announce
 from ..registry import MECHANISMS, WORKLOADS, Citation
 from ..strategies.matrix import DENSE_COVARIANCE_LIMIT, MatrixStrategy
 from ..workloads.ranges import AllRange, Identity, Prefix, Workload, make_workload, not_a_workload
@@ -352,6 +355,7 @@ class Optimized(Mechanism):
             if not ("variance_terms" in saved and (adopted or not dense.block.gram_inverse_checks_out())):
                 _store_released_form(path, saved, dense, Gram(workload))
             return dense
+        self._announce(workload, template, p, replace)
         start = time.perf_counter()
         strategy: OptimizedStrategy | PIdentityStrategy
         if template in DENSE_TEMPLATES:
@@ -383,6 +387,17 @@ class Optimized(Mechanism):
         else:
             strategy.stored = _store(path, arrays)
         return strategy
+
+    def _announce(self, workload: Workload, template: str, p: int, replace: bool) -> None:
+        """One line on stderr before an optimisation estimated to take ANNOUNCE_SECONDS of CPU
+        or more (:func:`optimisation_seconds`): what is optimised, about how long, and where
+        it is cached (so that it happens once)."""
+        seconds = optimisation_seconds(template, workload.n, p, self.restarts, replace)
+        if seconds is not None and seconds >= ANNOUNCE_SECONDS:
+            announce(
+                f"optimising a strategy for {workload.n} bins ({workload.name}, {template}); about "
+                f"{seconds:.2g} s of CPU, once: it is cached in {cache_dir()}"
+            )
 
     def _optimize_dense(self, workload: Workload, signed: bool) -> tuple[np.ndarray, float]:
         """The dense template (:mod:`dprange.optimize.dense`) from the (cached) p-Identity
@@ -429,6 +444,25 @@ class Optimized(Mechanism):
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.parameters().items())
         return f"Optimized({args})"
+
+
+#: An optimisation estimated to take this many CPU seconds or more says so before it starts
+#: (:meth:`Optimized._announce`); on a shared machine the wall time can be many times longer.
+ANNOUNCE_SECONDS = 1.0
+
+
+def optimisation_seconds(template: str, n: int, p: int, restarts: int = 1, replace: bool = False) -> float | None:
+    """About how many CPU seconds optimising ``template`` on n bins takes (p extra rows), from
+    the problem size: :func:`p_identity_seconds` or :func:`l2_optimum_seconds` (replace
+    neighbours: twice, a rough allowance for the public total's extra terms); None for the
+    templates without a model (the dense ones and the eigen design)."""
+    if template in P_IDENTITY_NORMS:
+        seconds = p_identity_seconds(n, p, norm=P_IDENTITY_NORMS[template], restarts=restarts)
+    elif template == "l2-optimal":
+        seconds = l2_optimum_seconds(n)
+    else:
+        return None
+    return 2.0 * seconds if replace else seconds
 
 
 #: Largest n for which ``auto`` optimises a strategy when none is cached (about a second on a

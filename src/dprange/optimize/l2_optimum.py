@@ -363,6 +363,17 @@ def gap_tolerance(n: int) -> float:
     return GAP_TOLERANCE if n <= L2_OPTIMUM_FINE_MAX_N else LARGE_GAP_TOLERANCE
 
 
+#: CPU seconds of :func:`l2_optimum` per n^3 (an n x n eigendecomposition a step): fitted on
+#: prefixes of 128 to 512 bins on one core of the 2-core development machine (0.5 s at 512;
+#: docs/optimized.md, "Time to optimise").  Only for announcing long work.
+L2_OPTIMUM_SECONDS_PER_CUBE = 3.8e-9
+
+
+def l2_optimum_seconds(n: int) -> float:
+    """About how many CPU seconds :func:`l2_optimum` takes on n bins (a rough figure)."""
+    return L2_OPTIMUM_SECONDS_PER_CUBE * float(n) ** 3
+
+
 def l2_optimum(gram, *, maxiter: int = 200) -> L2Optimum:
     """Solve the program of the module doc for the Gram matrix ``gram`` (n <= L2_OPTIMUM_MAX_N).
 

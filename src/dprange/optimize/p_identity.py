@@ -290,6 +290,22 @@ MIN_RELATIVE_GAIN = 1e-6
 B_MAX = 100.0
 
 
+#: CPU seconds of one L-BFGS-B step of :func:`optimize_p_identity`, a + b p^2 n + c p n (the loss
+#: and gradient, O(p^2 n); L-BFGS-B's own update, O(p n)): fitted to p-identity and
+#: p-identity-l2 on prefixes of 256 to 1000 bins on one core of the 2-core development machine
+#: (within 30% at 512 to 1000 bins; docs/optimized.md, "Time to optimise").  Only for announcing long work.
+STEP_SECONDS = (1e-3, 1.2e-9, 4.7e-8)
+
+
+def p_identity_seconds(n: int, p: int, *, norm: int = 1, restarts: int = 1) -> float:
+    """About how many CPU seconds :func:`optimize_p_identity` takes with its default steps
+    (:data:`STEP_SECONDS`, a rough figure: the number of steps L-BFGS-B runs varies)."""
+    uniform_too = norm == 1 and p * n <= UNIFORM_TOO_MAX_SIZE
+    steps = (restarts + uniform_too) * (200 if norm == 1 else 400)
+    a, b, c = STEP_SECONDS
+    return steps * (a + b * p * p * n + c * p * n)
+
+
 def optimize_p_identity(
     gram,
     p: int,

@@ -20,7 +20,10 @@ Mechanisms register themselves next to their class (``MECHANISMS.add(Flat, ...)`
 :mod:`dprange.mechanisms.basic`, :mod:`dprange.mechanisms.matrix`), workloads in :mod:`dprange.workloads`;
 the inference methods and noise kinds, which are names that :mod:`dprange.inference` and
 :mod:`dprange.privacy.noise` interpret, are registered below.  This module imports no other part of
-dprange except the parameter declarations, so that every module can register into it.
+dprange except the parameter declarations, so that every module can register into it.  The
+registering modules are imported at the first read of any registry (by name, from the list the
+package's lazy ``__init__`` gives :func:`dprange._lazy.import_before_registry_reads`), so that a
+registry read is complete whatever was imported before it.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .._lazy import import_registering_modules
 from .._params import Param, describe_default
 from ..errors import ParameterError
 
@@ -104,9 +108,11 @@ class Registry(Mapping[str, Entry]):
         self._entries: dict[str, Entry] = {}
 
     def __getitem__(self, name: str) -> Entry:
+        import_registering_modules()
         return self._entries[name]
 
     def _ordered(self) -> list[Entry]:
+        import_registering_modules()
         rank = {name: i for i, name in enumerate(self.order)}
         return sorted(self._entries.values(), key=lambda e: rank.get(e.name, len(rank)))
 
@@ -114,6 +120,7 @@ class Registry(Mapping[str, Entry]):
         return iter([e.name for e in self._ordered()])
 
     def __len__(self) -> int:
+        import_registering_modules()
         return len(self._entries)
 
     def register(self, entry: Entry) -> Entry:
@@ -141,6 +148,7 @@ class Registry(Mapping[str, Entry]):
 
     def unregister(self, name: str) -> Entry:
         """Remove and return the entry called ``name``."""
+        import_registering_modules()
         return self._entries.pop(name)
 
     def names(self, *, auto: bool | None = None, nameable: bool | None = None) -> tuple[str, ...]:
@@ -160,6 +168,7 @@ class Registry(Mapping[str, Entry]):
 
     def lookup(self, name, *, also: tuple[str, ...] = ()) -> Entry:
         """The entry called ``name``, or a ParameterError listing the choices (and ``also``)."""
+        import_registering_modules()
         if isinstance(name, str) and name in self._entries:
             return self._entries[name]
         choices = ", ".join(self.names())
