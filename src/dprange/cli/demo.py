@@ -9,6 +9,7 @@ import click
 
 from .. import api
 from .._validation import check_epsilon
+from ..answers.release import Release
 from ..domain import Domain
 from ..errors import DPRangeError
 from ..io import read_column
@@ -48,7 +49,9 @@ def demo_command(output, epsilon, seed):
     mech = api.choose_mechanism("auto", domain.size, epsilon, workload="prefix")
     check_privacy(mech, domain.size, epsilon, 0.0)
     values = read_column(path, "income")
-    result = api.release(values, domain, epsilon, mechanism=mech, rng=seed).with_labels("income", None, path)
+    released = api.release(values, domain, epsilon, mechanism=mech, rng=seed)
+    assert isinstance(released, Release)  # one column, no group-by
+    result = released.with_labels("income", None, path)
     json_path = os.path.join(output, "release.json")
     png_path: str | None = os.path.join(output, "cdf.png")
     try:
