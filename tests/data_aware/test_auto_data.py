@@ -120,8 +120,7 @@ def test_replace_spends_nothing_on_the_public_total():
 
 
 # ------------------------------------------------- through dprange.release (issue 32)
-@pytest.mark.parametrize("n", [2048, 4096])
-@pytest.mark.parametrize("epsilon", [0.1, 1.0])
+@pytest.mark.parametrize(("n", "epsilon"), [(2048, 1.0), (4096, 0.1)])
 def test_auto_data_releases_through_the_facade_from_2048_bins(n, epsilon):
     values = np.random.default_rng(n).integers(0, n, 3000)
     rel = dprange.release(values, dprange.Domain.integers(0, n - 1), epsilon, mechanism="auto-data", rng=1)
