@@ -262,9 +262,17 @@ def mwem_outputs(monkeypatch, mech, x, epsilon, window, public_total=None):
 
 
 @pytest.mark.parametrize(
-    "relation,rounds,public", [("add_remove", 1, None), ("add_remove", 2, 4), ("replace", 2, None)]
+    "relation,rounds,public,complements,counts",
+    [
+        ("add_remove", 1, None, False, [1, 0, 2]),
+        ("add_remove", 2, 4, False, [1, 0, 2]),
+        ("replace", 2, None, False, [1, 0, 2]),
+        ("add_remove", 1, None, True, [3, 4]),
+    ],
 )
-def test_mwem_release_ratio_is_at_most_epsilon_on_every_common_output(monkeypatch, relation, rounds, public):
+def test_mwem_release_ratio_is_at_most_epsilon_on_every_common_output(
+    monkeypatch, relation, rounds, public, complements, counts
+):
     """MWEM on 3 bins (prefix ranges): P_x and P_y of every released output (selected queries,
     averaged estimate) whose transcripts lie in the noise window of both; 1 round with a
     noisy total, 2 rounds with a declared or replace-public total.  The ratio is at most the
@@ -285,8 +293,8 @@ def test_mwem_release_ratio_is_at_most_epsilon_on_every_common_output(monkeypatc
     over the whole output space (next test); with a noisy total or two rounds the states form
     a continuum (every total, every answer), which no finite enumeration covers."""
     epsilon, window = 1.5, 3
-    mech = MWEM(rounds=rounds, total_share=0.3, passes=1, neighbours=relation)
-    x = np.array([1, 0, 2])
+    mech = MWEM(rounds=rounds, total_share=0.3, passes=1, complements=complements, neighbours=relation)
+    x = np.array(counts)
     total = None if public is None else int(x.sum()) + 1
     recorded = mech.release(x, epsilon, rng=0, public_total=total).epsilon
     law_x = mwem_outputs(monkeypatch, mech, x, epsilon, window, total)
@@ -332,7 +340,7 @@ def test_mwem_one_round_with_a_public_total_window_attains_the_whole_output_spac
     holds the worst output of the whole space); at twice the budget it exceeds epsilon.  A
     selection spending twice its gamma passes the window test's two-round cases on their
     base counts; it fails here."""
-    mech = MWEM(rounds=1, total_share=0.3, passes=1, neighbours=relation)
+    mech = MWEM(rounds=1, total_share=0.3, passes=1, complements=False, neighbours=relation)
     x = np.array(counts)
 
     def supremum(epsilon):

@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 from _helpers import grid_neighbours
 
+import dprange
 from dprange import AutoData
+from dprange.api.histogram import check_release
 from dprange.data_aware.auto_data import choose, choose_many
 from dprange.data_aware.selector import Selector, feature_matrix, shipped, top_mass
 from dprange.data_aware.steps import laplace_spec, spent
@@ -148,3 +150,25 @@ def test_replace_spends_nothing_on_the_public_total():
     names = [s["step"] for s in r.parameters["private_steps"]]
     assert names[:2] == ["nonempty", "top"] and "total" not in names
     assert r.parameters["features"]["total"] == float(np.arange(16).sum())
+
+
+# ------------------------------------------------- through dprange.release (issue 32)
+@pytest.mark.parametrize(("n", "epsilon"), [(2048, 1.0), (4096, 0.1)])
+def test_auto_data_releases_through_the_facade_from_2048_bins(n, epsilon):
+    values = np.random.default_rng(n).integers(0, n, 3000)
+    rel = dprange.release(values, dprange.Domain.integers(0, n - 1), epsilon, mechanism="auto-data", rng=1)
+    steps = rel.parameters["private_steps"]
+    assert spent(steps) <= Fraction(epsilon) and rel.epsilon <= epsilon
+    assert [s["step"] for s in steps][:2] == ["total", "nonempty"]
+    direct = AutoData().release(np.bincount(values, minlength=n), epsilon, rng=1)
+    np.testing.assert_array_equal(rel.estimate, direct.estimate)  # the facade runs the same release
+
+
+def test_data_free_check_uses_the_branch_chosen_at_the_remaining_epsilon():
+    mech = AutoData()
+    rest = mech.shares(1.0)[2]
+    chosen = mech.independent(2048, rest)
+    assert sum(chosen.budget) == pytest.approx(rest)  # a per-level budget list: absolute, sums to rest
+    strategy = mech.strategy_at(2048, 1.0)
+    assert mech.noise_specs(strategy, 1.0, 0.0) == chosen.noise_specs(chosen.strategy(2048), rest, 0.0)
+    check_release(mech, 2048, 1.0)

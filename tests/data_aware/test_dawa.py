@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from _helpers import counts_example, output_probabilities
 
+import dprange
 from dprange.answers.provenance import Provenance
 from dprange.data_aware import dawa as data_aware
 from dprange.data_aware.dawa import DAWA
@@ -157,3 +158,18 @@ def test_dawa_greedy_h_falls_back_to_best_hierarchy_above_the_limit(monkeypatch)
     assert len(r.parameters["buckets"]) > 2
     assert r.parameters["bucket_hierarchy"] == old.parameters["bucket_hierarchy"]
     np.testing.assert_array_equal(r.estimate, old.estimate)
+
+
+def test_release_tunes_dawa_to_its_named_workload():
+    """dprange.release(..., mechanism="dawa", workload="prefix") measures the buckets with the
+    second stage tuned for prefixes, as DAWA(bucket_workload="prefix") does (issue 32)."""
+    n = 64
+    values = np.random.default_rng(5).integers(0, n, 800)
+    domain = dprange.Domain.integers(0, n - 1)
+    rel = dprange.release(values, domain, 1.0, mechanism="dawa", workload="prefix", rng=2)
+    assert rel.parameters["bucket_workload"] == "prefix"
+    direct = DAWA(bucket_workload="prefix").release(np.bincount(values, minlength=n), 1.0, rng=2)
+    np.testing.assert_array_equal(rel.estimate, direct.estimate)
+    assert rel.parameters["bucket_budget"] == direct.parameters["bucket_budget"]
+    other = dprange.release(values, domain, 1.0, mechanism="dawa", workload="identity", rng=2)
+    assert other.parameters["bucket_workload"] == "all-range"  # a workload DAWA has no tuning for

@@ -37,7 +37,14 @@ OWN = {
     "hierarchical": {"branching": [4, 8], "budget": [0.25, 0.5], "measure_root": True},
     "optimized": {"workload": "prefix", "template": "p-identity", "rows": 3, "restarts": 2},
     "dawa": DAWA_OWN,
-    "mwem": {"rounds": 7, "total_share": 0.1, "passes": 0},
+    "mwem": {
+        "rounds": 7,
+        "total_share": 0.05,
+        "passes": 0,
+        "iterate": "average",
+        "complements": False,
+        "workload": "all-range",
+    },
     "structure-first": {
         "buckets": 5,
         "max_count": 50,

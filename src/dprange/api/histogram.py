@@ -24,6 +24,7 @@ from ..analysis.selection import auto_mechanism
 from ..answers.describe import Labels
 from ..answers.grouped import GroupedRelease
 from ..answers.release import Release
+from ..data_aware.steps import BUCKET_WORKLOADS
 from ..domain import Domain, ProductDomain
 from ..engines.frames import select_column
 from ..engines.local import DEFAULT_BATCH_ROWS, expand_inputs, stream_histogram
@@ -91,8 +92,11 @@ def choose_mechanism(
             for name, value in chosen_options.items()
             if name in own or value != find(declared, name).default
         }
-        # a mechanism optimised for a workload (Optimized) is optimised for the release's
+        # a mechanism optimised for a workload (Optimized) is optimised for the release's, MWEM
+        # selects among its ranges, and DAWA tunes its second stage to it when it knows its name
         options.update(entry.declared(workload=workload))
+        if isinstance(workload, str) and workload in BUCKET_WORKLOADS and "bucket_workload" not in params:
+            options.update(entry.declared(bucket_workload=workload))
         return make_mechanism(mechanism, neighbours=relation, **options, **params)
     return make_mechanism(mechanism, neighbours=relation, **params)
 

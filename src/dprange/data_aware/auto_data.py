@@ -105,10 +105,18 @@ class AutoData(Mechanism):
         return total, nonempty, top, rest
 
     def strategy(self, n: int):
-        """The data-free worst case checked before any count is read: the data-independent choice."""
+        """The data-free worst case checked before any count is read: the data-independent choice
+        (at epsilon 1; :meth:`strategy_at` builds it at the epsilon a release leaves it)."""
         return self.independent(n, 1.0).strategy(n)
 
+    def strategy_at(self, n: int, epsilon, delta=0.0):
+        """The data-independent branch's strategy at the epsilon it would run with (what is left
+        after the features): its per-level budgets, if any, are absolute and must fit that."""
+        return self.independent(n, self.shares(check_epsilon(epsilon))[2]).strategy(n)
+
     def noise_specs(self, strategy, epsilon: float, delta: float):
+        """The data-independent branch's noise at the epsilon left after the features, from the
+        mechanism ``auto`` chooses at that epsilon (the one :meth:`release` would run)."""
         if check_delta(delta) > 0:
             raise ParameterError("auto-data here is pure epsilon-DP; pass delta=0")
         rest = self.shares(check_epsilon(epsilon))[3]
