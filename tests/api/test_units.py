@@ -233,3 +233,23 @@ def test_grid_release_with_ids_is_exact_at_huge_epsilon_and_records_the_unit(peo
     assert one.counts.sum() == pytest.approx(people.id.nunique(), abs=1e-6)
     with pytest.raises(ParameterError, match="delta > 0"):
         dprange.release_grid(frame, domain, 1.0, privacy_id="id", max_rows_per_id=2, delta=1e-6)
+
+
+def test_small_multiples_draw_each_group_with_its_intervals_and_the_column_on_the_axis(people, tmp_path, monkeypatch):
+    """GroupedRelease.plot: one panel per group titled by its key, bars at the group's counts,
+    error bars at its 95% intervals, the column (and units) under the value axis."""
+    plt = pytest.importorskip("matplotlib.pyplot")
+    kept = []
+    monkeypatch.setattr(plt, "close", kept.append)  # keep the figure to read it back
+    grouped = dprange.release(people, DOMAIN, 2.0, **release_kwargs(max_rows_per_id=3))
+    grouped.plot(tmp_path / "g.png", column="x", units="km")
+    panels = [ax for ax in kept[0].axes if ax.get_visible()]
+    assert [ax.get_title() for ax in panels] == [f"region = {key}" for key in KEYS]
+    assert {ax.get_xlabel() for ax in panels} == {"x (km)"}
+    for ax, key in zip(panels, KEYS):
+        answer = grouped[key].histogram()
+        np.testing.assert_allclose([bar.get_height() for bar in ax.patches], answer.value)
+        lower, upper = answer.confidence_interval(0.05)
+        segments = np.array(ax.collections[0].get_segments())
+        np.testing.assert_allclose(segments[:, 0, 1], lower)
+        np.testing.assert_allclose(segments[:, 1, 1], upper)

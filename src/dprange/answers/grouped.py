@@ -22,6 +22,7 @@ from typing import IO, Any
 import numpy as np
 
 from ..errors import DataError, DPRangeError, ParameterError, excerpt
+from . import plot_style as style
 from .release import Release
 from .writers import write_atomically
 
@@ -163,30 +164,42 @@ class GroupedRelease:
         return cls.from_dict(data)
 
     # ----------------------------------------------------------------- plot
-    def plot(self, path: str | IO[bytes], *, alpha: float = 0.05, columns: int = 3) -> str | IO[bytes]:
-        """Small multiples: one panel per group (its histogram per unit width with (1 - alpha)
-        error bars on each bin), shared axes, saved as a PNG."""
-        try:
-            import matplotlib  # noqa: PLC0415
-
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt  # noqa: PLC0415
-        except ImportError:
-            raise DPRangeError("plotting needs matplotlib: pip install 'dprange[plot]'") from None
+    def plot(
+        self,
+        path: str | IO[bytes],
+        *,
+        alpha: float = 0.05,
+        columns: int = 3,
+        column: str | None = None,
+        units: str | None = None,
+    ) -> str | IO[bytes]:
+        """Small multiples in the figures' one style (:mod:`dprange.answers.plot_style`): one
+        panel per group (its counts per bin with (1 - alpha) error bars), shared axes, the column
+        name and units on the value axis, saved as a PNG."""
+        plt = style.pyplot()
+        first = self.releases[0] if self.releases else None
+        column, units = style.describe_column(first, column, units)
         cols = max(1, min(columns, len(self)))
         rows = -(-len(self) // cols)
-        fig, axes = plt.subplots(
-            rows, cols, figsize=(3.2 * cols, 2.4 * rows), dpi=120, sharex=True, sharey=True, squeeze=False
-        )
-        for ax, (key, release) in zip(axes.ravel(), self.items()):
-            _panel(ax, release, alpha)
-            ax.set_title(f"{self.by} = {key}", fontsize=9)
-        for ax in axes.ravel()[len(self) :]:
-            ax.set_visible(False)
-        fig.suptitle(f"{len(self)} groups, epsilon = {self.epsilon:g} in all", fontsize=10)
-        fig.tight_layout()
-        fig.savefig(path)
-        plt.close(fig)
+        with style.drawing(plt):
+            size = (3.4 * cols, 2.6 * rows + 0.6)
+            fig, axes = plt.subplots(rows, cols, figsize=size, dpi=style.DPI, sharex=True, sharey=True, squeeze=False)
+            for ax, (key, release) in zip(axes.ravel(), self.items()):
+                _panel(ax, release, alpha)
+                ax.set_title(style.plain(f"{self.by} = {key}"), fontsize=9)
+            for ax in axes.ravel()[len(self) :]:
+                ax.set_visible(False)
+            for ax in axes[-1]:
+                ax.set_xlabel(style.axis_label(column, units))
+            for ax in axes[:, 0]:
+                ax.set_ylabel("estimated count")
+            what = f"Histogram of {style.plain(column)}" if column else "Histograms"
+            fig.suptitle(f"{what} by {style.plain(self.by)}: {len(self)} groups, ε = {self.epsilon:g} in all")
+            note = f"Error bars: {100 * (1 - alpha):g}% intervals."
+            fig.text(0.01, 0.01, note, fontsize=8, color=style.CAPTION_COLOUR)
+            fig.tight_layout(rect=(0, 0.04, 1, 1))
+            fig.savefig(path, format="png")
+            plt.close(fig)
         return path
 
     def __repr__(self) -> str:
@@ -197,10 +210,10 @@ def _panel(ax, release: Release, alpha: float) -> None:
     hist = release.histogram()
     edges = release.domain.edges
     centres = (edges[:-1] + edges[1:]) / 2
-    ax.bar(centres, hist.value, width=np.diff(edges), alpha=0.6, lw=0)
+    ax.bar(centres, hist.value, width=np.diff(edges), color=style.BAR_COLOUR, lw=0)
     if release.exact_error_bars:
         lower, upper = hist.confidence_interval(alpha)
-        ax.vlines(centres, lower, upper, lw=0.6, color="black")
+        ax.vlines(centres, lower, upper, lw=0.6, color=style.ERRORBAR_COLOUR)
     ax.grid(alpha=0.3)
 
 

@@ -115,7 +115,7 @@ def unit_release_command(o: dict, session, mechanism_params: dict) -> None:
     result = api.release_files(o["input_path"], o["column"], domain, epsilon, **options)
     lines = [_unit_line(unit)]
     if isinstance(result, GroupedRelease):
-        staged = _stage_grouped(result, o["output"], o["plot"], o["alpha"])
+        staged = _stage_grouped(result, o["output"], o["plot"], o["alpha"], o["column"])
         for key, release in result.items():
             lines.append(f"{o['by']} = {key}: {release.mechanism} at epsilon={release.epsilon:g}")
             lines.append(format_deciles(release, o["alpha"]))
@@ -131,13 +131,13 @@ def unit_release_command(o: dict, session, mechanism_params: dict) -> None:
     click.echo(f"wrote {o['output']}" + (f" and {o['plot']}" if o["plot"] else ""))
 
 
-def _stage_grouped(grouped: GroupedRelease, output, plot, alpha) -> StagedOutputs:
+def _stage_grouped(grouped: GroupedRelease, output, plot, alpha, column: str | None = None) -> StagedOutputs:
     staged = StagedOutputs()
     if output:
         staged.add(output, grouped.to_json(alpha=alpha))
     if plot:
         buffer = io.BytesIO()
-        grouped.plot(buffer, alpha=alpha)
+        grouped.plot(buffer, alpha=alpha, column=column)
         staged.add(plot, buffer.getvalue())
     return staged
 
