@@ -23,6 +23,7 @@ import numpy as np
 
 from ..errors import DataError, DPRangeError, ParameterError, excerpt
 from . import plot_style as style
+from .plot import draw_bars
 from .release import Release
 from .writers import write_atomically
 
@@ -208,13 +209,8 @@ class GroupedRelease:
 
 def _panel(ax, release: Release, alpha: float) -> None:
     hist = release.histogram()
-    edges = release.domain.edges
-    centres = (edges[:-1] + edges[1:]) / 2
-    ax.bar(centres, hist.value, width=np.diff(edges), color=style.BAR_COLOUR, lw=0)
-    if release.exact_error_bars:
-        lower, upper = hist.confidence_interval(alpha)
-        ax.vlines(centres, lower, upper, lw=0.6, color=style.ERRORBAR_COLOUR)
-    ax.grid(alpha=0.3)
+    edges = np.asarray(release.domain.edges, dtype=float)
+    draw_bars(ax, edges, np.asarray(hist.value, dtype=float), hist if release.exact_error_bars else None, alpha)
 
 
 def _label(key) -> str:

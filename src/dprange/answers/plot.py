@@ -152,7 +152,7 @@ def plot_histogram(
             if counts.size > MAX_STEPS:
                 what = "Runs of bins narrower than a pixel show the range of their counts; shaded band"
         else:
-            _draw_bars(ax, edges, counts, answer if release.exact_error_bars else None, alpha)
+            draw_bars(ax, edges, counts, answer if release.exact_error_bars else None, alpha)
             what = "Error bars"
         ax.axhline(0, color="#808080", lw=0.6)
         _value_axes(ax, column, units, log_x, edges, cdf=False)
@@ -162,7 +162,7 @@ def plot_histogram(
         return style.finish(plt, fig, ax, path, heading, caption)
 
 
-def _draw_bars(ax, edges, counts, answer, alpha: float) -> None:
+def draw_bars(ax, edges, counts, answer, alpha: float) -> None:
     """Bars of the counts over the bin edges, with the (1 - alpha) intervals of ``answer`` as
     error bars (none when ``answer`` is None: no exact errors)."""
     many = counts.size > 60
@@ -210,15 +210,9 @@ def plot_bars(
         fig, ax = style.new_figure(plt)
         fig.set_size_inches(max(style.FIGSIZE[0], min(0.5 * len(labels) + 2, 16.0)), style.FIGSIZE[1])
         position = np.arange(len(labels))
-        colours = {"color": style.BAR_COLOUR, "edgecolor": style.POINT_COLOUR, "linewidth": 0.6}
-        if release.exact_error_bars:
-            lower, upper = counts.confidence_interval(alpha)
-            errors = np.vstack([counts.value - lower, upper - counts.value])
-            ax.bar(position, counts.value, yerr=errors, capsize=3, ecolor=style.ERRORBAR_COLOUR, **colours)
-            note = f"Error bars: {_level(alpha)} intervals."
-        else:
-            ax.bar(position, counts.value, **colours)
-            note = "No exact error bars."
+        exact = release.exact_error_bars
+        draw_bars(ax, np.arange(len(labels) + 1) - 0.5, counts.value, counts if exact else None, alpha)
+        note = f"Error bars: {_level(alpha)} intervals." if exact else "No exact error bars."
         rotate = len(labels) > 6
         ax.set_xticks(position, labels, rotation=45 if rotate else 0, ha="right" if rotate else "center")
         ax.set_xlabel(style.axis_label(column, None, "category"))
