@@ -369,6 +369,10 @@ def release_command(
     categorical = parse_categories(categories, categories_file, column, other)
     if categorical and wants_units(unit_args):
         raise ParameterError("--categories with --privacy-id or --by is not offered yet")
+    if wants_units(unit_args) and ranges is not None:
+        raise ParameterError("--ranges is not offered with --privacy-id or --by yet; use --workload")
+    if wants_units(unit_args) and (report is not None or log_x):
+        raise ParameterError("--report and --log-x are not offered with --privacy-id or --by yet; use --plot")
     if len(column) > 1:
         grid_release_command(
             dict(
@@ -432,10 +436,6 @@ def release_command(
     if session is not None:
         epsilon, delta = session.allot(epsilon, delta)
     if wants_units(unit_args):
-        if ranges is not None:
-            raise ParameterError("--ranges is not offered with --privacy-id or --by yet; use --workload")
-        if report is not None or log_x:
-            raise ParameterError("--report and --log-x are not offered with --privacy-id or --by yet; use --plot")
         args = dict(input_path=input_path, column=column, lo=lo, hi=hi, bins=bins, integers=integers, clip=clip)
         args |= dict(drop_missing=drop_missing, epsilon=epsilon, delta=delta, mechanism=mechanism, workload=workload)
         args |= dict(neighbours=neighbours, noise=noise, inference=inference, seed=seed, alpha=alpha, output=output)
