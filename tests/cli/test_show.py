@@ -7,12 +7,17 @@ from __future__ import annotations
 import csv
 import io
 import json
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 from _helpers import run_cli
 
+import dprange
 from dprange import load_grid_release, load_release
+from dprange.answers.writers import FORMAT_VERSION
+from dprange.cli import saved_release, show
 from dprange.data_aware.grid import DataAwareGridRelease
 
 
@@ -50,9 +55,15 @@ def test_show_summarises_a_1d_release(saved, capsys):
     release = load_release(one)
     answer = release.quantile(np.round(np.linspace(0.1, 0.9, 9), 2))  # the deciles as saved
     lower, upper = answer.confidence_interval(0.05, simultaneous=True)
-    np.testing.assert_array_equal([row["value"] for row in info["deciles"]], answer.value)
-    np.testing.assert_array_equal([row["ci_lower"] for row in info["deciles"]], lower)
-    np.testing.assert_array_equal([row["ci_upper"] for row in info["deciles"]], upper)
+    saved_deciles = json.loads(one.read_text())["deciles"]  # printed as saved: the release's own
+    for column, saved_column, rebuilt in (
+        ("value", "value", answer.value),
+        ("ci_lower", "lower", lower),
+        ("ci_upper", "upper", upper),
+    ):
+        shown = [row[column] for row in info["deciles"]]
+        assert shown == saved_deciles[saved_column]
+        np.testing.assert_allclose(shown, rebuilt, rtol=1e-13)  # the rebuilt release's, to rounding
     assert info["total"]["value"] == pytest.approx(release.total().value)
 
 
@@ -130,3 +141,82 @@ def test_show_and_query_a_saved_data_aware_grid(tmp_path, capsys):
     release = DataAwareGridRelease.from_json(out.read_text())
     assert row["answer"] == pytest.approx(release.rectangle([0, 2], [7, 3]).value)
     assert row["ci_lower"] is None and row["stderr"] is None and row["note"].startswith("no error bars")
+
+
+def _summaries(path, alpha=0.05):
+    """(the summary read from the saved file, the summary of the rebuilt release)."""
+    return show.saved_summary(str(path), alpha), saved_release.summary(saved_release.read_release(str(path)), alpha)
+
+
+def _same(fast, slow):
+    assert fast.keys() == slow.keys()
+    for key in fast:
+        if key == "deciles":
+            assert [row.keys() for row in fast[key]] == [row.keys() for row in slow[key]]
+            for a, b in zip(fast[key], slow[key]):
+                assert a["placement"] == b["placement"]
+                numbers = [k for k in a if k != "placement"]
+                np.testing.assert_allclose([a[k] for k in numbers], [b[k] for k in numbers], rtol=1e-12)
+        elif key == "total":
+            assert fast[key] == pytest.approx(slow[key], rel=1e-12)
+        else:
+            assert fast[key] == slow[key], key
+
+
+@pytest.mark.parametrize(
+    "mechanism, values, domain",
+    [
+        ("hierarchical", "integers", ("integers", 0, 63)),
+        ("flat", "spike", ("interval", 0.0, 1000.0, 40)),  # a concentrated first decile
+        ("optimized", "integers", ("integers", 0, 63)),
+    ],
+)
+def test_show_reads_the_saved_summary_as_the_rebuilt_release_gives_it(tmp_path, mechanism, values, domain):
+    """The summary ``show`` reads from a saved JSON release (without rebuilding it: no numpy)
+    is the rebuilt release's summary: same deciles, placements, intervals, total, privacy."""
+    rng = np.random.default_rng(7)
+    data = (
+        rng.integers(0, 64, 400)
+        if values == "integers"
+        else np.where(rng.random(2000) < 0.3, 0.0, rng.random(2000) * 1000)
+    )
+    dom = dprange.Domain.integers(*domain[1:]) if domain[0] == "integers" else dprange.Domain.interval(*domain[1:])
+    release = dprange.release(data, dom, 1.0, mechanism=mechanism, rng=np.random.default_rng(1))
+    path = tmp_path / "r.json"
+    path.write_text(release.to_json())
+    fast, slow = _summaries(path)
+    assert fast is not None
+    _same(fast, slow)
+    assert _summaries(path, alpha=0.1)[0] is None  # another level: rebuilt
+
+
+def test_show_rebuilds_what_the_file_does_not_hold(tmp_path):
+    """Data-dependent error bars, a changed format version and a broken file are not read
+    as saved; the format the summary reads is the one the writers write."""
+    assert show.SAVED_FORMAT == FORMAT_VERSION
+    data = np.random.default_rng(2).integers(0, 32, 300)
+    dawa = dprange.release(data, dprange.Domain.integers(0, 31), 1.0, mechanism="dawa", rng=np.random.default_rng(1))
+    path = tmp_path / "dawa.json"
+    path.write_text(dawa.to_json())
+    assert show.saved_summary(str(path), 0.05) is None
+    saved = json.loads(
+        dprange.release(data, dprange.Domain.integers(0, 31), 1.0, rng=np.random.default_rng(1)).to_json()
+    )
+    saved["dprange_release"] = FORMAT_VERSION + 1
+    path.write_text(json.dumps(saved))
+    assert show.saved_summary(str(path), 0.05) is None
+    path.write_text("{not json")
+    assert show.saved_summary(str(path), 0.05) is None
+
+
+def test_show_of_a_saved_1d_release_loads_no_numpy(saved, capsys, tmp_path):
+    """`dprange show` on a release written by `release -o` imports neither numpy nor scipy."""
+    _, one, _ = release_files(saved, capsys)
+    code = (
+        "import sys\nfrom dprange.cli import main\n"
+        "try:\n    main(['show', sys.argv[1]])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('numpy', 'scipy') if m in sys.modules), file=sys.stderr)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code, str(one)], capture_output=True, text=True, check=True)
+    assert result.stderr.strip().splitlines()[-1] == "[]", result.stderr
+    assert "deciles, 95% intervals" in result.stdout
