@@ -58,7 +58,7 @@ def test_page_code_runs(name, tmp_path, monkeypatch, capsys):
     if name == "tutorial.md":  # the tutorial reads the UCI Adult data of ../shared (a link, never a copy)
         adult = SHARED / "data" / "adult" / "adult.csv"
         if not adult.exists():
-            pytest.skip("the tutorial needs ../shared/data/adult/adult.csv")
+            pytest.skip("needs ../shared/data/adult/adult.csv (the tutorial reads it)")
         (tmp_path / "adult.csv").symlink_to(adult)
     ages = np.random.default_rng(1).integers(18, 90, 500)
     (tmp_path / "ages.csv").write_text("age\n" + "\n".join(map(str, ages)) + "\n")

@@ -911,7 +911,7 @@ def adult_cells(*names):
 
     path = SHARED / "data" / "adult" / "adult.csv"
     if not path.exists():
-        pytest.skip("../shared/data/adult/adult.csv is not present")
+        pytest.skip("needs ../shared/data/adult/adult.csv")
     with open(path, newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
     return str(path), [[row[name].strip() for row in rows] for name in names]

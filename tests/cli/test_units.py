@@ -22,7 +22,7 @@ def adult_ids(tmp_path_factory):
     """Adult with an id column: ids of 1-20 rows, rows shuffled.  One age of the shared copy is
     39.5 (a planted defect); it is rounded here so that --integers reads every row."""
     if not ADULT.exists():
-        pytest.skip("../shared/data/adult/adult.csv is not present")
+        pytest.skip("needs ../shared/data/adult/adult.csv")
     frame = pd.read_csv(ADULT)
     rng = np.random.default_rng(33)
     sizes = rng.integers(1, 21, size=len(frame))
