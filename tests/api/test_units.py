@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from _helpers import write_table
 
 import dprange
 from conftest import SHARED
@@ -68,13 +69,8 @@ def test_per_group_histograms_are_exact_at_huge_epsilon_on_every_frame(people):
 
 @pytest.mark.parametrize("suffix", ["csv", "parquet"])
 def test_per_group_histograms_are_exact_at_huge_epsilon_on_the_local_engine(people, tmp_path, suffix):
-    path = tmp_path / f"people.{suffix}"
-    if suffix == "csv":
-        people.to_csv(path, index=False)
-    else:
-        pytest.importorskip("pyarrow")
-        people.to_parquet(path, index=False)
-    grouped = dprange.release_files(str(path), "x", DOMAIN, 1e6, **files_kwargs(), batch_rows=37)
+    path = write_table(people, tmp_path / f"people.{suffix}")
+    grouped = dprange.release_files(path, "x", DOMAIN, 1e6, **files_kwargs(), batch_rows=37)
     assert_exact(grouped, people)
 
 

@@ -1,4 +1,4 @@
-"""Releases with a privacy unit (many rows per person) and group-by with public keys.
+"""Releases with a privacy unit (many rows per person) and group-by with public or private keys.
 
 :func:`unit_release` is what ``dprange.release`` and ``dprange.release_files`` run when they
 are given ``privacy_id`` or ``by``: everything is checked and the session charged before any
@@ -7,6 +7,11 @@ per id in each of at most m random groups), counted per (group, bin), and each g
 released by the mechanism at the row-level epsilon that group privacy gives
 (:mod:`dprange.privacy.units`).  The releases record the id-level epsilon and the relation
 "add or remove one id with all its rows".
+
+Private keys (``by=`` without ``groups=``, delta > 0): a share ``key_share`` of epsilon and all
+of delta choose the keys (:class:`~dprange.privacy.partition_selection.PartitionSelection` on
+each key's distinct ids after bounding to m keys per id, :mod:`dprange.engines.key_counts`),
+the rest of epsilon releases the keys kept, as public keys would be, sorted.
 """
 
 from __future__ import annotations
@@ -27,9 +32,19 @@ from ..engines.spark import is_spark_frame
 from ..engines.spark_units import spark_bounded_counts
 from ..engines.unit_files import stream_bounded_counts
 from ..errors import ParameterError, excerpt
+from ..privacy.partition_selection import PartitionSelection
 from ..privacy.samplers import resolve_rng
 from ..privacy.units import PrivacyUnit, check_unit_release, make_unit
 from .common import _session, charge_before_reading
+from .private_keys import (
+    KEY_SHARE,
+    PRIVATE_KEYS_NOTE,
+    check_private_keys,
+    private_what,
+    release_delta,
+    select_keys,
+    split_epsilon,
+)
 
 #: The most public group keys one grouped release takes.
 MAX_GROUPS = 10_000
@@ -131,38 +146,55 @@ def unit_release(
     batch_rows: int = DEFAULT_BATCH_ROWS,
     engine: str = "local",
     spark=None,
+    key_share: float = KEY_SHARE,
 ) -> Release | GroupedRelease:
-    """The release of ``column`` with a privacy unit and / or a public group-by (module doc).
+    """The release of ``column`` with a privacy unit and / or a group-by (module doc); ``by``
+    without ``groups`` selects the keys privately with ``key_share`` of epsilon and all of delta.
 
     ``choose(row_epsilon)`` returns the checked mechanism (the facade's choice at the epsilon
     the mechanism runs at).  ``files``: ``values`` is a file source read by the local engine, or
     by Spark with ``engine="spark"`` (``spark``: a SparkSession or master URL); a Spark
     DataFrame ``values`` is counted by Spark."""
     unit = make_unit(privacy_id, max_rows_per_id, max_groups_per_id)
-    grouping = Grouping.make(by, groups)
-    if max_groups_per_id != 1 and (unit is None or grouping is None):
+    private_keys = by is not None and groups is None
+    grouping = None if private_keys else Grouping.make(by, groups)
+    if max_groups_per_id != 1 and (unit is None or by is None):
         raise ParameterError("max_groups_per_id needs privacy_id and by= (without an id, each row is in one group)")
     if not isinstance(domain, Domain):
         raise ParameterError("privacy_id and by= are offered for one column (a Domain), not a ProductDomain")
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
-    check_unit_release(unit, delta, neighbours, "this release")
-    if neighbours == "replace" and grouping is not None:
+    if private_keys:
+        check_private_keys(by, delta, key_share, engine == "spark" or is_spark_frame(values))
+    elif key_share != KEY_SHARE:
+        raise ParameterError("key_share is the share of epsilon choosing private keys: it needs by= without groups=")
+    check_unit_release(unit, release_delta(by, groups, delta), neighbours, "this release")
+    if neighbours == "replace" and by is not None:
         raise ParameterError(
             "by= is offered under neighbours='add_remove' only: replace would publish each group's size"
         )
     if is_spark_frame(values) and not isinstance(column, str):
         raise ParameterError("the values are a Spark DataFrame: name the column to release with column='...'")
     if not files and not is_spark_frame(values):
-        _check_frame(values, column, unit, grouping)
+        _check_frame(values, column, unit, grouping or (Grouping(by, ()) if private_keys else None))
     elif session is not None and engine == "local":
         expand_inputs(values)  # a source naming no file is refused free
     if session is not None:
         epsilon, delta = _session(session).allot(epsilon, delta)
+    total = epsilon
+    selection = None
+    if private_keys:
+        key_epsilon, epsilon = split_epsilon(total, key_share)
+        selection = PartitionSelection(key_epsilon, delta, 1 if unit is None else unit.max_groups_per_id)
+        delta = 0.0
     mech = choose(row_epsilon(unit, epsilon))
     what = _ledger_what(column, domain, unit, grouping)
-    charge_before_reading(session, epsilon, delta, what, repr(mech))
+    if selection is not None:
+        what = private_what(column, domain, by, None if unit is None else _unit_what(unit, True))
+    charge_before_reading(session, total, delta if selection is None else selection.delta, what, repr(mech))
     source = resolve_rng(rng)
+    if selection is not None:
+        grouping = Grouping(by, select_keys(values, by, unit, selection, source, files=files, batch_rows=batch_rows))
     bounder = None if unit is None else Bounder(source, unit.max_rows_per_id, unit.max_groups_per_id)
     shared = {
         "id_column": None if unit is None else unit.id_column,
@@ -171,7 +203,9 @@ def unit_release(
         "clip": clip,
         "drop_missing": drop_missing,
     }
-    if engine == "spark" or is_spark_frame(values):
+    if grouping is not None and not grouping.keys:
+        counts = np.zeros((0, domain.size), dtype=np.int64)  # no key selected: nothing to count
+    elif engine == "spark" or is_spark_frame(values):
         keys = [0] if grouping is None else list(grouping.keys)
         counts = spark_bounded_counts(values, column, domain, keys=keys, spark=spark, **shared)
     elif files:
@@ -190,7 +224,10 @@ def unit_release(
     ]
     if grouping is None:
         return releases[0]
-    return GroupedRelease(grouping.by, list(grouping.keys), releases, epsilon, record)
+    if selection is None:
+        return GroupedRelease(grouping.by, list(grouping.keys), releases, epsilon, record)
+    chosen = selection.to_dict() | {"release_epsilon": epsilon, "keys": PRIVATE_KEYS_NOTE}
+    return GroupedRelease(grouping.by, list(grouping.keys), releases, total, record, key_selection=chosen)
 
 
 def _relabel(release, epsilon: float, record: dict | None):

@@ -48,6 +48,9 @@ SHRINK = 2.0**-48
 #: Uniform words compared with pi's binary digits, 62 bits at a time.
 _WORD_BITS = 62
 
+#: pi is computed for min(epsilon, this) (e^epsilon beyond it overflows a float).
+MAX_EXPONENT = 700.0
+
 #: The longest table of pi built (n beyond it up to pi = 1: refused; only at epsilon near 1e-5 and below).
 MAX_TABLE = 10**7
 
@@ -90,7 +93,8 @@ class PartitionSelection:
             return
         if n >= MAX_TABLE:
             n = MAX_TABLE  # reached only where pi stays below 1 past 10^7 ids: refused below
-        grow, shrink = math.exp(self.key_epsilon), math.exp(-self.key_epsilon)
+        rate = min(self.key_epsilon, MAX_EXPONENT)  # a smaller epsilon only lowers pi: still private
+        grow, shrink = math.exp(rate), math.exp(-rate)
         delta = self.key_delta
         while len(table) <= n and table[-1] < 1.0:
             table.append(_next(table[-1], grow, shrink, delta))

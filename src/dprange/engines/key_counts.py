@@ -1,0 +1,169 @@
+"""The candidate group keys of a private group-by and their numbers of distinct ids, read from
+the data (private: only :class:`~dprange.privacy.partition_selection.PartitionSelection` may see them).
+
+A row's key is its ``by`` cell: text without surrounding spaces (as a declared key matches it),
+a number as a number (integral floats as integers); a missing or empty key drops the row.  With
+a privacy unit every id is first bounded to m of its keys (:class:`~dprange.engines.bounding.Bounder`
+with k = 1: its keys ranked by a keyed hash of (id, key code) under a secret from the secure
+source), so that one id adds one to at most m counts.  Keys are coded by a 64-bit hash of their
+text (:func:`~dprange.engines.bounding.id_codes`), never by their position among the keys
+present: an id's choice then depends on its own rows and the secret only, not on which other
+keys the data hold.  Without a unit each row is one id (m = 1): a key's count is its rows.
+
+Memory: the distinct (id, key) pairs kept (16 bytes each) and one label per distinct key, cut
+back like the bounding state (:data:`~dprange.engines.bounding.MAX_KEPT_ROWS` pairs at most).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+
+from ..errors import DataError, DPRangeError, ParameterError, private
+from ..io import MISSING_MARKERS, PARQUET_SUFFIXES, _detail, check_no_nul, open_parquet
+from .bounding import MAX_KEPT_ROWS, PRUNE_ROWS, Bounder, _plain, id_codes
+from .local import DEFAULT_BATCH_ROWS, expand_inputs
+
+
+def key_labels(values) -> tuple[list, np.ndarray]:
+    """(the distinct keys of a column, as labels; each row's index among them, -1 when missing)."""
+    arr = _plain(values)
+    if arr.dtype.kind in "iub":
+        uniques, inverse = np.unique(arr, return_inverse=True)
+        return [int(u) for u in uniques], inverse.reshape(-1).astype(np.int64)
+    if arr.dtype.kind == "f":
+        present = ~np.isnan(arr)
+        uniques, inverse = np.unique(arr[present], return_inverse=True)
+        index = np.full(arr.size, -1, dtype=np.int64)
+        index[present] = inverse.reshape(-1)
+        return [int(u) if float(u).is_integer() else float(u) for u in uniques], index
+    objects = arr.astype(object)
+    text = np.array(["" if _missing(v) else str(v).strip() for v in objects], dtype=object)
+    present = np.array([t != "" and t not in MISSING_MARKERS for t in text], dtype=bool)
+    uniques, inverse = np.unique(text[present].astype(str), return_inverse=True)
+    index = np.full(arr.size, -1, dtype=np.int64)
+    index[present] = inverse.reshape(-1)
+    return [str(u) for u in uniques], index
+
+
+def _missing(value) -> bool:
+    return value is None or (isinstance(value, float) and value != value)
+
+
+def _sort_key(label) -> tuple:
+    """Keys are published sorted: numbers by value, then text by code point (never data order)."""
+    return (1, label, 0.0) if isinstance(label, str) else (0, "", float(label))
+
+
+def key_codes(labels: list) -> np.ndarray:
+    """64-bit codes of key labels (int64), from the key's text alone."""
+    return id_codes(np.array([str(label) for label in labels], dtype=object)) if labels else np.zeros(0, np.int64)
+
+
+class KeyCounter:
+    """Distinct ids per key over batches of (key column, id column): ``bounder`` (k = 1, m
+    keys per id) bounds each id to m keys; None counts rows (one row, one id)."""
+
+    def __init__(self, bounder: Bounder | None, limit: int = MAX_KEPT_ROWS):
+        self.bounder = bounder
+        self.limit = limit
+        self.labels: dict[int, object] = {}
+        self.row_counts: dict[int, int] = {}
+        empty = np.zeros(0, dtype=np.int64)
+        self.ids, self.codes = empty, empty
+        self._pending: list[tuple[np.ndarray, np.ndarray]] = []
+        self._pending_rows = 0
+
+    def add(self, keys, ids=None) -> None:
+        """One batch: its key column and (with a bounder) its id column."""
+        labels, index = key_labels(keys)
+        codes = key_codes(labels)
+        for code, label in zip(codes.tolist(), labels):
+            if self.labels.setdefault(code, label) != label:
+                raise DataError("two group keys share a 64-bit code; declare the keys with groups=[...]")
+        present = index >= 0
+        row_codes = codes[index[present]] if codes.size else np.zeros(0, dtype=np.int64)
+        if self.bounder is None:
+            values, counts = np.unique(row_codes, return_counts=True)
+            for code, count in zip(values.tolist(), counts.tolist()):
+                self.row_counts[code] = self.row_counts.get(code, 0) + count
+            return
+        if ids is None:
+            raise ParameterError("a KeyCounter with a bounder needs the id column")
+        row_ids = id_codes(ids)[present]
+        kept = self.bounder.keep(row_ids, row_codes, np.zeros(row_ids.size, dtype=np.int64))
+        self._pending.append((row_ids[kept], row_codes[kept]))
+        self._pending_rows += kept.size
+        if self._pending_rows >= max(self.ids.size, PRUNE_ROWS):
+            self._cut()
+
+    def _cut(self) -> None:
+        assert self.bounder is not None
+        ids = np.concatenate([self.ids] + [p[0] for p in self._pending])
+        codes = np.concatenate([self.codes] + [p[1] for p in self._pending])
+        self._pending, self._pending_rows = [], 0
+        kept = self.bounder.keep(ids, codes, np.zeros(ids.size, dtype=np.int64))  # one row per (id, key) kept
+        if kept.size > self.limit:
+            raise DataError(
+                f"private key selection would hold {private(int(kept.size))} (id, key) pairs, over the limit of "
+                f"{self.limit}; lower max_groups_per_id or declare the keys with groups=[...]"
+            )
+        self.ids, self.codes = ids[kept], codes[kept]
+
+    def counts(self) -> tuple[list, np.ndarray]:
+        """(the keys present, sorted; the number of distinct ids of each after bounding)."""
+        if self.bounder is None:
+            totals = self.row_counts
+        else:
+            self._cut()
+            values, counts = np.unique(self.codes, return_counts=True)
+            totals = dict(zip(values.tolist(), counts.tolist()))
+        order = sorted(self.labels, key=lambda code: _sort_key(self.labels[code]))
+        return [self.labels[c] for c in order], np.array([totals.get(c, 0) for c in order], dtype=np.int64)
+
+
+def file_key_counts(
+    source, by: str, id_column: str | None, bounder: Bounder | None, batch_rows: int = DEFAULT_BATCH_ROWS
+) -> tuple[list, np.ndarray]:
+    """:meth:`KeyCounter.counts` of the ``by`` (and ``id_column``) columns of CSV / Parquet
+    files, read ``batch_rows`` rows at a time (keys and ids read as text from CSV)."""
+    counter = KeyCounter(bounder)
+    names = [by] if id_column is None else [by, id_column]
+    for path in expand_inputs(source):
+        for batch in _batches(path, names, batch_rows):
+            counter.add(batch.column(0), None if id_column is None else batch.column(1))
+    return counter.counts()
+
+
+def _batches(path: str, names: list[str], batch_rows: int) -> Iterator:
+    if path.lower().endswith(PARQUET_SUFFIXES):
+        handle = open_parquet(path, names[0])
+        for name in names[1:]:
+            open_parquet(path, name)
+        try:
+            yield from handle.iter_batches(batch_size=batch_rows, columns=names)
+        except DPRangeError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise DataError(f"cannot read {path!r}{_detail(exc)}") from None
+        return
+    try:
+        import pyarrow as pa  # noqa: PLC0415
+        import pyarrow.csv as pv  # noqa: PLC0415
+    except ImportError:
+        raise DataError("by= without groups= on CSV files needs pyarrow: pip install 'dprange[io]'") from None
+    check_no_nul(path)
+    convert = pv.ConvertOptions(
+        include_columns=names,
+        column_types={name: pa.string() for name in names},
+        null_values=list(MISSING_MARKERS),
+        strings_can_be_null=True,
+    )
+    read = pv.ReadOptions(block_size=max(1 << 16, min(batch_rows * 64, 1 << 26)))
+    try:
+        yield from pv.open_csv(path, read_options=read, convert_options=convert)
+    except DPRangeError:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        raise DataError(f"cannot read the columns {', '.join(map(repr, names))} of {path!r}{_detail(exc)}") from None
