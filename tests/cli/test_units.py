@@ -131,3 +131,28 @@ def test_error_shows_the_cost_of_contribution_bounding(capsys):
     assert code == 0 and "contribution bounding: at most 3 rows per id" in text and "x that of one row" in text
     code, _, stderr = run_cli(["error", "--n", "16", "-e", "1", "--max-rows-per-id", "3", "--delta", "1e-6"], capsys)
     assert code == 2 and "delta > 0" in stderr
+
+
+def test_by_without_groups_selects_the_keys_privately(adult_ids, tmp_path, capsys):
+    """--by sex alone with --delta: keys chosen from the data with --key-share of epsilon and all
+    of delta, both sexes kept (thousands of ids each), sorted; the session charged once."""
+    out, ledger = tmp_path / "p.json", tmp_path / "ledger.json"
+    line = ISSUE_LINE.replace("--groups Male,Female ", "").split()
+    extra = ["--delta", "1e-6", "--key-share", "0.2", "--session", ledger, "--session-epsilon", "2"]
+    extra += ["--session-delta", "1e-5"]
+    code, stdout, stderr = run_cli(["release", adult_ids, *line, *extra, "-o", out], capsys)
+    assert code == 0, stderr
+    assert "keys selected privately: epsilon=0.2, delta=1e-06 (2 kept" in stdout
+    grouped = GroupedRelease.from_json(out)
+    assert grouped.keys == ["Female", "Male"] and grouped.key_selection["epsilon"] == 0.2
+    assert all(r.epsilon == pytest.approx(0.8) and r.delta == 0 for r in grouped.releases)
+    session = Session.open(ledger)
+    assert len(session.entries) == 1 and session.entries[0].epsilon == 1.0 and session.entries[0].delta == 1e-6
+    assert "keys selected privately" in session.entries[0].what
+    for extra, message in [
+        (["--key-share", "0.5"], "--key-share needs --by without --groups"),
+        (["--by", "sex", "--delta", "1e-6", "--key-share", "1.5"], "key_share"),
+    ]:
+        args = ["release", adult_ids, "-c", "age", "--lo", "0", "--hi", "120", "--integers", "-e", "1", *extra]
+        code, _, stderr = run_cli([*args, "-o", tmp_path / "x.json"], capsys)
+        assert code == 2 and message in stderr, (extra, stderr)

@@ -340,6 +340,7 @@ def release_command(
     groups,
     groups_file,
     max_groups_per_id,
+    key_share,
     **mechanism_params,
 ):
     """Release a private histogram of one column (or several) of a CSV or Parquet file.
@@ -347,7 +348,8 @@ def release_command(
     One row must be one person, unless --privacy-id names the column of the person: then at
     most --max-rows-per-id random rows are kept per id and the release protects one id with
     all its rows.  --by COL --groups a,b releases one histogram per public key under one
-    epsilon (a table of deciles per group; --plot draws one panel per group).
+    epsilon (a table of deciles per group; --plot draws one panel per group); --by COL alone
+    selects the keys privately (needs --delta; --key-share of epsilon chooses them).
 
     Reads COLUMN of INPUT, bins it on the public domain, measures it with the chosen
     mechanism, writes the release (histogram, standard errors, deciles, parameters) as JSON
@@ -363,7 +365,7 @@ def release_command(
         raise ParameterError("--spark-master needs --engine spark")
     check_ranges_option(ranges)
     unit_args = {"privacy_id": privacy_id, "max_rows_per_id": max_rows_per_id, "by": by, "groups": groups}
-    unit_args |= {"groups_file": groups_file, "max_groups_per_id": max_groups_per_id}
+    unit_args |= {"groups_file": groups_file, "max_groups_per_id": max_groups_per_id, "key_share": key_share}
     if len(column) > 1 and wants_units(unit_args):
         raise ParameterError("--privacy-id and --by release one --column for now")
     categorical = parse_categories(categories, categories_file, column, other)
