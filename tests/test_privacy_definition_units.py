@@ -13,6 +13,10 @@ tail, so the ratio is constant there and the box holds the supremum.
 
 Each check also runs with contribution bounding switched off in the calibration (k rows kept
 but noise calibrated for one row): the loss then exceeds epsilon, so the test can fail.
+
+A data-aware mechanism: StructureFirst's private boundary step (an exponential mechanism over
+bucketings), its exact law (every choice enumerated by tests/_helpers.Script) mixed over the
+bounding law, against its id-level share.
 """
 
 from __future__ import annotations
@@ -24,9 +28,12 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 import pytest
+from _helpers import Script
 
 import dprange
+import dprange.data_aware.steps as data_aware_steps
 from dprange import Domain, ProductDomain
+from dprange.data_aware.structure_first import StructureFirst
 from dprange.privacy.noise import pmf
 
 pytestmark = pytest.mark.usefixtures("private_cache")
@@ -200,3 +207,66 @@ def test_unit_grid_release_meets_epsilon_for_one_id():
         A, specs = design(grid)
         loss = worst_loss(cells, k, A, specs, bins=4)
         assert (loss <= EPSILON * (1 + 1e-12)) == unit
+
+
+# ----------------------------------------------------------------------------- a data-aware step
+def boundary_law(monkeypatch, mech, x, epsilon_step) -> dict:
+    """{bucket starts: log P} of StructureFirst's boundary step on counts x, every run of its
+    exponential-mechanism choices enumerated with exact probabilities (tests/_helpers.Script)."""
+    with monkeypatch.context() as patch:
+        script = Script(patch, [data_aware_steps])
+        runs = script.enumerate(lambda: tuple(mech.boundaries(np.asarray(x), epsilon_step, rng=0).tolist()))
+    return {starts: log_p for log_p, starts in runs}
+
+
+def mixture_law(monkeypatch, mech, rows, k, bins, epsilon_step) -> dict:
+    """{starts: log P(starts | D)}: the boundary law mixed over the exact law of bounded counts."""
+    out: dict = {}
+    for counts, p in bounded_law(rows, k, 1, bins).items():
+        for starts, log_p in boundary_law(monkeypatch, mech, counts, epsilon_step).items():
+            term = math.log(p) + log_p
+            out[starts] = np.logaddexp(out[starts], term) if starts in out else term
+    return out
+
+
+def boundary_worst_loss(monkeypatch, mech, rows, k, bins, epsilon_step) -> float:
+    """max over ids removed and bucket starts of |log P(starts | D) - log P(starts | D - id)|."""
+    rows = {i: [(0, b) for _, b in rs] for i, rs in rows.items()}
+    full = mixture_law(monkeypatch, mech, rows, k, bins, epsilon_step)
+    worst = 0.0
+    for gone in rows:
+        less = mixture_law(monkeypatch, mech, {i: r for i, r in rows.items() if i != gone}, k, bins, epsilon_step)
+        worst = max(worst, max(abs(full[s] - less[s]) for s in full))
+    return worst
+
+
+#: Found by searching 3 ids with 3, 1, 1 rows on 4 bins for the largest loss of the unbounded step.
+BOUNDARY_ROWS = {"a": [(0, 1)] * 3, "b": [(0, 0)], "c": [(0, 0)]}
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_a_data_aware_step_meets_its_share_for_one_id(monkeypatch, k):
+    """StructureFirst's private boundary step (an exponential mechanism over bucketings, 3 buckets
+    on 4 bins, counts clipped at 3) through the ids path: its exact output law, mixed over the
+    exact law of contribution bounding, changes by at most the step's id-level share (ratio x
+    epsilon) when one id is removed; with the rows bounded to k = 3 but the step calibrated for
+    one row (no privacy_id) it exceeds that share (1.2 times)."""
+    mech = StructureFirst(buckets=3, max_count=3, grid=1, ratio=0.5)
+    seen: list = []
+    original = StructureFirst.boundaries
+
+    def boundaries(self, counts, epsilon_step, rng=None):
+        seen.append(epsilon_step)
+        return original(self, counts, epsilon_step, rng)
+
+    data, domain = frame(BOUNDARY_ROWS), Domain.integers(0, 3)
+    with monkeypatch.context() as patch:
+        patch.setattr(StructureFirst, "boundaries", boundaries)
+        release = dprange.release(data, domain, EPSILON, column="x", mechanism=mech, privacy_id="id", max_rows_per_id=k)
+        row_level = dprange.release(data, domain, EPSILON, column="x", mechanism=mech)
+    share = EPSILON * 0.5
+    assert release.epsilon == EPSILON and seen[0] * k <= share * (1 + 1e-12)
+    assert boundary_worst_loss(monkeypatch, mech, BOUNDARY_ROWS, k, 4, seen[0]) <= share * (1 + 1e-12)
+    assert row_level.epsilon == EPSILON and seen[1] == pytest.approx(share)
+    if k == 3:
+        assert boundary_worst_loss(monkeypatch, mech, BOUNDARY_ROWS, k, 4, seen[1]) > 1.15 * share
