@@ -156,3 +156,35 @@ def test_by_without_groups_selects_the_keys_privately(adult_ids, tmp_path, capsy
         args = ["release", adult_ids, "-c", "age", "--lo", "0", "--hi", "120", "--integers", "-e", "1", *extra]
         code, _, stderr = run_cli([*args, "-o", tmp_path / "x.json"], capsys)
         assert code == 2 and message in stderr, (extra, stderr)
+
+
+WORKCLASS = "Private,Self-emp-not-inc,Self-emp-inc,Federal-gov,Local-gov,State-gov,Without-pay,Never-worked"
+
+
+def test_a_categorical_column_with_ids_and_groups(adult_ids, tmp_path, capsys):
+    """-c workclass --categories ... --other with --by sex --privacy-id id: one labelled table of
+    category counts per sex; at epsilon 1e6 with k = 20 and m = 2 (every row kept) each group's
+    counts are the true ones (the "?" rows in the other bin); the plot and the table carry labels."""
+    out, png = tmp_path / "wc.json", tmp_path / "wc.png"
+    args = ["release", adult_ids, "-c", "workclass", "--categories", f"workclass={WORKCLASS}", "--other"]
+    args += ["--by", "sex", "--groups", "Male,Female", "--privacy-id", "id", "--max-rows-per-id", "20"]
+    args += ["--max-groups-per-id", "2", "-e", "1e6", "--mechanism", "flat", "-o", out, "--plot", png]
+    code, stdout, stderr = run_cli(args, capsys)
+    assert code == 0, stderr
+    assert "sex = Male" in stdout and "Self-emp-not-inc" in stdout and "Never-worked" in stdout
+    grouped = GroupedRelease.from_json(out)
+    frame = pd.read_csv(adult_ids, skipinitialspace=True)
+    labels = WORKCLASS.split(",")
+    for key in ("Male", "Female"):
+        rows = frame.workclass[frame.sex == key]
+        truth = [int((rows == label).sum()) for label in labels] + [int((~rows.isin(labels)).sum())]
+        np.testing.assert_allclose(grouped[key].histogram().value, truth, atol=1e-6)
+        assert grouped[key].domain.bin_labels()[:8] == labels
+    table = grouped.to_pandas()
+    assert table.category.tolist()[:9] == [*labels, "other"] and table["count"].sum() == len(frame)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the issue's line: k = 3, epsilon 1, one group per id
+    line = [*args[:7], "--by", "sex", "--groups", "Male,Female", "--privacy-id", "id", "--max-rows-per-id", "3"]
+    code, stdout, stderr = run_cli([*line, "-e", "1", "-o", tmp_path / "k3.json"], capsys)
+    assert code == 0, stderr
+    assert GroupedRelease.from_json(tmp_path / "k3.json")["Female"].epsilon == 1.0

@@ -82,7 +82,8 @@ class GroupedRelease:
     # ----------------------------------------------------------------- tables and files
     def to_pandas(self, *, alpha: float = 0.05):
         """A long table, one row per (group, bin): group, bin, lo, hi, count, stderr and the
-        (1 - alpha) interval of each bin count (stderr and interval NaN where not exact)."""
+        (1 - alpha) interval of each bin count (stderr and interval NaN where not exact); on a
+        categorical domain lo and hi are NaN and a column ``category`` holds the labels."""
         try:
             import pandas as pd  # noqa: PLC0415
         except ImportError:
@@ -90,7 +91,8 @@ class GroupedRelease:
         parts = []
         for key, release in self.items():
             hist = release.histogram()
-            edges = release.domain.edges
+            categorical = release.domain.categorical
+            edges = np.full(release.n + 1, np.nan) if categorical else release.domain.edges
             if release.exact_error_bars:
                 lower, upper = hist.confidence_interval(alpha)
                 stderr = np.asarray(hist.stderr, dtype=float)
@@ -103,6 +105,7 @@ class GroupedRelease:
                         "bin": np.arange(release.n),
                         "lo": edges[:-1],
                         "hi": edges[1:],
+                        **({"category": release.domain.bin_labels()} if categorical else {}),
                         "count": np.asarray(hist.value, dtype=float),
                         "stderr": stderr,
                         "lower": lower,
@@ -223,8 +226,13 @@ class GroupedRelease:
 
 def _panel(ax, release: Release, alpha: float) -> None:
     hist = release.histogram()
-    edges = np.asarray(release.domain.edges, dtype=float)
+    categorical = release.domain.categorical  # bars on positions, the categories as ticks
+    edges = np.arange(release.n + 1) - 0.5 if categorical else np.asarray(release.domain.edges, dtype=float)
     draw_bars(ax, edges, np.asarray(hist.value, dtype=float), hist if release.exact_error_bars else None, alpha)
+    if categorical:
+        labels = [style.plain(str(label)) for label in release.domain.bin_labels()]
+        rotate = len(labels) > 4
+        ax.set_xticks(np.arange(release.n), labels, rotation=45 if rotate else 0, ha="right" if rotate else "center")
 
 
 def _is_probability(value) -> bool:

@@ -23,15 +23,16 @@ import numpy as np
 from .._validation import check_delta, check_epsilon
 from ..answers.grouped import GroupedRelease
 from ..answers.release import Release
-from ..columns import column_array
+from ..columns import column_array, value_at
 from ..domain import Domain, _drop_missing
 from ..engines.bounding import Bounder, id_codes
 from ..engines.frames import is_frame, select_column
+from ..engines.key_counts import text_table
 from ..engines.local import DEFAULT_BATCH_ROWS, expand_inputs
 from ..engines.spark import is_spark_frame
 from ..engines.spark_units import spark_bounded_counts
 from ..engines.unit_files import stream_bounded_counts
-from ..errors import ParameterError, excerpt
+from ..errors import ParameterError, excerpt, private
 from ..privacy.partition_selection import PartitionSelection
 from ..privacy.samplers import resolve_rng
 from ..privacy.units import PrivacyUnit, check_unit_release, make_unit
@@ -208,6 +209,10 @@ def unit_release(
     elif engine == "spark" or is_spark_frame(values):
         keys = [0] if grouping is None else list(grouping.keys)
         counts = spark_bounded_counts(values, column, domain, keys=keys, spark=spark, **shared)
+    elif files and domain.categorical:  # categories are text: read the columns into memory
+        names = [column] + [c for c in (shared["id_column"], shared["by"]) if c is not None]
+        table = text_table(values, names, batch_rows)
+        counts = frame_counts(table, column, domain, unit, grouping, bounder, clip=clip, drop_missing=drop_missing)
     elif files:
         groups = 1 if grouping is None else len(grouping.keys)
         index = None if grouping is None else grouping.indices
@@ -250,11 +255,16 @@ def _check_frame(values, column, unit, grouping) -> None:
 
 
 def frame_counts(values, column, domain, unit, grouping, bounder, *, clip, drop_missing) -> np.ndarray:
-    """Bounded counts (groups, bins) of an in-memory table."""
-    raw = column_array(select_column(values, column))
-    present = ~_missing(raw)
-    if not present.all():
-        _drop_missing(raw, drop_missing)  # DomainError, with the count, unless dropping
+    """Bounded counts (groups, bins) of an in-memory table (a categorical domain: its values'
+    category codes, checked as :meth:`Domain.bucketize` checks them)."""
+    if domain.categorical:
+        raw = _category_codes(domain, select_column(values, column), clip, drop_missing)
+        present = raw >= 0
+    else:
+        raw = column_array(select_column(values, column))
+        present = ~_missing(raw)
+        if not present.all():
+            _drop_missing(raw, drop_missing)  # DomainError, with the count, unless dropping
     keep = present
     group = np.zeros(raw.shape[0], dtype=np.int64)
     if grouping is not None:
@@ -265,10 +275,22 @@ def frame_counts(values, column, domain, unit, grouping, bounder, *, clip, drop_
         ids = id_codes(select_column(values, unit.id_column))[rows]
         rows = rows[bounder.keep(ids, group[rows], bounder.row_keys(rows.size))]
     data = np.ma.getdata(raw) if isinstance(raw, np.ma.MaskedArray) else raw
-    bins = domain.bucketize(data[rows], clip=clip)
+    bins = data[rows] if domain.categorical else domain.bucketize(data[rows], clip=clip)
     groups = 1 if grouping is None else len(grouping.keys)
     flat = group[rows] * domain.size + bins
     return np.bincount(flat, minlength=groups * domain.size).astype(np.int64).reshape(groups, domain.size)
+
+
+def _category_codes(domain: Domain, values, clip, drop_missing) -> np.ndarray:
+    """Every row's category code (MISSING_CODE where dropped); a value outside the list, or a
+    missing one unless dropping, is the DomainError :meth:`Domain.bucketize` raises."""
+    if clip is True:
+        domain.bucketize([], clip=True)  # the categorical clip refusal, one message
+    codes = domain.codes(values)
+    bad = domain.first_bad_code(codes, drop_missing)
+    if bad is not None:
+        raise domain.code_error(codes, bad, f"e.g. {private(value_at(values, bad))}")
+    return codes
 
 
 def _missing(raw) -> np.ndarray:

@@ -369,8 +369,6 @@ def release_command(
     if len(column) > 1 and wants_units(unit_args):
         raise ParameterError("--privacy-id and --by release one --column for now")
     categorical = parse_categories(categories, categories_file, column, other)
-    if categorical and wants_units(unit_args):
-        raise ParameterError("--categories with --privacy-id or --by is not offered yet")
     if wants_units(unit_args) and ranges is not None:
         raise ParameterError("--ranges is not offered with --privacy-id or --by yet; use --workload")
     if wants_units(unit_args) and (report is not None or log_x):
@@ -442,6 +440,7 @@ def release_command(
         args |= dict(drop_missing=drop_missing, epsilon=epsilon, delta=delta, mechanism=mechanism, workload=workload)
         args |= dict(neighbours=neighbours, noise=noise, inference=inference, seed=seed, alpha=alpha, output=output)
         args |= dict(plot=plot, session_path=session_path, engine=engine, spark_master=spark_master, **unit_args)
+        args |= dict(categories=categorical.get(column))
         unit_release_command(args, session, mechanism_params)
         return
     if column in categorical:

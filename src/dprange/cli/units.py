@@ -11,14 +11,15 @@ import click
 
 from .. import api
 from ..answers.grouped import GroupedRelease
+from ..api.common import release_workload
 from ..api.private_keys import KEY_SHARE, check_private_keys, split_epsilon
 from ..api.units import row_epsilon
 from ..errors import DataError, ParameterError
 from ..privacy.units import check_unit_release, make_unit
 from ..registry import MECHANISMS
 from .options import StagedOutputs, check_seed, parse_mechanism_params
-from .parse import build_domain, check_privacy
-from .render import format_deciles, stage_outputs
+from .parse import build_domain, check_no_bounds, check_privacy
+from .render import format_categories, format_deciles, stage_outputs
 from .session import charge_before_reading, session_summary
 
 #: The options ``dprange release`` takes for privacy units and group-by.
@@ -113,7 +114,7 @@ def unit_release_command(o: dict, session, mechanism_params: dict) -> None:
     elif o["key_share"] != KEY_SHARE:
         raise ParameterError("--key-share needs --by without --groups (keys selected privately)")
     run_at = api.row_epsilon(unit, release_epsilon)
-    domain = build_domain(o["lo"], o["hi"], o["bins"], o["integers"])
+    domain, workload = _domain_and_workload(o)
     explicit = click.get_current_context().get_parameter_source("mechanism") != click.core.ParameterSource.DEFAULT
     given = {name: value for name, value in mechanism_params.items() if value is not None}
     mechanism, params = parse_mechanism_params(MECHANISMS, o["mechanism"], given, explicit=explicit)
@@ -123,7 +124,7 @@ def unit_release_command(o: dict, session, mechanism_params: dict) -> None:
         run_at,
         delta=release_delta,
         neighbours=o["neighbours"],
-        workload=o["workload"],
+        workload=workload,
         inference=o["inference"],
         noise=o["noise"],
         **params,
@@ -150,19 +151,35 @@ def unit_release_command(o: dict, session, mechanism_params: dict) -> None:
         staged = _stage_grouped(result, o["output"], o["plot"], o["alpha"], o["column"])
         for key, release in result.items():
             lines.append(f"{o['by']} = {key}: {release.mechanism} at epsilon={release.epsilon:g}")
-            lines.append(format_deciles(release, o["alpha"]))
+            lines.append(_summary(release, o["alpha"]))
         lines.insert(1, f"{len(result)} groups by {o['by']!r}, epsilon={epsilon:g} in all")
         if result.key_selection is not None:
             lines.insert(2, _key_line(result.key_selection, len(result)))
     else:
         staged = stage_outputs(result, o["output"], o["plot"], o["alpha"])
         lines.append(f"{result.mechanism} release of {o['column']!r}: {domain!r}, epsilon={epsilon:g}")
-        lines.append(format_deciles(result, o["alpha"]))
+        lines.append(_summary(result, o["alpha"]))
     if session is not None:
         lines.append(session_summary(session, o["session_path"]))
     staged.commit()
     click.echo("\n".join(lines))
     click.echo(f"wrote {o['output']}" + (f" and {o['plot']}" if o["plot"] else ""))
+
+
+def _domain_and_workload(o: dict):
+    """The public domain of --column (its --categories, or --lo / --hi / --bins) and the
+    workload (on categories: one count per category unless --workload is given)."""
+    if o.get("categories") is None:
+        return build_domain(o["lo"], o["hi"], o["bins"], o["integers"]), o["workload"]
+    check_no_bounds(o["lo"], o["hi"], o["bins"], o["integers"], f"--column {o['column']} has --categories")
+    domain = o["categories"]
+    default = click.get_current_context().get_parameter_source("workload") == click.core.ParameterSource.DEFAULT
+    return domain, release_workload(domain, None if default else o["workload"], o["clip"])
+
+
+def _summary(release, alpha: float) -> str:
+    """The table printed for a release: its categories' counts, or its deciles."""
+    return format_categories(release, alpha) if release.domain.categorical else format_deciles(release, alpha)
 
 
 def _stage_grouped(grouped: GroupedRelease, output, plot, alpha, column: str | None = None) -> StagedOutputs:

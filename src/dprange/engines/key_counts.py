@@ -136,6 +136,21 @@ def file_key_counts(
     return counter.counts()
 
 
+def text_table(source, names: list[str], batch_rows: int = DEFAULT_BATCH_ROWS):
+    """The ``names`` columns of every file of ``source`` as one pyarrow Table, in memory (CSV
+    cells as text, Parquet columns as stored): the id path of a categorical value column, which
+    the streaming engine (numeric values only) does not take."""
+    import pyarrow as pa  # noqa: PLC0415 (the readers below need it: DataError without it)
+
+    if len(set(names)) != len(names):
+        raise ParameterError("the value, id and group columns must be different columns")
+    batches = [batch for path in expand_inputs(source) for batch in _batches(path, names, batch_rows)]
+    tables = [pa.Table.from_batches([b]) for b in batches]
+    if not tables:
+        return pa.table({name: pa.array([], pa.string()) for name in names})
+    return pa.concat_tables(tables, promote_options="permissive")
+
+
 def _batches(path: str, names: list[str], batch_rows: int) -> Iterator:
     if path.lower().endswith(PARQUET_SUFFIXES):
         handle = open_parquet(path, names[0])
