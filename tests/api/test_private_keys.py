@@ -138,3 +138,8 @@ def test_private_keys_refuse_before_reading(people, kwargs, message):
     with pytest.raises(ParameterError, match=message):
         dprange.release(people, DOMAIN, 1.0, column="x", by="key", session=session, **kwargs)
     assert not session.entries
+
+
+def test_a_key_share_without_private_keys_is_refused(people):
+    with pytest.raises(ParameterError, match="needs by= without groups="):
+        dprange.release(people, DOMAIN, 1.0, column="x", key_share=0.5)

@@ -42,7 +42,7 @@ from .common import (
     resolve_neighbours,
 )
 from .grid import release_grid
-from .private_keys import KEY_SHARE, release_delta
+from .private_keys import KEY_SHARE, check_key_share_use, release_delta
 from .units import unit_release
 
 
@@ -192,6 +192,7 @@ def release(
     With a :class:`~dprange.ProductDomain` this is :func:`release_grid` (``values`` are then
     the columns, ``workload`` a k-D workload, default all rectangles).
     """
+    check_key_share_use(by, groups, key_share)
     unit = _unit_arguments(privacy_id, max_rows_per_id, max_groups_per_id, by, groups)
     if unit:
         options = {"delta": delta, "rng": rng, "clip": clip, "drop_missing": drop_missing, "session": session}
@@ -290,6 +291,7 @@ def release_files(
     ``column``, ``units`` and the files (``Release.input_labels``)."""
     if engine not in ("local", "spark"):
         raise ParameterError(f"engine must be 'local' or 'spark', got {engine!r}")
+    check_key_share_use(by, groups, key_share)
     unit = _unit_arguments(privacy_id, max_rows_per_id, max_groups_per_id, by, groups)
     if unit:
         options = {"delta": delta, "rng": rng, "clip": clip, "drop_missing": drop_missing, "session": session}

@@ -54,6 +54,12 @@ def check_private_keys(by, delta: float, key_share, spark: bool) -> None:
         raise ParameterError("private keys (by= without groups=) are not offered on Spark yet; declare groups=[...]")
 
 
+def check_key_share_use(by, groups, key_share) -> None:
+    """``key_share`` given where no key is selected privately is refused (it would do nothing)."""
+    if key_share != KEY_SHARE and (by is None or groups is not None):
+        raise ParameterError("key_share is the share of epsilon choosing private keys: it needs by= without groups=")
+
+
 def split_epsilon(epsilon: float, share: float) -> tuple[float, float]:
     """(epsilon choosing the keys, epsilon releasing them), summing to at most epsilon exactly."""
     chosen = epsilon * share

@@ -40,6 +40,7 @@ from .common import _session, charge_before_reading
 from .private_keys import (
     KEY_SHARE,
     PRIVATE_KEYS_NOTE,
+    check_key_share_use,
     check_private_keys,
     private_what,
     release_delta,
@@ -167,8 +168,7 @@ def unit_release(
     delta = check_delta(delta)
     if private_keys:
         check_private_keys(by, delta, key_share, engine == "spark" or is_spark_frame(values))
-    elif key_share != KEY_SHARE:
-        raise ParameterError("key_share is the share of epsilon choosing private keys: it needs by= without groups=")
+    check_key_share_use(by, groups, key_share)
     check_unit_release(unit, release_delta(by, groups, delta), neighbours, "this release")
     if neighbours == "replace" and by is not None:
         raise ParameterError(

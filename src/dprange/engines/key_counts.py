@@ -28,6 +28,10 @@ from .local import DEFAULT_BATCH_ROWS, expand_inputs
 
 def key_labels(values) -> tuple[list, np.ndarray]:
     """(the distinct keys of a column, as labels; each row's index among them, -1 when missing)."""
+    if _is_arrow_text(values):  # factorised by pyarrow: one Python string per distinct key
+        encoded = (values.combine_chunks() if hasattr(values, "combine_chunks") else values).dictionary_encode()
+        index = np.asarray(encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
+        return _text_labels(encoded.dictionary.to_pylist(), index)
     arr = _plain(values)
     if arr.dtype.kind in "iub":
         uniques, inverse = np.unique(arr, return_inverse=True)
@@ -38,17 +42,32 @@ def key_labels(values) -> tuple[list, np.ndarray]:
         index = np.full(arr.size, -1, dtype=np.int64)
         index[present] = inverse.reshape(-1)
         return [int(u) if float(u).is_integer() else float(u) for u in uniques], index
-    objects = arr.astype(object)
-    text = np.array(["" if _missing(v) else str(v).strip() for v in objects], dtype=object)
-    present = np.array([t != "" and t not in MISSING_MARKERS for t in text], dtype=bool)
-    uniques, inverse = np.unique(text[present].astype(str), return_inverse=True)
-    index = np.full(arr.size, -1, dtype=np.int64)
-    index[present] = inverse.reshape(-1)
-    return [str(u) for u in uniques], index
+    try:
+        import pandas as pd  # noqa: PLC0415 (optional: factorises in C, missing values as -1)
+    except ImportError:  # pragma: no cover - pandas is installed with the io extra
+        objects = arr.astype(object)
+        missing = np.fromiter((v is None or (isinstance(v, float) and v != v) for v in objects), bool, objects.size)
+        uniques, inverse = np.unique(objects[~missing].astype(str), return_inverse=True)
+        index = np.full(arr.size, -1, dtype=np.int64)
+        index[~missing] = inverse.reshape(-1)
+        return _text_labels(uniques.tolist(), index)
+    codes, distinct = pd.factorize(arr.astype(object))
+    return _text_labels(list(distinct), np.asarray(codes, dtype=np.int64))
 
 
-def _missing(value) -> bool:
-    return value is None or (isinstance(value, float) and value != value)
+def _is_arrow_text(values) -> bool:
+    kind = getattr(values, "type", None)
+    return hasattr(values, "dictionary_encode") and kind is not None and str(kind) in ("string", "large_string")
+
+
+def _text_labels(distinct: list, index: np.ndarray) -> tuple[list, np.ndarray]:
+    """Labels of text keys: stripped (" Male" is "Male"), empty and missing markers dropped;
+    ``index`` maps rows to ``distinct`` and is remapped to the labels."""
+    stripped = ["" if text is None else str(text).strip() for text in distinct]
+    labels = sorted({text for text in stripped if text and text not in MISSING_MARKERS})
+    position = {label: i for i, label in enumerate(labels)}
+    remap = np.array([position.get(text, -1) for text in stripped] + [-1], dtype=np.int64)
+    return labels, remap[index]  # index -1 (missing) takes the appended -1
 
 
 def _sort_key(label) -> tuple:
