@@ -143,3 +143,40 @@ def test_private_keys_refuse_before_reading(people, kwargs, message):
 def test_a_key_share_without_private_keys_is_refused(people):
     with pytest.raises(ParameterError, match="needs by= without groups="):
         dprange.release(people, DOMAIN, 1.0, column="x", key_share=0.5)
+
+
+def test_through_the_release_a_key_appears_with_its_probability_pi(people):
+    """Monte-Carlo through dprange.release with ids: a key held by one id appears with
+    probability pi(1) = delta, one held by two ids (three rows) with pi(2) (here 0.3 and
+    0.3 e^0.25 + 0.3 = 0.685), 600 releases each within 4.5 standard errors."""
+    tiny = pd.DataFrame({"id": [1, 2, 2, 3], "key": ["one", "two", "two", "two"], "x": [0, 1, 2, 3]})
+    tiny.loc[3, "id"] = 4  # "two": ids 2 and 4
+    selection = PartitionSelection(0.25, 0.3)
+    rng = np.random.default_rng(11)
+    runs = 600
+    seen = {"one": 0, "two": 0}
+    for _ in range(runs):
+        grouped = dprange.release(
+            tiny,
+            DOMAIN,
+            1.0,
+            column="x",
+            by="key",
+            delta=0.3,
+            rng=rng,
+            mechanism="flat",
+            privacy_id="id",
+            max_rows_per_id=2,
+        )
+        for key in grouped.keys:
+            seen[key] += 1
+    for key, n in (("one", 1), ("two", 2)):
+        p = selection.probability(n)
+        assert abs(seen[key] / runs - p) <= 4.5 * np.sqrt(p * (1 - p) / runs), (key, seen[key], p)
+
+
+def test_spark_refuses_private_keys():
+    from dprange.api.private_keys import check_private_keys
+
+    with pytest.raises(ParameterError, match="not offered on Spark"):
+        check_private_keys("key", 1e-6, 0.25, True)
