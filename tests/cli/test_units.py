@@ -188,3 +188,14 @@ def test_a_categorical_column_with_ids_and_groups(adult_ids, tmp_path, capsys):
     code, stdout, stderr = run_cli([*line, "-e", "1", "-o", tmp_path / "k3.json"], capsys)
     assert code == 0, stderr
     assert GroupedRelease.from_json(tmp_path / "k3.json")["Female"].epsilon == 1.0
+
+
+def test_the_keys_of_a_categorical_by_column_from_categories(adult_ids, tmp_path, capsys):
+    """--by sex --categories sex=Female,Male: the categories are the public keys, in their order."""
+    out = tmp_path / "c.json"
+    args = ["release", adult_ids, *ISSUE_LINE.replace("--groups Male,Female", "--categories sex=Female,Male").split()]
+    code, stdout, stderr = run_cli([*args, "-o", out], capsys)
+    assert code == 0, stderr
+    assert GroupedRelease.from_json(out).keys == ["Female", "Male"] and "sex = Female" in stdout
+    code, _, stderr = run_cli([*args, "--groups", "Male", "-o", out], capsys)
+    assert code == 2 and "give the keys of --by once" in stderr

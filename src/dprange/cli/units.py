@@ -98,7 +98,7 @@ def group_keys(groups: str | None, groups_file: str | None) -> list[str] | None:
 def unit_release_command(o: dict, session, mechanism_params: dict) -> None:
     """The release of one column with a privacy unit and / or group-by (options ``o``, checked
     by the caller up to the session's allotment); prints a table of deciles per group."""
-    keys = group_keys(o["groups"], o["groups_file"])
+    keys = group_keys(o["groups"], o["groups_file"]) if o.get("by_keys") is None else list(o["by_keys"])
     private_keys = o["by"] is not None and keys is None
     unit = make_unit(o["privacy_id"], o["max_rows_per_id"], o["max_groups_per_id"])
     epsilon, delta = o["epsilon"], o["delta"]
