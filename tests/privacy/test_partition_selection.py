@@ -171,3 +171,13 @@ def test_select_keeps_absent_keys_never_and_large_keys_always():
     selection = PartitionSelection(1.0, 1e-5)
     kept = selection.select([0, 0, 10_000, 10_000], np.random.default_rng(1))
     assert kept.tolist() == [False, False, True, True]
+
+
+def test_counts_beyond_the_table_take_its_last_pi_without_a_data_dependent_refusal(monkeypatch):
+    import dprange.privacy.partition_selection as module
+
+    monkeypatch.setattr(module, "MAX_TABLE", 50)
+    selection = PartitionSelection(1e-3, 1e-9)
+    last = selection.probability(50)
+    assert 0 < last < 1 and selection.probability(10**9) == last
+    assert selection.probabilities([3, 10**9]).tolist() == [selection.probability(3), last]

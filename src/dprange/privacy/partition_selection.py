@@ -15,11 +15,12 @@ data (n = 0) is never kept: the candidate keys come from the data, which is why 
 needed at all (pi(1) = delta: one id alone makes its key appear with probability delta).
 
 **m keys per id.**  When each id contributes to at most m keys (after contribution bounding),
-one id changes m keys' counts by one each, and the paper's optimal mechanism for m > 1 is open
-(their Section 6 offers the split).  We split: each key's draw uses pi for (epsilon / m,
-delta / m); the draws of an id's m keys compose to (epsilon, delta) (basic composition, exact
-for the hockey-stick divergence), and the keys it does not touch have the same law on both
-datasets.  The split is what the paper, PipelineDP and Tumult Analytics do.
+one id changes m keys' counts by one each; the paper's optimality result is for m = 1.  We
+split the budget rather than search an m-contribution mechanism: each key's draw uses pi for
+(epsilon / m, delta / m); the draws of an id's m keys compose to (epsilon, delta) (basic
+composition, which holds for the hockey-stick divergence), and the keys it does not touch have
+the same law on both datasets.  The split is simple to check exactly (the tests below) and
+costs the factor m in both parameters.
 
 **Floats.**  pi(n) is computed in float64 by the recursion, each value shrunk by a relative
 2^-48 (and never below pi(n-1)) so that the float pi used meets both constraints against the
@@ -51,7 +52,8 @@ _WORD_BITS = 62
 #: pi is computed for min(epsilon, this) (e^epsilon beyond it overflows a float).
 MAX_EXPONENT = 700.0
 
-#: The longest table of pi built (n beyond it up to pi = 1: refused; only at epsilon near 1e-5 and below).
+#: The longest table of pi built: a count beyond it is drawn with pi(MAX_TABLE) (a constant pi
+#: meets both constraints; reached only where pi stays below 1 past 10^7 ids, epsilon near 1e-5).
 MAX_TABLE = 10**7
 
 
@@ -91,18 +93,12 @@ class PartitionSelection:
         table = self._table
         if len(table) > n or table[-1] == 1.0:
             return
-        if n >= MAX_TABLE:
-            n = MAX_TABLE  # reached only where pi stays below 1 past 10^7 ids: refused below
+        n = min(n, MAX_TABLE)  # never a data-dependent refusal: larger counts take pi(MAX_TABLE)
         rate = min(self.key_epsilon, MAX_EXPONENT)  # a smaller epsilon only lowers pi: still private
         grow, shrink = math.exp(rate), math.exp(-rate)
         delta = self.key_delta
         while len(table) <= n and table[-1] < 1.0:
             table.append(_next(table[-1], grow, shrink, delta))
-        if len(table) > MAX_TABLE and table[-1] < 1.0:
-            raise ParameterError(
-                "private key selection at this epsilon share needs over 10^7 ids per key to be sure; raise the "
-                "key share or declare the keys"
-            )
 
     def select(self, counts, rng) -> np.ndarray:
         """Whether each key (its count of distinct ids after bounding) is kept: independent
