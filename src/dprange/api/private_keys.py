@@ -18,9 +18,8 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from ..engines.bounding import Bounder
 from ..engines.frames import select_column
-from ..engines.key_counts import KeyCounter, file_key_counts
+from ..engines.key_counts import KeyBounder, KeyCounter, file_key_counts
 from ..errors import ParameterError, excerpt
 
 #: The share of epsilon that chooses private keys by default (all of delta goes there too).
@@ -71,7 +70,7 @@ def split_epsilon(epsilon: float, share: float) -> tuple[float, float]:
 
 def select_keys(values, by, unit, selection, source, *, files, batch_rows) -> tuple:
     """The keys kept by the private selection (reads the key and id columns), sorted."""
-    bounder = None if unit is None else Bounder(source, 1, unit.max_groups_per_id)
+    bounder = None if unit is None else KeyBounder(source, unit.max_groups_per_id)
     id_column = None if unit is None else unit.id_column
     if files:
         keys, counts = file_key_counts(values, by, id_column, bounder, batch_rows)

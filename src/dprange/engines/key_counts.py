@@ -3,9 +3,9 @@ the data (private: only :class:`~dprange.privacy.partition_selection.PartitionSe
 
 A row's key is its ``by`` cell: text without surrounding spaces (as a declared key matches it),
 a number as a number (integral floats as integers); a missing or empty key drops the row.  With
-a privacy unit every id is first bounded to m of its keys (:class:`~dprange.engines.bounding.Bounder`
-with k = 1: its keys ranked by a keyed hash of (id, key code) under a secret from the secure
-source), so that one id adds one to at most m counts.  Keys are coded by a 64-bit hash of their
+a privacy unit every id is first bounded to m of its keys (:class:`KeyBounder`: its keys ranked
+by a keyed hash of (id, key code) under a secret from the secure source), so that one id adds
+one to at most m counts.  Keys are coded by a 64-bit hash of their
 text (:func:`~dprange.engines.bounding.id_codes`), never by their position among the keys
 present: an id's choice then depends on its own rows and the secret only, not on which other
 keys the data hold.  Without a unit each row is one id (m = 1): a key's count is its rows.
@@ -22,8 +22,11 @@ import numpy as np
 
 from ..errors import DataError, DPRangeError, ParameterError, private
 from ..io import MISSING_MARKERS, PARQUET_SUFFIXES, _detail, check_no_nul, open_parquet
-from .bounding import MAX_KEPT_ROWS, PRUNE_ROWS, Bounder, _plain, id_codes
+from .bounding import MAX_KEPT_ROWS, PRUNE_ROWS, _mix, _plain, _rank_in_runs, id_codes
 from .local import DEFAULT_BATCH_ROWS, expand_inputs
+
+#: An odd 64-bit multiplier (the golden ratio's) spreading key codes before the mix.
+_ODD = np.uint64(0x9E3779B97F4A7C15)
 
 
 def key_labels(values) -> tuple[list, np.ndarray]:
@@ -80,11 +83,44 @@ def key_codes(labels: list) -> np.ndarray:
     return id_codes(np.array([str(label) for label in labels], dtype=object)) if labels else np.zeros(0, np.int64)
 
 
-class KeyCounter:
-    """Distinct ids per key over batches of (key column, id column): ``bounder`` (k = 1, m
-    keys per id) bounds each id to m keys; None counts rows (one row, one id)."""
+class KeyBounder:
+    """Each id keeps its m keys of lowest rank, the rank a keyed hash of (id code, key code)
+    under a 124-bit secret drawn from the secure source: a random choice of m of its keys that
+    depends on its own rows and the secret only, the same in every batch."""
 
-    def __init__(self, bounder: Bounder | None, limit: int = MAX_KEPT_ROWS):
+    def __init__(self, rng, max_keys_per_id: int):
+        self.m = int(max_keys_per_id)
+        secret = rng.integers(0, 1 << 62, size=2)
+        self._secret = (np.uint64(int(secret[0])), np.uint64(int(secret[1])))
+
+    def ranks(self, ids: np.ndarray, codes: np.ndarray) -> np.ndarray:
+        """The rank key of every (id, key) pair (uint64)."""
+        with np.errstate(over="ignore"):
+            first = _mix(ids.astype(np.uint64) ^ self._secret[0])
+            return _mix(first ^ (codes.astype(np.uint64) * _ODD) ^ self._secret[1])
+
+    def keep(self, ids: np.ndarray, codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The distinct (id, key) pairs of the rows given whose key is among its id's m lowest-ranked."""
+        if ids.size == 0:
+            return ids, codes
+        order = np.lexsort((codes, ids))
+        ids, codes = ids[order], codes[order]
+        distinct = np.ones(ids.size, dtype=bool)
+        distinct[1:] = (ids[1:] != ids[:-1]) | (codes[1:] != codes[:-1])
+        ids, codes = ids[distinct], codes[distinct]
+        by_rank = np.lexsort((self.ranks(ids, codes), ids))
+        ids, codes = ids[by_rank], codes[by_rank]
+        new_id = np.ones(ids.size, dtype=bool)
+        new_id[1:] = ids[1:] != ids[:-1]
+        kept = _rank_in_runs(new_id) < self.m
+        return ids[kept], codes[kept]
+
+
+class KeyCounter:
+    """Distinct ids per key over batches of (key column, id column): ``bounder`` bounds each id
+    to m keys; None counts rows (one row, one id)."""
+
+    def __init__(self, bounder: KeyBounder | None, limit: int = MAX_KEPT_ROWS):
         self.bounder = bounder
         self.limit = limit
         self.labels: dict[int, object] = {}
@@ -110,25 +146,25 @@ class KeyCounter:
             return
         if ids is None:
             raise ParameterError("a KeyCounter with a bounder needs the id column")
-        row_ids = id_codes(ids)[present]
-        kept = self.bounder.keep(row_ids, row_codes, np.zeros(row_ids.size, dtype=np.int64))
-        self._pending.append((row_ids[kept], row_codes[kept]))
-        self._pending_rows += kept.size
+        kept = self.bounder.keep(id_codes(ids)[present], row_codes)
+        self._pending.append(kept)
+        self._pending_rows += kept[0].size
         if self._pending_rows >= max(self.ids.size, PRUNE_ROWS):
             self._cut()
 
     def _cut(self) -> None:
+        """The pairs kept so far and since, cut back to m per id: the m lowest of a union are
+        among the m lowest of each part, so this is the choice made on all rows at once."""
         assert self.bounder is not None
         ids = np.concatenate([self.ids] + [p[0] for p in self._pending])
         codes = np.concatenate([self.codes] + [p[1] for p in self._pending])
         self._pending, self._pending_rows = [], 0
-        kept = self.bounder.keep(ids, codes, np.zeros(ids.size, dtype=np.int64))  # one row per (id, key) kept
-        if kept.size > self.limit:
+        self.ids, self.codes = self.bounder.keep(ids, codes)
+        if self.ids.size > self.limit:
             raise DataError(
-                f"private key selection would hold {private(int(kept.size))} (id, key) pairs, over the limit of "
-                f"{self.limit}; lower max_groups_per_id or declare the keys with groups=[...]"
+                f"private key selection would hold {private(int(self.ids.size))} (id, key) pairs, over the limit "
+                f"of {self.limit}; lower max_groups_per_id or declare the keys with groups=[...]"
             )
-        self.ids, self.codes = ids[kept], codes[kept]
 
     def counts(self) -> tuple[list, np.ndarray]:
         """(the keys present, sorted; the number of distinct ids of each after bounding)."""
@@ -143,7 +179,7 @@ class KeyCounter:
 
 
 def file_key_counts(
-    source, by: str, id_column: str | None, bounder: Bounder | None, batch_rows: int = DEFAULT_BATCH_ROWS
+    source, by: str, id_column: str | None, bounder: KeyBounder | None, batch_rows: int = DEFAULT_BATCH_ROWS
 ) -> tuple[list, np.ndarray]:
     """:meth:`KeyCounter.counts` of the ``by`` (and ``id_column``) columns of CSV / Parquet
     files, read ``batch_rows`` rows at a time (keys and ids read as text from CSV)."""
