@@ -832,3 +832,13 @@ def split_selector(candidates: tuple[str, str, str]) -> Selector:
         {"leaf": 1},
     ]
     return Selector("tree", candidates, {"nodes": nodes})
+
+
+def write_table(frame, path):
+    """Write a pandas frame as CSV or Parquet by ``path``'s suffix (Parquet skipped without pyarrow)."""
+    if str(path).endswith(".csv"):
+        frame.to_csv(path, index=False)
+    else:
+        pytest.importorskip("pyarrow")
+        frame.to_parquet(path, index=False)
+    return str(path)

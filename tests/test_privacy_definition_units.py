@@ -13,6 +13,12 @@ tail, so the ratio is constant there and the box holds the supremum.
 
 Each check also runs with contribution bounding switched off in the calibration (k rows kept
 but noise calibrated for one row): the loss then exceeds epsilon, so the test can fail.
+
+A data-aware mechanism: StructureFirst's private boundary step (an exponential mechanism over
+bucketings), its exact law (every choice enumerated by tests/_helpers.Script) mixed over the
+bounding law, against its id-level share; and the whole StructureFirst release (structure and
+noisy bucket trees) against epsilon (worst loss 0.63 for epsilon 0.9 at k = 3; 1.89 with the
+release calibrated for one row).
 """
 
 from __future__ import annotations
@@ -24,9 +30,12 @@ from fractions import Fraction
 import numpy as np
 import pandas as pd
 import pytest
+from _helpers import Script
 
 import dprange
+import dprange.data_aware.steps as data_aware_steps
 from dprange import Domain, ProductDomain
+from dprange.data_aware.structure_first import StructureFirst
 from dprange.privacy.noise import pmf
 
 pytestmark = pytest.mark.usefixtures("private_cache")
@@ -200,3 +209,140 @@ def test_unit_grid_release_meets_epsilon_for_one_id():
         A, specs = design(grid)
         loss = worst_loss(cells, k, A, specs, bins=4)
         assert (loss <= EPSILON * (1 + 1e-12)) == unit
+
+
+# ----------------------------------------------------------------------------- a data-aware step
+def boundary_law(monkeypatch, mech, x, epsilon_step) -> dict:
+    """{bucket starts: log P} of StructureFirst's boundary step on counts x, every run of its
+    exponential-mechanism choices enumerated with exact probabilities (tests/_helpers.Script)."""
+    with monkeypatch.context() as patch:
+        script = Script(patch, [data_aware_steps])
+        runs = script.enumerate(lambda: tuple(mech.boundaries(np.asarray(x), epsilon_step, rng=0).tolist()))
+    return {starts: log_p for log_p, starts in runs}
+
+
+def mixture_law(monkeypatch, mech, rows, k, bins, epsilon_step) -> dict:
+    """{starts: log P(starts | D)}: the boundary law mixed over the exact law of bounded counts."""
+    out: dict = {}
+    for counts, p in bounded_law(rows, k, 1, bins).items():
+        for starts, log_p in boundary_law(monkeypatch, mech, counts, epsilon_step).items():
+            term = math.log(p) + log_p
+            out[starts] = np.logaddexp(out[starts], term) if starts in out else term
+    return out
+
+
+def boundary_worst_loss(monkeypatch, mech, rows, k, bins, epsilon_step) -> float:
+    """max over ids removed and bucket starts of |log P(starts | D) - log P(starts | D - id)|."""
+    rows = {i: [(0, b) for _, b in rs] for i, rs in rows.items()}
+    full = mixture_law(monkeypatch, mech, rows, k, bins, epsilon_step)
+    worst = 0.0
+    for gone in rows:
+        less = mixture_law(monkeypatch, mech, {i: r for i, r in rows.items() if i != gone}, k, bins, epsilon_step)
+        worst = max(worst, max(abs(full[s] - less[s]) for s in full))
+    return worst
+
+
+#: Found by searching 3 ids with 3, 1, 1 rows on 4 bins for the largest loss of the unbounded step.
+BOUNDARY_ROWS = {"a": [(0, 1)] * 3, "b": [(0, 0)], "c": [(0, 0)]}
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_a_data_aware_step_meets_its_share_for_one_id(monkeypatch, k):
+    """StructureFirst's private boundary step (an exponential mechanism over bucketings, 3 buckets
+    on 4 bins, counts clipped at 3) through the ids path: its exact output law, mixed over the
+    exact law of contribution bounding, changes by at most the step's id-level share (ratio x
+    epsilon) when one id is removed; with the rows bounded to k = 3 but the step calibrated for
+    one row (no privacy_id) it exceeds that share (1.2 times)."""
+    mech = StructureFirst(buckets=3, max_count=3, grid=1, ratio=0.5)
+    seen: list = []
+    original = StructureFirst.boundaries
+
+    def boundaries(self, counts, epsilon_step, rng=None):
+        seen.append(epsilon_step)
+        return original(self, counts, epsilon_step, rng)
+
+    data, domain = frame(BOUNDARY_ROWS), Domain.integers(0, 3)
+    with monkeypatch.context() as patch:
+        patch.setattr(StructureFirst, "boundaries", boundaries)
+        release = dprange.release(data, domain, EPSILON, column="x", mechanism=mech, privacy_id="id", max_rows_per_id=k)
+        row_level = dprange.release(data, domain, EPSILON, column="x", mechanism=mech)
+    share = EPSILON * 0.5
+    assert release.epsilon == EPSILON and seen[0] * k <= share * (1 + 1e-12)
+    assert boundary_worst_loss(monkeypatch, mech, BOUNDARY_ROWS, k, 4, seen[0]) <= share * (1 + 1e-12)
+    assert row_level.epsilon == EPSILON and seen[1] == pytest.approx(share)
+    if k == 3:
+        assert boundary_worst_loss(monkeypatch, mech, BOUNDARY_ROWS, k, 4, seen[1]) > 1.15 * share
+
+
+def structure_first_runs(monkeypatch, mech, counts, row_epsilon) -> dict:
+    """{starts: (log P(starts), noiseless measured values, [(kind, scale)] per value)} of a whole
+    StructureFirst release on counts: every boundary choice enumerated (Script), noise drawn as
+    zeros, so each run's measured values are the exact answers of its bucket trees."""
+    with monkeypatch.context() as patch:
+        script = Script(patch, [data_aware_steps])
+        runs = script.enumerate(lambda: mech.release(np.asarray(counts), row_epsilon, rng=0))
+    out = {}
+    for log_p, release in runs:
+        levels = release._reduced[0].measurements
+        values = np.concatenate([level.values for level in levels])
+        specs = [(level.noise.kind, level.noise.scale) for level in levels for _ in level.values]
+        out[tuple(release.parameters["starts"])] = (log_p, values, specs)
+    return out
+
+
+def structure_first_worst_loss(monkeypatch, mech, rows, k, bins, row_epsilon) -> float:
+    """max over ids removed, bucket starts s and noisy measurements y of |log P(s, y | D) -
+    log P(s, y | D - id)|, each law the mixture over the bounded counts (box argument of the
+    module doc, per structure)."""
+    rows = {i: [(0, b) for _, b in rs] for i, rs in rows.items()}
+    datasets = [rows] + [{i: r for i, r in rows.items() if i != gone} for gone in rows]
+    components = []  # per dataset: {starts: [(log weight, means)]}, and the specs per starts
+    specs_of: dict = {}
+    for data in datasets:
+        parts: dict = {}
+        for counts, p in bounded_law(data, k, 1, bins).items():
+            for starts, (log_p, values, specs) in structure_first_runs(monkeypatch, mech, counts, row_epsilon).items():
+                assert specs_of.setdefault(starts, specs) == specs  # the noise depends on the structure only
+                parts.setdefault(starts, []).append((math.log(p) + log_p, values))
+        components.append(parts)
+    worst = 0.0
+    for starts, specs in specs_of.items():
+        means = np.array([m for parts in components for _, m in parts[starts]])
+        grids = [np.arange(lo - 1, hi + 2) for lo, hi in zip(np.floor(means.min(0)), np.ceil(means.max(0)))]
+
+        def log_density(parts, grids=grids, specs=specs):
+            total = None
+            for weight, mean in parts:
+                logp = np.asarray(weight)
+                for axis, (m, (kind, scale), grid) in enumerate(zip(mean, specs, grids)):
+                    vals = np.log(pmf(kind, scale, np.round(grid - m).astype(np.int64)))
+                    logp = logp[..., None] + vals.reshape((1,) * axis + (-1,))
+                total = logp if total is None else np.logaddexp(total, logp)
+            return total
+
+        full = log_density(components[0][starts])
+        for parts in components[1:]:
+            worst = max(worst, float(np.max(np.abs(full - log_density(parts[starts])))))
+    return worst
+
+
+def test_a_whole_data_aware_release_meets_epsilon_for_one_id(monkeypatch):
+    """The whole StructureFirst release (boundaries, then noisy bucket trees) through the ids
+    path, k = 3 (id a's three rows in one bin): its exact law over (structure, measurements),
+    mixed over the bounding law, is epsilon-DP for one id; calibrated for one row it is not."""
+    mech = StructureFirst(buckets=3, max_count=3, grid=1, ratio=0.5)
+    seen: list = []
+    original = StructureFirst.release
+
+    def release(self, counts, epsilon, **kw):
+        seen.append(epsilon)
+        return original(self, counts, epsilon, **kw)
+
+    data, domain = frame(BOUNDARY_ROWS), Domain.integers(0, 3)
+    with monkeypatch.context() as patch:
+        patch.setattr(StructureFirst, "release", release)
+        dprange.release(data, domain, EPSILON, column="x", mechanism=mech, privacy_id="id", max_rows_per_id=3)
+        dprange.release(data, domain, EPSILON, column="x", mechanism=mech)
+    assert seen[0] * 3 <= EPSILON and seen[1] == EPSILON
+    assert structure_first_worst_loss(monkeypatch, mech, BOUNDARY_ROWS, 3, 4, seen[0]) <= EPSILON * (1 + 1e-12)
+    assert structure_first_worst_loss(monkeypatch, mech, BOUNDARY_ROWS, 3, 4, seen[1]) > 1.5 * EPSILON

@@ -7,11 +7,12 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from _helpers import write_table
 
 import dprange
 from conftest import SHARED
 from dprange import Domain, GroupedRelease, ProductDomain, Session
-from dprange.errors import DataError, ParameterError
+from dprange.errors import DataError, DomainError, ParameterError
 from dprange.mechanisms.grid import load_grid_release
 
 DOMAIN = Domain.integers(0, 9)
@@ -68,13 +69,8 @@ def test_per_group_histograms_are_exact_at_huge_epsilon_on_every_frame(people):
 
 @pytest.mark.parametrize("suffix", ["csv", "parquet"])
 def test_per_group_histograms_are_exact_at_huge_epsilon_on_the_local_engine(people, tmp_path, suffix):
-    path = tmp_path / f"people.{suffix}"
-    if suffix == "csv":
-        people.to_csv(path, index=False)
-    else:
-        pytest.importorskip("pyarrow")
-        people.to_parquet(path, index=False)
-    grouped = dprange.release_files(str(path), "x", DOMAIN, 1e6, **files_kwargs(), batch_rows=37)
+    path = write_table(people, tmp_path / f"people.{suffix}")
+    grouped = dprange.release_files(path, "x", DOMAIN, 1e6, **files_kwargs(), batch_rows=37)
     assert_exact(grouped, people)
 
 
@@ -253,3 +249,25 @@ def test_small_multiples_draw_each_group_with_its_intervals_and_the_column_on_th
         segments = np.array(ax.collections[0].get_segments())
         np.testing.assert_allclose(segments[:, 0, 1], lower)
         np.testing.assert_allclose(segments[:, 1, 1], upper)
+
+
+@pytest.mark.parametrize("where", ["frame", "csv", "parquet"])
+def test_a_categorical_column_with_ids_is_exact_at_huge_epsilon(people, tmp_path, where):
+    """Category labels as values (Domain.categories) with a unit and public groups: the bounded
+    counts per category on a frame and on files (read into memory: the streaming engine takes
+    numbers only); values outside the list are a DomainError, or the other bin with other=True."""
+    labelled = people.assign(x=people.x.map(lambda v: f"c{v}"))
+    domain = Domain.categories([f"c{v}" for v in range(10)])
+    kwargs = release_kwargs(mechanism="flat")
+    if where == "frame":
+        grouped = dprange.release(labelled, domain, 1e6, **kwargs)
+    else:
+        path = write_table(labelled, tmp_path / f"people.{where}")
+        grouped = dprange.release_files(path, "x", domain, 1e6, **files_kwargs(mechanism="flat"))
+    assert_exact(grouped, people)
+    assert grouped["south"].domain.bin_labels() == [f"c{v}" for v in range(10)]
+    narrow = Domain.categories([f"c{v}" for v in range(9)])
+    with pytest.raises(DomainError, match="not among the 9 public categories"):
+        dprange.release(labelled, narrow, 1e6, **kwargs)
+    other = dprange.release(labelled, Domain.categories([f"c{v}" for v in range(9)], other=True), 1e6, **kwargs)
+    assert_exact(other, people)

@@ -131,3 +131,71 @@ def test_error_shows_the_cost_of_contribution_bounding(capsys):
     assert code == 0 and "contribution bounding: at most 3 rows per id" in text and "x that of one row" in text
     code, _, stderr = run_cli(["error", "--n", "16", "-e", "1", "--max-rows-per-id", "3", "--delta", "1e-6"], capsys)
     assert code == 2 and "delta > 0" in stderr
+
+
+def test_by_without_groups_selects_the_keys_privately(adult_ids, tmp_path, capsys):
+    """--by sex alone with --delta: keys chosen from the data with --key-share of epsilon and all
+    of delta, both sexes kept (thousands of ids each), sorted; the session charged once."""
+    out, ledger = tmp_path / "p.json", tmp_path / "ledger.json"
+    line = ISSUE_LINE.replace("--groups Male,Female ", "").split()
+    extra = ["--delta", "1e-6", "--key-share", "0.2", "--session", ledger, "--session-epsilon", "2"]
+    extra += ["--session-delta", "1e-5"]
+    code, stdout, stderr = run_cli(["release", adult_ids, *line, *extra, "-o", out], capsys)
+    assert code == 0, stderr
+    assert "keys selected privately: epsilon=0.2, delta=1e-06 (2 kept" in stdout
+    grouped = GroupedRelease.from_json(out)
+    assert grouped.keys == ["Female", "Male"] and grouped.key_selection["epsilon"] == 0.2
+    assert all(r.epsilon == pytest.approx(0.8) and r.delta == 0 for r in grouped.releases)
+    session = Session.open(ledger)
+    assert len(session.entries) == 1 and session.entries[0].epsilon == 1.0 and session.entries[0].delta == 1e-6
+    assert "keys selected privately" in session.entries[0].what
+    for extra, message in [
+        (["--key-share", "0.5"], "--key-share needs --by without --groups"),
+        (["--by", "sex", "--delta", "1e-6", "--key-share", "1.5"], "key_share"),
+    ]:
+        args = ["release", adult_ids, "-c", "age", "--lo", "0", "--hi", "120", "--integers", "-e", "1", *extra]
+        code, _, stderr = run_cli([*args, "-o", tmp_path / "x.json"], capsys)
+        assert code == 2 and message in stderr, (extra, stderr)
+
+
+WORKCLASS = "Private,Self-emp-not-inc,Self-emp-inc,Federal-gov,Local-gov,State-gov,Without-pay,Never-worked"
+
+
+def test_a_categorical_column_with_ids_and_groups(adult_ids, tmp_path, capsys):
+    """-c workclass --categories ... --other with --by sex --privacy-id id: one labelled table of
+    category counts per sex; at epsilon 1e6 with k = 20 and m = 2 (every row kept) each group's
+    counts are the true ones (the "?" rows in the other bin); the plot and the table carry labels."""
+    out, png = tmp_path / "wc.json", tmp_path / "wc.png"
+    args = ["release", adult_ids, "-c", "workclass", "--categories", f"workclass={WORKCLASS}", "--other"]
+    args += ["--by", "sex", "--groups", "Male,Female", "--privacy-id", "id", "--max-rows-per-id", "20"]
+    args += ["--max-groups-per-id", "2", "-e", "1e6", "--mechanism", "flat", "-o", out, "--plot", png]
+    code, stdout, stderr = run_cli(args, capsys)
+    assert code == 0, stderr
+    assert "sex = Male" in stdout and "Self-emp-not-inc" in stdout and "Never-worked" in stdout
+    grouped = GroupedRelease.from_json(out)
+    frame = pd.read_csv(adult_ids, skipinitialspace=True)
+    labels = WORKCLASS.split(",")
+    for key in ("Male", "Female"):
+        rows = frame.workclass[frame.sex == key]
+        truth = [int((rows == label).sum()) for label in labels] + [int((~rows.isin(labels)).sum())]
+        np.testing.assert_allclose(grouped[key].histogram().value, truth, atol=1e-6)
+        assert grouped[key].domain.bin_labels()[:8] == labels
+    table = grouped.to_pandas()
+    assert table.category.tolist()[:9] == [*labels, "other"] and table["count"].sum() == len(frame)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # the issue's line: k = 3, epsilon 1, one group per id
+    line = [*args[:7], "--by", "sex", "--groups", "Male,Female", "--privacy-id", "id", "--max-rows-per-id", "3"]
+    code, stdout, stderr = run_cli([*line, "-e", "1", "-o", tmp_path / "k3.json"], capsys)
+    assert code == 0, stderr
+    assert GroupedRelease.from_json(tmp_path / "k3.json")["Female"].epsilon == 1.0
+
+
+def test_the_keys_of_a_categorical_by_column_from_categories(adult_ids, tmp_path, capsys):
+    """--by sex --categories sex=Female,Male: the categories are the public keys, in their order."""
+    out = tmp_path / "c.json"
+    args = ["release", adult_ids, *ISSUE_LINE.replace("--groups Male,Female", "--categories sex=Female,Male").split()]
+    code, stdout, stderr = run_cli([*args, "-o", out], capsys)
+    assert code == 0, stderr
+    assert GroupedRelease.from_json(out).keys == ["Female", "Male"] and "sex = Female" in stdout
+    code, _, stderr = run_cli([*args, "--groups", "Male", "-o", out], capsys)
+    assert code == 2 and "give the keys of --by once" in stderr

@@ -34,7 +34,8 @@ GROUPED_FORMAT = 1
 class GroupedRelease:
     """Per-group releases of one column: ``by`` (the key column), ``keys`` (public, in order),
     ``releases`` (one :class:`Release` per key), ``epsilon`` (the total spent) and
-    ``privacy_unit`` (None, one row one person, or the unit's record)."""
+    ``privacy_unit`` (None, one row one person, or the unit's record); ``key_selection``: None
+    (public keys) or the record of the private selection of the keys."""
 
     def __init__(
         self,
@@ -43,9 +44,11 @@ class GroupedRelease:
         releases: list[Release],
         epsilon: float,
         privacy_unit: dict | None = None,
+        *,
+        key_selection: dict | None = None,
     ):
-        if len(keys) != len(releases) or not keys:
-            raise ParameterError("a GroupedRelease needs one release per key, and at least one key")
+        if len(keys) != len(releases) or (not keys and key_selection is None):
+            raise ParameterError("a GroupedRelease needs one release per key, and at least one public key")
         if len({_label(k) for k in keys}) != len(keys):
             raise ParameterError("the group keys must be distinct")
         self.by = by
@@ -53,6 +56,7 @@ class GroupedRelease:
         self.releases = list(releases)
         self.epsilon = float(epsilon)
         self.privacy_unit = privacy_unit
+        self.key_selection = key_selection
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -71,12 +75,15 @@ class GroupedRelease:
 
     @property
     def delta(self) -> float:
-        return max(r.delta for r in self.releases)
+        """The delta spent: the private key selection's (if any) plus the largest group's."""
+        chosen = 0.0 if self.key_selection is None else float(self.key_selection["delta"])
+        return chosen + max((r.delta for r in self.releases), default=0.0)
 
     # ----------------------------------------------------------------- tables and files
     def to_pandas(self, *, alpha: float = 0.05):
         """A long table, one row per (group, bin): group, bin, lo, hi, count, stderr and the
-        (1 - alpha) interval of each bin count (stderr and interval NaN where not exact)."""
+        (1 - alpha) interval of each bin count (stderr and interval NaN where not exact); on a
+        categorical domain lo and hi are NaN and a column ``category`` holds the labels."""
         try:
             import pandas as pd  # noqa: PLC0415
         except ImportError:
@@ -84,7 +91,8 @@ class GroupedRelease:
         parts = []
         for key, release in self.items():
             hist = release.histogram()
-            edges = release.domain.edges
+            categorical = release.domain.categorical
+            edges = np.full(release.n + 1, np.nan) if categorical else release.domain.edges
             if release.exact_error_bars:
                 lower, upper = hist.confidence_interval(alpha)
                 stderr = np.asarray(hist.stderr, dtype=float)
@@ -97,6 +105,7 @@ class GroupedRelease:
                         "bin": np.arange(release.n),
                         "lo": edges[:-1],
                         "hi": edges[1:],
+                        **({"category": release.domain.bin_labels()} if categorical else {}),
                         "count": np.asarray(hist.value, dtype=float),
                         "stderr": stderr,
                         "lower": lower,
@@ -104,17 +113,22 @@ class GroupedRelease:
                     }
                 )
             )
+        if not parts:  # private keys, none kept
+            return pd.DataFrame(columns=["group", "bin", "lo", "hi", "count", "stderr", "lower", "upper"])
         return pd.concat(parts, ignore_index=True)
 
     def to_dict(self, *, alpha: float = 0.05) -> dict:
         """JSON-ready: the grouping, the total privacy spend and each group's release."""
-        return {
+        out = {
             "dprange_grouped_release": GROUPED_FORMAT,
             "by": self.by,
             "epsilon": self.epsilon,
             "privacy_unit": self.privacy_unit,
             "groups": [{"key": key, "release": r.to_dict(alpha=alpha)} for key, r in self.items()],
         }
+        if self.key_selection is not None:
+            out["key_selection"] = self.key_selection
+        return out
 
     def to_json(self, path=None, *, alpha: float = 0.05):
         """The JSON text, or write it to ``path`` (atomically) and return the path."""
@@ -129,7 +143,10 @@ class GroupedRelease:
         if not isinstance(data, dict) or data.get("dprange_grouped_release") != GROUPED_FORMAT:
             raise DataError("this is not a dprange grouped release (format 1)")
         groups = data.get("groups")
-        if not isinstance(groups, list) or not groups or not all(isinstance(g, dict) for g in groups):
+        chosen = data.get("key_selection")
+        if chosen is not None and not (isinstance(chosen, dict) and _is_probability(chosen.get("delta"))):
+            raise DataError("the saved key selection is not a mapping with its delta; the file is corrupt")
+        if not isinstance(groups, list) or not (groups or chosen) or not all(isinstance(g, dict) for g in groups):
             raise DataError("the saved grouped release has no groups; the file is corrupt")
         epsilon = data.get("epsilon")
         if isinstance(epsilon, bool) or not isinstance(epsilon, (int, float)) or not math.isfinite(epsilon):
@@ -144,7 +161,7 @@ class GroupedRelease:
         if sum(r.epsilon for r in releases) > epsilon * len(releases) or any(r.epsilon > epsilon for r in releases):
             raise DataError("a saved group spent more than the grouped release's epsilon; the file is corrupt")
         try:
-            return cls(str(data.get("by")), keys, releases, float(epsilon), unit)
+            return cls(str(data.get("by")), keys, releases, float(epsilon), unit, key_selection=chosen)
         except ParameterError as exc:
             raise DataError(f"the saved grouped release is invalid: {exc}") from None
 
@@ -181,7 +198,7 @@ class GroupedRelease:
         first = self.releases[0] if self.releases else None
         column, units = style.describe_column(first, column, units)
         cols = max(1, min(columns, len(self)))
-        rows = -(-len(self) // cols)
+        rows = max(1, -(-len(self) // cols))  # no panel when no private key was kept
         with style.drawing(plt):
             size = (3.4 * cols, 2.6 * rows + 0.6)
             fig, axes = plt.subplots(rows, cols, figsize=size, dpi=style.DPI, sharex=True, sharey=True, squeeze=False)
@@ -209,8 +226,17 @@ class GroupedRelease:
 
 def _panel(ax, release: Release, alpha: float) -> None:
     hist = release.histogram()
-    edges = np.asarray(release.domain.edges, dtype=float)
+    categorical = release.domain.categorical  # bars on positions, the categories as ticks
+    edges = np.arange(release.n + 1) - 0.5 if categorical else np.asarray(release.domain.edges, dtype=float)
     draw_bars(ax, edges, np.asarray(hist.value, dtype=float), hist if release.exact_error_bars else None, alpha)
+    if categorical:
+        labels = [style.plain(str(label)) for label in release.domain.bin_labels()]
+        rotate = len(labels) > 4
+        ax.set_xticks(np.arange(release.n), labels, rotation=45 if rotate else 0, ha="right" if rotate else "center")
+
+
+def _is_probability(value) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and 0 <= value < 1
 
 
 def _label(key) -> str:

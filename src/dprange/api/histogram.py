@@ -42,6 +42,7 @@ from .common import (
     resolve_neighbours,
 )
 from .grid import release_grid
+from .private_keys import KEY_SHARE, check_key_share_use, release_delta
 from .units import unit_release
 
 
@@ -139,6 +140,7 @@ def release(
     groups=None,
     max_groups_per_id: int = 1,
     units: str | None = None,
+    key_share: float = KEY_SHARE,
 ) -> Release | GroupedRelease:
     """Bucketize raw ``values`` into ``domain`` and release them with ``mechanism``.
 
@@ -150,7 +152,10 @@ def release(
     ``groups=[...]`` (the public list of keys; rows with other keys are dropped) returns a
     :class:`~dprange.answers.grouped.GroupedRelease`, one release per key under one epsilon;
     with a privacy unit each id is kept in at most ``max_groups_per_id`` = m groups, each
-    released at epsilon / m.  Both need a table ``values`` and ``column``.
+    released at epsilon / m.  ``by`` without ``groups`` selects the keys from the data
+    privately (needs delta > 0): ``key_share`` of epsilon and all of delta choose them
+    (Desfontaines et al., PoPETs 2022), the rest releases the keys kept, published sorted.
+    Both need a table ``values`` and ``column``.
 
     ``mechanism``: None or ``"auto"`` (default) is the mechanism with the least exact
     expected error on ``workload`` (default ``"all-range"``, ``"identity"`` on a categorical
@@ -187,9 +192,11 @@ def release(
     With a :class:`~dprange.ProductDomain` this is :func:`release_grid` (``values`` are then
     the columns, ``workload`` a k-D workload, default all rectangles).
     """
+    check_key_share_use(by, groups, key_share)
     unit = _unit_arguments(privacy_id, max_rows_per_id, max_groups_per_id, by, groups)
     if unit:
         options = {"delta": delta, "rng": rng, "clip": clip, "drop_missing": drop_missing, "session": session}
+        options["key_share"] = key_share
         choice = (mechanism, neighbours, workload, inference, noise)
         return _unit_release(values, domain, epsilon, unit, choice, column=column, **options)
     if isinstance(domain, ProductDomain):
@@ -269,6 +276,7 @@ def release_files(
     groups=None,
     max_groups_per_id: int = 1,
     units: str | None = None,
+    key_share: float = KEY_SHARE,
 ) -> Release | GroupedRelease:
     """:func:`release` of ``column`` in CSV / Parquet files, counted by the local streaming
     engine (:func:`dprange.engines.local.stream_histogram`: ``source`` is a path, a folder, a
@@ -283,9 +291,11 @@ def release_files(
     ``column``, ``units`` and the files (``Release.input_labels``)."""
     if engine not in ("local", "spark"):
         raise ParameterError(f"engine must be 'local' or 'spark', got {engine!r}")
+    check_key_share_use(by, groups, key_share)
     unit = _unit_arguments(privacy_id, max_rows_per_id, max_groups_per_id, by, groups)
     if unit:
         options = {"delta": delta, "rng": rng, "clip": clip, "drop_missing": drop_missing, "session": session}
+        options["key_share"] = key_share
         options |= {"files": True, "batch_rows": batch_rows, "engine": engine, "spark": spark}
         choice = (mechanism, neighbours, workload, inference, noise)
         return _unit_release(source, domain, epsilon, unit, choice, column=column, **options)
@@ -329,7 +339,8 @@ def _unit_release(values, domain, epsilon, unit: dict, choice: tuple, **options)
     """:func:`dprange.api.units.unit_release` with the facade's choice of mechanism."""
     mechanism, neighbours, workload, inference, noise = choice
     workload = release_workload(domain, workload, options["clip"] is True)
-    choose = _choice(domain, mechanism, options["delta"], neighbours, workload, inference, noise)
+    delta = release_delta(unit["by"], unit["groups"], options["delta"])  # private keys: pure per-key releases
+    choose = _choice(domain, mechanism, delta, neighbours, workload, inference, noise)
     return unit_release(values, domain, epsilon, choose=choose, neighbours=neighbours, **unit, **options)
 
 

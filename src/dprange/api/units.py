@@ -1,4 +1,4 @@
-"""Releases with a privacy unit (many rows per person) and group-by with public keys.
+"""Releases with a privacy unit (many rows per person) and group-by with public or private keys.
 
 :func:`unit_release` is what ``dprange.release`` and ``dprange.release_files`` run when they
 are given ``privacy_id`` or ``by``: everything is checked and the session charged before any
@@ -7,6 +7,11 @@ per id in each of at most m random groups), counted per (group, bin), and each g
 released by the mechanism at the row-level epsilon that group privacy gives
 (:mod:`dprange.privacy.units`).  The releases record the id-level epsilon and the relation
 "add or remove one id with all its rows".
+
+Private keys (``by=`` without ``groups=``, delta > 0): a share ``key_share`` of epsilon and all
+of delta choose the keys (:class:`~dprange.privacy.partition_selection.PartitionSelection` on
+each key's distinct ids after bounding to m keys per id, :mod:`dprange.engines.key_counts`),
+the rest of epsilon releases the keys kept, as public keys would be, sorted.
 """
 
 from __future__ import annotations
@@ -18,18 +23,30 @@ import numpy as np
 from .._validation import check_delta, check_epsilon
 from ..answers.grouped import GroupedRelease
 from ..answers.release import Release
-from ..columns import column_array
+from ..columns import column_array, value_at
 from ..domain import Domain, _drop_missing
 from ..engines.bounding import Bounder, id_codes
 from ..engines.frames import is_frame, select_column
+from ..engines.key_counts import text_table
 from ..engines.local import DEFAULT_BATCH_ROWS, expand_inputs
 from ..engines.spark import is_spark_frame
 from ..engines.spark_units import spark_bounded_counts
 from ..engines.unit_files import stream_bounded_counts
-from ..errors import ParameterError, excerpt
+from ..errors import ParameterError, excerpt, private
+from ..privacy.partition_selection import PartitionSelection
 from ..privacy.samplers import resolve_rng
 from ..privacy.units import PrivacyUnit, check_unit_release, make_unit
 from .common import _session, charge_before_reading
+from .private_keys import (
+    KEY_SHARE,
+    PRIVATE_KEYS_NOTE,
+    check_key_share_use,
+    check_private_keys,
+    private_what,
+    release_delta,
+    select_keys,
+    split_epsilon,
+)
 
 #: The most public group keys one grouped release takes.
 MAX_GROUPS = 10_000
@@ -131,38 +148,54 @@ def unit_release(
     batch_rows: int = DEFAULT_BATCH_ROWS,
     engine: str = "local",
     spark=None,
+    key_share: float = KEY_SHARE,
 ) -> Release | GroupedRelease:
-    """The release of ``column`` with a privacy unit and / or a public group-by (module doc).
+    """The release of ``column`` with a privacy unit and / or a group-by (module doc); ``by``
+    without ``groups`` selects the keys privately with ``key_share`` of epsilon and all of delta.
 
     ``choose(row_epsilon)`` returns the checked mechanism (the facade's choice at the epsilon
     the mechanism runs at).  ``files``: ``values`` is a file source read by the local engine, or
     by Spark with ``engine="spark"`` (``spark``: a SparkSession or master URL); a Spark
     DataFrame ``values`` is counted by Spark."""
     unit = make_unit(privacy_id, max_rows_per_id, max_groups_per_id)
-    grouping = Grouping.make(by, groups)
-    if max_groups_per_id != 1 and (unit is None or grouping is None):
+    private_keys = by is not None and groups is None
+    grouping = None if private_keys else Grouping.make(by, groups)
+    if max_groups_per_id != 1 and (unit is None or by is None):
         raise ParameterError("max_groups_per_id needs privacy_id and by= (without an id, each row is in one group)")
     if not isinstance(domain, Domain):
         raise ParameterError("privacy_id and by= are offered for one column (a Domain), not a ProductDomain")
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
-    check_unit_release(unit, delta, neighbours, "this release")
-    if neighbours == "replace" and grouping is not None:
+    if private_keys:
+        check_private_keys(by, delta, key_share, engine == "spark" or is_spark_frame(values))
+    check_key_share_use(by, groups, key_share)
+    check_unit_release(unit, release_delta(by, groups, delta), neighbours, "this release")
+    if neighbours == "replace" and by is not None:
         raise ParameterError(
             "by= is offered under neighbours='add_remove' only: replace would publish each group's size"
         )
     if is_spark_frame(values) and not isinstance(column, str):
         raise ParameterError("the values are a Spark DataFrame: name the column to release with column='...'")
     if not files and not is_spark_frame(values):
-        _check_frame(values, column, unit, grouping)
+        _check_frame(values, column, unit, grouping or (Grouping(by, ()) if private_keys else None))
     elif session is not None and engine == "local":
         expand_inputs(values)  # a source naming no file is refused free
     if session is not None:
         epsilon, delta = _session(session).allot(epsilon, delta)
+    total = epsilon
+    selection = None
+    if private_keys:
+        key_epsilon, epsilon = split_epsilon(total, key_share)
+        selection = PartitionSelection(key_epsilon, delta, 1 if unit is None else unit.max_groups_per_id)
+        delta = 0.0
     mech = choose(row_epsilon(unit, epsilon))
     what = _ledger_what(column, domain, unit, grouping)
-    charge_before_reading(session, epsilon, delta, what, repr(mech))
+    if selection is not None:
+        what = private_what(column, domain, by, None if unit is None else _unit_what(unit, True))
+    charge_before_reading(session, total, delta if selection is None else selection.delta, what, repr(mech))
     source = resolve_rng(rng)
+    if selection is not None:
+        grouping = Grouping(by, select_keys(values, by, unit, selection, source, files=files, batch_rows=batch_rows))
     bounder = None if unit is None else Bounder(source, unit.max_rows_per_id, unit.max_groups_per_id)
     shared = {
         "id_column": None if unit is None else unit.id_column,
@@ -171,9 +204,15 @@ def unit_release(
         "clip": clip,
         "drop_missing": drop_missing,
     }
-    if engine == "spark" or is_spark_frame(values):
+    if grouping is not None and not grouping.keys:
+        counts = np.zeros((0, domain.size), dtype=np.int64)  # no key selected: nothing to count
+    elif engine == "spark" or is_spark_frame(values):
         keys = [0] if grouping is None else list(grouping.keys)
         counts = spark_bounded_counts(values, column, domain, keys=keys, spark=spark, **shared)
+    elif files and domain.categorical:  # categories are text: read the columns into memory
+        names = [column] + [c for c in (shared["id_column"], shared["by"]) if c is not None]
+        table = text_table(values, names, batch_rows)
+        counts = frame_counts(table, column, domain, unit, grouping, bounder, clip=clip, drop_missing=drop_missing)
     elif files:
         groups = 1 if grouping is None else len(grouping.keys)
         index = None if grouping is None else grouping.indices
@@ -190,7 +229,10 @@ def unit_release(
     ]
     if grouping is None:
         return releases[0]
-    return GroupedRelease(grouping.by, list(grouping.keys), releases, epsilon, record)
+    if selection is None:
+        return GroupedRelease(grouping.by, list(grouping.keys), releases, epsilon, record)
+    chosen = selection.to_dict() | {"release_epsilon": epsilon, "keys": PRIVATE_KEYS_NOTE}
+    return GroupedRelease(grouping.by, list(grouping.keys), releases, total, record, key_selection=chosen)
 
 
 def _relabel(release, epsilon: float, record: dict | None):
@@ -213,11 +255,16 @@ def _check_frame(values, column, unit, grouping) -> None:
 
 
 def frame_counts(values, column, domain, unit, grouping, bounder, *, clip, drop_missing) -> np.ndarray:
-    """Bounded counts (groups, bins) of an in-memory table."""
-    raw = column_array(select_column(values, column))
-    present = ~_missing(raw)
-    if not present.all():
-        _drop_missing(raw, drop_missing)  # DomainError, with the count, unless dropping
+    """Bounded counts (groups, bins) of an in-memory table (a categorical domain: its values'
+    category codes, checked as :meth:`Domain.bucketize` checks them)."""
+    if domain.categorical:
+        raw = _category_codes(domain, select_column(values, column), clip, drop_missing)
+        present = raw >= 0
+    else:
+        raw = column_array(select_column(values, column))
+        present = ~_missing(raw)
+        if not present.all():
+            _drop_missing(raw, drop_missing)  # DomainError, with the count, unless dropping
     keep = present
     group = np.zeros(raw.shape[0], dtype=np.int64)
     if grouping is not None:
@@ -228,10 +275,22 @@ def frame_counts(values, column, domain, unit, grouping, bounder, *, clip, drop_
         ids = id_codes(select_column(values, unit.id_column))[rows]
         rows = rows[bounder.keep(ids, group[rows], bounder.row_keys(rows.size))]
     data = np.ma.getdata(raw) if isinstance(raw, np.ma.MaskedArray) else raw
-    bins = domain.bucketize(data[rows], clip=clip)
+    bins = data[rows] if domain.categorical else domain.bucketize(data[rows], clip=clip)
     groups = 1 if grouping is None else len(grouping.keys)
     flat = group[rows] * domain.size + bins
     return np.bincount(flat, minlength=groups * domain.size).astype(np.int64).reshape(groups, domain.size)
+
+
+def _category_codes(domain: Domain, values, clip, drop_missing) -> np.ndarray:
+    """Every row's category code (MISSING_CODE where dropped); a value outside the list, or a
+    missing one unless dropping, is the DomainError :meth:`Domain.bucketize` raises."""
+    if clip is True:
+        domain.bucketize([], clip=True)  # the categorical clip refusal, one message
+    codes = domain.codes(values)
+    bad = domain.first_bad_code(codes, drop_missing)
+    if bad is not None:
+        raise domain.code_error(codes, bad, f"e.g. {private(value_at(values, bad))}")
+    return codes
 
 
 def _missing(raw) -> np.ndarray:

@@ -203,6 +203,11 @@ def grid_release_command(options: dict) -> None:
     click.echo(f"wrote {written([o['output'], o['plot'], o['report']])}")
 
 
+def by_column(by: str | None, columns) -> list[str]:
+    """The --by column where --categories may name it (its categories are then the keys)."""
+    return [by] if by is not None and by not in columns else []
+
+
 def with_categories_hint(command):
     """The command, its "not numeric" errors naming the option that declares categories."""
 
@@ -236,7 +241,8 @@ def with_categories_hint(command):
     multiple=True,
     metavar="COL=a,b,c",
     help="Column COL is categorical: one bin per public category, in this order (repeat per column; no "
-    "--lo/--hi/--bins for it).  The list must come from public knowledge (a code book), never from INPUT.",
+    "--lo/--hi/--bins for it).  The list must come from public knowledge (a code book), never from INPUT.  "
+    "COL may be the --by column: its categories are then the public group keys (as --groups).",
 )
 @click.option(
     "--categories-file",
@@ -340,6 +346,7 @@ def release_command(
     groups,
     groups_file,
     max_groups_per_id,
+    key_share,
     **mechanism_params,
 ):
     """Release a private histogram of one column (or several) of a CSV or Parquet file.
@@ -347,7 +354,8 @@ def release_command(
     One row must be one person, unless --privacy-id names the column of the person: then at
     most --max-rows-per-id random rows are kept per id and the release protects one id with
     all its rows.  --by COL --groups a,b releases one histogram per public key under one
-    epsilon (a table of deciles per group; --plot draws one panel per group).
+    epsilon (a table of deciles per group; --plot draws one panel per group); --by COL alone
+    selects the keys privately (needs --delta; --key-share of epsilon chooses them).
 
     Reads COLUMN of INPUT, bins it on the public domain, measures it with the chosen
     mechanism, writes the release (histogram, standard errors, deciles, parameters) as JSON
@@ -363,12 +371,18 @@ def release_command(
         raise ParameterError("--spark-master needs --engine spark")
     check_ranges_option(ranges)
     unit_args = {"privacy_id": privacy_id, "max_rows_per_id": max_rows_per_id, "by": by, "groups": groups}
-    unit_args |= {"groups_file": groups_file, "max_groups_per_id": max_groups_per_id}
+    unit_args |= {"groups_file": groups_file, "max_groups_per_id": max_groups_per_id, "key_share": key_share}
     if len(column) > 1 and wants_units(unit_args):
         raise ParameterError("--privacy-id and --by release one --column for now")
-    categorical = parse_categories(categories, categories_file, column, other)
-    if categorical and wants_units(unit_args):
-        raise ParameterError("--categories with --privacy-id or --by is not offered yet")
+    categorical = parse_categories(categories, categories_file, [*column, *by_column(by, column)], other)
+    by_keys = None
+    if by in categorical and by in by_column(by, column):
+        by_keys = list(categorical.pop(by).labels or ())[: -1 if other else None]
+    if by_keys is not None:
+        if groups is not None or groups_file is not None:
+            raise ParameterError("give the keys of --by once: --groups, --groups-file or --categories")
+        if categorical == {} and other:
+            raise ParameterError("--other adds a bin to a categorical --column; the keys of --by have none")
     if wants_units(unit_args) and ranges is not None:
         raise ParameterError("--ranges is not offered with --privacy-id or --by yet; use --workload")
     if wants_units(unit_args) and (report is not None or log_x):
@@ -440,6 +454,7 @@ def release_command(
         args |= dict(drop_missing=drop_missing, epsilon=epsilon, delta=delta, mechanism=mechanism, workload=workload)
         args |= dict(neighbours=neighbours, noise=noise, inference=inference, seed=seed, alpha=alpha, output=output)
         args |= dict(plot=plot, session_path=session_path, engine=engine, spark_master=spark_master, **unit_args)
+        args |= dict(categories=categorical.get(column), by_keys=by_keys)
         unit_release_command(args, session, mechanism_params)
         return
     if column in categorical:

@@ -11,13 +11,15 @@ import click
 
 from .. import api
 from ..answers.grouped import GroupedRelease
+from ..api.common import release_workload
+from ..api.private_keys import KEY_SHARE, check_private_keys, split_epsilon
 from ..api.units import row_epsilon
 from ..errors import DataError, ParameterError
 from ..privacy.units import check_unit_release, make_unit
 from ..registry import MECHANISMS
 from .options import StagedOutputs, check_seed, parse_mechanism_params
-from .parse import build_domain, check_privacy
-from .render import format_deciles, stage_outputs
+from .parse import build_domain, check_no_bounds, check_privacy
+from .render import format_categories, format_deciles, stage_outputs
 from .session import charge_before_reading, session_summary
 
 #: The options ``dprange release`` takes for privacy units and group-by.
@@ -34,7 +36,12 @@ unit_options = [
         default=None,
         help="Rows kept per id (per group with --by), chosen at random; the noise scales with it.",
     ),
-    click.option("--by", default=None, help="Column of the group keys: one release per key of --groups."),
+    click.option(
+        "--by",
+        default=None,
+        help="Column of the group keys: one release per key of --groups; without --groups the keys are "
+        "selected privately from the data (needs --delta; see --key-share).",
+    ),
     click.option(
         "--groups",
         default=None,
@@ -54,13 +61,22 @@ unit_options = [
         show_default=True,
         help="Groups kept per id (chosen at random); each group is released at epsilon / this.",
     ),
+    click.option(
+        "--key-share",
+        type=float,
+        default=KEY_SHARE,
+        show_default=True,
+        help="--by without --groups: the share of epsilon (with all of --delta) that selects the keys privately "
+        "(Desfontaines et al., PoPETs 2022); the rest releases the keys kept.",
+    ),
 ]
 
 
 def wants_units(options: dict) -> bool:
     """Whether any privacy-unit or group-by option was given."""
     keys = ("privacy_id", "max_rows_per_id", "by", "groups", "groups_file")
-    return any(options.get(k) is not None for k in keys) or options.get("max_groups_per_id", 1) != 1
+    given = any(options.get(k) is not None for k in keys) or options.get("max_groups_per_id", 1) != 1
+    return given or options.get("key_share", KEY_SHARE) != KEY_SHARE
 
 
 def group_keys(groups: str | None, groups_file: str | None) -> list[str] | None:
@@ -82,13 +98,23 @@ def group_keys(groups: str | None, groups_file: str | None) -> list[str] | None:
 def unit_release_command(o: dict, session, mechanism_params: dict) -> None:
     """The release of one column with a privacy unit and / or group-by (options ``o``, checked
     by the caller up to the session's allotment); prints a table of deciles per group."""
-    keys = group_keys(o["groups"], o["groups_file"])
-    if o["by"] is not None and keys is None:
-        raise ParameterError("--by needs --groups a,b,c or --groups-file (the public list of keys)")
+    keys = group_keys(o["groups"], o["groups_file"]) if o.get("by_keys") is None else list(o["by_keys"])
+    private_keys = o["by"] is not None and keys is None
     unit = make_unit(o["privacy_id"], o["max_rows_per_id"], o["max_groups_per_id"])
     epsilon, delta = o["epsilon"], o["delta"]
-    run_at = api.row_epsilon(unit, epsilon)
-    domain = build_domain(o["lo"], o["hi"], o["bins"], o["integers"])
+    release_epsilon, release_delta = epsilon, delta
+    if private_keys:
+        if delta <= 0:
+            raise ParameterError(
+                "--by needs --groups a,b,c or --groups-file (the public list of keys), or --delta > 0 to select the "
+                "keys from the data privately"
+            )
+        check_private_keys(o["by"], delta, o["key_share"], o["engine"] == "spark")
+        release_epsilon, release_delta = split_epsilon(epsilon, o["key_share"])[1], 0.0
+    elif o["key_share"] != KEY_SHARE:
+        raise ParameterError("--key-share needs --by without --groups (keys selected privately)")
+    run_at = api.row_epsilon(unit, release_epsilon)
+    domain, workload = _domain_and_workload(o)
     explicit = click.get_current_context().get_parameter_source("mechanism") != click.core.ParameterSource.DEFAULT
     given = {name: value for name, value in mechanism_params.items() if value is not None}
     mechanism, params = parse_mechanism_params(MECHANISMS, o["mechanism"], given, explicit=explicit)
@@ -96,21 +122,28 @@ def unit_release_command(o: dict, session, mechanism_params: dict) -> None:
         mechanism,
         domain.size,
         run_at,
-        delta=delta,
+        delta=release_delta,
         neighbours=o["neighbours"],
-        workload=o["workload"],
+        workload=workload,
         inference=o["inference"],
         noise=o["noise"],
         **params,
     )
-    check_privacy(mech, domain.size, run_at, delta)
+    check_privacy(mech, domain.size, run_at, release_delta)
     check_seed(o["seed"])
     what = api.files_ledger_what(o["input_path"], o["column"], domain) + _unit_note(unit, o["by"], keys)
     session = charge_before_reading(session, epsilon, delta, o["input_path"], o["engine"], what, mech)
     passed = {
         key: o[key] for key in ("clip", "drop_missing", "privacy_id", "max_rows_per_id", "max_groups_per_id", "by")
     }
-    options = {"mechanism": mech, "delta": delta, "rng": o["seed"], "groups": keys, **passed}
+    options = {
+        "mechanism": mech,
+        "delta": delta,
+        "rng": o["seed"],
+        "groups": keys,
+        "key_share": o["key_share"],
+        **passed,
+    }
     options |= {"engine": o["engine"], "spark": o["spark_master"]}
     result = api.release_files(o["input_path"], o["column"], domain, epsilon, **options)
     lines = [_unit_line(unit)]
@@ -118,17 +151,35 @@ def unit_release_command(o: dict, session, mechanism_params: dict) -> None:
         staged = _stage_grouped(result, o["output"], o["plot"], o["alpha"], o["column"])
         for key, release in result.items():
             lines.append(f"{o['by']} = {key}: {release.mechanism} at epsilon={release.epsilon:g}")
-            lines.append(format_deciles(release, o["alpha"]))
+            lines.append(_summary(release, o["alpha"]))
         lines.insert(1, f"{len(result)} groups by {o['by']!r}, epsilon={epsilon:g} in all")
+        if result.key_selection is not None:
+            lines.insert(2, _key_line(result.key_selection, len(result)))
     else:
         staged = stage_outputs(result, o["output"], o["plot"], o["alpha"])
         lines.append(f"{result.mechanism} release of {o['column']!r}: {domain!r}, epsilon={epsilon:g}")
-        lines.append(format_deciles(result, o["alpha"]))
+        lines.append(_summary(result, o["alpha"]))
     if session is not None:
         lines.append(session_summary(session, o["session_path"]))
     staged.commit()
     click.echo("\n".join(lines))
     click.echo(f"wrote {o['output']}" + (f" and {o['plot']}" if o["plot"] else ""))
+
+
+def _domain_and_workload(o: dict):
+    """The public domain of --column (its --categories, or --lo / --hi / --bins) and the
+    workload (on categories: one count per category unless --workload is given)."""
+    if o.get("categories") is None:
+        return build_domain(o["lo"], o["hi"], o["bins"], o["integers"]), o["workload"]
+    check_no_bounds(o["lo"], o["hi"], o["bins"], o["integers"], f"--column {o['column']} has --categories")
+    domain = o["categories"]
+    default = click.get_current_context().get_parameter_source("workload") == click.core.ParameterSource.DEFAULT
+    return domain, release_workload(domain, None if default else o["workload"], o["clip"])
+
+
+def _summary(release, alpha: float) -> str:
+    """The table printed for a release: its categories' counts, or its deciles."""
+    return format_categories(release, alpha) if release.domain.categorical else format_deciles(release, alpha)
 
 
 def _stage_grouped(grouped: GroupedRelease, output, plot, alpha, column: str | None = None) -> StagedOutputs:
@@ -152,8 +203,18 @@ def _unit_line(unit) -> str:
     )
 
 
+def _key_line(chosen: dict, kept: int) -> str:
+    return (
+        f"keys selected privately: epsilon={chosen['epsilon']:g}, delta={chosen['delta']:g} "
+        f"({kept} kept, sorted; the others and their number are not published)"
+    )
+
+
 def _unit_note(unit, by, keys) -> str:
-    note = "" if by is None else f", by {by!r} over {len(keys or [])} public groups"
+    if by is not None and keys is None:
+        note = f", by {by!r} over keys selected privately"
+    else:
+        note = "" if by is None else f", by {by!r} over {len(keys or [])} public groups"
     if unit is not None:
         note += f", privacy unit {unit.id_column!r} (at most {unit.max_rows_per_id} rows per id)"
     return note
