@@ -13,7 +13,7 @@ from _helpers import chi_square_p
 
 from dprange.engines import bounding
 from dprange.engines.bounding import BoundedCounter, Bounder, bounded_rows, id_codes
-from dprange.errors import DataError
+from dprange.errors import DataError, ParameterError
 
 
 def subset_frequencies(ids, k, draws, groups=None, m=1, seed=0):
@@ -71,7 +71,7 @@ def test_streaming_state_equals_the_whole_data_at_once(split, prune_rows, monkey
         counter.add(ids[start : start + size], groups[start : start + size], bins[start : start + size])
         start += size
     assert np.array_equal(counter.counts(2, 4), expected)
-    assert counter.ids.size <= 3 * 2  # ids x k: the state never holds more once cut
+    assert counter.kept_rows <= 3 * 2  # ids x k: the state never holds more once cut
 
 
 def test_streaming_state_over_its_limit_is_refused(monkeypatch):
@@ -97,3 +97,64 @@ def test_id_codes_of_integers_strings_and_missing_ids():
         id_codes(np.array(["u1", None], dtype=object))
     with pytest.raises(DataError, match="missing id"):
         id_codes(np.array([1.0, np.nan]))
+
+
+def reference_keep(bounder, ids, groups, keys):
+    """The rule written plainly: rows sorted by (id, group, key), the k first of each (id, group)
+    in the m groups of each id with the lowest rank keys."""
+    hashes = bounder.id_hashes(ids)
+    kept = []
+    for ident in np.unique(ids):
+        rows = np.flatnonzero(ids == ident)
+        own = np.unique(groups[rows])
+        rank = bounder.group_rank_keys(np.full(own.size, hashes[rows[0]]), own)
+        for group in own[np.argsort(rank)][: bounder.m]:
+            in_group = rows[groups[rows] == group]
+            kept.extend(in_group[np.argsort(keys[in_group] >> 14, kind="stable")][: bounder.k])
+    return np.sort(np.array(kept, dtype=np.int64))
+
+
+@pytest.mark.parametrize("bucket_min_rows", [2**16, 1])  # cut in one piece, or bucket by bucket
+def test_keep_equals_the_rule_written_plainly(bucket_min_rows, monkeypatch):
+    monkeypatch.setattr(bounding, "_BUCKET_MIN_ROWS", bucket_min_rows)
+    data = np.random.default_rng(5)
+    ids = data.integers(0, 400, size=6000) ** 2  # 1 to ~40 rows per id
+    groups = data.integers(0, 6, size=6000)
+    bounder = Bounder(np.random.default_rng(8), 3, 2)
+    keys = bounder.row_keys(ids.size)
+    assert np.array_equal(bounder.keep(ids, groups, keys), reference_keep(bounder, ids, groups, keys))
+
+
+def test_rows_the_one_word_sort_key_cannot_order_are_ordered_exactly():
+    """Two ids sharing the 32 hash bits of the sort key, and keys tied in the bits it holds:
+    the order is still by (id hash, group, key)."""
+    top = np.uint64(0xAB) << np.uint64(56)
+    hashes = np.array([top | np.uint64(2), top | np.uint64(1), top | np.uint64(2), top | np.uint64(1)], np.uint64)
+    words = np.array([5, 7, 3, (1 << 20) + 4], dtype=np.uint64)  # keys differing only in their low bits
+    order = bounding._sorted_order(hashes, words)
+    assert list(order) == [1, 3, 2, 0]  # (id 1: keys 7, 2^20+4), then (id 2: keys 3, 5)
+    bounder = Bounder(np.random.default_rng(0), 1)
+    assert sorted(bounder.kept(hashes, words)) == [1, 2]  # the smallest key of each id
+
+
+@pytest.mark.parametrize("batch", [97, 4096, 20000])
+def test_streaming_counts_do_not_depend_on_the_batch_size_or_the_buckets(batch):
+    data = np.random.default_rng(6)
+    ids = data.integers(0, 300, size=20000)
+    groups = data.integers(0, 4, size=20000)
+    bins = data.integers(0, 9, size=20000)
+    whole = Bounder(np.random.default_rng(2), 2, 2)
+    kept = whole.keep(ids, groups, whole.row_keys(ids.size))
+    expected = np.zeros((4, 9), dtype=np.int64)
+    np.add.at(expected, (groups[kept], bins[kept]), 1)
+    for buckets in (1, 16):
+        counter = BoundedCounter(Bounder(np.random.default_rng(2), 2, 2), buckets=buckets)
+        for start in range(0, ids.size, batch):
+            counter.add(ids[start : start + batch], groups[start : start + batch], bins[start : start + batch])
+        assert np.array_equal(counter.counts(4, 9), expected)
+
+
+def test_groups_beyond_the_sort_word_are_refused():
+    bounder = Bounder(np.random.default_rng(0), 1)
+    with pytest.raises(ParameterError, match="group indices"):
+        bounder.keep(np.array([1]), np.array([2**16]), bounder.row_keys(1))

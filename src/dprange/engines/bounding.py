@@ -9,13 +9,20 @@ number of rows in each.  Privacy needs only that what an id keeps depends on tha
 rows and on randomness independent of the data (docs/privacy.md, "Privacy units"); the
 randomness makes the choice unbiased.
 
-Streaming (:class:`BoundedCounter`): the kept rows of the batches read so far (id code, group,
-key, bin: 32 bytes a row) are the state; the batches read since are merged with it and cut
-back to the k smallest keys per (id, group) in the m lowest-ranked groups of each id once they
-hold as many rows as the state (or :data:`PRUNE_ROWS`), and at the end: the same choice as on
-all rows at once (the k smallest of a union are among the k smallest of each part).  Rows are
-sorted by id, then by group and the top 48 bits of their key in one 64-bit word.  The state
-holds at most ids x m x k rows; beyond :data:`MAX_KEPT_ROWS` (512 MiB) it is refused
+Rows are grouped by a keyed hash of their id (SplitMix64's finaliser: a bijection, so two ids
+never share it) and ordered within an id by a sort word, the group (16 bits) over the top 48
+bits of the key.  Cuts run bucket by bucket (the top 8 bits of the id hash: every row of an id
+in one bucket), so that each sort fits in cache: one argsort of a 64-bit key holding 32 more
+bits of the id hash and the top bits of the sort word, then the few runs that key cannot order
+(ids sharing those bits, keys tied in them) re-sorted on the full words.
+
+Streaming (:class:`BoundedCounter`): the kept rows of the batches read so far (id hash, sort
+word, bin: 20 bytes a row, per bucket) are the state; the batches read since are merged with it
+and cut back to the k smallest keys per (id, group) in the m lowest-ranked groups of each id
+once they hold as many rows as the state (or :data:`PRUNE_ROWS`), and at the end: the same
+choice as on all rows at once (the k smallest of a union are among the k smallest of each
+part, and a group among an id's m lowest of all its groups is among its m lowest of any part).
+The state holds at most ids x m x k rows; beyond :data:`MAX_KEPT_ROWS` (320 MiB) it is refused
 (DataError); with the rows waiting for a cut, memory is at most about twice the state.
 
 Ids are 64-bit codes: integer ids (and strings that write one, "7", so that a CSV column
@@ -23,7 +30,7 @@ read as text and a Parquet integer column agree) are used as they are, other ids
 (pandas' SipHash when pandas is installed, else BLAKE2b), the same in every batch.  Two ids
 whose codes collide are bounded together as one, which only drops rows (privacy is kept); at 10^6 ids the chance of
 any collision is below 3e-8.  Ties between the 48-bit keys of one id's rows in one group
-(chance below rows_per_id^2 / 2^49 per id) are broken by position.
+(chance below rows_per_id^2 / 2^49 per id) are broken arbitrarily.
 """
 
 from __future__ import annotations
@@ -33,15 +40,20 @@ import re
 
 import numpy as np
 
-from ..errors import DataError, private
+from ..errors import DataError, ParameterError, private
 
-#: The most rows the streaming state keeps (ids x groups kept x rows kept), 32 bytes each.
+#: The most rows the streaming state keeps (ids x groups kept x rows kept), 20 bytes each.
 MAX_KEPT_ROWS = 2**24
 
 _KEY_BOUND = 2**62
-#: Group indices below 2^15 share one sort key with the top 48 bits of the row key.
+#: A row's sort word: its group (16 bits) over the top 48 bits of its key.
 _KEY_BITS = 48
-_GROUP_LIMIT = 2**15
+_SHIFT_KEY = np.uint64(_KEY_BITS)
+_GROUP_LIMIT = 2**16
+#: Rows are cut in buckets by the top 8 bits of their id hash (all rows of an id in one), so
+#: that each sort fits in cache; fewer than _BUCKET_MIN_ROWS rows are cut in one piece.
+_BUCKET_BITS = 8
+_BUCKET_MIN_ROWS = 2**16
 #: The streaming state is cut back when the rows added since the last cut reach this or the
 #: state's own size (amortised: each row takes part in O(log rows) sorts at most).
 PRUNE_ROWS = 2**21
@@ -97,12 +109,13 @@ def _hash_objects(strings: np.ndarray) -> np.ndarray:
 
 
 def _mix(x: np.ndarray) -> np.ndarray:
-    """SplitMix64's finaliser (uint64, wrapping)."""
-    x = x ^ (x >> np.uint64(30))
-    x = x * np.uint64(0xBF58476D1CE4E5B9)
-    x = x ^ (x >> np.uint64(27))
-    x = x * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
+    """SplitMix64's finaliser (uint64, wrapping): a bijection."""
+    with np.errstate(over="ignore"):
+        x = x ^ (x >> np.uint64(30))
+        x = x * np.uint64(0xBF58476D1CE4E5B9)
+        x = x ^ (x >> np.uint64(27))
+        x = x * np.uint64(0x94D049BB133111EB)
+        return x ^ (x >> np.uint64(31))
 
 
 class Bounder:
@@ -121,42 +134,112 @@ class Bounder:
             return np.zeros(0, dtype=np.int64)
         return np.asarray(self.rng.integers(0, _KEY_BOUND, size=size), dtype=np.int64)
 
-    def group_rank_keys(self, ids: np.ndarray, groups: np.ndarray) -> np.ndarray:
-        """The keyed hash of (id, group) that ranks an id's groups (distinct within an id)."""
-        with np.errstate(over="ignore"):
-            first = _mix(ids.astype(np.uint64) ^ self._secret[0])
-            return _mix(first ^ (groups.astype(np.uint64) * _GOLDEN) ^ self._secret[1])
+    def id_hashes(self, ids: np.ndarray) -> np.ndarray:
+        """A keyed bijection of the id codes (uint64): rows are grouped and bucketed by it."""
+        return _mix(np.asarray(ids).astype(np.uint64) ^ self._secret[0])
+
+    def group_rank_keys(self, hashes: np.ndarray, groups: np.ndarray) -> np.ndarray:
+        """The keyed hash of (id, group) that ranks an id's groups, from the id hashes."""
+        return _mix(hashes ^ (groups.astype(np.uint64) * _GOLDEN) ^ self._secret[1])
 
     def keep(self, ids: np.ndarray, groups: np.ndarray, keys: np.ndarray) -> np.ndarray:
         """Indices (sorted) of the rows kept: the k smallest ``keys`` per (id, group) among the
         m lowest-ranked groups of each id."""
-        if ids.size == 0:
-            return np.zeros(0, dtype=np.int64)
-        if groups.size and 0 <= groups.min() and groups.max() < _GROUP_LIMIT:  # one sort key for (group, key)
-            order = np.lexsort(((groups << _KEY_BITS) | (keys >> (62 - _KEY_BITS)), ids))
-        else:
-            order = np.lexsort((keys, groups, ids))
-        sid, sgroup = ids[order], groups[order]
-        new_pair = np.ones(order.size, dtype=bool)
-        new_pair[1:] = (sid[1:] != sid[:-1]) | (sgroup[1:] != sgroup[:-1])
-        rank_in_pair = _rank_in_runs(new_pair)
-        keep = rank_in_pair < self.k
-        if self.m > 1 or np.any(sgroup != sgroup[0]):
-            keep &= self._group_kept(sid, sgroup, new_pair)
-        return np.sort(order[keep])
+        hashes = self.id_hashes(ids)
+        words = sort_words(groups, keys)
+        if hashes.size < _BUCKET_MIN_ROWS:
+            return np.sort(self.kept(hashes, words))
+        parts = bucket_parts(hashes, 1 << _BUCKET_BITS)
+        order = parts.order
+        hashes, words = hashes[order], words[order]
+        kept = [start + self.kept(hashes[start:stop], words[start:stop]) for start, stop in parts.spans()]
+        return np.sort(order[np.concatenate(kept)])
 
-    def _group_kept(self, sid: np.ndarray, sgroup: np.ndarray, new_pair: np.ndarray) -> np.ndarray:
-        """Per sorted row: whether its group is among its id's m lowest-ranked groups."""
+    def kept(self, hashes: np.ndarray, words: np.ndarray) -> np.ndarray:
+        """Positions of the rows kept among rows holding every row of their ids (id hashes and
+        sort words), in the order of (id hash, sort word)."""
+        if hashes.size == 0:
+            return np.zeros(0, dtype=np.int64)
+        order = _sorted_order(hashes, words)
+        sid, sgroup = hashes[order], words[order] >> _SHIFT_KEY
+        new_id = np.ones(order.size, dtype=bool)
+        new_id[1:] = sid[1:] != sid[:-1]
+        new_pair = new_id.copy()
+        new_pair[1:] |= sgroup[1:] != sgroup[:-1]
+        keep = _rank_in_runs(new_pair) < self.k
         starts = np.flatnonzero(new_pair)
-        pair_id, pair_group = sid[starts], sgroup[starts]
-        rank_key = self.group_rank_keys(pair_id, pair_group)
-        by_rank = np.lexsort((rank_key, pair_id))
-        new_id = np.ones(starts.size, dtype=bool)
-        new_id[1:] = pair_id[by_rank][1:] != pair_id[by_rank][:-1]
-        pair_rank = np.empty(starts.size, dtype=np.int64)
-        pair_rank[by_rank] = _rank_in_runs(new_id)
-        pair_of_row = np.cumsum(new_pair) - 1
-        return pair_rank[pair_of_row] < self.m
+        id_of_pair = np.cumsum(new_id[starts]) - 1
+        pairs_per_id = np.bincount(id_of_pair)
+        if pairs_per_id.max() > self.m:
+            pair_kept = self._pair_kept(sid[starts], sgroup[starts], id_of_pair, pairs_per_id)
+            keep &= pair_kept[np.cumsum(new_pair) - 1]
+        return order[keep]
+
+    def _pair_kept(self, pair_id, pair_group, id_of_pair, pairs_per_id) -> np.ndarray:
+        """Per (id, group) pair, sorted by id: whether the group is among its id's m lowest-ranked
+        (only the pairs of ids with more than m groups are ranked)."""
+        crowded = np.flatnonzero(pairs_per_id[id_of_pair] > self.m)
+        rank_key = self.group_rank_keys(pair_id[crowded], pair_group[crowded])
+        by_rank = crowded[np.lexsort((rank_key, id_of_pair[crowded]))]
+        new_id = np.ones(by_rank.size, dtype=bool)
+        new_id[1:] = id_of_pair[by_rank][1:] != id_of_pair[by_rank][:-1]
+        pair_kept = np.ones(pair_id.size, dtype=bool)
+        pair_kept[by_rank] = _rank_in_runs(new_id) < self.m
+        return pair_kept
+
+
+def sort_words(groups: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """A row's group (16 bits) over the top 48 bits of its key, in one uint64 word."""
+    groups = np.asarray(groups)
+    if groups.size and (groups.min() < 0 or groups.max() >= _GROUP_LIMIT):
+        raise ParameterError(f"contribution bounding takes group indices in [0, {_GROUP_LIMIT}); declare fewer groups")
+    return (groups.astype(np.uint64) << _SHIFT_KEY) | (np.asarray(keys).astype(np.uint64) >> np.uint64(62 - _KEY_BITS))
+
+
+def _sorted_order(hashes: np.ndarray, words: np.ndarray) -> np.ndarray:
+    """The order of rows by (id hash, sort word): one argsort of a 64-bit key (32 bits of the
+    hash below the bucket bits, then the group and the top bits of the key: as many as the
+    largest group leaves), then the runs that key cannot order (two ids sharing those 32 bits,
+    or keys tied in their top bits) re-sorted on the full words.  Ties of the full words (same
+    id, group and 48 key bits) are left in an arbitrary order."""
+    group_bits = max(int(words.max() >> _SHIFT_KEY).bit_length(), 1)
+    low = np.uint64(32)
+    head = ((hashes << np.uint64(_BUCKET_BITS)) >> low) << low
+    sort_key = head | ((words << np.uint64(16 - group_bits)) >> low)
+    order = np.argsort(sort_key)
+    ordered, ids = sort_key[order], hashes[order]
+    same_head = (ordered[1:] >> low) == (ordered[:-1] >> low)
+    unsure = same_head & ((ids[1:] != ids[:-1]) | (ordered[1:] == ordered[:-1]))
+    if unsure.any():
+        run = np.zeros(order.size, dtype=np.int64)
+        np.cumsum(~same_head, out=run[1:])
+        bad_run = np.zeros(int(run[-1]) + 1, dtype=bool)
+        bad_run[run[1:][unsure]] = True
+        rows = np.flatnonzero(bad_run[run])
+        sub = order[rows]
+        order[rows] = sub[np.lexsort((words[sub], hashes[sub], run[rows]))]
+    return order
+
+
+class _Buckets:
+    """Rows scattered by the top bits of their id hash (every row of an id in one bucket)."""
+
+    def __init__(self, order: np.ndarray, bounds: np.ndarray):
+        self.order, self.bounds = order, bounds
+
+    def spans(self):
+        """(start, stop) of every non-empty bucket in ``order``."""
+        return [(int(a), int(b)) for a, b in zip(self.bounds[:-1], self.bounds[1:]) if b > a]
+
+
+def bucket_parts(hashes: np.ndarray, buckets: int) -> _Buckets:
+    """The rows in bucket order (a stable radix sort on the top bits of the id hashes)."""
+    bits = buckets.bit_length() - 1
+    bucket = (hashes >> np.uint64(64 - bits)).astype(np.uint16) if bits else np.zeros(hashes.size, np.uint16)
+    order = np.argsort(bucket, kind="stable")
+    bounds = np.zeros(buckets + 1, dtype=np.int64)
+    np.cumsum(np.bincount(bucket, minlength=buckets), out=bounds[1:])
+    return _Buckets(order, bounds)
 
 
 def _rank_in_runs(starts: np.ndarray) -> np.ndarray:
@@ -176,38 +259,61 @@ def bounded_rows(ids, rng, max_rows_per_id: int, groups=None, max_groups_per_id:
 
 class BoundedCounter:
     """Counts per (group, bin) of a stream of (id, group, bin) batches, bounded as
-    :class:`Bounder` says, in memory of at most :data:`MAX_KEPT_ROWS` kept rows."""
+    :class:`Bounder` says, in memory of at most :data:`MAX_KEPT_ROWS` kept rows.
 
-    def __init__(self, bounder: Bounder, limit: int = MAX_KEPT_ROWS):
+    The state: per bucket of id hashes, the kept rows' id hashes and sort words (uint64) and
+    bins (uint32), and the batches' rows added since the last cut."""
+
+    def __init__(self, bounder: Bounder, limit: int = MAX_KEPT_ROWS, buckets: int = 1 << _BUCKET_BITS):
         self.bounder = bounder
         self.limit = limit
-        empty = np.zeros(0, dtype=np.int64)
-        self.ids, self.groups, self.keys, self.bins = empty, empty, empty, empty
-        self._pending: list[tuple[np.ndarray, ...]] = []
+        self.buckets = buckets
+        empty = (np.zeros(0, np.uint64), np.zeros(0, np.uint64), np.zeros(0, np.uint32))
+        self._kept: list[tuple[np.ndarray, ...]] = [empty] * buckets
+        self._pending: list[list[tuple[np.ndarray, ...]]] = [[] for _ in range(buckets)]
         self._pending_rows = 0
+        self.kept_rows = 0
 
     def add(self, ids: np.ndarray, groups: np.ndarray, bins: np.ndarray) -> None:
-        """Add one batch (id codes, group indices, bin indices, int64); the state is cut back
-        once the rows added since the last cut reach :data:`PRUNE_ROWS` or its own size."""
-        self._pending.append((ids, groups, self.bounder.row_keys(bins.size), bins))
-        self._pending_rows += bins.size
-        if self._pending_rows >= max(self.ids.size, PRUNE_ROWS):
+        """Add one batch (id codes, group indices, bin indices); the state is cut back once the
+        rows added since the last cut reach :data:`PRUNE_ROWS` or its own size."""
+        hashes = self.bounder.id_hashes(ids)
+        words = sort_words(groups, self.bounder.row_keys(hashes.size))
+        bins = np.asarray(bins)
+        bins = bins.astype(np.uint32) if bins.size and bins.max() < 2**32 else bins
+        parts = bucket_parts(hashes, self.buckets)
+        columns = [column[parts.order] for column in (hashes, words, bins)]
+        for bucket, (start, stop) in enumerate(zip(parts.bounds[:-1], parts.bounds[1:])):
+            if stop > start:
+                self._pending[bucket].append(tuple(column[start:stop] for column in columns))
+        self._pending_rows += hashes.size
+        if self._pending_rows >= max(self.kept_rows, PRUNE_ROWS):
             self._prune()
 
     def _prune(self) -> None:
-        parts = [(self.ids, self.groups, self.keys, self.bins), *self._pending]
-        ids, groups, keys, bins = (np.concatenate([p[i] for p in parts]) for i in range(4))
-        self._pending, self._pending_rows = [], 0
-        kept = self.bounder.keep(ids, groups, keys)
-        if kept.size > self.limit:
+        """Cut every bucket back to its kept rows (all its rows at once)."""
+        for bucket in range(self.buckets):
+            if not self._pending[bucket]:
+                continue
+            parts = [self._kept[bucket], *self._pending[bucket]]
+            hashes, words, bins = (np.concatenate([p[i] for p in parts]) for i in range(3))
+            self._pending[bucket] = []
+            kept = self.bounder.kept(hashes, words)
+            self.kept_rows += kept.size - self._kept[bucket][0].size
+            self._kept[bucket] = (hashes[kept], words[kept], bins[kept])
+        self._pending_rows = 0
+        if self.kept_rows > self.limit:
             raise DataError(
-                f"contribution bounding would hold {private(int(kept.size))} rows (ids x groups x rows kept), over the "
-                f"limit of {self.limit}; lower max_rows_per_id or max_groups_per_id, or count on Spark"
+                f"contribution bounding would hold {private(int(self.kept_rows))} rows (ids x groups x rows kept), "
+                f"over the limit of {self.limit}; lower max_rows_per_id or max_groups_per_id, or count on Spark"
             )
-        self.ids, self.groups, self.keys, self.bins = ids[kept], groups[kept], keys[kept], bins[kept]
 
     def counts(self, groups: int, bins: int) -> np.ndarray:
         """The bounded counts, shape (groups, bins), int64."""
         self._prune()
-        flat = self.groups * bins + self.bins
-        return np.bincount(flat, minlength=groups * bins).astype(np.int64).reshape(groups, bins)
+        totals = np.zeros(groups * bins, dtype=np.int64)
+        for _, words, kept_bins in self._kept:
+            if words.size:
+                flat = (words >> _SHIFT_KEY).astype(np.int64) * bins + kept_bins
+                totals += np.bincount(flat, minlength=groups * bins)
+        return totals.reshape(groups, bins)
