@@ -138,7 +138,11 @@ def test_rows_the_one_word_sort_key_cannot_order_are_ordered_exactly():
 
 
 @pytest.mark.parametrize("batch", [97, 4096, 20000])
-def test_streaming_counts_do_not_depend_on_the_batch_size_or_the_buckets(batch):
+@pytest.mark.parametrize("scatter_rows", [1, 500])
+def test_streaming_counts_do_not_depend_on_the_batch_size_or_the_buckets(batch, scatter_rows, monkeypatch):
+    """Batches scattered to the buckets alone or together, the state cut while streaming."""
+    monkeypatch.setattr(bounding, "_SCATTER_ROWS", scatter_rows)
+    monkeypatch.setattr(bounding, "PRUNE_ROWS", 3000)
     data = np.random.default_rng(6)
     ids = data.integers(0, 300, size=20000)
     groups = data.integers(0, 4, size=20000)

@@ -57,6 +57,8 @@ _BUCKET_MIN_ROWS = 2**16
 #: The streaming state is cut back when the rows added since the last cut reach this or the
 #: state's own size (amortised: each row takes part in O(log rows) sorts at most).
 PRUNE_ROWS = 2**21
+#: Batches are scattered to the buckets once they hold this many rows together.
+_SCATTER_ROWS = 2**18
 #: Ids written as canonical decimal integers within int64 are coded as those integers.
 _CANONICAL_INTEGER = re.compile(r"-?(0|[1-9][0-9]{0,17})\Z")
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -262,7 +264,8 @@ class BoundedCounter:
     :class:`Bounder` says, in memory of at most :data:`MAX_KEPT_ROWS` kept rows.
 
     The state: per bucket of id hashes, the kept rows' id hashes and sort words (uint64) and
-    bins (uint32), and the batches' rows added since the last cut."""
+    bins (uint32), and the rows added since the last cut (scattered to their buckets in pieces
+    of at least :data:`_SCATTER_ROWS` rows, so that small batches make few pieces)."""
 
     def __init__(self, bounder: Bounder, limit: int = MAX_KEPT_ROWS, buckets: int = 1 << _BUCKET_BITS):
         self.bounder = bounder
@@ -271,8 +274,8 @@ class BoundedCounter:
         empty = (np.zeros(0, np.uint64), np.zeros(0, np.uint64), np.zeros(0, np.uint32))
         self._kept: list[tuple[np.ndarray, ...]] = [empty] * buckets
         self._pending: list[list[tuple[np.ndarray, ...]]] = [[] for _ in range(buckets)]
-        self._pending_rows = 0
-        self.kept_rows = 0
+        self._fresh: list[tuple[np.ndarray, ...]] = []
+        self._fresh_rows = self._pending_rows = self.kept_rows = 0
 
     def add(self, ids: np.ndarray, groups: np.ndarray, bins: np.ndarray) -> None:
         """Add one batch (id codes, group indices, bin indices); the state is cut back once the
@@ -280,23 +283,34 @@ class BoundedCounter:
         hashes = self.bounder.id_hashes(ids)
         words = sort_words(groups, self.bounder.row_keys(hashes.size))
         bins = np.asarray(bins)
-        bins = bins.astype(np.uint32) if bins.size and bins.max() < 2**32 else bins
-        parts = bucket_parts(hashes, self.buckets)
-        columns = [column[parts.order] for column in (hashes, words, bins)]
-        for bucket, (start, stop) in enumerate(zip(parts.bounds[:-1], parts.bounds[1:])):
-            if stop > start:
-                self._pending[bucket].append(tuple(column[start:stop] for column in columns))
+        self._fresh.append((hashes, words, bins.astype(np.uint32) if bins.size and bins.max() < 2**32 else bins))
+        self._fresh_rows += hashes.size
         self._pending_rows += hashes.size
+        if self._fresh_rows >= _SCATTER_ROWS:
+            self._scatter()
         if self._pending_rows >= max(self.kept_rows, PRUNE_ROWS):
             self._prune()
 
+    def _scatter(self) -> None:
+        """The rows added since the last scatter, in pieces by bucket."""
+        if not self._fresh:
+            return
+        columns = self._fresh[0] if len(self._fresh) == 1 else [np.concatenate(c) for c in zip(*self._fresh)]
+        self._fresh, self._fresh_rows = [], 0
+        parts = bucket_parts(columns[0], self.buckets)
+        columns = [column[parts.order] for column in columns]
+        for bucket, (start, stop) in enumerate(zip(parts.bounds[:-1], parts.bounds[1:])):
+            if stop > start:
+                self._pending[bucket].append(tuple(column[start:stop] for column in columns))
+
     def _prune(self) -> None:
-        """Cut every bucket back to its kept rows (all its rows at once)."""
+        """Cut every bucket back to its kept rows (its state and its new rows at once)."""
+        self._scatter()
         for bucket in range(self.buckets):
             if not self._pending[bucket]:
                 continue
             parts = [self._kept[bucket], *self._pending[bucket]]
-            hashes, words, bins = (np.concatenate([p[i] for p in parts]) for i in range(3))
+            hashes, words, bins = (np.concatenate(column) for column in zip(*parts))
             self._pending[bucket] = []
             kept = self.bounder.kept(hashes, words)
             self.kept_rows += kept.size - self._kept[bucket][0].size
