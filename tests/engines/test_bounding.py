@@ -115,8 +115,10 @@ def reference_keep(bounder, ids, groups, keys):
 
 
 @pytest.mark.parametrize("bucket_min_rows", [2**16, 1])  # cut in one piece, or bucket by bucket
-def test_keep_equals_the_rule_written_plainly(bucket_min_rows, monkeypatch):
+@pytest.mark.parametrize("shared_bits", [24, 64])  # positions in the sort key, or an argsort
+def test_keep_equals_the_rule_written_plainly(bucket_min_rows, shared_bits, monkeypatch):
     monkeypatch.setattr(bounding, "_BUCKET_MIN_ROWS", bucket_min_rows)
+    monkeypatch.setattr(bounding, "_MIN_SHARED_BITS", shared_bits)
     data = np.random.default_rng(5)
     ids = data.integers(0, 400, size=6000) ** 2  # 1 to ~40 rows per id
     groups = data.integers(0, 6, size=6000)
@@ -125,14 +127,17 @@ def test_keep_equals_the_rule_written_plainly(bucket_min_rows, monkeypatch):
     assert np.array_equal(bounder.keep(ids, groups, keys), reference_keep(bounder, ids, groups, keys))
 
 
-def test_rows_the_one_word_sort_key_cannot_order_are_ordered_exactly():
-    """Two ids sharing the 32 hash bits of the sort key, and keys tied in the bits it holds:
+def test_rows_the_one_word_sort_key_cannot_order_are_ordered_exactly(monkeypatch):
+    """Two ids sharing the hash bits of the sort key, and keys tied in the bits it holds:
     the order is still by (id hash, group, key)."""
     top = np.uint64(0xAB) << np.uint64(56)
     hashes = np.array([top | np.uint64(2), top | np.uint64(1), top | np.uint64(2), top | np.uint64(1)], np.uint64)
     words = np.array([5, 7, 3, (1 << 20) + 4], dtype=np.uint64)  # keys differing only in their low bits
-    order = bounding._sorted_order(hashes, words)
-    assert list(order) == [1, 3, 2, 0]  # (id 1: keys 7, 2^20+4), then (id 2: keys 3, 5)
+    for shared_bits in (24, 64):  # positions in the sort key, or an argsort
+        monkeypatch.setattr(bounding, "_MIN_SHARED_BITS", shared_bits)
+        order, ordered_ids = bounding._sorted_order(hashes, words)
+        assert list(order) == [1, 3, 2, 0]  # (id 1: keys 7, 2^20+4), then (id 2: keys 3, 5)
+        assert np.array_equal(ordered_ids, hashes[order])
     bounder = Bounder(np.random.default_rng(0), 1)
     assert sorted(bounder.kept(hashes, words)) == [1, 2]  # the smallest key of each id
 
@@ -162,3 +167,39 @@ def test_groups_beyond_the_sort_word_are_refused():
     bounder = Bounder(np.random.default_rng(0), 1)
     with pytest.raises(ParameterError, match="group indices"):
         bounder.keep(np.array([1]), np.array([2**16]), bounder.row_keys(1))
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 5, 8, 13])
+def test_first_in_runs_marks_the_first_entries_of_each_run(count):
+    starts = np.random.default_rng(count).random(500) < 0.1
+    starts[0] = True
+    rank = np.arange(500) - np.maximum.accumulate(np.where(starts, np.arange(500), 0))
+    assert np.array_equal(bounding._first_in_runs(starts, count), rank < count)
+
+
+@pytest.mark.parametrize("shared_bits", [24, 64])
+@pytest.mark.parametrize("tied", [0.0, 0.5])  # the share of keys tied in the sort key's key bits
+def test_many_runs_the_sort_key_cannot_order_are_each_ordered_exactly(shared_bits, tied, monkeypatch):
+    """Ids in 4 sets sharing the sort key's hash bits, keys differing only below its key bits,
+    among ids and keys it orders: every id's rows together, in the order of their sort words."""
+    monkeypatch.setattr(bounding, "_MIN_SHARED_BITS", shared_bits)
+    data = np.random.default_rng(4)
+    # bits 24-55 of the id hash: the sort key holds them (its bucket bits 56-63 and bits 0-23 not)
+    head = data.integers(0, 4, size=40).astype(np.uint64) << np.uint64(30)
+    own = (data.integers(0, 256, size=40).astype(np.uint64) << np.uint64(56)) | data.integers(0, 2**24, size=40).astype(
+        np.uint64
+    )
+    unique = np.concatenate([head | own, data.integers(0, 2**63, size=40).astype(np.uint64)])
+    hashes = unique[data.integers(0, 80, size=600)]
+    keys = np.where(data.random(600) < tied, data.integers(0, 8, size=600), data.integers(0, 2**62, size=600))
+    words = bounding.sort_words(data.integers(0, 3, size=600), keys)
+    order, ordered_ids = bounding._sorted_order(hashes, words)
+    assert np.array_equal(np.sort(order), np.arange(600))
+    assert np.array_equal(ordered_ids, hashes[order])
+    same_id = ordered_ids[1:] == ordered_ids[:-1]
+    assert np.count_nonzero(~same_id) + 1 == np.unique(hashes).size  # the rows of an id together
+    ordered_words = words[order]
+    rising = (ordered_words[1:] > ordered_words[:-1]) | (
+        (ordered_words[1:] == ordered_words[:-1]) & (order[1:] > order[:-1])  # full ties in position order
+    )
+    assert rising[same_id].all()

@@ -12,9 +12,10 @@ randomness makes the choice unbiased.
 Rows are grouped by a keyed hash of their id (SplitMix64's finaliser: a bijection, so two ids
 never share it) and ordered within an id by a sort word, the group (16 bits) over the top 48
 bits of the key.  Cuts run bucket by bucket (the top 8 bits of the id hash: every row of an id
-in one bucket), so that each sort fits in cache: one argsort of a 64-bit key holding 32 more
-bits of the id hash and the top bits of the sort word, then the few runs that key cannot order
-(ids sharing those bits, keys tied in them) re-sorted on the full words.
+in one bucket), so that each sort fits in cache: one sort of a 64-bit key per row holding the
+next bits of the id hash, the group, the top bits of the key and the row's position, then the
+few runs that key cannot order (ids sharing those bits, keys tied in them) re-sorted on the
+full words.
 
 Streaming (:class:`BoundedCounter`): the kept rows of the batches read so far (id hash, sort
 word, bin: 20 bytes a row, per bucket) are the state; the batches read since are merged with it
@@ -54,6 +55,9 @@ _GROUP_LIMIT = 2**16
 #: that each sort fits in cache; fewer than _BUCKET_MIN_ROWS rows are cut in one piece.
 _BUCKET_BITS = 8
 _BUCKET_MIN_ROWS = 2**16
+#: The sort key of a cut holds the row's position when this many bits are left for the id hash
+#: and the key beside it and the group; else the piece is argsorted.
+_MIN_SHARED_BITS = 24
 #: The streaming state is cut back when the rows added since the last cut reach this or the
 #: state's own size (amortised: each row takes part in O(log rows) sorts at most).
 PRUNE_ROWS = 2**21
@@ -162,13 +166,13 @@ class Bounder:
         sort words), in the order of (id hash, sort word)."""
         if hashes.size == 0:
             return np.zeros(0, dtype=np.int64)
-        order = _sorted_order(hashes, words)
-        sid, sgroup = hashes[order], words[order] >> _SHIFT_KEY
+        order, sid = _sorted_order(hashes, words)
+        sgroup = words[order] >> _SHIFT_KEY
         new_id = np.ones(order.size, dtype=bool)
         new_id[1:] = sid[1:] != sid[:-1]
         new_pair = new_id.copy()
         new_pair[1:] |= sgroup[1:] != sgroup[:-1]
-        keep = _rank_in_runs(new_pair) < self.k
+        keep = _first_in_runs(new_pair, self.k)
         starts = np.flatnonzero(new_pair)
         id_of_pair = np.cumsum(new_id[starts]) - 1
         pairs_per_id = np.bincount(id_of_pair)
@@ -198,29 +202,61 @@ def sort_words(groups: np.ndarray, keys: np.ndarray) -> np.ndarray:
     return (groups.astype(np.uint64) << _SHIFT_KEY) | (np.asarray(keys).astype(np.uint64) >> np.uint64(62 - _KEY_BITS))
 
 
-def _sorted_order(hashes: np.ndarray, words: np.ndarray) -> np.ndarray:
-    """The order of rows by (id hash, sort word): one argsort of a 64-bit key (32 bits of the
-    hash below the bucket bits, then the group and the top bits of the key: as many as the
-    largest group leaves), then the runs that key cannot order (two ids sharing those 32 bits,
-    or keys tied in their top bits) re-sorted on the full words.  Ties of the full words (same
-    id, group and 48 key bits) are left in an arbitrary order."""
+def _sorted_order(hashes: np.ndarray, words: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The order of rows by (id hash, sort word), and the id hashes in that order.
+
+    One sort of a 64-bit key per row: bits of the id hash below the bucket bits, the group, the
+    top bits of the key and, lowest, the row's position (so that sorting the keys themselves,
+    faster than an argsort, gives the order); then the runs that key cannot order (ids sharing
+    its hash bits, keys tied in its key bits) are re-sorted on the full words.  Ties of the full
+    words (same id, group and 48 key bits) stay in position order."""
+    size = hashes.size
     group_bits = max(int(words.max() >> _SHIFT_KEY).bit_length(), 1)
-    low = np.uint64(32)
-    head = ((hashes << np.uint64(_BUCKET_BITS)) >> low) << low
-    sort_key = head | ((words << np.uint64(16 - group_bits)) >> low)
-    order = np.argsort(sort_key)
-    ordered, ids = sort_key[order], hashes[order]
-    same_head = (ordered[1:] >> low) == (ordered[:-1] >> low)
-    unsure = same_head & ((ids[1:] != ids[:-1]) | (ordered[1:] == ordered[:-1]))
+    index_bits = max((size - 1).bit_length(), 1)
+    rest = 64 - group_bits - index_bits
+    if rest < _MIN_SHARED_BITS:  # a piece too large to share one word with its positions: an argsort
+        head_bits, index_bits = 32, 0
+    else:
+        head_bits = (rest + 4) // 2
+    tail = np.uint64(64 - head_bits)
+    sort_key = hashes << np.uint64(_BUCKET_BITS)
+    sort_key >>= tail
+    sort_key <<= tail
+    key_part = words << np.uint64(16 - group_bits)
+    key_part >>= np.uint64(head_bits + index_bits)
+    key_part <<= np.uint64(index_bits)
+    sort_key |= key_part
+    if index_bits:
+        sort_key |= np.arange(size, dtype=np.uint64)
+        sort_key.sort()
+        order = sort_key.view(np.int64) & ((1 << index_bits) - 1)
+        sort_key >>= np.uint64(index_bits)
+        ordered = sort_key
+    else:
+        order = np.argsort(sort_key)
+        ordered = sort_key[order]
+    ids = hashes[order]
+    change = ordered[1:] ^ ordered[:-1]
+    same_head = change < np.uint64(1 << (64 - head_bits - index_bits))
+    unsure = same_head & ((change == 0) | (ids[1:] != ids[:-1]))
     if unsure.any():
-        run = np.zeros(order.size, dtype=np.int64)
-        np.cumsum(~same_head, out=run[1:])
-        bad_run = np.zeros(int(run[-1]) + 1, dtype=bool)
-        bad_run[run[1:][unsure]] = True
-        rows = np.flatnonzero(bad_run[run])
-        sub = order[rows]
-        order[rows] = sub[np.lexsort((words[sub], hashes[sub], run[rows]))]
-    return order
+        _reorder_runs(order, ids, hashes, words, same_head, unsure)
+    return order, ids
+
+
+def _reorder_runs(order, ids, hashes, words, same_head, unsure) -> None:
+    """Sort in place, on the full (id hash, sort word), the runs of equal sort-key hash bits
+    (``same_head``: whether each row's bits equal the previous row's) holding an ``unsure`` pair."""
+    run_starts = np.flatnonzero(~same_head) + 1
+    bounds = np.concatenate(([0], run_starts, [order.size]))
+    runs = np.unique(np.searchsorted(run_starts, np.flatnonzero(unsure), side="right"))
+    starts, lengths = bounds[runs], bounds[runs + 1] - bounds[runs]
+    offsets = np.cumsum(lengths) - lengths
+    rows = np.arange(int(lengths.sum())) + np.repeat(starts - offsets, lengths)
+    run_of_row = np.repeat(np.arange(runs.size), lengths)
+    sub = order[rows]
+    order[rows] = sub[np.lexsort((sub, words[sub], hashes[sub], run_of_row))]
+    ids[rows] = hashes[order[rows]]
 
 
 class _Buckets:
@@ -242,6 +278,24 @@ def bucket_parts(hashes: np.ndarray, buckets: int) -> _Buckets:
     bounds = np.zeros(buckets + 1, dtype=np.int64)
     np.cumsum(np.bincount(bucket, minlength=buckets), out=bounds[1:])
     return _Buckets(order, bounds)
+
+
+def _first_in_runs(starts: np.ndarray, count: int) -> np.ndarray:
+    """Whether each entry is among the first ``count`` of its run (``starts`` marks each run's
+    first entry): a run starts within the ``count`` entries ending at it, found by doubling
+    windows (log2 count passes over booleans)."""
+    if count < 1:
+        return np.zeros(starts.size, dtype=bool)
+    window, width = starts.copy(), 1
+    while 2 * width <= count:
+        wider = window.copy()
+        wider[width:] |= window[:-width]
+        window, width = wider, 2 * width
+    rest = count - width  # [i - count + 1, i] is [i - width + 1, i] and [i - count + 1, i - rest]
+    if rest:
+        window = window.copy()
+        window[rest:] |= window[: window.size - rest].copy()
+    return window
 
 
 def _rank_in_runs(starts: np.ndarray) -> np.ndarray:
