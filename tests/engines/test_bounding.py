@@ -203,3 +203,15 @@ def test_many_runs_the_sort_key_cannot_order_are_each_ordered_exactly(shared_bit
         (ordered_words[1:] == ordered_words[:-1]) & (order[1:] > order[:-1])  # full ties in position order
     )
     assert rising[same_id].all()
+
+
+@pytest.mark.parametrize("shared_bits", [24, 64])  # one sort of words, or a lexsort
+@pytest.mark.parametrize("tied", [False, True])  # keys tied in their top bits within a run
+def test_order_within_runs_is_the_stable_order_by_run_then_key(shared_bits, tied, monkeypatch):
+    monkeypatch.setattr(bounding, "_MIN_SHARED_BITS", shared_bits)
+    data = np.random.default_rng(9)
+    run = np.sort(data.integers(0, 300, size=1000))
+    key = data.integers(0, 2**63, size=1000).astype(np.uint64) * np.uint64(2)
+    if tied:
+        key[1::7] = key[::7][: key[1::7].size] - np.uint64(1)  # smaller, equal in the top bits
+    assert np.array_equal(bounding._order_within_runs(run, key), np.lexsort((key, run)))

@@ -186,12 +186,31 @@ class Bounder:
         (only the pairs of ids with more than m groups are ranked)."""
         crowded = np.flatnonzero(pairs_per_id[id_of_pair] > self.m)
         rank_key = self.group_rank_keys(pair_id[crowded], pair_group[crowded])
-        by_rank = crowded[np.lexsort((rank_key, id_of_pair[crowded]))]
+        by_rank = crowded[_order_within_runs(id_of_pair[crowded], rank_key)]
         new_id = np.ones(by_rank.size, dtype=bool)
         new_id[1:] = id_of_pair[by_rank][1:] != id_of_pair[by_rank][:-1]
         pair_kept = np.ones(pair_id.size, dtype=bool)
-        pair_kept[by_rank] = _rank_in_runs(new_id) < self.m
+        pair_kept[by_rank] = _first_in_runs(new_id, self.m)
         return pair_kept
+
+
+def _order_within_runs(run: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """The stable order by (run, key) of entries whose ``run`` (int64 >= 0) never decreases: one
+    sort of 64-bit words holding the run, the top bits of the key and the position; where two
+    entries of a run tie in those key bits, a lexsort on the full keys."""
+    run_bits = max(int(run[-1]).bit_length(), 1) if run.size else 1
+    index_bits = max((run.size - 1).bit_length(), 1)
+    key_bits = 64 - run_bits - index_bits
+    if key_bits >= _MIN_SHARED_BITS:
+        words = run.astype(np.uint64) << np.uint64(64 - run_bits)
+        words |= (key >> np.uint64(64 - key_bits)) << np.uint64(index_bits)
+        words |= np.arange(run.size, dtype=np.uint64)
+        words.sort()
+        order = words.view(np.int64) & ((1 << index_bits) - 1)
+        words >>= np.uint64(index_bits)
+        if not np.any(words[1:] == words[:-1]):
+            return order
+    return np.lexsort((key, run))
 
 
 def sort_words(groups: np.ndarray, keys: np.ndarray) -> np.ndarray:
@@ -296,13 +315,6 @@ def _first_in_runs(starts: np.ndarray, count: int) -> np.ndarray:
         window = window.copy()
         window[rest:] |= window[: window.size - rest].copy()
     return window
-
-
-def _rank_in_runs(starts: np.ndarray) -> np.ndarray:
-    """0, 1, 2, ... within each run of a sorted array (``starts`` marks each run's first entry)."""
-    position = np.arange(starts.size, dtype=np.int64)
-    run_start = np.maximum.accumulate(np.where(starts, position, 0))
-    return position - run_start
 
 
 def bounded_rows(ids, rng, max_rows_per_id: int, groups=None, max_groups_per_id: int = 1) -> np.ndarray:
