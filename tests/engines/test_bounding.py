@@ -175,6 +175,7 @@ def test_first_in_runs_marks_the_first_entries_of_each_run(count):
     starts[0] = True
     rank = np.arange(500) - np.maximum.accumulate(np.where(starts, np.arange(500), 0))
     assert np.array_equal(bounding._first_in_runs(starts, count), rank < count)
+    assert np.array_equal(bounding._rank_in_runs(starts), rank)  # what engines.key_counts ranks with
 
 
 @pytest.mark.parametrize("shared_bits", [24, 64])

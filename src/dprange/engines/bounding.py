@@ -317,6 +317,13 @@ def _first_in_runs(starts: np.ndarray, count: int) -> np.ndarray:
     return window
 
 
+def _rank_in_runs(starts: np.ndarray) -> np.ndarray:
+    """0, 1, 2, ... within each run of a sorted array (``starts`` marks each run's first entry)."""
+    position = np.arange(starts.size, dtype=np.int64)
+    run_start = np.maximum.accumulate(np.where(starts, position, 0))
+    return position - run_start
+
+
 def bounded_rows(ids, rng, max_rows_per_id: int, groups=None, max_groups_per_id: int = 1) -> np.ndarray:
     """Indices of the rows kept by contribution bounding of the in-memory ids (and groups)."""
     codes = id_codes(ids)
