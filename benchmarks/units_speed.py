@@ -98,6 +98,7 @@ def main() -> None:
     parser.add_argument("--m", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args()
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "units.parquet")
         write_data(path, args.rows, args.ids)
@@ -118,9 +119,16 @@ def main() -> None:
         "max_groups_per_id": args.m,
         "epsilon": 1.0,
         "repeat": args.repeat,
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "load": os.getloadavg()},
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "load_before": load_before,
+            "load_after": os.getloadavg(),
+        },
         "medians": medians,
         "time_with_ids_over_without": medians["grouped_with_ids"]["seconds"] / medians["grouped"]["seconds"],
+        "cpu_with_ids_over_without": medians["grouped_with_ids"]["cpu_seconds"] / medians["grouped"]["cpu_seconds"],
+        "peak_with_ids_gib": medians["grouped_with_ids"]["peak_rss_bytes"] / 2**30,
     }
     print(json.dumps(report, indent=1))
 

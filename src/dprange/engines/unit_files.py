@@ -2,7 +2,7 @@
 of CSV / Parquet files, bounded batch by batch (:class:`~dprange.engines.bounding.BoundedCounter`).
 
 Memory: one batch (``batch_rows`` rows of the three columns) plus the bounding state, at most
-:data:`~dprange.engines.bounding.MAX_KEPT_ROWS` kept rows of 32 bytes (id code, group, key,
+:data:`~dprange.engines.bounding.MAX_KEPT_ROWS` kept rows of 20 bytes (id hash, group and key,
 bin); a source needing more is refused with a DataError.  Without a privacy unit no state is
 kept: the counts per (group, bin) are summed batch by batch.
 
