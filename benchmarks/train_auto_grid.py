@@ -133,18 +133,9 @@ def measure_cell(name, side, scale, epsilon, trials, cache) -> list[dict]:
         for cand in GRID_CANDIDATES[1:]:
             rel = mech.candidate(cand, shape, rest).release(counts, rest, rng=1000 + t)
             errors[cand] = rectangles_mse(rel.counts, counts, rects.lows, rects.highs)
-        rows.append(
-            {
-                "shape": name,
-                "n": side * side,
-                "scale": scale,
-                "epsilon": epsilon,
-                "workload": "random-rectangles",
-                "trial": t,
-                "features": [total, nonempty, top, rest],
-                "mse": errors,
-            }
-        )
+        features = [total, nonempty, top, rest]
+        key = dict(shape=name, n=side * side, scale=scale, epsilon=epsilon, workload="random-rectangles")
+        rows.append({**key, "trial": t, "features": features, "mse": errors})
     return rows
 
 

@@ -832,3 +832,13 @@ def split_selector(candidates: tuple[str, str, str]) -> Selector:
         {"leaf": 1},
     ]
     return Selector("tree", candidates, {"nodes": nodes})
+
+
+def assert_exactly_private_at(loss, budget: float) -> None:
+    """A private step checked from the definition: its worst log-ratio ``loss(1.0)`` is at most
+    ``budget`` and within 1% of it (tight: it depends on the data), and with half the noise
+    (``loss(2.0)``: every step's epsilon doubled) it exceeds 1.5 ``budget``."""
+    worst = loss(1.0)
+    assert worst <= budget * (1 + 1e-9)
+    assert worst >= 0.99 * budget  # tight: the features do depend on the data
+    assert loss(2.0) > 1.5 * budget  # half the noise: not private
