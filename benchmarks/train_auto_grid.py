@@ -5,13 +5,14 @@ to each side) and synthetic shapes (SYNTHETIC below, fixed seeds), each sampled 
 (a multinomial draw per trial, seed = trial) on square grids of every side, released by every
 candidate (the data-independent ``auto`` at the epsilon left after the features, and the
 registered 2-D data-aware grids, as AutoDataGrid runs them; release seed 1000 + trial) at
-every epsilon.  Workload: DPBench's 2000 random rectangles (seed 3).  The error is the mean
-squared error per rectangle (``auto``: its exact expected value), averaged over the trials of a
-cell; the features are AutoDataGrid's own noisy features of each trial (seed 5000 + trial).
+every epsilon.  Workloads (WORKLOADS, the same releases): DPBench's 2000 random rectangles
+(seed 3) and 2000 prefix rectangles.  The error is the mean squared error per rectangle
+(``auto``: its exact expected value), averaged over the trials of a cell; the features are
+AutoDataGrid's own noisy features of each trial (seed 5000 + trial).
 
 Candidates that are never the best in a training cell are dropped.  Fits (GridSelector on
-GRID_FEATURES, dprange.data_aware.auto_grid; each with every ``--margins`` value): decision trees of depth 1
-and 2 minimising the summed log error ratio to ``auto`` (train_auto_data.fit_tree), and ridge
+GRID_FEATURES, dprange.data_aware.auto_grid; each with every ``--margins`` value): decision
+trees of depth 1 and 2 minimising the summed log error ratio to ``auto`` (train_auto_data.fit_tree), and ridge
 regressions of that ratio per candidate (train_auto_data.fit_ridge).  Validation:
 leave-one-shape-out over the DPBench shapes (synthetic shapes always train): per cell the
 regret (the chosen releases' mean MSE over the best candidate's) and the ratio to ``auto``.  The
@@ -114,28 +115,42 @@ def auto_mse(mech: AutoDataGrid, shape, epsilon: float, lows, highs) -> float:
     return float(np.mean(rel.rectangle(lows, highs).stderr ** 2))
 
 
+#: The evaluation workloads: DPBench's 2000 random rectangles (seed 3), and 2000 prefix
+#: rectangles (from the origin to a uniform random cell, seed 3).  The ``auto`` branch is chosen
+#: for all rectangles either way (AutoDataGrid takes no workload).
+WORKLOADS = ("random-rectangles", "prefix-rectangles")
+
+
+def evaluation_rectangles(side: int, workload: str) -> tuple[np.ndarray, np.ndarray]:
+    rects = random_rectangles((side, side), 2000, rng=3)
+    if workload == "random-rectangles":
+        return rects.lows, rects.highs
+    corners = np.random.default_rng(3).integers(0, side, (2000, 2))
+    return np.zeros_like(corners), corners
+
+
 def measure_cell(name, side, scale, epsilon, trials, cache) -> list[dict]:
-    """One row per trial: AutoDataGrid's noisy features and every candidate's MSE."""
+    """One row per (trial, workload): AutoDataGrid's noisy features and every candidate's MSE
+    (the same releases answer both workloads)."""
     shape = (side, side)
     p = distribution(name, side)
     mech = AutoDataGrid()
     rest = mech.shares(epsilon)[3]
-    if side not in cache:
-        cache[side] = random_rectangles(shape, 2000, rng=3)
-    rects = cache[side]
-    if (side, epsilon) not in cache:
-        cache[(side, epsilon)] = auto_mse(mech, shape, rest, rects.lows, rects.highs)
+    for workload in WORKLOADS:
+        if (side, workload) not in cache:
+            cache[(side, workload)] = evaluation_rectangles(side, workload)
+        if (side, epsilon, workload) not in cache:
+            cache[(side, epsilon, workload)] = auto_mse(mech, shape, rest, *cache[(side, workload)])
     rows = []
     for t in range(trials):
         counts = sample(p, scale, seed=t)
         total, nonempty, top, _ = mech.features(counts, epsilon, rng=5000 + t)
-        errors = {"auto": cache[(side, epsilon)]}
-        for cand in GRID_CANDIDATES[1:]:
-            rel = mech.candidate(cand, shape, rest).release(counts, rest, rng=1000 + t)
-            errors[cand] = rectangles_mse(rel.counts, counts, rects.lows, rects.highs)
-        features = [total, nonempty, top, rest]
-        key = dict(shape=name, n=side * side, scale=scale, epsilon=epsilon, workload="random-rectangles")
-        rows.append({**key, "trial": t, "features": features, "mse": errors})
+        released = {c: mech.candidate(c, shape, rest).release(counts, rest, rng=1000 + t) for c in GRID_CANDIDATES[1:]}
+        for workload in WORKLOADS:
+            errors = {"auto": cache[(side, epsilon, workload)]}
+            errors.update({c: rectangles_mse(r.counts, counts, *cache[(side, workload)]) for c, r in released.items()})
+            key = dict(shape=name, n=side * side, scale=scale, epsilon=epsilon, workload=workload)
+            rows.append({**key, "trial": t, "features": [total, nonempty, top, rest], "mse": errors})
     return rows
 
 
@@ -300,7 +315,9 @@ def main(argv=None) -> int:
         for margin in (float(m) for m in args.margins.split(",")):
             cells = validate((kind, depth, margin), x, ratio, keys, per_row, candidates, args)
             name = f"{kind}{depth if kind == 'tree' else ''}-margin{margin:g}"
-            results[name] = {"kind": kind, "depth": depth, "margin": margin, "summary": summary(cells), "cells": cells}
+            by_workload = {w: summary([c for c in cells if c["workload"] == w]) for w in {c["workload"] for c in cells}}
+            results[name] = {"kind": kind, "depth": depth, "margin": margin, "summary": summary(cells)}
+            results[name].update(by_workload=by_workload, cells=cells)
             log(f"{name}: {json.dumps(results[name]['summary'])}")
     chosen = pick(results, args.to_auto)
     best = results[chosen]
@@ -313,7 +330,7 @@ def main(argv=None) -> int:
         "cells": sorted({k[1] for k in keys}),
         "scales": sorted({k[2] for k in keys}),
         "epsilons": sorted({k[3] for k in keys}),
-        "workload": "2000 random rectangles (seed 3)",
+        "workloads": [w + " (2000, seed 3)" for w in WORKLOADS],
         "trials": int(max(r["trial"] for r in rows) + 1),
         "loso": best["summary"],
         "baselines_loso": baselines,
@@ -327,7 +344,8 @@ def main(argv=None) -> int:
             {"shipped": chosen, "features": list(GRID_FEATURES), "candidates": list(candidates), **results}, handle
         )
     report = {"shipped": chosen, "candidates": list(candidates), "baselines_loso": baselines}
-    print(json.dumps({**report, **{k: v["summary"] for k, v in results.items()}}, indent=1))
+    shipped_by_workload = {"shipped_by_workload": best["by_workload"]}
+    print(json.dumps({**report, **shipped_by_workload, **{k: v["summary"] for k, v in results.items()}}, indent=1))
     return 0
 
 
