@@ -12,12 +12,13 @@ AutoDataGrid's own noisy features of each trial (seed 5000 + trial).
 
 Candidates that are never the best in a training cell are dropped.  Fits (GridSelector on
 GRID_FEATURES, dprange.data_aware.auto_grid; each with every ``--margins`` value): decision
-trees of depth 1 and 2 minimising the summed log error ratio to ``auto`` (train_auto_data.fit_tree), and ridge
-regressions of that ratio per candidate (train_auto_data.fit_ridge).  Validation:
-leave-one-shape-out over the DPBench shapes (synthetic shapes always train): per cell the
-regret (the chosen releases' mean MSE over the best candidate's) and the ratio to ``auto``.  The
-fit of least geometric-mean regret among those never worse than ``auto`` by more than
-``--to-auto`` in a held-out cell ships.
+trees of depth 1 and 2 minimising the summed log error ratio to ``auto``
+(train_auto_data.fit_tree), and ridge regressions of that ratio per candidate
+(train_auto_data.fit_ridge), each fitted on both workloads' rows and on the random rectangles'
+alone.  Validation: leave-one-shape-out over the DPBench shapes (synthetic shapes always train):
+per cell, both workloads, the regret (the chosen releases' mean MSE over the best candidate's)
+and the ratio to ``auto``.  The fit of least geometric-mean regret among those never worse than
+``auto`` by more than ``--to-auto`` in a held-out cell ships.
 
     nice python benchmarks/train_auto_grid.py [--trials 3] [--sides 32,64,128,256]
         [--scales 1e3,1e4,1e5,1e6,1e7] [--measurements FILE.jsonl] [--reuse]
@@ -220,15 +221,17 @@ def held_out_cell(key, mine, per_row, candidates) -> dict:
     return {**names, **figures, "best": candidates[int(np.argmin(means))], "choices": chosen}
 
 
-def validate(spec, x, ratio, keys, per_row, candidates, args) -> list[dict]:
-    """Leave-one-shape-out over the DPBench shapes: per held-out cell the regret and the ratio to auto."""
+def validate(spec, x, ratio, keys, per_row, candidates, args, fitted_on) -> list[dict]:
+    """Leave-one-shape-out over the DPBench shapes: the model fitted on the other shapes' rows of
+    the workloads ``fitted_on``, per held-out cell (every workload) the regret and the ratio to auto."""
     shapes = np.array([k[0] for k in keys])
+    used = np.isin([k[4] for k in keys], fitted_on)
     cells: list[dict] = []
     for held in DPBENCH:
         test = shapes == held
         if not test.any():
             continue
-        model = fit(*spec, x[~test], ratio[~test], candidates, args)
+        model = fit(*spec, x[~test & used], ratio[~test & used], candidates, args)
         chosen = model.choose_index(x[test])
         rows = np.flatnonzero(test)
         picked: dict = {}
@@ -311,21 +314,28 @@ def main(argv=None) -> int:
     candidates = winners(rows)
     x, ratio, keys, per_row = table(rows, candidates)
     results = {}
-    for kind, depth in (("tree", 1), ("tree", 2), ("ridge", 0)):
-        for margin in (float(m) for m in args.margins.split(",")):
-            cells = validate((kind, depth, margin), x, ratio, keys, per_row, candidates, args)
-            name = f"{kind}{depth if kind == 'tree' else ''}-margin{margin:g}"
-            by_workload = {w: summary([c for c in cells if c["workload"] == w]) for w in {c["workload"] for c in cells}}
-            results[name] = {"kind": kind, "depth": depth, "margin": margin, "summary": summary(cells)}
-            results[name].update(by_workload=by_workload, cells=cells)
-            log(f"{name}: {json.dumps(results[name]['summary'])}")
+    # every fit is also tried fitted on random rectangles alone: which training set generalises
+    # better to both workloads is decided by the validated figures, as the rest
+    for fitted_on in (WORKLOADS, WORKLOADS[:1]):
+        for kind, depth in (("tree", 1), ("tree", 2), ("ridge", 0)):
+            for margin in (float(m) for m in args.margins.split(",")):
+                cells = validate((kind, depth, margin), x, ratio, keys, per_row, candidates, args, fitted_on)
+                name = f"{kind}{depth if kind == 'tree' else ''}-margin{margin:g}" + (
+                    "" if len(fitted_on) > 1 else "-random"
+                )
+                by_workload = {w: summary([c for c in cells if c["workload"] == w]) for w in WORKLOADS}
+                results[name] = {"kind": kind, "depth": depth, "margin": margin, "fitted_on": list(fitted_on)}
+                results[name].update(summary=summary(cells), by_workload=by_workload, cells=cells)
+                log(f"{name}: {json.dumps(results[name]['summary'])}")
     chosen = pick(results, args.to_auto)
     best = results[chosen]
-    selector = fit(best["kind"], best["depth"], best["margin"], x, ratio, candidates, args)
+    used = np.isin([k[4] for k in keys], best["fitted_on"])
+    selector = fit(best["kind"], best["depth"], best["margin"], x[used], ratio[used], candidates, args)
     baselines = {f"always {c}": always(j, per_row, keys) for j, c in enumerate(candidates)}
     selector.training = {
         "fit": chosen,
-        "rows": int(x.shape[0]),
+        "rows": int(used.sum()),
+        "fitted_on": best["fitted_on"],
         "shapes": sorted({k[0] for k in keys}),
         "cells": sorted({k[1] for k in keys}),
         "scales": sorted({k[2] for k in keys}),
