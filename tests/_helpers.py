@@ -842,3 +842,13 @@ def write_table(frame, path):
         pytest.importorskip("pyarrow")
         frame.to_parquet(path, index=False)
     return str(path)
+
+
+def assert_exactly_private_at(loss, budget: float) -> None:
+    """A private step checked from the definition: its worst log-ratio ``loss(1.0)`` is at most
+    ``budget`` and within 1% of it (tight: it depends on the data), and with half the noise
+    (``loss(2.0)``: every step's epsilon doubled) it exceeds 1.5 ``budget``."""
+    worst = loss(1.0)
+    assert worst <= budget * (1 + 1e-9)
+    assert worst >= 0.99 * budget  # tight: the features do depend on the data
+    assert loss(2.0) > 1.5 * budget  # half the noise: not private

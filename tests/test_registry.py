@@ -126,10 +126,11 @@ def test_cli_choices_are_the_registry():
         "dawa",
         "mwem",
         "structure-first",
-        "auto-data",
-        *GRID_MECHANISMS.names(nameable=True),
+        "auto-data",  # also the 2-D auto-data's name: listed once
+        *(name for name in GRID_MECHANISMS.names(nameable=True) if name != "auto-data"),
         "auto",
     )
+    assert "auto-data" in GRID_MECHANISMS.names(nameable=True)
     assert _choices("release", "inference") == INFERENCE.names() == ("gls", "nnls", "l1")
     assert _choices("release", "noise") == ("auto", *NOISE.names()) == _choices("error", "noise")
     assert WORKLOADS.names(auto=True) == ("all-range", "prefix", "identity")
@@ -231,7 +232,8 @@ def test_k_d_mechanisms_are_registered_apart_from_the_1_d_ones():
         "dawa_hilbert",
         "ugrid",
         "agrid",
-    )  # data_aware.grid(s): never chosen by auto
+        "auto-data",
+    )  # data_aware.grid(s), data_aware.auto_grid: never chosen by auto
     independent = ("kronecker", "kd_hierarchy", "quadtree", "privelet", "fourier")
     optimized = ("optimized_kronecker", "optimized_marginals")
     assert GRID_MECHANISMS.names() == (*independent, *optimized, *data_aware)

@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time __getattr__
     from .answers.types import Answer
     from .api import quantiles, release, release_files, release_grid
     from .data_aware.auto_data import AutoData
+    from .data_aware.auto_grid import AutoDataGrid
     from .data_aware.dawa import DAWA
     from .data_aware.grid import DAWAHilbert, HybridTree, KDTree
     from .data_aware.grids import AdaptiveGrid, UniformGrid
@@ -68,6 +69,7 @@ _EXPORTS = {
     "answers.types": ("Answer",),
     "api": ("quantiles", "release", "release_files", "release_grid"),
     "data_aware.auto_data": ("AutoData",),
+    "data_aware.auto_grid": ("AutoDataGrid",),
     "data_aware.dawa": ("DAWA",),
     "data_aware.grid": ("DAWAHilbert", "HybridTree", "KDTree"),
     "data_aware.grids": ("AdaptiveGrid", "UniformGrid"),
@@ -100,6 +102,7 @@ __all__ = [
     "AdaptiveGrid",
     "Answer",
     "AutoData",
+    "AutoDataGrid",
     "BudgetError",
     "DAWA",
     "DAWAHilbert",

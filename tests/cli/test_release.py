@@ -859,6 +859,39 @@ def test_cli_releases_a_data_aware_grid_by_name(tmp_path, capsys):
     assert "--branching is not a parameter of --mechanism hybrid_tree" in capsys.readouterr().err
 
 
+def test_cli_auto_data_is_the_2_d_choice_with_several_columns_and_the_1_d_one_with_one(tmp_path, capsys):
+    """--mechanism auto-data names the 2-D auto-data (dprange.data_aware.auto_grid) with two
+    --column and the 1-D one with one; the file records the features, the choice and the steps."""
+    rng = np.random.default_rng(1)
+    a = rng.integers(0, 16, 600)
+    b = np.minimum(15, a + rng.integers(0, 3, 600))
+    path = tmp_path / "points.csv"
+    path.write_text("a,b\n" + "".join(f"{u},{v}\n" for u, v in zip(a, b)))
+    out = tmp_path / "grid.json"
+    args = ["release", path, "-c", "a", "-c", "b", "--lo", 0, "--hi", 15, "--lo", 0, "--hi", 15, "--integers"]
+    code, _, err = run_cli([*args, "-e", 1, "--seed", 4, "-o", out, "--mechanism", "auto-data"], capsys)
+    assert code == 0, err
+    saved = json.loads(out.read_text())
+    record = saved["provenance"]["parameters"] if "provenance" in saved else saved["selection"]
+    assert [s["step"] for s in record["private_steps"]][:3] == ["total", "nonempty", "top"]
+    domain = ProductDomain([dprange.Domain.integers(0, 15), dprange.Domain.integers(0, 15)])
+    same = dprange.release_grid([a, b], domain, 1.0, mechanism="auto-data", rng=4)
+    np.testing.assert_allclose(np.reshape(load_saved_counts(saved), (16, 16)), same.counts, rtol=0, atol=1e-9)
+    one = tmp_path / "one.json"
+    code, stdout, err = run_cli(
+        ["release", path, "-c", "a", "--lo", 0, "--hi", 15, "--integers", "-e", 1, "-o", one, "-m", "auto-data"], capsys
+    )
+    assert code == 0 and "auto-data release of 'a'" in stdout, err
+    assert json.loads(one.read_text())["provenance"]["mechanism"] == "auto-data"
+
+
+def load_saved_counts(saved: dict) -> np.ndarray:
+    """The cell estimates of a saved k-D release of either kind (data-aware or exact)."""
+    if saved["kind"] == "data_aware_grid_release":
+        return np.asarray(saved["counts"], dtype=float)
+    return load_grid_release(saved).counts
+
+
 def test_cli_release_goes_through_dprange_release(ages_csv, tmp_path, capsys, monkeypatch):
     calls = []
     real = api.release

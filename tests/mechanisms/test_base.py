@@ -72,6 +72,12 @@ OWN = {
     "ugrid": {"c": 4.0, "total_share": 0.05},
     "agrid": {"c": 4.0, "c2": 3.0, "alpha": 0.4, "min_parts": 4, "total_share": 0.05},
 }
+#: Names registered in both registries (the 2-D auto-data): the k-D entry's own values.
+GRID_OWN = {"auto-data": {"feature_share": 0.1}}
+
+
+def own_values(registry, name: str) -> dict:
+    return GRID_OWN[name] if registry is GRID_MECHANISMS and name in GRID_OWN else OWN[name]
 
 
 def registered():
@@ -80,7 +86,7 @@ def registered():
             if name == "matrix":
                 continue
             for shared in SHARED:
-                for own in ({}, OWN[name]):
+                for own in ({}, own_values(registry, name)):
                     label = f"{name}-{'own' if own else 'default'}-{'-'.join(map(str, shared.values())) or 'shared'}"
                     yield pytest.param(registry[name], {**own, **shared}, id=label)
 
@@ -88,13 +94,14 @@ def registered():
 def test_every_registered_mechanism_has_examples():
     names = set(MECHANISMS) | set(GRID_MECHANISMS)
     assert names - {"matrix"} == set(OWN), "add the new mechanism's non-default parameters to OWN"
-    for name in names - {"matrix"}:
-        entry = (MECHANISMS if name in MECHANISMS else GRID_MECHANISMS)[name]
-        declared = {p.name for p in entry.params} - {p.name for p in Mechanism.PARAMS}
-        assert set(OWN[name]) == declared, name  # every own parameter is given a non-default value
-        for p in entry.params:
-            if p.name in OWN[name]:
-                assert OWN[name][p.name] != p.default, (name, p.name)
+    for registry in (MECHANISMS, GRID_MECHANISMS):
+        for name in set(registry) - {"matrix"}:
+            entry, own = registry[name], own_values(registry, name)
+            declared = {p.name for p in entry.params} - {p.name for p in Mechanism.PARAMS}
+            assert set(own) == declared, name  # every own parameter is given a non-default value
+            for p in entry.params:
+                if p.name in own:
+                    assert own[p.name] != p.default, (name, p.name)
 
 
 @pytest.mark.parametrize(("entry", "kwargs"), list(registered()))

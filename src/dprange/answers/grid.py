@@ -11,6 +11,7 @@ Everything here is post-processing of the noisy measurements.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 
 import numpy as np
@@ -66,6 +67,10 @@ class GridRelease:
         #: None when one row is one person; else the privacy unit's record with the id-level
         #: ``epsilon`` (the measurements' epsilon is the row-level one the design ran at).
         self.privacy_unit: dict | None = None
+        #: None, or the private choice made before measuring (the 2-D ``auto-data``): its noisy
+        #: features, the mechanism chosen, every private step with its epsilon and ``epsilon``, their
+        #: exact sum rounded up (the release's epsilon; the measurements ran at what was left).
+        self.selection: dict | None = None
 
     def with_labels(self, columns=None, units=None, source=None) -> GridRelease:
         """This release described: ``columns`` (one name per axis), ``units`` (one per axis)
@@ -79,6 +84,8 @@ class GridRelease:
         """The release's epsilon: per id with a privacy unit, else per row."""
         if self.privacy_unit is not None:
             return float(self.privacy_unit["epsilon"])
+        if self.selection is not None:
+            return float(self.selection["epsilon"])
         return self.measurements.epsilon
 
     @property
@@ -192,6 +199,7 @@ class GridRelease:
             ],
             "domain": None if self.domain is None else self.domain.to_dict(),
             **({} if self.privacy_unit is None else {"privacy_unit": self.privacy_unit}),
+            **({} if self.selection is None else {"selection": self.selection}),
             **(
                 {"public_marginals": [{"axes": list(a), "values": v.tolist()} for a, v in self.public_marginals]}
                 if self.public_marginals
@@ -203,7 +211,10 @@ class GridRelease:
     def _description(self) -> dict:
         """Format 2's self-description (:func:`dprange.answers.describe.self_description`)."""
         local = getattr(self.measurements, "source", "central") != "central"
-        return self_description(self.input_labels, self.measurements, local=local)
+        record = self.measurements
+        if self.selection is not None:  # the statement covers the selection's steps too
+            record = dataclasses.replace(record, epsilon=self.epsilon)
+        return self_description(self.input_labels, record, local=local)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict())

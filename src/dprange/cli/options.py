@@ -335,7 +335,8 @@ redact_option = click.option(
 
 def _mechanism_choices() -> tuple[str, ...]:
     """--mechanism: the mechanisms a name builds (1-D, then k-D for several columns), and auto."""
-    return (*MECHANISMS.names(nameable=True), *GRID_MECHANISMS.names(nameable=True), "auto")
+    names = (*MECHANISMS.names(nameable=True), *GRID_MECHANISMS.names(nameable=True), "auto")
+    return tuple(dict.fromkeys(names))  # a name in both (auto-data) once
 
 
 def _noise_choices() -> tuple[str, ...]:

@@ -95,7 +95,7 @@ def grid_release_command(options: dict) -> None:
     if o["inference"] != "gls":
         raise ParameterError("several --column are released with exact least squares only; use --inference gls")
     mechanism = o["mechanism"]
-    if mechanism in MECHANISMS:
+    if mechanism in MECHANISMS and mechanism not in GRID_MECHANISMS:  # auto-data is both: one per dimension
         raise ParameterError(
             f"--mechanism {mechanism} releases one column; with several use "
             f"{', '.join(GRID_MECHANISMS.names(nameable=True))} or auto"
@@ -426,7 +426,7 @@ def release_command(
     lo, hi, bins = (
         one_per_column(values, option, 1) for values, option in ((lo, "--lo"), (hi, "--hi"), (bins, "--bins"))
     )
-    if mechanism in GRID_MECHANISMS:
+    if mechanism in GRID_MECHANISMS and mechanism not in MECHANISMS:
         raise ParameterError(f"--mechanism {mechanism} releases several columns; give two or more --column")
     if workload in GRID_WORKLOADS:
         raise ParameterError(

@@ -415,6 +415,11 @@ def load_grid_release(text) -> GridRelease:
         if not isinstance(unit, dict) or not isinstance(unit.get("epsilon"), (int, float)):
             raise DataError("the saved privacy unit is malformed; the file is corrupt")
         release.privacy_unit = unit
+    selection = data.get("selection")  # a private choice before measuring (the 2-D auto-data)
+    if selection is not None:
+        if not isinstance(selection, dict) or not isinstance(selection.get("epsilon"), (int, float)):
+            raise DataError("the saved selection is malformed; the file is corrupt")
+        release.selection = selection
     if data.get("public_marginals"):
         try:
             published = {

@@ -227,6 +227,7 @@ GRID_MECHANISMS = Registry(
         "dawa_hilbert",
         "ugrid",
         "agrid",
+        "auto-data",
     ),
 )
 

@@ -1,0 +1,363 @@
+"""Train and validate the 2-D auto-data selector (dprange.data_aware.auto_grid) on public data only.
+
+Training data: the four DPBench 2-D shapes (public: ../shared/data/dpbench/2D, 256 x 256 summed
+to each side) and synthetic shapes (SYNTHETIC below, fixed seeds), each sampled at every scale
+(a multinomial draw per trial, seed = trial) on square grids of every side, released by every
+candidate (the data-independent ``auto`` at the epsilon left after the features, and the
+registered 2-D data-aware grids, as AutoDataGrid runs them; release seed 1000 + trial) at
+every epsilon.  Workloads (WORKLOADS, the same releases): DPBench's 2000 random rectangles
+(seed 3) and 2000 prefix rectangles.  The error is the mean squared error per rectangle
+(``auto``: its exact expected value), averaged over the trials of a cell; the features are
+AutoDataGrid's own noisy features of each trial (seed 5000 + trial).
+
+Candidates that are never the best in a training cell are dropped.  Fits (GridSelector on
+GRID_FEATURES, dprange.data_aware.auto_grid; each with every ``--margins`` value): decision
+trees of depth 1 and 2 minimising the summed log error ratio to ``auto``
+(train_auto_data.fit_tree), and ridge regressions of that ratio per candidate
+(train_auto_data.fit_ridge), each fitted on both workloads' rows and on the random rectangles'
+alone.  Validation: leave-one-shape-out over the DPBench shapes (synthetic shapes always train):
+per cell, both workloads, the regret (the chosen releases' mean MSE over the best candidate's)
+and the ratio to ``auto``.  The fit of least geometric-mean regret among those never worse than
+``auto`` by more than ``--to-auto`` in a held-out cell ships.
+
+    nice python benchmarks/train_auto_grid.py [--trials 3] [--sides 32,64,128,256]
+        [--scales 1e3,1e4,1e5,1e6,1e7] [--measurements FILE.jsonl] [--reuse]
+    nice python benchmarks/train_auto_grid.py --speed    # CPU time of the features and the choice
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+import numpy as np
+from train_auto_data import fit_ridge, fit_tree, pick, summary
+
+from dprange.data_aware.auto_grid import (
+    GRID_CANDIDATES,
+    GRID_FEATURES,
+    GRID_SELECTOR_FILE,
+    AutoDataGrid,
+    GridSelector,
+    choose_grid,
+    grid_feature_matrix,
+)
+from dprange.data_aware.spatial_trees import box_sums, summed_area
+from dprange.workloads import random_rectangles
+
+EPSILONS = (0.1, 1.0)
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA = os.path.join(HERE, "..", "..", "shared", "data", "dpbench", "2D")
+SELECTOR = os.path.join(HERE, "..", "src", "dprange", "data_aware", GRID_SELECTOR_FILE)
+DPBENCH = {
+    "ADULT-2D": "Adult_2D_256_256.npy",
+    "MDSALARY-OVERT": "MDSalary2D_256_256.npy",
+    "STROKE": "Stroke_2D_256_256.npy",
+    "GOWALLA": "checkin_256_256.npy",
+}
+SYNTHETIC = ("uniform", "blobs-3", "blobs-30", "points-50", "diagonal", "corner", "quadrant")
+
+
+def synthetic(name: str, side: int) -> np.ndarray:
+    """Public synthetic 2-D shapes (fixed seeds): flat, clustered, point masses, a band, heavy-tailed, a quarter."""
+    rng = np.random.default_rng(sum(map(ord, name)))
+    u = (np.arange(side) + 0.5) / side
+    x, y = np.meshgrid(u, u, indexing="ij")
+    if name == "uniform":
+        p = np.ones((side, side))
+    elif name in ("blobs-3", "blobs-30"):
+        k = 3 if name == "blobs-3" else 30
+        centres, widths = rng.uniform(0.1, 0.9, (k, 2)), rng.uniform(0.01, 0.08, k)
+        weights = rng.exponential(size=k)
+        p = sum(
+            w * np.exp(-((x - c[0]) ** 2 + (y - c[1]) ** 2) / (2 * s**2)) for c, s, w in zip(centres, widths, weights)
+        )
+    elif name == "points-50":
+        p = np.zeros((side, side))
+        cells = rng.choice(side * side, 50, replace=False)
+        p.ravel()[cells] = rng.pareto(1.5, 50) + 0.1
+    elif name == "diagonal":
+        p = np.exp(-0.5 * ((x - y) / 0.03) ** 2) * (1 + x)
+    elif name == "corner":
+        p = 1.0 / (1.0 + side * x) ** 1.5 / (1.0 + side * y) ** 1.5
+    elif name == "quadrant":
+        p = np.where((x < 0.5) & (y > 0.5), 1.0 + 0.5 * np.sin(20 * x) * np.cos(13 * y), 0.0)
+    else:
+        raise ValueError(name)
+    p = np.maximum(np.asarray(p, dtype=float), 0.0)
+    return p / p.sum()
+
+
+def distribution(name: str, side: int) -> np.ndarray:
+    if name not in DPBENCH:
+        return synthetic(name, side)
+    counts = np.load(os.path.join(DATA, DPBENCH[name])).astype(float)
+    k = counts.shape[0] // side
+    p = counts.reshape(side, k, side, k).sum(axis=(1, 3))
+    return p / p.sum()
+
+
+def sample(p: np.ndarray, scale: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).multinomial(scale, p.ravel()).reshape(p.shape).astype(np.int64)
+
+
+def rectangles_mse(estimate, counts, lows, highs) -> float:
+    got = box_sums(summed_area(np.asarray(estimate, dtype=float)), lows, highs)
+    true = box_sums(summed_area(counts.astype(float)), lows, highs)
+    return float(np.mean((got - true) ** 2))
+
+
+def auto_mse(mech: AutoDataGrid, shape, epsilon: float, lows, highs) -> float:
+    """auto's exact expected MSE on the rectangles (data-independent: any counts give it)."""
+    rel = mech.candidate("auto", shape, epsilon).release(np.zeros(shape, dtype=np.int64), epsilon, rng=0)
+    return float(np.mean(rel.rectangle(lows, highs).stderr ** 2))
+
+
+#: The evaluation workloads: DPBench's 2000 random rectangles (seed 3), and 2000 prefix
+#: rectangles (from the origin to a uniform random cell, seed 3).  The ``auto`` branch is chosen
+#: for all rectangles either way (AutoDataGrid takes no workload).
+WORKLOADS = ("random-rectangles", "prefix-rectangles")
+
+
+def evaluation_rectangles(side: int, workload: str) -> tuple[np.ndarray, np.ndarray]:
+    rects = random_rectangles((side, side), 2000, rng=3)
+    if workload == "random-rectangles":
+        return rects.lows, rects.highs
+    corners = np.random.default_rng(3).integers(0, side, (2000, 2))
+    return np.zeros_like(corners), corners
+
+
+def measure_cell(name, side, scale, epsilon, trials, cache) -> list[dict]:
+    """One row per (trial, workload): AutoDataGrid's noisy features and every candidate's MSE
+    (the same releases answer both workloads)."""
+    shape = (side, side)
+    p = distribution(name, side)
+    mech = AutoDataGrid()
+    rest = mech.shares(epsilon)[3]
+    for workload in WORKLOADS:
+        if (side, workload) not in cache:
+            cache[(side, workload)] = evaluation_rectangles(side, workload)
+        if (side, epsilon, workload) not in cache:
+            cache[(side, epsilon, workload)] = auto_mse(mech, shape, rest, *cache[(side, workload)])
+    rows = []
+    for t in range(trials):
+        counts = sample(p, scale, seed=t)
+        total, nonempty, top, _ = mech.features(counts, epsilon, rng=5000 + t)
+        released = {c: mech.candidate(c, shape, rest).release(counts, rest, rng=1000 + t) for c in GRID_CANDIDATES[1:]}
+        for workload in WORKLOADS:
+            errors = {"auto": cache[(side, epsilon, workload)]}
+            errors.update({c: rectangles_mse(r.counts, counts, *cache[(side, workload)]) for c, r in released.items()})
+            key = dict(shape=name, n=side * side, scale=scale, epsilon=epsilon, workload=workload)
+            rows.append({**key, "trial": t, "features": [total, nonempty, top, rest], "mse": errors})
+    return rows
+
+
+def measure(shapes, sides, scales, trials, path, log) -> list[dict]:
+    rows: list[dict] = []
+    cache: dict = {}
+    with open(path, "w") as out:
+        for side in sides:
+            for name in shapes:
+                for scale in scales:
+                    for epsilon in EPSILONS:
+                        start = time.time()
+                        cell = measure_cell(name, side, scale, epsilon, trials, cache)
+                        for row in cell:
+                            out.write(json.dumps(row) + "\n")
+                        out.flush()
+                        rows.extend(cell)
+                        log(f"{name} {side}x{side} scale={scale:g} eps={epsilon}: {time.time() - start:.1f} s")
+    return rows
+
+
+# ----------------------------------------------------------------------------- fits
+def winners(rows) -> tuple[str, ...]:
+    """auto and the candidates that are the best (least mean MSE) in at least one training cell."""
+    cells: dict = {}
+    for r in rows:
+        cells.setdefault((r["shape"], r["n"], r["scale"], r["epsilon"]), []).append(r)
+    won = {min(GRID_CANDIDATES, key=lambda c: np.mean([r["mse"][c] for r in rs])) for rs in cells.values()}
+    return tuple(c for c in GRID_CANDIDATES if c == "auto" or c in won)
+
+
+def table(rows, candidates):
+    """(features X, log-ratio targets R (rows x candidates, auto = 0), cell keys, per-row MSEs)."""
+    keys = [(r["shape"], r["n"], r["scale"], r["epsilon"], r["workload"]) for r in rows]
+    cells: dict = {}
+    for k, r in zip(keys, rows):
+        cells.setdefault(k, []).append(r)
+    mean = {k: {c: np.mean([r["mse"][c] for r in rs]) for c in candidates} for k, rs in cells.items()}
+    f = np.array([r["features"] for r in rows])
+    x = grid_feature_matrix(f[:, 0], f[:, 1], f[:, 2], np.array([r["n"] for r in rows]), f[:, 3])
+    ratio = np.array([[np.log(mean[k][c] / mean[k]["auto"]) for c in candidates] for k in keys])
+    per_row = np.array([[r["mse"][c] for c in candidates] for r in rows])
+    return x, ratio, keys, per_row
+
+
+def fit(kind: str, depth: int, margin: float, x, ratio, candidates, args) -> GridSelector:
+    """A tree (train_auto_data.fit_tree) or ridge fit as a GridSelector, with the training range
+    of every feature (inputs are clipped to it)."""
+    if kind == "ridge":
+        fitted = fit_ridge(x, np.clip(ratio, -args.clip, args.clip), args.alpha, margin)
+    else:
+        fitted = fit_tree(x, ratio, depth, args.leaf, margin)
+    selector = GridSelector(fitted.kind, candidates, fitted.model)
+    selector.model.update(lower=x.min(axis=0), upper=x.max(axis=0))
+    return selector
+
+
+def held_out_cell(key, mine, per_row, candidates) -> dict:
+    """One held-out cell's figures from its (row, chosen candidate) pairs: the chosen releases'
+    mean MSE over the best candidate's (regret) and over auto's, the best, the choices."""
+    means = per_row[[i for i, _ in mine]].mean(axis=0)
+    got = np.mean([per_row[i, c] for i, c in mine])
+    counts = np.bincount([c for _, c in mine], minlength=len(candidates))
+    figures = {"regret": float(got / means.min()), "to_auto": float(got / means[0])}
+    names = dict(zip(("shape", "n", "scale", "epsilon", "workload"), key))
+    chosen = {c: int(k) for c, k in zip(candidates, counts) if k}
+    return {**names, **figures, "best": candidates[int(np.argmin(means))], "choices": chosen}
+
+
+def validate(spec, x, ratio, keys, per_row, candidates, args, fitted_on) -> list[dict]:
+    """Leave-one-shape-out over the DPBench shapes: the model fitted on the other shapes' rows of
+    the workloads ``fitted_on``, per held-out cell (every workload) the regret and the ratio to auto."""
+    shapes = np.array([k[0] for k in keys])
+    used = np.isin([k[4] for k in keys], fitted_on)
+    cells: list[dict] = []
+    for held in DPBENCH:
+        test = shapes == held
+        if not test.any():
+            continue
+        model = fit(*spec, x[~test & used], ratio[~test & used], candidates, args)
+        chosen = model.choose_index(x[test])
+        rows = np.flatnonzero(test)
+        picked: dict = {}
+        for i, c in zip(rows, chosen):
+            picked.setdefault(keys[i], []).append((i, int(c)))
+        cells.extend(held_out_cell(key, mine, per_row, candidates) for key, mine in sorted(picked.items()))
+    return cells
+
+
+def always(index: int, per_row, keys) -> dict:
+    """The regret of one fixed candidate on the DPBench cells (baselines)."""
+    cells: dict = {}
+    for i, key in enumerate(keys):
+        if key[0] in DPBENCH:
+            cells.setdefault(key, []).append(i)
+    means = [per_row[rows].mean(axis=0) for rows in cells.values()]
+    regret = np.array([m[index] / m.min() for m in means])
+    to_auto = np.array([m[index] / m[0] for m in means])
+    return {
+        "regret_geo_mean": float(np.exp(np.log(regret).mean())),
+        "regret_mean": float(regret.mean()),
+        "regret_worst": float(regret.max()),
+        "to_auto_worst": float(to_auto.max()),
+    }
+
+
+def speed(sides=(256, 1024), repeats: int = 20) -> dict:
+    """CPU seconds of the features and the choice (what auto-data adds before the chosen
+    mechanism runs), medians of ``repeats``, on GOWALLA sampled at 10^7 records."""
+    out = {}
+    for side in sides:
+        p = distribution("GOWALLA", 256)
+        if side > 256:
+            p = np.kron(p, np.ones((side // 256, side // 256))) / (side // 256) ** 2
+        counts = sample(p, 10**7, seed=0)
+        mech = AutoDataGrid()
+        seconds = []
+        for r in range(repeats):
+            start = time.process_time()
+            total, nonempty, top, _ = mech.features(counts, 1.0, rng=r)
+            choose_grid(total, nonempty, top, counts.size, mech.shares(1.0)[3])
+            seconds.append(time.process_time() - start)
+        out[f"{side}x{side}"] = {"median_cpu_s": float(np.median(seconds)), "repeats": repeats}
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument("--sides", default="32,64,128,256")
+    parser.add_argument("--scales", default="1e3,1e4,1e5,1e6,1e7")
+    parser.add_argument("--shapes", default=",".join((*DPBENCH, *SYNTHETIC)))
+    parser.add_argument("--measurements", default="auto_grid_training.jsonl")
+    parser.add_argument("--reuse", action="store_true", help="fit on the measurements file without measuring")
+    parser.add_argument("--selector", default=SELECTOR)
+    parser.add_argument("--validation", default="auto_grid_validation.json")
+    parser.add_argument("--alpha", type=float, default=10.0, help="ridge penalty")
+    parser.add_argument("--leaf", type=int, default=100, help="tree: least rows per leaf")
+    parser.add_argument(
+        "--margins", default="0,0.5,1,1.5,2,2.5", help="log-ratios a data-aware choice must beat auto by"
+    )
+    parser.add_argument("--to-auto", type=float, default=1.2, help="the shipped fit's worst cell against auto")
+    parser.add_argument("--clip", type=float, default=3.0, help="ridge: targets clipped to +-clip (log-ratio)")
+    parser.add_argument("--speed", action="store_true", help="only time the features and the choice (JSON)")
+    args = parser.parse_args(argv)
+    if args.speed:
+        print(json.dumps({"features_and_choice": speed()}, indent=1))
+        return 0
+
+    def log(text):
+        print(text, file=sys.stderr, flush=True)
+
+    if args.reuse:
+        with open(args.measurements) as handle:
+            rows = [json.loads(line) for line in handle]
+    else:
+        sides = [int(v) for v in args.sides.split(",")]
+        scales = [int(float(v)) for v in args.scales.split(",")]
+        rows = measure(args.shapes.split(","), sides, scales, args.trials, args.measurements, log)
+    candidates = winners(rows)
+    x, ratio, keys, per_row = table(rows, candidates)
+    results = {}
+    # every fit is also tried fitted on random rectangles alone: which training set generalises
+    # better to both workloads is decided by the validated figures, as the rest
+    for fitted_on in (WORKLOADS, WORKLOADS[:1]):
+        for kind, depth in (("tree", 1), ("tree", 2), ("ridge", 0)):
+            for margin in (float(m) for m in args.margins.split(",")):
+                cells = validate((kind, depth, margin), x, ratio, keys, per_row, candidates, args, fitted_on)
+                name = f"{kind}{depth if kind == 'tree' else ''}-margin{margin:g}" + (
+                    "" if len(fitted_on) > 1 else "-random"
+                )
+                by_workload = {w: summary([c for c in cells if c["workload"] == w]) for w in WORKLOADS}
+                results[name] = {"kind": kind, "depth": depth, "margin": margin, "fitted_on": list(fitted_on)}
+                results[name].update(summary=summary(cells), by_workload=by_workload, cells=cells)
+                log(f"{name}: {json.dumps(results[name]['summary'])}")
+    chosen = pick(results, args.to_auto)
+    best = results[chosen]
+    used = np.isin([k[4] for k in keys], best["fitted_on"])
+    selector = fit(best["kind"], best["depth"], best["margin"], x[used], ratio[used], candidates, args)
+    baselines = {f"always {c}": always(j, per_row, keys) for j, c in enumerate(candidates)}
+    selector.training = {
+        "fit": chosen,
+        "rows": int(used.sum()),
+        "fitted_on": best["fitted_on"],
+        "shapes": sorted({k[0] for k in keys}),
+        "cells": sorted({k[1] for k in keys}),
+        "scales": sorted({k[2] for k in keys}),
+        "epsilons": sorted({k[3] for k in keys}),
+        "workloads": [w + " (2000, seed 3)" for w in WORKLOADS],
+        "trials": int(max(r["trial"] for r in rows) + 1),
+        "loso": best["summary"],
+        "baselines_loso": baselines,
+        "script": "benchmarks/train_auto_grid.py",
+    }
+    with open(args.selector, "w") as handle:
+        json.dump(selector.to_dict(), handle, indent=1)
+        handle.write("\n")
+    with open(args.validation, "w") as handle:
+        json.dump(
+            {"shipped": chosen, "features": list(GRID_FEATURES), "candidates": list(candidates), **results}, handle
+        )
+    report = {"shipped": chosen, "candidates": list(candidates), "baselines_loso": baselines}
+    shipped_by_workload = {"shipped_by_workload": best["by_workload"]}
+    print(json.dumps({**report, **shipped_by_workload, **{k: v["summary"] for k, v in results.items()}}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

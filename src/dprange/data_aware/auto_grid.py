@@ -1,0 +1,217 @@
+"""``auto-data`` on a 2-D grid: choose among the data-independent ``auto`` (the least exact
+expected error, :func:`dprange.analysis.grid.select_grid`) and the registered 2-D data-aware
+mechanisms (``agrid``, ``ugrid``, ``dawa_hilbert``, ``kd_tree``, ``hybrid_tree``) from private
+features of the data, in the spirit of Pythia (Kotsogiannis, Machanavajjhala, Hay and Miklau,
+"Pythia: Data Dependent Differentially Private Algorithm Selection", SIGMOD 2017).
+
+Features.  The 1-D auto-data's three features (:class:`~dprange.data_aware.auto_data.AutoData`),
+computed on the cells of the grid read as one list: a declared share ``feature_share`` of
+epsilon buys, each as a recorded private step with an equal part of the share (discrete
+Laplace, sensitivity 1 under both relations, since every record lies in exactly one cell):
+
+* ``total``: the noisy number of records N (free under replace, where N is public);
+* ``nonempty``: the noisy number of non-empty cells (a record added or removed changes it by at
+  most 1; a moved record can empty one cell and fill another: -1 + 1);
+* ``top``: the noisy number of records in the cells / 64 heaviest cells (a maximum over cell
+  sets of sums of counts: +-1 for a record added, removed or moved).
+
+The choice is post-processing of the noisy features, the public shape and the epsilon left:
+a selector trained on public data only (:class:`GridSelector` on GRID_FEATURES, shipped as
+``auto_grid_selector.json`` beside this module, versioned; the DPBench 2-D shapes and synthetic
+shapes, retrained and validated leave-one-shape-out by ``benchmarks/train_auto_grid.py``;
+figures in docs/data-aware.md).  The chosen mechanism runs with the rest of epsilon and its own
+steps are recorded after the features' (a data-aware release's provenance; an exact release's
+``GridRelease.selection``).
+
+Error bars.  The features' noise is independent of the measurement noise, so given the choice
+the data-independent branch keeps its exact error bars (a :class:`~dprange.answers.grid.GridRelease`);
+a data-aware branch has that mechanism's noise-only ones.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from fractions import Fraction
+from functools import lru_cache
+from importlib import resources
+
+import numpy as np
+
+from .._params import Param
+from .._validation import float_at_least
+from ..analysis.grid import select_grid
+from ..answers.grid import GridRelease
+from ..errors import ParameterError
+from ..mechanisms.base import GridMechanism, Mechanism
+from ..privacy.samplers import resolve_rng
+from ..registry import GRID_MECHANISMS, Citation
+from ..strategies.calibration import is_seeded
+from .auto_data import AutoData
+from .grid import DataAwareGridMechanism
+from .selector import Selector, feature_matrix
+from .steps import SHARE, spent, step
+
+#: The names the 2-D selector may choose ("auto": the data-independent choice at the epsilon left).
+GRID_CANDIDATES = ("auto", "agrid", "ugrid", "dawa_hilbert", "kd_tree", "hybrid_tree")
+
+#: The 2-D selector's inputs, in order (post-processing of the noisy features and public values).
+#: The signal per cell comes first: whether a data-aware grid beats ``auto`` turns mostly on N
+#: epsilon against the number of cells, a ratio an axis-aligned tree cannot form from the two.
+GRID_FEATURES = (
+    "log_signal_per_cell",  # log10 of noisy N times the epsilon left, over the number of cells
+    "log_signal_per_occupied",  # log10 of noisy N epsilon over the noisy number of non-empty cells
+    "log_sparsity",  # log10 of the noisy share of non-empty cells
+    "concentration",  # noisy mass of the cells / 64 heaviest cells over noisy N, in [0, 1]
+    "log_cells",  # log2 of the number of cells
+    "log_epsilon",  # log10 of the epsilon left
+)
+
+#: Version of the 2-D selector file's layout.
+GRID_FORMAT = 1
+
+GRID_SELECTOR_FILE = "auto_grid_selector.json"
+
+
+def grid_feature_matrix(total, nonempty, top, cells, epsilon) -> np.ndarray:
+    """The rows of GRID_FEATURES from noisy (total, non-empty cells, top mass), the public number
+    of cells and the epsilon left; broadcasts over arrays."""
+    x = feature_matrix(total, nonempty, top, cells, epsilon, False)  # the 1-D layout, same definitions
+    per_cell = x[..., 0] - np.log10(np.asarray(cells, dtype=float))
+    return np.stack([per_cell, x[..., 1], x[..., 2], x[..., 3], x[..., 4], x[..., 5]], axis=-1)
+
+
+class GridSelector(Selector):
+    """The 2-D choice: a :class:`~dprange.data_aware.selector.Selector` (tree or ridge) on
+    GRID_FEATURES, saved in its own versioned layout."""
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "format": GRID_FORMAT, "domain": "2-D grid", "features": list(GRID_FEATURES)}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> GridSelector:
+        """The selector of a 2-D file (layout version, features and candidates checked)."""
+        if data.get("domain") != "2-D grid":
+            raise ParameterError("this selector file is not a 2-D one; retrain it with benchmarks/train_auto_grid.py")
+        if data.get("format") != GRID_FORMAT or tuple(data.get("features", ())) != GRID_FEATURES:
+            raise ParameterError("the 2-D auto-data selector file has another layout; retrain it")
+        candidates = tuple(data["candidates"])
+        unknown = [name for name in candidates if name not in GRID_CANDIDATES]
+        if unknown or not candidates or candidates[0] != "auto":
+            raise ParameterError(
+                f"the 2-D selector names {unknown or list(candidates)}, not a list starting with 'auto' among "
+                f"{', '.join(GRID_CANDIDATES)}; retrain it with benchmarks/train_auto_grid.py"
+            )
+        model = dict(data["model"])
+        for key in ("mean", "scale", "lower", "upper"):
+            if key in model:
+                model[key] = np.asarray(model[key], dtype=float)
+        return cls(data["kind"], candidates, model, dict(data.get("training", {})))
+
+
+@lru_cache(maxsize=1)
+def shipped_grid() -> GridSelector:
+    """The 2-D selector that ships with the package."""
+    text = resources.files(__package__).joinpath(GRID_SELECTOR_FILE).read_text(encoding="utf-8")
+    return GridSelector.from_dict(json.loads(text))
+
+
+def choose_grid(total, nonempty, top, cells: int, epsilon: float, selector: Selector | None = None) -> list[str]:
+    """The selector's choices for arrays of noisy features, the public number of cells and the
+    epsilon left (post-processing: reads no data)."""
+    x = grid_feature_matrix(np.ravel(total), np.ravel(nonempty), np.ravel(top), cells, epsilon)
+    return (selector or shipped_grid()).choose(x)
+
+
+class AutoDataGrid(DataAwareGridMechanism):
+    """Choose ``auto`` or a 2-D data-aware grid mechanism from three private features (noisy
+    total, noisy number of non-empty cells, noisy mass of the heaviest cells) bought with
+    ``feature_share`` of epsilon, by the selector trained on public data (module doc)."""
+
+    name = "auto-data"
+
+    PARAMS = (
+        Param(
+            "feature_share",
+            SHARE,
+            "share of epsilon spent on the features (noisy total, non-empty cells, mass of the heaviest cells)",
+            default=0.05,
+        ),
+        *Mechanism.PARAMS,
+    )
+    feature_share: float
+    #: The trained selector (None: the one shipped with the package); benchmarks and tests set another.
+    selector: Selector | None = None
+
+    def feature_steps(self) -> AutoData:
+        """The 1-D auto-data whose feature steps and shares this one runs on the cells."""
+        return AutoData(feature_share=self.feature_share, neighbours=self.neighbours)
+
+    def shares(self, epsilon: float) -> tuple[float, float, float, float]:
+        """(total, non-empty cells, top mass, rest); their exact sum is at most epsilon."""
+        return self.feature_steps().shares(epsilon)
+
+    def features(self, counts, epsilon: float, rng=None) -> tuple[float, float, float, list[dict]]:
+        """(noisy total, noisy number of non-empty cells, noisy top mass, their private steps)."""
+        return self.feature_steps().features(np.ravel(counts), epsilon, rng)
+
+    def candidate(self, name: str, shape, epsilon: float) -> GridMechanism:
+        """The mechanism a choice names, built from public values only (``auto``: the least exact
+        expected error on all rectangles at the epsilon it runs with)."""
+        if name == "auto":
+            chosen = select_grid(shape, epsilon, neighbours=self.neighbours, noise=self.noise).mechanism
+            assert isinstance(chosen, GridMechanism)
+            return chosen
+        if name not in GRID_CANDIDATES or name not in GRID_MECHANISMS:
+            raise ParameterError(f"the 2-D auto-data selector names an unknown mechanism {name!r}; retrain it")
+        return GRID_MECHANISMS[name].build(neighbours=self.neighbours)
+
+    def release(self, counts, epsilon, *, delta=0.0, rng=None, domain=None):
+        """Buy the features, choose, run the choice with the rest of epsilon; the release records
+        the features, the choice and every private step (their exact sum at most epsilon)."""
+        counts, epsilon = self._check(counts, epsilon, delta)
+        source = resolve_rng(rng)
+        total, nonempty, top, steps = self.features(counts, epsilon, source)
+        rest = self.shares(epsilon)[3]
+        chosen = choose_grid(total, nonempty, top, counts.size, rest, self.selector)[0]
+        inner = self.candidate(chosen, counts.shape, rest)
+        released = inner.release(counts, rest, rng=source, domain=domain)
+        inner_steps = released.parameters.get("private_steps") or [step("measure", released.epsilon)]
+        steps = steps + list(inner_steps)
+        if spent(steps) > Fraction(epsilon):
+            raise ParameterError("auto-data's private steps spend more than epsilon; report this as a bug")
+        record = {
+            "mechanism": self.name,
+            **self.parameters(),
+            "chosen": inner.name,
+            "features": {"total": total, "nonempty": nonempty, "top": top, "epsilon_left": rest},
+            "private_steps": steps,
+            "epsilon": min(float_at_least(spent(steps)), epsilon),
+        }
+        if isinstance(released, GridRelease):  # data-independent: its exact error bars kept, given the choice
+            released.selection = record
+            return released
+        released.provenance = dataclasses.replace(
+            released.provenance,
+            mechanism=self.name,
+            parameters={
+                **{k: v for k, v in record.items() if k not in ("mechanism", "epsilon")},
+                "chosen_parameters": released.parameters,
+            },
+            epsilon=record["epsilon"],
+            seeded=is_seeded(rng),
+        )
+        return released
+
+
+GRID_MECHANISMS.add(
+    AutoDataGrid,
+    summary="data-aware 2-D choice: a small declared share of epsilon on a noisy total, a noisy count of "
+    "non-empty cells and the noisy mass of the heaviest cells, then auto or a 2-D data-aware grid by a "
+    "selector trained on public data (DPBench 2-D and synthetic shapes)",
+    citation=Citation(
+        "Kotsogiannis, Machanavajjhala, Hay and Miklau",
+        "Pythia: Data Dependent Differentially Private Algorithm Selection",
+        "SIGMOD 2017",
+    ),
+)

@@ -1,0 +1,343 @@
+"""The 2-D auto-data (dprange.data_aware.auto_grid): the feature step against the definition of
+differential privacy (exact output probabilities on 2 x 2 grids, both relations), the choice as
+post-processing of the noisy features, the accounting of every branch, the shipped selector's
+file, and releases through dprange.release_grid."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from _helpers import Script, assert_exactly_private_at, grid_neighbours, joint_worst
+
+import dprange
+import dprange.data_aware.auto_grid as auto_grid_module
+import dprange.data_aware.spatial_trees as spatial_trees_module
+from dprange import HybridTree, KDTree, ParameterError
+from dprange.answers.grid import GridRelease
+from dprange.data_aware import auto_data
+from dprange.data_aware.auto_grid import (
+    GRID_CANDIDATES,
+    GRID_SELECTOR_FILE,
+    AutoDataGrid,
+    GridSelector,
+    choose_grid,
+    grid_feature_matrix,
+    shipped_grid,
+)
+from dprange.data_aware.selector import Selector
+from dprange.data_aware.steps import laplace_spec, spent
+from dprange.mechanisms.grid import load_grid_release
+
+GRID = np.arange(-25, 31)
+
+
+def exact_features(x: np.ndarray) -> tuple[int, int, int]:
+    """(records, non-empty cells, records in the heaviest cell): the features of a 2 x 2 grid
+    (cells / 64 rounds up to one heaviest cell), from their definitions."""
+    return int(x.sum()), int((x > 0).sum()), int(x.max())
+
+
+def feature_pmf(x, mech: AutoDataGrid, epsilon: float, boost: float = 1.0) -> np.ndarray:
+    """P(noisy total = t, noisy non-empty cells = z, noisy top mass = h) on GRID^3 (the total is
+    exact under replace); ``boost`` multiplies each step's epsilon (2: half the noise)."""
+    eps_total, eps_nonempty, eps_top, _ = mech.shares(epsilon)
+    total, nonempty, top = exact_features(x)
+    p_nonempty = laplace_spec(boost * eps_nonempty, 1).pmf(GRID - nonempty)
+    p_top = laplace_spec(boost * eps_top, 1).pmf(GRID - top)
+    if mech.neighbours == "replace":
+        p_total = (GRID == total).astype(float)
+    else:
+        p_total = laplace_spec(boost * eps_total, 1).pmf(GRID - total)
+    return p_total[:, None, None] * p_nonempty[None, :, None] * p_top[None, None, :]
+
+
+def neighbouring_grids(relation: str):
+    """Every 2 x 2 grid of 1-3 records (counts 0..2 per cell) with each of its neighbours."""
+    for cells in itertools.product(range(3), repeat=4):
+        x = np.array(cells).reshape(2, 2)
+        if 1 <= x.sum() <= 3:
+            yield from ((x, y) for y in grid_neighbours(x, relation))
+
+
+def log_ratio(p: np.ndarray, q: np.ndarray, same_support: bool) -> float:
+    """max |log p / q| over the outputs both give positive probability (asserted to exist; with
+    ``same_support``, that the supports agree, as they must with a public total)."""
+    if same_support:
+        assert np.array_equal(p > 0, q > 0)
+    both = (p > 1e-250) & (q > 1e-250)
+    assert both.any()
+    return float(np.abs(np.log(p[both] / q[both])).max())
+
+
+def worst_feature_loss(mech: AutoDataGrid, epsilon: float, boost: float = 1.0) -> float:
+    """The worst |log P_x(o) / P_y(o)| over neighbouring 2 x 2 grids and feature outputs on GRID^3."""
+    public = mech.neighbours == "replace"
+    return max(
+        log_ratio(feature_pmf(x, mech, epsilon, boost), feature_pmf(y, mech, epsilon, boost), public)
+        for x, y in neighbouring_grids(mech.neighbours)
+    )
+
+
+class ZeroNoise:
+    """A noise spec whose samples are all 0: the features as computed, before their noise."""
+
+    def sample(self, shape, rng):
+        return np.zeros(shape, dtype=np.int64)
+
+
+def test_features_are_the_defined_queries_on_the_cells(monkeypatch):
+    """The noise the pmf below adds is added to exactly these values (total, non-empty cells,
+    records in the heaviest cell), each step recorded with its share."""
+    monkeypatch.setattr(auto_data, "laplace_spec", lambda epsilon, sensitivity: ZeroNoise())
+    mech = AutoDataGrid(feature_share=0.3)
+    for cells in itertools.product(range(3), repeat=4):
+        x = np.array(cells).reshape(2, 2)
+        total, nonempty, top, steps = mech.features(x, 2.0, rng=0)
+        assert (total, nonempty, top) == exact_features(x)
+        assert [s["step"] for s in steps] == ["total", "nonempty", "top"]
+        assert [s["epsilon"] for s in steps] == list(mech.shares(2.0)[:3])
+
+
+@pytest.mark.parametrize("neighbours", ["add_remove", "replace"])
+def test_feature_step_is_private_to_its_declared_share(neighbours):
+    epsilon = 2.0
+    mech = AutoDataGrid(feature_share=0.3, neighbours=neighbours)
+    eps_total, eps_nonempty, eps_top, rest = mech.shares(epsilon)
+    budget = eps_total + eps_nonempty + eps_top
+    assert budget == pytest.approx(0.3 * epsilon) and (eps_total == 0) == (neighbours == "replace")
+    assert_exactly_private_at(lambda boost: worst_feature_loss(mech, epsilon, boost), budget)
+
+
+def forced(choice: str) -> Selector:
+    """A one-leaf selector that always names ``choice``."""
+    return Selector("tree", ("auto", choice), {"nodes": [{"leaf": 1 if choice != "auto" else 0}]})
+
+
+def split(threshold: float) -> Selector:
+    """auto when log10(N epsilon / cells) <= threshold, else agrid (a selector that reads a feature)."""
+    nodes = [{"feature": 0, "threshold": threshold, "left": 1, "right": 2}, {"leaf": 0}, {"leaf": 1}]
+    return Selector("tree", ("auto", "agrid"), {"nodes": nodes})
+
+
+def choice_of(release) -> dict:
+    """The record of the choice: the selection of an exact (GridRelease) branch, else the provenance's parameters."""
+    return release.selection if getattr(release, "selection", None) else release.parameters
+
+
+def test_choice_is_post_processing_of_the_noisy_features(monkeypatch):
+    """Two very different grids given the same noisy features get the same choice; the choice a
+    release records is the selector's on the features it records."""
+    mech = AutoDataGrid()
+    mech.selector = split(0.0)
+    sparse, dense = np.zeros((8, 8), dtype=np.int64), np.random.default_rng(0).integers(0, 500, (8, 8))
+    sparse[2, 3] = 4
+    auto_name = mech.candidate("auto", (8, 8), mech.shares(1.0)[3]).name
+    for fixed, expected in (((10.0, 3.0, 5.0), auto_name), ((5000.0, 60.0, 900.0), "agrid")):
+        monkeypatch.setattr(AutoDataGrid, "features", lambda self, counts, epsilon, rng=None, f=fixed: (*f, []))
+        assert [choice_of(mech.release(x, 1.0, rng=1))["chosen"] for x in (sparse, dense)] == [expected] * 2
+    monkeypatch.undo()
+    for x in (sparse, dense):
+        record = choice_of(mech.release(x, 1.0, rng=2))
+        f = record["features"]
+        name = choose_grid(f["total"], f["nonempty"], f["top"], 64, f["epsilon_left"], mech.selector)[0]
+        assert record["chosen"] == mech.candidate(name, (8, 8), f["epsilon_left"]).name
+
+
+def test_choose_grid_is_the_selector_on_feature_matrix():
+    sel = shipped_grid()
+    rng = np.random.default_rng(2)
+    total, nonempty, top = 10 ** rng.uniform(1, 7, 50), rng.uniform(-5, 3000, 50), rng.uniform(0, 1e5, 50)
+    names = choose_grid(total, nonempty, top, 4096, 0.3)
+    assert names == sel.choose(grid_feature_matrix(total, nonempty, top, 4096, 0.3))
+    x = grid_feature_matrix(total, nonempty, top, 4096, 0.3)
+    np.testing.assert_allclose(x[:, 0], np.log10(np.maximum(total, 1) * 0.3 / 4096))  # N eps per cell
+    np.testing.assert_allclose(x[:, 2], np.log10(np.clip(nonempty, 1, 4096) / 4096))  # share of non-empty cells
+    assert set(names) <= set(sel.candidates) <= set(GRID_CANDIDATES)
+
+
+@pytest.mark.parametrize("choice", GRID_CANDIDATES)
+@pytest.mark.parametrize("neighbours", ["add_remove", "replace"])
+def test_every_branch_records_its_steps_and_spends_epsilon(choice, neighbours):
+    """Each candidate runs with the epsilon left after the features; the recorded steps sum to
+    epsilon (exactly at most, rounding up to it); the data-independent branch keeps its exact
+    error bars and its record survives saving and loading."""
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 30, (16, 16))
+    x[:8, :5] = 0
+    epsilon = 0.7
+    mech = AutoDataGrid(feature_share=0.1, neighbours=neighbours)
+    mech.selector = forced(choice)
+    r = mech.release(x, epsilon, rng=3)
+    rest = mech.shares(epsilon)[3]
+    record = r.selection if choice == "auto" else r.parameters
+    steps = record["private_steps"]
+    features = ["nonempty", "top"] if neighbours == "replace" else ["total", "nonempty", "top"]
+    assert [s["step"] for s in steps[: len(features)]] == features
+    assert record["features"]["epsilon_left"] == rest
+    # exactly at most epsilon, short of it by the few ulps each mechanism's budget split rounds down
+    assert spent(steps) <= Fraction(epsilon) and r.epsilon <= epsilon
+    assert float(spent(steps)) == pytest.approx(epsilon, rel=1e-14) and r.epsilon == pytest.approx(epsilon, rel=1e-14)
+    assert spent(steps[len(features) :]) <= Fraction(rest)
+    np.testing.assert_array_equal(r.counts, mech.release(x, epsilon, rng=3).counts)
+    if choice == "auto":
+        inner = mech.candidate("auto", x.shape, rest)
+        assert r.mechanism == inner.name and record["chosen"] == inner.name and r.measurements.epsilon == rest
+        model = inner.error_model(x.shape, rest)
+        lows, highs = np.array([[0, 0], [3, 2]]), np.array([[15, 15], [9, 11]])
+        want = np.sqrt(model.rectangle_variance(lows, highs))
+        np.testing.assert_allclose(r.rectangle(lows, highs).stderr, want, rtol=1e-9)
+        loaded = load_grid_release(r.to_json())
+        assert loaded.selection == json.loads(json.dumps(record)) and loaded.epsilon == r.epsilon
+        assert r.to_dict()["privacy_statement"]["epsilon"] == r.epsilon
+    else:
+        assert r.mechanism == "auto-data" and record["chosen"] == choice
+        assert not r.exact_error_bars and r.provenance.data_dependent
+
+
+def test_replace_spends_nothing_on_the_public_total():
+    x = np.arange(16).reshape(4, 4)
+    r = AutoDataGrid(neighbours="replace").release(x, 1.0, rng=1)
+    record = choice_of(r)
+    assert [s["step"] for s in record["private_steps"]][:2] == ["nonempty", "top"]
+    assert record["features"]["total"] == float(x.sum())
+
+
+def test_shipped_selector_loads_and_its_layout_is_checked():
+    sel = shipped_grid()
+    assert sel.candidates[0] == "auto" and set(sel.candidates) <= set(GRID_CANDIDATES)
+    assert sel.training["script"] == "benchmarks/train_auto_grid.py"
+    from importlib import resources
+
+    data = json.loads(resources.files("dprange.data_aware").joinpath(GRID_SELECTOR_FILE).read_text())
+    assert data["domain"] == "2-D grid" and data["format"] == 1
+    assert GridSelector.from_dict(data).to_dict() == sel.to_dict() == json.loads(json.dumps(sel.to_dict()))
+    with pytest.raises(ParameterError, match="another layout"):
+        GridSelector.from_dict({**data, "format": data["format"] + 1})
+    with pytest.raises(ParameterError, match="another layout"):
+        GridSelector.from_dict({**data, "features": data["features"][::-1]})
+    one_d = json.loads(resources.files("dprange.data_aware").joinpath("auto_data_selector.json").read_text())
+    with pytest.raises(ParameterError, match="not a 2-D one"):
+        GridSelector.from_dict(one_d)
+    with pytest.raises(ParameterError, match="retrain"):
+        GridSelector.from_dict({**data, "candidates": ["auto", "dawa"]})
+
+
+def test_release_grid_runs_auto_data_and_charges_the_session():
+    rng = np.random.default_rng(3)
+    columns = np.column_stack([rng.integers(0, 32, 4000), rng.integers(0, 16, 4000)])
+    domain = dprange.ProductDomain([dprange.Domain.integers(0, 31), dprange.Domain.integers(0, 15)])
+    session = dprange.Session(2.0)
+    r = dprange.release_grid(columns, domain, 0.5, mechanism="auto-data", rng=4, session=session)
+    assert math.isclose(session.spent_epsilon, 0.5) and r.epsilon == pytest.approx(0.5, rel=1e-14) and r.epsilon <= 0.5
+    direct = AutoDataGrid().release(domain.histogram(columns), 0.5, rng=4)
+    np.testing.assert_array_equal(r.counts, direct.counts)
+    with pytest.raises(ParameterError, match="delta=0"):
+        AutoDataGrid().release(domain.histogram(columns), 0.5, delta=1e-6)
+
+
+# ----------------------------------------------------------------------------- the whole release
+#: The choices of the whole-release test: the real data-independent branch and two small trees
+#: (the privacy argument holds for any eps-DP candidate: the choice is post-processing).
+WHOLE = {
+    "auto": None,
+    "kd_tree": lambda relation: KDTree(depth=2, split_share=0.4, neighbours=relation),
+    "hybrid_tree": lambda relation: HybridTree(kd_levels=1, split_share=0.4, neighbours=relation),
+}
+
+
+def whole_selector() -> Selector:
+    """auto when at most one cell is (noisily) non-empty, else kd_tree when the heaviest cell holds at most
+    half of N, else hybrid_tree (every choice is reached in the test's feature window)."""
+    nodes = [
+        {"feature": 2, "threshold": -0.9, "left": 1, "right": 2},
+        {"leaf": 0},
+        {"feature": 3, "threshold": 0.5, "left": 3, "right": 4},
+        {"leaf": 1},
+        {"leaf": 2},
+    ]
+    return Selector("tree", tuple(WHOLE), {"nodes": nodes})
+
+
+def release_law(rel) -> tuple[tuple, list]:
+    """(the release's structure, [(noise spec, exact measured values)]) of a run with zero noise."""
+    if isinstance(rel, GridRelease):
+        return ("auto",), [(m.noise, np.asarray(m.values, dtype=np.int64)) for m in rel.measurements.measurements]
+    fit = rel._noise
+    key = tuple(tuple(np.concatenate([lv.lo, lv.hi], axis=1).ravel().tolist()) for lv in fit.levels)
+    return key, [(spec, np.asarray(v, dtype=np.int64)) for spec, v in zip(fit.specs, fit.measured) if spec is not None]
+
+
+def branch_laws(monkeypatch, mech: AutoDataGrid, x, epsilon: float):
+    """({choice: {structure: (log P_x, measured rows)}}, the feature steps' noise specs): the
+    release run with each choice forced, its private cuts enumerated (Script)."""
+    laws: dict = {}
+    real_candidate = AutoDataGrid.candidate
+    for choice, build in WHOLE.items():
+        with monkeypatch.context() as patch:
+            patch.setattr(auto_grid_module, "choose_grid", lambda *args, c=choice: [c])
+            small = (lambda self, name, shape, eps, b=build: b(self.neighbours)) if build else real_candidate
+            patch.setattr(AutoDataGrid, "candidate", small)
+            script = Script(patch, [spatial_trees_module])
+            laws[choice] = {}
+            for log_p, rel in script.enumerate(lambda: mech.release(x, epsilon, rng=0)):
+                key, rows = release_law(rel)
+                assert key not in laws[choice]
+                laws[choice][key] = (log_p, rows)
+            specs = [spec for spec, _ in script.draws[: 3 if mech.neighbours == "add_remove" else 2]]
+    return laws, specs
+
+
+def feature_log_ratios(spec, true_x: int, true_y: int, window: int) -> tuple[np.ndarray, np.ndarray]:
+    """(feature values within ``window`` of both true values, log P_x(value) - log P_y(value))."""
+    values = np.arange(min(true_x, true_y) - window, max(true_x, true_y) + window + 1)
+    return values, np.log(spec.pmf(values - true_x)) - np.log(spec.pmf(values - true_y))
+
+
+def whole_worst(monkeypatch, mech: AutoDataGrid, bases, epsilon: float, window: int = 40):
+    """(worst log-ratio over the feature window and every output of the chosen branch, its upper
+    bound over all feature values, the choices reached)."""
+    rest = mech.shares(epsilon)[3]
+    worst, upper, seen = 0.0, 0.0, set()
+    for x in bases:
+        laws_x, specs = branch_laws(monkeypatch, mech, x, epsilon)
+        for y in grid_neighbours(x, mech.neighbours):
+            laws_y, _ = branch_laws(monkeypatch, mech, y, epsilon)
+            inner = {c: joint_worst(laws_x[c], laws_y[c]) for c in WHOLE}
+            ratios = [feature_log_ratios(specs[0], int(x.sum()), int(y.sum()), window)]
+            if mech.neighbours == "replace":
+                ratios = [(np.array([x.sum()]), np.zeros(1))]
+            ratios.append(feature_log_ratios(specs[-2], int((x > 0).sum()), int((y > 0).sum()), window))
+            ratios.append(feature_log_ratios(specs[-1], int(x.max()), int(y.max()), window))
+            t, z, h = np.meshgrid(*(values for values, _ in ratios), indexing="ij")
+            names = choose_grid(t, z, h, x.size, rest, mech.selector)
+            seen |= set(names)
+            loss = np.array([inner[c] for c in names]).reshape(t.shape)
+            f = [r for _, r in ratios]
+            features = np.abs(f[0][:, None, None] + f[1][None, :, None] + f[2][None, None, :])
+            worst = max(worst, float((features + loss).max()))
+            upper = max(upper, sum(np.abs(r).max() for r in f) + max(inner.values()))
+    return worst, upper, seen
+
+
+@pytest.mark.usefixtures("private_cache")
+@pytest.mark.parametrize("relation", ["add_remove", "replace"])
+def test_whole_release_joint_law_is_epsilon_dp(monkeypatch, relation):
+    """The 2-D auto-data on 3 x 3 grids at epsilon 9 (features 0.9, the rest to the branch): the
+    worst log-ratio over released features in a window of +-40 around the true values (every
+    choice of the test selector reached) and the chosen branch's outputs (its private cuts and
+    noisy counts, exactly) is at most epsilon, as is its bound over all feature values; it is
+    tight, and the same code at twice the budget exceeds epsilon."""
+    epsilon = 9.0
+    mech = AutoDataGrid(feature_share=0.1, neighbours=relation)
+    mech.selector = whole_selector()
+    bases = [np.array([[2, 0, 0], [0, 0, 0], [0, 0, 1]]), np.array([[0, 1, 0], [0, 1, 0], [1, 0, 0]])]
+    worst, upper, seen = whole_worst(monkeypatch, mech, bases, epsilon)
+    assert seen == set(WHOLE)
+    assert worst <= upper <= epsilon * (1 + 1e-12)
+    assert worst >= 0.85 * epsilon
+    assert whole_worst(monkeypatch, mech, bases[:1], 2 * epsilon, window=5)[0] > epsilon
