@@ -399,7 +399,7 @@ class Domain:
                     "exactly; give integer (int64) values"
                 )
             if not all(_all_integral(arr[i : i + _INTEGER_CHUNK]) for i in range(0, arr.size, _INTEGER_CHUNK)):
-                raise DomainError("the integer domain got non-integer values; use Domain.interval for real values")
+                raise _non_integer_error(arr)
         if arr.size == 0:
             return False
         low, high = (float(self.lo), float(self.hi)) if is_float else (self.lo, self.hi)
@@ -516,6 +516,18 @@ def _check_flags(clip, drop_missing) -> None:
     for name, flag in (("clip", clip), ("drop_missing", drop_missing)):
         if not isinstance(flag, (bool, np.bool_)):
             raise ParameterError(f"{name} must be True or False, got {flag!r}")
+
+
+def _non_integer_error(arr: np.ndarray) -> DomainError:
+    """The error for float values that are not whole numbers: how many, and the first with its
+    position (0-based, among the values given), as the file engines name a row."""
+    fractional = ~(np.isinf(arr) | (arr == np.floor(arr)))
+    first = int(np.flatnonzero(fractional)[0])
+    return DomainError(
+        f"the integer domain got {private(int(np.count_nonzero(fractional)))} non-integer values (the first: "
+        f"{private(float(arr[first]))} at position {private(first)}, counting from 0); "
+        "use Domain.interval for real values"
+    )
 
 
 def _all_integral(chunk: np.ndarray) -> bool:
