@@ -554,7 +554,8 @@ def test_private_key_counts_on_spark_equal_the_local_engine(spark, keyed):
 
 def test_private_key_counts_on_spark_bound_each_id_to_m_keys(spark):
     """Every id holds two keys (two rows each): with m = 1 each id is counted once, in a key
-    the keyed hash picks (both keys picked by some ids); with m = 2 in both."""
+    the keyed hash picks (both keys picked by some ids); with m = 2 in both.  More keys than
+    the limit, and a missing id, are refused."""
     import pandas as pd
 
     from dprange.engines.spark_keys import spark_key_counts
@@ -566,6 +567,11 @@ def test_private_key_counts_on_spark_bound_each_id_to_m_keys(spark):
     assert one[0] == ["p", "q", "r"] and one[1].sum() == 60 and one[1].min() > 0 and one[1].max() < 40
     two = spark_key_counts(sdf, "g", id_column="id", max_keys_per_id=2, rng=np.random.default_rng(7))
     assert two[1].tolist() == [40, 40, 40]
+    with pytest.raises(DataError, match="at most 2 distinct keys.*groups="):
+        spark_key_counts(sdf, "g", id_column=None, max_keys_per_id=1, rng=np.random.default_rng(7), limit=2)
+    gap = spark.createDataFrame(pd.DataFrame({"id": ["u", None, "v"], "g": ["p", "q", "p"]}))
+    with pytest.raises(DataError, match="missing id"):
+        spark_key_counts(gap, "g", id_column="id", max_keys_per_id=1, rng=np.random.default_rng(7))
 
 
 def test_private_keys_on_spark_release_the_true_histograms_at_huge_epsilon(spark, keyed):
