@@ -4,7 +4,8 @@ candidate keys of a private group-by with their distinct ids, counted by Spark (
 
 A row's key is labelled as :mod:`dprange.engines.key_counts` labels it in memory: text without
 surrounding white space (Python's ``str.strip``; empty cells and missing markers dropped),
-integers and booleans as integers, reals as numbers (integral ones as integers, NaN dropped).
+integers and booleans as integers, floats as numbers (integral ones as integers, NaN dropped),
+decimals and other types by their text.
 CSV columns are text on both engines, so the same files give the same candidate keys.
 
 Counting (:func:`spark_key_counts`): with a privacy unit, the distinct (id, key) pairs; each id
@@ -72,7 +73,9 @@ def _kind(frame, by: str) -> str:
     data_type = frame.schema[by].dataType
     if isinstance(data_type, (T.IntegralType, T.BooleanType)):
         return "integer"
-    return "real" if isinstance(data_type, T.NumericType) else "text"
+    if isinstance(data_type, T.NumericType) and not isinstance(data_type, T.DecimalType):
+        return "real"
+    return "text"  # decimals are Decimal objects in memory, labelled by their text there too
 
 
 def key_column(frame, by: str):
