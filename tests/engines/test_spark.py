@@ -530,7 +530,8 @@ def ids_per_key(frame, by) -> dict:
 def test_private_key_counts_on_spark_equal_the_local_engine(spark, keyed):
     """With m at least every id's number of keys, the distinct ids per key counted by Spark
     equal the local engine's (frames, CSV and Parquet) and pandas's; without ids, rows per key;
-    a double column's integral keys are integers, text keys stripped of any white space."""
+    a double column's integral keys are integers, text keys stripped of any white space, a
+    decimal column's keys their text."""
     from dprange.engines.key_counts import KeyBounder, KeyCounter, file_key_counts
     from dprange.engines.spark_keys import spark_key_counts
 
@@ -550,6 +551,15 @@ def test_private_key_counts_on_spark_equal_the_local_engine(spark, keyed):
         )
         assert there[0] == local[0] == ["a", "b", "c", "solo"]
         assert there[1].tolist() == local[1].tolist() == [ids_per_key(frame, "g")[k] for k in local[0]]
+    from decimal import Decimal
+
+    decimals = parquet.replace("k.parquet", "d.parquet")
+    pq.write_table(
+        pa.table({"g": pa.array([Decimal("1.5"), Decimal(2), None, Decimal("1.5")], pa.decimal128(9, 2))}), decimals
+    )
+    there = spark_key_counts(decimals, "g", id_column=None, max_keys_per_id=1, rng=None, spark=spark)
+    assert there[0] == file_key_counts(decimals, "g", None, None)[0] == ["1.50", "2.00"]
+    assert there[1].tolist() == [2, 1]
 
 
 def test_private_key_counts_on_spark_bound_each_id_to_m_keys(spark):
