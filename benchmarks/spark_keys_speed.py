@@ -19,13 +19,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import sys
 import tempfile
 import time
 
-from units_speed import write_data  # the sibling script: benchmarks/ is on sys.path when run
+from units_speed import (
+    add_data_arguments,
+    machine,
+    write_data,
+)  # the sibling script: benchmarks/ is on sys.path when run
 
 import dprange
 
@@ -48,11 +51,7 @@ def session(master: str):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=10**6)
-    parser.add_argument("--ids", type=int, default=10**5)
-    parser.add_argument("--k", type=int, default=5)
-    parser.add_argument("--m", type=int, default=2)
-    parser.add_argument("--repeat", type=int, default=3)
+    add_data_arguments(parser, rows=10**6, ids=10**5)
     parser.add_argument("--master", default="local[2]")
     args = parser.parse_args()
     load_before = os.getloadavg()
@@ -94,12 +93,7 @@ def main() -> None:
         "delta_private_keys": 1e-6,
         "master": args.master,
         "repeat": args.repeat,
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "load_before": load_before,
-            "load_after": os.getloadavg(),
-        },
+        "machine": machine(load_before),
         "seconds": seconds,
         "median_seconds": medians,
         "keys_kept": kept,
