@@ -587,7 +587,8 @@ def test_private_key_counts_on_spark_bound_each_id_to_m_keys(spark):
 def test_private_keys_on_spark_release_the_true_histograms_at_huge_epsilon(spark, keyed):
     """by= without groups= on a Spark DataFrame at epsilon 1e6: the keys held by many ids are
     kept (the one held by a single id is kept with probability delta), and each kept key's
-    histogram is the true one, as on the local engine, for text keys and a double key column."""
+    histogram is the true one, as on the local engine, for text keys and a double key column;
+    a declared key that reads like a missing marker ("NA") still matches its rows."""
     frame, _, _ = keyed
     sdf = spark.createDataFrame(frame)
     domain = Domain.integers(0, 7)
@@ -597,7 +598,8 @@ def test_private_keys_on_spark_release_the_true_histograms_at_huge_epsilon(spark
     ids = {"privacy_id": "id", "max_rows_per_id": 400, "max_groups_per_id": 4}
     reals = dprange.release(sdf, domain, 1e6, column="x", by="f", **args, **ids)
     assert reals.keys == [1, 2.5, 3] == dprange.release(frame, domain, 1e6, column="x", by="f", **args, **ids).keys
-    for grouped, column in ((rows, frame.g.str.strip()), (reals, frame.f)):
+    declared = dprange.release(sdf, domain, 1e6, column="x", by="g", groups=["NA", "a"], mechanism="flat", rng=3)
+    for grouped, column in ((rows, frame.g.str.strip()), (reals, frame.f), (declared, frame.g.str.strip())):
         for key in grouped.keys:
             truth = np.bincount(frame.x[column == key], minlength=8)
             np.testing.assert_allclose(grouped[key].histogram().value, truth, atol=1e-6)

@@ -70,8 +70,8 @@ def split_epsilon(epsilon: float, share: float) -> tuple[float, float]:
 def select_keys(values, by, unit, selection, source, *, files, batch_rows, spark=False, session=None) -> tuple:
     """The keys kept by the private selection (reads the key and id columns), sorted;
     ``spark``: the candidate keys are counted by Spark (``session``: a SparkSession or master URL)."""
-    bounder = None if unit is None else KeyBounder(source, unit.max_groups_per_id)
     id_column = None if unit is None else unit.id_column
+    bounder = None if unit is None or spark else KeyBounder(source, unit.max_groups_per_id)
     if spark:
         m = 1 if unit is None else unit.max_groups_per_id
         keys, counts = spark_key_counts(values, by, id_column=id_column, max_keys_per_id=m, rng=source, spark=session)

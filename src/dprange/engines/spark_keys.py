@@ -78,8 +78,9 @@ def _kind(frame, by: str) -> str:
     return "text"  # decimals are Decimal objects in memory, labelled by their text there too
 
 
-def key_column(frame, by: str):
-    """(every row's key as labelled (module doc), null where missing; its kind)."""
+def key_column(frame, by: str, *, markers: bool = True):
+    """(every row's key as labelled (module doc), null where missing; its kind).  With
+    ``markers=False`` text that is a missing marker ("NA") is kept: a declared key matches it."""
     from pyspark.sql import functions as F  # noqa: PLC0415
 
     kind = _kind(frame, by)
@@ -89,7 +90,7 @@ def key_column(frame, by: str):
         value = F.col(by).cast("double")
         return F.when(~F.isnan(value), value), kind
     text = F.regexp_replace(F.col(by).cast("string"), _ENDS, "")
-    return F.when(~text.isin(*sorted(MISSING_MARKERS)), text), kind
+    return (F.when(~text.isin(*sorted(MISSING_MARKERS)), text) if markers else text), kind
 
 
 def group_index(frame, by: str, keys: list):
@@ -98,7 +99,7 @@ def group_index(frame, by: str, keys: list):
     as numbers (a key that is no number never matches a numeric column)."""
     from pyspark.sql import functions as F  # noqa: PLC0415
 
-    key, kind = key_column(frame, by)
+    key, kind = key_column(frame, by, markers=False)
     lookup: dict = {}
     for index, declared in enumerate(keys):  # a later duplicate wins, as in memory
         match = _as_key(declared, kind)
