@@ -564,7 +564,8 @@ def test_private_key_counts_on_spark_equal_the_local_engine(spark, keyed):
 
 def test_private_key_counts_on_spark_bound_each_id_to_m_keys(spark):
     """Every id holds two keys (two rows each): with m = 1 each id is counted once, in a key
-    the keyed hash picks (both keys picked by some ids); with m = 2 in both.  More keys than
+    the keyed hash picks (both keys picked by some ids), and one id added (under the same
+    secret) adds one to one key: the others' choices do not move; with m = 2 in both.  More keys than
     the limit, and a missing id, are refused."""
     import pandas as pd
 
@@ -575,6 +576,9 @@ def test_private_key_counts_on_spark_bound_each_id_to_m_keys(spark):
     sdf = spark.createDataFrame(pd.DataFrame(rows, columns=["id", "g"]))
     one = spark_key_counts(sdf, "g", id_column="id", max_keys_per_id=1, rng=np.random.default_rng(7))
     assert one[0] == ["p", "q", "r"] and one[1].sum() == 60 and one[1].min() > 0 and one[1].max() < 40
+    joined = spark.createDataFrame(pd.DataFrame(rows + [(60, "p"), (60, "q")], columns=["id", "g"]))
+    plus = spark_key_counts(joined, "g", id_column="id", max_keys_per_id=1, rng=np.random.default_rng(7))
+    assert sorted((plus[1] - one[1]).tolist()) == [0, 0, 1]  # the same secret: only the new id's choice is new
     two = spark_key_counts(sdf, "g", id_column="id", max_keys_per_id=2, rng=np.random.default_rng(7))
     assert two[1].tolist() == [40, 40, 40]
     with pytest.raises(DataError, match="at most 2 distinct keys.*groups="):
