@@ -90,13 +90,28 @@ def run_case(path: str, case: str, k: int, m: int) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", type=int, default=10**7)
-    parser.add_argument("--ids", type=int, default=10**6)
+def add_data_arguments(parser: argparse.ArgumentParser, *, rows: int, ids: int) -> None:
+    """The data and bounding options (also of ``spark_keys_speed.py``, on the same data)."""
+    parser.add_argument("--rows", type=int, default=rows)
+    parser.add_argument("--ids", type=int, default=ids)
     parser.add_argument("--k", type=int, default=5)
     parser.add_argument("--m", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=3)
+
+
+def machine(load_before: tuple) -> dict:
+    """What the report says of the machine: cores, Python, load before and after."""
+    return {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "load_before": load_before,
+        "load_after": os.getloadavg(),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_data_arguments(parser, rows=10**7, ids=10**6)
     args = parser.parse_args()
     load_before = os.getloadavg()
     with tempfile.TemporaryDirectory() as folder:
@@ -119,12 +134,7 @@ def main() -> None:
         "max_groups_per_id": args.m,
         "epsilon": 1.0,
         "repeat": args.repeat,
-        "machine": {
-            "cpus": os.cpu_count(),
-            "python": platform.python_version(),
-            "load_before": load_before,
-            "load_after": os.getloadavg(),
-        },
+        "machine": machine(load_before),
         "medians": medians,
         "time_with_ids_over_without": medians["grouped_with_ids"]["seconds"] / medians["grouped"]["seconds"],
         "cpu_with_ids_over_without": medians["grouped_with_ids"]["cpu_seconds"] / medians["grouped"]["cpu_seconds"],

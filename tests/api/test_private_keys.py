@@ -173,10 +173,3 @@ def test_through_the_release_a_key_appears_with_its_probability_pi(people):
     for key, n in (("one", 1), ("two", 2)):
         p = selection.probability(n)
         assert abs(seen[key] / runs - p) <= 4.5 * np.sqrt(p * (1 - p) / runs), (key, seen[key], p)
-
-
-def test_spark_refuses_private_keys():
-    from dprange.api.private_keys import check_private_keys
-
-    with pytest.raises(ParameterError, match="not offered on Spark"):
-        check_private_keys("key", 1e-6, 0.25, True)

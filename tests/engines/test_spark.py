@@ -494,6 +494,136 @@ def test_privacy_units_and_groups_on_spark_give_the_exact_counts_at_huge_epsilon
     assert single["a"].total().value + single["b"].total().value == pytest.approx(frame.id.nunique(), abs=1e-6)
 
 
+# ----------------------------------------------------------------------------- private keys
+@pytest.fixture(scope="module")
+def keyed(tmp_path_factory):
+    """Ids 0-59 in keys " a", "b ", "c" (text with spaces, missing markers), a double key column
+    (integral values, NaN); one id alone holds the key "<TAB>solo"; as a frame, CSV and Parquet."""
+    import pandas as pd
+
+    rng = np.random.default_rng(33)
+    n = 400
+    frame = pd.DataFrame(
+        {
+            "id": np.append(rng.integers(0, 60, n), 99),
+            "g": np.append(rng.choice([" a", "b ", "c", "NA", ""], n), "\tsolo"),
+            "f": np.append(rng.choice([1.0, 2.5, 3.0, np.nan], n), 2.5),
+            "x": np.append(rng.integers(0, 8, n), 3),
+        }
+    )
+    folder = tmp_path_factory.mktemp("keys")
+    frame.to_csv(folder / "k.csv", index=False)
+    frame.to_parquet(folder / "k.parquet", index=False)
+    return frame, str(folder / "k.csv"), str(folder / "k.parquet")
+
+
+def ids_per_key(frame, by) -> dict:
+    """Distinct ids (or rows, without ids) per key as the local engine labels keys, by pandas."""
+    import pandas as pd
+
+    column = frame[by]
+    keys = column if pd.api.types.is_numeric_dtype(column) else column.astype(str).str.strip()
+    present = keys.notna() & ~keys.isin(["", "NA", "nan"])
+    return frame[present].groupby(keys[present]).id.nunique().to_dict()
+
+
+def test_private_key_counts_on_spark_equal_the_local_engine(spark, keyed):
+    """With m at least every id's number of keys, the distinct ids per key counted by Spark
+    equal the local engine's (frames, CSV and Parquet) and pandas's; without ids, rows per key;
+    a double column's integral keys are integers, text keys stripped of any white space, a
+    decimal column's keys their text."""
+    from dprange.engines.key_counts import KeyBounder, KeyCounter, file_key_counts
+    from dprange.engines.spark_keys import spark_key_counts
+
+    frame, csv, parquet = keyed
+    sdf = spark.createDataFrame(frame)
+    for by, id_column, m in (("g", None, 1), ("f", "id", 4)):
+        counter = KeyCounter(None if id_column is None else KeyBounder(np.random.default_rng(1), m))
+        counter.add(frame[by], None if id_column is None else frame[id_column])
+        labels, counts = spark_key_counts(sdf, by, id_column=id_column, max_keys_per_id=m, rng=np.random.default_rng(2))
+        assert labels == counter.counts()[0] and counts.tolist() == counter.counts()[1].tolist()
+    assert labels == [1, 2.5, 3] and isinstance(labels[0], int)
+    assert dict(zip(labels, counts.tolist())) == ids_per_key(frame, "f")
+    for path in (csv, parquet):
+        local = file_key_counts(path, "g", "id", KeyBounder(np.random.default_rng(1), 4))
+        there = spark_key_counts(
+            path, "g", id_column="id", max_keys_per_id=4, rng=np.random.default_rng(2), spark=spark
+        )
+        assert there[0] == local[0] == ["a", "b", "c", "solo"]
+        assert there[1].tolist() == local[1].tolist() == [ids_per_key(frame, "g")[k] for k in local[0]]
+    from decimal import Decimal
+
+    decimals = parquet.replace("k.parquet", "d.parquet")
+    pq.write_table(
+        pa.table({"g": pa.array([Decimal("1.5"), Decimal(2), None, Decimal("1.5")], pa.decimal128(9, 2))}), decimals
+    )
+    there = spark_key_counts(decimals, "g", id_column=None, max_keys_per_id=1, rng=None, spark=spark)
+    assert there[0] == file_key_counts(decimals, "g", None, None)[0] == ["1.50", "2.00"]
+    assert there[1].tolist() == [2, 1]
+
+
+def test_private_key_counts_on_spark_bound_each_id_to_m_keys(spark):
+    """Every id holds two keys (two rows each): with m = 1 each id is counted once, in a key
+    the keyed hash picks (both keys picked by some ids), and one id added (under the same
+    secret) adds one to one key: the others' choices do not move; with m = 2 in both.  More keys than
+    the limit, and a missing id, are refused."""
+    import pandas as pd
+
+    from dprange.engines.spark_keys import spark_key_counts
+
+    pairs = [("p", "q"), ("q", "r"), ("p", "r")]
+    rows = [(i, key) for i in range(60) for key in pairs[i % 3] for _ in range(2)]
+    sdf = spark.createDataFrame(pd.DataFrame(rows, columns=["id", "g"]))
+    one = spark_key_counts(sdf, "g", id_column="id", max_keys_per_id=1, rng=np.random.default_rng(7))
+    assert one[0] == ["p", "q", "r"] and one[1].sum() == 60 and one[1].min() > 0 and one[1].max() < 40
+    joined = spark.createDataFrame(pd.DataFrame(rows + [(60, "p"), (60, "q")], columns=["id", "g"]))
+    plus = spark_key_counts(joined, "g", id_column="id", max_keys_per_id=1, rng=np.random.default_rng(7))
+    assert sorted((plus[1] - one[1]).tolist()) == [0, 0, 1]  # the same secret: only the new id's choice is new
+    two = spark_key_counts(sdf, "g", id_column="id", max_keys_per_id=2, rng=np.random.default_rng(7))
+    assert two[1].tolist() == [40, 40, 40]
+    with pytest.raises(DataError, match="at most 2 distinct keys.*groups="):
+        spark_key_counts(sdf, "g", id_column=None, max_keys_per_id=1, rng=np.random.default_rng(7), limit=2)
+    gap = spark.createDataFrame(pd.DataFrame({"id": ["u", None, "v"], "g": ["p", "q", "p"]}))
+    with pytest.raises(DataError, match="missing id"):
+        spark_key_counts(gap, "g", id_column="id", max_keys_per_id=1, rng=np.random.default_rng(7))
+
+
+def test_private_keys_on_spark_release_the_true_histograms_at_huge_epsilon(spark, keyed):
+    """by= without groups= on a Spark DataFrame at epsilon 1e6: the keys held by many ids are
+    kept (the one held by a single id is kept with probability delta), and each kept key's
+    histogram is the true one, as on the local engine, for text keys and a double key column;
+    a declared key that reads like a missing marker ("NA") still matches its rows."""
+    frame, _, _ = keyed
+    sdf = spark.createDataFrame(frame)
+    domain = Domain.integers(0, 7)
+    args = {"delta": 1e-6, "mechanism": "flat", "rng": 3}
+    rows = dprange.release(sdf, domain, 1e6, column="x", by="g", **args)
+    assert rows.keys == ["a", "b", "c"] == dprange.release(frame, domain, 1e6, column="x", by="g", **args).keys
+    ids = {"privacy_id": "id", "max_rows_per_id": 400, "max_groups_per_id": 4}
+    reals = dprange.release(sdf, domain, 1e6, column="x", by="f", **args, **ids)
+    assert reals.keys == [1, 2.5, 3] == dprange.release(frame, domain, 1e6, column="x", by="f", **args, **ids).keys
+    declared = dprange.release(sdf, domain, 1e6, column="x", by="g", groups=["NA", "a"], mechanism="flat", rng=3)
+    for grouped, column in ((rows, frame.g.str.strip()), (reals, frame.f), (declared, frame.g.str.strip())):
+        for key in grouped.keys:
+            truth = np.bincount(frame.x[column == key], minlength=8)
+            np.testing.assert_allclose(grouped[key].histogram().value, truth, atol=1e-6)
+
+
+def test_cli_engine_spark_selects_private_keys(spark, keyed, tmp_path):
+    """dprange release FILE --by g --delta 1e-6 --engine spark (ids bounded to 4 keys and 400
+    rows): the keys held by many ids, sorted, each with its true histogram at epsilon 1e6."""
+    frame, csv, _ = keyed
+    out = tmp_path / "keys.json"
+    line = ["release", csv, "-c", "x", "--lo", "0", "--hi", "7", "--integers", "--by", "g", "--delta", "1e-6"]
+    line += ["--privacy-id", "id", "--max-rows-per-id", "400", "--max-groups-per-id", "4", "-e", "1e6", "-m", "flat"]
+    assert run_cli([*line, "--engine", "spark", "--seed", "2", "-o", str(out)]) == 0
+    grouped = dprange.GroupedRelease.from_json(out)
+    assert grouped.keys == ["a", "b", "c"] and grouped.key_selection["delta"] == 1e-6
+    for key in grouped.keys:
+        truth = np.bincount(frame.x[frame.g.str.strip() == key], minlength=8)
+        np.testing.assert_allclose(grouped[key].histogram().value, truth, atol=1e-6)
+
+
 # ----------------------------------------------------------------------------- categories
 def test_categorical_csv_and_parquet_equal_the_local_engine(spark, tmp_path):
     rng = np.random.default_rng(2)

@@ -20,6 +20,7 @@ from fractions import Fraction
 
 from ..engines.frames import select_column
 from ..engines.key_counts import KeyBounder, KeyCounter, file_key_counts
+from ..engines.spark_keys import spark_key_counts
 from ..errors import ParameterError, excerpt
 
 #: The share of epsilon that chooses private keys by default (all of delta goes there too).
@@ -38,7 +39,7 @@ def release_delta(by, groups, delta: float) -> float:
     return 0.0 if by is not None and groups is None else delta
 
 
-def check_private_keys(by, delta: float, key_share, spark: bool) -> None:
+def check_private_keys(by, delta: float, key_share) -> None:
     """What a group-by with private keys refuses before any data are read."""
     if delta <= 0:
         raise ParameterError(
@@ -49,8 +50,6 @@ def check_private_keys(by, delta: float, key_share, spark: bool) -> None:
         raise ParameterError(
             f"key_share must be a number in (0, 1), the share of epsilon choosing keys, got {key_share!r}"
         )
-    if spark:
-        raise ParameterError("private keys (by= without groups=) are not offered on Spark yet; declare groups=[...]")
 
 
 def check_key_share_use(by, groups, key_share) -> None:
@@ -68,11 +67,15 @@ def split_epsilon(epsilon: float, share: float) -> tuple[float, float]:
     return chosen, rest
 
 
-def select_keys(values, by, unit, selection, source, *, files, batch_rows) -> tuple:
-    """The keys kept by the private selection (reads the key and id columns), sorted."""
-    bounder = None if unit is None else KeyBounder(source, unit.max_groups_per_id)
+def select_keys(values, by, unit, selection, source, *, files, batch_rows, spark=False, session=None) -> tuple:
+    """The keys kept by the private selection (reads the key and id columns), sorted;
+    ``spark``: the candidate keys are counted by Spark (``session``: a SparkSession or master URL)."""
     id_column = None if unit is None else unit.id_column
-    if files:
+    bounder = None if unit is None or spark else KeyBounder(source, unit.max_groups_per_id)
+    if spark:
+        m = 1 if unit is None else unit.max_groups_per_id
+        keys, counts = spark_key_counts(values, by, id_column=id_column, max_keys_per_id=m, rng=source, spark=session)
+    elif files:
         keys, counts = file_key_counts(values, by, id_column, bounder, batch_rows)
     else:
         counter = KeyCounter(bounder)

@@ -167,7 +167,7 @@ def unit_release(
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
     if private_keys:
-        check_private_keys(by, delta, key_share, engine == "spark" or is_spark_frame(values))
+        check_private_keys(by, delta, key_share)
     check_key_share_use(by, groups, key_share)
     check_unit_release(unit, release_delta(by, groups, delta), neighbours, "this release")
     if neighbours == "replace" and by is not None:
@@ -194,8 +194,12 @@ def unit_release(
         what = private_what(column, domain, by, None if unit is None else _unit_what(unit, True))
     charge_before_reading(session, total, delta if selection is None else selection.delta, what, repr(mech))
     source = resolve_rng(rng)
+    on_spark = engine == "spark" or is_spark_frame(values)
     if selection is not None:
-        grouping = Grouping(by, select_keys(values, by, unit, selection, source, files=files, batch_rows=batch_rows))
+        kept = select_keys(
+            values, by, unit, selection, source, files=files, batch_rows=batch_rows, spark=on_spark, session=spark
+        )
+        grouping = Grouping(by, kept)
     bounder = None if unit is None else Bounder(source, unit.max_rows_per_id, unit.max_groups_per_id)
     shared = {
         "id_column": None if unit is None else unit.id_column,
@@ -206,7 +210,7 @@ def unit_release(
     }
     if grouping is not None and not grouping.keys:
         counts = np.zeros((0, domain.size), dtype=np.int64)  # no key selected: nothing to count
-    elif engine == "spark" or is_spark_frame(values):
+    elif on_spark:
         keys = [0] if grouping is None else list(grouping.keys)
         counts = spark_bounded_counts(values, column, domain, keys=keys, spark=spark, **shared)
     elif files and domain.categorical:  # categories are text: read the columns into memory

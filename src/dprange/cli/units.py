@@ -109,7 +109,7 @@ def unit_release_command(o: dict, session, mechanism_params: dict) -> None:
                 "--by needs --groups a,b,c or --groups-file (the public list of keys), or --delta > 0 to select the "
                 "keys from the data privately"
             )
-        check_private_keys(o["by"], delta, o["key_share"], o["engine"] == "spark")
+        check_private_keys(o["by"], delta, o["key_share"])
         release_epsilon, release_delta = split_epsilon(epsilon, o["key_share"])[1], 0.0
     elif o["key_share"] != KEY_SHARE:
         raise ParameterError("--key-share needs --by without --groups (keys selected privately)")

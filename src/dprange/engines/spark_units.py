@@ -6,17 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..domain import Domain, ProductDomain
-from ..errors import DataError, ParameterError
-from .spark import (
-    SparkFailures,
-    _check_columns,
-    _describe,
-    _describe_frame,
-    get_session,
-    is_spark_frame,
-    read_files,
-    spark_histogram,
-)
+from .spark import SparkFailures, _describe_frame, spark_histogram
+from .spark_keys import group_index, id_text, input_frame
 
 
 def spark_bounded_counts(
@@ -33,7 +24,8 @@ def spark_bounded_counts(
     spark=None,
 ) -> np.ndarray:
     """Exact (private!) bounded counts, shape (groups, bins), counted by Spark: rows whose
-    ``by`` key (compared as text, without surrounding spaces) is one of ``keys``; with an
+    ``by`` key is one of ``keys`` (:func:`~dprange.engines.spark_keys.group_index`: text
+    compared without surrounding white space, numbers as numbers); with an
     ``id_column``, every id keeps the rows of its ``bounder.m`` groups ranked lowest by a
     keyed hash of (id, group) (``xxhash64`` under a 62-bit secret from the secure source) and,
     in each, its ``bounder.k`` rows with the lowest ``rand`` (seeded from the secure source):
@@ -43,26 +35,15 @@ def spark_bounded_counts(
     from pyspark.sql import Window  # noqa: PLC0415
     from pyspark.sql import functions as F  # noqa: PLC0415
 
-    if is_spark_frame(data):
-        frames = [(None, data)]
-    else:
-        frames = read_files(get_session(spark), data)
-        if len(frames) > 1:
-            raise ParameterError("privacy_id and by= on Spark need the input in one format (CSV or Parquet)")
-    kind, frame = frames[0]
     names = [column] + [c for c in (id_column, by) if c is not None]
-    _check_columns(frame, names, _describe(data) if kind is not None else "the Spark DataFrame")
+    kind, frame = input_frame(data, names, spark)
     if by is None:
         frame = frame.withColumn("_dprange_g", F.lit(0))
     else:
-        mapping = F.create_map(*[F.lit(x) for i, key in enumerate(keys) for x in (str(key).strip(), i)])
-        frame = frame.withColumn("_dprange_g", mapping[F.trim(F.col(by).cast("string"))])
+        frame = frame.withColumn("_dprange_g", group_index(frame, by, keys))
         frame = frame.filter(F.col("_dprange_g").isNotNull())
     if id_column is not None:
-        ident = F.trim(F.col(id_column).cast("string"))
-        missing = frame.filter(ident.isNull() | (ident == "")).limit(1).count()
-        if missing:
-            raise DataError("some rows have a missing id; drop them or fill the id column")
+        ident = id_text(frame, id_column, _describe_frame(frame, kind))
         seed, secret = (int(v) for v in bounder.rng.integers(0, 2**62, size=2))
         frame = frame.withColumn("_dprange_id", ident).withColumn("_dprange_key", F.rand(seed))
         rows = Window.partitionBy("_dprange_id", "_dprange_g").orderBy("_dprange_key")
