@@ -240,6 +240,50 @@ def test_release_grid_runs_auto_data_and_charges_the_session():
         AutoDataGrid().release(domain.histogram(columns), 0.5, delta=1e-6)
 
 
+@pytest.mark.parametrize(
+    "workload",
+    ["prefix-rectangles", "rects", "marginals"],
+)
+def test_the_auto_branch_is_chosen_for_the_release_s_workload(workload):
+    """release_grid hands auto-data its workload: the data-independent branch is the least
+    exact expected error on those rectangles (as ``auto`` would choose at the epsilon left),
+    not on all rectangles; explicit rectangles are saved and read back with the release."""
+    from dprange.analysis.grid import select_grid
+    from dprange.workloads.rectangles import Rectangles
+
+    shape = (32, 16)
+    columns = np.column_stack([np.arange(4000) % 32, np.arange(4000) % 16])
+    domain = dprange.ProductDomain([dprange.Domain.integers(0, 31), dprange.Domain.integers(0, 15)])
+    wanted = workload
+    if workload == "rects":
+        lows = np.array([[0, 0], [3, 2], [10, 0]])
+        wanted = Rectangles(shape, lows, np.array([[0, 0], [3, 2], [10, 0]]))  # three cells
+    kwargs = {"order": 1} if workload == "marginals" else {}
+    mech = AutoDataGrid(workload=wanted, **kwargs)
+    mech.selector = forced("auto")
+    r = mech.release(domain.histogram(columns), 1.0, rng=4)
+    rest = mech.shares(1.0)[3]
+    want = select_grid(shape, rest, workload=wanted, order=kwargs.get("order", 2)).mechanism
+    assert r.mechanism == want.name and r.selection["chosen"] == want.name
+    chosen = {k: v for k, v in r.parameters.items() if k != "strategy"}  # the strategy: how it was built
+    assert chosen == json.loads(json.dumps(want.parameters()))  # chosen for these rectangles
+    assert repr(want) != repr(select_grid(shape, rest).mechanism)  # not the all-rectangles choice
+    assert r.selection["feature_share"] == 0.05 and r.selection["order"] == kwargs.get("order", 2)
+    loaded = load_grid_release(r.to_json())
+    assert loaded.selection == json.loads(json.dumps(r.selection))
+    if workload == "rects":
+        assert r.selection["workload"] == {"shape": [32, 16], "lows": lows.tolist(), "highs": lows.tolist()}
+        again = AutoDataGrid(**{k: v for k, v in r.selection.items() if k in ("workload", "feature_share")})
+        assert isinstance(again.workload, Rectangles) and np.array_equal(again.workload.lows, lows)
+    order = kwargs.get("order", 2)
+    via_api = dprange.release_grid(columns, domain, 1.0, mechanism="auto-data", workload=wanted, order=order, rng=4)
+    direct = AutoDataGrid(workload=wanted, order=order).release(domain.histogram(columns), 1.0, rng=4)
+    assert via_api.mechanism == direct.mechanism and choice_of(via_api) == choice_of(direct)
+    np.testing.assert_array_equal(via_api.counts, direct.counts)
+    with pytest.raises(ParameterError, match="workload"):
+        AutoDataGrid(workload="every-rectangle")
+
+
 # ----------------------------------------------------------------------------- the whole release
 #: The choices of the whole-release test: the real data-independent branch and two small trees
 #: (the privacy argument holds for any eps-DP candidate: the choice is post-processing).

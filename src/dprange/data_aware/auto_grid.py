@@ -19,7 +19,9 @@ The choice is post-processing of the noisy features, the public shape and the ep
 a selector trained on public data only (:class:`GridSelector` on GRID_FEATURES, shipped as
 ``auto_grid_selector.json`` beside this module, versioned; the DPBench 2-D shapes and synthetic
 shapes, retrained and validated leave-one-shape-out by ``benchmarks/train_auto_grid.py``;
-figures in docs/data-aware.md).  The chosen mechanism runs with the rest of epsilon and its own
+figures in docs/data-aware.md).  The data-independent branch is the least exact expected error
+on the release's workload (``workload``, ``order``: ``release_grid`` passes its own), as
+``auto`` would choose it.  The chosen mechanism runs with the rest of epsilon and its own
 steps are recorded after the features' (a data-aware release's provenance; an exact release's
 ``GridRelease.selection``).
 
@@ -38,15 +40,16 @@ from importlib import resources
 
 import numpy as np
 
-from .._params import Param
+from .._params import Custom, Integer, Param
 from .._validation import float_at_least
-from ..analysis.grid import select_grid
+from ..analysis.grid import check_grid_workload, select_grid
 from ..answers.grid import GridRelease
 from ..errors import ParameterError
 from ..mechanisms.base import GridMechanism, Mechanism
 from ..privacy.samplers import resolve_rng
 from ..registry import GRID_MECHANISMS, Citation
 from ..strategies.calibration import is_seeded
+from ..workloads.rectangles import Rectangles
 from .auto_data import AutoData
 from .grid import DataAwareGridMechanism
 from .selector import Selector, feature_matrix
@@ -123,6 +126,17 @@ def choose_grid(total, nonempty, top, cells: int, epsilon: float, selector: Sele
     return (selector or shipped_grid()).choose(x)
 
 
+def _check_workload(value, name: str = "workload"):
+    """A k-D workload name or rectangles (:func:`dprange.analysis.grid.check_grid_workload`), or
+    the saved form of explicit rectangles (a dict with shape, lows and highs)."""
+    if isinstance(value, dict):
+        try:
+            return Rectangles(value["shape"], value["lows"], value["highs"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ParameterError(f"{name}: saved rectangles need shape, lows and highs ({exc!r})") from None
+    return check_grid_workload(value)
+
+
 class AutoDataGrid(DataAwareGridMechanism):
     """Choose ``auto`` or a 2-D data-aware grid mechanism from three private features (noisy
     total, noisy number of non-empty cells, noisy mass of the heaviest cells) bought with
@@ -137,9 +151,20 @@ class AutoDataGrid(DataAwareGridMechanism):
             "share of epsilon spent on the features (noisy total, non-empty cells, mass of the heaviest cells)",
             default=0.05,
         ),
+        Param(
+            "workload",
+            Custom(
+                _check_workload, "'all-rectangles', 'prefix-rectangles', 'marginals' or a dprange.workloads.Rectangles"
+            ),
+            "the rectangles the data-independent branch is chosen for (release_grid passes its workload)",
+            default="all-rectangles",
+        ),
+        Param("order", Integer(1), "the marginals' order when the workload is 'marginals'", default=2),
         *Mechanism.PARAMS,
     )
     feature_share: float
+    workload: object
+    order: int
     #: The trained selector (None: the one shipped with the package); benchmarks and tests set another.
     selector: Selector | None = None
 
@@ -155,11 +180,31 @@ class AutoDataGrid(DataAwareGridMechanism):
         """(noisy total, noisy number of non-empty cells, noisy top mass, their private steps)."""
         return self.feature_steps().features(np.ravel(counts), epsilon, rng)
 
+    def parameters(self) -> dict:
+        """As declared, explicit rectangles written as their saved form (shape, lows, highs), which
+        the workload parameter reads back."""
+        params = {
+            "feature_share": self.feature_share,
+            "workload": self.workload,
+            "order": self.order,
+            **super().parameters(),  # the shared parameters (an override lists its own first)
+        }
+        if isinstance(self.workload, Rectangles):
+            rects = self.workload
+            params["workload"] = {
+                "shape": [int(n) for n in rects.grid],
+                "lows": rects.lows.tolist(),
+                "highs": rects.highs.tolist(),
+            }
+        return params
+
     def candidate(self, name: str, shape, epsilon: float) -> GridMechanism:
         """The mechanism a choice names, built from public values only (``auto``: the least exact
-        expected error on all rectangles at the epsilon it runs with)."""
+        expected error on the release's workload at the epsilon it runs with)."""
         if name == "auto":
-            chosen = select_grid(shape, epsilon, neighbours=self.neighbours, noise=self.noise).mechanism
+            chosen = select_grid(
+                shape, epsilon, workload=self.workload, neighbours=self.neighbours, noise=self.noise, order=self.order
+            ).mechanism
             assert isinstance(chosen, GridMechanism)
             return chosen
         if name not in GRID_CANDIDATES or name not in GRID_MECHANISMS:
