@@ -73,7 +73,7 @@ OWN = {
     "agrid": {"c": 4.0, "c2": 3.0, "alpha": 0.4, "min_parts": 4, "total_share": 0.05},
 }
 #: Names registered in both registries (the 2-D auto-data): the k-D entry's own values.
-GRID_OWN = {"auto-data": {"feature_share": 0.1}}
+GRID_OWN = {"auto-data": {"feature_share": 0.1, "workload": "prefix-rectangles", "order": 1}}
 
 
 def own_values(registry, name: str) -> dict:
