@@ -271,3 +271,42 @@ def test_a_categorical_column_with_ids_is_exact_at_huge_epsilon(people, tmp_path
         dprange.release(labelled, narrow, 1e6, **kwargs)
     other = dprange.release(labelled, Domain.categories([f"c{v}" for v in range(9)], other=True), 1e6, **kwargs)
     assert_exact(other, people)
+
+
+def test_saved_releases_with_a_unit_state_the_person_as_the_unit_and_carry_their_labels(people, tmp_path):
+    """A release with a privacy unit says, in its saved privacy statement, that it protects one
+    person (all rows sharing an id, with the bounds kept) at the id-level epsilon, for every
+    group of a grouped release, a single release and a grid; and each group keeps the column's
+    name, units and file (a release without a unit still states one record)."""
+    import json
+
+    grouped = dprange.release(
+        people, DOMAIN, 1.0, units="visits", **release_kwargs(max_rows_per_id=3, max_groups_per_id=2)
+    )
+    for release in grouped.releases:
+        statement = json.loads(release.to_json())["privacy_statement"]
+        unit = "one person: all the rows sharing a value of 'id' (at most 3 rows kept per person in each of at most 2 "
+        unit += "groups)"
+        assert statement["unit"] == unit
+        assert statement["statement"].startswith("0.5-differential privacy (central model) for one person")
+        assert "under add or remove one id with all its rows" in statement["statement"]
+        assert release.input_labels.columns == ("x",) and release.input_labels.units == ("visits",)
+    path = tmp_path / "people.csv"
+    people.to_csv(path, index=False)
+    on_file = dprange.release_files(str(path), "x", DOMAIN, 1.0, **files_kwargs())
+    assert all(r.input_labels.source == str(path) and r.input_labels.columns == ("x",) for r in on_file.releases)
+    single = dprange.release(people, DOMAIN, 1.0, column="x", privacy_id="id", max_rows_per_id=2, rng=1)
+    assert (
+        "for one person: all the rows sharing a value of 'id' (at most 2 rows kept per person)"
+        in json.loads(single.to_json())["privacy_statement"]["statement"]
+    )
+    frame = people.assign(y=people.x % 3)[["x", "y", "id"]]
+    grid = dprange.release_grid(
+        frame, ProductDomain([DOMAIN, Domain.integers(0, 2)]), 1.0, privacy_id="id", max_rows_per_id=4, rng=1
+    )
+    grid_statement = grid.to_dict()["privacy_statement"]
+    assert grid_statement["epsilon"] == 1.0 and grid_statement["statement"].startswith(
+        "1-differential privacy (central model) for one person"
+    )
+    plain = dprange.release(people.x.to_numpy(), DOMAIN, 1.0, rng=1)
+    assert json.loads(plain.to_json())["privacy_statement"]["unit"] == "one record (one row of the input)"

@@ -111,14 +111,21 @@ def privacy_statement(
     local: bool = False,
     data_dependent: bool = False,
     public_domain: bool = True,
+    privacy_unit: dict | None = None,
 ) -> dict:
     """The guarantee of a release in words, with its parts: ``unit``, ``relation``,
     ``epsilon``, ``delta``, ``public`` (what the release does not protect) and ``statement``.
-    ``public_domain=False``: the bounds were found privately (paid for from epsilon)."""
+    ``public_domain=False``: the bounds were found privately (paid for from epsilon).
+    ``privacy_unit``: the record of a release with a privacy unit (``privacy_id``, its bounds,
+    its relation): the unit is then one person, all the rows sharing an id."""
     kind = f"({epsilon:g}, {delta:g})-differential privacy" if delta > 0 else f"{epsilon:g}-differential privacy"
+    relation = RELATIONS.get(neighbours, neighbours)
     if local:
         unit = "one user: each user's report is randomised on the user's side before it is collected"
         model, who = "local", "one user's value"
+    elif privacy_unit is not None:
+        unit, relation = _person(privacy_unit)
+        model, who = "central", "one person's rows"
     else:
         unit = "one record (one row of the input)"
         model, who = "central", "one record"
@@ -135,7 +142,7 @@ def privacy_statement(
     if data_dependent:
         public.append("the private choices made from the data (paid for from epsilon) shape the estimate")
     statement = (
-        f"{kind} ({model} model) for {unit}, under {RELATIONS.get(neighbours, neighbours)}: changing "
+        f"{kind} ({model} model) for {unit}, under {relation}: changing "
         f"{who} changes the probability of any output by a factor of at most exp({epsilon:g})"
         + (f", except with probability {delta:g}" if delta > 0 else "")
         + "."
@@ -153,12 +160,27 @@ def privacy_statement(
     }
 
 
+def _person(privacy_unit: dict) -> tuple[str, str]:
+    """(the unit, the relation) of a release with a privacy unit, in words."""
+    rows, groups = privacy_unit.get("max_rows_per_id"), privacy_unit.get("max_groups_per_id", 1)
+    bounds = f"at most {rows} rows kept per person" + (f" in each of at most {groups} groups" if groups != 1 else "")
+    unit = f"one person: all the rows sharing a value of {privacy_unit.get('privacy_id')!r} ({bounds})"
+    return unit, str(privacy_unit.get("relation", "add or remove one id with all its rows"))
+
+
 def self_description(
-    labels: Labels, record, *, local: bool = False, data_dependent: bool = False, public_domain: bool = True
+    labels: Labels,
+    record,
+    *,
+    local: bool = False,
+    data_dependent: bool = False,
+    public_domain: bool = True,
+    privacy_unit: dict | None = None,
 ) -> dict:
     """The keys every saved release carries about itself: ``schema``, ``software``, ``input``
     (the labels) and ``privacy_statement`` (:func:`privacy_statement` of ``record``: a
-    Provenance or Measurements, with epsilon, delta, neighbours, total and seeded)."""
+    Provenance or Measurements, with epsilon, delta, neighbours, total and seeded, and the
+    privacy unit a Provenance records or ``privacy_unit`` gives)."""
     return {
         "schema": SCHEMA_ID,
         "software": software(),
@@ -172,6 +194,7 @@ def self_description(
             local=local,
             data_dependent=data_dependent,
             public_domain=public_domain,
+            privacy_unit=privacy_unit if privacy_unit is not None else getattr(record, "privacy_unit", None),
         ),
     }
 

@@ -212,9 +212,10 @@ class GridRelease:
         """Format 2's self-description (:func:`dprange.answers.describe.self_description`)."""
         local = getattr(self.measurements, "source", "central") != "central"
         record = self.measurements
-        if self.selection is not None:  # the statement covers the selection's steps too
+        if self.selection is not None or self.privacy_unit is not None:
+            # the statement covers the selection's steps too, and a unit's id-level epsilon
             record = dataclasses.replace(record, epsilon=self.epsilon)
-        return self_description(self.input_labels, record, local=local)
+        return self_description(self.input_labels, record, local=local, privacy_unit=self.privacy_unit)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict())

@@ -13,6 +13,7 @@ epsilon).  The release's ``epsilon`` is the total; each group's ``Release.epsilo
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import os
@@ -57,6 +58,13 @@ class GroupedRelease:
         self.epsilon = float(epsilon)
         self.privacy_unit = privacy_unit
         self.key_selection = key_selection
+
+    def with_labels(self, column=None, units=None, source=None) -> GroupedRelease:
+        """This grouped release with every group's release described (:meth:`Release.with_labels`:
+        the column's name, units and input file; a copy, the answers do not change)."""
+        labelled = copy.copy(self)
+        labelled.releases = [release.with_labels(column, units, source) for release in self.releases]
+        return labelled
 
     def __len__(self) -> int:
         return len(self.keys)

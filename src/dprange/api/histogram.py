@@ -198,7 +198,8 @@ def release(
         options = {"delta": delta, "rng": rng, "clip": clip, "drop_missing": drop_missing, "session": session}
         options["key_share"] = key_share
         choice = (mechanism, neighbours, workload, inference, noise)
-        return _unit_release(values, domain, epsilon, unit, choice, column=column, **options)
+        result = _unit_release(values, domain, epsilon, unit, choice, column=column, **options)
+        return _labelled(result, _labels(column, units))
     if isinstance(domain, ProductDomain):
         if column is not None:
             raise ParameterError("column= is not supported for a ProductDomain; pass the columns (one per axis)")
@@ -243,6 +244,11 @@ def _labels(column: str | None, units: str | None, source=None) -> Labels | None
     if column is None and units is None and source is None:
         return None
     return Labels.of("value" if column is None else column, units, source)
+
+
+def _file_source(source):
+    """The input files as a release names them (None for a Spark DataFrame or other table)."""
+    return source if isinstance(source, (str, os.PathLike, list, tuple)) else None
 
 
 def _labelled(result, labels: Labels | None):
@@ -298,8 +304,9 @@ def release_files(
         options["key_share"] = key_share
         options |= {"files": True, "batch_rows": batch_rows, "engine": engine, "spark": spark}
         choice = (mechanism, neighbours, workload, inference, noise)
-        return _unit_release(source, domain, epsilon, unit, choice, column=column, **options)
-    labels = _labels(column, units, source if isinstance(source, (str, os.PathLike, list, tuple)) else None)
+        result = _unit_release(source, domain, epsilon, unit, choice, column=column, **options)
+        return _labelled(result, _labels(column, units, _file_source(source)))
+    labels = _labels(column, units, _file_source(source))
     mech, epsilon, delta = _prepare(
         domain, epsilon, mechanism, delta, (clip, drop_missing), neighbours, workload, inference, noise, session
     )

@@ -454,7 +454,7 @@ def release_command(
         args |= dict(drop_missing=drop_missing, epsilon=epsilon, delta=delta, mechanism=mechanism, workload=workload)
         args |= dict(neighbours=neighbours, noise=noise, inference=inference, seed=seed, alpha=alpha, output=output)
         args |= dict(plot=plot, session_path=session_path, engine=engine, spark_master=spark_master, **unit_args)
-        args |= dict(categories=categorical.get(column), by_keys=by_keys)
+        args |= dict(categories=categorical.get(column), by_keys=by_keys, units=units)
         unit_release_command(args, session, mechanism_params)
         return
     if column in categorical:

@@ -144,7 +144,7 @@ def unit_release_command(o: dict, session, mechanism_params: dict) -> None:
         "key_share": o["key_share"],
         **passed,
     }
-    options |= {"engine": o["engine"], "spark": o["spark_master"]}
+    options |= {"engine": o["engine"], "spark": o["spark_master"], "units": o.get("units")}
     result = api.release_files(o["input_path"], o["column"], domain, epsilon, **options)
     lines = [_unit_line(unit)]
     if isinstance(result, GroupedRelease):
