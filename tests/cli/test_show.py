@@ -220,3 +220,31 @@ def test_show_of_a_saved_1d_release_loads_no_numpy(saved, capsys, tmp_path):
     result = subprocess.run([sys.executable, "-c", code, str(one)], capture_output=True, text=True, check=True)
     assert result.stderr.strip().splitlines()[-1] == "[]", result.stderr
     assert "deciles, 95% intervals" in result.stdout
+
+
+def test_show_and_query_a_saved_grouped_release(tmp_path, capsys):
+    """A release saved with --by: `show` prints each group's summary under the group-by line,
+    `query` answers per group with the key first, as the loaded GroupedRelease gives them."""
+    rng = np.random.default_rng(6)
+    path = tmp_path / "people.csv"
+    ids, groups, ages = rng.integers(0, 300, 2000), rng.choice(["a", "b"], 2000), rng.integers(18, 80, 2000)
+    path.write_text("id,g,age\n" + "".join(f"{i},{g},{a}\n" for i, g, a in zip(ids, groups, ages)))
+    out = tmp_path / "grouped.json"
+    base = ["release", path, "-c", "age", "--lo", 0, "--hi", 100, "--integers", "--by", "g", "--groups", "a,b"]
+    code, _, err = run_cli(
+        [*base, "--privacy-id", "id", "--max-rows-per-id", 5, "-e", 1, "--units", "years", "-o", out], capsys
+    )
+    assert code == 0, err
+    code, text, err = run_cli(["show", out], capsys)
+    assert code == 0, err
+    assert text.startswith("grouped release by 'g': 2 groups, epsilon=1 in all")
+    assert text.count("1-D release of 'age (years)' from") == 2 and "for one person: all the rows sharing" in text
+    grouped = dprange.GroupedRelease.from_json(str(out))
+    code, text, err = run_cli(["query", out, "--range", 30, 39, "--format", "json"], capsys)
+    assert code == 0, err
+    rows = json.loads(text)
+    assert [row["g"] for row in rows] == ["a", "b"]
+    for row, key in zip(rows, ["a", "b"]):
+        assert row["answer"] == pytest.approx(grouped[key].count_between(30, 39).value)
+    code, _, err = run_cli(["report", out, "-o", tmp_path / "r.html"], capsys)
+    assert code == 2 and "is a grouped release (one release per group): its report page is not built yet" in err

@@ -59,6 +59,11 @@ def load_any_release(path: str):
     if b'"grid_release"' in head:
         with open(path, encoding="utf-8") as fh:
             return load_grid_release(fh.read())
+    if b'"dprange_grouped_release"' in head:
+        raise ParameterError(
+            f"{path!r} is a grouped release (one release per group): its report page is not built yet; "
+            "`dprange show` and `dprange query` read it"
+        )
     return load_release(path)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._lazy import lazy_module
+from ..answers.grouped import GroupedRelease
 from ..answers.release import Release, bins_between, load_release
 from ..answers.tables import csv_text, release_table
 from ..errors import DataError, ParameterError
@@ -22,7 +23,8 @@ data_aware_grid = lazy_module("dprange.data_aware.grid")
 
 
 def read_release(path: str):
-    """The release saved at ``path``: a :class:`Release` (JSON or NPZ) or a GridRelease."""
+    """The release saved at ``path``: a :class:`Release` (JSON or NPZ), a GridRelease or a
+    GroupedRelease (one release per group)."""
     if str(path).endswith(".json"):
         try:
             with open(path, encoding="utf-8") as fh:
@@ -36,12 +38,26 @@ def read_release(path: str):
         if '"kind":"data_aware_grid_release"' in compact:
             with open(path, encoding="utf-8") as fh:
                 return data_aware_grid.DataAwareGridRelease.from_json(fh.read())
+        if '"dprange_grouped_release"' in compact:
+            return GroupedRelease.from_json(path)
     return load_release(path)
 
 
 def summary(release, alpha: float) -> dict:
     """What ``dprange show`` prints: the input, the mechanism, the guarantee in words, the
-    domain and the main answers (deciles for 1-D, the total and cells for k-D)."""
+    domain and the main answers (deciles for 1-D, the total and cells for k-D); for a grouped
+    release the group-by, its budget and each group's summary."""
+    if isinstance(release, GroupedRelease):
+        saved = release.to_dict(alpha=alpha)
+        return {
+            "kind": "grouped release",
+            "by": release.by,
+            "epsilon": saved["epsilon"],
+            "delta": release.delta,
+            "privacy_unit": saved.get("privacy_unit"),
+            "key_selection": saved.get("key_selection"),
+            "groups": [{"key": key, **summary(group, alpha)} for key, group in release.items()],
+        }
     if isinstance(release, Release):
         saved = release.to_dict(alpha=alpha)
         out = {"kind": "1-D release", "bins": release.n}
@@ -146,8 +162,15 @@ def axis_bins(release, axis: int, a: float, b: float) -> tuple[int, int]:
 
 
 def query_rows(path: str, ranges, levels, points, alpha: float) -> list[dict]:
-    """The answers of ``dprange query``: one row per range, quantile level and CDF point."""
+    """The answers of ``dprange query``: one row per range, quantile level and CDF point (per
+    group, with the group's key first, for a grouped release)."""
     release = read_release(path)
+    if isinstance(release, GroupedRelease):
+        return [
+            {release.by: key, **row}
+            for key, group in release.items()
+            for row in answers_1d(group, ranges, levels, points, alpha)
+        ]
     if isinstance(release, Release):
         return answers_1d(release, ranges, levels, points, alpha)
     if levels or points:

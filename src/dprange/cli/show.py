@@ -92,6 +92,8 @@ def table_text(rows: list[dict]) -> str:
 
 
 def summary_text(info: dict, alpha: float) -> str:
+    if info["kind"] == "grouped release":
+        return grouped_text(info, alpha)
     labels = Labels.from_dict(info["input"])
     what = ", ".join(repr(labels.axis_label(a)) for a in range(len(labels.columns))) or "unnamed values"
     lines = [f"{info['kind']} of {what}" + (f" from {labels.source}" if labels.source else "")]
@@ -107,6 +109,17 @@ def summary_text(info: dict, alpha: float) -> str:
         )
     elif deciles:
         lines.append(f"deciles unavailable: {deciles}")
+    return "\n".join(lines)
+
+
+def grouped_text(info: dict, alpha: float) -> str:
+    """A grouped release's summary: the group-by and its budget, then each group's."""
+    budget = f"epsilon={info['epsilon']:g}" + (f", delta={info['delta']:g}" if info["delta"] else "")
+    lines = [f"grouped release by {info['by']!r}: {len(info['groups'])} groups, {budget} in all"]
+    if info.get("key_selection"):
+        lines.append("keys selected privately (the keys not kept and their number are not published)")
+    for group in info["groups"]:
+        lines += ["", f"{info['by']} = {group['key']}:", summary_text(group, alpha)]
     return "\n".join(lines)
 
 
