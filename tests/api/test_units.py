@@ -310,3 +310,19 @@ def test_saved_releases_with_a_unit_state_the_person_as_the_unit_and_carry_their
     )
     plain = dprange.release(people.x.to_numpy(), DOMAIN, 1.0, rng=1)
     assert json.loads(plain.to_json())["privacy_statement"]["unit"] == "one record (one row of the input)"
+
+
+def test_the_report_states_the_person_as_the_unit(people):
+    """The HTML report's privacy paragraph of a release with a unit names one person and the id
+    relation, not one row (without a unit: one record)."""
+    from dprange.answers.report import privacy_statement
+
+    single = dprange.release(people, DOMAIN, 1.0, column="x", privacy_id="id", max_rows_per_id=2, rng=1)
+    for release in (single, dprange.Release.from_json(single.to_json())):
+        paragraphs = privacy_statement(release)
+        assert paragraphs[1] == (
+            "The unit of privacy is one person: all the rows sharing a value of 'id' (at most 2 rows kept per "
+            "person); neighbouring datasets: add or remove one id with all its rows."
+        )
+    plain = dprange.release(people.x.to_numpy(), DOMAIN, 1.0, rng=1)
+    assert privacy_statement(plain)[1].startswith("The unit of privacy is one record")

@@ -124,7 +124,7 @@ def privacy_statement(
         unit = "one user: each user's report is randomised on the user's side before it is collected"
         model, who = "local", "one user's value"
     elif privacy_unit is not None:
-        unit, relation = _person(privacy_unit)
+        unit, relation = person_unit(privacy_unit)
         model, who = "central", "one person's rows"
     else:
         unit = "one record (one row of the input)"
@@ -160,7 +160,7 @@ def privacy_statement(
     }
 
 
-def _person(privacy_unit: dict) -> tuple[str, str]:
+def person_unit(privacy_unit: dict) -> tuple[str, str]:
     """(the unit, the relation) of a release with a privacy unit, in words."""
     rows, groups = privacy_unit.get("max_rows_per_id"), privacy_unit.get("max_groups_per_id", 1)
     bounds = f"at most {rows} rows kept per person" + (f" in each of at most {groups} groups" if groups != 1 else "")

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..errors import DPRangeError
 from . import plot, plot_style
+from .describe import person_unit
 from .grid import GridRelease
 
 #: The quantile levels of the table (the deciles, as the command line prints them).
@@ -121,6 +122,11 @@ def privacy_statement(release, column: str | None = None) -> list[str]:
     )
     relation, count = RELATIONS.get(release.neighbours, (f"neighbours: {release.neighbours}", ""))
     unit = f"The unit of privacy is one record (one row of the input{f', its {column}' if column else ''}): {relation}."
+    provenance = getattr(release, "provenance", None)
+    person = getattr(provenance, "privacy_unit", None) or getattr(release, "privacy_unit", None)
+    if person:  # a privacy unit: one person, all the rows sharing an id
+        who, id_relation = person_unit(person)
+        unit = f"The unit of privacy is {who}; neighbouring datasets: {id_relation}."
     public = [f"the domain: {domain_words(release)}", f"the mechanism ({release.mechanism}) and its parameters"]
     total = _public_total(release)
     if total is not None:
