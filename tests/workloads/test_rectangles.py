@@ -35,3 +35,15 @@ def test_marginals_sum_the_other_axes():
     np.testing.assert_array_equal(got, expected)
     with pytest.raises(ParameterError, match="3-way marginal needs at least 3 axes"):
         marginals((2, 3), 3)
+
+
+def test_rectangles_saved_form_round_trips_and_names_what_is_wrong():
+    rects = Rectangles((4, 3), [[0, 0], [1, 2]], [[3, 2], [1, 2]])
+    saved = rects.to_dict()
+    assert saved == {"shape": [4, 3], "lows": [[0, 0], [1, 2]], "highs": [[3, 2], [1, 2]]}
+    back = Rectangles.from_dict(saved)
+    np.testing.assert_array_equal(back.lows, rects.lows)
+    np.testing.assert_array_equal(back.highs, rects.highs)
+    assert back.grid == rects.grid
+    with pytest.raises(ParameterError, match="^ranges: saved rectangles need shape, lows and highs"):
+        Rectangles.from_dict({"shape": [4, 3], "lows": [[0, 0]]}, "ranges")

@@ -130,10 +130,7 @@ def _check_workload(value, name: str = "workload"):
     """A k-D workload name or rectangles (:func:`dprange.analysis.grid.check_grid_workload`), or
     the saved form of explicit rectangles (a dict with shape, lows and highs)."""
     if isinstance(value, dict):
-        try:
-            return Rectangles(value["shape"], value["lows"], value["highs"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ParameterError(f"{name}: saved rectangles need shape, lows and highs ({exc!r})") from None
+        return Rectangles.from_dict(value, name)
     return check_grid_workload(value)
 
 
@@ -190,12 +187,7 @@ class AutoDataGrid(DataAwareGridMechanism):
             **super().parameters(),  # the shared parameters (an override lists its own first)
         }
         if isinstance(self.workload, Rectangles):
-            rects = self.workload
-            params["workload"] = {
-                "shape": [int(n) for n in rects.grid],
-                "lows": rects.lows.tolist(),
-                "highs": rects.highs.tolist(),
-            }
+            params["workload"] = self.workload.to_dict()
         return params
 
     def candidate(self, name: str, shape, epsilon: float) -> GridMechanism:

@@ -131,10 +131,7 @@ def check_kronecker_workload(value, name: str = "workload"):
     if isinstance(value, Rectangles):
         return value
     if isinstance(value, dict):
-        try:
-            return Rectangles(value["shape"], value["lows"], value["highs"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ParameterError(f"{name}: saved rectangles need shape, lows and highs ({exc!r})") from None
+        return Rectangles.from_dict(value, name)
     if isinstance(value, str) and value.replace("_", "-") in AXIS_WORKLOADS:
         return value.replace("_", "-")
     raise ParameterError(
@@ -204,10 +201,8 @@ class OptimizedKronecker(GridMechanism):
         """As declared, explicit rectangles written as their saved form (shape, lows, highs:
         :func:`check_kronecker_workload` reads it back)."""
         params = self._declared()
-        rects = self.workload
-        if isinstance(rects, Rectangles):
-            shape = [int(n) for n in rects.grid]
-            params["workload"] = {"shape": shape, "lows": rects.lows.tolist(), "highs": rects.highs.tolist()}
+        if isinstance(self.workload, Rectangles):
+            params["workload"] = self.workload.to_dict()
         return params
 
     def _declared(self) -> dict:

@@ -94,6 +94,18 @@ class Rectangles(Operator):
     def __repr__(self) -> str:
         return f"Rectangles(shape={list(self.grid)}, rectangles={self.shape[0]})"
 
+    def to_dict(self) -> dict:
+        """The saved form (JSON): shape, lows and highs, which :meth:`from_dict` reads back."""
+        return {"shape": [int(n) for n in self.grid], "lows": self.lows.tolist(), "highs": self.highs.tolist()}
+
+    @classmethod
+    def from_dict(cls, data: dict, name: str = "workload") -> Rectangles:
+        """Rectangles from their saved form; a ParameterError naming ``name`` when it is not one."""
+        try:
+            return cls(data["shape"], data["lows"], data["highs"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ParameterError(f"{name}: saved rectangles need shape, lows and highs ({exc!r})") from None
+
     def _corners(self):
         """(index tuple into the padded summed-area table, sign) of each of the 2^k corners."""
         k = len(self.grid)
