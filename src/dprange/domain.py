@@ -521,7 +521,7 @@ def _check_flags(clip, drop_missing) -> None:
 def _non_integer_error(arr: np.ndarray) -> DomainError:
     """The error for float values that are not whole numbers: how many, and the first with its
     position (0-based, among the values given), as the file engines name a row."""
-    fractional = ~(np.isinf(arr) | (arr == np.floor(arr)))
+    fractional = ~_integral(arr)
     first = int(np.flatnonzero(fractional)[0])
     return DomainError(
         f"the integer domain got {private(int(np.count_nonzero(fractional)))} non-integer values (the first: "
@@ -530,9 +530,14 @@ def _non_integer_error(arr: np.ndarray) -> DomainError:
     )
 
 
+def _integral(chunk: np.ndarray) -> np.ndarray:
+    """Which floats are whole numbers or infinite (infinities are out of bounds, not fractions)."""
+    return np.isinf(chunk) | (chunk == np.floor(chunk))
+
+
 def _all_integral(chunk: np.ndarray) -> bool:
-    """Every float is a whole number or infinite (infinities are out of bounds, not fractions)."""
-    return bool(np.all(np.isinf(chunk) | (chunk == np.floor(chunk))))
+    """Every float is a whole number or infinite."""
+    return bool(np.all(_integral(chunk)))
 
 
 def _drop_missing(arr, drop_missing: bool) -> np.ndarray:
