@@ -48,14 +48,13 @@ def summary(release, alpha: float) -> dict:
     domain and the main answers (deciles for 1-D, the total and cells for k-D); for a grouped
     release the group-by, its budget and each group's summary."""
     if isinstance(release, GroupedRelease):
-        saved = release.to_dict(alpha=alpha)
         return {
             "kind": "grouped release",
             "by": release.by,
-            "epsilon": saved["epsilon"],
+            "epsilon": release.epsilon,
             "delta": release.delta,
-            "privacy_unit": saved.get("privacy_unit"),
-            "key_selection": saved.get("key_selection"),
+            "privacy_unit": release.privacy_unit,
+            "key_selection": release.key_selection,
             "groups": [{"key": key, **summary(group, alpha)} for key, group in release.items()],
         }
     if isinstance(release, Release):
