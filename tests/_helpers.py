@@ -28,7 +28,7 @@ from dprange.answers.provenance import Provenance
 from dprange.cli import main
 from dprange.cli.ldp import ldp
 from dprange.data_aware.hilbert import hilbert_sequence
-from dprange.data_aware.partition import partition_noise, scaled_deviations
+from dprange.data_aware.partition import GIBBS_BUCKET_PRIOR, gibbs_gamma, partition_noise, scaled_deviations
 from dprange.data_aware.selector import Selector
 from dprange.inference.dispatch import NonlinearEstimate
 from dprange.measurements import LinearMeasurement, Measurements
@@ -724,6 +724,21 @@ STARTS_OF = {"root": (0,), (True, True): (0, 2), (True, False): (0, 2, 3), (Fals
 STARTS_OF[(False, False)] = (0, 1, 2, 3)
 
 
+def gibbs_probabilities(x, epsilon, penalty, changed):
+    """Exact probabilities of DAWA's Gibbs partition of 4 bins, from its definition:
+    P(P) proportional to exp(-sum_B ((dev(B) + penalty) / T + prior)), 1 / T = gibbs_gamma."""
+    gamma = float(gibbs_gamma(epsilon, changed))
+    x = np.asarray(x, dtype=float)
+    log_w = {}
+    for key, starts in STARTS_OF.items():
+        ends = list(starts[1:]) + [4]
+        devs = [float(np.abs(x[a:b] - x[a:b].mean()).sum()) for a, b in zip(starts, ends)]
+        log_w[key] = -sum((d + penalty) * gamma + float(GIBBS_BUCKET_PRIOR) for d in devs)
+    top = max(log_w.values())
+    z = math.fsum(math.exp(v - top) for v in log_w.values())
+    return {k: math.exp(v - top) / z for k, v in log_w.items()}
+
+
 def dawa_tail_mass(n_noise: int, scales) -> float:
     """Mass of the cost noise outside +-400 (output_probabilities' window): P(|Z| > K) =
     2 t^(K+1) / (1 + t), t = exp(-1 / b), for each of ``n_noise`` draws at the largest scale."""
@@ -733,13 +748,14 @@ def dawa_tail_mass(n_noise: int, scales) -> float:
 
 def dawa_outputs(monkeypatch, mech, x, epsilon, relation):
     """{partition: (P_x(partition), [(spec, exact bucket-level counts)])} of a 4-cell DAWA (or
-    DAWA on the Hilbert order of a 2 x 2 grid): the partition law summed over the cost noise,
+    DAWA on the Hilbert order of a 2 x 2 grid): the partition law (Gibbs, or summed over the cost noise),
     the measurement of each partition read from ``release`` run with that partition."""
     inner = mech.inner() if isinstance(mech, DAWAHilbert) else mech
     eps_partition, eps_measure = inner.budgets(epsilon)
     order = hilbert_sequence(x.shape) if isinstance(mech, DAWAHilbert) else np.arange(x.size)
     seq = np.asarray(x).ravel()[order]
-    probs = output_probabilities(seq, eps_partition, 1 / eps_measure, 2 if relation == "replace" else 1)
+    law = gibbs_probabilities if inner.partition_step == "gibbs" else output_probabilities
+    probs = law(seq, eps_partition, 1 / eps_measure, 2 if relation == "replace" else 1)
     out = {}
     for key, p in probs.items():
         starts = np.array(STARTS_OF[key])

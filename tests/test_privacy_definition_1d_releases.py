@@ -65,16 +65,24 @@ def measured(rel):
 
 # ----------------------------------------------------------------------------- DAWA
 @pytest.mark.parametrize(
-    "relation,second_stage", [("add_remove", "greedy_h"), ("replace", "greedy_h"), ("add_remove", "best-hierarchy")]
+    "relation,second_stage,step",
+    [
+        ("add_remove", "greedy_h", "gibbs"),
+        ("replace", "greedy_h", "gibbs"),
+        ("add_remove", "greedy_h", "noisy-costs"),
+        ("replace", "greedy_h", "noisy-costs"),
+        ("add_remove", "best-hierarchy", "noisy-costs"),
+    ],
 )
-def test_dawa_release_joint_law_is_epsilon_dp(monkeypatch, relation, second_stage):
+def test_dawa_release_joint_law_is_epsilon_dp(monkeypatch, relation, second_stage, step):
     """DAWA on 4 bins (partition at 2, counts at 2 of epsilon 4): the joint law of (buckets,
-    noisy bucket-hierarchy counts) over every neighbour is within epsilon plus the tail of the
-    truncated cost noise; twice the budget exceeds epsilon."""
+    noisy bucket-hierarchy counts) over every neighbour is within epsilon (plus, for the
+    noisy-costs partition, the tail of its truncated cost noise); twice the budget exceeds
+    epsilon."""
     epsilon = 4.0
 
     def build():
-        return DAWA(ratio=0.5, second_stage=second_stage, neighbours=relation)
+        return DAWA(ratio=0.5, partition=step, second_stage=second_stage, neighbours=relation)
 
     specs = data_aware_module.partition_noise(4, 2.0, 2 if relation == "replace" else 1)
     tail = dawa_tail_mass(3, [s.effective_scale for s in specs])

@@ -29,7 +29,13 @@ SHARED = [
     {"inference": "nnls"},
     {"inference": "l1", "inference_options": {"alpha": 0.5, "maxiter": 50}},
 ]
-DAWA_OWN = {"ratio": 0.3, "second_stage": "best-hierarchy", "bucket_branching": 4, "bucket_workload": "prefix"}
+DAWA_OWN = {
+    "ratio": 0.3,
+    "partition": "noisy-costs",
+    "second_stage": "best-hierarchy",
+    "bucket_branching": 4,
+    "bucket_workload": "prefix",
+}
 #: Non-default values of each mechanism's own parameters.
 OWN = {
     "flat": {},
@@ -65,6 +71,7 @@ OWN = {
     "hybrid_tree": {"kd_levels": 1, "height": 3, "split_share": 0.2, "budget": "uniform"},
     "dawa_hilbert": {
         "ratio": 0.3,
+        "partition": "noisy-costs",
         "second_stage": "best-hierarchy",
         "bucket_branching": 4,
         "bucket_workload": "prefix",

@@ -16,9 +16,13 @@ from ..mechanisms.basic import Hierarchical, auto_hierarchies
 from ..privacy.noise import NoiseSpec
 from ..privacy.samplers import resolve_rng
 from .greedy_h import cached_greedy_weights, hierarchy_of
-from .partition import _INT_LIMIT, dyadic_partition, noisy_level_costs, partition_noise
+from .partition import _INT_LIMIT, dyadic_partition, gibbs_partition, noisy_level_costs, partition_noise
 from .release import DataAwareRelease
 from .steps import BUCKET_WORKLOADS, SECOND_STAGES, SHARE, bucket_release, check_branching, check_steps_within, step
+
+#: The private partition steps: "gibbs" (one exponential-mechanism draw over every aligned
+#: dyadic partition) and "noisy-costs" (independent noise on every dyadic bucket's cost).
+PARTITIONS = ("gibbs", "noisy-costs")
 
 #: Above this many buckets GreedyH's search (8 grid values x depth x 2 exact O(m) error
 #: evaluations; CPU s, cold cache: 0.3 at 4096 buckets, 0.8 at 2^14, 3.5 at 2^16, where it
@@ -32,10 +36,14 @@ class DAWA(Mechanism):
     Queries Under Differential Privacy", PVLDB 2014).
 
     Step 1 (share ``ratio`` of epsilon): a private partition of the bins into buckets of
-    near-uniform counts, minimising the noisy L1 deviation cost sum_B (dev(B) + Z_B + 1/eps2).
-    Unlike the paper's interval search, candidate buckets are the aligned dyadic intervals, so
-    each count lies in one candidate per level and the whole noisy cost vector is epsilon-DP by
-    the Laplace mechanism (:func:`partition_noise`); the minimiser is exact in O(n log n).
+    near-uniform counts, scored by the L1 deviation cost sum_B (dev(B) + 1/eps2) over the aligned
+    dyadic intervals.  ``partition="gibbs"`` (default) draws the whole partition once by the
+    exponential mechanism, P(P) proportional to exp(-score(P) / T - |P|) with 1 / T =
+    eps1 / (4 c) (c = 1 add/remove, 2 replace: one record moves the score by less than 2 c), by
+    an exact top-down sampler over the dyadic tree (:func:`gibbs_partition`).
+    ``partition="noisy-costs"`` puts independent noise on every dyadic bucket's cost, calibrated
+    to the whole cost vector's sensitivity (about 2 c log2 n, :func:`partition_noise`), and keeps
+    the exact minimiser.  Unlike the paper's interval search both are provably eps1-DP.
     Step 2 (the rest): ``second_stage="greedy_h"`` (default) measures the bucket totals with the
     GreedyH strategy adapted to ``bucket_workload`` over the buckets (:mod:`dprange.data_aware.greedy_h`:
     a binary hierarchy with per-depth weights chosen greedily bottom-up and refined, never
@@ -51,8 +59,9 @@ class DAWA(Mechanism):
     Why not the paper's candidate set (every interval, or every power-of-two length at every
     offset) with Laplace(2 / eps1) per interval: each bin lies in many overlapping candidates,
     and the minimiser of such costs is not eps1-DP; on 3 bins the exact loss is 1.12 eps1
-    (tests/data_aware/test_partition.py).  The aligned dyadic candidates put each bin in one
-    candidate per level, so the whole cost vector is calibrated exactly.
+    (tests/data_aware/test_partition.py).  The Gibbs draw needs no per-candidate noise: its
+    temperature does not grow with log n as the noisy costs' scale does, which is where DAWA
+    lost most to the authors' code at small epsilon x scale (docs/data-aware.md).
 
     Default ratio 0.25 (the paper's; against 0.1 and the unclamped costs: docs/data-aware.md,
     "Figures by module").
@@ -64,6 +73,13 @@ class DAWA(Mechanism):
 
     PARAMS = (
         Param("ratio", SHARE, "share of epsilon spent on the partition", default=0.25),
+        Param(
+            "partition",
+            OneOf(PARTITIONS),
+            "the private partition: gibbs (one exponential-mechanism draw over the dyadic partitions) or noisy-costs",
+            default="gibbs",
+            attribute="partition_step",
+        ),
         Param(
             "second_stage",
             OneOf(SECOND_STAGES),
@@ -85,6 +101,7 @@ class DAWA(Mechanism):
         *Mechanism.PARAMS,
     )
     ratio: float
+    partition_step: str
     second_stage: str
     bucket_branching: int | str
     bucket_workload: str
@@ -100,6 +117,8 @@ class DAWA(Mechanism):
         if int(counts.sum()) * counts.size >= _INT_LIMIT:
             raise ParameterError("DAWA needs total x bins below 2^62; coarsen the domain")
         changed = 2 if self.neighbours == "replace" else 1
+        if self.partition_step == "gibbs":
+            return gibbs_partition(counts, epsilon_partition, 1.0 / epsilon_measure, changed, resolve_rng(rng))
         specs = partition_noise(counts.size, epsilon_partition, changed)
         costs = noisy_level_costs(counts, specs, resolve_rng(rng))
         return dyadic_partition(costs, counts.size, 1.0 / epsilon_measure)

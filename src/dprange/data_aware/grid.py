@@ -423,7 +423,7 @@ class DAWAHilbert(DataAwareGridMechanism):
     PARAMS = DAWA.PARAMS
 
     def inner(self) -> DAWA:
-        return DAWA(**{p.key: getattr(self, p.key) for p in DAWA.PARAMS})
+        return DAWA(**{p.name: getattr(self, p.key) for p in DAWA.PARAMS})
 
     def plan(self, shape, epsilon: float):
         check_2d(shape)

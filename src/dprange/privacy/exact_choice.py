@@ -53,7 +53,17 @@ def _accept(log_p: float, margin: float, exact_p: Callable[[int], Decimal], rng)
     point when U's interval [M 2^-k, (M + 1) 2^-k) lies clear of p's error interval, else by
     Decimal arithmetic at growing precision with more bits of U (rare: about 2^-40 of draws).
     """
-    word = int(rng.integers(0, 2**_WORD))
+    return accept_word(int(rng.integers(0, 2**_WORD)), log_p, margin, exact_p, rng)
+
+
+def uniform_words(count: int, rng) -> np.ndarray:
+    """``count`` uniform words on [0, 2^62) (the first word of each :func:`accept_word`)."""
+    return np.asarray(rng.integers(0, 2**_WORD, size=count), dtype=np.int64)
+
+
+def accept_word(word: int, log_p: float, margin: float, exact_p: Callable[[int], Decimal], rng) -> bool:
+    """:func:`_accept` given the first uniform word (from :func:`uniform_words`); further words,
+    when the float test cannot decide, come from ``rng``."""
     if word + 1 < 2**_WORD and math.log((word + 1) / 2**_WORD) <= log_p - margin:
         return True
     if word > 0 and math.log(word / 2**_WORD) >= log_p + margin:

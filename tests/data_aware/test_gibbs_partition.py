@@ -1,0 +1,145 @@
+"""DAWA's Gibbs partition (dprange.data_aware.partition.gibbs_partition): its law written out by
+enumerating every aligned dyadic partition, the sampler against that law (float path and the
+exact Decimal path), and the law against the definition of epsilon-DP on tiny domains, both
+neighbour relations (it fails at twice the factor 1 / T)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from dprange.data_aware import partition as partition_module
+from dprange.data_aware.partition import GIBBS_BUCKET_PRIOR, dyadic_levels, gibbs_gamma, gibbs_partition
+
+
+def dev(x) -> float:
+    x = np.asarray(x, dtype=float)
+    return float(np.abs(x - x.mean()).sum())
+
+
+def dyadic_partitions(n: int) -> list[tuple[int, ...]]:
+    """Start bins of every partition into aligned dyadic buckets (a node with one child is not
+    a bucket of its own), by recursion over the tree."""
+
+    def below(start: int, size: int) -> list[tuple[int, ...]]:
+        if size == 1:
+            return [(start,)]
+        half = size // 2
+        if start + half >= n:  # one child: the same bucket
+            return below(start, half)
+        out = [(start,)] + [a + b for a in below(start, half) for b in below(start + half, half)]
+        return out
+
+    top = dyadic_levels(n)[-1] if n > 1 else 1
+    return sorted(set(below(0, top)))
+
+
+def gibbs_law(x, epsilon: float, penalty: float, changed: int, gamma_factor: float = 1.0) -> dict:
+    """{starts: P(starts)}: exp(-sum_B ((dev(B) + penalty) gamma + prior)), normalised."""
+    n = len(x)
+    gamma = float(gibbs_gamma(epsilon, changed)) * gamma_factor
+    log_w = {}
+    for starts in dyadic_partitions(n):
+        ends = list(starts[1:]) + [n]
+        log_w[starts] = -sum((dev(x[a:b]) + penalty) * gamma + float(GIBBS_BUCKET_PRIOR) for a, b in zip(starts, ends))
+    top = max(log_w.values())
+    z = math.fsum(math.exp(v - top) for v in log_w.values())
+    return {k: math.exp(v - top) / z for k, v in log_w.items()}
+
+
+def test_dyadic_partitions_are_the_aligned_ones():
+    assert dyadic_partitions(4) == [(0,), (0, 1, 2), (0, 1, 2, 3), (0, 2), (0, 2, 3)]
+    assert dyadic_partitions(3) == [(0,), (0, 1, 2), (0, 2)]
+    assert len(dyadic_partitions(8)) == 26  # Z(8) = 1 + Z(4)^2, Z(4) = 1 + Z(2)^2 = 5
+
+
+def empirical(x, epsilon, penalty, changed, draws, seed):
+    rng = np.random.default_rng(seed)
+    seen: dict = {}
+    for _ in range(draws):
+        key = tuple(int(s) for s in gibbs_partition(np.asarray(x), epsilon, penalty, changed, rng))
+        seen[key] = seen.get(key, 0) + 1
+    return seen
+
+
+@pytest.mark.parametrize("x,epsilon,penalty,changed", [([3, 0, 1, 5], 1.0, 0.5, 1), ([0, 4, 4, 0, 9, 1], 2.0, 0.25, 2)])
+def test_sampler_draws_the_gibbs_law(x, epsilon, penalty, changed):
+    law = gibbs_law(np.asarray(x), epsilon, penalty, changed)
+    draws = 20000
+    seen = empirical(x, epsilon, penalty, changed, draws, seed=7)
+    assert set(seen) <= set(law)
+    for key, p in law.items():
+        sd = math.sqrt(draws * p * (1 - p)) + 1.0
+        assert abs(seen.get(key, 0) - draws * p) <= 5 * sd, (key, seen.get(key, 0), draws * p)
+    # at 2x the factor 1/T the law is visibly different (the check above can fail)
+    sharper = gibbs_law(np.asarray(x), epsilon, penalty, changed, gamma_factor=2.0)
+    assert max(abs(sharper[k] - law[k]) for k in law) * draws > 10 * math.sqrt(draws)
+
+
+def test_exact_decimal_path_draws_the_same_law(monkeypatch):
+    """With the float error bound set huge, every draw is decided in Decimal arithmetic."""
+    monkeypatch.setattr(partition_module, "_FLOAT_SLACK", 1.0)
+    x = np.array([3, 0, 1, 5])
+    law = gibbs_law(x, 1.0, 0.5, 1)
+    draws = 3000
+    seen = empirical(x, 1.0, 0.5, 1, draws, seed=3)
+    for key, p in law.items():
+        sd = math.sqrt(draws * p * (1 - p)) + 1.0
+        assert abs(seen.get(key, 0) - draws * p) <= 5 * sd
+
+
+def test_sure_choices_follow_the_deviations():
+    """At the largest factor 1/T a spike is cut out and the flat runs around it merged."""
+    x = np.zeros(8, dtype=np.int64)
+    x[4] = 50
+    assert gibbs_partition(x, 1e6, 0.01, 1, np.random.default_rng(0)).tolist() == [0, 4, 5, 6]
+    assert gibbs_partition(np.full(5, 7), 1e6, 0.01, 1, np.random.default_rng(0)).tolist() == [0]
+    assert gibbs_partition(np.array([4]), 1.0, 1.0, 1, np.random.default_rng(0)).tolist() == [0]
+
+
+def neighbours(x, relation):
+    x = np.asarray(x)
+    out = []
+    for i in range(x.size):
+        if relation == "add_remove":
+            for d in (1, -1):
+                y = x.copy()
+                y[i] += d
+                if y[i] >= 0:
+                    out.append(y)
+        else:
+            for j in range(x.size):
+                if i != j and x[i] > 0:
+                    y = x.copy()
+                    y[i] -= 1
+                    y[j] += 1
+                    out.append(y)
+    return out
+
+
+@pytest.mark.parametrize("relation", ["add_remove", "replace"])
+@pytest.mark.parametrize("n", [3, 4])
+def test_gibbs_law_is_epsilon_dp(relation, n):
+    """Every vector with counts 0..3 on n bins and each neighbour: |log P_x(P) - log P_y(P)| <=
+    epsilon for every partition P.  The exponential mechanism's bound 2 Delta / T is loose on so
+    small a domain (a deviation moves by at most 2 (1 - 1/4) there, and the score and the
+    normaliser rarely move by their bounds together): the loss is about 0.3 epsilon, and at four
+    times the factor 1 / T it exceeds epsilon on 4 bins, so the check can fail."""
+    epsilon, penalty = 0.7, 0.3
+    changed = 2 if relation == "replace" else 1
+
+    def worst(factor):
+        loss = 0.0
+        for x in itertools.product(range(4), repeat=n):
+            law_x = gibbs_law(np.array(x), epsilon, penalty, changed, factor)
+            for y in neighbours(x, relation):
+                law_y = gibbs_law(y, epsilon, penalty, changed, factor)
+                loss = max(loss, max(abs(math.log(law_x[k] / law_y[k])) for k in law_x))
+        return loss
+
+    assert 0.2 * epsilon <= worst(1.0) <= epsilon + 1e-12
+    if n == 4:
+        assert worst(4.0) > 1.2 * epsilon
