@@ -26,12 +26,15 @@ without it; synthetic shapes are always in training), per cell the regret of the
 releases) and the ratio to ``auto``.  The safety check (never worse than ``auto`` by more than
 ``--to-auto``) also holds out each synthetic shape in turn (``synthetic`` in the results): a
 fit that is safe on the eight DPBench shapes but loses to ``auto`` on an unseen smooth or spiky
-shape is not shipped.  Outputs: the selector JSON (shipped in the package) and a
+shape is not shipped.  After one mechanism changes, ``--candidates NAME --merge EARLIER.jsonl,...``
+re-measures only that candidate (same samples, features and seeds) and fits on the earlier
+rows with its new errors in place.  Outputs: the selector JSON (shipped in the package) and a
 validation JSON with the per-cell figures and the leave-one-shape-out models (for
 benchmarks/dpbench_authors.py).
 
     nice python benchmarks/train_auto_data.py [--trials 6] [--domains 64,256,1024]
         [--scales 1e3,1e4,1e5,1e6,1e7] [--measurements FILE.jsonl] [--reuse]
+        [--candidates dawa --merge EARLIER.jsonl,...]  # re-measure one candidate, keep the rest
         [--selector src/dprange/data_aware/auto_data_selector.json] [--validation FILE.json]
 """
 
@@ -143,8 +146,9 @@ def auto_mse(mech: AutoData, n: int, epsilon: float, lo, hi) -> float:
     return float(np.mean(independent.error_model(n, epsilon).range_variance(lo, hi)))
 
 
-def measure_cell(name, n, scale, epsilon, trials) -> list[dict]:
-    """One row per (trial, workload): auto-data's noisy features and every candidate's MSE."""
+def measure_cell(name, n, scale, epsilon, trials, candidates=CANDIDATES) -> list[dict]:
+    """One row per (trial, workload): auto-data's noisy features and the MSE of ``auto`` (exact)
+    and of every data-aware candidate in ``candidates``."""
     p = distribution(name, n)
     rows = []
     for workload in WORKLOADS:
@@ -156,7 +160,7 @@ def measure_cell(name, n, scale, epsilon, trials) -> list[dict]:
             counts = sample(p, scale, seed=t)
             total, nonempty, top, _ = mech.features(counts, epsilon, rng=5000 + t)
             errors = {"auto": exact_auto}
-            for cand in CANDIDATES[1:]:
+            for cand in [c for c in CANDIDATES[1:] if c in candidates]:
                 inner, options = mech.candidate(cand, n, rest)
                 rel = inner.release(counts, rest, rng=1000 + t, **options)
                 errors[cand] = mse(rel.estimate, counts, lo, hi)
@@ -175,7 +179,7 @@ def measure_cell(name, n, scale, epsilon, trials) -> list[dict]:
     return rows
 
 
-def measure(shapes, domains, scales, trials, path, log) -> list[dict]:
+def measure(shapes, domains, scales, trials, path, log, candidates=CANDIDATES) -> list[dict]:
     rows: list[dict] = []
     with open(path, "w") as out:
         for n in domains:
@@ -183,12 +187,44 @@ def measure(shapes, domains, scales, trials, path, log) -> list[dict]:
                 for scale in scales:
                     for epsilon in EPSILONS:
                         start = time.time()
-                        cell = measure_cell(name, n, scale, epsilon, trials)
+                        cell = measure_cell(name, n, scale, epsilon, trials, candidates)
                         for row in cell:
                             out.write(json.dumps(row) + "\n")
                         out.flush()
                         rows.extend(cell)
                         log(f"{name} n={n} scale={scale:g} eps={epsilon}: {time.time() - start:.1f} s")
+    return rows
+
+
+def row_key(row: dict) -> tuple:
+    return (row["shape"], row["n"], row["scale"], row["epsilon"], row["workload"], row["trial"])
+
+
+def merge(earlier: list[dict], fresh: list[dict], log) -> list[dict]:
+    """The rows of ``earlier`` with the MSEs of ``fresh`` (a re-measurement of some candidates,
+    e.g. after one mechanism changed) in place of theirs.  Both draw the same samples and
+    features (fixed seeds), which is checked; earlier rows with no fresh row are dropped, since
+    their figures for the re-measured candidates are stale."""
+    by_key = {row_key(r): r for r in fresh}
+    merged = []
+    for row in earlier:
+        new = by_key.get(row_key(row))
+        if new is None:
+            continue
+        if not np.allclose(new["features"], row["features"]):
+            raise ValueError(f"features differ between the measurements of {row_key(row)}: not the same samples")
+        merged.append({**row, "mse": {**row["mse"], **new["mse"]}})
+    log(f"merged {len(fresh)} fresh rows into {len(earlier)} earlier ones: {len(merged)} rows kept")
+    if len(merged) < len(fresh):
+        raise ValueError(f"{len(fresh) - len(merged)} fresh rows have no earlier row to merge into")
+    return merged
+
+
+def load(paths: str) -> list[dict]:
+    rows = []
+    for path in paths.split(","):
+        with open(path) as handle:
+            rows += [json.loads(line) for line in handle]
     return rows
 
 
@@ -377,6 +413,16 @@ def main(argv=None) -> int:
     parser.add_argument("--shapes", default=",".join(DPBENCH + SYNTHETIC))
     parser.add_argument("--measurements", default="auto_data_training.jsonl", help="comma-separated with --reuse")
     parser.add_argument("--reuse", action="store_true", help="fit on the measurements file without measuring")
+    parser.add_argument(
+        "--candidates",
+        default=",".join(CANDIDATES[1:]),
+        help="data-aware candidates measured (auto's exact error always is); with --merge, the others' come from there",
+    )
+    parser.add_argument(
+        "--merge",
+        default=None,
+        help="comma-separated earlier measurements: fit on their rows with the new MSEs of --candidates in place",
+    )
     parser.add_argument("--selector", default=SELECTOR)
     parser.add_argument("--validation", default="auto_data_validation.json")
     parser.add_argument("--alpha", type=float, default=10.0, help="ridge penalty")
@@ -399,14 +445,14 @@ def main(argv=None) -> int:
         print(text, file=sys.stderr, flush=True)
 
     if args.reuse:
-        rows = []
-        for path in args.measurements.split(","):
-            with open(path) as handle:
-                rows += [json.loads(line) for line in handle]
+        rows = load(args.measurements)
     else:
         domains = [int(v) for v in args.domains.split(",")]
         scales = [int(float(v)) for v in args.scales.split(",")]
-        rows = measure(args.shapes.split(","), domains, scales, args.trials, args.measurements, log)
+        candidates = tuple(args.candidates.split(","))
+        rows = measure(args.shapes.split(","), domains, scales, args.trials, args.measurements, log, candidates)
+    if args.merge:
+        rows = merge(load(args.merge), rows, log)
     x, ratio, keys, per_row = table(rows)
     synthetic_held = sorted({k[0] for k in keys} - set(DPBENCH))
     results = {}
