@@ -31,7 +31,7 @@ SHARED = [
 ]
 DAWA_OWN = {
     "ratio": 0.3,
-    "partition": "noisy-costs",
+    "partition": "gibbs",
     "second_stage": "best-hierarchy",
     "bucket_branching": 4,
     "bucket_workload": "prefix",
@@ -71,7 +71,7 @@ OWN = {
     "hybrid_tree": {"kd_levels": 1, "height": 3, "split_share": 0.2, "budget": "uniform"},
     "dawa_hilbert": {
         "ratio": 0.3,
-        "partition": "noisy-costs",
+        "partition": "gibbs",
         "second_stage": "best-hierarchy",
         "bucket_branching": 4,
         "bucket_workload": "prefix",

@@ -37,13 +37,13 @@ class DAWA(Mechanism):
 
     Step 1 (share ``ratio`` of epsilon): a private partition of the bins into buckets of
     near-uniform counts, scored by the L1 deviation cost sum_B (dev(B) + 1/eps2) over the aligned
-    dyadic intervals.  ``partition="gibbs"`` (default) draws the whole partition once by the
-    exponential mechanism, P(P) proportional to exp(-score(P) / T - |P|) with 1 / T =
-    eps1 / (4 c) (c = 1 add/remove, 2 replace: one record moves the score by less than 2 c), by
-    an exact top-down sampler over the dyadic tree (:func:`gibbs_partition`).
-    ``partition="noisy-costs"`` puts independent noise on every dyadic bucket's cost, calibrated
-    to the whole cost vector's sensitivity (about 2 c log2 n, :func:`partition_noise`), and keeps
-    the exact minimiser.  Unlike the paper's interval search both are provably eps1-DP.
+    dyadic intervals.  ``partition="noisy-costs"`` (default) puts independent noise on every
+    dyadic bucket's cost, calibrated to the whole cost vector's sensitivity (about 2 c log2 n,
+    c = 1 add/remove, 2 replace; :func:`partition_noise`), and keeps the exact minimiser.
+    ``partition="gibbs"`` draws the whole partition once by the exponential mechanism,
+    P(P) proportional to exp(-score(P) / T - |P|) with 1 / T = eps1 / (4 c) (one record moves
+    the score by less than 2 c), by an exact top-down sampler over the dyadic tree
+    (:func:`gibbs_partition`).  Unlike the paper's interval search both are provably eps1-DP.
     Step 2 (the rest): ``second_stage="greedy_h"`` (default) measures the bucket totals with the
     GreedyH strategy adapted to ``bucket_workload`` over the buckets (:mod:`dprange.data_aware.greedy_h`:
     a binary hierarchy with per-depth weights chosen greedily bottom-up and refined, never
@@ -59,9 +59,10 @@ class DAWA(Mechanism):
     Why not the paper's candidate set (every interval, or every power-of-two length at every
     offset) with Laplace(2 / eps1) per interval: each bin lies in many overlapping candidates,
     and the minimiser of such costs is not eps1-DP; on 3 bins the exact loss is 1.12 eps1
-    (tests/data_aware/test_partition.py).  The Gibbs draw needs no per-candidate noise: its
-    temperature does not grow with log n as the noisy costs' scale does, which is where DAWA
-    lost most to the authors' code at small epsilon x scale (docs/data-aware.md).
+    (tests/data_aware/test_partition.py).  The Gibbs draw's temperature does not grow with
+    log n as the noisy costs' scale does, and it wins where the signal is smallest on sparse
+    data, but a single draw splits flat regions into many buckets (its prior mass lies on the
+    many partitions of nearly equal score), so it is not the default (docs/data-aware.md).
 
     Default ratio 0.25 (the paper's; against 0.1 and the unclamped costs: docs/data-aware.md,
     "Figures by module").
@@ -77,7 +78,7 @@ class DAWA(Mechanism):
             "partition",
             OneOf(PARTITIONS),
             "the private partition: gibbs (one exponential-mechanism draw over the dyadic partitions) or noisy-costs",
-            default="gibbs",
+            default="noisy-costs",
             attribute="partition_step",
         ),
         Param(
