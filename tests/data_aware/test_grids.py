@@ -15,7 +15,7 @@ from _helpers import assert_unbiased_with_variance, gls_estimate, grid_neighbour
 
 import dprange.data_aware.grids as grids_module
 from dprange import AdaptiveGrid, UniformGrid
-from dprange.data_aware.grids import grid_parts, split_cells
+from dprange.data_aware.grids import anchored_cells, anchored_sides, cut_cells, grid_parts, split_cells
 from dprange.data_aware.spatial_trees import box_sums, leaf_labels, summed_area
 from dprange.data_aware.steps import laplace_spec, spent
 from dprange.errors import ParameterError
@@ -60,6 +60,51 @@ def test_split_cells_partition_every_rectangle_evenly():
     assert level.areas.sum() == 70
     assert level.lo[:6, 0].tolist() == [0, 0, 2, 2, 4, 4] and level.hi[:6, 0].tolist() == [1, 1, 3, 3, 6, 6]
     assert level.lo[6:, 1].tolist() == [5, 6, 7, 8] and level.hi[6:, 1].tolist() == [5, 6, 7, 9]
+
+
+def test_anchored_cells_are_squares_from_the_low_corner():
+    """layout="anchored": side floor(sqrt(area / M)) (6 on 64 x 64 for M = 100, so 11 x 11 cells
+    with a last row and column of 4 bins; dpcomp_core's UG.py / AG.py round up to 7), squares
+    from the low corner, the last row and column cut at the edge; every bin in exactly one cell,
+    parents right."""
+    assert anchored_sides((64, 64), 100.0).tolist() == 6
+    assert anchored_sides((64, 64), 4096.0).tolist() == 1 and anchored_sides((64, 64), 1e9).tolist() == 1
+    assert anchored_sides(np.array([[5, 7], [4, 4]]), np.array([4.0, 0.0])).tolist() == [2, 4]
+    level, parts = cut_cells(np.array([[0, 0]]), np.array([[63, 63]]), 100.0, "anchored")
+    assert parts.tolist() == [[11, 11]] and level.lo[:3, 1].tolist() == [0, 6, 12]
+    assert level.lo[10, 1] == 60 and level.hi[10, 1] == 63
+    lo, hi = np.array([[0, 0], [0, 7]]), np.array([[4, 6], [4, 9]])
+    level, parts = anchored_cells(lo, hi, np.array([3, 2]))
+    assert parts.tolist() == [[2, 3], [3, 2]]
+    assert level.parent.tolist() == [0] * 6 + [1] * 6
+    assert level.lo[:6].tolist() == [[0, 0], [0, 3], [0, 6], [3, 0], [3, 3], [3, 6]]
+    assert level.hi[:6].tolist() == [[2, 2], [2, 5], [2, 6], [4, 2], [4, 5], [4, 6]]
+    labels = leaf_labels((5, 10), level)
+    for k in range(level.size):
+        inside = labels[level.lo[k, 0] : level.hi[k, 0] + 1, level.lo[k, 1] : level.hi[k, 1] + 1]
+        assert np.all(inside == k)
+    assert level.areas.sum() == 50
+    even, even_parts = cut_cells(lo, hi, np.array([4.0, 4.0]), "even")
+    assert even_parts.tolist() == grid_parts(hi - lo + 1, np.array([4.0, 4.0])).tolist()
+
+
+@pytest.mark.parametrize("cls", [UniformGrid, AdaptiveGrid])
+def test_layout_is_recorded_and_changes_only_where_cells_fall(cls):
+    """Both layouts release the same total budget and record their layout; on 64 x 64 the
+    anchored grid of UG has ceil(64 / side) parts per axis, the even one round(m)."""
+    x = example(shape=(64, 64))
+    even = cls(layout="even").release(x, 1.0, rng=3)
+    anchored = cls(layout="anchored").release(x, 1.0, rng=3)
+    assert even.parameters["layout"] == "even" and anchored.parameters["layout"] == "anchored"
+    assert spent(even.parameters["private_steps"]) == spent(anchored.parameters["private_steps"])
+    assert even.parameters["noisy_total"] == anchored.parameters["noisy_total"]
+    if cls is UniformGrid:
+        m = cls().uniform_parts(even.parameters["noisy_total"], 1.0 * (1 - 0.02))
+        side = anchored_sides((64, 64), float(m) ** 2)
+        assert anchored.parameters["grid"] == [-(-64 // int(side))] * 2
+        assert even.parameters["grid"] == grid_parts((64, 64), float(m) ** 2).tolist()
+    with pytest.raises(ParameterError, match="layout"):
+        cls(layout="corner")
 
 
 # ------------------------------------------------------------------------- sizes from noisy values
@@ -286,6 +331,10 @@ TINY = [np.array([[1, 0], [0, 1], [0, 2], [0, 0]]), np.zeros((4, 2), dtype=np.in
 GRIDS = [
     ("ugrid", lambda r: UniformGrid(c=0.5, total_share=0.2, neighbours=r)),
     ("agrid", lambda r: AdaptiveGrid(c=0.05, c2=0.5, min_parts=2, total_share=0.2, neighbours=r)),
+    (
+        "agrid-anchored",  # min_parts 1: a first level of 2 x 1 cells of 2 x 2 bins (T <= 0) or single bins
+        lambda r: AdaptiveGrid(c=0.05, c2=0.5, min_parts=1, total_share=0.2, layout="anchored", neighbours=r),
+    ),
 ]
 EPS = 0.9
 
@@ -317,7 +366,9 @@ def test_whole_release_is_epsilon_dp_from_the_definition(monkeypatch, name, buil
             head = [] if relation == "replace" else [lambda e, v=value: np.array([v])]
             outs = head + [lambda e, v=value: np.full(e.shape, v)]
             layouts.add(tuple(lv.tobytes() for lv in script.run(build(relation), TINY[0], EPS, outs)[1]))
-    assert len(layouts) == (1 if (name, relation) == ("ugrid", "replace") else 2)  # UG replace: N public
+    # replace: N is public; UG's grid is then fixed, and so is anchored AG's (single bins at N = 4)
+    fixed = relation == "replace" and name in ("ugrid", "agrid-anchored")
+    assert len(layouts) == (1 if fixed else 2)
     honest = laplace_spec
     monkeypatch.setattr(grids_module, "laplace_spec", lambda e, s: honest(2 * e, s))
     assert worst_over_tiny(monkeypatch, build, relation, EPS, TINY[:1]) > 1.5 * EPS

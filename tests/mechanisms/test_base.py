@@ -76,8 +76,8 @@ OWN = {
         "bucket_branching": 4,
         "bucket_workload": "prefix",
     },
-    "ugrid": {"c": 4.0, "total_share": 0.05},
-    "agrid": {"c": 4.0, "c2": 3.0, "alpha": 0.4, "min_parts": 4, "total_share": 0.05},
+    "ugrid": {"c": 4.0, "total_share": 0.05, "layout": "anchored"},
+    "agrid": {"c": 4.0, "c2": 3.0, "alpha": 0.4, "min_parts": 4, "total_share": 0.05, "layout": "anchored"},
 }
 #: Names registered in both registries (the 2-D auto-data): the k-D entry's own values.
 GRID_OWN = {"auto-data": {"feature_share": 0.1, "workload": "prefix-rectangles", "order": 1}}

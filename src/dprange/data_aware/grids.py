@@ -22,12 +22,16 @@ Private Grids for Geospatial Data", ICDE 2013), with the grid sizes from a noisy
   so the bins are measured once with the whole count budget (UG at single bins), a choice made
   from the noisy total only.  The authors' code (dpcomp_core ``AG.py``) measures them twice.
 
-Grid cells on a grid of bins.  A target of M = m^2 cells of a ``rows x cols`` rectangle is cut
-into round(rows sqrt(M / (rows cols))) x round(cols sqrt(M / (rows cols))) parts (square cells
-in bin units; m x m on a square), at least one and at most one per bin along each axis, the
-bins split as evenly as possible (sizes differ by at most one bin).  The authors' code
-(dpcomp_core ``UG.py``, ``AG.py``) instead lays cells of side ceil(sqrt(area / M)) bins from
-the low corner, so that the last row and column of cells are slivers.
+Grid cells on a grid of bins (``layout``).  ``"even"`` (default, the paper's): a target of
+M = m^2 cells of a ``rows x cols`` rectangle is cut into round(rows sqrt(M / (rows cols))) x
+round(cols sqrt(M / (rows cols))) parts (square cells in bin units; m x m on a square), at least
+one and at most one per bin along each axis, the bins split as evenly as possible (sizes differ
+by at most one bin).  ``"anchored"``: square cells of side floor(sqrt(rows cols / M)) bins (at
+least M cells) laid from the rectangle's low corner, the last row and column of cells cut at its
+edge (slivers), as in the authors' code (dpcomp_core ``UG.py`` and ``AG.py``, which rounds the
+side up instead, at most M cells).  Neither layout is better on every data set: on data whose
+records sit on a lattice or in point masses, where the cell boundaries fall decides, and a one-bin
+change of side moves the error several-fold (docs/data-aware.md).
 
 Privacy (add/remove: Delta = 1; replace: Delta = 2 and the total is public).
 1. The total: discrete-Laplace noise of scale 1 / eps_total (a declared share ``total_share``
@@ -60,7 +64,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .._params import Custom, Integer, Param
+from .._params import Custom, Integer, OneOf, Param
 from .._validation import check_epsilon, fit_budget
 from ..mechanisms.base import Mechanism
 from ..privacy.samplers import resolve_rng
@@ -104,6 +108,44 @@ def split_cells(lo: np.ndarray, hi: np.ndarray, parts: np.ndarray) -> Level:
     return Level(cell_lo, cell_hi, parent)
 
 
+def anchored_sides(extent, cells) -> np.ndarray:
+    """The side, in bins, of the square cells of anchored grids over rectangles of ``extent``
+    ((2,) or (K, 2) bins per axis) with a target number of ``cells`` each: floor(sqrt(area /
+    cells)), between 1 and the longer axis; a target <= 0 (or NaN) gives one cell."""
+    extent = np.asarray(extent, dtype=np.int64)
+    target = np.nan_to_num(np.asarray(cells, dtype=float), nan=0.0)
+    area = extent.prod(axis=-1).astype(float)
+    whole = extent.max(axis=-1)
+    with np.errstate(divide="ignore"):
+        side = np.floor(np.sqrt(area / np.maximum(target, 0.0)) + 1e-9)
+    return np.where(target > 0, np.clip(side, 1, whole), whole).astype(np.int64)
+
+
+def anchored_cells(lo: np.ndarray, hi: np.ndarray, side: np.ndarray) -> tuple[Level, np.ndarray]:
+    """(the cells of grids laid over the rectangles ``lo``..``hi`` ((K, 2) inclusive), their
+    parts per axis): rectangle k cut into squares of side[k] bins from its low corner, the last
+    row and column cut at its edge; C order inside each rectangle, the parent of a cell its
+    rectangle.  Vectorised: O(cells)."""
+    side = np.asarray(side, dtype=np.int64).reshape(-1)
+    parts = -((lo - hi - 1) // side[:, None])  # ceil(extent / side) per axis
+    per = parts[:, 0] * parts[:, 1]
+    parent = np.repeat(np.arange(lo.shape[0], dtype=np.int64), per)
+    offsets = np.cumsum(per) - per
+    index = np.stack(np.divmod(np.arange(parent.size, dtype=np.int64) - offsets[parent], parts[parent, 1]), axis=1)
+    cell_lo = lo[parent] + index * side[parent, None]
+    cell_hi = np.minimum(cell_lo + side[parent, None] - 1, hi[parent])
+    return Level(cell_lo, cell_hi, parent), parts
+
+
+def cut_cells(lo: np.ndarray, hi: np.ndarray, cells, layout: str) -> tuple[Level, np.ndarray]:
+    """(grids over the rectangles ``lo``..``hi`` with a target number of ``cells`` each, laid out
+    as ``layout`` says (module doc), their parts per axis (K, 2))."""
+    if layout == "anchored":
+        return anchored_cells(lo, hi, anchored_sides(hi - lo + 1, cells))
+    parts = grid_parts(hi - lo + 1, cells).reshape(-1, 2)
+    return split_cells(lo, hi, parts), parts
+
+
 def merged_epsilon(epsilons: list[float]) -> float:
     """The float sum of ``epsilons`` lowered by the fewest ulps that make it at most their exact sum."""
     exact = sum((Fraction(e) for e in epsilons), Fraction(0))
@@ -113,11 +155,21 @@ def merged_epsilon(epsilons: list[float]) -> float:
     return merged
 
 
-def uniform_grid(shape, cells: float) -> tuple[Level, list[int]]:
+def uniform_grid(shape, cells: float, layout: str = "even") -> tuple[Level, list[int]]:
     """(the cells of a grid over the whole of ``shape`` for a target number of cells, its parts per axis)."""
     root = root_level(shape)
-    parts = grid_parts(root.hi[0] + 1, cells)
-    return split_cells(root.lo, root.hi, parts), parts.tolist()
+    level, parts = cut_cells(root.lo, root.hi, cells, layout)
+    return level, parts[0].tolist()
+
+
+#: How a rectangle is cut into cells (module doc).
+LAYOUTS = ("even", "anchored")
+LAYOUT_PARAM = Param(
+    "layout",
+    OneOf(LAYOUTS),
+    "cells split the bins evenly (even, the paper's) or are squares from the low corner (anchored, like the authors')",
+    default="even",
+)
 
 
 class _Grids(DataAwareGridMechanism):
@@ -125,6 +177,7 @@ class _Grids(DataAwareGridMechanism):
 
     total_share: float
     c: float
+    layout: str
 
     def count_sensitivity(self) -> int:
         """L1 sensitivity of one level's counts: 1 (add/remove), 2 (replace)."""
@@ -155,7 +208,7 @@ class _Grids(DataAwareGridMechanism):
         spec = laplace_spec(epsilon, self.count_sensitivity())
         return noisy_answers(box_sums(table, level.lo, level.hi), spec, source), spec
 
-    def layout(self, table, total: float, epsilons: list[float], source):
+    def measure_levels(self, table, total: float, epsilons: list[float], source):
         """(levels below the root, their noisy counts, their specs, parameters to publish,
         the levels' private steps)."""
         raise NotImplementedError
@@ -172,7 +225,7 @@ class _Grids(DataAwareGridMechanism):
         budget = fit_budget([eps_total] + [(epsilon - eps_total) * f for f in fractions], epsilon)
         total, steps = self.noisy_total(counts, budget[0], source)
         table = summed_area(counts)
-        levels, measured, specs, published, level_steps = self.layout(table, total, budget[1:], source)
+        levels, measured, specs, published, level_steps = self.measure_levels(table, total, budget[1:], source)
         steps = steps + level_steps
         check_steps_within(steps, epsilon)
         public = float(counts.sum()) if self.neighbours == "replace" else None
@@ -196,15 +249,16 @@ class UniformGrid(_Grids):
             "share of epsilon spent on the noisy total that sizes the grid (add/remove only)",
             default=0.02,
         ),
+        LAYOUT_PARAM,
         *Mechanism.PARAMS,
     )
 
     def count_fractions(self) -> list[float]:
         return [1.0]
 
-    def layout(self, table, total, epsilons, source):
+    def measure_levels(self, table, total, epsilons, source):
         shape = (table.shape[0] - 1, table.shape[1] - 1)
-        level, parts = uniform_grid(shape, float(self.uniform_parts(total, epsilons[0])) ** 2)
+        level, parts = uniform_grid(shape, float(self.uniform_parts(total, epsilons[0])) ** 2, self.layout)
         noisy, spec = self.measure_level(table, level, epsilons[0], source)
         return [level], [noisy], [spec], {"grid": parts}, [step("counts", epsilons[0])]
 
@@ -236,6 +290,7 @@ class AdaptiveGrid(_Grids):
             "share of epsilon spent on the noisy total that sizes the first level (add/remove only)",
             default=0.01,
         ),
+        LAYOUT_PARAM,
         *Mechanism.PARAMS,
     )
     c2: float
@@ -256,9 +311,9 @@ class AdaptiveGrid(_Grids):
         )
         return np.maximum(m2, 1.0)
 
-    def layout(self, table, total, epsilons, source):
+    def measure_levels(self, table, total, epsilons, source):
         shape = (table.shape[0] - 1, table.shape[1] - 1)
-        first, parts = uniform_grid(shape, float(self.first_parts(total, sum(epsilons))) ** 2)
+        first, parts = uniform_grid(shape, float(self.first_parts(total, sum(epsilons))) ** 2, self.layout)
         if parts == list(shape):  # single bins: a second level would measure them again
             whole = merged_epsilon(epsilons)
             noisy, spec = self.measure_level(table, first, whole, source)
@@ -266,8 +321,7 @@ class AdaptiveGrid(_Grids):
             return [first], [noisy], [spec], published, [step("counts", whole)]
         noisy_first, spec_first = self.measure_level(table, first, epsilons[0], source)
         m2 = self.second_parts(noisy_first, epsilons[1])
-        sub_parts = grid_parts(first.hi - first.lo + 1, m2**2)
-        second = split_cells(first.lo, first.hi, sub_parts)
+        second, sub_parts = cut_cells(first.lo, first.hi, m2**2, self.layout)
         noisy_second, spec_second = self.measure_level(table, second, epsilons[1], source)
         published = {"grid": parts, "sub_grids": sub_parts.tolist()}
         steps = [step("first_level", epsilons[0]), step("second_level", epsilons[1])]
