@@ -291,10 +291,15 @@ def main(argv=None) -> int:
                     records.append(record)
                     print(json.dumps(record), flush=True)
     merge(records, [p for p in args.also.split(",") if p])
-    if args.out:
-        with open(args.out, "w") as handle:
+    return finish(records, args.out, summarise(records))
+
+
+def finish(records: list[dict], out: str | None, summary: dict) -> int:
+    """Write the cells to ``out`` (JSON lines) when given, print the summary; exit status 0."""
+    if out:
+        with open(out, "w") as handle:
             handle.writelines(json.dumps(r) + "\n" for r in records)
-    print(json.dumps({"summary": summarise(records)}, indent=1))
+    print(json.dumps({"summary": summary}, indent=1))
     return 0
 
 

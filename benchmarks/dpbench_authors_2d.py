@@ -38,7 +38,7 @@ REPO = os.path.dirname(HERE)
 DATA = os.path.join(REPO, "..", "shared", "data", "dpbench", "2D")
 sys.path.insert(0, os.path.join(REPO, "src"))  # this checkout's dprange, also from another venv
 
-from dpbench_authors import geo_mean, print_missing  # noqa: E402  (benchmarks/ is on sys.path when run)
+from dpbench_authors import finish, geo_mean, print_missing  # noqa: E402  (benchmarks/ is on sys.path when run)
 
 import dprange  # noqa: E402
 from dprange.workloads import Rectangles  # noqa: E402
@@ -205,11 +205,7 @@ def main(argv=None) -> int:
                     record = run_cell(shape, side, scale, epsilon, args.trials, authors, methods, log)
                     records.append(record)
                     print(json.dumps(record), flush=True)
-    if args.out:
-        with open(args.out, "w") as handle:
-            handle.writelines(json.dumps(r) + "\n" for r in records)
-    print(json.dumps({"summary": summarise(records)}, indent=1))
-    return 0
+    return finish(records, args.out, summarise(records))
 
 
 if __name__ == "__main__":
