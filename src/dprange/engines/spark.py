@@ -43,10 +43,10 @@ from ..domain import CATEGORY_CLIP_MESSAGE, Domain, ProductDomain
 from ..errors import DataError, DomainError, DPRangeError, ParameterError, ReportError, excerpt, private
 from ..io import PARQUET_SUFFIXES, _column_missing, file_column_values, nul_bytes_error, row_width_error
 from ..ldp.protocols import Protocol
-from ..ldp.reports import Reports, report_fields
 from .counting import batch_histogram, edge_table
 from .local import CSV_SUFFIXES, Batch, _arrow_cells, _quick_cast, batch_counts, expand_inputs, plain_values
 from .spark_blank_lines import classify, first_problem_line, is_line_problem, is_ragged, row_of_record, scan_lines
+from .spark_ldp import aggregate_partition, check_header
 
 #: The master a session created by dprange uses unless told otherwise.
 DEFAULT_MASTER = "local[*]"
@@ -588,50 +588,6 @@ def _missing(values, domain) -> bool:
 
 
 # ----------------------------------------------------------------------------- local DP
-def _aggregate_partition(rows, protocol, fields) -> Iterator:
-    """mapInArrow body for reports: one row per partition with its aggregator's state
-    (per level: summary bytes and users) and the header lines it saw."""
-    import pyarrow as pa  # noqa: PLC0415
-
-    agg = protocol.aggregator()
-    headers: set[str] = set()
-    error = None
-    for batch in rows:
-        lines = batch.column(0).to_pylist()
-        per_level: dict[int, list] = {level: [] for level in agg.levels}
-        try:
-            for line in lines:
-                text = (line or "").strip()
-                if not text:
-                    continue
-                if text.startswith("{"):
-                    headers.add(text)
-                    continue
-                row = json.loads(text)
-                if not isinstance(row, list) or not row or isinstance(row[0], bool) or row[0] not in per_level:
-                    raise ReportError(f"bad report line {excerpt(text, 60)!r}")
-                if len(row) != 1 + len(fields[row[0]]):
-                    raise ReportError(f"report line {excerpt(text, 60)!r} does not hold the fields {fields[row[0]]}")
-                per_level[row[0]].append(row[1:])
-            for level, got in per_level.items():
-                if got:
-                    oracle = agg.levels[level].oracle
-                    data = report_fields(list(fields[level]), got, oracle.domain_size)
-                    agg.levels[level].add(
-                        Reports(oracle.name, oracle.epsilon, oracle.domain_size, data, oracle.params())
-                    )
-        except (ValueError, DPRangeError) as exc:  # json errors are ValueErrors
-            error = f"{excerpt(exc, 160)}"
-            break
-    arrays = {f"n{level}": np.array([a.n]) for level, a in agg.levels.items()}
-    arrays.update({f"s{level}": a.summary for level, a in agg.levels.items() if a.summary is not None})
-    state = io.BytesIO()
-    np.savez(state, **arrays)  # type: ignore[arg-type]  # exact summaries, no pickling
-    yield pa.RecordBatch.from_pydict(
-        {"state": [state.getvalue()], "headers": [json.dumps(sorted(headers))], "error": [error]}
-    )
-
-
 def spark_ldp_aggregate(data, protocol, column: str = "value", *, spark=None):
     """The :class:`~dprange.ldp.protocols.ProtocolAggregator` of every report in ``column`` of
     ``data`` (a Spark DataFrame, or report files read with ``spark.read.text``), one JSON
@@ -652,7 +608,7 @@ def spark_ldp_aggregate(data, protocol, column: str = "value", *, spark=None):
     parts = (
         data.select(data[column])
         .mapInArrow(
-            lambda rows: _aggregate_partition(rows, protocol, fields), "state binary, headers string, error string"
+            lambda rows: aggregate_partition(rows, protocol, fields), "state binary, headers string, error string"
         )
         .collect()
     )
@@ -662,7 +618,7 @@ def spark_ldp_aggregate(data, protocol, column: str = "value", *, spark=None):
         if error is not None:
             raise ReportError(f"reports in column {column!r}: {error}")
         for text in json.loads(headers):
-            _check_header(text, expected, fields)
+            check_header(text, expected, fields)
         part = protocol.aggregator()
         with np.load(io.BytesIO(state), allow_pickle=False) as saved:
             for level, level_agg in part.levels.items():
@@ -670,23 +626,6 @@ def spark_ldp_aggregate(data, protocol, column: str = "value", *, spark=None):
                     level_agg.add_summary(saved[f"s{level}"], int(saved[f"n{level}"][0]))
         total.merge(part)
     return total
-
-
-def _check_header(text: str, expected: dict, fields: dict) -> None:
-    try:
-        header = json.loads(text)
-        protocol = header["protocol"]
-    except (ValueError, KeyError, TypeError):
-        raise ReportError(f"malformed report header line {excerpt(text, 60)!r}") from None
-    if protocol != expected:
-        keys = sorted(k for k in set(expected) | set(protocol) if expected.get(k) != protocol.get(k))
-        detail = ", ".join(f"{k}={protocol.get(k)!r} (expected {expected.get(k)!r})" for k in keys)
-        raise ReportError(f"reports do not match this aggregator: {detail}")
-    for level, names in (header.get("fields") or {}).items():
-        if tuple(names) != fields.get(int(level)):
-            raise ReportError(
-                f"report header gives fields {names} for level {level}, expected {list(fields[int(level)])}"
-            )
 
 
 def expand_inputs_any(item) -> list[str]:
