@@ -20,7 +20,7 @@ from ..registry import GRID_MECHANISMS, GRID_WORKLOADS, MECHANISMS
 from ..strategies.trees import TreeStrategy
 from ..workloads.ranges import Ranges, Workload
 from ..workloads.rectangles import Rectangles
-from .options import MAX_QUERIES, check_size, check_tree_size
+from .options import MAX_QUERIES, check_size, check_tree_size, parse_mechanism_params
 
 
 def build_domain(lo, hi, bins, integers: bool) -> Domain:
@@ -293,6 +293,20 @@ def check_privacy(mech, n: int, epsilon: float, delta: float) -> None:
     if isinstance(strategy, TreeStrategy):
         check_tree_size(strategy)
     api.check_release(mech, n, epsilon, delta)
+
+
+def chosen_mechanism(
+    mechanism: str, mechanism_params: dict, n: int, epsilon: float, delta: float, *, explicit: bool, **options
+):
+    """The 1-D mechanism a command runs: ``mechanism`` ("auto" or a name) with the mechanism
+    options the user gave (None: not given; ``explicit`` when --mechanism itself was given),
+    built by :func:`dprange.api.choose_mechanism` with ``options`` (neighbours, workload,
+    inference, noise) and checked by :func:`check_privacy`, all before any data is read."""
+    given = {name: value for name, value in mechanism_params.items() if value is not None}
+    name, params = parse_mechanism_params(MECHANISMS, mechanism, given, explicit=explicit)
+    mech = api.choose_mechanism(name, n, epsilon, delta=delta, **options, **params)
+    check_privacy(mech, n, epsilon, delta)
+    return mech
 
 
 def check_neighbours_and_missing(neighbours: str, drop_missing: bool) -> None:

@@ -31,7 +31,6 @@ from .options import (
     check_ranges_option,
     check_seed,
     mechanism_options,
-    parse_mechanism_params,
     ranges_option,
     redact_option,
     session_options,
@@ -42,7 +41,7 @@ from .parse import (
     build_product_domain,
     check_neighbours_and_missing,
     check_no_bounds,
-    check_privacy,
+    chosen_mechanism,
     grid_mechanism_params,
     grid_workload,
     one_per_column,
@@ -467,20 +466,18 @@ def release_command(
     if ranges is not None:
         workload = ranges_file(ranges, domain.size)
     explicit = click.get_current_context().get_parameter_source("mechanism") != click.core.ParameterSource.DEFAULT
-    given = {name: value for name, value in mechanism_params.items() if value is not None}
-    mechanism, params = parse_mechanism_params(MECHANISMS, mechanism, given, explicit=explicit)
-    mech = api.choose_mechanism(
+    mech = chosen_mechanism(
         mechanism,
+        mechanism_params,
         domain.size,
         epsilon,
-        delta=delta,
+        delta,
+        explicit=explicit,
         neighbours=neighbours,
         workload=workload,
         inference=inference,
         noise=noise,
-        **params,
     )
-    check_privacy(mech, domain.size, epsilon, delta)
     check_seed(seed)
     what = api.files_ledger_what(input_path, column, domain)
     session = charge_before_reading(session, epsilon, delta, input_path, engine, what, mech)

@@ -16,9 +16,8 @@ from ..api.private_keys import KEY_SHARE, check_private_keys, split_epsilon
 from ..api.units import row_epsilon
 from ..errors import DataError, ParameterError
 from ..privacy.units import check_unit_release, make_unit
-from ..registry import MECHANISMS
-from .options import StagedOutputs, check_seed, parse_mechanism_params
-from .parse import build_domain, check_no_bounds, check_privacy
+from .options import StagedOutputs, check_seed
+from .parse import build_domain, check_no_bounds, chosen_mechanism
 from .render import format_categories, format_deciles, stage_outputs
 from .session import charge_before_reading, session_summary
 
@@ -116,20 +115,18 @@ def unit_release_command(o: dict, session, mechanism_params: dict) -> None:
     run_at = api.row_epsilon(unit, release_epsilon)
     domain, workload = _domain_and_workload(o)
     explicit = click.get_current_context().get_parameter_source("mechanism") != click.core.ParameterSource.DEFAULT
-    given = {name: value for name, value in mechanism_params.items() if value is not None}
-    mechanism, params = parse_mechanism_params(MECHANISMS, o["mechanism"], given, explicit=explicit)
-    mech = api.choose_mechanism(
-        mechanism,
+    mech = chosen_mechanism(
+        o["mechanism"],
+        mechanism_params,
         domain.size,
         run_at,
-        delta=release_delta,
+        release_delta,
+        explicit=explicit,
         neighbours=o["neighbours"],
         workload=workload,
         inference=o["inference"],
         noise=o["noise"],
-        **params,
     )
-    check_privacy(mech, domain.size, run_at, release_delta)
     check_seed(o["seed"])
     what = api.files_ledger_what(o["input_path"], o["column"], domain) + _unit_note(unit, o["by"], keys)
     session = charge_before_reading(session, epsilon, delta, o["input_path"], o["engine"], what, mech)
