@@ -40,7 +40,16 @@ def grid():
 
 
 @pytest.fixture(scope="module")
-def pages(ages, prefix, grid, tmp_path_factory):
+def grouped():
+    """Ages by sex from Adult-like rows: two public groups, each released at epsilon 1."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(8)
+    rows = pd.DataFrame({"sex": rng.choice(["female", "male"], 3000), "age": rng.integers(17, 90, 3000)})
+    return dprange.release(rows, Domain.integers(0, 99), 1.0, column="age", by="sex", groups=["female", "male"], rng=9)
+
+
+@pytest.fixture(scope="module")
+def pages(ages, prefix, grid, grouped, tmp_path_factory):
     folder = tmp_path_factory.mktemp("reports")
     written = {}
     for name, release, options in [
@@ -48,6 +57,7 @@ def pages(ages, prefix, grid, tmp_path_factory):
         ("prefix", prefix, {"column": "visits", "log_x": True}),
         ("grid", grid, {"column": ["age", "hours"]}),
         ("hostile", ages, {"column": HOSTILE, "units": HOSTILE}),
+        ("grouped", grouped, {"column": "age", "units": "years"}),
     ]:
         path = folder / f"{name}.html"
         path.write_text(report.report_html(release, **options), encoding="utf-8")
@@ -162,7 +172,44 @@ def test_browser_harness_sees_errors(browser, tmp_path):
     assert browser.evaluate("Array.from(document.images).map(i => i.naturalWidth)") == [0]
 
 
-@pytest.mark.parametrize("name, images", [("ages", 2), ("prefix", 2), ("grid", 1), ("hostile", 2)])
+def test_grouped_page_has_each_group_its_total_quantiles_and_one_statement(grouped, pages):
+    """A grouped release: the groups' spend in all and the public keys in the statement, the
+    groups' own statement once (they share it), a row per group with its total and interval,
+    the CDFs on one figure, the histograms as panels, and each group's deciles as its release
+    gives them."""
+    page = pages["grouped"].read_text(encoding="utf-8")
+    assert "<h1>Private release of age by sex</h1>" in page
+    statement = html.unescape(page.split('<div class="statement">', 1)[1].split("</div>", 1)[0])
+    assert "One release per value of sex (2 groups); together they spend ε = 1 in all." in statement
+    assert "The values of sex are public" in statement and statement.count("satisfies ε-differential privacy") == 1
+    rows = table_rows(page, "Groups")
+    assert [r[0] for r in rows[1:]] == ["female", "male"]
+    for row, key in zip(rows[1:], ["female", "male"]):
+        total = grouped[key].total()
+        low, high = total.confidence_interval(0.05)
+        assert row[1].startswith(report.fmt(total.value)) and f"[{report.fmt(low)}, {report.fmt(high)}]" in row[1]
+    for key in ("female", "male"):
+        deciles = table_rows(page, f"sex = {key}")[1:]
+        answer = grouped[key].quantile(np.asarray(report.QUANTILE_LEVELS))
+        lower, upper = answer.confidence_interval(0.05, simultaneous=True)
+        assert [r[1] for r in deciles] == [f"[{report.fmt(lo)}, {report.fmt(hi)}]" for lo, hi in zip(lower, upper)]
+    assert page.count("<h2>Cumulative distributions</h2>") == 1 and page.count("<h2>Histograms</h2>") == 1
+
+
+def test_grouped_page_of_groups_with_different_statements_puts_each_in_its_section(grouped):
+    """Groups whose statements differ (here one released with replace neighbours) carry their own."""
+    mixed = dprange.GroupedRelease(
+        "sex",
+        ["female", "male"],
+        [grouped["female"], dprange.release(np.arange(50), Domain.integers(0, 99), 1.0, neighbours="replace", rng=1)],
+        1.0,
+    )
+    page = html.unescape(report.report_html(mixed, column="age"))
+    assert "Each group's release:" not in page
+    assert page.count('<div class="statement">') == 3
+
+
+@pytest.mark.parametrize("name, images", [("ages", 2), ("prefix", 2), ("grid", 1), ("hostile", 2), ("grouped", 2)])
 def test_page_renders_in_chromium_with_its_figures(browser, pages, name, images):
     seen = browser.load(pages[name])
     assert seen["errors"] == []

@@ -247,4 +247,14 @@ def test_show_and_query_a_saved_grouped_release(tmp_path, capsys):
     for row, key in zip(rows, ["a", "b"]):
         assert row["answer"] == pytest.approx(grouped[key].count_between(30, 39).value)
     code, _, err = run_cli(["report", out, "-o", tmp_path / "r.html"], capsys)
-    assert code == 2 and "is a grouped release (one release per group): its report page is not built yet" in err
+    assert code == 0, err
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "<h1>Private release of age by g</h1>" in page and "<h2>g = a</h2>" in page and "<h2>g = b</h2>" in page
+    assert "one person: all the rows sharing a value of 'id'" in page.replace("&#x27;", "'")
+    again = [*base, "--privacy-id", "id", "--max-rows-per-id", 5, "-e", 1, "-o", tmp_path / "g2.json"]
+    code, text, err = run_cli([*again, "--report", tmp_path / "g2.html"], capsys)
+    assert code == 0, err
+    assert text.rstrip().endswith(f"wrote {tmp_path / 'g2.json'} and {tmp_path / 'g2.html'}")
+    assert "<h2>g = b</h2>" in (tmp_path / "g2.html").read_text(encoding="utf-8")
+    code, _, err = run_cli([*again, "--log-x"], capsys)
+    assert code == 2 and "--log-x is not offered with --privacy-id or --by yet" in err

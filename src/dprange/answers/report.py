@@ -1,7 +1,9 @@
 """A release as one self-contained HTML page: the privacy statement in words, a summary, the
 quantile table with its intervals, the CDF with its band and the histogram with error bars (a
-1-D :class:`~dprange.answers.release.Release`), or the heatmap of the cell counts (a 2-D
-:class:`~dprange.answers.grid.GridRelease`).
+1-D :class:`~dprange.answers.release.Release`), the heatmap of the cell counts (a 2-D
+:class:`~dprange.answers.grid.GridRelease`), or for a
+:class:`~dprange.answers.grouped.GroupedRelease` the groups' totals, their CDFs on one figure,
+their histograms as small multiples and each group's quantile table.
 
 The page needs nothing but a browser: the style is inline, the figures are inline base64 PNGs
 (:mod:`dprange.answers.plot`), it has no script, and its Content-Security-Policy forbids any
@@ -23,6 +25,7 @@ from ..errors import DPRangeError
 from . import plot, plot_style
 from .describe import person_unit
 from .grid import GridRelease
+from .grouped import GroupedRelease
 
 #: The quantile levels of the table (the deciles, as the command line prints them).
 QUANTILE_LEVELS = tuple(float(q) for q in np.round(np.linspace(0.1, 0.9, 9), 10))
@@ -307,6 +310,76 @@ def grid_body(release: GridRelease, columns, alpha: float) -> list[str]:
     return body
 
 
+def grouped_statement(grouped: GroupedRelease, column: str | None) -> list[str]:
+    """The privacy of a grouped release in words: what the groups spend together, how the keys
+    were chosen, then the groups' own statement when they share one (else each group's section
+    carries its own, :func:`grouped_body`)."""
+    delta = grouped.delta
+    spend = f"ε = {grouped.epsilon:g}" + (f" and δ = {delta:g}" if delta else "")
+    paragraphs = [f"One release per value of {grouped.by} ({len(grouped)} groups); together they spend {spend} in all."]
+    if grouped.key_selection is not None:
+        paragraphs.append(
+            "The groups were selected privately from the data (their share of the budget is counted above): "
+            "the keys not kept, and how many there were, are not published."
+        )
+    else:
+        paragraphs.append(f"The values of {grouped.by} are public: they were given, not read from the data.")
+    statements = [privacy_statement(r, column) for r in grouped.releases]
+    if statements and all(st == statements[0] for st in statements):
+        paragraphs += ["Each group's release:", *statements[0]]
+    return paragraphs
+
+
+def grouped_body(grouped: GroupedRelease, column, units, alpha: float, log_x: bool) -> list[str]:
+    """The sections of a grouped release's page after the privacy statement."""
+    if not grouped.releases:
+        return ['<p class="note">No group was kept by the private key selection: there is nothing to show.</p>']
+    rows = [
+        [e(key), e(total_row(r.total(), r.public_total is not None, _exact(r), alpha)), e(r.mechanism)]
+        for key, r in grouped.items()
+    ]
+    label = plot_style.axis_label(column, units)
+    options = dict(alpha=alpha, column=column, units=units)
+    body = ["<h2>Groups</h2>", _table([e(grouped.by), "records", "mechanism"], rows)]
+    named = {f"{grouped.by} = {key}": r for key, r in grouped.items()}
+    if len(named) <= len(plot_style.GROUP_COLOURS):
+        body += [
+            "<h2>Cumulative distributions</h2>",
+            _figure(
+                lambda releases, buffer, **o: plot.plot_groups(
+                    releases, buffer, kind="cdf", title=f"Cumulative distribution of {label} by {grouped.by}", **o
+                ),
+                named,
+                f"Cumulative distribution of {label} by {grouped.by}",
+                f"The estimated fraction of each group's records at or below each value of {label}.",
+                log_x=log_x,
+                **options,
+            ),
+        ]
+    else:
+        body.append(
+            f'<p class="note">The CDFs are drawn on one figure for at most {len(plot_style.GROUP_COLOURS)} groups; '
+            f"this release has {len(named)}.</p>"
+        )
+    body += [
+        "<h2>Histograms</h2>",
+        _figure(
+            lambda g, buffer, **o: g.plot(buffer, **o),
+            grouped,
+            f"Histograms of {label} by {grouped.by}",
+            f"The estimated number of records in each bin of {label}, one panel per group.",
+            **options,
+        ),
+    ]
+    shared = len({tuple(privacy_statement(r, column)) for r in grouped.releases}) == 1
+    for key, r in grouped.items():
+        body += [f"<h2>{e(grouped.by)} = {e(key)}</h2>", quantile_section(r, alpha)]
+        if not shared:
+            body.append('<div class="statement">' + "".join(f"<p>{e(p)}</p>" for p in privacy_statement(r, column)))
+            body[-1] += "</div>"
+    return body
+
+
 def report_html(
     release,
     *,
@@ -324,7 +397,12 @@ def report_html(
     ``title``: the page's heading; ``log_x``: logarithmic value axes; ``source``: the file the
     release was read from, named in the footer."""
     grid = isinstance(release, GridRelease)
-    if grid:
+    grouped = isinstance(release, GroupedRelease)
+    if grouped:
+        first = release.releases[0] if release.releases else None
+        name, units = plot_style.describe_column(first, column, units)
+        body = grouped_body(release, name, units, alpha, log_x)
+    elif grid:
         recorded, _ = plot_style.recorded_columns(release)
         columns = list(column) if isinstance(column, list | tuple) else (list(recorded) if recorded else None)
         name = " × ".join(columns) if columns else None
@@ -333,10 +411,16 @@ def report_html(
         name, units = plot_style.describe_column(release, column, units)
         body = release_body(release, name, units, alpha, log_x)
     heading = title or (f"Private release of {name}" if name else "Private release")
-    subtitle = f"differentially private {'k-D histogram' if grid else 'histogram, CDF and quantiles'}" + (
-        f" · values in {units}" if units and not grid else ""
+    if grouped and not title:
+        heading += f" by {release.by}"
+    what = (
+        "k-D histogram"
+        if grid
+        else ("histograms, CDFs and quantiles by group" if grouped else "histogram, CDF and quantiles")
     )
-    statement = "".join(f"<p>{e(p)}</p>" for p in privacy_statement(release, name))
+    subtitle = f"differentially private {what}" + (f" · values in {units}" if units and not grid else "")
+    paragraphs = grouped_statement(release, name) if grouped else privacy_statement(release, name)
+    statement = "".join(f"<p>{e(p)}</p>" for p in paragraphs)
     footer = f"Made by dprange {e(software_version())}" + (f" from {e(source)}" if source else "") + "."
     parts = [
         "<!DOCTYPE html>",

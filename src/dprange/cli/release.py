@@ -384,8 +384,8 @@ def release_command(
             raise ParameterError("--other adds a bin to a categorical --column; the keys of --by have none")
     if wants_units(unit_args) and ranges is not None:
         raise ParameterError("--ranges is not offered with --privacy-id or --by yet; use --workload")
-    if wants_units(unit_args) and (report is not None or log_x):
-        raise ParameterError("--report and --log-x are not offered with --privacy-id or --by yet; use --plot")
+    if wants_units(unit_args) and log_x:
+        raise ParameterError("--log-x is not offered with --privacy-id or --by yet")
     if len(column) > 1:
         grid_release_command(
             dict(
@@ -453,7 +453,7 @@ def release_command(
         args |= dict(drop_missing=drop_missing, epsilon=epsilon, delta=delta, mechanism=mechanism, workload=workload)
         args |= dict(neighbours=neighbours, noise=noise, inference=inference, seed=seed, alpha=alpha, output=output)
         args |= dict(plot=plot, session_path=session_path, engine=engine, spark_master=spark_master, **unit_args)
-        args |= dict(categories=categorical.get(column), by_keys=by_keys, units=units)
+        args |= dict(categories=categorical.get(column), by_keys=by_keys, units=units, report=report)
         unit_release_command(args, session, mechanism_params)
         return
     if column in categorical:

@@ -10,6 +10,7 @@ import os
 import click
 
 from ..answers.grid import GridRelease
+from ..answers.grouped import GroupedRelease
 from ..answers.release import load_release
 from ..answers.report import report_html
 from ..errors import DataError, ParameterError
@@ -51,7 +52,8 @@ def check_report_option(report: str | None, inputs, outputs) -> None:
 
 def load_any_release(path: str):
     """The release saved at ``path``: a :class:`~dprange.answers.grid.GridRelease` when its JSON
-    is of kind "grid_release", else a 1-D :class:`~dprange.answers.release.Release` (JSON or npz)."""
+    is of kind "grid_release", a :class:`~dprange.answers.grouped.GroupedRelease` for a release
+    saved with ``--by``, else a 1-D :class:`~dprange.answers.release.Release` (JSON or npz)."""
     if not os.path.isfile(path):
         raise DataError(f"release file {path!r} does not exist or is not a file")
     with open(path, "rb") as fh:
@@ -60,10 +62,7 @@ def load_any_release(path: str):
         with open(path, encoding="utf-8") as fh:
             return load_grid_release(fh.read())
     if b'"dprange_grouped_release"' in head:
-        raise ParameterError(
-            f"{path!r} is a grouped release (one release per group): its report page is not built yet; "
-            "`dprange show` and `dprange query` read it"
-        )
+        return GroupedRelease.from_json(path)
     return load_release(path)
 
 

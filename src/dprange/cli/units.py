@@ -19,6 +19,7 @@ from ..privacy.units import check_unit_release, make_unit
 from .options import StagedOutputs, check_seed
 from .parse import build_domain, check_no_bounds, chosen_mechanism
 from .render import format_categories, format_deciles, stage_outputs
+from .report import report_bytes, written
 from .session import charge_before_reading, session_summary
 
 #: The options ``dprange release`` takes for privacy units and group-by.
@@ -156,11 +157,14 @@ def unit_release_command(o: dict, session, mechanism_params: dict) -> None:
         staged = stage_outputs(result, o["output"], o["plot"], o["alpha"])
         lines.append(f"{result.mechanism} release of {o['column']!r}: {domain!r}, epsilon={epsilon:g}")
         lines.append(_summary(result, o["alpha"]))
+    if o.get("report"):
+        page = report_bytes(result, column=o["column"], units=o.get("units"), alpha=o["alpha"])
+        staged.add(o["report"], page)
     if session is not None:
         lines.append(session_summary(session, o["session_path"]))
     staged.commit()
     click.echo("\n".join(lines))
-    click.echo(f"wrote {o['output']}" + (f" and {o['plot']}" if o["plot"] else ""))
+    click.echo(f"wrote {written([o['output'], o['plot'], o.get('report')])}")
 
 
 def _domain_and_workload(o: dict):
