@@ -91,6 +91,16 @@ def grid_parts(extent, cells) -> np.ndarray:
     return np.clip(parts, 1, extent).astype(np.int64)
 
 
+def cell_positions(parts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(parent, (row, column) index) of every cell of grids of parts[k, 0] x parts[k, 1] cells
+    over K rectangles, rectangle by rectangle, C order inside each.  Vectorised: O(cells)."""
+    per = parts[:, 0] * parts[:, 1]
+    parent = np.repeat(np.arange(parts.shape[0], dtype=np.int64), per)
+    offsets = np.cumsum(per) - per
+    index = np.stack(np.divmod(np.arange(parent.size, dtype=np.int64) - offsets[parent], parts[parent, 1]), axis=1)
+    return parent, index
+
+
 def split_cells(lo: np.ndarray, hi: np.ndarray, parts: np.ndarray) -> Level:
     """The cells of grids laid over the rectangles ``lo``..``hi`` ((K, 2) inclusive): rectangle
     k cut into parts[k, 0] x parts[k, 1] cells, the bins of each axis split as evenly as
@@ -98,10 +108,7 @@ def split_cells(lo: np.ndarray, hi: np.ndarray, parts: np.ndarray) -> Level:
     rectangle, the parent of a cell its rectangle.  Vectorised: O(cells)."""
     parts = np.asarray(parts, dtype=np.int64).reshape(-1, 2)
     extent = hi - lo + 1
-    per = parts[:, 0] * parts[:, 1]
-    parent = np.repeat(np.arange(lo.shape[0], dtype=np.int64), per)
-    offsets = np.cumsum(per) - per
-    index = np.stack(np.divmod(np.arange(parent.size, dtype=np.int64) - offsets[parent], parts[parent, 1]), axis=1)
+    parent, index = cell_positions(parts)
     size, count = extent[parent], parts[parent]
     cell_lo = lo[parent] + index * size // count
     cell_hi = lo[parent] + (index + 1) * size // count - 1
@@ -128,10 +135,7 @@ def anchored_cells(lo: np.ndarray, hi: np.ndarray, side: np.ndarray) -> tuple[Le
     rectangle.  Vectorised: O(cells)."""
     side = np.asarray(side, dtype=np.int64).reshape(-1)
     parts = -((lo - hi - 1) // side[:, None])  # ceil(extent / side) per axis
-    per = parts[:, 0] * parts[:, 1]
-    parent = np.repeat(np.arange(lo.shape[0], dtype=np.int64), per)
-    offsets = np.cumsum(per) - per
-    index = np.stack(np.divmod(np.arange(parent.size, dtype=np.int64) - offsets[parent], parts[parent, 1]), axis=1)
+    parent, index = cell_positions(parts)
     cell_lo = lo[parent] + index * side[parent, None]
     cell_hi = np.minimum(cell_lo + side[parent, None] - 1, hi[parent])
     return Level(cell_lo, cell_hi, parent), parts
