@@ -310,10 +310,20 @@ def grid_body(release: GridRelease, columns, alpha: float) -> list[str]:
     return body
 
 
-def grouped_statement(grouped: GroupedRelease, column: str | None) -> list[str]:
+def shared_statement(grouped: GroupedRelease, column: str | None) -> list[str] | None:
+    """The privacy statement every group's release shares, or None when they differ."""
+    statements = [privacy_statement(r, column) for r in grouped.releases]
+    return statements[0] if statements and all(st == statements[0] for st in statements) else None
+
+
+def statement_block(paragraphs: list[str]) -> str:
+    return '<div class="statement">' + "".join(f"<p>{e(p)}</p>" for p in paragraphs) + "</div>"
+
+
+def grouped_statement(grouped: GroupedRelease, shared: list[str] | None) -> list[str]:
     """The privacy of a grouped release in words: what the groups spend together, how the keys
-    were chosen, then the groups' own statement when they share one (else each group's section
-    carries its own, :func:`grouped_body`)."""
+    were chosen, then the groups' ``shared`` statement (:func:`shared_statement`; when None
+    each group's section carries its own, :func:`grouped_body`)."""
     delta = grouped.delta
     spend = f"ε = {grouped.epsilon:g}" + (f" and δ = {delta:g}" if delta else "")
     paragraphs = [f"One release per value of {grouped.by} ({len(grouped)} groups); together they spend {spend} in all."]
@@ -324,14 +334,14 @@ def grouped_statement(grouped: GroupedRelease, column: str | None) -> list[str]:
         )
     else:
         paragraphs.append(f"The values of {grouped.by} are public: they were given, not read from the data.")
-    statements = [privacy_statement(r, column) for r in grouped.releases]
-    if statements and all(st == statements[0] for st in statements):
-        paragraphs += ["Each group's release:", *statements[0]]
+    if shared is not None:
+        paragraphs += ["Each group's release:", *shared]
     return paragraphs
 
 
-def grouped_body(grouped: GroupedRelease, column, units, alpha: float, log_x: bool) -> list[str]:
-    """The sections of a grouped release's page after the privacy statement."""
+def grouped_body(grouped: GroupedRelease, column, units, alpha: float, log_x: bool, shared: bool) -> list[str]:
+    """The sections of a grouped release's page after the privacy statement (each group's own
+    statement in its section unless the groups ``shared`` one)."""
     if not grouped.releases:
         return ['<p class="note">No group was kept by the private key selection: there is nothing to show.</p>']
     rows = [
@@ -371,12 +381,10 @@ def grouped_body(grouped: GroupedRelease, column, units, alpha: float, log_x: bo
             **options,
         ),
     ]
-    shared = len({tuple(privacy_statement(r, column)) for r in grouped.releases}) == 1
     for key, r in grouped.items():
         body += [f"<h2>{e(grouped.by)} = {e(key)}</h2>", quantile_section(r, alpha)]
         if not shared:
-            body.append('<div class="statement">' + "".join(f"<p>{e(p)}</p>" for p in privacy_statement(r, column)))
-            body[-1] += "</div>"
+            body.append(statement_block(privacy_statement(r, column)))
     return body
 
 
@@ -398,10 +406,12 @@ def report_html(
     release was read from, named in the footer."""
     grid = isinstance(release, GridRelease)
     grouped = isinstance(release, GroupedRelease)
+    shared = None  # the groups' common statement (grouped releases only)
     if grouped:
         first = release.releases[0] if release.releases else None
         name, units = plot_style.describe_column(first, column, units)
-        body = grouped_body(release, name, units, alpha, log_x)
+        shared = shared_statement(release, name)
+        body = grouped_body(release, name, units, alpha, log_x, shared is not None)
     elif grid:
         recorded, _ = plot_style.recorded_columns(release)
         columns = list(column) if isinstance(column, list | tuple) else (list(recorded) if recorded else None)
@@ -419,8 +429,7 @@ def report_html(
         else ("histograms, CDFs and quantiles by group" if grouped else "histogram, CDF and quantiles")
     )
     subtitle = f"differentially private {what}" + (f" · values in {units}" if units and not grid else "")
-    paragraphs = grouped_statement(release, name) if grouped else privacy_statement(release, name)
-    statement = "".join(f"<p>{e(p)}</p>" for p in paragraphs)
+    paragraphs = grouped_statement(release, shared) if grouped else privacy_statement(release, name)
     footer = f"Made by dprange {e(software_version())}" + (f" from {e(source)}" if source else "") + "."
     parts = [
         "<!DOCTYPE html>",
@@ -431,7 +440,7 @@ def report_html(
         f"<h1>{e(heading)}</h1>",
         f'<p class="subtitle">{e(subtitle)}</p>',
         "<h2>Privacy</h2>",
-        f'<div class="statement">{statement}</div>',
+        statement_block(paragraphs),
         *body,
         f"<footer>{footer}</footer>",
         "</body></html>",
