@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import fnmatch
+import importlib
 import json
 import math
 import os
@@ -74,25 +75,33 @@ MISSING = (
 )
 
 
-def import_authors():
-    """dpcomp_core's modules, with the one shim it needs under NumPy >= 1.23 (a tuple of
-    slices for ``ndRangeUnion.slice``; its files are not edited), or a clear exit."""
+def import_dpcomp(algorithms: tuple[str, ...]):
+    """(dpcomp_core's dataset and workload modules, {name: its ``dpcomp_core.algorithm`` module}
+    for ``algorithms``), with the one shim it needs under NumPy >= 1.23 (a tuple of slices for
+    ``ndRangeUnion.slice``; its files are not edited), or a clear exit."""
     root = os.environ.get("DPCOMP_CORE")
     if not root or not os.path.isdir(root):
         raise SystemExit(print_missing("DPCOMP_CORE is not set to a directory"))
     sys.path.insert(0, root)
     try:  # lazy: dpcomp_core is optional and found only through DPCOMP_CORE
         from dpcomp_core import dataset, query_nd_union, workload  # noqa: PLC0415
-        from dpcomp_core.algorithm import HB, ahp, dawa, mwemND, thirdparty  # noqa: PLC0415
+
+        modules = {name: importlib.import_module(f"dpcomp_core.algorithm.{name}") for name in algorithms}
     except ImportError as error:  # an unbuilt extension or a missing clone
         raise SystemExit(print_missing(str(error))) from error
     query_nd_union.ndRangeUnion.slice = staticmethod(lambda r: tuple(slice(i, j + 1) for i, j in zip(r.lb, r.ub)))
+    return dataset, workload, modules
+
+
+def import_authors():
+    """(dpcomp_core's dataset and workload modules, {method name: the authors' engine})."""
+    dataset, workload, m = import_dpcomp(("HB", "ahp", "dawa", "mwemND", "thirdparty"))
     engines = {
-        "dpbench.DAWA": dawa.dawa_engine,
-        "dpbench.MWEM": mwemND.mwemND_engine,
-        "dpbench.HB": HB.HB_engine,
-        "dpbench.AHP": ahp.ahpND_engine,
-        "dpbench.SF": thirdparty.StructureFirst_engine,
+        "dpbench.DAWA": m["dawa"].dawa_engine,
+        "dpbench.MWEM": m["mwemND"].mwemND_engine,
+        "dpbench.HB": m["HB"].HB_engine,
+        "dpbench.AHP": m["ahp"].ahpND_engine,
+        "dpbench.SF": m["thirdparty"].StructureFirst_engine,
     }
     return dataset, workload, engines
 
@@ -220,25 +229,32 @@ def ratio(record: dict, ours: str, theirs: str) -> float | None:
     return mse[ours] / reference if ours in mse and reference else None
 
 
+def ratio_stats(cells: list[tuple[str, float]]) -> dict:
+    """The summary of one pair's (cell id, ratio) list: count, geometric mean, range, cells within
+    1.2x and the worst cell."""
+    values = [v for _, v in cells]
+    return {
+        "cells": len(values),
+        "geo_mean": geo_mean(values),
+        "min": min(values),
+        "max": max(values),
+        "within_1.2": sum(v <= 1.2 for v in values),
+        "worst_cell": max(cells, key=lambda c: c[1])[0],
+    }
+
+
 def summarise(records: list[dict]) -> dict:
     pairs = {}
     for ours, theirs in PAIRS:
         cells = [(r, v) for r in records if (v := ratio(r, ours, theirs)) is not None]
         if not cells:
             continue
-        values = [v for _, v in cells]
-        worst = max(cells, key=lambda c: c[1])
         pairs[f"{ours} / {theirs}"] = {
-            "cells": len(values),
-            "geo_mean": geo_mean(values),
-            "min": min(values),
-            "max": max(values),
-            "within_1.2": sum(v <= 1.2 for v in values),
+            **ratio_stats([(r["cell"], v) for r, v in cells]),
             "by_scale": {
                 f"1e{round(math.log10(s))}": geo_mean([v for r, v in cells if r["scale"] == s])
                 for s in sorted({r["scale"] for r, _ in cells})
             },
-            "worst_cell": worst[0]["cell"],
         }
     wins: dict = {}
     for r in records:

@@ -38,7 +38,7 @@ REPO = os.path.dirname(HERE)
 DATA = os.path.join(REPO, "..", "shared", "data", "dpbench", "2D")
 sys.path.insert(0, os.path.join(REPO, "src"))  # this checkout's dprange, also from another venv
 
-from dpbench_authors import finish, geo_mean, print_missing  # noqa: E402  (benchmarks/ is on sys.path when run)
+from dpbench_authors import finish, import_dpcomp, ratio_stats  # noqa: E402  (benchmarks/ is on sys.path when run)
 
 import dprange  # noqa: E402
 from dprange.workloads import Rectangles  # noqa: E402
@@ -72,19 +72,9 @@ BEST_OF = tuple(m for m in DPRANGE if m != "dprange.auto-data")
 
 
 def import_authors():
-    """(dpcomp_core's dataset and workload modules, its AG engine), with the one shim its
-    range queries need under NumPy >= 1.23 (its files are not edited), or a clear exit."""
-    root = os.environ.get("DPCOMP_CORE")
-    if not root or not os.path.isdir(root):
-        raise SystemExit(print_missing("DPCOMP_CORE is not set to a directory"))
-    sys.path.insert(0, root)
-    try:  # lazy: dpcomp_core is optional and found only through DPCOMP_CORE
-        from dpcomp_core import dataset, query_nd_union, workload  # noqa: PLC0415
-        from dpcomp_core.algorithm import AG  # noqa: PLC0415
-    except ImportError as error:
-        raise SystemExit(print_missing(str(error))) from error
-    query_nd_union.ndRangeUnion.slice = staticmethod(lambda r: tuple(slice(i, j + 1) for i, j in zip(r.lb, r.ub)))
-    return dataset, workload, AG.AG_engine
+    """(dpcomp_core's dataset and workload modules, its AG engine), or a clear exit."""
+    dataset, workload, modules = import_dpcomp(("AG",))
+    return dataset, workload, modules["AG"].AG_engine
 
 
 def cell_id(shape: str, side: int, scale: int, epsilon: float) -> str:
@@ -170,15 +160,7 @@ def summarise(records: list[dict]) -> dict:
             elif ours in mse:
                 cells.append((r["cell"], mse[ours] / mse[AUTHORS]))
         if cells:
-            values = [v for _, v in cells]
-            pairs[f"{ours} / {AUTHORS}"] = {
-                "cells": len(values),
-                "geo_mean": geo_mean(values),
-                "min": min(values),
-                "max": max(values),
-                "within_1.2": sum(v <= 1.2 for v in values),
-                "worst_cell": max(cells, key=lambda c: c[1])[0],
-            }
+            pairs[f"{ours} / {AUTHORS}"] = ratio_stats(cells)
     return {"cells": len(records), "pairs": pairs}
 
 

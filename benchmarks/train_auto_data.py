@@ -41,6 +41,7 @@ benchmarks/dpbench_authors.py).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -180,19 +181,31 @@ def measure_cell(name, n, scale, epsilon, trials, candidates=CANDIDATES) -> list
 
 
 def measure(shapes, domains, scales, trials, path, log, candidates=CANDIDATES) -> list[dict]:
+    cells = (
+        (
+            f"{name} n={n} scale={scale:g} eps={epsilon}",
+            functools.partial(measure_cell, name, n, scale, epsilon, trials, candidates),
+        )
+        for n in domains
+        for name in shapes
+        for scale in scales
+        for epsilon in EPSILONS
+    )
+    return measure_cells(cells, path, log)
+
+
+def measure_cells(cells, path, log) -> list[dict]:
+    """Run each ``(label, measure)`` of ``cells`` in turn, appending its rows to ``path`` (JSON
+    lines, flushed per cell so a long run can be followed) and logging its time."""
     rows: list[dict] = []
     with open(path, "w") as out:
-        for n in domains:
-            for name in shapes:
-                for scale in scales:
-                    for epsilon in EPSILONS:
-                        start = time.time()
-                        cell = measure_cell(name, n, scale, epsilon, trials, candidates)
-                        for row in cell:
-                            out.write(json.dumps(row) + "\n")
-                        out.flush()
-                        rows.extend(cell)
-                        log(f"{name} n={n} scale={scale:g} eps={epsilon}: {time.time() - start:.1f} s")
+        for label, run in cells:
+            start = time.time()
+            cell = run()
+            out.writelines(json.dumps(row) + "\n" for row in cell)
+            out.flush()
+            rows.extend(cell)
+            log(f"{label}: {time.time() - start:.1f} s")
     return rows
 
 

@@ -28,13 +28,14 @@ and the ratio to ``auto``.  The fit of least geometric-mean regret among those n
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
 import time
 
 import numpy as np
-from train_auto_data import fit_ridge, fit_tree, pick, summary
+from train_auto_data import fit_ridge, fit_tree, measure_cells, pick, summary
 
 from dprange.data_aware.auto_grid import (
     GRID_CANDIDATES,
@@ -156,21 +157,18 @@ def measure_cell(name, side, scale, epsilon, trials, cache) -> list[dict]:
 
 
 def measure(shapes, sides, scales, trials, path, log) -> list[dict]:
-    rows: list[dict] = []
     cache: dict = {}
-    with open(path, "w") as out:
-        for side in sides:
-            for name in shapes:
-                for scale in scales:
-                    for epsilon in EPSILONS:
-                        start = time.time()
-                        cell = measure_cell(name, side, scale, epsilon, trials, cache)
-                        for row in cell:
-                            out.write(json.dumps(row) + "\n")
-                        out.flush()
-                        rows.extend(cell)
-                        log(f"{name} {side}x{side} scale={scale:g} eps={epsilon}: {time.time() - start:.1f} s")
-    return rows
+    cells = (
+        (
+            f"{name} {side}x{side} scale={scale:g} eps={epsilon}",
+            functools.partial(measure_cell, name, side, scale, epsilon, trials, cache),
+        )
+        for side in sides
+        for name in shapes
+        for scale in scales
+        for epsilon in EPSILONS
+    )
+    return measure_cells(cells, path, log)
 
 
 # ----------------------------------------------------------------------------- fits
