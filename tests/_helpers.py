@@ -860,6 +860,17 @@ def write_table(frame, path):
     return str(path)
 
 
+def assert_feature_step_exactly_private(mech, epsilon: float, worst_loss) -> None:
+    """auto-data's feature step (1-D or grid) from the definition: its three shares sum to
+    ``feature_share`` of epsilon (no noisy total under replace, where N is public), and its
+    worst log-ratio ``worst_loss(mech, epsilon, boost)`` meets that budget exactly."""
+    eps_total, eps_nonempty, eps_top, _ = mech.shares(epsilon)
+    budget = eps_total + eps_nonempty + eps_top
+    assert budget == pytest.approx(mech.feature_share * epsilon)
+    assert (eps_total == 0) == (mech.neighbours == "replace")
+    assert_exactly_private_at(lambda boost: worst_loss(mech, epsilon, boost), budget)
+
+
 def assert_exactly_private_at(loss, budget: float) -> None:
     """A private step checked from the definition: its worst log-ratio ``loss(1.0)`` is at most
     ``budget`` and within 1% of it (tight: it depends on the data), and with half the noise

@@ -10,7 +10,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from _helpers import assert_exactly_private_at, grid_neighbours
+from _helpers import assert_feature_step_exactly_private, grid_neighbours
 
 import dprange
 from dprange import AutoData
@@ -54,12 +54,7 @@ def worst_feature_loss(mech: AutoData, epsilon: float, boost: float = 1.0) -> fl
 
 @pytest.mark.parametrize("neighbours", ["add_remove", "replace"])
 def test_feature_step_is_private_to_its_declared_share(neighbours):
-    epsilon = 2.0
-    mech = AutoData(feature_share=0.3, neighbours=neighbours)
-    eps_total, eps_nonempty, eps_top, rest = mech.shares(epsilon)
-    budget = eps_total + eps_nonempty + eps_top
-    assert budget == pytest.approx(0.3 * epsilon) and (eps_total == 0) == (neighbours == "replace")
-    assert_exactly_private_at(lambda boost: worst_feature_loss(mech, epsilon, boost), budget)
+    assert_feature_step_exactly_private(AutoData(feature_share=0.3, neighbours=neighbours), 2.0, worst_feature_loss)
 
 
 def test_sampled_features_follow_their_distribution_and_are_reproducible():

@@ -12,7 +12,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from _helpers import Script, assert_exactly_private_at, grid_neighbours, joint_worst
+from _helpers import Script, assert_feature_step_exactly_private, grid_neighbours, joint_worst
 
 import dprange
 import dprange.data_aware.auto_grid as auto_grid_module
@@ -105,12 +105,7 @@ def test_features_are_the_defined_queries_on_the_cells(monkeypatch):
 
 @pytest.mark.parametrize("neighbours", ["add_remove", "replace"])
 def test_feature_step_is_private_to_its_declared_share(neighbours):
-    epsilon = 2.0
-    mech = AutoDataGrid(feature_share=0.3, neighbours=neighbours)
-    eps_total, eps_nonempty, eps_top, rest = mech.shares(epsilon)
-    budget = eps_total + eps_nonempty + eps_top
-    assert budget == pytest.approx(0.3 * epsilon) and (eps_total == 0) == (neighbours == "replace")
-    assert_exactly_private_at(lambda boost: worst_feature_loss(mech, epsilon, boost), budget)
+    assert_feature_step_exactly_private(AutoDataGrid(feature_share=0.3, neighbours=neighbours), 2.0, worst_feature_loss)
 
 
 def forced(choice: str) -> Selector:
