@@ -28,7 +28,13 @@ from dprange.answers.provenance import Provenance
 from dprange.cli import main
 from dprange.cli.ldp import ldp
 from dprange.data_aware.hilbert import hilbert_sequence
-from dprange.data_aware.partition import GIBBS_BUCKET_PRIOR, gibbs_gamma, partition_noise, scaled_deviations
+from dprange.data_aware.partition import (
+    GIBBS_BUCKET_PRIOR,
+    dyadic_levels,
+    gibbs_gamma,
+    partition_noise,
+    scaled_deviations,
+)
 from dprange.data_aware.selector import Selector
 from dprange.inference.dispatch import NonlinearEstimate
 from dprange.measurements import LinearMeasurement, Measurements
@@ -724,19 +730,47 @@ STARTS_OF = {"root": (0,), (True, True): (0, 2), (True, False): (0, 2, 3), (Fals
 STARTS_OF[(False, False)] = (0, 1, 2, 3)
 
 
-def gibbs_probabilities(x, epsilon, penalty, changed):
-    """Exact probabilities of DAWA's Gibbs partition of 4 bins, from its definition:
-    P(P) proportional to exp(-sum_B ((dev(B) + penalty) / T + prior)), 1 / T = gibbs_gamma."""
-    gamma = float(gibbs_gamma(epsilon, changed))
+def l1_deviation(x) -> float:
     x = np.asarray(x, dtype=float)
+    return float(np.abs(x - x.mean()).sum())
+
+
+def dyadic_partitions(n: int) -> list[tuple[int, ...]]:
+    """Start bins of every partition into aligned dyadic buckets (a node with one child is not
+    a bucket of its own), by recursion over the tree."""
+
+    def below(start: int, size: int) -> list[tuple[int, ...]]:
+        if size == 1:
+            return [(start,)]
+        half = size // 2
+        if start + half >= n:  # one child: the same bucket
+            return below(start, half)
+        out = [(start,)] + [a + b for a in below(start, half) for b in below(start + half, half)]
+        return out
+
+    top = dyadic_levels(n)[-1] if n > 1 else 1
+    return sorted(set(below(0, top)))
+
+
+def gibbs_law(x, epsilon: float, penalty: float, changed: int, gamma_factor: float = 1.0) -> dict:
+    """{starts: P(starts)}: exp(-sum_B ((dev(B) + penalty) gamma + prior)), normalised."""
+    n = len(x)
+    gamma = float(gibbs_gamma(epsilon, changed)) * gamma_factor
     log_w = {}
-    for key, starts in STARTS_OF.items():
-        ends = list(starts[1:]) + [4]
-        devs = [float(np.abs(x[a:b] - x[a:b].mean()).sum()) for a, b in zip(starts, ends)]
-        log_w[key] = -sum((d + penalty) * gamma + float(GIBBS_BUCKET_PRIOR) for d in devs)
+    for starts in dyadic_partitions(n):
+        ends = list(starts[1:]) + [n]
+        log_w[starts] = -sum(
+            (l1_deviation(x[a:b]) + penalty) * gamma + float(GIBBS_BUCKET_PRIOR) for a, b in zip(starts, ends)
+        )
     top = max(log_w.values())
     z = math.fsum(math.exp(v - top) for v in log_w.values())
     return {k: math.exp(v - top) / z for k, v in log_w.items()}
+
+
+def gibbs_probabilities(x, epsilon, penalty, changed):
+    """:func:`gibbs_law` of 4 bins keyed as :func:`output_probabilities` (``STARTS_OF``)."""
+    law = gibbs_law(np.asarray(x), epsilon, penalty, changed)
+    return {key: law[starts] for key, starts in STARTS_OF.items()}
 
 
 def dawa_tail_mass(n_noise: int, scales) -> float:
