@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 import pytest
-from _helpers import dyadic_partitions, gibbs_law
+from _helpers import dyadic_partitions, gibbs_law, grid_neighbours
 
 from dprange.data_aware import partition as partition_module
 from dprange.data_aware.partition import gibbs_partition
@@ -66,26 +66,6 @@ def test_sure_choices_follow_the_deviations():
     assert gibbs_partition(np.array([4]), 1.0, 1.0, 1, np.random.default_rng(0)).tolist() == [0]
 
 
-def neighbours(x, relation):
-    x = np.asarray(x)
-    out = []
-    for i in range(x.size):
-        if relation == "add_remove":
-            for d in (1, -1):
-                y = x.copy()
-                y[i] += d
-                if y[i] >= 0:
-                    out.append(y)
-        else:
-            for j in range(x.size):
-                if i != j and x[i] > 0:
-                    y = x.copy()
-                    y[i] -= 1
-                    y[j] += 1
-                    out.append(y)
-    return out
-
-
 @pytest.mark.parametrize("relation", ["add_remove", "replace"])
 @pytest.mark.parametrize("n", [3, 4])
 def test_gibbs_law_is_epsilon_dp(relation, n):
@@ -101,7 +81,7 @@ def test_gibbs_law_is_epsilon_dp(relation, n):
         loss = 0.0
         for x in itertools.product(range(4), repeat=n):
             law_x = gibbs_law(np.array(x), epsilon, penalty, changed, factor)
-            for y in neighbours(x, relation):
+            for y in grid_neighbours(np.array(x), relation):
                 law_y = gibbs_law(y, epsilon, penalty, changed, factor)
                 loss = max(loss, max(abs(math.log(law_x[k] / law_y[k])) for k in law_x))
         return loss
