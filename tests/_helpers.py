@@ -35,6 +35,7 @@ from dprange.data_aware.partition import (
     partition_noise,
     scaled_deviations,
 )
+from dprange.data_aware.privtree import privtree_noise
 from dprange.data_aware.selector import Selector
 from dprange.inference.dispatch import NonlinearEstimate
 from dprange.measurements import LinearMeasurement, Measurements
@@ -767,10 +768,75 @@ def gibbs_law(x, epsilon: float, penalty: float, changed: int, gamma_factor: flo
     return {k: math.exp(v - top) / z for k, v in log_w.items()}
 
 
+def assert_draws_follow_law(draw, law: dict, draws: int, seed: int, sharper: dict | None = None) -> None:
+    """``draw(rng)`` (start bins of a partition) ``draws`` times: only outcomes of the law
+    {starts: P}, each within 5 sd of its expected count.  ``sharper``, the law with less noise,
+    must differ visibly at that many draws (so the check can fail)."""
+    rng = np.random.default_rng(seed)
+    seen: dict = {}
+    for _ in range(draws):
+        key = tuple(int(s) for s in draw(rng))
+        seen[key] = seen.get(key, 0) + 1
+    assert set(seen) <= set(law)
+    for key, p in law.items():
+        sd = math.sqrt(draws * p * (1 - p)) + 1.0
+        assert abs(seen.get(key, 0) - draws * p) <= 5 * sd, (key, seen.get(key, 0), draws * p)
+    if sharper is not None:
+        assert max(abs(sharper[k] - law[k]) for k in law) * draws > 10 * math.sqrt(draws)
+
+
+def median_deviation(x) -> int:
+    """min_c sum |x_k - c| by brute force over the values of x (a median is one of them)."""
+    x = [int(v) for v in x]
+    return min(sum(abs(v - c) for v in x) for c in set(x))
+
+
+def privtree_law(x, epsilon: float, threshold: float, changed: int, scale_factor: float = 1.0) -> dict:
+    """{starts: P(starts)} of the PrivTree partition written out from its definition: at each
+    decision node (two non-empty children) P(split) = P(Z >= theta - b + 1) with b =
+    max(d - depth delta, theta - delta), Z discrete Laplace of the calibrated scale (times
+    ``scale_factor``), P(Z >= m) = p^m / (1 + p) for m >= 1, 1 - p^(1 - m) / (1 + p) else."""
+    n = len(x)
+    spec, bias = privtree_noise(epsilon, changed)
+    p = math.exp(-1.0 / (spec.effective_scale * scale_factor))
+    theta = math.ceil(threshold)
+
+    def split(b: int) -> float:
+        m = theta - b + 1
+        return p**m / (1 + p) if m >= 1 else 1 - p ** (1 - m) / (1 + p)
+
+    def below(start: int, size: int, depth: int) -> dict:
+        if size == 1:
+            return {(start,): 1.0}
+        half = size // 2
+        if start + half >= n:  # one child: the same bucket, no decision
+            return below(start, half, depth)
+        q = split(max(median_deviation(x[start : start + size]) - depth * bias, theta - bias))
+        out = {(start,): 1 - q}
+        for a, pa in below(start, half, depth + 1).items():
+            for b, pb in below(start + half, half, depth + 1).items():
+                out[a + b] = out.get(a + b, 0.0) + q * pa * pb
+        return out
+
+    top = dyadic_levels(n)[-1] if n > 1 else 1
+    return below(0, top, 0)
+
+
+def privtree_probabilities(x, epsilon, penalty, changed):
+    """:func:`privtree_law` of 4 bins keyed as :func:`output_probabilities` (``STARTS_OF``)."""
+    law = privtree_law(np.asarray(x), epsilon, penalty, changed)
+    return {key: law.get(starts, 0.0) for key, starts in STARTS_OF.items()}
+
+
 def gibbs_probabilities(x, epsilon, penalty, changed):
     """:func:`gibbs_law` of 4 bins keyed as :func:`output_probabilities` (``STARTS_OF``)."""
     law = gibbs_law(np.asarray(x), epsilon, penalty, changed)
     return {key: law[starts] for key, starts in STARTS_OF.items()}
+
+
+def partition_law(step: str):
+    """The exact 4-bin law of DAWA's partition step ``step``, keyed as ``STARTS_OF``."""
+    return {"gibbs": gibbs_probabilities, "privtree": privtree_probabilities}.get(step, output_probabilities)
 
 
 def dawa_tail_mass(n_noise: int, scales) -> float:
@@ -788,7 +854,7 @@ def dawa_outputs(monkeypatch, mech, x, epsilon, relation):
     eps_partition, eps_measure = inner.budgets(epsilon)
     order = hilbert_sequence(x.shape) if isinstance(mech, DAWAHilbert) else np.arange(x.size)
     seq = np.asarray(x).ravel()[order]
-    law = gibbs_probabilities if inner.partition_step == "gibbs" else output_probabilities
+    law = partition_law(inner.partition_step)
     probs = law(seq, eps_partition, 1 / eps_measure, 2 if relation == "replace" else 1)
     out = {}
     for key, p in probs.items():

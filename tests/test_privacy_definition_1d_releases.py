@@ -67,6 +67,8 @@ def measured(rel):
 @pytest.mark.parametrize(
     "relation,second_stage,step",
     [
+        ("add_remove", "greedy_h", "privtree"),
+        ("replace", "greedy_h", "privtree"),
         ("add_remove", "greedy_h", "gibbs"),
         ("replace", "greedy_h", "gibbs"),
         ("add_remove", "greedy_h", "noisy-costs"),

@@ -10,7 +10,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from _helpers import counts_example, gibbs_probabilities, output_probabilities
+from _helpers import counts_example, partition_law
 
 import dprange
 from dprange.answers.provenance import Provenance
@@ -106,14 +106,13 @@ def test_dawa_has_no_data_free_design_and_checks_its_share():
         DAWA(ratio=1.5)
 
 
-@pytest.mark.parametrize("step", ["gibbs", "noisy-costs"])
+@pytest.mark.parametrize("step", ["privtree", "gibbs", "noisy-costs"])
 @pytest.mark.parametrize("values", [[3, 0, 0, 3], [0, 0, 0, 0], [1, 0, 0, 0]])
 def test_dawa_partition_draws_the_exact_output_probabilities(values, step):
     """The mechanism's own partition step samples the distribution the privacy test checks."""
     x = np.array(values)
     eps_partition, eps_measure = 2.0, 1 / 1.5  # penalty 1 / eps_measure = 1.5, as in the privacy test
-    law = gibbs_probabilities if step == "gibbs" else output_probabilities
-    p = law(x, eps_partition, 1 / eps_measure, 1)
+    p = partition_law(step)(x, eps_partition, 1 / eps_measure, 1)
     starts_of = {"root": (0,), (True, True): (0, 2), (True, False): (0, 2, 3), (False, True): (0, 1, 2)}
     starts_of[(False, False)] = (0, 1, 2, 3)
     source = np.random.default_rng(5)

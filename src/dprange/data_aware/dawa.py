@@ -17,12 +17,14 @@ from ..privacy.noise import NoiseSpec
 from ..privacy.samplers import resolve_rng
 from .greedy_h import cached_greedy_weights, hierarchy_of
 from .partition import _INT_LIMIT, dyadic_partition, gibbs_partition, noisy_level_costs, partition_noise
+from .privtree import privtree_partition
 from .release import DataAwareRelease
 from .steps import BUCKET_WORKLOADS, SECOND_STAGES, SHARE, bucket_release, check_branching, check_steps_within, step
 
-#: The private partition steps: "gibbs" (one exponential-mechanism draw over every aligned
+#: The private partition steps: "privtree" (a top-down split of the dyadic tree on noisy,
+#: depth-biased median deviations), "gibbs" (one exponential-mechanism draw over every aligned
 #: dyadic partition) and "noisy-costs" (independent noise on every dyadic bucket's cost).
-PARTITIONS = ("gibbs", "noisy-costs")
+PARTITIONS = ("privtree", "gibbs", "noisy-costs")
 
 #: Above this many buckets GreedyH's search (8 grid values x depth x 2 exact O(m) error
 #: evaluations; CPU s, cold cache: 0.3 at 4096 buckets, 0.8 at 2^14, 3.5 at 2^16, where it
@@ -35,15 +37,20 @@ class DAWA(Mechanism):
     """DAWA in 1-D (Li, Hay, Miklau and Wang, "A Data- and Workload-Aware Algorithm for Range
     Queries Under Differential Privacy", PVLDB 2014).
 
-    Step 1 (share ``ratio`` of epsilon): a private partition of the bins into buckets of
-    near-uniform counts, scored by the L1 deviation cost sum_B (dev(B) + 1/eps2) over the aligned
-    dyadic intervals.  ``partition="noisy-costs"`` (default) puts independent noise on every
+    Step 1 (share ``ratio`` of epsilon): a private partition of the bins into aligned dyadic
+    buckets of near-uniform counts.  ``partition="privtree"`` (default) splits the dyadic tree
+    top-down, a node when its median deviation, less a bias that grows with depth, plus
+    discrete-Laplace noise exceeds DAWA's bucket penalty 1/eps2 (Zhang, Xiao and Xie's PrivTree,
+    SIGMOD 2016, with a loss bound for a score that moves either way:
+    :func:`~dprange.data_aware.privtree.privtree_partition`); noise keeps a node whole, so
+    empty and flat runs stay one bucket.  The other two score partitions by DAWA's L1 cost
+    sum_B (dev(B) + 1/eps2).  ``partition="noisy-costs"`` puts independent noise on every
     dyadic bucket's cost, calibrated to the whole cost vector's sensitivity (about 2 c log2 n,
     c = 1 add/remove, 2 replace; :func:`partition_noise`), and keeps the exact minimiser.
     ``partition="gibbs"`` draws the whole partition once by the exponential mechanism,
     P(P) proportional to exp(-score(P) / T - |P|) with 1 / T = eps1 / (4 c) (one record moves
     the score by less than 2 c), by an exact top-down sampler over the dyadic tree
-    (:func:`gibbs_partition`).  Unlike the paper's interval search both are provably eps1-DP.
+    (:func:`gibbs_partition`).  Unlike the paper's interval search all three are provably eps1-DP.
     Step 2 (the rest): ``second_stage="greedy_h"`` (default) measures the bucket totals with the
     GreedyH strategy adapted to ``bucket_workload`` over the buckets (:mod:`dprange.data_aware.greedy_h`:
     a binary hierarchy with per-depth weights chosen greedily bottom-up and refined, never
@@ -59,10 +66,11 @@ class DAWA(Mechanism):
     Why not the paper's candidate set (every interval, or every power-of-two length at every
     offset) with Laplace(2 / eps1) per interval: each bin lies in many overlapping candidates,
     and the minimiser of such costs is not eps1-DP; on 3 bins the exact loss is 1.12 eps1
-    (tests/data_aware/test_partition.py).  The Gibbs draw's temperature does not grow with
-    log n as the noisy costs' scale does, and it wins where the signal is smallest on sparse
-    data, but a single draw splits flat regions into many buckets (its prior mass lies on the
-    many partitions of nearly equal score), so it is not the default (docs/data-aware.md).
+    (tests/data_aware/test_partition.py).  The noisy costs carry noise that grows with log n
+    and their minimiser exploits it, cutting sparse data into many wrong buckets at small
+    epsilon x scale; a Gibbs draw splits flat regions into many buckets (its prior mass lies on
+    the many partitions of nearly equal score).  Both lose to PrivTree side by side with the
+    authors' DAWA (docs/data-aware.md).
 
     Default ratio 0.25 (the paper's; against 0.1 and the unclamped costs: docs/data-aware.md,
     "Figures by module").
@@ -77,8 +85,8 @@ class DAWA(Mechanism):
         Param(
             "partition",
             OneOf(PARTITIONS),
-            "the private partition: gibbs (one exponential-mechanism draw over the dyadic partitions) or noisy-costs",
-            default="noisy-costs",
+            "the private partition: privtree (split where the noisy deviation is high), gibbs or noisy-costs",
+            default="privtree",
             attribute="partition_step",
         ),
         Param(
@@ -118,6 +126,8 @@ class DAWA(Mechanism):
         if int(counts.sum()) * counts.size >= _INT_LIMIT:
             raise ParameterError("DAWA needs total x bins below 2^62; coarsen the domain")
         changed = 2 if self.neighbours == "replace" else 1
+        if self.partition_step == "privtree":
+            return privtree_partition(counts, epsilon_partition, 1.0 / epsilon_measure, changed, resolve_rng(rng))
         if self.partition_step == "gibbs":
             return gibbs_partition(counts, epsilon_partition, 1.0 / epsilon_measure, changed, resolve_rng(rng))
         specs = partition_noise(counts.size, epsilon_partition, changed)

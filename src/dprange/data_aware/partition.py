@@ -1,6 +1,7 @@
-"""DAWA's first step: a partition of the bins into aligned dyadic intervals of near-uniform counts,
-epsilon_1-DP either as one exponential-mechanism draw over every dyadic partition (the Gibbs
-partition) or as the minimiser of noisy L1 deviations calibrated to their joint sensitivity.
+"""DAWA's first step scored by whole partitions: a partition of the bins into aligned dyadic
+intervals of near-uniform counts, epsilon_1-DP either as one exponential-mechanism draw over every
+dyadic partition (the Gibbs partition) or as the minimiser of noisy L1 deviations calibrated to
+their joint sensitivity.  The default, node by node, is :mod:`dprange.data_aware.privtree`.
 """
 
 from __future__ import annotations
