@@ -785,6 +785,19 @@ def assert_draws_follow_law(draw, law: dict, draws: int, seed: int, sharper: dic
         assert max(abs(sharper[k] - law[k]) for k in law) * draws > 10 * math.sqrt(draws)
 
 
+def worst_partition_loss(law_of, n: int, top: int, relation: str) -> float:
+    """max |log P_x(P) - log P_y(P)| over every vector x of counts 0..``top`` on ``n`` bins, each
+    neighbour y under ``relation`` and every partition P; ``law_of(x)``: {starts: P}."""
+    worst = 0.0
+    for values in itertools.product(range(top + 1), repeat=n):
+        x = np.array(values)
+        law_x = law_of(x)
+        for y in grid_neighbours(x, relation):
+            law_y = law_of(y)
+            worst = max(worst, max(abs(math.log(law_x[k]) - math.log(law_y[k])) for k in law_x))
+    return worst
+
+
 def median_deviation(x) -> int:
     """min_c sum |x_k - c| by brute force over the values of x (a median is one of them)."""
     x = [int(v) for v in x]

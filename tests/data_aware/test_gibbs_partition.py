@@ -5,12 +5,9 @@ neighbour relations (it fails at four times the factor 1 / T)."""
 
 from __future__ import annotations
 
-import itertools
-import math
-
 import numpy as np
 import pytest
-from _helpers import assert_draws_follow_law, dyadic_partitions, gibbs_law, grid_neighbours
+from _helpers import assert_draws_follow_law, dyadic_partitions, gibbs_law, worst_partition_loss
 
 from dprange.data_aware import partition as partition_module
 from dprange.data_aware.partition import gibbs_partition
@@ -63,13 +60,7 @@ def test_gibbs_law_is_epsilon_dp(relation, n):
     changed = 2 if relation == "replace" else 1
 
     def worst(factor):
-        loss = 0.0
-        for x in itertools.product(range(4), repeat=n):
-            law_x = gibbs_law(np.array(x), epsilon, penalty, changed, factor)
-            for y in grid_neighbours(np.array(x), relation):
-                law_y = gibbs_law(y, epsilon, penalty, changed, factor)
-                loss = max(loss, max(abs(math.log(law_x[k] / law_y[k])) for k in law_x))
-        return loss
+        return worst_partition_loss(lambda x: gibbs_law(x, epsilon, penalty, changed, factor), n, 3, relation)
 
     assert 0.2 * epsilon <= worst(1.0) <= epsilon + 1e-12
     if n == 4:

@@ -12,7 +12,7 @@ from decimal import Decimal
 
 import numpy as np
 import pytest
-from _helpers import assert_draws_follow_law, grid_neighbours, median_deviation, privtree_law
+from _helpers import assert_draws_follow_law, grid_neighbours, median_deviation, privtree_law, worst_partition_loss
 
 from dprange.data_aware.privtree import DEPTH_BIAS, median_deviations, privtree_loss, privtree_noise, privtree_partition
 
@@ -87,14 +87,7 @@ RELATIONS = ("add_remove", "replace")
 
 def worst_loss(n, top, epsilon, threshold, relation, scale_factor=1.0):
     changed = 2 if relation == "replace" else 1
-    worst = 0.0
-    for values in itertools.product(range(top + 1), repeat=n):
-        x = np.array(values)
-        law = privtree_law(x, epsilon, threshold, changed, scale_factor)
-        for y in grid_neighbours(x, relation):
-            other = privtree_law(y, epsilon, threshold, changed, scale_factor)
-            worst = max(worst, max(abs(math.log(law[k]) - math.log(other[k])) for k in law))
-    return worst
+    return worst_partition_loss(lambda x: privtree_law(x, epsilon, threshold, changed, scale_factor), n, top, relation)
 
 
 @pytest.mark.parametrize(
