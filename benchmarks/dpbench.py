@@ -35,6 +35,7 @@ import argparse
 import json
 import os
 import resource
+import sys
 
 import numpy as np
 from dpbench_2d import mechanisms as grid_mechanisms  # the sibling script: benchmarks/ is on sys.path when run
@@ -64,6 +65,11 @@ HOLDOUT = ("NETTRACE", "SEARCHLOGS", "MDSALARY", "MDSALARY-FA")
 SCALES = (10**3, 10**5, 10**7)
 EPSILONS = (0.1, 1.0)
 DOMAINS = (4096, 1024)
+
+
+def log(text: str) -> None:
+    """Progress on stderr, flushed at once (the benchmark scripts print their JSON on stdout)."""
+    print(text, file=sys.stderr, flush=True)
 
 
 def mechanisms(n: int, epsilon: float, workload: str) -> dict:

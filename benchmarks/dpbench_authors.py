@@ -47,7 +47,7 @@ REPO = os.path.dirname(HERE)
 DATA = os.path.join(REPO, "..", "shared", "data", "dpbench", "1D")
 sys.path.insert(0, os.path.join(REPO, "src"))  # this checkout's dprange, also from another venv
 
-from dpbench import FILES  # noqa: E402  (the sibling script: benchmarks/ is on sys.path when run)
+from dpbench import FILES, log  # noqa: E402  (the sibling script: benchmarks/ is on sys.path when run)
 
 import dprange  # noqa: E402
 from dprange.data_aware.selector import Selector  # noqa: E402
@@ -276,20 +276,26 @@ def merge(records: list[dict], paths: list[str]) -> None:
                 r["mse"] = {**{m: v for m, v in other["mse"].items() if m in AUTHORS}, **r["mse"]}
 
 
+def method_arguments(parser) -> None:
+    """``--methods`` and ``--out``, shared with benchmarks/dpbench_authors_2d.py."""
+    parser.add_argument("--methods", default="*", help="comma-separated shell patterns over method names")
+    parser.add_argument("--out", default=None, help="also write the cells here (JSON lines)")
+
+
+def matching(names, patterns: str) -> list[str]:
+    """The ``names`` matching any of the comma-separated shell ``patterns``, in order."""
+    return [m for m in names if any(fnmatch.fnmatch(m, p) for p in patterns.split(","))]
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--shapes", default=",".join(SHAPES))
     parser.add_argument("--bins", type=int, default=1024)
     parser.add_argument("--trials", type=int, default=10)
-    parser.add_argument("--methods", default="*", help="comma-separated shell patterns over method names")
+    method_arguments(parser)
     parser.add_argument("--loso", default=None, help="validation JSON of benchmarks/train_auto_data.py")
     parser.add_argument("--also", default="", help="comma-separated earlier results: their authors' methods")
-    parser.add_argument("--out", default=None, help="also write the cells here (JSON lines)")
     args = parser.parse_args(argv)
-
-    def log(text):
-        print(text, file=sys.stderr, flush=True)
-
     authors = import_authors()
     loso = None
     if args.loso:
@@ -297,8 +303,7 @@ def main(argv=None) -> int:
             validation = json.load(handle)
         loso = validation[validation["shipped"]]["models"]
     methods = {**{m: None for m in authors[2]}, **dprange_methods(loso)}
-    patterns = args.methods.split(",")
-    selected = {m: run for m, run in methods.items() if any(fnmatch.fnmatch(m, p) for p in patterns)}
+    selected = {m: methods[m] for m in matching(methods, args.methods)}
     records = []
     for shape in args.shapes.split(","):
         for scale in SCALES:

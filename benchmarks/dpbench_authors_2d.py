@@ -24,7 +24,6 @@ Set-up as benchmarks/dpbench_authors.md says (AG needs no compiled extension):
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import json
 import math
 import os
@@ -38,7 +37,7 @@ REPO = os.path.dirname(HERE)
 DATA = os.path.join(REPO, "..", "shared", "data", "dpbench", "2D")
 sys.path.insert(0, os.path.join(REPO, "src"))  # this checkout's dprange, also from another venv
 
-from dpbench_authors import finish, import_dpcomp, ratio_stats  # noqa: E402  (benchmarks/ is on sys.path when run)
+from dpbench_authors import finish, import_dpcomp, log, matching, method_arguments, ratio_stats  # noqa: E402  (benchmarks/ is on sys.path when run)
 
 import dprange  # noqa: E402
 from dprange.workloads import Rectangles  # noqa: E402
@@ -169,16 +168,11 @@ def main(argv=None) -> int:
     parser.add_argument("--shapes", default=",".join(SHAPES))
     parser.add_argument("--sides", default=",".join(map(str, SIDES)))
     parser.add_argument("--trials", type=int, default=20)
-    parser.add_argument("--methods", default="*", help="comma-separated shell patterns over method names")
-    parser.add_argument("--out", default=None, help="also write the cells here (JSON lines)")
+    method_arguments(parser)
     args = parser.parse_args(argv)
 
-    def log(text):
-        print(text, file=sys.stderr, flush=True)
-
     authors = import_authors()
-    patterns = args.methods.split(",")
-    methods = [m for m in (AUTHORS, *DPRANGE) if m == AUTHORS or any(fnmatch.fnmatch(m, p) for p in patterns)]
+    methods = [AUTHORS, *matching(DPRANGE, args.methods)]
     records = []
     for shape in args.shapes.split(","):
         for side in map(int, args.sides.split(",")):

@@ -41,14 +41,13 @@ benchmarks/dpbench_authors.py).
 from __future__ import annotations
 
 import argparse
-import functools
+import itertools
 import json
 import os
-import sys
 import time
 
 import numpy as np
-from dpbench import FILES, sample, shape
+from dpbench import FILES, log, sample, shape
 
 from dprange.data_aware.auto_data import AutoData
 from dprange.data_aware.selector import FEATURES, SELECTOR_FILE, Selector, feature_matrix, quadratic
@@ -181,31 +180,30 @@ def measure_cell(name, n, scale, epsilon, trials, candidates=CANDIDATES) -> list
 
 
 def measure(shapes, domains, scales, trials, path, log, candidates=CANDIDATES) -> list[dict]:
-    cells = (
-        (
-            f"{name} n={n} scale={scale:g} eps={epsilon}",
-            functools.partial(measure_cell, name, n, scale, epsilon, trials, candidates),
-        )
-        for n in domains
-        for name in shapes
-        for scale in scales
-        for epsilon in EPSILONS
+    return measure_grid(
+        lambda name, n, scale, epsilon: measure_cell(name, n, scale, epsilon, trials, candidates),
+        lambda name, n, scale, epsilon: f"{name} n={n} scale={scale:g} eps={epsilon}",
+        (domains, shapes, scales, EPSILONS),
+        path,
+        log,
     )
-    return measure_cells(cells, path, log)
 
 
-def measure_cells(cells, path, log) -> list[dict]:
-    """Run each ``(label, measure)`` of ``cells`` in turn, appending its rows to ``path`` (JSON
-    lines, flushed per cell so a long run can be followed) and logging its time."""
+def measure_grid(run, label, axes, path, log) -> list[dict]:
+    """``run(shape, size, scale, epsilon)`` for every cell of ``axes`` (sizes, shapes, scales,
+    epsilons; the shapes vary within a size) in turn, appending its rows to ``path`` (JSON
+    lines, flushed per cell so a long run can be followed) and logging ``label`` of the cell and
+    its time."""
     rows: list[dict] = []
+    sizes, shapes, scales, epsilons = axes
     with open(path, "w") as out:
-        for label, run in cells:
+        for size, name, scale, epsilon in itertools.product(sizes, shapes, scales, epsilons):
             start = time.time()
-            cell = run()
+            cell = run(name, size, scale, epsilon)
             out.writelines(json.dumps(row) + "\n" for row in cell)
             out.flush()
             rows.extend(cell)
-            log(f"{label}: {time.time() - start:.1f} s")
+            log(f"{label(name, size, scale, epsilon)}: {time.time() - start:.1f} s")
     return rows
 
 
@@ -453,9 +451,6 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--clip", type=float, default=3.0, help="ridge: targets clipped to +-clip (log-ratio)")
     args = parser.parse_args(argv)
-
-    def log(text):
-        print(text, file=sys.stderr, flush=True)
 
     if args.reuse:
         rows = load(args.measurements)

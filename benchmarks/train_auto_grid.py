@@ -28,14 +28,12 @@ and the ratio to ``auto``.  The fit of least geometric-mean regret among those n
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
-import sys
 import time
 
 import numpy as np
-from train_auto_data import fit_ridge, fit_tree, measure_cells, pick, summary
+from train_auto_data import fit_ridge, fit_tree, log, measure_grid, pick, summary
 
 from dprange.data_aware.auto_grid import (
     GRID_CANDIDATES,
@@ -158,17 +156,13 @@ def measure_cell(name, side, scale, epsilon, trials, cache) -> list[dict]:
 
 def measure(shapes, sides, scales, trials, path, log) -> list[dict]:
     cache: dict = {}
-    cells = (
-        (
-            f"{name} {side}x{side} scale={scale:g} eps={epsilon}",
-            functools.partial(measure_cell, name, side, scale, epsilon, trials, cache),
-        )
-        for side in sides
-        for name in shapes
-        for scale in scales
-        for epsilon in EPSILONS
+    return measure_grid(
+        lambda name, side, scale, epsilon: measure_cell(name, side, scale, epsilon, trials, cache),
+        lambda name, side, scale, epsilon: f"{name} {side}x{side} scale={scale:g} eps={epsilon}",
+        (sides, shapes, scales, EPSILONS),
+        path,
+        log,
     )
-    return measure_cells(cells, path, log)
 
 
 # ----------------------------------------------------------------------------- fits
@@ -298,9 +292,6 @@ def main(argv=None) -> int:
     if args.speed:
         print(json.dumps({"features_and_choice": speed()}, indent=1))
         return 0
-
-    def log(text):
-        print(text, file=sys.stderr, flush=True)
 
     if args.reuse:
         with open(args.measurements) as handle:
