@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import os
 
+import click
 import numpy as np
 
 from .. import api
@@ -295,15 +296,19 @@ def check_privacy(mech, n: int, epsilon: float, delta: float) -> None:
     api.check_release(mech, n, epsilon, delta)
 
 
-def chosen_mechanism(
-    mechanism: str, mechanism_params: dict, n: int, epsilon: float, delta: float, *, explicit: bool, **options
-):
+def mechanism_given() -> bool:
+    """Whether the running command's --mechanism was given, not left at its default (the
+    mechanism options are then checked against it)."""
+    return click.get_current_context().get_parameter_source("mechanism") != click.core.ParameterSource.DEFAULT
+
+
+def chosen_mechanism(mechanism: str, mechanism_params: dict, n: int, epsilon: float, delta: float, **options):
     """The 1-D mechanism a command runs: ``mechanism`` ("auto" or a name) with the mechanism
-    options the user gave (None: not given; ``explicit`` when --mechanism itself was given),
-    built by :func:`dprange.api.choose_mechanism` with ``options`` (neighbours, workload,
-    inference, noise) and checked by :func:`check_privacy`, all before any data is read."""
+    options the user gave (None: not given), built by :func:`dprange.api.choose_mechanism` with
+    ``options`` (neighbours, workload, inference, noise) and checked by :func:`check_privacy`,
+    all before any data is read."""
     given = {name: value for name, value in mechanism_params.items() if value is not None}
-    name, params = parse_mechanism_params(MECHANISMS, mechanism, given, explicit=explicit)
+    name, params = parse_mechanism_params(MECHANISMS, mechanism, given, explicit=mechanism_given())
     mech = api.choose_mechanism(name, n, epsilon, delta=delta, **options, **params)
     check_privacy(mech, n, epsilon, delta)
     return mech

@@ -44,6 +44,7 @@ from .parse import (
     chosen_mechanism,
     grid_mechanism_params,
     grid_workload,
+    mechanism_given,
     one_per_column,
     parse_categories,
     ranges_file,
@@ -107,9 +108,8 @@ def grid_release_command(options: dict) -> None:
         workload = release_workload(domain, None if categories and default else grid_workload(o["workload"]), o["clip"])
     else:
         workload = rectangles_file(o["ranges"], columns, domain.shape)
-    explicit = click.get_current_context().get_parameter_source("mechanism") != click.core.ParameterSource.DEFAULT
     given = {name: value for name, value in o["mechanism_params"].items() if value is not None}
-    params = grid_mechanism_params(mechanism, given, explicit=explicit)
+    params = grid_mechanism_params(mechanism, given, explicit=mechanism_given())
     if mechanism in GRID_MECHANISMS:
         check_made_for_workload("--mechanism", mechanism, workload)
         entry = GRID_MECHANISMS[mechanism]  # built as the library builds it, to word a refusal in options
@@ -465,14 +465,12 @@ def release_command(
         domain = build_domain(lo, hi, bins, integers)
     if ranges is not None:
         workload = ranges_file(ranges, domain.size)
-    explicit = click.get_current_context().get_parameter_source("mechanism") != click.core.ParameterSource.DEFAULT
     mech = chosen_mechanism(
         mechanism,
         mechanism_params,
         domain.size,
         epsilon,
         delta,
-        explicit=explicit,
         neighbours=neighbours,
         workload=workload,
         inference=inference,

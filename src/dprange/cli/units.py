@@ -115,14 +115,12 @@ def unit_release_command(o: dict, session, mechanism_params: dict) -> None:
         raise ParameterError("--key-share needs --by without --groups (keys selected privately)")
     run_at = api.row_epsilon(unit, release_epsilon)
     domain, workload = _domain_and_workload(o)
-    explicit = click.get_current_context().get_parameter_source("mechanism") != click.core.ParameterSource.DEFAULT
     mech = chosen_mechanism(
         o["mechanism"],
         mechanism_params,
         domain.size,
         run_at,
         release_delta,
-        explicit=explicit,
         neighbours=o["neighbours"],
         workload=workload,
         inference=o["inference"],
