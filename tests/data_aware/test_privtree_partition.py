@@ -15,6 +15,7 @@ import pytest
 from _helpers import assert_draws_follow_law, grid_neighbours, median_deviation, privtree_law, worst_partition_loss
 
 from dprange.data_aware.privtree import DEPTH_BIAS, median_deviations, privtree_loss, privtree_noise, privtree_partition
+from dprange.errors import ParameterError
 
 
 @pytest.mark.parametrize("n,size", [(16, 4), (13, 4), (7, 8), (9, 1), (33, 16)])
@@ -64,6 +65,12 @@ def test_noise_is_calibrated_to_the_bound(epsilon, changed):
     smaller = spec.scale - 1 / 64
     assert privtree_loss(smaller, max(1, round(smaller * DEPTH_BIAS))) > Decimal(epsilon) / changed
     assert bias == max(1, round(spec.scale * DEPTH_BIAS))
+
+
+@pytest.mark.parametrize("epsilon,changed", [(0.0, 1), (-1.0, 1), (float("nan"), 1), (float("inf"), 2), (1.0, 3)])
+def test_noise_refuses_a_bad_epsilon_or_relation(epsilon, changed):
+    with pytest.raises(ParameterError):
+        privtree_noise(epsilon, changed)
 
 
 @pytest.mark.parametrize(

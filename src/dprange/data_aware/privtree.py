@@ -12,6 +12,8 @@ from decimal import Decimal, localcontext
 
 import numpy as np
 
+from .._validation import check_epsilon
+from ..errors import ParameterError
 from ..privacy.noise import NoiseSpec
 
 #: The depth bias per decision level in units of the noise scale (PrivTree's delta = lambda ln
@@ -86,7 +88,9 @@ def privtree_noise(epsilon: float, changed: int) -> tuple[NoiseSpec, int]:
     with bias = max(1, round(t DEPTH_BIAS)).  The grid search keeps only scales checked against
     the bound, so a step where the bias jumps cannot let an unchecked scale through.  About
     10 ms (Decimal arithmetic), cached."""
-    target = Decimal(epsilon) / changed
+    if changed not in (1, 2):
+        raise ParameterError(f"changed must be 1 (add/remove) or 2 (replace), got {changed!r}")
+    target = Decimal(check_epsilon(epsilon)) / changed
 
     def bias_of(k: int) -> int:
         return max(1, round(k / _SCALE_STEP * DEPTH_BIAS))
