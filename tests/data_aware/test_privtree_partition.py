@@ -43,16 +43,65 @@ def test_median_deviation_moves_by_one_record_at_most_and_shrinks_inside():
 
 
 def exact_tail(t: float, bias: int, terms: int = 400) -> float:
-    """3 / t + sum_j R(j delta), R(z) = ln((1 + p - p^z) / (1 + p - p^(z - 1))), by summation."""
+    """2 / t + sum_j R(j delta), R(z) = ln((1 + p - p^z) / (1 + p - p^(z - 1))), by summation."""
     p = math.exp(-1 / t)
     z = [j * bias for j in range(1, terms)]
-    return 3 / t + math.fsum(math.log1p((p ** (k - 1) - p**k) / (1 + p - p ** (k - 1))) for k in z)
+    return 2 / t + math.fsum(math.log1p((p ** (k - 1) - p**k) / (1 + p - p ** (k - 1))) for k in z)
 
 
 @pytest.mark.parametrize("t,bias", [(1.0, 1), (3.0, 2), (37.0, 26), (150.0, 104), (4.0, 7)])
 def test_loss_bound_is_above_the_sum_it_bounds_and_close_to_it(t, bias):
     exact, bound = exact_tail(t, bias), float(privtree_loss(t, bias))
     assert exact * (1 - 1e-13) <= bound <= exact * (1 + 1e-12)
+
+
+def path_losses(d, d_other, t: float, bias: int, theta: int) -> list[float]:
+    """The log-ratio P_x(O) / P_x'(O) of every output O on one root-to-leaf path of decision
+    nodes with median deviations ``d`` (x) and ``d_other`` (x'), from the definition: O splits
+    the first K nodes and keeps node K whole (K < L), or splits all L."""
+    p = math.exp(-1 / t)
+
+    def split_whole(b: int) -> tuple[float, float]:
+        """P(b + Z > theta) and P(b + Z <= theta), Z discrete Laplace, each from its own tail."""
+        m = theta - b + 1  # split iff Z >= m
+        tail = p ** abs(m - 1 if m < 1 else m) / (1 + p)
+        return (tail, 1 - tail) if m >= 1 else (1 - tail, tail)
+
+    def log_probs(dev) -> list[float]:
+        out, above = [], 0.0
+        for k, v in enumerate(dev):
+            split, whole = split_whole(max(v - k * bias, theta - bias))
+            out.append(above + math.log(whole))
+            above += math.log(split)
+        return out + [above]
+
+    return [a - b for a, b in zip(log_probs(d), log_probs(d_other))]
+
+
+@pytest.mark.parametrize("t,bias,gap", [(3.0, 1, 1.01), (6.0, 3, 0.25), (20.0, 7, 0.11), (50.0, 17, 0.05)])
+def test_loss_bound_holds_on_deep_paths_and_is_reached_by_a_spike(t, bias, gap):
+    """The bound's case analysis on paths of 24 decision levels, far deeper than the tiny
+    domains below: for non-increasing deviations and neighbours moving each by at most 1, no
+    output's log-ratio exceeds the bound; a spike (the same deviation all the way down, one
+    record removed) comes within ``gap`` / t of it (at delta / t near DEPTH_BIAS within 0.05 /
+    t; at delta = 1, where R(1) = R(0), within 1.01 / t), so a bound smaller by 1/t, the cost
+    of one node at the threshold, would not hold."""
+    bound = float(privtree_loss(t, bias))
+    theta, levels = 5, 24
+    rng = np.random.default_rng(7)
+    worst = 0.0
+    for _ in range(3000):
+        d = np.maximum(rng.integers(0, 12 * bias) - np.cumsum(rng.choice([0, 0, 0, 1, 2, bias], levels)), 0)
+        other = np.minimum.accumulate(np.maximum(d + rng.integers(-1, 2, levels), 0))
+        if np.all(np.abs(other - d) <= 1):
+            worst = max(worst, *map(abs, path_losses(d.tolist(), other.tolist(), t, bias, theta)))
+    spike = max(
+        max(map(abs, path_losses([m] * levels, [m + step] * levels, t, bias, theta)))
+        for m in range(theta, theta + (levels + 2) * bias)
+        for step in (-1, 1)
+    )
+    assert max(worst, spike) <= bound * (1 + 1e-12)
+    assert spike > bound - gap / t
 
 
 @pytest.mark.parametrize("epsilon", [0.01, 0.025, 0.3, 1.0, 2.0, 7.5])

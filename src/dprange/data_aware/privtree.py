@@ -55,16 +55,18 @@ def median_deviations(counts: np.ndarray, size: int, nodes: np.ndarray | None = 
 def privtree_loss(scale: float, bias: int) -> Decimal:
     """An upper bound on the privacy loss of the partition under adding or removing one record,
     for discrete-Laplace noise of ``scale`` t (p = exp(-1/t)) and an integer depth ``bias``
-    delta >= 1: 3 / t + sum_{j >= 1} R(j delta), R(z) = ln((1 + p - p^z) / (1 + p - p^(z - 1))).
+    delta >= 1: 2 / t + sum_{j >= 1} R(j delta), R(z) = ln((1 + p - p^z) / (1 + p - p^(z - 1))).
 
     Why (docs/data-aware.md, "DAWA's PrivTree partition", writes it out): only the dyadic
     nodes holding the record's bin change score, by at most 1 each.  On that path the visited
-    decision nodes are split, but for at most one left whole; the whole one costs at most 1/t
-    (a shifted discrete Laplace tail).  A split node whose biased score z (relative to the
-    threshold) is at most 1 costs at most 1/t, one above at most R(z), and only nodes with
-    z >= -delta cost anything.  Median deviations shrink down the path while the bias grows by
-    delta per level, so these z are at least delta apart: at most two at or below 1 (2/t) and
-    the rest at least delta, 2 delta, ... above 0.  The first :data:`_EXACT_TERMS` terms are
+    decision nodes are split, but for at most one left whole, the deepest.  With z a node's
+    biased score less the threshold, only nodes with z >= -delta cost anything; a split node
+    costs at most R(z) (1/t for z <= 1), the whole one at most 1/t.  Median deviations shrink
+    down the path while the bias grows by delta per level, so the z fall by at least delta per
+    level.  If the whole node costs anything (z >= -delta), the split nodes above it have
+    z >= 0, delta, 2 delta, ...: at most 1/t + R(0) + sum_j R(j delta); otherwise the costly
+    split nodes have z >= -delta, 0, delta, ...: at most R(-delta) + R(0) + sum_j R(j delta).
+    Both are the bound.  The first :data:`_EXACT_TERMS` terms are
     summed in 60-digit Decimal arithmetic, the rest bounded by ln(1 + u) <= u, a geometric sum
     (with ``_EXACT_TERMS`` = 0 that alone: (1 - p) p^(delta - 1) / ((1 - p^delta) (1 + p -
     p^(delta - 1))))."""
@@ -78,7 +80,7 @@ def privtree_loss(scale: float, bias: int) -> Decimal:
         )
         before = p ** ((_EXACT_TERMS + 1) * bias - 1)
         tail = (1 - p) * before / ((1 - p**bias) * (1 + p - before))
-        return 3 / t + exact + tail + _ROUNDING
+        return 2 / t + exact + tail + _ROUNDING
 
 
 @functools.lru_cache(maxsize=256)
