@@ -20,6 +20,11 @@ summary: per pair (dprange method / authors' method, or / ``best-dpbench``: the 
 the authors' methods in the cell) the geometric mean of the per-cell ratios, their range, the
 geometric mean by scale and the worst cell (below 1: dprange better).
 
+``--reseed`` also runs each selected authors' method a second time with other noise seeds on the
+same arrays (``dpbench.DAWA~reseeded``, ...) and reports it against the first run: the ratios a
+method has against itself, the noise floor of a per-cell comparison at ``--trials`` trials (one
+trial's error varies tenfold and more on spiky shapes).
+
 dpcomp_core is not a dependency of dprange: fetch and build it as benchmarks/dpbench_authors.md
 says, then point ``DPCOMP_CORE`` at the clone and run this script with that environment's
 Python; without it the script says what is missing and exits with status 2.
@@ -59,7 +64,11 @@ EPSILONS = (0.1, 1.0)
 QUERIES = 2000
 WORKLOAD_SEED = 9001  # dpcomp_core.workload.RandomRange's default seed
 AUTHORS = ("dpbench.DAWA", "dpbench.MWEM", "dpbench.HB", "dpbench.AHP", "dpbench.SF")
+RESEEDED = "~reseeded"
+#: The noise seeds of a re-run (``--reseed``) are this far from the first run's (100 + trial).
+RESEED_OFFSET = 50_000
 PAIRS = (
+    *((m + RESEEDED, m) for m in AUTHORS),
     ("dprange.auto-data-loso", "best-dpbench"),
     ("dprange.auto-data", "best-dpbench"),
     ("dprange.auto", "best-dpbench"),
@@ -104,6 +113,19 @@ def import_authors():
         "dpbench.SF": m["thirdparty"].StructureFirst_engine,
     }
     return dataset, workload, engines
+
+
+class Reseeded:
+    """An authors' engine run with the noise seeds moved by :data:`RESEED_OFFSET`."""
+
+    def __init__(self, engine):
+        self.engine = engine
+
+    def __call__(self):
+        return self
+
+    def Run(self, query, counts, epsilon, seed):  # dpcomp_core's engine interface
+        return self.engine().Run(query, counts, epsilon, seed + RESEED_OFFSET)
 
 
 def print_missing(reason: str) -> int:
@@ -295,6 +317,7 @@ def main(argv=None) -> int:
     method_arguments(parser)
     parser.add_argument("--loso", default=None, help="validation JSON of benchmarks/train_auto_data.py")
     parser.add_argument("--also", default="", help="comma-separated earlier results: their authors' methods")
+    parser.add_argument("--reseed", action="store_true", help="re-run the selected authors' methods, other seeds")
     args = parser.parse_args(argv)
     authors = import_authors()
     loso = None
@@ -304,6 +327,10 @@ def main(argv=None) -> int:
         loso = validation[validation["shipped"]]["models"]
     methods = {**{m: None for m in authors[2]}, **dprange_methods(loso)}
     selected = {m: methods[m] for m in matching(methods, args.methods)}
+    if args.reseed:
+        for m in [m for m in selected if m in authors[2]]:
+            authors[2][m + RESEEDED] = Reseeded(authors[2][m])
+            selected[m + RESEEDED] = None
     records = []
     for shape in args.shapes.split(","):
         for scale in SCALES:

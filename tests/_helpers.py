@@ -35,7 +35,7 @@ from dprange.data_aware.partition import (
     partition_noise,
     scaled_deviations,
 )
-from dprange.data_aware.privtree import privtree_noise
+from dprange.data_aware.privtree import privtree_noise, tree_levels
 from dprange.data_aware.selector import Selector
 from dprange.inference.dispatch import NonlinearEstimate
 from dprange.measurements import LinearMeasurement, Measurements
@@ -806,11 +806,11 @@ def median_deviation(x) -> int:
 
 def privtree_law(x, epsilon: float, threshold: float, changed: int, scale_factor: float = 1.0) -> dict:
     """{starts: P(starts)} of the PrivTree partition written out from its definition: at each
-    decision node (two non-empty children) P(split) = P(Z >= theta - b + 1) with b =
-    max(d - depth delta, theta - delta), Z discrete Laplace of the calibrated scale (times
+    decision node (two non-empty children) at decision depth k, P(split) = P(Z >= theta - b + 1)
+    with b = max(d - b_k, theta - F), Z discrete Laplace of the calibrated scale (times
     ``scale_factor``), P(Z >= m) = p^m / (1 + p) for m >= 1, 1 - p^(1 - m) / (1 + p) else."""
     n = len(x)
-    spec, bias = privtree_noise(epsilon, changed)
+    spec, floor, biases = privtree_noise(epsilon, changed, tree_levels(n))
     p = math.exp(-1.0 / (spec.effective_scale * scale_factor))
     theta = math.ceil(threshold)
 
@@ -824,7 +824,7 @@ def privtree_law(x, epsilon: float, threshold: float, changed: int, scale_factor
         half = size // 2
         if start + half >= n:  # one child: the same bucket, no decision
             return below(start, half, depth)
-        q = split(max(median_deviation(x[start : start + size]) - depth * bias, theta - bias))
+        q = split(max(median_deviation(x[start : start + size]) - biases[depth], theta - floor))
         out = {(start,): 1 - q}
         for a, pa in below(start, half, depth + 1).items():
             for b, pb in below(start + half, half, depth + 1).items():

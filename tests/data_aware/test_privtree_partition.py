@@ -14,7 +14,15 @@ import numpy as np
 import pytest
 from _helpers import assert_draws_follow_law, grid_neighbours, median_deviation, privtree_law, worst_partition_loss
 
-from dprange.data_aware.privtree import DEPTH_BIAS, median_deviations, privtree_loss, privtree_noise, privtree_partition
+from dprange.data_aware.privtree import (
+    FLOOR_FACTOR,
+    NOISE_FACTOR,
+    median_deviations,
+    privtree_loss,
+    privtree_noise,
+    privtree_partition,
+    tree_levels,
+)
 from dprange.errors import ParameterError
 
 
@@ -42,20 +50,34 @@ def test_median_deviation_moves_by_one_record_at_most_and_shrinks_inside():
     assert moved == 1
 
 
-def exact_tail(t: float, bias: int, terms: int = 400) -> float:
-    """2 / t + sum_j R(j delta), R(z) = ln((1 + p - p^z) / (1 + p - p^(z - 1))), by summation."""
+def tail_ratio(t: float, z: int) -> float:
+    """R(z) by the definition: max over the two orders of ln P(split | score m + 1) / P(split |
+    score m) with m + 1 - theta = z, P(split | b) = P(Z >= theta - b + 1)."""
     p = math.exp(-1 / t)
-    z = [j * bias for j in range(1, terms)]
-    return 2 / t + math.fsum(math.log1p((p ** (k - 1) - p**k) / (1 + p - p ** (k - 1))) for k in z)
+
+    def at_least(m: int) -> float:
+        return p**m / (1 + p) if m >= 1 else 1 - p ** (1 - m) / (1 + p)
+
+    return math.log(at_least(1 - z) / at_least(2 - z))
 
 
-@pytest.mark.parametrize("t,bias", [(1.0, 1), (3.0, 2), (37.0, 26), (150.0, 104), (4.0, 7)])
-def test_loss_bound_is_above_the_sum_it_bounds_and_close_to_it(t, bias):
-    exact, bound = exact_tail(t, bias), float(privtree_loss(t, bias))
-    assert exact * (1 - 1e-13) <= bound <= exact * (1 + 1e-12)
+def loss_by_summation(t: float, floor: int, biases) -> float:
+    return 1 / t + max(
+        (math.fsum(tail_ratio(t, biases[k_] - biases[k] - floor) for k in range(k_)) for k_ in range(len(biases))),
+        default=0.0,
+    )
 
 
-def path_losses(d, d_other, t: float, bias: int, theta: int) -> list[float]:
+@pytest.mark.parametrize(
+    "t,floor,biases",
+    [(1.0, 1, (0, 1, 3)), (3.0, 2, (0, 0, 4, 9, 15)), (80.0, 48, (0, 0, 82, 149, 217)), (4.0, 7, (0, 2))],
+)
+def test_loss_bound_equals_its_sum_by_float_summation(t, floor, biases):
+    exact, bound = loss_by_summation(t, floor, biases), float(privtree_loss(t, floor, biases))
+    assert exact * (1 - 1e-12) <= bound <= exact * (1 + 1e-12)
+
+
+def path_losses(d, d_other, t: float, biases, floor: int, theta: int) -> list[float]:
     """The log-ratio P_x(O) / P_x'(O) of every output O on one root-to-leaf path of decision
     nodes with median deviations ``d`` (x) and ``d_other`` (x'), from the definition: O splits
     the first K nodes and keeps node K whole (K < L), or splits all L."""
@@ -70,7 +92,7 @@ def path_losses(d, d_other, t: float, bias: int, theta: int) -> list[float]:
     def log_probs(dev) -> list[float]:
         out, above = [], 0.0
         for k, v in enumerate(dev):
-            split, whole = split_whole(max(v - k * bias, theta - bias))
+            split, whole = split_whole(max(v - biases[k], theta - floor))
             out.append(above + math.log(whole))
             above += math.log(split)
         return out + [above]
@@ -78,48 +100,67 @@ def path_losses(d, d_other, t: float, bias: int, theta: int) -> list[float]:
     return [a - b for a, b in zip(log_probs(d), log_probs(d_other))]
 
 
-@pytest.mark.parametrize("t,bias,gap", [(3.0, 1, 1.01), (6.0, 3, 0.25), (20.0, 7, 0.11), (50.0, 17, 0.05)])
-def test_loss_bound_holds_on_deep_paths_and_is_reached_by_a_spike(t, bias, gap):
-    """The bound's case analysis on paths of 24 decision levels, far deeper than the tiny
-    domains below: for non-increasing deviations and neighbours moving each by at most 1, no
-    output's log-ratio exceeds the bound; a spike (the same deviation all the way down, one
-    record removed) comes within ``gap`` / t of it (at delta / t near DEPTH_BIAS within 0.05 /
-    t; at delta = 1, where R(1) = R(0), within 1.01 / t), so a bound smaller by 1/t, the cost
-    of one node at the threshold, would not hold."""
-    bound = float(privtree_loss(t, bias))
-    theta, levels = 5, 24
+@pytest.mark.parametrize("epsilon,levels", [(1.0, 12), (0.25, 16), (0.025, 24), (2.0, 10)])
+def test_loss_bound_holds_on_deep_paths_and_is_nearly_reached_by_a_spike(epsilon, levels):
+    """The bound's case analysis on paths of up to 24 decision levels with the shipped schedule,
+    far deeper than the tiny domains below: for non-increasing deviations and neighbours moving
+    each by at most 1, no output's log-ratio exceeds the bound (nor epsilon); a spike (the same
+    deviation all the way down, one record removed or added) comes within half of 1/t of it
+    (within 0.03/t at eps1 = 0.025, where the integer biases are fine), so a bound smaller by the
+    1/t of one node at the threshold would not hold."""
+    spec, floor, biases = privtree_noise(epsilon, 1, levels)
+    t = spec.scale
+    bound = float(privtree_loss(t, floor, biases))
+    assert bound <= epsilon
+    theta = 5
     rng = np.random.default_rng(7)
     worst = 0.0
+    top = biases[-1] + floor + theta + 4
     for _ in range(3000):
-        d = np.maximum(rng.integers(0, 12 * bias) - np.cumsum(rng.choice([0, 0, 0, 1, 2, bias], levels)), 0)
+        d = np.maximum(rng.integers(0, top) - np.cumsum(rng.choice([0, 0, 0, 1, 2, max(1, floor)], levels)), 0)
         other = np.minimum.accumulate(np.maximum(d + rng.integers(-1, 2, levels), 0))
         if np.all(np.abs(other - d) <= 1):
-            worst = max(worst, *map(abs, path_losses(d.tolist(), other.tolist(), t, bias, theta)))
+            worst = max(worst, *map(abs, path_losses(d.tolist(), other.tolist(), t, biases, floor, theta)))
     spike = max(
-        max(map(abs, path_losses([m] * levels, [m + step] * levels, t, bias, theta)))
-        for m in range(theta, theta + (levels + 2) * bias)
+        max(map(abs, path_losses([m] * levels, [m + step] * levels, t, biases, floor, theta)))
+        for m in range(0, top)
         for step in (-1, 1)
     )
     assert max(worst, spike) <= bound * (1 + 1e-12)
-    assert spike > bound - gap / t
+    assert spike > bound - (0.03 if epsilon < 0.05 else 0.5) / t
 
 
 @pytest.mark.parametrize("epsilon", [0.01, 0.025, 0.3, 1.0, 2.0, 7.5])
 @pytest.mark.parametrize("changed", [1, 2])
-def test_noise_is_calibrated_to_the_bound(epsilon, changed):
-    spec, bias = privtree_noise(epsilon, changed)
+@pytest.mark.parametrize("levels", [0, 1, 3, 10, 20])
+def test_noise_is_calibrated_to_the_bound(epsilon, changed, levels):
+    """The scale is NOISE_FACTOR / eps on the 1/64 grid, the floor FLOOR_FACTOR t, the loss
+    within eps / changed, and each bias the least that keeps it there (one less does not)."""
+    spec, floor, biases = privtree_noise(epsilon, changed, levels)
+    target = Decimal(epsilon) / changed
     assert spec.effective_scale == spec.scale and (spec.scale * 64).is_integer()
-    assert privtree_loss(spec.scale, bias) <= Decimal(epsilon) / changed
-    # one grid step less does not pass (at the bias that step would take)
-    smaller = spec.scale - 1 / 64
-    assert privtree_loss(smaller, max(1, round(smaller * DEPTH_BIAS))) > Decimal(epsilon) / changed
-    assert bias == max(1, round(spec.scale * DEPTH_BIAS))
+    wanted = NOISE_FACTOR * changed / epsilon
+    assert wanted <= spec.scale < wanted + 1 / 64
+    assert floor == max(1, round(FLOOR_FACTOR * spec.scale))
+    assert len(biases) == levels and list(biases) == sorted(biases) and (not biases or biases[0] == 0)
+    assert privtree_loss(spec.scale, floor, biases) <= target
+    for k in range(1, levels):
+        if biases[k] > biases[k - 1]:
+            lower = [*biases[:k], biases[k] - 1]
+            assert privtree_loss(spec.scale, floor, lower) > target
 
 
-@pytest.mark.parametrize("epsilon,changed", [(0.0, 1), (-1.0, 1), (float("nan"), 1), (float("inf"), 2), (1.0, 3)])
-def test_noise_refuses_a_bad_epsilon_or_relation(epsilon, changed):
+@pytest.mark.parametrize(
+    "epsilon,changed,levels",
+    [(0.0, 1, 3), (-1.0, 1, 3), (float("nan"), 1, 3), (float("inf"), 2, 3), (1.0, 3, 3), (1.0, 1, -1)],
+)
+def test_noise_refuses_a_bad_epsilon_relation_or_height(epsilon, changed, levels):
     with pytest.raises(ParameterError):
-        privtree_noise(epsilon, changed)
+        privtree_noise(epsilon, changed, levels)
+
+
+def test_tree_levels_count_the_decision_depths():
+    assert [tree_levels(n) for n in (1, 2, 3, 4, 5, 1024, 1025)] == [0, 1, 2, 2, 3, 10, 11]
 
 
 @pytest.mark.parametrize(

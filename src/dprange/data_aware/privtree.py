@@ -1,7 +1,8 @@
 """DAWA's PrivTree partition: a top-down split of the dyadic tree, each node split when its
 noisy, depth-biased median deviation exceeds a threshold (Zhang, Xiao and Xie, "PrivTree: A
 Differentially Private Algorithm for Hierarchical Decompositions", SIGMOD 2016), with the
-privacy loss bounded for a score that can move either way under one record.
+privacy loss bounded for a score that can move either way under one record, and a depth bias
+that grows only as fast as that bound needs on a tree of known height.
 """
 
 from __future__ import annotations
@@ -16,19 +17,21 @@ from .._validation import check_epsilon
 from ..errors import ParameterError
 from ..privacy.noise import NoiseSpec
 
-#: The depth bias per decision level in units of the noise scale (PrivTree's delta = lambda ln
-#: beta, ln 2 = 0.69 for fanout 2).  A larger bias shrinks the loss bound's tail (less noise)
-#: but stops splits sooner; chosen side by side with the authors' DAWA among 0.15-1.39
-#: (docs/data-aware.md, "DAWA's PrivTree partition").
-DEPTH_BIAS = 0.35
+#: The noise scale t in units of 1 / eps1 (snapped up to the 1/64 grid).  What the loss bound
+#: leaves above 1/t pays for the depth biases: a larger t buys smaller biases with more noise.
+#: Chosen side by side with the authors' DAWA (docs/data-aware.md, "DAWA's PrivTree partition").
+NOISE_FACTOR = 2.5
+
+#: The floor of the biased score, theta - F, with F = round(FLOOR_FACTOR t): a node whose
+#: biased score is below it splits with probability about exp(-F / t) / 2, whatever its data;
+#: a lower floor splits empty regions less but lets more decisions on a path cost 1/t.
+FLOOR_FACTOR = 0.35
 
 #: The noise scale is a multiple of 1/64: its discrete-Laplace sampler then runs at exactly
 #: that scale (:func:`dprange.privacy.samplers.effective_scale`).
 _SCALE_STEP = 64
 
-#: Terms of the loss bound's series summed exactly before the geometric bound on the rest, and
-#: a margin far above the 60-digit arithmetic's rounding.
-_EXACT_TERMS = 32
+#: A margin far above the 60-digit arithmetic's rounding.
 _ROUNDING = Decimal(10) ** -40
 
 
@@ -52,76 +55,98 @@ def median_deviations(counts: np.ndarray, size: int, nodes: np.ndarray | None = 
     return out
 
 
-def privtree_loss(scale: float, bias: int) -> Decimal:
-    """An upper bound on the privacy loss of the partition under adding or removing one record,
-    for discrete-Laplace noise of ``scale`` t (p = exp(-1/t)) and an integer depth ``bias``
-    delta >= 1: 2 / t + sum_{j >= 1} R(j delta), R(z) = ln((1 + p - p^z) / (1 + p - p^(z - 1))).
+def _tail_ratio(t: Decimal, p: Decimal, z: int) -> Decimal:
+    """R(z): the largest log-ratio ln f(m + 1) / f(m) of a split decision whose two biased
+    scores are m and m + 1 with m + 1 - theta = z, f(b) = P(b + Z > theta), Z discrete Laplace
+    of scale t: 1/t for z <= 1 (both in the tail), ln((1 + p - p^z) / (1 + p - p^(z - 1)))
+    above, p = exp(-1/t); non-increasing in z."""
+    if z <= 1:
+        return 1 / t
+    return ((1 + p - p**z) / (1 + p - p ** (z - 1))).ln()
 
-    Why (docs/data-aware.md, "DAWA's PrivTree partition", writes it out): only the dyadic
-    nodes holding the record's bin change score, by at most 1 each.  On that path the visited
-    decision nodes are split, but for at most one left whole, the deepest.  With z a node's
-    biased score less the threshold, only nodes with z >= -delta cost anything; a split node
-    costs at most R(z) (1/t for z <= 1), the whole one at most 1/t.  Median deviations shrink
-    down the path while the bias grows by delta per level, so the z fall by at least delta per
-    level.  If the whole node costs anything (z >= -delta), the split nodes above it have
-    z >= 0, delta, 2 delta, ...: at most 1/t + R(0) + sum_j R(j delta); otherwise the costly
-    split nodes have z >= -delta, 0, delta, ...: at most R(-delta) + R(0) + sum_j R(j delta).
-    Both are the bound.  The first :data:`_EXACT_TERMS` terms are
-    summed in 60-digit Decimal arithmetic, the rest bounded by ln(1 + u) <= u, a geometric sum
-    (with ``_EXACT_TERMS`` = 0 that alone: (1 - p) p^(delta - 1) / ((1 - p^delta) (1 + p -
-    p^(delta - 1))))."""
+
+def privtree_loss(scale: float, floor: int, biases) -> Decimal:
+    """An upper bound on the privacy loss of the partition under adding or removing one record,
+    for discrete-Laplace noise of ``scale`` t, the floor offset F (biased scores are at least
+    theta - F) and the depth biases b_0 = 0 <= b_1 <= ... of the decision depths 0..L-1:
+    1/t + max_K sum_{k < K} R(b_K - b_k - F).
+
+    Why (docs/data-aware.md, "DAWA's PrivTree partition", writes it out): only the decision
+    nodes on the record's root-to-leaf path change score, by at most 1 each.  The visited ones
+    are split but for at most one left whole, the deepest.  With z_k = d(v_k) - b_k - theta
+    (the unfloored biased score less the threshold), a node costs nothing unless z_k >= -F (below
+    that both scores sit on the floor), a split node costs at most R(z_k), the whole one at
+    most 1/t.  Median deviations shrink down the path, so z_k >= z_K + b_K - b_k above the
+    deepest costly node K, whose z_K >= -F: the nodes above it cost at most
+    sum_{k < K} R(b_K - b_k - F), node K itself at most 1/t.  Exact in 60-digit Decimal."""
     with localcontext() as ctx:
         ctx.prec = 60
         t = Decimal(scale)
         p = (-1 / t).exp()
-        exact = sum(
-            (((1 + p - p ** (j * bias)) / (1 + p - p ** (j * bias - 1))).ln() for j in range(1, _EXACT_TERMS + 1)),
-            Decimal(0),
+        biases = [int(b) for b in biases]
+        above = (  # the nodes above the deepest costly one, K
+            sum((_tail_ratio(t, p, biases[deepest] - b - floor) for b in biases[:deepest]), Decimal(0))
+            for deepest in range(len(biases))
         )
-        before = p ** ((_EXACT_TERMS + 1) * bias - 1)
-        tail = (1 - p) * before / ((1 - p**bias) * (1 + p - before))
-        return 2 / t + exact + tail + _ROUNDING
+        worst = max(above, default=Decimal(0))
+        return 1 / t + worst + _ROUNDING
 
 
 @functools.lru_cache(maxsize=256)
-def privtree_noise(epsilon: float, changed: int) -> tuple[NoiseSpec, int]:
-    """(noise, depth bias) of the least scale on the 1/64 grid whose :func:`privtree_loss` is at
-    most epsilon / ``changed`` (a replacement is a removal and an addition: ``changed`` = 2),
-    with bias = max(1, round(t DEPTH_BIAS)).  The grid search keeps only scales checked against
-    the bound, so a step where the bias jumps cannot let an unchecked scale through.  About
-    10 ms (Decimal arithmetic), cached."""
+def privtree_noise(epsilon: float, changed: int, levels: int) -> tuple[NoiseSpec, int, tuple[int, ...]]:
+    """(noise, floor offset F, depth biases b_0..b_(levels-1)) of an epsilon / ``changed``-DP
+    PrivTree on a tree of ``levels`` decision depths (a replacement is a removal and an
+    addition: ``changed`` = 2).  The scale t is :data:`NOISE_FACTOR` / eps on the 1/64 grid,
+    F = round(:data:`FLOOR_FACTOR` t), and each bias is the least integer, depth by depth,
+    that keeps :func:`privtree_loss` within eps: the bias grows slowly near the root, where a
+    path has few decisions above it, and by about t / 2 per level below.  Cached."""
     if changed not in (1, 2):
         raise ParameterError(f"changed must be 1 (add/remove) or 2 (replace), got {changed!r}")
+    if not isinstance(levels, int) or levels < 0:
+        raise ParameterError(f"levels must be a non-negative integer, got {levels!r}")
     target = Decimal(check_epsilon(epsilon)) / changed
+    steps = math.ceil(NOISE_FACTOR * changed / epsilon * _SCALE_STEP)
+    while Decimal(_SCALE_STEP) / steps >= target:  # 1/t must leave room for the biases
+        steps += 1
+    scale = steps / _SCALE_STEP
+    floor = max(1, round(FLOOR_FACTOR * scale))
+    biases: list[int] = []
+    for _ in range(levels):
+        low = biases[-1] if biases else 0
 
-    def bias_of(k: int) -> int:
-        return max(1, round(k / _SCALE_STEP * DEPTH_BIAS))
+        def private(b: int) -> bool:
+            return privtree_loss(scale, floor, [*biases, b]) <= target
 
-    def private(k: int) -> bool:
-        return privtree_loss(k / _SCALE_STEP, bias_of(k)) <= target
+        step = biases[-1] - biases[-2] if len(biases) > 1 else 1
+        high = low
+        while not private(high):
+            low, high = high + 1, high + max(1, step)
+            step *= 2
+        while low < high:  # the loss falls as the new bias grows: the least passing one
+            middle = (low + high) // 2
+            low, high = (low, middle) if private(middle) else (middle + 1, high)
+        biases.append(low)
+    return NoiseSpec("discrete_laplace", scale), floor, tuple(biases)
 
-    low, high = 1, 1
-    while not private(high):
-        low, high = high + 1, 2 * high
-    while low < high:  # least passing k on [low, high], assuming the bound falls with t ...
-        middle = (low + high) // 2
-        low, high = (low, middle) if private(middle) else (middle + 1, high)
-    while not private(low):  # ... and checked, where a jump of the bias breaks that
-        low += 1
-    return NoiseSpec("discrete_laplace", low / _SCALE_STEP), bias_of(low)
+
+def tree_levels(n: int) -> int:
+    """The decision depths of the dyadic tree over n bins: ceil(log2 n) (none for one bin)."""
+    return max(0, (n - 1).bit_length())
 
 
 def privtree_partition(counts: np.ndarray, epsilon: float, threshold: float, changed: int, source) -> np.ndarray:
     """Start bins of an epsilon-DP partition into aligned dyadic buckets, drawn top-down: a
     decision node v (one with two non-empty children) at decision depth k is split when
-    max(d(v) - k delta, theta - delta) + Z > theta, Z discrete Laplace (:func:`privtree_noise`),
+    max(d(v) - b_k, theta - F) + Z > theta, Z discrete Laplace, b_k and F from
+    :func:`privtree_noise`,
     d the median deviation (:func:`median_deviations`), theta = ceil(``threshold``) (DAWA's
     bucket penalty 1 / eps2: split where a bucket's deviation is worth another bucket's noise).
     A node left whole is a bucket; a node of one bin always is.  Unlike costs with
     independent noise, the default on noise is to keep a node whole, so flat and empty regions
     stay whole and only signal above the noise splits.  Integer arithmetic; O(n) per level."""
     n = counts.size
-    spec, bias = privtree_noise(epsilon, changed)
+    spec, floor, biases = privtree_noise(epsilon, changed, tree_levels(n))
+    bias = np.asarray(biases, dtype=np.int64)
     theta = math.ceil(threshold)
     size = 1 << max(0, (n - 1).bit_length())
     open_nodes, depth = np.ones(1, dtype=bool), np.zeros(1, dtype=np.int64)
@@ -132,7 +157,7 @@ def privtree_partition(counts: np.ndarray, epsilon: float, threshold: float, cha
         nodes = np.flatnonzero(decides)
         split = np.zeros(open_nodes.size, dtype=bool)
         if nodes.size:
-            biased = np.maximum(median_deviations(counts, size, nodes) - depth[nodes] * bias, theta - bias)
+            biased = np.maximum(median_deviations(counts, size, nodes) - bias[depth[nodes]], theta - floor)
             split[nodes] = biased + np.asarray(spec.sample(nodes.size, source)) > theta
         starts.append(node_start[decides & ~split])
         # children of split nodes, one level deeper; a node with one child passes it on as is
