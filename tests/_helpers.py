@@ -804,6 +804,12 @@ def median_deviation(x) -> int:
     return min(sum(abs(v - c) for v in x) for c in set(x))
 
 
+def discrete_laplace_at_least(p: float, m: int) -> float:
+    """P(Z >= m) for Z discrete Laplace with P(z) ~ p^|z|: p^m / (1 + p) for m >= 1, else
+    1 - p^(1 - m) / (1 + p) (P(Z <= m - 1) = P(Z >= 1 - m) by symmetry)."""
+    return p**m / (1 + p) if m >= 1 else 1 - p ** (1 - m) / (1 + p)
+
+
 def privtree_law(x, epsilon: float, threshold: float, changed: int, scale_factor: float = 1.0) -> dict:
     """{starts: P(starts)} of the PrivTree partition written out from its definition: at each
     decision node (two non-empty children) at decision depth k, P(split) = P(Z >= theta - b + 1)
@@ -815,8 +821,7 @@ def privtree_law(x, epsilon: float, threshold: float, changed: int, scale_factor
     theta = math.ceil(threshold)
 
     def split(b: int) -> float:
-        m = theta - b + 1
-        return p**m / (1 + p) if m >= 1 else 1 - p ** (1 - m) / (1 + p)
+        return discrete_laplace_at_least(p, theta - b + 1)
 
     def below(start: int, size: int, depth: int) -> dict:
         if size == 1:

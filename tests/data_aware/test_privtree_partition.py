@@ -12,7 +12,14 @@ from decimal import Decimal
 
 import numpy as np
 import pytest
-from _helpers import assert_draws_follow_law, grid_neighbours, median_deviation, privtree_law, worst_partition_loss
+from _helpers import (
+    assert_draws_follow_law,
+    discrete_laplace_at_least,
+    grid_neighbours,
+    median_deviation,
+    privtree_law,
+    worst_partition_loss,
+)
 
 from dprange.data_aware.privtree import (
     FLOOR_FACTOR,
@@ -54,11 +61,7 @@ def tail_ratio(t: float, z: int) -> float:
     """R(z) by the definition: max over the two orders of ln P(split | score m + 1) / P(split |
     score m) with m + 1 - theta = z, P(split | b) = P(Z >= theta - b + 1)."""
     p = math.exp(-1 / t)
-
-    def at_least(m: int) -> float:
-        return p**m / (1 + p) if m >= 1 else 1 - p ** (1 - m) / (1 + p)
-
-    return math.log(at_least(1 - z) / at_least(2 - z))
+    return math.log(discrete_laplace_at_least(p, 1 - z) / discrete_laplace_at_least(p, 2 - z))
 
 
 def loss_by_summation(t: float, floor: int, biases) -> float:
@@ -84,10 +87,10 @@ def path_losses(d, d_other, t: float, biases, floor: int, theta: int) -> list[fl
     p = math.exp(-1 / t)
 
     def split_whole(b: int) -> tuple[float, float]:
-        """P(b + Z > theta) and P(b + Z <= theta), Z discrete Laplace, each from its own tail."""
-        m = theta - b + 1  # split iff Z >= m
-        tail = p ** abs(m - 1 if m < 1 else m) / (1 + p)
-        return (tail, 1 - tail) if m >= 1 else (1 - tail, tail)
+        """P(b + Z > theta) = P(Z >= m) and P(b + Z <= theta) = P(Z >= 1 - m), m = theta - b + 1:
+        each an exact tail where it is small."""
+        m = theta - b + 1
+        return discrete_laplace_at_least(p, m), discrete_laplace_at_least(p, 1 - m)
 
     def log_probs(dev) -> list[float]:
         out, above = [], 0.0

@@ -84,12 +84,15 @@ def privtree_loss(scale: float, floor: int, biases) -> Decimal:
         t = Decimal(scale)
         p = (-1 / t).exp()
         biases = [int(b) for b in biases]
-        above = (  # the nodes above the deepest costly one, K
-            sum((_tail_ratio(t, p, biases[deepest] - b - floor) for b in biases[:deepest]), Decimal(0))
-            for deepest in range(len(biases))
-        )
-        worst = max(above, default=Decimal(0))
+        worst = max((_cost_above(t, p, floor, biases[: deepest + 1]) for deepest in range(len(biases))), default=0)
         return 1 / t + worst + _ROUNDING
+
+
+def _cost_above(t: Decimal, p: Decimal, floor: int, biases: list[int]) -> Decimal:
+    """sum_{k < K} R(b_K - b_k - F) with K the last depth of ``biases``: the most the decisions
+    above the deepest costly node K can cost (:func:`privtree_loss`)."""
+    *above, deepest = biases
+    return sum((_tail_ratio(t, p, deepest - b - floor) for b in above), Decimal(0))
 
 
 @functools.lru_cache(maxsize=256)
@@ -111,21 +114,26 @@ def privtree_noise(epsilon: float, changed: int, levels: int) -> tuple[NoiseSpec
     scale = steps / _SCALE_STEP
     floor = max(1, round(FLOOR_FACTOR * scale))
     biases: list[int] = []
-    for _ in range(levels):
-        low = biases[-1] if biases else 0
+    with localcontext() as ctx:
+        ctx.prec = 60
+        t = Decimal(scale)
+        p = (-1 / t).exp()
+        room = target - 1 / t - _ROUNDING  # what the decisions above the deepest costly node may cost
+        for _ in range(levels):  # the depths above K already fit: only K's own sum is new
 
-        def private(b: int) -> bool:
-            return privtree_loss(scale, floor, [*biases, b]) <= target
+            def private(b: int) -> bool:
+                return _cost_above(t, p, floor, [*biases, b]) <= room
 
-        step = biases[-1] - biases[-2] if len(biases) > 1 else 1
-        high = low
-        while not private(high):
-            low, high = high + 1, high + max(1, step)
-            step *= 2
-        while low < high:  # the loss falls as the new bias grows: the least passing one
-            middle = (low + high) // 2
-            low, high = (low, middle) if private(middle) else (middle + 1, high)
-        biases.append(low)
+            low = biases[-1] if biases else 0
+            step = biases[-1] - biases[-2] if len(biases) > 1 else 1
+            high = low
+            while not private(high):
+                low, high = high + 1, high + max(1, step)
+                step *= 2
+            while low < high:  # the cost falls as the new bias grows: the least passing one
+                middle = (low + high) // 2
+                low, high = (low, middle) if private(middle) else (middle + 1, high)
+            biases.append(low)
     return NoiseSpec("discrete_laplace", scale), floor, tuple(biases)
 
 
@@ -138,8 +146,8 @@ def privtree_partition(counts: np.ndarray, epsilon: float, threshold: float, cha
     """Start bins of an epsilon-DP partition into aligned dyadic buckets, drawn top-down: a
     decision node v (one with two non-empty children) at decision depth k is split when
     max(d(v) - b_k, theta - F) + Z > theta, Z discrete Laplace, b_k and F from
-    :func:`privtree_noise`,
-    d the median deviation (:func:`median_deviations`), theta = ceil(``threshold``) (DAWA's
+    :func:`privtree_noise`, d the median deviation (:func:`median_deviations`), theta =
+    ceil(``threshold``) (DAWA's
     bucket penalty 1 / eps2: split where a bucket's deviation is worth another bucket's noise).
     A node left whole is a bucket; a node of one bin always is.  Unlike costs with
     independent noise, the default on noise is to keep a node whole, so flat and empty regions
@@ -148,7 +156,7 @@ def privtree_partition(counts: np.ndarray, epsilon: float, threshold: float, cha
     spec, floor, biases = privtree_noise(epsilon, changed, tree_levels(n))
     bias = np.asarray(biases, dtype=np.int64)
     theta = math.ceil(threshold)
-    size = 1 << max(0, (n - 1).bit_length())
+    size = 1 << tree_levels(n)
     open_nodes, depth = np.ones(1, dtype=bool), np.zeros(1, dtype=np.int64)
     starts = []
     while size > 1:
