@@ -16,7 +16,7 @@ import dprange
 from dprange import AutoData
 from dprange.api.histogram import check_release
 from dprange.data_aware.auto_data import choose, choose_many
-from dprange.data_aware.selector import Selector, feature_matrix, shipped, top_mass
+from dprange.data_aware.selector import FEATURES, Selector, feature_matrix, shipped, top_mass
 from dprange.data_aware.steps import laplace_spec, spent
 
 
@@ -84,8 +84,43 @@ def test_choice_is_the_selector_on_the_noisy_features():
 
 
 def forced(choice: str) -> Selector:
-    """A one-leaf selector that always names ``choice``."""
+    """A selector that names ``choice`` below 2^100 bins (so it buys the features: it is not one leaf)."""
+    names = ("auto", "dawa") if choice == "auto" else ("auto", choice)
+    nodes = [{"feature": FEATURES.index("log_bins"), "threshold": 100.0, "left": 1, "right": 2}]
+    nodes += [{"leaf": names.index(choice)}, {"leaf": 1 - names.index(choice)}]
+    return Selector("tree", names, {"nodes": nodes})
+
+
+def one_leaf(choice: str) -> Selector:
+    """A constant selector: one leaf naming ``choice``."""
     return Selector("tree", ("auto", choice), {"nodes": [{"leaf": 1 if choice != "auto" else 0}]})
+
+
+@pytest.mark.parametrize("choice", ["auto", "dawa", "mwem", "structure-first"])
+def test_a_constant_selector_buys_no_features(choice):
+    """One leaf: the features could not change the choice, so none are bought; the release is the
+    chosen mechanism's at the whole epsilon (the same draws), with only its own private steps."""
+    x = np.random.default_rng(1).integers(0, 50, 256)
+    x[100:180] = 0
+    epsilon = 0.8
+    mech = AutoData(tuned_for="prefix")
+    mech.selector = one_leaf(choice)
+    assert not mech.buys_features() and mech.budget_left(epsilon) == epsilon
+    assert forced(choice).constant() is None and one_leaf(choice).constant() == choice
+    r = mech.release(x, epsilon, rng=3)
+    inner, options = mech.candidate(choice, 256, epsilon)
+    alone = inner.release(x, epsilon, rng=3, **options)
+    np.testing.assert_array_equal(r.estimate, alone.estimate)
+    assert r.parameters["features"] is None and r.parameters["chosen"] == inner.name
+    steps = r.parameters["private_steps"]
+    assert [s["step"] for s in steps] == [
+        s["step"] for s in alone.parameters.get("private_steps") or [{"step": "measure"}]
+    ]
+    assert float(spent(steps)) == pytest.approx(epsilon) and r.epsilon <= epsilon
+    if choice == "auto":  # exactly auto's release: its exact error bars at the whole epsilon
+        model = mech.independent(256, epsilon).error_model(256, epsilon)
+        assert r.exact_error_bars
+        assert r.range(0, 99).stderr == pytest.approx(math.sqrt(model.range_variance(0, 99)), rel=1e-9)
 
 
 @pytest.mark.parametrize("choice", ["auto", "dawa", "mwem", "structure-first"])
@@ -118,12 +153,17 @@ def test_every_branch_accounting_and_error_bars(choice):
 
 def test_release_uses_the_shipped_selector_on_its_noisy_features():
     rng = np.random.default_rng(0)
+    constant = shipped().constant()
     for x, epsilon in ((np.zeros(512, dtype=np.int64), 0.1), (rng.integers(5000, 6000, 512), 1.0)):
         x[[3, 70]] += 5
         r = AutoData().release(x, epsilon, rng=1)
         f = r.parameters["features"]
-        name = choose(f["total"], f["nonempty"], f["top"], 512, f["epsilon_left"], "all-range")
-        inner = AutoData().candidate(name, 512, f["epsilon_left"])[0]
+        if constant is None:
+            name = choose(f["total"], f["nonempty"], f["top"], 512, f["epsilon_left"], "all-range")
+            inner = AutoData().candidate(name, 512, f["epsilon_left"])[0]
+        else:  # the shipped single leaf: no features bought, the choice at the whole epsilon
+            assert f is None
+            inner = AutoData().candidate(constant, 512, epsilon)[0]
         assert r.parameters["chosen"] == inner.name
 
 
@@ -138,7 +178,9 @@ def test_release_through_the_api_on_a_large_domain():
 
 
 def test_replace_spends_nothing_on_the_public_total():
-    r = AutoData(neighbours="replace").release(np.arange(16), 1.0, rng=1)
+    mech = AutoData(neighbours="replace")
+    mech.selector = forced("auto")
+    r = mech.release(np.arange(16), 1.0, rng=1)
     names = [s["step"] for s in r.parameters["private_steps"]]
     assert names[:2] == ["nonempty", "top"] and "total" not in names
     assert r.parameters["features"]["total"] == float(np.arange(16).sum())
@@ -151,14 +193,17 @@ def test_auto_data_releases_through_the_facade_from_2048_bins(n, epsilon):
     rel = dprange.release(values, dprange.Domain.integers(0, n - 1), epsilon, mechanism="auto-data", rng=1)
     steps = rel.parameters["private_steps"]
     assert spent(steps) <= Fraction(epsilon) and rel.epsilon <= epsilon
-    assert [s["step"] for s in steps][:2] == ["total", "nonempty"]
     direct = AutoData().release(np.bincount(values, minlength=n), epsilon, rng=1)
     np.testing.assert_array_equal(rel.estimate, direct.estimate)  # the facade runs the same release
+    assert steps == direct.parameters["private_steps"]
 
 
-def test_data_free_check_uses_the_branch_chosen_at_the_remaining_epsilon():
+@pytest.mark.parametrize("selector", [forced("auto"), one_leaf("auto")], ids=["features", "one-leaf"])
+def test_data_free_check_uses_the_branch_chosen_at_the_remaining_epsilon(selector):
     mech = AutoData()
-    rest = mech.shares(1.0)[-1]  # the share left after the features
+    mech.selector = selector
+    rest = mech.budget_left(1.0)  # what is left after the features, if bought
+    assert rest == (mech.shares(1.0)[-1] if selector.constant() is None else 1.0)
     chosen = mech.independent(2048, rest)
     assert sum(chosen.budget) == pytest.approx(rest)  # a per-level budget list: absolute, sums to rest
     strategy = mech.strategy_at(2048, 1.0)

@@ -22,6 +22,7 @@ from dprange.answers.grid import GridRelease
 from dprange.data_aware import auto_data
 from dprange.data_aware.auto_grid import (
     GRID_CANDIDATES,
+    GRID_FEATURES,
     GRID_SELECTOR_FILE,
     AutoDataGrid,
     GridSelector,
@@ -109,8 +110,29 @@ def test_feature_step_is_private_to_its_declared_share(neighbours):
 
 
 def forced(choice: str) -> Selector:
-    """A one-leaf selector that always names ``choice``."""
-    return Selector("tree", ("auto", choice), {"nodes": [{"leaf": 1 if choice != "auto" else 0}]})
+    """A selector that names ``choice`` below 2^100 cells (so it buys the features: it is not one leaf)."""
+    names = ("auto", "agrid") if choice == "auto" else ("auto", choice)
+    nodes = [{"feature": GRID_FEATURES.index("log_cells"), "threshold": 100.0, "left": 1, "right": 2}]
+    nodes += [{"leaf": names.index(choice)}, {"leaf": 1 - names.index(choice)}]
+    return Selector("tree", names, {"nodes": nodes})
+
+
+@pytest.mark.parametrize("choice", ["auto", "agrid", "dawa_hilbert"])
+def test_a_constant_selector_buys_no_features(choice):
+    """One leaf: no features bought; the release is the choice's at the whole epsilon (same draws)."""
+    x = np.random.default_rng(5).integers(0, 30, (16, 16))
+    mech = AutoDataGrid()
+    mech.selector = Selector("tree", ("auto", choice), {"nodes": [{"leaf": 1 if choice != "auto" else 0}]})
+    assert not mech.buys_features() and forced(choice).constant() is None
+    r = mech.release(x, 0.7, rng=3)
+    alone = mech.candidate(choice, x.shape, 0.7).release(x, 0.7, rng=3)
+    np.testing.assert_array_equal(r.counts, alone.counts)
+    record = r.selection if choice == "auto" else r.parameters
+    assert record["features"] is None and record["chosen"] == alone.mechanism
+    assert [s["step"] for s in record["private_steps"]] == [
+        s["step"] for s in alone.parameters.get("private_steps") or [{"step": "measure"}]
+    ]
+    assert float(spent(record["private_steps"])) == pytest.approx(0.7)
 
 
 def split(threshold: float) -> Selector:

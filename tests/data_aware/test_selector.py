@@ -100,6 +100,20 @@ def test_tree_selector_walks_its_nodes():
     assert sel.choose(x) == ["mwem", "mwem", "auto", "dawa"]
 
 
+def test_constant_names_the_one_choice_of_a_tree_and_nothing_else():
+    """A tree whose leaves all name one candidate is constant (its release buys no features); a
+    tree with two choices, or any ridge model, is not."""
+    assert tiny_tree().constant() is None
+    one = Selector("tree", ("auto", "dawa"), {"nodes": [{"leaf": 1}]})
+    assert one.constant() == "dawa"
+    same = {"feature": 0, "threshold": 1.0, "left": 1, "right": 2}
+    assert Selector("tree", ("auto", "dawa"), {"nodes": [same, {"leaf": 0}, {"leaf": 0}]}).constant() == "auto"
+    x = np.random.default_rng(0).normal(size=(50, len(FEATURES)))
+    assert Selector("tree", ("auto", "dawa"), {"nodes": [same, {"leaf": 0}, {"leaf": 0}]}).choose(x) == ["auto"] * 50
+    ridge = {"mean": np.zeros(len(FEATURES)), "scale": np.ones(len(FEATURES)), "coef": [[0.0]] * 36, "margin": 1.0}
+    assert Selector("ridge", ("auto", "dawa"), ridge).constant() is None
+
+
 def test_round_trip_and_layout_check():
     sel = tiny_tree()
     again = Selector.from_dict(json.loads(json.dumps(sel.to_dict())))

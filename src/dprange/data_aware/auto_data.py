@@ -17,7 +17,10 @@ with its own equal part of the share (discrete Laplace, sensitivity 1 under both
 The choice is post-processing of those noisy features: a selector trained on public data only
 (:mod:`dprange.data_aware.selector`; the DPBench shapes and synthetic shapes, retrained by
 ``benchmarks/train_auto_data.py``, validated leave-one-shape-out) names the mechanism, which
-runs with the rest of epsilon.  Its validation figures: docs/data-aware.md.
+runs with the rest of epsilon.  Its validation figures: docs/data-aware.md.  A constant
+selector (one leaf: the shipped one names ``auto`` while no fit validates as safe) makes the
+features pointless, so none are bought: the release is its choice at the whole epsilon, with
+the choice's own private steps only, and ``features`` is None in its parameters.
 
 Error bars: the features' noise is independent of the measurement noise, so given the choice
 a data-independent release keeps its exact error bars (its provenance lists the feature
@@ -104,6 +107,15 @@ class AutoData(Mechanism):
             rest = math.nextafter(rest, 0.0)
         return total, nonempty, top, rest
 
+    def buys_features(self) -> bool:
+        """Whether a release buys the features: not when the selector is constant (a single leaf,
+        e.g. the shipped ``auto`` leaf), whose choice they could not change."""
+        return (self.selector or shipped()).constant() is None
+
+    def budget_left(self, epsilon: float) -> float:
+        """The epsilon the chosen mechanism runs with: all of it when no features are bought."""
+        return self.shares(epsilon)[3] if self.buys_features() else epsilon
+
     def strategy(self, n: int):
         """The data-free worst case checked before any count is read: the data-independent choice
         (at epsilon 1; :meth:`strategy_at` builds it at the epsilon a release leaves it)."""
@@ -111,15 +123,15 @@ class AutoData(Mechanism):
 
     def strategy_at(self, n: int, epsilon, delta=0.0):
         """The data-independent branch's strategy at the epsilon it would run with (what is left
-        after the features): its per-level budgets, if any, are absolute and must fit that."""
-        return self.independent(n, self.shares(check_epsilon(epsilon))[2]).strategy(n)
+        after the features, if bought): its per-level budgets, if any, are absolute and must fit that."""
+        return self.independent(n, self.budget_left(check_epsilon(epsilon))).strategy(n)
 
     def noise_specs(self, strategy, epsilon: float, delta: float):
-        """The data-independent branch's noise at the epsilon left after the features, from the
-        mechanism ``auto`` chooses at that epsilon (the one :meth:`release` would run)."""
+        """The data-independent branch's noise at the epsilon left after the features (if bought),
+        from the mechanism ``auto`` chooses at that epsilon (the one :meth:`release` would run)."""
         if check_delta(delta) > 0:
             raise ParameterError("auto-data here is pure epsilon-DP; pass delta=0")
-        rest = self.shares(check_epsilon(epsilon))[3]
+        rest = self.budget_left(check_epsilon(epsilon))
         n = strategy.n if hasattr(strategy, "n") else 2
         return self.independent(n, rest).noise_specs(strategy, rest, delta)
 
@@ -172,9 +184,15 @@ class AutoData(Mechanism):
         if delta > 0:
             raise ParameterError("auto-data here is pure epsilon-DP; pass delta=0")
         source = resolve_rng(rng)
-        total, nonempty, top, steps = self.features(counts, epsilon, source)
-        rest = self.shares(epsilon)[3]
-        chosen = choose(total, nonempty, top, counts.size, rest, self.tuned_for, self.selector)
+        constant = (self.selector or shipped()).constant()
+        features: dict | None = None
+        if constant is None:
+            total, nonempty, top, steps = self.features(counts, epsilon, source)
+            rest = self.shares(epsilon)[3]
+            chosen = choose(total, nonempty, top, counts.size, rest, self.tuned_for, self.selector)
+            features = {"total": total, "nonempty": nonempty, "top": top, "epsilon_left": rest}
+        else:  # a constant selector: its choice needs no features, and the choice runs with all of epsilon
+            chosen, rest, steps = constant, epsilon, []
         inner, options = self.candidate(chosen, counts.size, rest)
         released = inner.release(counts, rest, rng=source, domain=domain, **options)
         inner_steps = released.parameters.get("private_steps") or [step("measure", released.epsilon)]
@@ -188,7 +206,7 @@ class AutoData(Mechanism):
                 **self.parameters(),
                 "chosen": inner.name,
                 "chosen_parameters": released.parameters,
-                "features": {"total": total, "nonempty": nonempty, "top": top, "epsilon_left": rest},
+                "features": features,
                 "private_steps": steps,
             },
             epsilon=min(float_at_least(spent(steps)), epsilon),

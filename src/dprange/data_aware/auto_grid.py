@@ -23,7 +23,8 @@ figures in docs/data-aware.md).  The data-independent branch is the least exact 
 on the release's workload (``workload``, ``order``: ``release_grid`` passes its own), as
 ``auto`` would choose it.  The chosen mechanism runs with the rest of epsilon and its own
 steps are recorded after the features' (a data-aware release's provenance; an exact release's
-``GridRelease.selection``).
+``GridRelease.selection``).  A constant selector (one leaf) buys no features: its choice runs
+with the whole epsilon and ``features`` is None.
 
 Error bars.  The features' noise is independent of the measurement noise, so given the choice
 the data-independent branch keeps its exact error bars (a :class:`~dprange.answers.grid.GridRelease`);
@@ -203,14 +204,26 @@ class AutoDataGrid(DataAwareGridMechanism):
             raise ParameterError(f"the 2-D auto-data selector names an unknown mechanism {name!r}; retrain it")
         return GRID_MECHANISMS[name].build(neighbours=self.neighbours)
 
+    def buys_features(self) -> bool:
+        """Whether a release buys the features: not when the selector is constant (a single leaf),
+        whose choice they could not change."""
+        return (self.selector or shipped_grid()).constant() is None
+
     def release(self, counts, epsilon, *, delta=0.0, rng=None, domain=None):
-        """Buy the features, choose, run the choice with the rest of epsilon; the release records
-        the features, the choice and every private step (their exact sum at most epsilon)."""
+        """Buy the features, choose, run the choice with the rest of epsilon (all of it, with no
+        features bought, under a constant selector); the release records the features, the
+        choice and every private step (their exact sum at most epsilon)."""
         counts, epsilon = self._check(counts, epsilon, delta)
         source = resolve_rng(rng)
-        total, nonempty, top, steps = self.features(counts, epsilon, source)
-        rest = self.shares(epsilon)[3]
-        chosen = choose_grid(total, nonempty, top, counts.size, rest, self.selector)[0]
+        constant = (self.selector or shipped_grid()).constant()
+        features: dict | None = None
+        if constant is None:
+            total, nonempty, top, steps = self.features(counts, epsilon, source)
+            rest = self.shares(epsilon)[3]
+            chosen = choose_grid(total, nonempty, top, counts.size, rest, self.selector)[0]
+            features = {"total": total, "nonempty": nonempty, "top": top, "epsilon_left": rest}
+        else:
+            chosen, rest, steps = constant, epsilon, []
         inner = self.candidate(chosen, counts.shape, rest)
         released = inner.release(counts, rest, rng=source, domain=domain)
         inner_steps = released.parameters.get("private_steps") or [step("measure", released.epsilon)]
@@ -221,7 +234,7 @@ class AutoDataGrid(DataAwareGridMechanism):
             "mechanism": self.name,
             **self.parameters(),
             "chosen": inner.name,
-            "features": {"total": total, "nonempty": nonempty, "top": top, "epsilon_left": rest},
+            "features": features,
             "private_steps": steps,
             "epsilon": min(float_at_least(spent(steps)), epsilon),
         }

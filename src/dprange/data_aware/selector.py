@@ -118,6 +118,15 @@ class Selector:
     def choose(self, x: np.ndarray) -> list[str]:
         return [self.candidates[i] for i in self.choose_index(x)]
 
+    def constant(self) -> str | None:
+        """The candidate this selector names whatever the features (a tree whose leaves all name
+        it), else None.  A release with a constant selector buys no features: they would spend
+        epsilon on a choice already made."""
+        if self.kind != "tree":
+            return None
+        leaves = {node["leaf"] for node in self.model["nodes"] if "leaf" in node}
+        return self.candidates[leaves.pop()] if len(leaves) == 1 else None
+
     def predict(self, x: np.ndarray) -> np.ndarray:
         """Ridge: predicted log error ratios to ``auto`` (rows x candidates; ``auto`` is 0)."""
         basis = quadratic((self.within_training(x) - self.model["mean"]) / self.model["scale"])
