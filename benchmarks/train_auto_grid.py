@@ -17,7 +17,9 @@ trees of depth 1 and 2 minimising the summed log error ratio to ``auto``
 (train_auto_data.fit_ridge), each fitted on both workloads' rows and on the random rectangles'
 alone.  Validation: leave-one-shape-out over the DPBench shapes (synthetic shapes always train):
 per cell, both workloads, the regret (the chosen releases' mean MSE over the best candidate's)
-and the ratio to ``auto``.  The fit of least geometric-mean regret among those never worse than
+and the ratio to ``auto`` run with the whole epsilon (what a user who skips auto-data gets; the
+best candidate includes it; a constant fit naming ``auto`` buys no features and is scored as
+it).  The fit of least geometric-mean regret among those never worse than
 ``auto`` by more than ``--to-auto`` in a held-out cell ships.
 
     nice python benchmarks/train_auto_grid.py [--trials 3] [--sides 32,64,128,256]
@@ -175,8 +177,17 @@ def winners(rows) -> tuple[str, ...]:
     return tuple(c for c in GRID_CANDIDATES if c == "auto" or c in won)
 
 
+def whole_auto(n: int, epsilon: float, workload: str) -> float:
+    """auto's exact MSE with the whole epsilon on a square grid of n cells: what a constant
+    selector naming it releases (no features bought), and what a user who skips auto-data gets."""
+    side = int(round(n**0.5))
+    return auto_mse(AutoDataGrid(), (side, side), epsilon, *evaluation_rectangles(side, workload))
+
+
 def table(rows, candidates):
-    """(features X, log-ratio targets R (rows x candidates, auto = 0), cell keys, per-row MSEs)."""
+    """(features X, log-ratio targets R (rows x candidates, auto = 0), cell keys, per-row MSEs:
+    the candidates' with the epsilon left after the features, then, last, ``auto``'s with the
+    whole epsilon)."""
     keys = [(r["shape"], r["n"], r["scale"], r["epsilon"], r["workload"]) for r in rows]
     cells: dict = {}
     for k, r in zip(keys, rows):
@@ -185,7 +196,9 @@ def table(rows, candidates):
     f = np.array([r["features"] for r in rows])
     x = grid_feature_matrix(f[:, 0], f[:, 1], f[:, 2], np.array([r["n"] for r in rows]), f[:, 3])
     ratio = np.array([[np.log(mean[k][c] / mean[k]["auto"]) for c in candidates] for k in keys])
-    per_row = np.array([[r["mse"][c] for c in candidates] for r in rows])
+    settings = {(r["n"], r["epsilon"], r["workload"]) for r in rows}
+    whole = {s: whole_auto(*s) for s in settings}
+    per_row = np.array([[r["mse"][c] for c in candidates] + [whole[r["n"], r["epsilon"], r["workload"]]] for r in rows])
     return x, ratio, keys, per_row
 
 
@@ -203,14 +216,16 @@ def fit(kind: str, depth: int, margin: float, x, ratio, candidates, args) -> Gri
 
 def held_out_cell(key, mine, per_row, candidates) -> dict:
     """One held-out cell's figures from its (row, chosen candidate) pairs: the chosen releases'
-    mean MSE over the best candidate's (regret) and over auto's, the best, the choices."""
+    mean MSE over the best candidate's (regret; ``auto`` with the whole epsilon among them) and
+    over ``auto``'s with the whole epsilon (the last column of ``per_row``), the best, the choices."""
+    names_all = (*candidates, "auto-whole")
     means = per_row[[i for i, _ in mine]].mean(axis=0)
     got = np.mean([per_row[i, c] for i, c in mine])
-    counts = np.bincount([c for _, c in mine], minlength=len(candidates))
-    figures = {"regret": float(got / means.min()), "to_auto": float(got / means[0])}
+    counts = np.bincount([c for _, c in mine], minlength=len(names_all))
+    figures = {"regret": float(got / means.min()), "to_auto": float(got / means[-1])}
     names = dict(zip(("shape", "n", "scale", "epsilon", "workload"), key))
-    chosen = {c: int(k) for c, k in zip(candidates, counts) if k}
-    return {**names, **figures, "best": candidates[int(np.argmin(means))], "choices": chosen}
+    chosen = {c: int(k) for c, k in zip(names_all, counts) if k}
+    return {**names, **figures, "best": names_all[int(np.argmin(means))], "choices": chosen}
 
 
 def validate(spec, x, ratio, keys, per_row, candidates, args, fitted_on) -> list[dict]:
@@ -225,6 +240,8 @@ def validate(spec, x, ratio, keys, per_row, candidates, args, fitted_on) -> list
             continue
         model = fit(*spec, x[~test & used], ratio[~test & used], candidates, args)
         chosen = model.choose_index(x[test])
+        if model.constant() == "auto":  # no features bought: auto with the whole epsilon
+            chosen = np.full(chosen.shape, len(candidates))
         rows = np.flatnonzero(test)
         picked: dict = {}
         for i, c in zip(rows, chosen):
@@ -241,7 +258,7 @@ def always(index: int, per_row, keys) -> dict:
             cells.setdefault(key, []).append(i)
     means = [per_row[rows].mean(axis=0) for rows in cells.values()]
     regret = np.array([m[index] / m.min() for m in means])
-    to_auto = np.array([m[index] / m[0] for m in means])
+    to_auto = np.array([m[index] / m[-1] for m in means])
     return {
         "regret_geo_mean": float(np.exp(np.log(regret).mean())),
         "regret_mean": float(regret.mean()),
@@ -320,7 +337,8 @@ def main(argv=None) -> int:
     best = results[chosen]
     used = np.isin([k[4] for k in keys], best["fitted_on"])
     selector = fit(best["kind"], best["depth"], best["margin"], x[used], ratio[used], candidates, args)
-    baselines = {f"always {c}": always(j, per_row, keys) for j, c in enumerate(candidates)}
+    # always auto buys no features (a constant selector): auto with the whole epsilon, the last column
+    baselines = {f"always {c}": always(-1 if c == "auto" else j, per_row, keys) for j, c in enumerate(candidates)}
     selector.training = {
         "fit": chosen,
         "rows": int(used.sum()),
