@@ -110,7 +110,11 @@ class AutoData(Mechanism):
     def buys_features(self) -> bool:
         """Whether a release buys the features: not when the selector is constant (a single leaf,
         e.g. the shipped ``auto`` leaf), whose choice they could not change."""
-        return (self.selector or shipped()).constant() is None
+        return self.constant_choice() is None
+
+    def constant_choice(self) -> str | None:
+        """The mechanism the selector names whatever the features, if it is constant (else None)."""
+        return (self.selector or shipped()).constant()
 
     def budget_left(self, epsilon: float) -> float:
         """The epsilon the chosen mechanism runs with: all of it when no features are bought."""
@@ -184,7 +188,7 @@ class AutoData(Mechanism):
         if delta > 0:
             raise ParameterError("auto-data here is pure epsilon-DP; pass delta=0")
         source = resolve_rng(rng)
-        constant = (self.selector or shipped()).constant()
+        constant = self.constant_choice()
         features: dict | None = None
         if constant is None:
             total, nonempty, top, steps = self.features(counts, epsilon, source)
@@ -219,7 +223,8 @@ class AutoData(Mechanism):
 MECHANISMS.add(
     AutoData,
     summary="data-aware choice: a small declared share of epsilon on a noisy total, a noisy count of non-empty "
-    "bins and the noisy mass of the heaviest bins, then auto, DAWA, MWEM or StructureFirst by a selector "
+    "bins and the noisy mass of the heaviest bins (none while the trained selector names one mechanism "
+    "whatever they are), then auto, DAWA, MWEM or StructureFirst by a selector "
     "trained on public data (DPBench and synthetic shapes)",
     citation=Citation(
         "Kotsogiannis, Machanavajjhala, Hay and Miklau",

@@ -207,7 +207,11 @@ class AutoDataGrid(DataAwareGridMechanism):
     def buys_features(self) -> bool:
         """Whether a release buys the features: not when the selector is constant (a single leaf),
         whose choice they could not change."""
-        return (self.selector or shipped_grid()).constant() is None
+        return self.constant_choice() is None
+
+    def constant_choice(self) -> str | None:
+        """The mechanism the selector names whatever the features, if it is constant (else None)."""
+        return (self.selector or shipped_grid()).constant()
 
     def release(self, counts, epsilon, *, delta=0.0, rng=None, domain=None):
         """Buy the features, choose, run the choice with the rest of epsilon (all of it, with no
@@ -215,7 +219,7 @@ class AutoDataGrid(DataAwareGridMechanism):
         choice and every private step (their exact sum at most epsilon)."""
         counts, epsilon = self._check(counts, epsilon, delta)
         source = resolve_rng(rng)
-        constant = (self.selector or shipped_grid()).constant()
+        constant = self.constant_choice()
         features: dict | None = None
         if constant is None:
             total, nonempty, top, steps = self.features(counts, epsilon, source)
