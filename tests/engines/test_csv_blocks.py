@@ -203,9 +203,11 @@ def test_arrow_memory_is_a_few_blocks_not_the_file(tmp_path):
         fh.write("x,y\n")
         np.savetxt(fh, np.column_stack([values, values]), fmt="%.9f", delimiter=",")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    # -X faulthandler: should the process die by a signal, its Python stacks land in stderr
     out = subprocess.run(
-        [sys.executable, "-c", MEASURE, str(path)], capture_output=True, text=True, check=True, env=env
+        [sys.executable, "-X", "faulthandler", "-c", MEASURE, str(path)], capture_output=True, text=True, env=env
     )
+    assert out.returncode == 0, f"exit {out.returncode}; stdout {out.stdout[-500:]!r}; stderr {out.stderr[-3000:]}"
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["rows"] == values.size
     assert result["arrow_peak"] < 8 * (1 << 20), result  # the whole column alone is 8 MiB, the file 24 MiB
