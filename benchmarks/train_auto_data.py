@@ -244,6 +244,7 @@ def load(paths: str) -> list[dict]:
 
 # ----------------------------------------------------------------------------- the table
 WHOLE = len(CANDIDATES)  # per_row's last column: auto with the whole epsilon (no features bought)
+COLUMNS = (*CANDIDATES, "auto-whole")  # per_row's columns, by name
 
 
 def whole_auto(n: int, epsilon: float, workload: str) -> float:
@@ -267,7 +268,7 @@ def table(rows):
     )
     keys = [(r["shape"], r["n"], r["scale"], r["epsilon"], r["workload"]) for r in rows]
     ratio = np.array([[np.log(mean[k][c] / mean[k]["auto"]) for c in CANDIDATES] for k in keys])
-    whole = {k[1:]: whole_auto(*k[1:]) for k in {(r["shape"], r["n"], r["epsilon"], r["workload"]) for r in rows}}
+    whole = {s: whole_auto(*s) for s in {(r["n"], r["epsilon"], r["workload"]) for r in rows}}
     per_row = np.array([[r["mse"][c] for c in CANDIDATES] + [whole[r["n"], r["epsilon"], r["workload"]]] for r in rows])
     return x, ratio, keys, per_row
 
@@ -369,8 +370,8 @@ def validate(kind: str, x, ratio, keys, per_row, args, held_out=DPBENCH) -> tupl
                     "workload": key[4],
                     "regret": float(got / means.min()),
                     "to_auto": float(got / means[WHOLE]),
-                    "best": (*CANDIDATES, "auto-whole")[int(np.argmin(means))],
-                    "choices": {c: picks.count(j) for j, c in enumerate((*CANDIDATES, "auto-whole")) if picks.count(j)},
+                    "best": COLUMNS[int(np.argmin(means))],
+                    "choices": {c: picks.count(j) for j, c in enumerate(COLUMNS) if picks.count(j)},
                 }
             )
     return cells, models
