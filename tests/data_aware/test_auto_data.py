@@ -13,7 +13,7 @@ import pytest
 from _helpers import assert_feature_step_exactly_private, grid_neighbours
 
 import dprange
-from dprange import AutoData
+from dprange import AutoData, ParameterError
 from dprange.api.histogram import check_release
 from dprange.data_aware.auto_data import choose, choose_many
 from dprange.data_aware.selector import FEATURES, Selector, feature_matrix, shipped, top_mass
@@ -106,6 +106,9 @@ def test_a_constant_selector_buys_no_features(choice):
     mech = AutoData(tuned_for="prefix")
     mech.selector = one_leaf(choice)
     assert not mech.buys_features() and mech.budget_left(epsilon) == epsilon
+    for bad in (0.0, -1.0, float("nan")):
+        with pytest.raises(ParameterError):
+            mech.budget_left(bad)
     assert forced(choice).constant() is None and one_leaf(choice).constant() == choice
     r = mech.release(x, epsilon, rng=3)
     inner, options = mech.candidate(choice, 256, epsilon)

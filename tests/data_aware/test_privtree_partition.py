@@ -164,6 +164,10 @@ def test_noise_refuses_a_bad_epsilon_relation_or_height(epsilon, changed, levels
 
 def test_tree_levels_count_the_decision_depths():
     assert [tree_levels(n) for n in (1, 2, 3, 4, 5, 1024, 1025)] == [0, 1, 2, 2, 3, 10, 11]
+    assert tree_levels(np.int64(9)) == 4
+    for bad in (0, -3, 2.0, True, "8"):
+        with pytest.raises(ParameterError, match="positive integer"):
+            tree_levels(bad)
 
 
 @pytest.mark.parametrize(

@@ -118,6 +118,7 @@ class AutoData(Mechanism):
 
     def budget_left(self, epsilon: float) -> float:
         """The epsilon the chosen mechanism runs with: all of it when no features are bought."""
+        epsilon = check_epsilon(epsilon)
         return self.shares(epsilon)[3] if self.buys_features() else epsilon
 
     def strategy(self, n: int):

@@ -139,7 +139,9 @@ def privtree_noise(epsilon: float, changed: int, levels: int) -> tuple[NoiseSpec
 
 def tree_levels(n: int) -> int:
     """The decision depths of the dyadic tree over n bins: ceil(log2 n) (none for one bin)."""
-    return max(0, (n - 1).bit_length())
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise ParameterError(f"the number of bins must be a positive integer, got {n!r}")
+    return (int(n) - 1).bit_length()
 
 
 def privtree_partition(counts: np.ndarray, epsilon: float, threshold: float, changed: int, source) -> np.ndarray:
