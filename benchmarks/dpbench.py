@@ -132,9 +132,9 @@ def accuracy_1d(shapes, trials: int, scales=SCALES, domains=DOMAINS, methods=Non
                                 else:
                                     rel = mech.release(counts, epsilon, rng=1000 + t)
                                 errors.append(scaled_error(rel.estimate, counts, lo, hi, scale))
-                                if mname == "auto-data":
-                                    f = rel.parameters["features"]
-                                    features.append([f["total"], f["nonempty"], f["top"], f["epsilon_left"]])
+                                f = rel.parameters.get("features") if mname == "auto-data" else None
+                                if f:  # none bought while the selector is constant
+                                    features.append([f["total"], f["merge"], f["top"], f["epsilon_left"]])
                             row = {
                                 "dims": 1,
                                 "shape": name,

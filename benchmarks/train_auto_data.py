@@ -161,7 +161,7 @@ def measure_cell(name, n, scale, epsilon, trials, candidates=CANDIDATES) -> list
         exact_auto = auto_mse(mech, n, rest, lo, hi)
         for t in range(trials):
             counts = sample(p, scale, seed=t)
-            total, nonempty, top, _ = mech.features(counts, epsilon, rng=5000 + t)
+            total, merge_cost, top, _ = mech.features(counts, epsilon, rng=5000 + t)
             errors = {"auto": exact_auto}
             for cand in [c for c in CANDIDATES[1:] if c in candidates]:
                 inner, options = mech.candidate(cand, n, rest)
@@ -175,11 +175,30 @@ def measure_cell(name, n, scale, epsilon, trials, candidates=CANDIDATES) -> list
                     "epsilon": epsilon,
                     "workload": workload,
                     "trial": t,
-                    "features": [total, nonempty, top, rest],
+                    "features": [total, merge_cost, top, rest],
                     "mse": errors,
                 }
             )
     return rows
+
+
+def refeature(rows: list[dict], log) -> list[dict]:
+    """The rows with their features recomputed by today's ``AutoData.features`` on the same
+    samples and seeds (the candidates' MSEs kept: valid while the epsilon left is unchanged,
+    which is checked)."""
+    cache: dict = {}
+    out = []
+    for r in rows:
+        key = (r["shape"], r["n"], r["scale"], r["epsilon"], r["trial"])
+        if key not in cache:
+            mech = AutoData(tuned_for=r["workload"])
+            if mech.shares(r["epsilon"])[3] != r["features"][3]:
+                raise SystemExit(f"{key}: measured with another epsilon left; re-measure instead of --refeature")
+            counts = sample(distribution(r["shape"], r["n"]), r["scale"], seed=r["trial"])
+            cache[key] = list(mech.features(counts, r["epsilon"], rng=5000 + r["trial"])[:3]) + [r["features"][3]]
+        out.append({**r, "features": cache[key]})
+    log(f"features recomputed for {len(rows)} rows ({len(cache)} samples)")
+    return out
 
 
 def measure(shapes, domains, scales, trials, path, log, candidates=CANDIDATES) -> list[dict]:
@@ -446,6 +465,11 @@ def main(argv=None) -> int:
     parser.add_argument("--measurements", default="auto_data_training.jsonl", help="comma-separated with --reuse")
     parser.add_argument("--reuse", action="store_true", help="fit on the measurements file without measuring")
     parser.add_argument(
+        "--refeature",
+        default=None,
+        help="with --reuse: recompute every row's features (same samples and seeds, MSEs kept) and save the rows here",
+    )
+    parser.add_argument(
         "--candidates",
         default=",".join(CANDIDATES[1:]),
         help="data-aware candidates measured (auto's exact error always is); with --merge, the others' come from there",
@@ -482,6 +506,10 @@ def main(argv=None) -> int:
         rows = measure(args.shapes.split(","), domains, scales, args.trials, args.measurements, log, candidates)
     if args.merge:
         rows = merge(load(args.merge), rows, log)
+    if args.refeature:
+        rows = refeature(rows, log)
+        with open(args.refeature, "w") as handle:
+            handle.writelines(json.dumps(r) + "\n" for r in rows)
     x, ratio, keys, per_row = table(rows)
     synthetic_held = sorted({k[0] for k in keys} - set(DPBENCH))
     results = {}

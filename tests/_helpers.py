@@ -956,10 +956,11 @@ def plotted_grid_release():
 
 
 def split_selector(candidates: tuple[str, str, str]) -> Selector:
-    """A two-split tree selector: the third candidate when log10(N epsilon / Z) <= 1, else the
-    first when the heaviest bins hold at most half of N, else the second (auto-data's tests)."""
+    """A two-split tree selector: the third candidate when the merge share (feature 1) is at most
+    0.5, else the first when the heaviest bins hold at most half of N, else the second
+    (auto-data's tests)."""
     nodes = [
-        {"feature": 1, "threshold": 1.0, "left": 1, "right": 2},
+        {"feature": 1, "threshold": 0.5, "left": 1, "right": 2},
         {"leaf": 2},
         {"feature": 3, "threshold": 0.5, "left": 3, "right": 4},
         {"leaf": 0},

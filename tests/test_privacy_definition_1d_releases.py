@@ -46,7 +46,7 @@ import dprange.data_aware.steps as data_aware_steps
 from dprange import DAWA
 from dprange.data_aware.auto_data import AutoData
 from dprange.data_aware.mwem import MWEM
-from dprange.data_aware.selector import Selector
+from dprange.data_aware.selector import Selector, merge_cost, merge_penalty
 from dprange.data_aware.structure_first import StructureFirst
 from dprange.privacy.noise import NoiseSpec
 
@@ -159,8 +159,9 @@ CHOICES = ("structure-first", "dawa", "auto")
 
 def window_selector() -> Selector:
     """A selector that names every CHOICES entry on 4 bins in the test's window: StructureFirst
-    when N epsilon / Z <= 10, else the data-independent mechanism when the heaviest bin holds at
-    most half of N, else DAWA (the privacy argument holds for any selector: post-processing)."""
+    when the merge share is at most 0.5, else the data-independent mechanism when the heaviest
+    bin holds at most half of N, else DAWA (the privacy argument holds for any selector:
+    post-processing)."""
     return split_selector(("auto", "dawa", "structure-first"))
 
 
@@ -224,15 +225,16 @@ def auto_worst(monkeypatch, mech, bases, epsilon, window=40):
                 totals, f_total = feature_window(specs[0], int(x.sum()), int(y.sum()), window)
             else:
                 totals, f_total = np.array([x.sum()]), np.zeros(1)
-            nonempty, f_nonempty = feature_window(specs[-2], np.count_nonzero(x), np.count_nonzero(y), window)
+            penalty = merge_penalty(rest)
+            merge, f_merge = feature_window(specs[-2], merge_cost(x, penalty), merge_cost(y, penalty), window)
             tops, f_top = feature_window(specs[-1], int(x.max()), int(y.max()), window)
-            t, z, h = np.meshgrid(totals, nonempty, tops, indexing="ij")
+            t, z, h = np.meshgrid(totals, merge, tops, indexing="ij")
             names = auto_data_module.choose_many(t, z, h, x.size, rest, mech.tuned_for, mech.selector)
             seen |= set(names)
             loss = np.array([inner[c] for c in names]).reshape(t.shape)
-            features = np.abs(f_total[:, None, None] + f_nonempty[None, :, None] + f_top[None, None, :])
+            features = np.abs(f_total[:, None, None] + f_merge[None, :, None] + f_top[None, None, :])
             worst = max(worst, float((features + loss).max()))
-            upper = max(upper, sum(np.abs(f).max() for f in (f_total, f_nonempty, f_top)) + max(inner.values()))
+            upper = max(upper, sum(np.abs(f).max() for f in (f_total, f_merge, f_top)) + max(inner.values()))
     return worst, upper, least, seen
 
 

@@ -1,6 +1,7 @@
 """auto-data (dprange.data_aware.auto_data): the feature step against the definition of differential
-privacy (exact probabilities of the noisy features on tiny domains, both relations), the
-rule, the accounting, the error bars of each branch, and seeded reproducibility."""
+privacy (exact probabilities of the noisy features on tiny domains, both relations), the merge
+cost against every dyadic partition, the rule, the accounting, the error bars of each branch,
+and seeded reproducibility."""
 
 from __future__ import annotations
 
@@ -16,22 +17,32 @@ import dprange
 from dprange import AutoData, ParameterError
 from dprange.api.histogram import check_release
 from dprange.data_aware.auto_data import choose, choose_many
-from dprange.data_aware.selector import FEATURES, Selector, feature_matrix, shipped, top_mass
+from dprange.data_aware.selector import (
+    FEATURES,
+    Selector,
+    feature_matrix,
+    merge_cost,
+    merge_penalty,
+    shipped,
+    top_mass,
+)
 from dprange.data_aware.steps import laplace_spec, spent
 
 
 def feature_pmf(x, mech: AutoData, epsilon: float, grid: np.ndarray, boost: float = 1.0) -> np.ndarray:
-    """P(noisy total = t, noisy non-empty bins = z, noisy top mass = h) on grid^3 (the total is
-    exact under replace), from the definition of each step's noise; ``boost`` multiplies each
-    step's epsilon (2: half the noise)."""
-    eps_total, eps_nonempty, eps_top, _ = mech.shares(epsilon)
-    nonempty = laplace_spec(boost * eps_nonempty, 1).pmf(grid - np.count_nonzero(x))
+    """P(noisy total = t, noisy merge cost = z, noisy top mass = h) on grid^3 (the total is
+    exact under replace), from the definition of each step's noise (the merge cost's
+    sensitivity: 1, 2 under replace); ``boost`` multiplies each step's epsilon (2: half the noise)."""
+    eps_total, eps_merge, eps_top, rest = mech.shares(epsilon)
+    moved = 2 if mech.neighbours == "replace" else 1
+    cost = merge_cost(np.asarray(x), merge_penalty(rest))
+    merge = laplace_spec(boost * eps_merge, moved).pmf(grid - cost)
     top = laplace_spec(boost * eps_top, 1).pmf(grid - top_mass(np.asarray(x)))
     if mech.neighbours == "replace":
         total = (grid == int(np.sum(x))).astype(float)
     else:
         total = laplace_spec(boost * eps_total, 1).pmf(grid - int(np.sum(x)))
-    return total[:, None, None] * nonempty[None, :, None] * top[None, None, :]
+    return total[:, None, None] * merge[None, :, None] * top[None, None, :]
 
 
 def worst_feature_loss(mech: AutoData, epsilon: float, boost: float = 1.0) -> float:
@@ -64,8 +75,11 @@ def test_sampled_features_follow_their_distribution_and_are_reproducible():
     b = mech.features(x, 1.0, np.random.default_rng(4))
     assert a == b
     draws = np.array([mech.features(x, 1.0, np.random.default_rng(s))[:3] for s in range(3000)])
-    eps_total, eps_nonempty, eps_top, _ = mech.shares(1.0)
-    for column, truth, eps in ((0, 12, eps_total), (1, 3, eps_nonempty), (2, 7, eps_top)):
+    eps_total, eps_merge, eps_top, rest = mech.shares(1.0)
+    # the merge cost at penalty ceil(1 / (0.75 * 0.5)) = 3: one bucket, deviation 12 from its
+    # median 0, plus 3 -> 15 (its halves: 8 + 9 = 17; every bin alone: 24)
+    assert merge_penalty(rest) == 3 and merge_cost(x, 3) == 15
+    for column, truth, eps in ((0, 12, eps_total), (1, 15, eps_merge), (2, 7, eps_top)):
         spec = laplace_spec(eps, 1)
         assert abs(draws[:, column].mean() - truth) < 4 * spec.variance**0.5 / math.sqrt(3000)
         assert abs(draws[:, column].var() - spec.variance) < 0.15 * spec.variance
@@ -142,7 +156,7 @@ def test_every_branch_accounting_and_error_bars(choice):
     expected = mech.independent(256, rest).name if choice == "auto" else choice
     assert r.parameters["chosen"] == expected
     steps = r.parameters["private_steps"]
-    assert [s["step"] for s in steps[:3]] == ["total", "nonempty", "top"]
+    assert [s["step"] for s in steps[:3]] == ["total", "merge", "top"]
     assert spent(steps) <= Fraction(epsilon) and r.epsilon <= epsilon
     assert float(spent(steps)) == pytest.approx(epsilon)
     np.testing.assert_array_equal(r.estimate, mech.release(x, epsilon, rng=3).estimate)
@@ -162,7 +176,7 @@ def test_release_uses_the_shipped_selector_on_its_noisy_features():
         r = AutoData().release(x, epsilon, rng=1)
         f = r.parameters["features"]
         if constant is None:
-            name = choose(f["total"], f["nonempty"], f["top"], 512, f["epsilon_left"], "all-range")
+            name = choose(f["total"], f["merge"], f["top"], 512, f["epsilon_left"], "all-range")
             inner = AutoData().candidate(name, 512, f["epsilon_left"])[0]
         else:  # the shipped single leaf: no features bought, the choice at the whole epsilon
             assert f is None
@@ -185,7 +199,7 @@ def test_replace_spends_nothing_on_the_public_total():
     mech.selector = forced("auto")
     r = mech.release(np.arange(16), 1.0, rng=1)
     names = [s["step"] for s in r.parameters["private_steps"]]
-    assert names[:2] == ["nonempty", "top"] and "total" not in names
+    assert names[:2] == ["merge", "top"] and "total" not in names
     assert r.parameters["features"]["total"] == float(np.arange(16).sum())
 
 

@@ -1,5 +1,6 @@
-"""auto-data's selector (dprange.data_aware.selector): the concentration feature's sensitivity
-against its definition on tiny domains (both relations), the features against explicit
+"""auto-data's selector (dprange.data_aware.selector): the concentration and merge-cost features'
+sensitivity against their definitions on tiny domains (both relations), the merge cost against
+every dyadic partition, the features against explicit
 formulas, both model kinds against explicit evaluation, and the shipped selector file."""
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ from dprange.data_aware.selector import (
     Selector,
     feature_matrix,
     heavy_bins,
+    merge_cost,
+    merge_penalty,
     quadratic,
     shipped,
     top_mass,
@@ -51,23 +54,64 @@ def test_top_mass_on_larger_domains_sums_n_over_64_bins():
 
 
 def test_feature_matrix_is_the_explicit_formula():
-    total, nonempty, top, n, eps = 5000.0, 40.0, 1250.0, 1024, 0.5
-    row = feature_matrix(total, nonempty, top, n, eps, True)
-    expected = [
-        math.log10(total * eps),
-        math.log10(total * eps / nonempty),
-        math.log10(nonempty / n),
-        top / total,
-        10.0,
-        math.log10(eps),
-        1.0,
-    ]
+    total, merge, top, n, eps = 5000.0, 400.0, 1250.0, 1024, 0.5
+    penalty = 3  # ceil(1 / (0.75 * 0.5))
+    assert merge_penalty(eps) == penalty and merge_penalty(1.0) == 2 and merge_penalty(100.0) == 1
+    row = feature_matrix(total, merge, top, n, eps, True)
+    share = merge / (penalty * n)
+    expected = [math.log10(total * eps), share, math.log10(share), top / total, 10.0, math.log10(eps), 1.0]
     np.testing.assert_allclose(row, expected, rtol=1e-12)
     assert len(expected) == len(FEATURES)
-    # noisy values outside their range are read at its edges: N >= 1, 1 <= Z <= n, 0 <= top / N <= 1
+    # noisy values outside their range are read at its edges: N >= 1, 0.001 <= share <= 1.5, 0 <= top / N <= 1
     low = feature_matrix(-7.0, -3.0, 9.0, 64, 1.0, False)
-    np.testing.assert_allclose(low, [0.0, 0.0, math.log10(1 / 64), 1.0, 6.0, 0.0, 0.0], atol=1e-12)
-    assert feature_matrix(10.0, 500.0, -2.0, 64, 1.0, False)[2:4].tolist() == [0.0, 0.0]
+    np.testing.assert_allclose(low, [0.0, 0.001, -3.0, 1.0, 6.0, 0.0, 0.0], atol=1e-12)
+    high = feature_matrix(10.0, 1e6, -2.0, 64, 1.0, False)
+    assert high[1:4].tolist() == [1.5, math.log10(1.5), 0.0]
+
+
+def brute_merge_cost(x: np.ndarray, penalty: int) -> int:
+    """The least sum_B (d(B) + penalty) over every aligned dyadic partition, by recursion over the
+    dyadic tree (the last node of a level truncated at n), d the L1 deviation from the median."""
+    n = x.size
+
+    def deviation(block):
+        return int(min(np.abs(block - c).sum() for c in block))
+
+    def best(lo: int, size: int) -> int:
+        whole = deviation(x[lo : min(lo + size, n)]) + penalty
+        if size == 1:
+            return whole
+        half = size // 2
+        split = best(lo, half) + (best(lo + half, half) if lo + half < n else 0)
+        return min(whole, split)
+
+    return best(0, 1 << max(0, (n - 1).bit_length()))
+
+
+def test_merge_cost_is_the_least_dyadic_partition_cost():
+    rng = np.random.default_rng(0)
+    for n in range(1, 14):
+        for _ in range(20):
+            x = rng.integers(0, 6, n) * (rng.random(n) < 0.5)
+            penalty = int(rng.integers(1, 5))
+            assert merge_cost(x, penalty) == brute_merge_cost(x, penalty)
+    assert merge_cost(np.zeros(1000, dtype=np.int64), 7) == 7  # all flat: one bucket
+    assert merge_cost(np.arange(8) * 100, 1) == 8  # every bin alone
+    assert merge_cost(np.array([0, 4, 0, 1, 0, 0, 7, 0]), 3) == 15
+
+
+@pytest.mark.parametrize(("relation", "bound"), [("add_remove", 1), ("replace", 2)])
+def test_merge_cost_moves_by_its_sensitivity(relation, bound):
+    """Exhaustive on 3 and 5 bins of counts 0..2 and every neighbour: the merge cost moves by at
+    most 1 under add/remove and 2 under replace, and both bounds are reached."""
+    worst = 0
+    for n in (3, 5):
+        for x in itertools.product(range(3), repeat=n):
+            x = np.array(x)
+            for penalty in (1, 2):
+                for y in grid_neighbours(x, relation):
+                    worst = max(worst, abs(merge_cost(np.asarray(y), penalty) - merge_cost(x, penalty)))
+    assert worst == bound
 
 
 def test_ridge_selector_predicts_the_explicit_quadratic():
@@ -88,14 +132,14 @@ def test_ridge_selector_predicts_the_explicit_quadratic():
 
 
 def tiny_tree() -> Selector:
-    """Root: log_signal_per_bin <= 1 -> mwem; else concentration <= 0.5 -> auto, else dawa."""
+    """Root: merge_share <= 0.5 -> mwem; else concentration <= 0.5 -> auto, else dawa."""
     return split_selector(("auto", "dawa", "mwem"))
 
 
 def test_tree_selector_walks_its_nodes():
     sel = tiny_tree()
     x = np.zeros((4, len(FEATURES)))
-    x[:, 1] = [0.5, 1.0, 2.0, 2.0]
+    x[:, 1] = [0.2, 0.5, 0.9, 0.9]
     x[:, 3] = [0.9, 0.9, 0.5, 0.6]
     assert sel.choose(x) == ["mwem", "mwem", "auto", "dawa"]
 

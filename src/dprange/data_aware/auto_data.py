@@ -4,11 +4,16 @@ DAWA, MWEM, StructureFirst) from private features of the data, in the spirit of 
 Algorithm Selection", SIGMOD 2017).
 
 A declared share ``feature_share`` of epsilon buys three features, each a recorded private step
-with its own equal part of the share (discrete Laplace, sensitivity 1 under both relations):
+with its part of the share (:data:`FEATURE_WEIGHTS`: most of it on the merge cost, whose noise
+does not fall with N; discrete Laplace each):
 
-* ``total``: the noisy number of records N (free under replace neighbours, where it is public);
-* ``nonempty``: the noisy number of non-empty bins (a record added or removed changes it by at
-  most 1; a record moved can empty one bin and fill another: -1 + 1);
+* ``total``: the noisy number of records N (sensitivity 1; free under replace neighbours, where
+  it is public);
+* ``merge``: the noisy least dyadic merge cost (:func:`~dprange.data_aware.selector.merge_cost`:
+  DAWA's partition objective at the penalty of the epsilon left), how much DAWA's merging can
+  gain: near ``penalty * n`` where no merge pays, far below where large regions are flat.  It
+  tells scattered from contiguous occupancy, which a count of non-empty bins cannot (sensitivity
+  1 under add/remove; 2 under replace, a moved record changing two bins);
 * ``top``: the noisy number of records in the n / 64 heaviest bins, how concentrated the mass is
   (a maximum over bin sets of sums of counts: a record added or removed changes it by at most
   1, a moved record by at most 1 as well, since the removal lowers it by 0 or 1 and the
@@ -46,34 +51,39 @@ from ..strategies.calibration import is_seeded
 from ..workloads import RandomRanges
 from .dawa import DAWA
 from .mwem import MWEM
-from .selector import Selector, feature_matrix, shipped, top_mass
+from .selector import Selector, feature_matrix, merge_cost, merge_penalty, shipped, top_mass
 from .steps import SHARE, laplace_spec, spent, step
 from .structure_first import StructureFirst
 
 WORKLOADS = ("all-range", "prefix")
 
-#: The features, in the order of their private steps (``total`` is skipped under replace).
-FEATURE_STEPS = ("total", "nonempty", "top")
+#: The features and the parts of ``feature_share`` each gets, in the order of their private steps
+#: (``total`` is skipped under replace, its part going to the others).  Most goes to the merge
+#: cost, whose noise does not fall with N.
+FEATURE_WEIGHTS = {"total": 1, "merge": 10, "top": 1}
+
+#: The features of the 2-D choice (:mod:`dprange.data_aware.auto_grid`), equal parts.
+OCCUPANCY_WEIGHTS = {"total": 1, "nonempty": 1, "top": 1}
 
 #: MWEM tuned for all ranges selects among this many public random ranges (a fixed sample).
 MWEM_RANGES = 2000
 
 
-def choose_many(total, nonempty, top, n: int, epsilon: float, tuned_for: str, selector=None) -> list[str]:
+def choose_many(total, merge, top, n: int, epsilon: float, tuned_for: str, selector=None) -> list[str]:
     """The selector's choices (candidate names: "auto", "dawa", "mwem", "structure-first") for
     arrays of noisy features, the public number of bins, the epsilon left and the workload."""
-    x = feature_matrix(np.ravel(total), np.ravel(nonempty), np.ravel(top), n, epsilon, tuned_for == "prefix")
+    x = feature_matrix(np.ravel(total), np.ravel(merge), np.ravel(top), n, epsilon, tuned_for == "prefix")
     return (selector or shipped()).choose(x)
 
 
-def choose(total: float, nonempty: float, top: float, n: int, epsilon: float, tuned_for: str, selector=None) -> str:
+def choose(total: float, merge: float, top: float, n: int, epsilon: float, tuned_for: str, selector=None) -> str:
     """The selector's choice for one release's noisy features (post-processing: reads no data)."""
-    return choose_many(total, nonempty, top, n, epsilon, tuned_for, selector)[0]
+    return choose_many(total, merge, top, n, epsilon, tuned_for, selector)[0]
 
 
 class AutoData(Mechanism):
     """Choose the data-independent ``auto``, DAWA, MWEM or StructureFirst from three private
-    features (noisy total, noisy number of non-empty bins, noisy mass of the heaviest bins)
+    features (noisy total, noisy least dyadic merge cost, noisy mass of the heaviest bins)
     bought with ``feature_share`` of epsilon, by the selector trained on public data; see the
     module docstring."""
 
@@ -84,7 +94,7 @@ class AutoData(Mechanism):
         Param(
             "feature_share",
             SHARE,
-            "share of epsilon spent on the features (noisy total, non-empty bins, mass of the heaviest bins)",
+            "share of epsilon spent on the features (noisy total, merge cost, mass of the heaviest bins)",
             default=0.05,
         ),
         Param("tuned_for", OneOf(WORKLOADS), "the workload the chosen mechanism is tuned for", default="all-range"),
@@ -95,17 +105,25 @@ class AutoData(Mechanism):
     #: The trained selector (None: the one shipped with the package); benchmarks set another one
     #: to measure leave-one-shape-out.
     selector: Selector | None = None
+    #: The features bought and their parts of ``feature_share``.
+    feature_weights = FEATURE_WEIGHTS
 
     def shares(self, epsilon: float) -> tuple[float, float, float, float]:
-        """(total, non-empty bins, top mass, rest); the total is free (public) under replace."""
+        """(total, middle feature, top mass, rest) by ``feature_weights``; the total is free
+        (public) under replace."""
         features = epsilon * self.feature_share
-        total = 0.0 if self.neighbours == "replace" else features / 3
-        nonempty = (features - total) / 2
-        top = nonempty
+        weight_total, weight_middle, weight_top = self.feature_weights.values()
+        total = (
+            0.0
+            if self.neighbours == "replace"
+            else features * weight_total / (weight_total + weight_middle + weight_top)
+        )
+        middle = (features - total) * weight_middle / (weight_middle + weight_top)
+        top = (features - total) * weight_top / (weight_middle + weight_top)
         rest = epsilon - features
-        while exact_sum([total, nonempty, top, rest]) > Fraction(epsilon):
+        while exact_sum([total, middle, top, rest]) > Fraction(epsilon):
             rest = math.nextafter(rest, 0.0)
-        return total, nonempty, top, rest
+        return total, middle, top, rest
 
     def buys_features(self) -> bool:
         """Whether a release buys the features: not when the selector is constant (a single leaf,
@@ -150,21 +168,27 @@ class AutoData(Mechanism):
         return auto_mechanism(self.tuned_for, n, epsilon, neighbours=self.neighbours, noise=self.noise)
 
     def features(self, counts, epsilon: float, rng=None) -> tuple[float, float, float, list[dict]]:
-        """(noisy total, noisy number of non-empty bins, noisy top mass, their private steps)."""
+        """(noisy total, noisy middle feature (the merge cost), noisy top mass, their private steps)."""
         counts = check_counts(counts)
         source = resolve_rng(rng)
-        eps_total, eps_nonempty, eps_top, _ = self.shares(epsilon)
+        eps_total, eps_merge, eps_top, rest = self.shares(epsilon)
         steps = []
         if self.neighbours == "replace":
             total = float(counts.sum())
         else:
             total = float(int(counts.sum()) + int(laplace_spec(eps_total, 1).sample((1,), source)[0]))
             steps.append(step("total", eps_total))
-        nonempty = float(int(np.count_nonzero(counts)) + int(laplace_spec(eps_nonempty, 1).sample((1,), source)[0]))
-        steps.append(step("nonempty", eps_nonempty))
+        value, sensitivity = self.middle_feature(counts, rest)
+        merge = float(value + int(laplace_spec(eps_merge, sensitivity).sample((1,), source)[0]))
+        steps.append(step(list(self.feature_weights)[1], eps_merge))
         top = float(top_mass(counts) + int(laplace_spec(eps_top, 1).sample((1,), source)[0]))
         steps.append(step("top", eps_top))
-        return total, nonempty, top, steps
+        return total, merge, top, steps
+
+    def middle_feature(self, counts: np.ndarray, epsilon_left: float) -> tuple[int, int]:
+        """(the exact middle feature, its sensitivity): the least dyadic merge cost at the penalty of
+        the epsilon left, sensitivity 1 (2 under replace: a moved record changes two bins)."""
+        return merge_cost(counts, merge_penalty(epsilon_left)), 2 if self.neighbours == "replace" else 1
 
     def candidate(self, name: str, n: int, epsilon: float) -> tuple[Mechanism, dict]:
         """The mechanism a choice names, and the keyword arguments of its release."""
@@ -192,10 +216,10 @@ class AutoData(Mechanism):
         constant = self.constant_choice()
         features: dict | None = None
         if constant is None:
-            total, nonempty, top, steps = self.features(counts, epsilon, source)
+            total, merge, top, steps = self.features(counts, epsilon, source)
             rest = self.shares(epsilon)[3]
-            chosen = choose(total, nonempty, top, counts.size, rest, self.tuned_for, self.selector)
-            features = {"total": total, "nonempty": nonempty, "top": top, "epsilon_left": rest}
+            chosen = choose(total, merge, top, counts.size, rest, self.tuned_for, self.selector)
+            features = {"total": total, "merge": merge, "top": top, "epsilon_left": rest}
         else:  # a constant selector: its choice needs no features, and the choice runs with all of epsilon
             chosen, rest, steps = constant, epsilon, []
         inner, options = self.candidate(chosen, counts.size, rest)
@@ -221,11 +245,23 @@ class AutoData(Mechanism):
         return released
 
 
+class OccupancyFeatures(AutoData):
+    """The feature steps of the 2-D choice (:mod:`dprange.data_aware.auto_grid`): the noisy total,
+    the noisy number of non-empty cells and the noisy top mass, equal parts of the share.  The
+    non-empty count has sensitivity 1 under both relations (a record added or removed changes it
+    by at most 1; a moved record can empty one cell and fill another: -1 + 1)."""
+
+    feature_weights = OCCUPANCY_WEIGHTS
+
+    def middle_feature(self, counts: np.ndarray, epsilon_left: float) -> tuple[int, int]:
+        return int(np.count_nonzero(counts)), 1
+
+
 MECHANISMS.add(
     AutoData,
-    summary="data-aware choice: a small declared share of epsilon on a noisy total, a noisy count of non-empty "
-    "bins and the noisy mass of the heaviest bins (none while the trained selector names one mechanism "
-    "whatever they are), then auto, DAWA, MWEM or StructureFirst by a selector "
+    summary="data-aware choice: a small declared share of epsilon on a noisy total, a noisy least dyadic merge "
+    "cost (DAWA's partition objective) and the noisy mass of the heaviest bins (none while the trained "
+    "selector names one mechanism whatever they are), then auto, DAWA, MWEM or StructureFirst by a selector "
     "trained on public data (DPBench and synthetic shapes)",
     citation=Citation(
         "Kotsogiannis, Machanavajjhala, Hay and Miklau",

@@ -4,10 +4,11 @@ mechanisms (``agrid``, ``ugrid``, ``dawa_hilbert``, ``kd_tree``, ``hybrid_tree``
 features of the data, in the spirit of Pythia (Kotsogiannis, Machanavajjhala, Hay and Miklau,
 "Pythia: Data Dependent Differentially Private Algorithm Selection", SIGMOD 2017).
 
-Features.  The 1-D auto-data's three features (:class:`~dprange.data_aware.auto_data.AutoData`),
-computed on the cells of the grid read as one list: a declared share ``feature_share`` of
-epsilon buys, each as a recorded private step with an equal part of the share (discrete
-Laplace, sensitivity 1 under both relations, since every record lies in exactly one cell):
+Features.  Three features (:class:`~dprange.data_aware.auto_data.OccupancyFeatures`: the 1-D
+auto-data's steps with a count of non-empty cells where the 1-D choice prices merges), computed
+on the cells of the grid read as one list: a declared share ``feature_share`` of epsilon buys,
+each as a recorded private step with an equal part of the share (discrete Laplace, sensitivity 1
+under both relations, since every record lies in exactly one cell):
 
 * ``total``: the noisy number of records N (free under replace, where N is public);
 * ``nonempty``: the noisy number of non-empty cells (a record added or removed changes it by at
@@ -51,9 +52,9 @@ from ..privacy.samplers import resolve_rng
 from ..registry import GRID_MECHANISMS, Citation
 from ..strategies.calibration import is_seeded
 from ..workloads.rectangles import Rectangles
-from .auto_data import AutoData
+from .auto_data import OccupancyFeatures
 from .grid import DataAwareGridMechanism
-from .selector import Selector, feature_matrix
+from .selector import Selector, occupancy_columns
 from .steps import SHARE, spent, step
 
 #: The names the 2-D selector may choose ("auto": the data-independent choice at the epsilon left).
@@ -80,9 +81,11 @@ GRID_SELECTOR_FILE = "auto_grid_selector.json"
 def grid_feature_matrix(total, nonempty, top, cells, epsilon) -> np.ndarray:
     """The rows of GRID_FEATURES from noisy (total, non-empty cells, top mass), the public number
     of cells and the epsilon left; broadcasts over arrays."""
-    x = feature_matrix(total, nonempty, top, cells, epsilon, False)  # the 1-D layout, same definitions
-    per_cell = x[..., 0] - np.log10(np.asarray(cells, dtype=float))
-    return np.stack([per_cell, x[..., 1], x[..., 2], x[..., 3], x[..., 4], x[..., 5]], axis=-1)
+    signal, per_occupied, sparsity, concentration = occupancy_columns(total, nonempty, top, cells, epsilon)
+    cells, epsilon = np.broadcast_arrays(np.asarray(cells, dtype=float), np.asarray(epsilon, dtype=float))
+    per_cell = signal - np.log10(cells)
+    columns = (per_cell, per_occupied, sparsity, concentration, np.log2(cells), np.log10(epsilon))
+    return np.stack(np.broadcast_arrays(*columns), axis=-1)
 
 
 class GridSelector(Selector):
@@ -166,9 +169,9 @@ class AutoDataGrid(DataAwareGridMechanism):
     #: The trained selector (None: the one shipped with the package); benchmarks and tests set another.
     selector: Selector | None = None
 
-    def feature_steps(self) -> AutoData:
-        """The 1-D auto-data whose feature steps and shares this one runs on the cells."""
-        return AutoData(feature_share=self.feature_share, neighbours=self.neighbours)
+    def feature_steps(self) -> OccupancyFeatures:
+        """The feature steps and shares this one runs on the cells."""
+        return OccupancyFeatures(feature_share=self.feature_share, neighbours=self.neighbours)
 
     def shares(self, epsilon: float) -> tuple[float, float, float, float]:
         """(total, non-empty cells, top mass, rest); their exact sum is at most epsilon."""

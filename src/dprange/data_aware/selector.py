@@ -24,6 +24,7 @@ predicted to beat ``auto``, whose error is known exactly, by that much.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
@@ -31,17 +32,22 @@ from importlib import resources
 import numpy as np
 
 from ..errors import ParameterError
+from .privtree import median_deviations
 
 #: The selector's inputs, in order (all post-processing of the noisy features and public values).
 FEATURES = (
     "log_signal",  # log10 of noisy N times the epsilon left
-    "log_signal_per_bin",  # log10 of noisy N epsilon over the noisy number of non-empty bins
-    "log_sparsity",  # log10 of the noisy share of non-empty bins
+    "merge_share",  # noisy least dyadic merge cost over the cost of every bin alone, in [0.001, 1.5]
+    "log_merge_share",  # log10 of merge_share
     "concentration",  # noisy mass of the heaviest bins over noisy N, in [0, 1]
     "log_bins",  # log2 of the number of bins
     "log_epsilon",  # log10 of the epsilon left
     "prefix",  # 1 when the release is tuned for prefixes, 0 for all ranges
 )
+
+#: The share of the epsilon left that the merge cost's bucket penalty is priced at: DAWA's
+#: measurement share at its default partition ratio 0.25 (the penalty is 1 / that epsilon).
+MERGE_MEASURE_SHARE = 0.75
 
 #: Version of the JSON layout (not of a particular fit: the file records its training).
 FORMAT = 1
@@ -61,18 +67,68 @@ def top_mass(counts: np.ndarray) -> int:
     return int(np.partition(counts, counts.size - m)[counts.size - m :].sum())
 
 
-def feature_matrix(total, nonempty, top, n, epsilon, prefix) -> np.ndarray:
-    """The rows of FEATURES from noisy (total, non-empty bins, top mass), the public number of
-    bins, the epsilon left for the chosen mechanism and the workload; broadcasts over arrays."""
-    total, nonempty, top, n, epsilon, prefix = np.broadcast_arrays(
-        *(np.asarray(v, dtype=float) for v in (total, nonempty, top, n, epsilon, prefix))
+def merge_penalty(epsilon: float) -> int:
+    """The bucket penalty of :func:`merge_cost` for a release with ``epsilon`` left: DAWA's
+    ceil(1 / eps2), eps2 its measurement share (public: a function of epsilon only)."""
+    return max(1, math.ceil(1.0 / (MERGE_MEASURE_SHARE * epsilon)))
+
+
+def merge_cost(counts: np.ndarray, penalty: int) -> int:
+    """The least cost over the aligned dyadic partitions of the bins of sum_B (d(B) + penalty),
+    d(B) = min_c sum_{k in B} |x_k - c| (:func:`~dprange.data_aware.privtree.median_deviations`;
+    0 for one bin): DAWA's partition objective (Li, Hay, Miklau and Wang, PVLDB 2014) with the
+    median for the mean, minimised exactly bottom-up over the dyadic tree in O(n log n).
+
+    Near ``penalty * n`` (every bin alone) where no merge pays, far below it where large regions
+    are flat (e.g. empty).  One record added or removed moves every bucket's d(B) by at most 1,
+    and it lies in one bucket of each partition, so every partition's cost, and the least one,
+    moves by at most 1 (2 when a record moves under replace).  An integer for integer counts."""
+    counts = np.asarray(counts, dtype=np.int64)
+    n = counts.size
+    cost = np.full(n, int(penalty), dtype=np.int64)  # level of single bins
+    size = 1
+    while size < n:
+        size *= 2
+        if cost.size % 2:  # the truncated last node has one child
+            cost = np.append(cost, 0)
+            pairs = cost.reshape(-1, 2).sum(axis=1)
+        else:
+            pairs = cost.reshape(-1, 2).sum(axis=1)
+        cost = np.minimum(median_deviations(counts, size) + int(penalty), pairs)
+    return int(cost.sum())
+
+
+def occupancy_columns(total, nonempty, top, n, epsilon):
+    """(log10 N eps, log10 N eps / occupied, log10 occupied / n, concentration) from noisy
+    (total, non-empty bins, top mass), the public number of bins and the epsilon left: the
+    columns the 2-D selector reads (:data:`~dprange.data_aware.auto_grid.GRID_FEATURES`)."""
+    total, nonempty, top, n, epsilon = np.broadcast_arrays(
+        *(np.asarray(v, dtype=float) for v in (total, nonempty, top, n, epsilon))
     )
     records = np.maximum(total, 1.0)
     occupied = np.clip(nonempty, 1.0, n)
-    columns = (
+    return (
         np.log10(records * epsilon),
         np.log10(records * epsilon / occupied),
         np.log10(occupied / n),
+        np.clip(top / records, 0.0, 1.0),
+    )
+
+
+def feature_matrix(total, merge, top, n, epsilon, prefix) -> np.ndarray:
+    """The rows of FEATURES from noisy (total, merge cost, top mass), the public number of bins,
+    the epsilon left for the chosen mechanism and the workload; broadcasts over arrays.  The
+    merge cost is read against :func:`merge_penalty` of that epsilon times n."""
+    total, merge, top, n, epsilon, prefix = np.broadcast_arrays(
+        *(np.asarray(v, dtype=float) for v in (total, merge, top, n, epsilon, prefix))
+    )
+    records = np.maximum(total, 1.0)
+    penalty = np.vectorize(merge_penalty, otypes=[float])(epsilon) if epsilon.size else epsilon
+    share = np.clip(merge / (penalty * n), 0.001, 1.5)
+    columns = (
+        np.log10(records * epsilon),
+        share,
+        np.log10(share),
         np.clip(top / records, 0.0, 1.0),
         np.log2(n),
         np.log10(epsilon),
