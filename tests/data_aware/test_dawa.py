@@ -1,5 +1,6 @@
 """DAWA (dprange.data_aware.dawa; Li, Hay, Miklau, Wang, PVLDB 2014): accounting, the noise-only
-error model against the dense covariance, the bootstrap of public post-processing, the bucket
+error model against the dense covariance and, given the partition, the estimate's mean and
+squared error against Monte-Carlo, the bootstrap of public post-processing, the bucket
 hierarchy chosen by exact expected error (GreedyH, or the best hierarchy above its limit) and
 the partition step sampling its exact output probabilities."""
 
@@ -74,6 +75,33 @@ def test_dawa_noise_only_error_model_equals_the_dense_covariance():
     np.testing.assert_allclose(r.noise_only_stderr(lo, hi), np.sqrt(dense), rtol=1e-9)
     w = np.random.default_rng(0).normal(size=(5, x.size))
     np.testing.assert_allclose(model.query_variance(w), np.einsum("qi,ij,qj->q", w, full, w), rtol=1e-9)
+
+
+def test_dawa_given_its_partition_is_unbiased_and_its_mse_is_bias_plus_noise_variance(monkeypatch):
+    """Given the partition, the estimate's mean is every bucket's true total spread evenly, and a
+    range's expected squared error is that spread's bias squared plus the noise-only variance
+    (what benchmarks/train_auto_data.py measures DAWA by): Monte-Carlo over 3000 releases with the
+    partition held fixed (GreedyH and the best hierarchy)."""
+    x = counts_example(n=16, seed=3)
+    starts = np.array([0, 3, 4, 8, 9, 15])
+    monkeypatch.setattr(DAWA, "partition", lambda self, counts, e1, e2, rng=None: starts)
+    sizes = np.diff(np.append(starts, x.size))
+    spread = np.repeat(np.add.reduceat(x, starts) / sizes, sizes)
+    lo, hi = np.triu_indices(x.size)
+    prefix = np.concatenate([[0.0], np.cumsum(x)])
+    truth = prefix[hi + 1] - prefix[lo]
+    for mech in (DAWA(), DAWA(second_stage="best-hierarchy", bucket_branching=2)):
+        rng = np.random.default_rng(8)
+        draws = np.array([mech.release(x, 0.5, rng=rng).estimate for _ in range(3000)])
+        variance = mech.release(x, 0.5, rng=0).noise_only_stderr(lo, hi) ** 2
+        se = draws.std(axis=0) / math.sqrt(draws.shape[0])
+        assert np.all(np.abs(draws.mean(axis=0) - spread) <= 4.5 * se)
+        cumulative = np.concatenate([np.zeros((draws.shape[0], 1)), np.cumsum(draws, axis=1)], axis=1)
+        squared = (cumulative[:, hi + 1] - cumulative[:, lo] - truth) ** 2
+        bias = np.concatenate([[0.0], np.cumsum(spread)])
+        expected = (bias[hi + 1] - bias[lo] - truth) ** 2 + variance
+        assert squared.mean() == pytest.approx(expected.mean(), rel=0.06)
+        np.testing.assert_allclose(squared.mean(axis=0), expected, rtol=0.2)
 
 
 def test_dawa_bootstrap_reruns_public_post_processing_only():

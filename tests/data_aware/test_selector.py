@@ -189,7 +189,7 @@ def test_inputs_outside_the_training_range_are_read_at_its_edge():
     k = len(FEATURES)
     sel.model.update(lower=np.full(k, -1.0), upper=np.full(k, 0.4))
     x = np.zeros((2, k))
-    x[:, 1] = [5.0, 5.0]  # clipped to 0.4 <= 1: mwem, whatever the concentration
+    x[:, 1] = [5.0, 5.0]  # clipped to 0.4 <= 0.5: mwem, whatever the concentration
     x[:, 3] = [0.1, 0.9]
     assert sel.choose(x) == ["mwem", "mwem"]
     again = Selector.from_dict(json.loads(json.dumps(sel.to_dict())))
