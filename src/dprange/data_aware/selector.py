@@ -89,12 +89,10 @@ def merge_cost(counts: np.ndarray, penalty: int) -> int:
     size = 1
     while size < n:
         size *= 2
-        if cost.size % 2:  # the truncated last node has one child
+        if cost.size % 2:  # the truncated last node has one child: its split costs that child's
             cost = np.append(cost, 0)
-            pairs = cost.reshape(-1, 2).sum(axis=1)
-        else:
-            pairs = cost.reshape(-1, 2).sum(axis=1)
-        cost = np.minimum(median_deviations(counts, size) + int(penalty), pairs)
+        split = cost.reshape(-1, 2).sum(axis=1)
+        cost = np.minimum(median_deviations(counts, size) + int(penalty), split)
     return int(cost.sum())
 
 
