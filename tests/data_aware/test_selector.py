@@ -13,8 +13,10 @@ import numpy as np
 import pytest
 from _helpers import grid_neighbours, split_selector
 
+from dprange.data_aware.dawa import DAWA
 from dprange.data_aware.selector import (
     FEATURES,
+    MERGE_MEASURE_SHARE,
     SELECTOR_FILE,
     Selector,
     feature_matrix,
@@ -57,6 +59,7 @@ def test_feature_matrix_is_the_explicit_formula():
     total, merge, top, n, eps = 5000.0, 400.0, 1250.0, 1024, 0.5
     penalty = 3  # ceil(1 / (0.75 * 0.5))
     assert merge_penalty(eps) == penalty and merge_penalty(1.0) == 2 and merge_penalty(100.0) == 1
+    assert MERGE_MEASURE_SHARE == 1 - DAWA().ratio  # priced as DAWA's default measurement share
     row = feature_matrix(total, merge, top, n, eps, True)
     share = merge / (penalty * n)
     expected = [math.log10(total * eps), share, math.log10(share), top / total, 10.0, math.log10(eps), 1.0]

@@ -171,7 +171,7 @@ class AutoData(Mechanism):
         """(noisy total, noisy middle feature (the merge cost), noisy top mass, their private steps)."""
         counts = check_counts(counts)
         source = resolve_rng(rng)
-        eps_total, eps_merge, eps_top, rest = self.shares(epsilon)
+        eps_total, eps_middle, eps_top, rest = self.shares(epsilon)
         steps = []
         if self.neighbours == "replace":
             total = float(counts.sum())
@@ -179,11 +179,11 @@ class AutoData(Mechanism):
             total = float(int(counts.sum()) + int(laplace_spec(eps_total, 1).sample((1,), source)[0]))
             steps.append(step("total", eps_total))
         value, sensitivity = self.middle_feature(counts, rest)
-        merge = float(value + int(laplace_spec(eps_merge, sensitivity).sample((1,), source)[0]))
-        steps.append(step(list(self.feature_weights)[1], eps_merge))
+        middle = float(value + int(laplace_spec(eps_middle, sensitivity).sample((1,), source)[0]))
+        steps.append(step(list(self.feature_weights)[1], eps_middle))
         top = float(top_mass(counts) + int(laplace_spec(eps_top, 1).sample((1,), source)[0]))
         steps.append(step("top", eps_top))
-        return total, merge, top, steps
+        return total, middle, top, steps
 
     def middle_feature(self, counts: np.ndarray, epsilon_left: float) -> tuple[int, int]:
         """(the exact middle feature, its sensitivity): the least dyadic merge cost at the penalty of

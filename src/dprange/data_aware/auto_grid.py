@@ -54,7 +54,7 @@ from ..strategies.calibration import is_seeded
 from ..workloads.rectangles import Rectangles
 from .auto_data import OccupancyFeatures
 from .grid import DataAwareGridMechanism
-from .selector import Selector, occupancy_columns
+from .selector import Selector
 from .steps import SHARE, spent, step
 
 #: The names the 2-D selector may choose ("auto": the data-independent choice at the epsilon left).
@@ -81,11 +81,20 @@ GRID_SELECTOR_FILE = "auto_grid_selector.json"
 def grid_feature_matrix(total, nonempty, top, cells, epsilon) -> np.ndarray:
     """The rows of GRID_FEATURES from noisy (total, non-empty cells, top mass), the public number
     of cells and the epsilon left; broadcasts over arrays."""
-    signal, per_occupied, sparsity, concentration = occupancy_columns(total, nonempty, top, cells, epsilon)
-    cells, epsilon = np.broadcast_arrays(np.asarray(cells, dtype=float), np.asarray(epsilon, dtype=float))
-    per_cell = signal - np.log10(cells)
-    columns = (per_cell, per_occupied, sparsity, concentration, np.log2(cells), np.log10(epsilon))
-    return np.stack(np.broadcast_arrays(*columns), axis=-1)
+    total, nonempty, top, cells, epsilon = np.broadcast_arrays(
+        *(np.asarray(v, dtype=float) for v in (total, nonempty, top, cells, epsilon))
+    )
+    records = np.maximum(total, 1.0)
+    occupied = np.clip(nonempty, 1.0, cells)
+    columns = (
+        np.log10(records * epsilon) - np.log10(cells),  # the signal per cell
+        np.log10(records * epsilon / occupied),
+        np.log10(occupied / cells),
+        np.clip(top / records, 0.0, 1.0),
+        np.log2(cells),
+        np.log10(epsilon),
+    )
+    return np.stack(columns, axis=-1)
 
 
 class GridSelector(Selector):

@@ -96,23 +96,6 @@ def merge_cost(counts: np.ndarray, penalty: int) -> int:
     return int(cost.sum())
 
 
-def occupancy_columns(total, nonempty, top, n, epsilon):
-    """(log10 N eps, log10 N eps / occupied, log10 occupied / n, concentration) from noisy
-    (total, non-empty bins, top mass), the public number of bins and the epsilon left: the
-    columns the 2-D selector reads (:data:`~dprange.data_aware.auto_grid.GRID_FEATURES`)."""
-    total, nonempty, top, n, epsilon = np.broadcast_arrays(
-        *(np.asarray(v, dtype=float) for v in (total, nonempty, top, n, epsilon))
-    )
-    records = np.maximum(total, 1.0)
-    occupied = np.clip(nonempty, 1.0, n)
-    return (
-        np.log10(records * epsilon),
-        np.log10(records * epsilon / occupied),
-        np.log10(occupied / n),
-        np.clip(top / records, 0.0, 1.0),
-    )
-
-
 def feature_matrix(total, merge, top, n, epsilon, prefix) -> np.ndarray:
     """The rows of FEATURES from noisy (total, merge cost, top mass), the public number of bins,
     the epsilon left for the chosen mechanism and the workload; broadcasts over arrays.  The
@@ -121,7 +104,7 @@ def feature_matrix(total, merge, top, n, epsilon, prefix) -> np.ndarray:
         *(np.asarray(v, dtype=float) for v in (total, merge, top, n, epsilon, prefix))
     )
     records = np.maximum(total, 1.0)
-    penalty = np.vectorize(merge_penalty, otypes=[float])(epsilon) if epsilon.size else epsilon
+    penalty = np.vectorize(merge_penalty, otypes=[float])(epsilon)
     share = np.clip(merge / (penalty * n), 0.001, 1.5)
     columns = (
         np.log10(records * epsilon),
