@@ -27,6 +27,7 @@ from dprange.data_aware.selector import (
     shipped,
     top_mass,
 )
+from dprange.errors import ParameterError
 from dprange.registry import MECHANISMS
 
 
@@ -101,6 +102,12 @@ def test_merge_cost_is_the_least_dyadic_partition_cost():
     assert merge_cost(np.zeros(1000, dtype=np.int64), 7) == 7  # all flat: one bucket
     assert merge_cost(np.arange(8) * 100, 1) == 8  # every bin alone
     assert merge_cost(np.array([0, 4, 0, 1, 0, 0, 7, 0]), 3) == 15
+    for counts, penalty in (([1, -2], 1), ([1.5, 2], 1), ([], 1), ([1, 2], 0), ([1, 2], 1.5)):
+        with pytest.raises(ParameterError):
+            merge_cost(np.array(counts), penalty)
+    for epsilon in (0.0, -1.0, float("nan")):
+        with pytest.raises(ParameterError):
+            merge_penalty(epsilon)
 
 
 @pytest.mark.parametrize(("relation", "bound"), [("add_remove", 1), ("replace", 2)])

@@ -31,7 +31,9 @@ from importlib import resources
 
 import numpy as np
 
+from .._validation import check_epsilon, check_positive_int
 from ..errors import ParameterError
+from ..mechanisms.base import check_counts
 from .privtree import median_deviations
 
 #: The selector's inputs, in order (all post-processing of the noisy features and public values).
@@ -70,7 +72,7 @@ def top_mass(counts: np.ndarray) -> int:
 def merge_penalty(epsilon: float) -> int:
     """The bucket penalty of :func:`merge_cost` for a release with ``epsilon`` left: DAWA's
     ceil(1 / eps2), eps2 its measurement share (public: a function of epsilon only)."""
-    return max(1, math.ceil(1.0 / (MERGE_MEASURE_SHARE * epsilon)))
+    return max(1, math.ceil(1.0 / (MERGE_MEASURE_SHARE * check_epsilon(epsilon))))
 
 
 def merge_cost(counts: np.ndarray, penalty: int) -> int:
@@ -83,16 +85,17 @@ def merge_cost(counts: np.ndarray, penalty: int) -> int:
     are flat (e.g. empty).  One record added or removed moves every bucket's d(B) by at most 1,
     and it lies in one bucket of each partition, so every partition's cost, and the least one,
     moves by at most 1 (2 when a record moves under replace).  An integer for integer counts."""
-    counts = np.asarray(counts, dtype=np.int64)
+    counts = check_counts(counts)
+    penalty = check_positive_int(penalty, "penalty")
     n = counts.size
-    cost = np.full(n, int(penalty), dtype=np.int64)  # level of single bins
+    cost = np.full(n, penalty, dtype=np.int64)  # level of single bins
     size = 1
     while size < n:
         size *= 2
         if cost.size % 2:  # the truncated last node has one child: its split costs that child's
             cost = np.append(cost, 0)
         split = cost.reshape(-1, 2).sum(axis=1)
-        cost = np.minimum(median_deviations(counts, size) + int(penalty), split)
+        cost = np.minimum(median_deviations(counts, size) + penalty, split)
     return int(cost.sum())
 
 
