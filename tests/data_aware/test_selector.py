@@ -194,6 +194,46 @@ def test_shipped_selector_is_small_versioned_and_names_registered_mechanisms():
     assert set(sel.choose(x)) <= set(sel.candidates)
 
 
+def test_shipped_rules_tree_chooses_as_its_rules_read():
+    """A rules fit (benchmarks/train_auto_data.py, fit_rules) ships as a tree; it must choose, on
+    every input, what its recorded rule says: per workload, DAWA iff merge_share <= a, or
+    merge_share <= b and concentration <= c, or log_signal <= s and merge_share <= d."""
+    sel = shipped()
+    rules = sel.model.get("rules")
+    if rules is None:
+        pytest.skip("the shipped fit is not a rules fit")
+    rng = np.random.default_rng(5)
+    rows = 4000
+    x = np.column_stack(
+        [
+            rng.uniform(0, 7, rows),  # log_signal
+            rng.uniform(0, 0.5, rows),  # merge_share
+            np.zeros(rows),
+            rng.uniform(0, 1, rows),  # concentration
+            rng.choice([8.0, 10.0], rows),
+            rng.uniform(-1, 0, rows),
+            rng.integers(0, 2, rows).astype(float),  # prefix
+        ]
+    )
+    x[:, 2] = np.log10(x[:, 1])
+    for threshold in (r[k] for r in rules.values() for k in "abcsd"):  # inputs on every threshold
+        x[rng.integers(0, rows, 40), rng.choice([0, 1, 3])] = threshold
+    x = sel.within_training(x)
+    signal, share, concentration = x[:, 0], x[:, 1], x[:, 3]
+    expected = []
+    for i in range(rows):
+        r = rules["prefix" if x[i, 6] > 0 else "all-range"]
+        dawa = (
+            share[i] <= r["a"]
+            or (share[i] <= r["b"] and concentration[i] <= r["c"])
+            or (signal[i] <= r["s"] and share[i] <= r["d"])
+        )
+        expected.append("dawa" if dawa else "auto")
+    chosen = sel.choose(x)
+    assert chosen == expected
+    assert {"auto", "dawa"} <= set(chosen)
+
+
 def test_inputs_outside_the_training_range_are_read_at_its_edge():
     sel = tiny_tree()
     k = len(FEATURES)

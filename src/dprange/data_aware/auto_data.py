@@ -23,7 +23,7 @@ The choice is post-processing of those noisy features: a selector trained on pub
 (:mod:`dprange.data_aware.selector`; the DPBench shapes and synthetic shapes, retrained by
 ``benchmarks/train_auto_data.py``, validated leave-one-shape-out) names the mechanism, which
 runs with the rest of epsilon.  Its validation figures: docs/data-aware.md.  A constant
-selector (one leaf: the shipped one names ``auto`` while no fit validates as safe) makes the
+selector (one leaf, as shipped when no fit validates as safe: it names ``auto``) makes the
 features pointless, so none are bought: the release is its choice at the whole epsilon, with
 the choice's own private steps only, and ``features`` is None in its parameters.
 

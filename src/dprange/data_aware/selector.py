@@ -14,8 +14,11 @@ better:
 * ``"ridge"``: for every data-aware candidate, a ridge regression of the log of its mean squared
   error over that of the data-independent ``auto`` on a quadratic expansion of the features;
   the candidate of least predicted log-ratio plus ``margin`` wins (``auto`` predicts 0);
-* ``"tree"``: a shallow cost-sensitive decision tree whose leaves name the candidate of least
-  mean log-ratio (plus ``margin`` for a data-aware one) among the training rows that reach them.
+* ``"tree"``: a shallow decision tree over the features whose leaves name a candidate: a
+  cost-sensitive tree (each leaf the candidate of least mean log-ratio, plus ``margin`` for a
+  data-aware one, among the training rows that reach it), or a rule per workload between
+  ``auto`` and DAWA written as a tree (thresholds on the merge share, the concentration and the
+  signal, recorded beside it under ``rules``).
 
 ``margin`` (a log error ratio) makes the choice conservative: a data-aware mechanism must be
 predicted to beat ``auto``, whose error is known exactly, by that much.
