@@ -5,10 +5,13 @@ to each side) and synthetic shapes (SYNTHETIC below, fixed seeds), each sampled 
 (a multinomial draw per trial, seed = trial) on square grids of every side, released by every
 candidate (the data-independent ``auto`` at the epsilon left after the features, and the
 registered 2-D data-aware grids, as AutoDataGrid runs them; release seed 1000 + trial) at
-every epsilon.  Workloads (WORKLOADS, the same releases): DPBench's 2000 random rectangles
-(seed 3) and 2000 prefix rectangles.  The error is the mean squared error per rectangle
+every epsilon.  Workloads (WORKLOADS, the same releases): 2000 random rectangles (seed 3; two
+uniform ends per axis, dprange's ``random_rectangles``, not DPBench's, whose sizes are uniform
+and so larger) and 2000 prefix rectangles.  The error is the mean squared error per rectangle
 (``auto``: its exact expected value), averaged over the trials of a cell; the features are
-AutoDataGrid's own noisy features of each trial (seed 5000 + trial).
+AutoDataGrid's own noisy features of each trial, their noise seeded per cell and trial
+(train_auto_data.feature_seed: one seed per trial shared by every cell makes its few large
+draws recur in every cell).
 
 Candidates that are never the best in a training cell are dropped.  Fits (GridSelector on
 GRID_FEATURES, dprange.data_aware.auto_grid; each with every ``--margins`` value): decision
@@ -20,10 +23,13 @@ per cell, both workloads, the regret (the chosen releases' mean MSE over the bes
 and the ratio to ``auto`` run with the whole epsilon (what a user who skips auto-data gets; the
 best candidate includes it; a constant fit naming ``auto`` buys no features and is scored as
 it).  The fit of least geometric-mean regret among those never worse than
-``auto`` by more than ``--to-auto`` in a held-out cell ships.
+``auto`` by more than ``--to-auto`` in a held-out cell ships.  ``--test`` scores the held-out
+shapes on another table of fresh trials (``--first-trial``: new samples, feature noise and
+releases), so that the figures reported are not those the fit was picked on.
 
     nice python benchmarks/train_auto_grid.py [--trials 3] [--sides 32,64,128,256]
         [--scales 1e3,1e4,1e5,1e6,1e7] [--measurements FILE.jsonl] [--reuse]
+        [--test FRESH.jsonl,...]  # from --trials 10 --first-trial 100
     nice python benchmarks/train_auto_grid.py --speed    # CPU time of the features and the choice
 """
 
@@ -35,7 +41,7 @@ import os
 import time
 
 import numpy as np
-from train_auto_data import fit_ridge, fit_tree, log, measure_grid, pick, summary
+from train_auto_data import feature_seed, fit_ridge, fit_tree, log, measure_grid, pick, spans, summary
 
 from dprange.data_aware.auto_grid import (
     GRID_CANDIDATES,
@@ -117,7 +123,7 @@ def auto_mse(mech: AutoDataGrid, shape, epsilon: float, lows, highs) -> float:
     return float(np.mean(rel.rectangle(lows, highs).stderr ** 2))
 
 
-#: The evaluation workloads: DPBench's 2000 random rectangles (seed 3), and 2000 prefix
+#: The evaluation workloads: 2000 random rectangles (seed 3; two uniform ends per axis), and 2000 prefix
 #: rectangles (from the origin to a uniform random cell, seed 3).  The ``auto`` branch is chosen
 #: for all rectangles either way (AutoDataGrid takes no workload).
 WORKLOADS = ("random-rectangles", "prefix-rectangles")
@@ -131,9 +137,9 @@ def evaluation_rectangles(side: int, workload: str) -> tuple[np.ndarray, np.ndar
     return np.zeros_like(corners), corners
 
 
-def measure_cell(name, side, scale, epsilon, trials, cache) -> list[dict]:
+def measure_cell(name, side, scale, epsilon, trials, cache, first_trial=0) -> list[dict]:
     """One row per (trial, workload): AutoDataGrid's noisy features and every candidate's MSE
-    (the same releases answer both workloads)."""
+    (the same releases answer both workloads); trials ``first_trial`` onwards."""
     shape = (side, side)
     p = distribution(name, side)
     mech = AutoDataGrid()
@@ -144,9 +150,9 @@ def measure_cell(name, side, scale, epsilon, trials, cache) -> list[dict]:
         if (side, epsilon, workload) not in cache:
             cache[(side, epsilon, workload)] = auto_mse(mech, shape, rest, *cache[(side, workload)])
     rows = []
-    for t in range(trials):
+    for t in range(first_trial, first_trial + trials):
         counts = sample(p, scale, seed=t)
-        total, nonempty, top, _ = mech.features(counts, epsilon, rng=5000 + t)
+        total, nonempty, top, _ = mech.features(counts, epsilon, rng=feature_seed(name, side * side, scale, epsilon, t))
         released = {c: mech.candidate(c, shape, rest).release(counts, rest, rng=1000 + t) for c in GRID_CANDIDATES[1:]}
         for workload in WORKLOADS:
             errors = {"auto": cache[(side, epsilon, workload)]}
@@ -156,10 +162,10 @@ def measure_cell(name, side, scale, epsilon, trials, cache) -> list[dict]:
     return rows
 
 
-def measure(shapes, sides, scales, trials, path, log) -> list[dict]:
+def measure(shapes, sides, scales, trials, path, log, first_trial=0) -> list[dict]:
     cache: dict = {}
     return measure_grid(
-        lambda name, side, scale, epsilon: measure_cell(name, side, scale, epsilon, trials, cache),
+        lambda name, side, scale, epsilon: measure_cell(name, side, scale, epsilon, trials, cache, first_trial),
         lambda name, side, scale, epsilon: f"{name} {side}x{side} scale={scale:g} eps={epsilon}",
         (sides, shapes, scales, EPSILONS),
         path,
@@ -228,25 +234,28 @@ def held_out_cell(key, mine, per_row, candidates) -> dict:
     return {**names, **figures, "best": names_all[int(np.argmin(means))], "choices": chosen}
 
 
-def validate(spec, x, ratio, keys, per_row, candidates, args, fitted_on) -> list[dict]:
+def validate(spec, x, ratio, keys, per_row, candidates, args, fitted_on, test=None) -> list[dict]:
     """Leave-one-shape-out over the DPBench shapes: the model fitted on the other shapes' rows of
-    the workloads ``fitted_on``, per held-out cell (every workload) the regret and the ratio to auto."""
+    the workloads ``fitted_on``, per held-out cell (every workload) the regret and the ratio to
+    auto; on the rows of ``test`` (x, keys, per_row of a table of fresh trials) where given."""
     shapes = np.array([k[0] for k in keys])
     used = np.isin([k[4] for k in keys], fitted_on)
+    test_x, test_keys, test_per_row = test if test is not None else (x, keys, per_row)
+    test_shapes = np.array([k[0] for k in test_keys])
     cells: list[dict] = []
     for held in DPBENCH:
-        test = shapes == held
-        if not test.any():
+        scored = test_shapes == held
+        if not scored.any():
             continue
-        model = fit(*spec, x[~test & used], ratio[~test & used], candidates, args)
-        chosen = model.choose_index(x[test])
+        model = fit(*spec, x[(shapes != held) & used], ratio[(shapes != held) & used], candidates, args)
+        chosen = model.choose_index(test_x[scored])
         if model.constant() == "auto":  # no features bought: auto with the whole epsilon
             chosen = np.full(chosen.shape, len(candidates))
-        rows = np.flatnonzero(test)
+        rows = np.flatnonzero(scored)
         picked: dict = {}
         for i, c in zip(rows, chosen):
-            picked.setdefault(keys[i], []).append((i, int(c)))
-        cells.extend(held_out_cell(key, mine, per_row, candidates) for key, mine in sorted(picked.items()))
+            picked.setdefault(test_keys[i], []).append((i, int(c)))
+        cells.extend(held_out_cell(key, mine, test_per_row, candidates) for key, mine in sorted(picked.items()))
     return cells
 
 
@@ -290,6 +299,10 @@ def speed(sides=(256, 1024), repeats: int = 20) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=3)
+    parser.add_argument(
+        "--first-trial", type=int, default=0, help="the first trial's number (fresh samples and seeds: a test table)"
+    )
+    parser.add_argument("--test", default=None, help="score the held-out shapes on this table of fresh trials")
     parser.add_argument("--sides", default="32,64,128,256")
     parser.add_argument("--scales", default="1e3,1e4,1e5,1e6,1e7")
     parser.add_argument("--shapes", default=",".join((*DPBENCH, *SYNTHETIC)))
@@ -316,16 +329,23 @@ def main(argv=None) -> int:
     else:
         sides = [int(v) for v in args.sides.split(",")]
         scales = [int(float(v)) for v in args.scales.split(",")]
-        rows = measure(args.shapes.split(","), sides, scales, args.trials, args.measurements, log)
+        rows = measure(args.shapes.split(","), sides, scales, args.trials, args.measurements, log, args.first_trial)
     candidates = winners(rows)
     x, ratio, keys, per_row = table(rows, candidates)
+    test, scored_on = None, "the training rows"
+    if args.test:
+        with open(args.test) as handle:
+            test_rows = [json.loads(line) for line in handle]
+        test_x, _, test_keys, test_per_row = table(test_rows, candidates)
+        test = (test_x, test_keys, test_per_row)
+        scored_on = f"a test table of {len(test_rows)} rows, fresh trials {spans({r['trial'] for r in test_rows})}"
     results = {}
     # every fit is also tried fitted on random rectangles alone: which training set generalises
     # better to both workloads is decided by the validated figures, as the rest
     for fitted_on in (WORKLOADS, WORKLOADS[:1]):
         for kind, depth in (("tree", 1), ("tree", 2), ("ridge", 0)):
             for margin in (float(m) for m in args.margins.split(",")):
-                cells = validate((kind, depth, margin), x, ratio, keys, per_row, candidates, args, fitted_on)
+                cells = validate((kind, depth, margin), x, ratio, keys, per_row, candidates, args, fitted_on, test)
                 name = f"{kind}{depth if kind == 'tree' else ''}-margin{margin:g}" + (
                     "" if len(fitted_on) > 1 else "-random"
                 )
@@ -338,7 +358,8 @@ def main(argv=None) -> int:
     used = np.isin([k[4] for k in keys], best["fitted_on"])
     selector = fit(best["kind"], best["depth"], best["margin"], x[used], ratio[used], candidates, args)
     # always auto buys no features (a constant selector): auto with the whole epsilon, the last column
-    baselines = {f"always {c}": always(-1 if c == "auto" else j, per_row, keys) for j, c in enumerate(candidates)}
+    scored = (test[2], test[1]) if test else (per_row, keys)
+    baselines = {f"always {c}": always(-1 if c == "auto" else j, *scored) for j, c in enumerate(candidates)}
     selector.training = {
         "fit": chosen,
         "rows": int(used.sum()),
@@ -350,6 +371,7 @@ def main(argv=None) -> int:
         "workloads": [w + " (2000, seed 3)" for w in WORKLOADS],
         "trials": int(max(r["trial"] for r in rows) + 1),
         "loso": best["summary"],
+        "loso_scored_on": scored_on,
         "baselines_loso": baselines,
         "script": "benchmarks/train_auto_grid.py",
     }
