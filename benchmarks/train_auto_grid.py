@@ -6,9 +6,10 @@ to each side) and synthetic shapes (SYNTHETIC below, fixed seeds), each sampled 
 candidate (the data-independent ``auto`` at the epsilon left after the features, and the
 registered 2-D data-aware grids, as AutoDataGrid runs them; release seed 1000 + trial) at
 every epsilon.  Workloads (WORKLOADS, the same releases): 2000 random rectangles (seed 3; two
-uniform ends per axis, dprange's ``random_rectangles``, not DPBench's, whose sizes are uniform
-and so larger) and 2000 prefix rectangles.  The error is the mean squared error per rectangle
-(``auto``: its exact expected value), averaged over the trials of a cell; the features are
+uniform ends per axis, dprange's ``random_rectangles``), 2000 prefix rectangles and 2000 sized
+rectangles (a uniform size per axis placed uniformly, as DPBench's: larger).  The error is the
+mean squared error per rectangle (``auto``: its exact expected value), averaged over the trials
+of a cell; the features are
 AutoDataGrid's own noisy features of each trial, their noise seeded per cell and trial
 (train_auto_data.feature_seed: one seed per trial shared by every cell makes its few large
 draws recur in every cell).
@@ -123,16 +124,23 @@ def auto_mse(mech: AutoDataGrid, shape, epsilon: float, lows, highs) -> float:
     return float(np.mean(rel.rectangle(lows, highs).stderr ** 2))
 
 
-#: The evaluation workloads: 2000 random rectangles (seed 3; two uniform ends per axis), and 2000 prefix
-#: rectangles (from the origin to a uniform random cell, seed 3).  The ``auto`` branch is chosen
-#: for all rectangles either way (AutoDataGrid takes no workload).
-WORKLOADS = ("random-rectangles", "prefix-rectangles")
+#: The evaluation workloads, 2000 rectangles each (seed 3): random rectangles (two uniform ends
+#: per axis: every rectangle alike, mean side n/3), prefix rectangles (from the origin to a
+#: uniform random cell) and sized rectangles (a uniform size per axis placed uniformly: DPBench's
+#: kind, mean side n/2, on which a data-aware partition's error grows faster than ``auto``'s).
+#: The ``auto`` branch is chosen for all rectangles either way (AutoDataGrid takes no workload).
+WORKLOADS = ("random-rectangles", "prefix-rectangles", "sized-rectangles")
 
 
 def evaluation_rectangles(side: int, workload: str) -> tuple[np.ndarray, np.ndarray]:
     rects = random_rectangles((side, side), 2000, rng=3)
     if workload == "random-rectangles":
         return rects.lows, rects.highs
+    if workload == "sized-rectangles":
+        rng = np.random.default_rng(3)
+        sizes = rng.integers(1, side + 1, (2000, 2))
+        lows = rng.integers(0, side - sizes + 1)
+        return lows, lows + sizes - 1
     corners = np.random.default_rng(3).integers(0, side, (2000, 2))
     return np.zeros_like(corners), corners
 
