@@ -37,6 +37,7 @@ releases), so that the figures reported are not those the fit was picked on.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import time
@@ -216,9 +217,67 @@ def table(rows, candidates):
     return x, ratio, keys, per_row
 
 
-def fit(kind: str, depth: int, margin: float, x, ratio, candidates, args) -> GridSelector:
-    """A tree (train_auto_data.fit_tree) or ridge fit as a GridSelector, with the training range
-    of every feature (inputs are clipped to it)."""
+#: The rules fit's grid: log_signal_per_cell at or below ``s``, or log_sparsity at or below
+#: ``z`` with log_signal_per_cell at least ``s2``, runs ``alternative``; else auto (-9: never).
+GRID_RULE = {
+    "s": (-9.0, -2.0, -1.5, -1.25, -1.0, -0.75, -0.5),
+    "z": (-9.0, -3.0, -2.5, -2.0, -1.5),
+    "s2": (-9.0, -1.0, 0.0, 1.0, 2.0, 3.0),
+    "alternative": ("dawa_hilbert", "agrid"),
+}
+
+
+def fit_rules(x, keys, per_row, candidates, args) -> GridSelector:
+    """The 1-D script's kind of rule fit (train_auto_data.fit_rules) between ``auto`` and one
+    data-aware grid: among the rules of GRID_RULE never worse than ``auto`` with the whole
+    epsilon by more than ``args.to_auto`` in a training cell, the one of least summed cost
+    (regret minus 1 plus ``args.hinge`` times the log-ratio to ``auto`` above 0); the least
+    worst such ratio if none is.  Written as a tree over all ``candidates``."""
+    ids: dict = {}
+    cell = np.array([ids.setdefault(k, len(ids)) for k in keys])
+    size = np.bincount(cell)
+    mean = np.stack([np.bincount(cell, per_row[:, j]) / size for j in range(per_row.shape[1])], axis=1)
+    whole = mean[:, -1]
+    best_error = mean.min(axis=1)
+    signal, sparsity = (x[:, GRID_FEATURES.index(f)] for f in ("log_signal_per_cell", "log_sparsity"))
+    rows = np.arange(x.shape[0])
+    chosen, best = None, None
+    for s, z, s2, alternative in itertools.product(*GRID_RULE.values()):
+        other = (signal <= s) | ((sparsity <= z) & (signal >= s2))
+        column = np.where(other, candidates.index(alternative), 0)
+        error = np.bincount(cell, per_row[rows, column], minlength=size.size) / size
+        worst = float(np.max(error / whole))
+        total = float(np.sum((error / best_error - 1 + args.hinge * np.maximum(0.0, np.log(error / whole))) * size))
+        key = (worst > args.to_auto, worst if worst > args.to_auto else 0.0, total)
+        if best is None or key < best:
+            chosen, best = (s, z, s2, alternative), key
+    s, z, s2, alternative = chosen
+    leaf = candidates.index(alternative)
+    nodes = [
+        {"feature": GRID_FEATURES.index("log_signal_per_cell"), "threshold": s, "left": 1, "right": 2},
+        {"leaf": leaf},
+        {"feature": GRID_FEATURES.index("log_sparsity"), "threshold": z, "left": 3, "right": 6},
+        {
+            "feature": GRID_FEATURES.index("log_signal_per_cell"),
+            "threshold": float(np.nextafter(s2, -np.inf)),
+            "left": 4,
+            "right": 5,
+        },  # below s2: auto
+        {"leaf": 0},
+        {"leaf": leaf},
+        {"leaf": 0},
+    ]
+    rules = {"s": s, "z": z, "s2": s2, "alternative": alternative}
+    return GridSelector("tree", candidates, {"nodes": nodes, "depth": 3, "min_leaf": 0, "margin": 0.0, "rules": rules})
+
+
+def fit(kind: str, depth: int, margin: float, x, ratio, candidates, args, keys=None, per_row=None) -> GridSelector:
+    """A tree (train_auto_data.fit_tree), ridge or rules fit as a GridSelector, with the training
+    range of every feature (inputs are clipped to it)."""
+    if kind == "rules":
+        selector = fit_rules(x, keys, per_row, candidates, args)
+        selector.model.update(lower=x.min(axis=0), upper=x.max(axis=0))
+        return selector
     if kind == "ridge":
         fitted = fit_ridge(x, np.clip(ratio, -args.clip, args.clip), args.alpha, margin)
     else:
@@ -255,7 +314,10 @@ def validate(spec, x, ratio, keys, per_row, candidates, args, fitted_on, test=No
         scored = test_shapes == held
         if not scored.any():
             continue
-        model = fit(*spec, x[(shapes != held) & used], ratio[(shapes != held) & used], candidates, args)
+        train = (shapes != held) & used
+        model = fit(
+            *spec, x[train], ratio[train], candidates, args, [k for k, t in zip(keys, train) if t], per_row[train]
+        )
         chosen = model.choose_index(test_x[scored])
         if model.constant() == "auto":  # no features bought: auto with the whole epsilon
             chosen = np.full(chosen.shape, len(candidates))
@@ -324,6 +386,9 @@ def main(argv=None) -> int:
         "--margins", default="0,0.5,1,1.5,2,2.5", help="log-ratios a data-aware choice must beat auto by"
     )
     parser.add_argument("--to-auto", type=float, default=1.2, help="the shipped fit's worst cell against auto")
+    parser.add_argument(
+        "--hinge", type=float, default=10.0, help="rules: the price of a log-ratio to auto above 0, against a regret"
+    )
     parser.add_argument("--clip", type=float, default=3.0, help="ridge: targets clipped to +-clip (log-ratio)")
     parser.add_argument("--speed", action="store_true", help="only time the features and the choice (JSON)")
     args = parser.parse_args(argv)
@@ -351,10 +416,10 @@ def main(argv=None) -> int:
     # every fit is also tried fitted on random rectangles alone: which training set generalises
     # better to both workloads is decided by the validated figures, as the rest
     for fitted_on in (WORKLOADS, WORKLOADS[:1]):
-        for kind, depth in (("tree", 1), ("tree", 2), ("ridge", 0)):
-            for margin in (float(m) for m in args.margins.split(",")):
+        for kind, depth in (("tree", 1), ("tree", 2), ("ridge", 0), ("rules", 0)):
+            for margin in [0.0] if kind == "rules" else (float(m) for m in args.margins.split(",")):
                 cells = validate((kind, depth, margin), x, ratio, keys, per_row, candidates, args, fitted_on, test)
-                name = f"{kind}{depth if kind == 'tree' else ''}-margin{margin:g}" + (
+                name = (kind if kind == "rules" else f"{kind}{depth if kind == 'tree' else ''}-margin{margin:g}") + (
                     "" if len(fitted_on) > 1 else "-random"
                 )
                 by_workload = {w: summary([c for c in cells if c["workload"] == w]) for w in WORKLOADS}
@@ -364,7 +429,10 @@ def main(argv=None) -> int:
     chosen = pick(results, args.to_auto)
     best = results[chosen]
     used = np.isin([k[4] for k in keys], best["fitted_on"])
-    selector = fit(best["kind"], best["depth"], best["margin"], x[used], ratio[used], candidates, args)
+    train_keys = [k for k, u in zip(keys, used) if u]
+    selector = fit(
+        best["kind"], best["depth"], best["margin"], x[used], ratio[used], candidates, args, train_keys, per_row[used]
+    )
     # always auto buys no features (a constant selector): auto with the whole epsilon, the last column
     scored = (test[2], test[1]) if test else (per_row, keys)
     baselines = {f"always {c}": always(-1 if c == "auto" else j, *scored) for j, c in enumerate(candidates)}

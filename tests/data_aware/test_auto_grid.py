@@ -224,6 +224,34 @@ def test_replace_spends_nothing_on_the_public_total():
     assert record["features"]["total"] == float(x.sum())
 
 
+def test_shipped_rules_tree_chooses_as_its_rule_reads():
+    """A rules fit (benchmarks/train_auto_grid.py, fit_rules) ships as a tree; on every input it
+    must choose what its recorded rule says: the alternative where log_signal_per_cell <= s, or
+    log_sparsity <= z with log_signal_per_cell >= s2; else auto."""
+    sel = shipped_grid()
+    rule = sel.model.get("rules")
+    if rule is None:
+        pytest.skip("the shipped 2-D fit is not a rules fit")
+    rng = np.random.default_rng(6)
+    rows = 3000
+    x = np.column_stack(
+        [
+            rng.uniform(-4, 5, rows),  # log_signal_per_cell
+            rng.uniform(-2, 4, rows),
+            rng.uniform(-4, 0, rows),  # log_sparsity
+            rng.uniform(0, 1, rows),
+            rng.choice([10.0, 12.0, 16.0], rows),
+            rng.uniform(-1, 0, rows),
+        ]
+    )
+    for threshold, column in ((rule["s"], 0), (rule["z"], 2), (rule["s2"], 0)):  # inputs on the thresholds
+        x[rng.integers(0, rows, 60), column] = threshold
+    x = sel.within_training(x)
+    other = (x[:, 0] <= rule["s"]) | ((x[:, 2] <= rule["z"]) & (x[:, 0] >= rule["s2"]))
+    assert sel.choose(x) == [rule["alternative"] if o else "auto" for o in other]
+    assert other.any() and not other.all()
+
+
 def test_shipped_selector_loads_and_its_layout_is_checked():
     sel = shipped_grid()
     assert sel.candidates[0] == "auto" and set(sel.candidates) <= set(GRID_CANDIDATES)
