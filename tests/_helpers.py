@@ -998,3 +998,25 @@ def assert_exactly_private_at(loss, budget: float) -> None:
     assert worst <= budget * (1 + 1e-9)
     assert worst >= 0.99 * budget  # tight: the features do depend on the data
     assert loss(2.0) > 1.5 * budget  # half the noise: not private
+
+
+def recorded_rules(selector) -> dict:
+    """The rules a rules fit records beside its tree (benchmarks/train_auto_data.py and
+    train_auto_grid.py, fit_rules); skips the test when the selector is another kind of fit."""
+    rules = selector.model.get("rules")
+    if rules is None:
+        pytest.skip("the shipped fit is not a rules fit")
+    return rules
+
+
+def rule_test_rows(selector, rng, rows: int, columns, placements) -> np.ndarray:
+    """Feature rows to test a selector's tree against its recorded rule: column j uniform on
+    ``columns[j]`` = (low, high), or drawn from it when it is a list of values; each (threshold,
+    candidate columns) of ``placements`` is then set on 40 random rows, in one of those columns;
+    the rows clipped to the selector's training range, as it reads them."""
+    x = np.column_stack(
+        [rng.choice(c, rows) if isinstance(c, list) else rng.uniform(c[0], c[1], rows) for c in columns]
+    ).astype(float)
+    for threshold, where in placements:
+        x[rng.integers(0, rows, 40), rng.choice(where)] = threshold
+    return selector.within_training(x)

@@ -12,7 +12,14 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from _helpers import Script, assert_feature_step_exactly_private, grid_neighbours, joint_worst
+from _helpers import (
+    Script,
+    assert_feature_step_exactly_private,
+    grid_neighbours,
+    joint_worst,
+    recorded_rules,
+    rule_test_rows,
+)
 
 import dprange
 import dprange.data_aware.auto_grid as auto_grid_module
@@ -229,24 +236,10 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
     must choose what its recorded rule says: the alternative where log_signal_per_cell <= s, or
     log_sparsity <= z with log_signal_per_cell >= s2; else auto."""
     sel = shipped_grid()
-    rule = sel.model.get("rules")
-    if rule is None:
-        pytest.skip("the shipped 2-D fit is not a rules fit")
-    rng = np.random.default_rng(6)
-    rows = 3000
-    x = np.column_stack(
-        [
-            rng.uniform(-4, 5, rows),  # log_signal_per_cell
-            rng.uniform(-2, 4, rows),
-            rng.uniform(-4, 0, rows),  # log_sparsity
-            rng.uniform(0, 1, rows),
-            rng.choice([10.0, 12.0, 16.0], rows),
-            rng.uniform(-1, 0, rows),
-        ]
-    )
-    for threshold, column in ((rule["s"], 0), (rule["z"], 2), (rule["s2"], 0)):  # inputs on the thresholds
-        x[rng.integers(0, rows, 60), column] = threshold
-    x = sel.within_training(x)
+    rule = recorded_rules(sel)
+    columns = [(-4, 5), (-2, 4), (-4, 0), (0, 1), [10.0, 12.0, 16.0], (-1, 0)]  # signal per cell, _, sparsity
+    placements = [(rule["s"], (0,)), (rule["z"], (2,)), (rule["s2"], (0,))]  # inputs on the thresholds
+    x = rule_test_rows(sel, np.random.default_rng(6), 3000, columns, placements)
     other = (x[:, 0] <= rule["s"]) | ((x[:, 2] <= rule["z"]) & (x[:, 0] >= rule["s2"]))
     assert sel.choose(x) == [rule["alternative"] if o else "auto" for o in other]
     assert other.any() and not other.all()

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 import pytest
-from _helpers import grid_neighbours, split_selector
+from _helpers import grid_neighbours, recorded_rules, rule_test_rows, split_selector
 
 from dprange.data_aware.dawa import DAWA
 from dprange.data_aware.selector import (
@@ -199,26 +199,12 @@ def test_shipped_rules_tree_chooses_as_its_rules_read():
     every input, what its recorded rule says: per workload, DAWA iff merge_share <= a, or
     merge_share <= b and concentration <= c, or log_signal <= s and merge_share <= d."""
     sel = shipped()
-    rules = sel.model.get("rules")
-    if rules is None:
-        pytest.skip("the shipped fit is not a rules fit")
-    rng = np.random.default_rng(5)
+    rules = recorded_rules(sel)
+    columns = [(0, 7), (0, 0.5), (0, 0), (0, 1), [8.0, 10.0], (-1, 0), [0.0, 1.0]]  # log_signal, share, _, conc
+    placements = [(r[k], (0, 1, 3)) for r in rules.values() for k in "abcsd"]  # inputs on every threshold
     rows = 4000
-    x = np.column_stack(
-        [
-            rng.uniform(0, 7, rows),  # log_signal
-            rng.uniform(0, 0.5, rows),  # merge_share
-            np.zeros(rows),
-            rng.uniform(0, 1, rows),  # concentration
-            rng.choice([8.0, 10.0], rows),
-            rng.uniform(-1, 0, rows),
-            rng.integers(0, 2, rows).astype(float),  # prefix
-        ]
-    )
+    x = rule_test_rows(sel, np.random.default_rng(5), rows, columns, placements)
     x[:, 2] = np.log10(x[:, 1])
-    for threshold in (r[k] for r in rules.values() for k in "abcsd"):  # inputs on every threshold
-        x[rng.integers(0, rows, 40), rng.choice([0, 1, 3])] = threshold
-    x = sel.within_training(x)
     signal, share, concentration = x[:, 0], x[:, 1], x[:, 3]
     expected = []
     for i in range(rows):
