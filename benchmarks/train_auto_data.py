@@ -421,6 +421,22 @@ def rule_nodes(a: float, b: float, c: float, s: float, d: float, dawa: int, star
     ]
 
 
+def cell_means(keys, per_row) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(each row's cell number, the rows per cell, the cells' mean of every column of
+    ``per_row``), cells numbered by first appearance of their key."""
+    ids: dict = {}
+    cell = np.array([ids.setdefault(k, len(ids)) for k in keys])
+    size = np.bincount(cell)
+    return cell, size, np.stack([np.bincount(cell, per_row[:, j]) / size for j in range(per_row.shape[1])], axis=1)
+
+
+def rule_rank(worst: float, total: float, to_auto: float) -> tuple:
+    """A rule fit's ranking key, least first: any rule within ``to_auto`` of ``auto`` in every
+    training cell (its ``worst`` ratio) before any other, then those by ``total`` cost, the
+    others by their worst ratio."""
+    return (worst > to_auto, worst if worst > to_auto else 0.0, total)
+
+
 def fit_rules(x, keys, per_row, args, grid=RULE_GRID) -> Selector:
     """A rule per workload choosing between ``auto`` and DAWA (rule_nodes), its thresholds from
     ``grid``: among the rules never worse than ``auto`` with the whole epsilon by more than
@@ -430,10 +446,7 @@ def fit_rules(x, keys, per_row, args, grid=RULE_GRID) -> Selector:
     plus ``args.hinge`` times its log-ratio to ``auto`` with the whole epsilon above 0: the loss
     to ``auto`` is priced far above the regret, unlike a margin, which prices every data-aware
     choice alike whatever it gains.  Returned as a tree (root split on the workload)."""
-    ids: dict = {}
-    cell = np.array([ids.setdefault(k, len(ids)) for k in keys])
-    size = np.bincount(cell)
-    mean = np.stack([np.bincount(cell, per_row[:, j]) / size for j in range(per_row.shape[1])], axis=1)
+    cell, size, mean = cell_means(keys, per_row)
     pair = [CANDIDATES.index("auto"), CANDIDATES.index("dawa")]
     regret = mean[:, pair] / np.nanmin(mean, axis=1, keepdims=True)
     loss = np.maximum(0.0, np.log(mean[:, pair] / mean[:, [WHOLE]]))
@@ -445,16 +458,16 @@ def fit_rules(x, keys, per_row, args, grid=RULE_GRID) -> Selector:
     for workload in (False, True):
         rows = np.flatnonzero(prefix == workload)
         at, present = cell[rows], np.unique(cell[rows])
+        w_share, w_concentration, w_signal = share[rows], concentration[rows], signal[rows]
         chosen, best = None, None
         for a, b, c, s, d in itertools.product(*grid.values()):
-            dawa = share[rows] <= a
-            dawa |= (share[rows] <= b) & (concentration[rows] <= c)
-            dawa |= (signal[rows] <= s) & (share[rows] <= d)
+            dawa = w_share <= a
+            dawa |= (w_share <= b) & (w_concentration <= c)
+            dawa |= (w_signal <= s) & (w_share <= d)
             total = np.where(dawa, cost[at, 1], cost[at, 0]).sum()
             error = np.where(dawa, per_row[rows, pair[1]], per_row[rows, pair[0]])
             to_auto = np.bincount(at, error, minlength=size.size)[present] / size[present] / mean[present, WHOLE]
-            worst = float(to_auto.max())
-            key = (worst > args.to_auto, worst if worst > args.to_auto else 0.0, total)
+            key = rule_rank(float(to_auto.max()), total, args.to_auto)
             if best is None or key < best:
                 chosen, best = (a, b, c, s, d), key
         nodes += rule_nodes(*chosen, dawa=1, start=len(nodes))

@@ -43,7 +43,18 @@ import os
 import time
 
 import numpy as np
-from train_auto_data import feature_seed, fit_ridge, fit_tree, log, measure_grid, pick, spans, summary
+from train_auto_data import (
+    cell_means,
+    feature_seed,
+    fit_ridge,
+    fit_tree,
+    log,
+    measure_grid,
+    pick,
+    rule_rank,
+    spans,
+    summary,
+)
 
 from dprange.data_aware.auto_grid import (
     GRID_CANDIDATES,
@@ -248,10 +259,7 @@ def fit_rules(x, keys, per_row, candidates, args) -> GridSelector:
     epsilon by more than ``args.to_auto`` in a training cell, the one of least summed cost
     (regret minus 1 plus ``args.hinge`` times the log-ratio to ``auto`` above 0); the least
     worst such ratio if none is.  Written as a tree over all ``candidates``."""
-    ids: dict = {}
-    cell = np.array([ids.setdefault(k, len(ids)) for k in keys])
-    size = np.bincount(cell)
-    mean = np.stack([np.bincount(cell, per_row[:, j]) / size for j in range(per_row.shape[1])], axis=1)
+    cell, size, mean = cell_means(keys, per_row)
     whole = mean[:, -1]
     best_error = mean.min(axis=1)
     signal, sparsity = (x[:, GRID_FEATURES.index(f)] for f in ("log_signal_per_cell", "log_sparsity"))
@@ -261,9 +269,8 @@ def fit_rules(x, keys, per_row, candidates, args) -> GridSelector:
         other = (signal <= s) | ((sparsity <= z) & (signal >= s2))
         column = np.where(other, candidates.index(alternative), 0)
         error = np.bincount(cell, per_row[rows, column], minlength=size.size) / size
-        worst = float(np.max(error / whole))
         total = float(np.sum((error / best_error - 1 + args.hinge * np.maximum(0.0, np.log(error / whole))) * size))
-        key = (worst > args.to_auto, worst if worst > args.to_auto else 0.0, total)
+        key = rule_rank(float(np.max(error / whole)), total, args.to_auto)
         if best is None or key < best:
             chosen, best = (s, z, s2, alternative), key
     s, z, s2, alternative = chosen
