@@ -200,9 +200,11 @@ def test_shipped_rules_tree_chooses_as_its_rules_read():
     merge_share <= b and concentration <= c, or log_signal <= s and merge_share <= d."""
     sel = shipped()
     rules = recorded_rules(sel)
-    columns = [(0, 7), (0, 0.5), (0, 0), (0, 1), [8.0, 10.0], (-1, 0), [0.0, 1.0]]  # log_signal, share, _, conc
-    placements = [(r[k], (0, 1, 3)) for r in rules.values() for k in "abcsd"]  # inputs on every threshold
-    rows = 4000
+    # log_signal, share, _, concentration: drawn about the thresholds, so every term decides some rows
+    columns = [(2.5, 4), (0.1, 0.3), (0, 0), (0.4, 1), [8.0, 10.0], (-1, 0), [0.0, 1.0]]
+    columns_of = {"a": 1, "b": 1, "c": 3, "s": 0, "d": 1}  # share, concentration, signal
+    placements = [(r[k], (columns_of[k],)) for r in rules.values() for k in "abcsd"]  # inputs on every threshold
+    rows = 10_000
     x = rule_test_rows(sel, np.random.default_rng(5), rows, columns, placements)
     x[:, 2] = np.log10(x[:, 1])
     signal, share, concentration = x[:, 0], x[:, 1], x[:, 3]
