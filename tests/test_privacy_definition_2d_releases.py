@@ -23,9 +23,8 @@ on tiny grids, the exact probability of every output, and max log P_x(o) / P_y(o
   Then max over (S, c) of log P_x(S, c) / P_y(S, c) = max_S [log P_x(S) / P_y(S) + the
   worst count loss given S] exactly.
 * ``dawa_hilbert`` (Li, Hay, Miklau and Wang, PVLDB 2014) on a 2 x 2 grid is DAWA on the 4
-  cells in Hilbert order: the partition is not released, only the buckets, so its law sums
-  over the cost noise (``_helpers.output_probabilities``, truncated at +-400 with its
-  tail mass accounted for); the bucket counts are read from ``release`` run with each
+  cells in Hilbert order: the buckets' law is its PrivTree partition's, written out exactly
+  (``_helpers.privtree_law``); the bucket counts are read from ``release`` run with each
   partition in turn.
 
 Every test also shows it can fail: the same code run with twice the budget (or with a
@@ -40,7 +39,6 @@ import numpy as np
 import pytest
 from _helpers import (
     Script,
-    dawa_tail_mass,
     dawa_worst,
     discrete_gaussian_delta_projection,
     gaussian_delta,
@@ -51,7 +49,6 @@ from _helpers import (
 )
 from scipy import special
 
-import dprange.data_aware.partition as data_aware_module
 import dprange.data_aware.spatial_trees as spatial_trees_module
 from dprange import DAWAHilbert, HybridTree, KDTree
 from dprange.mechanisms.optimized_grid import OptimizedKronecker, OptimizedMarginals
@@ -316,20 +313,19 @@ def test_enumerated_structure_law_is_what_the_release_draws(monkeypatch):
             assert abs(seen.get(key, 0) / draws - p) <= 4 * math.sqrt(p * (1 - p) / draws) + 1e-9
 
 
+@pytest.mark.parametrize("ratio", [0.5, 0.4, 0.25])
 @pytest.mark.parametrize("relation", ["add_remove", "replace"])
-def test_dawa_hilbert_release_joint_law_is_epsilon_dp(monkeypatch, relation):
-    """DAWA on the Hilbert order of 2 x 2 grids (partition at 2, counts at 2 of epsilon 4):
-    the joint law of (buckets, noisy bucket-hierarchy counts), every neighbour, is within
-    epsilon plus the accounted tail of the truncated cost noise; twice the budget exceeds it."""
+def test_dawa_hilbert_release_joint_law_is_epsilon_dp(monkeypatch, relation, ratio):
+    """DAWA on the Hilbert order of 2 x 2 grids (its PrivTree partition at ``ratio`` of epsilon
+    4, counts at the rest; 0.25 and 0.4 are the shares ``ratio="signal"`` runs with): the joint
+    law of (buckets, noisy bucket-hierarchy counts), every neighbour, is within epsilon (the
+    partition's law is written out exactly, no truncation); twice the budget exceeds it."""
     epsilon = 4.0
-    build = lambda: DAWAHilbert(ratio=0.5, neighbours=relation)  # noqa: E731
-    specs = data_aware_module.partition_noise(4, 2.0, 2 if relation == "replace" else 1)
-    tail = dawa_tail_mass(3, [s.effective_scale for s in specs])
+    build = lambda: DAWAHilbert(ratio=ratio, neighbours=relation)  # noqa: E731
+    assert build().inner().partition_step == "privtree"
     bases = [np.array([[1, 0], [0, 0]]), np.array([[2, 0], [0, 1]]), np.array([[0, 1], [1, 1]])]
     worst, least = dawa_worst(monkeypatch, build, bases, epsilon, relation)
-    # P_x <= P_trunc_x + tail and P_y >= P_trunc_y: the log-ratio moves by at most log(1 + tail / least)
-    slack = math.log1p(tail / least)
-    assert least > 1e-6 and tail < 1e-15
-    assert worst <= epsilon + slack + 1e-9
-    assert worst >= 0.5 * epsilon  # the counts spend half, exactly
+    assert least > 1e-6
+    assert worst <= epsilon + 1e-9
+    assert worst >= (1 - ratio) * epsilon - 1e-9  # the counts spend the rest, exactly
     assert dawa_worst(monkeypatch, build, bases[1:2], 2 * epsilon, relation)[0] > epsilon

@@ -5,21 +5,31 @@ releases (checked against their shape before parsing)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from fractions import Fraction
 
 import numpy as np
 import pytest
-from _helpers import peak_bytes_raising
+from _helpers import assert_exactly_private_at, grid_neighbours, peak_bytes_raising
 
 import dprange
+import dprange.data_aware.grid as grid_module
 from dprange import DAWA, DAWAHilbert, HybridTree, KDTree, ProductDomain
+from dprange.data_aware.grid import signal_ratio
 from dprange.data_aware.hilbert import hilbert_sequence
 from dprange.data_aware.steps import spent
 from dprange.errors import DataError, ParameterError
 from dprange.privacy.samplers import resolve_rng
 from dprange.registry import GRID_MECHANISMS
+
+
+class ZeroNoise:
+    """A noise spec whose samples are all 0: a step's value as computed, before its noise."""
+
+    def sample(self, shape, rng):
+        return np.zeros(shape, dtype=np.int64)
 
 
 # ------------------------------------------------------------------------- releases
@@ -104,6 +114,75 @@ def test_dawa_hilbert_is_the_1_d_dawa_on_the_hilbert_order():
     w[1:10, 2:13] = 1
     expected = np.sqrt(inner.noise_only_error_model.query_variance(w.ravel()[seq][None, :]))
     np.testing.assert_allclose(r.noise_only_stderr(lows, highs), expected)
+
+
+def test_signal_ratio_follows_the_noisy_total_per_cell(monkeypatch):
+    """ratio="signal": a share 0.02 of epsilon buys N-hat (the step "total", recorded first),
+    and DAWA runs with the rest at partition share 0.4 where log10(N-hat eps_rest / cells) >=
+    -0.5, else 0.25; the steps' exact sum is at most epsilon."""
+    monkeypatch.setattr(grid_module, "laplace_spec", lambda epsilon, sensitivity: ZeroNoise())
+    x = np.zeros((16, 16), dtype=np.int64)
+    epsilon = 0.5
+    rest = 0.5 - 0.5 * 0.02
+    threshold = 10**-0.5 * 256 / rest  # N at the threshold: 165.5...
+    for n, share in ((int(threshold), 0.25), (int(threshold) + 1, 0.4)):
+        x[:] = 0
+        x[3, 4], x[10, 1] = n - n // 2, n // 2
+        r = DAWAHilbert().release(x, epsilon, rng=1)
+        p = r.parameters
+        assert (p["ratio"], p["chosen_ratio"], p["signal_total"]) == ("signal", share, float(n))
+        steps = p["private_steps"]
+        assert [s["step"] for s in steps] == ["total", "partition", "measure"]
+        assert steps[0]["epsilon"] == pytest.approx(0.01) and steps[1]["epsilon"] == pytest.approx(share * rest)
+        assert spent(steps) <= Fraction(epsilon) and r.epsilon == pytest.approx(epsilon, rel=1e-12)
+
+
+def test_signal_release_is_the_fixed_share_release_given_its_total(monkeypatch):
+    """Given N-hat, ratio="signal" releases exactly what DAWAHilbert at the chosen share does
+    with the rest of epsilon and the same random stream (so its law is that mechanism's, after
+    the total's: sequential composition of two steps each checked from the definition)."""
+    x = grid_example(4)
+    for fixed in (3.0, 1e6):
+        monkeypatch.setattr(DAWAHilbert, "noisy_total", lambda self, counts, eps, source, t=fixed: t)
+        r = DAWAHilbert().release(x, 0.8, rng=9)
+        eps_total, rest = DAWAHilbert().signal_budgets(0.8)
+        share = signal_ratio(fixed, rest, x.size)
+        same = DAWAHilbert(ratio=share).release(x, rest, rng=9)
+        np.testing.assert_array_equal(r.counts, same.counts)
+        assert r.parameters["buckets"] == same.parameters["buckets"]
+        assert r.parameters["private_steps"][1:] == same.parameters["private_steps"]
+        assert eps_total + rest <= 0.8 and eps_total == pytest.approx(0.016)
+    assert {signal_ratio(3.0, 0.784, x.size), signal_ratio(1e6, 0.784, x.size)} == {0.25, 0.4}
+
+
+@pytest.mark.parametrize("relation", ["add_remove", "replace"])
+def test_signal_total_step_is_private_to_its_share(relation):
+    """The step "total" from the definition: P(N-hat = t) on every 2 x 2 grid of up to 3
+    records and each neighbour; the worst log-ratio is its recorded share exactly (tight, and
+    over it with half the noise); under replace N is public: no step, no noise."""
+    mech = DAWAHilbert(neighbours=relation)
+    eps_total, rest = mech.signal_budgets(2.0)
+    if relation == "replace":
+        assert (eps_total, rest) == (0.0, 2.0)
+        x = np.array([[2, 0], [1, 0]])
+        assert mech.noisy_total(x, eps_total, np.random.default_rng(0)) == 3.0
+        assert [s["step"] for s in mech.release(x, 2.0, rng=0).parameters["private_steps"]][0] == "partition"
+        return
+    window = np.arange(-30, 34)
+
+    def loss(boost: float) -> float:
+        spec = grid_module.laplace_spec(boost * eps_total, 1)
+        worst = 0.0
+        for cells in itertools.product(range(3), repeat=4):
+            x = np.array(cells).reshape(2, 2)
+            if x.sum() > 3:
+                continue
+            for y in grid_neighbours(x, relation):
+                p, q = spec.pmf(window - x.sum()), spec.pmf(window - y.sum())
+                worst = max(worst, float(np.abs(np.log(p / q)).max()))
+        return worst
+
+    assert_exactly_private_at(loss, eps_total)
 
 
 @pytest.mark.parametrize("mech", MECHS, ids=lambda m: m.name)

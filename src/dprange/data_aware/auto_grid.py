@@ -60,6 +60,11 @@ from .steps import SHARE, spent, step
 #: The names the 2-D selector may choose ("auto": the data-independent choice at the epsilon left).
 GRID_CANDIDATES = ("auto", "agrid", "ugrid", "dawa_hilbert", "kd_tree", "hybrid_tree")
 
+#: Parameters a candidate runs with, where not its defaults: the selector was trained on
+#: ``dawa_hilbert`` at DAWA's fixed partition share (its default now buys a noisy total of its
+#: own, which auto-data's features already are; the choice runs it where that share is right).
+CANDIDATE_PARAMETERS = {"dawa_hilbert": {"ratio": 0.25}}
+
 #: The 2-D selector's inputs, in order (post-processing of the noisy features and public values).
 #: The signal per cell comes first: whether a data-aware grid beats ``auto`` turns mostly on N
 #: epsilon against the number of cells, a ratio an axis-aligned tree cannot form from the two.
@@ -214,7 +219,7 @@ class AutoDataGrid(DataAwareGridMechanism):
             return chosen
         if name not in GRID_CANDIDATES or name not in GRID_MECHANISMS:
             raise ParameterError(f"the 2-D auto-data selector names an unknown mechanism {name!r}; retrain it")
-        return GRID_MECHANISMS[name].build(neighbours=self.neighbours)
+        return GRID_MECHANISMS[name].build(neighbours=self.neighbours, **CANDIDATE_PARAMETERS.get(name, {}))
 
     def buys_features(self) -> bool:
         """Whether a release buys the features: not when the selector is constant (a single leaf),

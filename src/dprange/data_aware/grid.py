@@ -16,7 +16,8 @@ release (``parameters["private_steps"]``) and their exact rational sum never exc
   ``kd_levels`` levels, quadtree halving below, noisy counts of every node with geometric
   budgets (growing 2^(1/3) per level towards the leaves) and least squares on the tree.
 * :class:`DAWAHilbert`: the 1-D :class:`~dprange.data_aware.dawa.DAWA` run on the cells in the
-  order of the Hilbert curve (Li, Hay, Miklau and Wang, PVLDB 2014, section 6).
+  order of the Hilbert curve (Li, Hay, Miklau and Wang, PVLDB 2014, section 6), by default with
+  a partition share chosen from a noisy total (``ratio="signal"``).
 
 Error bars.  These estimates are biased in a data-dependent way (uniform expansion inside a
 private leaf or bucket), so no answer here claims an exact standard error: the answers of a
@@ -53,7 +54,7 @@ from ..workloads.rectangles import check_rectangles
 from .dawa import DAWA
 from .hilbert import check_2d, hilbert_sequence
 from .spatial_trees import Level, TreeFit, box_sums, kd_level, quad_level, root_level, split_gamma, summed_area
-from .steps import SHARE, check_steps_within, data_aware_provenance, laplace_spec, step
+from .steps import SHARE, check_steps_within, data_aware_provenance, laplace_spec, spent, step
 
 #: Largest number of cells x queries of a dense query-weight matrix (noise-only errors).
 WEIGHTS_LIMIT = 1 << 26
@@ -412,18 +413,81 @@ class HilbertNoise:
         return cells.reshape(self.shape)
 
 
+#: ``ratio="signal"``: the share of epsilon spent on the noisy total (none under replace).
+SIGNAL_TOTAL_SHARE = 0.02
+#: ... the partition shares below and from the signal threshold, and the threshold: log10 of
+#: N-hat times the epsilon left, over the number of cells.
+SIGNAL_RATIOS = (0.25, 0.4)
+SIGNAL_THRESHOLD = -0.5
+
+
+def check_hilbert_ratio(value, name: str = "ratio"):
+    """``"signal"`` or a partition share in (0, 1)."""
+    if isinstance(value, str):
+        if value != "signal":
+            raise ParameterError(f"{name} must be 'signal' or a fraction of epsilon in (0, 1), got {value!r}")
+        return value
+    return SHARE.check(value, name)
+
+
+def signal_ratio(total: float, epsilon: float, cells: int) -> float:
+    """The partition share ``ratio="signal"`` runs with: SIGNAL_RATIOS[1] where log10(N-hat eps /
+    cells) is at least SIGNAL_THRESHOLD, else SIGNAL_RATIOS[0] (post-processing of N-hat)."""
+    signal = max(float(total), 1.0) * epsilon / cells
+    return SIGNAL_RATIOS[1] if math.log10(signal) >= SIGNAL_THRESHOLD else SIGNAL_RATIOS[0]
+
+
 class DAWAHilbert(DataAwareGridMechanism):
     """DAWA over the Hilbert order (module doc): the cells read along the Hilbert curve of the
     padded square are a 1-D histogram; :class:`~dprange.data_aware.dawa.DAWA` partitions it
     privately into buckets (runs of the curve: compact regions), measures the buckets and
-    spreads them uniformly.  Its parameters are DAWA's."""
+    spreads them uniformly.  Its parameters are DAWA's, except ``ratio``.
+
+    ``ratio="signal"`` (default): a rectangle cuts a bucket at every run of the curve along its
+    perimeter, not at two ends as a 1-D range does, so the partition's accuracy is worth more
+    than DAWA's 1-D share buys once the signal per cell is high.  A share SIGNAL_TOTAL_SHARE of
+    epsilon buys a noisy total N-hat (discrete Laplace, sensitivity 1; none under replace, where
+    N is public), recorded as the step ``total``; DAWA then runs with the rest and partition
+    share :func:`signal_ratio` (0.4 where N-hat eps / cells >= 10^-0.5, else 0.25).  The choice
+    is post-processing of N-hat, so the release is the fixed-share DAWA's given it.  A number
+    fixes the share (no total bought)."""
 
     name = "dawa_hilbert"
 
-    PARAMS = DAWA.PARAMS
+    PARAMS = (
+        Param(
+            "ratio",
+            Custom(check_hilbert_ratio, "'signal' or a fraction of epsilon in (0, 1)"),
+            "share of epsilon spent on the partition, or 'signal': 0.25 or 0.4 by a noisy total",
+            default="signal",
+        ),
+        *DAWA.PARAMS[1:],
+    )
+    ratio: float | str
 
-    def inner(self) -> DAWA:
-        return DAWA(**{p.name: getattr(self, p.key) for p in DAWA.PARAMS})
+    def inner(self, ratio: float | None = None) -> DAWA:
+        """The 1-D DAWA run on the Hilbert order, with partition share ``ratio`` (with ``ratio=
+        "signal"``, the share of the threshold's high side when none is given)."""
+        params = {p.name: getattr(self, p.key) for p in DAWA.PARAMS}
+        if ratio is not None:
+            params["ratio"] = ratio
+        elif params["ratio"] == "signal":
+            params["ratio"] = SIGNAL_RATIOS[1]
+        return DAWA(**params)
+
+    def signal_budgets(self, epsilon: float) -> tuple[float, float]:
+        """(the noisy total's share, the epsilon left for DAWA), exact sum at most epsilon."""
+        if self.ratio != "signal" or self.neighbours == "replace":
+            return 0.0, epsilon
+        first = epsilon * SIGNAL_TOTAL_SHARE
+        return tuple(fit_budget([first, epsilon - first], epsilon))  # type: ignore[return-value]
+
+    def noisy_total(self, counts: np.ndarray, epsilon_total: float, source) -> float:
+        """N-hat: the count of records with discrete Laplace noise of sensitivity 1 (exact under
+        replace, where it is public)."""
+        if self.neighbours == "replace":
+            return float(counts.sum())
+        return float(int(counts.sum()) + int(laplace_spec(epsilon_total, 1).sample((1,), source)[0]))
 
     def plan(self, shape, epsilon: float):
         check_2d(shape)
@@ -434,16 +498,28 @@ class DAWAHilbert(DataAwareGridMechanism):
         counts = check_grid_counts(counts)
         self.plan(counts.shape, epsilon)
         sequence = hilbert_sequence(counts.shape)
-        inner = self.inner().release(counts.ravel()[sequence], epsilon, delta=delta, rng=rng)
+        source = resolve_rng(rng)
+        steps: list[dict] = []
+        extra: dict = {}
+        rest = epsilon
+        if isinstance(self.ratio, str):  # "signal"
+            eps_total, rest = self.signal_budgets(epsilon)
+            total = self.noisy_total(counts, eps_total, source)  # read and charged whatever follows
+            if eps_total > 0:
+                steps.append(step("total", eps_total))
+            ratio = signal_ratio(total, rest, counts.size)
+            extra = {"ratio": "signal", "signal_total": total, "chosen_ratio": ratio}
+        else:
+            ratio = self.ratio
+        inner = self.inner(ratio).release(counts.ravel()[sequence], rest, delta=delta, rng=source)
         cells = np.empty(sequence.size)
         cells[sequence] = inner.estimate
         prov = inner.provenance
-        steps = prov.parameters["private_steps"]
-        if Fraction(prov.epsilon) > Fraction(check_epsilon(epsilon)):
+        steps = steps + list(prov.parameters["private_steps"])
+        if spent(steps) > Fraction(check_epsilon(epsilon)):
             raise ParameterError("the private steps spend more than epsilon; report this as a bug")
-        provenance = data_aware_provenance(
-            self, prov.noise, {**prov.parameters, "order": "hilbert"}, steps, epsilon, prov.delta, prov.total, rng
-        )
+        parameters = {**prov.parameters, **extra, "order": "hilbert"}
+        provenance = data_aware_provenance(self, prov.noise, parameters, steps, epsilon, prov.delta, prov.total, rng)
         noise = HilbertNoise(inner, sequence, counts.shape)
         return DataAwareGridRelease(counts.shape, cells, provenance, noise, domain=domain)
 
