@@ -168,6 +168,17 @@ def test_signal_total_step_is_private_to_its_share(relation):
         assert mech.noisy_total(x, eps_total, np.random.default_rng(0)) == 3.0
         assert [s["step"] for s in mech.release(x, 2.0, rng=0).parameters["private_steps"]][0] == "partition"
         return
+    calls = []
+    original = grid_module.laplace_spec
+
+    def recorded(epsilon, sensitivity):
+        calls.append((epsilon, sensitivity))
+        return original(epsilon, sensitivity)
+
+    with pytest.MonkeyPatch.context() as patch:  # the spec the release draws N-hat from
+        patch.setattr(grid_module, "laplace_spec", recorded)
+        mech.release(np.array([[2, 0], [1, 0]]), 2.0, rng=0)
+    assert calls == [(eps_total, 1)]
     window = np.arange(-30, 34)
 
     def loss(boost: float) -> float:
