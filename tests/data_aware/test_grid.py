@@ -16,10 +16,11 @@ from _helpers import assert_exactly_private_at, grid_neighbours, peak_bytes_rais
 
 import dprange
 import dprange.data_aware.grid as grid_module
+import dprange.data_aware.steps as steps_module
 from dprange import DAWA, DAWAHilbert, HybridTree, KDTree, ProductDomain
 from dprange.data_aware.grid import signal_ratio
 from dprange.data_aware.hilbert import hilbert_sequence
-from dprange.data_aware.steps import spent
+from dprange.data_aware.steps import spent, step
 from dprange.errors import DataError, ParameterError
 from dprange.privacy.samplers import resolve_rng
 from dprange.registry import GRID_MECHANISMS
@@ -120,7 +121,7 @@ def test_signal_ratio_follows_the_noisy_total_per_cell(monkeypatch):
     """ratio="signal": a share 0.02 of epsilon buys N-hat (the step "total", recorded first),
     and DAWA runs with the rest at partition share 0.4 where log10(N-hat eps_rest / cells) >=
     -0.5, else 0.25; the steps' exact sum is at most epsilon."""
-    monkeypatch.setattr(grid_module, "laplace_spec", lambda epsilon, sensitivity: ZeroNoise())
+    monkeypatch.setattr(steps_module, "laplace_spec", lambda epsilon, sensitivity: ZeroNoise())
     x = np.zeros((16, 16), dtype=np.int64)
     epsilon = 0.5
     rest = 0.5 - 0.5 * 0.02
@@ -143,7 +144,7 @@ def test_signal_release_is_the_fixed_share_release_given_its_total(monkeypatch):
     the total's: sequential composition of two steps each checked from the definition)."""
     x = grid_example(4)
     for fixed in (3.0, 1e6):
-        monkeypatch.setattr(DAWAHilbert, "noisy_total", lambda self, counts, eps, source, t=fixed: t)
+        monkeypatch.setattr(grid_module, "noisy_total", lambda counts, eps, source, t=fixed: (t, [step("total", eps)]))
         r = DAWAHilbert().release(x, 0.8, rng=9)
         eps_total, rest = DAWAHilbert().signal_budgets(0.8)
         share = signal_ratio(fixed, rest, x.size)
@@ -165,24 +166,24 @@ def test_signal_total_step_is_private_to_its_share(relation):
     if relation == "replace":
         assert (eps_total, rest) == (0.0, 2.0)
         x = np.array([[2, 0], [1, 0]])
-        assert mech.noisy_total(x, eps_total, np.random.default_rng(0)) == 3.0
+        assert steps_module.noisy_total(x, eps_total, np.random.default_rng(0)) == (3.0, [])
         assert [s["step"] for s in mech.release(x, 2.0, rng=0).parameters["private_steps"]][0] == "partition"
         return
     calls = []
-    original = grid_module.laplace_spec
+    original = steps_module.laplace_spec
 
     def recorded(epsilon, sensitivity):
         calls.append((epsilon, sensitivity))
         return original(epsilon, sensitivity)
 
     with pytest.MonkeyPatch.context() as patch:  # the spec the release draws N-hat from
-        patch.setattr(grid_module, "laplace_spec", recorded)
+        patch.setattr(steps_module, "laplace_spec", recorded)
         mech.release(np.array([[2, 0], [1, 0]]), 2.0, rng=0)
     assert calls == [(eps_total, 1)]
     window = np.arange(-30, 34)
 
     def loss(boost: float) -> float:
-        spec = grid_module.laplace_spec(boost * eps_total, 1)
+        spec = steps_module.laplace_spec(boost * eps_total, 1)
         worst = 0.0
         for cells in itertools.product(range(3), repeat=4):
             x = np.array(cells).reshape(2, 2)

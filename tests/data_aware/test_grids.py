@@ -14,6 +14,7 @@ import pytest
 from _helpers import assert_unbiased_with_variance, gls_estimate, grid_neighbours, laplace_worst_loss
 
 import dprange.data_aware.grids as grids_module
+import dprange.data_aware.steps as steps_module
 from dprange import AdaptiveGrid, UniformGrid
 from dprange.data_aware.grids import anchored_cells, anchored_sides, cut_cells, grid_parts, split_cells
 from dprange.data_aware.spatial_trees import box_sums, leaf_labels, summed_area
@@ -250,13 +251,15 @@ def test_registered_buildable_by_name_and_refusals():
 
 # ------------------------------------------------------------------------- privacy from the definition
 class Scripted:
-    """Replaces the module's noisy answers: the total and the first level return the outputs
-    the test chooses, the second level its exact counts (recorded with their spec)."""
+    """Replaces the noisy answers (the levels' in the module, the total's in
+    :func:`~dprange.data_aware.steps.noisy_total`): the total and the first level return the
+    outputs the test chooses, the second level its exact counts (recorded with their spec)."""
 
     def __init__(self, monkeypatch):
         self.outputs: list = []
         self.calls: list = []
         monkeypatch.setattr(grids_module, "noisy_answers", self.answer)
+        monkeypatch.setattr(steps_module, "noisy_answers", self.answer)
 
     def answer(self, exact, spec, source):
         k = len(self.calls)
@@ -370,5 +373,6 @@ def test_whole_release_is_epsilon_dp_from_the_definition(monkeypatch, name, buil
     fixed = relation == "replace" and name in ("ugrid", "agrid-anchored")
     assert len(layouts) == (1 if fixed else 2)
     honest = laplace_spec
-    monkeypatch.setattr(grids_module, "laplace_spec", lambda e, s: honest(2 * e, s))
+    monkeypatch.setattr(grids_module, "laplace_spec", lambda e, s: honest(2 * e, s))  # the levels
+    monkeypatch.setattr(steps_module, "laplace_spec", lambda e, s: honest(2 * e, s))  # the total
     assert worst_over_tiny(monkeypatch, build, relation, EPS, TINY[:1]) > 1.5 * EPS

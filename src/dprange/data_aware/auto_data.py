@@ -52,7 +52,7 @@ from ..workloads import RandomRanges
 from .dawa import DAWA
 from .mwem import MWEM
 from .selector import Selector, feature_matrix, merge_cost, merge_penalty, shipped, top_mass
-from .steps import SHARE, laplace_spec, spent, step
+from .steps import SHARE, laplace_spec, noisy_total, spent, step
 from .structure_first import StructureFirst
 
 WORKLOADS = ("all-range", "prefix")
@@ -172,12 +172,7 @@ class AutoData(Mechanism):
         counts = check_counts(counts)
         source = resolve_rng(rng)
         eps_total, eps_middle, eps_top, rest = self.shares(epsilon)
-        steps = []
-        if self.neighbours == "replace":
-            total = float(counts.sum())
-        else:
-            total = float(int(counts.sum()) + int(laplace_spec(eps_total, 1).sample((1,), source)[0]))
-            steps.append(step("total", eps_total))
+        total, steps = noisy_total(counts, eps_total, source)  # exact under replace (eps_total 0)
         value, sensitivity = self.middle_feature(counts, rest)
         middle = float(value + int(laplace_spec(eps_middle, sensitivity).sample((1,), source)[0]))
         steps.append(step(list(self.feature_weights)[1], eps_middle))

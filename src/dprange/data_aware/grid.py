@@ -54,7 +54,7 @@ from ..workloads.rectangles import check_rectangles
 from .dawa import DAWA
 from .hilbert import check_2d, hilbert_sequence
 from .spatial_trees import Level, TreeFit, box_sums, kd_level, quad_level, root_level, split_gamma, summed_area
-from .steps import SHARE, check_steps_within, data_aware_provenance, laplace_spec, spent, step
+from .steps import SHARE, check_steps_within, data_aware_provenance, laplace_spec, noisy_total, spent, step
 
 #: Largest number of cells x queries of a dense query-weight matrix (noise-only errors).
 WEIGHTS_LIMIT = 1 << 26
@@ -482,13 +482,6 @@ class DAWAHilbert(DataAwareGridMechanism):
         first = epsilon * SIGNAL_TOTAL_SHARE
         return tuple(fit_budget([first, epsilon - first], epsilon))  # type: ignore[return-value]
 
-    def noisy_total(self, counts: np.ndarray, epsilon_total: float, source) -> float:
-        """N-hat: the count of records with discrete Laplace noise of sensitivity 1 (exact under
-        replace, where it is public)."""
-        if self.neighbours == "replace":
-            return float(counts.sum())
-        return float(int(counts.sum()) + int(laplace_spec(epsilon_total, 1).sample((1,), source)[0]))
-
     def plan(self, shape, epsilon: float):
         check_2d(shape)
         check_epsilon(epsilon)
@@ -504,9 +497,7 @@ class DAWAHilbert(DataAwareGridMechanism):
         rest = epsilon
         if isinstance(self.ratio, str):  # "signal"
             eps_total, rest = self.signal_budgets(epsilon)
-            total = self.noisy_total(counts, eps_total, source)  # read and charged whatever follows
-            if eps_total > 0:
-                steps.append(step("total", eps_total))
+            total, steps = noisy_total(counts, eps_total, source)  # exact under replace (eps_total 0)
             ratio = signal_ratio(total, rest, counts.size)
             extra = {"ratio": "signal", "signal_total": total, "chosen_ratio": ratio}
         else:

@@ -72,7 +72,7 @@ from ..registry import GRID_MECHANISMS, Citation
 from ..strategies.calibration import noisy_answers
 from .grid import DataAwareGridMechanism, DataAwareGridRelease
 from .spatial_trees import Level, TreeFit, box_sums, root_level, summed_area
-from .steps import SHARE, check_steps_within, data_aware_provenance, laplace_spec, step
+from .steps import SHARE, check_steps_within, data_aware_provenance, laplace_spec, noisy_total, step
 
 POSITIVE = Custom(check_epsilon, "positive finite number")
 
@@ -199,14 +199,6 @@ class _Grids(DataAwareGridMechanism):
         """m = ceil(sqrt(N eps / (Delta c))), at least 1: UG's cells per axis."""
         return max(1, math.ceil(math.sqrt(self.first_cells(total, count_epsilon)) - 1e-9))
 
-    def noisy_total(self, counts, eps_total: float, source) -> tuple[float, list[dict]]:
-        """(the total that sizes the grids, its private steps): noisy at ``eps_total`` under
-        add/remove, exact (public) under replace."""
-        exact = np.array([int(counts.sum())], dtype=np.int64)
-        if eps_total == 0.0:
-            return float(exact[0]), []
-        return float(noisy_answers(exact, laplace_spec(eps_total, 1), source)[0]), [step("total", eps_total)]
-
     def measure_level(self, table, level: Level, epsilon: float, source):
         """(noisy counts of the level's cells, their noise spec)."""
         spec = laplace_spec(epsilon, self.count_sensitivity())
@@ -227,7 +219,7 @@ class _Grids(DataAwareGridMechanism):
         eps_total = self.total_epsilon(epsilon)
         fractions = self.count_fractions()
         budget = fit_budget([eps_total] + [(epsilon - eps_total) * f for f in fractions], epsilon)
-        total, steps = self.noisy_total(counts, budget[0], source)
+        total, steps = noisy_total(counts, budget[0], source)  # the total that sizes the grids
         table = summed_area(counts)
         levels, measured, specs, published, level_steps = self.measure_levels(table, total, budget[1:], source)
         steps = steps + level_steps

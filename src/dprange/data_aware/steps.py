@@ -30,7 +30,7 @@ from ..answers.provenance import Provenance
 from ..errors import ParameterError
 from ..privacy.exact_choice import exact_choice, selection_gamma_at_most
 from ..privacy.noise import NoiseSpec
-from ..strategies.calibration import is_seeded
+from ..strategies.calibration import is_seeded, noisy_answers
 from .release import DataAwareRelease, ExpandedErrorModel
 
 BUCKET_WORKLOADS = ("all-range", "prefix")
@@ -144,3 +144,13 @@ def laplace_spec(epsilon: float, sensitivity: int, kind: str = "discrete_laplace
     while Fraction(sensitivity) / Fraction(NoiseSpec(kind, scale).effective_scale) > Fraction(epsilon):
         scale = math.nextafter(scale, math.inf)
     return NoiseSpec(kind, scale)
+
+
+def noisy_total(counts, epsilon: float, source) -> tuple[float, list[dict]]:
+    """(N-hat, its private steps): the number of records plus discrete Laplace noise of
+    sensitivity 1 at ``epsilon`` (a record added or removed moves it by 1), the step "total";
+    with ``epsilon`` 0 the exact number and no step (replace, where it is public)."""
+    exact = np.array([int(np.sum(counts))], dtype=np.int64)
+    if epsilon == 0.0:
+        return float(exact[0]), []
+    return float(noisy_answers(exact, laplace_spec(epsilon, 1), source)[0]), [step("total", epsilon)]
