@@ -172,7 +172,9 @@ def test_redaction_hides_the_row_and_the_value(tmp_path, ints):
     with redacted(), pytest.raises(DomainError) as info:
         stream_histogram(path, "x", Domain.integers(-3, 49))
     text = str(info.value)
-    assert "77" not in text and "5002" not in text and "<redacted>" in text and "a.csv" in text
+    assert str(path) in text and "<redacted>" in text
+    rest = text.replace(str(path), "")  # the temporary path's own digits (pytest-877) are not a leak
+    assert "77" not in rest and "5002" not in rest
 
 
 @pytest.mark.parametrize(
