@@ -512,12 +512,16 @@ def validate(kind: str, x, ratio, keys, per_row, args, held_out=DPBENCH, test=No
     test_shapes = np.array([k[0] for k in test_keys])
     cells: list[dict] = []
     models = {}
+    fitted: dict = {}  # by training rows: a shape absent from the training table (UNSEEN) leaves them all
     for held in held_out:
         train = shapes != held
         scored = test_shapes == held
         if not scored.any():
             continue
-        model = fit(kind, x[train], ratio[train], args, [k for k, t in zip(keys, train) if t], per_row[train])
+        if train.tobytes() not in fitted:
+            train_keys = [k for k, t in zip(keys, train) if t]
+            fitted[train.tobytes()] = fit(kind, x[train], ratio[train], args, train_keys, per_row[train])
+        model = fitted[train.tobytes()]
         models[held] = model.to_dict()
         columns = np.array([CANDIDATES.index(c) for c in model.candidates])
         chosen = columns[model.choose_index(test_x[scored])]

@@ -332,14 +332,16 @@ def validate(spec, x, ratio, keys, per_row, candidates, args, fitted_on, test=No
     test_x, test_keys, test_per_row = test if test is not None else (x, keys, per_row)
     test_shapes = np.array([k[0] for k in test_keys])
     cells: list[dict] = []
+    fitted: dict = {}  # by training rows: a shape absent from the training table (UNSEEN) leaves them all
     for held in held_out:
         scored = test_shapes == held
         if not scored.any():
             continue
         train = (shapes != held) & used
-        model = fit(
-            *spec, x[train], ratio[train], candidates, args, [k for k, t in zip(keys, train) if t], per_row[train]
-        )
+        if train.tobytes() not in fitted:
+            train_keys = [k for k, t in zip(keys, train) if t]
+            fitted[train.tobytes()] = fit(*spec, x[train], ratio[train], candidates, args, train_keys, per_row[train])
+        model = fitted[train.tobytes()]
         chosen = model.choose_index(test_x[scored])
         if model.constant() == "auto":  # no features bought: auto with the whole epsilon
             chosen = np.full(chosen.shape, len(candidates))
