@@ -156,6 +156,19 @@ def test_signal_release_is_the_fixed_share_release_given_its_total(monkeypatch):
     assert {signal_ratio(3.0, 0.784, x.size), signal_ratio(1e6, 0.784, x.size)} == {0.25, 0.4}
 
 
+def test_signal_ratio_and_the_noisy_total_refuse_bad_input():
+    for args, message in (
+        ((1e4, 0.5, 0), "cells must be an integer >= 1"),
+        ((1e4, -1.0, 16), "epsilon must be a positive finite number"),
+        ((float("nan"), 1.0, 16), "noisy total must be a finite number"),
+    ):
+        with pytest.raises(ParameterError, match=message):
+            signal_ratio(*args)
+    with pytest.raises(ParameterError, match="the total's epsilon"):
+        steps_module.noisy_total(np.array([1, 2]), -0.1, np.random.default_rng(0))
+    assert steps_module.noisy_total(np.array([1, 2]), 0.0, None) == (3.0, [])
+
+
 @pytest.mark.parametrize("relation", ["add_remove", "replace"])
 def test_signal_total_step_is_private_to_its_share(relation):
     """The step "total" from the definition: P(N-hat = t) on every 2 x 2 grid of up to 3

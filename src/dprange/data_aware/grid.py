@@ -32,12 +32,13 @@ from __future__ import annotations
 import copy
 import json
 import math
+import numbers
 from fractions import Fraction
 
 import numpy as np
 
 from .._params import Custom, Integer, OneOf, Param
-from .._validation import check_delta, check_epsilon, fit_budget
+from .._validation import check_delta, check_epsilon, check_positive_int, fit_budget
 from ..answers.bootstrap import check_reps, resample_leaves
 from ..answers.bounded_json import loads as bounded_loads
 from ..answers.bounded_json import sized
@@ -433,7 +434,9 @@ def check_hilbert_ratio(value, name: str = "ratio"):
 def signal_ratio(total: float, epsilon: float, cells: int) -> float:
     """The partition share ``ratio="signal"`` runs with: SIGNAL_RATIOS[1] where log10(N-hat eps /
     cells) is at least SIGNAL_THRESHOLD, else SIGNAL_RATIOS[0] (post-processing of N-hat)."""
-    signal = max(float(total), 1.0) * epsilon / cells
+    if isinstance(total, bool) or not isinstance(total, numbers.Real) or not math.isfinite(total):
+        raise ParameterError(f"the noisy total must be a finite number, got {total!r}")
+    signal = max(float(total), 1.0) * check_epsilon(epsilon) / check_positive_int(cells, "cells")
     return SIGNAL_RATIOS[1] if math.log10(signal) >= SIGNAL_THRESHOLD else SIGNAL_RATIOS[0]
 
 

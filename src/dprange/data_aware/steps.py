@@ -25,7 +25,7 @@ from fractions import Fraction
 import numpy as np
 
 from .._params import Custom
-from .._validation import float_at_least
+from .._validation import check_epsilon, float_at_least
 from ..answers.provenance import Provenance
 from ..errors import ParameterError
 from ..privacy.exact_choice import exact_choice, selection_gamma_at_most
@@ -153,4 +153,5 @@ def noisy_total(counts, epsilon: float, source) -> tuple[float, list[dict]]:
     exact = np.array([int(np.sum(counts))], dtype=np.int64)
     if epsilon == 0.0:
         return float(exact[0]), []
+    epsilon = check_epsilon(epsilon, "the total's epsilon (0: exact, under replace)")
     return float(noisy_answers(exact, laplace_spec(epsilon, 1), source)[0]), [step("total", epsilon)]
