@@ -235,16 +235,30 @@ def test_replace_spends_nothing_on_the_public_total():
 
 def test_shipped_rules_tree_chooses_as_its_rule_reads():
     """A rules fit (benchmarks/train_auto_grid.py, fit_rules) ships as a tree; on every input it
-    must choose what its recorded rule says: the alternative where log_signal_per_cell <= s, or
-    log_sparsity <= z with log_signal_per_cell >= s2; else auto."""
+    must choose what its recorded decision list says: the alternative where log_signal_per_cell
+    <= s; else the band's mechanism where log_signal_per_cell <= s1 on at most 2^c1 cells; else
+    the alternative where log_sparsity <= z and log_signal_per_cell >= s2; else auto."""
     sel = shipped_grid()
     rule = recorded_rules(sel)
-    columns = [(-4, 5), (-2, 4), (-4, 0), (0, 1), [10.0, 12.0, 16.0], (-1, 0)]  # signal per cell, _, sparsity
-    placements = [(rule["s"], (0,)), (rule["z"], (2,)), (rule["s2"], (0,))]  # inputs on the thresholds
+    # signal per cell, _, sparsity, _, log2 cells
+    columns = [(-4, 5), (-2, 4), (-4, 0), (0, 1), [10.0, 12.0, 14.0, 16.0], (-1, 0)]
+    placements = [(rule["s"], (0,)), (rule["s1"], (0,)), (rule["z"], (2,)), (rule["s2"], (0,)), (rule["c1"], (4,))]
     x = rule_test_rows(sel, np.random.default_rng(6), 3000, columns, placements)
-    other = (x[:, 0] <= rule["s"]) | ((x[:, 2] <= rule["z"]) & (x[:, 0] >= rule["s2"]))
-    assert sel.choose(x) == [rule["alternative"] if o else "auto" for o in other]
-    assert other.any() and not other.all()
+    signal, sparsity, cells = x[:, 0], x[:, 2], x[:, 4]
+    expected = []
+    for i in range(x.shape[0]):
+        if signal[i] <= rule["s"]:
+            expected.append(rule["alternative"])
+        elif signal[i] <= rule["s1"] and cells[i] <= rule["c1"]:
+            expected.append(rule["band"])
+        elif sparsity[i] <= rule["z"] and signal[i] >= rule["s2"]:
+            expected.append(rule["alternative"])
+        else:
+            expected.append("auto")
+    assert sel.choose(x) == expected
+    assert {"auto", rule["alternative"], rule["band"]} <= set(expected)  # every branch reached
+    band = (signal > rule["s"]) & (signal <= rule["s1"])
+    assert (band & (cells <= rule["c1"])).any() and (band & (cells > rule["c1"])).any()  # both sides of c1
 
 
 def test_shipped_selector_loads_and_its_layout_is_checked():
