@@ -37,6 +37,19 @@ def brute_top(x: np.ndarray) -> int:
     return max(int(sum(x[list(s)])) for s in itertools.combinations(range(x.size), m))
 
 
+def test_top_mass_on_sparse_and_dense_grids_is_the_sorted_sum():
+    """Fewer non-empty bins than heavy_bins(n) (all of them count), as many, and more (a
+    selection among them), with ties, against the sum of the largest counts after a full sort."""
+    rng = np.random.default_rng(4)
+    for n, occupied in ((640, 3), (640, 10), (640, 11), (4096, 64), (4096, 65), (4096, 4096), (1000, 500)):
+        for _ in range(5):
+            x = np.zeros(n, dtype=np.int64)
+            x[rng.choice(n, occupied, replace=False)] = rng.integers(1, 4, occupied)  # many ties
+            expected = int(np.sort(x)[::-1][: heavy_bins(n)].sum())
+            assert top_mass(x) == expected
+            assert top_mass(x.reshape(-1, 8 if n % 8 == 0 else 1)) == expected  # a grid, read as one list
+
+
 @pytest.mark.parametrize("relation", ["add_remove", "replace"])
 def test_top_mass_is_the_heaviest_sum_and_moves_by_at_most_one(relation):
     worst = 0
