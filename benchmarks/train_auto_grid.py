@@ -311,10 +311,11 @@ def fit_rules(x, keys, per_row, candidates, args) -> GridSelector:
     whole = mean[:, -1]
     best_error = mean.min(axis=1)
     rows = np.arange(x.shape[0])
+    band_stand_in = (GRID_RULE["c1"][0], GRID_RULE["band"][0])  # for the lists whose band never runs
     chosen, best = None, None
     for values in itertools.product(*GRID_RULE.values()):
         rule = dict(zip(GRID_RULE, values))
-        if rule["s1"] == -9.0 and (rule["c1"], rule["band"]) != (10.0, "agrid"):
+        if rule["s1"] == -9.0 and (rule["c1"], rule["band"]) != band_stand_in:
             continue  # the band never runs: one of its settings stands for all
         column = rule_choice(x, rule, candidates)
         error = np.bincount(cell, per_row[rows, column], minlength=size.size) / size
