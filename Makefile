@@ -1,10 +1,11 @@
 # The README's two commands: `make demo` and `make test`; `make lint` checks style and types (CI runs it first);
+# `make test` leaves out the tests marked slow, which `make test-slow` runs (CI runs both), each in parallel;
 # `make docs` builds the docs site into site/ (mkdocs.yml), failing on any warning.
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint docs install install-test install-lint install-docs bench clean
+.PHONY: demo test test-slow lint docs install install-test install-lint install-docs bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,8 +23,14 @@ demo: install
 install-lint: $(BIN)/python
 	$(BIN)/python -m pip install --quiet -e ".[test,all,lint]"
 
+# One worker per core (pytest-xdist); a file's tests stay on one worker, so its module fixtures start once.
+PYTEST_PARALLEL := -n auto --dist loadfile
+
 test: install-test
-	$(BIN)/python -m pytest tests
+	$(BIN)/python -m pytest $(PYTEST_PARALLEL) -m "not slow" tests
+
+test-slow: install-test
+	$(BIN)/python -m pytest $(PYTEST_PARALLEL) -m slow tests
 
 # The same packages as `make test`, so that mypy sees the same installed types everywhere.
 lint: install-lint

@@ -110,6 +110,7 @@ def test_replace_optimised_templates_cover_a_dpbench_histogram(template, delta, 
 
 
 @pytest.mark.skipif(not os.path.exists(ADULT), reason="needs ../shared/data/adult/adult.csv")
+@pytest.mark.slow
 def test_l2_optimum_rectangle_intervals_cover_the_adult_cross_tabulation():
     """The product of the axes' L2 optima (74 x 99 cells) at (1, 1e-6): 40 random rectangles
     and one cell over 60 releases; rate in [0.93, 0.97] (observed 0.950; the cell 0.90)."""

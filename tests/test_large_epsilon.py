@@ -43,6 +43,7 @@ def test_noise_and_selection_floors():
 
 
 @pytest.mark.parametrize("name", MECHANISMS.names())
+@pytest.mark.slow
 def test_every_mechanism_answers_at_a_huge_epsilon(name):
     mechanism = dprange.Matrix(np.eye(16)) if name == "matrix" else name  # matrix needs its strategy
     truth = np.bincount(VALUES, minlength=16)

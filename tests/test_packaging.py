@@ -54,8 +54,13 @@ def test_py_typed_marker_is_shipped():
 def test_ci_checks_lint_before_tests():
     ci_lines = (ROOT / ".ci" / "run").read_text().splitlines()
     commands = [line.split()[:2] for line in ci_lines if line.startswith("make ")]
-    assert commands == [["make", "lint"], ["make", "test"]]
+    assert commands == [["make", "lint"], ["make", "test"], ["make", "test-slow"]]
     makefile = (ROOT / "Makefile").read_text()
+    # the README's `make test` and `make test-slow` split the suite by the declared marker, nothing left out
+    test_recipe = makefile.split("\ntest:", 1)[1].split("\n\n", 1)[0]
+    slow_recipe = makefile.split("\ntest-slow:", 1)[1].split("\n\n", 1)[0]
+    assert '-m "not slow" tests' in test_recipe and "-m slow tests" in slow_recipe
+    assert any(marker.startswith("slow:") for marker in _pyproject()["tool"]["pytest"]["ini_options"]["markers"])
     lint_recipe = makefile.split("\nlint:", 1)[1].split("\n\n", 1)[0]
     for tool in ("ruff check", "ruff format --check", "mypy"):
         assert f"$(BIN)/{tool}" in lint_recipe

@@ -242,6 +242,7 @@ CASES = [
 
 
 @pytest.mark.parametrize("relation,noise,name,build", CASES, ids=[f"{c[0]}-{c[1]}-{c[2]}" for c in CASES])
+@pytest.mark.slow
 def test_worst_case_privacy_loss_is_at_most_the_budget(relation, noise, name, build):
     """On 2-9 bins: the exact worst-case loss (Laplace) is at most the epsilon recorded, which
     is at most the budget, and attains it (the calibration is not loose); the exact

@@ -134,6 +134,7 @@ def test_structure_first_release_joint_law_is_epsilon_dp(monkeypatch, relation):
         assert structure_first_worst(script, mech, bases[:2], small_grid)[0] <= recorded + 1e-12
 
 
+@pytest.mark.slow
 def test_enumerated_boundary_law_is_what_the_release_draws(monkeypatch):
     """StructureFirst's boundaries in 800 seeded releases match the enumerated law (4 sigma)."""
     mech = StructureFirst(buckets=3, max_count=1, ratio=0.5, grid=1)
@@ -239,6 +240,7 @@ def auto_worst(monkeypatch, mech, bases, epsilon, window=40):
 
 
 @pytest.mark.parametrize("relation", ["add_remove", "replace"])
+@pytest.mark.slow
 def test_auto_data_release_joint_law_is_epsilon_dp(monkeypatch, relation):
     """auto-data on 4 bins at epsilon 9 (features 0.9, the rest to the chosen mechanism): the
     worst log-ratio over released features in a window of +-40 around the true values (every

@@ -116,6 +116,7 @@ def one_sided_misses(epsilon, trials, seed):
     return misses
 
 
+@pytest.mark.slow
 def test_flat_large_epsilon_discrete_noise_needs_the_lattice_factor(monkeypatch):
     """Flat at epsilon = 1.96 (discrete Laplace, t = 0.14, sd 0.58 < 1): the one-sided miss
     rate must stay <= alpha/2 = 2.5% (exactly 0.78% with the new factor); with the
@@ -284,6 +285,7 @@ ADULT = SHARED / "data" / "adult" / "adult.csv"
         ("fnlwgt", Domain.interval(0, 1_500_000, 256), 0.1),
     ],
 )
+@pytest.mark.slow
 def test_deciles_cover_on_adult_data_all_at_once(column, domain, epsilon):
     """Real data (UCI Adult, 32,560 records): the nine simultaneous 95% decile intervals of the
     default mechanism hold all at once in at least 95% of 60 releases (binomial test)."""
@@ -294,6 +296,7 @@ def test_deciles_cover_on_adult_data_all_at_once(column, domain, epsilon):
     assert not_below_nominal(hits, 60), hits / 60
 
 
+@pytest.mark.slow
 def test_cdf_public_total_and_delta_method_against_monte_carlo():
     """CDF standard errors: exact with a public total, delta method otherwise; both checked
     against 3000 Monte-Carlo releases (variance ratio within 5 relative s.d. of a sample

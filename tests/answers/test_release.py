@@ -85,6 +85,7 @@ def test_wavelet_and_flat_release_million_ranges_cheaply():
     assert ans.value.shape == (10**5,) and np.all(ans.stderr > 0)
 
 
+@pytest.mark.slow
 def test_answer_workloads_and_confidence_interval_coverage():
     """answer(workload) equals range answers; and 95% intervals of H16 range answers do not
     under-cover: over 2000 releases, coverage >= 0.95 - 3 binomial s.d. (0.0049 each) for

@@ -81,6 +81,7 @@ def table_rows(page: str, heading: str) -> list[list[str]]:
     ]
 
 
+@pytest.mark.slow
 def test_quantile_table_shows_the_release_intervals_then_points(ages, pages):
     rows = table_rows(pages["ages"].read_text(encoding="utf-8"), "Quantiles")
     assert rows[0] == ["level", "95% simultaneous interval", "point estimate"]

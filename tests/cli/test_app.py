@@ -9,6 +9,7 @@ import pytest
 from _helpers import _release, run_cli
 
 
+@pytest.mark.slow
 def test_console_script_help_and_demo(tmp_path):
     exe = os.path.join(os.path.dirname(sys.executable), "dprange")
     result = subprocess.run([exe, "--help"], capture_output=True, text=True)

@@ -73,6 +73,7 @@ def test_error_command_prints_the_svd_bound_under_add_remove(capsys):
 
 
 @pytest.mark.parametrize("delta", [0.0, 1e-6])
+@pytest.mark.slow
 def test_error_command_prints_the_exact_l2_optimum_on_small_domains(delta, capsys):
     """Up to 256 bins under add/remove the 1-D table also gives the exact optimum of the L2
     program (dprange.analysis.l2_optimum_bound): between the SVD bound and every candidate,
@@ -150,6 +151,7 @@ def _expected_svd_bound(size: list, epsilon: float, delta: float) -> float:
 
 @pytest.mark.parametrize("size", [["--n", "40"], ["--shape", "6x5"], ["--shape", "4x3x2"]])
 @pytest.mark.parametrize("delta", [0.0, 1e-6])
+@pytest.mark.slow
 def test_error_command_gives_the_svd_bound_only_under_add_remove(size, delta, capsys):
     """Li and Miklau's bound holds under add/remove; under replace a public total is free and a
     mechanism may go below it, so neither the table nor the JSON may carry it there (1-D and k-D;

@@ -109,6 +109,7 @@ def test_cli_prints_the_interval_first_and_no_point_in_the_zero_bin(tmp_path, ca
         assert row[1:] == ["[", "0,", "100]", "no", "point:", "in", "bin", "[0,", "100)"], row
 
 
+@pytest.mark.slow
 def test_demo_first_decile_is_the_zero_bin(tmp_path, capsys):
     """The demo's incomes are 0 for 12.3% of the records: the first decile (truly 0) is printed
     as its bin from 0, with no point."""

@@ -424,6 +424,7 @@ def whole_worst(monkeypatch, mech: AutoDataGrid, bases, epsilon: float, window: 
 
 @pytest.mark.usefixtures("private_cache")
 @pytest.mark.parametrize("relation", ["add_remove", "replace"])
+@pytest.mark.slow
 def test_whole_release_joint_law_is_epsilon_dp(monkeypatch, relation):
     """The 2-D auto-data on 3 x 3 grids at epsilon 9 (features 0.9, the rest to the branch): the
     worst log-ratio over released features in a window of +-40 around the true values (every

@@ -77,6 +77,7 @@ def test_dawa_noise_only_error_model_equals_the_dense_covariance():
     np.testing.assert_allclose(model.query_variance(w), np.einsum("qi,ij,qj->q", w, full, w), rtol=1e-9)
 
 
+@pytest.mark.slow
 def test_dawa_given_its_partition_is_unbiased_and_its_mse_is_bias_plus_noise_variance(monkeypatch):
     """Given the partition, the estimate's mean is every bucket's true total spread evenly, and a
     range's expected squared error is that spread's bias squared plus the noise-only variance
@@ -136,6 +137,7 @@ def test_dawa_has_no_data_free_design_and_checks_its_share():
 
 @pytest.mark.parametrize("step", ["privtree", "gibbs", "noisy-costs"])
 @pytest.mark.parametrize("values", [[3, 0, 0, 3], [0, 0, 0, 0], [1, 0, 0, 0]])
+@pytest.mark.slow
 def test_dawa_partition_draws_the_exact_output_probabilities(values, step):
     """The mechanism's own partition step samples the distribution the privacy test checks."""
     x = np.array(values)

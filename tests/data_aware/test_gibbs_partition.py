@@ -20,6 +20,7 @@ def test_dyadic_partitions_are_the_aligned_ones():
 
 
 @pytest.mark.parametrize("x,epsilon,penalty,changed", [([3, 0, 1, 5], 1.0, 0.5, 1), ([0, 4, 4, 0, 9, 1], 2.0, 0.25, 2)])
+@pytest.mark.slow
 def test_sampler_draws_the_gibbs_law(x, epsilon, penalty, changed):
     """At 2x the factor 1/T the law is visibly different (the check can fail)."""
     assert_draws_follow_law(
@@ -31,6 +32,7 @@ def test_sampler_draws_the_gibbs_law(x, epsilon, penalty, changed):
     )
 
 
+@pytest.mark.slow
 def test_exact_decimal_path_draws_the_same_law(monkeypatch):
     """With the float error bound set huge, every draw is decided in Decimal arithmetic."""
     monkeypatch.setattr(partition_module, "_FLOAT_SLACK", 1.0)

@@ -211,6 +211,7 @@ def test_signal_total_step_is_private_to_its_share(relation):
 
 
 @pytest.mark.parametrize("mech", MECHS, ids=lambda m: m.name)
+@pytest.mark.slow
 def test_bootstrap_agrees_with_the_noise_only_stderr(mech):
     """Both measure the noise alone given the private choices: the bootstrap's standard
     deviation matches the closed form within its Monte-Carlo error (fixed seed)."""

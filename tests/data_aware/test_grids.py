@@ -352,6 +352,7 @@ def worst_over_tiny(monkeypatch, build, relation, epsilon, bases=TINY):
 
 @pytest.mark.parametrize("relation", ["add_remove", "replace"])
 @pytest.mark.parametrize("name,build", GRIDS, ids=[g[0] for g in GRIDS])
+@pytest.mark.slow
 def test_whole_release_is_epsilon_dp_from_the_definition(monkeypatch, name, build, relation):
     """4 x 2 grids with 0-2 records per cell and every neighbour: the worst log-ratio over every
     output (T, c1, c2) is at most the recorded epsilon and attains it (the calibration is

@@ -173,6 +173,7 @@ def test_tree_levels_count_the_decision_depths():
 @pytest.mark.parametrize(
     "x,epsilon,threshold,changed", [([3, 0, 1, 5], 2.0, 1.0, 1), ([0, 9, 4, 0, 9, 1], 3.0, 2.0, 2)]
 )
+@pytest.mark.slow
 def test_sampler_draws_the_law(x, epsilon, threshold, changed):
     """At half the noise scale the law is visibly different (the check can fail)."""
     law = privtree_law(np.asarray(x), epsilon, threshold, changed)
@@ -206,6 +207,7 @@ def worst_loss(n, top, epsilon, threshold, relation, scale_factor=1.0):
         (8, 1, 3.0, 0.0, "add_remove"),
     ],
 )
+@pytest.mark.slow
 def test_law_is_epsilon_dp_on_tiny_domains(n, top, epsilon, threshold, relation):
     """Every vector of counts 0..top and each neighbour: the log-ratio of every partition's
     probability is at most epsilon (and at least a quarter of it: the bound, a sum over paths

@@ -258,6 +258,7 @@ def test_every_bins_path_spends_the_counts_budget_exactly(relation):
     assert max(per_bin) <= Fraction(0.7) and float(max(per_bin)) == pytest.approx(0.7)
 
 
+@pytest.mark.slow
 def test_noise_only_error_bars_match_monte_carlo():
     """Given the boundaries the estimate is unbiased with the error model's variances
     (600 releases of discrete-Laplace noise)."""

@@ -17,6 +17,9 @@ from dprange import DataError, Domain, DomainError, ParameterError, ProductDomai
 from dprange.engines import stream_histogram
 from dprange.io import nul_bytes_error
 
+# A SparkSession takes 15-20 s to start and each test several seconds: `make test` leaves them to `make test-slow`.
+pytestmark = pytest.mark.slow
+
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 

@@ -35,6 +35,7 @@ def _stack(tree, values, variances):
 
 
 @pytest.mark.parametrize("n,branching,measure_root,known_total", CASES)
+@pytest.mark.slow
 def test_tree_gls_equals_dense_formula(n, branching, measure_root, known_total, rng):
     tree = TreeStrategy(n, branching, measure_root=measure_root, known_total=known_total)
     x = rng.integers(0, 30, n).astype(float)

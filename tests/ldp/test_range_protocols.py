@@ -96,7 +96,7 @@ def test_bad_protocol_parameters():
         HierarchicalHistogram(20, 4, "hrr", epsilon=1.0),
         HierarchicalHistogram(16, 2, "grr", epsilon=1.0),
     ],
-    ids=repr,
+    ids=["27-bins-b3-oue", "20-bins-b4-hrr", "16-bins-b2-grr"],
 )
 def test_consistent_estimate_equals_dense_weighted_least_squares(protocol):
     rng = np.random.default_rng(1)

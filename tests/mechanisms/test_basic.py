@@ -110,6 +110,7 @@ def test_gaussian_levels_share_one_calibrated_weighted_sensitivity():
     ],
     ids=repr,
 )
+@pytest.mark.slow
 def test_monte_carlo_unbiased_with_reported_variance(mech):
     """Estimates of ranges are unbiased and their empirical variance matches the exact one.
 

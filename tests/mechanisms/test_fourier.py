@@ -161,6 +161,7 @@ def test_privacy_ratio_on_a_two_by_two_domain(order, relation, noise):
     assert_linear_privacy(mech, np.array([[1, 2], [3, 1]]), relation, noise)
 
 
+@pytest.mark.slow
 def test_monte_carlo_marginals_unbiased_with_the_exact_variance():
     shape = (2, 3, 2)
     counts = np.arange(12).reshape(shape) % 5

@@ -446,6 +446,7 @@ def test_replace_strategy_has_its_own_cache_entry_and_the_kd_axes_keep_add_remov
 
 
 @pytest.mark.usefixtures("private_cache")
+@pytest.mark.slow
 def test_replace_monte_carlo_variance_agrees_with_the_exact_error():
     """2000 seeded releases under replace (public total, discrete Laplace): every prefix's
     empirical variance within 20% of the exact one, the mean within 4 standard errors.  The

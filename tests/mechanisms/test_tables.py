@@ -239,6 +239,7 @@ def test_published_marginals_have_zero_stderr_and_are_met_exactly():
     assert total.value == pytest.approx(SMALL.sum(), abs=1e-9) and total.stderr == 0.0
 
 
+@pytest.mark.slow
 def test_gls_variances_and_intervals_against_monte_carlo():
     """2000 releases of a 3 x 4 x 2 table under published marginals {(0,), (1, 2)}, discrete
     Laplace at epsilon 2 (a coarse lattice).  The empirical covariance of the cells matches
@@ -298,6 +299,7 @@ def test_gls_bootstrap_reproduces_the_exact_stderr():
     assert np.all(rel.bootstrap((0,), reps=20, rng=6) < 1e-9)  # a published marginal moves by rounding only
 
 
+@pytest.mark.slow
 def test_nnls_bootstrap_matches_monte_carlo():
     """The bootstrap reruns the release's own noise and inference under its marginals: centred
     at the true table it has the sampling distribution of the real releases.  150 replicates

@@ -204,6 +204,7 @@ def test_large_domains_are_refused():
 # ----------------------------------------------------------------------------- auto
 
 
+@pytest.mark.slow
 def test_auto_keeps_p_identity_unless_the_dense_trace_is_clearly_lower(monkeypatch):
     """Prefixes: the p-Identity optimum is a stationary point of the dense template, so auto
     keeps its O(n p^2) shape.  With the margin removed, auto takes the lower trace."""
