@@ -25,12 +25,14 @@ import dprange
 import dprange.data_aware.auto_grid as auto_grid_module
 import dprange.data_aware.spatial_trees as spatial_trees_module
 import dprange.data_aware.steps as steps_module
+from conftest import REPO
 from dprange import HybridTree, KDTree, ParameterError
 from dprange.answers.grid import GridRelease
 from dprange.data_aware import auto_data
 from dprange.data_aware.auto_grid import (
     GRID_CANDIDATES,
     GRID_FEATURES,
+    GRID_FORMAT,
     GRID_SELECTOR_FILE,
     AutoDataGrid,
     GridSelector,
@@ -46,9 +48,10 @@ GRID = np.arange(-25, 31)
 
 
 def exact_features(x: np.ndarray) -> tuple[int, int, int]:
-    """(records, non-empty cells, records in the heaviest cell): the features of a 2 x 2 grid
-    (cells / 64 rounds up to one heaviest cell), from their definitions."""
-    return int(x.sum()), int((x > 0).sum()), int(x.max())
+    """(records, non-empty cells, records in the HEAVY_CELLS heaviest cells, 16 as shipped): the
+    features of a grid, from their definitions (on a 2 x 2 grid the shipped top mass is every record)."""
+    heavy = auto_data.OccupancyFeatures.HEAVY_CELLS
+    return int(x.sum()), int((x > 0).sum()), int(np.sort(x.ravel())[::-1][:heavy].sum())
 
 
 def feature_pmf(x, mech: AutoDataGrid, epsilon: float, boost: float = 1.0) -> np.ndarray:
@@ -101,7 +104,7 @@ class ZeroNoise:
 
 def test_features_are_the_defined_queries_on_the_cells(monkeypatch):
     """The noise the pmf below adds is added to exactly these values (total, non-empty cells,
-    records in the heaviest cell), each step recorded with its share."""
+    records in the 16 heaviest cells), each step recorded with its share."""
     monkeypatch.setattr(auto_data, "laplace_spec", lambda epsilon, sensitivity: ZeroNoise())
     monkeypatch.setattr(steps_module, "laplace_spec", lambda epsilon, sensitivity: ZeroNoise())  # the total's
     mech = AutoDataGrid(feature_share=0.3)
@@ -111,10 +114,23 @@ def test_features_are_the_defined_queries_on_the_cells(monkeypatch):
         assert (total, nonempty, top) == exact_features(x)
         assert [s["step"] for s in steps] == ["total", "nonempty", "top"]
         assert [s["epsilon"] for s in steps] == list(mech.shares(2.0)[:3])
+    rng = np.random.default_rng(3)
+    for side, occupied in ((5, 3), (5, 16), (5, 25), (64, 17), (64, 500)):  # fewer, as many and more than 16
+        x = np.zeros(side * side, dtype=np.int64)
+        x[rng.choice(x.size, occupied, replace=False)] = rng.integers(1, 5, occupied)
+        x = x.reshape(side, side)
+        total, nonempty, top, _ = mech.features(x, 2.0, rng=0)
+        assert (total, nonempty, top) == exact_features(x)
+        assert top == (x.sum() if occupied <= 16 else np.sort(x.ravel())[-16:].sum())
 
 
 @pytest.mark.parametrize("neighbours", ["add_remove", "replace"])
-def test_feature_step_is_private_to_its_declared_share(neighbours):
+@pytest.mark.parametrize("heavy", [1, 2])
+def test_feature_step_is_private_to_its_declared_share(monkeypatch, neighbours, heavy):
+    """On 2 x 2 grids the shipped top mass (16 cells) is every record, whose law under replace is
+    the public total's; summing the 1 or 2 heaviest cells selects among the cells as the 16 do on
+    larger grids (the sensitivity argument is the same for any fixed number of cells)."""
+    monkeypatch.setattr(auto_data.OccupancyFeatures, "HEAVY_CELLS", heavy)
     assert_feature_step_exactly_private(AutoDataGrid(feature_share=0.3, neighbours=neighbours), 2.0, worst_feature_loss)
 
 
@@ -237,21 +253,24 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
     """A rules fit (benchmarks/train_auto_grid.py, fit_rules) ships as a tree; on every input it
     must choose what its recorded decision list says: the alternative where log_signal_per_cell
     <= s; else the band's mechanism where log_signal_per_cell <= s1 on at most 2^c1 cells; else
-    the alternative where log_sparsity <= z and log_signal_per_cell >= s2; else auto."""
+    the alternative where log_sparsity <= z, log_signal_per_cell >= s2, concentration >= q and
+    log_cells >= c2; else auto."""
     sel = shipped_grid()
     rule = recorded_rules(sel)
-    # signal per cell, _, sparsity, _, log2 cells
+    # signal per cell, _, sparsity, concentration, log2 cells
     columns = [(-4, 5), (-2, 4), (-4, 0), (0, 1), [10.0, 12.0, 14.0, 16.0], (-1, 0)]
-    placements = [(rule["s"], (0,)), (rule["s1"], (0,)), (rule["z"], (2,)), (rule["s2"], (0,)), (rule["c1"], (4,))]
-    x = rule_test_rows(sel, np.random.default_rng(6), 3000, columns, placements)
-    signal, sparsity, cells = x[:, 0], x[:, 2], x[:, 4]
+    thresholds = {"s": 0, "s1": 0, "z": 2, "s2": 0, "c1": 4, "q": 3, "c2": 4}
+    placements = [(rule[k], (column,)) for k, column in thresholds.items()]
+    x = rule_test_rows(sel, np.random.default_rng(6), 6000, columns, placements)
+    signal, sparsity, concentration, cells = x[:, 0], x[:, 2], x[:, 3], x[:, 4]
     expected = []
     for i in range(x.shape[0]):
+        sparse = sparsity[i] <= rule["z"] and signal[i] >= rule["s2"]
         if signal[i] <= rule["s"]:
             expected.append(rule["alternative"])
         elif signal[i] <= rule["s1"] and cells[i] <= rule["c1"]:
             expected.append(rule["band"])
-        elif sparsity[i] <= rule["z"] and signal[i] >= rule["s2"]:
+        elif sparse and concentration[i] >= rule["q"] and cells[i] >= rule["c2"]:
             expected.append(rule["alternative"])
         else:
             expected.append("auto")
@@ -259,6 +278,12 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
     assert {"auto", rule["alternative"], rule["band"]} <= set(expected)  # every branch reached
     band = (signal > rule["s"]) & (signal <= rule["s1"])
     assert (band & (cells <= rule["c1"])).any() and (band & (cells > rule["c1"])).any()  # both sides of c1
+    sparse = (signal > max(rule["s"], rule["s1"])) & (sparsity <= rule["z"]) & (signal >= rule["s2"])
+    for low, high in (
+        (concentration < rule["q"], concentration >= rule["q"]),
+        (cells < rule["c2"], cells >= rule["c2"]),
+    ):
+        assert (sparse & low).any() and (sparse & high).any()  # both sides of q and of c2
 
 
 def test_shipped_selector_loads_and_its_layout_is_checked():
@@ -268,7 +293,7 @@ def test_shipped_selector_loads_and_its_layout_is_checked():
     from importlib import resources
 
     data = json.loads(resources.files("dprange.data_aware").joinpath(GRID_SELECTOR_FILE).read_text())
-    assert data["domain"] == "2-D grid" and data["format"] == 1
+    assert data["domain"] == "2-D grid" and data["format"] == GRID_FORMAT == 2
     assert GridSelector.from_dict(data).to_dict() == sel.to_dict() == json.loads(json.dumps(sel.to_dict()))
     with pytest.raises(ParameterError, match="another layout"):
         GridSelector.from_dict({**data, "format": data["format"] + 1})
@@ -349,8 +374,9 @@ WHOLE = {
 
 
 def whole_selector() -> Selector:
-    """auto when at most one cell is (noisily) non-empty, else kd_tree when the heaviest cell holds at most
-    half of N, else hybrid_tree (every choice is reached in the test's feature window)."""
+    """auto when at most one cell is (noisily) non-empty, else kd_tree when the noisy top mass (every record of
+    a 3 x 3 grid) is at most half the noisy N, else hybrid_tree (every choice is reached in the test's feature
+    window)."""
     nodes = [
         {"feature": 2, "threshold": -0.9, "left": 1, "right": 2},
         {"leaf": 0},
@@ -410,7 +436,7 @@ def whole_worst(monkeypatch, mech: AutoDataGrid, bases, epsilon: float, window: 
             if mech.neighbours == "replace":
                 ratios = [(np.array([x.sum()]), np.zeros(1))]
             ratios.append(feature_log_ratios(specs[-2], int((x > 0).sum()), int((y > 0).sum()), window))
-            ratios.append(feature_log_ratios(specs[-1], int(x.max()), int(y.max()), window))
+            ratios.append(feature_log_ratios(specs[-1], exact_features(x)[2], exact_features(y)[2], window))
             t, z, h = np.meshgrid(*(values for values, _ in ratios), indexing="ij")
             names = choose_grid(t, z, h, x.size, rest, mech.selector)
             seen |= set(names)
@@ -440,3 +466,64 @@ def test_whole_release_joint_law_is_epsilon_dp(monkeypatch, relation):
     assert worst <= upper <= epsilon * (1 + 1e-12)
     assert worst >= 0.85 * epsilon
     assert whole_worst(monkeypatch, mech, bases[:1], 2 * epsilon, window=5)[0] > epsilon
+
+
+def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(monkeypatch):
+    """benchmarks/train_auto_grid.py scores the sparse branch's settings at once (a product of row
+    masks with the cells' indicator); on a random table over a small grid of lists it must pick
+    the list a plain loop picks (each list's choices by rule_choice, its cells' mean errors, the
+    same cost, rank and order), and the tree it writes must choose as that list on every row."""
+    import argparse
+    import importlib
+
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    script = importlib.import_module("train_auto_grid")
+    from train_auto_data import cell_means, rule_rank
+
+    small = {
+        "s": (-9.0, -1.0),
+        "s1": (-9.0, 0.0),
+        "c1": (10.0, 12.0),
+        "band": ("agrid", "dawa_hilbert"),
+        "z": (-9.0, -2.0, -1.0),
+        "s2": (-9.0, 1.0),
+        "alternative": ("dawa_hilbert", "agrid"),
+        "q": (0.0, 0.5),
+        "c2": (0.0, 12.0),
+    }
+    monkeypatch.setattr(script, "GRID_RULE", small)
+    rng = np.random.default_rng(8)
+    rows, candidates = 600, ("auto", "agrid", "ugrid", "dawa_hilbert", "kd_tree")
+    x = np.column_stack(
+        [
+            rng.uniform(-2, 2, rows),
+            rng.uniform(-1, 3, rows),
+            rng.uniform(-3, 0, rows),
+            rng.uniform(0, 1, rows),
+            rng.choice([10.0, 12.0, 14.0], rows),
+            rng.choice([-1.0, 0.0], rows),
+        ]
+    )
+    keys = [("shape", int(k), 0, 0.1, "w") for k in rng.integers(0, 40, rows)]  # 40 cells of ~15 rows
+    per_row = rng.lognormal(0.0, 1.0, (rows, len(candidates) + 1))
+    args = argparse.Namespace(to_auto=1.2, hinge=10.0)
+    got = script.fit_rules(x, keys, per_row, candidates, args)
+    cell, size, mean = cell_means(keys, per_row)
+    best, chosen = None, None
+    for values in itertools.product(*small.values()):
+        rule = dict(zip(small, values))
+        if rule["s1"] == -9.0 and (rule["c1"], rule["band"]) != (10.0, "agrid"):
+            continue
+        if rule["z"] == -9.0 and (rule["s2"], rule["q"], rule["c2"]) != (-9.0, 0.0, 0.0):
+            continue
+        column = script.rule_choice(x, rule, candidates)
+        error = np.bincount(cell, per_row[np.arange(rows), column], minlength=size.size) / size
+        ratio = error / mean[:, -1]
+        cost = (error / mean.min(axis=1) - 1 + 10.0 * np.maximum(0.0, np.log(ratio))) * size
+        key = rule_rank(float(ratio.max()), float(cost.sum()), 1.2)
+        if best is None or key < best:
+            best, chosen = key, rule
+    assert got.model["rules"] == chosen
+    picked = script.rule_choice(x, chosen, candidates)
+    assert [candidates.index(c) for c in got.choose(x)] == picked.tolist()
+    assert len(set(picked.tolist())) >= 2

@@ -31,9 +31,9 @@ from dprange.errors import ParameterError
 from dprange.registry import MECHANISMS
 
 
-def brute_top(x: np.ndarray) -> int:
-    """The largest sum over every set of heavy_bins(n) bins."""
-    m = heavy_bins(x.size)
+def brute_top(x: np.ndarray, heavy: int | None = None) -> int:
+    """The largest sum over every set of ``heavy`` (default heavy_bins(n)) bins."""
+    m = heavy_bins(x.size) if heavy is None else heavy
     return max(int(sum(x[list(s)])) for s in itertools.combinations(range(x.size), m))
 
 
@@ -48,17 +48,20 @@ def test_top_mass_on_sparse_and_dense_grids_is_the_sorted_sum():
             expected = int(np.sort(x)[::-1][: heavy_bins(n)].sum())
             assert top_mass(x) == expected
             assert top_mass(x.reshape(-1, 8 if n % 8 == 0 else 1)) == expected  # a grid, read as one list
+            for heavy in (1, 16, occupied, occupied + 1):  # a fixed number of bins (the 2-D feature's 16)
+                assert top_mass(x, heavy) == int(np.sort(x)[::-1][:heavy].sum())
 
 
 @pytest.mark.parametrize("relation", ["add_remove", "replace"])
-def test_top_mass_is_the_heaviest_sum_and_moves_by_at_most_one(relation):
+@pytest.mark.parametrize("heavy", [None, 2, 3])
+def test_top_mass_is_the_heaviest_sum_and_moves_by_at_most_one(relation, heavy):
     worst = 0
     for n in (3, 5):
         for x in itertools.product(range(3), repeat=n):
             x = np.array(x)
-            assert top_mass(x) == brute_top(x)
+            assert top_mass(x, heavy) == brute_top(x, heavy)
             for y in grid_neighbours(x, relation):
-                worst = max(worst, abs(top_mass(np.asarray(y)) - top_mass(x)))
+                worst = max(worst, abs(top_mass(np.asarray(y), heavy) - top_mass(x, heavy)))
     assert worst == 1
 
 

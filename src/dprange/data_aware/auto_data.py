@@ -51,7 +51,7 @@ from ..strategies.calibration import is_seeded
 from ..workloads import RandomRanges
 from .dawa import DAWA
 from .mwem import MWEM
-from .selector import Selector, feature_matrix, merge_cost, merge_penalty, shipped, top_mass
+from .selector import Selector, feature_matrix, heavy_bins, merge_cost, merge_penalty, shipped, top_mass
 from .steps import SHARE, laplace_spec, noisy_total, spent, step
 from .structure_first import StructureFirst
 
@@ -176,9 +176,13 @@ class AutoData(Mechanism):
         value, sensitivity = self.middle_feature(counts, rest)
         middle = float(value + int(laplace_spec(eps_middle, sensitivity).sample((1,), source)[0]))
         steps.append(step(list(self.feature_weights)[1], eps_middle))
-        top = float(top_mass(counts) + int(laplace_spec(eps_top, 1).sample((1,), source)[0]))
+        top = float(top_mass(counts, self.heavy(counts.size)) + int(laplace_spec(eps_top, 1).sample((1,), source)[0]))
         steps.append(step("top", eps_top))
         return total, middle, top, steps
+
+    def heavy(self, n: int) -> int:
+        """How many of the heaviest bins the top mass sums (public): n / 64, at least 1."""
+        return heavy_bins(n)
 
     def middle_feature(self, counts: np.ndarray, epsilon_left: float) -> tuple[int, int]:
         """(the exact middle feature, its sensitivity): the least dyadic merge cost at the penalty of
@@ -242,11 +246,21 @@ class AutoData(Mechanism):
 
 class OccupancyFeatures(AutoData):
     """The feature steps of the 2-D choice (:mod:`dprange.data_aware.auto_grid`): the noisy total,
-    the noisy number of non-empty cells and the noisy top mass, equal parts of the share.  The
-    non-empty count has sensitivity 1 under both relations (a record added or removed changes it
-    by at most 1; a moved record can empty one cell and fill another: -1 + 1)."""
+    the noisy number of non-empty cells and the noisy mass of the HEAVY_CELLS heaviest cells,
+    equal parts of the share.  The non-empty count has sensitivity 1 under both relations (a
+    record added or removed changes it by at most 1; a moved record can empty one cell and fill
+    another: -1 + 1).  The top mass counts a fixed number of cells, not a share of them: on a
+    sparse grid at high signal, whether a few heavy cells hold nearly all the records is what
+    tells point masses that a data-aware partition isolates from hundreds of scattered ones it
+    cannot, and a share of the cells (n / 64: 1,024 on 256 x 256) holds every record of both."""
 
     feature_weights = OCCUPANCY_WEIGHTS
+
+    #: The number of heaviest cells the 2-D top mass sums (public; all of them below 16 cells).
+    HEAVY_CELLS = 16
+
+    def heavy(self, n: int) -> int:
+        return min(n, self.HEAVY_CELLS)
 
     def middle_feature(self, counts: np.ndarray, epsilon_left: float) -> tuple[int, int]:
         return int(np.count_nonzero(counts)), 1

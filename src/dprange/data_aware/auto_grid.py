@@ -13,8 +13,8 @@ under both relations, since every record lies in exactly one cell):
 * ``total``: the noisy number of records N (free under replace, where N is public);
 * ``nonempty``: the noisy number of non-empty cells (a record added or removed changes it by at
   most 1; a moved record can empty one cell and fill another: -1 + 1);
-* ``top``: the noisy number of records in the cells / 64 heaviest cells (a maximum over cell
-  sets of sums of counts: +-1 for a record added, removed or moved).
+* ``top``: the noisy number of records in the 16 heaviest cells (``OccupancyFeatures.HEAVY_CELLS``;
+  a maximum over cell sets of sums of counts: +-1 for a record added, removed or moved).
 
 The choice is post-processing of the noisy features, the public shape and the epsilon left:
 a selector trained on public data only (:class:`GridSelector` on GRID_FEATURES, shipped as
@@ -72,13 +72,14 @@ GRID_FEATURES = (
     "log_signal_per_cell",  # log10 of noisy N times the epsilon left, over the number of cells
     "log_signal_per_occupied",  # log10 of noisy N epsilon over the noisy number of non-empty cells
     "log_sparsity",  # log10 of the noisy share of non-empty cells
-    "concentration",  # noisy mass of the cells / 64 heaviest cells over noisy N, in [0, 1]
+    "concentration",  # noisy mass of the 16 heaviest cells over noisy N, in [0, 1]
     "log_cells",  # log2 of the number of cells
     "log_epsilon",  # log10 of the epsilon left
 )
 
-#: Version of the 2-D selector file's layout.
-GRID_FORMAT = 1
+#: Version of the 2-D selector file's layout and its features' definitions (2: the concentration
+#: sums the 16 heaviest cells; 1 summed the cells / 64 heaviest).
+GRID_FORMAT = 2
 
 GRID_SELECTOR_FILE = "auto_grid_selector.json"
 

@@ -65,12 +65,12 @@ def heavy_bins(n: int) -> int:
     return max(1, n // 64)
 
 
-def top_mass(counts: np.ndarray) -> int:
-    """The number of records in the heavy_bins(n) heaviest bins (non-negative counts): one record
-    added, removed or moved changes it by at most 1 (it is a maximum over bin sets of sums of
-    counts).  Only the non-empty bins are partitioned: empty ones add nothing, and a selection
-    among many equal zeros is what made the partition slow on sparse grids."""
-    m = heavy_bins(counts.size)
+def top_mass(counts: np.ndarray, heavy: int | None = None) -> int:
+    """The number of records in the ``heavy`` (default heavy_bins(n)) heaviest bins (non-negative
+    counts): one record added, removed or moved changes it by at most 1 (it is a maximum over bin
+    sets of sums of counts).  Only the non-empty bins are partitioned: empty ones add nothing, and
+    a selection among many equal zeros is what made the partition slow on sparse grids."""
+    m = heavy_bins(counts.size) if heavy is None else max(1, int(heavy))
     occupied = counts[counts > 0]  # O(n); the partition below is O(occupied)
     if occupied.size <= m:
         return int(occupied.sum())
