@@ -271,11 +271,14 @@ def table(rows, candidates):
 
 #: The rules fit's grid, a decision list: log_signal_per_cell at or below ``s`` runs
 #: ``alternative``; else log_signal_per_cell at or below ``s1`` on a grid of at most 2^``c1``
-#: cells runs ``band``; else log_sparsity at or below ``z`` with log_signal_per_cell at least
-#: ``s2``, concentration at least ``q`` and at least 2^``c2`` cells runs ``alternative``; else
-#: auto (-9: never).  The sparse branch's last two conditions tell a few heavy point masses,
-#: which a data-aware partition isolates, from hundreds of scattered ones it cannot, and keep
-#: it off small grids, where the non-empty count's noise makes a dense grid look sparse.
+#: cells runs ``band``; else log_signal_per_cell at or below ``s3`` on at most 2^``c3`` cells
+#: with concentration at least ``q1`` runs ``band2``; else log_sparsity at or below ``z`` with
+#: log_signal_per_cell at least ``s2``, concentration at least ``q`` and at least 2^``c2``
+#: cells runs ``alternative``; else auto (-9: never).  The concentration (the share of the
+#: records in the 16 heaviest cells) tells a few heavy point masses, which a data-aware
+#: partition isolates, from hundreds of scattered ones or a lattice, which it cannot; the
+#: sparse branch's grid size keeps it off small grids, where the non-empty count's noise makes a
+#: dense grid look sparse.
 GRID_RULE = {
     "s": (-9.0, -2.0, -1.5, -1.25, -1.0, -0.75, -0.5),
     "s1": (-9.0, -0.5, 0.0, 0.5, 1.0),
@@ -286,10 +289,14 @@ GRID_RULE = {
     "alternative": ("dawa_hilbert", "agrid"),
     "q": (0.0, 0.5, 0.7),
     "c2": (0.0, 13.0, 14.0),
+    "s3": (-9.0, 0.0, 0.5, 1.0),
+    "c3": (10.0, 12.0),
+    "q1": (0.7, 0.9),
+    "band2": ("agrid",),
 }
 
-#: The keys of GRID_RULE that decide the first two branches, and those of the sparse branch.
-UPPER_RULE = ("s", "s1", "c1", "band", "alternative")
+#: The keys of GRID_RULE that decide the first three branches, and those of the sparse branch.
+UPPER_RULE = ("s", "s1", "c1", "band", "alternative", "s3", "c3", "q1", "band2")
 SPARSE_RULE = ("z", "s2", "q", "c2")
 
 
@@ -305,19 +312,29 @@ def sparse_branch(x, rule: dict) -> np.ndarray:
     return (sparsity <= rule["z"]) & (signal >= rule["s2"]) & (concentration >= rule["q"]) & (cells >= rule["c2"])
 
 
+def upper_branches(x, rule: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The rows each of the first three branches of a GRID_RULE decision list takes."""
+    signal, _, cells, concentration = _columns(x)
+    first = signal <= rule["s"]
+    second = ~first & (signal <= rule["s1"]) & (cells <= rule["c1"])
+    third = ~first & ~second & (signal <= rule["s3"]) & (cells <= rule["c3"]) & (concentration >= rule["q1"])
+    return first, second, third
+
+
 def rule_choice(x, rule: dict, candidates) -> np.ndarray:
     """The candidate index a GRID_RULE decision list picks for each row of GRID_FEATURES."""
-    signal, _, cells, _ = _columns(x)
+    first, second, third = upper_branches(x, rule)
     column = np.where(sparse_branch(x, rule), candidates.index(rule["alternative"]), 0)
-    column = np.where((signal <= rule["s1"]) & (cells <= rule["c1"]), candidates.index(rule["band"]), column)
-    return np.where(signal <= rule["s"], candidates.index(rule["alternative"]), column)
+    column = np.where(third, candidates.index(rule["band2"]), column)
+    column = np.where(second, candidates.index(rule["band"]), column)
+    return np.where(first, candidates.index(rule["alternative"]), column)
 
 
 def rule_tree(rule: dict, candidates) -> list[dict]:
     """A GRID_RULE decision list as the nodes of a tree (a node may be reached from two parents;
     a tree goes left at or below its threshold, so a bound "at least v" splits just below v)."""
     feature = GRID_FEATURES.index
-    alternative, band = candidates.index(rule["alternative"]), candidates.index(rule["band"])
+    alternative, band, band2 = (candidates.index(rule[k]) for k in ("alternative", "band", "band2"))
 
     def below(v: float) -> float:
         return float(np.nextafter(v, -np.inf))
@@ -328,13 +345,25 @@ def rule_tree(rule: dict, candidates) -> list[dict]:
         {"feature": feature("log_signal_per_cell"), "threshold": rule["s1"], "left": 3, "right": 5},
         {"feature": feature("log_cells"), "threshold": rule["c1"], "left": 4, "right": 5},
         {"leaf": band},
-        {"feature": feature("log_sparsity"), "threshold": rule["z"], "left": 6, "right": 9},
-        {"feature": feature("log_signal_per_cell"), "threshold": below(rule["s2"]), "left": 9, "right": 7},
-        {"feature": feature("concentration"), "threshold": below(rule["q"]), "left": 9, "right": 8},
-        {"feature": feature("log_cells"), "threshold": below(rule["c2"]), "left": 9, "right": 10},
+        {"feature": feature("log_signal_per_cell"), "threshold": rule["s3"], "left": 6, "right": 9},
+        {"feature": feature("log_cells"), "threshold": rule["c3"], "left": 7, "right": 9},
+        {"feature": feature("concentration"), "threshold": below(rule["q1"]), "left": 9, "right": 8},
+        {"leaf": band2},
+        {"feature": feature("log_sparsity"), "threshold": rule["z"], "left": 10, "right": 13},
+        {"feature": feature("log_signal_per_cell"), "threshold": below(rule["s2"]), "left": 13, "right": 11},
+        {"feature": feature("concentration"), "threshold": below(rule["q"]), "left": 13, "right": 12},
+        {"feature": feature("log_cells"), "threshold": below(rule["c2"]), "left": 13, "right": 14},
         {"leaf": 0},
         {"leaf": alternative},
     ]
+
+
+def _stand_ins(rule: dict) -> bool:
+    """Whether a list is the one that stands for the lists that differ from it only in the
+    settings of a branch that never runs (its band, second band or sparse branch)."""
+    first = {k: v[0] for k, v in GRID_RULE.items()}
+    never = (("s1", ("c1", "band")), ("s3", ("c3", "q1", "band2")), ("z", ("s2", "q", "c2")))
+    return all(rule[gate] != -9.0 or all(rule[k] == first[k] for k in keys) for gate, keys in never)
 
 
 def fit_rules(x, keys, per_row, candidates, args) -> GridSelector:
@@ -344,47 +373,62 @@ def fit_rules(x, keys, per_row, candidates, args) -> GridSelector:
     ``args.hinge`` times the log-ratio to ``auto`` above 0); the least worst such ratio if none
     is; ties to the first in GRID_RULE's order.  Written as a tree over all ``candidates``.
 
-    Every list is scored, but the sparse branch's settings at once for each setting of the first
-    two branches: the rows left to it gain (alternative - auto) where it runs, a product of its
-    row masks with the cells' indicator (O(settings x rows) per setting above, not a pass each)."""
+    Every list is scored, but the sparse branch's settings at once for each setting of the
+    branches above it: the rows left to it gain (alternative - auto) where it runs, a product of
+    its row masks with the cells' indicator (O(settings x rows) per setting above, not a pass
+    each); only the cells holding a row some setting of it takes are scored per setting."""
     cell, size, mean = cell_means(keys, per_row)
     whole = mean[:, -1]
     best_error = mean.min(axis=1)
     rows = np.arange(x.shape[0])
-    indicator = scipy.sparse.csr_matrix((np.ones(rows.size), (rows, cell)), shape=(rows.size, size.size))
     sparse_settings = list(itertools.product(*(GRID_RULE[k] for k in SPARSE_RULE)))
-    masks = np.array([sparse_branch(x, dict(zip(SPARSE_RULE, v))) for v in sparse_settings], dtype=float)
-    signal, _, cells, _ = _columns(x)
+    masks = np.array([sparse_branch(x, dict(zip(SPARSE_RULE, v))) for v in sparse_settings])
+    touched = np.unique(cell[masks.any(axis=0)])  # the cells whose error a sparse setting can change
+    local = np.full(size.size, -1)
+    local[touched] = np.arange(touched.size)
+    reach = masks.any(axis=0)
+    masks = masks[:, reach].astype(float)  # settings x the rows any setting takes
+    indicator = scipy.sparse.csr_matrix(
+        (np.ones(int(reach.sum())), (np.arange(int(reach.sum())), local[cell[reach]])),
+        shape=(int(reach.sum()), touched.size),
+    )
+
+    def cell_cost(error, cells):
+        ratio = error / whole[cells]
+        return (error / best_error[cells] - 1 + args.hinge * np.maximum(0.0, np.log(ratio))) * size[cells], ratio
+
     scores = {}
     for upper in itertools.product(*(GRID_RULE[k] for k in UPPER_RULE)):
         rule = dict(zip(UPPER_RULE, upper))
-        alternative, band = candidates.index(rule["alternative"]), candidates.index(rule["band"])
-        first = signal <= rule["s"]
-        second = ~first & (signal <= rule["s1"]) & (cells <= rule["c1"])
-        base = np.where(first, per_row[rows, alternative], np.where(second, per_row[rows, band], per_row[rows, 0]))
-        gain = np.where(first | second, 0.0, per_row[rows, alternative] - per_row[rows, 0])
-        sums = np.bincount(cell, base, minlength=size.size) + (indicator.T @ (masks * gain).T).T  # settings x cells
-        error = sums / size
-        cost = (error / best_error - 1 + args.hinge * np.maximum(0.0, np.log(error / whole))) * size
-        worst, total = np.max(error / whole, axis=1), np.sum(cost, axis=1)
+        if not _stand_ins({**rule, **{k: GRID_RULE[k][0] for k in SPARSE_RULE}}):
+            continue
+        first, second, third = upper_branches(x, rule)
+        alternative, band, band2 = (candidates.index(rule[k]) for k in ("alternative", "band", "band2"))
+        base = np.where(first, per_row[rows, alternative], per_row[rows, 0])
+        base = np.where(second, per_row[rows, band], np.where(third, per_row[rows, band2], base))
+        gain = np.where(first | second | third, 0.0, per_row[rows, alternative] - per_row[rows, 0])
+        sums = np.bincount(cell, base, minlength=size.size)
+        cost, ratio = cell_cost(sums / size, np.arange(size.size))
+        untouched = np.ones(size.size, dtype=bool)
+        untouched[touched] = False
+        fixed_cost, fixed_worst = cost[untouched].sum(), ratio[untouched].max(initial=0.0)
+        varied = sums[touched] + (indicator.T @ (masks * gain[reach]).T).T  # settings x touched cells
+        cost, ratio = cell_cost(varied / size[touched], touched)
+        worst, total = np.maximum(ratio.max(axis=1), fixed_worst), cost.sum(axis=1) + fixed_cost
         for setting, w, t in zip(sparse_settings, worst, total):
             scores[(upper, setting)] = (float(w), float(t))
-    band_stand_in = (GRID_RULE["c1"][0], GRID_RULE["band"][0])  # for the lists whose band never runs
-    sparse_stand_in = tuple(GRID_RULE[k][0] for k in ("s2", "q", "c2"))  # for those whose sparse branch never runs
     chosen, best = None, None
     for values in itertools.product(*GRID_RULE.values()):
         rule = dict(zip(GRID_RULE, values))
-        if rule["s1"] == -9.0 and (rule["c1"], rule["band"]) != band_stand_in:
-            continue  # the band never runs: one of its settings stands for all
-        if rule["z"] == -9.0 and (rule["s2"], rule["q"], rule["c2"]) != sparse_stand_in:
-            continue  # the sparse branch never runs
+        if not _stand_ins(rule):
+            continue
         worst, total = scores[(tuple(rule[k] for k in UPPER_RULE), tuple(rule[k] for k in SPARSE_RULE))]
         key = rule_rank(worst, total, args.to_auto)
         if best is None or key < best:
             chosen, best = rule, key
     assert chosen is not None
     nodes = rule_tree(chosen, candidates)
-    return GridSelector("tree", candidates, {"nodes": nodes, "depth": 6, "min_leaf": 0, "margin": 0.0, "rules": chosen})
+    return GridSelector("tree", candidates, {"nodes": nodes, "depth": 8, "min_leaf": 0, "margin": 0.0, "rules": chosen})
 
 
 def fit(kind: str, depth: int, margin: float, x, ratio, candidates, args, keys=None, per_row=None) -> GridSelector:

@@ -253,13 +253,14 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
     """A rules fit (benchmarks/train_auto_grid.py, fit_rules) ships as a tree; on every input it
     must choose what its recorded decision list says: the alternative where log_signal_per_cell
     <= s; else the band's mechanism where log_signal_per_cell <= s1 on at most 2^c1 cells; else
+    band2 where log_signal_per_cell <= s3 on at most 2^c3 cells with concentration >= q1; else
     the alternative where log_sparsity <= z, log_signal_per_cell >= s2, concentration >= q and
     log_cells >= c2; else auto."""
     sel = shipped_grid()
     rule = recorded_rules(sel)
     # signal per cell, _, sparsity, concentration, log2 cells
     columns = [(-4, 5), (-2, 4), (-4, 0), (0, 1), [10.0, 12.0, 14.0, 16.0], (-1, 0)]
-    thresholds = {"s": 0, "s1": 0, "z": 2, "s2": 0, "c1": 4, "q": 3, "c2": 4}
+    thresholds = {"s": 0, "s1": 0, "z": 2, "s2": 0, "c1": 4, "q": 3, "c2": 4, "s3": 0, "c3": 4, "q1": 3}
     placements = [(rule[k], (column,)) for k, column in thresholds.items()]
     x = rule_test_rows(sel, np.random.default_rng(6), 6000, columns, placements)
     signal, sparsity, concentration, cells = x[:, 0], x[:, 2], x[:, 3], x[:, 4]
@@ -270,15 +271,19 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
             expected.append(rule["alternative"])
         elif signal[i] <= rule["s1"] and cells[i] <= rule["c1"]:
             expected.append(rule["band"])
+        elif signal[i] <= rule["s3"] and cells[i] <= rule["c3"] and concentration[i] >= rule["q1"]:
+            expected.append(rule["band2"])
         elif sparse and concentration[i] >= rule["q"] and cells[i] >= rule["c2"]:
             expected.append(rule["alternative"])
         else:
             expected.append("auto")
     assert sel.choose(x) == expected
-    assert {"auto", rule["alternative"], rule["band"]} <= set(expected)  # every branch reached
+    assert {"auto", rule["alternative"], rule["band"], rule["band2"]} <= set(expected)  # every branch reached
     band = (signal > rule["s"]) & (signal <= rule["s1"])
     assert (band & (cells <= rule["c1"])).any() and (band & (cells > rule["c1"])).any()  # both sides of c1
-    sparse = (signal > max(rule["s"], rule["s1"])) & (sparsity <= rule["z"]) & (signal >= rule["s2"])
+    second = (signal > rule["s"]) & (signal > rule["s1"]) & (signal <= rule["s3"]) & (cells <= rule["c3"])
+    assert (second & (concentration < rule["q1"])).any() and (second & (concentration >= rule["q1"])).any()
+    sparse = (signal > max(rule["s"], rule["s1"], rule["s3"])) & (sparsity <= rule["z"]) & (signal >= rule["s2"])
     for low, high in (
         (concentration < rule["q"], concentration >= rule["q"]),
         (cells < rule["c2"], cells >= rule["c2"]),
@@ -490,6 +495,10 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
         "alternative": ("dawa_hilbert", "agrid"),
         "q": (0.0, 0.5),
         "c2": (0.0, 12.0),
+        "s3": (-9.0, 1.0),
+        "c3": (12.0, 14.0),
+        "q1": (0.3, 0.6),
+        "band2": ("agrid", "kd_tree"),
     }
     monkeypatch.setattr(script, "GRID_RULE", small)
     rng = np.random.default_rng(8)
@@ -516,6 +525,8 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
             continue
         if rule["z"] == -9.0 and (rule["s2"], rule["q"], rule["c2"]) != (-9.0, 0.0, 0.0):
             continue
+        if rule["s3"] == -9.0 and (rule["c3"], rule["q1"], rule["band2"]) != (12.0, 0.3, "agrid"):
+            continue
         column = script.rule_choice(x, rule, candidates)
         error = np.bincount(cell, per_row[np.arange(rows), column], minlength=size.size) / size
         ratio = error / mean[:, -1]
@@ -526,4 +537,4 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
     assert got.model["rules"] == chosen
     picked = script.rule_choice(x, chosen, candidates)
     assert [candidates.index(c) for c in got.choose(x)] == picked.tolist()
-    assert len(set(picked.tolist())) >= 2
+    assert len(set(picked.tolist())) >= 3
