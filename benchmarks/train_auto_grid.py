@@ -383,10 +383,11 @@ def fit_rules(x, keys, per_row, candidates, args) -> GridSelector:
     rows = np.arange(x.shape[0])
     sparse_settings = list(itertools.product(*(GRID_RULE[k] for k in SPARSE_RULE)))
     masks = np.array([sparse_branch(x, dict(zip(SPARSE_RULE, v))) for v in sparse_settings])
-    touched = np.unique(cell[masks.any(axis=0)])  # the cells whose error a sparse setting can change
+    reach = masks.any(axis=0)  # the rows some setting takes
+    touched = np.unique(cell[reach])  # the cells whose error a sparse setting can change
+    untouched = np.setdiff1d(np.arange(size.size), touched)  # the cells every setting leaves alone
     local = np.full(size.size, -1)
     local[touched] = np.arange(touched.size)
-    reach = masks.any(axis=0)
     masks = masks[:, reach].astype(float)  # settings x the rows any setting takes
     indicator = scipy.sparse.csr_matrix(
         (np.ones(int(reach.sum())), (np.arange(int(reach.sum())), local[cell[reach]])),
@@ -408,10 +409,8 @@ def fit_rules(x, keys, per_row, candidates, args) -> GridSelector:
         base = np.where(second, per_row[rows, band], np.where(third, per_row[rows, band2], base))
         gain = np.where(first | second | third, 0.0, per_row[rows, alternative] - per_row[rows, 0])
         sums = np.bincount(cell, base, minlength=size.size)
-        cost, ratio = cell_cost(sums / size, np.arange(size.size))
-        untouched = np.ones(size.size, dtype=bool)
-        untouched[touched] = False
-        fixed_cost, fixed_worst = cost[untouched].sum(), ratio[untouched].max(initial=0.0)
+        cost, ratio = cell_cost(sums[untouched] / size[untouched], untouched)
+        fixed_cost, fixed_worst = cost.sum(), ratio.max(initial=0.0)
         varied = sums[touched] + (indicator.T @ (masks * gain[reach]).T).T  # settings x touched cells
         cost, ratio = cell_cost(varied / size[touched], touched)
         worst, total = np.maximum(ratio.max(axis=1), fixed_worst), cost.sum(axis=1) + fixed_cost
