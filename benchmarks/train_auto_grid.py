@@ -39,8 +39,10 @@ not those the fit was picked on.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import itertools
 import json
+import multiprocessing
 import os
 import time
 
@@ -204,7 +206,7 @@ def measure_cell(name, side, scale, epsilon, trials, cache, first_trial=0) -> li
     shape = (side, side)
     p = distribution(name, side)
     mech = AutoDataGrid()
-    rest = mech.shares(epsilon)[3]
+    rest = mech.shares(epsilon)[-1]
     for workload in WORKLOADS:
         if (side, workload) not in cache:
             cache[(side, workload)] = evaluation_rectangles(side, workload)
@@ -213,13 +215,15 @@ def measure_cell(name, side, scale, epsilon, trials, cache, first_trial=0) -> li
     rows = []
     for t in range(first_trial, first_trial + trials):
         counts = sample(p, scale, seed=t)
-        total, nonempty, top, _ = mech.features(counts, epsilon, rng=feature_seed(name, side * side, scale, epsilon, t))
+        total, nonempty, top, offpeak, _ = mech.features(
+            counts, epsilon, rng=feature_seed(name, side * side, scale, epsilon, t)
+        )
         released = {c: mech.candidate(c, shape, rest).release(counts, rest, rng=1000 + t) for c in GRID_CANDIDATES[1:]}
         for workload in WORKLOADS:
             errors = {"auto": cache[(side, epsilon, workload)]}
             errors.update({c: rectangles_mse(r.counts, counts, *cache[(side, workload)]) for c, r in released.items()})
             key = dict(shape=name, n=side * side, scale=scale, epsilon=epsilon, workload=workload)
-            rows.append({**key, "trial": t, "features": [total, nonempty, top, rest], "mse": errors})
+            rows.append({**key, "trial": t, "features": [total, nonempty, top, offpeak, rest], "mse": errors})
     return rows
 
 
@@ -261,7 +265,7 @@ def table(rows, candidates):
         cells.setdefault(k, []).append(r)
     mean = {k: {c: np.mean([r["mse"][c] for r in rs]) for c in candidates} for k, rs in cells.items()}
     f = np.array([r["features"] for r in rows])
-    x = grid_feature_matrix(f[:, 0], f[:, 1], f[:, 2], np.array([r["n"] for r in rows]), f[:, 3])
+    x = grid_feature_matrix(f[:, 0], f[:, 1], f[:, 2], f[:, 3], np.array([r["n"] for r in rows]), f[:, 4])
     ratio = np.array([[np.log(mean[k][c] / mean[k]["auto"]) for c in candidates] for k in keys])
     settings = {(r["n"], r["epsilon"], r["workload"]) for r in rows}
     whole = {s: whole_auto(*s) for s in settings}
@@ -272,13 +276,17 @@ def table(rows, candidates):
 #: The rules fit's grid, a decision list: log_signal_per_cell at or below ``s`` runs
 #: ``alternative``; else log_signal_per_cell at or below ``s1`` on a grid of at most 2^``c1``
 #: cells runs ``band``; else log_signal_per_cell at or below ``s3`` on at most 2^``c3`` cells
-#: with concentration at least ``q1`` runs ``band2``; else log_sparsity at or below ``z`` with
+#: with concentration at least ``q1`` runs ``band2``; else log_signal_per_cell at or below ``s4``
+#: with offpeak_share at least ``o`` runs ``band3``; else log_sparsity at or below ``z`` with
 #: log_signal_per_cell at least ``s2``, concentration at least ``q`` and at least 2^``c2``
 #: cells runs ``alternative``; else auto (-9: never).  The concentration (the share of the
 #: records in the 16 heaviest cells) tells a few heavy point masses, which a data-aware
 #: partition isolates, from hundreds of scattered ones or a lattice, which it cannot; the
 #: sparse branch's grid size keeps it off small grids, where the non-empty count's noise makes a
-#: dense grid look sparse.
+#: dense grid look sparse.  The off-peak share (the records outside the heaviest cell of their
+#: 2 x 2 block) tells mass spread over neighbouring cells, which a grid that spreads its counts
+#: uniformly within a cell places well, from isolated point masses and lattices, which it
+#: misplaces by the width of a cell.
 GRID_RULE = {
     "s": (-9.0, -2.0, -1.5, -1.25, -1.0, -0.75, -0.5),
     "s1": (-9.0, -0.5, 0.0, 0.5, 1.0),
@@ -293,38 +301,42 @@ GRID_RULE = {
     "c3": (10.0, 12.0),
     "q1": (0.7, 0.9),
     "band2": ("agrid",),
+    "s4": (-9.0, 0.0, 0.5),
+    "o": (0.4, 0.5),
+    "band3": ("agrid",),
 }
 
-#: The keys of GRID_RULE that decide the first three branches, and those of the sparse branch.
-UPPER_RULE = ("s", "s1", "c1", "band", "alternative", "s3", "c3", "q1", "band2")
+#: The keys of GRID_RULE that decide the first four branches, and those of the sparse branch.
+UPPER_RULE = ("s", "s1", "c1", "band", "alternative", "s3", "c3", "q1", "band2", "s4", "o", "band3")
 SPARSE_RULE = ("z", "s2", "q", "c2")
 
 
 def _columns(x) -> tuple:
-    return tuple(
-        x[:, GRID_FEATURES.index(f)] for f in ("log_signal_per_cell", "log_sparsity", "log_cells", "concentration")
-    )
+    names = ("log_signal_per_cell", "log_sparsity", "log_cells", "concentration", "offpeak_share")
+    return tuple(x[:, GRID_FEATURES.index(f)] for f in names)
 
 
 def sparse_branch(x, rule: dict) -> np.ndarray:
     """The rows where a GRID_RULE decision list's sparse branch would run (reached or not)."""
-    signal, sparsity, cells, concentration = _columns(x)
+    signal, sparsity, cells, concentration, _ = _columns(x)
     return (sparsity <= rule["z"]) & (signal >= rule["s2"]) & (concentration >= rule["q"]) & (cells >= rule["c2"])
 
 
-def upper_branches(x, rule: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The rows each of the first three branches of a GRID_RULE decision list takes."""
-    signal, _, cells, concentration = _columns(x)
+def upper_branches(x, rule: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The rows each of the first four branches of a GRID_RULE decision list takes."""
+    signal, _, cells, concentration, offpeak = _columns(x)
     first = signal <= rule["s"]
     second = ~first & (signal <= rule["s1"]) & (cells <= rule["c1"])
     third = ~first & ~second & (signal <= rule["s3"]) & (cells <= rule["c3"]) & (concentration >= rule["q1"])
-    return first, second, third
+    fourth = ~first & ~second & ~third & (signal <= rule["s4"]) & (offpeak >= rule["o"])
+    return first, second, third, fourth
 
 
 def rule_choice(x, rule: dict, candidates) -> np.ndarray:
     """The candidate index a GRID_RULE decision list picks for each row of GRID_FEATURES."""
-    first, second, third = upper_branches(x, rule)
+    first, second, third, fourth = upper_branches(x, rule)
     column = np.where(sparse_branch(x, rule), candidates.index(rule["alternative"]), 0)
+    column = np.where(fourth, candidates.index(rule["band3"]), column)
     column = np.where(third, candidates.index(rule["band2"]), column)
     column = np.where(second, candidates.index(rule["band"]), column)
     return np.where(first, candidates.index(rule["alternative"]), column)
@@ -334,7 +346,7 @@ def rule_tree(rule: dict, candidates) -> list[dict]:
     """A GRID_RULE decision list as the nodes of a tree (a node may be reached from two parents;
     a tree goes left at or below its threshold, so a bound "at least v" splits just below v)."""
     feature = GRID_FEATURES.index
-    alternative, band, band2 = (candidates.index(rule[k]) for k in ("alternative", "band", "band2"))
+    alternative, band, band2, band3 = (candidates.index(rule[k]) for k in ("alternative", "band", "band2", "band3"))
 
     def below(v: float) -> float:
         return float(np.nextafter(v, -np.inf))
@@ -345,9 +357,9 @@ def rule_tree(rule: dict, candidates) -> list[dict]:
         {"feature": feature("log_signal_per_cell"), "threshold": rule["s1"], "left": 3, "right": 5},
         {"feature": feature("log_cells"), "threshold": rule["c1"], "left": 4, "right": 5},
         {"leaf": band},
-        {"feature": feature("log_signal_per_cell"), "threshold": rule["s3"], "left": 6, "right": 9},
-        {"feature": feature("log_cells"), "threshold": rule["c3"], "left": 7, "right": 9},
-        {"feature": feature("concentration"), "threshold": below(rule["q1"]), "left": 9, "right": 8},
+        {"feature": feature("log_signal_per_cell"), "threshold": rule["s3"], "left": 6, "right": 15},
+        {"feature": feature("log_cells"), "threshold": rule["c3"], "left": 7, "right": 15},
+        {"feature": feature("concentration"), "threshold": below(rule["q1"]), "left": 15, "right": 8},
         {"leaf": band2},
         {"feature": feature("log_sparsity"), "threshold": rule["z"], "left": 10, "right": 13},
         {"feature": feature("log_signal_per_cell"), "threshold": below(rule["s2"]), "left": 13, "right": 11},
@@ -355,6 +367,9 @@ def rule_tree(rule: dict, candidates) -> list[dict]:
         {"feature": feature("log_cells"), "threshold": below(rule["c2"]), "left": 13, "right": 14},
         {"leaf": 0},
         {"leaf": alternative},
+        {"feature": feature("log_signal_per_cell"), "threshold": rule["s4"], "left": 16, "right": 9},
+        {"feature": feature("offpeak_share"), "threshold": below(rule["o"]), "left": 9, "right": 17},
+        {"leaf": band3},
     ]
 
 
@@ -362,7 +377,7 @@ def _stand_ins(rule: dict) -> bool:
     """Whether a list is the one that stands for the lists that differ from it only in the
     settings of a branch that never runs (its band, second band or sparse branch)."""
     first = {k: v[0] for k, v in GRID_RULE.items()}
-    never = (("s1", ("c1", "band")), ("s3", ("c3", "q1", "band2")), ("z", ("s2", "q", "c2")))
+    never = (("s1", ("c1", "band")), ("s3", ("c3", "q1", "band2")), ("s4", ("o", "band3")), ("z", ("s2", "q", "c2")))
     return all(rule[gate] != -9.0 or all(rule[k] == first[k] for k in keys) for gate, keys in never)
 
 
@@ -403,11 +418,12 @@ def fit_rules(x, keys, per_row, candidates, args) -> GridSelector:
         rule = dict(zip(UPPER_RULE, upper))
         if not _stand_ins({**rule, **{k: GRID_RULE[k][0] for k in SPARSE_RULE}}):
             continue
-        first, second, third = upper_branches(x, rule)
-        alternative, band, band2 = (candidates.index(rule[k]) for k in ("alternative", "band", "band2"))
+        first, second, third, fourth = upper_branches(x, rule)
+        alternative, band, band2, band3 = (candidates.index(rule[k]) for k in ("alternative", "band", "band2", "band3"))
         base = np.where(first, per_row[rows, alternative], per_row[rows, 0])
+        base = np.where(fourth, per_row[rows, band3], base)
         base = np.where(second, per_row[rows, band], np.where(third, per_row[rows, band2], base))
-        gain = np.where(first | second | third, 0.0, per_row[rows, alternative] - per_row[rows, 0])
+        gain = np.where(first | second | third | fourth, 0.0, per_row[rows, alternative] - per_row[rows, 0])
         sums = np.bincount(cell, base, minlength=size.size)
         cost, ratio = cell_cost(sums[untouched] / size[untouched], untouched)
         fixed_cost, fixed_worst = cost.sum(), ratio.max(initial=0.0)
@@ -427,7 +443,14 @@ def fit_rules(x, keys, per_row, candidates, args) -> GridSelector:
             chosen, best = rule, key
     assert chosen is not None
     nodes = rule_tree(chosen, candidates)
-    return GridSelector("tree", candidates, {"nodes": nodes, "depth": 8, "min_leaf": 0, "margin": 0.0, "rules": chosen})
+    model = {"nodes": nodes, "depth": tree_depth(nodes), "min_leaf": 0, "margin": 0.0, "rules": chosen}
+    return GridSelector("tree", candidates, model)
+
+
+def tree_depth(nodes: list[dict], at: int = 0) -> int:
+    """The most decisions on a path from node ``at`` to a leaf."""
+    node = nodes[at]
+    return 0 if "leaf" in node else 1 + max(tree_depth(nodes, node["left"]), tree_depth(nodes, node["right"]))
 
 
 def fit(kind: str, depth: int, margin: float, x, ratio, candidates, args, keys=None, per_row=None) -> GridSelector:
@@ -460,6 +483,11 @@ def held_out_cell(key, mine, per_row, candidates) -> dict:
     return {**names, **figures, "best": names_all[int(np.argmin(means))], "choices": chosen}
 
 
+def _fit_job(job) -> GridSelector:
+    spec, x, ratio, candidates, args, keys, per_row = job
+    return fit(*spec, x, ratio, candidates, args, keys, per_row)
+
+
 def validate(spec, x, ratio, keys, per_row, candidates, args, fitted_on, test=None, held_out=DPBENCH) -> list[dict]:
     """Leave-one-shape-out over the DPBench shapes: the model fitted on the other shapes' rows of
     the workloads ``fitted_on``, per held-out cell (every workload) the regret and the ratio to
@@ -469,15 +497,22 @@ def validate(spec, x, ratio, keys, per_row, candidates, args, fitted_on, test=No
     test_x, test_keys, test_per_row = test if test is not None else (x, keys, per_row)
     test_shapes = np.array([k[0] for k in test_keys])
     cells: list[dict] = []
-    fitted: dict = {}  # by training rows: a shape absent from the training table (UNSEEN) leaves them all
-    for held in held_out:
+    trains = {held: (shapes != held) & used for held in held_out if (test_shapes == held).any()}
+    # one fit per distinct training set (a shape absent from the training table, UNSEEN, leaves
+    # them all); the rules fits, minutes each, in parallel processes
+    masks = {train.tobytes(): train for train in trains.values()}
+    jobs = [
+        (spec, x[m], ratio[m], candidates, args, [k for k, t in zip(keys, m) if t], per_row[m]) for m in masks.values()
+    ]
+    workers = min(len(jobs), getattr(args, "jobs", 1) or 1) if spec[0] == "rules" else 1
+    if workers > 1:
+        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+            models = list(pool.map(_fit_job, jobs))
+    else:
+        models = [_fit_job(job) for job in jobs]
+    fitted = dict(zip(masks, models))
+    for held, train in trains.items():
         scored = test_shapes == held
-        if not scored.any():
-            continue
-        train = (shapes != held) & used
-        if train.tobytes() not in fitted:
-            train_keys = [k for k, t in zip(keys, train) if t]
-            fitted[train.tobytes()] = fit(*spec, x[train], ratio[train], candidates, args, train_keys, per_row[train])
         model = fitted[train.tobytes()]
         chosen = model.choose_index(test_x[scored])
         if model.constant() == "auto":  # no features bought: auto with the whole epsilon
@@ -520,8 +555,8 @@ def speed(sides=(256, 1024), repeats: int = 20) -> dict:
         seconds = []
         for r in range(repeats):
             start = time.process_time()
-            total, nonempty, top, _ = mech.features(counts, 1.0, rng=r)
-            choose_grid(total, nonempty, top, counts.size, mech.shares(1.0)[3])
+            total, nonempty, top, offpeak, _ = mech.features(counts, 1.0, rng=r)
+            choose_grid(total, nonempty, top, offpeak, counts.size, mech.shares(1.0)[-1])
             seconds.append(time.process_time() - start)
         out[f"{side}x{side}"] = {"median_cpu_s": float(np.median(seconds)), "repeats": repeats}
     return out
@@ -552,6 +587,9 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--clip", type=float, default=3.0, help="ridge: targets clipped to +-clip (log-ratio)")
     parser.add_argument("--speed", action="store_true", help="only time the features and the choice (JSON)")
+    parser.add_argument(
+        "--jobs", type=int, default=os.cpu_count() or 1, help="processes for the held-out fits (default: one per core)"
+    )
     args = parser.parse_args(argv)
     if args.speed:
         print(json.dumps({"features_and_choice": speed()}, indent=1))

@@ -980,11 +980,12 @@ def write_table(frame, path):
 
 
 def assert_feature_step_exactly_private(mech, epsilon: float, worst_loss) -> None:
-    """auto-data's feature step (1-D or grid) from the definition: its three shares sum to
-    ``feature_share`` of epsilon (no noisy total under replace, where N is public), and its
-    worst log-ratio ``worst_loss(mech, epsilon, boost)`` meets that budget exactly."""
-    eps_total, eps_nonempty, eps_top, _ = mech.shares(epsilon)
-    budget = eps_total + eps_nonempty + eps_top
+    """auto-data's feature step (1-D or grid) from the definition: its shares (the last of
+    ``shares`` is the rest) sum to ``feature_share`` of epsilon (no noisy total under replace,
+    where N is public), and its worst log-ratio ``worst_loss(mech, epsilon, boost)`` meets that
+    budget exactly."""
+    *parts, _ = mech.shares(epsilon)
+    eps_total, budget = parts[0], sum(parts)
     assert budget == pytest.approx(mech.feature_share * epsilon)
     assert (eps_total == 0) == (mech.neighbours == "replace")
     assert_exactly_private_at(lambda boost: worst_loss(mech, epsilon, boost), budget)

@@ -873,7 +873,7 @@ def test_cli_auto_data_is_the_2_d_choice_with_several_columns_and_the_1_d_one_wi
     assert code == 0, err
     saved = json.loads(out.read_text())
     record = saved["provenance"]["parameters"] if "provenance" in saved else saved["selection"]
-    assert [s["step"] for s in record["private_steps"]][:3] == ["total", "nonempty", "top"]
+    assert [s["step"] for s in record["private_steps"]][:4] == ["total", "nonempty", "top", "offpeak"]
     domain = ProductDomain([dprange.Domain.integers(0, 15), dprange.Domain.integers(0, 15)])
     same = dprange.release_grid([a, b], domain, 1.0, mechanism="auto-data", rng=4)
     np.testing.assert_allclose(np.reshape(load_saved_counts(saved), (16, 16)), same.counts, rtol=0, atol=1e-9)

@@ -44,35 +44,51 @@ from dprange.data_aware.selector import Selector
 from dprange.data_aware.steps import laplace_spec, spent
 from dprange.mechanisms.grid import load_grid_release
 
-GRID = np.arange(-25, 31)
+GRID = np.arange(-7, 12)
 
 
-def exact_features(x: np.ndarray) -> tuple[int, int, int]:
-    """(records, non-empty cells, records in the HEAVY_CELLS heaviest cells, 16 as shipped): the
-    features of a grid, from their definitions (on a 2 x 2 grid the shipped top mass is every record)."""
+def offpeak_by_definition(x: np.ndarray) -> int:
+    """Records outside the heaviest cell of their 2 x 2 block, block by block (odd edges alone)."""
+    out = 0
+    for i in range(0, x.shape[0], 2):
+        for j in range(0, x.shape[1], 2):
+            block = x[i : i + 2, j : j + 2]
+            out += int(block.sum() - block.max())
+    return out
+
+
+def exact_features(x: np.ndarray) -> tuple[int, int, int, int]:
+    """(records, non-empty cells, records in the HEAVY_CELLS heaviest cells (16 as shipped),
+    records outside the heaviest cell of their 2 x 2 block): the features of a grid, from their
+    definitions (on a 2 x 2 grid the shipped top mass is every record)."""
     heavy = auto_data.OccupancyFeatures.HEAVY_CELLS
-    return int(x.sum()), int((x > 0).sum()), int(np.sort(x.ravel())[::-1][:heavy].sum())
+    top = int(np.sort(x.ravel())[::-1][:heavy].sum())
+    return int(x.sum()), int((x > 0).sum()), top, offpeak_by_definition(x)
 
 
 def feature_pmf(x, mech: AutoDataGrid, epsilon: float, boost: float = 1.0) -> np.ndarray:
-    """P(noisy total = t, noisy non-empty cells = z, noisy top mass = h) on GRID^3 (the total is
-    exact under replace); ``boost`` multiplies each step's epsilon (2: half the noise)."""
-    eps_total, eps_nonempty, eps_top, _ = mech.shares(epsilon)
-    total, nonempty, top = exact_features(x)
+    """P(noisy total = t, noisy non-empty cells = z, noisy top mass = h, noisy off-peak mass = o)
+    on GRID^4 (the total is exact under replace); ``boost`` multiplies each step's epsilon (2:
+    half the noise)."""
+    eps_total, eps_nonempty, eps_top, eps_offpeak, _ = mech.shares(epsilon)
+    total, nonempty, top, offpeak = exact_features(x)
     p_nonempty = laplace_spec(boost * eps_nonempty, 1).pmf(GRID - nonempty)
     p_top = laplace_spec(boost * eps_top, 1).pmf(GRID - top)
+    p_offpeak = laplace_spec(boost * eps_offpeak, 1).pmf(GRID - offpeak)
     if mech.neighbours == "replace":
         p_total = (GRID == total).astype(float)
     else:
         p_total = laplace_spec(boost * eps_total, 1).pmf(GRID - total)
-    return p_total[:, None, None] * p_nonempty[None, :, None] * p_top[None, None, :]
+    joint = p_total[:, None, None] * p_nonempty[None, :, None] * p_top[None, None, :]
+    return joint[..., None] * p_offpeak
 
 
 def neighbouring_grids(relation: str):
-    """Every 2 x 2 grid of 1-3 records (counts 0..2 per cell) with each of its neighbours."""
+    """Every 2 x 2 grid of 1-4 records (counts 0..2 per cell) with each of its neighbours (four
+    records let a move change the mass of the 3 heaviest cells: with three, the lightest is empty)."""
     for cells in itertools.product(range(3), repeat=4):
         x = np.array(cells).reshape(2, 2)
-        if 1 <= x.sum() <= 3:
+        if 1 <= x.sum() <= 4:
             yield from ((x, y) for y in grid_neighbours(x, relation))
 
 
@@ -87,7 +103,7 @@ def log_ratio(p: np.ndarray, q: np.ndarray, same_support: bool) -> float:
 
 
 def worst_feature_loss(mech: AutoDataGrid, epsilon: float, boost: float = 1.0) -> float:
-    """The worst |log P_x(o) / P_y(o)| over neighbouring 2 x 2 grids and feature outputs on GRID^3."""
+    """The worst |log P_x(o) / P_y(o)| over neighbouring 2 x 2 grids and feature outputs on GRID^4."""
     public = mech.neighbours == "replace"
     return max(
         log_ratio(feature_pmf(x, mech, epsilon, boost), feature_pmf(y, mech, epsilon, boost), public)
@@ -104,32 +120,60 @@ class ZeroNoise:
 
 def test_features_are_the_defined_queries_on_the_cells(monkeypatch):
     """The noise the pmf below adds is added to exactly these values (total, non-empty cells,
-    records in the 16 heaviest cells), each step recorded with its share."""
-    monkeypatch.setattr(auto_data, "laplace_spec", lambda epsilon, sensitivity: ZeroNoise())
+    records in the 16 heaviest cells, records off their block's peak), each step recorded with
+    its share."""
+    monkeypatch.setattr(auto_grid_module, "laplace_spec", lambda epsilon, sensitivity: ZeroNoise())
     monkeypatch.setattr(steps_module, "laplace_spec", lambda epsilon, sensitivity: ZeroNoise())  # the total's
     mech = AutoDataGrid(feature_share=0.3)
     for cells in itertools.product(range(3), repeat=4):
         x = np.array(cells).reshape(2, 2)
-        total, nonempty, top, steps = mech.features(x, 2.0, rng=0)
-        assert (total, nonempty, top) == exact_features(x)
-        assert [s["step"] for s in steps] == ["total", "nonempty", "top"]
-        assert [s["epsilon"] for s in steps] == list(mech.shares(2.0)[:3])
+        total, nonempty, top, offpeak, steps = mech.features(x, 2.0, rng=0)
+        assert (total, nonempty, top, offpeak) == exact_features(x)
+        assert [s["step"] for s in steps] == ["total", "nonempty", "top", "offpeak"]
+        assert [s["epsilon"] for s in steps] == list(mech.shares(2.0)[:4])
     rng = np.random.default_rng(3)
-    for side, occupied in ((5, 3), (5, 16), (5, 25), (64, 17), (64, 500)):  # fewer, as many and more than 16
-        x = np.zeros(side * side, dtype=np.int64)
+    # fewer, as many and more than 16 occupied cells; odd and even sides, square or not
+    for shape, occupied in (((5, 5), 3), ((5, 5), 16), ((5, 5), 25), ((64, 64), 17), ((64, 64), 500), ((7, 12), 40)):
+        x = np.zeros(shape[0] * shape[1], dtype=np.int64)
         x[rng.choice(x.size, occupied, replace=False)] = rng.integers(1, 5, occupied)
-        x = x.reshape(side, side)
-        total, nonempty, top, _ = mech.features(x, 2.0, rng=0)
-        assert (total, nonempty, top) == exact_features(x)
+        x = x.reshape(shape)
+        total, nonempty, top, offpeak, _ = mech.features(x, 2.0, rng=0)
+        assert (total, nonempty, top, offpeak) == exact_features(x)
         assert top == (x.sum() if occupied <= 16 else np.sort(x.ravel())[-16:].sum())
+    with pytest.raises(ParameterError, match="2-D grid"):
+        mech.features(np.ones(16, dtype=np.int64), 2.0, rng=0)
+
+
+def test_offpeak_mass_values_and_sensitivity():
+    """Isolated cells and a lattice of step 2 give 0; a flat grid 3/4 of N; one record added,
+    removed or moved changes it by at most 1, and some change does move it (every neighbour of
+    every 3 x 3 grid of counts 0..2 with at most 4 records)."""
+    lattice = np.zeros((8, 8), dtype=np.int64)
+    lattice[::2, ::2] = 5
+    assert auto_grid_module.offpeak_mass(lattice) == 0
+    assert auto_grid_module.offpeak_mass(np.full((6, 6), 4)) == 3 * 36
+    assert auto_grid_module.offpeak_mass(np.array([[1, 2, 3]])) == 1  # blocks (1, 2) and (3)
+    moved = 0
+    for relation in ("add_remove", "replace"):
+        for cells in itertools.product(range(3), repeat=9):
+            x = np.array(cells).reshape(3, 3)
+            if x.sum() > 4:
+                continue
+            for y in grid_neighbours(x, relation):
+                change = abs(auto_grid_module.offpeak_mass(x) - auto_grid_module.offpeak_mass(y))
+                assert change <= 1
+                moved = max(moved, change)
+    assert moved == 1
 
 
 @pytest.mark.parametrize("neighbours", ["add_remove", "replace"])
-@pytest.mark.parametrize("heavy", [1, 2])
+@pytest.mark.parametrize("heavy", [2, 3])
 def test_feature_step_is_private_to_its_declared_share(monkeypatch, neighbours, heavy):
     """On 2 x 2 grids the shipped top mass (16 cells) is every record, whose law under replace is
-    the public total's; summing the 1 or 2 heaviest cells selects among the cells as the 16 do on
-    larger grids (the sensitivity argument is the same for any fixed number of cells)."""
+    the public total's; summing the 2 or 3 heaviest cells selects among the cells as the 16 do on
+    larger grids (the sensitivity argument is the same for any fixed number of cells).  Not the
+    heaviest cell alone: a record that raises it is its block's peak, so the off-peak mass cannot
+    rise with it and the four steps' loss stays below their sum (no grid makes it tight)."""
     monkeypatch.setattr(auto_data.OccupancyFeatures, "HEAVY_CELLS", heavy)
     assert_feature_step_exactly_private(AutoDataGrid(feature_share=0.3, neighbours=neighbours), 2.0, worst_feature_loss)
 
@@ -178,15 +222,15 @@ def test_choice_is_post_processing_of_the_noisy_features(monkeypatch):
     mech.selector = split(0.0)
     sparse, dense = np.zeros((8, 8), dtype=np.int64), np.random.default_rng(0).integers(0, 500, (8, 8))
     sparse[2, 3] = 4
-    auto_name = mech.candidate("auto", (8, 8), mech.shares(1.0)[3]).name
-    for fixed, expected in (((10.0, 3.0, 5.0), auto_name), ((5000.0, 60.0, 900.0), "agrid")):
+    auto_name = mech.candidate("auto", (8, 8), mech.shares(1.0)[-1]).name
+    for fixed, expected in (((10.0, 3.0, 5.0, 1.0), auto_name), ((5000.0, 60.0, 900.0, 300.0), "agrid")):
         monkeypatch.setattr(AutoDataGrid, "features", lambda self, counts, epsilon, rng=None, f=fixed: (*f, []))
         assert [choice_of(mech.release(x, 1.0, rng=1))["chosen"] for x in (sparse, dense)] == [expected] * 2
     monkeypatch.undo()
     for x in (sparse, dense):
         record = choice_of(mech.release(x, 1.0, rng=2))
         f = record["features"]
-        name = choose_grid(f["total"], f["nonempty"], f["top"], 64, f["epsilon_left"], mech.selector)[0]
+        name = choose_grid(f["total"], f["nonempty"], f["top"], f["offpeak"], 64, f["epsilon_left"], mech.selector)[0]
         assert record["chosen"] == mech.candidate(name, (8, 8), f["epsilon_left"]).name
 
 
@@ -194,11 +238,14 @@ def test_choose_grid_is_the_selector_on_feature_matrix():
     sel = shipped_grid()
     rng = np.random.default_rng(2)
     total, nonempty, top = 10 ** rng.uniform(1, 7, 50), rng.uniform(-5, 3000, 50), rng.uniform(0, 1e5, 50)
-    names = choose_grid(total, nonempty, top, 4096, 0.3)
-    assert names == sel.choose(grid_feature_matrix(total, nonempty, top, 4096, 0.3))
-    x = grid_feature_matrix(total, nonempty, top, 4096, 0.3)
+    offpeak = rng.uniform(-100, 1e5, 50)
+    names = choose_grid(total, nonempty, top, offpeak, 4096, 0.3)
+    assert names == sel.choose(grid_feature_matrix(total, nonempty, top, offpeak, 4096, 0.3))
+    x = grid_feature_matrix(total, nonempty, top, offpeak, 4096, 0.3)
     np.testing.assert_allclose(x[:, 0], np.log10(np.maximum(total, 1) * 0.3 / 4096))  # N eps per cell
     np.testing.assert_allclose(x[:, 2], np.log10(np.clip(nonempty, 1, 4096) / 4096))  # share of non-empty cells
+    np.testing.assert_allclose(x[:, 3], np.clip(top / np.maximum(total, 1), 0, 1))  # concentration
+    np.testing.assert_allclose(x[:, 6], np.clip(offpeak / np.maximum(total, 1), 0, 1))  # off-peak share
     assert set(names) <= set(sel.candidates) <= set(GRID_CANDIDATES)
 
 
@@ -215,10 +262,10 @@ def test_every_branch_records_its_steps_and_spends_epsilon(choice, neighbours):
     mech = AutoDataGrid(feature_share=0.1, neighbours=neighbours)
     mech.selector = forced(choice)
     r = mech.release(x, epsilon, rng=3)
-    rest = mech.shares(epsilon)[3]
+    rest = mech.shares(epsilon)[-1]
     record = r.selection if choice == "auto" else r.parameters
     steps = record["private_steps"]
-    features = ["nonempty", "top"] if neighbours == "replace" else ["total", "nonempty", "top"]
+    features = ["nonempty", "top", "offpeak"] if neighbours == "replace" else ["total", "nonempty", "top", "offpeak"]
     assert [s["step"] for s in steps[: len(features)]] == features
     assert record["features"]["epsilon_left"] == rest
     # exactly at most epsilon, short of it by the few ulps each mechanism's budget split rounds down
@@ -245,7 +292,7 @@ def test_replace_spends_nothing_on_the_public_total():
     x = np.arange(16).reshape(4, 4)
     r = AutoDataGrid(neighbours="replace").release(x, 1.0, rng=1)
     record = choice_of(r)
-    assert [s["step"] for s in record["private_steps"]][:2] == ["nonempty", "top"]
+    assert [s["step"] for s in record["private_steps"]][:3] == ["nonempty", "top", "offpeak"]
     assert record["features"]["total"] == float(x.sum())
 
 
@@ -254,16 +301,18 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
     must choose what its recorded decision list says: the alternative where log_signal_per_cell
     <= s; else the band's mechanism where log_signal_per_cell <= s1 on at most 2^c1 cells; else
     band2 where log_signal_per_cell <= s3 on at most 2^c3 cells with concentration >= q1; else
-    the alternative where log_sparsity <= z, log_signal_per_cell >= s2, concentration >= q and
-    log_cells >= c2; else auto."""
+    band3 where log_signal_per_cell <= s4 with offpeak_share >= o; else the alternative where
+    log_sparsity <= z, log_signal_per_cell >= s2, concentration >= q and log_cells >= c2; else
+    auto."""
     sel = shipped_grid()
     rule = recorded_rules(sel)
-    # signal per cell, _, sparsity, concentration, log2 cells
-    columns = [(-4, 5), (-2, 4), (-4, 0), (0, 1), [10.0, 12.0, 14.0, 16.0], (-1, 0)]
+    # signal per cell, _, sparsity, concentration, log2 cells, log epsilon, off-peak share
+    columns = [(-4, 5), (-2, 4), (-4, 0), (0, 1), [10.0, 12.0, 14.0, 16.0], (-1, 0), (0, 0.75)]
     thresholds = {"s": 0, "s1": 0, "z": 2, "s2": 0, "c1": 4, "q": 3, "c2": 4, "s3": 0, "c3": 4, "q1": 3}
+    thresholds.update({"s4": 0, "o": 6})
     placements = [(rule[k], (column,)) for k, column in thresholds.items()]
     x = rule_test_rows(sel, np.random.default_rng(6), 6000, columns, placements)
-    signal, sparsity, concentration, cells = x[:, 0], x[:, 2], x[:, 3], x[:, 4]
+    signal, sparsity, concentration, cells, offpeak = x[:, 0], x[:, 2], x[:, 3], x[:, 4], x[:, 6]
     expected = []
     for i in range(x.shape[0]):
         sparse = sparsity[i] <= rule["z"] and signal[i] >= rule["s2"]
@@ -273,16 +322,22 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
             expected.append(rule["band"])
         elif signal[i] <= rule["s3"] and cells[i] <= rule["c3"] and concentration[i] >= rule["q1"]:
             expected.append(rule["band2"])
+        elif signal[i] <= rule["s4"] and offpeak[i] >= rule["o"]:
+            expected.append(rule["band3"])
         elif sparse and concentration[i] >= rule["q"] and cells[i] >= rule["c2"]:
             expected.append(rule["alternative"])
         else:
             expected.append("auto")
     assert sel.choose(x) == expected
-    assert {"auto", rule["alternative"], rule["band"], rule["band2"]} <= set(expected)  # every branch reached
+    assert {"auto", rule["alternative"], rule["band"], rule["band2"], rule["band3"]} <= set(expected)  # every branch
     band = (signal > rule["s"]) & (signal <= rule["s1"])
     assert (band & (cells <= rule["c1"])).any() and (band & (cells > rule["c1"])).any()  # both sides of c1
     second = (signal > rule["s"]) & (signal > rule["s1"]) & (signal <= rule["s3"]) & (cells <= rule["c3"])
     assert (second & (concentration < rule["q1"])).any() and (second & (concentration >= rule["q1"])).any()
+    first_two = (signal <= rule["s"]) | ((signal <= rule["s1"]) & (cells <= rule["c1"]))
+    banded = (signal <= rule["s3"]) & (cells <= rule["c3"]) & (concentration >= rule["q1"])
+    third = ~first_two & ~banded & (signal <= rule["s4"])
+    assert (third & (offpeak < rule["o"])).any() and (third & (offpeak >= rule["o"])).any()  # both sides of o
     sparse = (signal > max(rule["s"], rule["s1"], rule["s3"])) & (sparsity <= rule["z"]) & (signal >= rule["s2"])
     for low, high in (
         (concentration < rule["q"], concentration >= rule["q"]),
@@ -298,7 +353,7 @@ def test_shipped_selector_loads_and_its_layout_is_checked():
     from importlib import resources
 
     data = json.loads(resources.files("dprange.data_aware").joinpath(GRID_SELECTOR_FILE).read_text())
-    assert data["domain"] == "2-D grid" and data["format"] == GRID_FORMAT == 2
+    assert data["domain"] == "2-D grid" and data["format"] == GRID_FORMAT == 3
     assert GridSelector.from_dict(data).to_dict() == sel.to_dict() == json.loads(json.dumps(sel.to_dict()))
     with pytest.raises(ParameterError, match="another layout"):
         GridSelector.from_dict({**data, "format": data["format"] + 1})
@@ -346,7 +401,7 @@ def test_the_auto_branch_is_chosen_for_the_release_s_workload(workload):
     mech = AutoDataGrid(workload=wanted, **kwargs)
     mech.selector = forced("auto")
     r = mech.release(domain.histogram(columns), 1.0, rng=4)
-    rest = mech.shares(1.0)[3]
+    rest = mech.shares(1.0)[-1]
     want = select_grid(shape, rest, workload=wanted, order=kwargs.get("order", 2)).mechanism
     assert r.mechanism == want.name and r.selection["chosen"] == want.name
     chosen = {k: v for k, v in r.parameters.items() if k != "strategy"}  # the strategy: how it was built
@@ -417,7 +472,7 @@ def branch_laws(monkeypatch, mech: AutoDataGrid, x, epsilon: float):
                 key, rows = release_law(rel)
                 assert key not in laws[choice]
                 laws[choice][key] = (log_p, rows)
-            specs = [spec for spec, _ in script.draws[: 3 if mech.neighbours == "add_remove" else 2]]
+            specs = [spec for spec, _ in script.draws[: 4 if mech.neighbours == "add_remove" else 3]]
     return laws, specs
 
 
@@ -427,10 +482,11 @@ def feature_log_ratios(spec, true_x: int, true_y: int, window: int) -> tuple[np.
     return values, np.log(spec.pmf(values - true_x)) - np.log(spec.pmf(values - true_y))
 
 
-def whole_worst(monkeypatch, mech: AutoDataGrid, bases, epsilon: float, window: int = 40):
-    """(worst log-ratio over the feature window and every output of the chosen branch, its upper
-    bound over all feature values, the choices reached)."""
-    rest = mech.shares(epsilon)[3]
+def whole_worst(monkeypatch, mech: AutoDataGrid, bases, epsilon: float, window: int = 40, offpeak_window: int = 3):
+    """(worst log-ratio over the feature window (``offpeak_window`` for the off-peak mass, which the
+    test selector does not read) and every output of the chosen branch, its upper bound over all
+    feature values, the choices reached)."""
+    rest = mech.shares(epsilon)[-1]
     worst, upper, seen = 0.0, 0.0, set()
     for x in bases:
         laws_x, specs = branch_laws(monkeypatch, mech, x, epsilon)
@@ -440,14 +496,15 @@ def whole_worst(monkeypatch, mech: AutoDataGrid, bases, epsilon: float, window: 
             ratios = [feature_log_ratios(specs[0], int(x.sum()), int(y.sum()), window)]
             if mech.neighbours == "replace":
                 ratios = [(np.array([x.sum()]), np.zeros(1))]
-            ratios.append(feature_log_ratios(specs[-2], int((x > 0).sum()), int((y > 0).sum()), window))
-            ratios.append(feature_log_ratios(specs[-1], exact_features(x)[2], exact_features(y)[2], window))
-            t, z, h = np.meshgrid(*(values for values, _ in ratios), indexing="ij")
-            names = choose_grid(t, z, h, x.size, rest, mech.selector)
+            ratios.append(feature_log_ratios(specs[-3], int((x > 0).sum()), int((y > 0).sum()), window))
+            ratios.append(feature_log_ratios(specs[-2], exact_features(x)[2], exact_features(y)[2], window))
+            ratios.append(feature_log_ratios(specs[-1], exact_features(x)[3], exact_features(y)[3], offpeak_window))
+            t, z, h, o = np.meshgrid(*(values for values, _ in ratios), indexing="ij")
+            names = choose_grid(t, z, h, o, x.size, rest, mech.selector)
             seen |= set(names)
             loss = np.array([inner[c] for c in names]).reshape(t.shape)
             f = [r for _, r in ratios]
-            features = np.abs(f[0][:, None, None] + f[1][None, :, None] + f[2][None, None, :])
+            features = np.abs(f[0][:, None, None, None] + f[1][None, :, None, None] + f[2][None, None, :, None] + f[3])
             worst = max(worst, float((features + loss).max()))
             upper = max(upper, sum(np.abs(r).max() for r in f) + max(inner.values()))
     return worst, upper, seen
@@ -488,17 +545,20 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
     small = {
         "s": (-9.0, -1.0),
         "s1": (-9.0, 0.0),
-        "c1": (10.0, 12.0),
+        "c1": (12.0,),
         "band": ("agrid", "dawa_hilbert"),
         "z": (-9.0, -2.0, -1.0),
         "s2": (-9.0, 1.0),
         "alternative": ("dawa_hilbert", "agrid"),
-        "q": (0.0, 0.5),
+        "q": (0.5,),
         "c2": (0.0, 12.0),
         "s3": (-9.0, 1.0),
         "c3": (12.0, 14.0),
         "q1": (0.3, 0.6),
         "band2": ("agrid", "kd_tree"),
+        "s4": (-9.0, 0.5),
+        "o": (0.3, 0.6),
+        "band3": ("agrid", "dawa_hilbert"),
     }
     monkeypatch.setattr(script, "GRID_RULE", small)
     rng = np.random.default_rng(8)
@@ -511,6 +571,7 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
             rng.uniform(0, 1, rows),
             rng.choice([10.0, 12.0, 14.0], rows),
             rng.choice([-1.0, 0.0], rows),
+            rng.uniform(0, 1, rows),
         ]
     )
     keys = [("shape", int(k), 0, 0.1, "w") for k in rng.integers(0, 40, rows)]  # 40 cells of ~15 rows
@@ -521,9 +582,11 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
     best, chosen = None, None
     for values in itertools.product(*small.values()):
         rule = dict(zip(small, values))
-        if rule["s1"] == -9.0 and (rule["c1"], rule["band"]) != (10.0, "agrid"):
+        if rule["s1"] == -9.0 and (rule["c1"], rule["band"]) != (12.0, "agrid"):
             continue
-        if rule["z"] == -9.0 and (rule["s2"], rule["q"], rule["c2"]) != (-9.0, 0.0, 0.0):
+        if rule["z"] == -9.0 and (rule["s2"], rule["q"], rule["c2"]) != (-9.0, 0.5, 0.0):
+            continue
+        if rule["s4"] == -9.0 and (rule["o"], rule["band3"]) != (0.3, "agrid"):
             continue
         if rule["s3"] == -9.0 and (rule["c3"], rule["q1"], rule["band2"]) != (12.0, 0.3, "agrid"):
             continue

@@ -4,17 +4,21 @@ mechanisms (``agrid``, ``ugrid``, ``dawa_hilbert``, ``kd_tree``, ``hybrid_tree``
 features of the data, in the spirit of Pythia (Kotsogiannis, Machanavajjhala, Hay and Miklau,
 "Pythia: Data Dependent Differentially Private Algorithm Selection", SIGMOD 2017).
 
-Features.  Three features (:class:`~dprange.data_aware.auto_data.OccupancyFeatures`: the 1-D
-auto-data's steps with a count of non-empty cells where the 1-D choice prices merges), computed
-on the cells of the grid read as one list: a declared share ``feature_share`` of epsilon buys,
-each as a recorded private step with an equal part of the share (discrete Laplace, sensitivity 1
-under both relations, since every record lies in exactly one cell):
+Features.  Four features (:class:`GridFeatures`: the 1-D auto-data's steps with a count of
+non-empty cells where the 1-D choice prices merges, and a measure of how the mass spreads over
+neighbouring cells): a declared share ``feature_share`` of epsilon buys, each as a recorded
+private step with an equal part of the share (discrete Laplace, sensitivity 1 under both
+relations, since every record lies in exactly one cell):
 
 * ``total``: the noisy number of records N (free under replace, where N is public);
 * ``nonempty``: the noisy number of non-empty cells (a record added or removed changes it by at
   most 1; a moved record can empty one cell and fill another: -1 + 1);
 * ``top``: the noisy number of records in the 16 heaviest cells (``OccupancyFeatures.HEAVY_CELLS``;
-  a maximum over cell sets of sums of counts: +-1 for a record added, removed or moved).
+  a maximum over cell sets of sums of counts: +-1 for a record added, removed or moved);
+* ``offpeak``: the noisy number of records outside the heaviest cell of their 2 x 2 block
+  (:func:`offpeak_mass`): near 0 where records lie on isolated cells (scattered point masses, a
+  lattice of heaped values), which a grid that spreads its counts uniformly within a cell
+  misplaces, and up to 3/4 of N where neighbouring cells are alike (smooth or clustered mass).
 
 The choice is post-processing of the noisy features, the public shape and the epsilon left:
 a selector trained on public data only (:class:`GridSelector` on GRID_FEATURES, shipped as
@@ -36,6 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 from fractions import Fraction
 from functools import lru_cache
 from importlib import resources
@@ -43,19 +48,19 @@ from importlib import resources
 import numpy as np
 
 from .._params import Custom, Integer, Param
-from .._validation import float_at_least
+from .._validation import exact_sum, float_at_least
 from ..analysis.grid import check_grid_workload, select_grid
 from ..answers.grid import GridRelease
 from ..errors import ParameterError
-from ..mechanisms.base import GridMechanism, Mechanism
+from ..mechanisms.base import GridMechanism, Mechanism, check_counts
 from ..privacy.samplers import resolve_rng
 from ..registry import GRID_MECHANISMS, Citation
 from ..strategies.calibration import is_seeded
 from ..workloads.rectangles import Rectangles
 from .auto_data import OccupancyFeatures
 from .grid import DataAwareGridMechanism
-from .selector import Selector
-from .steps import SHARE, spent, step
+from .selector import Selector, top_mass
+from .steps import SHARE, laplace_spec, noisy_total, spent, step
 
 #: The names the 2-D selector may choose ("auto": the data-independent choice at the epsilon left).
 GRID_CANDIDATES = ("auto", "agrid", "ugrid", "dawa_hilbert", "kd_tree", "hybrid_tree")
@@ -75,20 +80,84 @@ GRID_FEATURES = (
     "concentration",  # noisy mass of the 16 heaviest cells over noisy N, in [0, 1]
     "log_cells",  # log2 of the number of cells
     "log_epsilon",  # log10 of the epsilon left
+    "offpeak_share",  # noisy records outside the heaviest cell of their 2 x 2 block over noisy N, in [0, 1]
 )
 
-#: Version of the 2-D selector file's layout and its features' definitions (2: the concentration
-#: sums the 16 heaviest cells; 1 summed the cells / 64 heaviest).
-GRID_FORMAT = 2
+#: Version of the 2-D selector file's layout and its features' definitions (3: the off-peak share
+#: added; 2: the concentration sums the 16 heaviest cells; 1 summed the cells / 64 heaviest).
+GRID_FORMAT = 3
+
+#: The parts of ``feature_share`` each 2-D feature gets, in the order of their private steps
+#: (equal; ``total`` is skipped under replace, its part going to the others).
+GRID_FEATURE_WEIGHTS = {"total": 1, "nonempty": 1, "top": 1, "offpeak": 1}
 
 GRID_SELECTOR_FILE = "auto_grid_selector.json"
 
 
-def grid_feature_matrix(total, nonempty, top, cells, epsilon) -> np.ndarray:
-    """The rows of GRID_FEATURES from noisy (total, non-empty cells, top mass), the public number
-    of cells and the epsilon left; broadcasts over arrays."""
-    total, nonempty, top, cells, epsilon = np.broadcast_arrays(
-        *(np.asarray(v, dtype=float) for v in (total, nonempty, top, cells, epsilon))
+def offpeak_mass(counts) -> int:
+    """The number of records outside the heaviest cell of their 2 x 2 block: sum over the blocks
+    of (block total - its largest count), the grid cut into 2 x 2 blocks from the origin (an odd
+    last row or column in blocks of its own, as if padded with empty cells).
+
+    One record added changes its block's total by 1 and its largest count by 0 or 1, so the sum
+    by 0 or +1; removed, by 0 or -1; moved, by a removal and an addition: at most 1 either way.
+    O(cells), without a copy on even sides."""
+    x = np.asarray(counts)
+    rows, cols = x.shape
+    if rows % 2 or cols % 2:
+        padded = np.zeros((rows + rows % 2, cols + cols % 2), dtype=x.dtype)
+        padded[:rows, :cols] = x
+        x = padded
+    peaks = np.maximum(np.maximum(x[0::2, 0::2], x[0::2, 1::2]), np.maximum(x[1::2, 0::2], x[1::2, 1::2]))
+    return int(x.sum(dtype=np.int64) - peaks.sum(dtype=np.int64))
+
+
+class GridFeatures(OccupancyFeatures):
+    """The feature steps of the 2-D choice: OccupancyFeatures' three (noisy total, non-empty
+    cells, mass of the HEAVY_CELLS heaviest cells) and the noisy off-peak mass, equal parts of
+    the share (GRID_FEATURE_WEIGHTS)."""
+
+    feature_weights = GRID_FEATURE_WEIGHTS
+
+    def shares(self, epsilon: float) -> tuple[float, float, float, float, float]:  # type: ignore[override]
+        """(total, non-empty cells, top mass, off-peak mass, rest): equal parts of the share, the
+        total's none under replace (N public); their exact sum at most epsilon."""
+        features = epsilon * self.feature_share
+        bought = [k for k in self.feature_weights if k != "total" or self.neighbours != "replace"]
+        weight = sum(self.feature_weights[k] for k in bought)
+        parts = {k: (features * self.feature_weights[k] / weight if k in bought else 0.0) for k in self.feature_weights}
+        rest = epsilon - features
+        while exact_sum([*parts.values(), rest]) > Fraction(epsilon):
+            rest = math.nextafter(rest, 0.0)
+        return parts["total"], parts["nonempty"], parts["top"], parts["offpeak"], rest
+
+    def features(self, counts, epsilon: float, rng=None) -> tuple[float, float, float, float, list[dict]]:  # type: ignore[override]
+        """(noisy total, noisy non-empty cells, noisy top mass, noisy off-peak mass, their private
+        steps) of a 2-D grid of counts."""
+        grid = np.asarray(counts)
+        if grid.ndim != 2:
+            raise ParameterError(f"the 2-D features need a 2-D grid of counts, not shape {grid.shape}")
+        cells = check_counts(grid.ravel())
+        source = resolve_rng(rng)
+        eps_total, eps_nonempty, eps_top, eps_offpeak, _ = self.shares(epsilon)
+        total, steps = noisy_total(cells, eps_total, source)  # exact under replace (eps_total 0)
+        values = (
+            ("nonempty", int(np.count_nonzero(cells)), eps_nonempty),
+            ("top", top_mass(cells, self.heavy(cells.size)), eps_top),
+            ("offpeak", offpeak_mass(cells.reshape(grid.shape)), eps_offpeak),
+        )
+        noisy: list[float] = []
+        for name, value, eps in values:
+            noisy.append(float(value + int(laplace_spec(eps, 1).sample((1,), source)[0])))
+            steps.append(step(name, eps))
+        return total, noisy[0], noisy[1], noisy[2], steps
+
+
+def grid_feature_matrix(total, nonempty, top, offpeak, cells, epsilon) -> np.ndarray:
+    """The rows of GRID_FEATURES from noisy (total, non-empty cells, top mass, off-peak mass), the
+    public number of cells and the epsilon left; broadcasts over arrays."""
+    total, nonempty, top, offpeak, cells, epsilon = np.broadcast_arrays(
+        *(np.asarray(v, dtype=float) for v in (total, nonempty, top, offpeak, cells, epsilon))
     )
     records = np.maximum(total, 1.0)
     occupied = np.clip(nonempty, 1.0, cells)
@@ -99,6 +168,7 @@ def grid_feature_matrix(total, nonempty, top, cells, epsilon) -> np.ndarray:
         np.clip(top / records, 0.0, 1.0),
         np.log2(cells),
         np.log10(epsilon),
+        np.clip(offpeak / records, 0.0, 1.0),
     )
     return np.stack(columns, axis=-1)
 
@@ -138,10 +208,12 @@ def shipped_grid() -> GridSelector:
     return GridSelector.from_dict(json.loads(text))
 
 
-def choose_grid(total, nonempty, top, cells: int, epsilon: float, selector: Selector | None = None) -> list[str]:
+def choose_grid(
+    total, nonempty, top, offpeak, cells: int, epsilon: float, selector: Selector | None = None
+) -> list[str]:
     """The selector's choices for arrays of noisy features, the public number of cells and the
     epsilon left (post-processing: reads no data)."""
-    x = grid_feature_matrix(np.ravel(total), np.ravel(nonempty), np.ravel(top), cells, epsilon)
+    x = grid_feature_matrix(np.ravel(total), np.ravel(nonempty), np.ravel(top), np.ravel(offpeak), cells, epsilon)
     return (selector or shipped_grid()).choose(x)
 
 
@@ -154,9 +226,10 @@ def _check_workload(value, name: str = "workload"):
 
 
 class AutoDataGrid(DataAwareGridMechanism):
-    """Choose ``auto`` or a 2-D data-aware grid mechanism from three private features (noisy
-    total, noisy number of non-empty cells, noisy mass of the heaviest cells) bought with
-    ``feature_share`` of epsilon, by the selector trained on public data (module doc)."""
+    """Choose ``auto`` or a 2-D data-aware grid mechanism from four private features (noisy
+    total, noisy number of non-empty cells, noisy mass of the heaviest cells, noisy off-peak
+    mass) bought with ``feature_share`` of epsilon, by the selector trained on public data
+    (module doc)."""
 
     name = "auto-data"
 
@@ -164,7 +237,8 @@ class AutoDataGrid(DataAwareGridMechanism):
         Param(
             "feature_share",
             SHARE,
-            "share of epsilon spent on the features (noisy total, non-empty cells, mass of the heaviest cells)",
+            "share of epsilon spent on the features (noisy total, non-empty cells, mass of the heaviest cells, "
+            "off-peak mass)",
             default=0.05,
         ),
         Param(
@@ -184,17 +258,17 @@ class AutoDataGrid(DataAwareGridMechanism):
     #: The trained selector (None: the one shipped with the package); benchmarks and tests set another.
     selector: Selector | None = None
 
-    def feature_steps(self) -> OccupancyFeatures:
-        """The feature steps and shares this one runs on the cells."""
-        return OccupancyFeatures(feature_share=self.feature_share, neighbours=self.neighbours)
+    def feature_steps(self) -> GridFeatures:
+        """The feature steps and shares this one runs on the grid."""
+        return GridFeatures(feature_share=self.feature_share, neighbours=self.neighbours)
 
-    def shares(self, epsilon: float) -> tuple[float, float, float, float]:
-        """(total, non-empty cells, top mass, rest); their exact sum is at most epsilon."""
+    def shares(self, epsilon: float) -> tuple[float, float, float, float, float]:
+        """(total, non-empty cells, top mass, off-peak mass, rest); their exact sum is at most epsilon."""
         return self.feature_steps().shares(epsilon)
 
-    def features(self, counts, epsilon: float, rng=None) -> tuple[float, float, float, list[dict]]:
-        """(noisy total, noisy number of non-empty cells, noisy top mass, their private steps)."""
-        return self.feature_steps().features(np.ravel(counts), epsilon, rng)
+    def features(self, counts, epsilon: float, rng=None) -> tuple[float, float, float, float, list[dict]]:
+        """(noisy total, noisy non-empty cells, noisy top mass, noisy off-peak mass, their private steps)."""
+        return self.feature_steps().features(counts, epsilon, rng)
 
     def parameters(self) -> dict:
         """As declared, explicit rectangles written as their saved form (shape, lows, highs), which
@@ -240,10 +314,10 @@ class AutoDataGrid(DataAwareGridMechanism):
         constant = self.constant_choice()
         features: dict | None = None
         if constant is None:
-            total, nonempty, top, steps = self.features(counts, epsilon, source)
-            rest = self.shares(epsilon)[3]
-            chosen = choose_grid(total, nonempty, top, counts.size, rest, self.selector)[0]
-            features = {"total": total, "nonempty": nonempty, "top": top, "epsilon_left": rest}
+            total, nonempty, top, offpeak, steps = self.features(counts, epsilon, source)
+            rest = self.shares(epsilon)[-1]
+            chosen = choose_grid(total, nonempty, top, offpeak, counts.size, rest, self.selector)[0]
+            features = {"total": total, "nonempty": nonempty, "top": top, "offpeak": offpeak, "epsilon_left": rest}
         else:
             chosen, rest, steps = constant, epsilon, []
         inner = self.candidate(chosen, counts.shape, rest)
@@ -279,8 +353,8 @@ class AutoDataGrid(DataAwareGridMechanism):
 GRID_MECHANISMS.add(
     AutoDataGrid,
     summary="data-aware 2-D choice: a small declared share of epsilon on a noisy total, a noisy count of "
-    "non-empty cells and the noisy mass of the heaviest cells, then auto or a 2-D data-aware grid by a "
-    "selector trained on public data (DPBench 2-D and synthetic shapes)",
+    "non-empty cells, the noisy mass of the heaviest cells and the noisy off-peak mass, then auto or a 2-D "
+    "data-aware grid by a selector trained on public data (DPBench 2-D and synthetic shapes)",
     citation=Citation(
         "Kotsogiannis, Machanavajjhala, Hay and Miklau",
         "Pythia: Data Dependent Differentially Private Algorithm Selection",
