@@ -332,14 +332,22 @@ def upper_branches(x, rule: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     return first, second, third, fourth
 
 
+def upper_choice(x, rule: dict, candidates) -> tuple[np.ndarray, np.ndarray]:
+    """(the candidate index the first four branches of a GRID_RULE decision list pick, 0 where
+    none runs; the rows one of them takes): the branches' rows are disjoint."""
+    branches = zip(upper_branches(x, rule), ("alternative", "band", "band2", "band3"))
+    column = np.zeros(x.shape[0], dtype=np.int64)
+    taken = np.zeros(x.shape[0], dtype=bool)
+    for rows, key in branches:
+        column[rows] = candidates.index(rule[key])
+        taken |= rows
+    return column, taken
+
+
 def rule_choice(x, rule: dict, candidates) -> np.ndarray:
     """The candidate index a GRID_RULE decision list picks for each row of GRID_FEATURES."""
-    first, second, third, fourth = upper_branches(x, rule)
-    column = np.where(sparse_branch(x, rule), candidates.index(rule["alternative"]), 0)
-    column = np.where(fourth, candidates.index(rule["band3"]), column)
-    column = np.where(third, candidates.index(rule["band2"]), column)
-    column = np.where(second, candidates.index(rule["band"]), column)
-    return np.where(first, candidates.index(rule["alternative"]), column)
+    column, taken = upper_choice(x, rule, candidates)
+    return np.where(taken, column, np.where(sparse_branch(x, rule), candidates.index(rule["alternative"]), 0))
 
 
 def rule_tree(rule: dict, candidates) -> list[dict]:
@@ -418,12 +426,10 @@ def fit_rules(x, keys, per_row, candidates, args) -> GridSelector:
         rule = dict(zip(UPPER_RULE, upper))
         if not _stand_ins({**rule, **{k: GRID_RULE[k][0] for k in SPARSE_RULE}}):
             continue
-        first, second, third, fourth = upper_branches(x, rule)
-        alternative, band, band2, band3 = (candidates.index(rule[k]) for k in ("alternative", "band", "band2", "band3"))
-        base = np.where(first, per_row[rows, alternative], per_row[rows, 0])
-        base = np.where(fourth, per_row[rows, band3], base)
-        base = np.where(second, per_row[rows, band], np.where(third, per_row[rows, band2], base))
-        gain = np.where(first | second | third | fourth, 0.0, per_row[rows, alternative] - per_row[rows, 0])
+        column, taken = upper_choice(x, rule, candidates)
+        base = per_row[rows, column]  # auto (column 0) where no branch above the sparse one runs
+        alternative = candidates.index(rule["alternative"])
+        gain = np.where(taken, 0.0, per_row[rows, alternative] - per_row[rows, 0])
         sums = np.bincount(cell, base, minlength=size.size)
         cost, ratio = cell_cost(sums[untouched] / size[untouched], untouched)
         fixed_cost, fixed_worst = cost.sum(), ratio.max(initial=0.0)

@@ -28,7 +28,6 @@ import dprange.data_aware.steps as steps_module
 from conftest import REPO
 from dprange import HybridTree, KDTree, ParameterError
 from dprange.answers.grid import GridRelease
-from dprange.data_aware import auto_data
 from dprange.data_aware.auto_grid import (
     GRID_CANDIDATES,
     GRID_FEATURES,
@@ -61,7 +60,7 @@ def exact_features(x: np.ndarray) -> tuple[int, int, int, int]:
     """(records, non-empty cells, records in the HEAVY_CELLS heaviest cells (16 as shipped),
     records outside the heaviest cell of their 2 x 2 block): the features of a grid, from their
     definitions (on a 2 x 2 grid the shipped top mass is every record)."""
-    heavy = auto_data.OccupancyFeatures.HEAVY_CELLS
+    heavy = auto_grid_module.GridFeatures.HEAVY_CELLS
     top = int(np.sort(x.ravel())[::-1][:heavy].sum())
     return int(x.sum()), int((x > 0).sum()), top, offpeak_by_definition(x)
 
@@ -174,7 +173,7 @@ def test_feature_step_is_private_to_its_declared_share(monkeypatch, neighbours, 
     larger grids (the sensitivity argument is the same for any fixed number of cells).  Not the
     heaviest cell alone: a record that raises it is its block's peak, so the off-peak mass cannot
     rise with it and the four steps' loss stays below their sum (no grid makes it tight)."""
-    monkeypatch.setattr(auto_data.OccupancyFeatures, "HEAVY_CELLS", heavy)
+    monkeypatch.setattr(auto_grid_module.GridFeatures, "HEAVY_CELLS", heavy)
     assert_feature_step_exactly_private(AutoDataGrid(feature_share=0.3, neighbours=neighbours), 2.0, worst_feature_loss)
 
 

@@ -62,9 +62,6 @@ WORKLOADS = ("all-range", "prefix")
 #: cost, whose noise does not fall with N.
 FEATURE_WEIGHTS = {"total": 1, "merge": 10, "top": 1}
 
-#: The features of the 2-D choice (:mod:`dprange.data_aware.auto_grid`), equal parts.
-OCCUPANCY_WEIGHTS = {"total": 1, "nonempty": 1, "top": 1}
-
 #: MWEM tuned for all ranges selects among this many public random ranges (a fixed sample).
 MWEM_RANGES = 2000
 
@@ -242,28 +239,6 @@ class AutoData(Mechanism):
         )
         released.provenance = provenance
         return released
-
-
-class OccupancyFeatures(AutoData):
-    """The feature steps of the 2-D choice (:mod:`dprange.data_aware.auto_grid`): the noisy total,
-    the noisy number of non-empty cells and the noisy mass of the HEAVY_CELLS heaviest cells,
-    equal parts of the share.  The non-empty count has sensitivity 1 under both relations (a
-    record added or removed changes it by at most 1; a moved record can empty one cell and fill
-    another: -1 + 1).  The top mass counts a fixed number of cells, not a share of them: on a
-    sparse grid at high signal, whether a few heavy cells hold nearly all the records is what
-    tells point masses that a data-aware partition isolates from hundreds of scattered ones it
-    cannot, and a share of the cells (n / 64: 1,024 on 256 x 256) holds every record of both."""
-
-    feature_weights = OCCUPANCY_WEIGHTS
-
-    #: The number of heaviest cells the 2-D top mass sums (public; all of them below 16 cells).
-    HEAVY_CELLS = 16
-
-    def heavy(self, n: int) -> int:
-        return min(n, self.HEAVY_CELLS)
-
-    def middle_feature(self, counts: np.ndarray, epsilon_left: float) -> tuple[int, int]:
-        return int(np.count_nonzero(counts)), 1
 
 
 MECHANISMS.add(

@@ -13,7 +13,7 @@ relations, since every record lies in exactly one cell):
 * ``total``: the noisy number of records N (free under replace, where N is public);
 * ``nonempty``: the noisy number of non-empty cells (a record added or removed changes it by at
   most 1; a moved record can empty one cell and fill another: -1 + 1);
-* ``top``: the noisy number of records in the 16 heaviest cells (``OccupancyFeatures.HEAVY_CELLS``;
+* ``top``: the noisy number of records in the 16 heaviest cells (``GridFeatures.HEAVY_CELLS``;
   a maximum over cell sets of sums of counts: +-1 for a record added, removed or moved);
 * ``offpeak``: the noisy number of records outside the heaviest cell of their 2 x 2 block
   (:func:`offpeak_mass`): near 0 where records lie on isolated cells (scattered point masses, a
@@ -57,7 +57,7 @@ from ..privacy.samplers import resolve_rng
 from ..registry import GRID_MECHANISMS, Citation
 from ..strategies.calibration import is_seeded
 from ..workloads.rectangles import Rectangles
-from .auto_data import OccupancyFeatures
+from .auto_data import AutoData
 from .grid import DataAwareGridMechanism
 from .selector import Selector, top_mass
 from .steps import SHARE, laplace_spec, noisy_total, spent, step
@@ -112,12 +112,25 @@ def offpeak_mass(counts) -> int:
     return int(x.sum(dtype=np.int64) - peaks.sum(dtype=np.int64))
 
 
-class GridFeatures(OccupancyFeatures):
-    """The feature steps of the 2-D choice: OccupancyFeatures' three (noisy total, non-empty
-    cells, mass of the HEAVY_CELLS heaviest cells) and the noisy off-peak mass, equal parts of
-    the share (GRID_FEATURE_WEIGHTS)."""
+class GridFeatures(AutoData):
+    """The feature steps of the 2-D choice: the noisy total, the noisy number of non-empty cells,
+    the noisy mass of the HEAVY_CELLS heaviest cells and the noisy off-peak mass, equal parts of
+    the share (GRID_FEATURE_WEIGHTS; the 1-D auto-data's parameters and steps, with the count of
+    non-empty cells where the 1-D choice prices merges).  The non-empty count has sensitivity 1
+    under both relations (a record added or removed changes it by at most 1; a moved record can
+    empty one cell and fill another: -1 + 1).  The top mass counts a fixed number of cells, not
+    a share of them: on a sparse grid at high signal, whether a few heavy cells hold nearly all
+    the records is what tells point masses that a data-aware partition isolates from hundreds
+    of scattered ones it cannot, and a share of the cells (n / 64: 1,024 on 256 x 256) holds
+    every record of both."""
 
     feature_weights = GRID_FEATURE_WEIGHTS
+
+    #: The number of heaviest cells the 2-D top mass sums (public; all of them below 16 cells).
+    HEAVY_CELLS = 16
+
+    def heavy(self, n: int) -> int:
+        return min(n, self.HEAVY_CELLS)
 
     def shares(self, epsilon: float) -> tuple[float, float, float, float, float]:  # type: ignore[override]
         """(total, non-empty cells, top mass, off-peak mass, rest): equal parts of the share, the
