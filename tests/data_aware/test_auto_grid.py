@@ -165,6 +165,22 @@ def test_offpeak_mass_values_and_sensitivity():
     assert moved == 1
 
 
+@pytest.mark.parametrize(
+    "counts, message",
+    [
+        (np.ones(16, dtype=np.int64), "2-D grid"),
+        (np.ones((2, 2, 2), dtype=np.int64), "2-D grid"),
+        (np.array([[1, -1], [0, 2]]), "non-negative"),
+        (np.array([[1.5, 0.0], [0.0, 2.0]]), "whole numbers"),
+        (np.array([["a", "b"], ["c", "d"]]), "numeric"),
+    ],
+)
+def test_offpeak_mass_rejects_what_is_not_a_grid_of_counts(counts, message):
+    """A wrong input fails with the library's ParameterError, not numpy's, and says what is wrong."""
+    with pytest.raises(ParameterError, match=message):
+        auto_grid_module.offpeak_mass(counts)
+
+
 @pytest.mark.parametrize("neighbours", ["add_remove", "replace"])
 @pytest.mark.parametrize("heavy", [2, 3])
 def test_feature_step_is_private_to_its_declared_share(monkeypatch, neighbours, heavy):
@@ -300,7 +316,9 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
     must choose what its recorded decision list says: the alternative where log_signal_per_cell
     <= s; else the band's mechanism where log_signal_per_cell <= s1 on at most 2^c1 cells; else
     band2 where log_signal_per_cell <= s3 on at most 2^c3 cells with concentration >= q1; else
-    band3 where log_signal_per_cell <= s4 with offpeak_share >= o; else the alternative where
+    band3 where log_signal_per_cell <= s4 with offpeak_share >= o; else band4 where
+    log_signal_per_cell >= s5 with concentration >= q5; else band5 where log_signal_per_cell <= s6
+    on at least 2^c6 cells with concentration >= q6 and offpeak_share >= o6; else the alternative where
     log_sparsity <= z, log_signal_per_cell >= s2, concentration >= q and log_cells >= c2; else
     auto."""
     sel = shipped_grid()
@@ -308,7 +326,7 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
     # signal per cell, _, sparsity, concentration, log2 cells, log epsilon, off-peak share
     columns = [(-4, 5), (-2, 4), (-4, 0), (0, 1), [10.0, 12.0, 14.0, 16.0], (-1, 0), (0, 0.75)]
     thresholds = {"s": 0, "s1": 0, "z": 2, "s2": 0, "c1": 4, "q": 3, "c2": 4, "s3": 0, "c3": 4, "q1": 3}
-    thresholds.update({"s4": 0, "o": 6})
+    thresholds.update({"s4": 0, "o": 6, "s5": 0, "q5": 3, "s6": 0, "c6": 4, "q6": 3, "o6": 6})
     placements = [(rule[k], (column,)) for k, column in thresholds.items()]
     x = rule_test_rows(sel, np.random.default_rng(6), 6000, columns, placements)
     signal, sparsity, concentration, cells, offpeak = x[:, 0], x[:, 2], x[:, 3], x[:, 4], x[:, 6]
@@ -323,12 +341,21 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
             expected.append(rule["band2"])
         elif signal[i] <= rule["s4"] and offpeak[i] >= rule["o"]:
             expected.append(rule["band3"])
+        elif signal[i] >= rule["s5"] and concentration[i] >= rule["q5"]:
+            expected.append(rule["band4"])
+        elif (
+            signal[i] <= rule["s6"]
+            and cells[i] >= rule["c6"]
+            and concentration[i] >= rule["q6"]
+            and offpeak[i] >= rule["o6"]
+        ):
+            expected.append(rule["band5"])
         elif sparse and concentration[i] >= rule["q"] and cells[i] >= rule["c2"]:
             expected.append(rule["alternative"])
         else:
             expected.append("auto")
     assert sel.choose(x) == expected
-    assert {"auto", rule["alternative"], rule["band"], rule["band2"], rule["band3"]} <= set(expected)  # every branch
+    assert {"auto", rule["alternative"], rule["band"], rule["band2"], rule["band3"], rule["band4"]} <= set(expected)
     band = (signal > rule["s"]) & (signal <= rule["s1"])
     assert (band & (cells <= rule["c1"])).any() and (band & (cells > rule["c1"])).any()  # both sides of c1
     second = (signal > rule["s"]) & (signal > rule["s1"]) & (signal <= rule["s3"]) & (cells <= rule["c3"])
@@ -337,6 +364,12 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
     banded = (signal <= rule["s3"]) & (cells <= rule["c3"]) & (concentration >= rule["q1"])
     third = ~first_two & ~banded & (signal <= rule["s4"])
     assert (third & (offpeak < rule["o"])).any() and (third & (offpeak >= rule["o"])).any()  # both sides of o
+    peak = (signal > max(rule["s"], rule["s1"], rule["s3"], rule["s4"])) & (signal >= rule["s5"])
+    assert (peak & (concentration < rule["q5"])).any() and (peak & (concentration >= rule["q5"])).any()  # of q5
+    towns = ~first_two & ~banded & ~(third & (offpeak >= rule["o"])) & (signal <= rule["s6"]) & (cells >= rule["c6"])
+    towns &= concentration >= rule["q6"]
+    assert (towns & (offpeak < rule["o6"])).any() and (towns & (offpeak >= rule["o6"])).any()  # of o6
+    assert {rule["band5"]} <= {e for e, t in zip(expected, towns & (offpeak >= rule["o6"])) if t}
     sparse = (signal > max(rule["s"], rule["s1"], rule["s3"])) & (sparsity <= rule["z"]) & (signal >= rule["s2"])
     for low, high in (
         (concentration < rule["q"], concentration >= rule["q"]),
@@ -533,7 +566,8 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
     """benchmarks/train_auto_grid.py scores the sparse branch's settings at once (a product of row
     masks with the cells' indicator); on a random table over a small grid of lists it must pick
     the list a plain loop picks (each list's choices by rule_choice, its cells' mean errors, the
-    same cost, rank and order), and the tree it writes must choose as that list on every row."""
+    same cost, rank and order; then the peak branch's settings with that list fixed, then the
+    towns branch's with both fixed), and the tree it writes must choose as that list on every row."""
     import argparse
     import importlib
 
@@ -559,7 +593,17 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
         "o": (0.3, 0.6),
         "band3": ("agrid", "dawa_hilbert"),
     }
+    peak_grid = {"s5": (9.0, 0.5, 1.5), "q5": (0.4, 0.7), "band4": ("dawa_hilbert", "kd_tree")}
+    towns_grid = {
+        "s6": (-9.0, 0.0, 1.0),
+        "c6": (10.0, 14.0),
+        "q6": (0.0, 0.6),
+        "o6": (0.2, 0.5),
+        "band5": ("agrid", "kd_tree"),
+    }
     monkeypatch.setattr(script, "GRID_RULE", small)
+    monkeypatch.setattr(script, "PEAK_RULE", peak_grid)
+    monkeypatch.setattr(script, "TOWNS_RULE", towns_grid)
     rng = np.random.default_rng(8)
     rows, candidates = 600, ("auto", "agrid", "ugrid", "dawa_hilbert", "kd_tree")
     x = np.column_stack(
@@ -578,9 +622,27 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
     args = argparse.Namespace(to_auto=1.2, hinge=10.0)
     got = script.fit_rules(x, keys, per_row, candidates, args)
     cell, size, mean = cell_means(keys, per_row)
+
+    def rank(rule):
+        column = script.rule_choice(x, rule, candidates)
+        error = np.bincount(cell, per_row[np.arange(rows), column], minlength=size.size) / size
+        ratio = error / mean[:, -1]
+        cost = (error / mean.min(axis=1) - 1 + 10.0 * np.maximum(0.0, np.log(ratio))) * size
+        return rule_rank(float(ratio.max()), float(cost.sum()), 1.2)
+
+    never = {
+        "s5": 9.0,
+        "q5": 0.4,
+        "band4": "dawa_hilbert",
+        "s6": -9.0,
+        "c6": 10.0,
+        "q6": 0.0,
+        "o6": 0.2,
+        "band5": "agrid",
+    }
     best, chosen = None, None
     for values in itertools.product(*small.values()):
-        rule = dict(zip(small, values))
+        rule = {**dict(zip(small, values)), **never}
         if rule["s1"] == -9.0 and (rule["c1"], rule["band"]) != (12.0, "agrid"):
             continue
         if rule["z"] == -9.0 and (rule["s2"], rule["q"], rule["c2"]) != (-9.0, 0.5, 0.0):
@@ -589,13 +651,19 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
             continue
         if rule["s3"] == -9.0 and (rule["c3"], rule["q1"], rule["band2"]) != (12.0, 0.3, "agrid"):
             continue
-        column = script.rule_choice(x, rule, candidates)
-        error = np.bincount(cell, per_row[np.arange(rows), column], minlength=size.size) / size
-        ratio = error / mean[:, -1]
-        cost = (error / mean.min(axis=1) - 1 + 10.0 * np.maximum(0.0, np.log(ratio))) * size
-        key = rule_rank(float(ratio.max()), float(cost.sum()), 1.2)
+        key = rank(rule)
         if best is None or key < best:
             best, chosen = key, rule
+    for grid, gate in ((peak_grid, "s5"), (towns_grid, "s6")):  # each later branch, all before it fixed
+        fixed, best = chosen, None
+        for values in itertools.product(*grid.values()):
+            setting = dict(zip(grid, values))
+            if setting[gate] == never[gate] and any(setting[k] != never[k] for k in grid):
+                continue
+            key = rank({**fixed, **setting})
+            if best is None or key < best:
+                best, chosen = key, {**fixed, **setting}
+    assert chosen["s5"] != 9.0 and chosen["s6"] != -9.0  # both later stages change this table's list
     assert got.model["rules"] == chosen
     picked = script.rule_choice(x, chosen, candidates)
     assert [candidates.index(c) for c in got.choose(x)] == picked.tolist()

@@ -101,8 +101,15 @@ def offpeak_mass(counts) -> int:
 
     One record added changes its block's total by 1 and its largest count by 0 or 1, so the sum
     by 0 or +1; removed, by 0 or -1; moved, by a removal and an addition: at most 1 either way.
-    O(cells), without a copy on even sides."""
+    Raises ParameterError unless ``counts`` is a 2-D grid of non-negative whole numbers."""
     x = np.asarray(counts)
+    if x.ndim != 2:
+        raise ParameterError(f"the off-peak mass needs a 2-D grid of counts, not shape {x.shape}")
+    return _offpeak_mass(check_counts(x.ravel()).reshape(x.shape))
+
+
+def _offpeak_mass(x: np.ndarray) -> int:
+    """offpeak_mass of a checked 2-D int64 grid; O(cells), without a copy on even sides."""
     rows, cols = x.shape
     if rows % 2 or cols % 2:
         padded = np.zeros((rows + rows % 2, cols + cols % 2), dtype=x.dtype)
@@ -157,7 +164,7 @@ class GridFeatures(AutoData):
         values = (
             ("nonempty", int(np.count_nonzero(cells)), eps_nonempty),
             ("top", top_mass(cells, self.heavy(cells.size)), eps_top),
-            ("offpeak", offpeak_mass(cells.reshape(grid.shape)), eps_offpeak),
+            ("offpeak", _offpeak_mass(cells.reshape(grid.shape)), eps_offpeak),  # cells checked above
         )
         noisy: list[float] = []
         for name, value, eps in values:
