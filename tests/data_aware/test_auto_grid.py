@@ -318,7 +318,8 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
     band2 where log_signal_per_cell <= s3 on at most 2^c3 cells with concentration >= q1; else
     band3 where log_signal_per_cell <= s4 with offpeak_share >= o; else band4 where
     log_signal_per_cell >= s5 with concentration >= q5; else band5 where log_signal_per_cell <= s6
-    on at least 2^c6 cells with concentration >= q6 and offpeak_share >= o6; else the alternative where
+    on at least 2^c6 cells with concentration >= q6 and offpeak_share >= o6; else band6 where
+    log_signal_per_cell <= s7 on at most 2^c7 cells with offpeak_share >= o7; else the alternative where
     log_sparsity <= z, log_signal_per_cell >= s2, concentration >= q and log_cells >= c2; else
     auto."""
     sel = shipped_grid()
@@ -326,7 +327,9 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
     # signal per cell, _, sparsity, concentration, log2 cells, log epsilon, off-peak share
     columns = [(-4, 5), (-2, 4), (-4, 0), (0, 1), [10.0, 12.0, 14.0, 16.0], (-1, 0), (0, 0.75)]
     thresholds = {"s": 0, "s1": 0, "z": 2, "s2": 0, "c1": 4, "q": 3, "c2": 4, "s3": 0, "c3": 4, "q1": 3}
-    thresholds.update({"s4": 0, "o": 6, "s5": 0, "q5": 3, "s6": 0, "c6": 4, "q6": 3, "o6": 6})
+    thresholds.update(
+        {"s4": 0, "o": 6, "s5": 0, "q5": 3, "s6": 0, "c6": 4, "q6": 3, "o6": 6, "s7": 0, "c7": 4, "o7": 6}
+    )
     placements = [(rule[k], (column,)) for k, column in thresholds.items()]
     x = rule_test_rows(sel, np.random.default_rng(6), 6000, columns, placements)
     signal, sparsity, concentration, cells, offpeak = x[:, 0], x[:, 2], x[:, 3], x[:, 4], x[:, 6]
@@ -350,6 +353,8 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
             and offpeak[i] >= rule["o6"]
         ):
             expected.append(rule["band5"])
+        elif signal[i] <= rule["s7"] and cells[i] <= rule["c7"] and offpeak[i] >= rule["o7"]:
+            expected.append(rule["band6"])
         elif sparse and concentration[i] >= rule["q"] and cells[i] >= rule["c2"]:
             expected.append(rule["alternative"])
         else:
@@ -370,6 +375,9 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
     towns &= concentration >= rule["q6"]
     assert (towns & (offpeak < rule["o6"])).any() and (towns & (offpeak >= rule["o6"])).any()  # of o6
     assert {rule["band5"]} <= {e for e, t in zip(expected, towns & (offpeak >= rule["o6"])) if t}
+    small = ~first_two & ~banded & ~(third & (offpeak >= rule["o"])) & (signal <= rule["s7"]) & (cells <= rule["c7"])
+    assert (small & (offpeak < rule["o7"])).any() and (small & (offpeak >= rule["o7"])).any()  # both sides of o7
+    assert {rule["band6"]} <= {e for e, t in zip(expected, small & (offpeak >= rule["o7"])) if t}
     sparse = (signal > max(rule["s"], rule["s1"], rule["s3"])) & (sparsity <= rule["z"]) & (signal >= rule["s2"])
     for low, high in (
         (concentration < rule["q"], concentration >= rule["q"]),
@@ -567,7 +575,8 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
     masks with the cells' indicator); on a random table over a small grid of lists it must pick
     the list a plain loop picks (each list's choices by rule_choice, its cells' mean errors, the
     same cost, rank and order; then the peak branch's settings with that list fixed, then the
-    towns branch's with both fixed), and the tree it writes must choose as that list on every row."""
+    towns branch's, then the small-grid branch's, each with all before it fixed), and the tree it
+    writes must choose as that list on every row."""
     import argparse
     import importlib
 
@@ -604,6 +613,8 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
     monkeypatch.setattr(script, "GRID_RULE", small)
     monkeypatch.setattr(script, "PEAK_RULE", peak_grid)
     monkeypatch.setattr(script, "TOWNS_RULE", towns_grid)
+    small_grid = {"s7": (-9.0, 0.0, 1.5), "c7": (12.0,), "o7": (0.1, 0.4), "band6": ("agrid", "ugrid")}
+    monkeypatch.setattr(script, "SMALL_RULE", small_grid)
     rng = np.random.default_rng(8)
     rows, candidates = 600, ("auto", "agrid", "ugrid", "dawa_hilbert", "kd_tree")
     x = np.column_stack(
@@ -639,6 +650,7 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
         "q6": 0.0,
         "o6": 0.2,
         "band5": "agrid",
+        **{"s7": -9.0, "c7": 12.0, "o7": 0.1, "band6": "agrid"},
     }
     best, chosen = None, None
     for values in itertools.product(*small.values()):
@@ -654,7 +666,7 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
         key = rank(rule)
         if best is None or key < best:
             best, chosen = key, rule
-    for grid, gate in ((peak_grid, "s5"), (towns_grid, "s6")):  # each later branch, all before it fixed
+    for grid, gate in ((peak_grid, "s5"), (towns_grid, "s6"), (small_grid, "s7")):  # each later, all before fixed
         fixed, best = chosen, None
         for values in itertools.product(*grid.values()):
             setting = dict(zip(grid, values))
@@ -663,7 +675,7 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
             key = rank({**fixed, **setting})
             if best is None or key < best:
                 best, chosen = key, {**fixed, **setting}
-    assert chosen["s5"] != 9.0 and chosen["s6"] != -9.0  # both later stages change this table's list
+    assert chosen["s5"] != 9.0 and chosen["s6"] != -9.0 and chosen["s7"] != -9.0  # each later stage changes it
     assert got.model["rules"] == chosen
     picked = script.rule_choice(x, chosen, candidates)
     assert [candidates.index(c) for c in got.choose(x)] == picked.tolist()
