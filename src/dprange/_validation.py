@@ -96,6 +96,16 @@ def fit_budget(levels, epsilon: float) -> list[float]:
     return levels
 
 
+def fit_last(parts, last: float, epsilon: float) -> float:
+    """``last`` lowered by the fewest ulps that make the exact sum of ``parts`` and ``last`` at
+    most ``epsilon`` (the parts of a split of epsilon can exceed it by rounding; the last one,
+    the rest, gives way)."""
+    parts = [float(v) for v in parts]
+    while exact_sum([*parts, last]) > Fraction(float(epsilon)):
+        last = math.nextafter(last, 0.0)
+    return last
+
+
 def check_noise_scale(scale: float, level_epsilon: float | None = None, where: str = "a level") -> float:
     """Refuse a noise scale that is not finite or exceeds :data:`MAX_NOISE_SCALE`."""
     if math.isfinite(scale) and 0.0 < scale <= MAX_NOISE_SCALE:

@@ -22,6 +22,7 @@ from _helpers import (
 )
 
 import dprange
+import dprange.data_aware.auto_data as auto_data_module
 import dprange.data_aware.auto_grid as auto_grid_module
 import dprange.data_aware.spatial_trees as spatial_trees_module
 import dprange.data_aware.steps as steps_module
@@ -121,7 +122,7 @@ def test_features_are_the_defined_queries_on_the_cells(monkeypatch):
     """The noise the pmf below adds is added to exactly these values (total, non-empty cells,
     records in the 16 heaviest cells, records off their block's peak), each step recorded with
     its share."""
-    monkeypatch.setattr(auto_grid_module, "laplace_spec", lambda epsilon, sensitivity: ZeroNoise())
+    monkeypatch.setattr(auto_data_module, "laplace_spec", lambda epsilon, sensitivity: ZeroNoise())  # the features'
     monkeypatch.setattr(steps_module, "laplace_spec", lambda epsilon, sensitivity: ZeroNoise())  # the total's
     mech = AutoDataGrid(feature_share=0.3)
     for cells in itertools.product(range(3), repeat=4):

@@ -15,9 +15,7 @@ key epsilon)-DP (sequential composition).
 
 from __future__ import annotations
 
-import math
-from fractions import Fraction
-
+from .._validation import fit_last
 from ..engines.frames import select_column
 from ..engines.key_counts import KeyBounder, KeyCounter, file_key_counts
 from ..engines.spark_keys import spark_key_counts
@@ -61,10 +59,7 @@ def check_key_share_use(by, groups, key_share) -> None:
 def split_epsilon(epsilon: float, share: float) -> tuple[float, float]:
     """(epsilon choosing the keys, epsilon releasing them), summing to at most epsilon exactly."""
     chosen = epsilon * share
-    rest = epsilon - chosen
-    while Fraction(chosen) + Fraction(rest) > Fraction(epsilon):
-        rest = math.nextafter(rest, 0.0)
-    return chosen, rest
+    return chosen, fit_last([chosen], epsilon - chosen, epsilon)
 
 
 def select_keys(values, by, unit, selection, source, *, files, batch_rows, spark=False, session=None) -> tuple:

@@ -35,13 +35,12 @@ steps); a data-aware release has that mechanism's noise-only ones.
 from __future__ import annotations
 
 import dataclasses
-import math
 from fractions import Fraction
 
 import numpy as np
 
 from .._params import OneOf, Param
-from .._validation import check_delta, check_epsilon, exact_sum, float_at_least
+from .._validation import check_delta, check_epsilon, fit_last, float_at_least
 from ..analysis.selection import auto_mechanism
 from ..errors import ParameterError
 from ..mechanisms.base import Mechanism, check_counts
@@ -117,10 +116,7 @@ class AutoData(Mechanism):
         )
         middle = (features - total) * weight_middle / (weight_middle + weight_top)
         top = (features - total) * weight_top / (weight_middle + weight_top)
-        rest = epsilon - features
-        while exact_sum([total, middle, top, rest]) > Fraction(epsilon):
-            rest = math.nextafter(rest, 0.0)
-        return total, middle, top, rest
+        return total, middle, top, fit_last([total, middle, top], epsilon - features, epsilon)
 
     def buys_features(self) -> bool:
         """Whether a release buys the features: not when the selector is constant (a single leaf,
@@ -167,15 +163,25 @@ class AutoData(Mechanism):
     def features(self, counts, epsilon: float, rng=None) -> tuple[float, float, float, list[dict]]:
         """(noisy total, noisy middle feature (the merge cost), noisy top mass, their private steps)."""
         counts = check_counts(counts)
+        value, sensitivity = self.middle_feature(counts, self.shares(epsilon)[-1])
+        exact = [
+            (list(self.feature_weights)[1], value, sensitivity),
+            ("top", top_mass(counts, self.heavy(counts.size)), 1),
+        ]
+        return self.noisy_features(counts, exact, epsilon, rng)
+
+    def noisy_features(self, counts: np.ndarray, exact, epsilon: float, rng=None) -> tuple:
+        """(noisy total, each of ``exact``'s (name, value, sensitivity) with discrete Laplace noise
+        at its share, the private steps): the total first, then ``exact`` in order, on
+        ``shares(epsilon)`` between the total's and the rest; ``counts`` checked by the caller."""
         source = resolve_rng(rng)
-        eps_total, eps_middle, eps_top, rest = self.shares(epsilon)
+        eps_total, *parts, _ = self.shares(epsilon)
         total, steps = noisy_total(counts, eps_total, source)  # exact under replace (eps_total 0)
-        value, sensitivity = self.middle_feature(counts, rest)
-        middle = float(value + int(laplace_spec(eps_middle, sensitivity).sample((1,), source)[0]))
-        steps.append(step(list(self.feature_weights)[1], eps_middle))
-        top = float(top_mass(counts, self.heavy(counts.size)) + int(laplace_spec(eps_top, 1).sample((1,), source)[0]))
-        steps.append(step("top", eps_top))
-        return total, middle, top, steps
+        noisy = []
+        for (name, value, sensitivity), eps in zip(exact, parts, strict=True):
+            noisy.append(float(value + int(laplace_spec(eps, sensitivity).sample((1,), source)[0])))
+            steps.append(step(name, eps))
+        return (total, *noisy, steps)
 
     def heavy(self, n: int) -> int:
         """How many of the heaviest bins the top mass sums (public): n / 64, at least 1."""

@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 from fractions import Fraction
 from functools import lru_cache
 from importlib import resources
@@ -48,7 +47,7 @@ from importlib import resources
 import numpy as np
 
 from .._params import Custom, Integer, Param
-from .._validation import exact_sum, float_at_least
+from .._validation import fit_last, float_at_least
 from ..analysis.grid import check_grid_workload, select_grid
 from ..answers.grid import GridRelease
 from ..errors import ParameterError
@@ -60,7 +59,7 @@ from ..workloads.rectangles import Rectangles
 from .auto_data import AutoData
 from .grid import DataAwareGridMechanism
 from .selector import Selector, top_mass
-from .steps import SHARE, laplace_spec, noisy_total, spent, step
+from .steps import SHARE, spent, step
 
 #: The names the 2-D selector may choose ("auto": the data-independent choice at the epsilon left).
 GRID_CANDIDATES = ("auto", "agrid", "ugrid", "dawa_hilbert", "kd_tree", "hybrid_tree")
@@ -146,9 +145,7 @@ class GridFeatures(AutoData):
         bought = [k for k in self.feature_weights if k != "total" or self.neighbours != "replace"]
         weight = sum(self.feature_weights[k] for k in bought)
         parts = {k: (features * self.feature_weights[k] / weight if k in bought else 0.0) for k in self.feature_weights}
-        rest = epsilon - features
-        while exact_sum([*parts.values(), rest]) > Fraction(epsilon):
-            rest = math.nextafter(rest, 0.0)
+        rest = fit_last(parts.values(), epsilon - features, epsilon)
         return parts["total"], parts["nonempty"], parts["top"], parts["offpeak"], rest
 
     def features(self, counts, epsilon: float, rng=None) -> tuple[float, float, float, float, list[dict]]:  # type: ignore[override]
@@ -158,19 +155,12 @@ class GridFeatures(AutoData):
         if grid.ndim != 2:
             raise ParameterError(f"the 2-D features need a 2-D grid of counts, not shape {grid.shape}")
         cells = check_counts(grid.ravel())
-        source = resolve_rng(rng)
-        eps_total, eps_nonempty, eps_top, eps_offpeak, _ = self.shares(epsilon)
-        total, steps = noisy_total(cells, eps_total, source)  # exact under replace (eps_total 0)
-        values = (
-            ("nonempty", int(np.count_nonzero(cells)), eps_nonempty),
-            ("top", top_mass(cells, self.heavy(cells.size)), eps_top),
-            ("offpeak", _offpeak_mass(cells.reshape(grid.shape)), eps_offpeak),  # cells checked above
-        )
-        noisy: list[float] = []
-        for name, value, eps in values:
-            noisy.append(float(value + int(laplace_spec(eps, 1).sample((1,), source)[0])))
-            steps.append(step(name, eps))
-        return total, noisy[0], noisy[1], noisy[2], steps
+        exact = [
+            ("nonempty", int(np.count_nonzero(cells)), 1),
+            ("top", top_mass(cells, self.heavy(cells.size)), 1),
+            ("offpeak", _offpeak_mass(cells.reshape(grid.shape)), 1),  # cells checked above
+        ]
+        return self.noisy_features(cells, exact, epsilon, rng)
 
 
 def grid_feature_matrix(total, nonempty, top, offpeak, cells, epsilon) -> np.ndarray:
