@@ -69,9 +69,11 @@ from dprange.data_aware.auto_grid import (
     GridSelector,
     choose_grid,
     grid_feature_matrix,
+    rectangles_boundary,
+    workload_boundary,
 )
 from dprange.data_aware.spatial_trees import box_sums, summed_area
-from dprange.workloads import random_rectangles
+from dprange.workloads import Rectangles, random_rectangles
 
 EPSILONS = (0.1, 1.0)
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -183,8 +185,10 @@ def rectangles_mse(estimate, counts, lows, highs) -> float:
     return float(np.mean((got - true) ** 2))
 
 
-def auto_mse(mech: AutoDataGrid, shape, epsilon: float, lows, highs) -> float:
-    """auto's exact expected MSE on the rectangles (data-independent: any counts give it)."""
+def auto_mse(shape, epsilon: float, lows, highs) -> float:
+    """auto's exact expected MSE on the rectangles, chosen for them (as AutoDataGrid chooses it
+    for the release's workload, which release_grid passes); data-independent: any counts give it."""
+    mech = AutoDataGrid(workload=Rectangles(shape, lows, highs))
     rel = mech.candidate("auto", shape, epsilon).release(np.zeros(shape, dtype=np.int64), epsilon, rng=0)
     return float(np.mean(rel.rectangle(lows, highs).stderr ** 2))
 
@@ -193,7 +197,9 @@ def auto_mse(mech: AutoDataGrid, shape, epsilon: float, lows, highs) -> float:
 #: per axis: every rectangle alike, mean side n/3), prefix rectangles (from the origin to a
 #: uniform random cell) and sized rectangles (a uniform size per axis placed uniformly: DPBench's
 #: kind, mean side n/2, on which a data-aware partition's error grows faster than ``auto``'s).
-#: The ``auto`` branch is chosen for all rectangles either way (AutoDataGrid takes no workload).
+#: The ``auto`` branch is chosen for each workload's rectangles (auto_mse), as a release that
+#: passes its workload runs it: on prefix rectangles that halves its error (0.45-0.58x the
+#: all-rectangles choice's), on the sized ones 0.89-0.91x.
 WORKLOADS = ("random-rectangles", "prefix-rectangles", "sized-rectangles")
 
 
@@ -221,7 +227,7 @@ def measure_cell(name, side, scale, epsilon, trials, cache, first_trial=0) -> li
         if (side, workload) not in cache:
             cache[(side, workload)] = evaluation_rectangles(side, workload)
         if (side, epsilon, workload) not in cache:
-            cache[(side, epsilon, workload)] = auto_mse(mech, shape, rest, *cache[(side, workload)])
+            cache[(side, epsilon, workload)] = auto_mse(shape, rest, *cache[(side, workload)])
     rows = []
     for t in range(first_trial, first_trial + trials):
         counts = sample(p, scale, seed=t)
@@ -262,7 +268,7 @@ def whole_auto(n: int, epsilon: float, workload: str) -> float:
     """auto's exact MSE with the whole epsilon on a square grid of n cells: what a constant
     selector naming it releases (no features bought), and what a user who skips auto-data gets."""
     side = int(round(n**0.5))
-    return auto_mse(AutoDataGrid(), (side, side), epsilon, *evaluation_rectangles(side, workload))
+    return auto_mse((side, side), epsilon, *evaluation_rectangles(side, workload))
 
 
 def table(rows, candidates):
@@ -275,7 +281,14 @@ def table(rows, candidates):
         cells.setdefault(k, []).append(r)
     mean = {k: {c: np.mean([r["mse"][c] for r in rs]) for c in candidates} for k, rs in cells.items()}
     f = np.array([r["features"] for r in rows])
-    x = grid_feature_matrix(f[:, 0], f[:, 1], f[:, 2], f[:, 3], np.array([r["n"] for r in rows]), f[:, 4])
+    boundary = {}  # the evaluation workloads' boundaries (public), one per side and workload
+    for r in rows:
+        side = int(round(r["n"] ** 0.5))
+        if (side, r["workload"]) not in boundary:
+            lows, highs = evaluation_rectangles(side, r["workload"])
+            boundary[side, r["workload"]] = rectangles_boundary(lows, highs, (side, side))
+    b = np.array([boundary[int(round(r["n"] ** 0.5)), r["workload"]] for r in rows])
+    x = grid_feature_matrix(f[:, 0], f[:, 1], f[:, 2], f[:, 3], np.array([r["n"] for r in rows]), f[:, 4], b)
     ratio = np.array([[np.log(mean[k][c] / mean[k]["auto"]) for c in candidates] for k in keys])
     settings = {(r["n"], r["epsilon"], r["workload"]) for r in rows}
     whole = {s: whole_auto(*s) for s in settings}
@@ -357,6 +370,38 @@ SMALL_RULE = {
     "band6": ("agrid", "dawa_hilbert"),
 }
 
+#: The concentrated branch, where the list above runs ``auto``: the workload's boundary at most
+#: ``b8`` (workload_boundary: prefix rectangles about 1, all rectangles 4/3, DPBench's sized ones
+#: 1.9), log_signal_per_cell at most ``s8`` on at least 2^``c8`` cells with concentration at least
+#: ``q8`` and offpeak_share at most ``o8`` runs ``band7`` (-9: never).  A few heavy point masses on
+#: a large grid (ADULT-2D) make a data-aware partition win on rectangles of short boundary and lose
+#: on large ones, whose every side cuts its buckets: the workload tells the two apart where the
+#: data cannot.  Fitted after the small-grid branch, with everything before it fixed (a fifth stage).
+CONCENTRATED_RULE = {
+    "s8": (-9.0, 0.5, 1.0, 1.5),
+    "c8": (12.0, 14.0),
+    "q8": (0.4, 0.5),
+    "o8": (0.3, 0.5),
+    "b8": (1.1, 1.5),
+    "band7": ("dawa_hilbert",),
+}
+
+#: The clustered branch, where the lists above run ``auto``: the workload's boundary at most
+#: ``b9``, log_signal_per_cell at most ``s9`` on at least 2^``c9`` cells with concentration at
+#: least ``q9`` and offpeak_share between ``o9`` and ``u9`` runs ``band8`` (-9: never).  Check-ins
+#: (GOWALLA) at a low signal: a data-aware partition beats ``auto`` by 2-4x on prefix rectangles
+#: and not on larger ones; the off-peak bounds keep it off isolated masses (near 0) and smooth
+#: clusters (above 0.5), where ``agrid`` or ``auto`` win.  Fitted last (a sixth stage).
+CLUSTERED_RULE = {
+    "s9": (-9.0, -0.5, 0.0, 0.5, 1.0),
+    "c9": (12.0, 14.0),
+    "q9": (0.2, 0.3),
+    "o9": (0.15, 0.2),
+    "u9": (0.4, 0.45),
+    "b9": (1.1, 1.5),
+    "band8": ("dawa_hilbert",),
+}
+
 #: The keys of GRID_RULE that decide the first four branches, and those of the sparse branch.
 UPPER_RULE = ("s", "s1", "c1", "band", "alternative", "s3", "c3", "q1", "band2", "s4", "o", "band3")
 SPARSE_RULE = ("z", "s2", "q", "c2")
@@ -365,6 +410,10 @@ SPARSE_RULE = ("z", "s2", "q", "c2")
 def _columns(x) -> tuple:
     names = ("log_signal_per_cell", "log_sparsity", "log_cells", "concentration", "offpeak_share")
     return tuple(x[:, GRID_FEATURES.index(f)] for f in names)
+
+
+def _boundary(x) -> np.ndarray:
+    return x[:, GRID_FEATURES.index("workload_boundary")]
 
 
 def sparse_branch(x, rule: dict) -> np.ndarray:
@@ -413,23 +462,52 @@ def small_branch(x, rule: dict) -> np.ndarray:
     return (signal <= rule["s7"]) & (cells <= rule["c7"]) & (offpeak >= rule["o7"])
 
 
+def concentrated_branch(x, rule: dict) -> np.ndarray:
+    """The rows where a decision list's concentrated branch (CONCENTRATED_RULE) would run (reached or not)."""
+    signal, _, cells, concentration, offpeak = _columns(x)
+    return (
+        (_boundary(x) <= rule["b8"])
+        & (signal <= rule["s8"])
+        & (cells >= rule["c8"])
+        & (concentration >= rule["q8"])
+        & (offpeak <= rule["o8"])
+    )
+
+
+def clustered_branch(x, rule: dict) -> np.ndarray:
+    """The rows where a decision list's clustered branch (CLUSTERED_RULE) would run (reached or not)."""
+    signal, _, cells, concentration, offpeak = _columns(x)
+    return (
+        (_boundary(x) <= rule["b9"])
+        & (signal <= rule["s9"])
+        & (cells >= rule["c9"])
+        & (concentration >= rule["q9"])
+        & (offpeak >= rule["o9"])
+        & (offpeak <= rule["u9"])
+    )
+
+
 def rule_choice(x, rule: dict, candidates) -> np.ndarray:
-    """The candidate index a decision list of GRID_RULE, PEAK_RULE, TOWNS_RULE and SMALL_RULE
-    picks for each row of GRID_FEATURES."""
+    """The candidate index a decision list of GRID_RULE, PEAK_RULE, TOWNS_RULE, SMALL_RULE,
+    CONCENTRATED_RULE and CLUSTERED_RULE picks for each row of GRID_FEATURES (the last two only
+    where the others leave ``auto``, index 0)."""
     column, taken = upper_choice(x, rule, candidates)
     rest = np.where(sparse_branch(x, rule), candidates.index(rule["alternative"]), 0)
     rest = np.where(small_branch(x, rule), candidates.index(rule["band6"]), rest)
     rest = np.where(towns_branch(x, rule), candidates.index(rule["band5"]), rest)
     rest = np.where(peak_branch(x, rule), candidates.index(rule["band4"]), rest)
-    return np.where(taken, column, rest)
+    column = np.where(taken, column, rest)
+    column = np.where((column == 0) & concentrated_branch(x, rule), candidates.index(rule["band7"]), column)
+    return np.where((column == 0) & clustered_branch(x, rule), candidates.index(rule["band8"]), column)
 
 
 def rule_tree(rule: dict, candidates) -> list[dict]:
     """A GRID_RULE decision list as the nodes of a tree (a node may be reached from two parents;
     a tree goes left at or below its threshold, so a bound "at least v" splits just below v)."""
     feature = GRID_FEATURES.index
-    alternative, band, band2, band3, band4, band5, band6 = (
-        candidates.index(rule[k]) for k in ("alternative", "band", "band2", "band3", "band4", "band5", "band6")
+    alternative, band, band2, band3, band4, band5, band6, band7, band8 = (
+        candidates.index(rule[k])
+        for k in ("alternative", "band", "band2", "band3", "band4", "band5", "band6", "band7", "band8")
     )
 
     def below(v: float) -> float:
@@ -449,7 +527,8 @@ def rule_tree(rule: dict, candidates) -> list[dict]:
         {"feature": feature("log_signal_per_cell"), "threshold": below(rule["s2"]), "left": 13, "right": 11},
         {"feature": feature("concentration"), "threshold": below(rule["q"]), "left": 13, "right": 12},
         {"feature": feature("log_cells"), "threshold": below(rule["c2"]), "left": 13, "right": 14},
-        {"leaf": 0},
+        # where the list runs auto: the concentrated branch (30-34), then the clustered one (35-41)
+        {"feature": feature("workload_boundary"), "threshold": rule["b8"], "left": 30, "right": 35},
         {"leaf": alternative},
         {"feature": feature("log_signal_per_cell"), "threshold": rule["s4"], "left": 16, "right": 18},
         {"feature": feature("offpeak_share"), "threshold": below(rule["o"]), "left": 18, "right": 17},
@@ -466,6 +545,19 @@ def rule_tree(rule: dict, candidates) -> list[dict]:
         {"feature": feature("log_cells"), "threshold": rule["c7"], "left": 28, "right": 9},
         {"feature": feature("offpeak_share"), "threshold": below(rule["o7"]), "left": 9, "right": 29},
         {"leaf": band6},
+        {"feature": feature("log_signal_per_cell"), "threshold": rule["s8"], "left": 31, "right": 35},
+        {"feature": feature("log_cells"), "threshold": below(rule["c8"]), "left": 35, "right": 32},
+        {"feature": feature("concentration"), "threshold": below(rule["q8"]), "left": 35, "right": 33},
+        {"feature": feature("offpeak_share"), "threshold": rule["o8"], "left": 34, "right": 35},
+        {"leaf": band7},
+        {"feature": feature("workload_boundary"), "threshold": rule["b9"], "left": 36, "right": 42},
+        {"feature": feature("log_signal_per_cell"), "threshold": rule["s9"], "left": 37, "right": 42},
+        {"feature": feature("log_cells"), "threshold": below(rule["c9"]), "left": 42, "right": 38},
+        {"feature": feature("concentration"), "threshold": below(rule["q9"]), "left": 42, "right": 39},
+        {"feature": feature("offpeak_share"), "threshold": below(rule["o9"]), "left": 42, "right": 40},
+        {"feature": feature("offpeak_share"), "threshold": rule["u9"], "left": 41, "right": 42},
+        {"leaf": band8},
+        {"leaf": 0},
     ]
 
 
@@ -484,7 +576,8 @@ def fit_rules(x, keys, per_row, candidates, args) -> GridSelector:
     ``args.hinge`` times the log-ratio to ``auto`` above 0); the least worst such ratio if none
     is; ties to the first in GRID_RULE's order.  Then, that list fixed, the setting of the peak
     branch (PEAK_RULE; never first) ranked the same way, with both fixed that of the towns
-    branch (TOWNS_RULE), and with all three fixed that of the small-grid branch (SMALL_RULE).
+    branch (TOWNS_RULE), with all three fixed that of the small-grid branch (SMALL_RULE), then
+    those of the concentrated and clustered branches (CONCENTRATED_RULE, CLUSTERED_RULE).
     Written as a tree over all ``candidates``.
 
     Every list of the first stage is scored, but the sparse branch's settings at once for each setting of the
@@ -529,7 +622,8 @@ def fit_rules(x, keys, per_row, candidates, args) -> GridSelector:
         worst, total = np.maximum(ratio.max(axis=1), fixed_worst), cost.sum(axis=1) + fixed_cost
         for setting, w, t in zip(sparse_settings, worst, total):
             scores[(upper, setting)] = (float(w), float(t))
-    later = (PEAK_RULE, TOWNS_RULE, SMALL_RULE)  # the later stages' branches, off (first settings) in the first
+    # the later stages' branches, off (first settings) in the first
+    later = (PEAK_RULE, TOWNS_RULE, SMALL_RULE, CONCENTRATED_RULE, CLUSTERED_RULE)
     off = {k: v[0] for grid in later for k, v in grid.items()}
     chosen, best = None, None
     for values in itertools.product(*GRID_RULE.values()):
@@ -671,7 +765,8 @@ def speed(sides=(256, 1024), repeats: int = 20) -> dict:
         for r in range(repeats):
             start = time.process_time()
             total, nonempty, top, offpeak, _ = mech.features(counts, 1.0, rng=r)
-            choose_grid(total, nonempty, top, offpeak, counts.size, mech.shares(1.0)[-1])
+            boundary = workload_boundary(mech.workload, counts.shape, mech.order)
+            choose_grid(total, nonempty, top, offpeak, counts.size, mech.shares(1.0)[-1], boundary)
             seconds.append(time.process_time() - start)
         out[f"{side}x{side}"] = {"median_cpu_s": float(np.median(seconds)), "repeats": repeats}
     return out

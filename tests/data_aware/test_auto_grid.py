@@ -38,11 +38,14 @@ from dprange.data_aware.auto_grid import (
     GridSelector,
     choose_grid,
     grid_feature_matrix,
+    rectangles_boundary,
     shipped_grid,
+    workload_boundary,
 )
 from dprange.data_aware.selector import Selector
 from dprange.data_aware.steps import laplace_spec, spent
 from dprange.mechanisms.grid import load_grid_release
+from dprange.workloads.rectangles import Rectangles
 
 GRID = np.arange(-7, 12)
 
@@ -246,8 +249,88 @@ def test_choice_is_post_processing_of_the_noisy_features(monkeypatch):
     for x in (sparse, dense):
         record = choice_of(mech.release(x, 1.0, rng=2))
         f = record["features"]
-        name = choose_grid(f["total"], f["nonempty"], f["top"], f["offpeak"], 64, f["epsilon_left"], mech.selector)[0]
+        assert f["workload_boundary"] == workload_boundary("all-rectangles", (8, 8))
+        features = (f["total"], f["nonempty"], f["top"], f["offpeak"])
+        name = choose_grid(*features, 64, f["epsilon_left"], f["workload_boundary"], mech.selector)[0]
         assert record["chosen"] == mech.candidate(name, (8, 8), f["epsilon_left"]).name
+
+
+def boundary_by_definition(rectangles, shape) -> float:
+    """The mean, over the rectangles, of each face's extent over the other axes' sides, for the
+    faces not on the grid's edge, one rectangle at a time."""
+    total = 0.0
+    for lows, highs in rectangles:
+        for a, n in enumerate(shape):
+            other = math.prod((highs[b] - lows[b] + 1) / shape[b] for b in range(len(shape)) if b != a)
+            total += other * ((lows[a] > 0) + (highs[a] < n - 1))
+    return total / len(rectangles)
+
+
+def every_rectangle(shape, kind: str):
+    ranges = {
+        "all": lambda n: [(i, j) for i in range(n) for j in range(i, n)],
+        "prefix": lambda n: [(0, j) for j in range(n)],
+        "cells": lambda n: [(i, i) for i in range(n)],
+        "total": lambda n: [(0, n - 1)],
+    }
+    kinds = kind if isinstance(kind, tuple) else (kind,) * len(shape)
+    for combo in itertools.product(*(ranges[k](n) for k, n in zip(kinds, shape))):
+        yield [r[0] for r in combo], [r[1] for r in combo]
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (2, 3), (5, 4), (3, 4, 2)])
+def test_workload_boundary_closed_forms_equal_their_rectangles(shape):
+    """The named workloads' closed forms equal the mean over their rectangles enumerated one by
+    one; explicit rectangles give the same as their definition; marginals average every
+    order-way marginal's cells."""
+    for name, kind in (("all-rectangles", "all"), ("prefix-rectangles", "prefix")):
+        rects = list(every_rectangle(shape, kind))
+        assert workload_boundary(name, shape) == pytest.approx(boundary_by_definition(rects, shape), rel=1e-12)
+        lows, highs = (np.array([r[i] for r in rects]) for i in (0, 1))
+        explicit = Rectangles(shape, lows, highs)
+        assert workload_boundary(explicit, shape) == pytest.approx(boundary_by_definition(rects, shape), rel=1e-12)
+    for order in range(1, len(shape) + 1):
+        rects = []
+        for axes in itertools.combinations(range(len(shape)), order):
+            kinds = tuple("cells" if a in axes else "total" for a in range(len(shape)))
+            rects += list(every_rectangle(shape, kinds))
+        expected = boundary_by_definition(rects, shape)
+        assert workload_boundary("marginals", shape, order) == pytest.approx(expected, rel=1e-12)
+
+
+def test_workload_boundary_values_and_checks():
+    # prefix about 1, all rectangles about 4/3, single cells 4 / side, 1-way marginals about 2
+    assert workload_boundary("prefix-rectangles", (256, 256)) == pytest.approx(2 * (255 / 256) * (257 / 512))
+    assert workload_boundary("all-rectangles", (256, 256)) == pytest.approx(2 * (2 - 4 / 257) * (258 / 768))
+    assert workload_boundary("marginals", (256, 256), 2) == pytest.approx(4 * 255 / 256**2)
+    assert workload_boundary("marginals", (256, 256), 1) == pytest.approx(2 * 255 / 256)
+    # one rectangle in the middle of a 10 x 10 grid, 2 x 3 cells: faces 2 * 3/10 + 2 * 2/10
+    assert rectangles_boundary([[4, 3]], [[5, 5]], (10, 10)) == pytest.approx(1.0)
+    assert rectangles_boundary([[0, 0]], [[9, 9]], (10, 10)) == 0.0  # the whole grid: no face inside
+    assert rectangles_boundary(np.zeros((0, 2), int), np.zeros((0, 2), int), (4, 4)) == 0.0
+    with pytest.raises(ParameterError, match="workload must be"):
+        workload_boundary("ranges", (4, 4))
+    with pytest.raises(ParameterError, match="order must be"):
+        workload_boundary("marginals", (4, 4), 3)
+
+
+def test_release_records_the_workload_boundary_and_the_choice_reads_it(monkeypatch):
+    """The same noisy features choose differently for workloads of short and long boundary when
+    the selector splits on it; the release records the boundary it chose with."""
+    nodes = [
+        {"feature": GRID_FEATURES.index("workload_boundary"), "threshold": 1.1, "left": 1, "right": 2},
+        {"leaf": 1},
+        {"leaf": 0},
+    ]
+    sel = GridSelector("tree", ("auto", "dawa_hilbert"), {"nodes": nodes, "depth": 1})
+    x = np.random.default_rng(3).integers(0, 30, (16, 16))
+    for workload, chosen in (("prefix-rectangles", "dawa_hilbert"), ("all-rectangles", None)):
+        mech = AutoDataGrid(workload=workload)
+        mech.selector = sel
+        record = choice_of(mech.release(x, 1.0, rng=4))
+        assert record["features"]["workload_boundary"] == workload_boundary(workload, (16, 16))
+        rest = record["features"]["epsilon_left"]
+        assert record["chosen"] == (chosen or mech.candidate("auto", (16, 16), rest).name)
 
 
 def test_choose_grid_is_the_selector_on_feature_matrix():
@@ -255,13 +338,14 @@ def test_choose_grid_is_the_selector_on_feature_matrix():
     rng = np.random.default_rng(2)
     total, nonempty, top = 10 ** rng.uniform(1, 7, 50), rng.uniform(-5, 3000, 50), rng.uniform(0, 1e5, 50)
     offpeak = rng.uniform(-100, 1e5, 50)
-    names = choose_grid(total, nonempty, top, offpeak, 4096, 0.3)
-    assert names == sel.choose(grid_feature_matrix(total, nonempty, top, offpeak, 4096, 0.3))
-    x = grid_feature_matrix(total, nonempty, top, offpeak, 4096, 0.3)
+    names = choose_grid(total, nonempty, top, offpeak, 4096, 0.3, 1.2)
+    assert names == sel.choose(grid_feature_matrix(total, nonempty, top, offpeak, 4096, 0.3, 1.2))
+    x = grid_feature_matrix(total, nonempty, top, offpeak, 4096, 0.3, 1.2)
     np.testing.assert_allclose(x[:, 0], np.log10(np.maximum(total, 1) * 0.3 / 4096))  # N eps per cell
     np.testing.assert_allclose(x[:, 2], np.log10(np.clip(nonempty, 1, 4096) / 4096))  # share of non-empty cells
     np.testing.assert_allclose(x[:, 3], np.clip(top / np.maximum(total, 1), 0, 1))  # concentration
     np.testing.assert_allclose(x[:, 6], np.clip(offpeak / np.maximum(total, 1), 0, 1))  # off-peak share
+    np.testing.assert_array_equal(x[:, 7], 1.2)  # the workload's boundary, as given
     assert set(names) <= set(sel.candidates) <= set(GRID_CANDIDATES)
 
 
@@ -322,18 +406,28 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
     on at least 2^c6 cells with concentration >= q6 and offpeak_share >= o6; else band6 where
     log_signal_per_cell <= s7 on at most 2^c7 cells with offpeak_share >= o7; else the alternative where
     log_sparsity <= z, log_signal_per_cell >= s2, concentration >= q and log_cells >= c2; else
-    auto."""
+    auto; and where that is auto, band7 where workload_boundary <= b8, log_signal_per_cell <= s8 on
+    at least 2^c8 cells with concentration >= q8 and offpeak_share <= o8, else band8 where
+    workload_boundary <= b9, log_signal_per_cell <= s9 on at least 2^c9 cells with concentration
+    >= q9 and o9 <= offpeak_share <= u9."""
     sel = shipped_grid()
     rule = recorded_rules(sel)
-    # signal per cell, _, sparsity, concentration, log2 cells, log epsilon, off-peak share
-    columns = [(-4, 5), (-2, 4), (-4, 0), (0, 1), [10.0, 12.0, 14.0, 16.0], (-1, 0), (0, 0.75)]
+    # signal per cell, _, sparsity, concentration, log2 cells, log epsilon, off-peak share, boundary
+    columns = [(-4, 5), (-2, 4), (-4, 0), (0, 1), [10.0, 12.0, 14.0, 16.0], (-1, 0), (0, 0.75), (0.9, 2.0)]
     thresholds = {"s": 0, "s1": 0, "z": 2, "s2": 0, "c1": 4, "q": 3, "c2": 4, "s3": 0, "c3": 4, "q1": 3}
     thresholds.update(
         {"s4": 0, "o": 6, "s5": 0, "q5": 3, "s6": 0, "c6": 4, "q6": 3, "o6": 6, "s7": 0, "c7": 4, "o7": 6}
     )
+    thresholds.update(
+        {"s8": 0, "c8": 4, "q8": 3, "o8": 6, "b8": 7, "s9": 0, "c9": 4, "q9": 3, "o9": 6, "u9": 6, "b9": 7}
+    )
     placements = [(rule[k], (column,)) for k, column in thresholds.items()]
     x = rule_test_rows(sel, np.random.default_rng(6), 6000, columns, placements)
-    signal, sparsity, concentration, cells, offpeak = x[:, 0], x[:, 2], x[:, 3], x[:, 4], x[:, 6]
+    signal, sparsity, concentration, cells, offpeak, boundary = x[:, 0], x[:, 2], x[:, 3], x[:, 4], x[:, 6], x[:, 7]
+    concentrated = (signal <= rule["s8"]) & (cells >= rule["c8"]) & (concentration >= rule["q8"])
+    concentrated &= offpeak <= rule["o8"]
+    clustered = (signal <= rule["s9"]) & (cells >= rule["c9"]) & (concentration >= rule["q9"])
+    clustered &= (offpeak >= rule["o9"]) & (offpeak <= rule["u9"])
     expected = []
     for i in range(x.shape[0]):
         sparse = sparsity[i] <= rule["z"] and signal[i] >= rule["s2"]
@@ -360,7 +454,18 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
             expected.append(rule["alternative"])
         else:
             expected.append("auto")
+    listed = np.array([e == "auto" for e in expected])  # where the list runs auto
+    for i in np.flatnonzero(listed):
+        if concentrated[i] and boundary[i] <= rule["b8"]:
+            expected[i] = rule["band7"]
+        elif clustered[i] and boundary[i] <= rule["b9"]:
+            expected[i] = rule["band8"]
     assert sel.choose(x) == expected
+    for region, bound, gate in ((listed & concentrated, "b8", "s8"), (listed & clustered & ~concentrated, "b9", "s9")):
+        if rule[gate] == -9.0:  # a branch the list leaves off never runs
+            assert not region.any()
+            continue
+        assert (region & (boundary <= rule[bound])).any() and (region & (boundary > rule[bound])).any()
     assert {"auto", rule["alternative"], rule["band"], rule["band2"], rule["band3"], rule["band4"]} <= set(expected)
     band = (signal > rule["s"]) & (signal <= rule["s1"])
     assert (band & (cells <= rule["c1"])).any() and (band & (cells > rule["c1"])).any()  # both sides of c1
@@ -394,7 +499,7 @@ def test_shipped_selector_loads_and_its_layout_is_checked():
     from importlib import resources
 
     data = json.loads(resources.files("dprange.data_aware").joinpath(GRID_SELECTOR_FILE).read_text())
-    assert data["domain"] == "2-D grid" and data["format"] == GRID_FORMAT == 3
+    assert data["domain"] == "2-D grid" and data["format"] == GRID_FORMAT == 4
     assert GridSelector.from_dict(data).to_dict() == sel.to_dict() == json.loads(json.dumps(sel.to_dict()))
     with pytest.raises(ParameterError, match="another layout"):
         GridSelector.from_dict({**data, "format": data["format"] + 1})
@@ -541,7 +646,7 @@ def whole_worst(monkeypatch, mech: AutoDataGrid, bases, epsilon: float, window: 
             ratios.append(feature_log_ratios(specs[-2], exact_features(x)[2], exact_features(y)[2], window))
             ratios.append(feature_log_ratios(specs[-1], exact_features(x)[3], exact_features(y)[3], offpeak_window))
             t, z, h, o = np.meshgrid(*(values for values, _ in ratios), indexing="ij")
-            names = choose_grid(t, z, h, o, x.size, rest, mech.selector)
+            names = choose_grid(t, z, h, o, x.size, rest, workload_boundary(mech.workload, x.shape), mech.selector)
             seen |= set(names)
             loss = np.array([inner[c] for c in names]).reshape(t.shape)
             f = [r for _, r in ratios]
@@ -576,7 +681,8 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
     masks with the cells' indicator); on a random table over a small grid of lists it must pick
     the list a plain loop picks (each list's choices by rule_choice, its cells' mean errors, the
     same cost, rank and order; then the peak branch's settings with that list fixed, then the
-    towns branch's, then the small-grid branch's, each with all before it fixed), and the tree it
+    towns branch's, the small-grid branch's, the concentrated and the clustered branches', each
+    with all before it fixed), and the tree it
     writes must choose as that list on every row."""
     import argparse
     import importlib
@@ -616,6 +722,25 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
     monkeypatch.setattr(script, "TOWNS_RULE", towns_grid)
     small_grid = {"s7": (-9.0, 0.0, 1.5), "c7": (12.0,), "o7": (0.1, 0.4), "band6": ("agrid", "ugrid")}
     monkeypatch.setattr(script, "SMALL_RULE", small_grid)
+    concentrated_grid = {
+        "s8": (-9.0, 0.0, 1.5),
+        "c8": (10.0, 12.0),
+        "q8": (0.2, 0.5),
+        "o8": (0.3, 0.8),
+        "b8": (1.1, 1.6),
+        "band7": ("dawa_hilbert", "kd_tree"),
+    }
+    clustered_grid = {
+        "s9": (-9.0, 0.5, 1.5),
+        "c9": (10.0, 12.0),
+        "q9": (0.1, 0.4),
+        "o9": (0.1, 0.3),
+        "u9": (0.6, 0.9),
+        "b9": (1.2, 1.8),
+        "band8": ("ugrid", "kd_tree"),
+    }
+    monkeypatch.setattr(script, "CONCENTRATED_RULE", concentrated_grid)
+    monkeypatch.setattr(script, "CLUSTERED_RULE", clustered_grid)
     rng = np.random.default_rng(8)
     rows, candidates = 600, ("auto", "agrid", "ugrid", "dawa_hilbert", "kd_tree")
     x = np.column_stack(
@@ -631,6 +756,7 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
     )
     keys = [("shape", int(k), 0, 0.1, "w") for k in rng.integers(0, 40, rows)]  # 40 cells of ~15 rows
     per_row = rng.lognormal(0.0, 1.0, (rows, len(candidates) + 1))
+    x = np.column_stack([x, rng.uniform(0.9, 2.0, rows)])  # the workload's boundary
     args = argparse.Namespace(to_auto=1.2, hinge=10.0)
     got = script.fit_rules(x, keys, per_row, candidates, args)
     cell, size, mean = cell_means(keys, per_row)
@@ -652,6 +778,8 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
         "o6": 0.2,
         "band5": "agrid",
         **{"s7": -9.0, "c7": 12.0, "o7": 0.1, "band6": "agrid"},
+        **{"s8": -9.0, "c8": 10.0, "q8": 0.2, "o8": 0.3, "b8": 1.1, "band7": "dawa_hilbert"},
+        **{"s9": -9.0, "c9": 10.0, "q9": 0.1, "o9": 0.1, "u9": 0.6, "b9": 1.2, "band8": "ugrid"},
     }
     best, chosen = None, None
     for values in itertools.product(*small.values()):
@@ -667,7 +795,14 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
         key = rank(rule)
         if best is None or key < best:
             best, chosen = key, rule
-    for grid, gate in ((peak_grid, "s5"), (towns_grid, "s6"), (small_grid, "s7")):  # each later, all before fixed
+    later = (
+        (peak_grid, "s5"),
+        (towns_grid, "s6"),
+        (small_grid, "s7"),
+        (concentrated_grid, "s8"),
+        (clustered_grid, "s9"),
+    )
+    for grid, gate in later:  # each later stage, all before it fixed
         fixed, best = chosen, None
         for values in itertools.product(*grid.values()):
             setting = dict(zip(grid, values))
@@ -676,7 +811,7 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
             key = rank({**fixed, **setting})
             if best is None or key < best:
                 best, chosen = key, {**fixed, **setting}
-    assert chosen["s5"] != 9.0 and chosen["s6"] != -9.0 and chosen["s7"] != -9.0  # each later stage changes it
+    assert all(chosen[gate] != never[gate] for _, gate in later)  # each later stage changes it
     assert got.model["rules"] == chosen
     picked = script.rule_choice(x, chosen, candidates)
     assert [candidates.index(c) for c in got.choose(x)] == picked.tolist()

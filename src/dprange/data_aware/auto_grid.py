@@ -20,7 +20,10 @@ relations, since every record lies in exactly one cell):
   lattice of heaped values), which a grid that spreads its counts uniformly within a cell
   misplaces, and up to 3/4 of N where neighbouring cells are alike (smooth or clustered mass).
 
-The choice is post-processing of the noisy features, the public shape and the epsilon left:
+The choice is post-processing of the noisy features, the public shape, the epsilon left and one
+public property of the release's workload, the mean boundary of its rectangles inside the grid
+(:func:`workload_boundary`: a data-aware partition's error grows with the boundary its buckets
+must be cut along, faster than ``auto``'s):
 a selector trained on public data only (:class:`GridSelector` on GRID_FEATURES, shipped as
 ``auto_grid_selector.json`` beside this module, versioned; the DPBench 2-D shapes and synthetic
 shapes, retrained and validated leave-one-shape-out by ``benchmarks/train_auto_grid.py``;
@@ -39,7 +42,9 @@ a data-aware branch has that mechanism's noise-only ones.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
+import math
 from fractions import Fraction
 from functools import lru_cache
 from importlib import resources
@@ -48,7 +53,7 @@ import numpy as np
 
 from .._params import Custom, Integer, Param
 from .._validation import fit_last, float_at_least
-from ..analysis.grid import check_grid_workload, select_grid
+from ..analysis.grid import check_grid_workload, check_order, select_grid
 from ..answers.grid import GridRelease
 from ..errors import ParameterError
 from ..mechanisms.base import GridMechanism, Mechanism, check_counts
@@ -80,11 +85,13 @@ GRID_FEATURES = (
     "log_cells",  # log2 of the number of cells
     "log_epsilon",  # log10 of the epsilon left
     "offpeak_share",  # noisy records outside the heaviest cell of their 2 x 2 block over noisy N, in [0, 1]
+    "workload_boundary",  # the workload's mean boundary inside the grid, in sides (public: workload_boundary)
 )
 
-#: Version of the 2-D selector file's layout and its features' definitions (3: the off-peak share
-#: added; 2: the concentration sums the 16 heaviest cells; 1 summed the cells / 64 heaviest).
-GRID_FORMAT = 3
+#: Version of the 2-D selector file's layout and its features' definitions (4: the workload's
+#: boundary added; 3: the off-peak share added; 2: the concentration sums the 16 heaviest cells;
+#: 1 summed the cells / 64 heaviest).
+GRID_FORMAT = 4
 
 #: The parts of ``feature_share`` each 2-D feature gets, in the order of their private steps
 #: (equal; ``total`` is skipped under replace, its part going to the others).
@@ -163,11 +170,73 @@ class GridFeatures(AutoData):
         return self.noisy_features(cells, exact, epsilon, rng)
 
 
-def grid_feature_matrix(total, nonempty, top, offpeak, cells, epsilon) -> np.ndarray:
+def _axis_boundary(n: int, kind: str) -> tuple[float, float]:
+    """(mean number of a range's ends inside an axis of n cells, mean length over n) for one
+    axis' ranges of :func:`dprange.analysis.grid.axis_ranges`, in closed form: "all" (the
+    n(n+1)/2 ranges: an end at the edge with chance 2/(n+1), mean length (n+2)/3), "prefix"
+    ([0, j]: n - 1 of n upper ends inside, mean length (n+1)/2), "cells" (2(n-1) inner ends over
+    n cells) and "total" (none)."""
+    if kind == "all":
+        return 2.0 - 4.0 / (n + 1), (n + 2) / (3.0 * n)
+    if kind == "prefix":
+        return (n - 1) / n, (n + 1) / (2.0 * n)
+    if kind == "cells":
+        return 2.0 * (n - 1) / n, 1.0 / n
+    return 0.0, 1.0
+
+
+def _product_boundary(moments) -> float:
+    """The mean boundary of a product workload from each axis' (inner ends, length) means: the
+    axes' ranges are drawn independently, so each axis' faces count its mean inner ends times the
+    other axes' mean lengths."""
+    inner = [m[0] for m in moments]
+    extent = [m[1] for m in moments]
+    return float(sum(inner[a] * math.prod(extent[:a] + extent[a + 1 :]) for a in range(len(moments))))
+
+
+def rectangles_boundary(lows, highs, shape) -> float:
+    """:func:`workload_boundary` of explicit rectangles ((rectangles x k) arrays of inclusive
+    lows and highs on ``shape``): the mean over the rectangles, 0 for none."""
+    lows, highs = np.atleast_2d(lows), np.atleast_2d(highs)
+    if lows.shape[0] == 0:
+        return 0.0
+    sides = np.asarray(shape, dtype=float)
+    extent = (highs - lows + 1) / sides
+    inner = (lows > 0).astype(float) + (highs < sides - 1)
+    faces = [inner[:, a] * np.prod(np.delete(extent, a, axis=1), axis=1) for a in range(len(sides))]
+    return float(np.mean(np.sum(faces, axis=0)))
+
+
+def workload_boundary(workload, shape, order: int = 2) -> float:
+    """The mean boundary of a k-D workload's rectangles inside the grid, in sides: per rectangle,
+    every face not on the grid's edge counts the rectangle's extent along the other axes over
+    their sides (on a square 2-D grid, its perimeter inside the grid over the grid's side).  All
+    rectangles about 4/3, prefix rectangles about 1, DPBench's (a uniform size per axis placed
+    uniformly) about 1.9, single cells 4 / side, the 1-way marginals of a 2-D grid about 2.  Public: reads
+    the workload only (``order``: the marginals' order when ``workload`` is "marginals")."""
+    shape = tuple(int(n) for n in shape)
+    workload = check_grid_workload(workload)
+    if isinstance(workload, Rectangles):
+        return rectangles_boundary(workload.lows, workload.highs, workload.grid)
+    if workload in ("all-rectangles", "prefix-rectangles"):
+        kind = "all" if workload == "all-rectangles" else "prefix"
+        return _product_boundary([_axis_boundary(n, kind) for n in shape])
+    order = check_order(order, shape)
+    total, count = 0.0, 0
+    for axes in itertools.combinations(range(len(shape)), order):  # every order-way marginal's cells
+        kinds = ["cells" if a in axes else "total" for a in range(len(shape))]
+        cells = math.prod(shape[a] for a in axes)
+        total += cells * _product_boundary([_axis_boundary(n, k) for n, k in zip(shape, kinds)])
+        count += cells
+    return total / count
+
+
+def grid_feature_matrix(total, nonempty, top, offpeak, cells, epsilon, boundary) -> np.ndarray:
     """The rows of GRID_FEATURES from noisy (total, non-empty cells, top mass, off-peak mass), the
-    public number of cells and the epsilon left; broadcasts over arrays."""
-    total, nonempty, top, offpeak, cells, epsilon = np.broadcast_arrays(
-        *(np.asarray(v, dtype=float) for v in (total, nonempty, top, offpeak, cells, epsilon))
+    public number of cells, the epsilon left and the workload's boundary
+    (:func:`workload_boundary`); broadcasts over arrays."""
+    total, nonempty, top, offpeak, cells, epsilon, boundary = np.broadcast_arrays(
+        *(np.asarray(v, dtype=float) for v in (total, nonempty, top, offpeak, cells, epsilon, boundary))
     )
     records = np.maximum(total, 1.0)
     occupied = np.clip(nonempty, 1.0, cells)
@@ -179,6 +248,7 @@ def grid_feature_matrix(total, nonempty, top, offpeak, cells, epsilon) -> np.nda
         np.log2(cells),
         np.log10(epsilon),
         np.clip(offpeak / records, 0.0, 1.0),
+        boundary,
     )
     return np.stack(columns, axis=-1)
 
@@ -219,11 +289,12 @@ def shipped_grid() -> GridSelector:
 
 
 def choose_grid(
-    total, nonempty, top, offpeak, cells: int, epsilon: float, selector: Selector | None = None
+    total, nonempty, top, offpeak, cells: int, epsilon: float, boundary: float, selector: Selector | None = None
 ) -> list[str]:
-    """The selector's choices for arrays of noisy features, the public number of cells and the
-    epsilon left (post-processing: reads no data)."""
-    x = grid_feature_matrix(np.ravel(total), np.ravel(nonempty), np.ravel(top), np.ravel(offpeak), cells, epsilon)
+    """The selector's choices for arrays of noisy features, the public number of cells, the
+    epsilon left and the workload's boundary (post-processing: reads no data)."""
+    features = (np.ravel(total), np.ravel(nonempty), np.ravel(top), np.ravel(offpeak))
+    x = grid_feature_matrix(*features, cells, epsilon, boundary)
     return (selector or shipped_grid()).choose(x)
 
 
@@ -238,8 +309,8 @@ def _check_workload(value, name: str = "workload"):
 class AutoDataGrid(DataAwareGridMechanism):
     """Choose ``auto`` or a 2-D data-aware grid mechanism from four private features (noisy
     total, noisy number of non-empty cells, noisy mass of the heaviest cells, noisy off-peak
-    mass) bought with ``feature_share`` of epsilon, by the selector trained on public data
-    (module doc)."""
+    mass) bought with ``feature_share`` of epsilon and the workload's boundary (public), by the
+    selector trained on public data (module doc)."""
 
     name = "auto-data"
 
@@ -256,7 +327,8 @@ class AutoDataGrid(DataAwareGridMechanism):
             Custom(
                 _check_workload, "'all-rectangles', 'prefix-rectangles', 'marginals' or a dprange.workloads.Rectangles"
             ),
-            "the rectangles the data-independent branch is chosen for (release_grid passes its workload)",
+            "the rectangles the data-independent branch is chosen for, whose boundary the selector reads "
+            "(release_grid passes its workload)",
             default="all-rectangles",
         ),
         Param("order", Integer(1), "the marginals' order when the workload is 'marginals'", default=2),
@@ -326,8 +398,16 @@ class AutoDataGrid(DataAwareGridMechanism):
         if constant is None:
             total, nonempty, top, offpeak, steps = self.features(counts, epsilon, source)
             rest = self.shares(epsilon)[-1]
-            chosen = choose_grid(total, nonempty, top, offpeak, counts.size, rest, self.selector)[0]
-            features = {"total": total, "nonempty": nonempty, "top": top, "offpeak": offpeak, "epsilon_left": rest}
+            boundary = workload_boundary(self.workload, counts.shape, self.order)
+            chosen = choose_grid(total, nonempty, top, offpeak, counts.size, rest, boundary, self.selector)[0]
+            features = {
+                "total": total,
+                "nonempty": nonempty,
+                "top": top,
+                "offpeak": offpeak,
+                "epsilon_left": rest,
+                "workload_boundary": boundary,
+            }
         else:
             chosen, rest, steps = constant, epsilon, []
         inner = self.candidate(chosen, counts.shape, rest)
@@ -364,7 +444,8 @@ GRID_MECHANISMS.add(
     AutoDataGrid,
     summary="data-aware 2-D choice: a small declared share of epsilon on a noisy total, a noisy count of "
     "non-empty cells, the noisy mass of the heaviest cells and the noisy off-peak mass, then auto or a 2-D "
-    "data-aware grid by a selector trained on public data (DPBench 2-D and synthetic shapes)",
+    "data-aware grid by a selector trained on public data (DPBench 2-D and synthetic shapes) that also reads "
+    "the workload's boundary",
     citation=Citation(
         "Kotsogiannis, Machanavajjhala, Hay and Miklau",
         "Pythia: Data Dependent Differentially Private Algorithm Selection",
