@@ -69,7 +69,6 @@ from dprange.data_aware.auto_grid import (
     GridSelector,
     choose_grid,
     grid_feature_matrix,
-    rectangles_boundary,
     workload_boundary,
 )
 from dprange.data_aware.spatial_trees import box_sums, summed_area
@@ -281,13 +280,12 @@ def table(rows, candidates):
         cells.setdefault(k, []).append(r)
     mean = {k: {c: np.mean([r["mse"][c] for r in rs]) for c in candidates} for k, rs in cells.items()}
     f = np.array([r["features"] for r in rows])
-    boundary = {}  # the evaluation workloads' boundaries (public), one per side and workload
-    for r in rows:
-        side = int(round(r["n"] ** 0.5))
-        if (side, r["workload"]) not in boundary:
-            lows, highs = evaluation_rectangles(side, r["workload"])
-            boundary[side, r["workload"]] = rectangles_boundary(lows, highs, (side, side))
-    b = np.array([boundary[int(round(r["n"] ** 0.5)), r["workload"]] for r in rows])
+    sides = [int(round(r["n"] ** 0.5)) for r in rows]
+    boundary = {  # the evaluation workloads' boundaries (public), one per side and workload
+        (side, w): workload_boundary(Rectangles((side, side), *evaluation_rectangles(side, w)), (side, side))
+        for side, w in {(side, r["workload"]) for side, r in zip(sides, rows)}
+    }
+    b = np.array([boundary[side, r["workload"]] for side, r in zip(sides, rows)])
     x = grid_feature_matrix(f[:, 0], f[:, 1], f[:, 2], f[:, 3], np.array([r["n"] for r in rows]), f[:, 4], b)
     ratio = np.array([[np.log(mean[k][c] / mean[k]["auto"]) for c in candidates] for k in keys])
     settings = {(r["n"], r["epsilon"], r["workload"]) for r in rows}

@@ -38,7 +38,6 @@ from dprange.data_aware.auto_grid import (
     GridSelector,
     choose_grid,
     grid_feature_matrix,
-    rectangles_boundary,
     shipped_grid,
     workload_boundary,
 )
@@ -305,13 +304,17 @@ def test_workload_boundary_values_and_checks():
     assert workload_boundary("marginals", (256, 256), 2) == pytest.approx(4 * 255 / 256**2)
     assert workload_boundary("marginals", (256, 256), 1) == pytest.approx(2 * 255 / 256)
     # one rectangle in the middle of a 10 x 10 grid, 2 x 3 cells: faces 2 * 3/10 + 2 * 2/10
-    assert rectangles_boundary([[4, 3]], [[5, 5]], (10, 10)) == pytest.approx(1.0)
-    assert rectangles_boundary([[0, 0]], [[9, 9]], (10, 10)) == 0.0  # the whole grid: no face inside
-    assert rectangles_boundary(np.zeros((0, 2), int), np.zeros((0, 2), int), (4, 4)) == 0.0
+    assert workload_boundary(Rectangles((10, 10), [[4, 3]], [[5, 5]]), (10, 10)) == pytest.approx(1.0)
+    assert workload_boundary(Rectangles((10, 10), [[0, 0]], [[9, 9]]), (10, 10)) == 0.0  # no face inside
+    assert workload_boundary(Rectangles((4, 4), np.zeros((0, 2), int), np.zeros((0, 2), int)), (4, 4)) == 0.0
     with pytest.raises(ParameterError, match="workload must be"):
         workload_boundary("ranges", (4, 4))
     with pytest.raises(ParameterError, match="order must be"):
         workload_boundary("marginals", (4, 4), 3)
+    with pytest.raises(ParameterError, match="lie on a \\[4, 4\\] grid, not \\[4, 5\\]"):
+        workload_boundary(Rectangles((4, 4), [[0, 0]], [[1, 1]]), (4, 5))
+    with pytest.raises(ParameterError, match="every side of the grid"):
+        workload_boundary("all-rectangles", (4, 0))
 
 
 def test_release_records_the_workload_boundary_and_the_choice_reads_it(monkeypatch):

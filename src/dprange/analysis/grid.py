@@ -68,22 +68,27 @@ def expected_error(mechanism: GridMechanism, shape, workload, epsilon, *, delta=
     return workload_error(mechanism.error_model(shape, epsilon, delta=delta), shape, workload, order)
 
 
+def product_parts(shape, workload, order: int = 2) -> list[tuple[int, tuple[str, ...]]]:
+    """A checked named k-D workload as (weight, one :func:`axis_ranges` kind per axis) parts:
+    each part is the product of its axes' ranges, and the workload's mean over its queries is the
+    weighted mean of the parts' means ("all-rectangles" and "prefix-rectangles" one part each;
+    "marginals" one per ``order``-way marginal, weighted by its number of cells)."""
+    if workload in ("all-rectangles", "prefix-rectangles"):
+        return [(1, ("all" if workload == "all-rectangles" else "prefix",) * len(shape))]
+    return [
+        (math.prod(shape[a] for a in axes), tuple("cells" if a in axes else "total" for a in range(len(shape))))
+        for axes in itertools.combinations(range(len(shape)), order)
+    ]
+
+
 def workload_error(model, shape, workload, order: int = 2) -> float:
     """The mean variance of ``model`` (an error model on ``shape``) over a checked k-D
     ``workload`` (:func:`expected_error`)."""
     if isinstance(workload, Rectangles):
         return float(np.mean(model.rectangle_variance(workload.lows, workload.highs)))
-    if workload == "all-rectangles":
-        return model.mean_variance([axis_ranges(n, "all") for n in shape])
-    if workload == "prefix-rectangles":
-        return model.mean_variance([axis_ranges(n, "prefix") for n in shape])
-    total, count = 0.0, 0
-    for axes in itertools.combinations(range(len(shape)), order):
-        families = [axis_ranges(n, "cells" if a in axes else "total") for a, n in enumerate(shape)]
-        cells = math.prod(shape[a] for a in axes)
-        total += cells * model.mean_variance(families)
-        count += cells
-    return total / count
+    parts = product_parts(shape, workload, order)
+    total = sum(w * model.mean_variance([axis_ranges(n, k) for n, k in zip(shape, kinds)]) for w, kinds in parts)
+    return total / sum(w for w, _ in parts)
 
 
 #: The k-D mechanisms a refusal of a marginals mechanism on rectangles suggests.

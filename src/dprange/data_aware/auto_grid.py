@@ -42,7 +42,6 @@ a data-aware branch has that mechanism's noise-only ones.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import json
 import math
 from fractions import Fraction
@@ -53,14 +52,14 @@ import numpy as np
 
 from .._params import Custom, Integer, Param
 from .._validation import fit_last, float_at_least
-from ..analysis.grid import check_grid_workload, check_order, select_grid
+from ..analysis.grid import check_grid_workload, check_order, product_parts, select_grid
 from ..answers.grid import GridRelease
 from ..errors import ParameterError
 from ..mechanisms.base import GridMechanism, Mechanism, check_counts
 from ..privacy.samplers import resolve_rng
 from ..registry import GRID_MECHANISMS, Citation
 from ..strategies.calibration import is_seeded
-from ..workloads.rectangles import Rectangles
+from ..workloads.rectangles import Rectangles, check_shape
 from .auto_data import AutoData
 from .grid import DataAwareGridMechanism
 from .selector import Selector, top_mass
@@ -172,7 +171,8 @@ class GridFeatures(AutoData):
 
 def _axis_boundary(n: int, kind: str) -> tuple[float, float]:
     """(mean number of a range's ends inside an axis of n cells, mean length over n) for one
-    axis' ranges of :func:`dprange.analysis.grid.axis_ranges`, in closed form: "all" (the
+    axis' ranges of :func:`dprange.analysis.grid.axis_ranges` (a kind of
+    :func:`~dprange.analysis.grid.product_parts`), in closed form: "all" (the
     n(n+1)/2 ranges: an end at the edge with chance 2/(n+1), mean length (n+2)/3), "prefix"
     ([0, j]: n - 1 of n upper ends inside, mean length (n+1)/2), "cells" (2(n-1) inner ends over
     n cells) and "total" (none)."""
@@ -194,13 +194,12 @@ def _product_boundary(moments) -> float:
     return float(sum(inner[a] * math.prod(extent[:a] + extent[a + 1 :]) for a in range(len(moments))))
 
 
-def rectangles_boundary(lows, highs, shape) -> float:
-    """:func:`workload_boundary` of explicit rectangles ((rectangles x k) arrays of inclusive
-    lows and highs on ``shape``): the mean over the rectangles, 0 for none."""
-    lows, highs = np.atleast_2d(lows), np.atleast_2d(highs)
+def _rectangles_boundary(rectangles: Rectangles) -> float:
+    """:func:`workload_boundary` of explicit rectangles: the mean over them, 0 for none."""
+    lows, highs = rectangles.lows, rectangles.highs
     if lows.shape[0] == 0:
         return 0.0
-    sides = np.asarray(shape, dtype=float)
+    sides = np.asarray(rectangles.grid, dtype=float)
     extent = (highs - lows + 1) / sides
     inner = (lows > 0).astype(float) + (highs < sides - 1)
     faces = [inner[:, a] * np.prod(np.delete(extent, a, axis=1), axis=1) for a in range(len(sides))]
@@ -214,21 +213,17 @@ def workload_boundary(workload, shape, order: int = 2) -> float:
     rectangles about 4/3, prefix rectangles about 1, DPBench's (a uniform size per axis placed
     uniformly) about 1.9, single cells 4 / side, the 1-way marginals of a 2-D grid about 2.  Public: reads
     the workload only (``order``: the marginals' order when ``workload`` is "marginals")."""
-    shape = tuple(int(n) for n in shape)
+    shape = check_shape(shape)
     workload = check_grid_workload(workload)
     if isinstance(workload, Rectangles):
-        return rectangles_boundary(workload.lows, workload.highs, workload.grid)
-    if workload in ("all-rectangles", "prefix-rectangles"):
-        kind = "all" if workload == "all-rectangles" else "prefix"
-        return _product_boundary([_axis_boundary(n, kind) for n in shape])
-    order = check_order(order, shape)
-    total, count = 0.0, 0
-    for axes in itertools.combinations(range(len(shape)), order):  # every order-way marginal's cells
-        kinds = ["cells" if a in axes else "total" for a in range(len(shape))]
-        cells = math.prod(shape[a] for a in axes)
-        total += cells * _product_boundary([_axis_boundary(n, k) for n, k in zip(shape, kinds)])
-        count += cells
-    return total / count
+        if workload.grid != shape:
+            raise ParameterError(f"the workload's rectangles lie on a {list(workload.grid)} grid, not {list(shape)}")
+        return _rectangles_boundary(workload)
+    if workload == "marginals":
+        order = check_order(order, shape)
+    parts = product_parts(shape, workload, order)
+    total = sum(w * _product_boundary([_axis_boundary(n, k) for n, k in zip(shape, kinds)]) for w, kinds in parts)
+    return total / sum(w for w, _ in parts)
 
 
 def grid_feature_matrix(total, nonempty, top, offpeak, cells, epsilon, boundary) -> np.ndarray:
