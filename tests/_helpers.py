@@ -810,11 +810,15 @@ def discrete_laplace_at_least(p: float, m: int) -> float:
     return p**m / (1 + p) if m >= 1 else 1 - p ** (1 - m) / (1 + p)
 
 
-def privtree_law(x, epsilon: float, threshold: float, changed: int, scale_factor: float = 1.0) -> dict:
+def privtree_law(
+    x, epsilon: float, threshold: float, changed: int, scale_factor: float = 1.0, edge_bins: int = 0
+) -> dict:
     """{starts: P(starts)} of the PrivTree partition written out from its definition: at each
     decision node (two non-empty children) at decision depth k, P(split) = P(Z >= theta - b + 1)
     with b = max(d - b_k, theta - F), Z discrete Laplace of the calibrated scale (times
-    ``scale_factor``), P(Z >= m) = p^m / (1 + p) for m >= 1, 1 - p^(1 - m) / (1 + p) else."""
+    ``scale_factor``), P(Z >= m) = p^m / (1 + p) for m >= 1, 1 - p^(1 - m) / (1 + p) else; a
+    decision node of at most ``edge_bins`` bins holding the first or last bin splits with
+    probability 1 (its children one depth deeper)."""
     n = len(x)
     spec, floor, biases = privtree_noise(epsilon, changed, tree_levels(n))
     p = math.exp(-1.0 / (spec.effective_scale * scale_factor))
@@ -829,8 +833,11 @@ def privtree_law(x, epsilon: float, threshold: float, changed: int, scale_factor
         half = size // 2
         if start + half >= n:  # one child: the same bucket, no decision
             return below(start, half, depth)
-        q = split(max(median_deviation(x[start : start + size]) - biases[depth], theta - floor))
-        out = {(start,): 1 - q}
+        if size <= edge_bins and (start == 0 or start + size >= n):
+            q = 1.0
+        else:
+            q = split(max(median_deviation(x[start : start + size]) - biases[depth], theta - floor))
+        out = {(start,): 1 - q} if q < 1 else {}
         for a, pa in below(start, half, depth + 1).items():
             for b, pb in below(start + half, half, depth + 1).items():
                 out[a + b] = out.get(a + b, 0.0) + q * pa * pb
@@ -840,9 +847,9 @@ def privtree_law(x, epsilon: float, threshold: float, changed: int, scale_factor
     return below(0, top, 0)
 
 
-def privtree_probabilities(x, epsilon, penalty, changed):
+def privtree_probabilities(x, epsilon, penalty, changed, edge_bins=0):
     """:func:`privtree_law` of 4 bins keyed as :func:`output_probabilities` (``STARTS_OF``)."""
-    law = privtree_law(np.asarray(x), epsilon, penalty, changed)
+    law = privtree_law(np.asarray(x), epsilon, penalty, changed, edge_bins=edge_bins)
     return {key: law.get(starts, 0.0) for key, starts in STARTS_OF.items()}
 
 
@@ -873,9 +880,12 @@ def dawa_outputs(monkeypatch, mech, x, epsilon, relation):
     order = hilbert_sequence(x.shape) if isinstance(mech, DAWAHilbert) else np.arange(x.size)
     seq = np.asarray(x).ravel()[order]
     law = partition_law(inner.partition_step)
-    probs = law(seq, eps_partition, 1 / eps_measure, 2 if relation == "replace" else 1)
+    extra = {"edge_bins": inner.edge_bins} if inner.partition_step == "privtree" else {}
+    probs = law(seq, eps_partition, 1 / eps_measure, 2 if relation == "replace" else 1, **extra)
     out = {}
     for key, p in probs.items():
+        if p == 0:  # a partition the forced splits rule out, whatever the data
+            continue
         starts = np.array(STARTS_OF[key])
         with monkeypatch.context() as patch:
             patch.setattr(DAWA, "partition", lambda self, counts, e1, e2, rng=None, s=starts: s)

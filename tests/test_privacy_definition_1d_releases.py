@@ -65,26 +65,28 @@ def measured(rel):
 
 # ----------------------------------------------------------------------------- DAWA
 @pytest.mark.parametrize(
-    "relation,second_stage,step",
+    "relation,second_stage,step,edge_bins",
     [
-        ("add_remove", "greedy_h", "privtree"),
-        ("replace", "greedy_h", "privtree"),
-        ("add_remove", "greedy_h", "gibbs"),
-        ("replace", "greedy_h", "gibbs"),
-        ("add_remove", "greedy_h", "noisy-costs"),
-        ("replace", "greedy_h", "noisy-costs"),
-        ("add_remove", "best-hierarchy", "noisy-costs"),
+        ("add_remove", "greedy_h", "privtree", 0),
+        ("replace", "greedy_h", "privtree", 0),
+        ("add_remove", "greedy_h", "privtree", 2),
+        ("replace", "greedy_h", "privtree", 2),
+        ("add_remove", "greedy_h", "gibbs", 0),
+        ("replace", "greedy_h", "gibbs", 0),
+        ("add_remove", "greedy_h", "noisy-costs", 0),
+        ("replace", "greedy_h", "noisy-costs", 0),
+        ("add_remove", "best-hierarchy", "noisy-costs", 0),
     ],
 )
-def test_dawa_release_joint_law_is_epsilon_dp(monkeypatch, relation, second_stage, step):
+def test_dawa_release_joint_law_is_epsilon_dp(monkeypatch, relation, second_stage, step, edge_bins):
     """DAWA on 4 bins (partition at 2, counts at 2 of epsilon 4): the joint law of (buckets,
     noisy bucket-hierarchy counts) over every neighbour is within epsilon (plus, for the
     noisy-costs partition, the tail of its truncated cost noise); twice the budget exceeds
-    epsilon."""
+    epsilon.  ``edge_bins`` 2: both halves split without a decision once the root splits."""
     epsilon = 4.0
 
     def build():
-        return DAWA(ratio=0.5, partition=step, second_stage=second_stage, neighbours=relation)
+        return DAWA(ratio=0.5, partition=step, second_stage=second_stage, neighbours=relation, edge_bins=edge_bins)
 
     specs = data_aware_module.partition_noise(4, 2.0, 2 if relation == "replace" else 1)
     tail = dawa_tail_mass(3, [s.effective_scale for s in specs])

@@ -135,21 +135,25 @@ def test_dawa_has_no_data_free_design_and_checks_its_share():
         DAWA(ratio=1.5)
 
 
-@pytest.mark.parametrize("step", ["privtree", "gibbs", "noisy-costs"])
+@pytest.mark.parametrize("step,edge_bins", [("privtree", 0), ("privtree", 2), ("gibbs", 0), ("noisy-costs", 0)])
 @pytest.mark.parametrize("values", [[3, 0, 0, 3], [0, 0, 0, 0], [1, 0, 0, 0]])
 @pytest.mark.slow
-def test_dawa_partition_draws_the_exact_output_probabilities(values, step):
-    """The mechanism's own partition step samples the distribution the privacy test checks."""
+def test_dawa_partition_draws_the_exact_output_probabilities(values, step, edge_bins):
+    """The mechanism's own partition step samples the distribution the privacy test checks
+    (with ``edge_bins`` 2 on 4 bins, both halves split whenever the root does)."""
     x = np.array(values)
     eps_partition, eps_measure = 2.0, 1 / 1.5  # penalty 1 / eps_measure = 1.5, as in the privacy test
-    p = partition_law(step)(x, eps_partition, 1 / eps_measure, 1)
+    extra = {"edge_bins": edge_bins} if step == "privtree" else {}
+    p = partition_law(step)(x, eps_partition, 1 / eps_measure, 1, **extra)
     starts_of = {"root": (0,), (True, True): (0, 2), (True, False): (0, 2, 3), (False, True): (0, 1, 2)}
     starts_of[(False, False)] = (0, 1, 2, 3)
     source = np.random.default_rng(5)
     draws = 4000
     seen: dict = {}
     for _ in range(draws):
-        key = tuple(int(s) for s in DAWA(partition=step).partition(x, eps_partition, eps_measure, source))
+        key = tuple(
+            int(s) for s in DAWA(partition=step, edge_bins=edge_bins).partition(x, eps_partition, eps_measure, source)
+        )
         seen[key] = seen.get(key, 0) + 1
     assert set(seen) <= set(starts_of.values())
     for key, prob in p.items():

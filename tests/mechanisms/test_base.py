@@ -32,6 +32,7 @@ SHARED = [
 DAWA_OWN = {
     "ratio": 0.3,
     "partition": "gibbs",
+    "edge_bins": 4,
     "second_stage": "best-hierarchy",
     "bucket_branching": 4,
     "bucket_workload": "prefix",
@@ -72,6 +73,7 @@ OWN = {
     "dawa_hilbert": {
         "ratio": 0.3,
         "partition": "gibbs",
+        "edge_bins": 8,
         "second_stage": "best-hierarchy",
         "bucket_branching": 4,
         "bucket_workload": "prefix",

@@ -199,7 +199,8 @@ class AutoData(Mechanism):
         if name == "auto":
             return self.independent(n, epsilon), {}
         if name == "dawa":
-            return DAWA(bucket_workload=self.tuned_for, **shared, **inference), {}
+            # the partition the selector was trained and validated on: no forced splits at the ends
+            return DAWA(bucket_workload=self.tuned_for, edge_bins=0, **shared, **inference), {}
         if name == "structure-first":
             return StructureFirst(**shared, **inference), {}
         if name == "mwem":

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._params import Custom, OneOf, Param
+from .._params import Custom, Integer, OneOf, Param
 from .._validation import check_delta, check_epsilon, fit_budget
 from ..analysis.selection import select
 from ..errors import ParameterError
@@ -17,7 +17,7 @@ from ..privacy.noise import NoiseSpec
 from ..privacy.samplers import resolve_rng
 from .greedy_h import cached_greedy_weights, hierarchy_of
 from .partition import _INT_LIMIT, dyadic_partition, gibbs_partition, noisy_level_costs, partition_noise
-from .privtree import privtree_partition
+from .privtree import EDGE_BINS, privtree_partition
 from .release import DataAwareRelease
 from .steps import BUCKET_WORKLOADS, SECOND_STAGES, SHARE, bucket_release, check_branching, check_steps_within, step
 
@@ -43,7 +43,11 @@ class DAWA(Mechanism):
     discrete-Laplace noise exceeds DAWA's bucket penalty 1/eps2 (Zhang, Xiao and Xie's PrivTree,
     SIGMOD 2016, with a loss bound for a score that moves either way:
     :func:`~dprange.data_aware.privtree.privtree_partition`); noise keeps a node whole, so
-    empty and flat runs stay one bucket.  The other two score partitions by DAWA's L1 cost
+    empty and flat runs stay one bucket; its nodes of at most ``edge_bins`` bins (default
+    :data:`~dprange.data_aware.privtree.EDGE_BINS`) at either end of the domain split without a
+    decision once reached (a public rule: the ends of a bounded domain often hold a point mass,
+    values clamped to a bound or zeros, which the depth bias would leave in a bucket of several
+    bins; 0 turns it off).  The other two score partitions by DAWA's L1 cost
     sum_B (dev(B) + 1/eps2).  ``partition="noisy-costs"`` puts independent noise on every
     dyadic bucket's cost, calibrated to the whole cost vector's sensitivity (about 2 c log2 n,
     c = 1 add/remove, 2 replace; :func:`partition_noise`), and keeps the exact minimiser.
@@ -90,6 +94,12 @@ class DAWA(Mechanism):
             attribute="partition_step",
         ),
         Param(
+            "edge_bins",
+            Integer(0),
+            "privtree: nodes of at most this many bins at either end of the domain split without a decision",
+            default=EDGE_BINS,
+        ),
+        Param(
             "second_stage",
             OneOf(SECOND_STAGES),
             "second stage on the buckets: greedy_h (GreedyH weights for bucket_workload) or best-hierarchy",
@@ -111,6 +121,7 @@ class DAWA(Mechanism):
     )
     ratio: float
     partition_step: str
+    edge_bins: int
     second_stage: str
     bucket_branching: int | str
     bucket_workload: str
@@ -127,7 +138,9 @@ class DAWA(Mechanism):
             raise ParameterError("DAWA needs total x bins below 2^62; coarsen the domain")
         changed = 2 if self.neighbours == "replace" else 1
         if self.partition_step == "privtree":
-            return privtree_partition(counts, epsilon_partition, 1.0 / epsilon_measure, changed, resolve_rng(rng))
+            return privtree_partition(
+                counts, epsilon_partition, 1.0 / epsilon_measure, changed, resolve_rng(rng), self.edge_bins
+            )
         if self.partition_step == "gibbs":
             return gibbs_partition(counts, epsilon_partition, 1.0 / epsilon_measure, changed, resolve_rng(rng))
         specs = partition_noise(counts.size, epsilon_partition, changed)

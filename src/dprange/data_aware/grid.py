@@ -30,6 +30,7 @@ re-runs only the public post-processing (least squares, expansion) on re-drawn n
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import math
 import numbers
@@ -453,7 +454,9 @@ class DAWAHilbert(DataAwareGridMechanism):
     N is public), recorded as the step ``total``; DAWA then runs with the rest and partition
     share :func:`signal_ratio` (0.4 where N-hat eps / cells >= 10^-0.5, else 0.25).  The choice
     is post-processing of N-hat, so the release is the fixed-share DAWA's given it.  A number
-    fixes the share (no total bought)."""
+    fixes the share (no total bought).  ``edge_bins`` defaults to 0: the ends of the curve are
+    two corners of the grid, and the 2-D selector was trained on the partition without forced
+    splits."""
 
     name = "dawa_hilbert"
 
@@ -464,7 +467,7 @@ class DAWAHilbert(DataAwareGridMechanism):
             "share of epsilon spent on the partition, or 'signal': 0.25 or 0.4 by a noisy total",
             default="signal",
         ),
-        *DAWA.PARAMS[1:],
+        *(dataclasses.replace(p, default=0) if p.name == "edge_bins" else p for p in DAWA.PARAMS[1:]),
     )
     ratio: float | str
 

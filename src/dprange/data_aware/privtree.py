@@ -27,6 +27,11 @@ NOISE_FACTOR = 2.5
 #: a lower floor splits empty regions less but lets more decisions on a path cost 1/t.
 FLOOR_FACTOR = 0.35
 
+#: DAWA's default ``edge_bins``: the nodes of at most this many bins that hold the first or the
+#: last bin split without a decision (:func:`privtree_partition`).  Chosen side by side with the
+#: authors' DAWA (docs/data-aware.md, "Forced splits at the ends of the domain").
+EDGE_BINS = 16
+
 #: The noise scale is a multiple of 1/64: its discrete-Laplace sampler then runs at exactly
 #: that scale (:func:`dprange.privacy.samplers.effective_scale`).
 _SCALE_STEP = 64
@@ -144,7 +149,9 @@ def tree_levels(n: int) -> int:
     return (int(n) - 1).bit_length()
 
 
-def privtree_partition(counts: np.ndarray, epsilon: float, threshold: float, changed: int, source) -> np.ndarray:
+def privtree_partition(
+    counts: np.ndarray, epsilon: float, threshold: float, changed: int, source, edge_bins: int = 0
+) -> np.ndarray:
     """Start bins of an epsilon-DP partition into aligned dyadic buckets, drawn top-down: a
     decision node v (one with two non-empty children) at decision depth k is split when
     max(d(v) - b_k, theta - F) + Z > theta, Z discrete Laplace, b_k and F from
@@ -153,7 +160,13 @@ def privtree_partition(counts: np.ndarray, epsilon: float, threshold: float, cha
     bucket penalty 1 / eps2: split where a bucket's deviation is worth another bucket's noise).
     A node left whole is a bucket; a node of one bin always is.  Unlike costs with
     independent noise, the default on noise is to keep a node whole, so flat and empty regions
-    stay whole and only signal above the noise splits.  Integer arithmetic; O(n) per level."""
+    stay whole and only signal above the noise splits.  Integer arithmetic; O(n) per level.
+
+    ``edge_bins``: a node of at most that many bins that holds the first or the last bin is
+    split once reached, without a decision (a public rule: it reads no data, so it adds no
+    loss, and its children take the next depth's bias as if it had been decided).  The ends of
+    a bounded domain often hold point masses (values clamped to a bound, zeros), which the
+    depth bias would otherwise leave in a bucket of several bins."""
     n = counts.size
     spec, floor, biases = privtree_noise(epsilon, changed, tree_levels(n))
     bias = np.asarray(biases, dtype=np.int64)
@@ -164,8 +177,9 @@ def privtree_partition(counts: np.ndarray, epsilon: float, threshold: float, cha
     while size > 1:
         node_start = np.arange(open_nodes.size, dtype=np.int64) * size
         decides = open_nodes & (node_start + size // 2 < n)
-        nodes = np.flatnonzero(decides)
-        split = np.zeros(open_nodes.size, dtype=bool)
+        forced = decides & (size <= edge_bins) & ((node_start == 0) | (node_start + size >= n))
+        nodes = np.flatnonzero(decides & ~forced)
+        split = forced.copy()
         if nodes.size:
             biased = np.maximum(median_deviations(counts, size, nodes) - bias[depth[nodes]], theta - floor)
             split[nodes] = biased + np.asarray(spec.sample(nodes.size, source)) > theta
