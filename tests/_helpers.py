@@ -859,9 +859,11 @@ def gibbs_probabilities(x, epsilon, penalty, changed):
     return {key: law[starts] for key, starts in STARTS_OF.items()}
 
 
-def partition_law(step: str):
-    """The exact 4-bin law of DAWA's partition step ``step``, keyed as ``STARTS_OF``."""
-    return {"gibbs": gibbs_probabilities, "privtree": privtree_probabilities}.get(step, output_probabilities)
+def partition_law(step: str, edge_bins: int = 0):
+    """The exact 4-bin law of DAWA's partition step ``step``, keyed as ``STARTS_OF``
+    (``edge_bins``: PrivTree's forced splits at the ends; the other steps have none)."""
+    privtree = functools.partial(privtree_probabilities, edge_bins=edge_bins)
+    return {"gibbs": gibbs_probabilities, "privtree": privtree}.get(step, output_probabilities)
 
 
 def dawa_tail_mass(n_noise: int, scales) -> float:
@@ -879,9 +881,8 @@ def dawa_outputs(monkeypatch, mech, x, epsilon, relation):
     eps_partition, eps_measure = inner.budgets(epsilon)
     order = hilbert_sequence(x.shape) if isinstance(mech, DAWAHilbert) else np.arange(x.size)
     seq = np.asarray(x).ravel()[order]
-    law = partition_law(inner.partition_step)
-    extra = {"edge_bins": inner.edge_bins} if inner.partition_step == "privtree" else {}
-    probs = law(seq, eps_partition, 1 / eps_measure, 2 if relation == "replace" else 1, **extra)
+    law = partition_law(inner.partition_step, inner.edge_bins)
+    probs = law(seq, eps_partition, 1 / eps_measure, 2 if relation == "replace" else 1)
     out = {}
     for key, p in probs.items():
         if p == 0:  # a partition the forced splits rule out, whatever the data

@@ -143,8 +143,7 @@ def test_dawa_partition_draws_the_exact_output_probabilities(values, step, edge_
     (with ``edge_bins`` 2 on 4 bins, both halves split whenever the root does)."""
     x = np.array(values)
     eps_partition, eps_measure = 2.0, 1 / 1.5  # penalty 1 / eps_measure = 1.5, as in the privacy test
-    extra = {"edge_bins": edge_bins} if step == "privtree" else {}
-    p = partition_law(step)(x, eps_partition, 1 / eps_measure, 1, **extra)
+    p = partition_law(step, edge_bins)(x, eps_partition, 1 / eps_measure, 1)
     starts_of = {"root": (0,), (True, True): (0, 2), (True, False): (0, 2, 3), (False, True): (0, 1, 2)}
     starts_of[(False, False)] = (0, 1, 2, 3)
     source = np.random.default_rng(5)

@@ -259,8 +259,7 @@ def test_forced_edge_splits_isolate_the_end_bins_once_reached(n):
     whatever the data (empty here), so the leftmost path's buckets 1, 1, 2, 4, ... and the last
     bin are there in every draw; without forcing an empty domain is mostly one bucket."""
     rng = np.random.default_rng(5)
-    size = 1 << (n - 1).bit_length()
-    left = {0, *(1 << k for k in range(size.bit_length() - 2))}
+    left = {0, *(1 << k for k in range(tree_levels(n) - 1))}  # the left path's buckets 1, 1, 2, 4, ...
     whole = 0
     for _ in range(40):
         starts = privtree_partition(np.zeros(n, dtype=np.int64), 0.5, 4.0, 1, rng, edge_bins=16).tolist()
