@@ -469,25 +469,50 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
             assert not region.any()
             continue
         assert (region & (boundary <= rule[bound])).any() and (region & (boundary > rule[bound])).any()
-    assert {"auto", rule["alternative"], rule["band"], rule["band2"], rule["band3"], rule["band4"]} <= set(expected)
+
+    def on(gate: str) -> bool:  # a branch the list leaves off (its gate at "never") never runs
+        return rule[gate] not in (-9.0, 9.0)
+
+    assert {"auto", rule["alternative"]} <= set(expected)
     band = (signal > rule["s"]) & (signal <= rule["s1"])
-    assert (band & (cells <= rule["c1"])).any() and (band & (cells > rule["c1"])).any()  # both sides of c1
+    if on("s1"):
+        assert (band & (cells <= rule["c1"])).any() and (band & (cells > rule["c1"])).any()  # both sides of c1
+        assert rule["band"] in expected
     second = (signal > rule["s"]) & (signal > rule["s1"]) & (signal <= rule["s3"]) & (cells <= rule["c3"])
-    assert (second & (concentration < rule["q1"])).any() and (second & (concentration >= rule["q1"])).any()
+    if on("s3"):
+        assert (second & (concentration < rule["q1"])).any() and (second & (concentration >= rule["q1"])).any()
+        assert rule["band2"] in expected
+    else:
+        assert not second.any()
     first_two = (signal <= rule["s"]) | ((signal <= rule["s1"]) & (cells <= rule["c1"]))
     banded = (signal <= rule["s3"]) & (cells <= rule["c3"]) & (concentration >= rule["q1"])
     third = ~first_two & ~banded & (signal <= rule["s4"])
-    assert (third & (offpeak < rule["o"])).any() and (third & (offpeak >= rule["o"])).any()  # both sides of o
+    if on("s4"):
+        assert (third & (offpeak < rule["o"])).any() and (third & (offpeak >= rule["o"])).any()  # both sides of o
+        assert rule["band3"] in expected
+    else:
+        assert not third.any()
     peak = (signal > max(rule["s"], rule["s1"], rule["s3"], rule["s4"])) & (signal >= rule["s5"])
-    assert (peak & (concentration < rule["q5"])).any() and (peak & (concentration >= rule["q5"])).any()  # of q5
+    if on("s5"):
+        assert (peak & (concentration < rule["q5"])).any() and (peak & (concentration >= rule["q5"])).any()  # of q5
+        assert rule["band4"] in expected
+    else:
+        assert not peak.any()
     towns = ~first_two & ~banded & ~(third & (offpeak >= rule["o"])) & (signal <= rule["s6"]) & (cells >= rule["c6"])
     towns &= concentration >= rule["q6"]
-    assert (towns & (offpeak < rule["o6"])).any() and (towns & (offpeak >= rule["o6"])).any()  # of o6
-    assert {rule["band5"]} <= {e for e, t in zip(expected, towns & (offpeak >= rule["o6"])) if t}
+    if on("s6"):
+        assert (towns & (offpeak < rule["o6"])).any() and (towns & (offpeak >= rule["o6"])).any()  # of o6
+        assert {rule["band5"]} <= {e for e, t in zip(expected, towns & (offpeak >= rule["o6"])) if t}
+    else:
+        assert not towns.any()
     small = ~first_two & ~banded & ~(third & (offpeak >= rule["o"])) & (signal <= rule["s7"]) & (cells <= rule["c7"])
-    assert (small & (offpeak < rule["o7"])).any() and (small & (offpeak >= rule["o7"])).any()  # both sides of o7
-    assert {rule["band6"]} <= {e for e, t in zip(expected, small & (offpeak >= rule["o7"])) if t}
+    if on("s7"):
+        assert (small & (offpeak < rule["o7"])).any() and (small & (offpeak >= rule["o7"])).any()  # both sides of o7
+        assert {rule["band6"]} <= {e for e, t in zip(expected, small & (offpeak >= rule["o7"])) if t}
+    else:
+        assert not small.any()
     sparse = (signal > max(rule["s"], rule["s1"], rule["s3"])) & (sparsity <= rule["z"]) & (signal >= rule["s2"])
+    assert on("z") and on("s2")  # the shipped list runs its sparse branch: check both sides of its bounds
     for low, high in (
         (concentration < rule["q"], concentration >= rule["q"]),
         (cells < rule["c2"], cells >= rule["c2"]),
@@ -819,3 +844,29 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
     picked = script.rule_choice(x, chosen, candidates)
     assert [candidates.index(c) for c in got.choose(x)] == picked.tolist()
     assert len(set(picked.tolist())) >= 3
+
+
+def test_training_mixtures_are_fixed_distributions_summed_from_one_grid(monkeypatch):
+    """benchmarks/train_auto_grid.py's random mixtures (``mix-<seed>``) are distributions fixed by
+    their seed, drawn once at 256 x 256 and summed to each side (as the DPBench shapes are), and
+    the family spans what the selector must tell apart: point masses alone, mass on every cell
+    (clusters or a floor), and runs whose neighbouring cells share the mass."""
+    import importlib
+
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    script = importlib.import_module("train_auto_grid")
+    training = [name for name in script.SYNTHETIC if name.startswith("mix-")]
+    held = [name for name in script.UNSEEN if name.startswith("mix-")]
+    assert len(training) == 24 and len(held) == 12 and not set(training) & set(held)
+    occupied = []
+    for name in training[:8]:
+        fine = script.distribution(name, 256)
+        assert fine.shape == (256, 256) and (fine >= 0).all() and math.isclose(fine.sum(), 1.0, rel_tol=1e-12)
+        np.testing.assert_array_equal(fine, script.distribution(name, 256))  # the seed fixes it
+        for side in (32, 64, 128):
+            k = 256 // side
+            coarse = fine.reshape(side, k, side, k).sum(axis=(1, 3))
+            np.testing.assert_allclose(script.distribution(name, side), coarse, rtol=1e-12, atol=1e-300)
+        occupied.append(int((fine > 0).sum()))
+    assert min(occupied) <= 50 and max(occupied) == 256 * 256
+    assert not np.array_equal(script.distribution("mix-0", 64), script.distribution("mix-1", 64))
