@@ -110,12 +110,12 @@ SYNTHETIC = (
 #: cells does not ship), so their figures are out-of-sample for every fit but not for the pick.
 UNSEEN = ("lattice-8", "ring", "points-500", "gradient", *(f"mix-{k}" for k in range(100, 112)))
 
-#: The side of the grid a random mixture (``mixture``) is drawn on before it is summed to a
-#: smaller side, as the DPBench shapes are (256 x 256 summed).
+#: The side of the grid a random mixture (``mixture``) is drawn on; ``distribution`` sums it to
+#: each side, as it does the DPBench shapes (256 x 256).
 MIXTURE_SIDE = 256
 
 
-def mixture(seed: int, side: int) -> np.ndarray:
+def mixture(seed: int) -> np.ndarray:
     """A random mixture (``mix-<seed>``): the structures real 2-D data show, with their settings
     drawn at random rather than chosen to resemble any one data set (Kotsogiannis et al.'s Pythia,
     SIGMOD 2017, trains its selector on many shapes for this reason).  One or two kinds of
@@ -124,7 +124,7 @@ def mixture(seed: int, side: int) -> np.ndarray:
     start of a range of the other), Gaussian clusters (0.5-20 cells wide); placed uniformly or
     around 1-20 towns; in three shapes of ten heaped onto every 2nd, 4th or 8th cell of one or both
     axes (rounded reports); in three of ten over a floor of 0.1-5% of the records spread evenly.
-    Drawn at 256 x 256 and summed to ``side``."""
+    Unnormalised weights on the 256 x 256 grid."""
     rng = np.random.default_rng(10_000 + seed)
     p = np.zeros((MIXTURE_SIDE, MIXTURE_SIDE))
     kinds = rng.choice(["points", "runs", "clusters"], size=int(rng.integers(1, 3)), replace=False)
@@ -171,16 +171,12 @@ def mixture(seed: int, side: int) -> np.ndarray:
             p = np.moveaxis(spread_out, 0, along)
     if rng.uniform() < 0.3:  # a floor of a few records everywhere
         p = p / p.sum() + rng.uniform(0.001, 0.05) / p.size
-    k = MIXTURE_SIDE // side
-    return p.reshape(side, k, side, k).sum(axis=(1, 3))
+    return p
 
 
 def synthetic(name: str, side: int) -> np.ndarray:
     """Public synthetic 2-D shapes (fixed seeds): flat, clustered, point masses, a band, heavy-tailed, a quarter,
     places of Zipf-distributed weight clustered in towns."""
-    if name.startswith("mix-"):
-        p = mixture(int(name[4:]), side)
-        return p / p.sum()
     rng = np.random.default_rng(sum(map(ord, name)))
     u = (np.arange(side) + 0.5) / side
     x, y = np.meshgrid(u, u, indexing="ij")
@@ -240,9 +236,14 @@ def synthetic(name: str, side: int) -> np.ndarray:
 
 
 def distribution(name: str, side: int) -> np.ndarray:
-    if name not in DPBENCH:
+    """The shape ``name`` on a side x side grid, summing 256 x 256 ones (DPBench's, the random
+    mixtures) to ``side``; the hand-drawn synthetic shapes are drawn at ``side`` itself."""
+    if name in DPBENCH:
+        counts = np.load(os.path.join(DATA, DPBENCH[name])).astype(float)
+    elif name.startswith("mix-"):
+        counts = mixture(int(name[4:]))
+    else:
         return synthetic(name, side)
-    counts = np.load(os.path.join(DATA, DPBENCH[name])).astype(float)
     k = counts.shape[0] // side
     p = counts.reshape(side, k, side, k).sum(axis=(1, 3))
     return p / p.sum()
@@ -889,6 +890,9 @@ def main(argv=None) -> int:
         "--jobs", type=int, default=os.cpu_count() or 1, help="processes for the held-out fits (default: one per core)"
     )
     args = parser.parse_args(argv)
+    kinds = args.kinds.split(",")
+    if not set(kinds) <= {"tree", "ridge", "rules"}:
+        parser.error(f"--kinds: unknown kind(s) {sorted(set(kinds) - {'tree', 'ridge', 'rules'})}")
     if args.speed:
         print(json.dumps({"features_and_choice": speed()}, indent=1))
         return 0
@@ -917,7 +921,6 @@ def main(argv=None) -> int:
     # every fit is also tried fitted on random rectangles alone: which training set generalises
     # better to both workloads is decided by the validated figures, as the rest
     for fitted_on in (WORKLOADS, WORKLOADS[:1]):
-        kinds = args.kinds.split(",")
         for kind, depth in [(k, d) for k, d in (("tree", 1), ("tree", 2), ("ridge", 0), ("rules", 0)) if k in kinds]:
             for margin in [0.0] if kind == "rules" else (float(m) for m in args.margins.split(",")):
                 name = (kind if kind == "rules" else f"{kind}{depth if kind == 'tree' else ''}-margin{margin:g}") + (
@@ -947,9 +950,9 @@ def main(argv=None) -> int:
     used = np.isin([k[4] for k in keys], best["fitted_on"])
     train_keys = [k for k, u in zip(keys, used) if u]
     spec = (best["kind"], best["depth"], best["margin"])
-    selector = fitted_models.get((spec, tuple(best["fitted_on"]), used.tobytes())) or fit(
-        *spec, x[used], ratio[used], candidates, args, train_keys, per_row[used]
-    )
+    selector = fitted_models.get((spec, tuple(best["fitted_on"]), used.tobytes()))
+    if selector is None:
+        selector = fit(*spec, x[used], ratio[used], candidates, args, train_keys, per_row[used])
     # always auto buys no features (a constant selector): auto with the whole epsilon, the last column
     scored = (test[2], test[1]) if test else (per_row, keys)
     baselines = {f"always {c}": always(-1 if c == "auto" else j, *scored) for j, c in enumerate(candidates)}

@@ -849,8 +849,8 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
 def test_training_mixtures_are_fixed_distributions_summed_from_one_grid(monkeypatch):
     """benchmarks/train_auto_grid.py's random mixtures (``mix-<seed>``) are distributions fixed by
     their seed, drawn once at 256 x 256 and summed to each side (as the DPBench shapes are), and
-    the family spans what the selector must tell apart: point masses alone, mass on every cell
-    (clusters or a floor), and runs whose neighbouring cells share the mass."""
+    the family spans a few occupied cells (point masses alone) to every cell occupied (clusters
+    or a floor)."""
     import importlib
 
     monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
