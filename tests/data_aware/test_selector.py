@@ -14,6 +14,7 @@ import pytest
 from _helpers import grid_neighbours, recorded_rules, rule_test_rows, split_selector
 
 from dprange.data_aware.dawa import DAWA
+from dprange.data_aware.privtree import median_deviations
 from dprange.data_aware.selector import (
     FEATURES,
     MERGE_MEASURE_SHARE,
@@ -106,6 +107,32 @@ def brute_merge_cost(x: np.ndarray, penalty: int) -> int:
         return min(whole, split)
 
     return best(0, 1 << max(0, (n - 1).bit_length()))
+
+
+def selection_merge_cost(x: np.ndarray, penalty: int) -> int:
+    """The bottom-up pass with each node's deviation by a selection (median_deviations), the way
+    merge_cost computed it before it kept the nodes sorted."""
+    cost = np.full(x.size, penalty, dtype=np.int64)
+    size = 1
+    while size < x.size:
+        size *= 2
+        if cost.size % 2:
+            cost = np.append(cost, 0)
+        cost = np.minimum(median_deviations(x, size) + penalty, cost.reshape(-1, 2).sum(axis=1))
+    return int(cost.sum())
+
+
+def test_merge_cost_by_sorted_runs_equals_the_selection_and_leaves_counts_alone():
+    """Large and odd sizes (truncated last nodes at several levels), sparse and dense counts: the
+    sorted runs give the same integer as a selection per node, and the caller's array is unchanged."""
+    rng = np.random.default_rng(3)
+    for n in (2, 3, 255, 1000, 1024, 4097, 65_537):
+        for density in (0.01, 0.3, 1.0):
+            x = rng.poisson(3.0, n) * (rng.random(n) < density)
+            before = x.copy()
+            for penalty in (1, 4, 40):
+                assert merge_cost(x, penalty) == selection_merge_cost(x, penalty)
+            assert np.array_equal(x, before)
 
 
 def test_merge_cost_is_the_least_dyadic_partition_cost():

