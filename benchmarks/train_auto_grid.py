@@ -851,6 +851,10 @@ def speed(sides=(256, 1024), repeats: int = 20) -> dict:
     return out
 
 
+#: The fits validated, as (kind, depth): trees of depth 1 and 2, ridge, the rules list (``--kinds``).
+FITS = (("tree", 1), ("tree", 2), ("ridge", 0), ("rules", 0))
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=3)
@@ -891,8 +895,8 @@ def main(argv=None) -> int:
     )
     args = parser.parse_args(argv)
     kinds = args.kinds.split(",")
-    if not set(kinds) <= {"tree", "ridge", "rules"}:
-        parser.error(f"--kinds: unknown kind(s) {sorted(set(kinds) - {'tree', 'ridge', 'rules'})}")
+    if not set(kinds) <= {kind for kind, _ in FITS}:
+        parser.error(f"--kinds: unknown kind(s) {sorted(set(kinds) - {kind for kind, _ in FITS})}")
     if args.speed:
         print(json.dumps({"features_and_choice": speed()}, indent=1))
         return 0
@@ -921,7 +925,7 @@ def main(argv=None) -> int:
     # every fit is also tried fitted on random rectangles alone: which training set generalises
     # better to both workloads is decided by the validated figures, as the rest
     for fitted_on in (WORKLOADS, WORKLOADS[:1]):
-        for kind, depth in [(k, d) for k, d in (("tree", 1), ("tree", 2), ("ridge", 0), ("rules", 0)) if k in kinds]:
+        for kind, depth in [(k, d) for k, d in FITS if k in kinds]:
             for margin in [0.0] if kind == "rules" else (float(m) for m in args.margins.split(",")):
                 name = (kind if kind == "rules" else f"{kind}{depth if kind == 'tree' else ''}-margin{margin:g}") + (
                     "" if len(fitted_on) > 1 else "-random"
