@@ -44,7 +44,7 @@ import numpy as np
 
 CASE = r"""
 import json, os, resource, sys, time
-import pandas, pyarrow.csv, pyarrow.parquet, dprange  # imports are not timed
+import pandas, pyarrow.csv, pyarrow.parquet, dprange, dprange.io  # imports are not timed
 kind, path, case = sys.argv[1:4]
 domain = dprange.Domain.interval(0.0, 1e6, 1024)
 extra = {}

@@ -11,7 +11,14 @@ import pytest
 import dprange
 from dprange import DataError, Domain, DomainError, ParameterError
 from dprange.engines import local
-from dprange.engines.csv_blocks import DEFAULT_BLOCK_BYTES, BlockFallback, default_block_bytes, raw_blocks
+from dprange.engines.csv_blocks import (
+    DEFAULT_BLOCK_BYTES,
+    BlockFallback,
+    arrow_owned_copy,
+    default_block_bytes,
+    parse_block,
+    raw_blocks,
+)
 from dprange.engines.local import stream_histogram
 
 pytest.importorskip("pyarrow")
@@ -178,6 +185,34 @@ def test_lone_carriage_returns_fall_back(tmp_path, streaming_calls):
     path = write(tmp_path / "cr.csv", ["1,0", "2,1", "3,2"], end="\r")
     counts = stream_histogram(path, "x", Domain.integers(0, 3), csv_block_bytes=4)
     assert counts.tolist() == [0, 1, 1, 1] and streaming_calls
+
+
+# ----------------------------------------------------------------------------- ownership
+def test_blocks_reach_pyarrow_as_copies_it_owns_not_as_borrowed_python_memory(monkeypatch):
+    """A buffer pyarrow borrows from Python is released under the GIL by whichever of its
+    worker threads drops it last, and one doing so while the interpreter exits aborts the
+    process after its work is done (arrow_owned_copy): no block may be lent to pyarrow."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    def lend(*args, **kwargs):
+        raise AssertionError("a block was lent to pyarrow (pa.py_buffer)")
+
+    monkeypatch.setattr(pa, "py_buffer", lend)
+    buf = bytearray(b"x,y\n1.5,2\n-3,4\n")
+    block = memoryview(buf)[4:]
+    owned = arrow_owned_copy(block)
+    start = np.frombuffer(buf, dtype=np.uint8).ctypes.data
+    assert owned.to_pybytes() == b"1.5,2\n-3,4\n" and not start <= owned.address < start + len(buf)
+    buf[4:7] = b"9.0"  # the reader reuses its buffer for the next block: the copy keeps its bytes
+    assert owned.to_pybytes() == b"1.5,2\n-3,4\n"
+    table = parse_block(
+        block,
+        pacsv.ReadOptions(column_names=["x", "y"]),
+        pacsv.ParseOptions(),
+        pacsv.ConvertOptions(include_columns=["x"], column_types={"x": pa.float64()}),
+    )
+    assert table.column(0).to_pylist() == [9.0, -3.0]
 
 
 # ----------------------------------------------------------------------------- memory

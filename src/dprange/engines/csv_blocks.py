@@ -4,8 +4,9 @@ pyarrow's streaming CSV reader (``open_csv``) parses on one thread; its whole-fi
 (``read_csv``) uses every core but holds the file.  This reader takes the middle way: the
 file is read in blocks of ``block_bytes`` bytes, each cut after its last newline (the tail
 is carried to the next block), and each block is parsed by ``pyarrow.csv.read_csv`` on an
-in-memory buffer with ``use_threads=True``.  Memory is one reused buffer of a block and
-the parsed column of a few blocks, whatever the file.
+in-memory buffer with ``use_threads=True``.  Memory is one reused buffer of a block,
+pyarrow's copy of the block being parsed and the parsed column of a few blocks, whatever
+the file.
 
 Cutting at a newline is exact only where a newline always ends a row: a block holding a
 quote character (a quoted field may hold a newline) or a lone carriage return (a row ended
@@ -98,14 +99,31 @@ def raw_blocks(path: str, block_bytes: int) -> Iterator[memoryview]:
             filled = len(tail)
 
 
+def arrow_owned_copy(block):
+    """A copy of ``block`` in a buffer that pyarrow allocates and owns.
+
+    pyarrow's threaded reader may drop its last reference to its input on one of its worker
+    threads after ``read_csv`` has returned.  A buffer borrowed from Python (``pa.py_buffer``)
+    takes the GIL to be released, and a worker that does so while the interpreter is exiting
+    is stopped inside a C++ destructor, which aborts the process (SIGABRT, "terminate called
+    without an active exception") after all of its work is done.  A buffer pyarrow owns is
+    freed without Python."""
+    import pyarrow as pa  # noqa: PLC0415
+
+    owned = pa.allocate_buffer(len(block))
+    memoryview(owned).cast("B")[:] = block  # cost: one memcpy of the block
+    return owned
+
+
 def parse_block(block, read_options, parse_options, convert_options):
-    """One block parsed by pyarrow on every core: the table of the included column."""
+    """One block parsed by pyarrow on every core: the table of the included column.  The
+    block is handed to pyarrow as its own copy (:func:`arrow_owned_copy`)."""
     import pyarrow as pa  # noqa: PLC0415
     import pyarrow.csv as pacsv  # noqa: PLC0415
 
     # cost: the parse of the block, split by pyarrow over its threads (GIL released)
     return pacsv.read_csv(
-        pa.BufferReader(pa.py_buffer(block)),
+        pa.BufferReader(arrow_owned_copy(block)),
         read_options=read_options,
         parse_options=parse_options,
         convert_options=convert_options,
