@@ -267,7 +267,11 @@ def test_arrow_memory_is_one_row_group_not_the_file(tmp_path):
     path = str(tmp_path / "many-groups.parquet")
     pq.write_table(pa.table({"x": values}), path, row_group_size=group_rows, compression="none")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    out = subprocess.run([sys.executable, "-c", MEASURE, path], capture_output=True, text=True, check=True, env=env)
+    # -X faulthandler: should the process die by a signal, its Python stacks land in stderr
+    out = subprocess.run(
+        [sys.executable, "-X", "faulthandler", "-c", MEASURE, path], capture_output=True, text=True, env=env
+    )
+    assert out.returncode == 0, f"exit {out.returncode}; stdout {out.stdout[-500:]!r}; stderr {out.stderr[-3000:]}"
     result = json.loads(out.stdout.strip().splitlines()[-1])
     assert result["rows"] == values.size
     group_bytes = group_rows * 8  # 1 MiB
