@@ -19,14 +19,15 @@ conditioned, so 200 iterations suffice up to 256 x 256 (measured in docs).
 
 Output: one JSON line per sample, ``{"shape", "n", "scale", "epsilon", "trial", "rest",
 "mse": {workload: MSE per rectangle}, "seconds"}``, appended to ``--out``; samples already there
-are skipped, so a stopped run resumes.  DPBench shapes first, small grids first.
-``--summary`` prints, per shape group and workload, the refit's error over ``auto``'s with the
-whole epsilon and over the best registered candidate's (cell means, as the selector's script
-scores them) as JSON.
+are skipped, so a stopped run resumes.  DPBench shapes first, small grids first;
+``--part K/N`` takes every N-th of them from the K-th (one process per core, each with its own
+``--out``).  ``--summary`` (``--out`` may be repeated) prints, per shape group and workload,
+the refit's error over ``auto``'s with the whole epsilon and over the best registered
+candidate's (cell means, as the selector's script scores them) as JSON.
 
     nice python benchmarks/grid_nonnegative_refit.py TRAIN.jsonl TEST.jsonl --out REFIT.jsonl
-        [--shapes dpbench] [--max-side 64] [--iterations 200]
-    python benchmarks/grid_nonnegative_refit.py TRAIN.jsonl TEST.jsonl --out REFIT.jsonl --summary
+        [--shapes dpbench] [--max-side 64] [--iterations 200] [--part 1/2]
+    python benchmarks/grid_nonnegative_refit.py TRAIN.jsonl TEST.jsonl --out A.jsonl --out B.jsonl --summary
 """
 
 from __future__ import annotations
@@ -104,11 +105,21 @@ def refit_sample(key: tuple, rest: float, iterations: int, cache: dict) -> dict:
     return mse
 
 
-def measure(tables: list[str], out: str, shapes: str, max_side: int, iterations: int) -> None:
-    done = set()
-    if os.path.exists(out):
-        with open(out) as fh:
-            done = {sample_key(json.loads(line)) for line in fh if line.strip()}
+def read_refits(paths: list[str]) -> dict:
+    """The refit's MSEs by sample, from every file of ``paths`` that exists."""
+    refits = {}
+    for path in paths:
+        if os.path.exists(path):
+            with open(path) as fh:
+                for line in fh:
+                    if line.strip():
+                        row = json.loads(line)
+                        refits[sample_key(row)] = row["mse"]
+    return refits
+
+
+def measure(tables: list[str], out: str, shapes: str, max_side: int, iterations: int, part=(1, 1)) -> None:
+    done = set(read_refits([out]))
     rest = {}
     for path in tables:
         with open(path) as fh:
@@ -116,10 +127,12 @@ def measure(tables: list[str], out: str, shapes: str, max_side: int, iterations:
                 if line.strip():
                     row = json.loads(line)
                     rest.setdefault(sample_key(row), row["features"][4])
-    todo = [k for k in rest if k not in done and int(round(k[1] ** 0.5)) <= max_side]
+    todo = [k for k in rest if int(round(k[1] ** 0.5)) <= max_side]
     if shapes == "dpbench":
         todo = [k for k in todo if k[0] in grid.DPBENCH]
     todo.sort(key=lambda k: (k[0] not in grid.DPBENCH, k[1], k))
+    # the part is taken before the samples done are dropped, so that a resumed part keeps its own
+    todo = [k for k in todo[part[0] - 1 :: part[1]] if k not in done]
     cache: dict = {}
     with open(out, "a") as fh:
         for i, key in enumerate(todo):
@@ -132,13 +145,8 @@ def measure(tables: list[str], out: str, shapes: str, max_side: int, iterations:
             print(f"{i + 1}/{len(todo)} {key} {row['seconds']} s", file=sys.stderr, flush=True)
 
 
-def summary(tables: list[str], out: str) -> dict:
-    refits = {}
-    with open(out) as fh:
-        for line in fh:
-            if line.strip():
-                row = json.loads(line)
-                refits[sample_key(row)] = row["mse"]
+def summary(tables: list[str], outs: list[str]) -> dict:
+    refits = read_refits(outs)
     rows = []
     for path in tables:
         with open(path) as fh:
@@ -177,7 +185,8 @@ def summary(tables: list[str], out: str) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("tables", nargs="+", help="measurement tables of train_auto_grid.py (JSON lines)")
-    parser.add_argument("--out", required=True, help="the refit's JSON lines (appended; resumed)")
+    parser.add_argument("--out", required=True, action="append", help="the refit's JSON lines (appended; resumed)")
+    parser.add_argument("--part", default="1/1", help="K/N: every N-th sample from the K-th")
     parser.add_argument("--shapes", choices=["all", "dpbench"], default="all")
     parser.add_argument("--max-side", type=int, default=256, help="skip grids of a larger side")
     parser.add_argument("--iterations", type=int, default=200, help="FISTA iterations")
@@ -185,10 +194,18 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.iterations < 1 or args.max_side < 1:
         parser.error("--iterations and --max-side must be positive")
+    try:
+        part = tuple(int(v) for v in args.part.split("/"))
+    except ValueError:
+        part = ()
+    if len(part) != 2 or not 1 <= part[0] <= part[1]:
+        parser.error(f"--part must be K/N with 1 <= K <= N, got {args.part!r}")
     if args.summary:
         print(json.dumps(summary(args.tables, args.out), indent=1))
+    elif len(args.out) != 1:
+        parser.error("measuring writes one --out file")
     else:
-        measure(args.tables, args.out, args.shapes, args.max_side, args.iterations)
+        measure(args.tables, args.out[0], args.shapes, args.max_side, args.iterations, part)
     return 0
 
 
