@@ -21,7 +21,8 @@ Output: one JSON line per sample, ``{"shape", "n", "scale", "epsilon", "trial", 
 "mse": {workload: MSE per rectangle}, "seconds"}``, appended to ``--out``; samples already there
 are skipped, so a stopped run resumes.  DPBench shapes first, small grids first;
 ``--part K/N`` takes every N-th of them from the K-th (one process per core, each with its own
-``--out``).  ``--summary`` (``--out`` may be repeated) prints, per shape group and workload,
+``--out`` and one BLAS thread, ``OPENBLAS_NUM_THREADS=1``: processes that share the cores'
+BLAS threads run much slower).  ``--summary`` (``--out`` may be repeated) prints, per shape group and workload,
 the refit's error over ``auto``'s with the whole epsilon and over the best registered
 candidate's (cell means, as the selector's script scores them) as JSON.
 
