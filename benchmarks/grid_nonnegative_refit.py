@@ -22,9 +22,9 @@ Output: one JSON line per sample, ``{"shape", "n", "scale", "epsilon", "trial", 
 are skipped, so a stopped run resumes.  DPBench shapes first, small grids first;
 ``--part K/N`` takes every N-th of them from the K-th (one process per core, each with its own
 ``--out`` and one BLAS thread, ``OPENBLAS_NUM_THREADS=1``: processes that share the cores'
-BLAS threads run much slower).  ``--summary`` (``--out`` may be repeated) prints, per shape group and workload,
-the refit's error over ``auto``'s with the whole epsilon and over the best registered
-candidate's (cell means, as the selector's script scores them) as JSON.
+BLAS threads run much slower).  ``--summary`` (``--out`` may be repeated) prints, per shape
+group and workload, the refit's error over ``auto``'s with the whole epsilon and over the best
+registered candidate's (cell means, as the selector's script scores them) as JSON.
 
     nice python benchmarks/grid_nonnegative_refit.py TRAIN.jsonl TEST.jsonl --out REFIT.jsonl
         [--shapes dpbench] [--max-side 64] [--iterations 200] [--part 1/2]
@@ -41,6 +41,7 @@ import time
 
 import numpy as np
 import train_auto_grid as grid
+from train_auto_data import load
 
 from dprange.data_aware.auto_grid import AutoDataGrid
 from dprange.workloads import Rectangles
@@ -92,8 +93,12 @@ def refit_sample(key: tuple, rest: float, iterations: int, cache: dict) -> dict:
         if (side, workload) not in cache:
             cache[side, workload] = grid.evaluation_rectangles(side, workload)
         lows, highs = cache[side, workload]
-        auto = AutoDataGrid(workload=Rectangles((side, side), lows, highs)).candidate("auto", (side, side), rest)
-        release = auto.release(counts, rest, rng=1000 + trial)
+        if (side, workload, rest) not in cache:  # cost: auto's strategy chosen once per setting, not per sample
+            workload_rectangles = Rectangles((side, side), lows, highs)
+            cache[side, workload, rest] = AutoDataGrid(workload=workload_rectangles).candidate(
+                "auto", (side, side), rest
+            )
+        release = cache[side, workload, rest].release(counts, rest, rng=1000 + trial)
         blocks = release.measurements.blocks
         if len(blocks) != 1 or len(getattr(blocks[0], "factors", ())) != 2:
             mse[workload] = None
@@ -121,13 +126,7 @@ def read_refits(paths: list[str]) -> dict:
 
 def measure(tables: list[str], out: str, shapes: str, max_side: int, iterations: int, part=(1, 1)) -> None:
     done = set(read_refits([out]))
-    rest = {}
-    for path in tables:
-        with open(path) as fh:
-            for line in fh:
-                if line.strip():
-                    row = json.loads(line)
-                    rest.setdefault(sample_key(row), row["features"][4])
+    rest = {sample_key(row): row["features"][4] for row in load(",".join(tables))}  # one per sample
     todo = [k for k in rest if int(round(k[1] ** 0.5)) <= max_side]
     if shapes == "dpbench":
         todo = [k for k in todo if k[0] in grid.DPBENCH]
@@ -148,10 +147,7 @@ def measure(tables: list[str], out: str, shapes: str, max_side: int, iterations:
 
 def summary(tables: list[str], outs: list[str]) -> dict:
     refits = read_refits(outs)
-    rows = []
-    for path in tables:
-        with open(path) as fh:
-            rows += [json.loads(line) for line in fh if line.strip()]
+    rows = load(",".join(tables))
     candidates = grid.winners(rows)  # the candidates the selector's script keeps, from every row
     rows = [r for r in rows if refits.get(sample_key(r), {}).get(r["workload"]) is not None]
     if not rows:
