@@ -1,21 +1,13 @@
-"""The non-negative refit of ``auto``'s 2-D measurements, measured on the 2-D selector's tables.
+"""``auto_nonnegative`` measured on the 2-D selector's existing tables, without re-measuring the
+other candidates.
 
-A candidate for the 2-D auto-data choice (issue 32; docs/data-aware.md, "auto-data on 2-D
-grids"), not registered: for every sample of the measurement tables that
-``benchmarks/train_auto_grid.py --measurements`` writes (shape, cells, scale, epsilon, trial),
-``auto`` is released again exactly as that script releases it (AutoDataGrid's ``auto``
-candidate at the epsilon left after the features, release seed 1000 + trial), and its
-Kronecker measurements ``Y = F1 X F2^T + noise`` are refitted by least squares over the
-non-negative grids whose sum is ``auto``'s own estimate of the total.  That is post-processing
-of the release (no privacy cost) but biased in a data-dependent way: the noise of empty cells
-is moved up to zero or above.  Without the total held the fit inflates the total.
-
-The refit is solved by accelerated projected gradient (FISTA: Beck and Teboulle, SIAM Journal
-on Imaging Sciences 2009): the gradient is ``G1 X G2 - F1^T Y F2`` with the factors' Gram
-matrices ``G = F^T F``, the step the inverse of the product of their largest eigenvalues, and
-the projection onto the non-negative grids of a given sum is the sort-based one of Duchi,
-Shalev-Shwartz, Singer and Chandra (ICML 2008).  The factors' Gram matrices are well
-conditioned, so 200 iterations suffice up to 256 x 256 (measured in docs).
+For every sample of the measurement tables that ``benchmarks/train_auto_grid.py --measurements``
+writes (shape, cells, scale, epsilon, trial), the registered ``auto_nonnegative``
+(dprange.data_aware.nonnegative_grid: ``auto``'s measurements refitted over the non-negative grids
+of its estimated total) is released exactly as that script now releases it: AutoDataGrid's
+candidate at the epsilon left after the features, built for each workload's rectangles, release
+seed 1000 + trial, so its measurements are those of ``auto`` in the tables.  Tables measured
+before the candidate was registered lack it; this adds it.
 
 Output: one JSON line per sample, ``{"shape", "n", "scale", "epsilon", "trial", "rest",
 "mse": {workload: MSE per rectangle}, "seconds"}``, appended to ``--out``; samples already there
@@ -27,7 +19,7 @@ group and workload, the refit's error over ``auto``'s with the whole epsilon and
 registered candidate's (cell means, as the selector's script scores them) as JSON.
 
     nice python benchmarks/grid_nonnegative_refit.py TRAIN.jsonl TEST.jsonl --out REFIT.jsonl
-        [--shapes dpbench] [--max-side 64] [--iterations 200] [--part 1/2]
+        [--shapes dpbench] [--max-side 64] [--part 1/2]
     python benchmarks/grid_nonnegative_refit.py TRAIN.jsonl TEST.jsonl --out A.jsonl --out B.jsonl --summary
 """
 
@@ -47,42 +39,12 @@ from dprange.data_aware.auto_grid import AutoDataGrid
 from dprange.workloads import Rectangles
 
 
-def project_onto_total(values: np.ndarray, total: float) -> np.ndarray:
-    """The Euclidean projection of ``values`` onto the non-negative arrays that sum to ``total``
-    (zeros where ``total`` is not positive)."""
-    if total <= 0:
-        return np.zeros_like(values)
-    ordered = np.sort(values.ravel())[::-1]  # cost: one sort of the grid
-    excess = np.cumsum(ordered) - total
-    ranks = np.arange(1, ordered.size + 1)
-    inside = ordered - excess / ranks > 0
-    last = np.flatnonzero(inside)[-1]
-    return np.maximum(values - excess[last] / ranks[last], 0.0)
-
-
-def nonnegative_refit(f1, f2, y, total: float, iterations: int = 200, start=None) -> np.ndarray:
-    """argmin over X >= 0 with sum(X) = total of ||F1 X F2^T - Y||_F^2, by FISTA from ``start``
-    (``auto``'s estimate; zeros if None).  f1: (m1, n1), f2: (m2, n2), y: (m1, m2)."""
-    g1, g2 = f1.T @ f1, f2.T @ f2
-    b = f1.T @ y @ f2  # cost: two products, once
-    step = 1.0 / (np.linalg.eigvalsh(g1)[-1] * np.linalg.eigvalsh(g2)[-1])
-    x = project_onto_total(np.zeros((f1.shape[1], f2.shape[1])) if start is None else np.asarray(start, float), total)
-    z, t = x.copy(), 1.0
-    for _ in range(iterations):
-        following = project_onto_total(z - step * (g1 @ z @ g2 - b), total)  # cost: two n^1.5 products
-        t_next = (1 + np.sqrt(1 + 4 * t * t)) / 2
-        z = following + ((t - 1) / t_next) * (following - x)
-        x, t = following, t_next
-    return x
-
-
 def sample_key(row: dict) -> tuple:
     return (row["shape"], row["n"], row["scale"], row["epsilon"], row["trial"])
 
 
-def refit_sample(key: tuple, rest: float, iterations: int, cache: dict) -> dict:
-    """The refit's MSE per rectangle for every workload of one sample (None where ``auto`` did
-    not release one Kronecker block)."""
+def refit_sample(key: tuple, rest: float, cache: dict) -> dict:
+    """``auto_nonnegative``'s MSE per rectangle for every workload of one sample."""
     shape, n, scale, epsilon, trial = key
     side = int(round(n**0.5))
     if (shape, side) not in cache:
@@ -93,21 +55,13 @@ def refit_sample(key: tuple, rest: float, iterations: int, cache: dict) -> dict:
         if (side, workload) not in cache:
             cache[side, workload] = grid.evaluation_rectangles(side, workload)
         lows, highs = cache[side, workload]
-        if (side, workload, rest) not in cache:  # cost: auto's strategy chosen once per setting, not per sample
-            workload_rectangles = Rectangles((side, side), lows, highs)
-            cache[side, workload, rest] = AutoDataGrid(workload=workload_rectangles).candidate(
-                "auto", (side, side), rest
+        if (side, workload, rest) not in cache:  # cost: auto's design chosen once per setting, not per sample
+            rectangles = Rectangles((side, side), lows, highs)
+            cache[side, workload, rest] = AutoDataGrid(workload=rectangles).candidate(
+                "auto_nonnegative", (side, side), rest
             )
         release = cache[side, workload, rest].release(counts, rest, rng=1000 + trial)
-        blocks = release.measurements.blocks
-        if len(blocks) != 1 or len(getattr(blocks[0], "factors", ())) != 2:
-            mse[workload] = None
-            continue
-        f1, f2 = (np.asarray(f.dense(), float) for f in blocks[0].factors)
-        y = np.asarray(release.measurements.values[0], float).reshape(f1.shape[0], f2.shape[0])
-        estimate = np.asarray(release.counts, float).reshape(side, side)
-        refit = nonnegative_refit(f1, f2, y, float(estimate.sum()), iterations, estimate)
-        mse[workload] = grid.rectangles_mse(refit, counts, lows, highs)
+        mse[workload] = grid.rectangles_mse(release.counts, counts, lows, highs)
     return mse
 
 
@@ -124,7 +78,7 @@ def read_refits(paths: list[str]) -> dict:
     return refits
 
 
-def measure(tables: list[str], out: str, shapes: str, max_side: int, iterations: int, part=(1, 1)) -> None:
+def measure(tables: list[str], out: str, shapes: str, max_side: int, part=(1, 1)) -> None:
     done = set(read_refits([out]))
     rest = {sample_key(row): row["features"][4] for row in load(",".join(tables))}  # one per sample
     todo = [k for k in rest if int(round(k[1] ** 0.5)) <= max_side]
@@ -137,7 +91,7 @@ def measure(tables: list[str], out: str, shapes: str, max_side: int, iterations:
     with open(out, "a") as fh:
         for i, key in enumerate(todo):
             start = time.perf_counter()
-            mse = refit_sample(key, rest[key], iterations, cache)
+            mse = refit_sample(key, rest[key], cache)
             row = dict(zip(("shape", "n", "scale", "epsilon", "trial"), key))
             row.update(rest=rest[key], mse=mse, seconds=round(time.perf_counter() - start, 2))
             fh.write(json.dumps(row) + "\n")
@@ -186,11 +140,10 @@ def main(argv=None) -> int:
     parser.add_argument("--part", default="1/1", help="K/N: every N-th sample from the K-th")
     parser.add_argument("--shapes", choices=["all", "dpbench"], default="all")
     parser.add_argument("--max-side", type=int, default=256, help="skip grids of a larger side")
-    parser.add_argument("--iterations", type=int, default=200, help="FISTA iterations")
     parser.add_argument("--summary", action="store_true", help="summarise --out against the tables")
     args = parser.parse_args(argv)
-    if args.iterations < 1 or args.max_side < 1:
-        parser.error("--iterations and --max-side must be positive")
+    if args.max_side < 1:
+        parser.error("--max-side must be positive")
     try:
         part = tuple(int(v) for v in args.part.split("/"))
     except ValueError:
@@ -202,7 +155,7 @@ def main(argv=None) -> int:
     elif len(args.out) != 1:
         parser.error("measuring writes one --out file")
     else:
-        measure(args.tables, args.out[0], args.shapes, args.max_side, args.iterations, part)
+        measure(args.tables, args.out[0], args.shapes, args.max_side, part)
     return 0
 
 

@@ -5,6 +5,7 @@ files compare with (range_matrix, dense_gls by the KKT system, weighted_tree_pro
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 from pathlib import Path
@@ -126,6 +127,29 @@ def dense_gls(A, y, v, total=None):
     K = np.block([[A.T @ Wi @ A, np.ones((n, 1))], [np.ones((1, n)), np.zeros((1, 1))]])
     sol = np.linalg.solve(K, np.concatenate([A.T @ Wi @ y, [total]]))
     return sol[:n], np.linalg.inv(K)[:n, :n]
+
+
+def exact_nnls_with_equality(M, b, C, d):
+    """min ||M x - b||^2 s.t. x >= 0, C x = d by enumerating supports (n <= 8): on the optimal
+    support S the problem is an equality-constrained least squares (KKT system); the optimum
+    is the best feasible (x_S >= 0) candidate, since the problem is convex."""
+    n = M.shape[1]
+    best, best_x = np.inf, None
+    for size in range(1, n + 1):
+        for support in itertools.combinations(range(n), size):
+            S = list(support)
+            Ms, Cs = M[:, S], C[:, S]
+            k = C.shape[0]
+            K = np.block([[Ms.T @ Ms, Cs.T], [Cs, np.zeros((k, k))]])
+            sol = np.linalg.lstsq(K, np.concatenate([Ms.T @ b, d]), rcond=None)[0][:size]
+            if sol.min() < -1e-12 or np.abs(Cs @ sol - d).max() > 1e-9:
+                continue
+            x = np.zeros(n)
+            x[S] = sol
+            value = np.sum((M @ x - b) ** 2)
+            if value < best:
+                best, best_x = value, x
+    return best_x
 
 
 def weighted_tree_problem(rng, n, support, values, known_total, branching=3):

@@ -22,6 +22,8 @@ on tiny grids, the exact probability of every output, and max log P_x(o) / P_y(o
   so the counts the code measures and the noise specs it uses are read from the release.
   Then max over (S, c) of log P_x(S, c) / P_y(S, c) = max_S [log P_x(S) / P_y(S) + the
   worst count loss given S] exactly.
+* ``auto_nonnegative`` is ``auto``'s measurements (the linear designs' test) and a fit that reads
+  the counts only through them.
 * ``dawa_hilbert`` (Li, Hay, Miklau and Wang, PVLDB 2014) on a 2 x 2 grid is DAWA on the 4
   cells in Hilbert order: the buckets' law is its PrivTree partition's, written out exactly
   (``_helpers.privtree_law``); the bucket counts are read from ``release`` run with each
@@ -50,7 +52,7 @@ from _helpers import (
 from scipy import special
 
 import dprange.data_aware.spatial_trees as spatial_trees_module
-from dprange import DAWAHilbert, HybridTree, KDTree
+from dprange import DAWAHilbert, HybridTree, KDTree, NonnegativeAuto
 from dprange.mechanisms.optimized_grid import OptimizedKronecker, OptimizedMarginals
 from dprange.operators import definition_sensitivity_power
 from dprange.privacy.noise import NoiseSpec
@@ -144,6 +146,32 @@ def test_optimised_kd_laplace_worst_loss_is_epsilon_on_tiny_grids(name, build, r
     for epsilon in (0.2, 3.0):  # a small epsilon grid
         worst, meas = linear_worst(mech, LINEAR_GRIDS[2], epsilon)
         assert worst <= meas.epsilon * (1 + 1e-12) and worst == pytest.approx(meas.epsilon, rel=1e-6)
+
+
+@pytest.mark.parametrize("workload", ["all-rectangles", "prefix-rectangles", "marginals"])
+@pytest.mark.parametrize("relation", ["add_remove", "replace"])
+def test_auto_nonnegative_is_post_processing_of_autos_measurements(monkeypatch, workload, relation):
+    """``auto_nonnegative`` (data_aware.nonnegative_grid) records one step, the measurements of
+    the design ``auto`` chooses: on 2 x 2, 2 x 3 and 3 x 2 grids their exact worst loss over
+    every neighbour is at most the recorded epsilon and attains it (at twice the budget it
+    exceeds epsilon), and the release reads the counts only through them: with ``measure``
+    returning one fixed set of measurements, the grid and every neighbour give the same cells."""
+    mech = NonnegativeAuto(workload=workload, neighbours=relation)
+    for x in (*LINEAR_GRIDS[:3], LINEAR_GRIDS[3]):
+        inner = mech.least_squares_mechanism(x.shape, EPS)
+        worst, meas = linear_worst(inner, x, EPS)
+        assert meas.noise_kind == "discrete_laplace"
+        assert worst <= meas.epsilon * (1 + 1e-12) and worst == pytest.approx(meas.epsilon, rel=1e-6)
+        released = mech.release(x, EPS, rng=0)
+        assert released.epsilon == meas.epsilon <= EPS
+        assert [s["step"] for s in released.parameters["private_steps"]] == ["measure"]
+        fixed = inner.measure(x, EPS, rng=4)
+        with monkeypatch.context() as patch:
+            patch.setattr(type(inner), "measure", lambda self, counts, epsilon, fixed=fixed, **kwargs: fixed)
+            cells = {mech.release(y, EPS, rng=0).counts.tobytes() for y in [x, *grid_neighbours(x, relation)]}
+        assert len(cells) == 1
+    inner = mech.least_squares_mechanism(LINEAR_GRIDS[2].shape, 2 * EPS)
+    assert linear_worst(inner, LINEAR_GRIDS[2], 2 * EPS)[0] > 1.9 * EPS
 
 
 def test_the_prefix_kronecker_strategy_on_16_bins_is_not_the_identity():

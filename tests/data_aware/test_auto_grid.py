@@ -412,7 +412,8 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
     auto; and where that is auto, band7 where workload_boundary <= b8, log_signal_per_cell <= s8 on
     at least 2^c8 cells with concentration >= q8 and offpeak_share <= o8, else band8 where
     workload_boundary <= b9, log_signal_per_cell <= s9 on at least 2^c9 cells with concentration
-    >= q9 and o9 <= offpeak_share <= u9."""
+    >= q9 and o9 <= offpeak_share <= u9, else (where recorded) band9 where concentration >= q10,
+    workload_boundary >= b10, s10 <= log_signal_per_cell <= t10 and log_signal_per_occupied <= p10."""
     sel = shipped_grid()
     rule = recorded_rules(sel)
     # signal per cell, _, sparsity, concentration, log2 cells, log epsilon, off-peak share, boundary
@@ -424,9 +425,13 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
     thresholds.update(
         {"s8": 0, "c8": 4, "q8": 3, "o8": 6, "b8": 7, "s9": 0, "c9": 4, "q9": 3, "o9": 6, "u9": 6, "b9": 7}
     )
+    refitting = "q10" in rule  # the non-negative branch (selectors fitted since auto_nonnegative)
+    if refitting:
+        thresholds.update({"q10": 3, "b10": 7, "s10": 0, "t10": 0, "p10": 1})
     placements = [(rule[k], (column,)) for k, column in thresholds.items()]
     x = rule_test_rows(sel, np.random.default_rng(6), 6000, columns, placements)
     signal, sparsity, concentration, cells, offpeak, boundary = x[:, 0], x[:, 2], x[:, 3], x[:, 4], x[:, 6], x[:, 7]
+    occupied = x[:, 1]
     concentrated = (signal <= rule["s8"]) & (cells >= rule["c8"]) & (concentration >= rule["q8"])
     concentrated &= offpeak <= rule["o8"]
     clustered = (signal <= rule["s9"]) & (cells >= rule["c9"]) & (concentration >= rule["q9"])
@@ -463,6 +468,14 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
             expected[i] = rule["band7"]
         elif clustered[i] and boundary[i] <= rule["b9"]:
             expected[i] = rule["band8"]
+        elif (
+            refitting
+            and concentration[i] >= rule["q10"]
+            and boundary[i] >= rule["b10"]
+            and rule["s10"] <= signal[i] <= rule["t10"]
+            and occupied[i] <= rule["p10"]
+        ):
+            expected[i] = rule["band9"]
     assert sel.choose(x) == expected
     for region, bound, gate in ((listed & concentrated, "b8", "s8"), (listed & clustered & ~concentrated, "b9", "s9")):
         if rule[gate] == -9.0:  # a branch the list leaves off never runs
@@ -709,8 +722,8 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
     masks with the cells' indicator); on a random table over a small grid of lists it must pick
     the list a plain loop picks (each list's choices by rule_choice, its cells' mean errors, the
     same cost, rank and order; then the peak branch's settings with that list fixed, then the
-    towns branch's, the small-grid branch's, the concentrated and the clustered branches', each
-    with all before it fixed), and the tree it
+    towns branch's, the small-grid branch's, the concentrated, clustered and non-negative
+    branches', each with all before it fixed), and the tree it
     writes must choose as that list on every row."""
     import argparse
     import importlib
@@ -769,8 +782,17 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
     }
     monkeypatch.setattr(script, "CONCENTRATED_RULE", concentrated_grid)
     monkeypatch.setattr(script, "CLUSTERED_RULE", clustered_grid)
+    nonnegative_grid = {
+        "q10": (9.0, 0.3, 0.6),
+        "b10": (1.2, 0.0),
+        "s10": (-1.5, 0.0),
+        "t10": (1.0, 2.0),
+        "p10": (9.0, 1.5),
+        "band9": ("auto_nonnegative", "ugrid"),
+    }
+    monkeypatch.setattr(script, "NONNEGATIVE_RULE", nonnegative_grid)
     rng = np.random.default_rng(8)
-    rows, candidates = 600, ("auto", "agrid", "ugrid", "dawa_hilbert", "kd_tree")
+    rows, candidates = 600, ("auto", "agrid", "ugrid", "dawa_hilbert", "kd_tree", "auto_nonnegative")
     x = np.column_stack(
         [
             rng.uniform(-2, 2, rows),
@@ -808,6 +830,7 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
         **{"s7": -9.0, "c7": 12.0, "o7": 0.1, "band6": "agrid"},
         **{"s8": -9.0, "c8": 10.0, "q8": 0.2, "o8": 0.3, "b8": 1.1, "band7": "dawa_hilbert"},
         **{"s9": -9.0, "c9": 10.0, "q9": 0.1, "o9": 0.1, "u9": 0.6, "b9": 1.2, "band8": "ugrid"},
+        **{"q10": 9.0, "b10": 1.2, "s10": -1.5, "t10": 1.0, "p10": 9.0, "band9": "auto_nonnegative"},
     }
     best, chosen = None, None
     for values in itertools.product(*small.values()):
@@ -829,6 +852,7 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
         (small_grid, "s7"),
         (concentrated_grid, "s8"),
         (clustered_grid, "s9"),
+        (nonnegative_grid, "q10"),
     )
     for grid, gate in later:  # each later stage, all before it fixed
         fixed, best = chosen, None

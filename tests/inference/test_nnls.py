@@ -1,38 +1,13 @@
 """Non-negative least squares (ADMM, alpha = 0) against exact solvers."""
 
-import itertools
-
 import numpy as np
 import pytest
 from scipy import optimize
 
-from conftest import weighted_tree_problem
+from conftest import exact_nnls_with_equality, weighted_tree_problem
 from dprange import ParameterError
 from dprange.inference.l1_admm import tree_x_update
 from dprange.inference.nnls import nnls
-
-
-def exact_nnls_with_equality(M, b, C, d):
-    """min ||M x - b||^2 s.t. x >= 0, C x = d by enumerating supports (n <= 8): on the optimal
-    support S the problem is an equality-constrained least squares (KKT system); the optimum
-    is the best feasible (x_S >= 0) candidate, since the problem is convex."""
-    n = M.shape[1]
-    best, best_x = np.inf, None
-    for size in range(1, n + 1):
-        for support in itertools.combinations(range(n), size):
-            S = list(support)
-            Ms, Cs = M[:, S], C[:, S]
-            k = C.shape[0]
-            K = np.block([[Ms.T @ Ms, Cs.T], [Cs, np.zeros((k, k))]])
-            sol = np.linalg.lstsq(K, np.concatenate([Ms.T @ b, d]), rcond=None)[0][:size]
-            if sol.min() < -1e-12 or np.abs(Cs @ sol - d).max() > 1e-9:
-                continue
-            x = np.zeros(n)
-            x[S] = sol
-            value = np.sum((M @ x - b) ** 2)
-            if value < best:
-                best, best_x = value, x
-    return best_x
 
 
 def test_matches_scipy_nnls_weighted():

@@ -182,7 +182,7 @@ def grid_release_command(options: dict) -> None:
         lines.extend(axis_strategy_notes(columns, described["axes"]))
     total = result.rectangle([0] * len(columns), [n - 1 for n in domain.shape])
     if not getattr(result, "exact_error_bars", True):  # data-aware (dprange.data_aware.grid)
-        lines.append(f"total: {total.value:.1f} (no error bars: private data-dependent choices bias the estimate)")
+        lines.append(f"total: {total.value:.1f} (no error bars: the estimate has a data-dependent bias)")
     elif result.measurements.total is not None:
         lines.append(f"total (public): {result.measurements.total:.0f}")
     else:

@@ -1,6 +1,7 @@
 """``auto-data`` on a 2-D grid: choose among the data-independent ``auto`` (the least exact
 expected error, :func:`dprange.analysis.grid.select_grid`) and the registered 2-D data-aware
-mechanisms (``agrid``, ``ugrid``, ``dawa_hilbert``, ``kd_tree``, ``hybrid_tree``) from private
+mechanisms (``agrid``, ``ugrid``, ``dawa_hilbert``, ``kd_tree``, ``hybrid_tree``, and
+``auto_nonnegative``, ``auto`` refitted over non-negative grids) from private
 features of the data, in the spirit of Pythia (Kotsogiannis, Machanavajjhala, Hay and Miklau,
 "Pythia: Data Dependent Differentially Private Algorithm Selection", SIGMOD 2017).
 
@@ -62,11 +63,15 @@ from ..strategies.calibration import is_seeded
 from ..workloads.rectangles import Rectangles, check_shape
 from .auto_data import AutoData
 from .grid import DataAwareGridMechanism
+from .nonnegative_grid import check_workload
 from .selector import Selector, top_mass
 from .steps import SHARE, spent, step
 
 #: The names the 2-D selector may choose ("auto": the data-independent choice at the epsilon left).
-GRID_CANDIDATES = ("auto", "agrid", "ugrid", "dawa_hilbert", "kd_tree", "hybrid_tree")
+GRID_CANDIDATES = ("auto", "agrid", "ugrid", "dawa_hilbert", "kd_tree", "hybrid_tree", "auto_nonnegative")
+
+#: Candidates built for the release's workload, as ``auto`` is (the others ignore it).
+WORKLOAD_CANDIDATES = ("auto_nonnegative",)
 
 #: Parameters a candidate runs with, where not its defaults: the selector was trained on
 #: ``dawa_hilbert`` at DAWA's fixed partition share (its default now buys a noisy total of its
@@ -293,14 +298,6 @@ def choose_grid(
     return (selector or shipped_grid()).choose(x)
 
 
-def _check_workload(value, name: str = "workload"):
-    """A k-D workload name or rectangles (:func:`dprange.analysis.grid.check_grid_workload`), or
-    the saved form of explicit rectangles (a dict with shape, lows and highs)."""
-    if isinstance(value, dict):
-        return Rectangles.from_dict(value, name)
-    return check_grid_workload(value)
-
-
 class AutoDataGrid(DataAwareGridMechanism):
     """Choose ``auto`` or a 2-D data-aware grid mechanism from four private features (noisy
     total, noisy number of non-empty cells, noisy mass of the heaviest cells, noisy off-peak
@@ -320,7 +317,7 @@ class AutoDataGrid(DataAwareGridMechanism):
         Param(
             "workload",
             Custom(
-                _check_workload, "'all-rectangles', 'prefix-rectangles', 'marginals' or a dprange.workloads.Rectangles"
+                check_workload, "'all-rectangles', 'prefix-rectangles', 'marginals' or a dprange.workloads.Rectangles"
             ),
             "the rectangles the data-independent branch is chosen for, whose boundary the selector reads "
             "(release_grid passes its workload)",
@@ -371,7 +368,10 @@ class AutoDataGrid(DataAwareGridMechanism):
             return chosen
         if name not in GRID_CANDIDATES or name not in GRID_MECHANISMS:
             raise ParameterError(f"the 2-D auto-data selector names an unknown mechanism {name!r}; retrain it")
-        return GRID_MECHANISMS[name].build(neighbours=self.neighbours, **CANDIDATE_PARAMETERS.get(name, {}))
+        params: dict[str, object] = dict(CANDIDATE_PARAMETERS.get(name, {}))
+        if name in WORKLOAD_CANDIDATES:
+            params.update(workload=self.workload, order=self.order, noise=self.noise)
+        return GRID_MECHANISMS[name].build(neighbours=self.neighbours, **params)
 
     def buys_features(self) -> bool:
         """Whether a release buys the features: not when the selector is constant (a single leaf),

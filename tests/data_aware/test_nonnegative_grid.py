@@ -1,0 +1,150 @@
+"""auto_nonnegative (dprange.data_aware.nonnegative_grid): auto's measurements refitted over the
+non-negative grids of its estimated total, checked as the fit of those very measurements, by
+Monte-Carlo against auto's own least squares, and its bootstrap against the spread of releases."""
+
+from __future__ import annotations
+
+import json
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import dprange
+from dprange import NonnegativeAuto, ParameterError
+from dprange.data_aware.grid import DataAwareGridRelease
+from dprange.data_aware.spatial_trees import box_sums, summed_area
+from dprange.data_aware.steps import spent
+from dprange.inference.simplex_fit import simplex_fit
+from dprange.registry import GRID_MECHANISMS
+from dprange.workloads import Rectangles
+
+SIDE = 16
+LOWS = np.array([[0, 0], [2, 3], [0, 0]])
+HIGHS = np.array([[SIDE - 1, SIDE - 1], [12, 14], [7, 7]])
+
+
+def sparse_grid() -> np.ndarray:
+    rng = np.random.default_rng(0)
+    x = np.zeros((SIDE, SIDE), dtype=np.int64)
+    x.flat[rng.choice(SIDE * SIDE, 6, replace=False)] = rng.integers(50, 400, 6)
+    return x
+
+
+def dense_grid() -> np.ndarray:
+    return np.random.default_rng(1).poisson(200, (SIDE, SIDE))
+
+
+@pytest.mark.parametrize("neighbours", ["add_remove", "replace"])
+@pytest.mark.parametrize("workload", ["all-rectangles", "prefix-rectangles", "marginals"])
+def test_release_is_the_fit_of_autos_own_measurements(neighbours, workload):
+    """The cells are the non-negative fit, from auto's least-squares estimate, of the
+    measurements auto's design draws with the same seed, holding that estimate's total (the
+    public total under replace); the one recorded step is those measurements' epsilon."""
+    x = sparse_grid()
+    mech = NonnegativeAuto(workload=workload, neighbours=neighbours)
+    r = mech.release(x, 0.8, rng=7)
+    inner = dprange.select_grid(x.shape, 0.8, workload=workload, neighbours=neighbours).mechanism
+    assert r.parameters["design"]["mechanism"] == inner.name
+    measurements = inner.measure(x, 0.8, rng=7)
+    least_squares = inner.estimate(x.shape, measurements).leaves
+    total = float(x.sum()) if neighbours == "replace" else float(np.sum(least_squares))
+    expected = simplex_fit(measurements, total, start=least_squares, tol=1e-5, maxiter=2000).x
+    np.testing.assert_array_equal(r.counts.ravel(), expected)
+    assert r.counts.min() >= 0 and r.counts.sum() == pytest.approx(total, rel=1e-9)
+    assert r.parameters["fitted_total"] == pytest.approx(total) and r.parameters["converged"]
+    steps = r.parameters["private_steps"]
+    assert [s["step"] for s in steps] == ["measure"] and spent(steps) <= Fraction(0.8)
+    assert r.epsilon == measurements.epsilon <= 0.8
+    assert r.total == (float(x.sum()) if neighbours == "replace" else None)
+    assert r.provenance.data_dependent and r.provenance.noise == "discrete_laplace"
+
+
+def monte_carlo(x, trials=60):
+    """Per rectangle of LOWS / HIGHS: (refit MSE, auto's least-squares MSE, refit spread, mean
+    bootstrap standard error of the first five releases)."""
+    mech = NonnegativeAuto()
+    inner = mech.least_squares_mechanism(x.shape, 1.0)
+    truth = box_sums(summed_area(x.astype(float)), LOWS, HIGHS)
+    fits, squares, boots = [], [], []
+    for seed in range(trials):
+        r = mech.release(x, 1.0, rng=seed)
+        fits.append(box_sums(summed_area(r.counts), LOWS, HIGHS))
+        squares.append(box_sums(summed_area(inner.release(x, 1.0, rng=seed).counts), LOWS, HIGHS))
+        if seed < 5:
+            boots.append(r.bootstrap(LOWS, HIGHS, reps=100, rng=seed))
+    fits, squares = np.array(fits), np.array(squares)
+    return ((fits - truth) ** 2).mean(0), ((squares - truth) ** 2).mean(0), fits.std(0), np.mean(boots, 0)
+
+
+def test_on_sparse_data_the_fit_has_a_fraction_of_autos_error():
+    """Six heavy cells in 256: the noise of the empty cells is removed, so the rectangles that
+    are not the whole grid have a fraction of auto's MSE (about 0.6x and 0.3-0.4x; 60 releases,
+    whose MSEs are within about 20% of their means; the whole grid is auto's own total, the same
+    error), and the bootstrap's standard error is within 20% of the releases' spread."""
+    fit, least_squares, spread, boot = monte_carlo(sparse_grid())
+    assert fit[0] == pytest.approx(least_squares[0], rel=1e-6)
+    assert fit[1] < 0.8 * least_squares[1] and fit[2] < 0.5 * least_squares[2]
+    np.testing.assert_allclose(boot, spread, rtol=0.2)
+
+
+def test_on_dense_data_the_constraints_do_not_bind_and_the_fit_is_auto():
+    """Every cell near 200 records: the least-squares estimate is already non-negative, so the
+    fit is it (same MSE to 1e-6) and the bootstrap is within 20% of the releases' spread."""
+    fit, least_squares, spread, boot = monte_carlo(dense_grid())
+    np.testing.assert_allclose(fit, least_squares, rtol=1e-6)
+    np.testing.assert_allclose(boot, spread, rtol=0.2)
+
+
+def test_noise_only_errors_are_refused_and_the_answers_have_no_exact_error_bars():
+    r = NonnegativeAuto().release(sparse_grid(), 1.0, rng=1)
+    assert isinstance(r, DataAwareGridRelease) and not r.exact_error_bars
+    assert np.isnan(r.rectangle([0, 0], [3, 3]).stderr)
+    with pytest.raises(ParameterError, match="bootstrap"):
+        r.noise_only_stderr(LOWS, HIGHS)
+
+
+def test_saved_release_loads_with_its_cells_and_provenance():
+    mech = NonnegativeAuto(workload=Rectangles((SIDE, SIDE), LOWS, HIGHS), tol=1e-4, maxiter=500)
+    r = mech.release(sparse_grid(), 1.0, rng=2)
+    back = DataAwareGridRelease.from_json(r.to_json())
+    np.testing.assert_array_equal(back.counts, r.counts)
+    assert back.parameters == json.loads(json.dumps(r.parameters))
+    assert back.parameters["workload"] == {"shape": [SIDE, SIDE], "lows": LOWS.tolist(), "highs": HIGHS.tolist()}
+    assert type(mech)(**{k: back.parameters[k] for k in ("workload", "order", "tol", "maxiter")}).parameters() == (
+        mech.parameters()
+    )
+
+
+def test_registered_and_built_by_name_with_the_workload_release_grid_passes():
+    assert GRID_MECHANISMS["auto_nonnegative"].factory is NonnegativeAuto
+    domain = dprange.ProductDomain([dprange.Domain.integers(0, SIDE - 1)] * 2)
+    rows, cols = np.nonzero(sparse_grid())
+    weights = sparse_grid()[rows, cols]
+    columns = [np.repeat(rows, weights), np.repeat(cols, weights)]
+    r = dprange.release_grid(columns, domain, 1.0, mechanism="auto_nonnegative", workload="prefix-rectangles", rng=3)
+    assert r.mechanism == "auto_nonnegative" and r.parameters["workload"] == "prefix-rectangles"
+    np.testing.assert_array_equal(
+        r.counts, NonnegativeAuto(workload="prefix-rectangles").release(sparse_grid(), 1.0, rng=3).counts
+    )
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [({"tol": 0.0}, "tol"), ({"maxiter": 0}, "maxiter"), ({"workload": "every-cell"}, "workload")],
+)
+def test_bad_parameters_are_refused(kwargs, match):
+    with pytest.raises(ParameterError, match=match):
+        NonnegativeAuto(**kwargs)
+
+
+def test_bad_releases_are_refused_before_the_counts_are_read():
+    mech = NonnegativeAuto()
+    with pytest.raises(ParameterError, match="delta=0"):
+        mech.release(sparse_grid(), 1.0, delta=1e-6)
+    with pytest.raises(ParameterError, match="noise='auto'"):
+        NonnegativeAuto(noise="gaussian").release(sparse_grid(), 1.0)
+    with pytest.raises(ParameterError):
+        mech.release(np.ones(5, dtype=np.int64), 1.0)
+    with pytest.raises(ParameterError):
+        mech.release(sparse_grid(), -1.0)

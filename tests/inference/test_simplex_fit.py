@@ -1,0 +1,141 @@
+"""Least squares over the non-negative vectors of a given sum (dprange.inference.simplex_fit):
+the projection by its definition, the fit by its optimality conditions, against the exact
+solution by enumerated supports and against the ADMM NNLS with a total."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from conftest import exact_nnls_with_equality
+from dprange import ConvergenceWarning, ParameterError
+from dprange.inference.nnls import nnls
+from dprange.inference.simplex_fit import project_onto_simplex, simplex_fit
+from dprange.measurements import LinearMeasurement, Measurements
+from dprange.operators.dense import Explicit
+from dprange.operators.structured import Kron
+
+
+def measured(blocks, values, variances) -> Measurements:
+    n = blocks[0].shape[1]
+    return Measurements(
+        [LinearMeasurement(b, np.asarray(y, float), v) for b, y, v in zip(blocks, values, variances)], n, 1.0
+    )
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_projection_is_a_shift_clipped_at_zero_and_the_nearest_point(seed):
+    """The Euclidean projection onto {x >= 0, sum x = t} is max(v - theta, 0) for the one theta
+    that gives the sum t (Duchi et al., ICML 2008): the entries kept are shifted by the same
+    theta, those zeroed are at or below it, and no random point of the set is closer."""
+    rng = np.random.default_rng(seed)
+    values = rng.normal(0, 3, (5, 4))
+    total = float(rng.uniform(0.5, 20))
+    x = project_onto_simplex(values, total)
+    assert x.shape == values.shape and x.min() >= 0 and x.sum() == pytest.approx(total, rel=1e-12)
+    kept = x > 0
+    theta = (values - x)[kept]
+    assert np.ptp(theta) < 1e-12
+    assert np.all(values[~kept] <= theta[0] + 1e-12)
+    others = rng.dirichlet(np.ones(values.size), 2000) * total
+    assert np.all(((others - values.ravel()) ** 2).sum(1) >= ((x - values) ** 2).sum() - 1e-9)
+    assert np.array_equal(project_onto_simplex(values, 0.0), np.zeros_like(values))
+
+
+def test_projection_of_a_point_of_the_set_is_itself_and_a_bad_total_is_refused():
+    point = np.array([0.0, 2.0, 1.5, 0.5])
+    np.testing.assert_allclose(project_onto_simplex(point, 4.0), point, atol=1e-15)
+    with pytest.raises(ParameterError, match="finite"):
+        project_onto_simplex(point, float("nan"))
+
+
+def test_noiseless_kronecker_measurements_give_back_the_grid():
+    rng = np.random.default_rng(1)
+    f1, f2 = rng.normal(size=(7, 5)), rng.normal(size=(6, 4))
+    truth = rng.uniform(0.5, 3.0, (5, 4))
+    block = Kron([Explicit(f1), Explicit(f2)])
+    fit = simplex_fit(measured([block], [block.matvec(truth.ravel())], [1.0]), truth.sum(), tol=1e-10, maxiter=20000)
+    assert fit.converged
+    np.testing.assert_allclose(fit.x.reshape(5, 4), truth, atol=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_kronecker_fit_meets_the_optimality_conditions(seed):
+    """KKT of min ||(F1 kron F2) x - y||^2 over x >= 0, sum x = t: the gradient equals one
+    multiplier on the entries kept positive and is at least it on the zeroed ones."""
+    rng = np.random.default_rng(10 + seed)
+    f1, f2 = rng.normal(size=(7, 5)), rng.normal(size=(6, 4))
+    truth = np.where(rng.uniform(size=20) < 0.5, 0.0, rng.uniform(1, 5, 20))
+    matrix = np.kron(f1, f2)
+    y = matrix @ truth + rng.normal(0, 2.0, 42)
+    fit = simplex_fit(measured([Kron([Explicit(f1), Explicit(f2)])], [y], [1.0]), truth.sum(), tol=1e-10, maxiter=20000)
+    x = fit.x
+    assert fit.converged and x.min() >= 0 and x.sum() == pytest.approx(truth.sum())
+    gradient = matrix.T @ (matrix @ x - y)
+    kept = x > 1e-9
+    assert kept.any() and (~kept).any()  # the constraints bind: the conditions are not trivial
+    multiplier = gradient[kept].mean()
+    scale = np.abs(gradient).max()
+    assert np.abs(gradient[kept] - multiplier).max() < 1e-6 * scale
+    assert gradient[~kept].min() >= multiplier - 1e-6 * scale
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_blocks_of_different_variances_match_the_exact_solution_and_admm(seed):
+    """Two blocks weighted by their inverse variances: the same optimum as the exact solver
+    (every support enumerated, n = 7) and as the ADMM NNLS with the total."""
+    rng = np.random.default_rng(20 + seed)
+    n = 7
+    a1, a2 = rng.normal(size=(9, n)), np.tril(np.ones((n, n)))
+    truth = np.where(rng.uniform(size=n) < 0.4, 0.0, rng.uniform(1, 6, n))
+    v1, v2 = 0.5, 4.0
+    y1 = a1 @ truth + rng.normal(0, np.sqrt(v1), 9)
+    y2 = a2 @ truth + rng.normal(0, np.sqrt(v2), n)
+    total = float(truth.sum())
+    fit = simplex_fit(measured([Explicit(a1), Explicit(a2)], [y1, y2], [v1, v2]), total, tol=1e-10, maxiter=50000)
+    M = np.vstack([a1 / np.sqrt(v1), a2 / np.sqrt(v2)])
+    b = np.concatenate([y1 / np.sqrt(v1), y2 / np.sqrt(v2)])
+    exact = exact_nnls_with_equality(M, b, np.ones((1, n)), np.array([total]))
+    np.testing.assert_allclose(fit.x, exact, atol=1e-6)
+    admm = nnls(
+        np.vstack([a1, a2]), np.concatenate([y1, y2]), np.r_[np.full(9, v1**-0.5), np.full(n, v2**-0.5)], total=total
+    )
+    np.testing.assert_allclose(fit.x, admm.x, atol=1e-4)
+
+
+def test_not_reaching_the_tolerance_warns_and_says_so():
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=(30, 20))
+    data = measured([Explicit(a)], [a @ rng.uniform(0, 2, 20) + rng.normal(size=30)], [1.0])
+    with pytest.warns(ConvergenceWarning, match="maxiter"):
+        fit = simplex_fit(data, 10.0, tol=1e-12, maxiter=3)
+    assert not fit.converged and fit.iterations == 3 and fit.x.sum() == pytest.approx(10.0)
+
+
+def test_a_zero_total_gives_the_empty_grid_without_iterating():
+    a = np.eye(4)
+    fit = simplex_fit(measured([Explicit(a)], [np.ones(4)], [1.0]), 0.0)
+    assert fit.converged and fit.iterations == 0 and np.array_equal(fit.x, np.zeros(4))
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"total": -1.0}, "non-negative"),
+        ({"total": float("inf")}, "finite"),
+        ({"total": "many"}, "number"),
+        ({"total": 1.0, "tol": 0.0}, "tol"),
+        ({"total": 1.0, "maxiter": 0}, "maxiter"),
+        ({"total": 1.0, "start": np.ones(3)}, "start"),
+    ],
+)
+def test_bad_arguments_are_refused(kwargs, match):
+    data = measured([Explicit(np.eye(4))], [np.ones(4)], [1.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ParameterError, match=match):
+            simplex_fit(data, **kwargs)
+    with pytest.raises(ParameterError, match="Measurements"):
+        simplex_fit([], 1.0)
