@@ -8,7 +8,7 @@ the weighted least-squares fit of those measurements over {x >= 0, sum(x) = T}
 total under replace).  This is the maximum-likelihood post-processing under consistency
 constraints of Lee, Wang and Kifer (KDD 2015) for Gaussian-shaped likelihoods, applied to the
 optimised Kronecker designs: its privacy is that of the measurements (one recorded step, the
-whole epsilon), and it reads no data.
+whole epsilon), and the fit reads no data.
 
 Where most cells are empty or small the fit removes the negative noise of the empty cells and
 often has a fraction of the least-squares error on large rectangles; where a large rectangle
