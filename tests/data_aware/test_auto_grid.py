@@ -868,6 +868,11 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
     picked = script.rule_choice(x, chosen, candidates)
     assert [candidates.index(c) for c in got.choose(x)] == picked.tolist()
     assert len(set(picked.tolist())) >= 3
+    # the same list without its non-negative branch (what the branch adds, scored from the same fits)
+    base = script.without_refit(got)
+    unrefitted = script.rule_choice(x, {**chosen, **{k: v[0] for k, v in nonnegative_grid.items()}}, candidates)
+    assert [candidates.index(c) for c in base.choose(x)] == unrefitted.tolist() != picked.tolist()
+    assert base.model["rules"]["q10"] == 9.0 and got.model["rules"] == chosen
 
 
 def test_training_mixtures_are_fixed_distributions_summed_from_one_grid(monkeypatch):
