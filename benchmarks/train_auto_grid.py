@@ -886,11 +886,9 @@ def validate(
             per_variant[variant] = [
                 held_out_cell(key, mine, test_per_row, candidates) for key, mine in sorted(picked.items())
             ]
-        for i, cell in enumerate(per_variant[""]):
-            if "without_refit" in per_variant:
-                base_cell = per_variant["without_refit"][i]
-                cell["without_refit"] = base_cell
-            cells.append(cell)
+        for cell, base_cell in zip(per_variant[""], per_variant.get("without_refit", ())):
+            cell["without_refit"] = base_cell
+        cells.extend(per_variant[""])
     return cells
 
 

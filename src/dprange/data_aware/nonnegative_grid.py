@@ -122,14 +122,13 @@ class NonnegativeAuto(DataAwareGridMechanism):
 
     def parameters(self) -> dict:
         """As declared, explicit rectangles written as their saved form (shape, lows, highs)."""
-        params = {
+        return {
             "workload": self.workload.to_dict() if isinstance(self.workload, Rectangles) else self.workload,
             "order": self.order,
             "tol": self.tol,
             "maxiter": self.maxiter,
             **super().parameters(),  # the shared parameters (an override lists its own first)
         }
-        return params
 
     def least_squares_mechanism(self, shape, epsilon: float) -> GridMechanism:
         """The design ``auto`` chooses for the workload at ``epsilon`` (public values only)."""

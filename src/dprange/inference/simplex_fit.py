@@ -49,8 +49,8 @@ def project_onto_simplex(values, total: float) -> np.ndarray:
 
 @dataclasses.dataclass(frozen=True)
 class SimplexFit:
-    """The solution ``x`` (>= 0, summing to the total), the iterations run and whether the
-    relative size of the last projected-gradient step was within the tolerance."""
+    """The solution ``x`` (>= 0, summing to the total), the iterations run and whether the last
+    projected-gradient step was within the tolerance (in noise units, :func:`simplex_fit`)."""
 
     x: np.ndarray
     iterations: int
@@ -66,7 +66,7 @@ class _NormalOperator:
         if any(not np.all(np.isfinite(w)) or np.any(w <= 0) for w in self.inverse_variances):
             raise ParameterError("every measured row needs a positive, finite noise variance")
         self.rhs = sum(
-            (A.rmatvec(w * np.asarray(m.values, dtype=float)))
+            A.rmatvec(w * np.asarray(m.values, dtype=float))
             for A, w, m in zip(self.blocks, self.inverse_variances, measurements.measurements)
         )
 
@@ -94,8 +94,10 @@ def simplex_fit(
     """argmin over x >= 0 with sum(x) = ``total`` of sum_i ||A_i x - y_i||^2 / v_i (module doc).
 
     ``start``: the first iterate, projected (e.g. the least-squares estimate; zeros if None).
-    Stops when the last projected-gradient step is at most ``tol`` times the larger of the
-    iterate's norm and 1, or after ``maxiter`` iterations with a ConvergenceWarning."""
+    Stops when the root mean square of the last projected-gradient step is at most ``tol`` noise
+    units, sqrt(1 / L) with L the gradient's Lipschitz constant (at most the noise standard
+    deviation of any cell's least-squares estimate), or after ``maxiter`` iterations with a
+    ConvergenceWarning."""
     if not isinstance(measurements, Measurements) or not measurements.measurements:
         raise ParameterError("simplex_fit needs a Measurements with at least one measured block")
     try:
