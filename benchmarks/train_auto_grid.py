@@ -32,7 +32,10 @@ ships.  A rules fit's folds are also scored with their non-negative branch (NONN
 the last stage) turned off (``without_refit`` in the validation and the report): what the branch
 adds, from the same fits.  ``--test`` scores the held-out shapes on another table of fresh trials
 (``--first-trial``: new samples, feature noise and releases), so that the figures reported are
-not those the fit was picked on.
+not those the fit was picked on.  ``--weighted`` scores the folds' ``auto`` choices with
+auto-data's default ``auto`` branch, ``auto_toward_nonnegative`` (least squares moved toward the
+non-negative refit), measured on the test rows by ``--measure-weighted`` (trials 100-102: five
+refits a release), on the rows where it was measured.
 
     nice python benchmarks/train_auto_grid.py [--trials 3] [--sides 32,64,128,256]
         [--scales 1e3,1e4,1e5,1e6,1e7] [--measurements FILE.jsonl] [--reuse]
@@ -40,6 +43,9 @@ not those the fit was picked on.
         [--kinds tree,ridge,rules] [--skip rules-random] [--unseen-to-auto 1.4] [--jobs 2]
     # the shipped selector: --reuse --kinds rules --skip rules-random --unseen-to-auto 1.4
     # (docs/data-aware.md, "Random mixtures")
+    nice python benchmarks/train_auto_grid.py --measure-weighted W.jsonl --shapes ... --sides 32,64,128
+        --trials 3 --first-trial 100          # auto_toward_nonnegative on the test trials
+    # then the shipped fit's line with --weighted W.jsonl,...: the "weighted_auto" figures
     nice python benchmarks/train_auto_grid.py --speed    # CPU time of the features and the choice
 """
 
@@ -79,6 +85,7 @@ from dprange.data_aware.auto_grid import (
     grid_feature_matrix,
     workload_boundary,
 )
+from dprange.data_aware.nonnegative_grid import AutoTowardNonnegative
 from dprange.data_aware.spatial_trees import box_sums, summed_area
 from dprange.workloads import Rectangles, random_rectangles
 
@@ -324,6 +331,62 @@ def measure_cell(name, side, scale, epsilon, trials, cache, first_trial=0) -> li
             key = dict(shape=name, n=side * side, scale=scale, epsilon=epsilon, workload=workload)
             rows.append({**key, "trial": t, "features": [total, nonempty, top, offpeak, rest], "mse": errors})
     return rows
+
+
+def measure_weighted(shapes, sides, scales, trials, path, log, first_trial=0) -> None:
+    """Rows of ``auto_toward_nonnegative``'s MSE (auto-data's ``auto`` branch with
+    ``refit='weighted'``) at the epsilon left after the features, built for each workload's
+    rectangles, release seed 1000 + trial (the measurements of ``auto``'s and
+    ``auto_nonnegative``'s rows of the same trial), appended to ``path``: what ``--weighted``
+    scores the folds' ``auto`` choices with.  Five refits a release: minutes a grid at 256 x 256."""
+    with open(path, "a") as out:
+        for side in sides:
+            shape = (side, side)
+            rects = {w: evaluation_rectangles(side, w) for w in WORKLOADS}
+            for epsilon in EPSILONS:
+                rest = AutoDataGrid().shares(epsilon)[-1]
+                mechs = {w: AutoTowardNonnegative(workload=Rectangles(shape, *rects[w])) for w in WORKLOADS}
+                for name in shapes:
+                    p = distribution(name, side)
+                    for scale in scales:
+                        for t in range(first_trial, first_trial + trials):
+                            counts = sample(p, scale, seed=t)
+                            for w in WORKLOADS:
+                                released = mechs[w].release(counts, rest, rng=1000 + t)
+                                key = dict(shape=name, n=side * side, scale=scale, epsilon=epsilon, workload=w)
+                                mse = rectangles_mse(released.counts, counts, *rects[w])
+                                weight = released.parameters["weight"]
+                                out.write(json.dumps({**key, "trial": t, "mse": mse, "weight": weight}) + "\n")
+                            out.flush()
+                    log(f"weighted {name} {side} x {side} epsilon {epsilon}")
+
+
+def load_weighted(paths: str, keys_with_trials) -> np.ndarray:
+    """Per row of a test table (keys with trials), ``auto_toward_nonnegative``'s MSE from the files
+    of measure_weighted (comma-separated), NaN where none was measured."""
+    found: dict = {}
+    for path in filter(None, paths.split(",")):
+        with open(path) as handle:
+            for line in handle:
+                r = json.loads(line)
+                found[(r["shape"], r["n"], r["scale"], r["epsilon"], r["workload"], r["trial"])] = r["mse"]
+    return np.array([found.get(k, np.nan) for k in keys_with_trials])
+
+
+#: The column ``--weighted`` scores the folds' ``auto`` choices with.
+WEIGHTED = "auto_toward_nonnegative"
+
+
+def weighted_cell(key, mine, per_row, weighted, candidates) -> dict | None:
+    """held_out_cell on the cell's rows where auto_toward_nonnegative was measured (``weighted``
+    per row, NaN elsewhere), ``auto``'s releases (column 0) replaced by its, which also joins the
+    best candidate; None where no row of the cell has it."""
+    mine = [(i, c) for i, c in mine if not np.isnan(weighted[i])]
+    if not mine:
+        return None
+    extended = np.column_stack([per_row[:, :-1], weighted, per_row[:, -1]])
+    moved = [(i, len(candidates) if c == 0 else c + (c == len(candidates))) for i, c in mine]
+    return held_out_cell(key, moved, extended, (*candidates, WEIGHTED))
 
 
 def measure(shapes, sides, scales, trials, path, log, first_trial=0) -> list[dict]:
@@ -840,13 +903,26 @@ def _fit_job(job) -> GridSelector:
 
 
 def validate(
-    spec, x, ratio, keys, per_row, candidates, args, fitted_on, test=None, held_out=DPBENCH, fitted_models=None
+    spec,
+    x,
+    ratio,
+    keys,
+    per_row,
+    candidates,
+    args,
+    fitted_on,
+    test=None,
+    held_out=DPBENCH,
+    fitted_models=None,
+    weighted=None,
 ) -> list[dict]:
     """Leave-one-shape-out over the DPBench shapes: the model fitted on the other shapes' rows of
     the workloads ``fitted_on``, per held-out cell (every workload) the regret and the ratio to
     auto; on the rows of ``test`` (x, keys, per_row of a table of fresh trials) where given.  The
     models go into ``fitted_models`` (where given) by (spec, fitted_on, training rows' mask bytes),
-    so that the shipped fit, trained on every row, is not fitted twice."""
+    so that the shipped fit, trained on every row, is not fitted twice.  ``weighted`` (per test
+    row, NaN where not measured) adds each cell's figures with ``auto``'s releases replaced by
+    auto_toward_nonnegative's (``weighted_auto``; weighted_cell)."""
     shapes = np.array([k[0] for k in keys])
     used = np.isin([k[4] for k in keys], fitted_on)
     test_x, test_keys, test_per_row = test if test is not None else (x, keys, per_row)
@@ -883,13 +959,27 @@ def validate(
             picked: dict = {}
             for i, c in zip(rows, chosen):
                 picked.setdefault(test_keys[i], []).append((i, int(c)))
-            per_variant[variant] = [
-                held_out_cell(key, mine, test_per_row, candidates) for key, mine in sorted(picked.items())
-            ]
+            per_variant[variant] = []
+            for key, mine in sorted(picked.items()):
+                cell = held_out_cell(key, mine, test_per_row, candidates)
+                if weighted is not None and (moved := weighted_cell(key, mine, test_per_row, weighted, candidates)):
+                    cell["weighted_auto"] = moved
+                per_variant[variant].append(cell)
         for cell, base_cell in zip(per_variant[""], per_variant.get("without_refit", ())):
             cell["without_refit"] = base_cell
         cells.extend(per_variant[""])
     return cells
+
+
+def weighted_summaries(cells, prefix: str) -> dict:
+    """The summaries of the cells' ``weighted_auto`` figures (those with and without the refit
+    branch), named with ``prefix``; none where no cell has them."""
+    out = {}
+    for variant, pick_cell in (("", lambda c: c), ("without_refit_", lambda c: c.get("without_refit") or {})):
+        moved = [pick_cell(c)["weighted_auto"] for c in cells if "weighted_auto" in pick_cell(c)]
+        if moved:
+            out[f"{prefix}{variant}weighted_auto"] = summary(moved)
+    return out
 
 
 def always(index: int, per_row, keys) -> dict:
@@ -959,6 +1049,17 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--clip", type=float, default=3.0, help="ridge: targets clipped to +-clip (log-ratio)")
     parser.add_argument("--speed", action="store_true", help="only time the features and the choice (JSON)")
+    parser.add_argument(
+        "--measure-weighted",
+        default=None,
+        help="only measure auto_toward_nonnegative (auto-data's weighted auto branch) on --shapes, --sides, "
+        "--scales, --trials from --first-trial, appending rows to this file",
+    )
+    parser.add_argument(
+        "--weighted",
+        default="",
+        help="files of --measure-weighted rows (comma-separated): score the folds' auto choices with them too",
+    )
     parser.add_argument("--kinds", default="tree,ridge,rules", help="the kinds of fit to validate")
     parser.add_argument(
         "--unseen-to-auto",
@@ -980,6 +1081,14 @@ def main(argv=None) -> int:
         print(json.dumps({"features_and_choice": speed()}, indent=1))
         return 0
 
+    if args.measure_weighted:
+        sides = [int(v) for v in args.sides.split(",")]
+        scales = [int(float(v)) for v in args.scales.split(",")]
+        measure_weighted(
+            args.shapes.split(","), sides, scales, args.trials, args.measure_weighted, log, args.first_trial
+        )
+        return 0
+
     if args.reuse:
         with open(args.measurements) as handle:
             rows = [json.loads(line) for line in handle]
@@ -989,12 +1098,14 @@ def main(argv=None) -> int:
         rows = measure(args.shapes.split(","), sides, scales, args.trials, args.measurements, log, args.first_trial)
     candidates = winners(rows)
     x, ratio, keys, per_row = table(rows, candidates)
-    test, scored_on = None, "the training rows"
+    test, scored_on, weighted = None, "the training rows", None
     if args.test:
         with open(args.test) as handle:
             test_rows = [json.loads(line) for line in handle]
         test_x, _, test_keys, test_per_row = table(test_rows, candidates)
         test = (test_x, test_keys, test_per_row)
+        trial_keys = [(*k, r["trial"]) for k, r in zip(test_keys, test_rows)]
+        weighted = load_weighted(args.weighted, trial_keys) if args.weighted else None
         scored_on = f"a test table of {len(test_rows)} rows, fresh trials {spans({r['trial'] for r in test_rows})}"
     # shapes of the test table that no fit trained on (UNSEEN): scored, never used to pick
     unseen = sorted({k[0] for k in test[1]} - {k[0] for k in keys}) if test else []
@@ -1012,18 +1123,17 @@ def main(argv=None) -> int:
                 if name in skip:
                     continue
                 spec = (kind, depth, margin)
-                cells = validate(
-                    spec, x, ratio, keys, per_row, candidates, args, fitted_on, test, DPBENCH, fitted_models
-                )
+                common = (x, ratio, keys, per_row, candidates, args, fitted_on, test)
+                cells = validate(spec, *common, DPBENCH, fitted_models, weighted)
                 by_workload = {w: summary([c for c in cells if c["workload"] == w]) for w in WORKLOADS}
                 results[name] = {"kind": kind, "depth": depth, "margin": margin, "fitted_on": list(fitted_on)}
                 results[name].update(summary=summary(cells), by_workload=by_workload, cells=cells)
                 if cells and "without_refit" in cells[0]:  # the same folds' lists without their last stage
                     results[name]["without_refit"] = summary([c["without_refit"] for c in cells])
+                results[name].update(weighted_summaries(cells, ""))
                 if unseen:
-                    others = validate(
-                        spec, x, ratio, keys, per_row, candidates, args, fitted_on, test, unseen, fitted_models
-                    )
+                    others = validate(spec, *common, unseen, fitted_models, weighted)
+                    results[name].update(weighted_summaries(others, "unseen_"))
                     results[name]["unseen"] = summary(others)
                     if others and "without_refit" in others[0]:
                         results[name]["unseen_without_refit"] = summary([c["without_refit"] for c in others])
@@ -1067,6 +1177,8 @@ def main(argv=None) -> int:
             {"shipped": chosen, "features": list(GRID_FEATURES), "candidates": list(candidates), **results}, handle
         )
     report = {"shipped": chosen, "candidates": list(candidates), "baselines_loso": baselines}
+    for k, v in results.items():  # the --weighted figures, where measured
+        report.update({f"{k} {w}": v[w] for w in v if "weighted_auto" in w})
     shipped_by_workload = {"shipped_by_workload": best["by_workload"]}
     print(json.dumps({**report, **shipped_by_workload, **{k: v["summary"] for k, v in results.items()}}, indent=1))
     return 0

@@ -233,6 +233,7 @@ def test_k_d_mechanisms_are_registered_apart_from_the_1_d_ones():
         "ugrid",
         "agrid",
         "auto_nonnegative",
+        "auto_toward_nonnegative",
         "auto-data",
     )  # data_aware.grid(s), data_aware.nonnegative_grid, data_aware.auto_grid: never chosen by auto
     independent = ("kronecker", "kd_hierarchy", "quadtree", "privelet", "fourier")

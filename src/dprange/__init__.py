@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time __getattr__
     from .data_aware.grid import DAWAHilbert, HybridTree, KDTree
     from .data_aware.grids import AdaptiveGrid, UniformGrid
     from .data_aware.mwem import MWEM
-    from .data_aware.nonnegative_grid import NonnegativeAuto
+    from .data_aware.nonnegative_grid import AutoTowardNonnegative, NonnegativeAuto
     from .data_aware.structure_first import StructureFirst
     from .domain import Domain, ProductDomain
     from .errors import (
@@ -75,7 +75,7 @@ _EXPORTS = {
     "data_aware.grid": ("DAWAHilbert", "HybridTree", "KDTree"),
     "data_aware.grids": ("AdaptiveGrid", "UniformGrid"),
     "data_aware.mwem": ("MWEM",),
-    "data_aware.nonnegative_grid": ("NonnegativeAuto",),
+    "data_aware.nonnegative_grid": ("AutoTowardNonnegative", "NonnegativeAuto"),
     "data_aware.structure_first": ("StructureFirst",),
     "domain": ("Domain", "ProductDomain"),
     "errors": (
@@ -105,6 +105,7 @@ __all__ = [
     "Answer",
     "AutoData",
     "AutoDataGrid",
+    "AutoTowardNonnegative",
     "BudgetError",
     "DAWA",
     "DAWAHilbert",

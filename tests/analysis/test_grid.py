@@ -17,7 +17,15 @@ from dprange import FourierMarginals, Kronecker, Quadtree
 from dprange.analysis import grid as grid_analysis
 from dprange.analysis import noise_variance_floor, svd_bound
 from dprange.analysis import svd_bound as svd_bound_1d
-from dprange.analysis.grid import axis_ranges, expected_error, grid_candidates, l2_optimum_bound, select_grid
+from dprange.analysis.grid import (
+    axis_ranges,
+    expected_error,
+    grid_candidates,
+    l2_optimum_bound,
+    product_parts,
+    select_grid,
+    workload_inner,
+)
 from dprange.errors import ParameterError
 from dprange.inference.kron import morton_order
 from dprange.mechanisms.optimized import Optimized
@@ -454,3 +462,29 @@ def test_k_d_bound_has_no_side_limit():
         / (n * (n + 1) // 2 * 6)
     )
     assert grid_analysis.svd_bound((n, 3), "all-rectangles", 1.0) == pytest.approx(expected, rel=1e-12)
+
+
+@pytest.mark.parametrize("workload,order", [("all-rectangles", 2), ("prefix-rectangles", 2), ("marginals", 1)])
+def test_workload_inner_is_the_mean_product_of_the_enumerated_queries(workload, order):
+    """workload_inner on a 3 x 4 grid equals the product of two arrays' answers averaged over the
+    workload's queries, enumerated (marginals: each part's queries, weighted by its cells, as
+    workload_error weights them); on explicit rectangles the plain mean over them."""
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=(3, 4)), rng.normal(size=(3, 4))
+    total = weights = 0.0
+    for weight, kinds in product_parts((3, 4), workload, order):
+        rows, cols = zip(*axis_ranges(3, kinds[0])), zip(*axis_ranges(4, kinds[1]))
+        boxes = list(itertools.product(rows, cols))
+        products = [
+            a[r0 : r1 + 1, c0 : c1 + 1].sum() * b[r0 : r1 + 1, c0 : c1 + 1].sum() for (r0, r1), (c0, c1) in boxes
+        ]
+        total, weights = total + weight * np.mean(products), weights + weight
+    assert workload_inner(a, b, workload, order) == pytest.approx(total / weights, rel=1e-12)
+    lows, highs = np.array([[0, 0], [1, 2]]), np.array([[2, 3], [1, 3]])
+    expected = np.mean(
+        [
+            a[l0 : h0 + 1, l1 : h1 + 1].sum() * b[l0 : h0 + 1, l1 : h1 + 1].sum()
+            for (l0, l1), (h0, h1) in zip(lows, highs)
+        ]
+    )
+    assert workload_inner(a, b, Rectangles((3, 4), lows, highs)) == pytest.approx(expected, rel=1e-12)

@@ -43,6 +43,7 @@ from dprange.data_aware.auto_grid import (
 )
 from dprange.data_aware.selector import Selector
 from dprange.data_aware.steps import laplace_spec, spent
+from dprange.inference.simplex_fit import simplex_fit
 from dprange.mechanisms.grid import load_grid_release
 from dprange.workloads.rectangles import Rectangles
 
@@ -206,15 +207,17 @@ def forced(choice: str) -> Selector:
 
 @pytest.mark.parametrize("choice", ["auto", "agrid", "dawa_hilbert"])
 def test_a_constant_selector_buys_no_features(choice):
-    """One leaf: no features bought; the release is the choice's at the whole epsilon (same draws)."""
+    """One leaf: no features bought; the release is the choice's at the whole epsilon (same draws;
+    ``auto`` runs auto_toward_nonnegative)."""
     x = np.random.default_rng(5).integers(0, 30, (16, 16))
     mech = AutoDataGrid()
     mech.selector = Selector("tree", ("auto", choice), {"nodes": [{"leaf": 1 if choice != "auto" else 0}]})
     assert not mech.buys_features() and forced(choice).constant() is None
     r = mech.release(x, 0.7, rng=3)
-    alone = mech.candidate(choice, x.shape, 0.7).release(x, 0.7, rng=3)
+    alone = mech.runs(choice, x.shape, 0.7).release(x, 0.7, rng=3)
+    assert alone.mechanism == ("auto_toward_nonnegative" if choice == "auto" else choice)
     np.testing.assert_array_equal(r.counts, alone.counts)
-    record = r.selection if choice == "auto" else r.parameters
+    record = r.parameters
     assert record["features"] is None and record["chosen"] == alone.mechanism
     assert [s["step"] for s in record["private_steps"]] == [
         s["step"] for s in alone.parameters.get("private_steps") or [{"step": "measure"}]
@@ -240,7 +243,7 @@ def test_choice_is_post_processing_of_the_noisy_features(monkeypatch):
     mech.selector = split(0.0)
     sparse, dense = np.zeros((8, 8), dtype=np.int64), np.random.default_rng(0).integers(0, 500, (8, 8))
     sparse[2, 3] = 4
-    auto_name = mech.candidate("auto", (8, 8), mech.shares(1.0)[-1]).name
+    auto_name = mech.runs("auto", (8, 8), mech.shares(1.0)[-1]).name
     for fixed, expected in (((10.0, 3.0, 5.0, 1.0), auto_name), ((5000.0, 60.0, 900.0, 300.0), "agrid")):
         monkeypatch.setattr(AutoDataGrid, "features", lambda self, counts, epsilon, rng=None, f=fixed: (*f, []))
         assert [choice_of(mech.release(x, 1.0, rng=1))["chosen"] for x in (sparse, dense)] == [expected] * 2
@@ -251,7 +254,7 @@ def test_choice_is_post_processing_of_the_noisy_features(monkeypatch):
         assert f["workload_boundary"] == workload_boundary("all-rectangles", (8, 8))
         features = (f["total"], f["nonempty"], f["top"], f["offpeak"])
         name = choose_grid(*features, 64, f["epsilon_left"], f["workload_boundary"], mech.selector)[0]
-        assert record["chosen"] == mech.candidate(name, (8, 8), f["epsilon_left"]).name
+        assert record["chosen"] == mech.runs(name, (8, 8), f["epsilon_left"]).name
 
 
 def boundary_by_definition(rectangles, shape) -> float:
@@ -333,7 +336,7 @@ def test_release_records_the_workload_boundary_and_the_choice_reads_it(monkeypat
         record = choice_of(mech.release(x, 1.0, rng=4))
         assert record["features"]["workload_boundary"] == workload_boundary(workload, (16, 16))
         rest = record["features"]["epsilon_left"]
-        assert record["chosen"] == (chosen or mech.candidate("auto", (16, 16), rest).name)
+        assert record["chosen"] == (chosen or mech.runs("auto", (16, 16), rest).name)
 
 
 def test_choose_grid_is_the_selector_on_feature_matrix():
@@ -356,13 +359,13 @@ def test_choose_grid_is_the_selector_on_feature_matrix():
 @pytest.mark.parametrize("neighbours", ["add_remove", "replace"])
 def test_every_branch_records_its_steps_and_spends_epsilon(choice, neighbours):
     """Each candidate runs with the epsilon left after the features; the recorded steps sum to
-    epsilon (exactly at most, rounding up to it); the data-independent branch keeps its exact
-    error bars and its record survives saving and loading."""
+    epsilon (exactly at most, rounding up to it); with ``refit='never'`` the data-independent
+    branch keeps its exact error bars and its record survives saving and loading."""
     rng = np.random.default_rng(5)
     x = rng.integers(0, 30, (16, 16))
     x[:8, :5] = 0
     epsilon = 0.7
-    mech = AutoDataGrid(feature_share=0.1, neighbours=neighbours)
+    mech = AutoDataGrid(feature_share=0.1, neighbours=neighbours, refit="never")
     mech.selector = forced(choice)
     r = mech.release(x, epsilon, rng=3)
     rest = mech.shares(epsilon)[-1]
@@ -585,12 +588,15 @@ def test_the_auto_branch_is_chosen_for_the_release_s_workload(workload):
         lows = np.array([[0, 0], [3, 2], [10, 0]])
         wanted = Rectangles(shape, lows, np.array([[0, 0], [3, 2], [10, 0]]))  # three cells
     kwargs = {"order": 1} if workload == "marginals" else {}
-    mech = AutoDataGrid(workload=wanted, **kwargs)
+    mech = AutoDataGrid(workload=wanted, refit="never", **kwargs)
     mech.selector = forced("auto")
+    checked = AutoDataGrid(workload=wanted, **kwargs)
+    checked.selector = forced("auto")
+    design = checked.release(domain.histogram(columns), 1.0, rng=4).parameters["chosen_parameters"]["design"]
     r = mech.release(domain.histogram(columns), 1.0, rng=4)
     rest = mech.shares(1.0)[-1]
     want = select_grid(shape, rest, workload=wanted, order=kwargs.get("order", 2)).mechanism
-    assert r.mechanism == want.name and r.selection["chosen"] == want.name
+    assert r.mechanism == want.name and r.selection["chosen"] == want.name and design["mechanism"] == want.name
     chosen = {k: v for k, v in r.parameters.items() if k != "strategy"}  # the strategy: how it was built
     assert chosen == json.loads(json.dumps(want.parameters()))  # chosen for these rectangles
     assert repr(want) != repr(select_grid(shape, rest).mechanism)  # not the all-rectangles choice
@@ -705,9 +711,11 @@ def test_whole_release_joint_law_is_epsilon_dp(monkeypatch, relation):
     worst log-ratio over released features in a window of +-40 around the true values (every
     choice of the test selector reached) and the chosen branch's outputs (its private cuts and
     noisy counts, exactly) is at most epsilon, as is its bound over all feature values; it is
-    tight, and the same code at twice the budget exceeds epsilon."""
+    tight, and the same code at twice the budget exceeds epsilon.  The auto branch's least squares
+    (``refit='never'``): with the default check it releases post-processing of the same
+    measurements (test_privacy_definition_2d_releases.py)."""
     epsilon = 9.0
-    mech = AutoDataGrid(feature_share=0.1, neighbours=relation)
+    mech = AutoDataGrid(feature_share=0.1, neighbours=relation, refit="never")
     mech.selector = whole_selector()
     bases = [np.array([[2, 0, 0], [0, 0, 0], [0, 0, 1]]), np.array([[0, 1, 0], [0, 1, 0], [1, 0, 0]])]
     worst, upper, seen = whole_worst(monkeypatch, mech, bases, epsilon)
@@ -899,3 +907,75 @@ def test_training_mixtures_are_fixed_distributions_summed_from_one_grid(monkeypa
         occupied.append(int((fine > 0).sum()))
     assert min(occupied) <= 50 and max(occupied) == 256 * 256
     assert not np.array_equal(script.distribution("mix-0", 64), script.distribution("mix-1", 64))
+
+
+@pytest.mark.parametrize("neighbours", ["add_remove", "replace"])
+def test_the_weighted_auto_branch_moves_least_squares_toward_the_refit_of_the_same_measurements(neighbours):
+    """With the default ``refit='weighted'`` the auto branch releases auto_toward_nonnegative at
+    the epsilon left: the same private steps as least squares would spend, the cells the
+    least-squares ones of ``refit='never'`` (the same draws) moved by the recorded weight toward
+    their non-negative refit (the total kept; the public one under replace); above 0.8 on a sparse
+    grid, under a half on a half-empty dense one; no exact error bars."""
+    x = np.zeros((16, 16), dtype=np.int64)
+    x[3, 4], x[10, 12], x[7, 7] = 400, 250, 90  # sparse: the refit wins
+    dense = np.random.default_rng(2).poisson(20, (16, 16))
+    dense[:, :6] = 0  # half empty, half dense: least squares wins
+    weights = []
+    for grid in (x, dense):
+        weighted, never = (AutoDataGrid(neighbours=neighbours, refit=refit) for refit in ("weighted", "never"))
+        weighted.selector = never.selector = forced("auto")
+        r, exact = weighted.release(grid, 0.5, rng=3), never.release(grid, 0.5, rng=3)
+        record = r.parameters
+        assert r.mechanism == "auto-data" and record["chosen"] == "auto_toward_nonnegative"
+        assert not r.exact_error_bars and np.isnan(r.rectangle([0, 0], [3, 3]).stderr)
+        assert [s["step"] for s in record["private_steps"]] == [s["step"] for s in exact.selection["private_steps"]]
+        assert r.epsilon == exact.epsilon
+        weight = record["chosen_parameters"]["weight"]
+        weights.append(weight)
+        inner = never.candidate("auto", grid.shape, record["features"]["epsilon_left"])
+        refitted = simplex_fit(exact.measurements, exact.counts.sum(), start=exact.counts.ravel(), tol=1e-5).x
+        expected = exact.counts.ravel() + weight * (refitted - exact.counts.ravel())
+        assert inner.name == record["chosen_parameters"]["design"]["mechanism"]
+        np.testing.assert_allclose(r.counts.ravel(), expected, rtol=1e-9, atol=1e-6)
+        assert r.counts.sum() == pytest.approx(exact.counts.sum() if neighbours == "add_remove" else grid.sum())
+    assert weights[0] > 0.8 and weights[1] < 0.5  # one release each (test_nonnegative_grid: 30)
+
+
+def test_grids_above_the_weighted_refit_limit_keep_least_squares(monkeypatch):
+    """Above WEIGHTED_REFIT_CELLS cells the auto branch releases least squares with its exact error
+    bars even with ``refit='weighted'`` (the limit lowered to 255 cells for a 16 x 16 grid)."""
+    import dprange.data_aware.auto_grid as auto_grid_module
+
+    x = np.random.default_rng(2).poisson(5, (16, 16))
+    mech = AutoDataGrid()
+    mech.selector = forced("auto")
+    assert mech.release(x, 0.5, rng=1).parameters["chosen"] == "auto_toward_nonnegative"
+    monkeypatch.setattr(auto_grid_module, "WEIGHTED_REFIT_CELLS", 255)
+    r = mech.release(x, 0.5, rng=1)
+    never = AutoDataGrid(refit="never")
+    never.selector = forced("auto")
+    assert isinstance(r, GridRelease) and r.selection["chosen"] == never.release(x, 0.5, rng=1).selection["chosen"]
+    np.testing.assert_array_equal(r.counts, never.release(x, 0.5, rng=1).counts)
+
+
+def test_training_script_scores_auto_choices_with_the_weighted_branch(monkeypatch):
+    """benchmarks/train_auto_grid.py's weighted_cell: a cell's rows where auto_toward_nonnegative
+    was measured, ``auto`` choices (column 0) scored with its MSE, which joins the best
+    candidate; other choices and ``auto`` with the whole epsilon (the last column) as they were;
+    None where no row was measured."""
+    import importlib
+
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    script = importlib.import_module("train_auto_grid")
+    candidates = ("auto", "agrid")
+    per_row = np.array([[10.0, 4.0, 9.0], [12.0, 6.0, 9.0], [11.0, 5.0, 9.0]])  # auto, agrid, auto-whole
+    weighted = np.array([2.0, 3.0, np.nan])
+    key = ("S", 1024, 1000, 0.1, "random-rectangles")
+    cell = script.weighted_cell(key, [(0, 0), (1, 1), (2, 0)], per_row, weighted, candidates)
+    # rows 0 and 1: auto_toward_nonnegative (2) and agrid (6); the best column mean is 2.5
+    assert cell["regret"] == pytest.approx(4.0 / 2.5) and cell["to_auto"] == pytest.approx(4.0 / 9.0)
+    assert cell["best"] == "auto_toward_nonnegative"
+    assert cell["choices"] == {"agrid": 1, "auto_toward_nonnegative": 1}
+    whole = script.weighted_cell(key, [(0, 2), (1, 2)], per_row, weighted, candidates)
+    assert whole["choices"] == {"auto-whole": 2} and whole["to_auto"] == pytest.approx(1.0)
+    assert script.weighted_cell(key, [(2, 0)], per_row, weighted, candidates) is None

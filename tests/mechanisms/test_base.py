@@ -81,9 +81,10 @@ OWN = {
     "ugrid": {"c": 4.0, "total_share": 0.05, "layout": "anchored"},
     "agrid": {"c": 4.0, "c2": 3.0, "alpha": 0.4, "min_parts": 4, "total_share": 0.05, "layout": "anchored"},
     "auto_nonnegative": {"workload": "prefix-rectangles", "order": 1, "tol": 1e-4, "maxiter": 500},
+    "auto_toward_nonnegative": {"workload": "prefix-rectangles", "order": 1, "tol": 1e-4, "maxiter": 500, "probes": 2},
 }
 #: Names registered in both registries (the 2-D auto-data): the k-D entry's own values.
-GRID_OWN = {"auto-data": {"feature_share": 0.1, "workload": "prefix-rectangles", "order": 1}}
+GRID_OWN = {"auto-data": {"feature_share": 0.1, "workload": "prefix-rectangles", "order": 1, "refit": "never"}}
 
 
 def own_values(registry, name: str) -> dict:

@@ -17,7 +17,7 @@ from ..mechanisms.base import GridMechanism
 from ..optimize.l2_optimum import check_l2_optimum_bins, l2_optimum
 from ..registry import GRID_MECHANISMS
 from ..workloads.ranges import AllRange, Prefix, all_range_singular_values, prefix_singular_values, singular_value_sum
-from ..workloads.rectangles import Rectangles, check_shape
+from ..workloads.rectangles import Rectangles, all_range_gram, check_shape
 from .error import noise_variance_floor
 from .selection import Candidate, Selection
 
@@ -89,6 +89,39 @@ def workload_error(model, shape, workload, order: int = 2) -> float:
     parts = product_parts(shape, workload, order)
     total = sum(w * model.mean_variance([axis_ranges(n, k) for n, k in zip(shape, kinds)]) for w, kinds in parts)
     return total / sum(w for w, _ in parts)
+
+
+def axis_gram(n: int, kind: str) -> np.ndarray:
+    """W^T W of one axis' ranges (:func:`axis_ranges`): entry (i, j) counts the ranges holding both
+    bins ("all" (min + 1)(n - max), "prefix" n - max, "cells" the identity, "total" all ones)."""
+    if kind == "all":
+        return all_range_gram(n)
+    i = np.arange(n)
+    if kind == "prefix":
+        return (n - np.maximum.outer(i, i)).astype(float)
+    if kind == "cells":
+        return np.eye(n)
+    return np.ones((n, n))
+
+
+def workload_inner(a, b, workload, order: int = 2) -> float:
+    """The mean over a checked k-D ``workload``'s queries of the product of their answers on the
+    cell arrays ``a`` and ``b`` (weighted as :func:`workload_error` weights the parts), so that
+    ``workload_inner(v, v, ...)`` is the mean squared answer of ``v`` and its expectation for a
+    random ``v`` of covariance C is the workload error of C.  Named workloads apply each part's
+    axis Grams (O(cells x sum of sides)); rectangles sum ``a`` and ``b`` over each (O(cells + R))."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if isinstance(workload, Rectangles):
+        return float(np.mean(workload.matvec(a.ravel()) * workload.matvec(b.ravel())))
+    total, weights = 0.0, 0
+    for weight, kinds in product_parts(a.shape, workload, order):
+        applied = b
+        for axis, (n, kind) in enumerate(zip(a.shape, kinds)):
+            applied = np.moveaxis(np.tensordot(axis_gram(n, kind), applied, axes=(1, axis)), 0, axis)
+        queries = math.prod(axis_ranges(n, kind)[0].size for n, kind in zip(a.shape, kinds))
+        total += weight * float(np.sum(a * applied)) / queries
+        weights += weight
+    return total / weights
 
 
 #: The k-D mechanisms a refusal of a marginals mechanism on rectangles suggests.

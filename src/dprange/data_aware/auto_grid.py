@@ -2,8 +2,10 @@
 expected error, :func:`dprange.analysis.grid.select_grid`) and the registered 2-D data-aware
 mechanisms (``agrid``, ``ugrid``, ``dawa_hilbert``, ``kd_tree``, ``hybrid_tree``, and
 ``auto_nonnegative``, ``auto`` refitted over non-negative grids) from private
-features of the data, in the spirit of Pythia (Kotsogiannis, Machanavajjhala, Hay and Miklau,
-"Pythia: Data Dependent Differentially Private Algorithm Selection", SIGMOD 2017).
+features of the data (the choice ``auto`` released, by default, as least squares moved toward its
+non-negative refit: ``auto_toward_nonnegative``), in the spirit of Pythia (Kotsogiannis,
+Machanavajjhala, Hay and Miklau, "Pythia: Data Dependent Differentially Private Algorithm
+Selection", SIGMOD 2017).
 
 Features.  Four features (:class:`GridFeatures`: the 1-D auto-data's steps with a count of
 non-empty cells where the 1-D choice prices merges, and a measure of how the mass spreads over
@@ -51,9 +53,9 @@ from importlib import resources
 
 import numpy as np
 
-from .._params import Custom, Integer, Param
+from .._params import OneOf, Param
 from .._validation import fit_last, float_at_least
-from ..analysis.grid import check_grid_workload, check_order, product_parts, select_grid
+from ..analysis.grid import check_grid_workload, check_order, product_parts
 from ..answers.grid import GridRelease
 from ..errors import ParameterError
 from ..mechanisms.base import GridMechanism, Mechanism, check_counts
@@ -63,7 +65,7 @@ from ..strategies.calibration import is_seeded
 from ..workloads.rectangles import Rectangles, check_shape
 from .auto_data import AutoData
 from .grid import DataAwareGridMechanism
-from .nonnegative_grid import check_workload
+from .nonnegative_grid import ORDER_PARAM, WORKLOAD_PARAM, AutoTowardNonnegative, auto_design, saved_workload
 from .selector import Selector, top_mass
 from .steps import SHARE, spent, step
 
@@ -298,6 +300,12 @@ def choose_grid(
     return (selector or shipped_grid()).choose(x)
 
 
+#: The most cells on which auto-data's ``auto`` branch moves least squares toward the non-negative
+#: refit (``refit='weighted'``): the grids it was measured on, up to 256 x 256 (about 6 s there);
+#: its five refits take minutes on larger ones (512 x 512: 171 CPU s), which keep least squares.
+WEIGHTED_REFIT_CELLS = 2**16
+
+
 class AutoDataGrid(DataAwareGridMechanism):
     """Choose ``auto`` or a 2-D data-aware grid mechanism from four private features (noisy
     total, noisy number of non-empty cells, noisy mass of the heaviest cells, noisy off-peak
@@ -314,21 +322,26 @@ class AutoDataGrid(DataAwareGridMechanism):
             "off-peak mass)",
             default=0.05,
         ),
-        Param(
-            "workload",
-            Custom(
-                check_workload, "'all-rectangles', 'prefix-rectangles', 'marginals' or a dprange.workloads.Rectangles"
-            ),
-            "the rectangles the data-independent branch is chosen for, whose boundary the selector reads "
+        dataclasses.replace(
+            WORKLOAD_PARAM,
+            doc="the rectangles the data-independent branch is chosen for, whose boundary the selector reads "
             "(release_grid passes its workload)",
-            default="all-rectangles",
         ),
-        Param("order", Integer(1), "the marginals' order when the workload is 'marginals'", default=2),
+        ORDER_PARAM,
+        Param(
+            "refit",
+            OneOf(("weighted", "never")),
+            "what the auto branch releases: 'weighted' auto's least squares moved toward its non-negative refit "
+            "by the weight of least estimated error (auto_toward_nonnegative, no exact error bars) on grids of at "
+            "most 2^16 cells; 'never' (and larger grids) least squares with its exact error bars",
+            default="weighted",
+        ),
         *Mechanism.PARAMS,
     )
     feature_share: float
     workload: object
     order: int
+    refit: str
     #: The trained selector (None: the one shipped with the package); benchmarks and tests set another.
     selector: Selector | None = None
 
@@ -347,25 +360,32 @@ class AutoDataGrid(DataAwareGridMechanism):
     def parameters(self) -> dict:
         """As declared, explicit rectangles written as their saved form (shape, lows, highs), which
         the workload parameter reads back."""
-        params = {
+        return {
             "feature_share": self.feature_share,
-            "workload": self.workload,
+            "workload": saved_workload(self.workload),
             "order": self.order,
+            "refit": self.refit,
             **super().parameters(),  # the shared parameters (an override lists its own first)
         }
-        if isinstance(self.workload, Rectangles):
-            params["workload"] = self.workload.to_dict()
-        return params
+
+    def runs(self, chosen: str, shape, epsilon: float) -> GridMechanism:
+        """The mechanism a release runs for the selector's choice: :meth:`candidate`, except that
+        with ``refit='weighted'`` the choice ``auto`` runs ``auto_toward_nonnegative`` (the same
+        measurements, then least squares moved toward the non-negative refit by the weight of
+        least estimated error on the workload) on grids of at most WEIGHTED_REFIT_CELLS cells."""
+        if chosen == "auto" and self.refit == "weighted" and math.prod(shape) <= WEIGHTED_REFIT_CELLS:
+            return AutoTowardNonnegative(
+                workload=self.workload, order=self.order, neighbours=self.neighbours, noise=self.noise
+            )
+        return self.candidate(chosen, shape, epsilon)
 
     def candidate(self, name: str, shape, epsilon: float) -> GridMechanism:
         """The mechanism a choice names, built from public values only (``auto``: the least exact
         expected error on the release's workload at the epsilon it runs with)."""
         if name == "auto":
-            chosen = select_grid(
-                shape, epsilon, workload=self.workload, neighbours=self.neighbours, noise=self.noise, order=self.order
-            ).mechanism
-            assert isinstance(chosen, GridMechanism)
-            return chosen
+            return auto_design(
+                shape, epsilon, self.workload, neighbours=self.neighbours, noise=self.noise, order=self.order
+            )
         if name not in GRID_CANDIDATES or name not in GRID_MECHANISMS:
             raise ParameterError(f"the 2-D auto-data selector names an unknown mechanism {name!r}; retrain it")
         params: dict[str, object] = dict(CANDIDATE_PARAMETERS.get(name, {}))
@@ -405,7 +425,7 @@ class AutoDataGrid(DataAwareGridMechanism):
             }
         else:
             chosen, rest, steps = constant, epsilon, []
-        inner = self.candidate(chosen, counts.shape, rest)
+        inner = self.runs(chosen, counts.shape, rest)
         released = inner.release(counts, rest, rng=source, domain=domain)
         inner_steps = released.parameters.get("private_steps") or [step("measure", released.epsilon)]
         steps = steps + list(inner_steps)

@@ -229,6 +229,7 @@ GRID_MECHANISMS = Registry(
         "ugrid",
         "agrid",
         "auto_nonnegative",
+        "auto_toward_nonnegative",
         "auto-data",
     ),
 )
