@@ -301,8 +301,8 @@ def choose_grid(
 
 
 #: The most cells on which auto-data's ``auto`` branch moves least squares toward the non-negative
-#: refit (``refit='weighted'``): the grids it was measured on, up to 256 x 256 (about 6 s there);
-#: its five refits take minutes on larger ones (512 x 512: 171 CPU s), which keep least squares.
+#: refit (``refit='weighted'``): the grids it was measured on, up to 256 x 256; its five refits take
+#: minutes on larger ones (docs/data-aware.md), which keep least squares.
 WEIGHTED_REFIT_CELLS = 2**16
 
 

@@ -86,15 +86,19 @@ def auto_design(shape, epsilon: float, workload, *, neighbours: str, noise: str,
     return chosen
 
 
-def refit(inner: GridMechanism, shape, measurements: Measurements, tol: float, maxiter: int, least_squares=None):
+def refit(
+    inner: GridMechanism, shape, measurements: Measurements, tol: float, maxiter: int, least_squares=None, start=None
+):
     """(the fit, the total it holds): the least-squares estimate of ``inner``'s design (computed
     unless given), its total (the public one under replace; 0 if negative, whose only non-negative
-    grid is empty) and the non-negative fit of that total from it."""
+    grid is empty) and the non-negative fit of that total, started from ``start`` (default: the
+    least-squares estimate)."""
     if least_squares is None:
         least_squares = np.asarray(inner.estimate(shape, measurements).leaves, dtype=float)
     total = measurements.total if measurements.total is not None else float(least_squares.sum())
     total = max(total, 0.0)
-    return simplex_fit(measurements, total, start=least_squares, tol=tol, maxiter=maxiter), total
+    first = least_squares if start is None else start
+    return simplex_fit(measurements, total, start=first, tol=tol, maxiter=maxiter), total
 
 
 @dataclasses.dataclass(frozen=True)
@@ -154,8 +158,10 @@ def refit_risk(
         zero_total = None if measurements.total is None else 0.0
         probe = np.asarray(inner.estimate(shape, measurements.with_values(noise, total=zero_total)).leaves, dtype=float)
         nudged = measurements.with_values([m.values + PROBE_STEP * e for m, e in zip(measurements.measurements, noise)])
-        shifted, _ = refit(inner, shape, nudged, least_squares=least_squares.ravel() + PROBE_STEP * probe, **fit)
-        jacobian_probe = (shifted.x - fitted.ravel()) / PROBE_STEP  # cost: a refit per probe
+        nudged_least_squares = least_squares.ravel() + PROBE_STEP * probe
+        # cost: a refit per probe, started from the refit it perturbs (a tenth of the noise away)
+        shifted, _ = refit(inner, shape, nudged, least_squares=nudged_least_squares, start=fitted, **fit)
+        jacobian_probe = (shifted.x - fitted.ravel()) / PROBE_STEP
         traces.append(workload_inner(probe.reshape(shape), jacobian_probe.reshape(shape), workload, order))
     return RefitRisk(exact, workload_inner(moved, moved, workload, order), float(np.mean(traces)))
 
