@@ -341,7 +341,8 @@ POINT_RULE = (
 #: What a saved data-aware release (DAWA, MWEM) says about its error bars and intervals.
 DATA_DEPENDENT_ERROR_BARS = (
     "not available: private data-dependent choices (a partition, selected queries) or a non-negative fit "
-    "bias the estimate; Release.noise_only_stderr gives the noise-only part (DAWA), which excludes that bias"
+    "(whole or weighted) bias the estimate; Release.noise_only_stderr gives the noise-only part (DAWA), "
+    "which excludes that bias"
 )
 
 
