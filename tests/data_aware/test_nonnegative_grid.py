@@ -183,7 +183,17 @@ def test_refit_risk_is_unbiased_for_gaussian_noise(workload):
         least_squares = np.asarray(inner.estimate(shape, measurements).leaves, dtype=float)
         fit, _ = refit(inner, shape, measurements, 1e-6, 4000, least_squares=least_squares)
         risk = refit_risk(
-            inner, shape, measurements, fit.x, workload, order=2, probes=4, source=source, tol=1e-6, maxiter=4000
+            inner,
+            shape,
+            measurements,
+            least_squares,
+            fit.x,
+            workload,
+            order=2,
+            probes=4,
+            source=source,
+            tol=1e-6,
+            maxiter=4000,
         )
         estimates.append((risk.refit, risk.toward(0.5)))
         moved, half = fit.x.reshape(shape) - x, (least_squares + fit.x).reshape(shape) / 2 - x

@@ -101,6 +101,13 @@ def refit(
     return simplex_fit(measurements, total, start=first, tol=tol, maxiter=maxiter), total
 
 
+def moved_toward(least_squares, fitted, weight: float) -> np.ndarray:
+    """Least squares moved by ``weight`` in [0, 1] toward the refit: the refit itself at 1."""
+    if weight == 1.0:
+        return np.asarray(fitted, dtype=float)
+    return least_squares + weight * (fitted - least_squares)
+
+
 @dataclasses.dataclass(frozen=True)
 class RefitRisk:
     """Mean squared errors on a workload, from the measurements alone (:func:`refit_risk`):
@@ -131,10 +138,21 @@ class RefitRisk:
 
 
 def refit_risk(
-    inner: GridMechanism, shape, measurements: Measurements, fitted, workload, *, order: int, probes: int, source, **fit
+    inner: GridMechanism,
+    shape,
+    measurements: Measurements,
+    least_squares,
+    fitted,
+    workload,
+    *,
+    order: int,
+    probes: int,
+    source,
+    **fit,
 ) -> RefitRisk:
     """Least squares' exact mean squared error on ``workload`` and the parts of Stein's estimate
-    of the non-negative refit's (``fitted``), from the measurements alone.
+    of the non-negative refit's (``fitted``, of the least-squares estimate ``least_squares``), from
+    the measurements alone.
 
     With x_LS the least-squares estimate of ``inner``'s measurements (covariance C, unbiased) and
     the refit g(x_LS), Stein's identity (Stein, "Estimation of the Mean of a Multivariate Normal
@@ -145,7 +163,7 @@ def refit_risk(
     ``probes`` draws w ~ N(0, C) (the least squares of Gaussian noise of the measured variances),
     J w by a finite difference of the refit along them (a step of a tenth of the noise).  O(probes
     refits).  Post-processing: it reads the measurements, never the data."""
-    least_squares = np.asarray(inner.estimate(shape, measurements).leaves, dtype=float).reshape(shape)
+    least_squares = np.asarray(least_squares, dtype=float).reshape(shape)
     variance = inner.error_model(shape, measurements.epsilon, delta=measurements.delta)
     exact = workload_error(variance, shape, workload, order)
     moved = fitted.reshape(shape) - least_squares
@@ -205,12 +223,10 @@ class SimplexFitNoise:
             redrawn.append(dataclasses.replace(m, values=answers + m.noise.sample(answers.shape, rng)))
         replicate = dataclasses.replace(self.measurements, measurements=redrawn)
         least_squares = np.asarray(self.inner.estimate(self.cells.shape, replicate).leaves, dtype=float)
-        if self.weight == 0.0:
+        if self.weight == 0.0:  # the refit would not move it
             return least_squares.reshape(self.cells.shape)
         fit, _ = refit(self.inner, self.cells.shape, replicate, self.tol, self.maxiter, least_squares=least_squares)
-        if self.weight == 1.0:
-            return fit.x.reshape(self.cells.shape)
-        return (least_squares + self.weight * (fit.x - least_squares)).reshape(self.cells.shape)
+        return moved_toward(least_squares, fit.x, self.weight).reshape(self.cells.shape)
 
 
 class NonnegativeAuto(DataAwareGridMechanism):
@@ -281,12 +297,9 @@ class NonnegativeAuto(DataAwareGridMechanism):
         provenance = data_aware_provenance(
             self, measurements.noise_kind, parameters, steps, epsilon, 0.0, measurements.total, rng
         )
-        cells = fit.x
-        if weight != 1.0:
-            if least_squares is None:
-                least_squares = np.asarray(inner.estimate(shape, measurements).leaves, dtype=float)
-            cells = least_squares + weight * (fit.x - least_squares)
-        cells = cells.reshape(shape)
+        if least_squares is None and weight != 1.0:
+            least_squares = np.asarray(inner.estimate(shape, measurements).leaves, dtype=float)
+        cells = moved_toward(least_squares, fit.x, weight).reshape(shape)
         noise = SimplexFitNoise(inner, measurements, cells, self.tol, self.maxiter, weight=weight)
         return DataAwareGridRelease(shape, cells, provenance, noise, domain=domain)
 
@@ -343,6 +356,7 @@ class AutoTowardNonnegative(NonnegativeAuto):
             inner,
             shape,
             measurements,
+            least_squares,
             fit.x,
             workload,
             order=order,
