@@ -35,7 +35,9 @@ adds, from the same fits.  ``--test`` scores the held-out shapes on another tabl
 not those the fit was picked on.  ``--weighted`` scores the folds' ``auto`` choices with
 auto-data's default ``auto`` branch, ``auto_toward_nonnegative`` (least squares moved toward the
 non-negative refit), measured on the test rows by ``--measure-weighted`` (trials 100-102: five
-refits a release), on the rows where it was measured.
+refits a release), on the rows where it was measured.  ``--auto-branch weighted`` trains and
+scores with that branch as the candidate ``auto`` itself: each row's ``auto`` MSE is replaced by
+its measurement from the ``--weighted`` files (training and test rows; rows without one dropped).
 
     nice python benchmarks/train_auto_grid.py [--trials 3] [--sides 32,64,128,256]
         [--scales 1e3,1e4,1e5,1e6,1e7] [--measurements FILE.jsonl] [--reuse]
@@ -45,7 +47,9 @@ refits a release), on the rows where it was measured.
     # (docs/data-aware.md, "Random mixtures")
     nice python benchmarks/train_auto_grid.py --measure-weighted W.jsonl --shapes ... --sides 32,64,128
         --trials 3 --first-trial 100          # auto_toward_nonnegative on the test trials
-    # then the shipped fit's line with --weighted W.jsonl,...: the "weighted_auto" figures
+    # then the shipped fit's line with --weighted W.jsonl,...: the "weighted_auto" figures;
+    # with --auto-branch weighted too (W measured on the training trials 0-2 as well): a list
+    # trained with the weighted branch as auto
     nice python benchmarks/train_auto_grid.py --speed    # CPU time of the features and the choice
 """
 
@@ -375,6 +379,18 @@ def load_weighted(paths: str, keys_with_trials) -> np.ndarray:
 
 #: The column ``--weighted`` scores the folds' ``auto`` choices with.
 WEIGHTED = "auto_toward_nonnegative"
+
+
+def with_weighted_auto(rows, paths: str, log) -> list[dict]:
+    """``--auto-branch weighted``: the rows where auto_toward_nonnegative was measured (the files
+    of measure_weighted, comma-separated), ``auto``'s MSE replaced by its, as auto-data's ``auto``
+    branch releases it with ``refit='weighted'``; the others dropped (logged)."""
+    keys = [(r["shape"], r["n"], r["scale"], r["epsilon"], r["workload"], r["trial"]) for r in rows]
+    found = load_weighted(paths, keys)
+    kept = [{**r, "mse": {**r["mse"], "auto": float(m)}} for r, m in zip(rows, found) if not np.isnan(m)]
+    if len(kept) < len(rows):
+        log(f"--auto-branch weighted: {len(rows) - len(kept)} of {len(rows)} rows without its measurement dropped")
+    return kept
 
 
 def weighted_cell(key, mine, per_row, weighted, candidates) -> dict | None:
@@ -1060,6 +1076,13 @@ def main(argv=None) -> int:
         default="",
         help="files of --measure-weighted rows (comma-separated): score the folds' auto choices with them too",
     )
+    parser.add_argument(
+        "--auto-branch",
+        choices=("least-squares", "weighted"),
+        default="least-squares",
+        help="what the candidate auto releases: least squares (its exact MSE), or weighted: "
+        "auto_toward_nonnegative's measured MSE from the --weighted files (rows without one dropped)",
+    )
     parser.add_argument("--kinds", default="tree,ridge,rules", help="the kinds of fit to validate")
     parser.add_argument(
         "--unseen-to-auto",
@@ -1096,16 +1119,23 @@ def main(argv=None) -> int:
         sides = [int(v) for v in args.sides.split(",")]
         scales = [int(float(v)) for v in args.scales.split(",")]
         rows = measure(args.shapes.split(","), sides, scales, args.trials, args.measurements, log, args.first_trial)
+    weighted_branch = args.auto_branch == "weighted"
+    if weighted_branch:
+        if not args.weighted:
+            parser.error("--auto-branch weighted needs --weighted FILES")
+        rows = with_weighted_auto(rows, args.weighted, log)
     candidates = winners(rows)
     x, ratio, keys, per_row = table(rows, candidates)
     test, scored_on, weighted = None, "the training rows", None
     if args.test:
         with open(args.test) as handle:
             test_rows = [json.loads(line) for line in handle]
+        if weighted_branch:
+            test_rows = with_weighted_auto(test_rows, args.weighted, log)
         test_x, _, test_keys, test_per_row = table(test_rows, candidates)
         test = (test_x, test_keys, test_per_row)
         trial_keys = [(*k, r["trial"]) for k, r in zip(test_keys, test_rows)]
-        weighted = load_weighted(args.weighted, trial_keys) if args.weighted else None
+        weighted = load_weighted(args.weighted, trial_keys) if args.weighted and not weighted_branch else None
         scored_on = f"a test table of {len(test_rows)} rows, fresh trials {spans({r['trial'] for r in test_rows})}"
     # shapes of the test table that no fit trained on (UNSEEN): scored, never used to pick
     unseen = sorted({k[0] for k in test[1]} - {k[0] for k in keys}) if test else []
@@ -1157,6 +1187,7 @@ def main(argv=None) -> int:
         "fit": chosen,
         "rows": int(used.sum()),
         "fitted_on": best["fitted_on"],
+        "auto_branch": "weighted (auto_toward_nonnegative)" if weighted_branch else "least squares",
         "shapes": sorted({k[0] for k in keys}),
         "cells": sorted({k[1] for k in keys}),
         "scales": sorted({k[2] for k in keys}),

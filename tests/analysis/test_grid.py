@@ -488,3 +488,18 @@ def test_workload_inner_is_the_mean_product_of_the_enumerated_queries(workload, 
         ]
     )
     assert workload_inner(a, b, Rectangles((3, 4), lows, highs)) == pytest.approx(expected, rel=1e-12)
+
+
+def test_workload_inner_refuses_mismatched_arrays_workloads_and_orders():
+    """workload_inner names what is wrong: arrays of two shapes, an unknown workload, rectangles
+    on another grid, a marginal order the grid does not have."""
+    a = np.ones((3, 4))
+    with pytest.raises(ParameterError, match="shapes differ"):
+        workload_inner(a, np.ones((4, 3)), "all-rectangles")
+    with pytest.raises(ParameterError, match="workload must be one of"):
+        workload_inner(a, a, "ranges")
+    with pytest.raises(ParameterError, match=r"rectangles on a \[4, 4\] grid"):
+        workload_inner(a, a, Rectangles((4, 4), [[0, 0]], [[1, 1]]))
+    with pytest.raises(ParameterError, match="order must be 1..2"):
+        workload_inner(a, a, "marginals", 3)
+    assert workload_inner(a, a, "all_rectangles") == workload_inner(a, a, "all-rectangles")

@@ -979,3 +979,25 @@ def test_training_script_scores_auto_choices_with_the_weighted_branch(monkeypatc
     whole = script.weighted_cell(key, [(0, 2), (1, 2)], per_row, weighted, candidates)
     assert whole["choices"] == {"auto-whole": 2} and whole["to_auto"] == pytest.approx(1.0)
     assert script.weighted_cell(key, [(2, 0)], per_row, weighted, candidates) is None
+
+
+def test_training_script_trains_with_the_weighted_branch_as_auto(monkeypatch, tmp_path):
+    """benchmarks/train_auto_grid.py --auto-branch weighted: each row's ``auto`` MSE is replaced
+    by auto_toward_nonnegative's measurement of the same shape, setting, workload and trial; the
+    other candidates' are kept and rows without a measurement are dropped (and logged)."""
+    import importlib
+
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    script = importlib.import_module("train_auto_grid")
+    key = {"shape": "S", "n": 1024, "scale": 1000, "epsilon": 0.1, "workload": "random-rectangles"}
+    rows = [{**key, "trial": t, "mse": {"auto": 10.0 + t, "agrid": 4.0}} for t in range(3)]
+    measured = tmp_path / "w.jsonl"
+    other = tmp_path / "v.jsonl"
+    measured.write_text(json.dumps({**key, "trial": 0, "mse": 2.5, "weight": 1.0}) + "\n")
+    other.write_text(json.dumps({**key, "trial": 2, "mse": 7.0, "weight": 0.5}) + "\n")
+    logged: list[str] = []
+    kept = script.with_weighted_auto(rows, f"{measured},{other}", logged.append)
+    assert [r["trial"] for r in kept] == [0, 2]
+    assert [r["mse"] for r in kept] == [{"auto": 2.5, "agrid": 4.0}, {"auto": 7.0, "agrid": 4.0}]
+    assert rows[0]["mse"]["auto"] == 10.0  # the caller's rows are not changed
+    assert logged == ["--auto-branch weighted: 1 of 3 rows without its measurement dropped"]

@@ -105,15 +105,22 @@ def axis_gram(n: int, kind: str) -> np.ndarray:
 
 
 def workload_inner(a, b, workload, order: int = 2) -> float:
-    """The mean over a checked k-D ``workload``'s queries of the product of their answers on the
-    cell arrays ``a`` and ``b`` (weighted as :func:`workload_error` weights the parts), so that
+    """The mean over a k-D ``workload``'s queries of the product of their answers on the cell
+    arrays ``a`` and ``b`` (weighted as :func:`workload_error` weights the parts), so that
     ``workload_inner(v, v, ...)`` is the mean squared answer of ``v`` and its expectation for a
     random ``v`` of covariance C is the workload error of C.  Named workloads apply each part's
     axis Grams (O(cells x sum of sides)); rectangles sum ``a`` and ``b`` over each (O(cells + R))."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.shape != b.shape:
+        raise ParameterError(f"workload_inner: the arrays' shapes differ, {a.shape} and {b.shape}")
+    workload = check_grid_workload(workload)
     if isinstance(workload, Rectangles):
+        if tuple(workload.grid) != a.shape:
+            raise ParameterError(f"workload_inner: rectangles on a {list(workload.grid)} grid, arrays {list(a.shape)}")
         return float(np.mean(workload.matvec(a.ravel()) * workload.matvec(b.ravel())))
     total, weights = 0.0, 0
+    if workload == "marginals":
+        order = check_order(order, a.shape)
     for weight, kinds in product_parts(a.shape, workload, order):
         applied = b
         for axis, (n, kind) in enumerate(zip(a.shape, kinds)):
