@@ -1001,3 +1001,28 @@ def test_training_script_trains_with_the_weighted_branch_as_auto(monkeypatch, tm
     assert [r["mse"] for r in kept] == [{"auto": 2.5, "agrid": 4.0}, {"auto": 7.0, "agrid": 4.0}]
     assert rows[0]["mse"]["auto"] == 10.0  # the caller's rows are not changed
     assert logged == ["--auto-branch weighted: 1 of 3 rows without its measurement dropped"]
+
+
+def test_training_script_setting_oracle_picks_on_the_training_trials_of_the_same_cell(monkeypatch):
+    """benchmarks/train_auto_grid.py's setting_oracle: per DPBench test cell the training table
+    also has, the candidate (or ``auto`` with the whole epsilon, the last column) of least training
+    mean, scored on the test rows: regret over the test's best mean and the ratio to its last
+    column; cells of other shapes or absent from training are left out."""
+    import importlib
+
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    script = importlib.import_module("train_auto_grid")
+    candidates = ("auto", "agrid")
+    a = ("ADULT-2D", 1024, 1000, 0.1, "random-rectangles")
+    b = ("STROKE", 1024, 1000, 0.1, "random-rectangles")
+    mix = ("mix-0", 1024, 1000, 0.1, "random-rectangles")
+    train_keys = [a, a, b, mix]
+    train = np.array([[10.0, 4.0, 9.0], [10.0, 8.0, 9.0], [3.0, 5.0, 9.0], [1.0, 9.0, 9.0]])
+    test_keys = [a, a, b, mix, ("GOWALLA", 1024, 1000, 0.1, "random-rectangles")]
+    test = np.array([[2.0, 12.0, 9.0], [4.0, 6.0, 9.0], [3.0, 1.0, 2.0], [1.0, 9.0, 9.0], [1.0, 1.0, 1.0]])
+    oracle = script.setting_oracle((train_keys, train), (test_keys, test), candidates)
+    # a: agrid (training mean 6 < 10, 9) scores 9 against auto's 3; b: auto scores 3 against 1
+    assert oracle["cells"] == 2
+    assert oracle["regret_worst"] == pytest.approx(3.0) and oracle["regret_mean"] == pytest.approx(3.0)
+    assert oracle["to_auto_worst"] == pytest.approx(1.5)  # b: 3 over auto with the whole epsilon, 2
+    assert script.setting_oracle((train_keys, train), ([mix], test[3:4]), candidates) is None
