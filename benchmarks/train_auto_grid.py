@@ -368,6 +368,11 @@ def measure_weighted(shapes, sides, scales, trials, path, log, first_trial=0) ->
                     log(f"weighted {name} {side} x {side} epsilon {epsilon}")
 
 
+def trial_key(row: dict) -> tuple:
+    """A row's cell and trial: what a measure_weighted row is matched to a table's row by."""
+    return (row["shape"], row["n"], row["scale"], row["epsilon"], row["workload"], row["trial"])
+
+
 def load_weighted(paths: str, keys_with_trials) -> np.ndarray:
     """Per row of a test table (keys with trials), ``auto_toward_nonnegative``'s MSE from the files
     of measure_weighted (comma-separated), NaN where none was measured."""
@@ -376,7 +381,7 @@ def load_weighted(paths: str, keys_with_trials) -> np.ndarray:
         with open(path) as handle:
             for line in handle:
                 r = json.loads(line)
-                found[(r["shape"], r["n"], r["scale"], r["epsilon"], r["workload"], r["trial"])] = r["mse"]
+                found[trial_key(r)] = r["mse"]
     return np.array([found.get(k, np.nan) for k in keys_with_trials])
 
 
@@ -388,8 +393,7 @@ def with_weighted_auto(rows, paths: str, log) -> list[dict]:
     """``--auto-branch weighted``: the rows where auto_toward_nonnegative was measured (the files
     of measure_weighted, comma-separated), ``auto``'s MSE replaced by its, as auto-data's ``auto``
     branch releases it with ``refit='weighted'``; the others dropped (logged)."""
-    keys = [(r["shape"], r["n"], r["scale"], r["epsilon"], r["workload"], r["trial"]) for r in rows]
-    found = load_weighted(paths, keys)
+    found = load_weighted(paths, [trial_key(r) for r in rows])
     kept = [{**r, "mse": {**r["mse"], "auto": float(m)}} for r, m in zip(rows, found) if not np.isnan(m)]
     if len(kept) < len(rows):
         log(f"--auto-branch weighted: {len(rows) - len(kept)} of {len(rows)} rows without its measurement dropped")
@@ -1130,9 +1134,9 @@ def main(argv=None) -> int:
         print(json.dumps({"features_and_choice": speed()}, indent=1))
         return 0
 
+    sides = [int(v) for v in args.sides.split(",")]
+    scales = [int(float(v)) for v in args.scales.split(",")]
     if args.measure_weighted:
-        sides = [int(v) for v in args.sides.split(",")]
-        scales = [int(float(v)) for v in args.scales.split(",")]
         measure_weighted(
             args.shapes.split(","), sides, scales, args.trials, args.measure_weighted, log, args.first_trial
         )
@@ -1142,8 +1146,6 @@ def main(argv=None) -> int:
         with open(args.measurements) as handle:
             rows = [json.loads(line) for line in handle]
     else:
-        sides = [int(v) for v in args.sides.split(",")]
-        scales = [int(float(v)) for v in args.scales.split(",")]
         rows = measure(args.shapes.split(","), sides, scales, args.trials, args.measurements, log, args.first_trial)
     weighted_branch = args.auto_branch == "weighted"
     if weighted_branch:
@@ -1160,7 +1162,7 @@ def main(argv=None) -> int:
             test_rows = with_weighted_auto(test_rows, args.weighted, log)
         test_x, _, test_keys, test_per_row = table(test_rows, candidates)
         test = (test_x, test_keys, test_per_row)
-        trial_keys = [(*k, r["trial"]) for k, r in zip(test_keys, test_rows)]
+        trial_keys = [trial_key(r) for r in test_rows]
         weighted = load_weighted(args.weighted, trial_keys) if args.weighted and not weighted_branch else None
         scored_on = f"a test table of {len(test_rows)} rows, fresh trials {spans({r['trial'] for r in test_rows})}"
     # shapes of the test table that no fit trained on (UNSEEN): scored, never used to pick
