@@ -206,6 +206,28 @@ def test_refit_risk_is_unbiased_for_gaussian_noise(workload):
     assert np.mean(errors, axis=0)[0] < 0.6 * risk.exact
 
 
+@pytest.mark.parametrize("probes", [0, -1, 1.5, True])
+def test_refit_risk_refuses_a_count_of_probes_that_is_not_a_whole_number_at_least_1(probes):
+    """No probe would leave the trace undefined (a NaN estimate); refit_risk says so itself, not
+    only through AutoTowardNonnegative's parameter."""
+    x = sparse_grid()[:8, :8]
+    inner = dprange.Kronecker([2, 2], noise="gaussian")
+    measurements = inner.measure(x, 1.0, delta=1e-5, rng=0)
+    least_squares = np.asarray(inner.estimate(x.shape, measurements).leaves, dtype=float)
+    with pytest.raises(ParameterError, match="probes"):
+        refit_risk(
+            inner,
+            x.shape,
+            measurements,
+            least_squares,
+            least_squares,
+            "all-rectangles",
+            order=2,
+            probes=probes,
+            source=np.random.default_rng(0),
+        )
+
+
 def test_the_weight_minimises_the_estimate():
     """RefitRisk.weight is the minimiser over [0, 1] of the quadratic toward(a), clipped; 0 where
     the refit did not move."""

@@ -33,7 +33,7 @@ import dataclasses
 import numpy as np
 
 from .._params import Custom, Integer, Param
-from .._validation import check_epsilon
+from .._validation import check_epsilon, check_positive_int
 from ..analysis.grid import check_grid_workload, check_order, select_grid, workload_error, workload_inner
 from ..errors import ParameterError
 from ..inference.simplex_fit import simplex_fit
@@ -162,7 +162,9 @@ def refit_risk(
     identity weights each row by b(b + |noise|), not by its variance).  The trace is estimated from
     ``probes`` draws w ~ N(0, C) (the least squares of Gaussian noise of the measured variances),
     J w by a finite difference of the refit along them (a step of a tenth of the noise).  O(probes
-    refits).  Post-processing: it reads the measurements, never the data."""
+    refits).  Post-processing: it reads the measurements, never the data.  Raises ParameterError
+    unless ``probes`` is a whole number >= 1 (no probe would leave the trace undefined)."""
+    probes = check_positive_int(probes, "probes")
     least_squares = np.asarray(least_squares, dtype=float).reshape(shape)
     variance = inner.error_model(shape, measurements.epsilon, delta=measurements.delta)
     exact = workload_error(variance, shape, workload, order)
