@@ -35,6 +35,7 @@ import numpy as np
 from .._params import Custom, Integer, Param
 from .._validation import check_epsilon, check_positive_int
 from ..analysis.grid import check_grid_workload, check_order, select_grid, workload_error, workload_inner
+from ..answers.bootstrap import redraw
 from ..errors import ParameterError
 from ..inference.simplex_fit import simplex_fit
 from ..measurements import Measurements
@@ -214,16 +215,10 @@ class SimplexFitNoise:
         )
 
     def resample(self, rng) -> np.ndarray:
-        """One replicate of the cell estimates: each block's answers on the released estimate,
-        fresh noise from its sampler, the same post-processing."""
-        x = self.cells.ravel()
-        redrawn = []
-        for m in self.measurements.measurements:
-            if m.noise is None:
-                raise ParameterError("this release's measurements have no noise sampler to re-draw")
-            answers = m.block.matvec(x)
-            redrawn.append(dataclasses.replace(m, values=answers + m.noise.sample(answers.shape, rng)))
-        replicate = dataclasses.replace(self.measurements, measurements=redrawn)
+        """One replicate of the cell estimates: the design measured again on the released
+        estimate with fresh noise (:func:`dprange.answers.bootstrap.redraw`, each block's own
+        sampler), the same post-processing."""
+        replicate = redraw(self.measurements, self.cells.ravel(), rng)
         least_squares = np.asarray(self.inner.estimate(self.cells.shape, replicate).leaves, dtype=float)
         if self.weight == 0.0:  # the refit would not move it
             return least_squares.reshape(self.cells.shape)
