@@ -1026,3 +1026,61 @@ def test_training_script_setting_oracle_picks_on_the_training_trials_of_the_same
     assert oracle["regret_worst"] == pytest.approx(3.0) and oracle["regret_mean"] == pytest.approx(3.0)
     assert oracle["to_auto_worst"] == pytest.approx(1.5)  # b: 3 over auto with the whole epsilon, 2
     assert script.setting_oracle((train_keys, train), ([mix], test[3:4]), candidates) is None
+
+
+def test_to_auto_script_takes_the_uncertain_cells_where_the_branch_ran_and_measures_its_ratio(monkeypatch):
+    """benchmarks/auto_grid_to_auto.py re-measures, with many trials, the held-out cells whose
+    choices were all the weighted ``auto`` branch and whose ratio to ``auto`` is at least the
+    threshold (most uncertain first); its ratio is the branch's mean squared error over its trials
+    (fresh samples at seeds k = 200, 201, ..., released with noise seeds 5000 + k) over ``auto``'s exact
+    error with the whole epsilon."""
+    import importlib
+
+    from dprange.data_aware.nonnegative_grid import AutoTowardNonnegative
+
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    script = importlib.import_module("auto_grid_to_auto")
+    grid = importlib.import_module("train_auto_grid")
+    assert script.parse_trials("32:300,256:20") == {32: 300, 256: 20}
+
+    def cell(shape, to_auto, choices, n=1024):
+        scored = {"to_auto": to_auto, "choices": choices}
+        return {
+            "shape": shape,
+            "n": n,
+            "scale": 1000,
+            "epsilon": 1.0,
+            "workload": "sized-rectangles",
+            "weighted_auto": scored,
+        }
+
+    validation = {
+        "rules": {
+            "cells": [
+                cell("STROKE", 1.10, {grid.WEIGHTED: 10}),
+                cell("GOWALLA", 1.30, {grid.WEIGHTED: 3}, n=65536),
+                cell("ADULT-2D", 1.50, {grid.WEIGHTED: 9, "dawa_hilbert": 1}),  # not the branch alone
+                cell("MDSALARY-OVERT", 1.02, {grid.WEIGHTED: 10}),  # under the threshold
+                {"shape": "STROKE", "n": 4096, "scale": 1000, "epsilon": 1.0, "workload": "prefix-rectangles"},
+            ]
+        }
+    }
+    assert script.uncertain_cells(validation, 1.05) == [
+        ("GOWALLA", 256, 1000, 1.0, "sized-rectangles"),
+        ("STROKE", 32, 1000, 1.0, "sized-rectangles"),
+    ]
+
+    side, scale, epsilon, workload = 8, 10_000, 1.0, "random-rectangles"
+    got = script.branch_to_auto("STROKE", side, scale, epsilon, workload, 2)
+    lows, highs = grid.evaluation_rectangles(side, workload)
+    branch = AutoTowardNonnegative(workload=Rectangles((side, side), lows, highs))
+    rest = AutoDataGrid().shares(epsilon)[-1]
+    errors = []
+    for k in (200, 201):
+        counts = grid.sample(grid.distribution("STROKE", side), scale, seed=k)
+        errors.append(grid.rectangles_mse(branch.release(counts, rest, rng=5000 + k).counts, counts, lows, highs))
+    whole = grid.whole_auto(side * side, epsilon, workload)
+    assert got["mse"] == pytest.approx(np.mean(errors), rel=1e-12)
+    assert got["mse_se"] == pytest.approx(np.std(errors, ddof=1) / np.sqrt(2), rel=1e-12)
+    assert got["auto_whole"] == pytest.approx(whole, rel=1e-12)
+    assert got["to_auto"] == pytest.approx(np.mean(errors) / whole, rel=1e-12)
