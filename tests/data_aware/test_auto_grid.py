@@ -1071,13 +1071,13 @@ def test_to_auto_script_takes_the_uncertain_cells_where_the_branch_ran_and_measu
     ]
 
     side, scale, epsilon, workload = 8, 10_000, 1.0, "random-rectangles"
-    got = script.branch_to_auto("STROKE", side, scale, epsilon, workload, 2)
+    got = script.branch_to_auto("blobs-3", side, scale, epsilon, workload, 2)  # drawn, not read from shared data
     lows, highs = grid.evaluation_rectangles(side, workload)
     branch = AutoTowardNonnegative(workload=Rectangles((side, side), lows, highs))
     rest = AutoDataGrid().shares(epsilon)[-1]
     errors = []
     for k in (200, 201):
-        counts = grid.sample(grid.distribution("STROKE", side), scale, seed=k)
+        counts = grid.sample(grid.distribution("blobs-3", side), scale, seed=k)
         errors.append(grid.rectangles_mse(branch.release(counts, rest, rng=5000 + k).counts, counts, lows, highs))
     whole = grid.whole_auto(side * side, epsilon, workload)
     assert got["mse"] == pytest.approx(np.mean(errors), rel=1e-12)
