@@ -17,8 +17,9 @@ summary line.
 
 ``--validation``: a file ``train_auto_grid.py --validation`` wrote with ``--weighted`` (the
 cells' ``weighted_auto`` scores); the cells taken are those whose ratio there is at least
-``--at-least`` and whose choices were all the branch.  Minutes: 0.1 CPU s a release at 32 x 32,
-2 s at 128 x 128, 5-10 s at 256 x 256.
+``--at-least`` and whose choices were all the branch (``--unseen``: of the shapes no fit
+trained on, whose cells the script stores as ``unseen_cells``).  Minutes: 0.1 CPU s a release
+at 32 x 32, 2 s at 128 x 128, 5-10 s at 256 x 256.
 """
 
 from __future__ import annotations
@@ -50,12 +51,16 @@ def parse_trials(text: str) -> dict[int, int]:
     return out
 
 
-def uncertain_cells(validation: dict, at_least: float) -> list[tuple]:
-    """(shape, side, scale, epsilon, workload) of the validation's held-out cells whose choices
-    were all the weighted ``auto`` branch and whose ratio to ``auto`` is at least ``at_least``, in
-    decreasing ratio."""
+def uncertain_cells(validation: dict, at_least: float, which: str = "cells") -> list[tuple]:
+    """(shape, side, scale, epsilon, workload) of the shipped fit's held-out cells (``which``:
+    "cells", the DPBench shapes left out in turn, or "unseen_cells", the shapes no fit trained on)
+    whose choices were all the weighted ``auto`` branch and whose ratio to ``auto`` is at least
+    ``at_least``, in decreasing ratio."""
+    fit = validation[validation.get("shipped", "rules")]
+    if which not in fit:
+        raise SystemExit(f"the validation file has no {which!r} (unseen cells are stored by later runs of the script)")
     picked = []
-    for cell in validation["rules"]["cells"]:
+    for cell in fit[which]:
         scored = cell.get("weighted_auto")
         if scored is None or set(scored["choices"]) != {WEIGHTED} or scored["to_auto"] < at_least:
             continue
@@ -103,6 +108,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--validation", help="a train_auto_grid.py --validation file scored with --weighted")
     parser.add_argument("--at-least", type=float, default=1.05, help="the least held-out ratio to re-measure")
+    parser.add_argument("--unseen", action="store_true", help="the validation's unseen shapes' cells, not DPBench's")
     parser.add_argument("--cells", help="JSON list of [shape, side, scale, epsilon, workload] instead")
     parser.add_argument("--trials", default="32:300,64:200,128:60,256:20", help="trials per side")
     args = parser.parse_args(argv)
@@ -113,7 +119,7 @@ def main(argv=None) -> int:
         cells = [(s, int(n), int(float(sc)), float(e), w) for s, n, sc, e, w in json.loads(args.cells)]
     else:
         with open(args.validation) as handle:
-            cells = uncertain_cells(json.load(handle), args.at_least)
+            cells = uncertain_cells(json.load(handle), args.at_least, "unseen_cells" if args.unseen else "cells")
     missing = sorted({c[1] for c in cells} - set(trials))
     if missing:
         parser.error(f"--trials names no count for sides {missing}")

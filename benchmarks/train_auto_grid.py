@@ -1193,6 +1193,7 @@ def main(argv=None) -> int:
                     others = validate(spec, *common, unseen, fitted_models, weighted)
                     results[name].update(weighted_summaries(others, "unseen_"))
                     results[name]["unseen"] = summary(others)
+                    results[name]["unseen_cells"] = others  # per cell, as "cells" (auto_grid_to_auto.py reads them)
                     if others and "without_refit" in others[0]:
                         results[name]["unseen_without_refit"] = summary([c["without_refit"] for c in others])
                 log(f"{name}: {json.dumps(results[name]['summary'])}")

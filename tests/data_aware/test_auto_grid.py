@@ -1055,6 +1055,7 @@ def test_to_auto_script_takes_the_uncertain_cells_where_the_branch_ran_and_measu
         }
 
     validation = {
+        "shipped": "rules",
         "rules": {
             "cells": [
                 cell("STROKE", 1.10, {grid.WEIGHTED: 10}),
@@ -1062,13 +1063,22 @@ def test_to_auto_script_takes_the_uncertain_cells_where_the_branch_ran_and_measu
                 cell("ADULT-2D", 1.50, {grid.WEIGHTED: 9, "dawa_hilbert": 1}),  # not the branch alone
                 cell("MDSALARY-OVERT", 1.02, {grid.WEIGHTED: 10}),  # under the threshold
                 {"shape": "STROKE", "n": 4096, "scale": 1000, "epsilon": 1.0, "workload": "prefix-rectangles"},
-            ]
-        }
+            ],
+            "unseen_cells": [
+                cell("ring", 1.20, {grid.WEIGHTED: 3}, n=4096),
+                cell("gradient", 1.01, {grid.WEIGHTED: 3}),
+            ],
+        },
+        "tree1-margin0": {"cells": [cell("GOWALLA", 1.90, {grid.WEIGHTED: 10})]},  # not the shipped fit
     }
     assert script.uncertain_cells(validation, 1.05) == [
         ("GOWALLA", 256, 1000, 1.0, "sized-rectangles"),
         ("STROKE", 32, 1000, 1.0, "sized-rectangles"),
     ]
+    assert script.uncertain_cells(validation, 1.05, "unseen_cells") == [("ring", 64, 1000, 1.0, "sized-rectangles")]
+    del validation["rules"]["unseen_cells"]
+    with pytest.raises(SystemExit, match="unseen_cells"):
+        script.uncertain_cells(validation, 1.05, "unseen_cells")
 
     side, scale, epsilon, workload = 8, 10_000, 1.0, "random-rectangles"
     got = script.branch_to_auto("blobs-3", side, scale, epsilon, workload, 2)  # drawn, not read from shared data
