@@ -1,8 +1,9 @@
 """Train and validate the 2-D auto-data selector (dprange.data_aware.auto_grid) on public data only.
 
 Training data: the four DPBench 2-D shapes (public: ../shared/data/dpbench/2D, 256 x 256 summed
-to each side) and synthetic shapes (SYNTHETIC below, fixed seeds: eleven drawn by hand and 24
-random mixtures, ``mixture``), each sampled at every scale
+to each side) and synthetic shapes (SYNTHETIC below, fixed seeds: eleven drawn by hand, 24
+random mixtures, ``mixture``, and 8 mixtures heaped on the bounds of their attributes,
+``heaped_on_bounds``; the last measured at sides 32-256 like the others), each sampled at every scale
 (a multinomial draw per trial, seed = trial) on square grids of every side, released by every
 candidate (the data-independent ``auto`` at the epsilon left after the features, and the
 registered 2-D data-aware grids, as AutoDataGrid runs them, ``auto_nonnegative`` built for each
@@ -54,6 +55,8 @@ trials' own spread puts under every selector's held-out figures.
     # with --auto-branch weighted too (W measured on the training trials 0-2 as well): a list
     # trained with the weighted branch as auto
     nice python benchmarks/train_auto_grid.py --speed    # CPU time of the features and the choice
+    nice python benchmarks/train_auto_grid.py --measurements OLD.jsonl --refeature NEW.jsonl
+    # a table's features drawn again after a feature is added within the same share (MSEs kept)
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ import argparse
 import concurrent.futures
 import itertools
 import json
+import math
 import multiprocessing
 import os
 import time
@@ -119,6 +123,7 @@ SYNTHETIC = (
     "points-1000",
     "venues",
     *(f"mix-{k}" for k in range(24)),
+    *(f"bound-{k}" for k in range(8)),
 )
 
 #: Synthetic shapes never trained on nor used to design a fit (four drawn by hand, 12 random
@@ -191,6 +196,30 @@ def mixture(seed: int) -> np.ndarray:
     return p
 
 
+def heaped_on_bounds(seed: int) -> np.ndarray:
+    """A random mixture heaped on the bounds of its attributes (``bound-<seed>``): each
+    attribute independently set to its lower or upper bound (a zero, a value clamped to the
+    domain) in a share of the records, 30-97% (log-uniform in the share left), for one
+    attribute or both, as real cross-tabulations of zero-inflated or clamped values show.  A
+    record keeps its other attribute, so a bound's row or column holds that attribute's marginal,
+    and a record at both bounds sits in a corner.  The mixture underneath is ``mixture(200 +
+    seed)``; unnormalised weights on the 256 x 256 grid."""
+    rng = np.random.default_rng(20_000 + seed)
+    p = mixture(200 + seed)
+    p = p / p.sum()
+    both = rng.uniform() < 0.5
+    heaped = (0, 1) if both else (int(rng.integers(0, 2)),)
+    for axis in heaped:
+        share = 1.0 - np.exp(rng.uniform(np.log(0.03), np.log(0.7)))
+        edge = 0 if rng.uniform() < 0.75 else MIXTURE_SIDE - 1
+        moved = np.zeros_like(p)
+        index = [slice(None), slice(None)]
+        index[axis] = edge
+        moved[tuple(index)] = p.sum(axis=axis)
+        p = (1.0 - share) * p + share * moved
+    return p
+
+
 def synthetic(name: str, side: int) -> np.ndarray:
     """Public synthetic 2-D shapes (fixed seeds): flat, clustered, point masses, a band, heavy-tailed, a quarter,
     places of Zipf-distributed weight clustered in towns."""
@@ -259,6 +288,8 @@ def distribution(name: str, side: int) -> np.ndarray:
         counts = np.load(os.path.join(DATA, DPBENCH[name])).astype(float)
     elif name.startswith("mix-"):
         counts = mixture(int(name[4:]))
+    elif name.startswith("bound-"):
+        counts = heaped_on_bounds(int(name[6:]))
     else:
         return synthetic(name, side)
     k = counts.shape[0] // side
@@ -322,7 +353,7 @@ def measure_cell(name, side, scale, epsilon, trials, cache, first_trial=0) -> li
     rows = []
     for t in range(first_trial, first_trial + trials):
         counts = sample(p, scale, seed=t)
-        total, nonempty, top, offpeak, _ = mech.features(
+        total, nonempty, top, offpeak, bound, _ = mech.features(
             counts, epsilon, rng=feature_seed(name, side * side, scale, epsilon, t)
         )
         shared = [c for c in GRID_CANDIDATES[1:] if c not in WORKLOAD_CANDIDATES]
@@ -336,8 +367,36 @@ def measure_cell(name, side, scale, epsilon, trials, cache, first_trial=0) -> li
                 released[c] = cache[(side, rest, workload, c)].release(counts, rest, rng=1000 + t)
             errors.update({c: rectangles_mse(r.counts, counts, *cache[(side, workload)]) for c, r in released.items()})
             key = dict(shape=name, n=side * side, scale=scale, epsilon=epsilon, workload=workload)
-            rows.append({**key, "trial": t, "features": [total, nonempty, top, offpeak, rest], "mse": errors})
+            rows.append({**key, "trial": t, "features": [total, nonempty, top, offpeak, rest, bound], "mse": errors})
     return rows
+
+
+def refeature(rows, log) -> list[dict]:
+    """The rows with their features drawn again by the current feature steps (each trial's sample
+    and feature seed, as measure_cell draws them), their MSEs kept: valid while the epsilon left
+    after the features, which the candidates ran with, is unchanged (checked), e.g. after a
+    feature is added within the same feature share.  Features are ``[total, nonempty, top,
+    offpeak, epsilon left, bound]``."""
+    mech = AutoDataGrid()
+    drawn: dict = {}
+    shapes: dict = {}
+    out = []
+    for r in rows:
+        side = int(round(r["n"] ** 0.5))
+        key = (r["shape"], r["n"], r["scale"], r["epsilon"], r["trial"])
+        if key not in drawn:
+            if (r["shape"], side) not in shapes:
+                shapes = {(r["shape"], side): distribution(r["shape"], side)}  # rows come grouped by shape
+                log(f"refeature {r['shape']} {side} x {side}")
+            counts = sample(shapes[r["shape"], side], r["scale"], seed=r["trial"])
+            seed = feature_seed(r["shape"], r["n"], r["scale"], r["epsilon"], r["trial"])
+            total, nonempty, top, offpeak, bound, _ = mech.features(counts, r["epsilon"], rng=seed)
+            rest = mech.shares(r["epsilon"])[-1]
+            if not math.isclose(rest, r["features"][4], rel_tol=1e-12):
+                raise SystemExit(f"{key}: the epsilon left moved ({r['features'][4]} -> {rest}); measure again")
+            drawn[key] = [total, nonempty, top, offpeak, rest, bound]
+        out.append({**r, "features": drawn[key]})
+    return out
 
 
 def measure_weighted(shapes, sides, scales, trials, path, log, first_trial=0) -> None:
@@ -479,7 +538,11 @@ def table(rows, candidates):
         for side, w in {(side, r["workload"]) for side, r in zip(sides, rows)}
     }
     b = np.array([boundary[side, r["workload"]] for side, r in zip(sides, rows)])
-    x = grid_feature_matrix(f[:, 0], f[:, 1], f[:, 2], f[:, 3], np.array([r["n"] for r in rows]), f[:, 4], b)
+    if f.shape[1] < 6:
+        raise SystemExit(
+            "a table row lacks the bound mass (features of GRID_FORMAT 4 or before): run --refeature on it"
+        )
+    x = grid_feature_matrix(f[:, 0], f[:, 1], f[:, 2], f[:, 3], f[:, 5], np.array([r["n"] for r in rows]), f[:, 4], b)
     ratio = np.array([[np.log(mean[k][c] / mean[k]["auto"]) for c in candidates] for k in keys])
     settings = {(r["n"], r["epsilon"], r["workload"]) for r in rows}
     whole = {s: whole_auto(*s) for s in settings}
@@ -612,6 +675,25 @@ NONNEGATIVE_RULE = {
     "band9": ("auto_nonnegative",),
 }
 
+#: The bound branch, over every other choice: bound_share at least ``e11`` (9: never), the
+#: workload's boundary at least ``b11``, log_signal (log10 N epsilon) at least ``s11`` and
+#: log_signal_per_cell at most ``t11`` runs ``band10``.  The bound mass's noise has a standard
+#: deviation of about 141 / (N epsilon) in the share at the default feature share, so ``s11``
+#: keeps the branch to where the share can be read (0.14 at N epsilon 10^3).  Records heaped on
+#: a bound of one attribute or both (zero-inflated or clamped values: ADULT-2D,
+#: MDSALARY-OVERT, the ``bound-<k>`` shapes) lie where few rectangles of a random or sized
+#: workload reach, so the non-negative refit's error, which gathers on the heavy cells, reaches
+#: few answers, while a Hilbert-ordered partition cuts the grid's edges into
+#: distant pieces; the other features cannot tell these grids from mixtures of a few heavy cells
+#: inside the grid, where DAWA wins instead.  Fitted last (an eighth stage).
+BOUND_RULE = {
+    "e11": (9.0, 0.6, 0.75, 0.9),
+    "b11": (1.2, 1.5),
+    "s11": (2.5, 3.0, 3.5),
+    "t11": (-0.5, 0.0),
+    "band10": ("auto_nonnegative",),
+}
+
 #: The keys of GRID_RULE that decide the first four branches, and those of the sparse branch.
 UPPER_RULE = ("s", "s1", "c1", "band", "alternative", "s3", "c3", "q1", "band2", "s4", "o", "band3")
 SPARSE_RULE = ("z", "s2", "q", "c2")
@@ -710,10 +792,22 @@ def nonnegative_branch(x, rule: dict) -> np.ndarray:
     )
 
 
+def bound_branch(x, rule: dict) -> np.ndarray:
+    """The rows where a decision list's bound branch (BOUND_RULE) would run (reached or not)."""
+    signal = x[:, GRID_FEATURES.index("log_signal_per_cell")]
+    return (
+        (x[:, GRID_FEATURES.index("bound_share")] >= rule["e11"])
+        & (_boundary(x) >= rule["b11"])
+        & (x[:, GRID_FEATURES.index("log_signal")] >= rule["s11"])
+        & (signal <= rule["t11"])
+    )
+
+
 def rule_choice(x, rule: dict, candidates) -> np.ndarray:
     """The candidate index a decision list of GRID_RULE, PEAK_RULE, TOWNS_RULE, SMALL_RULE,
-    CONCENTRATED_RULE, CLUSTERED_RULE and NONNEGATIVE_RULE picks for each row of GRID_FEATURES
-    (the last three only where the others leave ``auto``, index 0)."""
+    CONCENTRATED_RULE, CLUSTERED_RULE, NONNEGATIVE_RULE and BOUND_RULE picks for each row of
+    GRID_FEATURES (the concentrated, clustered and non-negative branches only where the others
+    leave ``auto``, index 0; the bound branch over every other)."""
     column, taken = upper_choice(x, rule, candidates)
     rest = np.where(sparse_branch(x, rule), candidates.index(rule["alternative"]), 0)
     rest = np.where(small_branch(x, rule), candidates.index(rule["band6"]), rest)
@@ -725,12 +819,50 @@ def rule_choice(x, rule: dict, candidates) -> np.ndarray:
     refitted = (column == 0) & nonnegative_branch(x, rule)
     if refitted.any():  # its band need not be a candidate where it never runs
         column = np.where(refitted, candidates.index(rule["band9"]), column)
+    bounded = bound_branch(x, rule)
+    if bounded.any():
+        column = np.where(bounded, candidates.index(rule["band10"]), column)
     return column
 
 
 def rule_tree(rule: dict, candidates) -> list[dict]:
     """A GRID_RULE decision list as the nodes of a tree (a node may be reached from two parents;
-    a tree goes left at or below its threshold, so a bound "at least v" splits just below v)."""
+    a tree goes left at or below its threshold, so a bound "at least v" splits just below v): the
+    bound branch first (nodes 0-4), then the list (5 onwards, _list_tree)."""
+    feature = GRID_FEATURES.index
+    band10 = candidates.index(rule["band10"]) if rule["band10"] in candidates else 0  # 0: it never runs
+    rest = 5
+    head = [
+        {
+            "feature": feature("bound_share"),
+            "threshold": float(np.nextafter(rule["e11"], -np.inf)),
+            "left": rest,
+            "right": 1,
+        },
+        {
+            "feature": feature("workload_boundary"),
+            "threshold": float(np.nextafter(rule["b11"], -np.inf)),
+            "left": rest,
+            "right": 2,
+        },
+        {
+            "feature": feature("log_signal"),
+            "threshold": float(np.nextafter(rule["s11"], -np.inf)),
+            "left": rest,
+            "right": 3,
+        },
+        {"feature": feature("log_signal_per_cell"), "threshold": rule["t11"], "left": 4, "right": rest},
+        {"leaf": band10},
+    ]
+    shifted = [
+        node if "leaf" in node else {**node, "left": node["left"] + rest, "right": node["right"] + rest}
+        for node in _list_tree(rule, candidates)
+    ]
+    return head + shifted
+
+
+def _list_tree(rule: dict, candidates) -> list[dict]:
+    """rule_tree's nodes of every branch but the bound one, from node 0."""
     feature = GRID_FEATURES.index
     alternative, band, band2, band3, band4, band5, band6, band7, band8 = (
         candidates.index(rule[k])
@@ -813,16 +945,45 @@ def fit_rules(x, keys, per_row, candidates, args) -> GridSelector:
     branch (PEAK_RULE; never first) ranked the same way, with both fixed that of the towns
     branch (TOWNS_RULE), with all three fixed that of the small-grid branch (SMALL_RULE), then
     those of the concentrated, clustered and non-negative branches (CONCENTRATED_RULE,
-    CLUSTERED_RULE, NONNEGATIVE_RULE).
-    Written as a tree over all ``candidates``.
+    CLUSTERED_RULE, NONNEGATIVE_RULE), all on the rows of the shapes other than the
+    ``bound-<k>`` ones; last, on every row, the bound branch (BOUND_RULE).  The shapes heaped on
+    their bounds are there to fit that branch: their rows outside it, at the lowest signals and
+    on prefix rectangles, would otherwise pull the list's first stage away from the other shapes
+    (held out, a list fitted on them too had mean regret 1.50 where the list without them had
+    1.23).  Written as a tree over all ``candidates``.
 
     Every list of the first stage is scored, but the sparse branch's settings at once for each setting of the
     branches above it: the rows left to it gain (alternative - auto) where it runs, a product of
     its row masks with the cells' indicator (O(settings x rows) per setting above, not a pass
     each); only the cells holding a row some setting of it takes are scored per setting."""
+    listed = np.array([not k[0].startswith("bound-") for k in keys])
+    chosen = _fit_list(x[listed], [k for k, m in zip(keys, listed) if m], per_row[listed], candidates, args)
+    chosen = {**chosen, **{k: v[0] for k, v in BOUND_RULE.items()}}
+    chosen = _fit_stages((BOUND_RULE,), chosen, x, keys, per_row, candidates, args)
+    nodes = rule_tree(chosen, candidates)
+    model = {"nodes": nodes, "depth": tree_depth(nodes), "min_leaf": 0, "margin": 0.0, "rules": chosen}
+    return GridSelector("tree", candidates, model)
+
+
+def _cell_cost(keys, per_row, args):
+    """(each row's cell, the rows per cell, cell_cost): cell_cost(error, cells) gives the cells'
+    costs (regret minus 1 plus ``args.hinge`` times the log-ratio to ``auto`` above 0, times their
+    rows) and their ratios to ``auto`` with the whole epsilon, for their mean errors ``error``."""
     cell, size, mean = cell_means(keys, per_row)
     whole = mean[:, -1]
     best_error = mean.min(axis=1)
+
+    def cell_cost(error, cells):
+        ratio = error / whole[cells]
+        return (error / best_error[cells] - 1 + args.hinge * np.maximum(0.0, np.log(ratio))) * size[cells], ratio
+
+    return cell, size, cell_cost
+
+
+def _fit_list(x, keys, per_row, candidates, args) -> dict:
+    """fit_rules' first seven stages (GRID_RULE, then PEAK_RULE to NONNEGATIVE_RULE in turn),
+    the bound branch off."""
+    cell, size, cell_cost = _cell_cost(keys, per_row, args)
     rows = np.arange(x.shape[0])
     sparse_settings = list(itertools.product(*(GRID_RULE[k] for k in SPARSE_RULE)))
     masks = np.array([sparse_branch(x, dict(zip(SPARSE_RULE, v))) for v in sparse_settings])
@@ -836,11 +997,6 @@ def fit_rules(x, keys, per_row, candidates, args) -> GridSelector:
         (np.ones(int(reach.sum())), (np.arange(int(reach.sum())), local[cell[reach]])),
         shape=(int(reach.sum()), touched.size),
     )
-
-    def cell_cost(error, cells):
-        ratio = error / whole[cells]
-        return (error / best_error[cells] - 1 + args.hinge * np.maximum(0.0, np.log(ratio))) * size[cells], ratio
-
     scores = {}
     for upper in itertools.product(*(GRID_RULE[k] for k in UPPER_RULE)):
         rule = dict(zip(UPPER_RULE, upper))
@@ -858,9 +1014,9 @@ def fit_rules(x, keys, per_row, candidates, args) -> GridSelector:
         worst, total = np.maximum(ratio.max(axis=1), fixed_worst), cost.sum(axis=1) + fixed_cost
         for setting, w, t in zip(sparse_settings, worst, total):
             scores[(upper, setting)] = (float(w), float(t))
-    # the later stages' branches, off (first settings) in the first
+    # the later stages' branches (and the bound branch), off (first settings) in the first
     later = (PEAK_RULE, TOWNS_RULE, SMALL_RULE, CONCENTRATED_RULE, CLUSTERED_RULE, NONNEGATIVE_RULE)
-    off = {k: v[0] for grid in later for k, v in grid.items()}
+    off = {k: v[0] for grid in (*later, BOUND_RULE) for k, v in grid.items()}
     chosen, best = None, None
     for values in itertools.product(*GRID_RULE.values()):
         rule = dict(zip(GRID_RULE, values))
@@ -871,14 +1027,22 @@ def fit_rules(x, keys, per_row, candidates, args) -> GridSelector:
         if best is None or key < best:
             chosen, best = {**rule, **off}, key
     assert chosen is not None
-    # the later stages in turn: a branch's settings with everything before it fixed, each scored
-    # by its choices (the first, off, scored the same way, so that ties keep the list as it was)
-    for grid in later:
+    return _fit_stages(later, chosen, x, keys, per_row, candidates, args)
+
+
+def _fit_stages(grids, chosen: dict, x, keys, per_row, candidates, args) -> dict:
+    """The later stages in turn: a branch's settings (each of ``grids``) with everything before
+    it fixed, each scored by its choices on the rows given (the first, off, scored the same way,
+    so that ties keep the list as it was)."""
+    cell, size, cell_cost = _cell_cost(keys, per_row, args)
+    rows = np.arange(x.shape[0])
+    for grid in grids:
         gate = next(iter(grid))
+        off = {k: v[0] for k, v in grid.items()}
         fixed, chosen, best = chosen, None, None
         for values in itertools.product(*grid.values()):
             setting = dict(zip(grid, values))
-            if setting[gate] == grid[gate][0] and any(setting[k] != off[k] for k in grid):
+            if setting[gate] == grid[gate][0] and setting != off:
                 continue
             if setting[gate] != grid[gate][0] and any(isinstance(v, str) and v not in candidates for v in values):
                 continue  # a band that is never the best in a training cell
@@ -889,9 +1053,7 @@ def fit_rules(x, keys, per_row, candidates, args) -> GridSelector:
             if best is None or key < best:
                 chosen, best = rule, key
         assert chosen is not None
-    nodes = rule_tree(chosen, candidates)
-    model = {"nodes": nodes, "depth": tree_depth(nodes), "min_leaf": 0, "margin": 0.0, "rules": chosen}
-    return GridSelector("tree", candidates, model)
+    return chosen
 
 
 def without_refit(selector: GridSelector) -> GridSelector | None:
@@ -1058,9 +1220,9 @@ def speed(sides=(256, 1024), repeats: int = 20) -> dict:
         seconds = []
         for r in range(repeats):
             start = time.process_time()
-            total, nonempty, top, offpeak, _ = mech.features(counts, 1.0, rng=r)
+            total, nonempty, top, offpeak, bound, _ = mech.features(counts, 1.0, rng=r)
             boundary = workload_boundary(mech.workload, counts.shape, mech.order)
-            choose_grid(total, nonempty, top, offpeak, counts.size, mech.shares(1.0)[-1], boundary)
+            choose_grid(total, nonempty, top, offpeak, bound, counts.size, mech.shares(1.0)[-1], boundary)
             seconds.append(time.process_time() - start)
         out[f"{side}x{side}"] = {"median_cpu_s": float(np.median(seconds)), "repeats": repeats}
     return out
@@ -1102,6 +1264,12 @@ def main(argv=None) -> int:
         "--scales, --trials from --first-trial, appending rows to this file",
     )
     parser.add_argument(
+        "--refeature",
+        default=None,
+        help="only draw the features of the --measurements rows again with the current feature steps (same "
+        "samples and seeds, MSEs kept), writing the rows to this file",
+    )
+    parser.add_argument(
         "--weighted",
         default="",
         help="files of --measure-weighted rows (comma-separated): score the folds' auto choices with them too",
@@ -1136,6 +1304,12 @@ def main(argv=None) -> int:
 
     sides = [int(v) for v in args.sides.split(",")]
     scales = [int(float(v)) for v in args.scales.split(",")]
+    if args.refeature:
+        with open(args.measurements) as handle:
+            rows = refeature([json.loads(line) for line in handle], log)
+        with open(args.refeature, "w") as out:
+            out.writelines(json.dumps(r) + "\n" for r in rows)
+        return 0
     if args.measure_weighted:
         measure_weighted(
             args.shapes.split(","), sides, scales, args.trials, args.measure_weighted, log, args.first_trial

@@ -60,58 +60,74 @@ def offpeak_by_definition(x: np.ndarray) -> int:
     return out
 
 
-def exact_features(x: np.ndarray) -> tuple[int, int, int, int]:
+def bound_by_definition(x: np.ndarray) -> int:
+    """Records in cells of the first or last row or column, cell by cell."""
+    rows, cols = x.shape
+    return int(sum(x[i, j] for i in range(rows) for j in range(cols) if i in (0, rows - 1) or j in (0, cols - 1)))
+
+
+def exact_features(x: np.ndarray) -> tuple[int, int, int, int, int]:
     """(records, non-empty cells, records in the HEAVY_CELLS heaviest cells (16 as shipped),
-    records outside the heaviest cell of their 2 x 2 block): the features of a grid, from their
-    definitions (on a 2 x 2 grid the shipped top mass is every record)."""
+    records outside the heaviest cell of their 2 x 2 block, records on the grid's bounds): the
+    features of a grid, from their definitions (on a 3 x 3 grid the shipped top mass is every
+    record)."""
     heavy = auto_grid_module.GridFeatures.HEAVY_CELLS
     top = int(np.sort(x.ravel())[::-1][:heavy].sum())
-    return int(x.sum()), int((x > 0).sum()), top, offpeak_by_definition(x)
+    return int(x.sum()), int((x > 0).sum()), top, offpeak_by_definition(x), bound_by_definition(x)
 
 
-def feature_pmf(x, mech: AutoDataGrid, epsilon: float, boost: float = 1.0) -> np.ndarray:
-    """P(noisy total = t, noisy non-empty cells = z, noisy top mass = h, noisy off-peak mass = o)
-    on GRID^4 (the total is exact under replace); ``boost`` multiplies each step's epsilon (2:
-    half the noise)."""
-    eps_total, eps_nonempty, eps_top, eps_offpeak, _ = mech.shares(epsilon)
-    total, nonempty, top, offpeak = exact_features(x)
-    p_nonempty = laplace_spec(boost * eps_nonempty, 1).pmf(GRID - nonempty)
-    p_top = laplace_spec(boost * eps_top, 1).pmf(GRID - top)
-    p_offpeak = laplace_spec(boost * eps_offpeak, 1).pmf(GRID - offpeak)
+def feature_pmfs(x, mech: AutoDataGrid, epsilon: float, boost: float = 1.0) -> list[np.ndarray]:
+    """P(noisy total = t), P(noisy non-empty cells = z), P(noisy top mass = h), P(noisy off-peak
+    mass = o), P(noisy bound mass = b), each on GRID (the total exact under replace): the factors
+    of the features' joint law, whose noises are independent; ``boost`` multiplies each step's
+    epsilon (2: half the noise)."""
+    *shares, _ = mech.shares(epsilon)
+    exact = exact_features(x)
+    pmfs = [laplace_spec(boost * eps, 1).pmf(GRID - value) for eps, value in zip(shares[1:], exact[1:])]
     if mech.neighbours == "replace":
-        p_total = (GRID == total).astype(float)
-    else:
-        p_total = laplace_spec(boost * eps_total, 1).pmf(GRID - total)
-    joint = p_total[:, None, None] * p_nonempty[None, :, None] * p_top[None, None, :]
-    return joint[..., None] * p_offpeak
+        return [(GRID == exact[0]).astype(float), *pmfs]
+    return [laplace_spec(boost * shares[0], 1).pmf(GRID - exact[0]), *pmfs]
 
 
 def neighbouring_grids(relation: str):
-    """Every 2 x 2 grid of 1-4 records (counts 0..2 per cell) with each of its neighbours (four
-    records let a move change the mass of the 3 heaviest cells: with three, the lightest is empty)."""
-    for cells in itertools.product(range(3), repeat=4):
-        x = np.array(cells).reshape(2, 2)
+    """Every 3 x 3 grid of 1-4 records (counts 0..2 per cell) with each of its neighbours (four
+    records let a move change the mass of the 3 heaviest cells: with three, the lightest is empty;
+    the middle cell is the one off the grid's bounds)."""
+    for cells in itertools.product(range(3), repeat=9):
+        x = np.array(cells).reshape(3, 3)
         if 1 <= x.sum() <= 4:
             yield from ((x, y) for y in grid_neighbours(x, relation))
 
 
-def log_ratio(p: np.ndarray, q: np.ndarray, same_support: bool) -> float:
-    """max |log p / q| over the outputs both give positive probability (asserted to exist; with
+def factor_log_ratios(p: np.ndarray, q: np.ndarray, same_support: bool) -> np.ndarray:
+    """log p / q over the outputs both give positive probability (asserted to exist; with
     ``same_support``, that the supports agree, as they must with a public total)."""
     if same_support:
         assert np.array_equal(p > 0, q > 0)
     both = (p > 1e-250) & (q > 1e-250)
     assert both.any()
-    return float(np.abs(np.log(p[both] / q[both])).max())
+    return np.log(p[both] / q[both])
 
 
 def worst_feature_loss(mech: AutoDataGrid, epsilon: float, boost: float = 1.0) -> float:
-    """The worst |log P_x(o) / P_y(o)| over neighbouring 2 x 2 grids and feature outputs on GRID^4."""
+    """The worst |log P_x(o) / P_y(o)| over neighbouring 3 x 3 grids and feature outputs o on
+    GRID^5.  The joint law is the product of the five factors, so over the product of their
+    outputs the log-ratio, a sum of one term per factor, is largest at each factor's largest term
+    and smallest at each one's smallest: exactly the worst over GRID^5, factor by factor."""
     public = mech.neighbours == "replace"
-    return max(
-        log_ratio(feature_pmf(x, mech, epsilon, boost), feature_pmf(y, mech, epsilon, boost), public)
-        for x, y in neighbouring_grids(mech.neighbours)
-    )
+    cache: dict = {}
+
+    def pmfs(x):
+        key = x.tobytes()
+        if key not in cache:
+            cache[key] = feature_pmfs(x, mech, epsilon, boost)
+        return cache[key]
+
+    worst = 0.0
+    for x, y in neighbouring_grids(mech.neighbours):
+        ratios = [factor_log_ratios(p, q, public) for p, q in zip(pmfs(x), pmfs(y))]
+        worst = max(worst, sum(r.max() for r in ratios), -sum(r.min() for r in ratios))
+    return worst
 
 
 class ZeroNoise:
@@ -130,21 +146,33 @@ def test_features_are_the_defined_queries_on_the_cells(monkeypatch):
     mech = AutoDataGrid(feature_share=0.3)
     for cells in itertools.product(range(3), repeat=4):
         x = np.array(cells).reshape(2, 2)
-        total, nonempty, top, offpeak, steps = mech.features(x, 2.0, rng=0)
-        assert (total, nonempty, top, offpeak) == exact_features(x)
-        assert [s["step"] for s in steps] == ["total", "nonempty", "top", "offpeak"]
-        assert [s["epsilon"] for s in steps] == list(mech.shares(2.0)[:4])
+        total, nonempty, top, offpeak, bound, steps = mech.features(x, 2.0, rng=0)
+        assert (total, nonempty, top, offpeak, bound) == exact_features(x)
+        assert [s["step"] for s in steps] == ["total", "nonempty", "top", "offpeak", "bound"]
+        assert [s["epsilon"] for s in steps] == list(mech.shares(2.0)[:5])
     rng = np.random.default_rng(3)
     # fewer, as many and more than 16 occupied cells; odd and even sides, square or not
     for shape, occupied in (((5, 5), 3), ((5, 5), 16), ((5, 5), 25), ((64, 64), 17), ((64, 64), 500), ((7, 12), 40)):
         x = np.zeros(shape[0] * shape[1], dtype=np.int64)
         x[rng.choice(x.size, occupied, replace=False)] = rng.integers(1, 5, occupied)
         x = x.reshape(shape)
-        total, nonempty, top, offpeak, _ = mech.features(x, 2.0, rng=0)
-        assert (total, nonempty, top, offpeak) == exact_features(x)
+        total, nonempty, top, offpeak, bound, _ = mech.features(x, 2.0, rng=0)
+        assert (total, nonempty, top, offpeak, bound) == exact_features(x)
         assert top == (x.sum() if occupied <= 16 else np.sort(x.ravel())[-16:].sum())
     with pytest.raises(ParameterError, match="2-D grid"):
         mech.features(np.ones(16, dtype=np.int64), 2.0, rng=0)
+
+
+def largest_neighbour_change(mass) -> int:
+    """The most ``mass`` moves between neighbours, over every neighbour (both relations) of every
+    3 x 3 grid of counts 0..2 with at most 4 records."""
+    moved = 0
+    for relation in ("add_remove", "replace"):
+        for cells in itertools.product(range(3), repeat=9):
+            x = np.array(cells).reshape(3, 3)
+            if x.sum() <= 4:
+                moved = max([moved, *(abs(mass(x) - mass(y)) for y in grid_neighbours(x, relation))])
+    return moved
 
 
 def test_offpeak_mass_values_and_sensitivity():
@@ -156,19 +184,28 @@ def test_offpeak_mass_values_and_sensitivity():
     assert auto_grid_module.offpeak_mass(lattice) == 0
     assert auto_grid_module.offpeak_mass(np.full((6, 6), 4)) == 3 * 36
     assert auto_grid_module.offpeak_mass(np.array([[1, 2, 3]])) == 1  # blocks (1, 2) and (3)
-    moved = 0
-    for relation in ("add_remove", "replace"):
-        for cells in itertools.product(range(3), repeat=9):
-            x = np.array(cells).reshape(3, 3)
-            if x.sum() > 4:
-                continue
-            for y in grid_neighbours(x, relation):
-                change = abs(auto_grid_module.offpeak_mass(x) - auto_grid_module.offpeak_mass(y))
-                assert change <= 1
-                moved = max(moved, change)
-    assert moved == 1
+    assert largest_neighbour_change(auto_grid_module.offpeak_mass) == 1
 
 
+def test_bound_mass_values_and_sensitivity():
+    """Every record of a grid of one or two rows or columns; none of a grid whose records lie
+    inside; the definition on random grids of odd and even sides; one record added, removed or
+    moved changes it by at most 1, and some change does move it (every neighbour of every 3 x 3
+    grid of counts 0..2 with at most 4 records)."""
+    rng = np.random.default_rng(8)
+    for shape in ((1, 1), (1, 7), (2, 5), (6, 2)):
+        x = rng.integers(0, 9, shape)
+        assert auto_grid_module.bound_mass(x) == x.sum()
+    inside = np.zeros((6, 6), dtype=np.int64)
+    inside[1:5, 1:5] = 3
+    assert auto_grid_module.bound_mass(inside) == 0
+    for shape in ((3, 3), (5, 8), (16, 16), (7, 12)):
+        x = rng.integers(0, 9, shape)
+        assert auto_grid_module.bound_mass(x) == bound_by_definition(x)
+    assert largest_neighbour_change(auto_grid_module.bound_mass) == 1
+
+
+@pytest.mark.parametrize("feature", ["offpeak_mass", "bound_mass"])
 @pytest.mark.parametrize(
     "counts, message",
     [
@@ -179,20 +216,21 @@ def test_offpeak_mass_values_and_sensitivity():
         (np.array([["a", "b"], ["c", "d"]]), "numeric"),
     ],
 )
-def test_offpeak_mass_rejects_what_is_not_a_grid_of_counts(counts, message):
+def test_grid_masses_reject_what_is_not_a_grid_of_counts(feature, counts, message):
     """A wrong input fails with the library's ParameterError, not numpy's, and says what is wrong."""
     with pytest.raises(ParameterError, match=message):
-        auto_grid_module.offpeak_mass(counts)
+        getattr(auto_grid_module, feature)(counts)
 
 
 @pytest.mark.parametrize("neighbours", ["add_remove", "replace"])
 @pytest.mark.parametrize("heavy", [2, 3])
 def test_feature_step_is_private_to_its_declared_share(monkeypatch, neighbours, heavy):
-    """On 2 x 2 grids the shipped top mass (16 cells) is every record, whose law under replace is
+    """On 3 x 3 grids the shipped top mass (16 cells) is every record, whose law under replace is
     the public total's; summing the 2 or 3 heaviest cells selects among the cells as the 16 do on
     larger grids (the sensitivity argument is the same for any fixed number of cells).  Not the
     heaviest cell alone: a record that raises it is its block's peak, so the off-peak mass cannot
-    rise with it and the four steps' loss stays below their sum (no grid makes it tight)."""
+    rise with it and the five steps' loss stays below their sum (no grid makes it tight).  The
+    middle cell is the one off the grid's bounds, so a move can change the bound mass."""
     monkeypatch.setattr(auto_grid_module.GridFeatures, "HEAVY_CELLS", heavy)
     assert_feature_step_exactly_private(AutoDataGrid(feature_share=0.3, neighbours=neighbours), 2.0, worst_feature_loss)
 
@@ -244,7 +282,7 @@ def test_choice_is_post_processing_of_the_noisy_features(monkeypatch):
     sparse, dense = np.zeros((8, 8), dtype=np.int64), np.random.default_rng(0).integers(0, 500, (8, 8))
     sparse[2, 3] = 4
     auto_name = mech.runs("auto", (8, 8), mech.shares(1.0)[-1]).name
-    for fixed, expected in (((10.0, 3.0, 5.0, 1.0), auto_name), ((5000.0, 60.0, 900.0, 300.0), "agrid")):
+    for fixed, expected in (((10.0, 3.0, 5.0, 1.0, 4.0), auto_name), ((5000.0, 60.0, 900.0, 300.0, 80.0), "agrid")):
         monkeypatch.setattr(AutoDataGrid, "features", lambda self, counts, epsilon, rng=None, f=fixed: (*f, []))
         assert [choice_of(mech.release(x, 1.0, rng=1))["chosen"] for x in (sparse, dense)] == [expected] * 2
     monkeypatch.undo()
@@ -252,7 +290,7 @@ def test_choice_is_post_processing_of_the_noisy_features(monkeypatch):
         record = choice_of(mech.release(x, 1.0, rng=2))
         f = record["features"]
         assert f["workload_boundary"] == workload_boundary("all-rectangles", (8, 8))
-        features = (f["total"], f["nonempty"], f["top"], f["offpeak"])
+        features = (f["total"], f["nonempty"], f["top"], f["offpeak"], f["bound"])
         name = choose_grid(*features, 64, f["epsilon_left"], f["workload_boundary"], mech.selector)[0]
         assert record["chosen"] == mech.runs(name, (8, 8), f["epsilon_left"]).name
 
@@ -343,15 +381,17 @@ def test_choose_grid_is_the_selector_on_feature_matrix():
     sel = shipped_grid()
     rng = np.random.default_rng(2)
     total, nonempty, top = 10 ** rng.uniform(1, 7, 50), rng.uniform(-5, 3000, 50), rng.uniform(0, 1e5, 50)
-    offpeak = rng.uniform(-100, 1e5, 50)
-    names = choose_grid(total, nonempty, top, offpeak, 4096, 0.3, 1.2)
-    assert names == sel.choose(grid_feature_matrix(total, nonempty, top, offpeak, 4096, 0.3, 1.2))
-    x = grid_feature_matrix(total, nonempty, top, offpeak, 4096, 0.3, 1.2)
+    offpeak, bound = rng.uniform(-100, 1e5, 50), rng.uniform(-100, 1e5, 50)
+    names = choose_grid(total, nonempty, top, offpeak, bound, 4096, 0.3, 1.2)
+    assert names == sel.choose(grid_feature_matrix(total, nonempty, top, offpeak, bound, 4096, 0.3, 1.2))
+    x = grid_feature_matrix(total, nonempty, top, offpeak, bound, 4096, 0.3, 1.2)
     np.testing.assert_allclose(x[:, 0], np.log10(np.maximum(total, 1) * 0.3 / 4096))  # N eps per cell
     np.testing.assert_allclose(x[:, 2], np.log10(np.clip(nonempty, 1, 4096) / 4096))  # share of non-empty cells
     np.testing.assert_allclose(x[:, 3], np.clip(top / np.maximum(total, 1), 0, 1))  # concentration
     np.testing.assert_allclose(x[:, 6], np.clip(offpeak / np.maximum(total, 1), 0, 1))  # off-peak share
     np.testing.assert_array_equal(x[:, 7], 1.2)  # the workload's boundary, as given
+    np.testing.assert_allclose(x[:, 8], np.clip(bound / np.maximum(total, 1), 0, 1))  # bound share
+    np.testing.assert_allclose(x[:, 9], np.log10(np.maximum(total, 1) * 0.3))  # N eps
     assert set(names) <= set(sel.candidates) <= set(GRID_CANDIDATES)
 
 
@@ -371,7 +411,8 @@ def test_every_branch_records_its_steps_and_spends_epsilon(choice, neighbours):
     rest = mech.shares(epsilon)[-1]
     record = r.selection if choice == "auto" else r.parameters
     steps = record["private_steps"]
-    features = ["nonempty", "top", "offpeak"] if neighbours == "replace" else ["total", "nonempty", "top", "offpeak"]
+    features = ["nonempty", "top", "offpeak", "bound"]
+    features = features if neighbours == "replace" else ["total", *features]
     assert [s["step"] for s in steps[: len(features)]] == features
     assert record["features"]["epsilon_left"] == rest
     # exactly at most epsilon, short of it by the few ulps each mechanism's budget split rounds down
@@ -398,7 +439,7 @@ def test_replace_spends_nothing_on_the_public_total():
     x = np.arange(16).reshape(4, 4)
     r = AutoDataGrid(neighbours="replace").release(x, 1.0, rng=1)
     record = choice_of(r)
-    assert [s["step"] for s in record["private_steps"]][:3] == ["nonempty", "top", "offpeak"]
+    assert [s["step"] for s in record["private_steps"]][:4] == ["nonempty", "top", "offpeak", "bound"]
     assert record["features"]["total"] == float(x.sum())
 
 
@@ -416,11 +457,14 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
     at least 2^c8 cells with concentration >= q8 and offpeak_share <= o8, else band8 where
     workload_boundary <= b9, log_signal_per_cell <= s9 on at least 2^c9 cells with concentration
     >= q9 and o9 <= offpeak_share <= u9, else (where recorded) band9 where concentration >= q10,
-    workload_boundary >= b10, s10 <= log_signal_per_cell <= t10 and log_signal_per_occupied <= p10."""
+    workload_boundary >= b10, s10 <= log_signal_per_cell <= t10 and log_signal_per_occupied <= p10;
+    over all of these, band10 where bound_share >= e11, workload_boundary >= b11, log_signal >=
+    s11 and log_signal_per_cell <= t11."""
     sel = shipped_grid()
     rule = recorded_rules(sel)
     # signal per cell, _, sparsity, concentration, log2 cells, log epsilon, off-peak share, boundary
-    columns = [(-4, 5), (-2, 4), (-4, 0), (0, 1), [10.0, 12.0, 14.0, 16.0], (-1, 0), (0, 0.75), (0.9, 2.0)]
+    columns = [(-4, 5), (-2, 4), (-4, 0), (0, 1), [10.0, 12.0, 14.0, 16.0], (-1, 0), (0, 0.75), (0.9, 2.0), (0, 1)]
+    columns.append((1, 6))  # log10 N eps
     thresholds = {"s": 0, "s1": 0, "z": 2, "s2": 0, "c1": 4, "q": 3, "c2": 4, "s3": 0, "c3": 4, "q1": 3}
     thresholds.update(
         {"s4": 0, "o": 6, "s5": 0, "q5": 3, "s6": 0, "c6": 4, "q6": 3, "o6": 6, "s7": 0, "c7": 4, "o7": 6}
@@ -431,10 +475,11 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
     refitting = "q10" in rule  # the non-negative branch (selectors fitted since auto_nonnegative)
     if refitting:
         thresholds.update({"q10": 3, "b10": 7, "s10": 0, "t10": 0, "p10": 1})
+    thresholds.update({"e11": 8, "b11": 7, "s11": 9, "t11": 0})
     placements = [(rule[k], (column,)) for k, column in thresholds.items()]
     x = rule_test_rows(sel, np.random.default_rng(6), 6000, columns, placements)
     signal, sparsity, concentration, cells, offpeak, boundary = x[:, 0], x[:, 2], x[:, 3], x[:, 4], x[:, 6], x[:, 7]
-    occupied = x[:, 1]
+    occupied, bounded, records = x[:, 1], x[:, 8], x[:, 9]
     concentrated = (signal <= rule["s8"]) & (cells >= rule["c8"]) & (concentration >= rule["q8"])
     concentrated &= offpeak <= rule["o8"]
     clustered = (signal <= rule["s9"]) & (cells >= rule["c9"]) & (concentration >= rule["q9"])
@@ -479,7 +524,17 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
             and occupied[i] <= rule["p10"]
         ):
             expected[i] = rule["band9"]
+    on_bounds = (
+        (bounded >= rule["e11"]) & (boundary >= rule["b11"]) & (records >= rule["s11"]) & (signal <= rule["t11"])
+    )
+    listed_choice = list(expected)
+    expected = [rule["band10"] if on_bounds[i] else e for i, e in enumerate(expected)]
     assert sel.choose(x) == expected
+    if rule["e11"] != 9.0:  # the bound branch runs: both sides of its bound, and it changes some choice
+        gated = (boundary >= rule["b11"]) & (records >= rule["s11"]) & (signal <= rule["t11"])
+        assert (gated & (bounded < rule["e11"])).any() and (gated & (bounded >= rule["e11"])).any()
+        assert any(e != c for e, c, b in zip(expected, listed_choice, on_bounds) if b)
+    expected = listed_choice  # the checks below are of the list under the bound branch
     for region, bound, gate in ((listed & concentrated, "b8", "s8"), (listed & clustered & ~concentrated, "b9", "s9")):
         if rule[gate] == -9.0:  # a branch the list leaves off never runs
             assert not region.any()
@@ -543,7 +598,7 @@ def test_shipped_selector_loads_and_its_layout_is_checked():
     from importlib import resources
 
     data = json.loads(resources.files("dprange.data_aware").joinpath(GRID_SELECTOR_FILE).read_text())
-    assert data["domain"] == "2-D grid" and data["format"] == GRID_FORMAT == 4
+    assert data["domain"] == "2-D grid" and data["format"] == GRID_FORMAT == 5
     assert GridSelector.from_dict(data).to_dict() == sel.to_dict() == json.loads(json.dumps(sel.to_dict()))
     with pytest.raises(ParameterError, match="another layout"):
         GridSelector.from_dict({**data, "format": data["format"] + 1})
@@ -665,7 +720,7 @@ def branch_laws(monkeypatch, mech: AutoDataGrid, x, epsilon: float):
                 key, rows = release_law(rel)
                 assert key not in laws[choice]
                 laws[choice][key] = (log_p, rows)
-            specs = [spec for spec, _ in script.draws[: 4 if mech.neighbours == "add_remove" else 3]]
+            specs = [spec for spec, _ in script.draws[: 5 if mech.neighbours == "add_remove" else 4]]
     return laws, specs
 
 
@@ -676,9 +731,10 @@ def feature_log_ratios(spec, true_x: int, true_y: int, window: int) -> tuple[np.
 
 
 def whole_worst(monkeypatch, mech: AutoDataGrid, bases, epsilon: float, window: int = 40, offpeak_window: int = 3):
-    """(worst log-ratio over the feature window (``offpeak_window`` for the off-peak mass, which the
-    test selector does not read) and every output of the chosen branch, its upper bound over all
-    feature values, the choices reached)."""
+    """(worst log-ratio over the feature window (``offpeak_window`` for the off-peak and bound
+    masses, which the test selector does not read: the bound mass, last, enters the sum at its
+    worst term for each value of the others) and every output of the chosen branch, its upper
+    bound over all feature values, the choices reached)."""
     rest = mech.shares(epsilon)[-1]
     worst, upper, seen = 0.0, 0.0, set()
     for x in bases:
@@ -689,17 +745,20 @@ def whole_worst(monkeypatch, mech: AutoDataGrid, bases, epsilon: float, window: 
             ratios = [feature_log_ratios(specs[0], int(x.sum()), int(y.sum()), window)]
             if mech.neighbours == "replace":
                 ratios = [(np.array([x.sum()]), np.zeros(1))]
-            ratios.append(feature_log_ratios(specs[-3], int((x > 0).sum()), int((y > 0).sum()), window))
-            ratios.append(feature_log_ratios(specs[-2], exact_features(x)[2], exact_features(y)[2], window))
-            ratios.append(feature_log_ratios(specs[-1], exact_features(x)[3], exact_features(y)[3], offpeak_window))
+            ratios.append(feature_log_ratios(specs[-4], int((x > 0).sum()), int((y > 0).sum()), window))
+            ratios.append(feature_log_ratios(specs[-3], exact_features(x)[2], exact_features(y)[2], window))
+            ratios.append(feature_log_ratios(specs[-2], exact_features(x)[3], exact_features(y)[3], offpeak_window))
+            _, bound = feature_log_ratios(specs[-1], exact_features(x)[4], exact_features(y)[4], offpeak_window)
             t, z, h, o = np.meshgrid(*(values for values, _ in ratios), indexing="ij")
-            names = choose_grid(t, z, h, o, x.size, rest, workload_boundary(mech.workload, x.shape), mech.selector)
+            boundary = workload_boundary(mech.workload, x.shape)
+            names = choose_grid(t, z, h, o, exact_features(x)[4], x.size, rest, boundary, mech.selector)
             seen |= set(names)
             loss = np.array([inner[c] for c in names]).reshape(t.shape)
             f = [r for _, r in ratios]
-            features = np.abs(f[0][:, None, None, None] + f[1][None, :, None, None] + f[2][None, None, :, None] + f[3])
+            signed = f[0][:, None, None, None] + f[1][None, :, None, None] + f[2][None, None, :, None] + f[3]
+            features = np.maximum(signed + bound.max(), -(signed + bound.min()))
             worst = max(worst, float((features + loss).max()))
-            upper = max(upper, sum(np.abs(r).max() for r in f) + max(inner.values()))
+            upper = max(upper, sum(np.abs(r).max() for r in [*f, bound]) + max(inner.values()))
     return worst, upper, seen
 
 
@@ -731,8 +790,9 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
     the list a plain loop picks (each list's choices by rule_choice, its cells' mean errors, the
     same cost, rank and order; then the peak branch's settings with that list fixed, then the
     towns branch's, the small-grid branch's, the concentrated, clustered and non-negative
-    branches', each with all before it fixed), and the tree it
-    writes must choose as that list on every row."""
+    branches', each with all before it fixed, all on the rows of shapes other than the
+    ``bound-<k>`` ones; then the bound branch's on every row), and the tree it writes must choose
+    as that list on every row."""
     import argparse
     import importlib
 
@@ -799,6 +859,14 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
         "band9": ("auto_nonnegative", "ugrid"),
     }
     monkeypatch.setattr(script, "NONNEGATIVE_RULE", nonnegative_grid)
+    bound_grid = {
+        "e11": (9.0, 0.2, 0.5, 0.8),
+        "b11": (0.0, 1.5),
+        "s11": (1.0, 2.5, 4.0),
+        "t11": (0.5, 9.0),
+        "band10": ("auto_nonnegative", "kd_tree", "auto", "agrid", "ugrid"),
+    }
+    monkeypatch.setattr(script, "BOUND_RULE", bound_grid)
     rng = np.random.default_rng(8)
     rows, candidates = 600, ("auto", "agrid", "ugrid", "dawa_hilbert", "kd_tree", "auto_nonnegative")
     x = np.column_stack(
@@ -813,15 +881,18 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
         ]
     )
     keys = [("shape", int(k), 0, 0.1, "w") for k in rng.integers(0, 40, rows)]  # 40 cells of ~15 rows
+    keys = [("bound-0" if i % 5 == 0 else k[0], *k[1:]) for i, k in enumerate(keys)]  # a shape heaped on bounds
     per_row = rng.lognormal(0.0, 1.0, (rows, len(candidates) + 1))
-    x = np.column_stack([x, rng.uniform(0.9, 2.0, rows)])  # the workload's boundary
+    x = np.column_stack([x, rng.uniform(0.9, 2.0, rows), rng.uniform(0, 1, rows), rng.uniform(1, 5, rows)])
     args = argparse.Namespace(to_auto=1.2, hinge=10.0)
     got = script.fit_rules(x, keys, per_row, candidates, args)
-    cell, size, mean = cell_means(keys, per_row)
+    listed = np.array([k[0] != "bound-0" for k in keys])
 
-    def rank(rule):
-        column = script.rule_choice(x, rule, candidates)
-        error = np.bincount(cell, per_row[np.arange(rows), column], minlength=size.size) / size
+    def rank(rule, on=None):  # on the rows ``on`` (all of them by default)
+        on = np.ones(rows, dtype=bool) if on is None else on
+        cell, size, mean = cell_means([k for k, m in zip(keys, on) if m], per_row[on])
+        column = script.rule_choice(x[on], rule, candidates)
+        error = np.bincount(cell, per_row[on][np.arange(int(on.sum())), column], minlength=size.size) / size
         ratio = error / mean[:, -1]
         cost = (error / mean.min(axis=1) - 1 + 10.0 * np.maximum(0.0, np.log(ratio))) * size
         return rule_rank(float(ratio.max()), float(cost.sum()), 1.2)
@@ -839,7 +910,17 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
         **{"s8": -9.0, "c8": 10.0, "q8": 0.2, "o8": 0.3, "b8": 1.1, "band7": "dawa_hilbert"},
         **{"s9": -9.0, "c9": 10.0, "q9": 0.1, "o9": 0.1, "u9": 0.6, "b9": 1.2, "band8": "ugrid"},
         **{"q10": 9.0, "b10": 1.2, "s10": -1.5, "t10": 1.0, "p10": 9.0, "band9": "auto_nonnegative"},
+        **{"e11": 9.0, "b11": 0.0, "s11": 1.0, "t11": 0.5, "band10": "auto_nonnegative"},
     }
+    later = (
+        (peak_grid, "s5"),
+        (towns_grid, "s6"),
+        (small_grid, "s7"),
+        (concentrated_grid, "s8"),
+        (clustered_grid, "s9"),
+        (nonnegative_grid, "q10"),
+        (bound_grid, "e11"),
+    )
     best, chosen = None, None
     for values in itertools.product(*small.values()):
         rule = {**dict(zip(small, values)), **never}
@@ -851,24 +932,16 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
             continue
         if rule["s3"] == -9.0 and (rule["c3"], rule["q1"], rule["band2"]) != (12.0, 0.3, "agrid"):
             continue
-        key = rank(rule)
+        key = rank(rule, listed)
         if best is None or key < best:
             best, chosen = key, rule
-    later = (
-        (peak_grid, "s5"),
-        (towns_grid, "s6"),
-        (small_grid, "s7"),
-        (concentrated_grid, "s8"),
-        (clustered_grid, "s9"),
-        (nonnegative_grid, "q10"),
-    )
-    for grid, gate in later:  # each later stage, all before it fixed
+    for grid, gate in later:  # each later stage, all before it fixed; the list's on its shapes' rows
         fixed, best = chosen, None
         for values in itertools.product(*grid.values()):
             setting = dict(zip(grid, values))
             if setting[gate] == never[gate] and any(setting[k] != never[k] for k in grid):
                 continue
-            key = rank({**fixed, **setting})
+            key = rank({**fixed, **setting}, None if grid is bound_grid else listed)
             if best is None or key < best:
                 best, chosen = key, {**fixed, **setting}
     assert all(chosen[gate] != never[gate] for _, gate in later)  # each later stage changes it
@@ -881,6 +954,39 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
     unrefitted = script.rule_choice(x, {**chosen, **{k: v[0] for k, v in nonnegative_grid.items()}}, candidates)
     assert [candidates.index(c) for c in base.choose(x)] == unrefitted.tolist() != picked.tolist()
     assert base.model["rules"]["q10"] == 9.0 and got.model["rules"] == chosen
+    assert (
+        script.bound_branch(x, chosen) & (picked != script.rule_choice(x, {**chosen, "e11": 9.0}, candidates))
+    ).any()
+
+
+def test_training_shapes_heaped_on_bounds_are_mixtures_moved_to_a_grid_edge(monkeypatch):
+    """benchmarks/train_auto_grid.py's ``bound-<seed>`` shapes: fixed by their seed, summed to
+    each side from 256 x 256; a share of 30-97% of the records moved to a bound of one attribute
+    or both, keeping the other (so the grid's edges hold 30% or more of the mass, each heaped
+    row or column the mixture's marginal up to its share); the family spans one attribute heaped
+    and both."""
+    import importlib
+
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    script = importlib.import_module("train_auto_grid")
+    bounded = [name for name in script.SYNTHETIC if name.startswith("bound-")]
+    assert len(bounded) == 8
+    heaped_axes = set()
+    for name in bounded:
+        fine = script.distribution(name, 256)
+        assert fine.shape == (256, 256) and (fine >= 0).all() and math.isclose(fine.sum(), 1.0, rel_tol=1e-12)
+        np.testing.assert_array_equal(fine, script.distribution(name, 256))
+        coarse = fine.reshape(64, 4, 64, 4).sum(axis=(1, 3))
+        np.testing.assert_allclose(script.distribution(name, 64), coarse, rtol=1e-12, atol=1e-300)
+        assert auto_grid_module.bound_mass(np.round(fine * 1e9).astype(np.int64)) >= 0.3 * 1e9
+        base = script.mixture(200 + int(name[6:]))
+        base = base / base.sum()
+        inner = fine[1:-1, 1:-1] / base[1:-1, 1:-1].clip(1e-300)
+        kept = float(np.median(inner[base[1:-1, 1:-1] > 0]))  # the share of records no attribute moved
+        assert 0.03 * 0.03 * 0.999 <= kept <= 0.7 * 1.001
+        edges = [fine[0].sum(), fine[-1].sum(), fine[:, 0].sum(), fine[:, -1].sum()]
+        heaped_axes.add(sum(e > 0.1 for e in edges))
+    assert {1, 2} <= heaped_axes  # one attribute heaped in some shapes, both in others
 
 
 def test_training_mixtures_are_fixed_distributions_summed_from_one_grid(monkeypatch):
@@ -1094,3 +1200,34 @@ def test_to_auto_script_takes_the_uncertain_cells_where_the_branch_ran_and_measu
     assert got["mse_se"] == pytest.approx(np.std(errors, ddof=1) / np.sqrt(2), rel=1e-12)
     assert got["auto_whole"] == pytest.approx(whole, rel=1e-12)
     assert got["to_auto"] == pytest.approx(np.mean(errors) / whole, rel=1e-12)
+
+
+def test_training_script_refeature_draws_each_trial_s_features_again(monkeypatch):
+    """benchmarks/train_auto_grid.py --refeature: each row's features are the current feature
+    steps on its trial's sample with its trial's feature seed (as measure_cell draws them), the
+    epsilon left in place and the bound mass last; the MSEs are kept; the rows of one trial
+    (one per workload) share one draw; a row whose epsilon left differs from the current one
+    is refused (its candidates ran with another budget)."""
+    import importlib
+
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    script = importlib.import_module("train_auto_grid")
+    from train_auto_data import feature_seed
+
+    mech = AutoDataGrid()
+    rest = mech.shares(1.0)[-1]
+    rows = [
+        {"shape": "uniform", "n": 1024, "scale": 1000, "epsilon": 1.0, "workload": w, "trial": t}
+        | {"features": [0.0, 0.0, 0.0, 0.0, rest], "mse": {"auto": 1.0 + t}}
+        for t in (0, 1)
+        for w in ("random-rectangles", "prefix-rectangles")
+    ]
+    out = script.refeature(rows, lambda message: None)
+    for row, new in zip(rows, out):
+        counts = script.sample(script.distribution("uniform", 32), 1000, seed=row["trial"])
+        *want, _ = mech.features(counts, 1.0, rng=feature_seed("uniform", 1024, 1000, 1.0, row["trial"]))
+        assert new["features"] == [*want[:4], rest, want[4]] and new["mse"] == row["mse"]
+    assert out[0]["features"] == out[1]["features"] != out[2]["features"]
+    stale = [{**rows[0], "features": [0.0, 0.0, 0.0, 0.0, rest * 0.9]}]
+    with pytest.raises(SystemExit, match="epsilon left moved"):
+        script.refeature(stale, lambda message: None)

@@ -7,11 +7,12 @@ non-negative refit: ``auto_toward_nonnegative``), in the spirit of Pythia (Kotso
 Machanavajjhala, Hay and Miklau, "Pythia: Data Dependent Differentially Private Algorithm
 Selection", SIGMOD 2017).
 
-Features.  Four features (:class:`GridFeatures`: the 1-D auto-data's steps with a count of
-non-empty cells where the 1-D choice prices merges, and a measure of how the mass spreads over
-neighbouring cells): a declared share ``feature_share`` of epsilon buys, each as a recorded
-private step with an equal part of the share (discrete Laplace, sensitivity 1 under both
-relations, since every record lies in exactly one cell):
+Features.  Five features (:class:`GridFeatures`: the 1-D auto-data's steps with a count of
+non-empty cells where the 1-D choice prices merges, a measure of how the mass spreads over
+neighbouring cells and one of how much of it lies on the grid's bounds): a declared share
+``feature_share`` of epsilon buys, each as a recorded private step with an equal part of the
+share (discrete Laplace, sensitivity 1 under both relations, since every record lies in exactly
+one cell):
 
 * ``total``: the noisy number of records N (free under replace, where N is public);
 * ``nonempty``: the noisy number of non-empty cells (a record added or removed changes it by at
@@ -21,7 +22,12 @@ relations, since every record lies in exactly one cell):
 * ``offpeak``: the noisy number of records outside the heaviest cell of their 2 x 2 block
   (:func:`offpeak_mass`): near 0 where records lie on isolated cells (scattered point masses, a
   lattice of heaped values), which a grid that spreads its counts uniformly within a cell
-  misplaces, and up to 3/4 of N where neighbouring cells are alike (smooth or clustered mass).
+  misplaces, and up to 3/4 of N where neighbouring cells are alike (smooth or clustered mass);
+* ``bound``: the noisy number of records in the grid's first or last row or column
+  (:func:`bound_mass`): near N where one attribute or both are zero-inflated or clamped to the
+  domain's ends (ADULT-2D and MDSALARY-OVERT in DPBench), which few rectangles of a random or sized
+  workload reach and a Hilbert-ordered partition cuts into distant pieces, and about 4 / side of
+  N where the records lie inside.
 
 The choice is post-processing of the noisy features, the public shape, the epsilon left and one
 public property of the release's workload, the mean boundary of its rectangles inside the grid
@@ -92,16 +98,18 @@ GRID_FEATURES = (
     "log_epsilon",  # log10 of the epsilon left
     "offpeak_share",  # noisy records outside the heaviest cell of their 2 x 2 block over noisy N, in [0, 1]
     "workload_boundary",  # the workload's mean boundary inside the grid, in sides (public: workload_boundary)
+    "bound_share",  # noisy records in the grid's first or last row or column over noisy N, in [0, 1]
+    "log_signal",  # log10 of noisy N times the epsilon left (how far the noisy shares can be trusted)
 )
 
-#: Version of the 2-D selector file's layout and its features' definitions (4: the workload's
-#: boundary added; 3: the off-peak share added; 2: the concentration sums the 16 heaviest cells;
-#: 1 summed the cells / 64 heaviest).
-GRID_FORMAT = 4
+#: Version of the 2-D selector file's layout and its features' definitions (5: the bound share
+#: and the signal added; 4: the workload's boundary added; 3: the off-peak share added; 2: the
+#: concentration sums the 16 heaviest cells; 1 summed the cells / 64 heaviest).
+GRID_FORMAT = 5
 
 #: The parts of ``feature_share`` each 2-D feature gets, in the order of their private steps
 #: (equal; ``total`` is skipped under replace, its part going to the others).
-GRID_FEATURE_WEIGHTS = {"total": 1, "nonempty": 1, "top": 1, "offpeak": 1}
+GRID_FEATURE_WEIGHTS = {"total": 1, "nonempty": 1, "top": 1, "offpeak": 1, "bound": 1}
 
 GRID_SELECTOR_FILE = "auto_grid_selector.json"
 
@@ -131,11 +139,31 @@ def _offpeak_mass(x: np.ndarray) -> int:
     return int(x.sum(dtype=np.int64) - peaks.sum(dtype=np.int64))
 
 
+def bound_mass(counts) -> int:
+    """The number of records in the first or the last row or column of a 2-D grid: those at a
+    bound of either attribute (a zero, a value clamped to the domain's end), where real
+    cross-tabulations of zero-inflated or clamped values heap most of their records.
+
+    One record added or removed changes it by 0 or 1; moved, by at most 1 either way.  Raises
+    ParameterError unless ``counts`` is a 2-D grid of non-negative whole numbers."""
+    x = np.asarray(counts)
+    if x.ndim != 2:
+        raise ParameterError(f"the bound mass needs a 2-D grid of counts, not shape {x.shape}")
+    return _bound_mass(check_counts(x.ravel()).reshape(x.shape))
+
+
+def _bound_mass(x: np.ndarray) -> int:
+    """bound_mass of a checked 2-D int64 grid: the whole grid less its inner cells, O(cells)."""
+    inner = x[1:-1, 1:-1]
+    return int(x.sum(dtype=np.int64) - inner.sum(dtype=np.int64))
+
+
 class GridFeatures(AutoData):
     """The feature steps of the 2-D choice: the noisy total, the noisy number of non-empty cells,
-    the noisy mass of the HEAVY_CELLS heaviest cells and the noisy off-peak mass, equal parts of
-    the share (GRID_FEATURE_WEIGHTS; the 1-D auto-data's parameters and steps, with the count of
-    non-empty cells where the 1-D choice prices merges).  The non-empty count has sensitivity 1
+    the noisy mass of the HEAVY_CELLS heaviest cells, the noisy off-peak mass and the noisy bound
+    mass (:func:`bound_mass`), equal parts of the share (GRID_FEATURE_WEIGHTS; the 1-D
+    auto-data's parameters and steps, with the count of non-empty cells where the 1-D choice
+    prices merges).  The non-empty count has sensitivity 1
     under both relations (a record added or removed changes it by at most 1; a moved record can
     empty one cell and fill another: -1 + 1).  The top mass counts a fixed number of cells, not
     a share of them: on a sparse grid at high signal, whether a few heavy cells hold nearly all
@@ -151,19 +179,19 @@ class GridFeatures(AutoData):
     def heavy(self, n: int) -> int:
         return min(n, self.HEAVY_CELLS)
 
-    def shares(self, epsilon: float) -> tuple[float, float, float, float, float]:  # type: ignore[override]
-        """(total, non-empty cells, top mass, off-peak mass, rest): equal parts of the share, the
-        total's none under replace (N public); their exact sum at most epsilon."""
+    def shares(self, epsilon: float) -> tuple[float, float, float, float, float, float]:  # type: ignore[override]
+        """(total, non-empty cells, top mass, off-peak mass, bound mass, rest): equal parts of the
+        share, the total's none under replace (N public); their exact sum at most epsilon."""
         features = epsilon * self.feature_share
         bought = [k for k in self.feature_weights if k != "total" or self.neighbours != "replace"]
         weight = sum(self.feature_weights[k] for k in bought)
         parts = {k: (features * self.feature_weights[k] / weight if k in bought else 0.0) for k in self.feature_weights}
         rest = fit_last(parts.values(), epsilon - features, epsilon)
-        return parts["total"], parts["nonempty"], parts["top"], parts["offpeak"], rest
+        return parts["total"], parts["nonempty"], parts["top"], parts["offpeak"], parts["bound"], rest
 
-    def features(self, counts, epsilon: float, rng=None) -> tuple[float, float, float, float, list[dict]]:  # type: ignore[override]
-        """(noisy total, noisy non-empty cells, noisy top mass, noisy off-peak mass, their private
-        steps) of a 2-D grid of counts."""
+    def features(self, counts, epsilon: float, rng=None) -> tuple[float, float, float, float, float, list[dict]]:  # type: ignore[override]
+        """(noisy total, noisy non-empty cells, noisy top mass, noisy off-peak mass, noisy bound
+        mass, their private steps) of a 2-D grid of counts."""
         grid = np.asarray(counts)
         if grid.ndim != 2:
             raise ParameterError(f"the 2-D features need a 2-D grid of counts, not shape {grid.shape}")
@@ -172,6 +200,7 @@ class GridFeatures(AutoData):
             ("nonempty", int(np.count_nonzero(cells)), 1),
             ("top", top_mass(cells, self.heavy(cells.size)), 1),
             ("offpeak", _offpeak_mass(cells.reshape(grid.shape)), 1),  # cells checked above
+            ("bound", _bound_mass(cells.reshape(grid.shape)), 1),
         ]
         return self.noisy_features(cells, exact, epsilon, rng)
 
@@ -233,12 +262,12 @@ def workload_boundary(workload, shape, order: int = 2) -> float:
     return total / sum(w for w, _ in parts)
 
 
-def grid_feature_matrix(total, nonempty, top, offpeak, cells, epsilon, boundary) -> np.ndarray:
-    """The rows of GRID_FEATURES from noisy (total, non-empty cells, top mass, off-peak mass), the
-    public number of cells, the epsilon left and the workload's boundary
+def grid_feature_matrix(total, nonempty, top, offpeak, bound, cells, epsilon, boundary) -> np.ndarray:
+    """The rows of GRID_FEATURES from noisy (total, non-empty cells, top mass, off-peak mass,
+    bound mass), the public number of cells, the epsilon left and the workload's boundary
     (:func:`workload_boundary`); broadcasts over arrays."""
-    total, nonempty, top, offpeak, cells, epsilon, boundary = np.broadcast_arrays(
-        *(np.asarray(v, dtype=float) for v in (total, nonempty, top, offpeak, cells, epsilon, boundary))
+    total, nonempty, top, offpeak, bound, cells, epsilon, boundary = np.broadcast_arrays(
+        *(np.asarray(v, dtype=float) for v in (total, nonempty, top, offpeak, bound, cells, epsilon, boundary))
     )
     records = np.maximum(total, 1.0)
     occupied = np.clip(nonempty, 1.0, cells)
@@ -251,6 +280,8 @@ def grid_feature_matrix(total, nonempty, top, offpeak, cells, epsilon, boundary)
         np.log10(epsilon),
         np.clip(offpeak / records, 0.0, 1.0),
         boundary,
+        np.clip(bound / records, 0.0, 1.0),
+        np.log10(records * epsilon),
     )
     return np.stack(columns, axis=-1)
 
@@ -291,11 +322,11 @@ def shipped_grid() -> GridSelector:
 
 
 def choose_grid(
-    total, nonempty, top, offpeak, cells: int, epsilon: float, boundary: float, selector: Selector | None = None
+    total, nonempty, top, offpeak, bound, cells: int, epsilon: float, boundary: float, selector: Selector | None = None
 ) -> list[str]:
     """The selector's choices for arrays of noisy features, the public number of cells, the
     epsilon left and the workload's boundary (post-processing: reads no data)."""
-    features = (np.ravel(total), np.ravel(nonempty), np.ravel(top), np.ravel(offpeak))
+    features = (np.ravel(total), np.ravel(nonempty), np.ravel(top), np.ravel(offpeak), np.ravel(bound))
     x = grid_feature_matrix(*features, cells, epsilon, boundary)
     return (selector or shipped_grid()).choose(x)
 
@@ -307,10 +338,10 @@ WEIGHTED_REFIT_CELLS = 2**16
 
 
 class AutoDataGrid(DataAwareGridMechanism):
-    """Choose ``auto`` or a 2-D data-aware grid mechanism from four private features (noisy
+    """Choose ``auto`` or a 2-D data-aware grid mechanism from five private features (noisy
     total, noisy number of non-empty cells, noisy mass of the heaviest cells, noisy off-peak
-    mass) bought with ``feature_share`` of epsilon and the workload's boundary (public), by the
-    selector trained on public data (module doc)."""
+    mass, noisy mass on the grid's bounds) bought with ``feature_share`` of epsilon and the
+    workload's boundary (public), by the selector trained on public data (module doc)."""
 
     name = "auto-data"
 
@@ -319,7 +350,7 @@ class AutoDataGrid(DataAwareGridMechanism):
             "feature_share",
             SHARE,
             "share of epsilon spent on the features (noisy total, non-empty cells, mass of the heaviest cells, "
-            "off-peak mass)",
+            "off-peak mass, mass on the grid's bounds)",
             default=0.05,
         ),
         dataclasses.replace(
@@ -349,12 +380,14 @@ class AutoDataGrid(DataAwareGridMechanism):
         """The feature steps and shares this one runs on the grid."""
         return GridFeatures(feature_share=self.feature_share, neighbours=self.neighbours)
 
-    def shares(self, epsilon: float) -> tuple[float, float, float, float, float]:
-        """(total, non-empty cells, top mass, off-peak mass, rest); their exact sum is at most epsilon."""
+    def shares(self, epsilon: float) -> tuple[float, float, float, float, float, float]:
+        """(total, non-empty cells, top mass, off-peak mass, bound mass, rest); their exact sum is at
+        most epsilon."""
         return self.feature_steps().shares(epsilon)
 
-    def features(self, counts, epsilon: float, rng=None) -> tuple[float, float, float, float, list[dict]]:
-        """(noisy total, noisy non-empty cells, noisy top mass, noisy off-peak mass, their private steps)."""
+    def features(self, counts, epsilon: float, rng=None) -> tuple[float, float, float, float, float, list[dict]]:
+        """(noisy total, noisy non-empty cells, noisy top mass, noisy off-peak mass, noisy bound
+        mass, their private steps)."""
         return self.feature_steps().features(counts, epsilon, rng)
 
     def parameters(self) -> dict:
@@ -411,15 +444,16 @@ class AutoDataGrid(DataAwareGridMechanism):
         constant = self.constant_choice()
         features: dict | None = None
         if constant is None:
-            total, nonempty, top, offpeak, steps = self.features(counts, epsilon, source)
+            total, nonempty, top, offpeak, bound, steps = self.features(counts, epsilon, source)
             rest = self.shares(epsilon)[-1]
             boundary = workload_boundary(self.workload, counts.shape, self.order)
-            chosen = choose_grid(total, nonempty, top, offpeak, counts.size, rest, boundary, self.selector)[0]
+            chosen = choose_grid(total, nonempty, top, offpeak, bound, counts.size, rest, boundary, self.selector)[0]
             features = {
                 "total": total,
                 "nonempty": nonempty,
                 "top": top,
                 "offpeak": offpeak,
+                "bound": bound,
                 "epsilon_left": rest,
                 "workload_boundary": boundary,
             }
@@ -458,7 +492,8 @@ class AutoDataGrid(DataAwareGridMechanism):
 GRID_MECHANISMS.add(
     AutoDataGrid,
     summary="data-aware 2-D choice: a small declared share of epsilon on a noisy total, a noisy count of "
-    "non-empty cells, the noisy mass of the heaviest cells and the noisy off-peak mass, then auto or a 2-D "
+    "non-empty cells, the noisy mass of the heaviest cells, the noisy off-peak mass and the noisy mass on "
+    "the grid's bounds, then auto or a 2-D "
     "data-aware grid by a selector trained on public data (DPBench 2-D and synthetic shapes) that also reads "
     "the workload's boundary",
     citation=Citation(
