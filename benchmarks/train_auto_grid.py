@@ -352,10 +352,7 @@ def measure_cell(name, side, scale, epsilon, trials, cache, first_trial=0) -> li
             cache[(side, epsilon, workload)] = auto_mse(shape, rest, *cache[(side, workload)])
     rows = []
     for t in range(first_trial, first_trial + trials):
-        counts = sample(p, scale, seed=t)
-        total, nonempty, top, offpeak, bound, _ = mech.features(
-            counts, epsilon, rng=feature_seed(name, side * side, scale, epsilon, t)
-        )
+        counts, features = trial_features(mech, name, p, scale, epsilon, t)
         shared = [c for c in GRID_CANDIDATES[1:] if c not in WORKLOAD_CANDIDATES]
         released = {c: mech.candidate(c, shape, rest).release(counts, rest, rng=1000 + t) for c in shared}
         for workload in WORKLOADS:
@@ -367,34 +364,41 @@ def measure_cell(name, side, scale, epsilon, trials, cache, first_trial=0) -> li
                 released[c] = cache[(side, rest, workload, c)].release(counts, rest, rng=1000 + t)
             errors.update({c: rectangles_mse(r.counts, counts, *cache[(side, workload)]) for c, r in released.items()})
             key = dict(shape=name, n=side * side, scale=scale, epsilon=epsilon, workload=workload)
-            rows.append({**key, "trial": t, "features": [total, nonempty, top, offpeak, rest, bound], "mse": errors})
+            rows.append({**key, "trial": t, "features": features, "mse": errors})
     return rows
 
 
+def trial_features(mech, name, p, scale, epsilon, trial) -> tuple[np.ndarray, list[float]]:
+    """(a trial's sample of the distribution ``p``, the features a table row stores for it:
+    ``[total, nonempty, top, offpeak, epsilon left, bound]``, drawn with the trial's feature seed
+    (train_auto_data.feature_seed: its own per cell and trial))."""
+    counts = sample(p, scale, seed=trial)
+    seed = feature_seed(name, p.size, scale, epsilon, trial)
+    total, nonempty, top, offpeak, bound, _ = mech.features(counts, epsilon, rng=seed)
+    return counts, [total, nonempty, top, offpeak, mech.shares(epsilon)[-1], bound]
+
+
 def refeature(rows, log) -> list[dict]:
-    """The rows with their features drawn again by the current feature steps (each trial's sample
-    and feature seed, as measure_cell draws them), their MSEs kept: valid while the epsilon left
-    after the features, which the candidates ran with, is unchanged (checked), e.g. after a
-    feature is added within the same feature share.  Features are ``[total, nonempty, top,
-    offpeak, epsilon left, bound]``."""
+    """The rows with their features drawn again by the current feature steps (trial_features, as
+    measure_cell draws them), their MSEs kept: valid while the epsilon left after the features,
+    which the candidates ran with, is unchanged (checked), e.g. after a feature is added within
+    the same feature share."""
     mech = AutoDataGrid()
     drawn: dict = {}
-    shapes: dict = {}
+    shape, p = None, None
     out = []
     for r in rows:
-        side = int(round(r["n"] ** 0.5))
         key = (r["shape"], r["n"], r["scale"], r["epsilon"], r["trial"])
         if key not in drawn:
-            if (r["shape"], side) not in shapes:
-                shapes = {(r["shape"], side): distribution(r["shape"], side)}  # rows come grouped by shape
+            if shape != (r["shape"], r["n"]):  # rows come grouped by shape and side
+                shape, side = (r["shape"], r["n"]), int(round(r["n"] ** 0.5))
+                p = distribution(r["shape"], side)
                 log(f"refeature {r['shape']} {side} x {side}")
-            counts = sample(shapes[r["shape"], side], r["scale"], seed=r["trial"])
-            seed = feature_seed(r["shape"], r["n"], r["scale"], r["epsilon"], r["trial"])
-            total, nonempty, top, offpeak, bound, _ = mech.features(counts, r["epsilon"], rng=seed)
-            rest = mech.shares(r["epsilon"])[-1]
-            if not math.isclose(rest, r["features"][4], rel_tol=1e-12):
-                raise SystemExit(f"{key}: the epsilon left moved ({r['features'][4]} -> {rest}); measure again")
-            drawn[key] = [total, nonempty, top, offpeak, rest, bound]
+            drawn[key] = trial_features(mech, r["shape"], p, r["scale"], r["epsilon"], r["trial"])[1]
+            if not math.isclose(drawn[key][4], r["features"][4], rel_tol=1e-12):
+                raise SystemExit(
+                    f"{key}: the epsilon left moved ({r['features'][4]} -> {drawn[key][4]}); measure again"
+                )
         out.append({**r, "features": drawn[key]})
     return out
 
@@ -959,7 +963,7 @@ def fit_rules(x, keys, per_row, candidates, args) -> GridSelector:
     listed = np.array([not k[0].startswith("bound-") for k in keys])
     chosen = _fit_list(x[listed], [k for k, m in zip(keys, listed) if m], per_row[listed], candidates, args)
     chosen = {**chosen, **{k: v[0] for k, v in BOUND_RULE.items()}}
-    chosen = _fit_stages((BOUND_RULE,), chosen, x, keys, per_row, candidates, args)
+    chosen = _fit_stages((BOUND_RULE,), chosen, x, per_row, candidates, args, _cell_cost(keys, per_row, args))
     nodes = rule_tree(chosen, candidates)
     model = {"nodes": nodes, "depth": tree_depth(nodes), "min_leaf": 0, "margin": 0.0, "rules": chosen}
     return GridSelector("tree", candidates, model)
@@ -983,7 +987,8 @@ def _cell_cost(keys, per_row, args):
 def _fit_list(x, keys, per_row, candidates, args) -> dict:
     """fit_rules' first seven stages (GRID_RULE, then PEAK_RULE to NONNEGATIVE_RULE in turn),
     the bound branch off."""
-    cell, size, cell_cost = _cell_cost(keys, per_row, args)
+    costs = _cell_cost(keys, per_row, args)
+    cell, size, cell_cost = costs
     rows = np.arange(x.shape[0])
     sparse_settings = list(itertools.product(*(GRID_RULE[k] for k in SPARSE_RULE)))
     masks = np.array([sparse_branch(x, dict(zip(SPARSE_RULE, v))) for v in sparse_settings])
@@ -1027,14 +1032,14 @@ def _fit_list(x, keys, per_row, candidates, args) -> dict:
         if best is None or key < best:
             chosen, best = {**rule, **off}, key
     assert chosen is not None
-    return _fit_stages(later, chosen, x, keys, per_row, candidates, args)
+    return _fit_stages(later, chosen, x, per_row, candidates, args, costs)
 
 
-def _fit_stages(grids, chosen: dict, x, keys, per_row, candidates, args) -> dict:
+def _fit_stages(grids, chosen: dict, x, per_row, candidates, args, costs) -> dict:
     """The later stages in turn: a branch's settings (each of ``grids``) with everything before
     it fixed, each scored by its choices on the rows given (the first, off, scored the same way,
-    so that ties keep the list as it was)."""
-    cell, size, cell_cost = _cell_cost(keys, per_row, args)
+    so that ties keep the list as it was); ``costs``: _cell_cost of those rows."""
+    cell, size, cell_cost = costs
     rows = np.arange(x.shape[0])
     for grid in grids:
         gate = next(iter(grid))

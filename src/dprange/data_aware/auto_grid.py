@@ -122,10 +122,16 @@ def offpeak_mass(counts) -> int:
     One record added changes its block's total by 1 and its largest count by 0 or 1, so the sum
     by 0 or +1; removed, by 0 or -1; moved, by a removal and an addition: at most 1 either way.
     Raises ParameterError unless ``counts`` is a 2-D grid of non-negative whole numbers."""
+    return _offpeak_mass(_checked_grid(counts, "the off-peak mass needs"))
+
+
+def _checked_grid(counts, needs: str) -> np.ndarray:
+    """``counts`` as a checked 2-D int64 grid; otherwise ParameterError, its message starting with
+    ``needs`` (e.g. "the bound mass needs")."""
     x = np.asarray(counts)
     if x.ndim != 2:
-        raise ParameterError(f"the off-peak mass needs a 2-D grid of counts, not shape {x.shape}")
-    return _offpeak_mass(check_counts(x.ravel()).reshape(x.shape))
+        raise ParameterError(f"{needs} a 2-D grid of counts, not shape {x.shape}")
+    return check_counts(x.ravel()).reshape(x.shape)
 
 
 def _offpeak_mass(x: np.ndarray) -> int:
@@ -146,10 +152,7 @@ def bound_mass(counts) -> int:
 
     One record added or removed changes it by 0 or 1; moved, by at most 1 either way.  Raises
     ParameterError unless ``counts`` is a 2-D grid of non-negative whole numbers."""
-    x = np.asarray(counts)
-    if x.ndim != 2:
-        raise ParameterError(f"the bound mass needs a 2-D grid of counts, not shape {x.shape}")
-    return _bound_mass(check_counts(x.ravel()).reshape(x.shape))
+    return _bound_mass(_checked_grid(counts, "the bound mass needs"))
 
 
 def _bound_mass(x: np.ndarray) -> int:
@@ -192,15 +195,13 @@ class GridFeatures(AutoData):
     def features(self, counts, epsilon: float, rng=None) -> tuple[float, float, float, float, float, list[dict]]:  # type: ignore[override]
         """(noisy total, noisy non-empty cells, noisy top mass, noisy off-peak mass, noisy bound
         mass, their private steps) of a 2-D grid of counts."""
-        grid = np.asarray(counts)
-        if grid.ndim != 2:
-            raise ParameterError(f"the 2-D features need a 2-D grid of counts, not shape {grid.shape}")
-        cells = check_counts(grid.ravel())
+        grid = _checked_grid(counts, "the 2-D features need")
+        cells = grid.ravel()
         exact = [
             ("nonempty", int(np.count_nonzero(cells)), 1),
             ("top", top_mass(cells, self.heavy(cells.size)), 1),
-            ("offpeak", _offpeak_mass(cells.reshape(grid.shape)), 1),  # cells checked above
-            ("bound", _bound_mass(cells.reshape(grid.shape)), 1),
+            ("offpeak", _offpeak_mass(grid), 1),
+            ("bound", _bound_mass(grid), 1),
         ]
         return self.noisy_features(cells, exact, epsilon, rng)
 
