@@ -884,18 +884,18 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
     keys = [("bound-0" if i % 5 == 0 else k[0], *k[1:]) for i, k in enumerate(keys)]  # a shape heaped on bounds
     per_row = rng.lognormal(0.0, 1.0, (rows, len(candidates) + 1))
     x = np.column_stack([x, rng.uniform(0.9, 2.0, rows), rng.uniform(0, 1, rows), rng.uniform(1, 5, rows)])
-    args = argparse.Namespace(to_auto=1.2, hinge=10.0)
+    args = argparse.Namespace(to_auto=1.2, stage_to_auto=1.5, hinge=10.0)
     got = script.fit_rules(x, keys, per_row, candidates, args)
     listed = np.array([k[0] != "bound-0" for k in keys])
 
-    def rank(rule, on=None):  # on the rows ``on`` (all of them by default)
+    def rank(rule, on=None, bound=1.2):  # on the rows ``on`` (all of them by default)
         on = np.ones(rows, dtype=bool) if on is None else on
         cell, size, mean = cell_means([k for k, m in zip(keys, on) if m], per_row[on])
         column = script.rule_choice(x[on], rule, candidates)
         error = np.bincount(cell, per_row[on][np.arange(int(on.sum())), column], minlength=size.size) / size
         ratio = error / mean[:, -1]
         cost = (error / mean.min(axis=1) - 1 + 10.0 * np.maximum(0.0, np.log(ratio))) * size
-        return rule_rank(float(ratio.max()), float(cost.sum()), 1.2)
+        return rule_rank(float(ratio.max()), float(cost.sum()), bound)
 
     never = {
         "s5": 9.0,
@@ -941,7 +941,7 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
             setting = dict(zip(grid, values))
             if setting[gate] == never[gate] and any(setting[k] != never[k] for k in grid):
                 continue
-            key = rank({**fixed, **setting}, None if grid is bound_grid else listed)
+            key = rank({**fixed, **setting}, None if grid is bound_grid else listed, bound=1.5)
             if best is None or key < best:
                 best, chosen = key, {**fixed, **setting}
     assert all(chosen[gate] != never[gate] for _, gate in later)  # each later stage changes it
@@ -957,6 +957,64 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
     assert (
         script.bound_branch(x, chosen) & (picked != script.rule_choice(x, {**chosen, "e11": 9.0}, candidates))
     ).any()
+
+
+@pytest.mark.parametrize("stage_to_auto, runs", [(1.2, False), (1.25, False), (1.5, True)])
+def test_training_script_later_stages_bound_the_ratio_to_auto_by_stage_to_auto(monkeypatch, stage_to_auto, runs):
+    """benchmarks/train_auto_grid.py fits a later stage's branch under ``--stage-to-auto``, not
+    ``--to-auto``: on two cells, where the branch's band has a tenth of ``auto``'s error in one and
+    1.3 times it in the other (its cost summed over both far below the list's without it), the
+    branch runs only where the bound is above 1.3."""
+    import argparse
+    import importlib
+
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    script = importlib.import_module("train_auto_grid")
+    candidates = ("auto", "agrid", "ugrid", "dawa_hilbert", "kd_tree", "auto_nonnegative")
+    stages = ("GRID", "PEAK", "TOWNS", "SMALL", "CONCENTRATED", "CLUSTERED", "NONNEGATIVE", "BOUND")
+    off = {k: v[0] for stage in stages for k, v in getattr(script, f"{stage}_RULE").items()}
+    x = np.zeros((4, len(GRID_FEATURES)))
+    x[:, GRID_FEATURES.index("bound_share")] = 1.0
+    x[:, GRID_FEATURES.index("workload_boundary")] = 1.5
+    x[:, GRID_FEATURES.index("log_signal")] = 4.0
+    keys = [("won", 4096, 10**4, 0.1, "w")] * 2 + [("lost", 4096, 10**4, 0.1, "w")] * 2
+    others = [100.0] * 4  # ugrid, dawa_hilbert, kd_tree, auto_nonnegative
+    per_row = np.array([[10.0, 1.0, *others, 10.0]] * 2 + [[1.0, 1.3, *others, 1.0]] * 2)  # ..., auto-whole
+    grid = {"e11": (9.0, 0.5), "b11": (1.2,), "s11": (2.5,), "t11": (9.0,), "band10": ("agrid",)}
+    args = argparse.Namespace(to_auto=1.2, stage_to_auto=stage_to_auto, hinge=10.0)
+    costs = script._cell_cost(keys, per_row, args)
+    chosen = script._fit_stages((grid,), {**off, "t11": 9.0}, x, per_row, candidates, args, costs)
+    assert (chosen["e11"] == 0.5) == runs
+    assert script.rule_choice(x, chosen, candidates).tolist() == ([1] * 4 if runs else [0] * 4)
+
+
+def test_training_script_split_half_oracle_picks_on_half_the_trials_and_scores_the_other(monkeypatch):
+    """benchmarks/train_auto_grid.py's split-half oracle: per DPBench cell, the column (candidates,
+    the weighted branch, ``auto`` with the whole epsilon) of least mean MSE over the first half of
+    the rows where the branch was measured, scored on the second half, and the other way round;
+    other shapes and rows without the branch are left out."""
+    import importlib
+
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    script = importlib.import_module("train_auto_grid")
+    candidates = ("auto", "agrid")
+    cell = ("GOWALLA", 4096, 10**4, 0.1, "prefix-rectangles")
+    keys = [cell] * 5 + [("mix-0", *cell[1:])] * 4
+    # columns: auto, agrid, auto with the whole epsilon; the weighted branch apart
+    per_row = np.array(
+        [[9.0, 2.0, 8.0], [7.0, 4.0, 8.0], [5.0, 50.0, 8.0], [3.0, 70.0, 8.0], [1.0, 1.0, 1.0]] + [[1.0, 1.0, 1.0]] * 4
+    )
+    weighted = np.array([6.0, 6.0, 1.0, 3.0, np.nan, 1.0, 1.0, 1.0, 1.0])
+    got = script.split_half_oracle(keys, per_row, weighted, candidates)
+    # first half (rows 0, 1): agrid's mean 3 is least; on rows 2, 3 it has 60, the weighted branch 2
+    # second half (rows 2, 3): the weighted branch's 2 is least; on rows 0, 1 it has 6, agrid 3
+    assert got["cells"] == 2
+    assert got["regret_worst"] == pytest.approx(30.0)
+    assert got["regret_geo_mean"] == pytest.approx(math.sqrt(30.0 * 2.0))
+    assert got["to_auto_worst"] == pytest.approx(60.0 / 8.0)
+    assert got["cells_above_2"] == 1
+    assert got["worst_cell"]["choices"] == {"agrid": 2} and got["worst_cell"]["best"] == "auto_toward_nonnegative"
+    assert script.split_half_oracle(keys[5:], per_row[5:], weighted[5:], candidates) is None
 
 
 def test_training_shapes_heaped_on_bounds_are_mixtures_moved_to_a_grid_edge(monkeypatch):
