@@ -1073,11 +1073,10 @@ def _fit_stages(grids, chosen: dict, x, per_row, candidates, args, costs) -> dic
     it fixed, each scored by its choices on the rows given (the first, off, scored the same way,
     so that ties keep the list as it was); ``costs``: _cell_cost of those rows.  A setting is
     ranked by rule_rank with ``args.stage_to_auto`` as the bound on a training cell's ratio to
-    ``auto``: at 1.2, as the first stage, the small-grid and clustered branches were refused over
-    a training cell or two at 1.2-1.3x (the small-grid branch over mix-23 64 x 64 at 10^4,
-    epsilon 0.1, prefix rectangles: 1.28x on three trials), while the bound that matters, 1.2x
-    held out, is checked on the validation (docs/data-aware.md, "The later stages' bound on the
-    ratio to auto")."""
+    ``auto``: a branch changes few training cells, each the mean of three trials, so one cell's
+    noise near the held-out bound would refuse a branch that gains in every other; the held-out
+    bound itself is checked on the validation (docs/data-aware.md, "The later stages' bound on
+    the ratio to auto")."""
     cell, size, cell_cost = costs
     rows = np.arange(x.shape[0])
     for grid in grids:
