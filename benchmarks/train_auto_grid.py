@@ -466,6 +466,13 @@ def with_weighted_auto(rows, paths: str, log) -> list[dict]:
     return kept
 
 
+def with_weighted_column(per_row, weighted) -> np.ndarray:
+    """``per_row`` (the candidates' MSEs, then ``auto``'s with the whole epsilon) with
+    auto_toward_nonnegative's MSE (``weighted``) inserted before the last column: the columns of
+    ``(*candidates, WEIGHTED, "auto-whole")``, as held_out_cell reads them."""
+    return np.column_stack([per_row[:, :-1], weighted, per_row[:, -1]])
+
+
 def weighted_cell(key, mine, per_row, weighted, candidates) -> dict | None:
     """held_out_cell on the cell's rows where auto_toward_nonnegative was measured (``weighted``
     per row, NaN elsewhere), ``auto``'s releases (column 0) replaced by its, which also joins the
@@ -473,9 +480,8 @@ def weighted_cell(key, mine, per_row, weighted, candidates) -> dict | None:
     mine = [(i, c) for i, c in mine if not np.isnan(weighted[i])]
     if not mine:
         return None
-    extended = np.column_stack([per_row[:, :-1], weighted, per_row[:, -1]])
     moved = [(i, len(candidates) if c == 0 else c + (c == len(candidates))) for i, c in mine]
-    return held_out_cell(key, moved, extended, (*candidates, WEIGHTED))
+    return held_out_cell(key, moved, with_weighted_column(per_row, weighted), (*candidates, WEIGHTED))
 
 
 def measure(shapes, sides, scales, trials, path, log, first_trial=0) -> list[dict]:
@@ -525,7 +531,7 @@ def split_half_oracle(keys, per_row, weighted, candidates) -> dict | None:
     for i, key in enumerate(keys):
         if key[0] in DPBENCH and not np.isnan(weighted[i]):
             rows.setdefault(key, []).append(i)
-    extended = np.column_stack([per_row[:, :-1], weighted, per_row[:, -1]])
+    extended = with_weighted_column(per_row, weighted)
     names = (*candidates, WEIGHTED)
     cells = []
     for key, mine in sorted(rows.items()):
@@ -986,8 +992,8 @@ def fit_rules(x, keys, per_row, candidates, args) -> GridSelector:
     ``bound-<k>`` ones; last, on every row, the bound branch (BOUND_RULE).  The shapes heaped on
     their bounds are there to fit that branch: their rows outside it, at the lowest signals and
     on prefix rectangles, would otherwise pull the list's first stage away from the other shapes
-    (held out, a list fitted on them too had mean regret 1.50 and 78 cells above 2, against 1.18
-    and 25 as shipped: docs/data-aware.md).  Written as a tree over all ``candidates``.
+    (held out, a list fitted on them too was far worse: docs/data-aware.md, "The mass on the
+    grid's bounds").  Written as a tree over all ``candidates``.
 
     Every list of the first stage is scored, but the sparse branch's settings at once for each setting of the
     branches above it: the rows left to it gain (alternative - auto) where it runs, a product of
@@ -995,7 +1001,6 @@ def fit_rules(x, keys, per_row, candidates, args) -> GridSelector:
     each); only the cells holding a row some setting of it takes are scored per setting."""
     listed = np.array([not k[0].startswith("bound-") for k in keys])
     chosen = _fit_list(x[listed], [k for k, m in zip(keys, listed) if m], per_row[listed], candidates, args)
-    chosen = {**chosen, **{k: v[0] for k, v in BOUND_RULE.items()}}
     chosen = _fit_stages((BOUND_RULE,), chosen, x, per_row, candidates, args, _cell_cost(keys, per_row, args))
     nodes = rule_tree(chosen, candidates)
     model = {"nodes": nodes, "depth": tree_depth(nodes), "min_leaf": 0, "margin": 0.0, "rules": chosen}
