@@ -30,7 +30,7 @@ it).  The fit of least geometric-mean regret among those never worse than
 ``auto`` by more than ``--to-auto`` in a held-out cell, and by more than ``--unseen-to-auto``
 (default ``--to-auto``) in a cell of the UNSEEN shapes (four drawn by hand, 12 random mixtures),
 ships.  A rules fit's folds are also scored with their non-negative branch (NONNEGATIVE_RULE,
-the last stage) turned off (``without_refit`` in the validation and the report): what the branch
+the seventh stage) turned off (``without_refit`` in the validation and the report): what the branch
 adds, from the same fits.  ``--test`` scores the held-out shapes on another table of fresh trials
 (``--first-trial``: new samples, feature noise and releases), so that the figures reported are
 not those the fit was picked on.  ``--weighted`` scores the folds' ``auto`` choices with
@@ -373,12 +373,12 @@ def measure_cell(name, side, scale, epsilon, trials, cache, first_trial=0) -> li
 
 def trial_features(mech, name, p, scale, epsilon, trial) -> tuple[np.ndarray, list[float]]:
     """(a trial's sample of the distribution ``p``, the features a table row stores for it:
-    ``[total, nonempty, top, offpeak, epsilon left, bound]``, drawn with the trial's feature seed
-    (train_auto_data.feature_seed: its own per cell and trial))."""
+    ``[total, nonempty, top, offpeak, epsilon left, bound, corner]``, drawn with the trial's
+    feature seed (train_auto_data.feature_seed: its own per cell and trial))."""
     counts = sample(p, scale, seed=trial)
     seed = feature_seed(name, p.size, scale, epsilon, trial)
-    total, nonempty, top, offpeak, bound, _ = mech.features(counts, epsilon, rng=seed)
-    return counts, [total, nonempty, top, offpeak, mech.shares(epsilon)[-1], bound]
+    total, nonempty, top, offpeak, bound, corner, _ = mech.features(counts, epsilon, rng=seed)
+    return counts, [total, nonempty, top, offpeak, mech.shares(epsilon)[-1], bound, corner]
 
 
 def refeature(rows, log) -> list[dict]:
@@ -579,11 +579,12 @@ def table(rows, candidates):
         for side, w in {(side, r["workload"]) for side, r in zip(sides, rows)}
     }
     b = np.array([boundary[side, r["workload"]] for side, r in zip(sides, rows)])
-    if f.shape[1] < 6:
+    if f.shape[1] < 7:
         raise SystemExit(
-            "a table row lacks the bound mass (features of GRID_FORMAT 4 or before): run --refeature on it"
+            "a table row lacks the corner mass (features of GRID_FORMAT 5 or before): run --refeature on it"
         )
-    x = grid_feature_matrix(f[:, 0], f[:, 1], f[:, 2], f[:, 3], f[:, 5], np.array([r["n"] for r in rows]), f[:, 4], b)
+    cells = np.array([r["n"] for r in rows])
+    x = grid_feature_matrix(f[:, 0], f[:, 1], f[:, 2], f[:, 3], f[:, 5], f[:, 6], cells, f[:, 4], b)
     ratio = np.array([[np.log(mean[k][c] / mean[k]["auto"]) for c in candidates] for k in keys])
     settings = {(r["n"], r["epsilon"], r["workload"]) for r in rows}
     whole = {s: whole_auto(*s) for s in settings}
@@ -719,8 +720,8 @@ NONNEGATIVE_RULE = {
 #: The bound branch, over every other choice: bound_share at least ``e11`` (9: never), the
 #: workload's boundary at least ``b11``, log_signal (log10 N epsilon) at least ``s11`` and
 #: log_signal_per_cell at most ``t11`` runs ``band10``.  The bound mass's noise has a standard
-#: deviation of about 141 / (N epsilon) in the share at the default feature share, so ``s11``
-#: keeps the branch to where the share can be read (0.14 at N epsilon 10^3).  Records heaped on
+#: deviation of about 170 / (N epsilon) in the share at the default feature share (a sixth of
+#: it), so ``s11`` keeps the branch to where the share can be read (0.17 at N epsilon 10^3).  Records heaped on
 #: a bound of one attribute or both (zero-inflated or clamped values: ADULT-2D,
 #: MDSALARY-OVERT, the ``bound-<k>`` shapes) lie where few rectangles of a random or sized
 #: workload reach, so the non-negative refit's error, which gathers on the heavy cells, reaches
@@ -733,6 +734,26 @@ BOUND_RULE = {
     "s11": (2.5, 3.0, 3.5),
     "t11": (-0.5, 0.0),
     "band10": ("auto_nonnegative",),
+}
+
+#: The corner branch, over every other choice: corner_share at least ``e12`` (9: never), the
+#: workload's boundary at most ``b12`` (prefix rectangles: about 1), log_signal at least
+#: ``s12``, log_signal_per_cell from ``l12`` to ``t12`` on at most 2^``c12`` cells runs
+#: ``band11``.  Records heaped near the lower bounds of both attributes (ADULT-2D's zeros,
+#: MDSALARY-OVERT's) fill one coarse cell of an adaptive grid, which cuts it finely and leaves
+#: the empty rest coarse; every prefix rectangle holds that cell whole, so its answers carry
+#: little noise and no error from spreading counts within a cell, where ``auto``'s carry the
+#: noise of every cell they cover.  A heap along a whole row or column (the ``bound-<k>``
+#: shapes) has little mass in the corner block, and there the adaptive grid's coarse cells cut
+#: across it.  Fitted last, on every row (a ninth stage).
+CORNER_RULE = {
+    "e12": (9.0, 0.3, 0.5, 0.7),
+    "b12": (1.1,),
+    "s12": (2.5, 3.0, 3.5),
+    "l12": (-1.5, -1.0, -0.7, -0.5),
+    "t12": (0.0, 0.5, 1.0, 2.0),
+    "c12": (12.0, 14.0, 16.0),
+    "band11": ("agrid",),
 }
 
 #: The keys of GRID_RULE that decide the first four branches, and those of the sparse branch.
@@ -844,11 +865,25 @@ def bound_branch(x, rule: dict) -> np.ndarray:
     )
 
 
+def corner_branch(x, rule: dict) -> np.ndarray:
+    """The rows where a decision list's corner branch (CORNER_RULE) would run (reached or not)."""
+    signal = x[:, GRID_FEATURES.index("log_signal_per_cell")]
+    return (
+        (x[:, GRID_FEATURES.index("corner_share")] >= rule["e12"])
+        & (_boundary(x) <= rule["b12"])
+        & (x[:, GRID_FEATURES.index("log_signal")] >= rule["s12"])
+        & (signal >= rule["l12"])
+        & (signal <= rule["t12"])
+        & (x[:, GRID_FEATURES.index("log_cells")] <= rule["c12"])
+    )
+
+
 def rule_choice(x, rule: dict, candidates) -> np.ndarray:
     """The candidate index a decision list of GRID_RULE, PEAK_RULE, TOWNS_RULE, SMALL_RULE,
-    CONCENTRATED_RULE, CLUSTERED_RULE, NONNEGATIVE_RULE and BOUND_RULE picks for each row of
-    GRID_FEATURES (the concentrated, clustered and non-negative branches only where the others
-    leave ``auto``, index 0; the bound branch over every other)."""
+    CONCENTRATED_RULE, CLUSTERED_RULE, NONNEGATIVE_RULE, BOUND_RULE and CORNER_RULE picks for
+    each row of GRID_FEATURES (the concentrated, clustered and non-negative branches only where
+    the others leave ``auto``, index 0; the bound branch over every other but the corner one,
+    and that over every other)."""
     column, taken = upper_choice(x, rule, candidates)
     rest = np.where(sparse_branch(x, rule), candidates.index(rule["alternative"]), 0)
     rest = np.where(small_branch(x, rule), candidates.index(rule["band6"]), rest)
@@ -863,43 +898,72 @@ def rule_choice(x, rule: dict, candidates) -> np.ndarray:
     bounded = bound_branch(x, rule)
     if bounded.any():
         column = np.where(bounded, candidates.index(rule["band10"]), column)
+    cornered = corner_branch(x, rule)
+    if cornered.any():
+        column = np.where(cornered, candidates.index(rule["band11"]), column)
     return column
 
 
 def rule_tree(rule: dict, candidates) -> list[dict]:
     """A GRID_RULE decision list as the nodes of a tree (a node may be reached from two parents;
     a tree goes left at or below its threshold, so a bound "at least v" splits just below v): the
-    bound branch first (nodes 0-4), then the list (5 onwards, _list_tree)."""
+    corner branch first (nodes 0-6), the bound branch next (7-11), then the list (12 onwards,
+    _list_tree)."""
     feature = GRID_FEATURES.index
     band10 = candidates.index(rule["band10"]) if rule["band10"] in candidates else 0  # 0: it never runs
-    rest = 5
+    band11 = candidates.index(rule["band11"]) if rule["band11"] in candidates else 0
+    bound, rest = 7, 12
+    corner = [
+        {
+            "feature": feature("corner_share"),
+            "threshold": float(np.nextafter(rule["e12"], -np.inf)),
+            "left": bound,
+            "right": 1,
+        },
+        {"feature": feature("workload_boundary"), "threshold": rule["b12"], "left": 2, "right": bound},
+        {
+            "feature": feature("log_signal"),
+            "threshold": float(np.nextafter(rule["s12"], -np.inf)),
+            "left": bound,
+            "right": 3,
+        },
+        {
+            "feature": feature("log_signal_per_cell"),
+            "threshold": float(np.nextafter(rule["l12"], -np.inf)),
+            "left": bound,
+            "right": 4,
+        },
+        {"feature": feature("log_signal_per_cell"), "threshold": rule["t12"], "left": 5, "right": bound},
+        {"feature": feature("log_cells"), "threshold": rule["c12"], "left": 6, "right": bound},
+        {"leaf": band11},
+    ]
     head = [
         {
             "feature": feature("bound_share"),
             "threshold": float(np.nextafter(rule["e11"], -np.inf)),
             "left": rest,
-            "right": 1,
+            "right": bound + 1,
         },
         {
             "feature": feature("workload_boundary"),
             "threshold": float(np.nextafter(rule["b11"], -np.inf)),
             "left": rest,
-            "right": 2,
+            "right": bound + 2,
         },
         {
             "feature": feature("log_signal"),
             "threshold": float(np.nextafter(rule["s11"], -np.inf)),
             "left": rest,
-            "right": 3,
+            "right": bound + 3,
         },
-        {"feature": feature("log_signal_per_cell"), "threshold": rule["t11"], "left": 4, "right": rest},
+        {"feature": feature("log_signal_per_cell"), "threshold": rule["t11"], "left": bound + 4, "right": rest},
         {"leaf": band10},
     ]
     shifted = [
         node if "leaf" in node else {**node, "left": node["left"] + rest, "right": node["right"] + rest}
         for node in _list_tree(rule, candidates)
     ]
-    return head + shifted
+    return corner + head + shifted
 
 
 def _list_tree(rule: dict, candidates) -> list[dict]:
@@ -989,7 +1053,8 @@ def fit_rules(x, keys, per_row, candidates, args) -> GridSelector:
     branch (TOWNS_RULE), with all three fixed that of the small-grid branch (SMALL_RULE), then
     those of the concentrated, clustered and non-negative branches (CONCENTRATED_RULE,
     CLUSTERED_RULE, NONNEGATIVE_RULE), all on the rows of the shapes other than the
-    ``bound-<k>`` ones; last, on every row, the bound branch (BOUND_RULE).  The shapes heaped on
+    ``bound-<k>`` ones; last, on every row, the bound branch (BOUND_RULE), then the corner branch
+    (CORNER_RULE).  The shapes heaped on
     their bounds are there to fit that branch: their rows outside it, at the lowest signals and
     on prefix rectangles, would otherwise pull the list's first stage away from the other shapes
     (held out, a list fitted on them too was far worse: docs/data-aware.md, "The mass on the
@@ -1001,7 +1066,8 @@ def fit_rules(x, keys, per_row, candidates, args) -> GridSelector:
     each); only the cells holding a row some setting of it takes are scored per setting."""
     listed = np.array([not k[0].startswith("bound-") for k in keys])
     chosen = _fit_list(x[listed], [k for k, m in zip(keys, listed) if m], per_row[listed], candidates, args)
-    chosen = _fit_stages((BOUND_RULE,), chosen, x, per_row, candidates, args, _cell_cost(keys, per_row, args))
+    costs = _cell_cost(keys, per_row, args)
+    chosen = _fit_stages((BOUND_RULE, CORNER_RULE), chosen, x, per_row, candidates, args, costs)
     nodes = rule_tree(chosen, candidates)
     model = {"nodes": nodes, "depth": tree_depth(nodes), "min_leaf": 0, "margin": 0.0, "rules": chosen}
     return GridSelector("tree", candidates, model)
@@ -1024,7 +1090,7 @@ def _cell_cost(keys, per_row, args):
 
 def _fit_list(x, keys, per_row, candidates, args) -> dict:
     """fit_rules' first seven stages (GRID_RULE, then PEAK_RULE to NONNEGATIVE_RULE in turn),
-    the bound branch off."""
+    the bound and corner branches off."""
     costs = _cell_cost(keys, per_row, args)
     cell, size, cell_cost = costs
     rows = np.arange(x.shape[0])
@@ -1059,7 +1125,7 @@ def _fit_list(x, keys, per_row, candidates, args) -> dict:
             scores[(upper, setting)] = (float(w), float(t))
     # the later stages' branches (and the bound branch), off (first settings) in the first
     later = (PEAK_RULE, TOWNS_RULE, SMALL_RULE, CONCENTRATED_RULE, CLUSTERED_RULE, NONNEGATIVE_RULE)
-    off = {k: v[0] for grid in (*later, BOUND_RULE) for k, v in grid.items()}
+    off = {k: v[0] for grid in (*later, BOUND_RULE, CORNER_RULE) for k, v in grid.items()}
     chosen, best = None, None
     for values in itertools.product(*GRID_RULE.values()):
         rule = dict(zip(GRID_RULE, values))
@@ -1105,7 +1171,7 @@ def _fit_stages(grids, chosen: dict, x, per_row, candidates, args, costs) -> dic
 
 
 def without_refit(selector: GridSelector) -> GridSelector | None:
-    """A rules fit with its non-negative branch (the last stage) turned off: the list the earlier
+    """A rules fit with its non-negative branch (the seventh stage) turned off: the list the earlier
     stages chose, which the later ones never change, as a tree over the same candidates and
     training range (None for other fits).  It scores what the branch adds, from the same fits."""
     rules = selector.model.get("rules")
@@ -1268,9 +1334,9 @@ def speed(sides=(256, 1024), repeats: int = 20) -> dict:
         seconds = []
         for r in range(repeats):
             start = time.process_time()
-            total, nonempty, top, offpeak, bound, _ = mech.features(counts, 1.0, rng=r)
+            *noisy, _ = mech.features(counts, 1.0, rng=r)
             boundary = workload_boundary(mech.workload, counts.shape, mech.order)
-            choose_grid(total, nonempty, top, offpeak, bound, counts.size, mech.shares(1.0)[-1], boundary)
+            choose_grid(*noisy, counts.size, mech.shares(1.0)[-1], boundary)
             seconds.append(time.process_time() - start)
         out[f"{side}x{side}"] = {"median_cpu_s": float(np.median(seconds)), "repeats": repeats}
     return out

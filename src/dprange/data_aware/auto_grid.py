@@ -7,9 +7,10 @@ non-negative refit: ``auto_toward_nonnegative``), in the spirit of Pythia (Kotso
 Machanavajjhala, Hay and Miklau, "Pythia: Data Dependent Differentially Private Algorithm
 Selection", SIGMOD 2017).
 
-Features.  Five features (:class:`GridFeatures`: the 1-D auto-data's steps with a count of
+Features.  Six features (:class:`GridFeatures`: the 1-D auto-data's steps with a count of
 non-empty cells where the 1-D choice prices merges, a measure of how the mass spreads over
-neighbouring cells and one of how much of it lies on the grid's bounds): a declared share
+neighbouring cells, one of how much of it lies on the grid's bounds and one of how much lies
+near the lower bounds of both attributes): a declared share
 ``feature_share`` of epsilon buys, each as a recorded private step with an equal part of the
 share (discrete Laplace, sensitivity 1 under both relations, since every record lies in exactly
 one cell):
@@ -27,7 +28,12 @@ one cell):
   (:func:`bound_mass`): near N where one attribute or both are zero-inflated or clamped to the
   domain's ends (ADULT-2D and MDSALARY-OVERT in DPBench), which few rectangles of a random or sized
   workload reach and a Hilbert-ordered partition cuts into distant pieces, and about 4 / side of
-  N where the records lie inside.
+  N where the records lie inside;
+* ``corner``: the noisy number of records in the grid's lower corner block, the first eighth of
+  its rows and of its columns (:func:`corner_mass`): most of N where both attributes are heaped
+  at their lower bounds (zeros in both: ADULT-2D's capital gain and loss), which an adaptive
+  grid isolates in one fine-cut coarse cell that every prefix rectangle holds whole, and little
+  where a heap runs along a whole row or column, which its coarse cells cut across.
 
 The choice is post-processing of the noisy features, the public shape, the epsilon left and one
 public property of the release's workload, the mean boundary of its rectangles inside the grid
@@ -100,16 +106,18 @@ GRID_FEATURES = (
     "workload_boundary",  # the workload's mean boundary inside the grid, in sides (public: workload_boundary)
     "bound_share",  # noisy records in the grid's first or last row or column over noisy N, in [0, 1]
     "log_signal",  # log10 of noisy N times the epsilon left (how far the noisy shares can be trusted)
+    "corner_share",  # noisy records in the first eighth of both the rows and the columns over noisy N, in [0, 1]
 )
 
-#: Version of the 2-D selector file's layout and its features' definitions (5: the bound share
-#: and the signal added; 4: the workload's boundary added; 3: the off-peak share added; 2: the
-#: concentration sums the 16 heaviest cells; 1 summed the cells / 64 heaviest).
-GRID_FORMAT = 5
+#: Version of the 2-D selector file's layout and its features' definitions (6: the corner share
+#: added, each feature a sixth of the share; 5: the bound share and the signal added; 4: the
+#: workload's boundary added; 3: the off-peak share added; 2: the concentration sums the 16
+#: heaviest cells; 1 summed the cells / 64 heaviest).
+GRID_FORMAT = 6
 
 #: The parts of ``feature_share`` each 2-D feature gets, in the order of their private steps
 #: (equal; ``total`` is skipped under replace, its part going to the others).
-GRID_FEATURE_WEIGHTS = {"total": 1, "nonempty": 1, "top": 1, "offpeak": 1, "bound": 1}
+GRID_FEATURE_WEIGHTS = {"total": 1, "nonempty": 1, "top": 1, "offpeak": 1, "bound": 1, "corner": 1}
 
 GRID_SELECTOR_FILE = "auto_grid_selector.json"
 
@@ -161,12 +169,34 @@ def _bound_mass(x: np.ndarray) -> int:
     return int(x.sum(dtype=np.int64) - inner.sum(dtype=np.int64))
 
 
+#: The lower corner block of corner_mass spans the first 1 / CORNER_PARTS of the rows and of the
+#: columns (rounded up: at least one of each; public).
+CORNER_PARTS = 8
+
+
+def corner_mass(counts) -> int:
+    """The number of records in a 2-D grid's lower corner block: the first ceil(rows / 8) rows
+    and the first ceil(columns / 8) columns (CORNER_PARTS), those near the lower bound of both
+    attributes, where cross-tabulations of two zero-inflated values (two kinds of income, a
+    count and an amount) heap most of their records.
+
+    One record added, removed or moved changes it by at most 1.  Raises ParameterError unless
+    ``counts`` is a 2-D grid of non-negative whole numbers."""
+    return _corner_mass(_checked_grid(counts, "the corner mass needs"))
+
+
+def _corner_mass(x: np.ndarray) -> int:
+    """corner_mass of a checked 2-D int64 grid, O(cells / 64)."""
+    rows, columns = (-(-side // CORNER_PARTS) for side in x.shape)
+    return int(x[:rows, :columns].sum(dtype=np.int64))
+
+
 class GridFeatures(AutoData):
     """The feature steps of the 2-D choice: the noisy total, the noisy number of non-empty cells,
-    the noisy mass of the HEAVY_CELLS heaviest cells, the noisy off-peak mass and the noisy bound
-    mass (:func:`bound_mass`), equal parts of the share (GRID_FEATURE_WEIGHTS; the 1-D
-    auto-data's parameters and steps, with the count of non-empty cells where the 1-D choice
-    prices merges).  The non-empty count has sensitivity 1
+    the noisy mass of the HEAVY_CELLS heaviest cells, the noisy off-peak mass, the noisy bound
+    mass (:func:`bound_mass`) and the noisy corner mass (:func:`corner_mass`), equal parts of the
+    share (GRID_FEATURE_WEIGHTS; the 1-D auto-data's parameters and steps, with the count of
+    non-empty cells where the 1-D choice prices merges).  The non-empty count has sensitivity 1
     under both relations (a record added or removed changes it by at most 1; a moved record can
     empty one cell and fill another: -1 + 1).  The top mass counts a fixed number of cells, not
     a share of them: on a sparse grid at high signal, whether a few heavy cells hold nearly all
@@ -182,19 +212,20 @@ class GridFeatures(AutoData):
     def heavy(self, n: int) -> int:
         return min(n, self.HEAVY_CELLS)
 
-    def shares(self, epsilon: float) -> tuple[float, float, float, float, float, float]:  # type: ignore[override]
-        """(total, non-empty cells, top mass, off-peak mass, bound mass, rest): equal parts of the
-        share, the total's none under replace (N public); their exact sum at most epsilon."""
+    def shares(self, epsilon: float) -> tuple[float, float, float, float, float, float, float]:  # type: ignore[override]
+        """(total, non-empty cells, top mass, off-peak mass, bound mass, corner mass, rest): equal
+        parts of the share, the total's none under replace (N public); their exact sum at most
+        epsilon."""
         features = epsilon * self.feature_share
         bought = [k for k in self.feature_weights if k != "total" or self.neighbours != "replace"]
         weight = sum(self.feature_weights[k] for k in bought)
         parts = {k: (features * self.feature_weights[k] / weight if k in bought else 0.0) for k in self.feature_weights}
         rest = fit_last(parts.values(), epsilon - features, epsilon)
-        return parts["total"], parts["nonempty"], parts["top"], parts["offpeak"], parts["bound"], rest
+        return parts["total"], parts["nonempty"], parts["top"], parts["offpeak"], parts["bound"], parts["corner"], rest
 
-    def features(self, counts, epsilon: float, rng=None) -> tuple[float, float, float, float, float, list[dict]]:  # type: ignore[override]
+    def features(self, counts, epsilon: float, rng=None) -> tuple[float, float, float, float, float, float, list[dict]]:  # type: ignore[override]
         """(noisy total, noisy non-empty cells, noisy top mass, noisy off-peak mass, noisy bound
-        mass, their private steps) of a 2-D grid of counts."""
+        mass, noisy corner mass, their private steps) of a 2-D grid of counts."""
         grid = _checked_grid(counts, "the 2-D features need")
         cells = grid.ravel()
         exact = [
@@ -202,6 +233,7 @@ class GridFeatures(AutoData):
             ("top", top_mass(cells, self.heavy(cells.size)), 1),
             ("offpeak", _offpeak_mass(grid), 1),
             ("bound", _bound_mass(grid), 1),
+            ("corner", _corner_mass(grid), 1),
         ]
         return self.noisy_features(cells, exact, epsilon, rng)
 
@@ -263,12 +295,13 @@ def workload_boundary(workload, shape, order: int = 2) -> float:
     return total / sum(w for w, _ in parts)
 
 
-def grid_feature_matrix(total, nonempty, top, offpeak, bound, cells, epsilon, boundary) -> np.ndarray:
+def grid_feature_matrix(total, nonempty, top, offpeak, bound, corner, cells, epsilon, boundary) -> np.ndarray:
     """The rows of GRID_FEATURES from noisy (total, non-empty cells, top mass, off-peak mass,
-    bound mass), the public number of cells, the epsilon left and the workload's boundary
-    (:func:`workload_boundary`); broadcasts over arrays."""
-    total, nonempty, top, offpeak, bound, cells, epsilon, boundary = np.broadcast_arrays(
-        *(np.asarray(v, dtype=float) for v in (total, nonempty, top, offpeak, bound, cells, epsilon, boundary))
+    bound mass, corner mass), the public number of cells, the epsilon left and the workload's
+    boundary (:func:`workload_boundary`); broadcasts over arrays."""
+    noisy = (total, nonempty, top, offpeak, bound, corner)
+    total, nonempty, top, offpeak, bound, corner, cells, epsilon, boundary = np.broadcast_arrays(
+        *(np.asarray(v, dtype=float) for v in (*noisy, cells, epsilon, boundary))
     )
     records = np.maximum(total, 1.0)
     occupied = np.clip(nonempty, 1.0, cells)
@@ -283,6 +316,7 @@ def grid_feature_matrix(total, nonempty, top, offpeak, bound, cells, epsilon, bo
         boundary,
         np.clip(bound / records, 0.0, 1.0),
         np.log10(records * epsilon),
+        np.clip(corner / records, 0.0, 1.0),
     )
     return np.stack(columns, axis=-1)
 
@@ -323,12 +357,21 @@ def shipped_grid() -> GridSelector:
 
 
 def choose_grid(
-    total, nonempty, top, offpeak, bound, cells: int, epsilon: float, boundary: float, selector: Selector | None = None
+    total,
+    nonempty,
+    top,
+    offpeak,
+    bound,
+    corner,
+    cells: int,
+    epsilon: float,
+    boundary: float,
+    selector: Selector | None = None,
 ) -> list[str]:
     """The selector's choices for arrays of noisy features, the public number of cells, the
     epsilon left and the workload's boundary (post-processing: reads no data)."""
-    features = (np.ravel(total), np.ravel(nonempty), np.ravel(top), np.ravel(offpeak), np.ravel(bound))
-    x = grid_feature_matrix(*features, cells, epsilon, boundary)
+    total, nonempty, top, offpeak, bound, corner = (np.ravel(v) for v in (total, nonempty, top, offpeak, bound, corner))
+    x = grid_feature_matrix(total, nonempty, top, offpeak, bound, corner, cells, epsilon, boundary)
     return (selector or shipped_grid()).choose(x)
 
 
@@ -339,10 +382,11 @@ WEIGHTED_REFIT_CELLS = 2**16
 
 
 class AutoDataGrid(DataAwareGridMechanism):
-    """Choose ``auto`` or a 2-D data-aware grid mechanism from five private features (noisy
+    """Choose ``auto`` or a 2-D data-aware grid mechanism from six private features (noisy
     total, noisy number of non-empty cells, noisy mass of the heaviest cells, noisy off-peak
-    mass, noisy mass on the grid's bounds) bought with ``feature_share`` of epsilon and the
-    workload's boundary (public), by the selector trained on public data (module doc)."""
+    mass, noisy mass on the grid's bounds, noisy mass in its lower corner block) bought with
+    ``feature_share`` of epsilon and the workload's boundary (public), by the selector trained on
+    public data (module doc)."""
 
     name = "auto-data"
 
@@ -351,7 +395,7 @@ class AutoDataGrid(DataAwareGridMechanism):
             "feature_share",
             SHARE,
             "share of epsilon spent on the features (noisy total, non-empty cells, mass of the heaviest cells, "
-            "off-peak mass, mass on the grid's bounds)",
+            "off-peak mass, mass on the grid's bounds, mass in its lower corner block)",
             default=0.05,
         ),
         dataclasses.replace(
@@ -381,14 +425,14 @@ class AutoDataGrid(DataAwareGridMechanism):
         """The feature steps and shares this one runs on the grid."""
         return GridFeatures(feature_share=self.feature_share, neighbours=self.neighbours)
 
-    def shares(self, epsilon: float) -> tuple[float, float, float, float, float, float]:
-        """(total, non-empty cells, top mass, off-peak mass, bound mass, rest); their exact sum is at
-        most epsilon."""
+    def shares(self, epsilon: float) -> tuple[float, float, float, float, float, float, float]:
+        """(total, non-empty cells, top mass, off-peak mass, bound mass, corner mass, rest); their
+        exact sum is at most epsilon."""
         return self.feature_steps().shares(epsilon)
 
-    def features(self, counts, epsilon: float, rng=None) -> tuple[float, float, float, float, float, list[dict]]:
+    def features(self, counts, epsilon: float, rng=None) -> tuple[float, float, float, float, float, float, list[dict]]:
         """(noisy total, noisy non-empty cells, noisy top mass, noisy off-peak mass, noisy bound
-        mass, their private steps)."""
+        mass, noisy corner mass, their private steps)."""
         return self.feature_steps().features(counts, epsilon, rng)
 
     def parameters(self) -> dict:
@@ -445,16 +489,18 @@ class AutoDataGrid(DataAwareGridMechanism):
         constant = self.constant_choice()
         features: dict | None = None
         if constant is None:
-            total, nonempty, top, offpeak, bound, steps = self.features(counts, epsilon, source)
+            total, nonempty, top, offpeak, bound, corner, steps = self.features(counts, epsilon, source)
             rest = self.shares(epsilon)[-1]
             boundary = workload_boundary(self.workload, counts.shape, self.order)
-            chosen = choose_grid(total, nonempty, top, offpeak, bound, counts.size, rest, boundary, self.selector)[0]
+            noisy = (total, nonempty, top, offpeak, bound, corner)
+            chosen = choose_grid(*noisy, counts.size, rest, boundary, self.selector)[0]
             features = {
                 "total": total,
                 "nonempty": nonempty,
                 "top": top,
                 "offpeak": offpeak,
                 "bound": bound,
+                "corner": corner,
                 "epsilon_left": rest,
                 "workload_boundary": boundary,
             }
@@ -493,8 +539,8 @@ class AutoDataGrid(DataAwareGridMechanism):
 GRID_MECHANISMS.add(
     AutoDataGrid,
     summary="data-aware 2-D choice: a small declared share of epsilon on a noisy total, a noisy count of "
-    "non-empty cells, the noisy mass of the heaviest cells, the noisy off-peak mass and the noisy mass on "
-    "the grid's bounds, then auto or a 2-D "
+    "non-empty cells, the noisy mass of the heaviest cells, the noisy off-peak mass, the noisy mass on "
+    "the grid's bounds and the noisy mass in its lower corner block, then auto or a 2-D "
     "data-aware grid by a selector trained on public data (DPBench 2-D and synthetic shapes) that also reads "
     "the workload's boundary",
     citation=Citation(
