@@ -58,6 +58,8 @@ other half).  The rules fit's later stages bound a training cell's ratio to ``au
     # with --auto-branch weighted too (W measured on the training trials 0-2 as well): a list
     # trained with the weighted branch as auto
     nice python benchmarks/train_auto_grid.py --speed    # CPU time of the features and the choice
+    nice python benchmarks/train_auto_grid.py --feature-draws 100 --test TEST.jsonl --weighted FILES
+    # the shipped selector on a test table, each trial's choice averaged over its features' noise
     nice python benchmarks/train_auto_grid.py --measurements OLD.jsonl --refeature NEW.jsonl
     # a table's features drawn again after a feature is added within the same share (MSEs kept)
 """
@@ -94,13 +96,19 @@ from dprange.data_aware.auto_grid import (
     GRID_SELECTOR_FILE,
     WORKLOAD_CANDIDATES,
     AutoDataGrid,
+    GridFeatures,
     GridSelector,
+    bound_mass,
     choose_grid,
+    corner_mass,
     grid_feature_matrix,
+    offpeak_mass,
     workload_boundary,
 )
 from dprange.data_aware.nonnegative_grid import AutoTowardNonnegative
+from dprange.data_aware.selector import top_mass
 from dprange.data_aware.spatial_trees import box_sums, summed_area
+from dprange.data_aware.steps import laplace_spec
 from dprange.workloads import Rectangles, random_rectangles
 
 EPSILONS = (0.1, 1.0)
@@ -547,6 +555,68 @@ def split_half_oracle(keys, per_row, weighted, candidates) -> dict | None:
 
 
 # ----------------------------------------------------------------------------- fits
+def exact_features(counts) -> np.ndarray:
+    """The six features of a grid of counts before their noise, in the order of AutoDataGrid's
+    steps: total, non-empty cells, top mass, off-peak, bound and corner masses."""
+    cells = counts.ravel()
+    top = top_mass(cells, GridFeatures().heavy(cells.size))
+    masses = (offpeak_mass(counts), bound_mass(counts), corner_mass(counts))
+    return np.array([cells.sum(), np.count_nonzero(cells), top, *masses], dtype=float)
+
+
+def feature_noise_cells(selector, rows, weighted, draws: int, seed: int = 0) -> list[dict]:
+    """Per cell of a test table (its rows where auto_toward_nonnegative was measured:
+    ``weighted``, NaN elsewhere), weighted_cell's figures (``auto``'s releases scored as
+    auto_toward_nonnegative's) with the choice averaged over the features' noise: each trial's exact features (its
+    sample, as trial_features draws it) with ``draws`` fresh noise draws at the current shares
+    (add/remove), the selector choosing on each, the chosen candidates' MSEs averaged per trial.
+    A cell of three trials scored on one draw of the features each is partly the luck of those
+    draws; this leaves the trials' own spread alone and removes that luck."""
+    mech = AutoDataGrid()
+    names = (*selector.candidates, WEIGHTED, "auto-whole")
+    constant = selector.constant() == "auto"  # buys no features: auto with the whole epsilon
+    source = np.random.default_rng(seed)
+    cells: dict = {}
+    for r, w in zip(rows, weighted):
+        if not np.isnan(w):
+            cells.setdefault((r["shape"], r["n"], r["scale"], r["epsilon"], r["workload"]), []).append((r, w))
+    out, shapes = [], {}
+    for key, members in sorted(cells.items()):
+        shape, n, scale, epsilon, workload = key
+        side = int(round(n**0.5))
+        if (shape, side) not in shapes:
+            shapes = {(shape, side): distribution(shape, side)}  # cells come sorted by shape
+        rectangles = Rectangles((side, side), *evaluation_rectangles(side, workload))
+        boundary = workload_boundary(rectangles, (side, side))
+        *parts, rest = mech.shares(epsilon)
+        per, got = [], []
+        counts_chosen = np.zeros(len(names), dtype=np.int64)
+        for r, w in members:
+            exact = exact_features(sample(shapes[shape, side], scale, seed=r["trial"]))
+            noisy = [v + laplace_spec(e, 1).sample((draws,), source) for v, e in zip(exact, parts)]
+            if constant:
+                chosen = np.full(draws, len(names) - 1)
+            else:
+                chosen = selector.choose_index(grid_feature_matrix(*noisy, n, rest, boundary))
+                chosen = np.where(chosen == 0, len(names) - 2, chosen)  # auto: the weighted branch
+            mse = np.array([*(r["mse"][c] for c in selector.candidates), w, whole_auto(n, epsilon, workload)])
+            per.append(mse)
+            got.append(mse[chosen].mean())
+            counts_chosen += np.bincount(chosen, minlength=len(names))
+        means = np.mean(per, axis=0)
+        figures = {"regret": float(np.mean(got) / means.min()), "to_auto": float(np.mean(got) / means[-1])}
+        chosen_names = {c: int(k) for c, k in zip(names, counts_chosen) if k}
+        out.append(
+            {
+                **dict(zip(("shape", "n", "scale", "epsilon", "workload"), key)),
+                **figures,
+                "best": names[int(np.argmin(means))],
+                "choices": chosen_names,
+            }
+        )
+    return out
+
+
 def winners(rows) -> tuple[str, ...]:
     """auto and the candidates that are the best (least mean MSE) in at least one training cell."""
     cells: dict = {}
@@ -1353,6 +1423,13 @@ def main(argv=None) -> int:
         "--first-trial", type=int, default=0, help="the first trial's number (fresh samples and seeds: a test table)"
     )
     parser.add_argument("--test", default=None, help="score the held-out shapes on this table of fresh trials")
+    parser.add_argument(
+        "--feature-draws",
+        type=int,
+        default=0,
+        help="only score --selector on --test's cells (with --weighted), each trial's choice averaged over this "
+        "many draws of the features' noise (JSON; DPBench cells scored by a selector fitted on them are labelled so)",
+    )
     parser.add_argument("--sides", default="32,64,128,256")
     parser.add_argument("--scales", default="1e3,1e4,1e5,1e6,1e7")
     parser.add_argument("--shapes", default=",".join((*DPBENCH, *SYNTHETIC)))
@@ -1420,6 +1497,24 @@ def main(argv=None) -> int:
         parser.error(f"--kinds: unknown kind(s) {sorted(set(kinds) - {kind for kind, _ in FITS})}")
     if args.speed:
         print(json.dumps({"features_and_choice": speed()}, indent=1))
+        return 0
+    if args.feature_draws:
+        if not (args.test and args.weighted):
+            parser.error("--feature-draws scores a selector on --test's table: it needs --test and --weighted")
+        with open(args.selector) as handle:
+            selector = GridSelector.from_dict(json.load(handle))
+        with open(args.test) as handle:
+            test_rows = [json.loads(line) for line in handle]
+        found = load_weighted(args.weighted, [trial_key(r) for r in test_rows])
+        cells = feature_noise_cells(selector, test_rows, found, args.feature_draws)
+        report = {"feature_draws": args.feature_draws, "selector": os.path.relpath(args.selector)}
+        for name, kept in (
+            ("unseen", [c for c in cells if c["shape"] not in DPBENCH]),
+            ("dpbench_fitted_on", [c for c in cells if c["shape"] in DPBENCH]),
+        ):
+            if kept:
+                report[name] = {**summary(kept), "cells_above_2": sum(c["regret"] > 2 for c in kept)}
+        print(json.dumps(report, indent=1))
         return 0
 
     sides = [int(v) for v in args.sides.split(",")]

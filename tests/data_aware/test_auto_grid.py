@@ -146,6 +146,16 @@ class ZeroNoise:
         return np.zeros(shape, dtype=np.int64)
 
 
+class FixedNoise:
+    """A noise spec whose samples all equal ``value``."""
+
+    def __init__(self, value: int):
+        self.value = value
+
+    def sample(self, shape, rng):
+        return np.full(shape, self.value, dtype=np.int64)
+
+
 def test_features_are_the_defined_queries_on_the_cells(monkeypatch):
     """The noise the pmf below adds is added to exactly these values (total, non-empty cells,
     records in the 16 heaviest cells, records off their block's peak, records on the bounds,
@@ -1078,6 +1088,51 @@ def test_training_script_split_half_oracle_picks_on_half_the_trials_and_scores_t
     assert got["cells_above_2"] == 1
     assert got["worst_cell"]["choices"] == {"agrid": 2} and got["worst_cell"]["best"] == "auto_toward_nonnegative"
     assert script.split_half_oracle(keys[5:], per_row[5:], weighted[5:], candidates) is None
+
+
+def test_training_script_averages_the_choice_over_the_features_noise(monkeypatch):
+    """benchmarks/train_auto_grid.py --feature-draws: per cell, each trial's exact features (its
+    sample, as the table drew it) with fresh noise draws, the selector choosing on each; on
+    ``uniform`` (a corner share of 1/64) and ``corner`` (about 0.5 at 32 x 32, 10^5 records), a
+    selector running ``agrid`` at a corner share of at least 0.3 and ``auto`` below picks by the
+    features' noise: ``agrid`` in nearly every draw on ``corner`` and in none on ``uniform``, whose
+    regret is then that of the weighted branch (the MSEs, hand-set, give the figures); a row
+    without the weighted branch is left out; a constant ``auto`` runs with the whole epsilon."""
+    import importlib
+
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    script = importlib.import_module("train_auto_grid")
+    for x in (np.arange(16).reshape(4, 4), np.random.default_rng(4).integers(0, 9, (24, 17))):
+        assert script.exact_features(x).tolist() == list(exact_features(x))  # the definitions above
+    nodes = [
+        {"feature": GRID_FEATURES.index("corner_share"), "threshold": 0.3, "left": 1, "right": 2},
+        {"leaf": 0},
+        {"leaf": 1},
+    ]
+    selector = GridSelector("tree", ("auto", "agrid"), {"nodes": nodes, "depth": 1})
+    mse = {"auto": 5.0, "agrid": 1.0}
+    rows = [
+        {"shape": shape, "n": 1024, "scale": 10**5, "epsilon": 1.0, "workload": "prefix-rectangles", "trial": t}
+        | {"mse": mse}
+        for shape in ("uniform", "corner")
+        for t in (0, 1, 2)
+    ]
+    weighted = np.array([2.0, 2.0, np.nan, 4.0, 4.0, 4.0])
+    cells = script.feature_noise_cells(selector, rows, weighted, draws=50)
+    whole = script.whole_auto(1024, 1.0, "prefix-rectangles")
+    corner, uniform = cells  # sorted by shape
+    assert uniform["choices"] == {"auto_toward_nonnegative": 100}  # two rows, 50 draws each
+    assert uniform["regret"] == pytest.approx(2.0 / min(1.0, 2.0, 5.0, whole))
+    assert corner["choices"].get("agrid", 0) >= 140 and sum(corner["choices"].values()) == 150
+    share = corner["choices"]["agrid"] / 150
+    assert corner["regret"] == pytest.approx((share * 1.0 + (1 - share) * 4.0) / min(1.0, whole))
+    assert corner["to_auto"] == pytest.approx((share * 1.0 + (1 - share) * 4.0) / whole)
+    # the noise enters the features: a noise of 10^9 on every feature makes every share near 1
+    monkeypatch.setattr(script, "laplace_spec", lambda epsilon, sensitivity: FixedNoise(10**9))
+    assert script.feature_noise_cells(selector, rows, weighted, draws=5)[1]["choices"] == {"agrid": 10}
+    constant = GridSelector("tree", ("auto", "agrid"), {"nodes": [{"leaf": 0}], "depth": 0})
+    for cell in script.feature_noise_cells(constant, rows, weighted, draws=5):
+        assert list(cell["choices"]) == ["auto-whole"] and cell["to_auto"] == pytest.approx(1.0)
 
 
 def test_training_shapes_heaped_on_bounds_are_mixtures_moved_to_a_grid_edge(monkeypatch):
