@@ -68,6 +68,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import functools
 import itertools
 import json
 import math
@@ -98,15 +99,11 @@ from dprange.data_aware.auto_grid import (
     AutoDataGrid,
     GridFeatures,
     GridSelector,
-    bound_mass,
     choose_grid,
-    corner_mass,
     grid_feature_matrix,
-    offpeak_mass,
     workload_boundary,
 )
 from dprange.data_aware.nonnegative_grid import AutoTowardNonnegative
-from dprange.data_aware.selector import top_mass
 from dprange.data_aware.spatial_trees import box_sums, summed_area
 from dprange.data_aware.steps import laplace_spec
 from dprange.workloads import Rectangles, random_rectangles
@@ -336,6 +333,13 @@ def auto_mse(shape, epsilon: float, lows, highs) -> float:
 WORKLOADS = ("random-rectangles", "prefix-rectangles", "sized-rectangles")
 
 
+@functools.cache
+def evaluation_boundary(side: int, workload: str) -> float:
+    """The boundary (workload_boundary) of the evaluation rectangles of a side x side grid:
+    public, the selector's input for every row of that side and workload."""
+    return workload_boundary(Rectangles((side, side), *evaluation_rectangles(side, workload)), (side, side))
+
+
 def evaluation_rectangles(side: int, workload: str) -> tuple[np.ndarray, np.ndarray]:
     rects = random_rectangles((side, side), 2000, rng=3)
     if workload == "random-rectangles":
@@ -556,12 +560,9 @@ def split_half_oracle(keys, per_row, weighted, candidates) -> dict | None:
 
 # ----------------------------------------------------------------------------- fits
 def exact_features(counts) -> np.ndarray:
-    """The six features of a grid of counts before their noise, in the order of AutoDataGrid's
-    steps: total, non-empty cells, top mass, off-peak, bound and corner masses."""
-    cells = counts.ravel()
-    top = top_mass(cells, GridFeatures().heavy(cells.size))
-    masses = (offpeak_mass(counts), bound_mass(counts), corner_mass(counts))
-    return np.array([cells.sum(), np.count_nonzero(cells), top, *masses], dtype=float)
+    """The six features of a sampled grid of counts before their noise, in the order of
+    AutoDataGrid's steps: the total, then GridFeatures.exact_steps."""
+    return np.array([counts.sum(), *(value for _, value, _ in GridFeatures().exact_steps(counts))], dtype=float)
 
 
 def feature_noise_cells(selector, rows, weighted, draws: int, seed: int = 0) -> list[dict]:
@@ -586,8 +587,7 @@ def feature_noise_cells(selector, rows, weighted, draws: int, seed: int = 0) -> 
         side = int(round(n**0.5))
         if (shape, side) not in shapes:
             shapes = {(shape, side): distribution(shape, side)}  # cells come sorted by shape
-        rectangles = Rectangles((side, side), *evaluation_rectangles(side, workload))
-        boundary = workload_boundary(rectangles, (side, side))
+        boundary = evaluation_boundary(side, workload)
         *parts, rest = mech.shares(epsilon)
         per, got = [], []
         counts_chosen = np.zeros(len(names), dtype=np.int64)
@@ -644,11 +644,7 @@ def table(rows, candidates):
     mean = {k: {c: np.mean([r["mse"][c] for r in rs]) for c in candidates} for k, rs in cells.items()}
     f = np.array([r["features"] for r in rows])
     sides = [int(round(r["n"] ** 0.5)) for r in rows]
-    boundary = {  # the evaluation workloads' boundaries (public), one per side and workload
-        (side, w): workload_boundary(Rectangles((side, side), *evaluation_rectangles(side, w)), (side, side))
-        for side, w in {(side, r["workload"]) for side, r in zip(sides, rows)}
-    }
-    b = np.array([boundary[side, r["workload"]] for side, r in zip(sides, rows)])
+    b = np.array([evaluation_boundary(side, r["workload"]) for side, r in zip(sides, rows)])
     if f.shape[1] < 7:
         raise SystemExit(
             "a table row lacks the corner mass (features of GRID_FORMAT 5 or before): run --refeature on it"
@@ -974,6 +970,12 @@ def rule_choice(x, rule: dict, candidates) -> np.ndarray:
     return column
 
 
+def below(v: float) -> float:
+    """The threshold just below ``v``: a tree goes left at or below its threshold, so a bound
+    "at least v" splits there."""
+    return float(np.nextafter(v, -np.inf))
+
+
 def rule_tree(rule: dict, candidates) -> list[dict]:
     """A GRID_RULE decision list as the nodes of a tree (a node may be reached from two parents;
     a tree goes left at or below its threshold, so a bound "at least v" splits just below v): the
@@ -984,48 +986,18 @@ def rule_tree(rule: dict, candidates) -> list[dict]:
     band11 = candidates.index(rule["band11"]) if rule["band11"] in candidates else 0
     bound, rest = 7, 12
     corner = [
-        {
-            "feature": feature("corner_share"),
-            "threshold": float(np.nextafter(rule["e12"], -np.inf)),
-            "left": bound,
-            "right": 1,
-        },
+        {"feature": feature("corner_share"), "threshold": below(rule["e12"]), "left": bound, "right": 1},
         {"feature": feature("workload_boundary"), "threshold": rule["b12"], "left": 2, "right": bound},
-        {
-            "feature": feature("log_signal"),
-            "threshold": float(np.nextafter(rule["s12"], -np.inf)),
-            "left": bound,
-            "right": 3,
-        },
-        {
-            "feature": feature("log_signal_per_cell"),
-            "threshold": float(np.nextafter(rule["l12"], -np.inf)),
-            "left": bound,
-            "right": 4,
-        },
+        {"feature": feature("log_signal"), "threshold": below(rule["s12"]), "left": bound, "right": 3},
+        {"feature": feature("log_signal_per_cell"), "threshold": below(rule["l12"]), "left": bound, "right": 4},
         {"feature": feature("log_signal_per_cell"), "threshold": rule["t12"], "left": 5, "right": bound},
         {"feature": feature("log_cells"), "threshold": rule["c12"], "left": 6, "right": bound},
         {"leaf": band11},
     ]
     head = [
-        {
-            "feature": feature("bound_share"),
-            "threshold": float(np.nextafter(rule["e11"], -np.inf)),
-            "left": rest,
-            "right": bound + 1,
-        },
-        {
-            "feature": feature("workload_boundary"),
-            "threshold": float(np.nextafter(rule["b11"], -np.inf)),
-            "left": rest,
-            "right": bound + 2,
-        },
-        {
-            "feature": feature("log_signal"),
-            "threshold": float(np.nextafter(rule["s11"], -np.inf)),
-            "left": rest,
-            "right": bound + 3,
-        },
+        {"feature": feature("bound_share"), "threshold": below(rule["e11"]), "left": rest, "right": bound + 1},
+        {"feature": feature("workload_boundary"), "threshold": below(rule["b11"]), "left": rest, "right": bound + 2},
+        {"feature": feature("log_signal"), "threshold": below(rule["s11"]), "left": rest, "right": bound + 3},
         {"feature": feature("log_signal_per_cell"), "threshold": rule["t11"], "left": bound + 4, "right": rest},
         {"leaf": band10},
     ]
@@ -1044,9 +1016,6 @@ def _list_tree(rule: dict, candidates) -> list[dict]:
         for k in ("alternative", "band", "band2", "band3", "band4", "band5", "band6", "band7", "band8")
     )
     band9 = candidates.index(rule["band9"]) if rule["band9"] in candidates else 0  # 0: a branch that never runs
-
-    def below(v: float) -> float:
-        return float(np.nextafter(v, -np.inf))
 
     return [
         {"feature": feature("log_signal_per_cell"), "threshold": rule["s"], "left": 1, "right": 2},

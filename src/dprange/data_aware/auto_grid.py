@@ -227,15 +227,20 @@ class GridFeatures(AutoData):
         """(noisy total, noisy non-empty cells, noisy top mass, noisy off-peak mass, noisy bound
         mass, noisy corner mass, their private steps) of a 2-D grid of counts."""
         grid = _checked_grid(counts, "the 2-D features need")
+        return self.noisy_features(grid.ravel(), self.exact_steps(grid), epsilon, rng)
+
+    def exact_steps(self, grid: np.ndarray) -> list[tuple[str, int, int]]:
+        """The features after the total before their noise, as (step, value, sensitivity), in the
+        order of their steps; ``grid`` a 2-D array of non-negative whole counts (checked by the
+        caller, as :meth:`features` checks it)."""
         cells = grid.ravel()
-        exact = [
+        return [
             ("nonempty", int(np.count_nonzero(cells)), 1),
             ("top", top_mass(cells, self.heavy(cells.size)), 1),
             ("offpeak", _offpeak_mass(grid), 1),
             ("bound", _bound_mass(grid), 1),
             ("corner", _corner_mass(grid), 1),
         ]
-        return self.noisy_features(cells, exact, epsilon, rng)
 
 
 def _axis_boundary(n: int, kind: str) -> tuple[float, float]:
