@@ -51,16 +51,22 @@ def parse_trials(text: str) -> dict[int, int]:
     return out
 
 
+def held_out_cells(validation: dict, which: str = "cells") -> list[dict]:
+    """The shipped fit's held-out cells in a train_auto_grid.py validation file (``which``:
+    "cells", the DPBench shapes left out in turn, or "unseen_cells", the shapes no fit trained on)."""
+    fit = validation[validation.get("shipped", "rules")]
+    if which not in fit:
+        raise SystemExit(f"the validation file has no {which!r} (unseen cells are stored by later runs of the script)")
+    return fit[which]
+
+
 def uncertain_cells(validation: dict, at_least: float, which: str = "cells") -> list[tuple]:
     """(shape, side, scale, epsilon, workload) of the shipped fit's held-out cells (``which``:
     "cells", the DPBench shapes left out in turn, or "unseen_cells", the shapes no fit trained on)
     whose choices were all the weighted ``auto`` branch and whose ratio to ``auto`` is at least
     ``at_least``, in decreasing ratio."""
-    fit = validation[validation.get("shipped", "rules")]
-    if which not in fit:
-        raise SystemExit(f"the validation file has no {which!r} (unseen cells are stored by later runs of the script)")
     picked = []
-    for cell in fit[which]:
+    for cell in held_out_cells(validation, which):
         scored = cell.get("weighted_auto")
         if scored is None or set(scored["choices"]) != {WEIGHTED} or scored["to_auto"] < at_least:
             continue

@@ -44,7 +44,9 @@ the candidate of least mean error over that very cell's training trials), the fl
 trials' own spread puts under every selector's held-out figures, and with ``--weighted`` too the
 split-half oracle (``split_half_oracle``: picked on half a cell's test trials, scored on the
 other half).  The rules fit's later stages bound a training cell's ratio to ``auto`` by
-``--stage-to-auto`` (1.3), its first stage and the held-out pick by ``--to-auto`` (1.2).
+``--stage-to-auto`` (1.3), its first stage and the held-out pick by ``--to-auto`` (1.2).  The
+validation file keeps each fit's list per held-out shape (``folds``): auto_grid_regret.py
+re-measures the cells that ten trials leave uncertain with them.
 
     nice python benchmarks/train_auto_grid.py [--trials 3] [--sides 32,64,128,256]
         [--scales 1e3,1e4,1e5,1e6,1e7] [--measurements FILE.jsonl] [--reuse]
@@ -426,24 +428,32 @@ def measure_weighted(shapes, sides, scales, trials, path, log, first_trial=0) ->
     scores the folds' ``auto`` choices with.  Five refits a release: minutes a grid at 256 x 256."""
     with open(path, "a") as out:
         for side in sides:
-            shape = (side, side)
-            rects = {w: evaluation_rectangles(side, w) for w in WORKLOADS}
             for epsilon in EPSILONS:
-                rest = AutoDataGrid().shares(epsilon)[-1]
-                mechs = {w: AutoTowardNonnegative(workload=Rectangles(shape, *rects[w])) for w in WORKLOADS}
                 for name in shapes:
-                    p = distribution(name, side)
                     for scale in scales:
-                        for t in range(first_trial, first_trial + trials):
-                            counts = sample(p, scale, seed=t)
-                            for w in WORKLOADS:
-                                released = mechs[w].release(counts, rest, rng=1000 + t)
-                                key = dict(shape=name, n=side * side, scale=scale, epsilon=epsilon, workload=w)
-                                mse = rectangles_mse(released.counts, counts, *rects[w])
-                                weight = released.parameters["weight"]
-                                out.write(json.dumps({**key, "trial": t, "mse": mse, "weight": weight}) + "\n")
-                            out.flush()
+                        for row in weighted_rows(name, side, scale, epsilon, range(first_trial, first_trial + trials)):
+                            out.write(json.dumps(row) + "\n")
+                        out.flush()
                     log(f"weighted {name} {side} x {side} epsilon {epsilon}")
+
+
+def weighted_rows(name, side, scale, epsilon, trials, workloads=WORKLOADS) -> list[dict]:
+    """measure_weighted's rows of one cell for the trials given (sample seed k, release seed
+    1000 + k), on the workloads given."""
+    shape = (side, side)
+    rest = AutoDataGrid().shares(epsilon)[-1]
+    rects = {w: evaluation_rectangles(side, w) for w in workloads}
+    mechs = {w: AutoTowardNonnegative(workload=Rectangles(shape, *rects[w])) for w in workloads}
+    p = distribution(name, side)
+    rows = []
+    for t in trials:
+        counts = sample(p, scale, seed=t)
+        for w in workloads:
+            released = mechs[w].release(counts, rest, rng=1000 + t)  # cost: five refits at most
+            key = dict(shape=name, n=side * side, scale=scale, epsilon=epsilon, workload=w)
+            mse = rectangles_mse(released.counts, counts, *rects[w])
+            rows.append({**key, "trial": t, "mse": mse, "weight": released.parameters["weight"]})
+    return rows
 
 
 def trial_key(row: dict) -> tuple:
@@ -1276,6 +1286,7 @@ def validate(
     held_out=DPBENCH,
     fitted_models=None,
     weighted=None,
+    folds=None,
 ) -> list[dict]:
     """Leave-one-shape-out over the DPBench shapes: the model fitted on the other shapes' rows of
     the workloads ``fitted_on``, per held-out cell (every workload) the regret and the ratio to
@@ -1283,7 +1294,8 @@ def validate(
     models go into ``fitted_models`` (where given) by (spec, fitted_on, training rows' mask bytes),
     so that the shipped fit, trained on every row, is not fitted twice.  ``weighted`` (per test
     row, NaN where not measured) adds each cell's figures with ``auto``'s releases replaced by
-    auto_toward_nonnegative's (``weighted_auto``; weighted_cell)."""
+    auto_toward_nonnegative's (``weighted_auto``; weighted_cell).  ``folds`` (where given) gets
+    each held-out shape's model, which auto_grid_regret.py re-measures on fresh trials."""
     shapes = np.array([k[0] for k in keys])
     used = np.isin([k[4] for k in keys], fitted_on)
     test_x, test_keys, test_per_row = test if test is not None else (x, keys, per_row)
@@ -1309,6 +1321,8 @@ def validate(
         scored = test_shapes == held
         rows = np.flatnonzero(scored)
         fold = fitted[train.tobytes()]
+        if folds is not None:
+            folds[held] = fold
         variants = {"": fold}
         if (base := without_refit(fold)) is not None:
             variants["without_refit"] = base
@@ -1540,7 +1554,8 @@ def main(argv=None) -> int:
                     continue
                 spec = (kind, depth, margin)
                 common = (x, ratio, keys, per_row, candidates, args, fitted_on, test)
-                cells = validate(spec, *common, DPBENCH, fitted_models, weighted)
+                folds: dict = {}
+                cells = validate(spec, *common, DPBENCH, fitted_models, weighted, folds)
                 by_workload = {w: summary([c for c in cells if c["workload"] == w]) for w in WORKLOADS}
                 results[name] = {"kind": kind, "depth": depth, "margin": margin, "fitted_on": list(fitted_on)}
                 results[name].update(summary=summary(cells), by_workload=by_workload, cells=cells)
@@ -1548,12 +1563,15 @@ def main(argv=None) -> int:
                     results[name]["without_refit"] = summary([c["without_refit"] for c in cells])
                 results[name].update(weighted_summaries(cells, ""))
                 if unseen:
-                    others = validate(spec, *common, unseen, fitted_models, weighted)
+                    others = validate(spec, *common, unseen, fitted_models, weighted, folds)
                     results[name].update(weighted_summaries(others, "unseen_"))
                     results[name]["unseen"] = summary(others)
                     results[name]["unseen_cells"] = others  # per cell, as "cells" (auto_grid_to_auto.py reads them)
                     if others and "without_refit" in others[0]:
                         results[name]["unseen_without_refit"] = summary([c["without_refit"] for c in others])
+                # each held-out shape's list (the unseen ones': the list fitted on every shape), which
+                # auto_grid_regret.py re-measures on fresh trials
+                results[name]["folds"] = {held: model.to_dict() for held, model in folds.items()}
                 log(f"{name}: {json.dumps(results[name]['summary'])}")
     # the unseen shapes are never trained on, but they gate the pick: a fit more than
     # --unseen-to-auto from auto on one of their cells does not ship (pick's held-out synthetic bound)

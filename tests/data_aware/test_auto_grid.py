@@ -1380,6 +1380,82 @@ def test_to_auto_script_takes_the_uncertain_cells_where_the_branch_ran_and_measu
     assert got["to_auto"] == pytest.approx(np.mean(errors) / whole, rel=1e-12)
 
 
+def test_regret_script_scores_each_fold_s_choices_on_fresh_trials(monkeypatch):
+    """benchmarks/auto_grid_regret.py re-measures the shipped fit's held-out cells whose weighted
+    regret is at least the threshold (highest first) with the list fitted without the cell's
+    shape (or, for a shape no fit trained on, the list fitted on every one): on fresh trials
+    (sample seeds k = 2000, 2001, ..., release seeds 1000 + k) each trial's
+    choice is read from its own noisy features, and the regret is the chosen releases' mean
+    squared error over the best column's (the candidates, the weighted ``auto`` branch, ``auto``
+    with the whole epsilon); ``auto`` chosen is scored as the weighted branch."""
+    import importlib
+
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    script = importlib.import_module("auto_grid_regret")
+    grid = importlib.import_module("train_auto_grid")
+
+    def cell(shape, regret, n=1024):
+        key = {"shape": shape, "n": n, "scale": 1000, "epsilon": 1.0, "workload": "sized-rectangles"}
+        return key | {"weighted_auto": {"regret": regret}}
+
+    validation = {
+        "shipped": "rules",
+        "candidates": ["auto", "agrid", "dawa_hilbert"],
+        "rules": {"cells": [cell("STROKE", 1.6), cell("GOWALLA", 2.4, n=65536), cell("ADULT-2D", 1.2)]},
+    }
+    assert script.uncertain_cells(validation, 1.5) == [
+        ("GOWALLA", 256, 1000, 1.0, "sized-rectangles"),
+        ("STROKE", 32, 1000, 1.0, "sized-rectangles"),
+    ]
+    with pytest.raises(SystemExit, match="unseen_cells"):
+        script.uncertain_cells(validation, 1.5, "unseen_cells")
+    validation["rules"]["unseen_cells"] = [cell("ring", 2.1, n=4096), cell("gradient", 1.4)]
+    assert script.uncertain_cells(validation, 1.5, "unseen_cells") == [("ring", 64, 1000, 1.0, "sized-rectangles")]
+    with pytest.raises(SystemExit, match="no folds"):
+        script.fold_selectors(validation)
+
+    # a list whose first split no row passes (log_signal_per_cell above 99) leaves every row at
+    # the second leaf: agrid, then auto
+    candidates = ("auto", "agrid", "dawa_hilbert")
+    for leaf, column in ((1, "agrid"), (0, grid.WEIGHTED)):
+        nodes = [{"feature": 0, "threshold": 99.0, "left": 1, "right": 2}, {"leaf": leaf}, {"leaf": 2}]
+        fold = Selector("tree", candidates, {"nodes": nodes})
+        validation["rules"]["folds"] = {"STROKE": GridSelector(**vars(fold)).to_dict()}
+        model = script.fold_selectors(validation)["STROKE"]
+        side, scale, epsilon, workload = 8, 10_000, 1.0, "random-rectangles"
+        job = (("blobs-3", side, scale, epsilon), (workload,), 3, model, candidates)
+        (got,) = script.measure_group(job)
+        lows, highs = grid.evaluation_rectangles(side, workload)
+        rest = AutoDataGrid().shares(epsilon)[-1]
+        p = grid.distribution("blobs-3", side)
+        errors = {}
+        for k in (2000, 2001, 2002):
+            counts = grid.sample(p, scale, seed=k)
+            for name in ("agrid", "dawa_hilbert"):
+                released = AutoDataGrid().candidate(name, (side, side), rest).release(counts, rest, rng=1000 + k)
+                errors.setdefault(name, []).append(grid.rectangles_mse(released.counts, counts, lows, highs))
+        errors[grid.WEIGHTED] = [
+            r["mse"] for r in grid.weighted_rows("blobs-3", side, scale, epsilon, range(2000, 2003), (workload,))
+        ]
+        means = {name: np.mean(e) for name, e in errors.items()}
+        means["auto"] = grid.auto_mse((side, side), rest, lows, highs)
+        means["auto-whole"] = grid.whole_auto(side * side, epsilon, workload)
+        for name, mean in means.items():
+            assert got["means"][name] == pytest.approx(mean, rel=1e-9), name
+        assert got["choices"] == {column: 3}
+        assert got["regret"] == pytest.approx(means[column] / min(means.values()), rel=1e-9)
+        assert got["regret_low"] <= got["regret"] <= got["regret_high"]
+        assert (got["trials"], got["first_trial"], got["side"]) == (3, 2000, 8)
+
+    # the bootstrap interval: exact where every trial is alike, and inside the resamples' range
+    rng = np.random.default_rng(0)
+    same = script.regret_interval(np.full(4, 3.0), np.tile([2.0, 1.5], (4, 1)), rng)
+    assert same == pytest.approx((2.0, 2.0))
+    chosen, errors = np.array([1.0, 4.0, 2.0]), np.array([[1.0, 2.0], [1.0, 2.0], [1.0, 5.0]])
+    low, high = script.regret_interval(chosen, errors, rng)
+    assert 1.0 <= low < 7.0 / 3.0 < high <= 4.0
+
+
 def test_training_script_refeature_draws_each_trial_s_features_again(monkeypatch):
     """benchmarks/train_auto_grid.py --refeature: each row's features are the current feature
     steps on its trial's sample with its trial's feature seed (as measure_cell draws them), the
