@@ -39,7 +39,15 @@ import time
 
 import numpy as np
 from auto_grid_to_auto import held_out_cells, parse_trials
-from train_auto_grid import WEIGHTED, measure_cell, table, weighted_cell, weighted_rows, with_weighted_column
+from train_auto_grid import (
+    WEIGHTED,
+    measure_cell,
+    table,
+    weighted_cell,
+    weighted_index,
+    weighted_rows,
+    with_weighted_column,
+)
 
 from dprange.data_aware.auto_grid import GridSelector
 
@@ -89,8 +97,7 @@ def measure_group(job) -> list[dict]:
     fresh trials, scored with the fold's choices as the validation scores them (weighted_cell)."""
     (name, side, scale, epsilon), workloads, trials, model, candidates = job
     start = time.process_time()
-    rows = measure_cell(name, side, scale, epsilon, trials, {}, first_trial=FIRST_TRIAL)
-    rows = [r for r in rows if r["workload"] in workloads]
+    rows = measure_cell(name, side, scale, epsilon, trials, {}, FIRST_TRIAL, workloads)
     fresh = range(FIRST_TRIAL, FIRST_TRIAL + trials)
     weighted = {
         (r["workload"], r["trial"]): r["mse"] for r in weighted_rows(name, side, scale, epsilon, fresh, workloads)
@@ -110,8 +117,7 @@ def measure_group(job) -> list[dict]:
         # the columns weighted_cell reads (the candidates, the weighted branch, auto-whole), and
         # its choices: auto scored as the weighted branch
         errors = with_weighted_column(per_row, column)[[i for i, _ in mine]]
-        moved = [len(candidates) if c == 0 else c + (c == len(candidates)) for _, c in mine]
-        picked = errors[np.arange(len(mine)), moved]
+        picked = errors[np.arange(len(mine)), [weighted_index(c, candidates) for _, c in mine]]
         low, high = regret_interval(picked, errors, rng)
         means = errors.mean(axis=0)
         out.append(

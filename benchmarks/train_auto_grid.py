@@ -355,14 +355,14 @@ def evaluation_rectangles(side: int, workload: str) -> tuple[np.ndarray, np.ndar
     return np.zeros_like(corners), corners
 
 
-def measure_cell(name, side, scale, epsilon, trials, cache, first_trial=0) -> list[dict]:
-    """One row per (trial, workload): AutoDataGrid's noisy features and every candidate's MSE
-    (the same releases answer both workloads); trials ``first_trial`` onwards."""
+def measure_cell(name, side, scale, epsilon, trials, cache, first_trial=0, workloads=WORKLOADS) -> list[dict]:
+    """One row per (trial, workload of ``workloads``): AutoDataGrid's noisy features and every
+    candidate's MSE (the same releases answer every workload); trials ``first_trial`` onwards."""
     shape = (side, side)
     p = distribution(name, side)
     mech = AutoDataGrid()
     rest = mech.shares(epsilon)[-1]
-    for workload in WORKLOADS:
+    for workload in workloads:
         if (side, workload) not in cache:
             cache[(side, workload)] = evaluation_rectangles(side, workload)
         if (side, epsilon, workload) not in cache:
@@ -372,7 +372,7 @@ def measure_cell(name, side, scale, epsilon, trials, cache, first_trial=0) -> li
         counts, features = trial_features(mech, name, p, scale, epsilon, t)
         shared = [c for c in GRID_CANDIDATES[1:] if c not in WORKLOAD_CANDIDATES]
         released = {c: mech.candidate(c, shape, rest).release(counts, rest, rng=1000 + t) for c in shared}
-        for workload in WORKLOADS:
+        for workload in workloads:
             errors = {"auto": cache[(side, epsilon, workload)]}
             for c in WORKLOAD_CANDIDATES:  # built for the workload, as auto-data builds them for the release's
                 if (side, rest, workload, c) not in cache:  # cost: auto's design chosen once per setting
@@ -502,8 +502,14 @@ def weighted_cell(key, mine, per_row, weighted, candidates) -> dict | None:
     mine = [(i, c) for i, c in mine if not np.isnan(weighted[i])]
     if not mine:
         return None
-    moved = [(i, len(candidates) if c == 0 else c + (c == len(candidates))) for i, c in mine]
+    moved = [(i, weighted_index(c, candidates)) for i, c in mine]
     return held_out_cell(key, moved, with_weighted_column(per_row, weighted), (*candidates, WEIGHTED))
+
+
+def weighted_index(chosen: int, candidates) -> int:
+    """A choice's column among with_weighted_column's: ``auto`` (0) is the weighted branch,
+    ``auto`` with the whole epsilon (``len(candidates)``) moves one on, the others stay."""
+    return len(candidates) if chosen == 0 else chosen + (chosen == len(candidates))
 
 
 def measure(shapes, sides, scales, trials, path, log, first_trial=0) -> list[dict]:
