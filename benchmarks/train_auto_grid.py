@@ -2,8 +2,9 @@
 
 Training data: the four DPBench 2-D shapes (public: ../shared/data/dpbench/2D, 256 x 256 summed
 to each side) and synthetic shapes (SYNTHETIC below, fixed seeds: eleven drawn by hand, 24
-random mixtures, ``mixture``, and 8 mixtures heaped on the bounds of their attributes,
-``heaped_on_bounds``; the last measured at sides 32-256 like the others), each sampled at every scale
+random mixtures, ``mixture``, 8 mixtures heaped on the bounds of their attributes,
+``heaped_on_bounds``, and 8 cross-tabulations of two skewed, zero-inflated amounts,
+``skewed_amounts``; all measured at sides 32-256), each sampled at every scale
 (a multinomial draw per trial, seed = trial) on square grids of every side, released by every
 candidate (the data-independent ``auto`` at the epsilon left after the features, and the
 registered 2-D data-aware grids, as AutoDataGrid runs them, ``auto_nonnegative`` built for each
@@ -134,6 +135,7 @@ SYNTHETIC = (
     "venues",
     *(f"mix-{k}" for k in range(24)),
     *(f"bound-{k}" for k in range(8)),
+    *(f"amounts-{k}" for k in range(8)),
 )
 
 #: Synthetic shapes never trained on nor used to design a fit (four drawn by hand, 12 random
@@ -230,6 +232,38 @@ def heaped_on_bounds(seed: int) -> np.ndarray:
     return p
 
 
+#: Records drawn for each ``amounts-<seed>`` shape (its cells' weights are their counts).
+AMOUNTS_RECORDS = 1_000_000
+
+
+def skewed_amounts(seed: int) -> np.ndarray:
+    """Two skewed amounts cross-tabulated (``amounts-<seed>``): the pairs real tables of money,
+    hours or counts show (a salary and its overtime, two kinds of income), drawn generically.
+    Each amount is log-normal (log standard deviation 0.3-1.5), the two correlated by a Gaussian
+    copula (correlation -0.3 to 0.8); each, with chance 1/2, is zero in a share of 30-97% of the
+    records (zero-inflated); each axis runs from zero to a public upper bound set loosely, the
+    99.9% point of its non-zero values times 1-30 (log-uniform), values above it top-coded into
+    the last cell; with chance 0.3 an axis is rounded to every 2nd, 4th or 8th cell.  Weights on
+    the 256 x 256 grid: the counts of AMOUNTS_RECORDS records."""
+    rng = np.random.default_rng(30_000 + seed)
+    rho = rng.uniform(-0.3, 0.8)
+    z = rng.multivariate_normal([0.0, 0.0], [[1.0, rho], [rho, 1.0]], size=AMOUNTS_RECORDS)
+    cells = []
+    for axis in range(2):
+        values = np.exp(rng.uniform(0.3, 1.5) * z[:, axis])
+        if rng.uniform() < 0.5:
+            values[rng.uniform(size=values.size) < rng.uniform(0.3, 0.97)] = 0.0
+        bound = np.quantile(values[values > 0], 0.999) * np.exp(rng.uniform(0.0, np.log(30.0)))
+        cell = np.minimum((values / bound * MIXTURE_SIDE).astype(int), MIXTURE_SIDE - 1)
+        if rng.uniform() < 0.3:
+            step = int(rng.choice([2, 4, 8]))
+            cell = cell // step * step
+        cells.append(cell)
+    p = np.zeros((MIXTURE_SIDE, MIXTURE_SIDE))
+    np.add.at(p, (cells[0], cells[1]), 1.0)
+    return p
+
+
 def synthetic(name: str, side: int) -> np.ndarray:
     """Public synthetic 2-D shapes (fixed seeds): flat, clustered, point masses, a band, heavy-tailed, a quarter,
     places of Zipf-distributed weight clustered in towns."""
@@ -300,6 +334,8 @@ def distribution(name: str, side: int) -> np.ndarray:
         counts = mixture(int(name[4:]))
     elif name.startswith("bound-"):
         counts = heaped_on_bounds(int(name[6:]))
+    elif name.startswith("amounts-"):
+        counts = skewed_amounts(int(name[8:]))
     else:
         return synthetic(name, side)
     k = counts.shape[0] // side
@@ -838,6 +874,10 @@ CORNER_RULE = {
     "band11": ("agrid",),
 }
 
+#: The training families heaped on the grid's bounds, fitted only in the last two stages
+#: (fit_rules).
+HEAPED_FAMILIES = ("bound-", "amounts-")
+
 #: The keys of GRID_RULE that decide the first four branches, and those of the sparse branch.
 UPPER_RULE = ("s", "s1", "c1", "band", "alternative", "s3", "c3", "q1", "band2", "s4", "o", "band3")
 SPARSE_RULE = ("z", "s2", "q", "c2")
@@ -1107,19 +1147,19 @@ def fit_rules(x, keys, per_row, candidates, args) -> GridSelector:
     held-out bound is checked apart: see _fit_stages), with both fixed that of the towns
     branch (TOWNS_RULE), with all three fixed that of the small-grid branch (SMALL_RULE), then
     those of the concentrated, clustered and non-negative branches (CONCENTRATED_RULE,
-    CLUSTERED_RULE, NONNEGATIVE_RULE), all on the rows of the shapes other than the
-    ``bound-<k>`` ones; last, on every row, the bound branch (BOUND_RULE), then the corner branch
-    (CORNER_RULE).  The shapes heaped on
-    their bounds are there to fit that branch: their rows outside it, at the lowest signals and
-    on prefix rectangles, would otherwise pull the list's first stage away from the other shapes
-    (held out, a list fitted on them too was far worse: docs/data-aware.md, "The mass on the
-    grid's bounds").  Written as a tree over all ``candidates``.
+    CLUSTERED_RULE, NONNEGATIVE_RULE), all on the rows of the shapes other than those of the
+    families heaped on the bounds (HEAPED_FAMILIES: ``bound-<k>``, ``amounts-<k>``); last, on
+    every row, the bound branch (BOUND_RULE), then the corner branch (CORNER_RULE).  The shapes
+    heaped on their bounds are there to fit those branches: their rows outside them, at the
+    lowest signals and on prefix rectangles, would otherwise pull the list's first stage away
+    from the other shapes (held out, a list fitted on them too was far worse: docs/data-aware.md,
+    "The mass on the grid's bounds").  Written as a tree over all ``candidates``.
 
     Every list of the first stage is scored, but the sparse branch's settings at once for each setting of the
     branches above it: the rows left to it gain (alternative - auto) where it runs, a product of
     its row masks with the cells' indicator (O(settings x rows) per setting above, not a pass
     each); only the cells holding a row some setting of it takes are scored per setting."""
-    listed = np.array([not k[0].startswith("bound-") for k in keys])
+    listed = np.array([not k[0].startswith(HEAPED_FAMILIES) for k in keys])
     chosen = _fit_list(x[listed], [k for k, m in zip(keys, listed) if m], per_row[listed], candidates, args)
     costs = _cell_cost(keys, per_row, args)
     chosen = _fit_stages((BOUND_RULE, CORNER_RULE), chosen, x, per_row, candidates, args, costs)

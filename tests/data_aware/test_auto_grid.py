@@ -852,8 +852,8 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
     same cost, rank and order; then the peak branch's settings with that list fixed, then the
     towns branch's, the small-grid branch's, the concentrated, clustered and non-negative
     branches', each with all before it fixed, all on the rows of shapes other than the
-    ``bound-<k>`` ones; then the bound branch's and the corner branch's on every row), and the
-    tree it writes must choose as that list on every row."""
+    ``bound-<k>`` and ``amounts-<k>`` ones; then the bound branch's and the corner branch's on
+    every row), and the tree it writes must choose as that list on every row."""
     import argparse
     import importlib
 
@@ -952,13 +952,15 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
         ]
     )
     keys = [("shape", int(k), 0, 0.1, "w") for k in rng.integers(0, 40, rows)]  # 40 cells of ~15 rows
-    keys = [("bound-0" if i % 5 == 0 else k[0], *k[1:]) for i, k in enumerate(keys)]  # a shape heaped on bounds
+    heaped = {0: "bound-0", 3: "amounts-1"}  # shapes of the families heaped on the bounds
+    keys = [(heaped.get(i % 7, k[0]), *k[1:]) for i, k in enumerate(keys)]
     per_row = rng.lognormal(0.0, 1.0, (rows, len(candidates) + 1))
     x = np.column_stack([x, rng.uniform(0.9, 2.0, rows), rng.uniform(0, 1, rows), rng.uniform(1, 5, rows)])
     x = np.column_stack([x, np.random.default_rng(9).uniform(0, 1, rows)])  # the corner share
     args = argparse.Namespace(to_auto=1.2, stage_to_auto=1.5, hinge=10.0)
     got = script.fit_rules(x, keys, per_row, candidates, args)
-    listed = np.array([k[0] != "bound-0" for k in keys])
+    listed = np.array([k[0] not in heaped.values() for k in keys])
+    assert 0 < listed.sum() < rows
 
     def rank(rule, on=None, bound=1.2):  # on the rows ``on`` (all of them by default)
         on = np.ones(rows, dtype=bool) if on is None else on
@@ -1135,6 +1137,19 @@ def test_training_script_averages_the_choice_over_the_features_noise(monkeypatch
         assert list(cell["choices"]) == ["auto-whole"] and cell["to_auto"] == pytest.approx(1.0)
 
 
+def fixed_training_shape(script, name: str, sides=(32, 64, 128)) -> np.ndarray:
+    """The training shape ``name`` at 256 x 256, checked to be a distribution fixed by its seed
+    and summed to each of ``sides`` from that grid (as the DPBench shapes are)."""
+    fine = script.distribution(name, 256)
+    assert fine.shape == (256, 256) and (fine >= 0).all() and math.isclose(fine.sum(), 1.0, rel_tol=1e-12)
+    np.testing.assert_array_equal(fine, script.distribution(name, 256))  # the seed fixes it
+    for side in sides:
+        k = 256 // side
+        coarse = fine.reshape(side, k, side, k).sum(axis=(1, 3))
+        np.testing.assert_allclose(script.distribution(name, side), coarse, rtol=1e-12, atol=1e-300)
+    return fine
+
+
 def test_training_shapes_heaped_on_bounds_are_mixtures_moved_to_a_grid_edge(monkeypatch):
     """benchmarks/train_auto_grid.py's ``bound-<seed>`` shapes: fixed by their seed, summed to
     each side from 256 x 256; a share of 30-97% of the records moved to a bound of one attribute
@@ -1149,11 +1164,7 @@ def test_training_shapes_heaped_on_bounds_are_mixtures_moved_to_a_grid_edge(monk
     assert len(bounded) == 8
     heaped_axes = set()
     for name in bounded:
-        fine = script.distribution(name, 256)
-        assert fine.shape == (256, 256) and (fine >= 0).all() and math.isclose(fine.sum(), 1.0, rel_tol=1e-12)
-        np.testing.assert_array_equal(fine, script.distribution(name, 256))
-        coarse = fine.reshape(64, 4, 64, 4).sum(axis=(1, 3))
-        np.testing.assert_allclose(script.distribution(name, 64), coarse, rtol=1e-12, atol=1e-300)
+        fine = fixed_training_shape(script, name, sides=(64,))
         assert auto_grid_module.bound_mass(np.round(fine * 1e9).astype(np.int64)) >= 0.3 * 1e9
         base = script.mixture(200 + int(name[6:]))
         base = base / base.sum()
@@ -1163,6 +1174,30 @@ def test_training_shapes_heaped_on_bounds_are_mixtures_moved_to_a_grid_edge(monk
         edges = [fine[0].sum(), fine[-1].sum(), fine[:, 0].sum(), fine[:, -1].sum()]
         heaped_axes.add(sum(e > 0.1 for e in edges))
     assert {1, 2} <= heaped_axes  # one attribute heaped in some shapes, both in others
+
+
+def test_training_shapes_of_skewed_amounts_are_zero_inflated_corner_heaps(monkeypatch):
+    """benchmarks/train_auto_grid.py's ``amounts-<seed>`` shapes: fixed by their seed, summed to
+    each side from 256 x 256; two amounts from zero up, so the lower corner block holds mass in
+    every shape (10% or more) and the mean cell of each amount is in the first quarter; the family
+    spans shapes with most of their records on the bounds (zeros) and shapes with none of the
+    corner block's mass off the bounds (zeros and top-coded values alone) to 5% or more of it
+    there (a compact block of small non-zero values of both amounts)."""
+    import importlib
+
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    script = importlib.import_module("train_auto_grid")
+    names = [name for name in script.SYNTHETIC if name.startswith("amounts-")]
+    assert len(names) == 8 and set(script.HEAPED_FAMILIES) == {"bound-", "amounts-"}
+    inside, bounds = [], []
+    for name in names:
+        fine = fixed_training_shape(script, name, sides=(32,))
+        assert auto_grid_module.corner_mass(np.round(fine * 1e9).astype(np.int64)) >= 0.1 * 1e9
+        assert (fine * np.arange(256)[:, None]).sum() < 64 and (fine * np.arange(256)[None, :]).sum() < 64
+        inside.append(fine[1:32, 1:32].sum())
+        bounds.append(fine[0].sum() + fine[:, 0].sum() - fine[0, 0])
+    assert min(inside) < 0.01 and max(inside) > 0.05
+    assert max(bounds) > 0.9
 
 
 def test_training_mixtures_are_fixed_distributions_summed_from_one_grid(monkeypatch):
@@ -1179,13 +1214,7 @@ def test_training_mixtures_are_fixed_distributions_summed_from_one_grid(monkeypa
     assert len(training) == 24 and len(held) == 12 and not set(training) & set(held)
     occupied = []
     for name in training[:8]:
-        fine = script.distribution(name, 256)
-        assert fine.shape == (256, 256) and (fine >= 0).all() and math.isclose(fine.sum(), 1.0, rel_tol=1e-12)
-        np.testing.assert_array_equal(fine, script.distribution(name, 256))  # the seed fixes it
-        for side in (32, 64, 128):
-            k = 256 // side
-            coarse = fine.reshape(side, k, side, k).sum(axis=(1, 3))
-            np.testing.assert_allclose(script.distribution(name, side), coarse, rtol=1e-12, atol=1e-300)
+        fine = fixed_training_shape(script, name)
         occupied.append(int((fine > 0).sum()))
     assert min(occupied) <= 50 and max(occupied) == 256 * 256
     assert not np.array_equal(script.distribution("mix-0", 64), script.distribution("mix-1", 64))
