@@ -756,17 +756,20 @@ PEAK_RULE = {
 }
 
 #: The towns branch, after the peak branch and before the sparse one: log_signal_per_cell at
-#: most ``s6`` on at least 2^``c6`` cells with concentration at least ``q6`` and offpeak_share
-#: at least ``o6`` runs ``band5`` (-9: never).  Places of Zipf-distributed weight clustered in
-#: towns (check-ins: GOWALLA, ``venues``) leave most of a large grid empty at a low signal, and
-#: a data-aware partition measures the empty stretches as a few buckets; the off-peak share
-#: keeps it off lattices and isolated masses, whose cells have no occupied neighbours.  Fitted
-#: after the peak branch, with everything before it fixed (a third stage).
+#: most ``s6`` on at least 2^``c6`` cells with concentration at least ``q6``, offpeak_share
+#: at least ``o6`` and bound_share at most ``h6`` runs ``band5`` (-9: never).  Places of
+#: Zipf-distributed weight clustered in towns (check-ins: GOWALLA, ``venues``) leave most of a
+#: large grid empty at a low signal, and a data-aware partition measures the empty stretches as
+#: a few buckets; the off-peak share keeps it off lattices and isolated masses, whose cells have
+#: no occupied neighbours, and the bound share off records heaped on the grid's bounds
+#: (ADULT-2D, MDSALARY-OVERT), which a Hilbert-ordered partition cuts into distant pieces.
+#: Fitted after the peak branch, with everything before it fixed (a third stage).
 TOWNS_RULE = {
     "s6": (-9.0, -0.5, 0.0, 0.5),
     "c6": (14.0,),
     "q6": (0.2, 0.3),
     "o6": (0.05, 0.1),
+    "h6": (9.0, 0.3, 0.6),
     "band5": ("dawa_hilbert",),
 }
 
@@ -929,7 +932,14 @@ def peak_branch(x, rule: dict) -> np.ndarray:
 def towns_branch(x, rule: dict) -> np.ndarray:
     """The rows where a decision list's towns branch (TOWNS_RULE) would run (reached or not)."""
     signal, _, cells, concentration, offpeak = _columns(x)
-    return (signal <= rule["s6"]) & (cells >= rule["c6"]) & (concentration >= rule["q6"]) & (offpeak >= rule["o6"])
+    bound = x[:, GRID_FEATURES.index("bound_share")]
+    return (
+        (signal <= rule["s6"])
+        & (cells >= rule["c6"])
+        & (concentration >= rule["q6"])
+        & (offpeak >= rule["o6"])
+        & (bound <= rule["h6"])
+    )
 
 
 def small_branch(x, rule: dict) -> np.ndarray:
@@ -1099,7 +1109,7 @@ def _list_tree(rule: dict, candidates) -> list[dict]:
         {"feature": feature("log_signal_per_cell"), "threshold": rule["s6"], "left": 22, "right": 26},
         {"feature": feature("log_cells"), "threshold": below(rule["c6"]), "left": 26, "right": 23},
         {"feature": feature("concentration"), "threshold": below(rule["q6"]), "left": 26, "right": 24},
-        {"feature": feature("offpeak_share"), "threshold": below(rule["o6"]), "left": 26, "right": 25},
+        {"feature": feature("offpeak_share"), "threshold": below(rule["o6"]), "left": 26, "right": 49},
         {"leaf": band5},
         {"feature": feature("log_signal_per_cell"), "threshold": rule["s7"], "left": 27, "right": 9},
         {"feature": feature("log_cells"), "threshold": rule["c7"], "left": 28, "right": 9},
@@ -1125,6 +1135,8 @@ def _list_tree(rule: dict, candidates) -> list[dict]:
         {"feature": feature("log_signal_per_occupied"), "threshold": rule["p10"], "left": 47, "right": 48},
         {"leaf": band9},
         {"leaf": 0},
+        # the towns branch's bound share (49), after its off-peak share (24)
+        {"feature": feature("bound_share"), "threshold": rule["h6"], "left": 25, "right": 26},
     ]
 
 

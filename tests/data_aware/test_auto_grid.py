@@ -497,7 +497,8 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
     band2 where log_signal_per_cell <= s3 on at most 2^c3 cells with concentration >= q1; else
     band3 where log_signal_per_cell <= s4 with offpeak_share >= o; else band4 where
     log_signal_per_cell >= s5 with concentration >= q5; else band5 where log_signal_per_cell <= s6
-    on at least 2^c6 cells with concentration >= q6 and offpeak_share >= o6; else band6 where
+    on at least 2^c6 cells with concentration >= q6, offpeak_share >= o6 and (where recorded)
+    bound_share <= h6; else band6 where
     log_signal_per_cell <= s7 on at most 2^c7 cells with offpeak_share >= o7; else the alternative where
     log_sparsity <= z, log_signal_per_cell >= s2, concentration >= q and log_cells >= c2; else
     auto; and where that is auto, band7 where workload_boundary <= b8, log_signal_per_cell <= s8 on
@@ -526,6 +527,8 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
         thresholds.update({"q10": 3, "b10": 7, "s10": 0, "t10": 0, "p10": 1})
     thresholds.update({"e11": 8, "b11": 7, "s11": 9, "t11": 0})
     thresholds.update({"e12": 10, "b12": 7, "s12": 9, "l12": 0, "t12": 0, "c12": 4})
+    if "h6" in rule:  # the towns branch's bound share (selectors fitted since the amounts-<k> family)
+        thresholds["h6"] = 8
     placements = [(rule[k], (column,)) for k, column in thresholds.items()]
     x = rule_test_rows(sel, np.random.default_rng(6), 6000, columns, placements)
     signal, sparsity, concentration, cells, offpeak, boundary = x[:, 0], x[:, 2], x[:, 3], x[:, 4], x[:, 6], x[:, 7]
@@ -552,6 +555,7 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
             and cells[i] >= rule["c6"]
             and concentration[i] >= rule["q6"]
             and offpeak[i] >= rule["o6"]
+            and bounded[i] <= rule.get("h6", 9.0)
         ):
             expected.append(rule["band5"])
         elif signal[i] <= rule["s7"] and cells[i] <= rule["c7"] and offpeak[i] >= rule["o7"]:
@@ -632,6 +636,9 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
     if on("s6"):
         assert (towns & (offpeak < rule["o6"])).any() and (towns & (offpeak >= rule["o6"])).any()  # of o6
         assert {rule["band5"]} <= {e for e, t in zip(expected, towns & (offpeak >= rule["o6"])) if t}
+        if rule.get("h6", 9.0) < 1.0:  # both sides of h6 among the rows the other settings send there
+            reached = towns & (offpeak >= rule["o6"])
+            assert (reached & (bounded <= rule["h6"])).any() and (reached & (bounded > rule["h6"])).any()
     else:
         assert not towns.any()
     small = ~first_two & ~banded & ~(third & (offpeak >= rule["o"])) & (signal <= rule["s7"]) & (cells <= rule["c7"])
@@ -885,6 +892,7 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
         "c6": (10.0, 14.0),
         "q6": (0.0, 0.6),
         "o6": (0.2, 0.5),
+        "h6": (9.0, 0.5),
         "band5": ("agrid", "kd_tree"),
     }
     monkeypatch.setattr(script, "GRID_RULE", small)
@@ -979,6 +987,7 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
         "c6": 10.0,
         "q6": 0.0,
         "o6": 0.2,
+        "h6": 9.0,
         "band5": "agrid",
         **{"s7": -9.0, "c7": 12.0, "o7": 0.1, "band6": "agrid"},
         **{"s8": -9.0, "c8": 10.0, "q8": 0.2, "o8": 0.3, "b8": 1.1, "band7": "dawa_hilbert"},
@@ -1021,6 +1030,12 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
             if best is None or key < best:
                 best, chosen = key, {**fixed, **setting}
     assert all(chosen[gate] != never[gate] for _, gate in later)  # each later stage changes it
+    # the towns branch's bound share as the tree writes it (node 49 of the list), at a setting that bites
+    capped = {**chosen, "h6": 0.5}
+    tree = GridSelector("tree", candidates, {"nodes": script.rule_tree(capped, candidates)})
+    capped_choice = script.rule_choice(x, capped, candidates)
+    assert [candidates.index(c) for c in tree.choose(x)] == capped_choice.tolist()
+    assert (capped_choice != script.rule_choice(x, chosen, candidates)).any()
     assert got.model["rules"] == chosen
     picked = script.rule_choice(x, chosen, candidates)
     assert [candidates.index(c) for c in got.choose(x)] == picked.tolist()
