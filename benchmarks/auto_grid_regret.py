@@ -38,7 +38,7 @@ import sys
 import time
 
 import numpy as np
-from auto_grid_to_auto import held_out_cells, parse_trials
+from auto_grid_to_auto import parse_trials, ranked_cells, shipped_fit
 from train_auto_grid import (
     WEIGHTED,
     measure_cell,
@@ -63,21 +63,12 @@ def uncertain_cells(validation: dict, at_least: float, which: str = "cells") -> 
     """(shape, side, scale, epsilon, workload) of the shipped fit's held-out cells (``which``:
     "cells", the DPBench shapes left out in turn, or "unseen_cells", the shapes no fit trained
     on) whose weighted regret is at least ``at_least``, in decreasing regret."""
-    picked = []
-    for cell in held_out_cells(validation, which):
-        scored = cell.get("weighted_auto")
-        if scored is None or scored["regret"] < at_least:
-            continue
-        side = int(round(cell["n"] ** 0.5))
-        picked.append(
-            (scored["regret"], (cell["shape"], side, int(cell["scale"]), float(cell["epsilon"]), cell["workload"]))
-        )
-    return [key for _, key in sorted(picked, key=lambda p: -p[0])]
+    return ranked_cells(validation, which, lambda scored: scored["regret"] if scored["regret"] >= at_least else None)
 
 
 def fold_selectors(validation: dict) -> dict[str, GridSelector]:
     """The shipped fit's list per held-out shape (the validation's ``folds``)."""
-    fit = validation[validation.get("shipped", "rules")]
+    fit = shipped_fit(validation)
     if "folds" not in fit:
         raise SystemExit("the validation file has no folds: write it again with the current train_auto_grid.py")
     return {shape: GridSelector.from_dict(model) for shape, model in fit["folds"].items()}

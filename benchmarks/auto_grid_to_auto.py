@@ -51,13 +51,32 @@ def parse_trials(text: str) -> dict[int, int]:
     return out
 
 
+def shipped_fit(validation: dict) -> dict:
+    """The shipped fit's entry in a train_auto_grid.py validation file."""
+    return validation[validation.get("shipped", "rules")]
+
+
 def held_out_cells(validation: dict, which: str = "cells") -> list[dict]:
     """The shipped fit's held-out cells in a train_auto_grid.py validation file (``which``:
     "cells", the DPBench shapes left out in turn, or "unseen_cells", the shapes no fit trained on)."""
-    fit = validation[validation.get("shipped", "rules")]
+    fit = shipped_fit(validation)
     if which not in fit:
         raise SystemExit(f"the validation file has no {which!r} (unseen cells are stored by later runs of the script)")
     return fit[which]
+
+
+def ranked_cells(validation: dict, which: str, figure) -> list[tuple]:
+    """(shape, side, scale, epsilon, workload) of the shipped fit's held-out cells (held_out_cells)
+    for which ``figure`` of their ``weighted_auto`` figures is not None, in decreasing figure."""
+    picked = []
+    for cell in held_out_cells(validation, which):
+        scored = cell.get("weighted_auto")
+        value = None if scored is None else figure(scored)
+        if value is None:
+            continue
+        side = int(round(cell["n"] ** 0.5))
+        picked.append((value, (cell["shape"], side, int(cell["scale"]), float(cell["epsilon"]), cell["workload"])))
+    return [key for _, key in sorted(picked, key=lambda p: -p[0])]
 
 
 def uncertain_cells(validation: dict, at_least: float, which: str = "cells") -> list[tuple]:
@@ -65,16 +84,12 @@ def uncertain_cells(validation: dict, at_least: float, which: str = "cells") -> 
     "cells", the DPBench shapes left out in turn, or "unseen_cells", the shapes no fit trained on)
     whose choices were all the weighted ``auto`` branch and whose ratio to ``auto`` is at least
     ``at_least``, in decreasing ratio."""
-    picked = []
-    for cell in held_out_cells(validation, which):
-        scored = cell.get("weighted_auto")
-        if scored is None or set(scored["choices"]) != {WEIGHTED} or scored["to_auto"] < at_least:
-            continue
-        side = int(round(cell["n"] ** 0.5))
-        picked.append(
-            (scored["to_auto"], (cell["shape"], side, int(cell["scale"]), float(cell["epsilon"]), cell["workload"]))
-        )
-    return [key for _, key in sorted(picked, key=lambda p: -p[0])]
+
+    def ratio(scored: dict) -> float | None:
+        weighted_only = set(scored["choices"]) == {WEIGHTED}
+        return scored["to_auto"] if weighted_only and scored["to_auto"] >= at_least else None
+
+    return ranked_cells(validation, which, ratio)
 
 
 def branch_to_auto(name: str, side: int, scale: int, epsilon: float, workload: str, trials: int) -> dict:
