@@ -848,7 +848,7 @@ NONNEGATIVE_RULE = {
 #: workload reach, so the non-negative refit's error, which gathers on the heavy cells, reaches
 #: few answers, while a Hilbert-ordered partition cuts the grid's edges into
 #: distant pieces; the other features cannot tell these grids from mixtures of a few heavy cells
-#: inside the grid, where DAWA wins instead.  Fitted last (an eighth stage).
+#: inside the grid, where DAWA wins instead.  Fitted after the list (an eighth stage).
 BOUND_RULE = {
     "e11": (9.0, 0.6, 0.75, 0.9),
     "b11": (1.2, 1.5),
@@ -866,7 +866,7 @@ BOUND_RULE = {
 #: little noise and no error from spreading counts within a cell, where ``auto``'s carry the
 #: noise of every cell they cover.  A heap along a whole row or column (the ``bound-<k>``
 #: shapes) has little mass in the corner block, and there the adaptive grid's coarse cells cut
-#: across it.  Fitted last, on every row (a ninth stage).
+#: across it.  Fitted after the bound branch, on every row (a ninth stage).
 CORNER_RULE = {
     "e12": (9.0, 0.3, 0.5, 0.7),
     "b12": (1.1,),
@@ -877,7 +877,24 @@ CORNER_RULE = {
     "band11": ("agrid",),
 }
 
-#: The training families heaped on the grid's bounds, fitted only in the last two stages
+#: The corner spread branch, over every other choice but the corner branch: corner_share at
+#: least ``e13`` (9: never), offpeak_share at least ``o13``, log_signal at least ``s13`` and
+#: log_signal_per_cell at most ``t13`` runs ``band12``.  Records heaped in the corner block but
+#: spread over neighbouring cells there (two small amounts beside their zeros: MDSALARY-OVERT,
+#: ``amounts-0``, ``amounts-4``), on a grid with few records per cell: the non-negative refit of the
+#: bound branch keeps the noise of every occupied cell and spreads the coarse measurements' noise
+#: over the empty ones, where a partition that adapts to the data measures the block in a few
+#: pieces.  Records on a few cells (ADULT-2D) have little off-peak mass.  Fitted last, on every
+#: row (a tenth stage).
+SPREAD_RULE = {
+    "e13": (9.0, 0.5, 0.7, 0.9, 0.95),
+    "o13": (0.1, 0.2, 0.3, 0.4),
+    "s13": (2.5, 3.0, 3.5, 4.0),
+    "t13": (0.0, -0.3, -0.5, -0.7, -1.0),
+    "band12": ("agrid", "kd_tree"),
+}
+
+#: The training families heaped on the grid's bounds, fitted only in the last three stages
 #: (fit_rules).
 HEAPED_FAMILIES = ("bound-", "amounts-")
 
@@ -1010,12 +1027,26 @@ def corner_branch(x, rule: dict) -> np.ndarray:
     )
 
 
+def spread_branch(x, rule: dict) -> np.ndarray:
+    """The rows where a decision list's corner spread branch (SPREAD_RULE) would run (reached or
+    not; nowhere for a list fitted without it)."""
+    if "e13" not in rule:
+        return np.zeros(x.shape[0], dtype=bool)
+    return (
+        (x[:, GRID_FEATURES.index("corner_share")] >= rule["e13"])
+        & (x[:, GRID_FEATURES.index("offpeak_share")] >= rule["o13"])
+        & (x[:, GRID_FEATURES.index("log_signal")] >= rule["s13"])
+        & (x[:, GRID_FEATURES.index("log_signal_per_cell")] <= rule["t13"])
+    )
+
+
 def rule_choice(x, rule: dict, candidates) -> np.ndarray:
     """The candidate index a decision list of GRID_RULE, PEAK_RULE, TOWNS_RULE, SMALL_RULE,
-    CONCENTRATED_RULE, CLUSTERED_RULE, NONNEGATIVE_RULE, BOUND_RULE and CORNER_RULE picks for
-    each row of GRID_FEATURES (the concentrated, clustered and non-negative branches only where
-    the others leave ``auto``, index 0; the bound branch over every other but the corner one,
-    and that over every other)."""
+    CONCENTRATED_RULE, CLUSTERED_RULE, NONNEGATIVE_RULE, BOUND_RULE, SPREAD_RULE and CORNER_RULE
+    picks for each row of GRID_FEATURES (the concentrated, clustered and non-negative branches only
+    where the others leave ``auto``, index 0; the bound branch over every other but the corner
+    spread and corner ones, the corner spread branch over every other but the corner one, and
+    that over every other)."""
     column, taken = upper_choice(x, rule, candidates)
     rest = np.where(sparse_branch(x, rule), candidates.index(rule["alternative"]), 0)
     rest = np.where(small_branch(x, rule), candidates.index(rule["band6"]), rest)
@@ -1030,6 +1061,9 @@ def rule_choice(x, rule: dict, candidates) -> np.ndarray:
     bounded = bound_branch(x, rule)
     if bounded.any():
         column = np.where(bounded, candidates.index(rule["band10"]), column)
+    spread = spread_branch(x, rule)
+    if spread.any():
+        column = np.where(spread, candidates.index(rule["band12"]), column)
     cornered = corner_branch(x, rule)
     if cornered.any():
         column = np.where(cornered, candidates.index(rule["band11"]), column)
@@ -1046,32 +1080,65 @@ def rule_tree(rule: dict, candidates) -> list[dict]:
     """A GRID_RULE decision list as the nodes of a tree (a node may be reached from two parents;
     a tree goes left at or below its threshold, so a bound "at least v" splits just below v): the
     corner branch first (nodes 0-6), the bound branch next (7-11), then the list (12 onwards,
-    _list_tree)."""
-    feature = GRID_FEATURES.index
+    _list_tree), then (where recorded) the corner spread branch, which the corner branch falls
+    through to and which falls through to the bound branch."""
     band10 = candidates.index(rule["band10"]) if rule["band10"] in candidates else 0  # 0: it never runs
     band11 = candidates.index(rule["band11"]) if rule["band11"] in candidates else 0
     bound, rest = 7, 12
-    corner = [
-        {"feature": feature("corner_share"), "threshold": below(rule["e12"]), "left": bound, "right": 1},
-        {"feature": feature("workload_boundary"), "threshold": rule["b12"], "left": 2, "right": bound},
-        {"feature": feature("log_signal"), "threshold": below(rule["s12"]), "left": bound, "right": 3},
-        {"feature": feature("log_signal_per_cell"), "threshold": below(rule["l12"]), "left": bound, "right": 4},
-        {"feature": feature("log_signal_per_cell"), "threshold": rule["t12"], "left": 5, "right": bound},
-        {"feature": feature("log_cells"), "threshold": rule["c12"], "left": 6, "right": bound},
-        {"leaf": band11},
-    ]
-    head = [
-        {"feature": feature("bound_share"), "threshold": below(rule["e11"]), "left": rest, "right": bound + 1},
-        {"feature": feature("workload_boundary"), "threshold": below(rule["b11"]), "left": rest, "right": bound + 2},
-        {"feature": feature("log_signal"), "threshold": below(rule["s11"]), "left": rest, "right": bound + 3},
-        {"feature": feature("log_signal_per_cell"), "threshold": rule["t11"], "left": bound + 4, "right": rest},
-        {"leaf": band10},
-    ]
+    listed = _list_tree(rule, candidates)
+    spread = rest + len(listed) if "e13" in rule else bound
+    corner = _conjunction(
+        0,
+        (
+            ("corner_share", rule["e12"], True),
+            ("workload_boundary", rule["b12"], False),
+            ("log_signal", rule["s12"], True),
+            ("log_signal_per_cell", rule["l12"], True),
+            ("log_signal_per_cell", rule["t12"], False),
+            ("log_cells", rule["c12"], False),
+        ),
+        spread,
+        band11,
+    )
+    head = _conjunction(
+        bound,
+        (
+            ("bound_share", rule["e11"], True),
+            ("workload_boundary", rule["b11"], True),
+            ("log_signal", rule["s11"], True),
+            ("log_signal_per_cell", rule["t11"], False),
+        ),
+        rest,
+        band10,
+    )
     shifted = [
         node if "leaf" in node else {**node, "left": node["left"] + rest, "right": node["right"] + rest}
-        for node in _list_tree(rule, candidates)
+        for node in listed
     ]
-    return corner + head + shifted
+    if "e13" not in rule:
+        return corner + head + shifted
+    band12 = candidates.index(rule["band12"]) if rule["band12"] in candidates else 0
+    tests = (
+        ("corner_share", rule["e13"], True),
+        ("offpeak_share", rule["o13"], True),
+        ("log_signal", rule["s13"], True),
+        ("log_signal_per_cell", rule["t13"], False),
+    )
+    tail = _conjunction(spread, tests, bound, band12)
+    return corner + head + shifted + tail
+
+
+def _conjunction(start: int, tests, otherwise: int, leaf: int) -> list[dict]:
+    """Tree nodes, the first numbered ``start``, that reach a leaf naming candidate ``leaf`` where
+    every test holds and node ``otherwise`` where one fails; a test is (feature, threshold, at
+    least: True, at most: False)."""
+    nodes = []
+    for k, (name, threshold, at_least) in enumerate(tests):
+        on = start + k + 1
+        split = below(threshold) if at_least else threshold
+        left, right = (otherwise, on) if at_least else (on, otherwise)
+        nodes.append({"feature": GRID_FEATURES.index(name), "threshold": split, "left": left, "right": right})
+    return [*nodes, {"leaf": leaf}]
 
 
 def _list_tree(rule: dict, candidates) -> list[dict]:
@@ -1161,7 +1228,8 @@ def fit_rules(x, keys, per_row, candidates, args) -> GridSelector:
     those of the concentrated, clustered and non-negative branches (CONCENTRATED_RULE,
     CLUSTERED_RULE, NONNEGATIVE_RULE), all on the rows of the shapes other than those of the
     families heaped on the bounds (HEAPED_FAMILIES: ``bound-<k>``, ``amounts-<k>``); last, on
-    every row, the bound branch (BOUND_RULE), then the corner branch (CORNER_RULE).  The shapes
+    every row, the bound branch (BOUND_RULE), the corner branch (CORNER_RULE), then the corner
+    spread branch (SPREAD_RULE).  The shapes
     heaped on their bounds are there to fit those branches: their rows outside them, at the
     lowest signals and on prefix rectangles, would otherwise pull the list's first stage away
     from the other shapes (held out, a list fitted on them too was far worse: docs/data-aware.md,
@@ -1174,7 +1242,7 @@ def fit_rules(x, keys, per_row, candidates, args) -> GridSelector:
     listed = np.array([not k[0].startswith(HEAPED_FAMILIES) for k in keys])
     chosen = _fit_list(x[listed], [k for k, m in zip(keys, listed) if m], per_row[listed], candidates, args)
     costs = _cell_cost(keys, per_row, args)
-    chosen = _fit_stages((BOUND_RULE, CORNER_RULE), chosen, x, per_row, candidates, args, costs)
+    chosen = _fit_stages((BOUND_RULE, CORNER_RULE, SPREAD_RULE), chosen, x, per_row, candidates, args, costs)
     nodes = rule_tree(chosen, candidates)
     model = {"nodes": nodes, "depth": tree_depth(nodes), "min_leaf": 0, "margin": 0.0, "rules": chosen}
     return GridSelector("tree", candidates, model)
@@ -1197,7 +1265,7 @@ def _cell_cost(keys, per_row, args):
 
 def _fit_list(x, keys, per_row, candidates, args) -> dict:
     """fit_rules' first seven stages (GRID_RULE, then PEAK_RULE to NONNEGATIVE_RULE in turn),
-    the bound and corner branches off."""
+    the bound, corner and corner spread branches off."""
     costs = _cell_cost(keys, per_row, args)
     cell, size, cell_cost = costs
     rows = np.arange(x.shape[0])
@@ -1232,7 +1300,7 @@ def _fit_list(x, keys, per_row, candidates, args) -> dict:
             scores[(upper, setting)] = (float(w), float(t))
     # the later stages' branches (and the bound branch), off (first settings) in the first
     later = (PEAK_RULE, TOWNS_RULE, SMALL_RULE, CONCENTRATED_RULE, CLUSTERED_RULE, NONNEGATIVE_RULE)
-    off = {k: v[0] for grid in (*later, BOUND_RULE, CORNER_RULE) for k, v in grid.items()}
+    off = {k: v[0] for grid in (*later, BOUND_RULE, CORNER_RULE, SPREAD_RULE) for k, v in grid.items()}
     chosen, best = None, None
     for values in itertools.product(*GRID_RULE.values()):
         rule = dict(zip(GRID_RULE, values))

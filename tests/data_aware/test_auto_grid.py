@@ -507,9 +507,10 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
     >= q9 and o9 <= offpeak_share <= u9, else (where recorded) band9 where concentration >= q10,
     workload_boundary >= b10, s10 <= log_signal_per_cell <= t10 and log_signal_per_occupied <= p10;
     over all of these, band10 where bound_share >= e11, workload_boundary >= b11, log_signal >=
-    s11 and log_signal_per_cell <= t11; and over all, band11 where corner_share >= e12,
-    workload_boundary <= b12, log_signal >= s12, l12 <= log_signal_per_cell <= t12 and log_cells
-    <= c12."""
+    s11 and log_signal_per_cell <= t11; over all of these (where recorded), band12 where
+    corner_share >= e13, offpeak_share >= o13, log_signal >= s13 and log_signal_per_cell <= t13;
+    and over all, band11 where corner_share >= e12, workload_boundary <= b12, log_signal >= s12,
+    l12 <= log_signal_per_cell <= t12 and log_cells <= c12."""
     sel = shipped_grid()
     rule = recorded_rules(sel)
     # signal per cell, _, sparsity, concentration, log2 cells, log epsilon, off-peak share, boundary
@@ -529,6 +530,9 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
     thresholds.update({"e12": 10, "b12": 7, "s12": 9, "l12": 0, "t12": 0, "c12": 4})
     if "h6" in rule:  # the towns branch's bound share (selectors fitted since the amounts-<k> family)
         thresholds["h6"] = 8
+    spreading = "e13" in rule  # the corner spread branch (selectors fitted since it)
+    if spreading:
+        thresholds.update({"e13": 10, "o13": 6, "s13": 9, "t13": 0})
     placements = [(rule[k], (column,)) for k, column in thresholds.items()]
     x = rule_test_rows(sel, np.random.default_rng(6), 6000, columns, placements)
     signal, sparsity, concentration, cells, offpeak, boundary = x[:, 0], x[:, 2], x[:, 3], x[:, 4], x[:, 6], x[:, 7]
@@ -583,10 +587,22 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
     )
     in_corner = (cornered >= rule["e12"]) & (boundary <= rule["b12"]) & (records >= rule["s12"])
     in_corner &= (signal >= rule["l12"]) & (signal <= rule["t12"]) & (cells <= rule["c12"])
+    spread = np.zeros(x.shape[0], dtype=bool)
+    if spreading:
+        spread = (cornered >= rule["e13"]) & (offpeak >= rule["o13"]) & (records >= rule["s13"])
+        spread &= signal <= rule["t13"]
     listed_choice = list(expected)
     expected = [rule["band10"] if on_bounds[i] else e for i, e in enumerate(expected)]
+    bounded_choice = list(expected)
+    expected = [rule["band12"] if spread[i] else e for i, e in enumerate(expected)]
     expected = [rule["band11"] if in_corner[i] else e for i, e in enumerate(expected)]
     assert sel.choose(x) == expected
+    if spreading and rule["e13"] != 9.0:  # the corner spread branch runs: both sides of each bound, a change
+        gated = (offpeak >= rule["o13"]) & (records >= rule["s13"]) & (signal <= rule["t13"]) & ~in_corner
+        assert (gated & (cornered < rule["e13"])).any() and (gated & (cornered >= rule["e13"])).any()
+        gated = (cornered >= rule["e13"]) & (records >= rule["s13"]) & (signal <= rule["t13"]) & ~in_corner
+        assert (gated & (offpeak < rule["o13"])).any() and (gated & (offpeak >= rule["o13"])).any()
+        assert any(e != c for e, c, b in zip(expected, bounded_choice, spread & ~in_corner) if b)
     if rule["e12"] != 9.0:  # the corner branch runs: both sides of its bound, and it changes some choice
         gated = (boundary <= rule["b12"]) & (records >= rule["s12"]) & (signal >= rule["l12"])
         gated &= (signal <= rule["t12"]) & (cells <= rule["c12"])
@@ -946,6 +962,14 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
         "band11": ("agrid", "kd_tree"),
     }
     monkeypatch.setattr(script, "CORNER_RULE", corner_grid)
+    spread_grid = {
+        "e13": (9.0, 0.3, 0.6),
+        "o13": (0.2, 0.5),
+        "s13": (1.0, 3.0),
+        "t13": (1.0, 9.0),
+        "band12": ("kd_tree", "agrid", "dawa_hilbert", "ugrid", "auto"),
+    }
+    monkeypatch.setattr(script, "SPREAD_RULE", spread_grid)
     rng = np.random.default_rng(8)
     rows, candidates = 600, ("auto", "agrid", "ugrid", "dawa_hilbert", "kd_tree", "auto_nonnegative")
     x = np.column_stack(
@@ -995,6 +1019,7 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
         **{"q10": 9.0, "b10": 1.2, "s10": -1.5, "t10": 1.0, "p10": 9.0, "band9": "auto_nonnegative"},
         **{"e11": 9.0, "b11": 0.0, "s11": 1.0, "t11": 0.5, "band10": "auto_nonnegative"},
         **{"e12": 9.0, "b12": 1.5, "s12": 1.0, "l12": -2.0, "t12": 1.0, "c12": 12.0, "band11": "agrid"},
+        **{"e13": 9.0, "o13": 0.2, "s13": 1.0, "t13": 1.0, "band12": "kd_tree"},
     }
     later = (
         (peak_grid, "s5"),
@@ -1005,6 +1030,7 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
         (nonnegative_grid, "q10"),
         (bound_grid, "e11"),
         (corner_grid, "e12"),
+        (spread_grid, "e13"),
     )
     best, chosen = None, None
     for values in itertools.product(*small.values()):
@@ -1026,7 +1052,9 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
             setting = dict(zip(grid, values))
             if setting[gate] == never[gate] and any(setting[k] != never[k] for k in grid):
                 continue
-            key = rank({**fixed, **setting}, None if grid in (bound_grid, corner_grid) else listed, bound=1.5)
+            key = rank(
+                {**fixed, **setting}, None if grid in (bound_grid, corner_grid, spread_grid) else listed, bound=1.5
+            )
             if best is None or key < best:
                 best, chosen = key, {**fixed, **setting}
     assert all(chosen[gate] != never[gate] for _, gate in later)  # each later stage changes it
@@ -1045,7 +1073,7 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
     unrefitted = script.rule_choice(x, {**chosen, **{k: v[0] for k, v in nonnegative_grid.items()}}, candidates)
     assert [candidates.index(c) for c in base.choose(x)] == unrefitted.tolist() != picked.tolist()
     assert base.model["rules"]["q10"] == 9.0 and got.model["rules"] == chosen
-    for branch, gate in ((script.bound_branch, "e11"), (script.corner_branch, "e12")):
+    for branch, gate in ((script.bound_branch, "e11"), (script.corner_branch, "e12"), (script.spread_branch, "e13")):
         assert (branch(x, chosen) & (picked != script.rule_choice(x, {**chosen, gate: 9.0}, candidates))).any()
 
 
@@ -1061,7 +1089,7 @@ def test_training_script_later_stages_bound_the_ratio_to_auto_by_stage_to_auto(m
     monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
     script = importlib.import_module("train_auto_grid")
     candidates = ("auto", "agrid", "ugrid", "dawa_hilbert", "kd_tree", "auto_nonnegative")
-    stages = ("GRID", "PEAK", "TOWNS", "SMALL", "CONCENTRATED", "CLUSTERED", "NONNEGATIVE", "BOUND", "CORNER")
+    stages = ("GRID", "PEAK", "TOWNS", "SMALL", "CONCENTRATED", "CLUSTERED", "NONNEGATIVE", "BOUND", "CORNER", "SPREAD")
     off = {k: v[0] for stage in stages for k, v in getattr(script, f"{stage}_RULE").items()}
     x = np.zeros((4, len(GRID_FEATURES)))
     x[:, GRID_FEATURES.index("bound_share")] = 1.0
