@@ -894,6 +894,30 @@ SPREAD_RULE = {
     "band12": ("agrid", "kd_tree"),
 }
 
+#: Each of the last three branches as the tests that must all hold for it to run: (feature,
+#: the rule's key of its threshold, at least: True, at most: False).  Both the branch's rows
+#: (branch_rows) and its nodes in the tree (rule_tree) are read from them.
+BOUND_TESTS = (
+    ("bound_share", "e11", True),
+    ("workload_boundary", "b11", True),
+    ("log_signal", "s11", True),
+    ("log_signal_per_cell", "t11", False),
+)
+CORNER_TESTS = (
+    ("corner_share", "e12", True),
+    ("workload_boundary", "b12", False),
+    ("log_signal", "s12", True),
+    ("log_signal_per_cell", "l12", True),
+    ("log_signal_per_cell", "t12", False),
+    ("log_cells", "c12", False),
+)
+SPREAD_TESTS = (
+    ("corner_share", "e13", True),
+    ("offpeak_share", "o13", True),
+    ("log_signal", "s13", True),
+    ("log_signal_per_cell", "t13", False),
+)
+
 #: The training families heaped on the grid's bounds, fitted only in the last three stages
 #: (fit_rules).
 HEAPED_FAMILIES = ("bound-", "amounts-")
@@ -1003,28 +1027,24 @@ def nonnegative_branch(x, rule: dict) -> np.ndarray:
     )
 
 
+def branch_rows(x, rule: dict, tests) -> np.ndarray:
+    """The rows of GRID_FEATURES where every one of a branch's ``tests`` holds at ``rule``'s
+    thresholds."""
+    rows = np.ones(x.shape[0], dtype=bool)
+    for name, key, at_least in tests:
+        column = x[:, GRID_FEATURES.index(name)]
+        rows &= column >= rule[key] if at_least else column <= rule[key]
+    return rows
+
+
 def bound_branch(x, rule: dict) -> np.ndarray:
     """The rows where a decision list's bound branch (BOUND_RULE) would run (reached or not)."""
-    signal = x[:, GRID_FEATURES.index("log_signal_per_cell")]
-    return (
-        (x[:, GRID_FEATURES.index("bound_share")] >= rule["e11"])
-        & (_boundary(x) >= rule["b11"])
-        & (x[:, GRID_FEATURES.index("log_signal")] >= rule["s11"])
-        & (signal <= rule["t11"])
-    )
+    return branch_rows(x, rule, BOUND_TESTS)
 
 
 def corner_branch(x, rule: dict) -> np.ndarray:
     """The rows where a decision list's corner branch (CORNER_RULE) would run (reached or not)."""
-    signal = x[:, GRID_FEATURES.index("log_signal_per_cell")]
-    return (
-        (x[:, GRID_FEATURES.index("corner_share")] >= rule["e12"])
-        & (_boundary(x) <= rule["b12"])
-        & (x[:, GRID_FEATURES.index("log_signal")] >= rule["s12"])
-        & (signal >= rule["l12"])
-        & (signal <= rule["t12"])
-        & (x[:, GRID_FEATURES.index("log_cells")] <= rule["c12"])
-    )
+    return branch_rows(x, rule, CORNER_TESTS)
 
 
 def spread_branch(x, rule: dict) -> np.ndarray:
@@ -1032,12 +1052,7 @@ def spread_branch(x, rule: dict) -> np.ndarray:
     not; nowhere for a list fitted without it)."""
     if "e13" not in rule:
         return np.zeros(x.shape[0], dtype=bool)
-    return (
-        (x[:, GRID_FEATURES.index("corner_share")] >= rule["e13"])
-        & (x[:, GRID_FEATURES.index("offpeak_share")] >= rule["o13"])
-        & (x[:, GRID_FEATURES.index("log_signal")] >= rule["s13"])
-        & (x[:, GRID_FEATURES.index("log_signal_per_cell")] <= rule["t13"])
-    )
+    return branch_rows(x, rule, SPREAD_TESTS)
 
 
 def rule_choice(x, rule: dict, candidates) -> np.ndarray:
@@ -1087,30 +1102,8 @@ def rule_tree(rule: dict, candidates) -> list[dict]:
     bound, rest = 7, 12
     listed = _list_tree(rule, candidates)
     spread = rest + len(listed) if "e13" in rule else bound
-    corner = _conjunction(
-        0,
-        (
-            ("corner_share", rule["e12"], True),
-            ("workload_boundary", rule["b12"], False),
-            ("log_signal", rule["s12"], True),
-            ("log_signal_per_cell", rule["l12"], True),
-            ("log_signal_per_cell", rule["t12"], False),
-            ("log_cells", rule["c12"], False),
-        ),
-        spread,
-        band11,
-    )
-    head = _conjunction(
-        bound,
-        (
-            ("bound_share", rule["e11"], True),
-            ("workload_boundary", rule["b11"], True),
-            ("log_signal", rule["s11"], True),
-            ("log_signal_per_cell", rule["t11"], False),
-        ),
-        rest,
-        band10,
-    )
+    corner = _conjunction(0, rule, CORNER_TESTS, spread, band11)
+    head = _conjunction(bound, rule, BOUND_TESTS, rest, band10)
     shifted = [
         node if "leaf" in node else {**node, "left": node["left"] + rest, "right": node["right"] + rest}
         for node in listed
@@ -1118,24 +1111,18 @@ def rule_tree(rule: dict, candidates) -> list[dict]:
     if "e13" not in rule:
         return corner + head + shifted
     band12 = candidates.index(rule["band12"]) if rule["band12"] in candidates else 0
-    tests = (
-        ("corner_share", rule["e13"], True),
-        ("offpeak_share", rule["o13"], True),
-        ("log_signal", rule["s13"], True),
-        ("log_signal_per_cell", rule["t13"], False),
-    )
-    tail = _conjunction(spread, tests, bound, band12)
+    tail = _conjunction(spread, rule, SPREAD_TESTS, bound, band12)
     return corner + head + shifted + tail
 
 
-def _conjunction(start: int, tests, otherwise: int, leaf: int) -> list[dict]:
+def _conjunction(start: int, rule: dict, tests, otherwise: int, leaf: int) -> list[dict]:
     """Tree nodes, the first numbered ``start``, that reach a leaf naming candidate ``leaf`` where
-    every test holds and node ``otherwise`` where one fails; a test is (feature, threshold, at
-    least: True, at most: False)."""
+    every one of a branch's ``tests`` (BOUND_TESTS, ...) holds at ``rule``'s thresholds and node
+    ``otherwise`` where one fails: the rows branch_rows gives."""
     nodes = []
-    for k, (name, threshold, at_least) in enumerate(tests):
+    for k, (name, key, at_least) in enumerate(tests):
         on = start + k + 1
-        split = below(threshold) if at_least else threshold
+        split = below(rule[key]) if at_least else rule[key]
         left, right = (otherwise, on) if at_least else (on, otherwise)
         nodes.append({"feature": GRID_FEATURES.index(name), "threshold": split, "left": left, "right": right})
     return [*nodes, {"leaf": leaf}]
