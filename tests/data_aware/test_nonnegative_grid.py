@@ -79,6 +79,26 @@ def monte_carlo(x, trials=60):
     return ((fits - truth) ** 2).mean(0), ((squares - truth) ** 2).mean(0), fits.std(0), np.mean(boots, 0)
 
 
+def test_the_chosen_design_is_kept_for_the_same_settings_and_chosen_again_when_they_change():
+    """A second release of the same shape and epsilon reuses the design chosen for the first (the
+    same object, the same cells as a fresh mechanism's); a new epsilon, workload or relation
+    chooses again, as select_grid does for them."""
+    x = sparse_grid()
+    mech = NonnegativeAuto(workload="prefix-rectangles")
+    first = mech.least_squares_mechanism(x.shape, 0.8)
+    assert mech.least_squares_mechanism(x.shape, 0.8) is first
+    np.testing.assert_array_equal(
+        mech.release(x, 0.8, rng=3).counts, NonnegativeAuto(workload="prefix-rectangles").release(x, 0.8, rng=3).counts
+    )
+    assert mech.least_squares_mechanism(x.shape, 0.5) is not first
+    for attribute, value in (("workload", "all-rectangles"), ("neighbours", "replace")):
+        setattr(mech, attribute, value)
+        chosen = mech.least_squares_mechanism(x.shape, 0.8)
+        expected = dprange.select_grid(x.shape, 0.8, workload=mech.workload, neighbours=mech.neighbours).mechanism
+        assert chosen is not first and chosen.parameters() == expected.parameters()
+        assert chosen.name == expected.name
+
+
 def test_on_sparse_data_the_fit_has_a_fraction_of_autos_error():
     """Six heavy cells in 256: the noise of the empty cells is removed, so the rectangles that
     are not the whole grid have a fraction of auto's MSE (about 0.6x and 0.3-0.4x; 60 releases,

@@ -12,7 +12,8 @@ import pytest
 from conftest import exact_nnls_with_equality
 from dprange import ConvergenceWarning, ParameterError
 from dprange.inference.nnls import nnls
-from dprange.inference.simplex_fit import project_onto_simplex, simplex_fit
+from dprange.inference.p_identity import DiagonalPlusRows
+from dprange.inference.simplex_fit import _NormalOperator, project_onto_simplex, simplex_fit, simplex_threshold
 from dprange.measurements import LinearMeasurement, Measurements
 from dprange.operators.dense import Explicit
 from dprange.operators.structured import Kron
@@ -42,6 +43,57 @@ def test_projection_is_a_shift_clipped_at_zero_and_the_nearest_point(seed):
     others = rng.dirichlet(np.ones(values.size), 2000) * total
     assert np.all(((others - values.ravel()) ** 2).sum(1) >= ((x - values) ** 2).sum() - 1e-9)
     assert np.array_equal(project_onto_simplex(values, 0.0), np.zeros_like(values))
+
+
+def sorted_threshold(values, total):
+    """The threshold by sorting (Duchi et al., ICML 2008): the reference simplex_threshold must meet."""
+    ordered = np.sort(values)[::-1]
+    excess = np.cumsum(ordered) - total
+    ranks = np.arange(1, ordered.size + 1)
+    last = np.flatnonzero(ordered - excess / ranks > 0)[-1]
+    return excess[last] / ranks[last]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_threshold_by_newton_is_the_sorted_threshold_from_any_start(seed):
+    """Newton's threshold equals the sorting formula's (to rounding) from no start, from below,
+    from above, from above every value and from a non-finite start, on values with ties and
+    spikes, and gives the total."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 400))
+    values = np.round(rng.standard_t(2, n) * 10 ** rng.uniform(-2, 3), int(rng.integers(0, 3)))
+    if seed % 4 == 0:
+        values[rng.integers(0, n, n // 3 + 1)] = values[0]  # ties
+    total = float(10 ** rng.uniform(-3, 4))
+    expected = sorted_threshold(values, total)
+    scale = 1e-12 * (np.abs(values).max() + total)
+    starts = [None, expected - 10 ** rng.uniform(-3, 3), expected + 10 ** rng.uniform(-3, 3), values.max() + 1, np.nan]
+    for start in starts:
+        tau = simplex_threshold(values, total, start)
+        assert tau == pytest.approx(expected, abs=scale)
+        assert np.maximum(values - tau, 0).sum() == pytest.approx(total, rel=1e-9, abs=scale)
+
+
+def test_gram_of_a_p_identity_block_and_of_its_kronecker_product_against_dense():
+    """DiagonalPlusRows.gram() is A^T A (dense), and the normal operator of a Kronecker product of
+    such blocks (applied as its Gram operator) equals A^T A x / v and A^T y / v."""
+    rng = np.random.default_rng(3)
+    a = DiagonalPlusRows(rng.integers(1, 9, 6), rng.integers(0, 4, (2, 6)))
+    b = DiagonalPlusRows(rng.integers(1, 9, 5), rng.integers(0, 4, (3, 5)))
+    for block in (a, b):
+        np.testing.assert_allclose(block.gram().dense(), block.dense().T @ block.dense(), rtol=1e-14)
+    kron = Kron([a, b])
+    dense = np.kron(a.dense(), b.dense())
+    y = rng.normal(size=dense.shape[0])
+    normal = _NormalOperator(measured([kron], [y], [2.5]))
+    assert normal.grams[0] is not None
+    x = rng.normal(size=dense.shape[1])
+    np.testing.assert_allclose(normal(x), dense.T @ dense @ x / 2.5, rtol=1e-12)
+    np.testing.assert_allclose(normal.rhs, dense.T @ y / 2.5, rtol=1e-12)
+    varied = _NormalOperator(
+        Measurements([LinearMeasurement(kron, y, rng.uniform(1, 2, dense.shape[0]))], dense.shape[1], 1.0)
+    )
+    assert varied.grams[0] is None  # rows of different variances: products, not the Gram
 
 
 def test_projection_of_a_point_of_the_set_is_itself_and_a_bad_total_is_refused():

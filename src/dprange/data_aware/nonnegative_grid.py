@@ -249,10 +249,18 @@ class NonnegativeAuto(DataAwareGridMechanism):
         }
 
     def least_squares_mechanism(self, shape, epsilon: float) -> GridMechanism:
-        """The design ``auto`` chooses for the workload at ``epsilon`` (public values only)."""
-        return auto_design(
-            shape, epsilon, self.workload, neighbours=self.neighbours, noise=self.noise, order=self.order
-        )
+        """The design ``auto`` chooses for the workload at ``epsilon`` (public values only), kept
+        for the next release of the same shape, epsilon and settings (choosing it ranks every
+        candidate design by its exact error: a third of a second at 256 x 256)."""
+        key = (tuple(shape), float(epsilon), self.neighbours, self.noise, self.order)
+        kept = getattr(self, "_chosen_design", None)
+        if kept is None or kept[0] != key or kept[1] is not self.workload:
+            design = auto_design(
+                shape, epsilon, self.workload, neighbours=self.neighbours, noise=self.noise, order=self.order
+            )
+            kept = (key, self.workload, design)
+            self._chosen_design = kept
+        return kept[2]
 
     def release(self, counts, epsilon, *, delta=0.0, rng=None, domain=None) -> DataAwareGridRelease:  # type: ignore[override]
         counts, epsilon = self._check(counts, epsilon, delta)

@@ -54,6 +54,7 @@ class DiagonalPlusRows(Operator):
         self.diagonal = d
         self.rows = c
         self._sensitivity_cache: dict = {}
+        self._largest_gram_eigenvalue: float | None = None
 
     def _apply(self, X):
         return np.vstack([self.diagonal[:, None] * X, self.rows @ X])
@@ -61,6 +62,17 @@ class DiagonalPlusRows(Operator):
     def _apply_adjoint(self, Y):
         n = self.diagonal.size
         return self.diagonal[:, None] * Y[:n] + self.rows.T @ Y[n:]
+
+    def gram(self) -> Operator:
+        """A^T A = diag(d^2) + C^T C, applied in O(n p) a column without forming it."""
+        return DiagonalPlusGram(self.diagonal**2, self.rows)
+
+    def largest_gram_eigenvalue(self) -> float:
+        """The largest eigenvalue of A^T A (computed once: a symmetric n x n eigenvalue problem)."""
+        if self._largest_gram_eigenvalue is None:
+            dense = self.gram().dense()
+            self._largest_gram_eigenvalue = float(np.linalg.eigvalsh(dense)[-1])  # O(n^3), once
+        return self._largest_gram_eigenvalue
 
     def answers(self, x):
         """Exact integer answers on integer counts (:meth:`integer_product` in the dtype of
@@ -124,6 +136,26 @@ class DiagonalPlusRows(Operator):
             dist[idx - block.start, idx] = -np.inf  # j == k is not a pair
             best = max(best, float(dist.max()))
         return _exact_number(best) if exact else best
+
+
+class DiagonalPlusGram(Operator):
+    """The symmetric n x n operator diag(s) + C^T C (C: p x n), the Gram matrix of
+    :class:`DiagonalPlusRows`: a product costs O(n p) a column (two products by C), where A^T (A X)
+    would also stack and copy the n + p rows of A X."""
+
+    def __init__(self, squares, rows):
+        self.squares = np.asarray(squares, dtype=float).ravel()
+        self.rows = np.atleast_2d(np.asarray(rows, dtype=float))
+        super().__init__((self.squares.size, self.squares.size))
+
+    def _apply(self, X):
+        return self.squares[:, None] * X + self.rows.T @ (self.rows @ X)  # cost: O(n p) a column
+
+    def _apply_adjoint(self, Y):
+        return self._apply(Y)
+
+    def dense(self) -> np.ndarray:
+        return np.diag(self.squares) + self.rows.T @ self.rows
 
 
 class PIdentityEstimate:

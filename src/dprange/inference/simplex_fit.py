@@ -9,15 +9,19 @@ with one product by each block and its adjoint per iteration instead of ADMM's i
 squares: FISTA (Beck and Teboulle, "A Fast Iterative Shrinkage-Thresholding Algorithm for Linear
 Inverse Problems", SIAM Journal on Imaging Sciences 2009) with the gradient restart of
 O'Donoghue and Candes ("Adaptive Restart for Accelerated Gradient Schemes", Foundations of
-Computational Mathematics 2015), and the projection onto the scaled simplex by sorting (Duchi,
+Computational Mathematics 2015), and the projection onto the scaled simplex (Duchi,
 Shalev-Shwartz, Singer and Chandra, "Efficient Projections onto the l1-Ball for Learning in
-High Dimensions", ICML 2008).  The step is the inverse of the gradient's Lipschitz constant, the
-largest eigenvalue of sum_i A_i^T A_i / v_i, found by power iteration with a safety margin.
+High Dimensions", ICML 2008) with its threshold found by Newton's method from the last
+iterate's (no sort).  The step is the inverse of the gradient's Lipschitz constant, the
+largest eigenvalue of sum_i A_i^T A_i / v_i: from the factors' Gram matrices for Kronecker
+products of p-Identity blocks (the optimised 2-D designs), else by power iteration with a safety
+margin.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import warnings
 
 import numpy as np
@@ -25,6 +29,8 @@ import numpy as np
 from .._validation import check_positive_int
 from ..errors import ConvergenceWarning, ParameterError
 from ..measurements import Measurements
+from ..operators.structured import Kron
+from .p_identity import DiagonalPlusRows
 
 #: Power iterations for the Lipschitz constant, and the margin it is multiplied by (the power
 #: method approaches the largest eigenvalue from below; a step above 2 / L would diverge).
@@ -34,17 +40,42 @@ LIPSCHITZ_MARGIN = 1.05
 
 def project_onto_simplex(values, total: float) -> np.ndarray:
     """The Euclidean projection of ``values`` onto {x >= 0, sum(x) = total} (zeros where
-    ``total`` is not positive).  Cost: one sort."""
+    ``total`` is not positive): max(values - tau, 0) with the threshold tau of
+    :func:`simplex_threshold`."""
     values = np.asarray(values, dtype=float)
     if not np.isfinite(total):
         raise ParameterError(f"the total must be finite, got {total!r}")
     if total <= 0 or values.size == 0:
         return np.zeros_like(values)
-    ordered = np.sort(values.ravel())[::-1]  # cost: one sort of the cells
-    excess = np.cumsum(ordered) - total
-    ranks = np.arange(1, ordered.size + 1)
-    last = np.flatnonzero(ordered - excess / ranks > 0)[-1]  # the first entry always qualifies
-    return np.maximum(values - excess[last] / ranks[last], 0.0)
+    return np.maximum(values - simplex_threshold(values.ravel(), total), 0.0).reshape(values.shape)
+
+
+def simplex_threshold(values: np.ndarray, total: float, start: float | None = None) -> float:
+    """The tau with sum(max(values - tau, 0)) = ``total`` > 0, by Newton's method on that
+    decreasing, convex, piecewise-linear function (Michelot, "A finite algorithm for finding the
+    projection of a point onto the canonical simplex of R^n", Journal of Optimization Theory and
+    Applications 1986, from below).  From ``start`` (e.g. the threshold of the last iterate of a
+    fit, a few steps away) or, if None or above every value, from (sum(values) - total) / n,
+    which lies below tau.  A step from above lands below tau (the tangent of a convex function lies
+    under it); from below each step moves up and drops at least one value from the active set, so
+    it ends after at most n steps, at tau = (sum of the active values - total) / their number:
+    the sorting projection's formula (Duchi et al., ICML 2008) on the same set.  Cost O(n) a step."""
+    tau = float(start) if start is not None and np.isfinite(start) else math.inf
+    active = values > tau
+    count = int(np.count_nonzero(active))
+    if count == 0:  # no start, or one above every value: the mean's threshold, below the root
+        tau = (float(values.sum()) - total) / values.size
+        active = values > tau
+        count = int(np.count_nonzero(active))
+    following = tau
+    for _ in range(values.size + 2):  # at most n steps from below; the bound guards rounding
+        following = (float(np.sum(values, where=active)) - total) / count  # cost: one pass
+        now_active = values > following
+        now_count = int(np.count_nonzero(now_active))
+        if (now_count == count and following >= tau) or now_count == 0:  # the set holds: the root
+            return following  # (none active: the total lost in rounding beside the top value)
+        tau, active, count = following, now_active, now_count
+    return following
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,7 +89,9 @@ class SimplexFit:
 
 
 class _NormalOperator:
-    """x -> sum_i A_i^T A_i x / v_i, and b = sum_i A_i^T y_i / v_i, from the blocks' products."""
+    """x -> sum_i A_i^T A_i x / v_i, and b = sum_i A_i^T y_i / v_i, from the blocks' products.
+    A block of one noise variance whose Gram operator is cheaper to apply than a product and an
+    adjoint product (:func:`_structured_gram`) is applied as that Gram operator."""
 
     def __init__(self, measurements: Measurements):
         self.blocks = [m.block for m in measurements.measurements]
@@ -69,14 +102,26 @@ class _NormalOperator:
             A.rmatvec(w * np.asarray(m.values, dtype=float))
             for A, w, m in zip(self.blocks, self.inverse_variances, measurements.measurements)
         )
+        self.grams = [
+            _structured_gram(A) if w.size and np.all(w == w[0]) else None
+            for A, w in zip(self.blocks, self.inverse_variances)
+        ]
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         return sum(
-            A.rmatvec(w * A.matvec(x)) for A, w in zip(self.blocks, self.inverse_variances)
-        )  # cost: 2 products a block
+            w[0] * G.matvec(x) if G is not None else A.rmatvec(w * A.matvec(x))
+            for A, G, w in zip(self.blocks, self.grams, self.inverse_variances)
+        )  # cost: a Gram product or 2 products a block
 
     def largest_eigenvalue(self, n: int) -> float:
-        """The power method from a fixed start, times LIPSCHITZ_MARGIN."""
+        """An upper bound on the largest eigenvalue, times LIPSCHITZ_MARGIN: sum_i
+        lambda_max(A_i^T A_i) / v_i where every block has one noise variance and a known largest
+        Gram eigenvalue (:func:`_known_largest`; exact for one block, where the power method
+        reaches the same value, so the steps are as before), else the power method from a fixed
+        start."""
+        known = [_known_largest(A) if G is not None else None for A, G in zip(self.blocks, self.grams)]
+        if all(value is not None for value in known):
+            return LIPSCHITZ_MARGIN * float(sum(w[0] * value for w, value in zip(self.inverse_variances, known)))
         v = 1.0 + np.cos(np.arange(n))  # a fixed start with a component along every direction in practice
         value = 0.0
         for _ in range(POWER_ITERATIONS):
@@ -86,6 +131,34 @@ class _NormalOperator:
                 break
             v = w
         return value * LIPSCHITZ_MARGIN
+
+
+#: A Kronecker factor's Gram matrix is formed (as its class forms it) up to this many columns.
+GRAM_FACTOR_COLUMNS = 1024
+
+
+def _known_largest(block) -> float | None:
+    """lambda_max(A^T A) of a p-Identity block (kept on the block), or of a Kronecker product of
+    them (the product of the factors': the eigenvalues of a Kronecker product of symmetric positive
+    semi-definite matrices are the products of theirs); None for other blocks."""
+    if isinstance(block, DiagonalPlusRows):
+        return block.largest_gram_eigenvalue()
+    if isinstance(block, Kron) and all(isinstance(f, DiagonalPlusRows) for f in block.factors):
+        return math.prod(f.largest_gram_eigenvalue() for f in block.factors)
+    return None
+
+
+def _structured_gram(block):
+    """A^T A as an operator cheaper to apply than A then A^T, or None: a p-Identity block's
+    (diag(d^2) + C^T C, no stacked n + p rows), or a Kronecker product's of such factors or of
+    factors of at most GRAM_FACTOR_COLUMNS columns (each factor's Gram, n_j x n_j at most)."""
+    if isinstance(block, DiagonalPlusRows):
+        return block.gram()
+    if isinstance(block, Kron) and all(
+        isinstance(f, DiagonalPlusRows) or f.shape[1] <= GRAM_FACTOR_COLUMNS for f in block.factors
+    ):
+        return block.gram()
+    return None
 
 
 def simplex_fit(
@@ -120,8 +193,11 @@ def simplex_fit(
     step = 1.0 / normal.largest_eigenvalue(n)
     noise_unit = np.sqrt(step)  # at most the noise standard deviation of any cell's least-squares estimate
     z, t = x.copy(), 1.0
+    tau = None
     for iteration in range(1, maxiter + 1):
-        following = project_onto_simplex(z - step * (normal(z) - normal.rhs), total)  # cost: one sort
+        pushed = z - step * (normal(z) - normal.rhs)
+        tau = simplex_threshold(pushed, total, tau)  # cost: a few passes, from the last threshold
+        following = np.maximum(pushed - tau, 0.0)
         moved = following - z
         if np.sqrt(np.mean(moved * moved)) <= tol * noise_unit:
             return SimplexFit(following, iteration, True)
