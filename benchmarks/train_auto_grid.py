@@ -61,6 +61,9 @@ re-measures the cells that ten trials leave uncertain with them.
     # with --auto-branch weighted too (W measured on the training trials 0-2 as well): a list
     # trained with the weighted branch as auto
     nice python benchmarks/train_auto_grid.py --speed    # CPU time of the features and the choice
+    python benchmarks/train_auto_grid.py --measure-only --measurements T.jsonl ... --jobs 16
+    # a table only (cells in 16 processes, the serial run's file); the whole retraining, table by
+    # table and resumable: sh benchmarks/retrain_auto_grid.sh (its header)
     nice python benchmarks/train_auto_grid.py --feature-draws 100 --test TEST.jsonl --weighted FILES
     # the shipped selector on a test table, each trial's choice averaged over its features' noise
     nice python benchmarks/train_auto_grid.py --measurements OLD.jsonl --refeature NEW.jsonl
@@ -71,6 +74,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
 import functools
 import itertools
 import json
@@ -456,21 +460,28 @@ def refeature(rows, log) -> list[dict]:
     return out
 
 
-def measure_weighted(shapes, sides, scales, trials, path, log, first_trial=0) -> None:
+def measure_weighted(shapes, sides, scales, trials, path, log, first_trial=0, jobs=1) -> None:
     """Rows of ``auto_toward_nonnegative``'s MSE (auto-data's ``auto`` branch with
     ``refit='weighted'``) at the epsilon left after the features, built for each workload's
     rectangles, release seed 1000 + trial (the measurements of ``auto``'s and
-    ``auto_nonnegative``'s rows of the same trial), appended to ``path``: what ``--weighted``
-    scores the folds' ``auto`` choices with.  Five refits a release: minutes a grid at 256 x 256."""
-    with open(path, "a") as out:
-        for side in sides:
-            for epsilon in EPSILONS:
-                for name in shapes:
-                    for scale in scales:
-                        for row in weighted_rows(name, side, scale, epsilon, range(first_trial, first_trial + trials)):
-                            out.write(json.dumps(row) + "\n")
-                        out.flush()
-                    log(f"weighted {name} {side} x {side} epsilon {epsilon}")
+    ``auto_nonnegative``'s rows of the same trial), appended to ``path`` cell by cell (by side,
+    epsilon, shape and scale; in ``jobs`` processes, written in that order): what ``--weighted``
+    scores the folds' ``auto`` choices with.  Five refits a release: seconds a grid at 256 x 256."""
+    cells = list(itertools.product(sides, EPSILONS, shapes, scales))
+    trial_range = range(first_trial, first_trial + trials)
+    start = time.time()
+    with open(path, "a") as out, contextlib.ExitStack() as stack:
+        if jobs > 1:
+            context = multiprocessing.get_context("fork")
+            pool = stack.enter_context(concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context))
+            sides_, epsilons, names, scales_ = (list(column) for column in zip(*cells))
+            done = pool.map(weighted_rows, names, sides_, scales_, epsilons, itertools.repeat(trial_range))
+        else:
+            done = (weighted_rows(name, side, scale, epsilon, trial_range) for side, epsilon, name, scale in cells)
+        for (side, epsilon, name, scale), rows in zip(cells, done):
+            out.writelines(json.dumps(row) + "\n" for row in rows)
+            out.flush()
+            log(f"weighted {name} {side} x {side} scale={scale:g} eps={epsilon}: done at {time.time() - start:.1f} s")
 
 
 def weighted_rows(name, side, scale, epsilon, trials, workloads=WORKLOADS) -> list[dict]:
@@ -548,14 +559,24 @@ def weighted_index(chosen: int, candidates) -> int:
     return len(candidates) if chosen == 0 else chosen + (chosen == len(candidates))
 
 
-def measure(shapes, sides, scales, trials, path, log, first_trial=0) -> list[dict]:
-    cache: dict = {}
+#: measure_cell's cache of rectangles, ``auto``'s exact errors and the workload candidates' designs,
+#: one per process (public values only: shared by every cell of a side and epsilon).
+CELL_CACHE: dict = {}
+
+
+def measured_cell(name, side, scale, epsilon, trials, first_trial) -> list[dict]:
+    """measure_cell with this process's CELL_CACHE (picklable, for measure_grid's processes)."""
+    return measure_cell(name, side, scale, epsilon, trials, CELL_CACHE, first_trial)
+
+
+def measure(shapes, sides, scales, trials, path, log, first_trial=0, jobs=1) -> list[dict]:
     return measure_grid(
-        lambda name, side, scale, epsilon: measure_cell(name, side, scale, epsilon, trials, cache, first_trial),
+        functools.partial(measured_cell, trials=trials, first_trial=first_trial),
         lambda name, side, scale, epsilon: f"{name} {side}x{side} scale={scale:g} eps={epsilon}",
         (sides, shapes, scales, EPSILONS),
         path,
         log,
+        jobs,
     )
 
 
@@ -1531,6 +1552,11 @@ def main(argv=None) -> int:
     parser.add_argument("--shapes", default=",".join((*DPBENCH, *SYNTHETIC)))
     parser.add_argument("--measurements", default="auto_grid_training.jsonl")
     parser.add_argument("--reuse", action="store_true", help="fit on the measurements file without measuring")
+    parser.add_argument(
+        "--measure-only",
+        action="store_true",
+        help="only measure the table (--measurements; e.g. a --test table), fitting and writing no selector",
+    )
     parser.add_argument("--selector", default=SELECTOR)
     parser.add_argument("--validation", default="auto_grid_validation.json")
     parser.add_argument("--alpha", type=float, default=10.0, help="ridge penalty")
@@ -1585,7 +1611,10 @@ def main(argv=None) -> int:
         "--skip", default="", help="fits not to validate, by name (e.g. rules-random: minutes a fold on two cores)"
     )
     parser.add_argument(
-        "--jobs", type=int, default=os.cpu_count() or 1, help="processes for the held-out fits (default: one per core)"
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="processes for the measurements and the held-out fits (default: one per core)",
     )
     args = parser.parse_args(argv)
     kinds = args.kinds.split(",")
@@ -1623,7 +1652,7 @@ def main(argv=None) -> int:
         return 0
     if args.measure_weighted:
         measure_weighted(
-            args.shapes.split(","), sides, scales, args.trials, args.measure_weighted, log, args.first_trial
+            args.shapes.split(","), sides, scales, args.trials, args.measure_weighted, log, args.first_trial, args.jobs
         )
         return 0
 
@@ -1631,7 +1660,11 @@ def main(argv=None) -> int:
         with open(args.measurements) as handle:
             rows = [json.loads(line) for line in handle]
     else:
-        rows = measure(args.shapes.split(","), sides, scales, args.trials, args.measurements, log, args.first_trial)
+        rows = measure(
+            args.shapes.split(","), sides, scales, args.trials, args.measurements, log, args.first_trial, args.jobs
+        )
+        if args.measure_only:
+            return 0
     weighted_branch = args.auto_branch == "weighted"
     if weighted_branch:
         if not args.weighted:

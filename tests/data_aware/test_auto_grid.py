@@ -1557,3 +1557,34 @@ def test_training_script_refeature_draws_each_trial_s_features_again(monkeypatch
     stale = [{**rows[0], "features": [0.0, 0.0, 0.0, 0.0, rest * 0.9]}]
     with pytest.raises(SystemExit, match="epsilon left moved"):
         script.refeature(stale, lambda message: None)
+
+
+def test_training_script_measures_a_table_in_processes_as_in_one(monkeypatch, tmp_path):
+    """benchmarks/train_auto_grid.py: the training table (measure, by measure_grid) and the
+    weighted branch's rows (measure_weighted) measured in two processes are the one-process
+    files byte for byte (every cell seeds its own samples and noise; rows in the cells' order),
+    and --measure-only writes the table and no selector."""
+    import importlib
+
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    script = importlib.import_module("train_auto_grid")
+    monkeypatch.setattr(script, "EPSILONS", (1.0,))
+    texts = {}
+    for jobs in (1, 2):
+        table, weighted = tmp_path / f"t{jobs}.jsonl", tmp_path / f"w{jobs}.jsonl"
+        rows = script.measure(["blobs-3", "corner"], [8], [100, 10_000], 2, str(table), lambda _: None, 0, jobs)
+        script.measure_weighted(["blobs-3"], [8], [100, 10_000], 2, str(weighted), lambda _: None, 100, jobs)
+        texts[jobs] = table.read_text(), weighted.read_text()
+        assert [json.loads(line) for line in texts[jobs][0].splitlines()] == rows
+    assert texts[1] == texts[2]
+    first = [json.loads(line) for line in texts[1][0].splitlines()]
+    assert [(r["shape"], r["scale"], r["trial"]) for r in first[::3]] == [
+        (shape, scale, trial) for shape in ("blobs-3", "corner") for scale in (100, 10_000) for trial in (0, 1)
+    ]
+    assert len(texts[1][1].splitlines()) == 2 * 2 * 3  # two scales, two trials, three workloads
+    selector = tmp_path / "selector.json"
+    code = script.main(
+        ["--measure-only", "--measurements", str(tmp_path / "only.jsonl"), "--shapes", "blobs-3", "--sides", "8"]
+        + ["--scales", "1e3", "--trials", "1", "--jobs", "1", "--selector", str(selector)]
+    )
+    assert code == 0 and (tmp_path / "only.jsonl").read_text() and not selector.exists()
