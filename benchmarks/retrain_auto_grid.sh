@@ -12,8 +12,10 @@
 #
 # Each table is written under a temporary name and renamed when complete, and a step whose table
 # exists is skipped: an interrupted run resumes at the step it stopped in.  Every cell seeds its
-# own samples and noise, so JOBS (processes) changes the time, not the tables.  The whole run is
-# hours of CPU (most of it at 256 x 256); SIDES and SCALES shrink it for a check of the pipeline.
+# own samples and noise, so JOBS (processes) changes the time, not the tables; each process uses
+# one BLAS thread unless OPENBLAS_NUM_THREADS says otherwise.  The whole run is hours of CPU (the
+# training table's 256 x 256 cells alone about 2.2 hours: docs/data-aware.md, "Retraining");
+# SIDES and SCALES shrink it for a check of the pipeline.
 #
 #   OUT=/tmp/auto_grid JOBS=16 sh benchmarks/retrain_auto_grid.sh
 #   OUT=/tmp/small SIDES=32 SCALES=1e3,1e5 UNSEEN_SIDES=32 sh benchmarks/retrain_auto_grid.sh
@@ -26,6 +28,7 @@ SIDES=${SIDES:-32,64,128,256}
 UNSEEN_SIDES=${UNSEEN_SIDES:-32,64,128}
 SCALES=${SCALES:-1e3,1e4,1e5,1e6,1e7}
 DPBENCH=ADULT-2D,MDSALARY-OVERT,STROKE,GOWALLA
+export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}" OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 UNSEEN=lattice-8,ring,points-500,gradient,mix-100,mix-101,mix-102,mix-103,mix-104,mix-105,mix-106,mix-107,mix-108,mix-109,mix-110,mix-111
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
