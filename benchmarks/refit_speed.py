@@ -35,15 +35,6 @@ DATA = os.path.join(HERE, "..", "..", "shared", "data", "dpbench", "2D")
 SHAPES = {"ADULT-2D": "Adult_2D_256_256.npy", "MDSALARY-OVERT": "MDSalary2D_256_256.npy"}
 
 
-def sorted_threshold(values, total, start=None):
-    """The former threshold: the sorting formula (Duchi et al., ICML 2008), a sort a call."""
-    ordered = np.sort(values)[::-1]
-    excess = np.cumsum(ordered) - total
-    ranks = np.arange(1, ordered.size + 1)
-    last = np.flatnonzero(ordered - excess / ranks > 0)[-1]
-    return float(excess[last] / ranks[last])
-
-
 @contextlib.contextmanager
 def former_steps():
     """simplex_fit as it was: products, not the Gram operator; a sort a projection; the power
@@ -51,7 +42,7 @@ def former_steps():
     saved = simplex._structured_gram, simplex._known_largest, simplex.simplex_threshold
     simplex._structured_gram = lambda block: None
     simplex._known_largest = lambda block: None
-    simplex.simplex_threshold = sorted_threshold
+    simplex.simplex_threshold = lambda values, total, start=None: simplex.sorted_threshold(values, total)
     try:
         yield
     finally:

@@ -74,6 +74,21 @@ def test_threshold_by_newton_is_the_sorted_threshold_from_any_start(seed):
         assert np.maximum(values - tau, 0).sum() == pytest.approx(total, rel=1e-9, abs=scale)
 
 
+def test_threshold_falls_back_to_sorting_after_its_newton_steps(monkeypatch):
+    """Where Newton's method has not settled within NEWTON_STEPS steps the threshold comes from
+    the sort (the same value): forced here with one step allowed, from a start far below."""
+    import dprange.inference.simplex_fit as module
+
+    rng = np.random.default_rng(5)
+    values = rng.exponential(1.0, 500) ** 3
+    expected = sorted_threshold(values, 2.0)
+    monkeypatch.setattr(module, "NEWTON_STEPS", 1)
+    calls = []
+    monkeypatch.setattr(module, "sorted_threshold", lambda v, t: calls.append(1) or sorted_threshold(v, t))
+    assert simplex_threshold(values, 2.0, values.min() - 100.0) == pytest.approx(expected, rel=1e-12)
+    assert calls == [1]
+
+
 def test_gram_of_a_p_identity_block_and_of_its_kronecker_product_against_dense():
     """DiagonalPlusRows.gram() is A^T A (dense), and the normal operator of a Kronecker product of
     such blocks (applied as its Gram operator) equals A^T A x / v and A^T y / v."""

@@ -36,6 +36,9 @@ from .p_identity import DiagonalPlusRows
 #: method approaches the largest eigenvalue from below; a step above 2 / L would diverge).
 POWER_ITERATIONS = 60
 LIPSCHITZ_MARGIN = 1.05
+#: Newton steps for the projection's threshold before it is found by sorting instead (each step
+#: drops at least one value from the active set, so n steps at worst; a few in a fit).
+NEWTON_STEPS = 50
 
 
 def project_onto_simplex(values, total: float) -> np.ndarray:
@@ -59,7 +62,8 @@ def simplex_threshold(values: np.ndarray, total: float, start: float | None = No
     which lies below tau.  A step from above lands below tau (the tangent of a convex function lies
     under it); from below each step moves up and drops at least one value from the active set, so
     it ends after at most n steps, at tau = (sum of the active values - total) / their number:
-    the sorting projection's formula (Duchi et al., ICML 2008) on the same set.  Cost O(n) a step."""
+    the sorting projection's formula (Duchi et al., ICML 2008) on the same set.  Cost O(n) a step;
+    after NEWTON_STEPS steps the threshold is found by sorting (:func:`sorted_threshold`)."""
     tau = float(start) if start is not None and np.isfinite(start) else math.inf
     active = values > tau
     count = int(np.count_nonzero(active))
@@ -67,15 +71,23 @@ def simplex_threshold(values: np.ndarray, total: float, start: float | None = No
         tau = (float(values.sum()) - total) / values.size
         active = values > tau
         count = int(np.count_nonzero(active))
-    following = tau
-    for _ in range(values.size + 2):  # at most n steps from below; the bound guards rounding
+    for _ in range(NEWTON_STEPS):
         following = (float(np.sum(values, where=active)) - total) / count  # cost: one pass
         now_active = values > following
         now_count = int(np.count_nonzero(now_active))
         if (now_count == count and following >= tau) or now_count == 0:  # the set holds: the root
             return following  # (none active: the total lost in rounding beside the top value)
         tau, active, count = following, now_active, now_count
-    return following
+    return sorted_threshold(values, total)  # a slow approach (O(n) steps at worst): sort instead
+
+
+def sorted_threshold(values: np.ndarray, total: float) -> float:
+    """The threshold of the projection by sorting (Duchi et al., ICML 2008): O(n log n)."""
+    ordered = np.sort(values)[::-1]
+    excess = np.cumsum(ordered) - total
+    ranks = np.arange(1, ordered.size + 1)
+    last = np.flatnonzero(ordered - excess / ranks > 0)[-1]  # the first entry always qualifies
+    return float(excess[last] / ranks[last])
 
 
 @dataclasses.dataclass(frozen=True)
