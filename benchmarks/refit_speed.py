@@ -5,7 +5,7 @@ probe refits), new beside the former solver steps, as JSON.
 The former steps are rebuilt by patching dprange.inference.simplex_fit back: the gradient from a
 product and an adjoint product of the design (no Gram operator), the projection's threshold by a
 full sort at every iteration, and the Lipschitz constant by 60 power iterations.  Both run the
-same releases (DPBench shapes summed to each side, a multinomial sample, epsilon 1, 2000 random
+same releases (DPBench shapes summed to each side and sampled as train_auto_grid.py does, epsilon 1, 2000 random
 rectangles, the same seeds); ``max_cell_difference`` is the largest difference between their
 released cells (the iterates differ only by rounding).  CPU seconds (``time.process_time``),
 medians of ``--repeats``; the machine may be shared.
@@ -25,14 +25,13 @@ import sys
 import time
 
 import numpy as np
+from train_auto_grid import distribution, sample
 
 import dprange.inference.simplex_fit as simplex
 from dprange.data_aware.nonnegative_grid import AutoTowardNonnegative, NonnegativeAuto
 from dprange.workloads import random_rectangles
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-DATA = os.path.join(HERE, "..", "..", "shared", "data", "dpbench", "2D")
-SHAPES = {"ADULT-2D": "Adult_2D_256_256.npy", "MDSALARY-OVERT": "MDSalary2D_256_256.npy"}
+SHAPES = ("ADULT-2D", "MDSALARY-OVERT")
 
 
 @contextlib.contextmanager
@@ -47,13 +46,6 @@ def former_steps():
         yield
     finally:
         simplex._structured_gram, simplex._known_largest, simplex.simplex_threshold = saved
-
-
-def grid(name: str, side: int, records: int, seed: int) -> np.ndarray:
-    counts = np.load(os.path.join(DATA, SHAPES[name])).astype(float)
-    summed = counts.reshape(side, 256 // side, side, 256 // side).sum(axis=(1, 3))
-    p = summed.ravel() / summed.sum()
-    return np.random.default_rng(seed).multinomial(records, p).reshape(side, side)
 
 
 def timed(mechanism, counts, epsilon: float, repeats: int):
@@ -76,7 +68,7 @@ def main(argv=None) -> int:
         shape = (side, side)
         workload = random_rectangles(shape, 2000, rng=3)
         for name in SHAPES:
-            counts = grid(name, side, args.records, seed=0)
+            counts = sample(distribution(name, side), args.records, seed=0)
             for kind in (NonnegativeAuto, AutoTowardNonnegative):
                 mechanism = kind(workload=workload)
                 mechanism.release(counts, 1.0, rng=999)  # the design chosen once, kept for the next release

@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
 import itertools
 import json
 import multiprocessing
@@ -263,35 +264,30 @@ def measure(shapes, domains, scales, trials, path, log, candidates=CANDIDATES, f
     )
 
 
-def measure_grid(run, label, axes, path, log, jobs: int = 1) -> list[dict]:
+def measure_grid(run, label, axes, path, log, jobs: int = 1, mode: str = "w") -> list[dict]:
     """``run(shape, size, scale, epsilon)`` for every cell of ``axes`` (sizes, shapes, scales,
-    epsilons; the shapes vary within a size), appending its rows to ``path`` (JSON lines, flushed
-    per cell so a long run can be followed) in that order and logging ``label`` of the cell and
-    its time.  With ``jobs`` > 1 the cells run in that many forked processes (``run`` must then
-    be picklable, e.g. a functools.partial of a module function) and are written in the same order:
-    every cell seeds its own samples and noise, so the file is the serial run's."""
+    epsilons; the shapes vary within a size), writing its rows to ``path`` (opened with ``mode``:
+    "a" appends; JSON lines, flushed per cell so a long run can be followed) in that order and
+    logging ``label`` of the cell and the time so far.  With ``jobs`` > 1 the cells run in that
+    many forked processes (``run`` must then be picklable, e.g. a functools.partial of a module
+    function) and are written in the same order: every cell seeds its own samples and noise, so
+    the file is the serial run's."""
     rows: list[dict] = []
     cells = list(itertools.product(*axes))
     start = time.time()
-    with open(path, "w") as out:
+    with open(path, mode) as out, contextlib.ExitStack() as stack:
         if jobs > 1:
             context = multiprocessing.get_context("fork")
-            with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context) as pool:
-                sizes, names, scales, epsilons = (list(column) for column in zip(*cells))
-                ordered = pool.map(run, names, sizes, scales, epsilons)  # results in the cells' order
-                for (size, name, scale, epsilon), cell in zip(cells, ordered):
-                    out.writelines(json.dumps(row) + "\n" for row in cell)
-                    out.flush()
-                    rows.extend(cell)
-                    log(f"{label(name, size, scale, epsilon)}: done at {time.time() - start:.1f} s")
-            return rows
-        for size, name, scale, epsilon in cells:
-            begun = time.time()
-            cell = run(name, size, scale, epsilon)
+            pool = stack.enter_context(concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context))
+            sizes, names, scales, epsilons = (list(column) for column in zip(*cells))
+            done = pool.map(run, names, sizes, scales, epsilons)  # results in the cells' order
+        else:
+            done = (run(name, size, scale, epsilon) for size, name, scale, epsilon in cells)
+        for (size, name, scale, epsilon), cell in zip(cells, done):
             out.writelines(json.dumps(row) + "\n" for row in cell)
             out.flush()
             rows.extend(cell)
-            log(f"{label(name, size, scale, epsilon)}: {time.time() - begun:.1f} s")
+            log(f"{label(name, size, scale, epsilon)}: done at {time.time() - start:.1f} s")
     return rows
 
 

@@ -74,7 +74,6 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
-import contextlib
 import functools
 import itertools
 import json
@@ -464,24 +463,18 @@ def measure_weighted(shapes, sides, scales, trials, path, log, first_trial=0, jo
     """Rows of ``auto_toward_nonnegative``'s MSE (auto-data's ``auto`` branch with
     ``refit='weighted'``) at the epsilon left after the features, built for each workload's
     rectangles, release seed 1000 + trial (the measurements of ``auto``'s and
-    ``auto_nonnegative``'s rows of the same trial), appended to ``path`` cell by cell (by side,
-    epsilon, shape and scale; in ``jobs`` processes, written in that order): what ``--weighted``
+    ``auto_nonnegative``'s rows of the same trial), appended to ``path`` cell by cell as
+    measure_grid writes a table (in ``jobs`` processes, in the serial order): what ``--weighted``
     scores the folds' ``auto`` choices with.  Five refits a release: seconds a grid at 256 x 256."""
-    cells = list(itertools.product(sides, EPSILONS, shapes, scales))
-    trial_range = range(first_trial, first_trial + trials)
-    start = time.time()
-    with open(path, "a") as out, contextlib.ExitStack() as stack:
-        if jobs > 1:
-            context = multiprocessing.get_context("fork")
-            pool = stack.enter_context(concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context))
-            sides_, epsilons, names, scales_ = (list(column) for column in zip(*cells))
-            done = pool.map(weighted_rows, names, sides_, scales_, epsilons, itertools.repeat(trial_range))
-        else:
-            done = (weighted_rows(name, side, scale, epsilon, trial_range) for side, epsilon, name, scale in cells)
-        for (side, epsilon, name, scale), rows in zip(cells, done):
-            out.writelines(json.dumps(row) + "\n" for row in rows)
-            out.flush()
-            log(f"weighted {name} {side} x {side} scale={scale:g} eps={epsilon}: done at {time.time() - start:.1f} s")
+    measure_grid(
+        functools.partial(weighted_rows, trials=range(first_trial, first_trial + trials)),
+        lambda name, side, scale, epsilon: f"weighted {name} {side} x {side} scale={scale:g} eps={epsilon}",
+        (sides, shapes, scales, EPSILONS),
+        path,
+        log,
+        jobs,
+        mode="a",
+    )
 
 
 def weighted_rows(name, side, scale, epsilon, trials, workloads=WORKLOADS) -> list[dict]:
@@ -1118,8 +1111,7 @@ def rule_tree(rule: dict, candidates) -> list[dict]:
     corner branch first (nodes 0-6), the bound branch next (7-11), then the list (12 onwards,
     _list_tree), then (where recorded) the corner spread branch, which the corner branch falls
     through to and which falls through to the bound branch."""
-    band10 = candidates.index(rule["band10"]) if rule["band10"] in candidates else 0  # 0: it never runs
-    band11 = candidates.index(rule["band11"]) if rule["band11"] in candidates else 0
+    band10, band11 = _band(rule, "band10", candidates), _band(rule, "band11", candidates)
     bound, rest = 7, 12
     listed = _list_tree(rule, candidates)
     spread = rest + len(listed) if "e13" in rule else bound
@@ -1131,9 +1123,14 @@ def rule_tree(rule: dict, candidates) -> list[dict]:
     ]
     if "e13" not in rule:
         return corner + head + shifted
-    band12 = candidates.index(rule["band12"]) if rule["band12"] in candidates else 0
-    tail = _conjunction(spread, rule, SPREAD_TESTS, bound, band12)
+    tail = _conjunction(spread, rule, SPREAD_TESTS, bound, _band(rule, "band12", candidates))
     return corner + head + shifted + tail
+
+
+def _band(rule: dict, key: str, candidates) -> int:
+    """The candidate index a branch's ``key`` names, 0 where that candidate was dropped (never
+    best in training): such a branch never runs, and 0 is ``auto``."""
+    return candidates.index(rule[key]) if rule[key] in candidates else 0
 
 
 def _conjunction(start: int, rule: dict, tests, otherwise: int, leaf: int) -> list[dict]:
