@@ -57,8 +57,10 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import contextlib
+import gzip
 import itertools
 import json
+import lzma
 import multiprocessing
 import os
 import time
@@ -315,12 +317,16 @@ def merge(earlier: list[dict], fresh: list[dict], log) -> list[dict]:
     return merged
 
 
+def read_rows(path: str) -> list[dict]:
+    """A table's rows (JSON lines), from a plain file or one compressed by xz (``.xz``) or gzip
+    (``.gz``), as the tables kept under benchmarks/tables/ are."""
+    opener = {".xz": lzma.open, ".gz": gzip.open}.get(os.path.splitext(path)[1], open)
+    with opener(path, "rt") as handle:
+        return [json.loads(line) for line in handle]
+
+
 def load(paths: str) -> list[dict]:
-    rows = []
-    for path in paths.split(","):
-        with open(path) as handle:
-            rows += [json.loads(line) for line in handle]
-    return rows
+    return [row for path in paths.split(",") for row in read_rows(path)]
 
 
 # ----------------------------------------------------------------------------- the table

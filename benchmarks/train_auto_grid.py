@@ -92,6 +92,7 @@ from train_auto_data import (
     log,
     measure_grid,
     pick,
+    read_rows,
     rule_rank,
     spans,
     summary,
@@ -506,10 +507,7 @@ def load_weighted(paths: str, keys_with_trials) -> np.ndarray:
     of measure_weighted (comma-separated), NaN where none was measured."""
     found: dict = {}
     for path in filter(None, paths.split(",")):
-        with open(path) as handle:
-            for line in handle:
-                r = json.loads(line)
-                found[trial_key(r)] = r["mse"]
+        found.update((trial_key(r), r["mse"]) for r in read_rows(path))
     return np.array([found.get(k, np.nan) for k in keys_with_trials])
 
 
@@ -1625,8 +1623,7 @@ def main(argv=None) -> int:
             parser.error("--feature-draws scores a selector on --test's table: it needs --test and --weighted")
         with open(args.selector) as handle:
             selector = GridSelector.from_dict(json.load(handle))
-        with open(args.test) as handle:
-            test_rows = [json.loads(line) for line in handle]
+        test_rows = read_rows(args.test)
         found = load_weighted(args.weighted, [trial_key(r) for r in test_rows])
         cells = feature_noise_cells(selector, test_rows, found, args.feature_draws)
         report = {"feature_draws": args.feature_draws, "selector": os.path.relpath(args.selector)}
@@ -1642,8 +1639,7 @@ def main(argv=None) -> int:
     sides = [int(v) for v in args.sides.split(",")]
     scales = [int(float(v)) for v in args.scales.split(",")]
     if args.refeature:
-        with open(args.measurements) as handle:
-            rows = refeature([json.loads(line) for line in handle], log)
+        rows = refeature(read_rows(args.measurements), log)
         with open(args.refeature, "w") as out:
             out.writelines(json.dumps(r) + "\n" for r in rows)
         return 0
@@ -1654,8 +1650,7 @@ def main(argv=None) -> int:
         return 0
 
     if args.reuse:
-        with open(args.measurements) as handle:
-            rows = [json.loads(line) for line in handle]
+        rows = read_rows(args.measurements)
     else:
         rows = measure(
             args.shapes.split(","), sides, scales, args.trials, args.measurements, log, args.first_trial, args.jobs
@@ -1671,8 +1666,7 @@ def main(argv=None) -> int:
     x, ratio, keys, per_row = table(rows, candidates)
     test, scored_on, weighted = None, "the training rows", None
     if args.test:
-        with open(args.test) as handle:
-            test_rows = [json.loads(line) for line in handle]
+        test_rows = read_rows(args.test)
         if weighted_branch:
             test_rows = with_weighted_auto(test_rows, args.weighted, log)
         test_x, _, test_keys, test_per_row = table(test_rows, candidates)

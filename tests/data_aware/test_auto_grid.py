@@ -1337,6 +1337,29 @@ def test_training_script_scores_auto_choices_with_the_weighted_branch(monkeypatc
     assert script.weighted_cell(key, [(2, 0)], per_row, weighted, candidates) is None
 
 
+def test_training_script_reads_tables_plain_or_compressed(monkeypatch, tmp_path):
+    """benchmarks/train_auto_data.py's read_rows: a table's rows from a plain JSON-lines file and
+    from the same file compressed by xz or gzip (the kept tables under benchmarks/tables/), read by
+    the suffix; ``load`` joins comma-separated files in order."""
+    import gzip
+    import importlib
+    import lzma
+
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    script = importlib.import_module("train_auto_data")
+    rows = [{"shape": "S", "trial": t, "mse": {"auto": 1.0 / (t + 3)}} for t in range(3)]
+    text = "".join(json.dumps(r) + "\n" for r in rows)
+    (tmp_path / "t.jsonl").write_text(text)
+    with lzma.open(tmp_path / "t.jsonl.xz", "wt") as handle:
+        handle.write(text)
+    with gzip.open(tmp_path / "t.jsonl.gz", "wt") as handle:
+        handle.write(text)
+    for name in ("t.jsonl", "t.jsonl.xz", "t.jsonl.gz"):
+        assert script.read_rows(str(tmp_path / name)) == rows
+    both = script.load(f"{tmp_path / 't.jsonl.xz'},{tmp_path / 't.jsonl'}")
+    assert both == rows + rows
+
+
 def test_training_script_trains_with_the_weighted_branch_as_auto(monkeypatch, tmp_path):
     """benchmarks/train_auto_grid.py --auto-branch weighted: each row's ``auto`` MSE is replaced
     by auto_toward_nonnegative's measurement of the same shape, setting, workload and trial; the
