@@ -9,15 +9,22 @@
 #   4. the rules fit (--kinds rules --skip rules-random --unseen-to-auto 1.4), written to OUT,
 #      never over the package's selector; its list (features, candidates, tree) is then compared
 #      with the shipped one's (the figures stored beside it move with the tables' last digits).
+#      The shipped list was fitted before agrid_fine was measured: DROP (default agrid_fine)
+#      names the candidates the fit leaves out so that it is fitted again as it was; DROP= fits
+#      with every candidate measured.
 #
 # Each table is written under a temporary name and renamed when complete, and a step whose table
-# exists is skipped: an interrupted run resumes at the step it stopped in.  Every cell seeds its
-# own samples and noise, so JOBS (processes) changes the time, not the tables; each process uses
-# one BLAS thread unless OPENBLAS_NUM_THREADS says otherwise.  The whole run is hours of CPU (the
-# training table's 256 x 256 cells alone about 2.2 hours: docs/data-aware.md, "Retraining");
-# SIDES and SCALES shrink it for a check of the pipeline.
+# exists is skipped: an interrupted run resumes at the step it stopped in.  TABLES names a folder
+# of tables kept from an earlier run, compressed by xz (benchmarks/tables/auto_grid holds the
+# shipped list's): a step whose table is there takes it instead of measuring, so that with
+# TABLES=benchmarks/tables/auto_grid only the fit runs (about 20 minutes on 2 cores).  Every
+# cell seeds its own samples and noise, so JOBS (processes) changes the time, not the tables;
+# each process uses one BLAS thread unless OPENBLAS_NUM_THREADS says otherwise.  The whole run
+# is hours of CPU (the training table's 256 x 256 cells alone about 2.2 hours: docs/data-aware.md,
+# "Retraining"); SIDES and SCALES shrink it for a check of the pipeline.
 #
 #   OUT=/tmp/auto_grid JOBS=16 sh benchmarks/retrain_auto_grid.sh
+#   OUT=/tmp/auto_grid TABLES=benchmarks/tables/auto_grid sh benchmarks/retrain_auto_grid.sh   # the fit alone
 #   OUT=/tmp/small SIDES=32 SCALES=1e3,1e5 UNSEEN_SIDES=32 sh benchmarks/retrain_auto_grid.sh
 set -eu
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -27,20 +34,34 @@ JOBS=${JOBS:-$(nproc)}
 SIDES=${SIDES:-32,64,128,256}
 UNSEEN_SIDES=${UNSEEN_SIDES:-32,64,128}
 SCALES=${SCALES:-1e3,1e4,1e5,1e6,1e7}
+TABLES=${TABLES:-}
+DROP=${DROP-agrid_fine}
 DPBENCH=ADULT-2D,MDSALARY-OVERT,STROKE,GOWALLA
 export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}" OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 UNSEEN=lattice-8,ring,points-500,gradient,mix-100,mix-101,mix-102,mix-103,mix-104,mix-105,mix-106,mix-107,mix-108,mix-109,mix-110,mix-111
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
+if [ -n "$TABLES" ]; then
+    TABLES=$(cd "$TABLES" && pwd)
+fi
 cd "$HERE"
 train() { "$PYTHON" train_auto_grid.py --jobs "$JOBS" --scales "$SCALES" "$@"; }
 
 # made <table> <command...>: run the command, which writes <table>.part, unless <table> exists
+# or TABLES has it (<name>.xz)
 made() {
     table=$1
     shift
     if [ -s "$table" ]; then
         echo "kept $table" >&2
+        return 0
+    fi
+    kept="$TABLES/$(basename "$table").xz"
+    if [ -n "$TABLES" ] && [ -s "$kept" ]; then
+        echo "taken from $kept" >&2
+        "$PYTHON" -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
+            "$kept" "$table.part"
+        mv "$table.part" "$table"
         return 0
     fi
     rm -f "$table.part"
@@ -66,7 +87,7 @@ weighted_tables() {
 }
 made "$OUT/weighted.jsonl" weighted_tables
 made "$OUT/auto_grid_selector.json" train --reuse --measurements "$OUT/training.jsonl" --test "$OUT/test.jsonl" \
-    --weighted "$OUT/weighted.jsonl" --kinds rules --skip rules-random --unseen-to-auto 1.4 \
+    --weighted "$OUT/weighted.jsonl" --kinds rules --skip rules-random --unseen-to-auto 1.4 --drop-candidates "$DROP" \
     --selector "$OUT/auto_grid_selector.json.part" --validation "$OUT/validation.json"
 "$PYTHON" - "$OUT/auto_grid_selector.json" ../src/dprange/data_aware/auto_grid_selector.json <<'EOF'
 import json, sys

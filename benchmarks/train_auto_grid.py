@@ -68,6 +68,10 @@ re-measures the cells that ten trials leave uncertain with them.
     # the shipped selector on a test table, each trial's choice averaged over its features' noise
     nice python benchmarks/train_auto_grid.py --measurements OLD.jsonl --refeature NEW.jsonl
     # a table's features drawn again after a feature is added within the same share (MSEs kept)
+    python benchmarks/train_auto_grid.py --measurements OLD.jsonl --add-candidates agrid_fine --added NEW.jsonl
+    # a candidate added to GRID_CANDIDATES measured alone on a table's cells and trials (the rest kept)
+    python benchmarks/train_auto_grid.py --reuse ... --drop-candidates agrid_fine
+    # fit as if a candidate had not been measured: the shipped list was fitted before agrid_fine
 """
 
 from __future__ import annotations
@@ -91,6 +95,7 @@ from train_auto_data import (
     fit_tree,
     log,
     measure_grid,
+    merge,
     pick,
     read_rows,
     rule_rank,
@@ -395,9 +400,13 @@ def evaluation_rectangles(side: int, workload: str) -> tuple[np.ndarray, np.ndar
     return np.zeros_like(corners), corners
 
 
-def measure_cell(name, side, scale, epsilon, trials, cache, first_trial=0, workloads=WORKLOADS) -> list[dict]:
-    """One row per (trial, workload of ``workloads``): AutoDataGrid's noisy features and every
-    candidate's MSE (the same releases answer every workload); trials ``first_trial`` onwards."""
+def measure_cell(
+    name, side, scale, epsilon, trials, cache, first_trial=0, workloads=WORKLOADS, candidates=GRID_CANDIDATES
+) -> list[dict]:
+    """One row per (trial, workload of ``workloads``): AutoDataGrid's noisy features and the MSE of
+    every candidate of ``candidates`` (the same releases answer every workload); trials
+    ``first_trial`` onwards.  Each candidate's release draws from its own seed (1000 + trial), so
+    measuring some candidates alone gives their figures in the whole table's (--add-candidates)."""
     shape = (side, side)
     p = distribution(name, side)
     mech = AutoDataGrid()
@@ -405,16 +414,18 @@ def measure_cell(name, side, scale, epsilon, trials, cache, first_trial=0, workl
     for workload in workloads:
         if (side, workload) not in cache:
             cache[(side, workload)] = evaluation_rectangles(side, workload)
-        if (side, epsilon, workload) not in cache:
+        if "auto" in candidates and (side, epsilon, workload) not in cache:
             cache[(side, epsilon, workload)] = auto_mse(shape, rest, *cache[(side, workload)])
+    shared = [c for c in candidates if c != "auto" and c not in WORKLOAD_CANDIDATES]
+    # built for each workload's rectangles, as auto-data builds them for the release's
+    per_workload = [c for c in WORKLOAD_CANDIDATES if c in candidates]
     rows = []
     for t in range(first_trial, first_trial + trials):
         counts, features = trial_features(mech, name, p, scale, epsilon, t)
-        shared = [c for c in GRID_CANDIDATES[1:] if c not in WORKLOAD_CANDIDATES]
         released = {c: mech.candidate(c, shape, rest).release(counts, rest, rng=1000 + t) for c in shared}
         for workload in workloads:
-            errors = {"auto": cache[(side, epsilon, workload)]}
-            for c in WORKLOAD_CANDIDATES:  # built for the workload, as auto-data builds them for the release's
+            errors = {"auto": cache[(side, epsilon, workload)]} if "auto" in candidates else {}
+            for c in per_workload:
                 if (side, rest, workload, c) not in cache:  # cost: auto's design chosen once per setting
                     rectangles = Rectangles(shape, *cache[(side, workload)])
                     cache[(side, rest, workload, c)] = AutoDataGrid(workload=rectangles).candidate(c, shape, rest)
@@ -423,6 +434,52 @@ def measure_cell(name, side, scale, epsilon, trials, cache, first_trial=0, workl
             key = dict(shape=name, n=side * side, scale=scale, epsilon=epsilon, workload=workload)
             rows.append({**key, "trial": t, "features": features, "mse": errors})
     return rows
+
+
+def added_cell(name, side, scale, epsilon, trials, first_trial, candidates) -> list[dict]:
+    """measure_cell of ``candidates`` alone, with this process's CELL_CACHE (picklable)."""
+    return measure_cell(name, side, scale, epsilon, trials, CELL_CACHE, first_trial, candidates=candidates)
+
+
+def add_candidates(rows, candidates, path, log, jobs=1) -> list[dict]:
+    """The table ``rows`` with the MSEs of ``candidates`` on its every cell and trial added (the
+    same samples, feature noise and release seeds as a measuring run; train_auto_data.merge checks
+    the features), written to ``path`` in the table's order: a candidate added to GRID_CANDIDATES
+    joins the tables without measuring the others again.  The cells are grouped by their trials
+    (a test table holds the DPBench shapes' trials 100-109 and the unseen shapes' 100-102), each
+    group a product of sides, shapes, scales and epsilons, as measure writes a table; the fresh
+    rows go to ``path``.fresh first (measure_grid's file, in ``jobs`` processes)."""
+    trials_of: dict = {}
+    for r in rows:
+        trials_of.setdefault((r["shape"], r["n"], r["scale"], r["epsilon"]), set()).add(r["trial"])
+    groups: dict = {}
+    for cell, trials in trials_of.items():
+        first, count = min(trials), len(trials)
+        if sorted(trials) != list(range(first, first + count)):
+            raise SystemExit(f"{cell}: trials {sorted(trials)} are not consecutive; measure the table again")
+        groups.setdefault((first, count), []).append(cell)
+    fresh_path = path + ".fresh"
+    open(fresh_path, "w").close()
+    fresh: list[dict] = []
+    for (first, count), cells in groups.items():
+        shapes = list(dict.fromkeys(c[0] for c in cells))
+        sides, scales, epsilons = (sorted({c[k] for c in cells}) for k in (1, 2, 3))
+        if len(cells) != len(shapes) * len(sides) * len(scales) * len(epsilons):
+            raise SystemExit(f"the cells of trials {first}-{first + count - 1} are not a product of their settings")
+        fresh += measure_grid(
+            functools.partial(added_cell, trials=count, first_trial=first, candidates=tuple(candidates)),
+            lambda name, side, scale, epsilon: f"added {name} {side}x{side} scale={scale:g} eps={epsilon}",
+            ([int(round(n**0.5)) for n in sides], shapes, scales, epsilons),
+            fresh_path,
+            log,
+            jobs,
+            mode="a",
+        )
+    merged = merge(rows, fresh, log)
+    with open(path, "w") as out:
+        out.writelines(json.dumps(r) + "\n" for r in merged)
+    os.remove(fresh_path)
+    return merged
 
 
 def trial_features(mech, name, p, scale, epsilon, trial) -> tuple[np.ndarray, list[float]]:
@@ -682,12 +739,15 @@ def feature_noise_cells(selector, rows, weighted, draws: int, seed: int = 0) -> 
 
 
 def winners(rows) -> tuple[str, ...]:
-    """auto and the candidates that are the best (least mean MSE) in at least one training cell."""
+    """auto and the candidates that are the best (least mean MSE) in at least one training cell,
+    among those the table measured in every row (a table from before a candidate was added lacks
+    its column until --add-candidates measures it)."""
+    measured = [c for c in GRID_CANDIDATES if all(c in r["mse"] for r in rows)]
     cells: dict = {}
     for r in rows:
         cells.setdefault((r["shape"], r["n"], r["scale"], r["epsilon"]), []).append(r)
-    won = {min(GRID_CANDIDATES, key=lambda c: np.mean([r["mse"][c] for r in rs])) for rs in cells.values()}
-    return tuple(c for c in GRID_CANDIDATES if c == "auto" or c in won)
+    won = {min(measured, key=lambda c: np.mean([r["mse"][c] for r in rs])) for rs in cells.values()}
+    return tuple(c for c in measured if c == "auto" or c in won)
 
 
 def whole_auto(n: int, epsilon: float, workload: str) -> float:
@@ -796,7 +856,7 @@ SMALL_RULE = {
     "s7": (-9.0, -0.5, 0.0),
     "c7": (12.0,),
     "o7": (0.2, 0.3),
-    "band6": ("agrid", "dawa_hilbert"),
+    "band6": ("agrid", "dawa_hilbert", "agrid_fine"),
 }
 
 #: The concentrated branch, where the list above runs ``auto``: the workload's boundary at most
@@ -886,7 +946,7 @@ CORNER_RULE = {
     "l12": (-1.5, -1.0, -0.7, -0.5),
     "t12": (0.0, 0.5, 1.0, 2.0),
     "c12": (12.0, 14.0, 16.0),
-    "band11": ("agrid",),
+    "band11": ("agrid", "agrid_fine"),
 }
 
 #: The corner spread branch, over every other choice but the corner branch: corner_share at
@@ -903,7 +963,7 @@ SPREAD_RULE = {
     "o13": (0.1, 0.2, 0.3, 0.4),
     "s13": (2.5, 3.0, 3.5, 4.0),
     "t13": (0.0, -0.3, -0.5, -0.7, -1.0),
-    "band12": ("agrid", "kd_tree"),
+    "band12": ("agrid", "kd_tree", "agrid_fine"),
 }
 
 #: Each of the last three branches as the tests that must all hold for it to run: (feature,
@@ -1578,6 +1638,19 @@ def main(argv=None) -> int:
         "--scales, --trials from --first-trial, appending rows to this file",
     )
     parser.add_argument(
+        "--add-candidates",
+        default=None,
+        help="only measure these candidates (comma-separated, of GRID_CANDIDATES) on every cell and trial of the "
+        "--measurements table, writing it with their MSEs added to --added",
+    )
+    parser.add_argument("--added", default=None, help="where --add-candidates writes the table")
+    parser.add_argument(
+        "--drop-candidates",
+        default="",
+        help="fit as if these candidates (comma-separated) had not been measured: a list fitted before they "
+        "were added (the shipped one: agrid_fine) is fitted again as it was",
+    )
+    parser.add_argument(
         "--refeature",
         default=None,
         help="only draw the features of the --measurements rows again with the current feature steps (same "
@@ -1638,6 +1711,14 @@ def main(argv=None) -> int:
 
     sides = [int(v) for v in args.sides.split(",")]
     scales = [int(float(v)) for v in args.scales.split(",")]
+    if args.add_candidates:
+        names = args.add_candidates.split(",")
+        if unknown := [c for c in names if c not in GRID_CANDIDATES]:
+            parser.error(f"--add-candidates: unknown candidates {unknown}; GRID_CANDIDATES are {GRID_CANDIDATES}")
+        if not args.added:
+            parser.error("--add-candidates needs --added FILE")
+        add_candidates(read_rows(args.measurements), names, args.added, log, args.jobs)
+        return 0
     if args.refeature:
         rows = refeature(read_rows(args.measurements), log)
         with open(args.refeature, "w") as out:
@@ -1657,6 +1738,9 @@ def main(argv=None) -> int:
         )
         if args.measure_only:
             return 0
+    if args.drop_candidates:  # a column the training rows lack is no candidate (winners)
+        dropped = set(args.drop_candidates.split(","))
+        rows = [{**r, "mse": {c: v for c, v in r["mse"].items() if c not in dropped}} for r in rows]
     weighted_branch = args.auto_branch == "weighted"
     if weighted_branch:
         if not args.weighted:

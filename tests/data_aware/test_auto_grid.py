@@ -30,6 +30,7 @@ from conftest import REPO
 from dprange import HybridTree, KDTree, ParameterError
 from dprange.answers.grid import GridRelease
 from dprange.data_aware.auto_grid import (
+    CANDIDATE_PARAMETERS,
     GRID_CANDIDATES,
     GRID_FEATURES,
     GRID_FORMAT,
@@ -480,6 +481,9 @@ def test_every_branch_records_its_steps_and_spends_epsilon(choice, neighbours):
     else:
         assert r.mechanism == "auto-data" and record["chosen"] == choice
         assert not r.exact_error_bars and r.provenance.data_dependent
+        ran = r.parameters["chosen_parameters"]
+        for name, value in CANDIDATE_PARAMETERS.get(choice, {}).items():  # agrid_fine: AGrid, c2 = 1.25
+            assert ran[name] == value
 
 
 def test_replace_spends_nothing_on_the_public_total():
@@ -1611,3 +1615,27 @@ def test_training_script_measures_a_table_in_processes_as_in_one(monkeypatch, tm
         + ["--scales", "1e3", "--trials", "1", "--jobs", "1", "--selector", str(selector)]
     )
     assert code == 0 and (tmp_path / "only.jsonl").read_text() and not selector.exists()
+
+
+def test_training_script_adds_a_candidate_to_a_table_as_a_measuring_run_has_it(monkeypatch, tmp_path):
+    """benchmarks/train_auto_grid.py --add-candidates: a candidate measured alone on a table's
+    cells and trials (grouped by their trials) gets the MSEs a measuring run of every candidate
+    gives it (the same samples, features and release seeds), and the table's other figures and
+    order are kept; a table whose trials are not consecutive is refused."""
+    import importlib
+
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    script = importlib.import_module("train_auto_grid")
+    whole = script.measure_cell("blobs-3", 32, 1000, 1.0, 2, {}, first_trial=4)
+    whole += script.measure_cell("blobs-3", 32, 100000, 0.1, 1, {}, first_trial=7)
+    assert all("agrid_fine" in r["mse"] for r in whole) and len(whole) == 9
+    without = [{**r, "mse": {c: v for c, v in r["mse"].items() if c != "agrid_fine"}} for r in whole]
+    path = str(tmp_path / "added.jsonl")
+    added = script.add_candidates(without, ["agrid_fine"], path, lambda message: None)
+    assert added == whole and script.read_rows(path) == whole
+    assert not (tmp_path / "added.jsonl.fresh").exists()
+    assert "agrid_fine" not in script.winners(without)  # a column some rows lack is no candidate
+    gapped = [r for r in without if r["trial"] != 5]
+    gapped += [{**r, "trial": 6} for r in without if r["trial"] == 5]
+    with pytest.raises(SystemExit, match="not consecutive"):
+        script.add_candidates(gapped, ["agrid_fine"], path, lambda message: None)

@@ -82,7 +82,16 @@ from .selector import Selector, top_mass
 from .steps import SHARE, spent, step
 
 #: The names the 2-D selector may choose ("auto": the data-independent choice at the epsilon left).
-GRID_CANDIDATES = ("auto", "agrid", "ugrid", "dawa_hilbert", "kd_tree", "hybrid_tree", "auto_nonnegative")
+GRID_CANDIDATES = (
+    "auto",
+    "agrid",
+    "ugrid",
+    "dawa_hilbert",
+    "kd_tree",
+    "hybrid_tree",
+    "agrid_fine",
+    "auto_nonnegative",
+)
 
 #: Candidates built for the release's workload, as ``auto`` is (the others ignore it).
 WORKLOAD_CANDIDATES = ("auto_nonnegative",)
@@ -90,7 +99,14 @@ WORKLOAD_CANDIDATES = ("auto_nonnegative",)
 #: Parameters a candidate runs with, where not its defaults: the selector was trained on
 #: ``dawa_hilbert`` at DAWA's fixed partition share (its default now buys a noisy total of its
 #: own, which auto-data's features already are; the choice runs it where that share is right).
-CANDIDATE_PARAMETERS = {"dawa_hilbert": {"ratio": 0.25}}
+CANDIDATE_PARAMETERS: dict[str, dict[str, object]] = {"dawa_hilbert": {"ratio": 0.25}, "agrid_fine": {"c2": 1.25}}
+
+#: Candidates that run a registered mechanism under a name of their own, with the parameters
+#: above: ``agrid_fine`` is AGrid with a second level twice as fine per axis (c2 = 1.25 for the
+#: paper's 5), which wins where mass is scattered thinly over a large grid and loses where it is
+#: dense ("AGrid's second-level constant" in docs/data-aware.md): a choice for the selector, not
+#: a constant.
+CANDIDATE_MECHANISMS = {"agrid_fine": "agrid"}
 
 #: The 2-D selector's inputs, in order (post-processing of the noisy features and public values).
 #: The signal per cell comes first: whether a data-aware grid beats ``auto`` turns mostly on N
@@ -469,12 +485,13 @@ class AutoDataGrid(DataAwareGridMechanism):
             return auto_design(
                 shape, epsilon, self.workload, neighbours=self.neighbours, noise=self.noise, order=self.order
             )
-        if name not in GRID_CANDIDATES or name not in GRID_MECHANISMS:
+        mechanism = CANDIDATE_MECHANISMS.get(name, name)
+        if name not in GRID_CANDIDATES or mechanism not in GRID_MECHANISMS:
             raise ParameterError(f"the 2-D auto-data selector names an unknown mechanism {name!r}; retrain it")
         params: dict[str, object] = dict(CANDIDATE_PARAMETERS.get(name, {}))
         if name in WORKLOAD_CANDIDATES:
             params.update(workload=self.workload, order=self.order, noise=self.noise)
-        return GRID_MECHANISMS[name].build(neighbours=self.neighbours, **params)
+        return GRID_MECHANISMS[mechanism].build(neighbours=self.neighbours, **params)
 
     def buys_features(self) -> bool:
         """Whether a release buys the features: not when the selector is constant (a single leaf),
@@ -520,7 +537,7 @@ class AutoDataGrid(DataAwareGridMechanism):
         record = {
             "mechanism": self.name,
             **self.parameters(),
-            "chosen": inner.name,
+            "chosen": chosen if chosen in CANDIDATE_MECHANISMS else inner.name,  # a variant by its own name
             "features": features,
             "private_steps": steps,
             "epsilon": min(float_at_least(spent(steps)), epsilon),
