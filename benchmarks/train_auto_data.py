@@ -325,6 +325,12 @@ def read_rows(path: str) -> list[dict]:
         return [json.loads(line) for line in handle]
 
 
+def write_rows(path: str, rows) -> None:
+    """A table's rows as JSON lines (plain), as read_rows reads them."""
+    with open(path, "w") as handle:
+        handle.writelines(json.dumps(row) + "\n" for row in rows)
+
+
 def load(paths: str) -> list[dict]:
     return [row for path in paths.split(",") for row in read_rows(path)]
 
@@ -718,8 +724,7 @@ def main(argv=None) -> int:
         rows = merge(load(args.merge), rows, log)
     if args.refeature:
         rows = refeature(rows, log)
-        with open(args.refeature, "w") as handle:
-            handle.writelines(json.dumps(r) + "\n" for r in rows)
+        write_rows(args.refeature, rows)
     x, ratio, keys, per_row = table(rows)
     test, scored_on = None, "the training rows"
     if args.test:

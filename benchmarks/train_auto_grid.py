@@ -66,6 +66,9 @@ re-measures the cells that ten trials leave uncertain with them.
     # table and resumable: sh benchmarks/retrain_auto_grid.sh (its header)
     nice python benchmarks/train_auto_grid.py --feature-draws 100 --test TEST.jsonl --weighted FILES
     # the shipped selector on a test table, each trial's choice averaged over its features' noise
+    nice python benchmarks/train_auto_grid.py --score-folds V.json --test TEST.jsonl --weighted W.jsonl
+        [--score-candidates auto,agrid,...]  # a fit's held-out lists on a test table, no fit: two
+    # validations (e.g. fitted with and without a candidate) scored on one best
     nice python benchmarks/train_auto_grid.py --measurements OLD.jsonl --refeature NEW.jsonl
     # a table's features drawn again after a feature is added within the same share (MSEs kept)
     python benchmarks/train_auto_grid.py --measurements OLD.jsonl --add-candidates agrid_fine --added NEW.jsonl
@@ -101,6 +104,7 @@ from train_auto_data import (
     rule_rank,
     spans,
     summary,
+    write_rows,
 )
 
 from dprange.data_aware.auto_grid import (
@@ -476,8 +480,7 @@ def add_candidates(rows, candidates, path, log, jobs=1) -> list[dict]:
             mode="a",
         )
     merged = merge(rows, fresh, log)
-    with open(path, "w") as out:
-        out.writelines(json.dumps(r) + "\n" for r in merged)
+    write_rows(path, merged)
     os.remove(fresh_path)
     return merged
 
@@ -1507,32 +1510,89 @@ def validate(
     if fitted_models is not None:
         fitted_models.update({(spec, tuple(fitted_on), mask): model for mask, model in fitted.items()})
     for held, train in trains.items():
-        scored = test_shapes == held
-        rows = np.flatnonzero(scored)
         fold = fitted[train.tobytes()]
         if folds is not None:
             folds[held] = fold
-        variants = {"": fold}
-        if (base := without_refit(fold)) is not None:
-            variants["without_refit"] = base
-        per_variant: dict = {}
-        for variant, model in variants.items():
-            chosen = model.choose_index(test_x[scored])
-            if model.constant() == "auto":  # no features bought: auto with the whole epsilon
-                chosen = np.full(chosen.shape, len(candidates))
-            picked: dict = {}
-            for i, c in zip(rows, chosen):
-                picked.setdefault(test_keys[i], []).append((i, int(c)))
-            per_variant[variant] = []
-            for key, mine in sorted(picked.items()):
-                cell = held_out_cell(key, mine, test_per_row, candidates)
-                if weighted is not None and (moved := weighted_cell(key, mine, test_per_row, weighted, candidates)):
-                    cell["weighted_auto"] = moved
-                per_variant[variant].append(cell)
-        for cell, base_cell in zip(per_variant[""], per_variant.get("without_refit", ())):
-            cell["without_refit"] = base_cell
-        cells.extend(per_variant[""])
+        cells.extend(fold_cells(fold, np.flatnonzero(test_shapes == held), test, candidates, weighted))
     return cells
+
+
+def fold_cells(fold: GridSelector, rows, test, candidates, weighted=None) -> list[dict]:
+    """A held-out shape's cells scored with the list fitted without it: ``rows`` of ``test`` (x,
+    keys, per-row MSEs of the ``candidates``, then ``auto``'s with the whole epsilon), each row
+    released by the fold's choice from its own features; with the figures of the same list
+    without its non-negative branch (``without_refit``) and, where ``weighted`` is given, of its
+    ``auto`` choices released by the weighted branch (``weighted_auto``).  The fold may have been
+    fitted on fewer candidates than ``candidates`` (a candidate added since): its choices are
+    read by name, and the best candidate is the best of ``candidates``."""
+    test_x, test_keys, test_per_row = test
+    variants = {"": fold}
+    if (base := without_refit(fold)) is not None:
+        variants["without_refit"] = base
+    per_variant: dict = {}
+    for variant, model in variants.items():
+        chosen = fold_columns(model, test_x[rows], candidates)
+        picked: dict = {}
+        for i, c in zip(rows, chosen):
+            picked.setdefault(test_keys[i], []).append((i, int(c)))
+        per_variant[variant] = []
+        for key, mine in sorted(picked.items()):
+            cell = held_out_cell(key, mine, test_per_row, candidates)
+            if weighted is not None and (moved := weighted_cell(key, mine, test_per_row, weighted, candidates)):
+                cell["weighted_auto"] = moved
+            per_variant[variant].append(cell)
+    for cell, base_cell in zip(per_variant[""], per_variant.get("without_refit", ())):
+        cell["without_refit"] = base_cell
+    return per_variant[""]
+
+
+def fold_columns(model: GridSelector, x, candidates) -> np.ndarray:
+    """The columns of ``candidates`` (then ``auto`` with the whole epsilon, ``len(candidates)``)
+    that ``model`` chooses on the rows of ``x``: a constant ``auto`` buys no features and runs
+    with the whole epsilon."""
+    if model.constant() == "auto":
+        return np.full(len(x), len(candidates))
+    missing = sorted(set(model.candidates) - set(candidates))
+    if missing:
+        raise SystemExit(f"the list chooses {missing}, which the scored table does not measure in every row")
+    column = np.array([candidates.index(c) for c in model.candidates])
+    return column[model.choose_index(x)]
+
+
+def score_folds(path: str, test_path: str, weighted_paths: str = "", fit_name=None, names=None) -> dict:
+    """``--score-folds``: the held-out lists (``folds``) of one fit of a validation file scored on a
+    test table without fitting again, each shape's cells by the list fitted without it (an UNSEEN
+    shape's by the list fitted on every shape), the best taken over ``names`` (comma-separated;
+    default: the validation's candidates): two fits on different candidates compared on one best."""
+    with open(path) as handle:
+        validation = json.load(handle)
+    fit_name = fit_name or validation["shipped"]
+    folds = {shape: GridSelector.from_dict(model) for shape, model in validation[fit_name]["folds"].items()}
+    candidates = tuple(names.split(",")) if names else tuple(validation["candidates"])
+    if candidates[0] != "auto":
+        raise SystemExit(f"the scored candidates must start with auto, not {candidates[0]!r}")
+    rows = read_rows(test_path)
+    test_x, _, test_keys, test_per_row = table(rows, candidates)
+    weighted = load_weighted(weighted_paths, [trial_key(r) for r in rows]) if weighted_paths else None
+    shapes = np.array([k[0] for k in test_keys])
+    report: dict = {"validation": path, "fit": fit_name, "candidates": list(candidates)}
+    for part, held in (("dpbench", DPBENCH), ("unseen", sorted(set(shapes) - set(DPBENCH)))):
+        cells = []
+        for shape in held:
+            if shape in folds and (shapes == shape).any():
+                test = (test_x, test_keys, test_per_row)
+                cells.extend(fold_cells(folds[shape], np.flatnonzero(shapes == shape), test, candidates, weighted))
+        if not cells:
+            continue
+        figures = {**summary(cells), "cells_above_2": sum(c["regret"] > 2 for c in cells)}
+        moved = [c["weighted_auto"] for c in cells if "weighted_auto" in c]
+        if moved:
+            figures["weighted_auto"] = {**summary(moved), "cells_above_2": sum(c["regret"] > 2 for c in moved)}
+        # the cells above 2 as a release runs them: auto's choices by the weighted branch where measured
+        shown = [c.get("weighted_auto", c) for c in cells]
+        figures["above_2"] = sorted((c for c in shown if c["regret"] > 2), key=lambda c: -c["regret"])
+        report[part] = figures
+    return report
 
 
 def weighted_summaries(cells, prefix: str) -> dict:
@@ -1668,6 +1728,19 @@ def main(argv=None) -> int:
         help="what the candidate auto releases: least squares (its exact MSE), or weighted: "
         "auto_toward_nonnegative's measured MSE from the --weighted files (rows without one dropped)",
     )
+    parser.add_argument(
+        "--score-folds",
+        default=None,
+        help="only score the held-out lists of this --validation file (its shipped fit's, or --fit's) on --test's "
+        "cells (with --weighted where given), no fit (JSON)",
+    )
+    parser.add_argument("--fit", default=None, help="--score-folds: the fit whose folds are scored (default: shipped)")
+    parser.add_argument(
+        "--score-candidates",
+        default=None,
+        help="--score-folds: the candidates the best is taken over (comma-separated; default: the validation's), "
+        "so that lists fitted on different candidates are scored on one best",
+    )
     parser.add_argument("--kinds", default="tree,ridge,rules", help="the kinds of fit to validate")
     parser.add_argument(
         "--unseen-to-auto",
@@ -1709,6 +1782,15 @@ def main(argv=None) -> int:
         print(json.dumps(report, indent=1))
         return 0
 
+    if args.score_folds:
+        if not args.test:
+            parser.error("--score-folds scores a validation's lists on --test's table: it needs --test")
+        print(
+            json.dumps(
+                score_folds(args.score_folds, args.test, args.weighted, args.fit, args.score_candidates), indent=1
+            )
+        )
+        return 0
     sides = [int(v) for v in args.sides.split(",")]
     scales = [int(float(v)) for v in args.scales.split(",")]
     if args.add_candidates:
@@ -1720,9 +1802,7 @@ def main(argv=None) -> int:
         add_candidates(read_rows(args.measurements), names, args.added, log, args.jobs)
         return 0
     if args.refeature:
-        rows = refeature(read_rows(args.measurements), log)
-        with open(args.refeature, "w") as out:
-            out.writelines(json.dumps(r) + "\n" for r in rows)
+        write_rows(args.refeature, refeature(read_rows(args.measurements), log))
         return 0
     if args.measure_weighted:
         measure_weighted(

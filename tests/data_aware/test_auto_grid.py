@@ -1360,6 +1360,8 @@ def test_training_script_reads_tables_plain_or_compressed(monkeypatch, tmp_path)
         handle.write(text)
     for name in ("t.jsonl", "t.jsonl.xz", "t.jsonl.gz"):
         assert script.read_rows(str(tmp_path / name)) == rows
+    script.write_rows(str(tmp_path / "w.jsonl"), rows)
+    assert (tmp_path / "w.jsonl").read_text() == text
     both = script.load(f"{tmp_path / 't.jsonl.xz'},{tmp_path / 't.jsonl'}")
     assert both == rows + rows
 
@@ -1639,3 +1641,63 @@ def test_training_script_adds_a_candidate_to_a_table_as_a_measuring_run_has_it(m
     gapped += [{**r, "trial": 6} for r in without if r["trial"] == 5]
     with pytest.raises(SystemExit, match="not consecutive"):
         script.add_candidates(gapped, ["agrid_fine"], path, lambda message: None)
+
+
+def test_training_script_scores_a_validations_folds_on_one_best_without_fitting(monkeypatch, tmp_path):
+    """benchmarks/train_auto_grid.py --score-folds: each held-out shape's list from a validation
+    file scored on a test table's rows of that shape, its choices read by name among the scored
+    candidates (a list fitted before a candidate was added is scored on the best that includes
+    it), a constant ``auto`` run with the whole epsilon, ``auto``'s choices by the weighted branch
+    where measured; a list naming a candidate the table lacks is refused."""
+    import importlib
+
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    script = importlib.import_module("train_auto_grid")
+    side, epsilon, workload = 32, 1.0, "random-rectangles"
+    key = {"n": side * side, "scale": 10**5, "epsilon": epsilon, "workload": workload}
+    mse = {"auto": 8.0, "agrid": 4.0, "agrid_fine": 2.0}
+    rows = [
+        {"shape": shape, **key, "trial": t, "features": [1e5, 300.0, 5e4, 1e4, epsilon, 1e3, 2e3], "mse": mse}
+        for shape in ("STROKE", "GOWALLA", "ring")
+        for t in (100, 101)
+    ]
+    script.write_rows(str(tmp_path / "test.jsonl"), rows)
+    weighted = tmp_path / "w.jsonl"
+    weighted.write_text(json.dumps({"shape": "ring", **key, "trial": 100, "mse": 1.0, "weight": 1.0}) + "\n")
+    # a split no row's features reach leaves every row at the first leaf
+    split = [{"feature": 0, "threshold": 99.0, "left": 1, "right": 2}, {"leaf": 1}, {"leaf": 0}]
+    folds = {
+        "STROKE": GridSelector("tree", ("auto", "agrid"), {"nodes": split, "depth": 1}),
+        "GOWALLA": GridSelector("tree", ("auto", "agrid"), {"nodes": [{"leaf": 0}], "depth": 0}),
+        "ring": GridSelector("tree", ("auto", "agrid"), {"nodes": [{"leaf": 0}, {"leaf": 0}, {"leaf": 0}]}),
+    }
+    folds["ring"].model["nodes"] = [{"feature": 0, "threshold": 99.0, "left": 1, "right": 2}, {"leaf": 0}, {"leaf": 1}]
+    validation = {
+        "shipped": "rules",
+        "candidates": ["auto", "agrid"],
+        "rules": {"folds": {shape: fold.to_dict() for shape, fold in folds.items()}},
+    }
+    path = tmp_path / "validation.json"
+    path.write_text(json.dumps(validation))
+    whole = script.whole_auto(side * side, epsilon, workload)
+    report = script.score_folds(str(path), str(tmp_path / "test.jsonl"), str(weighted), None, "auto,agrid_fine,agrid")
+    assert report["candidates"] == ["auto", "agrid_fine", "agrid"]  # read by name, not by position
+    dpbench = report["dpbench"]
+    assert dpbench["cells"] == 2 and dpbench["cells_above_2"] == 1
+    stroke_regret = 4.0 / min(2.0, whole)  # agrid over the best, agrid_fine (or auto with the whole epsilon)
+    gowalla_regret = whole / min(2.0, whole)  # a constant auto buys no features
+    assert dpbench["regret_worst"] == pytest.approx(max(stroke_regret, gowalla_regret))
+    assert dpbench["regret_mean"] == pytest.approx((stroke_regret + gowalla_regret) / 2)
+    # ring (a shape no fold held out but the list on every shape): auto, trial 100 by the weighted branch
+    (ring,) = report["unseen"]["weighted_auto"]["worst_cell"]["choices"].items()
+    assert ring == ("auto_toward_nonnegative", 1)
+    assert report["unseen"]["weighted_auto"]["regret_worst"] == pytest.approx(1.0)
+    assert report["unseen"]["regret_worst"] == pytest.approx(8.0 / min(2.0, whole))
+    # the same lists scored on their own candidates: agrid is the best there
+    own = script.score_folds(str(path), str(tmp_path / "test.jsonl"))
+    assert own["dpbench"]["regret_worst"] == pytest.approx(max(4.0 / min(4.0, whole), whole / min(4.0, whole)))
+    folds["STROKE"] = GridSelector("tree", ("auto", "dawa_hilbert"), {"nodes": split, "depth": 1})
+    validation["rules"]["folds"]["STROKE"] = folds["STROKE"].to_dict()
+    path.write_text(json.dumps(validation))
+    with pytest.raises(SystemExit, match="dawa_hilbert"):
+        script.score_folds(str(path), str(tmp_path / "test.jsonl"), "", None, "auto,agrid")
