@@ -16,9 +16,9 @@
 # Each table is written under a temporary name and renamed when complete, and a step whose table
 # exists is skipped: an interrupted run resumes at the step it stopped in.  TABLES names a folder
 # of tables kept from an earlier run, compressed by xz (benchmarks/tables/auto_grid holds the
-# training and test tables): a step whose table is there takes it instead of measuring, so that
-# with TABLES=benchmarks/tables/auto_grid only the weighted rows are measured (about an hour on
-# 2 cores) before the fit (about 45 minutes).  Every
+# training and test tables and the weighted rows): a step whose table is there takes it instead
+# of measuring, so that with TABLES=benchmarks/tables/auto_grid only the fit runs (about 45
+# minutes on 2 cores).  Every
 # cell seeds its own samples and noise, so JOBS (processes) changes the time, not the tables;
 # each process uses one BLAS thread unless OPENBLAS_NUM_THREADS says otherwise.  The whole run
 # is hours of CPU (the training table's 256 x 256 cells alone about 2.2 hours: docs/data-aware.md,
