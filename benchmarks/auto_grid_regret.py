@@ -38,9 +38,11 @@ import sys
 import time
 
 import numpy as np
-from auto_grid_to_auto import parse_trials, ranked_cells, shipped_fit
+from auto_grid_to_auto import parse_trials, ranked_cells
 from train_auto_grid import (
     WEIGHTED,
+    fold_columns,
+    fold_selectors,
     measure_cell,
     table,
     weighted_cell,
@@ -48,8 +50,6 @@ from train_auto_grid import (
     weighted_rows,
     with_weighted_column,
 )
-
-from dprange.data_aware.auto_grid import GridSelector
 
 #: The first sample seed of the fresh trials.
 FIRST_TRIAL = 2000
@@ -64,14 +64,6 @@ def uncertain_cells(validation: dict, at_least: float, which: str = "cells") -> 
     "cells", the DPBench shapes left out in turn, or "unseen_cells", the shapes no fit trained
     on) whose weighted regret is at least ``at_least``, in decreasing regret."""
     return ranked_cells(validation, which, lambda scored: scored["regret"] if scored["regret"] >= at_least else None)
-
-
-def fold_selectors(validation: dict) -> dict[str, GridSelector]:
-    """The shipped fit's list per held-out shape (the validation's ``folds``)."""
-    fit = shipped_fit(validation)
-    if "folds" not in fit:
-        raise SystemExit("the validation file has no folds: write it again with the current train_auto_grid.py")
-    return {shape: GridSelector.from_dict(model) for shape, model in fit["folds"].items()}
 
 
 def regret_interval(chosen: np.ndarray, errors: np.ndarray, rng) -> tuple[float, float]:
@@ -95,9 +87,7 @@ def measure_group(job) -> list[dict]:
     }
     x, _, keys, per_row = table(rows, candidates)
     column = np.array([weighted[r["workload"], r["trial"]] for r in rows])
-    chosen = model.choose_index(x)
-    if model.constant() == "auto":  # no features bought: auto with the whole epsilon
-        chosen = np.full(chosen.shape, len(candidates))
+    chosen = fold_columns(model, x, candidates)
     names_all = (*candidates, WEIGHTED, "auto-whole")
     out = []
     rng = np.random.default_rng(BOOTSTRAP_SEED)

@@ -1559,6 +1559,17 @@ def fold_columns(model: GridSelector, x, candidates) -> np.ndarray:
     return column[model.choose_index(x)]
 
 
+def fold_selectors(validation: dict, fit_name: str | None = None) -> dict[str, GridSelector]:
+    """A fit's list per held-out shape (the ``folds`` of a validation file; the shipped fit's
+    unless ``fit_name`` is given)."""
+    fit_name = fit_name or validation.get("shipped", "rules")
+    if fit_name not in validation:
+        raise SystemExit(f"the validation file has no fit {fit_name!r}")
+    if "folds" not in validation[fit_name]:
+        raise SystemExit("the validation file has no folds: write it again with the current train_auto_grid.py")
+    return {shape: GridSelector.from_dict(model) for shape, model in validation[fit_name]["folds"].items()}
+
+
 def score_folds(path: str, test_path: str, weighted_paths: str = "", fit_name=None, names=None) -> dict:
     """``--score-folds``: the held-out lists (``folds``) of one fit of a validation file scored on a
     test table without fitting again, each shape's cells by the list fitted without it (an UNSEEN
@@ -1566,8 +1577,8 @@ def score_folds(path: str, test_path: str, weighted_paths: str = "", fit_name=No
     default: the validation's candidates): two fits on different candidates compared on one best."""
     with open(path) as handle:
         validation = json.load(handle)
-    fit_name = fit_name or validation["shipped"]
-    folds = {shape: GridSelector.from_dict(model) for shape, model in validation[fit_name]["folds"].items()}
+    folds = fold_selectors(validation, fit_name)
+    fit_name = fit_name or validation.get("shipped", "rules")
     candidates = tuple(names.split(",")) if names else tuple(validation["candidates"])
     if candidates[0] != "auto":
         raise SystemExit(f"the scored candidates must start with auto, not {candidates[0]!r}")
@@ -1575,12 +1586,12 @@ def score_folds(path: str, test_path: str, weighted_paths: str = "", fit_name=No
     test_x, _, test_keys, test_per_row = table(rows, candidates)
     weighted = load_weighted(weighted_paths, [trial_key(r) for r in rows]) if weighted_paths else None
     shapes = np.array([k[0] for k in test_keys])
+    test = (test_x, test_keys, test_per_row)
     report: dict = {"validation": path, "fit": fit_name, "candidates": list(candidates)}
     for part, held in (("dpbench", DPBENCH), ("unseen", sorted(set(shapes) - set(DPBENCH)))):
         cells = []
         for shape in held:
             if shape in folds and (shapes == shape).any():
-                test = (test_x, test_keys, test_per_row)
                 cells.extend(fold_cells(folds[shape], np.flatnonzero(shapes == shape), test, candidates, weighted))
         if not cells:
             continue

@@ -1701,3 +1701,5 @@ def test_training_script_scores_a_validations_folds_on_one_best_without_fitting(
     path.write_text(json.dumps(validation))
     with pytest.raises(SystemExit, match="dawa_hilbert"):
         script.score_folds(str(path), str(tmp_path / "test.jsonl"), "", None, "auto,agrid")
+    with pytest.raises(SystemExit, match="no fit 'tree'"):
+        script.score_folds(str(path), str(tmp_path / "test.jsonl"), "", "tree")
