@@ -9,9 +9,8 @@
 #   4. the rules fit (--kinds rules --skip rules-random --unseen-to-auto 1.4), written to OUT,
 #      never over the package's selector; its list (features, candidates, tree) is then compared
 #      with the shipped one's (the figures stored beside it move with the tables' last digits).
-#      The shipped list was fitted before agrid_fine was measured: DROP (default agrid_fine)
-#      names the candidates the fit leaves out so that it is fitted again as it was; DROP= fits
-#      with every candidate measured.
+#      The fit runs every candidate measured; DROP (default none) names candidates it leaves
+#      out, e.g. DROP=agrid_fine fits the list shipped before agrid_fine was measured again.
 #
 # Each table is written under a temporary name and renamed when complete, and a step whose table
 # exists is skipped: an interrupted run resumes at the step it stopped in.  TABLES names a folder
@@ -36,7 +35,7 @@ SIDES=${SIDES:-32,64,128,256}
 UNSEEN_SIDES=${UNSEEN_SIDES:-32,64,128}
 SCALES=${SCALES:-1e3,1e4,1e5,1e6,1e7}
 TABLES=${TABLES:-}
-DROP=${DROP-agrid_fine}
+DROP=${DROP-}
 DPBENCH=ADULT-2D,MDSALARY-OVERT,STROKE,GOWALLA
 export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}" OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
 UNSEEN=lattice-8,ring,points-500,gradient,mix-100,mix-101,mix-102,mix-103,mix-104,mix-105,mix-106,mix-107,mix-108,mix-109,mix-110,mix-111

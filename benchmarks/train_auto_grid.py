@@ -74,7 +74,7 @@ re-measures the cells that ten trials leave uncertain with them.
     python benchmarks/train_auto_grid.py --measurements OLD.jsonl --add-candidates agrid_fine --added NEW.jsonl
     # a candidate added to GRID_CANDIDATES measured alone on a table's cells and trials (the rest kept)
     python benchmarks/train_auto_grid.py --reuse ... --drop-candidates agrid_fine
-    # fit as if a candidate had not been measured: the shipped list was fitted before agrid_fine
+    # fit as if a candidate had not been measured (e.g. the list shipped before agrid_fine, fitted again)
 """
 
 from __future__ import annotations
@@ -1719,7 +1719,7 @@ def main(argv=None) -> int:
         "--drop-candidates",
         default="",
         help="fit as if these candidates (comma-separated) had not been measured: a list fitted before they "
-        "were added (the shipped one: agrid_fine) is fitted again as it was",
+        "were added (the one shipped before agrid_fine) is fitted again as it was",
     )
     parser.add_argument(
         "--refeature",
