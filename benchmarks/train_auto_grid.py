@@ -969,6 +969,18 @@ SPREAD_RULE = {
     "band12": ("agrid", "kd_tree", "agrid_fine"),
 }
 
+#: The corner branch on large grids, fitted after the corner spread branch, on every row (an
+#: eleventh stage): where the corner branch runs on a grid of at least 2^``c14`` cells (99:
+#: never), ``band13`` instead of ``band11``.  An adaptive grid's second level cuts the corner
+#: block's heavy cells into squares of about sqrt(N eps / c2) a side: on 128 x 128 grids, whose
+#: corner block holds few records per cell, the finer second level (``agrid_fine``) places the
+#: heaped records within fewer cells than AGrid's, and on 32 x 32 and 64 x 64 grids its noise
+#: over more cells costs more than it places.
+LARGE_CORNER_RULE = {
+    "c14": (99.0, 14.0, 12.0),
+    "band13": ("agrid_fine",),
+}
+
 #: Each of the last three branches as the tests that must all hold for it to run: (feature,
 #: the rule's key of its threshold, at least: True, at most: False).  Both the branch's rows
 #: (branch_rows) and its nodes in the tree (rule_tree) are read from them.
@@ -1132,11 +1144,11 @@ def spread_branch(x, rule: dict) -> np.ndarray:
 
 def rule_choice(x, rule: dict, candidates) -> np.ndarray:
     """The candidate index a decision list of GRID_RULE, PEAK_RULE, TOWNS_RULE, SMALL_RULE,
-    CONCENTRATED_RULE, CLUSTERED_RULE, NONNEGATIVE_RULE, BOUND_RULE, SPREAD_RULE and CORNER_RULE
-    picks for each row of GRID_FEATURES (the concentrated, clustered and non-negative branches only
-    where the others leave ``auto``, index 0; the bound branch over every other but the corner
-    spread and corner ones, the corner spread branch over every other but the corner one, and
-    that over every other)."""
+    CONCENTRATED_RULE, CLUSTERED_RULE, NONNEGATIVE_RULE, BOUND_RULE, SPREAD_RULE, CORNER_RULE and
+    LARGE_CORNER_RULE picks for each row of GRID_FEATURES (the concentrated, clustered and
+    non-negative branches only where the others leave ``auto``, index 0; the bound branch over
+    every other but the corner spread and corner ones, the corner spread branch over every other
+    but the corner one, and that over every other, running ``band13`` on its large grids)."""
     column, taken = upper_choice(x, rule, candidates)
     rest = np.where(sparse_branch(x, rule), candidates.index(rule["alternative"]), 0)
     rest = np.where(small_branch(x, rule), candidates.index(rule["band6"]), rest)
@@ -1157,7 +1169,18 @@ def rule_choice(x, rule: dict, candidates) -> np.ndarray:
     cornered = corner_branch(x, rule)
     if cornered.any():
         column = np.where(cornered, candidates.index(rule["band11"]), column)
+    large = cornered & large_corner(x, rule)
+    if large.any():
+        column = np.where(large, candidates.index(rule["band13"]), column)
     return column
+
+
+def large_corner(x, rule: dict) -> np.ndarray:
+    """The rows on grids large enough for a decision list's corner branch to run ``band13``
+    (LARGE_CORNER_RULE), where that branch runs; nowhere for a list fitted without it."""
+    if rule.get("c14", 99.0) == 99.0:
+        return np.zeros(x.shape[0], dtype=bool)
+    return x[:, GRID_FEATURES.index("log_cells")] >= rule["c14"]
 
 
 def below(v: float) -> float:
@@ -1171,7 +1194,8 @@ def rule_tree(rule: dict, candidates) -> list[dict]:
     a tree goes left at or below its threshold, so a bound "at least v" splits just below v): the
     corner branch first (nodes 0-6), the bound branch next (7-11), then the list (12 onwards,
     _list_tree), then (where recorded) the corner spread branch, which the corner branch falls
-    through to and which falls through to the bound branch."""
+    through to and which falls through to the bound branch; where the large-corner stage runs,
+    the corner branch's leaf is a split on the grid's size into two leaves at the end."""
     band10, band11 = _band(rule, "band10", candidates), _band(rule, "band11", candidates)
     bound, rest = 7, 12
     listed = _list_tree(rule, candidates)
@@ -1182,10 +1206,16 @@ def rule_tree(rule: dict, candidates) -> list[dict]:
         node if "leaf" in node else {**node, "left": node["left"] + rest, "right": node["right"] + rest}
         for node in listed
     ]
-    if "e13" not in rule:
-        return corner + head + shifted
-    tail = _conjunction(spread, rule, SPREAD_TESTS, bound, _band(rule, "band12", candidates))
-    return corner + head + shifted + tail
+    tail = []
+    if "e13" in rule:
+        tail = _conjunction(spread, rule, SPREAD_TESTS, bound, _band(rule, "band12", candidates))
+    nodes = corner + head + shifted + tail
+    if rule.get("c14", 99.0) != 99.0:  # the corner branch's leaf splits by grid size (two leaves at the end)
+        end = len(nodes)
+        split = {"feature": GRID_FEATURES.index("log_cells"), "threshold": below(rule["c14"])}
+        nodes[len(CORNER_TESTS)] = {**split, "left": end, "right": end + 1}
+        nodes += [{"leaf": band11}, {"leaf": _band(rule, "band13", candidates)}]
+    return nodes
 
 
 def _band(rule: dict, key: str, candidates) -> int:
@@ -1294,8 +1324,9 @@ def fit_rules(x, keys, per_row, candidates, args) -> GridSelector:
     those of the concentrated, clustered and non-negative branches (CONCENTRATED_RULE,
     CLUSTERED_RULE, NONNEGATIVE_RULE), all on the rows of the shapes other than those of the
     families heaped on the bounds (HEAPED_FAMILIES: ``bound-<k>``, ``amounts-<k>``); last, on
-    every row, the bound branch (BOUND_RULE), the corner branch (CORNER_RULE), then the corner
-    spread branch (SPREAD_RULE).  The shapes
+    every row, the bound branch (BOUND_RULE), the corner branch (CORNER_RULE), the corner
+    spread branch (SPREAD_RULE), then the corner branch's band on large grids
+    (LARGE_CORNER_RULE).  The shapes
     heaped on their bounds are there to fit those branches: their rows outside them, at the
     lowest signals and on prefix rectangles, would otherwise pull the list's first stage away
     from the other shapes (held out, a list fitted on them too was far worse: docs/data-aware.md,
@@ -1308,7 +1339,8 @@ def fit_rules(x, keys, per_row, candidates, args) -> GridSelector:
     listed = np.array([not k[0].startswith(HEAPED_FAMILIES) for k in keys])
     chosen = _fit_list(x[listed], [k for k, m in zip(keys, listed) if m], per_row[listed], candidates, args)
     costs = _cell_cost(keys, per_row, args)
-    chosen = _fit_stages((BOUND_RULE, CORNER_RULE, SPREAD_RULE), chosen, x, per_row, candidates, args, costs)
+    last = (BOUND_RULE, CORNER_RULE, SPREAD_RULE, LARGE_CORNER_RULE)
+    chosen = _fit_stages(last, chosen, x, per_row, candidates, args, costs)
     nodes = rule_tree(chosen, candidates)
     model = {"nodes": nodes, "depth": tree_depth(nodes), "min_leaf": 0, "margin": 0.0, "rules": chosen}
     return GridSelector("tree", candidates, model)
@@ -1366,7 +1398,8 @@ def _fit_list(x, keys, per_row, candidates, args) -> dict:
             scores[(upper, setting)] = (float(w), float(t))
     # the later stages' branches (and the bound branch), off (first settings) in the first
     later = (PEAK_RULE, TOWNS_RULE, SMALL_RULE, CONCENTRATED_RULE, CLUSTERED_RULE, NONNEGATIVE_RULE)
-    off = {k: v[0] for grid in (*later, BOUND_RULE, CORNER_RULE, SPREAD_RULE) for k, v in grid.items()}
+    last = (BOUND_RULE, CORNER_RULE, SPREAD_RULE, LARGE_CORNER_RULE)
+    off = {k: v[0] for grid in (*later, *last) for k, v in grid.items()}
     chosen, best = None, None
     for values in itertools.product(*GRID_RULE.values()):
         rule = dict(zip(GRID_RULE, values))

@@ -514,7 +514,8 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
     s11 and log_signal_per_cell <= t11; over all of these (where recorded), band12 where
     corner_share >= e13, offpeak_share >= o13, log_signal >= s13 and log_signal_per_cell <= t13;
     and over all, band11 where corner_share >= e12, workload_boundary <= b12, log_signal >= s12,
-    l12 <= log_signal_per_cell <= t12 and log_cells <= c12."""
+    l12 <= log_signal_per_cell <= t12 and log_cells <= c12, band13 there instead (where recorded)
+    on at least 2^c14 cells."""
     sel = shipped_grid()
     rule = recorded_rules(sel)
     # signal per cell, _, sparsity, concentration, log2 cells, log epsilon, off-peak share, boundary
@@ -537,6 +538,9 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
     spreading = "e13" in rule  # the corner spread branch (selectors fitted since it)
     if spreading:
         thresholds.update({"e13": 10, "o13": 6, "s13": 9, "t13": 0})
+    large = rule.get("c14", 99.0) != 99.0  # the corner branch's band on large grids (selectors fitted since it)
+    if large:
+        thresholds["c14"] = 4
     placements = [(rule[k], (column,)) for k, column in thresholds.items()]
     x = rule_test_rows(sel, np.random.default_rng(6), 6000, columns, placements)
     signal, sparsity, concentration, cells, offpeak, boundary = x[:, 0], x[:, 2], x[:, 3], x[:, 4], x[:, 6], x[:, 7]
@@ -600,6 +604,10 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
     bounded_choice = list(expected)
     expected = [rule["band12"] if spread[i] else e for i, e in enumerate(expected)]
     expected = [rule["band11"] if in_corner[i] else e for i, e in enumerate(expected)]
+    if large:
+        expected = [rule["band13"] if in_corner[i] and cells[i] >= rule["c14"] else e for i, e in enumerate(expected)]
+        assert (in_corner & (cells < rule["c14"])).any() and (in_corner & (cells >= rule["c14"])).any()
+        assert rule["band13"] != rule["band11"] and rule["band13"] in expected
     assert sel.choose(x) == expected
     if spreading and rule["e13"] != 9.0:  # the corner spread branch runs: both sides of each bound, a change
         gated = (offpeak >= rule["o13"]) & (records >= rule["s13"]) & (signal <= rule["t13"]) & ~in_corner
@@ -974,6 +982,8 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
         "band12": ("kd_tree", "agrid", "dawa_hilbert", "ugrid", "auto"),
     }
     monkeypatch.setattr(script, "SPREAD_RULE", spread_grid)
+    large_grid = {"c14": (99.0, 14.0, 12.0), "band13": ("kd_tree", "ugrid", "dawa_hilbert", "auto")}
+    monkeypatch.setattr(script, "LARGE_CORNER_RULE", large_grid)
     rng = np.random.default_rng(8)
     rows, candidates = 600, ("auto", "agrid", "ugrid", "dawa_hilbert", "kd_tree", "auto_nonnegative")
     x = np.column_stack(
@@ -1024,6 +1034,7 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
         **{"e11": 9.0, "b11": 0.0, "s11": 1.0, "t11": 0.5, "band10": "auto_nonnegative"},
         **{"e12": 9.0, "b12": 1.5, "s12": 1.0, "l12": -2.0, "t12": 1.0, "c12": 12.0, "band11": "agrid"},
         **{"e13": 9.0, "o13": 0.2, "s13": 1.0, "t13": 1.0, "band12": "kd_tree"},
+        **{"c14": 99.0, "band13": "kd_tree"},
     }
     later = (
         (peak_grid, "s5"),
@@ -1035,6 +1046,7 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
         (bound_grid, "e11"),
         (corner_grid, "e12"),
         (spread_grid, "e13"),
+        (large_grid, "c14"),
     )
     best, chosen = None, None
     for values in itertools.product(*small.values()):
@@ -1057,7 +1069,9 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
             if setting[gate] == never[gate] and any(setting[k] != never[k] for k in grid):
                 continue
             key = rank(
-                {**fixed, **setting}, None if grid in (bound_grid, corner_grid, spread_grid) else listed, bound=1.5
+                {**fixed, **setting},
+                None if grid in (bound_grid, corner_grid, spread_grid, large_grid) else listed,
+                bound=1.5,
             )
             if best is None or key < best:
                 best, chosen = key, {**fixed, **setting}
@@ -1079,6 +1093,9 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
     assert base.model["rules"]["q10"] == 9.0 and got.model["rules"] == chosen
     for branch, gate in ((script.bound_branch, "e11"), (script.corner_branch, "e12"), (script.spread_branch, "e13")):
         assert (branch(x, chosen) & (picked != script.rule_choice(x, {**chosen, gate: 9.0}, candidates))).any()
+    large = script.corner_branch(x, chosen) & script.large_corner(x, chosen)
+    assert (large & (picked != script.rule_choice(x, {**chosen, "c14": 99.0}, candidates))).any()
+    assert (script.corner_branch(x, chosen) & ~large).any()  # the corner branch's band11 still runs somewhere
 
 
 @pytest.mark.parametrize("stage_to_auto, runs", [(1.2, False), (1.25, False), (1.5, True)])
