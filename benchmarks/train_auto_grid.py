@@ -1005,7 +1005,7 @@ SPREAD_TESTS = (
     ("log_signal_per_cell", "t13", False),
 )
 
-#: The training families heaped on the grid's bounds, fitted only in the last three stages
+#: The training families heaped on the grid's bounds, fitted only in the last four stages
 #: (fit_rules).
 HEAPED_FAMILIES = ("bound-", "amounts-")
 
