@@ -971,11 +971,11 @@ SPREAD_RULE = {
 
 #: The corner branch on large grids, fitted after the corner spread branch, on every row (an
 #: eleventh stage): where the corner branch runs on a grid of at least 2^``c14`` cells (99:
-#: never), ``band13`` instead of ``band11``.  An adaptive grid's second level cuts the corner
-#: block's heavy cells into squares of about sqrt(N eps / c2) a side: on 128 x 128 grids, whose
-#: corner block holds few records per cell, the finer second level (``agrid_fine``) places the
-#: heaped records within fewer cells than AGrid's, and on 32 x 32 and 64 x 64 grids its noise
-#: over more cells costs more than it places.
+#: never), ``band13`` instead of ``band11``.  An adaptive grid cuts each first-level cell into
+#: about sqrt(N' eps2 / c2) pieces per axis (N' its noisy count); where the corner branch runs,
+#: the second level twice as fine (``agrid_fine``) has less error than AGrid's on 128 x 128
+#: grids and more on 32 x 32 and 64 x 64 ones (docs/data-aware.md, "The corner branch on large
+#: grids").
 LARGE_CORNER_RULE = {
     "c14": (99.0, 14.0, 12.0),
     "band13": ("agrid_fine",),
