@@ -1177,10 +1177,22 @@ def rule_choice(x, rule: dict, candidates) -> np.ndarray:
 
 def large_corner(x, rule: dict) -> np.ndarray:
     """The rows on grids large enough for a decision list's corner branch to run ``band13``
-    (LARGE_CORNER_RULE), where that branch runs; nowhere for a list fitted without it."""
-    if rule.get("c14", 99.0) == 99.0:
+    (LARGE_CORNER_RULE) where it runs (reached or not); nowhere for a list without that stage."""
+    if not splits_large_corner(rule):
         return np.zeros(x.shape[0], dtype=bool)
     return x[:, GRID_FEATURES.index("log_cells")] >= rule["c14"]
+
+
+def splits_large_corner(rule: dict) -> bool:
+    """Whether a decision list's corner branch runs ``band13`` on large grids (LARGE_CORNER_RULE
+    on; lists fitted before that stage lack ``c14``)."""
+    return rule.get("c14", 99.0) != 99.0
+
+
+def whole_row_stages() -> tuple[dict, ...]:
+    """The stages fit_rules fits last, on every row, in order (read when called, so that a
+    monkeypatched grid is the one fitted)."""
+    return (BOUND_RULE, CORNER_RULE, SPREAD_RULE, LARGE_CORNER_RULE)
 
 
 def below(v: float) -> float:
@@ -1210,7 +1222,7 @@ def rule_tree(rule: dict, candidates) -> list[dict]:
     if "e13" in rule:
         tail = _conjunction(spread, rule, SPREAD_TESTS, bound, _band(rule, "band12", candidates))
     nodes = corner + head + shifted + tail
-    if rule.get("c14", 99.0) != 99.0:  # the corner branch's leaf splits by grid size (two leaves at the end)
+    if splits_large_corner(rule):  # the corner branch's leaf splits by grid size (two leaves at the end)
         end = len(nodes)
         split = {"feature": GRID_FEATURES.index("log_cells"), "threshold": below(rule["c14"])}
         nodes[len(CORNER_TESTS)] = {**split, "left": end, "right": end + 1}
@@ -1339,8 +1351,7 @@ def fit_rules(x, keys, per_row, candidates, args) -> GridSelector:
     listed = np.array([not k[0].startswith(HEAPED_FAMILIES) for k in keys])
     chosen = _fit_list(x[listed], [k for k, m in zip(keys, listed) if m], per_row[listed], candidates, args)
     costs = _cell_cost(keys, per_row, args)
-    last = (BOUND_RULE, CORNER_RULE, SPREAD_RULE, LARGE_CORNER_RULE)
-    chosen = _fit_stages(last, chosen, x, per_row, candidates, args, costs)
+    chosen = _fit_stages(whole_row_stages(), chosen, x, per_row, candidates, args, costs)
     nodes = rule_tree(chosen, candidates)
     model = {"nodes": nodes, "depth": tree_depth(nodes), "min_leaf": 0, "margin": 0.0, "rules": chosen}
     return GridSelector("tree", candidates, model)
@@ -1398,8 +1409,7 @@ def _fit_list(x, keys, per_row, candidates, args) -> dict:
             scores[(upper, setting)] = (float(w), float(t))
     # the later stages' branches (and the bound branch), off (first settings) in the first
     later = (PEAK_RULE, TOWNS_RULE, SMALL_RULE, CONCENTRATED_RULE, CLUSTERED_RULE, NONNEGATIVE_RULE)
-    last = (BOUND_RULE, CORNER_RULE, SPREAD_RULE, LARGE_CORNER_RULE)
-    off = {k: v[0] for grid in (*later, *last) for k, v in grid.items()}
+    off = {k: v[0] for grid in (*later, *whole_row_stages()) for k, v in grid.items()}
     chosen, best = None, None
     for values in itertools.product(*GRID_RULE.values()):
         rule = dict(zip(GRID_RULE, values))
