@@ -1032,3 +1032,15 @@ def rule_test_rows(selector, rng, rows: int, columns, placements) -> np.ndarray:
     for threshold, where in placements:
         x[rng.integers(0, rows, 40), rng.choice(where)] = threshold
     return selector.within_training(x)
+
+
+def assert_bootstrap_follows_releases(make, x, epsilon, lows, highs, rtol, releases=40) -> None:
+    """The bootstrap of ``make()``'s release of ``x`` is within ``rtol`` of the spread of its
+    rectangles' answers over ``releases`` releases (seeds 0, 1, ...), and the answers claim no
+    exact error bars (a data-aware release whose bias depends on the data)."""
+    from dprange.data_aware.spatial_trees import box_sums, summed_area
+
+    drawn = [make().release(x, epsilon, rng=seed) for seed in range(releases)]
+    spread = np.std([box_sums(summed_area(r.counts), lows, highs) for r in drawn], axis=0)
+    np.testing.assert_allclose(drawn[0].bootstrap(lows, highs, reps=200, rng=1), spread, rtol=rtol)
+    assert not drawn[0].exact_error_bars and np.isnan(drawn[0].rectangle([0, 0], [3, 3]).stderr)

@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time __getattr__
     from .data_aware.mwem import MWEM
     from .data_aware.nonnegative_grid import AutoTowardNonnegative, NonnegativeAuto
     from .data_aware.structure_first import StructureFirst
+    from .data_aware.support_grid import SupportAuto
     from .domain import Domain, ProductDomain
     from .errors import (
         ConvergenceWarning,
@@ -77,6 +78,7 @@ _EXPORTS = {
     "data_aware.mwem": ("MWEM",),
     "data_aware.nonnegative_grid": ("AutoTowardNonnegative", "NonnegativeAuto"),
     "data_aware.structure_first": ("StructureFirst",),
+    "data_aware.support_grid": ("SupportAuto",),
     "domain": ("Domain", "ProductDomain"),
     "errors": (
         "ConvergenceWarning",
@@ -138,6 +140,7 @@ __all__ = [
     "ReportError",
     "Session",
     "StructureFirst",
+    "SupportAuto",
     "UniformGrid",
     "Wavelet",
     "best_structure",

@@ -9,6 +9,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from _helpers import assert_bootstrap_follows_releases
 
 import dprange
 from dprange import AutoTowardNonnegative, NonnegativeAuto, ParameterError
@@ -307,12 +308,7 @@ def test_the_weight_moves_toward_the_refit_where_it_gains_and_stays_where_it_los
 def test_the_bootstrap_holds_the_weight():
     """The bootstrap re-runs least squares, the refit and the move by the released weight: on the
     half-empty grid (weight near 0) it is within 20% of the spread of 40 releases."""
-    x = half_empty_grid()
-    releases = [AutoTowardNonnegative().release(x, 0.5, rng=seed) for seed in range(40)]
-    spread = np.std([box_sums(summed_area(r.counts), LOWS, HIGHS) for r in releases], axis=0)
-    boot = releases[0].bootstrap(LOWS, HIGHS, reps=200, rng=1)
-    np.testing.assert_allclose(boot, spread, rtol=0.2)
-    assert not releases[0].exact_error_bars and np.isnan(releases[0].rectangle([0, 0], [3, 3]).stderr)
+    assert_bootstrap_follows_releases(AutoTowardNonnegative, half_empty_grid(), 0.5, LOWS, HIGHS, rtol=0.2)
 
 
 def test_auto_toward_nonnegative_is_registered_saved_and_validated():

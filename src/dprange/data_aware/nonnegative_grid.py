@@ -282,10 +282,12 @@ class NonnegativeAuto(DataAwareGridMechanism):
         domain,
         weight=1.0,
         least_squares=None,
+        noise_of=None,
     ) -> DataAwareGridRelease:
         """The release of least squares (``least_squares``, computed unless given) moved by
         ``weight`` toward the ``fit`` (1: the fit itself), its provenance (one step, the
-        measurements) recording the design, ``recorded`` and the fit's total and convergence."""
+        measurements) recording the design, ``recorded`` and the fit's total and convergence;
+        ``noise_of(cells)`` its bootstrap state (default: :class:`SimplexFitNoise` of these settings)."""
         design = {"mechanism": inner.name, **inner.parameters()}
         described = inner.describe_strategy(shape, measurements.epsilon)
         if described is not None:
@@ -305,7 +307,10 @@ class NonnegativeAuto(DataAwareGridMechanism):
         if least_squares is None and weight != 1.0:
             least_squares = np.asarray(inner.estimate(shape, measurements).leaves, dtype=float)
         cells = moved_toward(least_squares, fit.x, weight).reshape(shape)
-        noise = SimplexFitNoise(inner, measurements, cells, self.tol, self.maxiter, weight=weight)
+        if noise_of is None:
+            noise = SimplexFitNoise(inner, measurements, cells, self.tol, self.maxiter, weight=weight)
+        else:
+            noise = noise_of(cells)
         return DataAwareGridRelease(shape, cells, provenance, noise, domain=domain)
 
 

@@ -3,8 +3,9 @@ gradient, for designs too large for a factorisation:
 
     minimise  sum_i ||A_i x - y_i||^2 / v_i   subject to  x >= 0,  sum(x) = total
 
-over the measured blocks ``A_i`` (any :class:`~dprange.operators.Operator`, applied only by
-products) with noise variances ``v_i``.  It is :func:`dprange.inference.nnls` with a total, solved
+(and, given a support, x = 0 off it: the same problem on a face of the simplex) over the
+measured blocks ``A_i`` (any :class:`~dprange.operators.Operator`, applied only by products) with
+noise variances ``v_i``.  It is :func:`dprange.inference.nnls` with a total, solved
 with one product by each block and its adjoint per iteration instead of ADMM's inner least
 squares: FISTA (Beck and Teboulle, "A Fast Iterative Shrinkage-Thresholding Algorithm for Linear
 Inverse Problems", SIAM Journal on Imaging Sciences 2009) with the gradient restart of
@@ -149,6 +150,19 @@ class _NormalOperator:
 GRAM_FACTOR_COLUMNS = 1024
 
 
+def _check_support(support, n: int):
+    """Every cell (a slice) where ``support`` is None, else the boolean array of n cells checked
+    to hold at least one True."""
+    if support is None:
+        return slice(None)
+    on = np.asarray(support)
+    if on.dtype != bool or on.shape != (n,):
+        raise ParameterError(f"support must be a boolean array of the {n} cells")
+    if not on.any():
+        raise ParameterError("support must hold at least one cell")
+    return on
+
+
 def _known_largest(block) -> float | None:
     """lambda_max(A^T A) of a p-Identity block (kept on the block), or of a Kronecker product of
     them (the product of the factors': the eigenvalues of a Kronecker product of symmetric positive
@@ -174,11 +188,20 @@ def _structured_gram(block):
 
 
 def simplex_fit(
-    measurements: Measurements, total: float, *, start=None, tol: float = 1e-6, maxiter: int = 1000
+    measurements: Measurements,
+    total: float,
+    *,
+    start=None,
+    tol: float = 1e-6,
+    maxiter: int = 1000,
+    support=None,
 ) -> SimplexFit:
     """argmin over x >= 0 with sum(x) = ``total`` of sum_i ||A_i x - y_i||^2 / v_i (module doc).
 
     ``start``: the first iterate, projected (e.g. the least-squares estimate; zeros if None).
+    ``support``: None, or a boolean array of the n cells, at least one True: the fit is held at
+    zero off it (each step projected onto the face of the simplex the support spans; the step
+    size of the whole problem is a valid one for the face).
     Stops when the root mean square of the last projected-gradient step is at most ``tol`` noise
     units, sqrt(1 / L) with L the gradient's Lipschitz constant (at most the noise standard
     deviation of any cell's least-squares estimate), or after ``maxiter`` iterations with a
@@ -199,7 +222,9 @@ def simplex_fit(
     first = np.zeros(n) if start is None else np.asarray(start, dtype=float).ravel()
     if first.shape != (n,) or not np.all(np.isfinite(first)):
         raise ParameterError(f"start must hold {n} finite values")
-    x = project_onto_simplex(first, total)
+    on = _check_support(support, n)
+    x = np.zeros(n)
+    x[on] = project_onto_simplex(first[on], total)
     if total == 0:
         return SimplexFit(x, 0, True)
     step = 1.0 / normal.largest_eigenvalue(n)
@@ -207,9 +232,10 @@ def simplex_fit(
     z, t = x.copy(), 1.0
     tau = None
     for iteration in range(1, maxiter + 1):
-        pushed = z - step * (normal(z) - normal.rhs)
+        pushed = (z - step * (normal(z) - normal.rhs))[on]
         tau = simplex_threshold(pushed, total, tau)  # cost: a few passes, from the last threshold
-        following = np.maximum(pushed - tau, 0.0)
+        following = np.zeros(n)
+        following[on] = np.maximum(pushed - tau, 0.0)
         moved = following - z
         if np.sqrt(np.mean(moved * moved)) <= tol * noise_unit:
             return SimplexFit(following, iteration, True)

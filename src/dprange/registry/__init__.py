@@ -210,7 +210,7 @@ FREQUENCY_ORACLES = Registry("oracle", "Local-DP frequency oracles", order=("grr
 #: k-D mechanisms on a product domain (``dprange.release_grid``, ``dprange release`` with several
 #: columns), registered beside each class (mechanisms.grid, mechanisms.optimized_grid,
 #: mechanisms.fourier, data_aware.grid, data_aware.grids,
-#: data_aware.nonnegative_grid).  Kept apart from :data:`MECHANISMS`, whose entries all
+#: data_aware.nonnegative_grid, data_aware.support_grid).  Kept apart from :data:`MECHANISMS`, whose entries all
 #: release 1-D counts.
 GRID_MECHANISMS = Registry(
     "k-D mechanism",
@@ -230,6 +230,7 @@ GRID_MECHANISMS = Registry(
         "agrid",
         "auto_nonnegative",
         "auto_toward_nonnegative",
+        "auto_support",
         "auto-data",
     ),
 )
