@@ -981,6 +981,25 @@ LARGE_CORNER_RULE = {
     "band13": ("agrid_fine",),
 }
 
+#: The support branch, fitted after the large-corner stage, on every row (a twelfth stage):
+#: where the list runs ``auto`` or ``auto_nonnegative`` (the refits of ``auto``'s measurements),
+#: log_signal_per_occupied at least ``p15`` (99: never), log_signal_per_cell at least ``s15`` and
+#: the workload's boundary at least ``b15``, on at most 2^``c15`` cells, runs ``band14``.
+#: ``auto_support`` holds at zero the dyadic blocks its least squares finds empty: where the
+#: occupied cells hold many records per unit of noise, that removes the noise of the empty cells
+#: without the bias the non-negative refit moves into them; on prefix rectangles (boundary about
+#: 1), which sum every marked block they cover, it loses (docs/data-aware.md, "auto_support").
+#: Its fit takes up to a second on 256 x 256 grids and more beyond, where the training table has
+#: no rows: ``c15`` is fixed at the largest measured (2^16 cells, as auto-data's weighted ``auto``
+#: branch, WEIGHTED_REFIT_CELLS).
+SUPPORT_RULE = {
+    "p15": (99.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0),
+    "s15": (-9.0, -1.0, -0.5, 0.0, 1.0),
+    "b15": (0.0, 1.2, 1.5),
+    "c15": (16.0,),
+    "band14": ("auto_support",),
+}
+
 #: Each of the last three branches as the tests that must all hold for it to run: (feature,
 #: the rule's key of its threshold, at least: True, at most: False).  Both the branch's rows
 #: (branch_rows) and its nodes in the tree (rule_tree) are read from them.
@@ -1003,6 +1022,12 @@ SPREAD_TESTS = (
     ("offpeak_share", "o13", True),
     ("log_signal", "s13", True),
     ("log_signal_per_cell", "t13", False),
+)
+SUPPORT_TESTS = (
+    ("log_signal_per_occupied", "p15", True),
+    ("log_signal_per_cell", "s15", True),
+    ("workload_boundary", "b15", True),
+    ("log_cells", "c15", False),
 )
 
 #: The training families heaped on the grid's bounds, fitted only in the last four stages
@@ -1142,13 +1167,27 @@ def spread_branch(x, rule: dict) -> np.ndarray:
     return branch_rows(x, rule, SPREAD_TESTS)
 
 
+def support_branch(x, rule: dict) -> np.ndarray:
+    """The rows where a decision list's support branch (SUPPORT_RULE) would run over a refit
+    choice (reached or not; nowhere for a list fitted without it)."""
+    if rule.get("p15", 99.0) == 99.0:
+        return np.zeros(x.shape[0], dtype=bool)
+    return branch_rows(x, rule, SUPPORT_TESTS)
+
+
+def refit_family(candidates) -> tuple[int, ...]:
+    """The candidate indices the support branch may replace: ``auto`` (0) and ``auto_nonnegative``."""
+    return (0, *(i for i, c in enumerate(candidates) if c == "auto_nonnegative"))
+
+
 def rule_choice(x, rule: dict, candidates) -> np.ndarray:
     """The candidate index a decision list of GRID_RULE, PEAK_RULE, TOWNS_RULE, SMALL_RULE,
     CONCENTRATED_RULE, CLUSTERED_RULE, NONNEGATIVE_RULE, BOUND_RULE, SPREAD_RULE, CORNER_RULE and
     LARGE_CORNER_RULE picks for each row of GRID_FEATURES (the concentrated, clustered and
     non-negative branches only where the others leave ``auto``, index 0; the bound branch over
     every other but the corner spread and corner ones, the corner spread branch over every other
-    but the corner one, and that over every other, running ``band13`` on its large grids)."""
+    but the corner one, and that over every other, running ``band13`` on its large grids; last,
+    the support branch's ``band14`` where the list would run a refit of ``auto``)."""
     column, taken = upper_choice(x, rule, candidates)
     rest = np.where(sparse_branch(x, rule), candidates.index(rule["alternative"]), 0)
     rest = np.where(small_branch(x, rule), candidates.index(rule["band6"]), rest)
@@ -1172,6 +1211,9 @@ def rule_choice(x, rule: dict, candidates) -> np.ndarray:
     large = cornered & large_corner(x, rule)
     if large.any():
         column = np.where(large, candidates.index(rule["band13"]), column)
+    supported = support_branch(x, rule) & np.isin(column, refit_family(candidates))
+    if supported.any():
+        column = np.where(supported, candidates.index(rule["band14"]), column)
     return column
 
 
@@ -1192,7 +1234,7 @@ def splits_large_corner(rule: dict) -> bool:
 def whole_row_stages() -> tuple[dict, ...]:
     """The stages fit_rules fits last, on every row, in order (read when called, so that a
     monkeypatched grid is the one fitted)."""
-    return (BOUND_RULE, CORNER_RULE, SPREAD_RULE, LARGE_CORNER_RULE)
+    return (BOUND_RULE, CORNER_RULE, SPREAD_RULE, LARGE_CORNER_RULE, SUPPORT_RULE)
 
 
 def below(v: float) -> float:
@@ -1207,7 +1249,8 @@ def rule_tree(rule: dict, candidates) -> list[dict]:
     corner branch first (nodes 0-6), the bound branch next (7-11), then the list (12 onwards,
     _list_tree), then (where recorded) the corner spread branch, which the corner branch falls
     through to and which falls through to the bound branch; where the large-corner stage runs,
-    the corner branch's leaf is a split on the grid's size into two leaves at the end."""
+    the corner branch's leaf is a split on the grid's size into two leaves at the end; where the
+    support stage runs, every leaf naming a refit of ``auto`` becomes its tests (_supported_leaves)."""
     band10, band11 = _band(rule, "band10", candidates), _band(rule, "band11", candidates)
     bound, rest = 7, 12
     listed = _list_tree(rule, candidates)
@@ -1227,6 +1270,25 @@ def rule_tree(rule: dict, candidates) -> list[dict]:
         split = {"feature": GRID_FEATURES.index("log_cells"), "threshold": below(rule["c14"])}
         nodes[len(CORNER_TESTS)] = {**split, "left": end, "right": end + 1}
         nodes += [{"leaf": band11}, {"leaf": _band(rule, "band13", candidates)}]
+    return _supported_leaves(nodes, rule, candidates)
+
+
+def _supported_leaves(nodes: list[dict], rule: dict, candidates) -> list[dict]:
+    """``nodes`` with every leaf that names a refit of ``auto`` (refit_family) turned into the
+    support branch's tests: the first in the leaf's place, the rest appended, reaching a leaf of
+    ``band14`` where all hold and one of the old leaf's candidate where one fails (the rows
+    support_branch gives, over that leaf's)."""
+    if rule.get("p15", 99.0) == 99.0:
+        return nodes
+    band, family, tests = _band(rule, "band14", candidates), refit_family(candidates), len(SUPPORT_TESTS)
+    nodes = list(nodes)
+    for at, node in enumerate(list(nodes)):
+        if node.get("leaf") not in family:
+            continue
+        start = len(nodes) - 1  # the block's first test takes the leaf's place, the rest from len(nodes)
+        block = _conjunction(start, rule, SUPPORT_TESTS, start + tests + 1, band)
+        nodes[at] = block[0]
+        nodes += [*block[1:], {"leaf": node["leaf"]}]
     return nodes
 
 
@@ -1337,8 +1399,8 @@ def fit_rules(x, keys, per_row, candidates, args) -> GridSelector:
     CLUSTERED_RULE, NONNEGATIVE_RULE), all on the rows of the shapes other than those of the
     families heaped on the bounds (HEAPED_FAMILIES: ``bound-<k>``, ``amounts-<k>``); last, on
     every row, the bound branch (BOUND_RULE), the corner branch (CORNER_RULE), the corner
-    spread branch (SPREAD_RULE), then the corner branch's band on large grids
-    (LARGE_CORNER_RULE).  The shapes
+    spread branch (SPREAD_RULE), the corner branch's band on large grids (LARGE_CORNER_RULE),
+    then the support branch over the refits of ``auto`` (SUPPORT_RULE).  The shapes
     heaped on their bounds are there to fit those branches: their rows outside them, at the
     lowest signals and on prefix rectangles, would otherwise pull the list's first stage away
     from the other shapes (held out, a list fitted on them too was far worse: docs/data-aware.md,

@@ -887,8 +887,9 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
     same cost, rank and order; then the peak branch's settings with that list fixed, then the
     towns branch's, the small-grid branch's, the concentrated, clustered and non-negative
     branches', each with all before it fixed, all on the rows of shapes other than the
-    ``bound-<k>`` and ``amounts-<k>`` ones; then the bound branch's and the corner branch's on
-    every row), and the tree it writes must choose as that list on every row."""
+    ``bound-<k>`` and ``amounts-<k>`` ones; then the bound, corner, corner spread, large-corner
+    and support branches' on every row), and the tree it writes must choose as that list on every
+    row."""
     import argparse
     import importlib
 
@@ -984,6 +985,14 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
     monkeypatch.setattr(script, "SPREAD_RULE", spread_grid)
     large_grid = {"c14": (99.0, 14.0, 12.0), "band13": ("kd_tree", "ugrid", "dawa_hilbert", "auto")}
     monkeypatch.setattr(script, "LARGE_CORNER_RULE", large_grid)
+    support_grid = {
+        "p15": (99.0, 1.5, 2.5),
+        "s15": (-9.0, 0.0),
+        "b15": (0.0, 1.5),
+        "c15": (12.0, 14.0),
+        "band14": ("ugrid", "kd_tree"),
+    }
+    monkeypatch.setattr(script, "SUPPORT_RULE", support_grid)
     rng = np.random.default_rng(8)
     rows, candidates = 600, ("auto", "agrid", "ugrid", "dawa_hilbert", "kd_tree", "auto_nonnegative")
     x = np.column_stack(
@@ -1035,6 +1044,7 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
         **{"e12": 9.0, "b12": 1.5, "s12": 1.0, "l12": -2.0, "t12": 1.0, "c12": 12.0, "band11": "agrid"},
         **{"e13": 9.0, "o13": 0.2, "s13": 1.0, "t13": 1.0, "band12": "kd_tree"},
         **{"c14": 99.0, "band13": "kd_tree"},
+        **{"p15": 99.0, "s15": -9.0, "b15": 0.0, "c15": 12.0, "band14": "ugrid"},
     }
     later = (
         (peak_grid, "s5"),
@@ -1047,6 +1057,7 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
         (corner_grid, "e12"),
         (spread_grid, "e13"),
         (large_grid, "c14"),
+        (support_grid, "p15"),
     )
     best, chosen = None, None
     for values in itertools.product(*small.values()):
@@ -1070,7 +1081,7 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
                 continue
             key = rank(
                 {**fixed, **setting},
-                None if grid in (bound_grid, corner_grid, spread_grid, large_grid) else listed,
+                None if grid in (bound_grid, corner_grid, spread_grid, large_grid, support_grid) else listed,
                 bound=1.5,
             )
             if best is None or key < best:
@@ -1096,6 +1107,13 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
     large = script.corner_branch(x, chosen) & script.large_corner(x, chosen)
     assert (large & (picked != script.rule_choice(x, {**chosen, "c14": 99.0}, candidates))).any()
     assert (script.corner_branch(x, chosen) & ~large).any()  # the corner branch's band11 still runs somewhere
+    # the support branch replaces only the refits of auto (auto, auto_nonnegative), and the tree's copies of its
+    # tests under each such leaf choose as it does
+    unsupported = script.rule_choice(x, {**chosen, "p15": 99.0}, candidates)
+    changed = picked != unsupported
+    assert changed.any() and np.isin(unsupported[changed], [0, candidates.index("auto_nonnegative")]).all()
+    assert (picked[changed] == candidates.index(chosen["band14"])).all()
+    assert (script.support_branch(x, chosen) & ~changed).any()  # rows it would take where the list runs no refit
 
 
 @pytest.mark.parametrize("stage_to_auto, runs", [(1.2, False), (1.25, False), (1.5, True)])

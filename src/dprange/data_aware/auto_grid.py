@@ -1,7 +1,8 @@
 """``auto-data`` on a 2-D grid: choose among the data-independent ``auto`` (the least exact
 expected error, :func:`dprange.analysis.grid.select_grid`) and the registered 2-D data-aware
 mechanisms (``agrid``, ``ugrid``, ``dawa_hilbert``, ``kd_tree``, ``hybrid_tree``, and
-``auto_nonnegative``, ``auto`` refitted over non-negative grids) from private
+``auto_nonnegative`` and ``auto_support``, ``auto`` refitted over non-negative grids, the second
+held at zero where its least squares finds no records) from private
 features of the data (the choice ``auto`` released, by default, as least squares moved toward its
 non-negative refit: ``auto_toward_nonnegative``), in the spirit of Pythia (Kotsogiannis,
 Machanavajjhala, Hay and Miklau, "Pythia: Data Dependent Differentially Private Algorithm
@@ -91,10 +92,11 @@ GRID_CANDIDATES = (
     "hybrid_tree",
     "agrid_fine",
     "auto_nonnegative",
+    "auto_support",
 )
 
 #: Candidates built for the release's workload, as ``auto`` is (the others ignore it).
-WORKLOAD_CANDIDATES = ("auto_nonnegative",)
+WORKLOAD_CANDIDATES = ("auto_nonnegative", "auto_support")
 
 #: Parameters a candidate runs with, where not its defaults: the selector was trained on
 #: ``dawa_hilbert`` at DAWA's fixed partition share (its default now buys a noisy total of its
