@@ -1170,9 +1170,15 @@ def spread_branch(x, rule: dict) -> np.ndarray:
 def support_branch(x, rule: dict) -> np.ndarray:
     """The rows where a decision list's support branch (SUPPORT_RULE) would run over a refit
     choice (reached or not; nowhere for a list fitted without it)."""
-    if rule.get("p15", 99.0) == 99.0:
+    if not runs_support(rule):
         return np.zeros(x.shape[0], dtype=bool)
     return branch_rows(x, rule, SUPPORT_TESTS)
+
+
+def runs_support(rule: dict) -> bool:
+    """Whether a decision list's support branch (SUPPORT_RULE) runs anywhere (``p15`` not 99;
+    lists fitted before that stage lack it)."""
+    return rule.get("p15", 99.0) != 99.0
 
 
 def refit_family(candidates) -> tuple[int, ...]:
@@ -1278,7 +1284,7 @@ def _supported_leaves(nodes: list[dict], rule: dict, candidates) -> list[dict]:
     support branch's tests: the first in the leaf's place, the rest appended, reaching a leaf of
     ``band14`` where all hold and one of the old leaf's candidate where one fails (the rows
     support_branch gives, over that leaf's)."""
-    if rule.get("p15", 99.0) == 99.0:
+    if not runs_support(rule):
         return nodes
     band, family, tests = _band(rule, "band14", candidates), refit_family(candidates), len(SUPPORT_TESTS)
     nodes = list(nodes)
