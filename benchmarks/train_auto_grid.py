@@ -982,23 +982,33 @@ LARGE_CORNER_RULE = {
 }
 
 #: The support branch, fitted after the large-corner stage, on every row (a twelfth stage):
-#: where the list runs ``auto`` or ``auto_nonnegative`` (the refits of ``auto``'s measurements),
-#: log_signal_per_occupied at least ``p15`` (99: never), log_signal_per_cell at least ``s15`` and
-#: the workload's boundary at least ``b15``, on at most 2^``c15`` cells, runs ``band14``.
-#: ``auto_support`` holds at zero the dyadic blocks its least squares finds empty: where the
-#: occupied cells hold many records per unit of noise, that removes the noise of the empty cells
-#: without the bias the non-negative refit moves into them; on prefix rectangles (boundary about
-#: 1), which sum every marked block they cover, it loses (docs/data-aware.md, "auto_support").
-#: Its fit takes up to a second on 256 x 256 grids and more beyond, where the training table has
-#: no rows: ``c15`` is fixed at the largest measured (2^16 cells, as auto-data's weighted ``auto``
-#: branch, WEIGHTED_REFIT_CELLS).
+#: where the list runs ``auto``, ``auto_nonnegative`` (the refits of ``auto``'s measurements) or
+#: DAWA (support_family), log_signal_per_occupied at least ``p15`` (99: never),
+#: log_signal_per_cell at least ``s15``, the workload's boundary at least ``b15``, on at most
+#: 2^``c15`` cells, log_sparsity at most ``z15``, concentration at least ``q15`` and offpeak_share
+#: at most ``o15``, runs ``band14``.  ``auto_support`` holds at zero the dyadic blocks its least
+#: squares finds empty: where the occupied cells are few, hold many records per unit of noise and
+#: hold most of them in a few heavy cells, that removes the noise of the empty cells without the
+#: bias the non-negative refit moves into them; where the records fill the grid (STROKE at 10^7)
+#: or spread over many middling cells (GOWALLA) it marks occupied blocks empty and loses to
+#: ``auto`` (docs/data-aware.md, "The support branch").  On prefix rectangles (boundary about 1),
+#: which sum every marked block they cover, it loses: ``b15`` is fixed at 1.2.  Its fit takes up
+#: to a second on 256 x 256 grids and more beyond, where the training table has no rows: ``c15``
+#: is fixed at the largest measured (2^16 cells, as auto-data's weighted ``auto`` branch,
+#: WEIGHTED_REFIT_CELLS).
 SUPPORT_RULE = {
-    "p15": (99.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0),
-    "s15": (-9.0, -1.0, -0.5, 0.0, 1.0),
-    "b15": (0.0, 1.2, 1.5),
+    "p15": (99.0, 1.0, 1.5, 2.0, 2.5, 3.0),
+    "s15": (-9.0, -0.5, 0.0),
+    "b15": (1.2,),
     "c15": (16.0,),
+    "z15": (9.0, -1.0, -1.3, -1.6),
+    "q15": (0.0, 0.5, 0.6, 0.7, 0.8, 0.9),
+    "o15": (1.0, 0.45, 0.35, 0.25),
     "band14": ("auto_support",),
 }
+
+#: The candidates whose choice the support branch may replace (support_family).
+SUPPORT_FAMILY = ("auto", "auto_nonnegative", "dawa_hilbert")
 
 #: Each of the last three branches as the tests that must all hold for it to run: (feature,
 #: the rule's key of its threshold, at least: True, at most: False).  Both the branch's rows
@@ -1028,6 +1038,9 @@ SUPPORT_TESTS = (
     ("log_signal_per_cell", "s15", True),
     ("workload_boundary", "b15", True),
     ("log_cells", "c15", False),
+    ("log_sparsity", "z15", False),
+    ("concentration", "q15", True),
+    ("offpeak_share", "o15", False),
 )
 
 #: The training families heaped on the grid's bounds, fitted only in the last four stages
@@ -1168,8 +1181,8 @@ def spread_branch(x, rule: dict) -> np.ndarray:
 
 
 def support_branch(x, rule: dict) -> np.ndarray:
-    """The rows where a decision list's support branch (SUPPORT_RULE) would run over a refit
-    choice (reached or not; nowhere for a list fitted without it)."""
+    """The rows where a decision list's support branch (SUPPORT_RULE) would run over a choice of
+    support_family (reached or not; nowhere for a list fitted without it)."""
     if not runs_support(rule):
         return np.zeros(x.shape[0], dtype=bool)
     return branch_rows(x, rule, SUPPORT_TESTS)
@@ -1181,9 +1194,9 @@ def runs_support(rule: dict) -> bool:
     return rule.get("p15", 99.0) != 99.0
 
 
-def refit_family(candidates) -> tuple[int, ...]:
-    """The candidate indices the support branch may replace: ``auto`` (0) and ``auto_nonnegative``."""
-    return (0, *(i for i, c in enumerate(candidates) if c == "auto_nonnegative"))
+def support_family(candidates) -> tuple[int, ...]:
+    """The candidate indices the support branch may replace (SUPPORT_FAMILY, ``auto`` first)."""
+    return tuple(i for i, c in enumerate(candidates) if c in SUPPORT_FAMILY)
 
 
 def rule_choice(x, rule: dict, candidates) -> np.ndarray:
@@ -1193,7 +1206,7 @@ def rule_choice(x, rule: dict, candidates) -> np.ndarray:
     non-negative branches only where the others leave ``auto``, index 0; the bound branch over
     every other but the corner spread and corner ones, the corner spread branch over every other
     but the corner one, and that over every other, running ``band13`` on its large grids; last,
-    the support branch's ``band14`` where the list would run a refit of ``auto``)."""
+    the support branch's ``band14`` where the list would run a candidate of support_family)."""
     column, taken = upper_choice(x, rule, candidates)
     rest = np.where(sparse_branch(x, rule), candidates.index(rule["alternative"]), 0)
     rest = np.where(small_branch(x, rule), candidates.index(rule["band6"]), rest)
@@ -1217,7 +1230,7 @@ def rule_choice(x, rule: dict, candidates) -> np.ndarray:
     large = cornered & large_corner(x, rule)
     if large.any():
         column = np.where(large, candidates.index(rule["band13"]), column)
-    supported = support_branch(x, rule) & np.isin(column, refit_family(candidates))
+    supported = support_branch(x, rule) & np.isin(column, support_family(candidates))
     if supported.any():
         column = np.where(supported, candidates.index(rule["band14"]), column)
     return column
@@ -1256,7 +1269,7 @@ def rule_tree(rule: dict, candidates) -> list[dict]:
     _list_tree), then (where recorded) the corner spread branch, which the corner branch falls
     through to and which falls through to the bound branch; where the large-corner stage runs,
     the corner branch's leaf is a split on the grid's size into two leaves at the end; where the
-    support stage runs, every leaf naming a refit of ``auto`` becomes its tests (_supported_leaves)."""
+    support stage runs, every leaf naming a candidate of support_family becomes its tests (_supported_leaves)."""
     band10, band11 = _band(rule, "band10", candidates), _band(rule, "band11", candidates)
     bound, rest = 7, 12
     listed = _list_tree(rule, candidates)
@@ -1280,13 +1293,13 @@ def rule_tree(rule: dict, candidates) -> list[dict]:
 
 
 def _supported_leaves(nodes: list[dict], rule: dict, candidates) -> list[dict]:
-    """``nodes`` with every leaf that names a refit of ``auto`` (refit_family) turned into the
+    """``nodes`` with every leaf that names a candidate of support_family turned into the
     support branch's tests: the first in the leaf's place, the rest appended, reaching a leaf of
     ``band14`` where all hold and one of the old leaf's candidate where one fails (the rows
     support_branch gives, over that leaf's)."""
     if not runs_support(rule):
         return nodes
-    band, family, tests = _band(rule, "band14", candidates), refit_family(candidates), len(SUPPORT_TESTS)
+    band, family, tests = _band(rule, "band14", candidates), support_family(candidates), len(SUPPORT_TESTS)
     nodes = list(nodes)
     for at, node in enumerate(list(nodes)):
         if node.get("leaf") not in family:
@@ -1406,7 +1419,7 @@ def fit_rules(x, keys, per_row, candidates, args) -> GridSelector:
     families heaped on the bounds (HEAPED_FAMILIES: ``bound-<k>``, ``amounts-<k>``); last, on
     every row, the bound branch (BOUND_RULE), the corner branch (CORNER_RULE), the corner
     spread branch (SPREAD_RULE), the corner branch's band on large grids (LARGE_CORNER_RULE),
-    then the support branch over the refits of ``auto`` (SUPPORT_RULE).  The shapes
+    then the support branch over the choices of support_family (SUPPORT_RULE).  The shapes
     heaped on their bounds are there to fit those branches: their rows outside them, at the
     lowest signals and on prefix rectangles, would otherwise pull the list's first stage away
     from the other shapes (held out, a list fitted on them too was far worse: docs/data-aware.md,

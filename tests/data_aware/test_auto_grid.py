@@ -515,7 +515,9 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
     corner_share >= e13, offpeak_share >= o13, log_signal >= s13 and log_signal_per_cell <= t13;
     and over all, band11 where corner_share >= e12, workload_boundary <= b12, log_signal >= s12,
     l12 <= log_signal_per_cell <= t12 and log_cells <= c12, band13 there instead (where recorded)
-    on at least 2^c14 cells."""
+    on at least 2^c14 cells; last (where recorded), band14 over a choice of auto, auto_nonnegative or
+    DAWA where log_signal_per_occupied >= p15, log_signal_per_cell >= s15, workload_boundary >= b15,
+    log_cells <= c15, log_sparsity <= z15, concentration >= q15 and offpeak_share <= o15."""
     sel = shipped_grid()
     rule = recorded_rules(sel)
     # signal per cell, _, sparsity, concentration, log2 cells, log epsilon, off-peak share, boundary
@@ -541,6 +543,9 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
     large = rule.get("c14", 99.0) != 99.0  # the corner branch's band on large grids (selectors fitted since it)
     if large:
         thresholds["c14"] = 4
+    supporting = rule.get("p15", 99.0) != 99.0  # the support branch (selectors fitted since it)
+    if supporting:
+        thresholds.update({"p15": 1, "s15": 0, "b15": 7, "z15": 2, "q15": 3, "o15": 6})
     placements = [(rule[k], (column,)) for k, column in thresholds.items()]
     x = rule_test_rows(sel, np.random.default_rng(6), 6000, columns, placements)
     signal, sparsity, concentration, cells, offpeak, boundary = x[:, 0], x[:, 2], x[:, 3], x[:, 4], x[:, 6], x[:, 7]
@@ -608,6 +613,16 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
         expected = [rule["band13"] if in_corner[i] and cells[i] >= rule["c14"] else e for i, e in enumerate(expected)]
         assert (in_corner & (cells < rule["c14"])).any() and (in_corner & (cells >= rule["c14"])).any()
         assert rule["band13"] != rule["band11"] and rule["band13"] in expected
+    if supporting:  # over all, band14 where the choice is auto, auto_nonnegative or DAWA and every test holds
+        supported = (occupied >= rule["p15"]) & (signal >= rule["s15"]) & (boundary >= rule["b15"])
+        supported &= (cells <= rule["c15"]) & (sparsity <= rule["z15"]) & (concentration >= rule["q15"])
+        supported &= offpeak <= rule["o15"]
+        family = ("auto", "auto_nonnegative", "dawa_hilbert")
+        replaced = np.array([supported[i] and e in family for i, e in enumerate(expected)])
+        assert replaced.any() and (supported & ~replaced).any()
+        for key, column in (("p15", occupied), ("s15", signal), ("z15", sparsity), ("q15", concentration)):
+            assert (column[replaced] == rule[key]).any()  # rows on each threshold, at-least or at-most, taken
+        expected = [rule["band14"] if replaced[i] else e for i, e in enumerate(expected)]
     assert sel.choose(x) == expected
     if spreading and rule["e13"] != 9.0:  # the corner spread branch runs: both sides of each bound, a change
         gated = (offpeak >= rule["o13"]) & (records >= rule["s13"]) & (signal <= rule["t13"]) & ~in_corner
@@ -990,6 +1005,9 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
         "s15": (-9.0, 0.0),
         "b15": (0.0, 1.5),
         "c15": (12.0, 14.0),
+        "z15": (9.0, -1.5),
+        "q15": (0.0, 0.3),
+        "o15": (1.0, 0.5),
         "band14": ("ugrid", "kd_tree"),
     }
     monkeypatch.setattr(script, "SUPPORT_RULE", support_grid)
@@ -1044,7 +1062,7 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
         **{"e12": 9.0, "b12": 1.5, "s12": 1.0, "l12": -2.0, "t12": 1.0, "c12": 12.0, "band11": "agrid"},
         **{"e13": 9.0, "o13": 0.2, "s13": 1.0, "t13": 1.0, "band12": "kd_tree"},
         **{"c14": 99.0, "band13": "kd_tree"},
-        **{"p15": 99.0, "s15": -9.0, "b15": 0.0, "c15": 12.0, "band14": "ugrid"},
+        **{"p15": 99.0, "s15": -9.0, "b15": 0.0, "c15": 12.0, "z15": 9.0, "q15": 0.0, "o15": 1.0, "band14": "ugrid"},
     }
     later = (
         (peak_grid, "s5"),
@@ -1107,11 +1125,12 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
     large = script.corner_branch(x, chosen) & script.large_corner(x, chosen)
     assert (large & (picked != script.rule_choice(x, {**chosen, "c14": 99.0}, candidates))).any()
     assert (script.corner_branch(x, chosen) & ~large).any()  # the corner branch's band11 still runs somewhere
-    # the support branch replaces only the refits of auto (auto, auto_nonnegative), and the tree's copies of its
-    # tests under each such leaf choose as it does
+    # the support branch replaces only the choices of its family (auto, auto_nonnegative, DAWA), and the tree's
+    # copies of its tests under each such leaf choose as it does
     unsupported = script.rule_choice(x, {**chosen, "p15": 99.0}, candidates)
     changed = picked != unsupported
-    assert changed.any() and np.isin(unsupported[changed], [0, candidates.index("auto_nonnegative")]).all()
+    family = [candidates.index(c) for c in ("auto", "auto_nonnegative", "dawa_hilbert")]
+    assert changed.any() and np.isin(unsupported[changed], family).all()
     assert (picked[changed] == candidates.index(chosen["band14"])).all()
     assert (script.support_branch(x, chosen) & ~changed).any()  # rows it would take where the list runs no refit
 

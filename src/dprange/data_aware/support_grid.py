@@ -28,8 +28,9 @@ answers have no exact error bars (a :class:`~dprange.data_aware.grid.DataAwareGr
 bootstrap re-draws the measurement noise around the released estimate and re-runs steps 1-3.
 A lower threshold marks less (less bias, more noise kept in empty cells); where every occupied
 cell holds many records a higher one gains (docs/data-aware.md, "auto_support").  A candidate of
-``auto-data``'s training (``GRID_CANDIDATES``, measured in its tables); the shipped selector does not
-run it (docs/data-aware.md, "The support branch").
+``auto-data``'s training (``GRID_CANDIDATES``, measured in its tables); the shipped selector runs
+it where few occupied cells hold most records, each many per unit of noise (docs/data-aware.md,
+"The support branch").
 
 The empty-region pruning is the step of PrivTree (Zhang, Xiao and Xie, SIGMOD 2016) and of DAWA's
 partition (Li, Hay, Miklau and Wang, PVLDB 2014) taken as post-processing of one fixed design,
