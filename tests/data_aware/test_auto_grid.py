@@ -1132,7 +1132,7 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
     family = [candidates.index(c) for c in ("auto", "auto_nonnegative", "dawa_hilbert")]
     assert changed.any() and np.isin(unsupported[changed], family).all()
     assert (picked[changed] == candidates.index(chosen["band14"])).all()
-    assert (script.support_branch(x, chosen) & ~changed).any()  # rows it would take where the list runs no refit
+    assert (script.support_branch(x, chosen) & ~changed).any()  # rows it would take where the list runs none of them
 
 
 @pytest.mark.parametrize("stage_to_auto, runs", [(1.2, False), (1.25, False), (1.5, True)])
