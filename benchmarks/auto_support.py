@@ -1,4 +1,4 @@
-"""auto_support beside the other refits of auto's measurements and the data-aware grids.
+"""auto_support and auto_pruned beside the other refits of auto's measurements and the data-aware grids.
 
 On the DPBench 2-D shapes (the selector's samples: train_auto_grid.distribution and sample, trial
 seeds from 2000, release seeds 1000 + trial), every mechanism at the whole epsilon on the same
@@ -24,7 +24,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import train_auto_grid as grid
 
-from dprange import AutoDataGrid, AutoTowardNonnegative, NonnegativeAuto, SupportAuto
+from dprange import AutoDataGrid, AutoTowardNonnegative, NonnegativeAuto, PrunedAuto, SupportAuto
 from dprange.workloads import Rectangles
 
 BRANCH = "auto_toward_nonnegative"
@@ -40,6 +40,7 @@ def cell(job) -> dict:
     mechanisms = {f"auto_support@{k:g}": SupportAuto(workload=rectangles, threshold=k) for k in thresholds}
     mechanisms[BRANCH] = AutoTowardNonnegative(workload=rectangles)
     mechanisms["auto_nonnegative"] = NonnegativeAuto(workload=rectangles)
+    mechanisms["auto_pruned"] = PrunedAuto(workload=rectangles)
     chooser = AutoDataGrid(workload=rectangles)
     mechanisms["auto"] = chooser.candidate("auto", shape, epsilon)
     mechanisms.update({c: chooser.candidate(c, shape, epsilon) for c in OTHERS})

@@ -1010,6 +1010,30 @@ SUPPORT_RULE = {
 #: The candidates whose choice the support branch may replace (support_family).
 SUPPORT_FAMILY = ("auto", "auto_nonnegative", "dawa_hilbert")
 
+#: The pruned branch, fitted after the support branch, on every row (a thirteenth stage): where
+#: log_signal_per_cell is at most ``u16`` (-99: never), log_signal_per_occupied at least ``p16``,
+#: the workload's boundary at least ``b16``, on at most 2^``c16`` cells, log_sparsity at most
+#: ``z16``, concentration at least ``q16``, bound_share at least ``k16`` and corner_share at least
+#: ``r16``, runs ``band15`` over every other choice.  ``auto_pruned`` sets to zero the dyadic
+#: blocks least squares finds empty in the non-negative refit and scales the rest back to its
+#: total: where few records sit in a few heavy cells, heaped in a corner or on the bounds, each
+#: with little signal per unit of noise, it has a fraction of every other candidate's error on
+#: rectangles spread over the grid; on smooth shapes and on prefix rectangles (which sum the
+#: records of every block it empties) it loses many times over (docs/data-aware.md, "The pruned
+#: branch").  ``b16`` and ``c16`` are fixed as the support branch's, ``p16`` off; the other grids
+#: are the values a fit over finer ones took in every DPBench fold and their off values.
+PRUNED_RULE = {
+    "u16": (-99.0, 0.0, 1.0),
+    "p16": (-9.0,),
+    "b16": (1.2,),
+    "c16": (16.0,),
+    "z16": (9.0, -1.0),
+    "q16": (0.0, 0.5),
+    "k16": (0.0, 0.5),
+    "r16": (0.0, 0.5),
+    "band15": ("auto_pruned",),
+}
+
 #: Each of the last three branches as the tests that must all hold for it to run: (feature,
 #: the rule's key of its threshold, at least: True, at most: False).  Both the branch's rows
 #: (branch_rows) and its nodes in the tree (rule_tree) are read from them.
@@ -1041,6 +1065,16 @@ SUPPORT_TESTS = (
     ("log_sparsity", "z15", False),
     ("concentration", "q15", True),
     ("offpeak_share", "o15", False),
+)
+PRUNED_TESTS = (
+    ("log_signal_per_cell", "u16", False),
+    ("log_signal_per_occupied", "p16", True),
+    ("workload_boundary", "b16", True),
+    ("log_cells", "c16", False),
+    ("log_sparsity", "z16", False),
+    ("concentration", "q16", True),
+    ("bound_share", "k16", True),
+    ("corner_share", "r16", True),
 )
 
 #: The training families heaped on the grid's bounds, fitted only in the last four stages
@@ -1194,6 +1228,20 @@ def runs_support(rule: dict) -> bool:
     return rule.get("p15", 99.0) != 99.0
 
 
+def pruned_branch(x, rule: dict) -> np.ndarray:
+    """The rows where a decision list's pruned branch (PRUNED_RULE) would run ``band15`` (nowhere
+    for a list fitted without it)."""
+    if not runs_pruned(rule):
+        return np.zeros(x.shape[0], dtype=bool)
+    return branch_rows(x, rule, PRUNED_TESTS)
+
+
+def runs_pruned(rule: dict) -> bool:
+    """Whether a decision list's pruned branch (PRUNED_RULE) runs anywhere (``u16`` not -99;
+    lists fitted before that stage lack it)."""
+    return rule.get("u16", -99.0) != -99.0
+
+
 def support_family(candidates) -> tuple[int, ...]:
     """The candidate indices the support branch may replace (SUPPORT_FAMILY, ``auto`` first)."""
     return tuple(i for i, c in enumerate(candidates) if c in SUPPORT_FAMILY)
@@ -1206,7 +1254,8 @@ def rule_choice(x, rule: dict, candidates) -> np.ndarray:
     non-negative branches only where the others leave ``auto``, index 0; the bound branch over
     every other but the corner spread and corner ones, the corner spread branch over every other
     but the corner one, and that over every other, running ``band13`` on its large grids; last,
-    the support branch's ``band14`` where the list would run a candidate of support_family)."""
+    the support branch's ``band14`` where the list would run a candidate of support_family, and
+    over every choice the pruned branch's ``band15``)."""
     column, taken = upper_choice(x, rule, candidates)
     rest = np.where(sparse_branch(x, rule), candidates.index(rule["alternative"]), 0)
     rest = np.where(small_branch(x, rule), candidates.index(rule["band6"]), rest)
@@ -1233,6 +1282,9 @@ def rule_choice(x, rule: dict, candidates) -> np.ndarray:
     supported = support_branch(x, rule) & np.isin(column, support_family(candidates))
     if supported.any():
         column = np.where(supported, candidates.index(rule["band14"]), column)
+    pruned = pruned_branch(x, rule)
+    if pruned.any():
+        column = np.where(pruned, candidates.index(rule["band15"]), column)
     return column
 
 
@@ -1253,7 +1305,7 @@ def splits_large_corner(rule: dict) -> bool:
 def whole_row_stages() -> tuple[dict, ...]:
     """The stages fit_rules fits last, on every row, in order (read when called, so that a
     monkeypatched grid is the one fitted)."""
-    return (BOUND_RULE, CORNER_RULE, SPREAD_RULE, LARGE_CORNER_RULE, SUPPORT_RULE)
+    return (BOUND_RULE, CORNER_RULE, SPREAD_RULE, LARGE_CORNER_RULE, SUPPORT_RULE, PRUNED_RULE)
 
 
 def below(v: float) -> float:
@@ -1269,7 +1321,8 @@ def rule_tree(rule: dict, candidates) -> list[dict]:
     _list_tree), then (where recorded) the corner spread branch, which the corner branch falls
     through to and which falls through to the bound branch; where the large-corner stage runs,
     the corner branch's leaf is a split on the grid's size into two leaves at the end; where the
-    support stage runs, every leaf naming a candidate of support_family becomes its tests (_supported_leaves)."""
+    support stage runs, every leaf naming a candidate of support_family becomes its tests (_supported_leaves),
+    and where the pruned stage runs, every leaf then becomes that stage's tests (_pruned_leaves)."""
     band10, band11 = _band(rule, "band10", candidates), _band(rule, "band11", candidates)
     bound, rest = 7, 12
     listed = _list_tree(rule, candidates)
@@ -1289,7 +1342,7 @@ def rule_tree(rule: dict, candidates) -> list[dict]:
         split = {"feature": GRID_FEATURES.index("log_cells"), "threshold": below(rule["c14"])}
         nodes[len(CORNER_TESTS)] = {**split, "left": end, "right": end + 1}
         nodes += [{"leaf": band11}, {"leaf": _band(rule, "band13", candidates)}]
-    return _supported_leaves(nodes, rule, candidates)
+    return _pruned_leaves(_supported_leaves(nodes, rule, candidates), rule, candidates)
 
 
 def _supported_leaves(nodes: list[dict], rule: dict, candidates) -> list[dict]:
@@ -1306,6 +1359,24 @@ def _supported_leaves(nodes: list[dict], rule: dict, candidates) -> list[dict]:
             continue
         start = len(nodes) - 1  # the block's first test takes the leaf's place, the rest from len(nodes)
         block = _conjunction(start, rule, SUPPORT_TESTS, start + tests + 1, band)
+        nodes[at] = block[0]
+        nodes += [*block[1:], {"leaf": node["leaf"]}]
+    return nodes
+
+
+def _pruned_leaves(nodes: list[dict], rule: dict, candidates) -> list[dict]:
+    """``nodes`` with every leaf turned into the pruned branch's tests: the first in the leaf's
+    place, the rest appended, reaching a leaf of ``band15`` where all hold and the old leaf where
+    one fails (the rows pruned_branch gives, over every leaf's)."""
+    if not runs_pruned(rule):
+        return nodes
+    band, tests = _band(rule, "band15", candidates), len(PRUNED_TESTS)
+    nodes = list(nodes)
+    for at, node in enumerate(list(nodes)):
+        if "leaf" not in node:
+            continue
+        start = len(nodes) - 1  # the block's first test takes the leaf's place, the rest from len(nodes)
+        block = _conjunction(start, rule, PRUNED_TESTS, start + tests + 1, band)
         nodes[at] = block[0]
         nodes += [*block[1:], {"leaf": node["leaf"]}]
     return nodes
@@ -1419,7 +1490,8 @@ def fit_rules(x, keys, per_row, candidates, args) -> GridSelector:
     families heaped on the bounds (HEAPED_FAMILIES: ``bound-<k>``, ``amounts-<k>``); last, on
     every row, the bound branch (BOUND_RULE), the corner branch (CORNER_RULE), the corner
     spread branch (SPREAD_RULE), the corner branch's band on large grids (LARGE_CORNER_RULE),
-    then the support branch over the choices of support_family (SUPPORT_RULE).  The shapes
+    then the support branch over the choices of support_family (SUPPORT_RULE) and the pruned
+    branch over every choice (PRUNED_RULE).  The shapes
     heaped on their bounds are there to fit those branches: their rows outside them, at the
     lowest signals and on prefix rectangles, would otherwise pull the list's first stage away
     from the other shapes (held out, a list fitted on them too was far worse: docs/data-aware.md,
@@ -1548,10 +1620,15 @@ def without_refit(selector: GridSelector) -> GridSelector | None:
     return GridSelector("tree", selector.candidates, model)
 
 
-def tree_depth(nodes: list[dict], at: int = 0) -> int:
-    """The most decisions on a path from node ``at`` to a leaf."""
-    node = nodes[at]
-    return 0 if "leaf" in node else 1 + max(tree_depth(nodes, node["left"]), tree_depth(nodes, node["right"]))
+def tree_depth(nodes: list[dict], at: int = 0, known: dict | None = None) -> int:
+    """The most decisions on a path from node ``at`` to a leaf (each node's once: a node may be
+    reached from many parents, so walking every path would take exponential time)."""
+    known = {} if known is None else known
+    if at not in known:
+        node = nodes[at]
+        deeper = 0 if "leaf" in node else 1 + max(tree_depth(nodes, node[side], known) for side in ("left", "right"))
+        known[at] = deeper
+    return known[at]
 
 
 def fit(kind: str, depth: int, margin: float, x, ratio, candidates, args, keys=None, per_row=None) -> GridSelector:

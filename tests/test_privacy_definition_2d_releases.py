@@ -22,7 +22,7 @@ on tiny grids, the exact probability of every output, and max log P_x(o) / P_y(o
   so the counts the code measures and the noise specs it uses are read from the release.
   Then max over (S, c) of log P_x(S, c) / P_y(S, c) = max_S [log P_x(S) / P_y(S) + the
   worst count loss given S] exactly.
-* ``auto_nonnegative``, ``auto_toward_nonnegative`` and ``auto_support`` are ``auto``'s
+* ``auto_nonnegative``, ``auto_toward_nonnegative``, ``auto_support`` and ``auto_pruned`` are ``auto``'s
   measurements (the linear designs' test) and post-processing that reads the counts only through
   them.
 * ``dawa_hilbert`` (Li, Hay, Miklau and Wang, PVLDB 2014) on a 2 x 2 grid is DAWA on the 4
@@ -53,7 +53,7 @@ from _helpers import (
 from scipy import special
 
 import dprange.data_aware.spatial_trees as spatial_trees_module
-from dprange import AutoTowardNonnegative, DAWAHilbert, HybridTree, KDTree, NonnegativeAuto, SupportAuto
+from dprange import AutoTowardNonnegative, DAWAHilbert, HybridTree, KDTree, NonnegativeAuto, PrunedAuto, SupportAuto
 from dprange.mechanisms.optimized_grid import OptimizedKronecker, OptimizedMarginals
 from dprange.operators import definition_sensitivity_power
 from dprange.privacy.noise import NoiseSpec
@@ -149,13 +149,13 @@ def test_optimised_kd_laplace_worst_loss_is_epsilon_on_tiny_grids(name, build, r
         assert worst <= meas.epsilon * (1 + 1e-12) and worst == pytest.approx(meas.epsilon, rel=1e-6)
 
 
-@pytest.mark.parametrize("refit", [NonnegativeAuto, AutoTowardNonnegative, SupportAuto])
+@pytest.mark.parametrize("refit", [NonnegativeAuto, AutoTowardNonnegative, SupportAuto, PrunedAuto])
 @pytest.mark.parametrize("workload", ["all-rectangles", "prefix-rectangles", "marginals"])
 @pytest.mark.parametrize("relation", ["add_remove", "replace"])
 def test_auto_nonnegative_is_post_processing_of_autos_measurements(monkeypatch, refit, workload, relation):
-    """``auto_nonnegative``, ``auto_toward_nonnegative`` (data_aware.nonnegative_grid) and
-    ``auto_support`` (data_aware.support_grid) record one step, the measurements of the design
-    ``auto`` chooses: on 2 x 2, 2 x 3 and 3 x 2 grids their
+    """``auto_nonnegative``, ``auto_toward_nonnegative`` (data_aware.nonnegative_grid),
+    ``auto_support`` (data_aware.support_grid) and ``auto_pruned`` (data_aware.pruned_grid) record
+    one step, the measurements of the design ``auto`` chooses: on 2 x 2, 2 x 3 and 3 x 2 grids their
     exact worst loss over every neighbour is at most the recorded epsilon and attains it (at twice
     the budget it exceeds epsilon), and the release reads the counts only through them: with
     ``measure`` returning one fixed set of measurements, the grid and every neighbour give the

@@ -235,8 +235,9 @@ def test_k_d_mechanisms_are_registered_apart_from_the_1_d_ones():
         "auto_nonnegative",
         "auto_toward_nonnegative",
         "auto_support",
+        "auto_pruned",
         "auto-data",
-    )  # data_aware.grid(s), .nonnegative_grid, .support_grid, .auto_grid: never chosen by auto
+    )  # data_aware.grid(s), .nonnegative_grid, .support_grid, .pruned_grid, .auto_grid: never chosen by auto
     independent = ("kronecker", "kd_hierarchy", "quadtree", "privelet", "fourier")
     optimized = ("optimized_kronecker", "optimized_marginals")
     assert GRID_MECHANISMS.names() == (*independent, *optimized, *data_aware)

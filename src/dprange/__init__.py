@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time __getattr__
     from .data_aware.grids import AdaptiveGrid, UniformGrid
     from .data_aware.mwem import MWEM
     from .data_aware.nonnegative_grid import AutoTowardNonnegative, NonnegativeAuto
+    from .data_aware.pruned_grid import PrunedAuto
     from .data_aware.structure_first import StructureFirst
     from .data_aware.support_grid import SupportAuto
     from .domain import Domain, ProductDomain
@@ -77,6 +78,7 @@ _EXPORTS = {
     "data_aware.grids": ("AdaptiveGrid", "UniformGrid"),
     "data_aware.mwem": ("MWEM",),
     "data_aware.nonnegative_grid": ("AutoTowardNonnegative", "NonnegativeAuto"),
+    "data_aware.pruned_grid": ("PrunedAuto",),
     "data_aware.structure_first": ("StructureFirst",),
     "data_aware.support_grid": ("SupportAuto",),
     "domain": ("Domain", "ProductDomain"),
@@ -134,6 +136,7 @@ __all__ = [
     "ParameterError",
     "Privelet",
     "ProductDomain",
+    "PrunedAuto",
     "Quadtree",
     "quantiles",
     "Release",

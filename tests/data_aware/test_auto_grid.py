@@ -517,7 +517,10 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
     l12 <= log_signal_per_cell <= t12 and log_cells <= c12, band13 there instead (where recorded)
     on at least 2^c14 cells; last (where recorded), band14 over a choice of auto, auto_nonnegative or
     DAWA where log_signal_per_occupied >= p15, log_signal_per_cell >= s15, workload_boundary >= b15,
-    log_cells <= c15, log_sparsity <= z15, concentration >= q15 and offpeak_share <= o15."""
+    log_cells <= c15, log_sparsity <= z15, concentration >= q15 and offpeak_share <= o15; and over
+    every choice (where recorded), band15 where log_signal_per_cell <= u16, log_signal_per_occupied
+    >= p16, workload_boundary >= b16, log_cells <= c16, log_sparsity <= z16, concentration >= q16,
+    bound_share >= k16 and corner_share >= r16."""
     sel = shipped_grid()
     rule = recorded_rules(sel)
     # signal per cell, _, sparsity, concentration, log2 cells, log epsilon, off-peak share, boundary
@@ -546,6 +549,9 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
     supporting = rule.get("p15", 99.0) != 99.0  # the support branch (selectors fitted since it)
     if supporting:
         thresholds.update({"p15": 1, "s15": 0, "b15": 7, "z15": 2, "q15": 3, "o15": 6})
+    pruning = rule.get("u16", -99.0) != -99.0  # the pruned branch (selectors fitted since it)
+    if pruning:
+        thresholds.update({"u16": 0, "p16": 1, "b16": 7, "z16": 2, "q16": 3, "k16": 8, "r16": 10})
     placements = [(rule[k], (column,)) for k, column in thresholds.items()]
     x = rule_test_rows(sel, np.random.default_rng(6), 6000, columns, placements)
     signal, sparsity, concentration, cells, offpeak, boundary = x[:, 0], x[:, 2], x[:, 3], x[:, 4], x[:, 6], x[:, 7]
@@ -623,6 +629,13 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
         for key, column in (("p15", occupied), ("s15", signal), ("z15", sparsity), ("q15", concentration)):
             assert (column[replaced] == rule[key]).any()  # rows on each threshold, at-least or at-most, taken
         expected = [rule["band14"] if replaced[i] else e for i, e in enumerate(expected)]
+    if pruning:  # over every choice, band15 where every test holds
+        pruned = (signal <= rule["u16"]) & (occupied >= rule["p16"]) & (boundary >= rule["b16"])
+        pruned &= (cells <= rule["c16"]) & (sparsity <= rule["z16"]) & (concentration >= rule["q16"])
+        pruned &= (bounded >= rule["k16"]) & (cornered >= rule["r16"])
+        assert pruned.any() and len({e for e, p in zip(expected, pruned) if p}) > 1
+        assert (signal[pruned] == rule["u16"]).any()  # rows on the at-most threshold, taken
+        expected = [rule["band15"] if pruned[i] else e for i, e in enumerate(expected)]
     assert sel.choose(x) == expected
     if spreading and rule["e13"] != 9.0:  # the corner spread branch runs: both sides of each bound, a change
         gated = (offpeak >= rule["o13"]) & (records >= rule["s13"]) & (signal <= rule["t13"]) & ~in_corner
@@ -1011,6 +1024,18 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
         "band14": ("ugrid", "kd_tree"),
     }
     monkeypatch.setattr(script, "SUPPORT_RULE", support_grid)
+    pruned_grid = {
+        "u16": (-99.0, 0.0, 1.0),
+        "p16": (-9.0,),
+        "b16": (0.0, 1.5),
+        "c16": (14.0,),
+        "z16": (9.0,),
+        "q16": (0.0, 0.3),
+        "k16": (0.0,),
+        "r16": (0.0, 0.5),
+        "band15": ("agrid", "kd_tree"),
+    }
+    monkeypatch.setattr(script, "PRUNED_RULE", pruned_grid)
     rng = np.random.default_rng(8)
     rows, candidates = 600, ("auto", "agrid", "ugrid", "dawa_hilbert", "kd_tree", "auto_nonnegative")
     x = np.column_stack(
@@ -1063,6 +1088,8 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
         **{"e13": 9.0, "o13": 0.2, "s13": 1.0, "t13": 1.0, "band12": "kd_tree"},
         **{"c14": 99.0, "band13": "kd_tree"},
         **{"p15": 99.0, "s15": -9.0, "b15": 0.0, "c15": 12.0, "z15": 9.0, "q15": 0.0, "o15": 1.0, "band14": "ugrid"},
+        **{"u16": -99.0, "p16": -9.0, "b16": 0.0, "c16": 14.0, "z16": 9.0, "q16": 0.0, "k16": 0.0, "r16": 0.0},
+        "band15": "agrid",
     }
     later = (
         (peak_grid, "s5"),
@@ -1076,6 +1103,7 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
         (spread_grid, "e13"),
         (large_grid, "c14"),
         (support_grid, "p15"),
+        (pruned_grid, "u16"),
     )
     best, chosen = None, None
     for values in itertools.product(*small.values()):
@@ -1091,6 +1119,7 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
         key = rank(rule, listed)
         if best is None or key < best:
             best, chosen = key, rule
+    whole_row = (bound_grid, corner_grid, spread_grid, large_grid, support_grid, pruned_grid)
     for grid, gate in later:  # each later stage, all before it fixed; the list's on its shapes' rows
         fixed, best = chosen, None
         for values in itertools.product(*grid.values()):
@@ -1099,7 +1128,7 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
                 continue
             key = rank(
                 {**fixed, **setting},
-                None if grid in (bound_grid, corner_grid, spread_grid, large_grid, support_grid) else listed,
+                None if grid in whole_row else listed,
                 bound=1.5,
             )
             if best is None or key < best:
@@ -1133,6 +1162,11 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
     assert changed.any() and np.isin(unsupported[changed], family).all()
     assert (picked[changed] == candidates.index(chosen["band14"])).all()
     assert (script.support_branch(x, chosen) & ~changed).any()  # rows it would take where the list runs none of them
+    # the pruned branch replaces every choice where its tests hold (the tree's copies of them under every leaf)
+    unpruned = script.rule_choice(x, {**chosen, "u16": -99.0}, candidates)
+    pruned = script.pruned_branch(x, chosen)
+    assert pruned.any() and (picked[pruned] == candidates.index(chosen["band15"])).all()
+    assert (picked[~pruned] == unpruned[~pruned]).all() and (picked != unpruned).any()
 
 
 @pytest.mark.parametrize("stage_to_auto, runs", [(1.2, False), (1.25, False), (1.5, True)])

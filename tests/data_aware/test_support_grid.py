@@ -14,7 +14,7 @@ import pytest
 from _helpers import assert_bootstrap_follows_releases
 
 import dprange
-from dprange import NonnegativeAuto, ParameterError, SupportAuto
+from dprange import NonnegativeAuto, ParameterError, PrunedAuto, SupportAuto
 from dprange.data_aware.grid import DataAwareGridRelease
 from dprange.data_aware.spatial_trees import box_sums, summed_area
 from dprange.data_aware.steps import spent
@@ -208,26 +208,27 @@ def test_the_bootstrap_re_marks_and_refits_and_follows_the_spread_of_releases():
     assert_bootstrap_follows_releases(SupportAuto, heavy_cells_grid(), 0.5, LOWS, HIGHS, rtol=0.3)
 
 
-def test_auto_support_is_registered_saved_and_validated():
-    assert GRID_MECHANISMS["auto_support"].factory is SupportAuto
-    mech = SupportAuto(workload="prefix-rectangles", threshold=0.5)
+@pytest.mark.parametrize("factory", [SupportAuto, PrunedAuto])
+def test_auto_support_and_auto_pruned_are_registered_saved_and_validated(factory):
+    assert GRID_MECHANISMS[factory.name].factory is factory
+    mech = factory(workload="prefix-rectangles", threshold=0.5)
     r = mech.release(heavy_cells_grid(), 1.0, rng=2)
     back = DataAwareGridRelease.from_json(r.to_json())
     np.testing.assert_array_equal(back.counts, r.counts)
     assert back.parameters["threshold"] == 0.5 and back.parameters["support_cells"] == r.parameters["support_cells"]
     assert list(mech.parameters())[:5] == ["workload", "order", "threshold", "tol", "maxiter"]
-    assert json.loads(r.to_json())["provenance"]["mechanism"] == "auto_support"
+    assert json.loads(r.to_json())["provenance"]["mechanism"] == factory.name
     for bad in (-1.0, float("nan"), True, "2"):
         with pytest.raises(ParameterError, match="threshold"):
-            SupportAuto(threshold=bad)
+            factory(threshold=bad)
     with pytest.raises(ParameterError, match="noise='auto'"):
-        SupportAuto(noise="gaussian").release(heavy_cells_grid(), 1.0)
+        factory(noise="gaussian").release(heavy_cells_grid(), 1.0)
     domain = dprange.ProductDomain([dprange.Domain.integers(0, SIDE - 1)] * 2)
     rows, cols = np.nonzero(heavy_cells_grid())
     weights = heavy_cells_grid()[rows, cols]
     columns = [np.repeat(rows, weights), np.repeat(cols, weights)]
     released = dprange.release_grid(
-        columns, domain, 1.0, mechanism="auto_support", workload="prefix-rectangles", threshold=0.5, rng=2
+        columns, domain, 1.0, mechanism=factory.name, workload="prefix-rectangles", threshold=0.5, rng=2
     )
-    assert released.mechanism == "auto_support" and released.parameters["workload"] == "prefix-rectangles"
+    assert released.mechanism == factory.name and released.parameters["workload"] == "prefix-rectangles"
     np.testing.assert_array_equal(released.counts, r.counts)

@@ -93,10 +93,11 @@ GRID_CANDIDATES = (
     "agrid_fine",
     "auto_nonnegative",
     "auto_support",
+    "auto_pruned",
 )
 
 #: Candidates built for the release's workload, as ``auto`` is (the others ignore it).
-WORKLOAD_CANDIDATES = ("auto_nonnegative", "auto_support")
+WORKLOAD_CANDIDATES = ("auto_nonnegative", "auto_support", "auto_pruned")
 
 #: Parameters a candidate runs with, where not its defaults: the selector was trained on
 #: ``dawa_hilbert`` at DAWA's fixed partition share (its default now buys a noisy total of its

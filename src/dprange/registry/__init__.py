@@ -210,8 +210,8 @@ FREQUENCY_ORACLES = Registry("oracle", "Local-DP frequency oracles", order=("grr
 #: k-D mechanisms on a product domain (``dprange.release_grid``, ``dprange release`` with several
 #: columns), registered beside each class (mechanisms.grid, mechanisms.optimized_grid,
 #: mechanisms.fourier, data_aware.grid, data_aware.grids,
-#: data_aware.nonnegative_grid, data_aware.support_grid).  Kept apart from :data:`MECHANISMS`, whose entries all
-#: release 1-D counts.
+#: data_aware.nonnegative_grid, data_aware.support_grid, data_aware.pruned_grid).  Kept apart
+#: from :data:`MECHANISMS`, whose entries all release 1-D counts.
 GRID_MECHANISMS = Registry(
     "k-D mechanism",
     "k-D mechanisms",
@@ -231,6 +231,7 @@ GRID_MECHANISMS = Registry(
         "auto_nonnegative",
         "auto_toward_nonnegative",
         "auto_support",
+        "auto_pruned",
         "auto-data",
     ),
 )
