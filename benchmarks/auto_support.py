@@ -1,4 +1,4 @@
-"""auto_support and auto_pruned beside the other refits of auto's measurements and the data-aware grids.
+"""auto_support, auto_pruned and dawa_pruned beside the other refits of auto's measurements and the data-aware grids.
 
 On the DPBench 2-D shapes (the selector's samples: train_auto_grid.distribution and sample, trial
 seeds from 2000, release seeds 1000 + trial), every mechanism at the whole epsilon on the same
@@ -28,7 +28,7 @@ from dprange import AutoDataGrid, AutoTowardNonnegative, NonnegativeAuto, Pruned
 from dprange.workloads import Rectangles
 
 BRANCH = "auto_toward_nonnegative"
-OTHERS = ("dawa_hilbert", "agrid", "agrid_fine")
+OTHERS = ("dawa_hilbert", "dawa_pruned", "agrid", "agrid_fine")
 
 
 def cell(job) -> dict:

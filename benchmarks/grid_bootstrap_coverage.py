@@ -1,5 +1,5 @@
-"""How far the bootstrap of ``auto_nonnegative`` (or ``auto_toward_nonnegative``) describes
-its actual error on real 2-D data.
+"""How far the bootstrap of ``auto_nonnegative`` (or ``auto_toward_nonnegative``,
+``auto_support``, ``auto_pruned``, ``dawa_pruned``) describes its actual error on real 2-D data.
 
 ``auto_nonnegative`` (dprange.data_aware.nonnegative_grid) refits ``auto``'s measurements over
 non-negative grids.  The fit is biased where it moves noise up to zero, by an amount that depends
@@ -47,6 +47,8 @@ WORKLOADS = ("random-rectangles", "sized-rectangles")
 
 
 MECHANISMS = {"auto_nonnegative": NonnegativeAuto, "auto_toward_nonnegative": AutoTowardNonnegative}
+#: Candidates of the 2-D selector built as auto-data builds them (its parameters, the workload).
+CANDIDATES = ("auto_support", "auto_pruned", "dawa_pruned")
 
 
 def cell(name: str, side: int, scale: int, epsilon: float, trials: int, reps: int, mechanism: str) -> dict:
@@ -57,8 +59,12 @@ def cell(name: str, side: int, scale: int, epsilon: float, trials: int, reps: in
     for workload in WORKLOADS:
         lows, highs = (a[:200] for a in evaluation_rectangles(side, workload))
         rectangles = Rectangles(shape, lows, highs)
-        refit = MECHANISMS[mechanism](workload=rectangles)
-        auto = AutoDataGrid(workload=rectangles).candidate("auto", shape, epsilon)
+        chooser = AutoDataGrid(workload=rectangles)
+        if mechanism in CANDIDATES:
+            refit = chooser.candidate(mechanism, shape, epsilon)
+        else:
+            refit = MECHANISMS[mechanism](workload=rectangles)
+        auto = chooser.candidate("auto", shape, epsilon)
         errors, stderrs, auto_covered, weights = [], [], [], []
         for t in range(trials):
             counts = sample(p, scale, seed=t)
@@ -84,7 +90,7 @@ def cell(name: str, side: int, scale: int, epsilon: float, trials: int, reps: in
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--mechanism", choices=tuple(MECHANISMS), default="auto_nonnegative")
+    parser.add_argument("--mechanism", choices=(*MECHANISMS, *CANDIDATES), default="auto_nonnegative")
     parser.add_argument("--side", type=int, default=64)
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--reps", type=int, default=50)

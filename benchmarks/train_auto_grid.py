@@ -1010,18 +1010,36 @@ SUPPORT_RULE = {
 #: The candidates whose choice the support branch may replace (support_family).
 SUPPORT_FAMILY = ("auto", "auto_nonnegative", "dawa_hilbert")
 
-#: The pruned branch, fitted after the support branch, on every row (a thirteenth stage): where
-#: log_signal_per_cell is at most ``u16`` (-99: never), log_signal_per_occupied at least ``p16``,
-#: the workload's boundary at least ``b16``, on at most 2^``c16`` cells, log_sparsity at most
-#: ``z16``, concentration at least ``q16``, bound_share at least ``k16`` and corner_share at least
-#: ``r16``, runs ``band15`` over every other choice.  ``auto_pruned`` sets to zero the dyadic
-#: blocks least squares finds empty in the non-negative refit and scales the rest back to its
-#: total: where few records sit in a few heavy cells, heaped in a corner or on the bounds, each
-#: with little signal per unit of noise, it has a fraction of every other candidate's error on
-#: rectangles spread over the grid; on smooth shapes and on prefix rectangles (which sum the
-#: records of every block it empties) it loses many times over (docs/data-aware.md, "The pruned
-#: branch").  ``b16`` and ``c16`` are fixed as the support branch's, ``p16`` off; the other grids
-#: are the values a fit over finer ones took in every DPBench fold and their off values.
+#: The low-signal branch, fitted after the support branch and before the pruned one, on every row
+#: (a thirteenth stage): where log_signal is at most ``v17`` (-99: never), log_signal_per_cell at
+#: most ``w17`` and the workload's boundary at least ``b17``, runs ``band16`` over every other
+#: choice (the pruned branch, fitted after it, may take its rows).  ``dawa_pruned`` sets to zero
+#: the DAWA buckets whose estimate is below three standard errors and scales the rest back to the
+#: total: where the records times epsilon are few (10^3 at epsilon 0.1), the features cannot
+#: tell heaped data (ADULT-2D, where the pruned refit of auto wins many times over) from smooth
+#: data (STROKE, where DAWA does), and this release is within a small factor of the best on both
+#: (docs/data-aware.md, "The low-signal branch").
+LOW_RULE = {
+    "v17": (-99.0, 2.0, 2.5, 3.0, 3.5),
+    "w17": (9.0, -1.0, -2.0, -3.0),
+    "b17": (0.0, 1.2),
+    "band16": ("dawa_pruned",),
+}
+
+#: The pruned branch, fitted last, after the low-signal branch, on every row (a fourteenth stage):
+#: where log_signal_per_cell is at most ``u16`` (-99: never), log_signal_per_occupied at least
+#: ``p16``, the workload's boundary at least ``b16``, on at most 2^``c16`` cells, log_sparsity at
+#: most ``z16``, concentration at least ``q16``, bound_share at least ``k16``, corner_share at least
+#: ``r16`` and log_signal at least ``l16``, runs ``band15`` over every other choice.
+#: ``auto_pruned`` sets to zero the dyadic blocks least squares finds empty in the non-negative
+#: refit and scales the rest back to its total: where few records sit in a few heavy cells, heaped
+#: in a corner or on the bounds, each with little signal per unit of noise, it has a fraction of
+#: every other candidate's error on rectangles spread over the grid; on smooth shapes and on prefix
+#: rectangles (which sum the records of every block it empties) it loses many times over
+#: (docs/data-aware.md, "The pruned branch").  ``b16`` and ``c16`` are fixed as the support
+#: branch's, ``p16`` off; the other grids are the values a fit over finer ones took in every DPBench
+#: fold and their off values; ``l16`` may leave the lowest signals, where the features cannot tell
+#: heaped data from smooth, to the low-signal branch.
 PRUNED_RULE = {
     "u16": (-99.0, 0.0, 1.0),
     "p16": (-9.0,),
@@ -1031,6 +1049,7 @@ PRUNED_RULE = {
     "q16": (0.0, 0.5),
     "k16": (0.0, 0.5),
     "r16": (0.0, 0.5),
+    "l16": (-9.0, 2.5),
     "band15": ("auto_pruned",),
 }
 
@@ -1066,6 +1085,11 @@ SUPPORT_TESTS = (
     ("concentration", "q15", True),
     ("offpeak_share", "o15", False),
 )
+LOW_TESTS = (
+    ("log_signal", "v17", False),
+    ("log_signal_per_cell", "w17", False),
+    ("workload_boundary", "b17", True),
+)
 PRUNED_TESTS = (
     ("log_signal_per_cell", "u16", False),
     ("log_signal_per_occupied", "p16", True),
@@ -1075,6 +1099,7 @@ PRUNED_TESTS = (
     ("concentration", "q16", True),
     ("bound_share", "k16", True),
     ("corner_share", "r16", True),
+    ("log_signal", "l16", True),
 )
 
 #: The training families heaped on the grid's bounds, fitted only in the last four stages
@@ -1228,12 +1253,29 @@ def runs_support(rule: dict) -> bool:
     return rule.get("p15", 99.0) != 99.0
 
 
+def gated_rows(x, rule: dict, runs, tests) -> np.ndarray:
+    """The rows of branch_rows for a branch's ``tests`` where ``runs(rule)``, else none."""
+    if not runs(rule):
+        return np.zeros(x.shape[0], dtype=bool)
+    return branch_rows(x, rule, tests)
+
+
+def low_branch(x, rule: dict) -> np.ndarray:
+    """The rows where a decision list's low-signal branch (LOW_RULE) would run ``band16`` (nowhere
+    for a list fitted without it)."""
+    return gated_rows(x, rule, runs_low, LOW_TESTS)
+
+
+def runs_low(rule: dict) -> bool:
+    """Whether a decision list's low-signal branch (LOW_RULE) runs anywhere (``v17`` not -99;
+    lists fitted before that stage lack it)."""
+    return rule.get("v17", -99.0) != -99.0
+
+
 def pruned_branch(x, rule: dict) -> np.ndarray:
     """The rows where a decision list's pruned branch (PRUNED_RULE) would run ``band15`` (nowhere
     for a list fitted without it)."""
-    if not runs_pruned(rule):
-        return np.zeros(x.shape[0], dtype=bool)
-    return branch_rows(x, rule, PRUNED_TESTS)
+    return gated_rows(x, rule, runs_pruned, PRUNED_TESTS)
 
 
 def runs_pruned(rule: dict) -> bool:
@@ -1254,8 +1296,9 @@ def rule_choice(x, rule: dict, candidates) -> np.ndarray:
     non-negative branches only where the others leave ``auto``, index 0; the bound branch over
     every other but the corner spread and corner ones, the corner spread branch over every other
     but the corner one, and that over every other, running ``band13`` on its large grids; last,
-    the support branch's ``band14`` where the list would run a candidate of support_family, and
-    over every choice the pruned branch's ``band15``)."""
+    the support branch's ``band14`` where the list would run a candidate of support_family, over
+    every choice the low-signal branch's ``band16``, and over every choice the pruned branch's
+    ``band15``)."""
     column, taken = upper_choice(x, rule, candidates)
     rest = np.where(sparse_branch(x, rule), candidates.index(rule["alternative"]), 0)
     rest = np.where(small_branch(x, rule), candidates.index(rule["band6"]), rest)
@@ -1282,6 +1325,9 @@ def rule_choice(x, rule: dict, candidates) -> np.ndarray:
     supported = support_branch(x, rule) & np.isin(column, support_family(candidates))
     if supported.any():
         column = np.where(supported, candidates.index(rule["band14"]), column)
+    low = low_branch(x, rule)
+    if low.any():
+        column = np.where(low, candidates.index(rule["band16"]), column)
     pruned = pruned_branch(x, rule)
     if pruned.any():
         column = np.where(pruned, candidates.index(rule["band15"]), column)
@@ -1305,7 +1351,7 @@ def splits_large_corner(rule: dict) -> bool:
 def whole_row_stages() -> tuple[dict, ...]:
     """The stages fit_rules fits last, on every row, in order (read when called, so that a
     monkeypatched grid is the one fitted)."""
-    return (BOUND_RULE, CORNER_RULE, SPREAD_RULE, LARGE_CORNER_RULE, SUPPORT_RULE, PRUNED_RULE)
+    return (BOUND_RULE, CORNER_RULE, SPREAD_RULE, LARGE_CORNER_RULE, SUPPORT_RULE, LOW_RULE, PRUNED_RULE)
 
 
 def below(v: float) -> float:
@@ -1322,7 +1368,8 @@ def rule_tree(rule: dict, candidates) -> list[dict]:
     through to and which falls through to the bound branch; where the large-corner stage runs,
     the corner branch's leaf is a split on the grid's size into two leaves at the end; where the
     support stage runs, every leaf naming a candidate of support_family becomes its tests (_supported_leaves),
-    and where the pruned stage runs, every leaf then becomes that stage's tests (_pruned_leaves)."""
+    and where the low-signal and pruned stages run, every leaf then becomes each stage's tests in
+    turn (_low_leaves, _pruned_leaves)."""
     band10, band11 = _band(rule, "band10", candidates), _band(rule, "band11", candidates)
     bound, rest = 7, 12
     listed = _list_tree(rule, candidates)
@@ -1342,7 +1389,8 @@ def rule_tree(rule: dict, candidates) -> list[dict]:
         split = {"feature": GRID_FEATURES.index("log_cells"), "threshold": below(rule["c14"])}
         nodes[len(CORNER_TESTS)] = {**split, "left": end, "right": end + 1}
         nodes += [{"leaf": band11}, {"leaf": _band(rule, "band13", candidates)}]
-    return _pruned_leaves(_supported_leaves(nodes, rule, candidates), rule, candidates)
+    nodes = _supported_leaves(nodes, rule, candidates)
+    return _pruned_leaves(_low_leaves(nodes, rule, candidates), rule, candidates)
 
 
 def _supported_leaves(nodes: list[dict], rule: dict, candidates) -> list[dict]:
@@ -1364,22 +1412,36 @@ def _supported_leaves(nodes: list[dict], rule: dict, candidates) -> list[dict]:
     return nodes
 
 
+def _low_leaves(nodes: list[dict], rule: dict, candidates) -> list[dict]:
+    """``nodes`` with every leaf turned into the low-signal branch's tests: the first in the leaf's
+    place, the rest appended, reaching a leaf of ``band16`` where all hold and the old leaf where
+    one fails (the rows low_branch gives, over every leaf's)."""
+    if not runs_low(rule):
+        return nodes
+    return _every_leaf(nodes, rule, LOW_TESTS, _band(rule, "band16", candidates))
+
+
+def _every_leaf(nodes: list[dict], rule: dict, tests, band: int) -> list[dict]:
+    """``nodes`` with every leaf turned into a branch's ``tests`` reaching a leaf of ``band``
+    where all hold and the old leaf where one fails."""
+    nodes = list(nodes)
+    for at, node in enumerate(list(nodes)):
+        if "leaf" not in node:
+            continue
+        start = len(nodes) - 1  # the block's first test takes the leaf's place, the rest from len(nodes)
+        block = _conjunction(start, rule, tests, start + len(tests) + 1, band)
+        nodes[at] = block[0]
+        nodes += [*block[1:], {"leaf": node["leaf"]}]
+    return nodes
+
+
 def _pruned_leaves(nodes: list[dict], rule: dict, candidates) -> list[dict]:
     """``nodes`` with every leaf turned into the pruned branch's tests: the first in the leaf's
     place, the rest appended, reaching a leaf of ``band15`` where all hold and the old leaf where
     one fails (the rows pruned_branch gives, over every leaf's)."""
     if not runs_pruned(rule):
         return nodes
-    band, tests = _band(rule, "band15", candidates), len(PRUNED_TESTS)
-    nodes = list(nodes)
-    for at, node in enumerate(list(nodes)):
-        if "leaf" not in node:
-            continue
-        start = len(nodes) - 1  # the block's first test takes the leaf's place, the rest from len(nodes)
-        block = _conjunction(start, rule, PRUNED_TESTS, start + tests + 1, band)
-        nodes[at] = block[0]
-        nodes += [*block[1:], {"leaf": node["leaf"]}]
-    return nodes
+    return _every_leaf(nodes, rule, PRUNED_TESTS, _band(rule, "band15", candidates))
 
 
 def _band(rule: dict, key: str, candidates) -> int:
@@ -1490,8 +1552,8 @@ def fit_rules(x, keys, per_row, candidates, args) -> GridSelector:
     families heaped on the bounds (HEAPED_FAMILIES: ``bound-<k>``, ``amounts-<k>``); last, on
     every row, the bound branch (BOUND_RULE), the corner branch (CORNER_RULE), the corner
     spread branch (SPREAD_RULE), the corner branch's band on large grids (LARGE_CORNER_RULE),
-    then the support branch over the choices of support_family (SUPPORT_RULE) and the pruned
-    branch over every choice (PRUNED_RULE).  The shapes
+    then the support branch over the choices of support_family (SUPPORT_RULE), the low-signal
+    branch over every choice (LOW_RULE) and the pruned branch over every choice (PRUNED_RULE).  The shapes
     heaped on their bounds are there to fit those branches: their rows outside them, at the
     lowest signals and on prefix rectangles, would otherwise pull the list's first stage away
     from the other shapes (held out, a list fitted on them too was far worse: docs/data-aware.md,

@@ -1044,3 +1044,17 @@ def assert_bootstrap_follows_releases(make, x, epsilon, lows, highs, rtol, relea
     spread = np.std([box_sums(summed_area(r.counts), lows, highs) for r in drawn], axis=0)
     np.testing.assert_allclose(drawn[0].bootstrap(lows, highs, reps=200, rng=1), spread, rtol=rtol)
     assert not drawn[0].exact_error_bars and np.isnan(drawn[0].rectangle([0, 0], [3, 3]).stderr)
+
+
+#: A 16 x 16 grid's side and four rectangles over it (the tests of auto's refits and DAWA's pruning).
+HEAVY_SIDE = 16
+HEAVY_LOWS = np.array([[0, 0], [2, 3], [0, 0], [9, 1]])
+HEAVY_HIGHS = np.array([[HEAVY_SIDE - 1, HEAVY_SIDE - 1], [12, 14], [7, 7], [15, 6]])
+
+
+def heavy_cells_grid() -> np.ndarray:
+    """Six heavy cells (50-400 records) on an empty 16 x 16 grid."""
+    rng = np.random.default_rng(0)
+    x = np.zeros((HEAVY_SIDE, HEAVY_SIDE), dtype=np.int64)
+    x.flat[rng.choice(HEAVY_SIDE * HEAVY_SIDE, 6, replace=False)] = rng.integers(50, 400, 6)
+    return x

@@ -24,7 +24,7 @@ from dprange.registry import GRID_MECHANISMS, MECHANISMS, QUANTILE_METHODS
 
 HUGE = (1e6, 1e15, 1e20, 1e300)
 #: Mechanisms whose estimate is not the measured counts themselves (a synthetic or fitted model).
-MODEL_BASED = {"mwem", "dawa", "structure-first", "auto-data", "kd_tree", "hybrid_tree", "dawa_hilbert"}
+MODEL_BASED = {"mwem", "dawa", "structure-first", "auto-data", "kd_tree", "hybrid_tree", "dawa_hilbert", "dawa_pruned"}
 
 VALUES = np.random.default_rng(5).integers(0, 16, 200)
 DOMAIN = Domain.integers(0, 15)

@@ -28,7 +28,9 @@ on tiny grids, the exact probability of every output, and max log P_x(o) / P_y(o
 * ``dawa_hilbert`` (Li, Hay, Miklau and Wang, PVLDB 2014) on a 2 x 2 grid is DAWA on the 4
   cells in Hilbert order: the buckets' law is its PrivTree partition's, written out exactly
   (``_helpers.privtree_law``); the bucket counts are read from ``release`` run with each
-  partition in turn.
+  partition in turn.  ``dawa_pruned`` reads the counts only through that release
+  (tests/data_aware/test_pruned_hilbert.py: given another grid's DAWA release, it publishes that
+  grid's pruned cells).
 
 Every test also shows it can fail: the same code run with twice the budget (or with a
 replace sensitivity under-stated) has a worst loss above epsilon."""

@@ -230,6 +230,7 @@ def test_k_d_mechanisms_are_registered_apart_from_the_1_d_ones():
         "kd_tree",
         "hybrid_tree",
         "dawa_hilbert",
+        "dawa_pruned",
         "ugrid",
         "agrid",
         "auto_nonnegative",
@@ -237,7 +238,7 @@ def test_k_d_mechanisms_are_registered_apart_from_the_1_d_ones():
         "auto_support",
         "auto_pruned",
         "auto-data",
-    )  # data_aware.grid(s), .nonnegative_grid, .support_grid, .pruned_grid, .auto_grid: never chosen by auto
+    )  # data_aware.grid(s), .pruned_hilbert, .nonnegative_grid, .support_grid, .pruned_grid, .auto_grid: never auto
     independent = ("kronecker", "kd_hierarchy", "quadtree", "privelet", "fourier")
     optimized = ("optimized_kronecker", "optimized_marginals")
     assert GRID_MECHANISMS.names() == (*independent, *optimized, *data_aware)

@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # what type checkers and editors see; at run time __getattr__
     from .data_aware.mwem import MWEM
     from .data_aware.nonnegative_grid import AutoTowardNonnegative, NonnegativeAuto
     from .data_aware.pruned_grid import PrunedAuto
+    from .data_aware.pruned_hilbert import PrunedDAWAHilbert
     from .data_aware.structure_first import StructureFirst
     from .data_aware.support_grid import SupportAuto
     from .domain import Domain, ProductDomain
@@ -79,6 +80,7 @@ _EXPORTS = {
     "data_aware.mwem": ("MWEM",),
     "data_aware.nonnegative_grid": ("AutoTowardNonnegative", "NonnegativeAuto"),
     "data_aware.pruned_grid": ("PrunedAuto",),
+    "data_aware.pruned_hilbert": ("PrunedDAWAHilbert",),
     "data_aware.structure_first": ("StructureFirst",),
     "data_aware.support_grid": ("SupportAuto",),
     "domain": ("Domain", "ProductDomain"),
@@ -137,6 +139,7 @@ __all__ = [
     "Privelet",
     "ProductDomain",
     "PrunedAuto",
+    "PrunedDAWAHilbert",
     "Quadtree",
     "quantiles",
     "Release",

@@ -520,7 +520,8 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
     log_cells <= c15, log_sparsity <= z15, concentration >= q15 and offpeak_share <= o15; and over
     every choice (where recorded), band15 where log_signal_per_cell <= u16, log_signal_per_occupied
     >= p16, workload_boundary >= b16, log_cells <= c16, log_sparsity <= z16, concentration >= q16,
-    bound_share >= k16 and corner_share >= r16."""
+    bound_share >= k16, corner_share >= r16 and log_signal >= l16, and under it (where recorded) band16 where
+    log_signal <= v17, log_signal_per_cell <= w17 and workload_boundary >= b17."""
     sel = shipped_grid()
     rule = recorded_rules(sel)
     # signal per cell, _, sparsity, concentration, log2 cells, log epsilon, off-peak share, boundary
@@ -549,9 +550,12 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
     supporting = rule.get("p15", 99.0) != 99.0  # the support branch (selectors fitted since it)
     if supporting:
         thresholds.update({"p15": 1, "s15": 0, "b15": 7, "z15": 2, "q15": 3, "o15": 6})
+    low = rule.get("v17", -99.0) != -99.0  # the low-signal branch (selectors fitted since it)
+    if low:
+        thresholds.update({"v17": 9, "w17": 0, "b17": 7})
     pruning = rule.get("u16", -99.0) != -99.0  # the pruned branch (selectors fitted since it)
     if pruning:
-        thresholds.update({"u16": 0, "p16": 1, "b16": 7, "z16": 2, "q16": 3, "k16": 8, "r16": 10})
+        thresholds.update({"u16": 0, "p16": 1, "b16": 7, "z16": 2, "q16": 3, "k16": 8, "r16": 10, "l16": 9})
     placements = [(rule[k], (column,)) for k, column in thresholds.items()]
     x = rule_test_rows(sel, np.random.default_rng(6), 6000, columns, placements)
     signal, sparsity, concentration, cells, offpeak, boundary = x[:, 0], x[:, 2], x[:, 3], x[:, 4], x[:, 6], x[:, 7]
@@ -629,10 +633,15 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
         for key, column in (("p15", occupied), ("s15", signal), ("z15", sparsity), ("q15", concentration)):
             assert (column[replaced] == rule[key]).any()  # rows on each threshold, at-least or at-most, taken
         expected = [rule["band14"] if replaced[i] else e for i, e in enumerate(expected)]
+    if low:  # over every choice, band16 where every test holds
+        lowered = (records <= rule["v17"]) & (signal <= rule["w17"]) & (boundary >= rule["b17"])
+        assert lowered.any() and len({e for e, p in zip(expected, lowered) if p}) > 1
+        assert (records[lowered] == rule["v17"]).any()  # rows on the at-most threshold, taken
+        expected = [rule["band16"] if lowered[i] else e for i, e in enumerate(expected)]
     if pruning:  # over every choice, band15 where every test holds
         pruned = (signal <= rule["u16"]) & (occupied >= rule["p16"]) & (boundary >= rule["b16"])
         pruned &= (cells <= rule["c16"]) & (sparsity <= rule["z16"]) & (concentration >= rule["q16"])
-        pruned &= (bounded >= rule["k16"]) & (cornered >= rule["r16"])
+        pruned &= (bounded >= rule["k16"]) & (cornered >= rule["r16"]) & (records >= rule["l16"])
         assert pruned.any() and len({e for e, p in zip(expected, pruned) if p}) > 1
         assert (signal[pruned] == rule["u16"]).any()  # rows on the at-most threshold, taken
         expected = [rule["band15"] if pruned[i] else e for i, e in enumerate(expected)]
@@ -1024,6 +1033,8 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
         "band14": ("ugrid", "kd_tree"),
     }
     monkeypatch.setattr(script, "SUPPORT_RULE", support_grid)
+    low_grid = {"v17": (-99.0, 2.0, 3.5), "w17": (9.0, -1.0), "b17": (0.0, 1.5), "band16": ("ugrid", "kd_tree")}
+    monkeypatch.setattr(script, "LOW_RULE", low_grid)
     pruned_grid = {
         "u16": (-99.0, 0.0, 1.0),
         "p16": (-9.0,),
@@ -1033,6 +1044,7 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
         "q16": (0.0, 0.3),
         "k16": (0.0,),
         "r16": (0.0, 0.5),
+        "l16": (-9.0,),
         "band15": ("agrid", "kd_tree"),
     }
     monkeypatch.setattr(script, "PRUNED_RULE", pruned_grid)
@@ -1088,8 +1100,9 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
         **{"e13": 9.0, "o13": 0.2, "s13": 1.0, "t13": 1.0, "band12": "kd_tree"},
         **{"c14": 99.0, "band13": "kd_tree"},
         **{"p15": 99.0, "s15": -9.0, "b15": 0.0, "c15": 12.0, "z15": 9.0, "q15": 0.0, "o15": 1.0, "band14": "ugrid"},
+        **{"v17": -99.0, "w17": 9.0, "b17": 0.0, "band16": "ugrid"},
         **{"u16": -99.0, "p16": -9.0, "b16": 0.0, "c16": 14.0, "z16": 9.0, "q16": 0.0, "k16": 0.0, "r16": 0.0},
-        "band15": "agrid",
+        **{"l16": -9.0, "band15": "agrid"},
     }
     later = (
         (peak_grid, "s5"),
@@ -1103,6 +1116,7 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
         (spread_grid, "e13"),
         (large_grid, "c14"),
         (support_grid, "p15"),
+        (low_grid, "v17"),
         (pruned_grid, "u16"),
     )
     best, chosen = None, None
@@ -1119,7 +1133,7 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
         key = rank(rule, listed)
         if best is None or key < best:
             best, chosen = key, rule
-    whole_row = (bound_grid, corner_grid, spread_grid, large_grid, support_grid, pruned_grid)
+    whole_row = (bound_grid, corner_grid, spread_grid, large_grid, support_grid, low_grid, pruned_grid)
     for grid, gate in later:  # each later stage, all before it fixed; the list's on its shapes' rows
         fixed, best = chosen, None
         for values in itertools.product(*grid.values()):
@@ -1167,6 +1181,11 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
     pruned = script.pruned_branch(x, chosen)
     assert pruned.any() and (picked[pruned] == candidates.index(chosen["band15"])).all()
     assert (picked[~pruned] == unpruned[~pruned]).all() and (picked != unpruned).any()
+    # the low-signal branch replaces every choice where its tests hold and the pruned branch's do not
+    unlow = script.rule_choice(x, {**chosen, "v17": -99.0}, candidates)
+    low = script.low_branch(x, chosen) & ~pruned
+    assert low.any() and (picked[low] == candidates.index(chosen["band16"])).all()
+    assert (picked[~low] == unlow[~low]).all() and (picked != unlow).any()
 
 
 @pytest.mark.parametrize("stage_to_auto, runs", [(1.2, False), (1.25, False), (1.5, True)])

@@ -11,7 +11,10 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from _helpers import assert_bootstrap_follows_releases
+from _helpers import HEAVY_HIGHS as HIGHS
+from _helpers import HEAVY_LOWS as LOWS
+from _helpers import HEAVY_SIDE as SIDE
+from _helpers import assert_bootstrap_follows_releases, heavy_cells_grid
 
 import dprange
 from dprange import NonnegativeAuto, PrunedAuto, SupportAuto
@@ -20,18 +23,6 @@ from dprange.data_aware.pruned_grid import pruned
 from dprange.data_aware.spatial_trees import box_sums, summed_area
 from dprange.data_aware.steps import spent
 from dprange.workloads.rectangles import random_rectangles
-
-SIDE = 16
-LOWS = np.array([[0, 0], [2, 3], [0, 0], [9, 1]])
-HIGHS = np.array([[SIDE - 1, SIDE - 1], [12, 14], [7, 7], [15, 6]])
-
-
-def heavy_cells_grid() -> np.ndarray:
-    """Six heavy cells (50-400 records) on an empty 16 x 16 grid."""
-    rng = np.random.default_rng(0)
-    x = np.zeros((SIDE, SIDE), dtype=np.int64)
-    x.flat[rng.choice(SIDE * SIDE, 6, replace=False)] = rng.integers(50, 400, 6)
-    return x
 
 
 def test_pruned_sets_the_unsupported_cells_to_zero_and_keeps_the_sum():

@@ -1,10 +1,11 @@
 """``auto-data`` on a 2-D grid: choose among the data-independent ``auto`` (the least exact
 expected error, :func:`dprange.analysis.grid.select_grid`) and the registered 2-D data-aware
-mechanisms (``agrid``, ``ugrid``, ``dawa_hilbert``, ``kd_tree``, ``hybrid_tree``, and
+mechanisms (``agrid``, ``ugrid``, ``dawa_hilbert``, ``kd_tree``, ``hybrid_tree``,
 ``auto_nonnegative`` and ``auto_support``, ``auto`` refitted over non-negative grids, the second
-held at zero where its least squares finds no records) from private
-features of the data (the choice ``auto`` released, by default, as least squares moved toward its
-non-negative refit: ``auto_toward_nonnegative``), in the spirit of Pythia (Kotsogiannis,
+held at zero where its least squares finds no records, ``auto_pruned``, the first set to zero
+there, and ``dawa_pruned``, DAWA with the buckets that do not stand out of its noise set to
+zero) from private features of the data (the choice ``auto`` released, by default, as least
+squares moved toward its non-negative refit: ``auto_toward_nonnegative``), in the spirit of Pythia (Kotsogiannis,
 Machanavajjhala, Hay and Miklau, "Pythia: Data Dependent Differentially Private Algorithm
 Selection", SIGMOD 2017).
 
@@ -94,6 +95,7 @@ GRID_CANDIDATES = (
     "auto_nonnegative",
     "auto_support",
     "auto_pruned",
+    "dawa_pruned",
 )
 
 #: Candidates built for the release's workload, as ``auto`` is (the others ignore it).
@@ -102,7 +104,11 @@ WORKLOAD_CANDIDATES = ("auto_nonnegative", "auto_support", "auto_pruned")
 #: Parameters a candidate runs with, where not its defaults: the selector was trained on
 #: ``dawa_hilbert`` at DAWA's fixed partition share (its default now buys a noisy total of its
 #: own, which auto-data's features already are; the choice runs it where that share is right).
-CANDIDATE_PARAMETERS: dict[str, dict[str, object]] = {"dawa_hilbert": {"ratio": 0.25}, "agrid_fine": {"c2": 1.25}}
+CANDIDATE_PARAMETERS: dict[str, dict[str, object]] = {
+    "dawa_hilbert": {"ratio": 0.25},
+    "dawa_pruned": {"ratio": 0.25},
+    "agrid_fine": {"c2": 1.25},
+}
 
 #: Candidates that run a registered mechanism under a name of their own, with the parameters
 #: above: ``agrid_fine`` is AGrid with a second level twice as fine per axis (c2 = 1.25 for the

@@ -47,7 +47,7 @@ from ..answers.bootstrap import redraw
 from ..registry import GRID_MECHANISMS, Citation
 from .grid import DataAwareGridRelease
 from .nonnegative_grid import SimplexFitNoise, refit
-from .support_grid import SupportAuto, empty_cells
+from .support_grid import SupportAuto
 
 
 def pruned(fitted, support) -> np.ndarray:
@@ -89,15 +89,7 @@ class PrunedAuto(SupportAuto):
 
     def release(self, counts, epsilon, *, delta=0.0, rng=None, domain=None) -> DataAwareGridRelease:  # type: ignore[override]
         counts, epsilon = self._check(counts, epsilon, delta)
-        shape = counts.shape
-        inner = self.least_squares_mechanism(shape, epsilon)
-        measurements = inner.measure(counts, epsilon, rng=rng)  # the only step that reads the data
-        least_squares = np.asarray(inner.estimate(shape, measurements).leaves, dtype=float)
-        blocks = self.limits(inner, shape, measurements.epsilon, measurements.delta)
-
-        def support_of(estimate):
-            return ~empty_cells(estimate, *blocks)
-
+        shape, inner, measurements, least_squares, support_of = self.measured(counts, epsilon, delta, rng)
         # cost: auto_nonnegative's fit (projected gradient over the whole grid)
         fit, total = refit(inner, shape, measurements, self.tol, self.maxiter, least_squares=least_squares)
         support = support_of(least_squares.reshape(shape))

@@ -164,8 +164,10 @@ class SupportAuto(NonnegativeAuto):
             self._limits = kept
         return kept[1]
 
-    def release(self, counts, epsilon, *, delta=0.0, rng=None, domain=None) -> DataAwareGridRelease:  # type: ignore[override]
-        counts, epsilon = self._check(counts, epsilon, delta)
+    def measured(self, counts, epsilon, delta, rng):
+        """(the shape, ``auto``'s design, its measurements of ``counts`` (the only step that reads
+        the data), their least-squares estimate (flat), and ``support_of``: the cells outside the
+        dyadic blocks an estimate sums below the limits of :meth:`limits`)."""
         shape = counts.shape
         inner = self.least_squares_mechanism(shape, epsilon)
         measurements = inner.measure(counts, epsilon, rng=rng)  # the only step that reads the data
@@ -175,6 +177,11 @@ class SupportAuto(NonnegativeAuto):
         def support_of(estimate):
             return ~empty_cells(estimate, *blocks)
 
+        return shape, inner, measurements, least_squares, support_of
+
+    def release(self, counts, epsilon, *, delta=0.0, rng=None, domain=None) -> DataAwareGridRelease:  # type: ignore[override]
+        counts, epsilon = self._check(counts, epsilon, delta)
+        shape, inner, measurements, least_squares, support_of = self.measured(counts, epsilon, delta, rng)
         fit, total, support = supported_fit(
             inner, shape, measurements, least_squares, support_of, self.tol, self.maxiter
         )

@@ -210,7 +210,8 @@ FREQUENCY_ORACLES = Registry("oracle", "Local-DP frequency oracles", order=("grr
 #: k-D mechanisms on a product domain (``dprange.release_grid``, ``dprange release`` with several
 #: columns), registered beside each class (mechanisms.grid, mechanisms.optimized_grid,
 #: mechanisms.fourier, data_aware.grid, data_aware.grids,
-#: data_aware.nonnegative_grid, data_aware.support_grid, data_aware.pruned_grid).  Kept apart
+#: data_aware.nonnegative_grid, data_aware.support_grid, data_aware.pruned_grid,
+#: data_aware.pruned_hilbert).  Kept apart
 #: from :data:`MECHANISMS`, whose entries all release 1-D counts.
 GRID_MECHANISMS = Registry(
     "k-D mechanism",
@@ -226,6 +227,7 @@ GRID_MECHANISMS = Registry(
         "kd_tree",
         "hybrid_tree",
         "dawa_hilbert",
+        "dawa_pruned",
         "ugrid",
         "agrid",
         "auto_nonnegative",
