@@ -103,10 +103,13 @@ WORKLOAD_CANDIDATES = ("auto_nonnegative", "auto_support", "auto_pruned")
 
 #: Parameters a candidate runs with, where not its defaults: the selector was trained on
 #: ``dawa_hilbert`` at DAWA's fixed partition share (its default now buys a noisy total of its
-#: own, which auto-data's features already are; the choice runs it where that share is right).
+#: own, which auto-data's features already are; the choice runs it where that share is right),
+#: and on ``dawa_pruned`` at a partition share of 0.4, the low-signal branch's: at 10^3 records
+#: and epsilon 0.1 it isolates a heap that 0.25 merges into wide buckets (docs/data-aware.md,
+#: "dawa_pruned").
 CANDIDATE_PARAMETERS: dict[str, dict[str, object]] = {
     "dawa_hilbert": {"ratio": 0.25},
-    "dawa_pruned": {"ratio": 0.25},
+    "dawa_pruned": {"ratio": 0.4},
     "agrid_fine": {"c2": 1.25},
 }
 
