@@ -173,6 +173,8 @@ def grid_release_command(options: dict) -> None:
         f"epsilon={epsilon:g}, delta={delta:g}, neighbours={o['neighbours']}"
     )
     described = result.parameters.get("strategy")
+    if not (isinstance(described, dict) and "axes" in described):
+        described = None  # a data-aware release's strategy is its inner 1-D mechanism's, not per axis
     if described and described.get("measured") == "identity":
         lines.append(
             "measured the identity on every axis (one count per cell): its exact error as released is lower "
