@@ -32,14 +32,18 @@ def test_release_report_is_the_page_of_the_saved_release(csv_file, tmp_path, cap
     assert code == 0 and "<h1>Private release of age</h1>" in (tmp_path / "plain.html").read_text(encoding="utf-8")
 
 
-def test_report_of_a_grid_release_has_its_heatmap(tmp_path, capsys):
+@pytest.mark.parametrize("mechanism", ["kronecker", "dawa_pruned", "auto_pruned"])
+def test_report_of_a_grid_release_has_its_heatmap(tmp_path, capsys, mechanism):
+    """A grid release's page (exact or data-aware) has its heatmap and total, from ``release
+    --report`` and from ``dprange report`` on the saved file."""
     path = tmp_path / "grid.csv"
     path.write_text("age,hours\n" + "".join(f"{18 + i % 40},{i % 50}\n" for i in range(300)))
     out, page = tmp_path / "g.json", tmp_path / "g.html"
-    code, _, err = run_cli(grid_args(path, out, "--report", page, "-m", "kronecker"), capsys)
+    code, _, err = run_cli(grid_args(path, out, "--report", page, "-m", mechanism), capsys)
     assert code == 0, err
     written = page.read_text(encoding="utf-8")
     assert "Cell counts" in written and written.count("<img ") == 1 and "age × hours" in written
+    assert ("(no error bars)" in written) == (mechanism != "kronecker")
     again = tmp_path / "again.html"
     code, _, err = run_cli(["report", out, "-o", again, "-c", "<a>", "-c", "b", "--title", "Grid & co"], capsys)
     assert code == 0, err

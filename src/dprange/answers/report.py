@@ -87,9 +87,17 @@ def _exact(release) -> bool:
     return bool(getattr(release, "exact_error_bars", True))
 
 
+def is_grid(release) -> bool:
+    """Whether ``release`` answers rectangles of a k-D grid: a GridRelease, or a data-aware grid
+    release (dprange.data_aware.grid, a layer above this one: known by its rectangles)."""
+    return isinstance(release, GridRelease) or (hasattr(release, "rectangle") and hasattr(release, "marginal"))
+
+
 def _public_total(release):
     if isinstance(release, GridRelease):
         return release.measurements.total
+    if is_grid(release):  # a data-aware grid release: the public total its provenance records
+        return release.provenance.total
     return release.public_total
 
 
@@ -404,7 +412,7 @@ def report_html(
     records; ``units``: the values' units; ``alpha``: 1 - the level of every interval;
     ``title``: the page's heading; ``log_x``: logarithmic value axes; ``source``: the file the
     release was read from, named in the footer."""
-    grid = isinstance(release, GridRelease)
+    grid = is_grid(release)
     grouped = isinstance(release, GroupedRelease)
     shared = None  # the groups' common statement (grouped releases only)
     if grouped:

@@ -9,10 +9,10 @@ import os
 
 import click
 
-from ..answers.grid import GridRelease
+from .._lazy import lazy_module
 from ..answers.grouped import GroupedRelease
 from ..answers.release import load_release
-from ..answers.report import report_html
+from ..answers.report import is_grid, report_html
 from ..errors import DataError, ParameterError
 from ..mechanisms.grid import load_grid_release
 from .group import cli
@@ -23,6 +23,9 @@ REPORT_SUFFIXES = (".html", ".htm")
 #: How far into a saved file the grid release's ``"kind": "grid_release"`` is looked for (its
 #: writer puts it first; a 1-D release's JSON never holds that name).
 KIND_HEAD_BYTES = 4096
+
+#: Reads a saved data-aware 2-D release (imported only when one is read).
+data_aware_grid = lazy_module("dprange.data_aware.grid")
 
 
 def check_report_path(path: str | None, option: str = "--report") -> str | None:
@@ -52,8 +55,9 @@ def check_report_option(report: str | None, inputs, outputs) -> None:
 
 def load_any_release(path: str):
     """The release saved at ``path``: a :class:`~dprange.answers.grid.GridRelease` when its JSON
-    is of kind "grid_release", a :class:`~dprange.answers.grouped.GroupedRelease` for a release
-    saved with ``--by``, else a 1-D :class:`~dprange.answers.release.Release` (JSON or npz)."""
+    is of kind "grid_release", a data-aware grid release for "data_aware_grid_release", a
+    :class:`~dprange.answers.grouped.GroupedRelease` for a release saved with ``--by``, else a 1-D
+    :class:`~dprange.answers.release.Release` (JSON or npz)."""
     if not os.path.isfile(path):
         raise DataError(f"release file {path!r} does not exist or is not a file")
     with open(path, "rb") as fh:
@@ -61,6 +65,9 @@ def load_any_release(path: str):
     if b'"grid_release"' in head:
         with open(path, encoding="utf-8") as fh:
             return load_grid_release(fh.read())
+    if b'"data_aware_grid_release"' in head:
+        with open(path, encoding="utf-8") as fh:
+            return data_aware_grid.DataAwareGridRelease.from_json(fh.read())
     if b'"dprange_grouped_release"' in head:
         return GroupedRelease.from_json(path)
     return load_release(path)
@@ -97,7 +104,7 @@ def report_command(release_path, output, column, units, title, alpha, log_x):
     check_report_path(output, "--output")
     check_not_an_input(output, [release_path])
     release = load_any_release(release_path)
-    axes = len(release.shape) if isinstance(release, GridRelease) else 1
+    axes = len(release.shape) if is_grid(release) else 1
     if column and len(column) != axes:
         raise ParameterError(
             f"--column given {len(column)} times; this release has {axes} column(s): give one per column"
