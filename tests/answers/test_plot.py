@@ -169,6 +169,20 @@ def test_heatmap_labels_units_title_and_caption(grid, drawn):
     np.testing.assert_allclose(np.asarray(mesh.get_array()).reshape(8, 10), grid.counts.T)
 
 
+def test_heatmap_of_a_data_aware_release_says_it_has_no_error_bars(grid, drawn):
+    """A data-aware grid release's cells have no standard errors: the caption says so instead of
+    quoting a median of NaNs; an exact release's quotes its median standard error."""
+    counts = np.random.default_rng(3).poisson(20, grid.shape)
+    rows, cols = np.indices(grid.shape)
+    columns = [np.repeat(rows.ravel(), counts.ravel()), np.repeat(cols.ravel(), counts.ravel())]
+    domain = ProductDomain([Domain.integers(0, grid.shape[0] - 1), Domain.integers(0, grid.shape[1] - 1)])
+    aware = dprange.release_grid(columns, domain, 1.0, mechanism="dawa_pruned", rng=1)
+    draw(plot.plot_heatmap, aware)
+    draw(plot.plot_heatmap, grid)
+    assert "No error bars: the estimate has a data-dependent bias." in drawn[0][3] and "nan" not in drawn[0][3]
+    assert "Cell standard error about" in drawn[1][3]
+
+
 def test_groups_one_colour_and_one_legend_entry_per_group(ages, drawn):
     other = dprange.release(
         np.random.default_rng(5).integers(30, 60, 500), ages.domain, 0.5, mechanism="hierarchical", rng=2

@@ -263,7 +263,12 @@ def plot_heatmap(
         ax.set_xlabel(style.axis_label(first, first_units, "axis 0"))
         ax.set_ylabel(style.axis_label(second, second_units, "axis 1"))
         heading = title or (f"Records by {first} and {second}" if labels else "Estimated cell counts")
-        caption = style.privacy_caption(release, f"Cell standard error about {stderr:.3g} (median over the cells).")
+        error = (
+            f"Cell standard error about {stderr:.3g} (median over the cells)."
+            if np.isfinite(stderr)
+            else "No error bars: the estimate has a data-dependent bias."
+        )
+        caption = style.privacy_caption(release, error)
         return style.finish(plt, fig, ax, path, heading, caption)
 
 
