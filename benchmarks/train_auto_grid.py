@@ -1242,9 +1242,7 @@ def spread_branch(x, rule: dict) -> np.ndarray:
 def support_branch(x, rule: dict) -> np.ndarray:
     """The rows where a decision list's support branch (SUPPORT_RULE) would run over a choice of
     support_family (reached or not; nowhere for a list fitted without it)."""
-    if not runs_support(rule):
-        return np.zeros(x.shape[0], dtype=bool)
-    return branch_rows(x, rule, SUPPORT_TESTS)
+    return gated_rows(x, rule, runs_support, SUPPORT_TESTS)
 
 
 def runs_support(rule: dict) -> bool:
@@ -1400,16 +1398,8 @@ def _supported_leaves(nodes: list[dict], rule: dict, candidates) -> list[dict]:
     support_branch gives, over that leaf's)."""
     if not runs_support(rule):
         return nodes
-    band, family, tests = _band(rule, "band14", candidates), support_family(candidates), len(SUPPORT_TESTS)
-    nodes = list(nodes)
-    for at, node in enumerate(list(nodes)):
-        if node.get("leaf") not in family:
-            continue
-        start = len(nodes) - 1  # the block's first test takes the leaf's place, the rest from len(nodes)
-        block = _conjunction(start, rule, SUPPORT_TESTS, start + tests + 1, band)
-        nodes[at] = block[0]
-        nodes += [*block[1:], {"leaf": node["leaf"]}]
-    return nodes
+    family = support_family(candidates)
+    return _every_leaf(nodes, rule, SUPPORT_TESTS, _band(rule, "band14", candidates), wraps=family.__contains__)
 
 
 def _low_leaves(nodes: list[dict], rule: dict, candidates) -> list[dict]:
@@ -1421,12 +1411,13 @@ def _low_leaves(nodes: list[dict], rule: dict, candidates) -> list[dict]:
     return _every_leaf(nodes, rule, LOW_TESTS, _band(rule, "band16", candidates))
 
 
-def _every_leaf(nodes: list[dict], rule: dict, tests, band: int) -> list[dict]:
-    """``nodes`` with every leaf turned into a branch's ``tests`` reaching a leaf of ``band``
-    where all hold and the old leaf where one fails."""
+def _every_leaf(nodes: list[dict], rule: dict, tests, band: int, wraps=None) -> list[dict]:
+    """``nodes`` with every leaf (every one whose candidate ``wraps`` accepts, where given) turned
+    into a branch's ``tests``: the first in the leaf's place, the rest appended, reaching a leaf
+    of ``band`` where all hold and the old leaf where one fails."""
     nodes = list(nodes)
     for at, node in enumerate(list(nodes)):
-        if "leaf" not in node:
+        if "leaf" not in node or (wraps is not None and not wraps(node["leaf"])):
             continue
         start = len(nodes) - 1  # the block's first test takes the leaf's place, the rest from len(nodes)
         block = _conjunction(start, rule, tests, start + len(tests) + 1, band)

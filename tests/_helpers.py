@@ -1058,3 +1058,31 @@ def heavy_cells_grid() -> np.ndarray:
     x = np.zeros((HEAVY_SIDE, HEAVY_SIDE), dtype=np.int64)
     x.flat[rng.choice(HEAVY_SIDE * HEAVY_SIDE, 6, replace=False)] = rng.integers(50, 400, 6)
     return x
+
+
+def heaped_grid() -> np.ndarray:
+    """1,000 records on 64 x 64: most in the 4 x 4 corner block, a fiftieth of its density along
+    the two bounds (amounts heaped at zero, as on MDSALARY-OVERT or ADULT-2D), 101 cells occupied."""
+    p = np.zeros((64, 64))
+    p[:4, :4] = 1.0
+    p[0, 4:] = p[4:, 0] = 0.02
+    return np.random.default_rng(0).multinomial(1000, (p / p.sum()).ravel()).reshape(64, 64)
+
+
+def dyadic_marks_by_loops(least_squares, model, threshold: float) -> np.ndarray:
+    """The cells of the aligned dyadic squares of a square grid whose least-squares sum is below
+    ``threshold`` times its exact standard error under ``model``, square by square (the marks of
+    auto_support and auto_pruned, written out)."""
+    least_squares = np.asarray(least_squares, dtype=float)
+    side_of_grid = least_squares.shape[0]
+    marked = np.zeros(least_squares.shape, dtype=bool)
+    side = 1
+    while side <= side_of_grid:
+        for i in range(0, side_of_grid, side):
+            for j in range(0, side_of_grid, side):
+                low, high = np.array([[i, j]]), np.array([[i + side - 1, j + side - 1]])
+                sd = float(np.sqrt(model.rectangle_variance(low, high)[0]))
+                if least_squares[i : i + side, j : j + side].sum() < threshold * sd:
+                    marked[i : i + side, j : j + side] = True
+        side *= 2
+    return marked

@@ -14,7 +14,7 @@ import pytest
 from _helpers import HEAVY_HIGHS as HIGHS
 from _helpers import HEAVY_LOWS as LOWS
 from _helpers import HEAVY_SIDE as SIDE
-from _helpers import assert_bootstrap_follows_releases, heavy_cells_grid
+from _helpers import assert_bootstrap_follows_releases, dyadic_marks_by_loops, heaped_grid, heavy_cells_grid
 
 import dprange
 from dprange import NonnegativeAuto, PrunedAuto, SupportAuto
@@ -51,15 +51,7 @@ def test_release_is_autos_nonnegative_fit_pruned_by_its_own_marks(neighbours, wo
     measurements = inner.measure(x, 0.8, rng=7)
     least_squares = np.asarray(inner.estimate(x.shape, measurements).leaves, dtype=float).reshape(x.shape)
     model = inner.error_model(x.shape, measurements.epsilon)
-    marked = np.zeros(x.shape, dtype=bool)
-    for side in (1, 2, 4, 8, 16):
-        for i in range(0, SIDE, side):
-            for j in range(0, SIDE, side):
-                sd = float(
-                    np.sqrt(model.rectangle_variance(np.array([[i, j]]), np.array([[i + side - 1, j + side - 1]]))[0])
-                )
-                if least_squares[i : i + side, j : j + side].sum() < 1.5 * sd:
-                    marked[i : i + side, j : j + side] = True
+    marked = dyadic_marks_by_loops(least_squares, model, 1.5)
     assert 6 <= (~marked).sum() < 64 and not marked[x > 0].any()
     fit, total = refit(inner, x.shape, measurements, mech.tol, mech.maxiter)
     fitted = fit.x.reshape(x.shape)
@@ -83,15 +75,6 @@ def test_where_nothing_stands_out_or_nothing_is_marked_the_release_is_auto_nonne
         r = PrunedAuto().release(grid, 0.5, rng=5)
         assert r.parameters["support_cells"] == SIDE * SIDE
         np.testing.assert_allclose(r.counts, NonnegativeAuto().release(grid, 0.5, rng=5).counts, rtol=1e-12)
-
-
-def heaped_grid() -> np.ndarray:
-    """1,000 records on 64 x 64: most in the 4 x 4 corner block, a fiftieth of its density along
-    the two bounds (amounts heaped at zero, as on MDSALARY-OVERT or ADULT-2D), 101 cells occupied."""
-    p = np.zeros((64, 64))
-    p[:4, :4] = 1.0
-    p[0, 4:] = p[4:, 0] = 0.02
-    return np.random.default_rng(0).multinomial(1000, (p / p.sum()).ravel()).reshape(64, 64)
 
 
 def errors_by_monte_carlo(trials=20):

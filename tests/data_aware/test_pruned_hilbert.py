@@ -14,7 +14,7 @@ import pytest
 from _helpers import HEAVY_HIGHS as HIGHS
 from _helpers import HEAVY_LOWS as LOWS
 from _helpers import HEAVY_SIDE as SIDE
-from _helpers import assert_bootstrap_follows_releases, heavy_cells_grid
+from _helpers import assert_bootstrap_follows_releases, heaped_grid, heavy_cells_grid
 
 import dprange
 from dprange import DAWAHilbert, ParameterError, PrunedDAWAHilbert
@@ -93,15 +93,6 @@ def test_it_reads_the_counts_only_through_dawas_release(monkeypatch):
 
     monkeypatch.setattr(DAWAHilbert, "release", release_of_y)
     np.testing.assert_array_equal(PrunedDAWAHilbert().release(x, 0.5, rng=2).counts, expected)
-
-
-def heaped_grid() -> np.ndarray:
-    """1,000 records on 64 x 64: most in the 4 x 4 corner block, a fiftieth of its density along
-    the two bounds (amounts heaped at zero, as on ADULT-2D or MDSALARY-OVERT)."""
-    p = np.zeros((64, 64))
-    p[:4, :4] = 1.0
-    p[0, 4:] = p[4:, 0] = 0.02
-    return np.random.default_rng(0).multinomial(1000, (p / p.sum()).ravel()).reshape(64, 64)
 
 
 def blob_grid() -> np.ndarray:

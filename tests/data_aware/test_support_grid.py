@@ -14,7 +14,7 @@ import pytest
 from _helpers import HEAVY_HIGHS as HIGHS
 from _helpers import HEAVY_LOWS as LOWS
 from _helpers import HEAVY_SIDE as SIDE
-from _helpers import assert_bootstrap_follows_releases, heavy_cells_grid
+from _helpers import assert_bootstrap_follows_releases, dyadic_marks_by_loops, heavy_cells_grid
 
 import dprange
 from dprange import NonnegativeAuto, ParameterError, PrunedAuto, SupportAuto
@@ -126,15 +126,7 @@ def test_release_is_the_fit_of_autos_own_measurements_on_the_unmarked_cells(neig
     least_squares = np.asarray(inner.estimate(x.shape, measurements).leaves, dtype=float)
     total = float(x.sum()) if neighbours == "replace" else float(np.sum(least_squares))
     model = inner.error_model(x.shape, measurements.epsilon)
-    marked = np.zeros(x.shape, dtype=bool)
-    for side in (1, 2, 4, 8, 16):
-        for i in range(0, SIDE, side):
-            for j in range(0, SIDE, side):
-                sd = float(
-                    np.sqrt(model.rectangle_variance(np.array([[i, j]]), np.array([[i + side - 1, j + side - 1]]))[0])
-                )
-                if least_squares.reshape(x.shape)[i : i + side, j : j + side].sum() < 1.5 * sd:
-                    marked[i : i + side, j : j + side] = True
+    marked = dyadic_marks_by_loops(least_squares.reshape(x.shape), model, 1.5)
     support = ~marked.ravel()
     assert 6 <= support.sum() < 64  # the heavy cells are kept and most of the grid is marked
     assert np.all(support[(x > 0).ravel()])

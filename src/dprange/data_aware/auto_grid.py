@@ -5,9 +5,9 @@ mechanisms (``agrid``, ``ugrid``, ``dawa_hilbert``, ``kd_tree``, ``hybrid_tree``
 held at zero where its least squares finds no records, ``auto_pruned``, the first set to zero
 there, and ``dawa_pruned``, DAWA with the buckets that do not stand out of its noise set to
 zero) from private features of the data (the choice ``auto`` released, by default, as least
-squares moved toward its non-negative refit: ``auto_toward_nonnegative``), in the spirit of Pythia (Kotsogiannis,
-Machanavajjhala, Hay and Miklau, "Pythia: Data Dependent Differentially Private Algorithm
-Selection", SIGMOD 2017).
+squares moved toward its non-negative refit: ``auto_toward_nonnegative``), in the spirit of
+Pythia (Kotsogiannis, Machanavajjhala, Hay and Miklau, "Pythia: Data Dependent Differentially
+Private Algorithm Selection", SIGMOD 2017).
 
 Features.  Six features (:class:`GridFeatures`: the 1-D auto-data's steps with a count of
 non-empty cells where the 1-D choice prices merges, a measure of how the mass spreads over

@@ -44,10 +44,10 @@ import dataclasses
 import numpy as np
 
 from ..answers.bootstrap import redraw
-from ..registry import GRID_MECHANISMS, Citation
+from ..registry import GRID_MECHANISMS
 from .grid import DataAwareGridRelease
 from .nonnegative_grid import SimplexFitNoise, refit
-from .support_grid import SupportAuto
+from .support_grid import PRIVTREE, SupportAuto
 
 
 def pruned(fitted, support) -> np.ndarray:
@@ -89,7 +89,7 @@ class PrunedAuto(SupportAuto):
 
     def release(self, counts, epsilon, *, delta=0.0, rng=None, domain=None) -> DataAwareGridRelease:  # type: ignore[override]
         counts, epsilon = self._check(counts, epsilon, delta)
-        shape, inner, measurements, least_squares, support_of = self.measured(counts, epsilon, delta, rng)
+        shape, inner, measurements, least_squares, support_of = self.measured(counts, epsilon, rng)
         # cost: auto_nonnegative's fit (projected gradient over the whole grid)
         fit, total = refit(inner, shape, measurements, self.tol, self.maxiter, least_squares=least_squares)
         support = support_of(least_squares.reshape(shape))
@@ -114,9 +114,5 @@ GRID_MECHANISMS.add(
     PrunedAuto,
     summary="2-D: auto's non-negative refit set to zero in the dyadic blocks its least squares finds empty and "
     "scaled back to its total (post-processing; error bars by bootstrap, not exact)",
-    citation=Citation(
-        "Zhang, Xiao and Xie",
-        "PrivTree: A Differentially Private Algorithm for Hierarchical Decompositions",
-        "SIGMOD 2016",
-    ),
+    citation=PRIVTREE,
 )

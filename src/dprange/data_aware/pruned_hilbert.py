@@ -54,9 +54,9 @@ def pruned_totals(totals, limits, total: float) -> np.ndarray | None:
     """The bucket ``totals`` set to zero where below ``limits`` and scaled on the rest to sum to
     ``total``; None where no bucket reaches its limit (or the kept ones sum to nothing)."""
     totals = np.asarray(totals, dtype=float)
-    kept = np.where(totals >= np.asarray(limits, dtype=float), totals, 0.0)
+    kept = np.where(totals >= np.asarray(limits, dtype=float), totals, 0.0)  # limits >= 0: kept >= 0
     mass = float(kept.sum())
-    if not (totals >= limits).any() or mass <= 0.0:
+    if mass <= 0.0:
         return None
     return kept * (max(float(total), 0.0) / mass)
 
@@ -90,16 +90,15 @@ class PrunedHilbertNoise(HilbertNoise):
         measurements, method, starts = self.inner._reduced
         released = np.add.reduceat(self.cells.ravel()[self.sequence], starts)
         replicate = resample_leaves(measurements, released, method, rng)
-        return expand(self.sequence, self.shape, starts, prune(replicate, self.limits, self.public_total))
+        kept = prune(replicate, self.limits, self.public_total)
+        return expand(self.sequence, self.shape, starts, replicate if kept is None else kept)
 
 
-def prune(totals, limits, public_total) -> np.ndarray:
-    """Steps 2-3 on bucket estimates: the pruned totals, or the estimates themselves where no
-    bucket stands out; the total is the public one where given, else the estimates' sum."""
-    totals = np.asarray(totals, dtype=float)
-    total = public_total if public_total is not None else float(totals.sum())
-    kept = pruned_totals(totals, limits, total)
-    return totals if kept is None else kept
+def prune(totals, limits, public_total) -> np.ndarray | None:
+    """Steps 2-3 on bucket estimates (:func:`pruned_totals`) with the total the public one where
+    given, else the estimates' sum; None where no bucket stands out."""
+    total = public_total if public_total is not None else float(np.sum(totals))
+    return pruned_totals(totals, limits, total)
 
 
 def expand(sequence, shape, starts, totals) -> np.ndarray:
@@ -138,7 +137,7 @@ class PrunedDAWAHilbert(DAWAHilbert):
         limits = bucket_limits(inner, self.threshold)
         totals = np.add.reduceat(np.asarray(inner.estimate, dtype=float), starts)
         public_total = released.provenance.total  # the public N under replace, else None
-        kept = pruned_totals(totals, limits, public_total if public_total is not None else float(totals.sum()))
+        kept = prune(totals, limits, public_total)
         cells = released.counts if kept is None else expand(sequence, released.shape, starts, kept)
         parameters = {
             **released.provenance.parameters,

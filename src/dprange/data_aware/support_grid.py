@@ -164,7 +164,7 @@ class SupportAuto(NonnegativeAuto):
             self._limits = kept
         return kept[1]
 
-    def measured(self, counts, epsilon, delta, rng):
+    def measured(self, counts, epsilon, rng):
         """(the shape, ``auto``'s design, its measurements of ``counts`` (the only step that reads
         the data), their least-squares estimate (flat), and ``support_of``: the cells outside the
         dyadic blocks an estimate sums below the limits of :meth:`limits`)."""
@@ -181,7 +181,7 @@ class SupportAuto(NonnegativeAuto):
 
     def release(self, counts, epsilon, *, delta=0.0, rng=None, domain=None) -> DataAwareGridRelease:  # type: ignore[override]
         counts, epsilon = self._check(counts, epsilon, delta)
-        shape, inner, measurements, least_squares, support_of = self.measured(counts, epsilon, delta, rng)
+        shape, inner, measurements, least_squares, support_of = self.measured(counts, epsilon, rng)
         fit, total, support = supported_fit(
             inner, shape, measurements, least_squares, support_of, self.tol, self.maxiter
         )
@@ -200,13 +200,14 @@ class SupportAuto(NonnegativeAuto):
         )
 
 
+#: The pruning of empty regions that auto_support and auto_pruned take as post-processing.
+PRIVTREE = Citation(
+    "Zhang, Xiao and Xie", "PrivTree: A Differentially Private Algorithm for Hierarchical Decompositions", "SIGMOD 2016"
+)
+
 GRID_MECHANISMS.add(
     SupportAuto,
     summary="2-D: auto's measurements refitted over non-negative grids held at zero in the dyadic blocks its least "
     "squares finds empty (post-processing; error bars by bootstrap, not exact)",
-    citation=Citation(
-        "Zhang, Xiao and Xie",
-        "PrivTree: A Differentially Private Algorithm for Hierarchical Decompositions",
-        "SIGMOD 2016",
-    ),
+    citation=PRIVTREE,
 )
