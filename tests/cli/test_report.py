@@ -44,6 +44,7 @@ def test_report_of_a_grid_release_has_its_heatmap(tmp_path, capsys, mechanism):
     written = page.read_text(encoding="utf-8")
     assert "Cell counts" in written and written.count("<img ") == 1 and "age × hours" in written
     assert ("(no error bars)" in written) == (mechanism != "kronecker")
+    assert ("standard error is in the release" in written) == (mechanism == "kronecker")
     again = tmp_path / "again.html"
     code, _, err = run_cli(["report", out, "-o", again, "-c", "<a>", "-c", "b", "--title", "Grid & co"], capsys)
     assert code == 0, err

@@ -308,8 +308,12 @@ def grid_body(release: GridRelease, columns, alpha: float) -> list[str]:
                 plot.plot_heatmap,
                 release,
                 f"Heatmap of the estimated records by {labels[0]} and {labels[1]}",
-                f"The estimated number of records in each cell of {labels[0]} by {labels[1]}; every cell's "
-                "standard error is in the release.",
+                f"The estimated number of records in each cell of {labels[0]} by {labels[1]}; "
+                + (
+                    "every cell's standard error is in the release."
+                    if _exact(release)
+                    else "no error bars: errors not known exactly."
+                ),
                 labels=labels,
             ),
         ]
