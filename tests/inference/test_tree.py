@@ -78,10 +78,8 @@ def test_range_variance_rejects_bad_ranges():
         est.range_variance(0, 10)
 
 
-@pytest.mark.parametrize("n,branching,measure_root,known_total", CASES)
-def test_tree_query_variance_equals_dense(n, branching, measure_root, known_total, rng):
-    from dprange.inference.tree import tree_error_model
-
+def _model_and_dense_covariance(n, branching, measure_root, known_total, rng):
+    """A tree's error model at unequal per-node budgets and the dense covariance of its GLS."""
     tree = TreeStrategy(n, branching, measure_root=measure_root, known_total=known_total)
     variances = [None] * (tree.depth + 1)
     for d in tree.measured_depths:
@@ -93,12 +91,36 @@ def test_tree_query_variance_equals_dense(n, branching, measure_root, known_tota
         variances,
     )
     _, cov = dense_gls(tree.dense(), y, v, 0.0 if known_total else None)
+    return model, cov
+
+
+@pytest.mark.parametrize("n,branching,measure_root,known_total", CASES)
+def test_tree_query_variance_equals_dense(n, branching, measure_root, known_total, rng):
+    model, cov = _model_and_dense_covariance(n, branching, measure_root, known_total, rng)
     Q = rng.normal(size=(5, n))
     np.testing.assert_allclose(model.query_variance(Q), np.einsum("ij,jk,ik->i", Q, cov, Q), rtol=1e-9, atol=1e-9)
     lo, hi = np.triu_indices(n)
     np.testing.assert_allclose(
         model.query_variance(range_matrix(n, lo, hi)), model.range_variance(lo, hi), rtol=1e-9, atol=1e-9
     )
+
+
+@pytest.mark.parametrize("n,branching,measure_root,known_total", CASES)
+def test_nested_variances_are_the_dense_variances_of_growing_sets(n, branching, measure_root, known_total, rng):
+    """The variance of the summed estimate over the first k leaves of a random order, for every k,
+    is w' C w for the nested indicators w and the dense covariance C (unequal budgets per node);
+    repeated or out-of-range leaves are refused."""
+    model, cov = _model_and_dense_covariance(n, branching, measure_root, known_total, rng)
+    order = rng.permutation(n)
+    nested = np.zeros((n, n))
+    for k in range(n):
+        nested[k, order[: k + 1]] = 1.0
+    expected = np.einsum("ij,jk,ik->i", nested, cov, nested)
+    np.testing.assert_allclose(model.nested_variances(order), expected, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(model.nested_variances(order[: n // 2]), expected[: n // 2], rtol=1e-9, atol=1e-9)
+    for bad in ([0, 0], [n]):
+        with pytest.raises(ParameterError, match="distinct leaf"):
+            model.nested_variances(bad)
 
 
 SHAPES = [

@@ -85,7 +85,7 @@ OWN = {
     "auto_support": {"workload": "prefix-rectangles", "order": 1, "threshold": 2.5, "tol": 1e-4, "maxiter": 500},
     "auto_pruned": {"workload": "prefix-rectangles", "order": 1, "threshold": 2.5, "tol": 1e-4, "maxiter": 500},
 }
-OWN["dawa_pruned"] = {**OWN["dawa_hilbert"], "threshold": 2.0}
+OWN["dawa_pruned"] = {**OWN["dawa_hilbert"], "threshold": 2.0, "joint": 1.5}
 #: Names registered in both registries (the 2-D auto-data): the k-D entry's own values.
 GRID_OWN = {"auto-data": {"feature_share": 0.1, "workload": "prefix-rectangles", "order": 1, "refit": "never"}}
 

@@ -9,13 +9,15 @@ This release keeps DAWA's partition and measurements and post-processes its buck
 
 1. run DAWA on the Hilbert order (:class:`~dprange.data_aware.grid.DAWAHilbert`, every private
    step of it, recorded);
-2. mark *empty* every bucket whose estimated total is below ``threshold`` times its standard
+2. mark *empty*, of the buckets whose estimated total is below ``threshold`` times its standard
    error (the noise-only error model of the bucket estimate given the partition: public once
-   the partition is released);
+   the partition is released), taken from the lowest ratio of the two up, the longest run whose
+   estimates sum to below ``joint`` times the standard error of that sum (:func:`marked_buckets`);
+   none where no run passes;
 3. publish the estimate with the marked buckets at zero and the others multiplied by the total
    over their sum (:func:`pruned_totals`; the total is DAWA's estimated one, 0 if negative, or
-   the public one under replace), each spread evenly over its cells as DAWA does; where no
-   bucket stands out, DAWA's estimate itself.
+   the public one under replace), each spread evenly over its cells as DAWA does; where none is
+   marked, or no bucket stands out, DAWA's estimate itself.
 
 It has DAWA's privacy (its recorded steps): the marks and the scale read the noisy bucket
 estimates and their public error model, never the data.  A marked bucket that holds records loses
@@ -26,7 +28,10 @@ released estimate and re-runs steps 2-3 with the partition held, so it describes
 the buckets, not the error of spreading a bucket evenly: read it as a lower bound on the error
 (docs/data-aware.md, "dawa_pruned").  The default threshold, 3, keeps a bucket only when it
 stands out clearly: at the low signal where this release wins, a lower one keeps noise spikes and
-loses most of the gain (docs/data-aware.md, "dawa_pruned").
+loses most of the gain (docs/data-aware.md, "dawa_pruned").  The joint test keeps a smooth grid's
+many light buckets, each below its threshold but together holding many records, from being
+emptied; on heaped grids the empty buckets pass it and a light bucket that holds a few records
+is left out of the run.
 
 The pruning of buckets that hold nothing is PrivTree's (Zhang, Xiao and Xie, SIGMOD 2016) taken as
 post-processing of DAWA's buckets (Li, Hay, Miklau and Wang, PVLDB 2014).
@@ -48,37 +53,73 @@ from .support_grid import check_threshold
 
 #: The default threshold, in standard errors of a bucket's estimate.
 DEFAULT_THRESHOLD = 3.0
+#: The default joint threshold, in standard errors of the marked buckets' summed estimate.
+DEFAULT_JOINT = 2.0
 
 
-def pruned_totals(totals, limits, total: float) -> np.ndarray | None:
-    """The bucket ``totals`` set to zero where below ``limits`` and scaled on the rest to sum to
-    ``total``; None where no bucket reaches its limit (or the kept ones sum to nothing)."""
+def pruned_totals(totals, marked, total: float) -> np.ndarray | None:
+    """The bucket ``totals`` set to zero where ``marked`` (a mask holding every negative total)
+    and scaled on the rest to sum to ``total``; None where the rest sums to nothing."""
     totals = np.asarray(totals, dtype=float)
-    kept = np.where(totals >= np.asarray(limits, dtype=float), totals, 0.0)  # limits >= 0: kept >= 0
+    kept = np.where(marked, 0.0, totals)
     mass = float(kept.sum())
     if mass <= 0.0:
         return None
     return kept * (max(float(total), 0.0) / mass)
 
 
-def bucket_limits(inner, threshold: float) -> np.ndarray:
-    """``threshold`` times the standard error of every bucket's estimated total under DAWA's
-    release ``inner`` (its bucket estimate's noise-only error model, given the partition)."""
+def bucket_deviations(inner) -> np.ndarray:
+    """The standard error of every bucket's estimated total under DAWA's release ``inner`` (its
+    bucket estimate's noise-only error model, given the partition)."""
     _, _, starts = inner._reduced
     reduced = inner.noise_only_error_model.reduced
     buckets = np.arange(np.asarray(starts).size)
-    variances = np.asarray(reduced.range_variance(buckets, buckets), dtype=float)
-    return threshold * np.sqrt(np.maximum(variances, 0.0))
+    return np.sqrt(np.maximum(np.asarray(reduced.range_variance(buckets, buckets), dtype=float), 0.0))
+
+
+def marked_buckets(totals, deviations, threshold: float, joint: float, nested_variances) -> np.ndarray:
+    """Step 2 (boolean, per bucket): of the buckets whose ``totals`` are below ``threshold`` times
+    their ``deviations``, in order of total over deviation, the longest run from the lowest whose
+    sum is below ``joint`` times its standard error (``nested_variances(order)``: the variance of
+    the summed estimate of the first k buckets of ``order``, for every k); none where no run
+    passes."""
+    totals = np.asarray(totals, dtype=float)
+    deviations = np.asarray(deviations, dtype=float)
+    marked = np.zeros(totals.size, dtype=bool)
+    below = np.flatnonzero(totals < threshold * deviations)
+    if below.size == 0:
+        return marked
+    ratios = np.divide(totals[below], deviations[below], out=np.full(below.size, -np.inf), where=deviations[below] > 0)
+    order = below[np.argsort(ratios, kind="stable")]
+    sums = np.cumsum(totals[order])
+    passing = np.flatnonzero(sums < joint * np.sqrt(np.maximum(nested_variances(order), 0.0)))
+    if passing.size:
+        marked[order[: passing[-1] + 1]] = True
+    return marked
+
+
+def prune(totals, deviations, threshold, joint, nested_variances, public_total) -> tuple[np.ndarray | None, int]:
+    """Steps 2-3 on bucket estimates (:func:`marked_buckets`, :func:`pruned_totals`) with the total
+    the public one where given, else the estimates' sum: (the pruned totals, the buckets kept),
+    (None, every bucket) where none is marked or no bucket stands out."""
+    totals = np.asarray(totals, dtype=float)
+    marked = marked_buckets(totals, deviations, threshold, joint, nested_variances)
+    if not marked.any():
+        return None, totals.size
+    total = public_total if public_total is not None else float(np.sum(totals))
+    kept = pruned_totals(totals, marked, total)
+    return kept, (totals.size if kept is None else int(totals.size - marked.sum()))
 
 
 class PrunedHilbertNoise(HilbertNoise):
     """Post-processing state of a ``dawa_pruned`` release: ``resample`` re-draws DAWA's bucket
     measurements around the released bucket totals and re-runs the marks and the scale."""
 
-    def __init__(self, inner, sequence, shape, cells, limits, public_total):
+    def __init__(self, inner, sequence, shape, cells, mechanism, public_total):
         super().__init__(inner, sequence, shape)
         self.cells = np.asarray(cells, dtype=float)
-        self.limits = limits
+        self.mechanism = mechanism
+        self.deviations = bucket_deviations(inner)
         self.public_total = public_total
 
     def query_variance(self, cell_weights):
@@ -90,15 +131,8 @@ class PrunedHilbertNoise(HilbertNoise):
         measurements, method, starts = self.inner._reduced
         released = np.add.reduceat(self.cells.ravel()[self.sequence], starts)
         replicate = resample_leaves(measurements, released, method, rng)
-        kept = prune(replicate, self.limits, self.public_total)
+        kept, _ = self.mechanism.pruned(self.inner, replicate, self.deviations, self.public_total)
         return expand(self.sequence, self.shape, starts, replicate if kept is None else kept)
-
-
-def prune(totals, limits, public_total) -> np.ndarray | None:
-    """Steps 2-3 on bucket estimates (:func:`pruned_totals`) with the total the public one where
-    given, else the estimates' sum; None where no bucket stands out."""
-    total = public_total if public_total is not None else float(np.sum(totals))
-    return pruned_totals(totals, limits, total)
 
 
 def expand(sequence, shape, starts, totals) -> np.ndarray:
@@ -125,24 +159,37 @@ class PrunedDAWAHilbert(DAWAHilbert):
             "a bucket is taken as empty where its estimated total is below this many of its standard errors",
             default=DEFAULT_THRESHOLD,
         ),
+        Param(
+            "joint",
+            Custom(check_threshold, "finite number >= 0"),
+            "of the buckets below their threshold, the longest run from the lowest whose estimates sum to below "
+            "this many standard errors of that sum is taken as empty",
+            default=DEFAULT_JOINT,
+        ),
         *Mechanism.PARAMS,
     )
     threshold: float
+    joint: float
+
+    def pruned(self, inner, totals, deviations, public_total) -> tuple[np.ndarray | None, int]:
+        """Steps 2-3 (:func:`prune`) on bucket ``totals`` of DAWA's release ``inner``."""
+        nested = inner.noise_only_error_model.reduced.nested_variances
+        return prune(totals, deviations, self.threshold, self.joint, nested, public_total)
 
     def release(self, counts, epsilon, *, delta=0.0, rng=None, domain=None) -> DataAwareGridRelease:  # type: ignore[override]
         released = super().release(counts, epsilon, delta=delta, rng=rng, domain=domain)  # every private step
         noise = released._noise
         inner, sequence = noise.inner, noise.sequence
         _, _, starts = inner._reduced
-        limits = bucket_limits(inner, self.threshold)
         totals = np.add.reduceat(np.asarray(inner.estimate, dtype=float), starts)
         public_total = released.provenance.total  # the public N under replace, else None
-        kept = prune(totals, limits, public_total)
+        kept, kept_buckets = self.pruned(inner, totals, bucket_deviations(inner), public_total)
         cells = released.counts if kept is None else expand(sequence, released.shape, starts, kept)
         parameters = {
             **released.provenance.parameters,
             "threshold": self.threshold,
-            "kept_buckets": int(starts.size if kept is None else np.count_nonzero(totals >= limits)),
+            "joint": self.joint,
+            "kept_buckets": kept_buckets,
             "buckets": int(starts.size),
         }
         provenance = dataclasses.replace(released.provenance, parameters=parameters)
@@ -150,7 +197,7 @@ class PrunedDAWAHilbert(DAWAHilbert):
             released.shape,
             cells,
             provenance,
-            PrunedHilbertNoise(inner, sequence, released.shape, cells, limits, public_total),
+            PrunedHilbertNoise(inner, sequence, released.shape, cells, self, public_total),
             domain=domain,
         )
 

@@ -208,6 +208,44 @@ class TreeErrorModel:
             self._prefix_variances = cached
         return cached
 
+    def nested_variances(self, order) -> np.ndarray:
+        """Exact variance of the estimated sum over the first k leaves of ``order`` (distinct leaf
+        indices), for every k = 1..len(order): :meth:`query_variance` of the nested indicators
+        without building them.  Its recursion is a sum over parents of (sq - lin^2 / W), the
+        parents' g feeding the level above; adding one leaf changes g along one path only, so
+        each step updates one parent a level: O(depth) a leaf, O(len(order) depth) in all."""
+        tree = self.strategy
+        order = np.asarray(order, dtype=np.int64).ravel()
+        if order.size and (order.min() < 0 or order.max() >= tree.n or np.unique(order).size != order.size):
+            raise ParameterError(f"order must hold distinct leaf indices in [0, {tree.n})")
+        depth = tree.depth
+        child_weights = {
+            d: _pad(self.from_below_variance[d], tree.level_sizes[d - 1] * tree.branching[d - 1])
+            for d in range(1, depth + 1)
+        }
+        g = {d: np.zeros(tree.level_sizes[d - 1] * tree.branching[d - 1]) for d in range(1, depth + 1)}
+        lin = {d: np.zeros(tree.level_sizes[d - 1]) for d in range(1, depth + 1)}
+        sq = {d: np.zeros(tree.level_sizes[d - 1]) for d in range(1, depth + 1)}
+        root_g, total = 0.0, 0.0
+        out = np.empty(order.size)
+        for k, leaf in enumerate(order):
+            index, before, after = int(leaf), 0.0, 1.0
+            for d in range(depth, 0, -1):  # cost: one parent a level
+                w = child_weights[d][index]
+                g[d][index] = after
+                parent = index // tree.branching[d - 1]
+                big_w = self._child_variance_sums[d - 1][parent]
+                old = sq[d][parent] - (lin[d][parent] ** 2 / big_w if big_w > 0 else 0.0)
+                lin[d][parent] += w * (after - before)
+                sq[d][parent] += w * (after * after - before * before)
+                total += sq[d][parent] - (lin[d][parent] ** 2 / big_w if big_w > 0 else 0.0) - old
+                index = parent
+                before = g[d - 1][index] if d > 1 else root_g
+                after = lin[d][parent] / big_w if big_w > 0 else 0.0
+            root_g = after
+            out[k] = max(total + root_g * root_g * self.root_variance, 0.0)
+        return out
+
     def query_variance(self, weights) -> np.ndarray:
         """Exact variance of the estimate of sum_i q_i x_i for each row q of ``weights``.
 
