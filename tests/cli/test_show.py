@@ -16,9 +16,11 @@ from _helpers import run_cli
 
 import dprange
 from dprange import load_grid_release, load_release
+from dprange.answers.release import Release
 from dprange.answers.writers import FORMAT_VERSION
 from dprange.cli import saved_release, show
 from dprange.data_aware.grid import DataAwareGridRelease
+from dprange.errors import DataError
 
 
 @pytest.fixture(scope="module")
@@ -258,3 +260,36 @@ def test_show_and_query_a_saved_grouped_release(tmp_path, capsys):
     assert "<h2>g = b</h2>" in (tmp_path / "g2.html").read_text(encoding="utf-8")
     code, _, err = run_cli([*again, "--log-x"], capsys)
     assert code == 2 and "--log-x is not offered with --privacy-id or --by yet" in err
+
+
+def test_read_release_reads_each_kind_by_its_first_bytes_whatever_the_suffix(tmp_path):
+    """The one reader of ``show``, ``query`` and ``report``: a 1-D release (JSON and NPZ), a grid
+    release, a data-aware grid release and a grouped release, each read back as its own kind, a
+    grid release also from a file without the .json suffix; a missing path is one DataError."""
+    domain = dprange.Domain.integers(0, 15)
+    rng = np.random.default_rng(2)
+    one = dprange.release(rng.integers(0, 16, 300), domain, 1.0, rng=1)
+    columns = [rng.integers(0, 16, 300), rng.integers(0, 16, 300)]
+    grid = dprange.release_grid(columns, dprange.ProductDomain([domain, domain]), 1.0, rng=1)
+    aware = dprange.release_grid(columns, dprange.ProductDomain([domain, domain]), 1.0, mechanism="dawa_pruned", rng=1)
+    grouped = dprange.GroupedRelease("g", ["a", "b"], [one, dprange.release(np.arange(16), domain, 1.0, rng=2)], 1.0)
+    one.to_json(str(tmp_path / "one.json"))
+    one.to_npz(str(tmp_path / "one.npz"))
+    (tmp_path / "grid.json").write_text(grid.to_json())
+    (tmp_path / "grid.out").write_text(grid.to_json())
+    (tmp_path / "aware.json").write_text(aware.to_json())
+    grouped.to_json(str(tmp_path / "grouped.json"))
+    kinds = {
+        "one.json": Release,
+        "one.npz": Release,
+        "grid.json": type(grid),
+        "grid.out": type(grid),
+        "aware.json": DataAwareGridRelease,
+        "grouped.json": dprange.GroupedRelease,
+    }
+    for name, kind in kinds.items():
+        assert type(saved_release.read_release(str(tmp_path / name))) is kind, name
+    np.testing.assert_allclose(saved_release.read_release(str(tmp_path / "grid.out")).counts, grid.counts)
+    np.testing.assert_allclose(saved_release.read_release(str(tmp_path / "aware.json")).counts, aware.counts)
+    with pytest.raises(DataError, match="does not exist or is not a file"):
+        saved_release.read_release(str(tmp_path / "missing.json"))

@@ -9,23 +9,13 @@ import os
 
 import click
 
-from .._lazy import lazy_module
-from ..answers.grouped import GroupedRelease
-from ..answers.release import load_release
 from ..answers.report import is_grid, report_html
-from ..errors import DataError, ParameterError
-from ..mechanisms.grid import load_grid_release
+from ..errors import ParameterError
 from .group import cli
 from .options import StagedOutputs, check_alpha, check_not_an_input, check_output_path
+from .saved_release import read_release
 
 REPORT_SUFFIXES = (".html", ".htm")
-
-#: How far into a saved file the grid release's ``"kind": "grid_release"`` is looked for (its
-#: writer puts it first; a 1-D release's JSON never holds that name).
-KIND_HEAD_BYTES = 4096
-
-#: Reads a saved data-aware 2-D release (imported only when one is read).
-data_aware_grid = lazy_module("dprange.data_aware.grid")
 
 
 def check_report_path(path: str | None, option: str = "--report") -> str | None:
@@ -51,26 +41,6 @@ def check_report_option(report: str | None, inputs, outputs) -> None:
     for other in outputs:
         if other and os.path.abspath(other) == os.path.abspath(report):
             raise ParameterError("--report names the same file as another output; give different paths")
-
-
-def load_any_release(path: str):
-    """The release saved at ``path``: a :class:`~dprange.answers.grid.GridRelease` when its JSON
-    is of kind "grid_release", a data-aware grid release for "data_aware_grid_release", a
-    :class:`~dprange.answers.grouped.GroupedRelease` for a release saved with ``--by``, else a 1-D
-    :class:`~dprange.answers.release.Release` (JSON or npz)."""
-    if not os.path.isfile(path):
-        raise DataError(f"release file {path!r} does not exist or is not a file")
-    with open(path, "rb") as fh:
-        head = fh.read(KIND_HEAD_BYTES)
-    if b'"grid_release"' in head:
-        with open(path, encoding="utf-8") as fh:
-            return load_grid_release(fh.read())
-    if b'"data_aware_grid_release"' in head:
-        with open(path, encoding="utf-8") as fh:
-            return data_aware_grid.DataAwareGridRelease.from_json(fh.read())
-    if b'"dprange_grouped_release"' in head:
-        return GroupedRelease.from_json(path)
-    return load_release(path)
 
 
 def report_bytes(release, *, column=None, units=None, alpha=0.05, log_x=False, title=None, source=None) -> bytes:
@@ -103,7 +73,7 @@ def report_command(release_path, output, column, units, title, alpha, log_x):
     check_alpha(alpha)
     check_report_path(output, "--output")
     check_not_an_input(output, [release_path])
-    release = load_any_release(release_path)
+    release = read_release(release_path)
     axes = len(release.shape) if is_grid(release) else 1
     if column and len(column) != axes:
         raise ParameterError(

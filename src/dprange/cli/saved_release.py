@@ -1,11 +1,14 @@
 """What ``dprange show`` and ``dprange query`` compute from a saved release rebuilt in memory
 (1-D or k-D): the summary, range counts, quantiles and CDF values with intervals, in value
-units.  Post-processing only: no data are read and no budget is spent.  Imported by
+units; and the reader of a saved release of any kind (:func:`read_release`), which ``dprange
+report`` shares.  Post-processing only: no data are read and no budget is spent.  Imported by
 :mod:`.show` only when the saved file itself does not hold the answer (numpy, scipy and the
 answers layer load here).
 """
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 
@@ -22,24 +25,31 @@ grid_loader = lazy_module("dprange.mechanisms.grid")
 data_aware_grid = lazy_module("dprange.data_aware.grid")
 
 
+#: How far into a saved file its kind (``"kind": "grid_release"`` and the like) is looked for: its
+#: writer puts it first; a 1-D release's JSON or NPZ never holds those names.
+KIND_HEAD_BYTES = 4096
+
+
 def read_release(path: str):
-    """The release saved at ``path``: a :class:`Release` (JSON or NPZ), a GridRelease or a
-    GroupedRelease (one release per group)."""
-    if str(path).endswith(".json"):
-        try:
-            with open(path, encoding="utf-8") as fh:
-                head = fh.read(4096)
-        except OSError as exc:
-            raise DataError(f"cannot read {path!r}: {exc.strerror}") from None
-        compact = head.replace(" ", "")
-        if '"kind":"grid_release"' in compact:
-            with open(path, encoding="utf-8") as fh:
-                return grid_loader.load_grid_release(fh.read())
-        if '"kind":"data_aware_grid_release"' in compact:
-            with open(path, encoding="utf-8") as fh:
-                return data_aware_grid.DataAwareGridRelease.from_json(fh.read())
-        if '"dprange_grouped_release"' in compact:
-            return GroupedRelease.from_json(path)
+    """The release saved at ``path``, by the kind its first bytes name (whatever the file's suffix):
+    a GridRelease for "grid_release", a data-aware grid release for "data_aware_grid_release", a
+    GroupedRelease (one release per group) for a release saved with ``--by``, else a 1-D
+    :class:`Release` (JSON or NPZ)."""
+    if not os.path.isfile(path):
+        raise DataError(f"release file {path!r} does not exist or is not a file")
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(KIND_HEAD_BYTES)
+    except OSError as exc:
+        raise DataError(f"cannot read {path!r}: {exc.strerror}") from None
+    if b'"grid_release"' in head:
+        with open(path, encoding="utf-8") as fh:
+            return grid_loader.load_grid_release(fh.read())
+    if b'"data_aware_grid_release"' in head:
+        with open(path, encoding="utf-8") as fh:
+            return data_aware_grid.DataAwareGridRelease.from_json(fh.read())
+    if b'"dprange_grouped_release"' in head:
+        return GroupedRelease.from_json(path)
     return load_release(path)
 
 
