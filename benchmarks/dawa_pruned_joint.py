@@ -52,13 +52,14 @@ def cell(shape: str, side: int, scale: int, epsilon: float, trials: int) -> list
     """One row per workload: each variant's mean error over the trials, over the least's."""
     rest = AutoDataGrid().shares(epsilon)[-1]
     p = distribution(shape, side)
+    rectangles = {workload: evaluation_rectangles(side, workload) for workload in WORKLOADS}
     errors: dict = defaultdict(list)
     for trial in range(trials):
         counts = sample(p, scale, trial)
         for name, (ratio, joint) in VARIANTS.items():
             cells = make(ratio, joint).release(counts, rest, rng=1000 + trial).counts
-            for workload in WORKLOADS:
-                errors[(workload, name)].append(rectangles_mse(cells, counts, *evaluation_rectangles(side, workload)))
+            for workload, bounds in rectangles.items():
+                errors[(workload, name)].append(rectangles_mse(cells, counts, *bounds))
     rows = []
     for workload in WORKLOADS:
         mean = {name: float(np.mean(errors[(workload, name)])) for name in VARIANTS}

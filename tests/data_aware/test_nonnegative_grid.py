@@ -9,7 +9,8 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from _helpers import assert_bootstrap_follows_releases
+from _helpers import HEAVY_SIDE as SIDE
+from _helpers import assert_bootstrap_follows_releases, heavy_cells_grid
 
 import dprange
 from dprange import AutoTowardNonnegative, NonnegativeAuto, ParameterError
@@ -22,16 +23,8 @@ from dprange.inference.simplex_fit import simplex_fit
 from dprange.registry import GRID_MECHANISMS
 from dprange.workloads import Rectangles
 
-SIDE = 16
 LOWS = np.array([[0, 0], [2, 3], [0, 0]])
 HIGHS = np.array([[SIDE - 1, SIDE - 1], [12, 14], [7, 7]])
-
-
-def sparse_grid() -> np.ndarray:
-    rng = np.random.default_rng(0)
-    x = np.zeros((SIDE, SIDE), dtype=np.int64)
-    x.flat[rng.choice(SIDE * SIDE, 6, replace=False)] = rng.integers(50, 400, 6)
-    return x
 
 
 def dense_grid() -> np.ndarray:
@@ -44,7 +37,7 @@ def test_release_is_the_fit_of_autos_own_measurements(neighbours, workload):
     """The cells are the non-negative fit, from auto's least-squares estimate, of the
     measurements auto's design draws with the same seed, holding that estimate's total (the
     public total under replace); the one recorded step is those measurements' epsilon."""
-    x = sparse_grid()
+    x = heavy_cells_grid()
     mech = NonnegativeAuto(workload=workload, neighbours=neighbours)
     r = mech.release(x, 0.8, rng=7)
     inner = dprange.select_grid(x.shape, 0.8, workload=workload, neighbours=neighbours).mechanism
@@ -84,7 +77,7 @@ def test_the_chosen_design_is_kept_for_the_same_settings_and_chosen_again_when_t
     """A second release of the same shape and epsilon reuses the design chosen for the first (the
     same object, the same cells as a fresh mechanism's); a new epsilon, workload or relation
     chooses again, as select_grid does for them."""
-    x = sparse_grid()
+    x = heavy_cells_grid()
     mech = NonnegativeAuto(workload="prefix-rectangles")
     first = mech.least_squares_mechanism(x.shape, 0.8)
     assert mech.least_squares_mechanism(x.shape, 0.8) is first
@@ -105,7 +98,7 @@ def test_on_sparse_data_the_fit_has_a_fraction_of_autos_error():
     are not the whole grid have a fraction of auto's MSE (about 0.6x and 0.3-0.4x; 60 releases,
     whose MSEs are within about 20% of their means; the whole grid is auto's own total, the same
     error), and the bootstrap's standard error is within 20% of the releases' spread."""
-    fit, least_squares, spread, boot = monte_carlo(sparse_grid())
+    fit, least_squares, spread, boot = monte_carlo(heavy_cells_grid())
     assert fit[0] == pytest.approx(least_squares[0], rel=1e-6)
     assert fit[1] < 0.8 * least_squares[1] and fit[2] < 0.5 * least_squares[2]
     np.testing.assert_allclose(boot, spread, rtol=0.2)
@@ -120,7 +113,7 @@ def test_on_dense_data_the_constraints_do_not_bind_and_the_fit_is_auto():
 
 
 def test_noise_only_errors_are_refused_and_the_answers_have_no_exact_error_bars():
-    r = NonnegativeAuto().release(sparse_grid(), 1.0, rng=1)
+    r = NonnegativeAuto().release(heavy_cells_grid(), 1.0, rng=1)
     assert isinstance(r, DataAwareGridRelease) and not r.exact_error_bars
     assert np.isnan(r.rectangle([0, 0], [3, 3]).stderr)
     with pytest.raises(ParameterError, match="bootstrap"):
@@ -129,7 +122,7 @@ def test_noise_only_errors_are_refused_and_the_answers_have_no_exact_error_bars(
 
 def test_saved_release_loads_with_its_cells_and_provenance():
     mech = NonnegativeAuto(workload=Rectangles((SIDE, SIDE), LOWS, HIGHS), tol=1e-4, maxiter=500)
-    r = mech.release(sparse_grid(), 1.0, rng=2)
+    r = mech.release(heavy_cells_grid(), 1.0, rng=2)
     back = DataAwareGridRelease.from_json(r.to_json())
     np.testing.assert_array_equal(back.counts, r.counts)
     assert back.parameters == json.loads(json.dumps(r.parameters))
@@ -142,13 +135,13 @@ def test_saved_release_loads_with_its_cells_and_provenance():
 def test_registered_and_built_by_name_with_the_workload_release_grid_passes():
     assert GRID_MECHANISMS["auto_nonnegative"].factory is NonnegativeAuto
     domain = dprange.ProductDomain([dprange.Domain.integers(0, SIDE - 1)] * 2)
-    rows, cols = np.nonzero(sparse_grid())
-    weights = sparse_grid()[rows, cols]
+    rows, cols = np.nonzero(heavy_cells_grid())
+    weights = heavy_cells_grid()[rows, cols]
     columns = [np.repeat(rows, weights), np.repeat(cols, weights)]
     r = dprange.release_grid(columns, domain, 1.0, mechanism="auto_nonnegative", workload="prefix-rectangles", rng=3)
     assert r.mechanism == "auto_nonnegative" and r.parameters["workload"] == "prefix-rectangles"
     np.testing.assert_array_equal(
-        r.counts, NonnegativeAuto(workload="prefix-rectangles").release(sparse_grid(), 1.0, rng=3).counts
+        r.counts, NonnegativeAuto(workload="prefix-rectangles").release(heavy_cells_grid(), 1.0, rng=3).counts
     )
 
 
@@ -164,13 +157,13 @@ def test_bad_parameters_are_refused(kwargs, match):
 def test_bad_releases_are_refused_before_the_counts_are_read():
     mech = NonnegativeAuto()
     with pytest.raises(ParameterError, match="delta=0"):
-        mech.release(sparse_grid(), 1.0, delta=1e-6)
+        mech.release(heavy_cells_grid(), 1.0, delta=1e-6)
     with pytest.raises(ParameterError, match="noise='auto'"):
-        NonnegativeAuto(noise="gaussian").release(sparse_grid(), 1.0)
+        NonnegativeAuto(noise="gaussian").release(heavy_cells_grid(), 1.0)
     with pytest.raises(ParameterError):
         mech.release(np.ones(5, dtype=np.int64), 1.0)
     with pytest.raises(ParameterError):
-        mech.release(sparse_grid(), -1.0)
+        mech.release(heavy_cells_grid(), -1.0)
 
 
 # ----------------------------------------------------------------------------- auto_toward_nonnegative
@@ -192,7 +185,7 @@ def test_refit_risk_is_unbiased_for_gaussian_noise(workload):
     least squares' part is its exact error, and the refit's error is under 0.6x of it.  The cross
     term matters: without its factor 2 the refit's estimate is off by 0.28x (all rectangles) and
     0.61x (these rectangles) of least squares' error, about 10 standard errors."""
-    x = sparse_grid()[:8, :8] + sparse_grid()[8:, 8:]
+    x = heavy_cells_grid()[:8, :8] + heavy_cells_grid()[8:, 8:]
     shape = x.shape
     if workload == "rectangles":
         workload = Rectangles(shape, LOWS // 2, HIGHS // 2)
@@ -231,7 +224,7 @@ def test_refit_risk_is_unbiased_for_gaussian_noise(workload):
 def test_refit_risk_refuses_a_count_of_probes_that_is_not_a_whole_number_at_least_1(probes):
     """No probe would leave the trace undefined (a NaN estimate); refit_risk says so itself, not
     only through AutoTowardNonnegative's parameter."""
-    x = sparse_grid()[:8, :8]
+    x = heavy_cells_grid()[:8, :8]
     inner = dprange.Kronecker([2, 2], noise="gaussian")
     measurements = inner.measure(x, 1.0, delta=1e-5, rng=0)
     least_squares = np.asarray(inner.estimate(x.shape, measurements).leaves, dtype=float)
@@ -287,13 +280,13 @@ def test_the_weight_moves_toward_the_refit_where_it_gains_and_stays_where_it_los
     refit loses (about 1.3x), the weight is near 0 and the release's error within 5% of least
     squares'.  The cells are least squares moved by the recorded weight toward the refit of the
     same measurements."""
-    errors, weight = weight_monte_carlo(sparse_grid())
+    errors, weight = weight_monte_carlo(heavy_cells_grid())
     assert errors["refit"] < 0.75 * errors["least_squares"] and weight > 0.8
     assert errors["toward"] <= 1.1 * errors["refit"]
     errors, weight = weight_monte_carlo(half_empty_grid())
     assert errors["refit"] > 1.2 * errors["least_squares"] and weight < 0.3
     assert errors["toward"] <= 1.05 * errors["least_squares"]
-    for x in (sparse_grid(), half_empty_grid()):
+    for x in (heavy_cells_grid(), half_empty_grid()):
         r = AutoTowardNonnegative().release(x, 0.5, rng=3)
         inner = NonnegativeAuto().least_squares_mechanism(x.shape, 0.5)
         measurements = inner.measure(x, 0.5, rng=3)
@@ -314,7 +307,7 @@ def test_the_bootstrap_holds_the_weight():
 def test_auto_toward_nonnegative_is_registered_saved_and_validated():
     assert GRID_MECHANISMS["auto_toward_nonnegative"].factory is AutoTowardNonnegative
     mech = AutoTowardNonnegative(workload="prefix-rectangles", probes=2)
-    r = mech.release(sparse_grid(), 1.0, rng=2)
+    r = mech.release(heavy_cells_grid(), 1.0, rng=2)
     back = DataAwareGridRelease.from_json(r.to_json())
     np.testing.assert_array_equal(back.counts, r.counts)
     assert back.parameters["probes"] == 2 and back.parameters["weight"] == r.parameters["weight"]
@@ -322,4 +315,4 @@ def test_auto_toward_nonnegative_is_registered_saved_and_validated():
     with pytest.raises(ParameterError, match="probes"):
         AutoTowardNonnegative(probes=0)
     with pytest.raises(ParameterError, match="noise='auto'"):
-        AutoTowardNonnegative(noise="gaussian").release(sparse_grid(), 1.0)
+        AutoTowardNonnegative(noise="gaussian").release(heavy_cells_grid(), 1.0)

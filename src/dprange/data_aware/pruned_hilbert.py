@@ -115,11 +115,11 @@ class PrunedHilbertNoise(HilbertNoise):
     """Post-processing state of a ``dawa_pruned`` release: ``resample`` re-draws DAWA's bucket
     measurements around the released bucket totals and re-runs the marks and the scale."""
 
-    def __init__(self, inner, sequence, shape, cells, mechanism, public_total):
+    def __init__(self, inner, sequence, shape, cells, mechanism, deviations, public_total):
         super().__init__(inner, sequence, shape)
         self.cells = np.asarray(cells, dtype=float)
         self.mechanism = mechanism
-        self.deviations = bucket_deviations(inner)
+        self.deviations = deviations
         self.public_total = public_total
 
     def query_variance(self, cell_weights):
@@ -183,7 +183,8 @@ class PrunedDAWAHilbert(DAWAHilbert):
         _, _, starts = inner._reduced
         totals = np.add.reduceat(np.asarray(inner.estimate, dtype=float), starts)
         public_total = released.provenance.total  # the public N under replace, else None
-        kept, kept_buckets = self.pruned(inner, totals, bucket_deviations(inner), public_total)
+        deviations = bucket_deviations(inner)
+        kept, kept_buckets = self.pruned(inner, totals, deviations, public_total)
         cells = released.counts if kept is None else expand(sequence, released.shape, starts, kept)
         parameters = {
             **released.provenance.parameters,
@@ -197,7 +198,7 @@ class PrunedDAWAHilbert(DAWAHilbert):
             released.shape,
             cells,
             provenance,
-            PrunedHilbertNoise(inner, sequence, released.shape, cells, self, public_total),
+            PrunedHilbertNoise(inner, sequence, released.shape, cells, self, deviations, public_total),
             domain=domain,
         )
 

@@ -228,6 +228,10 @@ class TreeErrorModel:
         sq = {d: np.zeros(tree.level_sizes[d - 1]) for d in range(1, depth + 1)}
         root_g, total = 0.0, 0.0
         out = np.empty(order.size)
+
+        def term(d: int, parent: int, big_w: float) -> float:  # a parent's sq - lin^2 / W (0 / 0 as 0)
+            return sq[d][parent] - (lin[d][parent] ** 2 / big_w if big_w > 0 else 0.0)
+
         for k, leaf in enumerate(order):
             index, before, after = int(leaf), 0.0, 1.0
             for d in range(depth, 0, -1):  # cost: one parent a level
@@ -235,10 +239,10 @@ class TreeErrorModel:
                 g[d][index] = after
                 parent = index // tree.branching[d - 1]
                 big_w = self._child_variance_sums[d - 1][parent]
-                old = sq[d][parent] - (lin[d][parent] ** 2 / big_w if big_w > 0 else 0.0)
+                old = term(d, parent, big_w)
                 lin[d][parent] += w * (after - before)
                 sq[d][parent] += w * (after * after - before * before)
-                total += sq[d][parent] - (lin[d][parent] ** 2 / big_w if big_w > 0 else 0.0) - old
+                total += term(d, parent, big_w) - old
                 index = parent
                 before = g[d - 1][index] if d > 1 else root_g
                 after = lin[d][parent] / big_w if big_w > 0 else 0.0
