@@ -1026,7 +1026,21 @@ LOW_RULE = {
     "band16": ("dawa_pruned",),
 }
 
-#: The pruned branch, fitted last, after the low-signal branch, on every row (a fourteenth stage):
+#: The smooth low-signal branch, fitted after the low-signal branch and before the pruned one, on
+#: every row (a fourteenth stage): where the list runs the low-signal branch's band (``band16``),
+#: concentration is at most ``q19`` (-9: never) and log_signal at least ``x19``, runs ``band19``.
+#: From about 1,000 records times epsilon the features' noise is a few percent of the records, so
+#: the mass of the 16 heaviest cells tells smooth data (STROKE, GOWALLA: an adaptive grid has the
+#: least error) from data heaped on a few cells (ADULT-2D, MDSALARY-OVERT: the pruned refit), which
+#: the low-signal branch's ``dawa_pruned`` serves both within a small factor (docs/data-aware.md,
+#: "The smooth low-signal branch").
+SMOOTH_RULE = {
+    "q19": (-9.0, 0.2, 0.3, 0.5, 0.7),
+    "x19": (2.0, 2.5, 2.75, 3.0, 3.25),
+    "band19": ("agrid", "agrid_fine"),
+}
+
+#: The pruned branch, fitted last, after the smooth low-signal branch, on every row (a fifteenth stage):
 #: where log_signal_per_cell is at most ``u16`` (-99: never), log_signal_per_occupied at least
 #: ``p16``, the workload's boundary at least ``b16``, on at most 2^``c16`` cells, log_sparsity at
 #: most ``z16``, concentration at least ``q16``, bound_share at least ``k16``, corner_share at least
@@ -1089,6 +1103,10 @@ LOW_TESTS = (
     ("log_signal", "v17", False),
     ("log_signal_per_cell", "w17", False),
     ("workload_boundary", "b17", True),
+)
+SMOOTH_TESTS = (
+    ("concentration", "q19", False),
+    ("log_signal", "x19", True),
 )
 PRUNED_TESTS = (
     ("log_signal_per_cell", "u16", False),
@@ -1270,6 +1288,19 @@ def runs_low(rule: dict) -> bool:
     return rule.get("v17", -99.0) != -99.0
 
 
+def smooth_branch(x, rule: dict) -> np.ndarray:
+    """The rows where a decision list's smooth low-signal branch (SMOOTH_RULE) would run
+    ``band19`` over the low-signal branch's band (reached or not; nowhere for a list fitted
+    without it)."""
+    return gated_rows(x, rule, runs_smooth, SMOOTH_TESTS)
+
+
+def runs_smooth(rule: dict) -> bool:
+    """Whether a decision list's smooth low-signal branch (SMOOTH_RULE) runs anywhere (``q19`` not
+    -9; lists fitted before that stage lack it)."""
+    return rule.get("q19", -9.0) != -9.0
+
+
 def pruned_branch(x, rule: dict) -> np.ndarray:
     """The rows where a decision list's pruned branch (PRUNED_RULE) would run ``band15`` (nowhere
     for a list fitted without it)."""
@@ -1295,8 +1326,8 @@ def rule_choice(x, rule: dict, candidates) -> np.ndarray:
     every other but the corner spread and corner ones, the corner spread branch over every other
     but the corner one, and that over every other, running ``band13`` on its large grids; last,
     the support branch's ``band14`` where the list would run a candidate of support_family, over
-    every choice the low-signal branch's ``band16``, and over every choice the pruned branch's
-    ``band15``)."""
+    every choice the low-signal branch's ``band16``, the smooth low-signal branch's ``band19``
+    where the list then runs ``band16``, and over every choice the pruned branch's ``band15``)."""
     column, taken = upper_choice(x, rule, candidates)
     rest = np.where(sparse_branch(x, rule), candidates.index(rule["alternative"]), 0)
     rest = np.where(small_branch(x, rule), candidates.index(rule["band6"]), rest)
@@ -1326,6 +1357,10 @@ def rule_choice(x, rule: dict, candidates) -> np.ndarray:
     low = low_branch(x, rule)
     if low.any():
         column = np.where(low, candidates.index(rule["band16"]), column)
+    smooth = smooth_branch(x, rule)
+    if smooth.any() and rule["band16"] in candidates:
+        smooth &= column == candidates.index(rule["band16"])
+        column = np.where(smooth, candidates.index(rule["band19"]), column)
     pruned = pruned_branch(x, rule)
     if pruned.any():
         column = np.where(pruned, candidates.index(rule["band15"]), column)
@@ -1349,7 +1384,16 @@ def splits_large_corner(rule: dict) -> bool:
 def whole_row_stages() -> tuple[dict, ...]:
     """The stages fit_rules fits last, on every row, in order (read when called, so that a
     monkeypatched grid is the one fitted)."""
-    return (BOUND_RULE, CORNER_RULE, SPREAD_RULE, LARGE_CORNER_RULE, SUPPORT_RULE, LOW_RULE, PRUNED_RULE)
+    return (
+        BOUND_RULE,
+        CORNER_RULE,
+        SPREAD_RULE,
+        LARGE_CORNER_RULE,
+        SUPPORT_RULE,
+        LOW_RULE,
+        SMOOTH_RULE,
+        PRUNED_RULE,
+    )
 
 
 def below(v: float) -> float:
@@ -1367,7 +1411,8 @@ def rule_tree(rule: dict, candidates) -> list[dict]:
     the corner branch's leaf is a split on the grid's size into two leaves at the end; where the
     support stage runs, every leaf naming a candidate of support_family becomes its tests (_supported_leaves),
     and where the low-signal and pruned stages run, every leaf then becomes each stage's tests in
-    turn (_low_leaves, _pruned_leaves)."""
+    turn (_low_leaves, _pruned_leaves), between them every leaf of the low-signal band the smooth
+    low-signal stage's (_smooth_leaves)."""
     band10, band11 = _band(rule, "band10", candidates), _band(rule, "band11", candidates)
     bound, rest = 7, 12
     listed = _list_tree(rule, candidates)
@@ -1388,7 +1433,8 @@ def rule_tree(rule: dict, candidates) -> list[dict]:
         nodes[len(CORNER_TESTS)] = {**split, "left": end, "right": end + 1}
         nodes += [{"leaf": band11}, {"leaf": _band(rule, "band13", candidates)}]
     nodes = _supported_leaves(nodes, rule, candidates)
-    return _pruned_leaves(_low_leaves(nodes, rule, candidates), rule, candidates)
+    nodes = _smooth_leaves(_low_leaves(nodes, rule, candidates), rule, candidates)
+    return _pruned_leaves(nodes, rule, candidates)
 
 
 def _supported_leaves(nodes: list[dict], rule: dict, candidates) -> list[dict]:
@@ -1424,6 +1470,17 @@ def _every_leaf(nodes: list[dict], rule: dict, tests, band: int, wraps=None) -> 
         nodes[at] = block[0]
         nodes += [*block[1:], {"leaf": node["leaf"]}]
     return nodes
+
+
+def _smooth_leaves(nodes: list[dict], rule: dict, candidates) -> list[dict]:
+    """``nodes`` with every leaf that names the low-signal branch's ``band16`` turned into the
+    smooth low-signal branch's tests: the first in the leaf's place, the rest appended, reaching a
+    leaf of ``band19`` where all hold and the old leaf where one fails (the rows smooth_branch
+    gives, over those leaves')."""
+    if not runs_smooth(rule) or rule["band16"] not in candidates:
+        return nodes
+    low = candidates.index(rule["band16"])
+    return _every_leaf(nodes, rule, SMOOTH_TESTS, _band(rule, "band19", candidates), wraps=low.__eq__)
 
 
 def _pruned_leaves(nodes: list[dict], rule: dict, candidates) -> list[dict]:
@@ -1544,7 +1601,8 @@ def fit_rules(x, keys, per_row, candidates, args) -> GridSelector:
     every row, the bound branch (BOUND_RULE), the corner branch (CORNER_RULE), the corner
     spread branch (SPREAD_RULE), the corner branch's band on large grids (LARGE_CORNER_RULE),
     then the support branch over the choices of support_family (SUPPORT_RULE), the low-signal
-    branch over every choice (LOW_RULE) and the pruned branch over every choice (PRUNED_RULE).  The shapes
+    branch over every choice (LOW_RULE), the smooth low-signal branch over its band (SMOOTH_RULE)
+    and the pruned branch over every choice (PRUNED_RULE).  The shapes
     heaped on their bounds are there to fit those branches: their rows outside them, at the
     lowest signals and on prefix rectangles, would otherwise pull the list's first stage away
     from the other shapes (held out, a list fitted on them too was far worse: docs/data-aware.md,

@@ -521,7 +521,8 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
     every choice (where recorded), band15 where log_signal_per_cell <= u16, log_signal_per_occupied
     >= p16, workload_boundary >= b16, log_cells <= c16, log_sparsity <= z16, concentration >= q16,
     bound_share >= k16, corner_share >= r16 and log_signal >= l16, and under it (where recorded) band16 where
-    log_signal <= v17, log_signal_per_cell <= w17 and workload_boundary >= b17."""
+    log_signal <= v17, log_signal_per_cell <= w17 and workload_boundary >= b17, band19 in its place
+    (where recorded) where concentration <= q19 and log_signal >= x19."""
     sel = shipped_grid()
     rule = recorded_rules(sel)
     # signal per cell, _, sparsity, concentration, log2 cells, log epsilon, off-peak share, boundary
@@ -553,6 +554,9 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
     low = rule.get("v17", -99.0) != -99.0  # the low-signal branch (selectors fitted since it)
     if low:
         thresholds.update({"v17": 9, "w17": 0, "b17": 7})
+    smoothing = rule.get("q19", -9.0) != -9.0  # the smooth low-signal branch (selectors fitted since it)
+    if smoothing:
+        thresholds.update({"q19": 3, "x19": 9})
     pruning = rule.get("u16", -99.0) != -99.0  # the pruned branch (selectors fitted since it)
     if pruning:
         thresholds.update({"u16": 0, "p16": 1, "b16": 7, "z16": 2, "q16": 3, "k16": 8, "r16": 10, "l16": 9})
@@ -638,6 +642,12 @@ def test_shipped_rules_tree_chooses_as_its_rule_reads():
         assert lowered.any() and len({e for e, p in zip(expected, lowered) if p}) > 1
         assert (records[lowered] == rule["v17"]).any()  # rows on the at-most threshold, taken
         expected = [rule["band16"] if lowered[i] else e for i, e in enumerate(expected)]
+    if smoothing:  # band19 in place of band16 where both its tests hold
+        smoothed = (concentration <= rule["q19"]) & (records >= rule["x19"])
+        smoothed &= np.array([e == rule["band16"] for e in expected])
+        assert smoothed.any() and (lowered & ~smoothed).any()
+        assert (concentration[smoothed] == rule["q19"]).any() and (records[smoothed] == rule["x19"]).any()
+        expected = [rule["band19"] if smoothed[i] else e for i, e in enumerate(expected)]
     if pruning:  # over every choice, band15 where every test holds
         pruned = (signal <= rule["u16"]) & (occupied >= rule["p16"]) & (boundary >= rule["b16"])
         pruned &= (cells <= rule["c16"]) & (sparsity <= rule["z16"]) & (concentration >= rule["q16"])
@@ -924,9 +934,9 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
     same cost, rank and order; then the peak branch's settings with that list fixed, then the
     towns branch's, the small-grid branch's, the concentrated, clustered and non-negative
     branches', each with all before it fixed, all on the rows of shapes other than the
-    ``bound-<k>`` and ``amounts-<k>`` ones; then the bound, corner, corner spread, large-corner
-    and support branches' on every row), and the tree it writes must choose as that list on every
-    row."""
+    ``bound-<k>`` and ``amounts-<k>`` ones; then the bound, corner, corner spread, large-corner,
+    support, low-signal, smooth low-signal and pruned branches' on every row), and the tree it
+    writes must choose as that list on every row."""
     import argparse
     import importlib
 
@@ -1035,6 +1045,8 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
     monkeypatch.setattr(script, "SUPPORT_RULE", support_grid)
     low_grid = {"v17": (-99.0, 2.0, 3.5), "w17": (9.0, -1.0), "b17": (0.0, 1.5), "band16": ("ugrid", "kd_tree")}
     monkeypatch.setattr(script, "LOW_RULE", low_grid)
+    smooth_grid = {"q19": (-9.0, 0.4, 0.8), "x19": (1.0, 3.0), "band19": ("agrid", "dawa_hilbert")}
+    monkeypatch.setattr(script, "SMOOTH_RULE", smooth_grid)
     pruned_grid = {
         "u16": (-99.0, 0.0, 1.0),
         "p16": (-9.0,),
@@ -1101,6 +1113,7 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
         **{"c14": 99.0, "band13": "kd_tree"},
         **{"p15": 99.0, "s15": -9.0, "b15": 0.0, "c15": 12.0, "z15": 9.0, "q15": 0.0, "o15": 1.0, "band14": "ugrid"},
         **{"v17": -99.0, "w17": 9.0, "b17": 0.0, "band16": "ugrid"},
+        **{"q19": -9.0, "x19": 1.0, "band19": "agrid"},
         **{"u16": -99.0, "p16": -9.0, "b16": 0.0, "c16": 14.0, "z16": 9.0, "q16": 0.0, "k16": 0.0, "r16": 0.0},
         **{"l16": -9.0, "band15": "agrid"},
     }
@@ -1117,6 +1130,7 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
         (large_grid, "c14"),
         (support_grid, "p15"),
         (low_grid, "v17"),
+        (smooth_grid, "q19"),
         (pruned_grid, "u16"),
     )
     best, chosen = None, None
@@ -1133,7 +1147,7 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
         key = rank(rule, listed)
         if best is None or key < best:
             best, chosen = key, rule
-    whole_row = (bound_grid, corner_grid, spread_grid, large_grid, support_grid, low_grid, pruned_grid)
+    whole_row = (bound_grid, corner_grid, spread_grid, large_grid, support_grid, low_grid, smooth_grid, pruned_grid)
     for grid, gate in later:  # each later stage, all before it fixed; the list's on its shapes' rows
         fixed, best = chosen, None
         for values in itertools.product(*grid.values()):
@@ -1181,11 +1195,20 @@ def test_training_script_rules_fit_scores_every_decision_list_as_its_choices(mon
     pruned = script.pruned_branch(x, chosen)
     assert pruned.any() and (picked[pruned] == candidates.index(chosen["band15"])).all()
     assert (picked[~pruned] == unpruned[~pruned]).all() and (picked != unpruned).any()
-    # the low-signal branch replaces every choice where its tests hold and the pruned branch's do not
+    # the smooth low-signal branch replaces only the low-signal branch's band where its tests hold (the
+    # tree's copies of them under each leaf of that band choose as it does)
+    unsmooth = script.rule_choice(x, {**chosen, "q19": -9.0}, candidates)
+    smooth = picked != unsmooth
+    assert smooth.any() and (unsmooth[smooth] == candidates.index(chosen["band16"])).all()
+    assert (picked[smooth] == candidates.index(chosen["band19"])).all()
+    band16 = unsmooth == candidates.index(chosen["band16"])
+    assert (smooth == (script.smooth_branch(x, chosen) & band16 & ~pruned)).all()
+    # the low-signal branch replaces every choice where its tests hold and neither the pruned branch's
+    # nor the smooth branch's do
     unlow = script.rule_choice(x, {**chosen, "v17": -99.0}, candidates)
-    low = script.low_branch(x, chosen) & ~pruned
+    low = script.low_branch(x, chosen) & ~pruned & ~smooth
     assert low.any() and (picked[low] == candidates.index(chosen["band16"])).all()
-    assert (picked[~low] == unlow[~low]).all() and (picked != unlow).any()
+    assert (picked[~low & ~smooth] == unlow[~low & ~smooth]).all() and (picked != unlow).any()
 
 
 @pytest.mark.parametrize("stage_to_auto, runs", [(1.2, False), (1.25, False), (1.5, True)])
