@@ -1411,8 +1411,8 @@ def rule_tree(rule: dict, candidates) -> list[dict]:
     the corner branch's leaf is a split on the grid's size into two leaves at the end; where the
     support stage runs, every leaf naming a candidate of support_family becomes its tests (_supported_leaves),
     and where the low-signal and pruned stages run, every leaf then becomes each stage's tests in
-    turn (_low_leaves, _pruned_leaves), between them every leaf of the low-signal band the smooth
-    low-signal stage's (_smooth_leaves)."""
+    turn (_low_leaves, _pruned_leaves), and between the two every leaf of the low-signal band
+    becomes the smooth low-signal stage's tests (_smooth_leaves)."""
     band10, band11 = _band(rule, "band10", candidates), _band(rule, "band11", candidates)
     bound, rest = 7, 12
     listed = _list_tree(rule, candidates)
